@@ -1,0 +1,58 @@
+import type { Static, TSchema } from '@sinclair/typebox';
+import type { Services } from '../runtime/services.ts';
+
+export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+
+/** Who may call a route. Later layers add session- and key-based access on top of `public`. */
+export type Access = 'public';
+
+export interface Reply<B = unknown> {
+  status?: number;
+  body?: B;
+  /** An already-serialised JSON body, sent as is (for large documents built once). */
+  raw?: string;
+  headers?: Record<string, string>;
+}
+
+export interface RequestContext<P = Record<string, string>, Q = Record<string, unknown>, B = unknown> {
+  requestId: string;
+  method: Method;
+  path: string;
+  params: P;
+  query: Q;
+  body: B;
+  /** Lower-case header names. */
+  headers: Record<string, string>;
+  remoteAddress: string;
+  services: Services;
+}
+
+/** A route: its method, path, access and schemas next to its handler; everything else is derived. */
+export interface RouteDef<
+  P extends TSchema | undefined = TSchema | undefined,
+  Q extends TSchema | undefined = TSchema | undefined,
+  B extends TSchema | undefined = TSchema | undefined,
+> {
+  method: Method;
+  /** `/v1/things/:id` style; parameters are whole segments. */
+  path: string;
+  operationId: string;
+  summary: string;
+  tags: string[];
+  access: Access;
+  params?: P;
+  query?: Q;
+  body?: B;
+  /** Success responses by status; errors are described once for all routes. */
+  responses: Record<number, TSchema | null>;
+  handler(ctx: RequestContext<StaticOr<P, Record<string, string>>, StaticOr<Q, Record<string, unknown>>, StaticOr<B, undefined>>): Promise<Reply> | Reply;
+}
+
+type StaticOr<S, Fallback> = S extends TSchema ? Static<S> : Fallback;
+
+/** Keeps the handler's context typed from the route's own schemas. */
+export function defineRoute<P extends TSchema | undefined = undefined, Q extends TSchema | undefined = undefined, B extends TSchema | undefined = undefined>(
+  route: RouteDef<P, Q, B>,
+): RouteDef {
+  return route as unknown as RouteDef;
+}

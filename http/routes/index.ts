@@ -1,0 +1,11 @@
+import type { RouteDef } from '../route.ts';
+import { getServiceIdentity } from './meta/root.ts';
+import { getReadiness } from './meta/ready.ts';
+import { openApiRoute } from './meta/openapi.ts';
+
+/** The route table: a route exists, is validated and is documented by being listed here. */
+export function routeTable(extra: RouteDef[] = []): RouteDef[] {
+  const routes: RouteDef[] = [getServiceIdentity, getReadiness, ...extra];
+  routes.push(openApiRoute(() => routes));
+  return routes;
+}

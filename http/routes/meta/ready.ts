@@ -1,0 +1,38 @@
+import { Type } from '@sinclair/typebox';
+import { ApiError } from '../../errors.ts';
+import { defineRoute } from '../../route.ts';
+
+const PING_TIMEOUT_MS = 2_000;
+
+export const Readiness = Type.Object({
+  status: Type.Literal('ready'),
+  checks: Type.Object({ database: Type.Literal('ok'), recovery: Type.Literal('done') }),
+}, { additionalProperties: false });
+
+export const getReadiness = defineRoute({
+  method: 'GET',
+  path: '/health/ready',
+  operationId: 'getReadiness',
+  summary: 'Readiness probe: 200 once the database answers and recovery has finished, 503 otherwise',
+  tags: ['meta'],
+  access: 'public',
+  responses: { 200: Readiness },
+  handler: async ({ services }) => {
+    const { health, db } = services;
+    if (health.draining) throw new ApiError('not_ready', 'The service is shutting down.');
+    if (!health.recovered) throw new ApiError('not_ready', health.recoveryError ? `Recovery failed: ${health.recoveryError}` : 'Recovery has not finished.');
+    try {
+      await withTimeout(db.ping(), PING_TIMEOUT_MS);
+    } catch {
+      throw new ApiError('not_ready', 'The database does not answer.');
+    }
+    return { body: { status: 'ready', checks: { database: 'ok', recovery: 'done' } } };
+  },
+});
+
+function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error('timed out')), ms);
+    promise.then((value) => { clearTimeout(timer); resolve(value); }, (error) => { clearTimeout(timer); reject(error); });
+  });
+}

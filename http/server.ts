@@ -1,0 +1,274 @@
+import { randomUUID } from 'node:crypto';
+import { context, propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Span } from '@opentelemetry/api';
+import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from 'uWebSockets.js';
+import { ApiError, isApiError } from './errors.ts';
+import { send, sendError, type ResponseState } from './respond.ts';
+import { Router, type CompiledRoute } from './router.ts';
+import type { Method, RequestContext, RouteDef } from './route.ts';
+import { describeErrors } from './validation.ts';
+import { loadUws } from './uws.ts';
+import type { Services } from '../runtime/services.ts';
+
+const MAX_URL_LENGTH = 8 * 1024;
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
+const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i;
+
+export interface HttpServer {
+  router: Router;
+  listen(host: string, port: number): Promise<number>;
+  /** Stops accepting connections; requests already received still get their answer. */
+  stopAccepting(): void;
+  /** Resolves when no request is being handled. */
+  idle(): Promise<void>;
+  inFlight(): number;
+}
+
+/** The uWS front end: routing, body reading with limits, validation, the error envelope, spans. */
+export function createHttpServer(services: Services, routes: RouteDef[]): HttpServer {
+  const { uws } = loadUws();
+  const app: TemplatedApp = uws.App();
+  const router = new Router();
+  for (const route of routes) router.add(route);
+
+  let listenSocket: us_listen_socket | undefined;
+  let inFlight = 0;
+  let idleWaiters: Array<() => void> = [];
+  const finished = () => {
+    inFlight--;
+    if (inFlight === 0 && idleWaiters.length > 0) {
+      const waiters = idleWaiters;
+      idleWaiters = [];
+      for (const wake of waiters) wake();
+    }
+  };
+
+  app.any('/*', (res: HttpResponse, req: HttpRequest) => {
+    // HttpRequest lives only for this synchronous call: read everything now.
+    const method = req.getCaseSensitiveMethod().toUpperCase();
+    const path = req.getUrl();
+    const rawQuery = req.getQuery() ?? '';
+    const headers: Record<string, string> = {};
+    req.forEach((name, value) => { headers[name] = value; });
+    const incomingId = headers['x-request-id'];
+    const requestId = incomingId && REQUEST_ID.test(incomingId) ? incomingId : `req_${randomUUID().replace(/-/g, '')}`;
+    const remoteAddress = Buffer.from(res.getRemoteAddressAsText()).toString();
+    const state: ResponseState = { aborted: false, finished: false };
+    inFlight++;
+    res.onAborted(() => {
+      state.aborted = true;
+      state.onAbort?.();
+    });
+
+    const pipeline = new RequestPipeline(services, router, res, state, { method, path, rawQuery, headers, requestId, remoteAddress });
+    pipeline.run().finally(finished);
+  });
+
+  return {
+    router,
+    listen(host, port) {
+      return new Promise((resolve, reject) => {
+        app.listen(host, port, (socket) => {
+          if (!socket) return reject(new Error(`could not listen on ${host}:${port}`));
+          listenSocket = socket;
+          resolve(uws.us_socket_local_port(socket));
+        });
+      });
+    },
+    stopAccepting() {
+      if (listenSocket) uws.us_listen_socket_close(listenSocket);
+      listenSocket = undefined;
+    },
+    idle() {
+      if (inFlight === 0) return Promise.resolve();
+      return new Promise((resolve) => idleWaiters.push(resolve));
+    },
+    inFlight: () => inFlight,
+  };
+}
+
+interface Incoming {
+  method: string;
+  path: string;
+  rawQuery: string;
+  headers: Record<string, string>;
+  requestId: string;
+  remoteAddress: string;
+}
+
+class RequestPipeline {
+  private span: Span | undefined;
+  private routeLabel = 'unmatched';
+
+  constructor(
+    private readonly services: Services,
+    private readonly router: Router,
+    private readonly res: HttpResponse,
+    private readonly state: ResponseState,
+    private readonly incoming: Incoming,
+  ) {}
+
+  async run(): Promise<void> {
+    const { method, path, headers } = this.incoming;
+    const parent = headers.traceparent ? propagation.extract(ROOT_CONTEXT, headers) : ROOT_CONTEXT;
+    const tracer = this.services.tracer;
+    this.span = tracer.startSpan(`${method}`, { kind: SpanKind.SERVER, attributes: { 'http.request.method': method, 'url.path': path } }, parent);
+    try {
+      await context.with(trace.setSpan(parent, this.span), () => this.handle());
+    } catch (error) {
+      this.fail(error);
+    } finally {
+      this.span.updateName(`${method} ${this.routeLabel}`);
+      this.span.setAttribute('http.route', this.routeLabel);
+      this.span.end();
+    }
+  }
+
+  private async handle(): Promise<void> {
+    const { method, path, rawQuery, headers, requestId } = this.incoming;
+    if (this.services.health.draining) {
+      return sendError(this.res, this.state, requestId, 'not_ready', 'The service is shutting down.', { 'Retry-After': '1' }, true);
+    }
+    if (path.length + rawQuery.length > MAX_URL_LENGTH) throw new ApiError('uri_too_long');
+
+    const match = this.router.match(method, path);
+    if (match.kind === 'not_found') throw new ApiError('not_found', `No route for ${method} ${truncate(path)}.`);
+    if (match.kind === 'method_not_allowed') {
+      throw new ApiError('method_not_allowed', `${method} is not allowed here; use ${match.allowed.join(', ')}.`, { Allow: match.allowed.join(', ') });
+    }
+    const route = match.route;
+    this.routeLabel = route.def.path;
+
+    const params = decodeParams(match.params);
+    const query = parseQuery(rawQuery);
+    const body = await this.readBody(route, method, headers);
+
+    if (route.validateParams && !route.validateParams(params)) throw new ApiError('validation_error', describeErrors('path', route.validateParams.errors));
+    if (route.validateQuery && !route.validateQuery(query)) throw new ApiError('validation_error', describeErrors('query', route.validateQuery.errors));
+    if (route.validateBody && !route.validateBody(body)) throw new ApiError('validation_error', describeErrors('body', route.validateBody.errors));
+
+    const ctx: RequestContext = {
+      requestId,
+      method: method as Method,
+      path,
+      params,
+      query,
+      body,
+      headers,
+      remoteAddress: this.incoming.remoteAddress,
+      services: this.services,
+    };
+    const reply = await route.def.handler(ctx as never);
+    const status = reply.status ?? 200;
+    const validate = route.validateResponse.get(status);
+    if (!route.def.responses[status] && route.def.responses[status] !== null) {
+      throw new Error(`route ${route.def.method} ${route.def.path} answered ${status}, which it does not declare`);
+    }
+    if (validate && reply.raw === undefined && !validate(reply.body)) {
+      throw new Error(`response of ${route.def.method} ${route.def.path} does not match its schema: ${describeErrors('response', validate.errors)}`);
+    }
+    this.span?.setAttribute('http.response.status_code', status);
+    const payload = reply.raw ?? (reply.body === undefined ? undefined : JSON.stringify(reply.body));
+    send(this.res, this.state, status, requestId, payload, reply.headers);
+  }
+
+  /** Reads the body for methods that carry one: size limit first, then Content-Type and JSON. */
+  private readBody(route: CompiledRoute, method: string, headers: Record<string, string>): Promise<unknown> {
+    const declared = headers['content-length'];
+    const chunked = (headers['transfer-encoding'] ?? '').toLowerCase().includes('chunked');
+    const hasBody = chunked || (declared !== undefined && declared !== '0');
+    const limit = this.services.config.bodyLimitBytes;
+    if (!hasBody) {
+      if (route.validateBody && BODY_METHODS.has(method)) {
+        return Promise.reject(new ApiError('validation_error', 'A JSON request body is required.'));
+      }
+      return Promise.resolve(undefined);
+    }
+    if (declared !== undefined && (!/^\d+$/.test(declared) || Number(declared) > limit)) {
+      return Promise.reject(new ApiError('payload_too_large', `The request body must be at most ${limit} bytes.`));
+    }
+    return new Promise((resolve, reject) => {
+      this.state.onAbort = () => reject(new ClientGoneError());
+      const chunks: Buffer[] = [];
+      let size = 0;
+      let done = false;
+      this.res.onData((chunk, isLast) => {
+        if (done) return;
+        size += chunk.byteLength;
+        if (size > limit) {
+          done = true;
+          reject(new ApiError('payload_too_large', `The request body must be at most ${limit} bytes.`));
+          return;
+        }
+        // uWS reuses the chunk's memory after this callback returns: copy it.
+        chunks.push(Buffer.from(new Uint8Array(chunk)));
+        if (!isLast) return;
+        done = true;
+        try {
+          resolve(route.validateBody ? parseJson(Buffer.concat(chunks, size), headers['content-type']) : undefined);
+        } catch (error) {
+          reject(error);
+        }
+      });
+    });
+  }
+
+  private fail(error: unknown): void {
+    const { requestId } = this.incoming;
+    if (error instanceof ClientGoneError) return;
+    if (isApiError(error)) {
+      this.span?.setAttribute('http.response.status_code', error.status);
+      // After refusing an oversized body the rest of it is not read, so the connection cannot be reused.
+      sendError(this.res, this.state, requestId, error.code, error.message, error.headers, error.code === 'payload_too_large');
+      return;
+    }
+    this.span?.recordException(error as Error);
+    this.span?.setStatus({ code: SpanStatusCode.ERROR });
+    this.span?.setAttribute('http.response.status_code', 500);
+    this.services.logger.error({ err: error, requestId, route: this.routeLabel }, 'request failed');
+    sendError(this.res, this.state, requestId, 'internal_error', `Something went wrong on our side. Quote request id ${requestId} when reporting it.`);
+  }
+}
+
+/** The client closed the connection before its body arrived: there is no one to answer. */
+class ClientGoneError extends Error {}
+
+function parseJson(raw: Buffer, contentType: string | undefined): unknown {
+  if (!contentType || !JSON_TYPE.test(contentType)) {
+    throw new ApiError('validation_error', 'The request body must be JSON, sent with Content-Type: application/json.');
+  }
+  if (raw.length === 0) throw new ApiError('validation_error', 'A JSON request body is required.');
+  try {
+    return JSON.parse(raw.toString('utf8'));
+  } catch {
+    throw new ApiError('validation_error', 'The request body is not valid JSON.');
+  }
+}
+
+function decodeParams(raw: Record<string, string>): Record<string, string> {
+  const params: Record<string, string> = {};
+  for (const name in raw) {
+    try {
+      params[name] = decodeURIComponent(raw[name]!);
+    } catch {
+      throw new ApiError('validation_error', `path parameter ${name} has invalid percent-encoding`);
+    }
+  }
+  return params;
+}
+
+function parseQuery(raw: string): Record<string, unknown> {
+  const query: Record<string, unknown> = {};
+  if (raw === '') return query;
+  for (const [key, value] of new URLSearchParams(raw)) {
+    const existing = query[key];
+    if (existing === undefined) query[key] = value;
+    else if (Array.isArray(existing)) existing.push(value);
+    else query[key] = [existing, value];
+  }
+  return query;
+}
+
+function truncate(text: string): string {
+  return text.length > 200 ? `${text.slice(0, 200)}…` : text;
+}

@@ -1,0 +1,135 @@
+import { SpanKind, SpanStatusCode, trace, type Link, type Tracer } from '@opentelemetry/api';
+import type { SqlEntityManager } from '@mikro-orm/postgresql';
+import type { Database } from './database.ts';
+
+/** One actor's writes; runs inside the batch's transaction and must touch only the database. */
+export type WriteUnit = (em: SqlEntityManager) => Promise<void>;
+
+export interface SnapshotWriterOptions {
+  /** How long the first write of an idle writer waits for company before its batch commits. */
+  windowMs: number;
+  maxBatch: number;
+  tracer: Tracer;
+}
+
+export interface WriterStats {
+  units: number;
+  batches: number;
+  failedUnits: number;
+  lastBatchSize: number;
+  lastCommitMs: number;
+}
+
+interface Pending {
+  unit: WriteUnit;
+  resolve: () => void;
+  reject: (error: unknown) => void;
+  link: Link | undefined;
+}
+
+export class WriterClosedError extends Error {
+  constructor() {
+    super('the snapshot writer is closed');
+    this.name = 'WriterClosedError';
+  }
+}
+
+/**
+ * Group commit: the writes of many actors go into one transaction, and each waiter is answered
+ * only after that transaction has committed. While one batch commits, the next one gathers.
+ * When a batch fails, its units are retried one transaction each, so one bad write fails alone.
+ */
+export class SnapshotWriter {
+  private queue: Pending[] = [];
+  private committing = false;
+  private scheduled = false;
+  private closed = false;
+  private idleWaiters: Array<() => void> = [];
+  readonly stats: WriterStats = { units: 0, batches: 0, failedUnits: 0, lastBatchSize: 0, lastCommitMs: 0 };
+
+  constructor(private readonly db: Database, private readonly options: SnapshotWriterOptions) {}
+
+  /** Resolves once the unit's writes are committed; rejects if they were rolled back. */
+  write(unit: WriteUnit): Promise<void> {
+    if (this.closed) return Promise.reject(new WriterClosedError());
+    return new Promise<void>((resolve, reject) => {
+      const spanContext = trace.getActiveSpan()?.spanContext();
+      this.queue.push({ unit, resolve, reject, link: spanContext ? { context: spanContext } : undefined });
+      this.schedule();
+    });
+  }
+
+  /** Resolves when everything queued so far has been committed or refused. */
+  flush(): Promise<void> {
+    if (!this.committing && !this.scheduled && this.queue.length === 0) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  async close(): Promise<void> {
+    await this.flush();
+    this.closed = true;
+  }
+
+  private schedule(): void {
+    if (this.committing || this.scheduled) return;
+    this.scheduled = true;
+    const start = () => {
+      this.scheduled = false;
+      void this.drain();
+    };
+    if (this.options.windowMs > 0) setTimeout(start, this.options.windowMs);
+    else setImmediate(start);
+  }
+
+  private async drain(): Promise<void> {
+    this.committing = true;
+    try {
+      while (this.queue.length > 0) {
+        const batch = this.queue.splice(0, this.options.maxBatch);
+        await this.commit(batch);
+      }
+    } finally {
+      this.committing = false;
+      const waiters = this.idleWaiters;
+      this.idleWaiters = [];
+      for (const wake of waiters) wake();
+    }
+  }
+
+  private async commit(batch: Pending[]): Promise<void> {
+    const links = batch.flatMap((p) => (p.link ? [p.link] : []));
+    const span = this.options.tracer.startSpan('db.batch', {
+      kind: SpanKind.CLIENT,
+      links,
+      attributes: { 'db.system': 'postgresql', 'db.operation.batch.size': batch.length },
+    });
+    const started = performance.now();
+    try {
+      await this.db.em().transactional(async (em) => {
+        for (const pending of batch) await pending.unit(em);
+      });
+      this.record(batch.length, started);
+      for (const pending of batch) pending.resolve();
+      span.setStatus({ code: SpanStatusCode.OK });
+    } catch (error) {
+      span.recordException(error as Error);
+      span.setStatus({ code: SpanStatusCode.ERROR });
+      if (batch.length === 1) {
+        this.stats.failedUnits++;
+        batch[0]!.reject(error);
+      } else {
+        // Isolate the failing write: every other unit gets its own transaction.
+        for (const pending of batch) await this.commit([pending]);
+      }
+    } finally {
+      span.end();
+    }
+  }
+
+  private record(size: number, started: number): void {
+    this.stats.batches++;
+    this.stats.units += size;
+    this.stats.lastBatchSize = size;
+    this.stats.lastCommitMs = performance.now() - started;
+  }
+}

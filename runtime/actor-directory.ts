@@ -1,0 +1,214 @@
+import nact, { type Ref } from 'nact';
+import { context, SpanKind, SpanStatusCode, trace, type Tracer } from '@opentelemetry/api';
+import type { ActorBehavior, ActorContext, ActorMessenger } from './actor-behavior.ts';
+import type { Clock, Timer } from './clock.ts';
+import type { Logger } from './logger.ts';
+import { traceContextOf, wrap, type Envelope, type Reply } from './envelope.ts';
+import type { Database } from '../persistence/database.ts';
+import type { SnapshotWriter } from '../persistence/snapshot-writer.ts';
+
+export interface DirectoryDeps {
+  clock: Clock;
+  logger: Logger;
+  db: Database;
+  writer: SnapshotWriter;
+  tracer: Tracer;
+  /** An actor with nothing to do for this long is stopped; the next message spawns it again. */
+  idleMs: number;
+  askTimeoutMs?: number;
+}
+
+interface Entry {
+  ref: Ref<Envelope<unknown>>;
+  kind: string;
+  id: string;
+  pending: number;
+  lastActive: number;
+  passivate: boolean;
+}
+
+/** State kept by nact for one live actor: its behaviour's state once loaded. */
+type Slot = { loaded: true; state: unknown } | undefined;
+
+export class ActorCrashedError extends Error {
+  constructor(readonly key: string, cause: string) {
+    super(`actor ${key} crashed: ${cause}`);
+    this.name = 'ActorCrashedError';
+  }
+}
+
+export class DirectoryStoppedError extends Error {
+  constructor() {
+    super('the actor system is shutting down');
+    this.name = 'DirectoryStoppedError';
+  }
+}
+
+/**
+ * The nact system with one supervisor per actor kind and a directory of live actors by kind and id.
+ * It spawns on first message, never holds two live actors for one id, restarts a crashed actor from
+ * its persisted state without touching its siblings, and stops idle ones.
+ */
+export class ActorDirectory implements ActorMessenger {
+  private readonly system = nact.start();
+  private readonly behaviors = new Map<string, ActorBehavior<unknown, unknown, unknown>>();
+  private readonly supervisors = new Map<string, Ref<unknown>>();
+  private readonly live = new Map<string, Entry>();
+  private totalPending = 0;
+  private drainWaiters: Array<() => void> = [];
+  private sweepTimer: Timer | undefined;
+  private stopped = false;
+  readonly stats = { spawned: 0, restarts: 0, passivated: 0, messages: 0 };
+
+  constructor(private readonly deps: DirectoryDeps) {
+    this.scheduleSweep();
+  }
+
+  register<S, M, R>(behavior: ActorBehavior<S, M, R>): void {
+    if (this.behaviors.has(behavior.kind)) throw new Error(`actor kind ${behavior.kind} is already registered`);
+    this.behaviors.set(behavior.kind, behavior as ActorBehavior<unknown, unknown, unknown>);
+    this.supervisors.set(behavior.kind, nact.spawn(this.system, (state: unknown) => state, behavior.kind));
+  }
+
+  async ask<R>(kind: string, id: string, msg: unknown, timeoutMs = this.deps.askTimeoutMs ?? 30_000): Promise<R> {
+    const entry = this.enter(kind, id);
+    const reply = (await nact.query(entry.ref, (replyTo: Ref<Reply<unknown>>) => wrap(msg, replyTo), timeoutMs)) as Reply<R>;
+    if (!reply.ok) throw new ActorCrashedError(`${kind}:${id}`, reply.error);
+    return reply.value;
+  }
+
+  tell(kind: string, id: string, msg: unknown): void {
+    nact.dispatch(this.enter(kind, id).ref, wrap(msg));
+  }
+
+  isLive(kind: string, id: string): boolean {
+    return this.live.has(`${kind}:${id}`);
+  }
+
+  liveCount(kind?: string): number {
+    if (!kind) return this.live.size;
+    let count = 0;
+    for (const entry of this.live.values()) if (entry.kind === kind) count++;
+    return count;
+  }
+
+  /** Resolves when every mailbox is empty and no message is being handled. */
+  drain(): Promise<void> {
+    if (this.totalPending === 0) return Promise.resolve();
+    return new Promise((resolve) => this.drainWaiters.push(resolve));
+  }
+
+  /** Stops every actor idle for at least idleMs; returns how many were stopped. */
+  passivateIdle(): number {
+    const now = this.deps.clock.now();
+    let count = 0;
+    for (const entry of [...this.live.values()]) {
+      if (entry.pending === 0 && now - entry.lastActive >= this.deps.idleMs) {
+        this.retire(entry);
+        count++;
+      }
+    }
+    return count;
+  }
+
+  /** Refuses new messages, waits for the mailboxes to empty, then stops every actor. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.sweepTimer?.cancel();
+    await this.drain();
+    for (const entry of [...this.live.values()]) this.retire(entry);
+    nact.stop(this.system);
+  }
+
+  private enter(kind: string, id: string): Entry {
+    if (this.stopped) throw new DirectoryStoppedError();
+    const key = `${kind}:${id}`;
+    let entry = this.live.get(key);
+    if (!entry) {
+      entry = this.spawn(kind, id, key);
+      this.live.set(key, entry);
+    }
+    entry.pending++;
+    this.totalPending++;
+    entry.lastActive = this.deps.clock.now();
+    return entry;
+  }
+
+  private spawn(kind: string, id: string, key: string): Entry {
+    const behavior = this.behaviors.get(kind);
+    const supervisor = this.supervisors.get(kind);
+    if (!behavior || !supervisor) throw new Error(`unknown actor kind ${kind}`);
+    const ctx: ActorContext = {
+      kind,
+      id,
+      clock: this.deps.clock,
+      logger: this.deps.logger.child({ actor: key }),
+      db: this.deps.db,
+      writer: this.deps.writer,
+      actors: this,
+    };
+    const entry: Entry = { ref: undefined as unknown as Ref<Envelope<unknown>>, kind, id, pending: 0, lastActive: this.deps.clock.now(), passivate: false };
+    const receive = async (slot: Slot, envelope: Envelope<unknown>): Promise<Slot> => {
+      const parent = traceContextOf(envelope);
+      const type = typeof envelope.msg === 'object' && envelope.msg !== null && 'type' in envelope.msg ? String(envelope.msg.type) : 'message';
+      const span = this.deps.tracer.startSpan(`actor ${kind} ${type}`, {
+        kind: SpanKind.INTERNAL,
+        attributes: { 'actor.kind': kind, 'actor.id': id, 'actor.message': type },
+      }, parent);
+      this.stats.messages++;
+      try {
+        return await context.with(trace.setSpan(parent, span), async () => {
+          const state = slot ? slot.state : await behavior.load(ctx);
+          const outcome = await behavior.receive(state, envelope.msg, ctx);
+          if (outcome.passivate) entry.passivate = true;
+          if (envelope.replyTo) nact.dispatch(envelope.replyTo, { ok: true, value: outcome.reply });
+          return { loaded: true as const, state: outcome.state };
+        });
+      } catch (error) {
+        span.recordException(error as Error);
+        span.setStatus({ code: SpanStatusCode.ERROR });
+        throw error;
+      } finally {
+        span.end();
+        this.done(entry);
+      }
+    };
+    entry.ref = nact.spawn(supervisor, receive, key, {
+      onCrash: (envelope: Envelope<unknown> | undefined, error: Error | undefined, sctx) => {
+        this.stats.restarts++;
+        this.deps.logger.error({ err: error, actor: key }, 'actor crashed; restarting it from its persisted state');
+        if (envelope?.replyTo) nact.dispatch(envelope.replyTo, { ok: false, error: error?.message ?? 'crash' });
+        return sctx.reset;
+      },
+    }) as Ref<Envelope<unknown>>;
+    this.stats.spawned++;
+    return entry;
+  }
+
+  private done(entry: Entry): void {
+    entry.pending--;
+    this.totalPending--;
+    entry.lastActive = this.deps.clock.now();
+    if (entry.pending === 0 && entry.passivate) this.retire(entry);
+    if (this.totalPending === 0 && this.drainWaiters.length > 0) {
+      const waiters = this.drainWaiters;
+      this.drainWaiters = [];
+      for (const wake of waiters) wake();
+    }
+  }
+
+  private retire(entry: Entry): void {
+    const key = `${entry.kind}:${entry.id}`;
+    if (this.live.get(key) !== entry) return;
+    this.live.delete(key);
+    this.stats.passivated++;
+    nact.stop(entry.ref);
+  }
+
+  private scheduleSweep(): void {
+    this.sweepTimer = this.deps.clock.setTimer(() => {
+      this.passivateIdle();
+      if (!this.stopped) this.scheduleSweep();
+    }, Math.max(10, Math.floor(this.deps.idleMs / 2)));
+  }
+}

@@ -1,0 +1,126 @@
+import path from 'node:path';
+
+/** Everything the service reads from its environment, validated once at start-up. */
+export interface Config {
+  port: number;
+  host: string;
+  baseUrl: string;
+  /** `postgres://…` selects Postgres; `memory://` an in-memory PGlite; unset, PGlite under dataDir. */
+  databaseUrl: string | undefined;
+  redisUrl: string | undefined;
+  dataDir: string;
+  logLevel: LogLevel;
+  bodyLimitBytes: number;
+  allowUwsFallback: boolean;
+  shutdownTimeoutMs: number;
+  actorIdleMs: number;
+  groupCommit: { windowMs: number; maxBatch: number };
+  telemetry: { tracesExporter: 'none' | 'otlp' | 'console'; otlpEndpoint: string | undefined; serviceName: string };
+}
+
+export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+const LOG_LEVELS: readonly LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`invalid configuration:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+    this.name = 'ConfigError';
+  }
+}
+
+type Env = Record<string, string | undefined>;
+
+/** Reads and validates the configuration; every bad value is reported, not just the first. */
+export function loadConfig(env: Env = process.env): Config {
+  const problems: string[] = [];
+  const read = new EnvReader(env, problems);
+
+  const port = read.integer('PORT', 8080, 0, 65535);
+  const host = read.string('HOST', '127.0.0.1');
+  const displayHost = host === '0.0.0.0' || host === '::' ? 'localhost' : host;
+  const baseUrl = read.url('BASE_URL', `http://${displayHost.includes(':') ? `[${displayHost}]` : displayHost}:${port}`, ['http:', 'https:']);
+  const databaseUrl = read.optionalUrl('DATABASE_URL', ['postgres:', 'postgresql:', 'memory:']);
+  const redisUrl = read.optionalUrl('REDIS_URL', ['redis:', 'rediss:']);
+  const dataDir = path.resolve(read.string('DATA_DIR', '.data'));
+  const logLevel = read.oneOf('LOG_LEVEL', LOG_LEVELS, 'info');
+  const bodyLimitBytes = read.integer('BODY_LIMIT_BYTES', 1024 * 1024, 1024, 64 * 1024 * 1024);
+  const allowUwsFallback = read.boolean('ALLOW_UWS_FALLBACK', false);
+  const shutdownTimeoutMs = read.integer('SHUTDOWN_TIMEOUT_MS', 15_000, 100, 600_000);
+  const actorIdleMs = read.integer('ACTOR_IDLE_MS', 60_000, 10, 86_400_000);
+  const windowMs = read.integer('GROUP_COMMIT_WINDOW_MS', 2, 0, 1000);
+  const maxBatch = read.integer('GROUP_COMMIT_MAX_BATCH', 512, 1, 100_000);
+  const tracesExporter = read.oneOf('OTEL_TRACES_EXPORTER', ['none', 'otlp', 'console'] as const,
+    env.OTEL_EXPORTER_OTLP_ENDPOINT || env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ? 'otlp' : 'none');
+  const otlpEndpoint = read.optionalUrl('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', ['http:', 'https:'])
+    ?? read.optionalUrl('OTEL_EXPORTER_OTLP_ENDPOINT', ['http:', 'https:']);
+  const serviceName = read.string('OTEL_SERVICE_NAME', 'generation-service');
+
+  if (problems.length > 0) throw new ConfigError(problems);
+  return {
+    port, host, baseUrl: baseUrl.replace(/\/$/, ''), databaseUrl, redisUrl, dataDir, logLevel, bodyLimitBytes,
+    allowUwsFallback, shutdownTimeoutMs, actorIdleMs, groupCommit: { windowMs, maxBatch },
+    telemetry: { tracesExporter, otlpEndpoint, serviceName },
+  };
+}
+
+class EnvReader {
+  constructor(private readonly env: Env, private readonly problems: string[]) {}
+
+  private raw(name: string): string | undefined {
+    const value = this.env[name];
+    return value === undefined || value.trim() === '' ? undefined : value.trim();
+  }
+
+  string(name: string, fallback: string): string {
+    return this.raw(name) ?? fallback;
+  }
+
+  integer(name: string, fallback: number, min: number, max: number): number {
+    const value = this.raw(name);
+    if (value === undefined) return fallback;
+    if (!/^\d+$/.test(value) || Number(value) < min || Number(value) > max) {
+      this.problems.push(`${name}=${JSON.stringify(value)}: expected a whole number from ${min} to ${max}`);
+      return fallback;
+    }
+    return Number(value);
+  }
+
+  boolean(name: string, fallback: boolean): boolean {
+    const value = this.raw(name)?.toLowerCase();
+    if (value === undefined) return fallback;
+    if (['1', 'true', 'yes', 'on'].includes(value)) return true;
+    if (['0', 'false', 'no', 'off'].includes(value)) return false;
+    this.problems.push(`${name}=${JSON.stringify(value)}: expected true or false`);
+    return fallback;
+  }
+
+  oneOf<T extends string>(name: string, allowed: readonly T[], fallback: T): T {
+    const value = this.raw(name);
+    if (value === undefined) return fallback;
+    if (!(allowed as readonly string[]).includes(value)) {
+      this.problems.push(`${name}=${JSON.stringify(value)}: expected one of ${allowed.join(', ')}`);
+      return fallback;
+    }
+    return value as T;
+  }
+
+  url(name: string, fallback: string, protocols: string[]): string {
+    return this.optionalUrl(name, protocols) ?? fallback;
+  }
+
+  optionalUrl(name: string, protocols: string[]): string | undefined {
+    const value = this.raw(name);
+    if (value === undefined) return undefined;
+    try {
+      const parsed = new URL(value);
+      if (!protocols.includes(parsed.protocol)) {
+        this.problems.push(`${name}: expected a URL starting with ${protocols.map((p) => `${p}//`).join(' or ')}`);
+        return undefined;
+      }
+      return value;
+    } catch {
+      this.problems.push(`${name}: not a valid URL`);
+      return undefined;
+    }
+  }
+}

@@ -1,0 +1,22 @@
+import { context, propagation, ROOT_CONTEXT, type Context } from '@opentelemetry/api';
+import type { Ref } from 'nact';
+
+/** The reply an asking caller receives: a value, or the news that the actor crashed on its message. */
+export type Reply<R> = { ok: true; value: R } | { ok: false; error: string };
+
+/** What travels in an actor's mailbox: the message, the sender's trace context and where to reply. */
+export interface Envelope<M> {
+  msg: M;
+  trace: Record<string, string>;
+  replyTo?: Ref<Reply<unknown>>;
+}
+
+export function wrap<M>(msg: M, replyTo?: Ref<Reply<unknown>>): Envelope<M> {
+  const carrier: Record<string, string> = {};
+  propagation.inject(context.active(), carrier);
+  return replyTo ? { msg, trace: carrier, replyTo } : { msg, trace: carrier };
+}
+
+export function traceContextOf(envelope: Envelope<unknown>): Context {
+  return propagation.extract(ROOT_CONTEXT, envelope.trace);
+}

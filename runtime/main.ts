@@ -1,0 +1,59 @@
+import { ConfigError, loadConfig } from './config.ts';
+import { startService, StartupError } from './service.ts';
+
+/** `npm start`: configuration from the environment, start, and a graceful stop on SIGTERM/SIGINT. */
+async function main(): Promise<void> {
+  let config;
+  try {
+    config = loadConfig();
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      process.stderr.write(`${error.message}\n`);
+      process.exit(78);
+    }
+    throw error;
+  }
+
+  let service;
+  try {
+    service = await startService({ config });
+  } catch (error) {
+    if (error instanceof StartupError) {
+      process.stderr.write(`cannot start: ${error.message}\n`);
+      process.exit(1);
+    }
+    throw error;
+  }
+  const { services } = service;
+  services.logger.info({ url: service.url, database: services.db.kind, engine: services.engine }, 'listening');
+  process.stdout.write([
+    '',
+    `Generation Service ${services.version} listening on ${service.url}`,
+    `  public base URL: ${config.baseUrl}`,
+    `  database: ${services.db.kind === 'pglite' ? (config.databaseUrl === 'memory://' ? 'PGlite (in memory)' : `PGlite in ${config.dataDir}`) : 'PostgreSQL'}`,
+    `  API description: ${config.baseUrl}/v1/openapi.json`,
+    `  readiness: ${config.baseUrl}/health/ready`,
+    '',
+  ].join('\n') + '\n');
+
+  let signals = 0;
+  const onSignal = (signal: NodeJS.Signals) => {
+    signals++;
+    if (signals > 1) {
+      services.logger.warn({ signal }, 'second signal: exiting now');
+      process.exit(130);
+    }
+    services.logger.info({ signal }, 'stopping gracefully');
+    service.stop().then(() => process.exit(0), (error: unknown) => {
+      services.logger.error({ err: error }, 'graceful stop failed');
+      process.exit(1);
+    });
+  };
+  process.on('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
+}
+
+main().catch((error: unknown) => {
+  process.stderr.write(`fatal: ${(error as Error).stack ?? String(error)}\n`);
+  process.exit(1);
+});

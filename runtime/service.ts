@@ -1,0 +1,113 @@
+import { readFileSync } from 'node:fs';
+import type { SpanExporter } from '@opentelemetry/sdk-trace-base';
+import type { DestinationStream } from 'pino';
+import { ActorDirectory } from './actor-directory.ts';
+import type { ActorBehavior } from './actor-behavior.ts';
+import { systemClock, type Clock } from './clock.ts';
+import type { Config } from './config.ts';
+import { HealthState } from './health.ts';
+import { createLogger } from './logger.ts';
+import { runRecovery, type RecoveryTask } from './recovery.ts';
+import type { Services } from './services.ts';
+import { startTelemetry } from './telemetry.ts';
+import { createHttpServer, type HttpServer } from '../http/server.ts';
+import { loadUws } from '../http/uws.ts';
+import type { RouteDef } from '../http/route.ts';
+import { routeTable } from '../http/routes/index.ts';
+import { openDatabase } from '../persistence/database.ts';
+import { SnapshotWriter } from '../persistence/snapshot-writer.ts';
+
+const packageJson = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string };
+
+export interface StartOptions {
+  config: Config;
+  clock?: Clock;
+  spanExporter?: SpanExporter;
+  logDestination?: DestinationStream;
+  /** Extra actor kinds and routes (tests use these to probe the runtime). */
+  behaviors?: ActorBehavior<any, any, any>[];
+  routes?: RouteDef[];
+  recovery?: RecoveryTask[];
+}
+
+export interface RunningService {
+  services: Services;
+  http: HttpServer;
+  port: number;
+  url: string;
+  /** Graceful stop: refuse new work, finish what was accepted, flush writes, close the database. */
+  stop(): Promise<void>;
+}
+
+export class StartupError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'StartupError';
+  }
+}
+
+/** Builds every resource from configuration, in one place, and starts the service. */
+export async function startService(options: StartOptions): Promise<RunningService> {
+  const { config } = options;
+  const { engine } = loadUws();
+  if (engine === 'uws-fallback' && !config.allowUwsFallback) {
+    throw new StartupError('uWebSockets.js could not load its native addon and fell back to its slow pure-Node emulation; set ALLOW_UWS_FALLBACK=true to run on it anyway.');
+  }
+  const telemetry = startTelemetry(config.telemetry, { exporter: options.spanExporter });
+  const logger = createLogger(config.logLevel, options.logDestination);
+  const clock = options.clock ?? systemClock;
+  const db = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
+  const writer = new SnapshotWriter(db, { windowMs: config.groupCommit.windowMs, maxBatch: config.groupCommit.maxBatch, tracer: telemetry.tracer });
+  const actors = new ActorDirectory({ clock, logger, db, writer, tracer: telemetry.tracer, idleMs: config.actorIdleMs });
+  for (const behavior of options.behaviors ?? []) actors.register(behavior);
+  const health = new HealthState();
+  const services: Services = { config, version: packageJson.version, engine, clock, logger, tracer: telemetry.tracer, db, writer, actors, health };
+
+  const http = createHttpServer(services, routeTable(options.routes));
+  let port: number;
+  try {
+    port = await http.listen(config.host, config.port);
+  } catch (error) {
+    await actors.stop();
+    await db.close();
+    await telemetry.shutdown();
+    throw new StartupError(`${(error as Error).message}: is the port in use?`);
+  }
+  const url = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
+
+  // Recovery runs after listening so probes see 503 until it is done.
+  const recovered = runRecovery(options.recovery ?? [], logger).then(
+    () => { health.recovered = true; },
+    (error: unknown) => {
+      health.recoveryError = (error as Error).message;
+      logger.error({ err: error }, 'recovery failed; the service stays not ready');
+    },
+  );
+
+  let stopping: Promise<void> | undefined;
+  const stop = () => {
+    stopping ??= (async () => {
+      health.draining = true;
+      http.stopAccepting();
+      await recovered;
+      await withDeadline(http.idle(), config.shutdownTimeoutMs, () => logger.warn({ inFlight: http.inFlight() }, 'shutdown: requests still in flight at the deadline'));
+      await withDeadline(actors.stop(), config.shutdownTimeoutMs, () => logger.warn('shutdown: mailboxes not drained at the deadline'));
+      await writer.close();
+      await db.close();
+      await telemetry.shutdown();
+      logger.info('stopped');
+    })();
+    return stopping;
+  };
+
+  return { services, http, port, url, stop };
+}
+
+async function withDeadline(work: Promise<void>, ms: number, onLate: () => void): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<void>((resolve) => {
+    timer = setTimeout(() => { onLate(); resolve(); }, ms);
+  });
+  await Promise.race([work, late]);
+  clearTimeout(timer);
+}
