@@ -1,0 +1,64 @@
+import type { Test } from 'tap';
+import type { SpanExporter } from '@opentelemetry/sdk-trace-base';
+import { loadConfig, type Config } from '../../runtime/config.ts';
+import type { Clock } from '../../runtime/clock.ts';
+import type { ActorBehavior } from '../../runtime/actor-behavior.ts';
+import type { RecoveryTask } from '../../runtime/recovery.ts';
+import { startService, type RunningService } from '../../runtime/service.ts';
+import type { RouteDef } from '../../http/route.ts';
+import { freshDatabaseUrl } from './database.ts';
+
+export interface TestServerOptions {
+  env?: Record<string, string>;
+  clock?: Clock;
+  behaviors?: ActorBehavior<any, any, any>[];
+  routes?: RouteDef[];
+  recovery?: RecoveryTask[];
+  spanExporter?: SpanExporter;
+  /** Keep the database when the test ends (default: dropped). */
+  databaseUrl?: string;
+}
+
+export interface TestServer extends RunningService {
+  config: Config;
+  /** fetch against the server, with a path. */
+  fetch(path: string, init?: RequestInit): Promise<Response>;
+  json<T = any>(path: string, init?: RequestInit): Promise<{ status: number; body: T; headers: Headers }>;
+}
+
+/** Starts the real service on a free port, on a fresh database, and stops it when the test ends. */
+export async function startTestServer(t: Test, options: TestServerOptions = {}): Promise<TestServer> {
+  const database = options.databaseUrl ? { url: options.databaseUrl, drop: async () => {} } : await freshDatabaseUrl();
+  const config = loadConfig({
+    PORT: '0',
+    HOST: '127.0.0.1',
+    LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
+    DATABASE_URL: database.url,
+    DATA_DIR: '.data/test',
+    ...(process.env.TEST_REDIS_URL ? { REDIS_URL: process.env.TEST_REDIS_URL } : {}),
+    ...options.env,
+  });
+  const service = await startService({
+    config,
+    clock: options.clock,
+    behaviors: options.behaviors,
+    routes: options.routes,
+    recovery: options.recovery,
+    spanExporter: options.spanExporter,
+  });
+  t.teardown(async () => {
+    await service.stop();
+    await database.drop();
+  });
+  const fetchPath = (path: string, init?: RequestInit) => fetch(`${service.url}${path}`, init);
+  return {
+    ...service,
+    config,
+    fetch: fetchPath,
+    async json(path, init) {
+      const response = await fetchPath(path, init);
+      const text = await response.text();
+      return { status: response.status, body: text ? JSON.parse(text) : undefined, headers: response.headers };
+    },
+  };
+}
