@@ -3,8 +3,23 @@ import type { Services } from '../runtime/services.ts';
 
 export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
-/** Who may call a route. Later layers add session- and key-based access on top of `public`. */
-export type Access = 'public';
+/** The key scopes of SPEC.md section 5, plus wallet.read (DECISIONS.md). */
+export const SCOPES = ['generations.write', 'generations.read', 'files.write', 'assets.read', 'usage.read', 'wallet.read', 'wallet.write', 'webhooks.manage', 'all'] as const;
+export type Scope = (typeof SCOPES)[number];
+
+/**
+ * Who may call a route:
+ * - `public`: anyone, no credentials;
+ * - `dashboard`: a session cookie only; API keys get 403 forbidden;
+ * - `auth`: any authenticated caller, session or key;
+ * - `{ scopes }`: a session, or a key holding one of these scopes (or `all`).
+ */
+export type Access = 'public' | 'dashboard' | 'auth' | { scopes: Scope[] };
+
+/** The authenticated caller of a request. */
+export type Principal =
+  | { kind: 'session'; userId: string; sessionId: string }
+  | { kind: 'key'; keyId: string; workspaceId: string; scopes: Scope[] };
 
 export interface Reply<B = unknown> {
   status?: number;
@@ -24,6 +39,8 @@ export interface RequestContext<P = Record<string, string>, Q = Record<string, u
   /** Lower-case header names. */
   headers: Record<string, string>;
   remoteAddress: string;
+  /** Set for every route whose access is not `public`. */
+  auth: Principal | undefined;
   services: Services;
 }
 

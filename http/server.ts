@@ -156,6 +156,7 @@ class RequestPipeline {
       body,
       headers,
       remoteAddress: this.incoming.remoteAddress,
+      auth: undefined,
       services: this.services,
     };
     const reply = await route.def.handler(ctx as never);
