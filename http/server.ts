@@ -10,6 +10,7 @@ import { loadUws } from './uws.ts';
 import type { Services } from '../runtime/services.ts';
 
 const MAX_URL_LENGTH = 8 * 1024;
+const MAX_HEADER_BYTES = 16 * 1024;
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i;
@@ -49,7 +50,11 @@ export function createHttpServer(services: Services, routes: RouteDef[]): HttpSe
     const path = req.getUrl();
     const rawQuery = req.getQuery() ?? '';
     const headers: Record<string, string> = {};
-    req.forEach((name, value) => { headers[name] = value; });
+    let headerBytes = 0;
+    req.forEach((name, value) => {
+      headers[name] = value;
+      headerBytes += name.length + value.length + 4;
+    });
     const incomingId = headers['x-request-id'];
     const requestId = incomingId && REQUEST_ID.test(incomingId) ? incomingId : `req_${randomUUID().replace(/-/g, '')}`;
     const remoteAddress = Buffer.from(res.getRemoteAddressAsText()).toString();
@@ -60,7 +65,7 @@ export function createHttpServer(services: Services, routes: RouteDef[]): HttpSe
       state.onAbort?.();
     });
 
-    const pipeline = new RequestPipeline(services, router, res, state, { method, path, rawQuery, headers, requestId, remoteAddress });
+    const pipeline = new RequestPipeline(services, router, res, state, { method, path, rawQuery, headers, headerBytes, requestId, remoteAddress });
     pipeline.run().finally(finished);
   });
 
@@ -92,6 +97,7 @@ interface Incoming {
   path: string;
   rawQuery: string;
   headers: Record<string, string>;
+  headerBytes: number;
   requestId: string;
   remoteAddress: string;
 }
@@ -129,7 +135,10 @@ class RequestPipeline {
     if (this.services.health.draining) {
       return sendError(this.res, this.state, requestId, 'not_ready', 'The service is shutting down.', { 'Retry-After': '1' }, true);
     }
-    if (path.length + rawQuery.length > MAX_URL_LENGTH) throw new ApiError('uri_too_long');
+    if (path.length + rawQuery.length > MAX_URL_LENGTH) throw new ApiError('uri_too_long', `The request URL must be at most ${MAX_URL_LENGTH} bytes.`);
+    if (this.incoming.headerBytes > MAX_HEADER_BYTES) {
+      throw new ApiError('request_header_fields_too_large', `The request headers must be at most ${MAX_HEADER_BYTES} bytes in all.`);
+    }
 
     const match = this.router.match(method, path);
     if (match.kind === 'not_found') throw new ApiError('not_found', `No route for ${method} ${truncate(path)}.`);

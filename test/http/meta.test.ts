@@ -1,0 +1,78 @@
+import t from 'tap';
+import { validate, compileErrors } from '@readme/openapi-parser';
+import { startTestServer } from '../helpers/server.ts';
+import { ERROR_CODES } from '../../http/errors.ts';
+import { probeRoutes } from './probe-routes.ts';
+
+t.test('GET /v1 names the service, its version, its docs and the HTTP engine', async (t) => {
+  const server = await startTestServer(t);
+  const { status, body, headers } = await server.json('/v1');
+  t.equal(status, 200);
+  t.equal(body.name, 'generation-service');
+  t.match(body.version, /^\d+\.\d+\.\d+/);
+  t.equal(body.docs, `${server.config.baseUrl}/v1/openapi.json`);
+  t.equal(body.engine, 'uws-native');
+  t.match(headers.get('x-request-id'), /^req_[0-9a-f]{32}$/);
+  t.match(headers.get('content-type'), /^application\/json/);
+});
+
+t.test('GET /health/ready is 503 until recovery has finished, then 200', async (t) => {
+  let release!: () => void;
+  const recoveryGate = new Promise<void>((resolve) => { release = resolve; });
+  const server = await startTestServer(t, { recovery: [{ name: 'held', run: async () => { await recoveryGate; return 0; } }] });
+  const before = await server.json('/health/ready');
+  t.equal(before.status, 503);
+  t.equal(before.body.error.code, 'not_ready');
+  t.match(before.body.error.message, /recovery/i);
+  release();
+  await server.services.actors.drain();
+  let after = await server.json('/health/ready');
+  for (let i = 0; i < 50 && after.status !== 200; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    after = await server.json('/health/ready');
+  }
+  t.equal(after.status, 200);
+  t.same(after.body, { status: 'ready', checks: { database: 'ok', recovery: 'done' } });
+});
+
+t.test('GET /health/ready is 503 when recovery failed, and when the database does not answer', async (t) => {
+  const server = await startTestServer(t, { recovery: [{ name: 'broken', run: async () => { throw new Error('cannot load generations'); } }] });
+  let res = await server.json('/health/ready');
+  for (let i = 0; i < 50 && !/failed/.test(res.body?.error?.message ?? ''); i++) {
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    res = await server.json('/health/ready');
+  }
+  t.equal(res.status, 503);
+  t.match(res.body.error.message, /Recovery failed: cannot load generations/);
+
+  const healthy = await startTestServer(t);
+  t.equal((await healthy.json('/health/ready')).status, 200);
+  const ping = healthy.services.db.ping;
+  healthy.services.db.ping = async () => { throw new Error('connection refused'); };
+  const down = await healthy.json('/health/ready');
+  healthy.services.db.ping = ping;
+  t.equal(down.status, 503);
+  t.equal(down.body.error.code, 'not_ready');
+  t.match(down.body.error.message, /database/);
+});
+
+t.test('GET /v1/openapi.json is a valid OpenAPI 3.1 document of every declared route', async (t) => {
+  const server = await startTestServer(t, { routes: probeRoutes() });
+  const { status, body } = await server.json('/v1/openapi.json');
+  t.equal(status, 200);
+  t.equal(body.openapi, '3.1.0');
+  const result = await validate(structuredClone(body));
+  t.ok(result.valid, result.valid ? 'valid' : compileErrors(result));
+
+  for (const route of server.http.router.routes) {
+    const path = route.def.path.replace(/:([A-Za-z0-9_]+)/g, '{$1}');
+    t.ok(body.paths[path]?.[route.def.method.toLowerCase()], `${route.def.method} ${route.def.path} is documented`);
+  }
+  const echo = body.paths['/v1/test/echo'].post;
+  t.same(echo.requestBody.content['application/json'].schema.required, ['name']);
+  t.equal(echo.requestBody.content['application/json'].schema.additionalProperties, false);
+  const item = body.paths['/v1/test/items/{id}'].get;
+  t.same(item.parameters.map((p: { name: string; in: string }) => `${p.in}:${p.name}`), ['path:id', 'query:limit']);
+  t.same(body.components.schemas.ErrorEnvelope.properties.error.properties.code.anyOf.map((c: { const: string }) => c.const).sort(), [...ERROR_CODES].sort(),
+    'the error schema lists every code of the registry');
+});
