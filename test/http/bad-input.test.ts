@@ -1,9 +1,9 @@
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { startTestServer } from '../helpers/server.ts';
 import { parseRaw, rawRequest } from '../helpers/raw-http.ts';
 import { probeRoutes } from './probe-routes.ts';
 
-function assertEnvelope(t: Tap.Test, body: any, code: string, requestId?: string | null): void {
+function assertEnvelope(t: Test, body: any, code: string, requestId?: string | null): void {
   t.equal(body?.error?.code, code, `code ${code}`);
   t.type(body?.error?.message, 'string');
   t.match(body?.error?.requestId, /.+/);
@@ -13,7 +13,7 @@ function assertEnvelope(t: Tap.Test, body: any, code: string, requestId?: string
 
 t.test('every malformed request gets the envelope with the right code', async (t) => {
   const server = await startTestServer(t, { routes: probeRoutes(), env: { BODY_LIMIT_BYTES: '2048' } });
-  const post = (body: BodyInit | undefined, headers: Record<string, string> = { 'content-type': 'application/json' }) =>
+  const post = (body: string | Buffer | undefined, headers: Record<string, string> = { 'content-type': 'application/json' }) =>
     server.fetch('/v1/test/echo', { method: 'POST', headers, body });
 
   const cases: Array<[string, () => Promise<Response>, number, string, RegExp?]> = [
