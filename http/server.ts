@@ -8,6 +8,7 @@ import type { Method, RequestContext, RouteDef } from './route.ts';
 import { describeErrors } from './validation.ts';
 import { loadUws } from './uws.ts';
 import type { Services } from '../runtime/services.ts';
+import { requestScope } from '../runtime/request-scope.ts';
 
 const MAX_URL_LENGTH = 8 * 1024;
 const MAX_HEADER_BYTES = 16 * 1024;
@@ -66,7 +67,7 @@ export function createHttpServer(services: Services, routes: RouteDef[]): HttpSe
     });
 
     const pipeline = new RequestPipeline(services, router, res, state, { method, path, rawQuery, headers, headerBytes, requestId, remoteAddress });
-    pipeline.run().finally(finished);
+    requestScope.run({ requestId }, () => pipeline.run()).finally(finished);
   });
 
   return {
@@ -235,7 +236,7 @@ class RequestPipeline {
     this.span?.recordException(error as Error);
     this.span?.setStatus({ code: SpanStatusCode.ERROR });
     this.span?.setAttribute('http.response.status_code', 500);
-    this.services.logger.error({ err: error, requestId, route: this.routeLabel }, 'request failed');
+    this.services.logger.error({ err: error, route: this.routeLabel }, 'request failed');
     sendError(this.res, this.state, requestId, 'internal_error', `Something went wrong on our side. Quote request id ${requestId} when reporting it.`);
   }
 }

@@ -1,5 +1,6 @@
 import type { Test } from 'tap';
 import type { SpanExporter } from '@opentelemetry/sdk-trace-base';
+import type { DestinationStream } from 'pino';
 import { loadConfig, type Config } from '../../runtime/config.ts';
 import type { Clock } from '../../runtime/clock.ts';
 import type { ActorBehavior } from '../../runtime/actor-behavior.ts';
@@ -15,6 +16,8 @@ export interface TestServerOptions {
   routes?: RouteDef[];
   recovery?: RecoveryTask[];
   spanExporter?: SpanExporter;
+  /** Where log lines go (LOG_LEVEL from env, default silent in tests). */
+  logDestination?: DestinationStream;
   /** Keep the database when the test ends (default: dropped). */
   databaseUrl?: string;
 }
@@ -45,6 +48,7 @@ export async function startTestServer(t: Test, options: TestServerOptions = {}):
     routes: options.routes,
     recovery: options.recovery,
     spanExporter: options.spanExporter,
+    logDestination: options.logDestination,
   });
   t.teardown(async () => {
     await service.stop();

@@ -61,6 +61,24 @@ t.test('routing: parameters, literal segments before parameters, trailing slash,
   t.same(ok.body, { echoed: { name: 'ü', count: 2 } });
 });
 
+t.test('a failing request is logged as JSON with its request id and no leak to the client', async (t) => {
+  const lines: any[] = [];
+  const server = await startTestServer(t, {
+    routes: probeRoutes(),
+    env: { LOG_LEVEL: 'info' },
+    logDestination: { write: (line: string) => { lines.push(JSON.parse(line)); } },
+  });
+  const response = await server.fetch('/v1/test/boom');
+  const requestId = response.headers.get('x-request-id');
+  const body = (await response.json()) as { error: { message: string } };
+  t.match(body.error.message, requestId!, 'the message tells which request id to quote');
+  const logged = lines.find((line) => line.msg === 'request failed');
+  t.ok(logged, 'the failure is logged');
+  t.equal(logged.requestId, requestId);
+  t.equal(logged.route, '/v1/test/boom');
+  t.match(logged.err.message, /secret internal detail/, 'the detail is in the log, not the response');
+});
+
 t.test('a client request id is echoed when sane and replaced when not', async (t) => {
   const server = await startTestServer(t);
   t.equal((await server.fetch('/v1', { headers: { 'x-request-id': 'client-abc.123' } })).headers.get('x-request-id'), 'client-abc.123');
