@@ -1,4 +1,20 @@
 import { ActorSnapshotEntity } from './actor-snapshot.ts';
+import { UserEntity } from './user.ts';
+import { LinkedAccountEntity } from './linked-account.ts';
+import { SessionEntity } from './session.ts';
+import { WorkspaceEntity } from './workspace.ts';
+import { WorkspaceMemberEntity } from './workspace-member.ts';
+import { ApiKeyEntity } from './api-key.ts';
+import { ApiKeyUsageEntity } from './api-key-usage.ts';
 
 /** Every entity the ORM knows; each issue adds its own here. */
-export const entities = [ActorSnapshotEntity];
+export const entities = [
+  ActorSnapshotEntity,
+  UserEntity,
+  LinkedAccountEntity,
+  SessionEntity,
+  WorkspaceEntity,
+  WorkspaceMemberEntity,
+  ApiKeyEntity,
+  ApiKeyUsageEntity,
+];
