@@ -6,6 +6,8 @@ import { WorkspaceEntity } from './workspace.ts';
 import { WorkspaceMemberEntity } from './workspace-member.ts';
 import { ApiKeyEntity } from './api-key.ts';
 import { ApiKeyUsageEntity } from './api-key-usage.ts';
+import { InvitationEntity } from './invitation.ts';
+import { ExportRequestEntity } from './export-request.ts';
 
 /** Every entity the ORM knows; each issue adds its own here. */
 export const entities = [
@@ -17,4 +19,6 @@ export const entities = [
   WorkspaceMemberEntity,
   ApiKeyEntity,
   ApiKeyUsageEntity,
+  InvitationEntity,
+  ExportRequestEntity,
 ];
