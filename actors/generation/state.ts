@@ -1,0 +1,136 @@
+/**
+ * The generation lifecycle as data and one pure function (SPEC.md section 3, DECISIONS.md "Generations"):
+ * queued -> reserved -> submitted -> running -> succeeded | failed, plus cancelled (from any
+ * non-terminal state) and expired (queued past its deadline). `decide` never does I/O: it returns the
+ * next state and the effects the actor must perform.
+ */
+export const GENERATION_STATUSES = ['queued', 'reserved', 'submitted', 'running', 'succeeded', 'failed', 'cancelled', 'expired'] as const;
+export type GenerationStatus = (typeof GENERATION_STATUSES)[number];
+
+export const TERMINAL_STATUSES = ['succeeded', 'failed', 'cancelled', 'expired'] as const satisfies readonly GenerationStatus[];
+export type TerminalStatus = (typeof TERMINAL_STATUSES)[number];
+
+export function isTerminal(status: GenerationStatus): status is TerminalStatus {
+  return (TERMINAL_STATUSES as readonly string[]).includes(status);
+}
+
+export type GenerationEventName = 'generation.completed' | 'generation.failed' | 'generation.cancelled' | 'generation.expired';
+
+export const EVENT_OF: Record<TerminalStatus, GenerationEventName> = {
+  succeeded: 'generation.completed',
+  failed: 'generation.failed',
+  cancelled: 'generation.cancelled',
+  expired: 'generation.expired',
+};
+
+export interface TimelineEntry {
+  status: GenerationStatus;
+  at: string;
+  detail?: string;
+}
+
+export interface GenerationOutputs {
+  textOutput?: string;
+  outputAssetIds: string[];
+}
+
+export interface GenerationState {
+  status: GenerationStatus;
+  /** When a queued job expires, ms since the epoch; fixed at creation and kept across restarts. */
+  queueDeadline: number;
+  startedAt?: string;
+  completedAt?: string;
+  providerJobId?: string;
+  textOutput?: string;
+  outputAssetIds: string[];
+  errorCode?: string;
+  errorMessage?: string;
+  timeline: TimelineEntry[];
+}
+
+export type GenerationCommand =
+  | { type: 'reserve' }
+  | { type: 'submitted'; providerJobId: string }
+  | { type: 'started' }
+  | { type: 'succeed'; outputs: GenerationOutputs }
+  | { type: 'fail'; errorCode: string; errorMessage: string }
+  | { type: 'cancel'; by: 'user' | 'operator' }
+  | { type: 'expire' };
+
+export type GenerationEffect =
+  | { type: 'submit_to_provider' }
+  | { type: 'poll_provider' }
+  | { type: 'cancel_at_provider'; providerJobId: string }
+  | { type: 'capture_credits' }
+  | { type: 'release_credits' }
+  | { type: 'free_slot' }
+  | { type: 'cancel_queue_timer' }
+  | { type: 'emit'; event: GenerationEventName };
+
+export type Decision =
+  | { ok: true; state: GenerationState; effects: GenerationEffect[] }
+  | { ok: false; reason: 'conflict' | 'too_early'; message: string };
+
+const FROM: Record<GenerationCommand['type'], readonly GenerationStatus[]> = {
+  reserve: ['queued'],
+  submitted: ['reserved'],
+  started: ['submitted'],
+  succeed: ['running'],
+  fail: ['queued', 'reserved', 'submitted', 'running'],
+  cancel: ['queued', 'reserved', 'submitted', 'running'],
+  expire: ['queued'],
+};
+
+export function initialState(now: number, queueTimeoutMs: number): GenerationState {
+  return {
+    status: 'queued',
+    queueDeadline: now + queueTimeoutMs,
+    outputAssetIds: [],
+    timeline: [{ status: 'queued', at: new Date(now).toISOString() }],
+  };
+}
+
+/** The one place where a generation changes state. */
+export function decide(state: GenerationState, command: GenerationCommand, now: number): Decision {
+  if (!FROM[command.type].includes(state.status)) {
+    return { ok: false, reason: 'conflict', message: `cannot ${command.type} a generation that is ${state.status}` };
+  }
+  const at = new Date(now).toISOString();
+  const move = (status: GenerationStatus, patch: Partial<GenerationState>, effects: GenerationEffect[], detail?: string): Decision => ({
+    ok: true,
+    state: { ...state, ...patch, status, timeline: [...state.timeline, detail ? { status, at, detail } : { status, at }] },
+    effects,
+  });
+  // Leaving the queue for good ends its timer; a slot is held from reserved until a terminal state.
+  const heldSlot = state.status !== 'queued';
+  switch (command.type) {
+    case 'reserve':
+      return move('reserved', {}, [{ type: 'cancel_queue_timer' }, { type: 'submit_to_provider' }]);
+    case 'submitted':
+      return move('submitted', { providerJobId: command.providerJobId }, [{ type: 'poll_provider' }]);
+    case 'started':
+      return move('running', { startedAt: at }, [{ type: 'poll_provider' }]);
+    case 'succeed':
+      return move('succeeded', { completedAt: at, textOutput: command.outputs.textOutput, outputAssetIds: command.outputs.outputAssetIds },
+        [{ type: 'capture_credits' }, { type: 'free_slot' }, { type: 'emit', event: 'generation.completed' }]);
+    case 'fail':
+      return move('failed', { completedAt: at, errorCode: command.errorCode, errorMessage: command.errorMessage }, [
+        ...(state.status === 'queued' ? [{ type: 'cancel_queue_timer' } as const] : []),
+        { type: 'release_credits' },
+        ...(heldSlot ? [{ type: 'free_slot' } as const] : []),
+        { type: 'emit', event: 'generation.failed' },
+      ], command.errorCode);
+    case 'cancel':
+      return move('cancelled', { completedAt: at }, [
+        ...(state.status === 'queued' ? [{ type: 'cancel_queue_timer' } as const] : []),
+        ...(state.providerJobId && (state.status === 'submitted' || state.status === 'running')
+          ? [{ type: 'cancel_at_provider', providerJobId: state.providerJobId } as const] : []),
+        { type: 'release_credits' },
+        ...(heldSlot ? [{ type: 'free_slot' } as const] : []),
+        { type: 'emit', event: 'generation.cancelled' },
+      ], `by ${command.by}`);
+    case 'expire':
+      if (now < state.queueDeadline) return { ok: false, reason: 'too_early', message: 'the queue deadline has not passed' };
+      return move('expired', { completedAt: at }, [{ type: 'release_credits' }, { type: 'emit', event: 'generation.expired' }]);
+  }
+}

@@ -1,0 +1,113 @@
+import t from 'tap';
+import {
+  decide, initialState, isTerminal, GENERATION_STATUSES, TERMINAL_STATUSES,
+  type GenerationCommand, type GenerationState, type GenerationStatus,
+} from '../../actors/generation/state.ts';
+
+const T0 = Date.UTC(2026, 0, 1);
+const TIMEOUT = 600_000;
+
+/** Drives a fresh generation through the given commands, failing the test on any refusal. */
+function drive(commands: GenerationCommand[], now = T0): GenerationState {
+  let state = initialState(T0, TIMEOUT);
+  for (const command of commands) {
+    const decision = decide(state, command, now);
+    if (!decision.ok) throw new Error(decision.message);
+    state = decision.state;
+  }
+  return state;
+}
+
+const at: Record<GenerationStatus, GenerationCommand[]> = {
+  queued: [],
+  reserved: [{ type: 'reserve' }],
+  submitted: [{ type: 'reserve' }, { type: 'submitted', providerJobId: 'p1' }],
+  running: [{ type: 'reserve' }, { type: 'submitted', providerJobId: 'p1' }, { type: 'started' }],
+  succeeded: [{ type: 'reserve' }, { type: 'submitted', providerJobId: 'p1' }, { type: 'started' }, { type: 'succeed', outputs: { outputAssetIds: ['ast_1'] } }],
+  failed: [{ type: 'fail', errorCode: 'provider_error', errorMessage: 'boom' }],
+  cancelled: [{ type: 'cancel', by: 'user' }],
+  expired: [{ type: 'expire' }],
+};
+
+t.test('the happy path records every step in the timeline and ends with capture and the completed event', async (t) => {
+  const state = drive(at.succeeded, T0 + TIMEOUT);
+  t.equal(state.status, 'succeeded');
+  t.same(state.timeline.map((e) => e.status), ['queued', 'reserved', 'submitted', 'running', 'succeeded']);
+  t.same(state.outputAssetIds, ['ast_1']);
+  t.ok(state.startedAt);
+  t.ok(state.completedAt);
+  const last = decide(drive(at.running), { type: 'succeed', outputs: { outputAssetIds: [], textOutput: 'hi' } }, T0);
+  t.ok(last.ok);
+  if (last.ok) {
+    t.same(last.effects, [{ type: 'capture_credits' }, { type: 'free_slot' }, { type: 'emit', event: 'generation.completed' }]);
+    t.equal(last.state.textOutput, 'hi');
+  }
+});
+
+t.test('cancel is accepted in every non-terminal state and refused (conflict) in every terminal one', async (t) => {
+  for (const status of GENERATION_STATUSES) {
+    const decision = decide(drive(at[status], T0 + TIMEOUT), { type: 'cancel', by: 'user' }, T0 + TIMEOUT);
+    if (isTerminal(status)) {
+      t.notOk(decision.ok, `cancel refused when ${status}`);
+      if (!decision.ok) t.equal(decision.reason, 'conflict');
+      continue;
+    }
+    t.ok(decision.ok, `cancel accepted when ${status}`);
+    if (!decision.ok) continue;
+    t.equal(decision.state.status, 'cancelled');
+    const types = decision.effects.map((e) => e.type);
+    t.ok(types.includes('release_credits'), 'credits are released');
+    t.notOk(types.includes('capture_credits'), 'credits are never captured on cancel');
+    t.equal(types.includes('free_slot'), status !== 'queued', 'a slot is freed only if one was held');
+    t.equal(types.includes('cancel_queue_timer'), status === 'queued');
+    t.equal(types.includes('cancel_at_provider'), status === 'submitted' || status === 'running');
+    t.same(decision.effects.at(-1), { type: 'emit', event: 'generation.cancelled' });
+  }
+});
+
+t.test('failure from any non-terminal state releases credits and carries its code', async (t) => {
+  for (const status of ['queued', 'reserved', 'submitted', 'running'] as const) {
+    const decision = decide(drive(at[status]), { type: 'fail', errorCode: 'provider_timeout', errorMessage: 'no answer in 60 s' }, T0);
+    t.ok(decision.ok, status);
+    if (!decision.ok) continue;
+    t.equal(decision.state.errorCode, 'provider_timeout');
+    t.equal(decision.state.errorMessage, 'no answer in 60 s');
+    t.ok(decision.effects.some((e) => e.type === 'release_credits'));
+    t.same(decision.effects.at(-1), { type: 'emit', event: 'generation.failed' });
+  }
+});
+
+t.test('expiry: only from queued, only once the deadline has passed', async (t) => {
+  const early = decide(initialState(T0, TIMEOUT), { type: 'expire' }, T0 + TIMEOUT - 1);
+  t.notOk(early.ok);
+  if (!early.ok) t.equal(early.reason, 'too_early');
+  const due = decide(initialState(T0, TIMEOUT), { type: 'expire' }, T0 + TIMEOUT);
+  t.ok(due.ok);
+  if (due.ok) {
+    t.equal(due.state.status, 'expired');
+    t.same(due.effects, [{ type: 'release_credits' }, { type: 'emit', event: 'generation.expired' }]);
+  }
+  for (const status of ['reserved', 'submitted', 'running'] as const) {
+    t.notOk(decide(drive(at[status]), { type: 'expire' }, T0 + TIMEOUT * 2).ok, `a ${status} job never expires`);
+  }
+});
+
+t.test('every out-of-order step is refused and leaves the state as it was', async (t) => {
+  const commands: GenerationCommand[] = [
+    { type: 'reserve' }, { type: 'submitted', providerJobId: 'p' }, { type: 'started' },
+    { type: 'succeed', outputs: { outputAssetIds: [] } }, { type: 'fail', errorCode: 'x', errorMessage: 'y' },
+    { type: 'cancel', by: 'operator' }, { type: 'expire' },
+  ];
+  const allowed: Record<GenerationCommand['type'], GenerationStatus[]> = {
+    reserve: ['queued'], submitted: ['reserved'], started: ['submitted'], succeed: ['running'],
+    fail: ['queued', 'reserved', 'submitted', 'running'], cancel: ['queued', 'reserved', 'submitted', 'running'], expire: ['queued'],
+  };
+  for (const status of GENERATION_STATUSES) {
+    for (const command of commands) {
+      const before = drive(at[status], T0 + TIMEOUT);
+      const decision = decide(before, command, T0 + TIMEOUT);
+      t.equal(decision.ok, allowed[command.type].includes(status), `${command.type} from ${status}`);
+    }
+  }
+  t.same([...TERMINAL_STATUSES].sort(), ['cancelled', 'expired', 'failed', 'succeeded']);
+});
