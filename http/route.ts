@@ -57,6 +57,12 @@ export interface RouteDef<
   summary: string;
   tags: string[];
   access: Access;
+  /**
+   * Whether a request made with an API key must name the key's workspace (path :workspaceId, query or
+   * body workspaceId; any other workspace is 403). Default `required`; `none` for routes where a
+   * workspace makes no sense (e.g. emergency-stop), whose handlers take the workspace from the key.
+   */
+  keyWorkspace?: 'required' | 'none';
   params?: P;
   query?: Q;
   body?: B;

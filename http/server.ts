@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { context, propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Span } from '@opentelemetry/api';
 import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import { ApiError, isApiError } from './errors.ts';
+import { assertKeyWorkspace, authenticate } from './auth/authenticate.ts';
 import { send, sendError, type ResponseState } from './respond.ts';
 import { Router, type CompiledRoute } from './router.ts';
 import type { Method, RequestContext, RouteDef } from './route.ts';
@@ -106,6 +107,8 @@ interface Incoming {
 class RequestPipeline {
   private span: Span | undefined;
   private routeLabel = 'unmatched';
+  /** Headers every answer carries once the caller is known (the X-RateLimit-* of a key). */
+  private authHeaders: Record<string, string> | undefined;
 
   constructor(
     private readonly services: Services,
@@ -149,9 +152,13 @@ class RequestPipeline {
     const route = match.route;
     this.routeLabel = route.def.path;
 
+    // Who is calling comes before what they sent: an unauthenticated caller gets 401 before any body is read.
+    const authn = await authenticate(this.services, route.def, { method, headers });
+    this.authHeaders = authn.headers;
     const params = decodeParams(match.params);
     const query = parseQuery(rawQuery);
     const body = await this.readBody(route, method, headers);
+    assertKeyWorkspace(route.def, authn, { params, query, body });
 
     if (route.validateParams && !route.validateParams(params)) throw new ApiError('validation_error', describeErrors('path', route.validateParams.errors));
     if (route.validateQuery && !route.validateQuery(query)) throw new ApiError('validation_error', describeErrors('query', route.validateQuery.errors));
@@ -166,7 +173,7 @@ class RequestPipeline {
       body,
       headers,
       remoteAddress: this.incoming.remoteAddress,
-      auth: undefined,
+      auth: authn.principal,
       services: this.services,
     };
     const reply = await route.def.handler(ctx as never);
@@ -180,7 +187,7 @@ class RequestPipeline {
     }
     this.span?.setAttribute('http.response.status_code', status);
     const payload = reply.raw ?? (reply.body === undefined ? undefined : JSON.stringify(reply.body));
-    send(this.res, this.state, status, requestId, payload, reply.headers);
+    send(this.res, this.state, status, requestId, payload, this.authHeaders ? { ...this.authHeaders, ...reply.headers } : reply.headers);
   }
 
   /** Reads the body for methods that carry one: size limit first, then Content-Type and JSON. */
@@ -230,14 +237,15 @@ class RequestPipeline {
     if (isApiError(error)) {
       this.span?.setAttribute('http.response.status_code', error.status);
       // After refusing an oversized body the rest of it is not read, so the connection cannot be reused.
-      sendError(this.res, this.state, requestId, error.code, error.message, error.headers, error.code === 'payload_too_large');
+      const headers = this.authHeaders ? { ...this.authHeaders, ...error.headers } : error.headers;
+      sendError(this.res, this.state, requestId, error.code, error.message, headers, error.code === 'payload_too_large');
       return;
     }
     this.span?.recordException(error as Error);
     this.span?.setStatus({ code: SpanStatusCode.ERROR });
     this.span?.setAttribute('http.response.status_code', 500);
     this.services.logger.error({ err: error, route: this.routeLabel }, 'request failed');
-    sendError(this.res, this.state, requestId, 'internal_error', `Something went wrong on our side. Quote request id ${requestId} when reporting it.`);
+    sendError(this.res, this.state, requestId, 'internal_error', `Something went wrong on our side. Quote request id ${requestId} when reporting it.`, this.authHeaders);
   }
 }
 

@@ -1,4 +1,5 @@
 import path from 'node:path';
+import { DEFAULT_REQUESTS_PER_MINUTE, PLAN_IDS, REQUESTS_PER_MINUTE_ENV, type PlanId } from './plans.ts';
 
 /** Everything the service reads from its environment, validated once at start-up. */
 export interface Config {
@@ -16,6 +17,13 @@ export interface Config {
   actorIdleMs: number;
   groupCommit: { windowMs: number; maxBatch: number };
   telemetry: { tracesExporter: 'none' | 'otlp' | 'console'; otlpEndpoint: string | undefined; serviceName: string };
+  /** Prefix of every Redis key and channel, so several services (or test runs) can share one Redis. */
+  redisKeyPrefix: string;
+  /** Origins besides baseUrl's that may make cookie-authenticated writes (ALLOWED_ORIGINS, comma-separated). */
+  allowedOrigins: string[];
+  sessionTtlHours: number;
+  /** Requests per minute per API key, by plan. */
+  rateLimits: Record<PlanId, number>;
 }
 
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
@@ -54,12 +62,17 @@ export function loadConfig(env: Env = process.env): Config {
   const otlpEndpoint = read.optionalUrl('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', ['http:', 'https:'])
     ?? read.optionalUrl('OTEL_EXPORTER_OTLP_ENDPOINT', ['http:', 'https:']);
   const serviceName = read.string('OTEL_SERVICE_NAME', 'generation-service');
+  const redisKeyPrefix = read.string('REDIS_KEY_PREFIX', 'gs:');
+  const allowedOrigins = read.origins('ALLOWED_ORIGINS');
+  const sessionTtlHours = read.integer('SESSION_TTL_HOURS', 14 * 24, 1, 24 * 365);
+  const rateLimits = Object.fromEntries(PLAN_IDS.map((plan) =>
+    [plan, read.integer(REQUESTS_PER_MINUTE_ENV[plan], DEFAULT_REQUESTS_PER_MINUTE[plan], 1, 1_000_000)])) as Record<PlanId, number>;
 
   if (problems.length > 0) throw new ConfigError(problems);
   return {
     port, host, baseUrl: baseUrl.replace(/\/$/, ''), databaseUrl, redisUrl, dataDir, logLevel, bodyLimitBytes,
     allowUwsFallback, shutdownTimeoutMs, actorIdleMs, groupCommit: { windowMs, maxBatch },
-    telemetry: { tracesExporter, otlpEndpoint, serviceName },
+    telemetry: { tracesExporter, otlpEndpoint, serviceName }, redisKeyPrefix, allowedOrigins, sessionTtlHours, rateLimits,
   };
 }
 
@@ -106,6 +119,23 @@ class EnvReader {
 
   url(name: string, fallback: string, protocols: string[]): string {
     return this.optionalUrl(name, protocols) ?? fallback;
+  }
+
+  /** A comma-separated list of http(s) URLs, kept as their origins. */
+  origins(name: string): string[] {
+    const value = this.raw(name);
+    if (value === undefined) return [];
+    const origins: string[] = [];
+    for (const item of value.split(',').map((s) => s.trim()).filter(Boolean)) {
+      try {
+        const parsed = new URL(item);
+        if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') throw new Error('not http');
+        origins.push(parsed.origin);
+      } catch {
+        this.problems.push(`${name}: ${JSON.stringify(item)} is not an http(s) origin`);
+      }
+    }
+    return origins;
   }
 
   optionalUrl(name: string, protocols: string[]): string | undefined {

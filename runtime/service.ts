@@ -16,6 +16,12 @@ import type { RouteDef } from '../http/route.ts';
 import { routeTable } from '../http/routes/index.ts';
 import { openDatabase } from '../persistence/database.ts';
 import { SnapshotWriter } from '../persistence/snapshot-writer.ts';
+import { connectRedis, type RedisClient } from './redis.ts';
+import { MemoryRateLimiter, type RateLimiter } from '../http/auth/limiter.ts';
+import { RedisRateLimiter } from '../http/auth/redis-limiter.ts';
+import { KeyCache } from '../http/auth/key-cache.ts';
+import { RedisKeyInvalidationBus } from '../http/auth/key-invalidation.ts';
+import { KeyUsageRecorder } from '../http/auth/key-usage.ts';
 
 const packageJson = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string };
 
@@ -61,7 +67,34 @@ export async function startService(options: StartOptions): Promise<RunningServic
   const actors = new ActorDirectory({ clock, logger, db, writer, tracer: telemetry.tracer, idleMs: config.actorIdleMs });
   for (const behavior of options.behaviors ?? []) actors.register(behavior);
   const health = new HealthState();
-  const services: Services = { config, version: packageJson.version, engine, clock, logger, tracer: telemetry.tracer, db, writer, actors, health };
+  // Shared back ends when REDIS_URL is set, in-process ones otherwise: chosen here, once.
+  let redis: RedisClient | undefined;
+  let keyBus: RedisKeyInvalidationBus | undefined;
+  if (config.redisUrl) {
+    try {
+      redis = await connectRedis(config.redisUrl, logger);
+      keyBus = await RedisKeyInvalidationBus.connect(redis, `${config.redisKeyPrefix}api-key-invalidations`, logger);
+    } catch (error) {
+      redis?.destroy();
+      await actors.stop();
+      await db.close();
+      await telemetry.shutdown();
+      throw new StartupError(`Redis (REDIS_URL): ${(error as Error).message}`);
+    }
+  }
+  const limiter: RateLimiter = redis ? new RedisRateLimiter(redis, clock, config.redisKeyPrefix) : new MemoryRateLimiter(clock);
+  const keyCache = new KeyCache({ db, clock, logger, rateLimits: config.rateLimits, bus: keyBus });
+  keyBus?.listen((keyHash) => keyCache.drop(keyHash));
+  const keyUsage = new KeyUsageRecorder({ db, clock, logger });
+  const services: Services = {
+    config, version: packageJson.version, engine, clock, logger, tracer: telemetry.tracer, db, writer, actors, health,
+    redis, limiter, keyCache, keyUsage,
+  };
+  const closeShared = async () => {
+    await keyUsage.close();
+    await keyBus?.close();
+    await redis?.close();
+  };
 
   const http = createHttpServer(services, routeTable(options.routes));
   let port: number;
@@ -69,6 +102,7 @@ export async function startService(options: StartOptions): Promise<RunningServic
     port = await http.listen(config.host, config.port);
   } catch (error) {
     await actors.stop();
+    await closeShared();
     await db.close();
     await telemetry.shutdown();
     throw new StartupError(`${(error as Error).message}: is the port in use?`);
@@ -92,6 +126,7 @@ export async function startService(options: StartOptions): Promise<RunningServic
       await recovered;
       await withDeadline(http.idle(), config.shutdownTimeoutMs, () => logger.warn({ inFlight: http.inFlight() }, 'shutdown: requests still in flight at the deadline'));
       await withDeadline(actors.stop(), config.shutdownTimeoutMs, () => logger.warn('shutdown: mailboxes not drained at the deadline'));
+      await closeShared();
       await writer.close();
       await db.close();
       await telemetry.shutdown();

@@ -6,6 +6,10 @@ import type { HealthState } from './health.ts';
 import type { ActorDirectory } from './actor-directory.ts';
 import type { Database } from '../persistence/database.ts';
 import type { SnapshotWriter } from '../persistence/snapshot-writer.ts';
+import type { RedisClient } from './redis.ts';
+import type { RateLimiter } from '../http/auth/limiter.ts';
+import type { KeyCache } from '../http/auth/key-cache.ts';
+import type { KeyUsageRecorder } from '../http/auth/key-usage.ts';
 
 export type Engine = 'uws-native' | 'uws-fallback';
 
@@ -21,4 +25,12 @@ export interface Services {
   writer: SnapshotWriter;
   actors: ActorDirectory;
   health: HealthState;
+  /** Set when REDIS_URL is; shared counters and cache invalidations go through it. */
+  redis: RedisClient | undefined;
+  /** Per-key rate limits and login throttling; in memory, or in Redis when REDIS_URL is set. */
+  limiter: RateLimiter;
+  /** API key records by hash; call keyCache.invalidate(hash) after changing a key. */
+  keyCache: KeyCache;
+  /** Per-key request counts and lastUsedAt, written in batches off the request path. */
+  keyUsage: KeyUsageRecorder;
 }

@@ -2,10 +2,17 @@ import type { RouteDef } from '../route.ts';
 import { getServiceIdentity } from './meta/root.ts';
 import { getReadiness } from './meta/ready.ts';
 import { openApiRoute } from './meta/openapi.ts';
+import { signup } from './auth/signup.ts';
+import { login } from './auth/login.ts';
+import { logout } from './auth/logout.ts';
 
 /** The route table: a route exists, is validated and is documented by being listed here. */
 export function routeTable(extra: RouteDef[] = []): RouteDef[] {
-  const routes: RouteDef[] = [getServiceIdentity, getReadiness, ...extra];
+  const routes: RouteDef[] = [
+    getServiceIdentity, getReadiness,
+    signup, login, logout,
+    ...extra,
+  ];
   routes.push(openApiRoute(() => routes));
   return routes;
 }

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import type { Test } from 'tap';
 import type { SpanExporter } from '@opentelemetry/sdk-trace-base';
 import type { DestinationStream } from 'pino';
@@ -38,7 +39,8 @@ export async function startTestServer(t: Test, options: TestServerOptions = {}):
     LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
     DATABASE_URL: database.url,
     DATA_DIR: '.data/test',
-    ...(process.env.TEST_REDIS_URL ? { REDIS_URL: process.env.TEST_REDIS_URL } : {}),
+    // Each server its own Redis key space, so parallel test files (and earlier runs) never share counters.
+    ...(process.env.TEST_REDIS_URL ? { REDIS_URL: process.env.TEST_REDIS_URL, REDIS_KEY_PREFIX: `test:${randomBytes(6).toString('hex')}:` } : {}),
     ...options.env,
   });
   const service = await startService({

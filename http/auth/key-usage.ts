@@ -1,0 +1,132 @@
+import type { Clock, Timer } from '../../runtime/clock.ts';
+import type { Logger } from '../../runtime/logger.ts';
+import type { Database } from '../../persistence/database.ts';
+
+export const LAST_USED_EVERY_MS = 60_000;
+const FLUSH_EVERY_MS = 5_000;
+/** Rows per statement, to keep statements (and their parameter lists) small. */
+const CHUNK = 500;
+
+export interface KeyUsageOptions {
+  db: Database;
+  clock: Clock;
+  logger: Logger;
+  flushEveryMs?: number;
+}
+
+/**
+ * Counts requests per key and UTC day, and notes when each key was last used, in memory; a timer
+ * writes both in a few statements every few seconds, and close() writes what is left. Requests never
+ * wait on these writes. lastUsedAt is written at most once a minute per key: this node checks it
+ * before queueing the write, and the UPDATE checks it again against the stored value, for other nodes.
+ */
+export class KeyUsageRecorder {
+  private requests = new Map<string, number>();
+  private lastUsed = new Map<string, number>();
+  /** When this node last queued a lastUsedAt write for a key. */
+  private readonly lastUsedQueuedAt = new Map<string, number>();
+  private timer: Timer | undefined;
+  private flushing: Promise<void> = Promise.resolve();
+  private closed = false;
+  private readonly flushEveryMs: number;
+
+  constructor(private readonly options: KeyUsageOptions) {
+    this.flushEveryMs = options.flushEveryMs ?? FLUSH_EVERY_MS;
+  }
+
+  /** Counts one request of a key; synchronous and cheap. */
+  record(keyId: string): void {
+    const now = this.options.clock.now();
+    const slot = `${keyId} ${utcDay(now)}`;
+    this.requests.set(slot, (this.requests.get(slot) ?? 0) + 1);
+    const queuedAt = this.lastUsedQueuedAt.get(keyId);
+    if (queuedAt === undefined || now - queuedAt >= LAST_USED_EVERY_MS) {
+      this.lastUsedQueuedAt.set(keyId, now);
+      this.lastUsed.set(keyId, now);
+    }
+    this.schedule();
+  }
+
+  /** Writes everything counted so far; resolves when it is committed (or has failed and been put back). */
+  flush(): Promise<void> {
+    this.flushing = this.flushing.then(() => this.write());
+    return this.flushing;
+  }
+
+  /** Stops the timer and writes what is left; called by the service's stop sequence. */
+  async close(): Promise<void> {
+    this.closed = true;
+    this.timer?.cancel();
+    this.timer = undefined;
+    await this.flush();
+  }
+
+  pending(): number {
+    return this.requests.size + this.lastUsed.size;
+  }
+
+  private schedule(): void {
+    if (this.timer || this.closed) return;
+    this.timer = this.options.clock.setTimer(() => {
+      this.timer = undefined;
+      void this.flush();
+    }, this.flushEveryMs);
+  }
+
+  private async write(): Promise<void> {
+    const requests = this.requests;
+    const lastUsed = this.lastUsed;
+    if (requests.size === 0 && lastUsed.size === 0) return;
+    this.requests = new Map();
+    this.lastUsed = new Map();
+    this.forgetOldQueueTimes();
+    try {
+      const em = this.options.db.em();
+      await em.transactional(async (tx) => {
+        const counts = [...requests].map(([slot, n]) => {
+          const [keyId, day] = slot.split(' ') as [string, string];
+          return [keyId, day, n] as const;
+        });
+        for (let i = 0; i < counts.length; i += CHUNK) {
+          const chunk = counts.slice(i, i + CHUNK);
+          // Joined with api_keys so a key deleted with its workspace meanwhile is skipped, not an error.
+          await tx.execute(
+            `insert into api_key_usage (key_id, day, requests)
+             select v.key_id, v.day::date, v.n::bigint
+               from (values ${chunk.map(() => '(?, ?, ?)').join(', ')}) as v(key_id, day, n)
+               join api_keys k on k.id = v.key_id
+             on conflict (key_id, day) do update set requests = api_key_usage.requests + excluded.requests`,
+            chunk.flat(),
+          );
+        }
+        const used = [...lastUsed];
+        for (let i = 0; i < used.length; i += CHUNK) {
+          const chunk = used.slice(i, i + CHUNK);
+          await tx.execute(
+            `update api_keys k set last_used_at = v.at::timestamptz
+               from (values ${chunk.map(() => '(?, ?)').join(', ')}) as v(id, at)
+              where k.id = v.id
+                and (k.last_used_at is null or k.last_used_at <= v.at::timestamptz - interval '1 minute')`,
+            chunk.flatMap(([keyId, at]) => [keyId, new Date(at).toISOString()]),
+          );
+        }
+      });
+    } catch (error) {
+      // Put the counts back so the next flush tries again; nothing counted is lost to a transient error.
+      for (const [slot, n] of requests) this.requests.set(slot, (this.requests.get(slot) ?? 0) + n);
+      for (const [keyId, at] of lastUsed) if (!this.lastUsed.has(keyId)) this.lastUsed.set(keyId, at);
+      this.options.logger.warn({ err: error }, 'could not write API key usage; will retry');
+      this.schedule();
+    }
+  }
+
+  private forgetOldQueueTimes(): void {
+    const now = this.options.clock.now();
+    for (const [keyId, at] of this.lastUsedQueuedAt) if (now - at >= LAST_USED_EVERY_MS) this.lastUsedQueuedAt.delete(keyId);
+  }
+}
+
+/** `YYYY-MM-DD` of a time, in UTC. */
+export function utcDay(ms: number): string {
+  return new Date(ms).toISOString().slice(0, 10);
+}

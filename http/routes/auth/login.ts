@@ -1,0 +1,39 @@
+import { ApiError } from '../../errors.ts';
+import { defineRoute } from '../../route.ts';
+import { burnPasswordCheck, hashPassword, needsRehash, verifyPassword } from '../../auth/passwords.ts';
+import { assertSameOrigin } from '../../auth/origin.ts';
+import { startSession } from '../../auth/sessions.ts';
+import { assertLoginAllowed, clearAccountFailures, recordLoginFailure } from '../../auth/login-throttle.ts';
+import { UserEntity } from '../../../persistence/entities/user.ts';
+import { LoginIn, LoginOut, normaliseEmail, toSessionUserOut } from './shapes.ts';
+
+export const login = defineRoute({
+  method: 'POST',
+  path: '/v1/auth/login',
+  operationId: 'login',
+  summary: 'Sign in with e-mail and password and start a session (Set-Cookie gs_session); failures are throttled per account and per address',
+  tags: ['auth'],
+  access: 'public',
+  body: LoginIn,
+  responses: { 200: LoginOut },
+  handler: async ({ body, services, headers, remoteAddress }) => {
+    assertSameOrigin(services.config, 'POST', headers);
+    const { limiter, clock } = services;
+    const email = normaliseEmail(body.email);
+    await assertLoginAllowed(limiter, clock, email, remoteAddress);
+    const user = await services.db.em().findOne(UserEntity, { email });
+    // The same work and the same answer whether the account is unknown or the password wrong.
+    const valid = user?.passwordHash ? await verifyPassword(body.password, user.passwordHash) : (await burnPasswordCheck(body.password), false);
+    if (!user || !valid) {
+      await recordLoginFailure(limiter, email, remoteAddress);
+      throw new ApiError('unauthenticated', 'The e-mail address or the password is not correct.');
+    }
+    await clearAccountFailures(limiter, email);
+    if (needsRehash(user.passwordHash!)) {
+      const passwordHash = await hashPassword(body.password);
+      await services.db.em().nativeUpdate(UserEntity, { id: user.id }, { passwordHash });
+    }
+    const { setCookie } = await startSession(services, user.id, { ip: remoteAddress, userAgent: headers['user-agent'] });
+    return { headers: { 'Set-Cookie': setCookie, 'Cache-Control': 'no-store' }, body: { user: toSessionUserOut(user) } };
+  },
+});

@@ -1,0 +1,16 @@
+import { defineRoute } from '../../route.ts';
+import { clearedSessionCookie, endSession } from '../../auth/sessions.ts';
+
+export const logout = defineRoute({
+  method: 'POST',
+  path: '/v1/auth/logout',
+  operationId: 'logout',
+  summary: 'End the current session: it is deleted, so its cookie never works again',
+  tags: ['auth'],
+  access: 'dashboard',
+  responses: { 204: null },
+  handler: async ({ auth, services }) => {
+    if (auth?.kind === 'session') await endSession(services, auth.sessionId);
+    return { status: 204, headers: { 'Set-Cookie': clearedSessionCookie(services.config) } };
+  },
+});
