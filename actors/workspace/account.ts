@@ -1,0 +1,148 @@
+/**
+ * A workspace's money as data and pure functions (DECISIONS.md "Generations", "Credit and wallet
+ * errors"): integer credits, integer cents, never negative, every change a ledger entry, and every
+ * step idempotent per generation. The workspace actor persists the entries in the same transaction
+ * as the balances, so a balance always equals the sum of its ledger.
+ */
+export type PaymentMode = 'credits' | 'wallet' | 'auto';
+export const PAYMENT_MODES: readonly PaymentMode[] = ['credits', 'wallet', 'auto'];
+
+export interface Reservation {
+  credits: number;
+  walletCents: number;
+}
+
+export interface Account {
+  availableCredits: number;
+  reservedCredits: number;
+  walletCents: number;
+  reservedWalletCents: number;
+  /** Set once a first deposit of at least the minimum has cleared; wallet payments need it. */
+  walletActivated: boolean;
+  reservations: Record<string, Reservation>;
+}
+
+export type LedgerKind = 'grant' | 'reserve' | 'capture' | 'release' | 'deposit';
+
+export interface LedgerEntry {
+  kind: LedgerKind;
+  /** Changes to each balance; a balance is the sum of its column over the ledger. */
+  credits: number;
+  reservedCredits: number;
+  walletCents: number;
+  reservedWalletCents: number;
+  generationId?: string;
+  /** The order, deposit or grant this entry applies, for idempotency of external events. */
+  reference?: string;
+}
+
+export type MoneyRefusal = 'insufficient_credits' | 'wallet_insufficient_balance' | 'wallet_pending_minimum';
+
+export type MoneyDecision =
+  | { ok: true; account: Account; entries: LedgerEntry[] }
+  | { ok: false; code: MoneyRefusal; message: string };
+
+export const WALLET_MINIMUM_DEPOSIT_CENTS = 1_000;
+
+export function emptyAccount(): Account {
+  return { availableCredits: 0, reservedCredits: 0, walletCents: 0, reservedWalletCents: 0, walletActivated: false, reservations: {} };
+}
+
+function entry(kind: LedgerKind, change: Partial<Omit<LedgerEntry, 'kind'>>): LedgerEntry {
+  return { kind, credits: 0, reservedCredits: 0, walletCents: 0, reservedWalletCents: 0, ...change };
+}
+
+function apply(account: Account, entries: LedgerEntry[], reservations: Record<string, Reservation>): Account {
+  const next = { ...account, reservations };
+  for (const e of entries) {
+    next.availableCredits += e.credits;
+    next.reservedCredits += e.reservedCredits;
+    next.walletCents += e.walletCents;
+    next.reservedWalletCents += e.reservedWalletCents;
+  }
+  return next;
+}
+
+/** Holds a generation's price: from credits, from the wallet at the plan's cents per credit, or credits first then the wallet. */
+export function reserve(account: Account, generationId: string, credits: number, mode: PaymentMode, centsPerCredit: number): MoneyDecision {
+  if (!Number.isInteger(credits) || credits < 0) throw new Error(`a price must be a whole number of credits, got ${credits}`);
+  if (account.reservations[generationId]) return { ok: true, account, entries: [] };
+
+  let fromCredits = 0;
+  let walletCents = 0;
+  if (mode === 'credits') {
+    if (account.availableCredits < credits) {
+      return { ok: false, code: 'insufficient_credits', message: `This job costs ${credits} credits; ${account.availableCredits} are available.` };
+    }
+    fromCredits = credits;
+  } else {
+    fromCredits = mode === 'auto' ? Math.min(account.availableCredits, credits) : 0;
+    walletCents = (credits - fromCredits) * centsPerCredit;
+    if (walletCents > 0) {
+      if (!account.walletActivated) {
+        return mode === 'auto'
+          ? { ok: false, code: 'insufficient_credits', message: `This job costs ${credits} credits; ${account.availableCredits} are available and the wallet is not active.` }
+          : { ok: false, code: 'wallet_pending_minimum', message: 'Wallet payments start after a first deposit of at least 10 dollars has cleared.' };
+      }
+      if (account.walletCents < walletCents) {
+        return { ok: false, code: 'wallet_insufficient_balance', message: `This job needs ${walletCents} cents from the wallet; ${account.walletCents} are available.` };
+      }
+    }
+  }
+  const reservation = { credits: fromCredits, walletCents };
+  const entries = [entry('reserve', { generationId, credits: -fromCredits, reservedCredits: fromCredits, walletCents: -walletCents, reservedWalletCents: walletCents })];
+  return { ok: true, account: apply(account, entries, { ...account.reservations, [generationId]: reservation }), entries };
+}
+
+/** Spends what a generation held; a second capture, or a capture after release, changes nothing. */
+export function capture(account: Account, generationId: string): MoneyDecision {
+  return settle(account, generationId, 'capture');
+}
+
+/** Gives back what a generation held; idempotent like capture. */
+export function release(account: Account, generationId: string): MoneyDecision {
+  return settle(account, generationId, 'release');
+}
+
+function settle(account: Account, generationId: string, kind: 'capture' | 'release'): MoneyDecision {
+  const held = account.reservations[generationId];
+  if (!held) return { ok: true, account, entries: [] };
+  const { [generationId]: _settled, ...rest } = account.reservations;
+  const back = kind === 'release';
+  const entries = [entry(kind, {
+    generationId,
+    reservedCredits: -held.credits,
+    reservedWalletCents: -held.walletCents,
+    credits: back ? held.credits : 0,
+    walletCents: back ? held.walletCents : 0,
+  })];
+  return { ok: true, account: apply(account, entries, rest), entries };
+}
+
+/** Adds credits (plan grant, paid top-up); `reference` makes it happen once. */
+export function grant(account: Account, credits: number, reference: string): MoneyDecision {
+  if (!Number.isInteger(credits) || credits <= 0) throw new Error(`a grant must be a positive whole number of credits, got ${credits}`);
+  const entries = [entry('grant', { credits, reference })];
+  return { ok: true, account: apply(account, entries, account.reservations), entries };
+}
+
+/** Adds cleared money to the wallet; a deposit of at least the minimum activates it. */
+export function deposit(account: Account, cents: number, reference: string): MoneyDecision {
+  if (!Number.isInteger(cents) || cents <= 0) throw new Error(`a deposit must be a positive whole number of cents, got ${cents}`);
+  const entries = [entry('deposit', { walletCents: cents, reference })];
+  const next = apply(account, entries, account.reservations);
+  next.walletActivated = account.walletActivated || cents >= WALLET_MINIMUM_DEPOSIT_CENTS;
+  return { ok: true, account: next, entries };
+}
+
+/** The balances a ledger adds up to; the invariant tests and audits check against it. */
+export function sumLedger(entries: LedgerEntry[]): Pick<Account, 'availableCredits' | 'reservedCredits' | 'walletCents' | 'reservedWalletCents'> {
+  const total = { availableCredits: 0, reservedCredits: 0, walletCents: 0, reservedWalletCents: 0 };
+  for (const e of entries) {
+    total.availableCredits += e.credits;
+    total.reservedCredits += e.reservedCredits;
+    total.walletCents += e.walletCents;
+    total.reservedWalletCents += e.reservedWalletCents;
+  }
+  return total;
+}
