@@ -16,3 +16,35 @@ export function isPlanId(value: string): value is PlanId {
 export function requestsPerMinute(limits: Readonly<Record<PlanId, number>>, plan: string): number {
   return isPlanId(plan) ? limits[plan] : limits.free;
 }
+
+const MiB = 1024 * 1024;
+const GiB = 1024 * MiB;
+
+/** What a plan costs and allows. Which models it may use is in the model catalog (each model lists its plans). */
+export interface PlanEntitlements {
+  id: PlanId;
+  name: string;
+  /** Subscription price per month, in US cents. */
+  monthlyPriceCents: number;
+  /** Credits granted at the start of every period. */
+  monthlyCredits: number;
+  /** What one credit costs when a job is paid from the pay-as-you-go wallet, in US cents. */
+  centsPerCredit: number;
+  /** Jobs of the workspace past `queued` (reserved, submitted or running) at one time. */
+  concurrentJobs: number;
+  /** Bytes of assets (uploads and outputs) the workspace may keep. */
+  storageBytes: number;
+  /** Largest single upload. */
+  maxFileBytes: number;
+}
+
+export const PLANS: Readonly<Record<PlanId, PlanEntitlements>> = {
+  free: { id: 'free', name: 'Free', monthlyPriceCents: 0, monthlyCredits: 100, centsPerCredit: 5, concurrentJobs: 2, storageBytes: 1 * GiB, maxFileBytes: 25 * MiB },
+  pro: { id: 'pro', name: 'Pro', monthlyPriceCents: 2_900, monthlyCredits: 3_000, centsPerCredit: 4, concurrentJobs: 10, storageBytes: 50 * GiB, maxFileBytes: 200 * MiB },
+  team: { id: 'team', name: 'Team', monthlyPriceCents: 9_900, monthlyCredits: 12_000, centsPerCredit: 3, concurrentJobs: 50, storageBytes: 500 * GiB, maxFileBytes: 1 * GiB },
+};
+
+/** The entitlements of a workspace's plan; an unknown plan id gets the free plan's. */
+export function planOf(plan: string): PlanEntitlements {
+  return isPlanId(plan) ? PLANS[plan] : PLANS.free;
+}
