@@ -1,4 +1,4 @@
-import { SpanKind, SpanStatusCode, trace, type Link, type Tracer } from '@opentelemetry/api';
+import { context, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Link, type Tracer } from '@opentelemetry/api';
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import type { Database } from './database.ts';
 
@@ -75,7 +75,9 @@ export class SnapshotWriter {
     this.scheduled = true;
     const start = () => {
       this.scheduled = false;
-      void this.drain();
+      // The timer was armed inside the first writer's span; a batch serves many writers, so its span is
+      // a root linked to each of them, not a child of whichever request happened to come first.
+      void context.with(ROOT_CONTEXT, () => this.drain());
     };
     if (this.options.windowMs > 0) setTimeout(start, this.options.windowMs);
     else setImmediate(start);
@@ -107,6 +109,11 @@ export class SnapshotWriter {
     try {
       await this.db.em().transactional(async (em) => {
         for (const pending of batch) await pending.unit(em);
+        // A unit that caught the error of a failed statement leaves the transaction aborted, and the
+        // server then answers COMMIT with a silent ROLLBACK: one more statement makes such a batch fail
+        // here instead of acknowledging writes that were never committed.
+        await em.flush();
+        await em.execute('select 1');
       });
       this.record(batch.length, started);
       for (const pending of batch) pending.resolve();

@@ -30,6 +30,15 @@ interface Entry {
 /** State kept by nact for one live actor: its behaviour's state once loaded. */
 type Slot = { loaded: true; state: unknown } | undefined;
 
+/**
+ * nact accepts only `[a-z0-9-$_.+!*'(),]+` as an actor name, so `kind:id` cannot be one. The actor lives
+ * under its kind's supervisor, so its name is the id alone, with every other character written as `$`
+ * and four hex digits (its UTF-16 code unit): one name per id, never one that nact refuses.
+ */
+function actorName(id: string): string {
+  return id === '' ? '$' : id.replace(/[^A-Za-z0-9_.-]/g, (c) => `$${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
 export class ActorCrashedError extends Error {
   constructor(readonly key: string, cause: string) {
     super(`actor ${key} crashed: ${cause}`);
@@ -173,7 +182,7 @@ export class ActorDirectory implements ActorMessenger {
         this.done(entry);
       }
     };
-    entry.ref = nact.spawn(supervisor, receive, key, {
+    entry.ref = nact.spawn(supervisor, receive, actorName(id), {
       onCrash: (envelope: Envelope<unknown> | undefined, error: Error | undefined, sctx) => {
         this.stats.restarts++;
         this.deps.logger.error({ err: error, actor: key }, 'actor crashed; restarting it from its persisted state');

@@ -1,4 +1,4 @@
-import { trace, type Tracer } from '@opentelemetry/api';
+import { context, propagation, trace, type Tracer } from '@opentelemetry/api';
 import { NodeSDK } from '@opentelemetry/sdk-node';
 import { BatchSpanProcessor, ConsoleSpanExporter, SimpleSpanProcessor, type SpanExporter, type SpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
@@ -11,7 +11,7 @@ export interface Telemetry {
 }
 
 export interface TelemetryOptions {
-  /** Tests pass an in-memory exporter; spans are then exported one by one, synchronously. */
+  /** Tests pass an in-memory exporter; each span is exported as it ends (after the resource detectors settle, so a moment later). */
   exporter?: SpanExporter;
 }
 
@@ -28,12 +28,21 @@ export function startTelemetry(config: Config['telemetry'], options: TelemetryOp
   if (processors.length === 0) {
     return { tracer: trace.getTracer(config.serviceName), enabled: false, shutdown: async () => {} };
   }
-  const sdk = new NodeSDK({ serviceName: config.serviceName, spanProcessors: processors, instrumentations: [] });
+  // Traces only: left unset, metricReaders and logRecordProcessors default to OTLP exporters aimed at
+  // localhost:4318, which nothing here configured.
+  const sdk = new NodeSDK({ serviceName: config.serviceName, spanProcessors: processors, instrumentations: [], metricReaders: [], logRecordProcessors: [] });
   sdk.start();
   return {
     tracer: trace.getTracer(config.serviceName),
     enabled: true,
-    shutdown: () => sdk.shutdown(),
+    async shutdown() {
+      await sdk.shutdown();
+      // NodeSDK leaves its providers registered as the globals: unregister them, or the next start in
+      // this process (tests start several services) keeps handing out tracers of the shut-down one.
+      trace.disable();
+      context.disable();
+      propagation.disable();
+    },
   };
 }
 
