@@ -8,6 +8,8 @@ import { ApiKeyEntity } from './api-key.ts';
 import { ApiKeyUsageEntity } from './api-key-usage.ts';
 import { InvitationEntity } from './invitation.ts';
 import { ExportRequestEntity } from './export-request.ts';
+import { GenerationEntity } from './generation.ts';
+import { WorkspaceAccountEntity, CreditLedgerEntity, IdempotencyKeyEntity, ServiceSwitchEntity } from './workspace-account.ts';
 
 /** Every entity the ORM knows; each issue adds its own here. */
 export const entities = [
@@ -21,4 +23,9 @@ export const entities = [
   ApiKeyUsageEntity,
   InvitationEntity,
   ExportRequestEntity,
+  GenerationEntity,
+  WorkspaceAccountEntity,
+  CreditLedgerEntity,
+  IdempotencyKeyEntity,
+  ServiceSwitchEntity,
 ];

@@ -1,0 +1,61 @@
+import { EntitySchema } from '@mikro-orm/core';
+
+export interface GenerationRow {
+  id: string;
+  workspaceId: string;
+  apiKeyId: string | null;
+  userId: string | null;
+  mode: string;
+  modelId: string;
+  status: string;
+  params: Record<string, unknown>;
+  inputs: Record<string, unknown>;
+  paymentMode: string;
+  credits: number;
+  project: string | null;
+  idempotencyKey: string | null;
+  provider: string;
+  providerJobId: string | null;
+  textOutput: string | null;
+  outputAssetIds: string[];
+  errorCode: string | null;
+  errorMessage: string | null;
+  timeline: Array<{ status: string; at: string; detail?: string }>;
+  queueDeadline: Date;
+  createdAt: Date;
+  updatedAt: Date;
+  startedAt: Date | null;
+  completedAt: Date | null;
+}
+
+export const GenerationEntity = new EntitySchema<GenerationRow>({
+  name: 'Generation',
+  tableName: 'generations',
+  properties: {
+    id: { type: 'string', primary: true },
+    workspaceId: { type: 'string', fieldName: 'workspace_id' },
+    apiKeyId: { type: 'string', fieldName: 'api_key_id', nullable: true },
+    userId: { type: 'string', fieldName: 'user_id', nullable: true },
+    mode: { type: 'string' },
+    modelId: { type: 'string', fieldName: 'model_id' },
+    status: { type: 'string' },
+    params: { type: 'json' },
+    inputs: { type: 'json' },
+    paymentMode: { type: 'string', fieldName: 'payment_mode' },
+    credits: { type: 'integer' },
+    project: { type: 'string', nullable: true },
+    idempotencyKey: { type: 'string', fieldName: 'idempotency_key', nullable: true },
+    provider: { type: 'string' },
+    providerJobId: { type: 'string', fieldName: 'provider_job_id', nullable: true },
+    textOutput: { type: 'text', fieldName: 'text_output', nullable: true },
+    outputAssetIds: { type: 'json', fieldName: 'output_asset_ids' },
+    errorCode: { type: 'string', fieldName: 'error_code', nullable: true },
+    errorMessage: { type: 'string', fieldName: 'error_message', nullable: true },
+    timeline: { type: 'json' },
+    queueDeadline: { type: 'Date', fieldName: 'queue_deadline' },
+    createdAt: { type: 'Date', fieldName: 'created_at' },
+    updatedAt: { type: 'Date', fieldName: 'updated_at' },
+    startedAt: { type: 'Date', fieldName: 'started_at', nullable: true },
+    completedAt: { type: 'Date', fieldName: 'completed_at', nullable: true },
+  },
+});
