@@ -5,12 +5,15 @@ import { openApiRoute } from './meta/openapi.ts';
 import { signup } from './auth/signup.ts';
 import { login } from './auth/login.ts';
 import { logout } from './auth/logout.ts';
+import { workspaceRoutes } from './workspaces/index.ts';
+import { accountRoutes } from './me/index.ts';
 
 /** The route table: a route exists, is validated and is documented by being listed here. */
 export function routeTable(extra: RouteDef[] = []): RouteDef[] {
   const routes: RouteDef[] = [
     getServiceIdentity, getReadiness,
     signup, login, logout,
+    ...workspaceRoutes, ...accountRoutes,
     ...extra,
   ];
   routes.push(openApiRoute(() => routes));

@@ -1,0 +1,26 @@
+import { Type } from '@sinclair/typebox';
+import { defineRoute } from '../../route.ts';
+import { LinkedAccountEntity } from '../../../persistence/entities/linked-account.ts';
+import { requireSession } from '../workspaces/access.ts';
+import { LinkedAccountOut, toLinkedAccountOut } from './shapes.ts';
+
+const LinkedAccountList = Type.Object({
+  data: Type.Array(LinkedAccountOut),
+  nextCursor: Type.Null({ description: 'Always null: a user has a handful of sign-in methods, all on one page.' }),
+}, { additionalProperties: false });
+
+export const listLinkedAccounts = defineRoute({
+  method: 'GET',
+  path: '/v1/me/accounts',
+  operationId: 'listLinkedAccounts',
+  summary: 'The ways the signed-in user can sign in: `password` and linked providers',
+  tags: ['account'],
+  access: 'auth',
+  keyWorkspace: 'none',
+  responses: { 200: LinkedAccountList },
+  handler: async ({ auth, services }) => {
+    const { userId } = requireSession(auth, 'read linked accounts');
+    const accounts = await services.db.em().find(LinkedAccountEntity, { userId }, { orderBy: { createdAt: 'desc', provider: 'asc' } });
+    return { body: { data: accounts.map(toLinkedAccountOut), nextCursor: null } };
+  },
+});

@@ -1,0 +1,36 @@
+import { LockMode } from '@mikro-orm/core';
+import { ApiError } from '../../errors.ts';
+import { defineRoute } from '../../route.ts';
+import { LinkedAccountEntity } from '../../../persistence/entities/linked-account.ts';
+import { UserEntity } from '../../../persistence/entities/user.ts';
+import { requireSession } from '../workspaces/access.ts';
+import { ProviderParams } from './shapes.ts';
+
+export const unlinkAccount = defineRoute({
+  method: 'DELETE',
+  path: '/v1/me/accounts/:providerId',
+  operationId: 'unlinkAccount',
+  summary: 'Unlink a sign-in provider; `password` removes the password. 409 for the last way to sign in',
+  tags: ['account'],
+  access: 'auth',
+  keyWorkspace: 'none',
+  params: ProviderParams,
+  responses: { 204: null },
+  handler: async ({ auth, params, services }) => {
+    const { userId } = requireSession(auth, 'unlink sign-in providers');
+    await services.db.em().transactional(async (tx) => {
+      // The user row's lock serialises two unlinks racing for the last two methods.
+      const user = await tx.findOneOrFail(UserEntity, { id: userId }, { lockMode: LockMode.PESSIMISTIC_WRITE });
+      const linked = await tx.find(LinkedAccountEntity, { userId });
+      const methods = new Set(linked.map((a) => a.provider));
+      if (user.passwordHash !== null) methods.add('password');
+      if (!methods.has(params.providerId)) throw new ApiError('not_found', `No linked sign-in provider ${params.providerId}.`);
+      if (methods.size === 1) throw new ApiError('conflict', 'This is the last way to sign in to the account; link another one first.');
+      await tx.nativeDelete(LinkedAccountEntity, { userId, provider: params.providerId });
+      if (params.providerId === 'password') {
+        await tx.nativeUpdate(UserEntity, { id: userId }, { passwordHash: null, updatedAt: new Date(services.clock.now()) });
+      }
+    });
+    return { status: 204 };
+  },
+});

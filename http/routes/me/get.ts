@@ -1,0 +1,20 @@
+import { defineRoute } from '../../route.ts';
+import { UserEntity } from '../../../persistence/entities/user.ts';
+import { requireSession } from '../workspaces/access.ts';
+import { toUserOut, UserOut } from './shapes.ts';
+
+export const getMe = defineRoute({
+  method: 'GET',
+  path: '/v1/me',
+  operationId: 'getMe',
+  summary: 'The signed-in user\'s profile (API keys belong to workspaces, not people: 403)',
+  tags: ['account'],
+  access: 'auth',
+  keyWorkspace: 'none',
+  responses: { 200: UserOut },
+  handler: async ({ auth, services }) => {
+    const { userId } = requireSession(auth, 'read a user profile');
+    const user = await services.db.em().findOneOrFail(UserEntity, { id: userId });
+    return { body: toUserOut(user) };
+  },
+});

@@ -1,0 +1,27 @@
+import { defineRoute } from '../../route.ts';
+import { newId } from '../../../persistence/ids.ts';
+import { WorkspaceEntity, type Workspace } from '../../../persistence/entities/workspace.ts';
+import { WorkspaceMemberEntity } from '../../../persistence/entities/workspace-member.ts';
+import { requireSession } from './access.ts';
+import { toWorkspaceOut, WorkspaceIn, WorkspaceOut } from './shapes.ts';
+
+export const createWorkspace = defineRoute({
+  method: 'POST',
+  path: '/v1/workspaces',
+  operationId: 'createWorkspace',
+  summary: 'Create a workspace on the free plan; the caller becomes its owner (signed-in users only)',
+  tags: ['workspaces'],
+  access: 'auth',
+  body: WorkspaceIn,
+  responses: { 201: WorkspaceOut },
+  handler: async ({ auth, body, services }) => {
+    const { userId } = requireSession(auth, 'create workspaces');
+    const now = new Date(services.clock.now());
+    const workspace: Workspace = { id: newId('ws', now.getTime()), name: body.name.trim(), plan: 'free', personal: false, createdAt: now, updatedAt: now };
+    await services.db.em().transactional(async (tx) => {
+      await tx.insert(WorkspaceEntity, workspace);
+      await tx.insert(WorkspaceMemberEntity, { workspaceId: workspace.id, userId, role: 'owner' as const, createdAt: now });
+    });
+    return { status: 201, body: toWorkspaceOut(workspace, 'owner') };
+  },
+});

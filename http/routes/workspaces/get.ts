@@ -1,0 +1,18 @@
+import { defineRoute } from '../../route.ts';
+import { openWorkspace } from './access.ts';
+import { toWorkspaceOut, WorkspaceOut, WorkspaceParams } from './shapes.ts';
+
+export const getWorkspace = defineRoute({
+  method: 'GET',
+  path: '/v1/workspaces/:workspaceId',
+  operationId: 'getWorkspace',
+  summary: 'A workspace the caller belongs to (or the API key\'s own workspace)',
+  tags: ['workspaces'],
+  access: 'auth',
+  params: WorkspaceParams,
+  responses: { 200: WorkspaceOut },
+  handler: async ({ auth, params, services }) => {
+    const { workspace, role } = await openWorkspace(services.db.em(), auth, params.workspaceId);
+    return { body: toWorkspaceOut(workspace, role) };
+  },
+});

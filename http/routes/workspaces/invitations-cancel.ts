@@ -1,0 +1,28 @@
+import { ApiError } from '../../errors.ts';
+import { defineRoute } from '../../route.ts';
+import { InvitationEntity } from '../../../persistence/entities/invitation.ts';
+import { MANAGERS, openWorkspace, requireRole, requireSession } from './access.ts';
+import { InvitationParams } from './shapes.ts';
+
+export const cancelInvitation = defineRoute({
+  method: 'DELETE',
+  path: '/v1/workspaces/:workspaceId/invitations/:invitationId',
+  operationId: 'cancelInvitation',
+  summary: 'Cancel an invitation so its token no longer works (owner or admin); 409 once accepted or cancelled',
+  tags: ['workspaces'],
+  access: 'auth',
+  params: InvitationParams,
+  responses: { 204: null },
+  handler: async ({ auth, params, services }) => {
+    requireSession(auth, 'manage invitations');
+    await services.db.em().transactional(async (tx) => {
+      const access = await openWorkspace(tx, auth, params.workspaceId, { lock: true });
+      requireRole(access, MANAGERS, 'cancel invitations');
+      const invitation = await tx.findOne(InvitationEntity, { id: params.invitationId, workspaceId: params.workspaceId });
+      if (!invitation) throw new ApiError('not_found', `No invitation ${params.invitationId} in workspace ${params.workspaceId}.`);
+      if (invitation.status !== 'pending') throw new ApiError('conflict', `The invitation was already ${invitation.status}.`);
+      await tx.nativeUpdate(InvitationEntity, { id: invitation.id, status: 'pending' }, { status: 'cancelled' });
+    });
+    return { status: 204 };
+  },
+});

@@ -1,0 +1,62 @@
+import { UniqueConstraintViolationException } from '@mikro-orm/core';
+import { ApiError } from '../../errors.ts';
+import { defineRoute } from '../../route.ts';
+import { newId } from '../../../persistence/ids.ts';
+import { InvitationEntity, type Invitation } from '../../../persistence/entities/invitation.ts';
+import { UserEntity } from '../../../persistence/entities/user.ts';
+import { WorkspaceMemberEntity } from '../../../persistence/entities/workspace-member.ts';
+import { MANAGERS, openWorkspace, requireRole, requireSession } from './access.ts';
+import { INVITATION_TTL_MS, invitationTokenHash, newInvitationToken } from './invitation-tokens.ts';
+import { CreatedInvitationOut, InvitationIn, toInvitationOut, WorkspaceParams } from './shapes.ts';
+
+export const createInvitation = defineRoute({
+  method: 'POST',
+  path: '/v1/workspaces/:workspaceId/invitations',
+  operationId: 'createInvitation',
+  summary: 'Invite someone by e-mail as admin or member (owner or admin); the token is returned once. 409 for a member or an e-mail already invited',
+  tags: ['workspaces'],
+  access: 'auth',
+  params: WorkspaceParams,
+  body: InvitationIn,
+  responses: { 201: CreatedInvitationOut },
+  handler: async ({ auth, params, body, services }) => {
+    const { userId } = requireSession(auth, 'invite members');
+    const email = body.email.trim().toLowerCase();
+    const now = services.clock.now();
+    const token = newInvitationToken();
+    const invitation: Invitation = {
+      id: newId('inv', now),
+      workspaceId: params.workspaceId,
+      email,
+      role: body.role ?? 'member',
+      tokenHash: invitationTokenHash(token),
+      status: 'pending',
+      invitedBy: userId,
+      createdAt: new Date(now),
+      expiresAt: new Date(now + INVITATION_TTL_MS),
+      acceptedAt: null,
+      acceptedBy: null,
+    };
+    try {
+      await services.db.em().transactional(async (tx) => {
+        const access = await openWorkspace(tx, auth, params.workspaceId, { lock: true });
+        requireRole(access, MANAGERS, 'invite members');
+        const user = await tx.findOne(UserEntity, { email });
+        if (user && await tx.findOne(WorkspaceMemberEntity, { workspaceId: params.workspaceId, userId: user.id })) {
+          throw new ApiError('conflict', `${email} is already a member of this workspace.`);
+        }
+        const pending = await tx.findOne(InvitationEntity, { workspaceId: params.workspaceId, email, status: 'pending' });
+        if (pending && pending.expiresAt.getTime() > now) {
+          throw new ApiError('conflict', `${email} already has a pending invitation (${pending.id}); cancel it to invite again.`);
+        }
+        // An expired invitation still holds the one-pending-per-e-mail slot: retire it.
+        if (pending) await tx.nativeUpdate(InvitationEntity, { id: pending.id }, { status: 'cancelled' });
+        await tx.insert(InvitationEntity, invitation);
+      });
+    } catch (error) {
+      if (error instanceof UniqueConstraintViolationException) throw new ApiError('conflict', `${email} already has a pending invitation.`);
+      throw error;
+    }
+    return { status: 201, body: { ...toInvitationOut(invitation, now), token } };
+  },
+});

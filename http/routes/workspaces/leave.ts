@@ -1,0 +1,25 @@
+import { ApiError } from '../../errors.ts';
+import { defineRoute } from '../../route.ts';
+import { WorkspaceMemberEntity } from '../../../persistence/entities/workspace-member.ts';
+import { openWorkspace, requireSession } from './access.ts';
+import { WorkspaceParams } from './shapes.ts';
+
+export const leaveWorkspace = defineRoute({
+  method: 'POST',
+  path: '/v1/workspaces/:workspaceId/leave',
+  operationId: 'leaveWorkspace',
+  summary: 'Leave a workspace (409 for the owner, who must transfer ownership first)',
+  tags: ['workspaces'],
+  access: 'auth',
+  params: WorkspaceParams,
+  responses: { 204: null },
+  handler: async ({ auth, params, services }) => {
+    const { userId } = requireSession(auth, 'leave workspaces');
+    await services.db.em().transactional(async (tx) => {
+      const access = await openWorkspace(tx, auth, params.workspaceId, { lock: true });
+      if (access.role === 'owner') throw new ApiError('conflict', 'The owner cannot leave; transfer ownership to another member first, or delete the workspace.');
+      await tx.nativeDelete(WorkspaceMemberEntity, { workspaceId: params.workspaceId, userId });
+    });
+    return { status: 204 };
+  },
+});

@@ -1,0 +1,44 @@
+import { Type } from '@sinclair/typebox';
+import { defineRoute } from '../../route.ts';
+import { decodeCursor, Page, PageQueryFields, pageOf } from '../../pagination.ts';
+import { UserEntity } from '../../../persistence/entities/user.ts';
+import { WorkspaceMemberEntity } from '../../../persistence/entities/workspace-member.ts';
+import { openWorkspace, requireSession } from './access.ts';
+import { MemberOut, toMemberOut, WorkspaceParams } from './shapes.ts';
+
+const ListMembersQuery = Type.Object({ ...PageQueryFields }, { additionalProperties: false });
+
+/** Not in SPEC.md's table, but needed to find the user ids that role changes, removal and transfer take. */
+export const listMembers = defineRoute({
+  method: 'GET',
+  path: '/v1/workspaces/:workspaceId/members',
+  operationId: 'listWorkspaceMembers',
+  summary: 'Members of a workspace with their roles, newest first (any member; signed-in users only)',
+  tags: ['workspaces'],
+  access: 'auth',
+  params: WorkspaceParams,
+  query: ListMembersQuery,
+  responses: { 200: Page(MemberOut) },
+  handler: async ({ auth, params, query, services }) => {
+    requireSession(auth, 'list members');
+    const em = services.db.em();
+    await openWorkspace(em, auth, params.workspaceId);
+    const limit = query.limit ?? 20;
+    const after = query.cursor === undefined ? undefined : decodeCursor(query.cursor, ['number', 'string']);
+    const members = await em.find(WorkspaceMemberEntity, {
+      workspaceId: params.workspaceId,
+      ...(after === undefined ? {} : {
+        $or: [
+          { createdAt: { $lt: new Date(after[0] as number) } },
+          { createdAt: new Date(after[0] as number), userId: { $lt: after[1] as string } },
+        ],
+      }),
+    }, { orderBy: [{ createdAt: 'desc' }, { userId: 'desc' }], limit: limit + 1 });
+    const users = new Map((await em.find(UserEntity, { id: { $in: members.map((m) => m.userId) } })).map((u) => [u.id, u]));
+    const rows = members.flatMap((member) => {
+      const user = users.get(member.userId);
+      return user ? [{ member, user }] : [];
+    });
+    return { body: pageOf(rows, limit, ({ member }) => [member.createdAt.getTime(), member.userId], ({ member, user }) => toMemberOut(member, user)) };
+  },
+});

@@ -1,0 +1,32 @@
+import { ApiError } from '../../errors.ts';
+import { defineRoute } from '../../route.ts';
+import { WorkspaceMemberEntity } from '../../../persistence/entities/workspace-member.ts';
+import { MANAGERS, openWorkspace, requireRole, requireSession } from './access.ts';
+import { MemberParams } from './shapes.ts';
+
+export const removeMember = defineRoute({
+  method: 'DELETE',
+  path: '/v1/workspaces/:workspaceId/members/:userId',
+  operationId: 'removeWorkspaceMember',
+  summary: 'Remove a member (owner or admin; anyone may remove themselves; the owner cannot be removed: 409 for the owner, 403 for an admin)',
+  tags: ['workspaces'],
+  access: 'auth',
+  params: MemberParams,
+  responses: { 204: null },
+  handler: async ({ auth, params, services }) => {
+    const { userId: callerId } = requireSession(auth, 'manage members');
+    await services.db.em().transactional(async (tx) => {
+      const access = await openWorkspace(tx, auth, params.workspaceId, { lock: true });
+      const self = params.userId === callerId;
+      if (!self) requireRole(access, MANAGERS, 'remove members');
+      const member = self ? { role: access.role } : await tx.findOne(WorkspaceMemberEntity, { workspaceId: params.workspaceId, userId: params.userId });
+      if (!member) throw new ApiError('not_found', `No member ${params.userId} in workspace ${params.workspaceId}.`);
+      if (member.role === 'owner') {
+        if (access.role !== 'owner') throw new ApiError('forbidden', 'An admin cannot remove the owner.');
+        throw new ApiError('conflict', 'The owner cannot be removed; transfer ownership to another member first.');
+      }
+      await tx.nativeDelete(WorkspaceMemberEntity, { workspaceId: params.workspaceId, userId: params.userId });
+    });
+    return { status: 204 };
+  },
+});

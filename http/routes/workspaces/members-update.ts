@@ -1,0 +1,38 @@
+import { ApiError } from '../../errors.ts';
+import { defineRoute } from '../../route.ts';
+import { UserEntity } from '../../../persistence/entities/user.ts';
+import { WorkspaceMemberEntity } from '../../../persistence/entities/workspace-member.ts';
+import { MANAGERS, openWorkspace, requireRole, requireSession } from './access.ts';
+import { MemberOut, MemberParams, MemberPatch, toMemberOut } from './shapes.ts';
+
+export const updateMember = defineRoute({
+  method: 'PATCH',
+  path: '/v1/workspaces/:workspaceId/members/:userId',
+  operationId: 'updateWorkspaceMember',
+  summary: 'Change a member\'s role to admin or member (owner or admin; the owner\'s role changes only by transfer)',
+  tags: ['workspaces'],
+  access: 'auth',
+  params: MemberParams,
+  body: MemberPatch,
+  responses: { 200: MemberOut },
+  handler: async ({ auth, params, body, services }) => {
+    requireSession(auth, 'manage members');
+    const out = await services.db.em().transactional(async (tx) => {
+      const access = await openWorkspace(tx, auth, params.workspaceId, { lock: true });
+      const callerRole = requireRole(access, MANAGERS, 'change roles');
+      const member = await tx.findOne(WorkspaceMemberEntity, { workspaceId: params.workspaceId, userId: params.userId });
+      if (!member) throw new ApiError('not_found', `No member ${params.userId} in workspace ${params.workspaceId}.`);
+      if (member.role === 'owner') {
+        if (callerRole !== 'owner') throw new ApiError('forbidden', 'An admin cannot change the owner\'s role.');
+        throw new ApiError('conflict', 'The owner\'s role changes only by transferring ownership (POST /v1/workspaces/:workspaceId/transfer).');
+      }
+      const user = await tx.findOneOrFail(UserEntity, { id: member.userId });
+      if (member.role !== body.role) {
+        await tx.nativeUpdate(WorkspaceMemberEntity, { workspaceId: member.workspaceId, userId: member.userId }, { role: body.role });
+        member.role = body.role;
+      }
+      return toMemberOut(member, user);
+    });
+    return { body: out };
+  },
+});

@@ -1,0 +1,35 @@
+import { ApiError } from '../../errors.ts';
+import { defineRoute } from '../../route.ts';
+import { WorkspaceEntity } from '../../../persistence/entities/workspace.ts';
+import { WorkspaceMemberEntity } from '../../../persistence/entities/workspace-member.ts';
+import { openWorkspace, requireRole, requireSession } from './access.ts';
+import { toWorkspaceOut, TransferIn, WorkspaceOut, WorkspaceParams } from './shapes.ts';
+
+export const transferOwnership = defineRoute({
+  method: 'POST',
+  path: '/v1/workspaces/:workspaceId/transfer',
+  operationId: 'transferWorkspaceOwnership',
+  summary: 'Make another member the owner; the caller (the owner) becomes admin. 409 when the user is not a member',
+  tags: ['workspaces'],
+  access: 'auth',
+  params: WorkspaceParams,
+  body: TransferIn,
+  responses: { 200: WorkspaceOut },
+  handler: async ({ auth, params, body, services }) => {
+    const { userId: ownerId } = requireSession(auth, 'transfer ownership');
+    const now = new Date(services.clock.now());
+    const workspace = await services.db.em().transactional(async (tx) => {
+      const access = await openWorkspace(tx, auth, params.workspaceId, { lock: true });
+      requireRole(access, ['owner'], 'transfer ownership');
+      if (body.userId === ownerId) throw new ApiError('conflict', 'You already own this workspace.');
+      const target = await tx.findOne(WorkspaceMemberEntity, { workspaceId: params.workspaceId, userId: body.userId });
+      if (!target) throw new ApiError('conflict', `User ${body.userId} is not a member of workspace ${params.workspaceId}; invite them first.`);
+      // Demote first: the schema allows one owner per workspace at any moment.
+      await tx.nativeUpdate(WorkspaceMemberEntity, { workspaceId: params.workspaceId, userId: ownerId }, { role: 'admin' });
+      await tx.nativeUpdate(WorkspaceMemberEntity, { workspaceId: params.workspaceId, userId: body.userId }, { role: 'owner' });
+      await tx.nativeUpdate(WorkspaceEntity, { id: params.workspaceId }, { updatedAt: now });
+      return { ...access.workspace, updatedAt: now };
+    });
+    return { body: toWorkspaceOut(workspace, 'admin') };
+  },
+});

@@ -1,0 +1,27 @@
+import { defineRoute } from '../../route.ts';
+import { WorkspaceEntity } from '../../../persistence/entities/workspace.ts';
+import { MANAGERS, openWorkspace, requireRole, requireSession } from './access.ts';
+import { toWorkspaceOut, WorkspaceOut, WorkspaceParams, WorkspacePatch } from './shapes.ts';
+
+export const updateWorkspace = defineRoute({
+  method: 'PATCH',
+  path: '/v1/workspaces/:workspaceId',
+  operationId: 'updateWorkspace',
+  summary: 'Rename a workspace (owner or admin)',
+  tags: ['workspaces'],
+  access: 'auth',
+  params: WorkspaceParams,
+  body: WorkspacePatch,
+  responses: { 200: WorkspaceOut },
+  handler: async ({ auth, params, body, services }) => {
+    requireSession(auth, 'change workspace settings');
+    const em = services.db.em();
+    const access = await openWorkspace(em, auth, params.workspaceId);
+    const role = requireRole(access, MANAGERS, 'change its settings');
+    const { workspace } = access;
+    if (body.name !== undefined) workspace.name = body.name.trim();
+    workspace.updatedAt = new Date(services.clock.now());
+    await em.nativeUpdate(WorkspaceEntity, { id: workspace.id }, { name: workspace.name, updatedAt: workspace.updatedAt });
+    return { body: toWorkspaceOut(workspace, role) };
+  },
+});
