@@ -1,0 +1,145 @@
+import { Type, type Static, type TSchema } from '@sinclair/typebox';
+import { MODES } from '../../../actors/generation/catalog/models.ts';
+import { GENERATION_STATUSES } from '../../../actors/generation/state.ts';
+import type { GenerationRow } from '../../../persistence/entities/generation.ts';
+
+/** The public shape of a generation (SPEC.md section 2) and the one mapper from a stored row to it. */
+
+export const PAYMENT_MODES = ['credits', 'wallet', 'auto'] as const;
+export type PaymentMode = (typeof PAYMENT_MODES)[number];
+
+/** A string enum as plain JSON Schema `enum`, so a refusal lists the allowed values. */
+const literals = <T extends string>(values: readonly T[], options: Record<string, unknown> = {}) =>
+  Type.Unsafe<T>({ type: 'string', enum: [...values], ...options });
+
+const Time = (description: string) => Type.String({ format: 'date-time', description });
+const Nullable = <T extends TSchema>(schema: T, description?: string) =>
+  Type.Union([schema, Type.Null()], description ? { description } : {});
+
+export const GenerationMode = literals(MODES, { description: 'One of the seven generation modes.' });
+export const GenerationStatusName = literals(GENERATION_STATUSES, { description: 'Generation state (SPEC.md section 3).' });
+export const PaymentModeName = literals(PAYMENT_MODES, {
+  description: '`credits` (plan and purchased credits), `wallet` (pay-as-you-go wallet), `auto` (credits first, then the wallet).',
+});
+
+export const GenerationParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 64, description: 'Generation id (gen_…).' }) }, { additionalProperties: false });
+
+const UrlList = (description: string) => Type.Array(Type.String(), { description });
+
+/** Source files as given at creation; data URLs longer than DATA_URL_ECHO_LIMIT come back as a short marker. */
+export const GenerationInputsOut = Type.Object({
+  imageAssetIds: Type.Optional(Type.Array(Type.String(), { description: 'Uploaded image assets (image modes).' })),
+  videoAssetIds: Type.Optional(Type.Array(Type.String(), { description: 'Uploaded video assets (video_to_video).' })),
+  imageUrls: Type.Optional(UrlList('http(s) URLs as given; a long data URL is replaced by `data:<mime>;base64,…[N characters omitted]`.')),
+  videoUrls: Type.Optional(UrlList('http(s) URLs as given; a long data URL is replaced by `data:<mime>;base64,…[N characters omitted]`.')),
+}, { additionalProperties: false });
+
+export const TimelineEntryOut = Type.Object({
+  status: GenerationStatusName,
+  at: Time('When the generation entered this state.'),
+  detail: Type.Optional(Type.String({ description: 'Why, when there is more to say (e.g. who cancelled, the provider error).' })),
+}, { additionalProperties: false });
+
+const generationFields = {
+  id: Type.String({ description: 'gen_…' }),
+  workspaceId: Type.String(),
+  apiKeyId: Nullable(Type.String(), 'The API key that created it; null when created from the dashboard.'),
+  mode: GenerationMode,
+  modelId: Type.String(),
+  status: GenerationStatusName,
+  credits: Type.Integer({ minimum: 0, description: 'Credits charged (reserved until the generation succeeds; released otherwise).' }),
+  textOutput: Nullable(Type.String(), 'The answer of a text generation.'),
+  outputAssetIds: Type.Array(Type.String(), { description: 'Output assets, once succeeded.' }),
+  errorCode: Nullable(Type.String(), 'Set when status is failed.'),
+  errorMessage: Nullable(Type.String(), 'Set when status is failed.'),
+  startedAt: Nullable(Time('When the provider started the job.')),
+  completedAt: Nullable(Time('When the generation reached a terminal state.')),
+  createdAt: Time('When the generation was accepted.'),
+  updatedAt: Time('Last change of state.'),
+  params: Type.Record(Type.String(), Type.Unknown(), { description: 'The params as validated against the model\'s parameterSchema, defaults filled in.' }),
+  inputs: GenerationInputsOut,
+  paymentMode: PaymentModeName,
+  project: Nullable(Type.String(), 'Free label given at creation; a list filter.'),
+};
+
+/** A generation as lists show it. */
+export const GenerationOut = Type.Object(generationFields, { additionalProperties: false });
+export type GenerationOut = Static<typeof GenerationOut>;
+
+/** One generation with its event timeline, oldest first. */
+export const GenerationDetailOut = Type.Object({
+  ...generationFields,
+  timeline: Type.Array(TimelineEntryOut, { description: 'Every state the generation went through, oldest first.' }),
+}, { additionalProperties: false });
+export type GenerationDetailOut = Static<typeof GenerationDetailOut>;
+
+/** Data URLs up to this length are echoed as given; longer ones are replaced by a marker. */
+export const DATA_URL_ECHO_LIMIT = 128;
+
+/** A data URL too long to echo becomes `data:image/png;base64,…[123456 characters omitted]`. */
+export function redactDataUrl(url: string): string {
+  if (!url.startsWith('data:') || url.length <= DATA_URL_ECHO_LIMIT) return url;
+  const comma = url.indexOf(',');
+  const header = comma >= 0 && comma < 200 ? url.slice(0, comma + 1) : 'data:';
+  return `${header}…[${url.length - header.length} characters omitted]`;
+}
+
+function stringArray(value: unknown): string[] | undefined {
+  return Array.isArray(value) ? value.filter((item): item is string => typeof item === 'string') : undefined;
+}
+
+/** Only the known input keys, so nothing else the write side stores alongside them leaks. */
+export function toInputsOut(inputs: Record<string, unknown> | null | undefined): Static<typeof GenerationInputsOut> {
+  const out: Static<typeof GenerationInputsOut> = {};
+  if (!inputs) return out;
+  const imageAssetIds = stringArray(inputs.imageAssetIds);
+  const videoAssetIds = stringArray(inputs.videoAssetIds);
+  const imageUrls = stringArray(inputs.imageUrls);
+  const videoUrls = stringArray(inputs.videoUrls);
+  if (imageAssetIds) out.imageAssetIds = imageAssetIds;
+  if (videoAssetIds) out.videoAssetIds = videoAssetIds;
+  if (imageUrls) out.imageUrls = imageUrls.map(redactDataUrl);
+  if (videoUrls) out.videoUrls = videoUrls.map(redactDataUrl);
+  return out;
+}
+
+function iso(date: Date | null | undefined): string | null {
+  return date ? date.toISOString() : null;
+}
+
+/** The one mapper from a stored generation to its public shape (list item). */
+export function toGenerationOut(row: GenerationRow): GenerationOut {
+  return {
+    id: row.id,
+    workspaceId: row.workspaceId,
+    apiKeyId: row.apiKeyId ?? null,
+    mode: row.mode as GenerationOut['mode'],
+    modelId: row.modelId,
+    status: row.status as GenerationOut['status'],
+    credits: row.credits,
+    textOutput: row.textOutput ?? null,
+    outputAssetIds: [...(row.outputAssetIds ?? [])],
+    errorCode: row.errorCode ?? null,
+    errorMessage: row.errorMessage ?? null,
+    startedAt: iso(row.startedAt),
+    completedAt: iso(row.completedAt),
+    createdAt: row.createdAt.toISOString(),
+    updatedAt: row.updatedAt.toISOString(),
+    params: { ...(row.params ?? {}) },
+    inputs: toInputsOut(row.inputs),
+    paymentMode: row.paymentMode as GenerationOut['paymentMode'],
+    project: row.project ?? null,
+  };
+}
+
+/** A stored generation with its timeline, for the detail (and the answers of create and cancel). */
+export function toGenerationDetailOut(row: GenerationRow): GenerationDetailOut {
+  return {
+    ...toGenerationOut(row),
+    timeline: (row.timeline ?? []).map((entry) => ({
+      status: entry.status as GenerationDetailOut['status'],
+      at: entry.at,
+      ...(entry.detail !== undefined ? { detail: entry.detail } : {}),
+    })),
+  };
+}
