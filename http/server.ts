@@ -152,12 +152,15 @@ class RequestPipeline {
     const route = match.route;
     this.routeLabel = route.def.path;
 
-    // Who is calling comes before what they sent: an unauthenticated caller gets 401 before any body is read.
+    // uWS drops body chunks that arrive before onData is set, so reading starts now, before any await.
+    const reading = this.readBody(route, method, headers);
+    reading.catch(() => {});
+    // Who is calling comes before what they sent: an unauthenticated caller gets 401, not a body error.
     const authn = await authenticate(this.services, route.def, { method, headers });
     this.authHeaders = authn.headers;
     const params = decodeParams(match.params);
     const query = parseQuery(rawQuery);
-    const body = await this.readBody(route, method, headers);
+    const body = await reading;
     assertKeyWorkspace(route.def, authn, { params, query, body });
 
     if (route.validateParams && !route.validateParams(params)) throw new ApiError('validation_error', describeErrors('path', route.validateParams.errors));
