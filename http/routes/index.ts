@@ -5,6 +5,7 @@ import { openApiRoute } from './meta/openapi.ts';
 import { signup } from './auth/signup.ts';
 import { login } from './auth/login.ts';
 import { logout } from './auth/logout.ts';
+import { apiKeyRoutes } from './api-keys/index.ts';
 import { workspaceRoutes } from './workspaces/index.ts';
 import { accountRoutes } from './me/index.ts';
 
@@ -13,6 +14,7 @@ export function routeTable(extra: RouteDef[] = []): RouteDef[] {
   const routes: RouteDef[] = [
     getServiceIdentity, getReadiness,
     signup, login, logout,
+    ...apiKeyRoutes,
     ...workspaceRoutes, ...accountRoutes,
     ...extra,
   ];

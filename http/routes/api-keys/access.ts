@@ -1,0 +1,35 @@
+import type { SqlEntityManager } from '@mikro-orm/postgresql';
+import { ApiError } from '../../errors.ts';
+import type { Principal } from '../../route.ts';
+import { ApiKeyEntity, type ApiKey } from '../../../persistence/entities/api-key.ts';
+import { MANAGERS, openWorkspace, requireRole, requireSession } from '../workspaces/access.ts';
+
+/** The workspace whose keys the caller manages: a member who is its owner or an admin (404 for strangers, 403 for members). */
+export async function openKeyWorkspace(em: SqlEntityManager, auth: Principal | undefined, workspaceId: string): Promise<void> {
+  requireSession(auth, 'manage API keys');
+  const access = await openWorkspace(em, auth, workspaceId);
+  requireRole(access, MANAGERS, 'manage API keys');
+}
+
+/** A key the caller may manage; a key of a workspace the caller is not in answers exactly as a missing one (404). */
+export async function openKey(em: SqlEntityManager, auth: Principal | undefined, id: string): Promise<ApiKey> {
+  requireSession(auth, 'manage API keys');
+  const key = await em.findOne(ApiKeyEntity, { id });
+  if (!key) throw new ApiError('not_found', `No API key ${id}.`);
+  try {
+    await openKeyWorkspace(em, auth, key.workspaceId);
+  } catch (error) {
+    if (error instanceof ApiError && error.code === 'not_found') throw new ApiError('not_found', `No API key ${id}.`);
+    throw error;
+  }
+  return key;
+}
+
+/** An expiry must lie ahead of now. */
+export function checkExpiry(expiresAt: string | null | undefined, now: number): Date | null | undefined {
+  if (expiresAt === undefined || expiresAt === null) return expiresAt;
+  const at = new Date(expiresAt);
+  if (Number.isNaN(at.getTime())) throw new ApiError('validation_error', 'body.expiresAt: must be a date-time');
+  if (at.getTime() <= now) throw new ApiError('validation_error', 'body.expiresAt: must be in the future');
+  return at;
+}

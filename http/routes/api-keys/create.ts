@@ -1,0 +1,44 @@
+import { defineRoute } from '../../route.ts';
+import { newApiKey, API_KEY_SHOWN_PREFIX_LENGTH, sha256Hex } from '../../auth/tokens.ts';
+import { newId } from '../../../persistence/ids.ts';
+import { ApiKeyEntity, type ApiKey } from '../../../persistence/entities/api-key.ts';
+import { checkExpiry, openKeyWorkspace } from './access.ts';
+import { ApiKeyCreatedOut, ApiKeyIn, toApiKeyOut } from './shapes.ts';
+
+export const createApiKey = defineRoute({
+  method: 'POST',
+  path: '/v1/api-keys',
+  operationId: 'createApiKey',
+  summary: 'Create an API key for a workspace; the plaintext key is in this answer only (dashboard only; owners and admins)',
+  tags: ['api-keys'],
+  access: 'dashboard',
+  body: ApiKeyIn,
+  responses: { 201: ApiKeyCreatedOut },
+  handler: async ({ auth, body, services }) => {
+    const now = services.clock.now();
+    const expiresAt = checkExpiry(body.expiresAt, now) ?? null;
+    const em = services.db.em();
+    await openKeyWorkspace(em, auth, body.workspaceId);
+    const plaintext = newApiKey();
+    const keyHash = sha256Hex(plaintext);
+    const at = new Date(now);
+    const key: ApiKey = {
+      id: newId('key', now),
+      workspaceId: body.workspaceId,
+      createdBy: auth?.kind === 'session' ? auth.userId : null,
+      name: body.name.trim(),
+      prefix: plaintext.slice(0, API_KEY_SHOWN_PREFIX_LENGTH),
+      keyHash,
+      scopes: body.scopes,
+      expiresAt,
+      revokedAt: null,
+      lastUsedAt: null,
+      createdAt: at,
+      updatedAt: at,
+    };
+    await em.insert(ApiKeyEntity, key);
+    // Nobody can have presented this key yet; dropping its hash clears any "unknown key" entry all the same.
+    services.keyCache.drop(keyHash);
+    return { status: 201, headers: { 'Cache-Control': 'no-store' }, body: { ...toApiKeyOut(key), key: plaintext } };
+  },
+});

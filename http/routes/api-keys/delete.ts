@@ -1,0 +1,27 @@
+import { defineRoute } from '../../route.ts';
+import { ApiKeyEntity } from '../../../persistence/entities/api-key.ts';
+import { openKey } from './access.ts';
+import { ApiKeyOut, ApiKeyParams, toApiKeyOut } from './shapes.ts';
+
+export const deleteApiKey = defineRoute({
+  method: 'DELETE',
+  path: '/v1/api-keys/:id',
+  operationId: 'deleteApiKey',
+  summary: 'Revoke a key for good (its record and usage stay, marked revoked); idempotent (dashboard only)',
+  tags: ['api-keys'],
+  access: 'dashboard',
+  params: ApiKeyParams,
+  responses: { 200: ApiKeyOut },
+  handler: async ({ auth, params, services }) => {
+    const em = services.db.em();
+    const key = await openKey(em, auth, params.id);
+    if (key.revokedAt === null) {
+      const now = new Date(services.clock.now());
+      await em.nativeUpdate(ApiKeyEntity, { id: key.id, revokedAt: null }, { revokedAt: now, updatedAt: now });
+      key.revokedAt = now;
+      key.updatedAt = now;
+    }
+    await services.keyCache.invalidate(key.keyHash);
+    return { body: toApiKeyOut(key) };
+  },
+});

@@ -1,0 +1,35 @@
+import { Type } from '@sinclair/typebox';
+import { defineRoute } from '../../route.ts';
+import { decodeCursor, Page, PageQueryFields, pageOf } from '../../pagination.ts';
+import { ApiKeyEntity } from '../../../persistence/entities/api-key.ts';
+import { openKeyWorkspace } from './access.ts';
+import { ApiKeyOut, toApiKeyOut } from './shapes.ts';
+
+export const listApiKeys = defineRoute({
+  method: 'GET',
+  path: '/v1/api-keys',
+  operationId: 'listApiKeys',
+  summary: 'List the API keys of a workspace, newest first, revoked ones included; never the plaintext (dashboard only; owners and admins)',
+  tags: ['api-keys'],
+  access: 'dashboard',
+  query: Type.Object({
+    workspaceId: Type.String({ minLength: 1, maxLength: 64, description: 'The workspace whose keys to list.' }),
+    ...PageQueryFields,
+  }, { additionalProperties: false }),
+  responses: { 200: Page(ApiKeyOut) },
+  handler: async ({ auth, query, services }) => {
+    const em = services.db.em();
+    await openKeyWorkspace(em, auth, query.workspaceId);
+    const limit = query.limit ?? 20;
+    const where: Record<string, unknown> = { workspaceId: query.workspaceId };
+    if (query.cursor) {
+      const [createdAt, id] = decodeCursor(query.cursor, ['string', 'string']) as [string, string];
+      const at = new Date(createdAt);
+      where.$or = [{ createdAt: { $lt: at } }, { createdAt: at, id: { $lt: id } }];
+    }
+    // lastUsedAt noted by this node but not yet written would be missing; write it first.
+    await services.keyUsage.flush();
+    const rows = await em.find(ApiKeyEntity, where, { orderBy: { createdAt: 'desc', id: 'desc' }, limit: limit + 1 });
+    return { body: pageOf(rows, limit, (key) => [key.createdAt.toISOString(), key.id], toApiKeyOut) };
+  },
+});

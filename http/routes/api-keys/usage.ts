@@ -1,0 +1,39 @@
+import { ApiError } from '../../errors.ts';
+import { defineRoute } from '../../route.ts';
+import { utcDay } from '../../auth/key-usage.ts';
+import { openKey } from './access.ts';
+import { ApiKeyParams, ApiKeyUsageOut, UsageQuery } from './shapes.ts';
+
+const DAY_MS = 86_400_000;
+const MAX_DAYS = 366;
+
+export const getApiKeyUsage = defineRoute({
+  method: 'GET',
+  path: '/v1/api-keys/:id/usage',
+  operationId: 'getApiKeyUsage',
+  summary: 'Requests and generations attributed to a key, by UTC day (default: the last 30 days; at most 366) (dashboard only)',
+  tags: ['api-keys'],
+  access: 'dashboard',
+  params: ApiKeyParams,
+  query: UsageQuery,
+  responses: { 200: ApiKeyUsageOut },
+  handler: async ({ auth, params, query, services }) => {
+    const em = services.db.em();
+    const key = await openKey(em, auth, params.id);
+    const to = query.to ?? utcDay(services.clock.now());
+    const from = query.from ?? utcDay(Date.parse(`${to}T00:00:00Z`) - 29 * DAY_MS);
+    const days = (Date.parse(`${to}T00:00:00Z`) - Date.parse(`${from}T00:00:00Z`)) / DAY_MS + 1;
+    if (days < 1) throw new ApiError('validation_error', 'query.from: must not be after query.to');
+    if (days > MAX_DAYS) throw new ApiError('validation_error', `query: at most ${MAX_DAYS} days at once`);
+    // Counts of this node not yet written would be missing; write them first.
+    await services.keyUsage.flush();
+    const rows = await em.execute<Array<{ day: string; requests: string | number; generations: string | number }>>(
+      `select to_char(day, 'YYYY-MM-DD') as day, requests, generations
+         from api_key_usage where key_id = ? and day between ?::date and ?::date order by day desc`,
+      [key.id, from, to],
+    );
+    const data = rows.map((row) => ({ day: row.day, requests: Number(row.requests), generations: Number(row.generations) }));
+    const totals = data.reduce((sum, d) => ({ requests: sum.requests + d.requests, generations: sum.generations + d.generations }), { requests: 0, generations: 0 });
+    return { body: { keyId: key.id, from, to, totals, data } };
+  },
+});
