@@ -24,7 +24,16 @@ export interface Config {
   sessionTtlHours: number;
   /** Requests per minute per API key, by plan. */
   rateLimits: Record<PlanId, number>;
+  /** Where asset bytes live: files under dataDir (default), or an S3-compatible bucket when S3_BUCKET is set. */
+  blobStore: BlobStoreConfig;
+  /** ALLOW_PRIVATE_EGRESS: fetched URLs may reach loopback and private addresses (development and tests only). */
+  allowPrivateEgress: boolean;
 }
+
+export type BlobStoreConfig =
+  /** signingSecret: BLOB_SIGNING_SECRET; unset, one is generated and kept under dataDir. */
+  | { kind: 'local'; signingSecret: string | undefined }
+  | { kind: 's3'; bucket: string; endpoint: string | undefined; region: string; accessKeyId: string | undefined; secretAccessKey: string | undefined; forcePathStyle: boolean };
 
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
 const LOG_LEVELS: readonly LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
@@ -68,11 +77,36 @@ export function loadConfig(env: Env = process.env): Config {
   const rateLimits = Object.fromEntries(PLAN_IDS.map((plan) =>
     [plan, read.integer(REQUESTS_PER_MINUTE_ENV[plan], DEFAULT_REQUESTS_PER_MINUTE[plan], 1, 1_000_000)])) as Record<PlanId, number>;
 
+  const blobStore = readBlobStore(read, env, problems);
+  const allowPrivateEgress = read.boolean('ALLOW_PRIVATE_EGRESS', false);
+
   if (problems.length > 0) throw new ConfigError(problems);
   return {
     port, host, baseUrl: baseUrl.replace(/\/$/, ''), databaseUrl, redisUrl, dataDir, logLevel, bodyLimitBytes,
     allowUwsFallback, shutdownTimeoutMs, actorIdleMs, groupCommit: { windowMs, maxBatch },
     telemetry: { tracesExporter, otlpEndpoint, serviceName }, redisKeyPrefix, allowedOrigins, sessionTtlHours, rateLimits,
+    blobStore, allowPrivateEgress,
+  };
+}
+
+function readBlobStore(read: EnvReader, env: Env, problems: string[]): BlobStoreConfig {
+  const bucket = read.optionalString('S3_BUCKET');
+  if (bucket === undefined) {
+    const signingSecret = read.optionalString('BLOB_SIGNING_SECRET');
+    if (signingSecret !== undefined && signingSecret.length < 32) problems.push('BLOB_SIGNING_SECRET: must be at least 32 characters');
+    return { kind: 'local', signingSecret };
+  }
+  const accessKeyId = read.optionalString('S3_ACCESS_KEY_ID');
+  const secretAccessKey = read.optionalString('S3_SECRET_ACCESS_KEY');
+  if ((accessKeyId === undefined) !== (secretAccessKey === undefined)) problems.push('S3_ACCESS_KEY_ID and S3_SECRET_ACCESS_KEY: set both or neither');
+  return {
+    kind: 's3',
+    bucket,
+    endpoint: read.optionalUrl('S3_ENDPOINT', ['http:', 'https:']),
+    region: read.string('S3_REGION', env.AWS_REGION?.trim() || 'us-east-1'),
+    accessKeyId,
+    secretAccessKey,
+    forcePathStyle: read.boolean('S3_FORCE_PATH_STYLE', false),
   };
 }
 
@@ -86,6 +120,10 @@ class EnvReader {
 
   string(name: string, fallback: string): string {
     return this.raw(name) ?? fallback;
+  }
+
+  optionalString(name: string): string | undefined {
+    return this.raw(name);
   }
 
   integer(name: string, fallback: number, min: number, max: number): number {

@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import type { SpanExporter } from '@opentelemetry/sdk-trace-base';
 import type { DestinationStream } from 'pino';
 import { ActorDirectory } from './actor-directory.ts';
@@ -22,6 +23,9 @@ import { RedisRateLimiter } from '../http/auth/redis-limiter.ts';
 import { KeyCache } from '../http/auth/key-cache.ts';
 import { RedisKeyInvalidationBus } from '../http/auth/key-invalidation.ts';
 import { KeyUsageRecorder } from '../http/auth/key-usage.ts';
+import { ServiceSwitches } from './switches.ts';
+import { ModelCatalog } from '../actors/generation/catalog/index.ts';
+import { createBlobStore } from '../persistence/blob-store/index.ts';
 
 const packageJson = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string };
 
@@ -86,11 +90,39 @@ export async function startService(options: StartOptions): Promise<RunningServic
   const keyCache = new KeyCache({ db, clock, logger, rateLimits: config.rateLimits, bus: keyBus });
   keyBus?.listen((keyHash) => keyCache.drop(keyHash));
   const keyUsage = new KeyUsageRecorder({ db, clock, logger });
+  // The local blob store's URLs point at the service; with PORT=0 its address is known only once listening.
+  let publicUrl = config.baseUrl;
+  let blobs;
+  try {
+    blobs = await createBlobStore(
+      config.blobStore.kind === 's3'
+        ? config.blobStore
+        : { kind: 'local', dataDir: config.dataDir, baseUrl: () => publicUrl, signingSecret: config.blobStore.signingSecret },
+      () => clock.now(),
+    );
+  } catch (error) {
+    await keyUsage.close();
+    await keyBus?.close();
+    await redis?.close();
+    await actors.stop();
+    await db.close();
+    await telemetry.shutdown();
+    throw new StartupError(`blob store: ${(error as Error).message}`);
+  }
+  // The emergency stop; on PGlite on disk the ops command reaches this server through <DATA_DIR>/ops.
+  const switches = new ServiceSwitches({
+    db, clock, logger, mailboxDir: db.kind === 'pglite' && config.databaseUrl !== 'memory://' ? path.join(config.dataDir, 'ops') : undefined,
+  });
+  await switches.start();
+  // Models whose provider this service runs; OpenAI-compatible ones join when that adapter is configured.
+  const catalog = new ModelCatalog(undefined, (provider) => provider === 'local');
   const services: Services = {
     config, version: packageJson.version, engine, clock, logger, tracer: telemetry.tracer, db, writer, actors, health,
-    redis, limiter, keyCache, keyUsage,
+    redis, limiter, keyCache, keyUsage, blobs, switches, catalog,
   };
   const closeShared = async () => {
+    await switches.stop();
+    await blobs.close();
     await keyUsage.close();
     await keyBus?.close();
     await redis?.close();
@@ -108,6 +140,7 @@ export async function startService(options: StartOptions): Promise<RunningServic
     throw new StartupError(`${(error as Error).message}: is the port in use?`);
   }
   const url = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
+  if (new URL(config.baseUrl).port === '0') publicUrl = url;
 
   // Recovery runs after listening so probes see 503 until it is done.
   const recovered = runRecovery(options.recovery ?? [], logger).then(

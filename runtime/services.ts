@@ -10,6 +10,9 @@ import type { RedisClient } from './redis.ts';
 import type { RateLimiter } from '../http/auth/limiter.ts';
 import type { KeyCache } from '../http/auth/key-cache.ts';
 import type { KeyUsageRecorder } from '../http/auth/key-usage.ts';
+import type { ServiceSwitches } from './switches.ts';
+import type { ModelCatalog } from '../actors/generation/catalog/index.ts';
+import type { BlobStore } from '../persistence/blob-store/types.ts';
 
 export type Engine = 'uws-native' | 'uws-fallback';
 
@@ -33,4 +36,10 @@ export interface Services {
   keyCache: KeyCache;
   /** Per-key request counts and lastUsedAt, written in batches off the request path. */
   keyUsage: KeyUsageRecorder;
+  /** Asset bytes: local disk or S3-compatible storage (persistence/blob-store/types.ts). */
+  blobs: BlobStore;
+  /** Operator switches (the emergency stop), refreshed from the database every 2 s; read synchronously. */
+  switches: ServiceSwitches;
+  /** The model catalog with compiled parameter schemas; `offered()` lists the models this service runs. */
+  catalog: ModelCatalog;
 }

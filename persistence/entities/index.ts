@@ -10,6 +10,8 @@ import { InvitationEntity } from './invitation.ts';
 import { ExportRequestEntity } from './export-request.ts';
 import { GenerationEntity } from './generation.ts';
 import { WorkspaceAccountEntity, CreditLedgerEntity, IdempotencyKeyEntity, ServiceSwitchEntity } from './workspace-account.ts';
+import { AssetEntity } from './asset.ts';
+import { UploadEntity } from './upload.ts';
 
 /** Every entity the ORM knows; each issue adds its own here. */
 export const entities = [
@@ -28,4 +30,6 @@ export const entities = [
   CreditLedgerEntity,
   IdempotencyKeyEntity,
   ServiceSwitchEntity,
+  AssetEntity,
+  UploadEntity,
 ];
