@@ -1,3 +1,4 @@
+import type { Readable } from 'node:stream';
 import type { Static, TSchema } from '@sinclair/typebox';
 import type { Services } from '../runtime/services.ts';
 
@@ -26,6 +27,8 @@ export interface Reply<B = unknown> {
   body?: B;
   /** An already-serialised JSON body, sent as is (for large documents built once). */
   raw?: string;
+  /** A body streamed with backpressure, of exactly `length` bytes (file downloads); set Content-Type in headers. */
+  stream?: { body: Readable; length: number };
   headers?: Record<string, string>;
 }
 
@@ -42,6 +45,8 @@ export interface RequestContext<P = Record<string, string>, Q = Record<string, u
   /** Set for every route whose access is not `public`. */
   auth: Principal | undefined;
   services: Services;
+  /** The request body, unread, for routes declared with `rawBody: 'stream'`. */
+  bodyStream?: Readable;
 }
 
 /** A route: its method, path, access and schemas next to its handler; everything else is derived. */
@@ -66,6 +71,11 @@ export interface RouteDef<
   params?: P;
   query?: Q;
   body?: B;
+  /**
+   * `stream`: the body is not read as JSON nor held to the JSON size limit; the handler gets it as
+   * ctx.bodyStream and enforces its own limit (blob uploads). Such a route declares no `body` schema.
+   */
+  rawBody?: 'stream';
   /** Success responses by status; errors are described once for all routes. */
   responses: Record<number, TSchema | null>;
   handler(ctx: RequestContext<StaticOr<P, Record<string, string>>, StaticOr<Q, Record<string, unknown>>, StaticOr<B, undefined>>): Promise<Reply> | Reply;

@@ -8,6 +8,7 @@ import { Router, type CompiledRoute } from './router.ts';
 import type { Method, RequestContext, RouteDef } from './route.ts';
 import { describeErrors } from './validation.ts';
 import { loadUws } from './uws.ts';
+import { RequestBodyStream, sendStream } from './body-stream.ts';
 import type { Services } from '../runtime/services.ts';
 import { requestScope } from '../runtime/request-scope.ts';
 
@@ -109,6 +110,8 @@ class RequestPipeline {
   private routeLabel = 'unmatched';
   /** Headers every answer carries once the caller is known (the X-RateLimit-* of a key). */
   private authHeaders: Record<string, string> | undefined;
+  /** The unread body of a `rawBody: 'stream'` route. */
+  private bodyStream: RequestBodyStream | undefined;
 
   constructor(
     private readonly services: Services,
@@ -153,7 +156,8 @@ class RequestPipeline {
     this.routeLabel = route.def.path;
 
     // uWS drops body chunks that arrive before onData is set, so reading starts now, before any await.
-    const reading = this.readBody(route, method, headers);
+    if (route.def.rawBody === 'stream') this.bodyStream = new RequestBodyStream(this.res, hasBody(headers), this.state, () => new ClientGoneError());
+    const reading = this.bodyStream ? Promise.resolve(undefined) : this.readBody(route, method, headers);
     reading.catch(() => {});
     // Who is calling comes before what they sent: an unauthenticated caller gets 401, not a body error.
     const authn = await authenticate(this.services, route.def, { method, headers });
@@ -178,6 +182,7 @@ class RequestPipeline {
       remoteAddress: this.incoming.remoteAddress,
       auth: authn.principal,
       services: this.services,
+      bodyStream: this.bodyStream,
     };
     const reply = await route.def.handler(ctx as never);
     const status = reply.status ?? 200;
@@ -189,17 +194,16 @@ class RequestPipeline {
       throw new Error(`response of ${route.def.method} ${route.def.path} does not match its schema: ${describeErrors('response', validate.errors)}`);
     }
     this.span?.setAttribute('http.response.status_code', status);
+    if (reply.stream) return sendStream(this.res, this.state, status, requestId, reply.stream.body, reply.stream.length, reply.headers ?? {});
     const payload = reply.raw ?? (reply.body === undefined ? undefined : JSON.stringify(reply.body));
-    send(this.res, this.state, status, requestId, payload, this.authHeaders ? { ...this.authHeaders, ...reply.headers } : reply.headers);
+    send(this.res, this.state, status, requestId, payload, this.authHeaders ? { ...this.authHeaders, ...reply.headers } : reply.headers, this.unreadBody());
   }
 
   /** Reads the body for methods that carry one: size limit first, then Content-Type and JSON. */
   private readBody(route: CompiledRoute, method: string, headers: Record<string, string>): Promise<unknown> {
     const declared = headers['content-length'];
-    const chunked = (headers['transfer-encoding'] ?? '').toLowerCase().includes('chunked');
-    const hasBody = chunked || (declared !== undefined && declared !== '0');
     const limit = this.services.config.bodyLimitBytes;
-    if (!hasBody) {
+    if (!hasBody(headers)) {
       if (route.validateBody && BODY_METHODS.has(method)) {
         return Promise.reject(new ApiError('validation_error', 'A JSON request body is required.'));
       }
@@ -241,15 +245,28 @@ class RequestPipeline {
       this.span?.setAttribute('http.response.status_code', error.status);
       // After refusing an oversized body the rest of it is not read, so the connection cannot be reused.
       const headers = this.authHeaders ? { ...this.authHeaders, ...error.headers } : error.headers;
-      sendError(this.res, this.state, requestId, error.code, error.message, headers, error.code === 'payload_too_large');
+      sendError(this.res, this.state, requestId, error.code, error.message, headers, error.code === 'payload_too_large' || this.unreadBody());
       return;
     }
     this.span?.recordException(error as Error);
     this.span?.setStatus({ code: SpanStatusCode.ERROR });
     this.span?.setAttribute('http.response.status_code', 500);
     this.services.logger.error({ err: error, route: this.routeLabel }, 'request failed');
-    sendError(this.res, this.state, requestId, 'internal_error', `Something went wrong on our side. Quote request id ${requestId} when reporting it.`, this.authHeaders);
+    sendError(this.res, this.state, requestId, 'internal_error', `Something went wrong on our side. Quote request id ${requestId} when reporting it.`, this.authHeaders, this.unreadBody());
   }
+
+  /** A streamed body the handler did not read to its end: the rest cannot be skipped, so the connection is closed. */
+  private unreadBody(): boolean {
+    if (!this.bodyStream) return false;
+    this.bodyStream.release();
+    return !this.bodyStream.complete;
+  }
+}
+
+function hasBody(headers: Record<string, string>): boolean {
+  const declared = headers['content-length'];
+  const chunked = (headers['transfer-encoding'] ?? '').toLowerCase().includes('chunked');
+  return chunked || (declared !== undefined && declared !== '0');
 }
 
 /** The client closed the connection before its body arrived: there is no one to answer. */

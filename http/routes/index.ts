@@ -8,6 +8,7 @@ import { logout } from './auth/logout.ts';
 import { apiKeyRoutes } from './api-keys/index.ts';
 import { workspaceRoutes } from './workspaces/index.ts';
 import { accountRoutes } from './me/index.ts';
+import { fileRoutes } from './files/index.ts';
 
 /** The route table: a route exists, is validated and is documented by being listed here. */
 export function routeTable(extra: RouteDef[] = []): RouteDef[] {
@@ -16,6 +17,7 @@ export function routeTable(extra: RouteDef[] = []): RouteDef[] {
     signup, login, logout,
     ...apiKeyRoutes,
     ...workspaceRoutes, ...accountRoutes,
+    ...fileRoutes,
     ...extra,
   ];
   routes.push(openApiRoute(() => routes));

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { createReadStream, createWriteStream } from 'node:fs';
+import { createWriteStream } from 'node:fs';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { Readable, Transform, type TransformCallback } from 'node:stream';
@@ -104,7 +104,7 @@ export class LocalBlobStore implements BlobStore {
     const file = this.pathOf(key);
     try {
       const handle = await fs.open(file, 'r');
-      return createReadStream('', { fd: handle.fd, autoClose: true, highWaterMark: 256 * 1024 });
+      return handle.createReadStream({ autoClose: true, highWaterMark: 256 * 1024 });
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
       throw error;

@@ -1,0 +1,125 @@
+import { Readable } from 'node:stream';
+import type { HttpResponse } from 'uWebSockets.js';
+import { statusLine, type ResponseState } from './respond.ts';
+
+/**
+ * A request body as a Node stream, for routes declared with `rawBody: 'stream'` (uploads). uWS cannot be
+ * asked for data, only paused: when the consumer stops reading (push returns false) the socket is paused,
+ * and resumed when it asks for more, so a slow disk slows the client instead of filling memory.
+ * It must be made before the first await of the request: uWS drops chunks that arrive before onData is set.
+ */
+export class RequestBodyStream extends Readable {
+  private paused = false;
+  /** Every byte of the body was received (so the connection can serve another request). */
+  complete = false;
+  received = 0;
+
+  constructor(private readonly res: HttpResponse, hasBody: boolean, state: ResponseState, gone: () => Error) {
+    super({ highWaterMark: 256 * 1024 });
+    state.onAbort = () => this.destroy(gone());
+    if (!hasBody) {
+      this.complete = true;
+      this.push(null);
+      return;
+    }
+    res.onData((chunk, isLast) => {
+      if (this.destroyed) return;
+      this.received += chunk.byteLength;
+      // uWS reuses the chunk's memory after this callback returns: copy it.
+      const more = this.push(Buffer.from(new Uint8Array(chunk)));
+      if (isLast) {
+        this.complete = true;
+        this.push(null);
+      } else if (!more && !this.paused) {
+        this.paused = true;
+        res.pause();
+      }
+    });
+  }
+
+  override _read(): void {
+    if (this.paused) {
+      this.paused = false;
+      this.res.resume();
+    }
+  }
+
+  /** Before answering: a paused socket is resumed so the answer (and the close) goes out. */
+  release(): void {
+    if (this.paused) {
+      this.paused = false;
+      this.res.resume();
+    }
+  }
+}
+
+/**
+ * Streams a response body of known length with backpressure: each chunk goes out with tryEnd, and when
+ * the socket's buffer is full the source waits for onWritable. Stops if the client goes away.
+ */
+export async function sendStream(
+  res: HttpResponse,
+  state: ResponseState,
+  status: number,
+  requestId: string,
+  source: Readable,
+  length: number,
+  headers: Record<string, string>,
+): Promise<void> {
+  if (state.aborted || state.finished) {
+    source.destroy();
+    return;
+  }
+  state.finished = true;
+  let wake: (() => void) | undefined;
+  state.onAbort = () => {
+    source.destroy();
+    wake?.();
+  };
+  res.cork(() => {
+    res.writeStatus(statusLine(status));
+    res.writeHeader('X-Request-Id', requestId);
+    for (const name in headers) res.writeHeader(name, headers[name]!);
+  });
+  if (length === 0) {
+    source.destroy();
+    res.cork(() => res.endWithoutBody(0));
+    return;
+  }
+  try {
+    for await (const data of source) {
+      if (state.aborted) return;
+      const chunk = data as Buffer;
+      const start = res.getWriteOffset();
+      let ok = false;
+      let done = false;
+      res.cork(() => {
+        [ok, done] = res.tryEnd(chunk, length);
+      });
+      if (done) return;
+      if (ok) continue;
+      // Not all of the chunk went out: send the rest each time the socket can take more.
+      await new Promise<void>((resolve) => {
+        wake = resolve;
+        res.onWritable((offset) => {
+          if (state.aborted) {
+            resolve();
+            return true;
+          }
+          const rest = chunk.subarray(offset - start);
+          let wrote = false;
+          let finished = false;
+          [wrote, finished] = res.tryEnd(rest, length);
+          if (wrote || finished) resolve();
+          return wrote;
+        });
+      });
+      wake = undefined;
+      if (state.aborted) return;
+    }
+  } finally {
+    source.destroy();
+  }
+  // The source held fewer bytes than announced: the response cannot be completed, so the connection goes.
+  if (!state.aborted) res.cork(() => res.close());
+}

@@ -1,0 +1,32 @@
+import type { SqlEntityManager } from '@mikro-orm/postgresql';
+import { ApiError } from '../../errors.ts';
+import { defineRoute } from '../../route.ts';
+import { deleteAsset } from '../../../persistence/assets/store.ts';
+import { openAsset } from './access.ts';
+import { AssetParams, AssetQuery } from './shapes.ts';
+
+export const deleteAssetRoute = defineRoute({
+  method: 'DELETE',
+  path: '/v1/assets/:id',
+  operationId: 'deleteAsset',
+  summary: 'Delete an asset: its bytes are removed and its storage freed',
+  tags: ['assets'],
+  access: { scopes: ['files.write'] },
+  params: AssetParams,
+  query: AssetQuery,
+  responses: { 204: null },
+  handler: async ({ auth, params, query, services }) => {
+    const em = services.db.em();
+    const asset = await openAsset(em, auth, params.id, query.workspaceId);
+    const removed = await em.transactional((tx) => deleteAsset(tx as SqlEntityManager, asset.workspaceId, asset.id));
+    // A concurrent delete got there first: to this caller it is gone, as after any delete.
+    if (!removed) throw new ApiError('not_found', `No asset ${params.id}.`);
+    try {
+      await services.blobs.delete(removed.storageKey);
+    } catch (error) {
+      // The row and the storage are already released; a leftover object is logged for the operator.
+      services.logger.error({ err: error, storageKey: removed.storageKey }, 'asset deleted but its blob could not be removed');
+    }
+    return { status: 204 };
+  },
+});

@@ -1,0 +1,19 @@
+import { defineRoute } from '../../route.ts';
+import { openAsset } from './access.ts';
+import { AssetOut, AssetParams, AssetQuery, toAssetOut } from './shapes.ts';
+
+export const getAsset = defineRoute({
+  method: 'GET',
+  path: '/v1/assets/:id',
+  operationId: 'getAsset',
+  summary: 'One asset of the workspace',
+  tags: ['assets'],
+  access: { scopes: ['assets.read'] },
+  params: AssetParams,
+  query: AssetQuery,
+  responses: { 200: AssetOut },
+  handler: async ({ auth, params, query, services }) => {
+    const asset = await openAsset(services.db.em(), auth, params.id, query.workspaceId);
+    return { body: toAssetOut(asset) };
+  },
+});

@@ -1,0 +1,41 @@
+import { Type } from '@sinclair/typebox';
+import { defineRoute } from '../../route.ts';
+import { decodeCursor, Page, PageQueryFields, pageOf } from '../../pagination.ts';
+import { AssetEntity } from '../../../persistence/entities/asset.ts';
+import { openFilesWorkspace } from './access.ts';
+import { AssetOut, MediaTypeName, toAssetOut, WorkspaceIdField } from './shapes.ts';
+
+export const listAssets = defineRoute({
+  method: 'GET',
+  path: '/v1/assets',
+  operationId: 'listAssets',
+  summary: 'List a workspace\'s assets, newest first; filters favorite, mediaType, sourceGenerationId',
+  tags: ['assets'],
+  access: { scopes: ['assets.read'] },
+  query: Type.Object({
+    workspaceId: WorkspaceIdField,
+    favorite: Type.Optional(Type.Boolean({ description: 'true: favourites only; false: all but favourites.' })),
+    mediaType: Type.Optional(MediaTypeName),
+    sourceGenerationId: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'Outputs of this generation.' })),
+    ...PageQueryFields,
+  }, { additionalProperties: false }),
+  responses: { 200: Page(AssetOut) },
+  handler: async ({ auth, query, services }) => {
+    const em = services.db.em();
+    await openFilesWorkspace(em, auth, query.workspaceId);
+    const limit = query.limit ?? 20;
+    // Each filter has an index (workspace_id, filter, created_at desc, id desc): the page is a range scan.
+    const where: Record<string, unknown> = { workspaceId: query.workspaceId };
+    if (query.favorite !== undefined) where.favorite = query.favorite;
+    if (query.mediaType !== undefined) where.mediaType = query.mediaType;
+    if (query.sourceGenerationId !== undefined) where.sourceGenerationId = query.sourceGenerationId;
+    if (query.cursor) {
+      const [createdAt, id] = decodeCursor(query.cursor, ['string', 'string']) as [string, string];
+      const at = new Date(createdAt);
+      if (Number.isNaN(at.getTime())) decodeCursor('', ['string']);
+      where.$or = [{ createdAt: { $lt: at } }, { createdAt: at, id: { $lt: id } }];
+    }
+    const rows = await em.find(AssetEntity, where, { orderBy: { createdAt: 'desc', id: 'desc' }, limit: limit + 1 });
+    return { body: pageOf(rows, limit, (asset) => [asset.createdAt.toISOString(), asset.id], toAssetOut) };
+  },
+});
