@@ -1,0 +1,52 @@
+import type { Mode } from '../catalog/models.ts';
+
+/** What a provider is asked to make. Inputs are already fetched and checked. */
+export interface ProviderJob {
+  generationId: string;
+  mode: Mode;
+  modelId: string;
+  params: Record<string, unknown>;
+  inputs: { images: Buffer[]; videos: Buffer[] };
+}
+
+export interface OutputFile {
+  bytes: Buffer;
+  contentType: string;
+  mediaType: 'image' | 'audio' | 'video';
+  width?: number;
+  height?: number;
+  durationSeconds?: number;
+}
+
+/** What a provider reports about a job it accepted; failures are data, never exceptions. */
+export type ProviderUpdate =
+  | { type: 'running' }
+  | { type: 'succeeded'; textOutput?: string; files: OutputFile[] }
+  | { type: 'failed'; errorCode: string; errorMessage: string };
+
+/**
+ * A provider adapter: `submit` hands a job over and resolves once the provider accepted it; progress and
+ * the result come later through `report`, from polling or a callback, however the provider works.
+ */
+export interface Provider {
+  name: string;
+  submit(job: ProviderJob, report: (update: ProviderUpdate) => void): Promise<{ providerJobId: string }>;
+  cancel(providerJobId: string): void;
+}
+
+export class ProviderRegistry {
+  private readonly providers = new Map<string, Provider>();
+
+  add(provider: Provider): this {
+    this.providers.set(provider.name, provider);
+    return this;
+  }
+
+  get(name: string): Provider | undefined {
+    return this.providers.get(name);
+  }
+
+  has(name: string): boolean {
+    return this.providers.has(name);
+  }
+}
