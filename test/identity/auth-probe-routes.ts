@@ -1,5 +1,5 @@
 import { Type } from '@sinclair/typebox';
-import { defineRoute, type Access, type RouteDef } from '../../http/route.ts';
+import { defineRoute, type Access, type RequestContext, type RouteDef } from '../../http/route.ts';
 
 const Principal = Type.Object({ auth: Type.Any() });
 
@@ -14,7 +14,7 @@ function probe(method: 'GET' | 'POST', path: string, access: Access, extra: Part
     ...(method === 'POST' ? { body: Type.Object({ workspaceId: Type.Optional(Type.String()), n: Type.Optional(Type.Integer()) }, { additionalProperties: false }) } : {}),
     query: Type.Object({ workspaceId: Type.Optional(Type.String()) }, { additionalProperties: false }),
     responses: { 200: Principal },
-    handler: ({ auth }) => ({ body: { auth } }),
+    handler: ({ auth }: RequestContext) => ({ body: { auth } }),
     ...extra,
   } as never);
 }

@@ -1,10 +1,10 @@
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
 import { authMatrix, createKey, signUp, withCookie, withKey } from '../helpers/identity.ts';
 import { authProbeRoutes } from './auth-probe-routes.ts';
 import type { Scope } from '../../http/route.ts';
 
-async function setup(t: Parameters<Parameters<typeof t.test>[1]>[0]) {
+async function setup(t: Test) {
   const server = await startTestServer(t, { routes: authProbeRoutes(), env: { RATE_LIMIT_FREE: '100000' } });
   const a = await signUp(server);
   const b = await signUp(server);
