@@ -26,6 +26,15 @@ export function buildOpenApi(routes: RouteDef[], info: { version: string; baseUr
     paths,
     components: {
       schemas: { ErrorEnvelope: envelope },
+      securitySchemes: {
+        apiKey: {
+          type: 'http',
+          scheme: 'bearer',
+          bearerFormat: 'gs_live_ followed by 64 characters [A-Za-z0-9]',
+          description: 'An API key of one workspace: Authorization: Bearer <key>. A scoped operation lists the scopes that grant it; `all` grants everything.',
+        },
+        session: { type: 'apiKey', in: 'cookie', name: 'gs_session', description: 'Dashboard session, from POST /v1/auth/signup or /v1/auth/login.' },
+      },
       responses: {
         Error: {
           description: `An error. Codes: ${Object.entries(ERRORS).map(([code, e]) => `${code} (${e.status})`).join(', ')}.`,
@@ -52,8 +61,17 @@ function operation(route: RouteDef): Json {
   const op: Json = { operationId: route.operationId, summary: route.summary, tags: route.tags, responses };
   if (parameters.length > 0) op.parameters = parameters;
   if (route.body) op.requestBody = { required: true, content: { 'application/json': { schema: plain(route.body) } } };
-  if (route.access === 'public') op.security = [];
+  op.security = securityOf(route);
   return op;
+}
+
+/** public: none; dashboard: the session cookie; auth: a key or a session; scoped: a key with one of the scopes, or a session. */
+function securityOf(route: RouteDef): Json[] {
+  const access = route.access;
+  if (access === 'public') return [];
+  if (access === 'dashboard') return [{ session: [] }];
+  if (access === 'auth') return [{ apiKey: [] }, { session: [] }];
+  return [{ apiKey: [...access.scopes] }, { session: [] }];
 }
 
 function parametersOf(schema: TSchema | undefined, where: 'path' | 'query'): Json[] {

@@ -1,0 +1,42 @@
+import t from 'tap';
+import { validate, compileErrors } from '@readme/openapi-parser';
+import { startTestServer } from '../helpers/server.ts';
+
+t.test('auth and API key operations are documented with their security', async (t) => {
+  const server = await startTestServer(t);
+  const { body } = await server.json('/v1/openapi.json');
+  const result = await validate(structuredClone(body));
+  t.ok(result.valid, result.valid ? 'valid' : compileErrors(result));
+  t.match(body.components.securitySchemes, {
+    apiKey: { type: 'http', scheme: 'bearer' },
+    session: { type: 'apiKey', in: 'cookie', name: 'gs_session' },
+  });
+  const ops: Array<[string, string, unknown[]]> = [
+    ['/v1/auth/signup', 'post', []],
+    ['/v1/auth/login', 'post', []],
+    ['/v1/auth/logout', 'post', [{ session: [] }]],
+    ['/v1/api-keys', 'get', [{ session: [] }]],
+    ['/v1/api-keys', 'post', [{ session: [] }]],
+    ['/v1/api-keys/{id}', 'patch', [{ session: [] }]],
+    ['/v1/api-keys/{id}', 'delete', [{ session: [] }]],
+    ['/v1/api-keys/{id}/usage', 'get', [{ session: [] }]],
+  ];
+  for (const [path, method, security] of ops) {
+    const op = body.paths[path]?.[method];
+    t.ok(op, `${method} ${path} is documented`);
+    t.same(op?.security, security, `${method} ${path} security`);
+  }
+  for (const route of server.http.router.routes) {
+    const op = body.paths[route.def.path.replace(/:(\w+)/g, '{$1}')][route.def.method.toLowerCase()];
+    const access = route.def.access;
+    if (typeof access === 'object') t.same(op.security, [{ apiKey: access.scopes }, { session: [] }], `${route.def.method} ${route.def.path} lists its scopes`);
+    if (access === 'auth') t.same(op.security, [{ apiKey: [] }, { session: [] }]);
+  }
+  const created = body.paths['/v1/api-keys'].post.responses['201'].content['application/json'].schema;
+  t.ok(created.properties.key, 'the creation answer carries the plaintext');
+  const listed = body.paths['/v1/api-keys'].get.responses['200'].content['application/json'].schema;
+  t.notOk(listed.properties.data.items.properties.key, 'the list item has no plaintext');
+  t.notOk(listed.properties.data.items.properties.keyHash, 'nor the hash');
+  t.same(created.properties.scopes.items.anyOf.map((s: { const: string }) => s.const).sort(),
+    ['all', 'assets.read', 'files.write', 'generations.read', 'generations.write', 'usage.read', 'wallet.read', 'wallet.write', 'webhooks.manage']);
+});
