@@ -72,7 +72,7 @@ export interface AddressOptions {
 export interface GuardedRequest extends AddressOptions {
   maxBytes: number;
   timeoutMs: number;
-  /** Redirects followed (each target checked); 0 for webhooks. Default 3. */
+  /** Redirects followed (each target checked), default 3; with 0 a redirect is returned as the answer (webhooks). */
   maxRedirects?: number;
   method?: 'GET' | 'POST' | 'HEAD';
   headers?: Record<string, string>;
@@ -108,7 +108,8 @@ export async function fetchGuarded(url: string, options: GuardedRequest): Promis
       throw asEgressError(error, signal, options.timeoutMs);
     }
     const location = response.headers.location;
-    if (REDIRECTS.has(response.statusCode) && typeof location === 'string') {
+    // With maxRedirects 0 (webhooks) a redirect is an answer like any other, returned as is.
+    if (REDIRECTS.has(response.statusCode) && typeof location === 'string' && maxRedirects > 0) {
       discard(response.body);
       if (redirects >= maxRedirects) throw new EgressError('too_many_redirects', `more than ${maxRedirects} redirects from ${shorten(url)}`);
       current = new URL(location, checked.url).toString();
