@@ -9,6 +9,9 @@ import { apiKeyRoutes } from './api-keys/index.ts';
 import { workspaceRoutes } from './workspaces/index.ts';
 import { accountRoutes } from './me/index.ts';
 import { fileRoutes } from './files/index.ts';
+import { publicRoutes } from './public/index.ts';
+import { modelRoutes } from './models/index.ts';
+import { generationReadRoutes } from './generations/index.ts';
 
 /** The route table: a route exists, is validated and is documented by being listed here. */
 export function routeTable(extra: RouteDef[] = []): RouteDef[] {
@@ -18,6 +21,7 @@ export function routeTable(extra: RouteDef[] = []): RouteDef[] {
     ...apiKeyRoutes,
     ...workspaceRoutes, ...accountRoutes,
     ...fileRoutes,
+    ...publicRoutes, ...modelRoutes, ...generationReadRoutes,
     ...extra,
   ];
   routes.push(openApiRoute(() => routes));

@@ -1,0 +1,27 @@
+import { Type } from '@sinclair/typebox';
+import { defineRoute } from '../../route.ts';
+import { isPlanId, type PlanId } from '../../../runtime/plans.ts';
+import { readWorkspace } from '../generations/access.ts';
+import { ModelListOut, once, toModelOut, type ModelOut } from './shape.ts';
+
+export const listModels = defineRoute({
+  method: 'GET',
+  path: '/v1/models',
+  operationId: 'listModels',
+  summary: 'The model catalog as the workspace\'s plan sees it: per-model credits, parameterSchema, and whether the plan may use each',
+  tags: ['models'],
+  access: { scopes: ['generations.read'] },
+  // A key reads its own workspace's plan; naming another workspace is 403 (readWorkspace).
+  keyWorkspace: 'none',
+  query: Type.Object({
+    workspaceId: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'Required with a session; with an API key, its own workspace.' })),
+  }, { additionalProperties: false }),
+  responses: { 200: ModelListOut },
+  handler: async ({ auth, query, services }) => {
+    const workspace = await readWorkspace(services.db.em(), auth, query.workspaceId);
+    const plan: PlanId = isPlanId(workspace.plan) ? workspace.plan : 'free';
+    const catalog = services.catalog;
+    const data = once(catalog, `models:${plan}`, (): ModelOut[] => catalog.offered().map((model) => toModelOut(catalog, model, plan)));
+    return { body: { workspaceId: workspace.id, plan, data } };
+  },
+});
