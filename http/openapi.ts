@@ -61,6 +61,7 @@ function operation(route: RouteDef): Json {
   const op: Json = { operationId: route.operationId, summary: route.summary, tags: route.tags, responses };
   if (parameters.length > 0) op.parameters = parameters;
   if (route.body) op.requestBody = { required: true, content: { 'application/json': { schema: plain(route.body) } } };
+  if (route.rawBody === 'stream') op.requestBody = { required: true, content: { 'application/octet-stream': { schema: { type: 'string', format: 'binary' } } } };
   op.security = securityOf(route);
   return op;
 }
