@@ -3,22 +3,30 @@ import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { ApiError } from '../../errors.ts';
 import { WorkspaceEntity } from '../../../persistence/entities/workspace.ts';
 import { ApiKeyEntity } from '../../../persistence/entities/api-key.ts';
+import { GenerationEntity } from '../../../persistence/entities/generation.ts';
+import { TERMINAL_STATUSES } from '../../../actors/generation/state.ts';
 import type { Services } from '../../../runtime/services.ts';
 
 /**
  * A reason the workspace cannot be deleted right now, or undefined. Guards run inside the deleting
- * transaction after the workspace row is locked FOR UPDATE: work that must block deletion (a generation
- * being created) takes FOR SHARE on the same row, so the two cannot interleave.
+ * transaction after the workspace row is locked FOR UPDATE. A row that references the workspace (a
+ * generation) takes a KEY SHARE lock on it when inserted, which FOR UPDATE excludes: an insert still in
+ * flight is waited for and then counted, and one that comes later waits and then fails its foreign key.
+ * So a guard that counts such rows cannot miss one.
  */
 export type WorkspaceDeletionGuard = (tx: SqlEntityManager, workspaceId: string) => Promise<string | undefined>;
 
 /**
- * DECISIONS.md: no running generations. There is no generations table yet; the generations work replaces
- * this body with a count of the workspace's non-terminal generations (queued, reserved, submitted, running).
+ * DECISIONS.md: no running generations. Any non-terminal generation (queued, reserved, submitted,
+ * running) holds credits and a provider job; deleting under it would strand both.
  */
-export const noRunningGenerations: WorkspaceDeletionGuard = async () => undefined;
+export const noRunningGenerations: WorkspaceDeletionGuard = async (tx, workspaceId) => {
+  const active = await tx.count(GenerationEntity, { workspaceId, status: { $nin: [...TERMINAL_STATUSES] } });
+  if (active === 0) return undefined;
+  return `${active} generation${active === 1 ? ' is' : 's are'} still queued or running; cancel ${active === 1 ? 'it' : 'them'} or wait for ${active === 1 ? 'it' : 'them'} to finish.`;
+};
 
-/** Every guard consulted before a workspace is deleted (by its owner, or with its owner's account). Later work appends. */
+/** Every guard consulted before a workspace is deleted (by its owner, or with its owner's account); later work appends its own. */
 export const workspaceDeletionGuards: WorkspaceDeletionGuard[] = [noRunningGenerations];
 
 /**
