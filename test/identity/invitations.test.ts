@@ -186,3 +186,19 @@ t.test('the pending list pages newest first', async (t) => {
   t.same([...first.body.data, ...second.body.data].map((i: any) => i.id), made.reverse());
   t.equal(second.body.nextCursor, null);
 });
+
+t.test('races: one invitation per e-mail, one acceptance per token', async (t) => {
+  const server = await startTestServer(t);
+  const owner = await signUp(server);
+  const guest = await signUp(server);
+  const ws = owner.workspaceId;
+
+  const invites = await Promise.all(Array.from({ length: 4 }, () => call(server, owner.cookie, 'POST', `/v1/workspaces/${ws}/invitations`, { email: guest.email })));
+  t.same(invites.map((r) => r.status).sort(), [201, 409, 409, 409], 'concurrent invitations of one e-mail: one made, the rest 409');
+  t.equal((await rows(server, 'select 1 from invitations where workspace_id = ? and status = ?', [ws, 'pending'])).length, 1);
+
+  const token = invites.find((r) => r.status === 201)!.body.token;
+  const accepts = await Promise.all(Array.from({ length: 4 }, () => call(server, guest.cookie, 'POST', '/v1/invitations/accept', { token })));
+  t.same(accepts.map((r) => r.status).sort(), [200, 409, 409, 409], 'concurrent acceptances: one joins, the rest 409');
+  t.same(await rows(server, 'select role from workspace_members where workspace_id = ? and user_id = ?', [ws, guest.userId]), [{ role: 'member' }]);
+});

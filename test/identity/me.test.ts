@@ -141,3 +141,17 @@ t.test('API keys have no user: every account endpoint answers 403 and changes no
   t.same(await userRow(server, ada.userId), before);
   t.equal((await rows(server, 'select 1 from export_requests')).length, 0);
 });
+
+t.test('races: two unlinks of the last two sign-in methods leave one', async (t) => {
+  const server = await startTestServer(t);
+  const ada = await signUp(server);
+  await rows(server, 'insert into linked_accounts (user_id, provider, provider_account_id, created_at) values (?, ?, ?, now())', [ada.userId, 'github', 'gh-race']);
+  const [a, b] = await Promise.all([
+    call(server, ada.cookie, 'DELETE', '/v1/me/accounts/password'),
+    call(server, ada.cookie, 'DELETE', '/v1/me/accounts/github'),
+  ]);
+  t.same([a.status, b.status].sort(), [204, 409]);
+  const left = await rows(server, 'select provider from linked_accounts where user_id = ?', [ada.userId]);
+  const [user] = await rows(server, 'select password_hash from users where id = ?', [ada.userId]);
+  t.equal(left.length + (user.password_hash !== null && !left.some((r) => r.provider === 'password') ? 1 : 0), 1, 'exactly one way to sign in remains');
+});
