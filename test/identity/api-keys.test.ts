@@ -287,17 +287,30 @@ t.test('usage counts requests per UTC day and lastUsedAt is written at most once
   const listed = await server.json(`/v1/api-keys?workspaceId=${owner.workspaceId}`, { headers: withCookie(owner.cookie) });
   t.equal(Date.parse(listed.body.data[0].lastUsedAt), t0 + 6 * 60_000, 'the list shows lastUsedAt');
 
+  // Generations attributed to the key are counted from the generations table, by the UTC day they were made.
+  const other = await createKey(server, owner.cookie, owner.workspaceId);
+  const generation = (id: string, keyId: string, at: string) => rows(server,
+    `insert into generations (id, workspace_id, api_key_id, mode, model_id, status, params, inputs, payment_mode, credits, provider, timeline, queue_deadline, created_at, updated_at)
+     values (?, ?, ?, 'text_to_text', 'm', 'succeeded', '{}', '{}', 'credits', 1, 'local', '[]', ?, ?, ?)`, [id, owner.workspaceId, keyId, at, at, at]);
+  await generation('gen_1', key.id, '2026-01-01T23:59:59.999Z');
+  await generation('gen_2', key.id, '2026-01-02T00:00:00.000Z');
+  await generation('gen_3', key.id, '2026-01-02T00:03:00.000Z');
+  await generation('gen_4', other.id, '2026-01-02T00:03:00.000Z');
+  await generation('gen_5', key.id, '2025-11-01T00:00:00.000Z');
+
   const usage = await server.json(`/v1/api-keys/${key.id}/usage`, { headers: withCookie(owner.cookie) });
   t.equal(usage.status, 200);
   t.same(usage.body.data, [
-    { day: '2026-01-02', requests: 2, generations: 0 },
-    { day: '2026-01-01', requests: 5, generations: 0 },
-  ], 'requests by UTC day, newest first');
-  t.same(usage.body.totals, { requests: 7, generations: 0 });
+    { day: '2026-01-02', requests: 2, generations: 2 },
+    { day: '2026-01-01', requests: 5, generations: 1 },
+  ], 'requests and generations by UTC day, newest first; other keys and days outside the range left out');
+  t.same(usage.body.totals, { requests: 7, generations: 3 });
   t.equal(usage.body.to, '2026-01-02');
   t.equal(usage.body.from, '2025-12-04');
   const oneDay = await server.json(`/v1/api-keys/${key.id}/usage?from=2026-01-01&to=2026-01-01`, { headers: withCookie(owner.cookie) });
-  t.same(oneDay.body.data, [{ day: '2026-01-01', requests: 5, generations: 0 }]);
+  t.same(oneDay.body.data, [{ day: '2026-01-01', requests: 5, generations: 1 }]);
+  const old = await server.json(`/v1/api-keys/${key.id}/usage?from=2025-11-01&to=2025-11-30`, { headers: withCookie(owner.cookie) });
+  t.same(old.body.data, [{ day: '2025-11-01', requests: 0, generations: 1 }], 'a day with generations and no counted requests');
 });
 
 t.test('usage counted in memory is written when the service stops', async (t) => {

@@ -27,12 +27,23 @@ export const getApiKeyUsage = defineRoute({
     if (days > MAX_DAYS) throw new ApiError('validation_error', `query: at most ${MAX_DAYS} days at once`);
     // Counts of this node not yet written would be missing; write them first.
     await services.keyUsage.flush();
-    const rows = await em.execute<Array<{ day: string; requests: string | number; generations: string | number }>>(
-      `select to_char(day, 'YYYY-MM-DD') as day, requests, generations
-         from api_key_usage where key_id = ? and day between ?::date and ?::date order by day desc`,
+    const requests = await em.execute<Array<{ day: string; n: string | number }>>(
+      `select to_char(day, 'YYYY-MM-DD') as day, requests as n from api_key_usage
+        where key_id = ? and day between ?::date and ?::date`,
       [key.id, from, to],
     );
-    const data = rows.map((row) => ({ day: row.day, requests: Number(row.requests), generations: Number(row.generations) }));
+    // Generations are counted where they are recorded, so the figure cannot drift from GET /v1/generations.
+    const generations = await em.execute<Array<{ day: string; n: string | number }>>(
+      `select to_char((created_at at time zone 'UTC')::date, 'YYYY-MM-DD') as day, count(*) as n from generations
+        where api_key_id = ? and created_at >= ?::timestamptz and created_at < ?::timestamptz + interval '1 day'
+        group by 1`,
+      [key.id, `${from}T00:00:00Z`, `${to}T00:00:00Z`],
+    );
+    const byDay = new Map<string, { day: string; requests: number; generations: number }>();
+    const slot = (day: string) => byDay.get(day) ?? byDay.set(day, { day, requests: 0, generations: 0 }).get(day)!;
+    for (const row of requests) slot(row.day).requests += Number(row.n);
+    for (const row of generations) slot(row.day).generations += Number(row.n);
+    const data = [...byDay.values()].sort((x, y) => (x.day < y.day ? 1 : -1));
     const totals = data.reduce((sum, d) => ({ requests: sum.requests + d.requests, generations: sum.generations + d.generations }), { requests: 0, generations: 0 });
     return { body: { keyId: key.id, from, to, totals, data } };
   },
