@@ -3,7 +3,7 @@ import path from 'node:path';
 import t from 'tap';
 import { startTestServer } from '../helpers/server.ts';
 import { createKey, logIn, signUp } from '../helpers/identity.ts';
-import { addMember, call, isError, rows, workspaceState } from './support.ts';
+import { addMember, call, generation, isError, rows, storedAsset, workspaceState } from './support.ts';
 
 t.test('a data export is a JSON file of the user\'s data, never a secret, downloadable by its owner only', async (t) => {
   const server = await startTestServer(t);
@@ -80,13 +80,12 @@ t.test('deleting the account is refused with 409 while it owns a workspace with 
 
   // Once the team is Bob's, only Ada's personal workspace would go; a running generation there still blocks.
   t.equal((await call(server, ada.cookie, 'POST', `/v1/workspaces/${team}/transfer`, { userId: bob.userId })).status, 200);
-  await rows(server, `insert into generations (id, workspace_id, mode, model_id, status, params, inputs, payment_mode, credits, provider, timeline, queue_deadline, created_at, updated_at)
-    values ('gen_running', ?, 'text_to_text', 'test-model', 'running', '{}', '{}', 'credits', 1, 'local', '[]', now(), now(), now())`, [ada.workspaceId]);
+  const running = await generation(server, ada.workspaceId, 'running');
   const guarded = await user();
   isError(t, await call(server, ada.cookie, 'DELETE', '/v1/me'), 409, 'conflict', /generation is still queued or running/);
   t.same(await user(), guarded, 'nothing deleted');
 
-  await rows(server, `update generations set status = 'succeeded' where id = 'gen_running'`);
+  await rows(server, `update generations set status = 'succeeded' where id = ?`, [running]);
   t.equal((await call(server, ada.cookie, 'DELETE', '/v1/me')).status, 204, 'an admin elsewhere and the owner of a finished personal workspace can go');
   t.same(await rows(server, 'select user_id, role from workspace_members where workspace_id = ?', [team]), [{ user_id: bob.userId, role: 'owner' }]);
 });
@@ -101,6 +100,8 @@ t.test('deleting the account removes the user, sessions, personal data and solel
   const invited = await call(server, ada.cookie, 'POST', `/v1/workspaces/${bobs}/invitations`, { email: 'friend@example.com' });
   const solo = (await call(server, ada.cookie, 'POST', '/v1/workspaces', { name: 'Solo' })).body.id;
   const soloKey = await createKey(server, ada.cookie, solo, ['all']);
+  const soloFile = await storedAsset(server, solo);
+  const bobsFile = await storedAsset(server, bobs);
   const bobsKey = await createKey(server, ada.cookie, bobs, ['all']);
   const exported = await call(server, ada.cookie, 'POST', '/v1/me/export-request');
   const [exportRow] = await rows(server, 'select file_path from export_requests where id = ?', [exported.body.id]);
@@ -119,6 +120,8 @@ t.test('deleting the account removes the user, sessions, personal data and solel
   t.same(await workspaceState(server, ada.workspaceId), { workspace: [], members: [], invitations: [], keys: [] }, 'the personal workspace is gone');
   t.same((await workspaceState(server, solo)).workspace, [], 'so is the other workspace only they belonged to');
   isError(t, await call(server, soloKey.key, 'GET', `/v1/workspaces/${solo}`), 401, 'unauthenticated', 'its keys stop at once');
+  t.equal(await server.services.blobs.stat(soloFile), undefined, 'its files are gone');
+  t.ok(await server.services.blobs.stat(bobsFile), 'the shared workspace\'s files stay');
 
   const shared = await workspaceState(server, bobs);
   t.same(shared.members, [{ user_id: bob.userId, role: 'owner' }], 'the shared workspace stays, without them');

@@ -1,5 +1,7 @@
 import type { Test } from 'tap';
 import type { TestServer } from '../helpers/server.ts';
+import { createAsset } from '../../persistence/assets/store.ts';
+import { assetStorageKey } from '../../persistence/blob-store/types.ts';
 
 export type Method = 'GET' | 'POST' | 'PATCH' | 'DELETE';
 
@@ -49,4 +51,22 @@ export function isError(t: Test, response: { status: number; body: any; headers:
   t.equal(typeof response.body?.error?.message, 'string', `${label}a message`);
   t.equal(response.body?.error?.requestId, response.headers.get('x-request-id'), `${label}the request id`);
   if (expect instanceof RegExp) t.match(response.body.error.message, expect);
+}
+
+/** A generation row in a given state, as the generation work stores it. */
+export async function generation(server: TestServer, workspaceId: string, status: string): Promise<string> {
+  const id = `gen_test${Math.random().toString(36).slice(2, 12)}`;
+  await rows(server, `insert into generations (id, workspace_id, mode, model_id, status, params, inputs, payment_mode, credits, provider, timeline, queue_deadline, created_at, updated_at)
+    values (?, ?, 'text_to_text', 'test-model', ?, '{}', '{}', 'credits', 1, 'local', '[]', now(), now(), now())`, [id, workspaceId, status]);
+  return id;
+}
+
+/** An asset with its file in the blob store, as generation outputs and uploads make them; returns the storage key. */
+export async function storedAsset(server: TestServer, workspaceId: string): Promise<string> {
+  const id = `ast_test${Math.random().toString(36).slice(2, 12)}`;
+  const storageKey = assetStorageKey(workspaceId, id);
+  const png = Buffer.from('89504e470d0a1a0a', 'hex');
+  await server.services.blobs.put(storageKey, png, 'image/png');
+  await server.services.db.em().transactional((tx) => createAsset(tx, { id, workspaceId, mediaType: 'image', contentType: 'image/png', bytes: png.length, storageKey }));
+  return storageKey;
 }

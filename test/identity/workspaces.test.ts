@@ -1,7 +1,7 @@
 import t from 'tap';
-import { startTestServer, type TestServer } from '../helpers/server.ts';
+import { startTestServer } from '../helpers/server.ts';
 import { createKey, signUp } from '../helpers/identity.ts';
-import { addMember, call, isError, rows, workspaceState } from './support.ts';
+import { addMember, call, generation, isError, rows, storedAsset, workspaceState } from './support.ts';
 
 t.test('create, list, read and rename a workspace', async (t) => {
   const server = await startTestServer(t);
@@ -224,14 +224,6 @@ t.test('API keys read their own workspace only; settings and people are for sign
   t.equal((await rows(server, 'select 1 from workspaces')).length, 2, 'no workspace made');
 });
 
-/** A generation row in a given state, as the generation work stores it. */
-async function generation(server: TestServer, workspaceId: string, status: string): Promise<string> {
-  const id = `gen_test${Math.random().toString(36).slice(2, 12)}`;
-  await rows(server, `insert into generations (id, workspace_id, mode, model_id, status, params, inputs, payment_mode, credits, provider, timeline, queue_deadline, created_at, updated_at)
-    values (?, ?, 'text_to_text', 'test-model', ?, '{}', '{}', 'credits', 1, 'local', '[]', now(), now(), now())`, [id, workspaceId, status]);
-  return id;
-}
-
 t.test('deletion is refused with 409 while a generation is not finished, and then takes the workspace\'s keys with it', async (t) => {
   const server = await startTestServer(t);
   const ada = await signUp(server);
@@ -240,6 +232,8 @@ t.test('deletion is refused with 409 while a generation is not finished, and the
   t.equal((await call(server, key.key, 'GET', `/v1/workspaces/${id}`)).status, 200, 'the key works');
   await generation(server, id, 'succeeded');
   await generation(server, ada.workspaceId, 'running');
+  const file = await storedAsset(server, id);
+  const kept = await storedAsset(server, ada.workspaceId);
 
   for (const status of ['queued', 'reserved', 'submitted', 'running']) {
     const running = await generation(server, id, status);
@@ -253,6 +247,9 @@ t.test('deletion is refused with 409 while a generation is not finished, and the
   t.equal((await call(server, ada.cookie, 'DELETE', `/v1/workspaces/${id}`)).status, 204, 'finished generations do not block');
   t.same(await workspaceState(server, id), { workspace: [], members: [], invitations: [], keys: [] });
   t.same(await rows(server, 'select 1 from generations where workspace_id = ?', [id]), [], 'its generations went with it');
+  t.same(await rows(server, 'select 1 from assets where workspace_id = ?', [id]), [], 'and its assets');
+  t.equal(await server.services.blobs.stat(file), undefined, 'and their files');
+  t.ok(await server.services.blobs.stat(kept), 'another workspace\'s file stays');
   isError(t, await call(server, key.key, 'GET', `/v1/workspaces/${id}`), 401, 'unauthenticated', /not valid/);
   t.equal((await call(server, ada.cookie, 'GET', `/v1/workspaces/${ada.workspaceId}`)).status, 200, 'other workspaces stay');
   isError(t, await call(server, ada.cookie, 'DELETE', `/v1/workspaces/${id}`), 404, 'not_found');

@@ -7,7 +7,7 @@ import { UserEntity } from '../../../persistence/entities/user.ts';
 import { WorkspaceEntity } from '../../../persistence/entities/workspace.ts';
 import { WorkspaceMemberEntity } from '../../../persistence/entities/workspace-member.ts';
 import { requireSession } from '../workspaces/access.ts';
-import { deleteWorkspaceIn, forgetKeys } from '../workspaces/deletion.ts';
+import { cleanUpRemovedWorkspaces, deleteWorkspaceIn, type RemovedWorkspace } from '../workspaces/deletion.ts';
 import { removeExportFiles } from './export-file.ts';
 
 export const deleteMe = defineRoute({
@@ -21,10 +21,10 @@ export const deleteMe = defineRoute({
   responses: { 204: null },
   handler: async ({ auth, services }) => {
     const { userId } = requireSession(auth, 'delete user accounts');
-    const keyHashes = await services.db.em().transactional(async (tx) => {
+    const removed = await services.db.em().transactional(async (tx) => {
       await tx.findOneOrFail(UserEntity, { id: userId }, { lockMode: LockMode.PESSIMISTIC_WRITE });
       const owned = await tx.find(WorkspaceMemberEntity, { userId, role: 'owner' }, { orderBy: { workspaceId: 'asc' } });
-      const keyHashes: string[] = [];
+      const gone: RemovedWorkspace[] = [];
       const shared: string[] = [];
       for (const { workspaceId } of owned) {
         // Locked before counting, so nobody joins between the count and the delete.
@@ -34,16 +34,16 @@ export const deleteMe = defineRoute({
       if (shared.length > 0) {
         throw new ApiError('conflict', `You own workspaces with other members (${shared.join(', ')}); transfer ownership or remove the members first.`);
       }
-      for (const { workspaceId } of owned) keyHashes.push(...await deleteWorkspaceIn(tx, workspaceId));
+      for (const { workspaceId } of owned) gone.push(await deleteWorkspaceIn(tx, workspaceId));
       // Export files go before the rows: should the commit then fail, the user loses old exports, never their privacy.
       const exports = await tx.find(ExportRequestEntity, { userId });
       await removeExportFiles(services.config.dataDir, exports.flatMap((e) => (e.filePath ? [e.filePath] : [])));
       // Sessions, linked accounts, memberships and export records go with the user (ON DELETE CASCADE);
       // invitations sent and keys made elsewhere stay with their workspaces, no longer naming the user.
       await tx.nativeDelete(UserEntity, { id: userId });
-      return keyHashes;
+      return gone;
     });
-    await forgetKeys(services, keyHashes);
+    await cleanUpRemovedWorkspaces(services, removed);
     return { status: 204, headers: { 'Set-Cookie': clearedSessionCookie(services.config) } };
   },
 });

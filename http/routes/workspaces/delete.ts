@@ -1,25 +1,25 @@
 import { defineRoute } from '../../route.ts';
 import { openWorkspace, requireRole, requireSession } from './access.ts';
-import { deleteWorkspaceIn, forgetKeys } from './deletion.ts';
+import { cleanUpRemovedWorkspaces, deleteWorkspaceIn } from './deletion.ts';
 import { WorkspaceParams } from './shapes.ts';
 
 export const deleteWorkspace = defineRoute({
   method: 'DELETE',
   path: '/v1/workspaces/:workspaceId',
   operationId: 'deleteWorkspace',
-  summary: 'Delete a workspace with its members, invitations and API keys (owner only; refused with 409 while generations run)',
+  summary: 'Delete a workspace with its members, invitations, API keys, generations and files (owner only; 409 while generations run)',
   tags: ['workspaces'],
   access: 'auth',
   params: WorkspaceParams,
   responses: { 204: null },
   handler: async ({ auth, params, services }) => {
     requireSession(auth, 'delete workspaces');
-    const keyHashes = await services.db.em().transactional(async (tx) => {
+    const removed = await services.db.em().transactional(async (tx) => {
       const access = await openWorkspace(tx, auth, params.workspaceId, { lock: true });
       requireRole(access, ['owner'], 'delete it');
       return deleteWorkspaceIn(tx, params.workspaceId);
     });
-    await forgetKeys(services, keyHashes);
+    await cleanUpRemovedWorkspaces(services, [removed]);
     return { status: 204 };
   },
 });

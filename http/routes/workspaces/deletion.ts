@@ -3,6 +3,8 @@ import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { ApiError } from '../../errors.ts';
 import { WorkspaceEntity } from '../../../persistence/entities/workspace.ts';
 import { ApiKeyEntity } from '../../../persistence/entities/api-key.ts';
+import { AssetEntity } from '../../../persistence/entities/asset.ts';
+import { UploadEntity } from '../../../persistence/entities/upload.ts';
 import { GenerationEntity } from '../../../persistence/entities/generation.ts';
 import { TERMINAL_STATUSES } from '../../../actors/generation/state.ts';
 import type { Services } from '../../../runtime/services.ts';
@@ -29,12 +31,20 @@ export const noRunningGenerations: WorkspaceDeletionGuard = async (tx, workspace
 /** Every guard consulted before a workspace is deleted (by its owner, or with its owner's account); later work appends its own. */
 export const workspaceDeletionGuards: WorkspaceDeletionGuard[] = [noRunningGenerations];
 
+/** What a deleted workspace leaves outside the database, to clean up once the deletion has committed. */
+export interface RemovedWorkspace {
+  /** Hashes of its API keys, to drop from every node's key cache. */
+  keyHashes: string[];
+  /** Blob store keys of its assets and uploads. */
+  storageKeys: string[];
+}
+
 /**
- * Deletes the workspace and, through the schema's ON DELETE CASCADE, its members, invitations and API keys.
- * Call inside a transaction; throws 409 conflict when a guard objects, leaving everything as it was.
- * Returns the hashes of the keys that went with it: pass them to forgetKeys once the transaction commits.
+ * Deletes the workspace and, through the schema's ON DELETE CASCADE, its members, invitations, API keys,
+ * generations, assets and the rest of its rows. Call inside a transaction; throws 409 conflict when a guard
+ * objects, leaving everything as it was. Pass what it returns to cleanUpRemovedWorkspaces after the commit.
  */
-export async function deleteWorkspaceIn(tx: SqlEntityManager, workspaceId: string): Promise<string[]> {
+export async function deleteWorkspaceIn(tx: SqlEntityManager, workspaceId: string): Promise<RemovedWorkspace> {
   const workspace = await tx.findOne(WorkspaceEntity, { id: workspaceId }, { lockMode: LockMode.PESSIMISTIC_WRITE });
   if (!workspace) throw new ApiError('not_found', `No workspace ${workspaceId}.`);
   for (const guard of workspaceDeletionGuards) {
@@ -42,11 +52,28 @@ export async function deleteWorkspaceIn(tx: SqlEntityManager, workspaceId: strin
     if (reason) throw new ApiError('conflict', `Workspace ${workspaceId} cannot be deleted now: ${reason}`);
   }
   const keys = await tx.find(ApiKeyEntity, { workspaceId }, { fields: ['keyHash'] });
+  const assets = await tx.find(AssetEntity, { workspaceId }, { fields: ['storageKey'] });
+  const uploads = await tx.find(UploadEntity, { workspaceId }, { fields: ['storageKey'] });
   await tx.nativeDelete(WorkspaceEntity, { id: workspaceId });
-  return keys.map((key) => key.keyHash);
+  return {
+    keyHashes: keys.map((key) => key.keyHash),
+    // An asset made from an upload keeps the upload's key: each object once.
+    storageKeys: [...new Set([...assets, ...uploads].map((row) => row.storageKey))],
+  };
 }
 
-/** Drops deleted keys from every node's key cache, so they stop working at once rather than within the cache's TTL. */
-export async function forgetKeys(services: Services, keyHashes: string[]): Promise<void> {
-  await Promise.all(keyHashes.map((hash) => services.keyCache.invalidate(hash)));
+/**
+ * After the commit: deleted keys stop working at once on every node (not within the cache's TTL), and the
+ * workspaces' files leave the blob store. A file that cannot be removed is logged, not fatal: the rows are
+ * already gone, and the answer must say so.
+ */
+export async function cleanUpRemovedWorkspaces(services: Services, removed: RemovedWorkspace[]): Promise<void> {
+  await Promise.all(removed.flatMap((r) => r.keyHashes).map((hash) => services.keyCache.invalidate(hash)));
+  await Promise.all(removed.flatMap((r) => r.storageKeys).map(async (key) => {
+    try {
+      await services.blobs.delete(key);
+    } catch (error) {
+      services.logger.warn({ err: error, storageKey: key }, 'could not delete the file of a deleted workspace; it is orphaned');
+    }
+  }));
 }
