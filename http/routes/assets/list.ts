@@ -1,4 +1,5 @@
 import { Type } from '@sinclair/typebox';
+import { ApiError } from '../../errors.ts';
 import { defineRoute } from '../../route.ts';
 import { decodeCursor, Page, PageQueryFields, pageOf } from '../../pagination.ts';
 import { AssetEntity } from '../../../persistence/entities/asset.ts';
@@ -32,7 +33,7 @@ export const listAssets = defineRoute({
     if (query.cursor) {
       const [createdAt, id] = decodeCursor(query.cursor, ['string', 'string']) as [string, string];
       const at = new Date(createdAt);
-      if (Number.isNaN(at.getTime())) decodeCursor('', ['string']);
+      if (Number.isNaN(at.getTime())) throw new ApiError('validation_error', 'query.cursor: is not a cursor this list gave out');
       where.$or = [{ createdAt: { $lt: at } }, { createdAt: at, id: { $lt: id } }];
     }
     const rows = await em.find(AssetEntity, where, { orderBy: { createdAt: 'desc', id: 'desc' }, limit: limit + 1 });
