@@ -33,3 +33,9 @@ export async function connectRedis(url: string, logger: Logger): Promise<RedisCl
   connected = true;
   return client;
 }
+
+/** Closes a client after its pending commands; a client already closed or destroyed is left as it is. */
+export async function closeRedis(client: RedisClient | undefined): Promise<void> {
+  if (!client?.isOpen) return;
+  await client.close();
+}

@@ -17,7 +17,7 @@ import type { RouteDef } from '../http/route.ts';
 import { routeTable } from '../http/routes/index.ts';
 import { openDatabase } from '../persistence/database.ts';
 import { SnapshotWriter } from '../persistence/snapshot-writer.ts';
-import { connectRedis, type RedisClient } from './redis.ts';
+import { closeRedis, connectRedis, type RedisClient } from './redis.ts';
 import { MemoryRateLimiter, type RateLimiter } from '../http/auth/limiter.ts';
 import { RedisRateLimiter } from '../http/auth/redis-limiter.ts';
 import { KeyCache } from '../http/auth/key-cache.ts';
@@ -103,7 +103,7 @@ export async function startService(options: StartOptions): Promise<RunningServic
   } catch (error) {
     await keyUsage.close();
     await keyBus?.close();
-    await redis?.close();
+    await closeRedis(redis);
     await actors.stop();
     await db.close();
     await telemetry.shutdown();
@@ -125,7 +125,7 @@ export async function startService(options: StartOptions): Promise<RunningServic
     await blobs.close();
     await keyUsage.close();
     await keyBus?.close();
-    await redis?.close();
+    await closeRedis(redis);
   };
 
   const http = createHttpServer(services, routeTable(options.routes));

@@ -8,6 +8,7 @@ import { readSessionToken, resolveSession } from './sessions.ts';
 import { API_KEY_PATTERN, sha256Hex } from './tokens.ts';
 
 const KEY_WINDOW_MS = 60_000;
+let lastLimiterWarning = -Infinity;
 
 export interface AuthRequest {
   method: string;
@@ -78,8 +79,12 @@ async function rateLimit(services: Services, key: KeyRecord): Promise<Record<str
   try {
     window = await services.limiter.hit(`key:${key.id}`, key.requestsPerMinute, KEY_WINDOW_MS);
   } catch (error) {
-    // The limiter's back end is down: serve the request unlimited rather than fail it.
-    services.logger.warn({ err: error, keyId: key.id }, 'rate limiter unavailable; request not limited');
+    // The limiter's back end is down: serve the request unlimited rather than fail it (and say so, at most every 10 s).
+    const now = services.clock.now();
+    if (now - lastLimiterWarning >= 10_000 || now < lastLimiterWarning) {
+      lastLimiterWarning = now;
+      services.logger.warn({ err: error, keyId: key.id }, 'rate limiter unavailable; requests are not limited');
+    }
     return undefined;
   }
   const reset = String(secondsUntil(window.resetAt, services.clock.now()));

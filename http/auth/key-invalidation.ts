@@ -1,5 +1,5 @@
 import type { Logger } from '../../runtime/logger.ts';
-import type { RedisClient } from '../../runtime/redis.ts';
+import { closeRedis, type RedisClient } from '../../runtime/redis.ts';
 import type { KeyInvalidationBus } from './key-cache.ts';
 
 /** API key invalidations over a Redis channel, so every node drops a changed key from its cache at once. */
@@ -30,6 +30,6 @@ export class RedisKeyInvalidationBus implements KeyInvalidationBus {
 
   async close(): Promise<void> {
     this.listeners = [];
-    await this.subscriber.close();
+    await closeRedis(this.subscriber);
   }
 }

@@ -140,3 +140,18 @@ t.test('with Redis, nodes share one count and drop revoked keys at once', { skip
   }
   t.equal(status, 401, 'node two refuses the revoked key without waiting for its cache to expire');
 });
+
+t.test('with Redis down, keyed requests are served unlimited rather than refused', { skip: !process.env.TEST_REDIS_URL && 'needs TEST_REDIS_URL' }, async (t) => {
+  const server = await startTestServer(t, { env: { RATE_LIMIT_FREE: '1' } });
+  const owner = await signUp(server);
+  const key = await createKey(server, owner.cookie, owner.workspaceId);
+  const path = `/v1/workspaces/${owner.workspaceId}`;
+  t.equal((await get(server, key.key, path)).status, 200);
+  t.equal((await get(server, key.key, path)).status, 429);
+  server.services.redis!.destroy();
+  for (let i = 0; i < 3; i++) {
+    const res = await get(server, key.key, path);
+    t.equal(res.status, 200, 'served');
+    t.equal(res.headers.get('x-ratelimit-limit'), null, 'without limit headers, as no limit was applied');
+  }
+});
