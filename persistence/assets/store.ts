@@ -33,6 +33,8 @@ export interface NewAsset {
   storageKey: string;
   /** Defaults to now. */
   createdAt?: Date;
+  /** The workspace's storage limit when the caller already knows its plan; else read from the workspace. */
+  limitBytes?: number;
 }
 
 export interface StorageRefusal {
@@ -61,7 +63,7 @@ export async function storageLimitOf(em: SqlEntityManager, workspaceId: string):
 /** Adds the asset in `em`'s transaction, or returns why not (plan storage limit) having changed nothing. */
 export async function tryCreateAsset(em: SqlEntityManager, input: NewAsset): Promise<{ ok: true; asset: Asset } | StorageRefusal> {
   if (!Number.isSafeInteger(input.bytes) || input.bytes < 0) throw new RangeError(`asset bytes must be a whole number >= 0, got ${input.bytes}`);
-  const limit = await storageLimitOf(em, input.workspaceId);
+  const limit = input.limitBytes ?? (await storageLimitOf(em, input.workspaceId));
   const reserved = await addStorage(em, input.workspaceId, input.mediaType, input.bytes, limit);
   if (!reserved.ok) return { ok: false, reason: 'storage_limit', usedBytes: reserved.usedBytes, limitBytes: limit, requestedBytes: input.bytes };
   const now = input.createdAt ?? new Date();
@@ -128,11 +130,14 @@ export async function storageUsage(em: SqlEntityManager, workspaceId: string): P
 }
 
 async function addStorage(em: SqlEntityManager, workspaceId: string, mediaType: MediaType, bytes: number, limit: number): Promise<{ ok: true } | { ok: false; usedBytes: number }> {
-  await em.execute('insert into workspace_storage (workspace_id) values (?) on conflict (workspace_id) do nothing', [workspaceId]);
   const column = COUNT_COLUMN[mediaType];
+  // One statement: the first asset makes the row, later ones add to it; either only within the limit.
   const updated = await em.execute<Array<{ used_bytes: string | number }>>(
-    `update workspace_storage set used_bytes = used_bytes + ?, ${column} = ${column} + 1, updated_at = now()
-     where workspace_id = ? and used_bytes + ? <= ? returning used_bytes`, [bytes, workspaceId, bytes, limit]);
+    `insert into workspace_storage as s (workspace_id, used_bytes, ${column}, updated_at)
+       select ?, ?, 1, now() where ? <= ?
+     on conflict (workspace_id) do update set used_bytes = s.used_bytes + excluded.used_bytes, ${column} = s.${column} + 1, updated_at = now()
+       where s.used_bytes + excluded.used_bytes <= ?
+     returning used_bytes`, [workspaceId, bytes, bytes, limit, limit]);
   if (updated.length > 0) return { ok: true };
   const usage = await storageUsage(em, workspaceId);
   return { ok: false, usedBytes: usage.usedBytes };

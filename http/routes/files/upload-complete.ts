@@ -2,6 +2,7 @@ import { ApiError } from '../../errors.ts';
 import { defineRoute } from '../../route.ts';
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { newId } from '../../../persistence/ids.ts';
+import { planOf } from '../../../runtime/plans.ts';
 import { UploadEntity } from '../../../persistence/entities/upload.ts';
 import { canonicalContentType, imageSize, SNIFF_BYTES, sniffContentType } from '../../../persistence/assets/media.ts';
 import { StorageLimitError, createAsset } from '../../../persistence/assets/store.ts';
@@ -23,7 +24,7 @@ export const completeUpload = defineRoute({
   responses: { 201: AssetOut },
   handler: async ({ auth, body, services }) => {
     const em = services.db.em();
-    await openFilesWorkspace(em, auth, body.workspaceId);
+    const { workspace } = await openFilesWorkspace(em, auth, body.workspaceId);
     // Another workspace's upload answers exactly as a missing one.
     const upload = await em.findOne(UploadEntity, { id: body.uploadId, workspaceId: body.workspaceId });
     if (!upload) throw new ApiError('not_found', `No upload ${body.uploadId}.`);
@@ -70,6 +71,7 @@ export const completeUpload = defineRoute({
           name: upload.filename,
           storageKey: key,
           createdAt: new Date(now),
+          limitBytes: planOf(workspace.plan).storageBytes,
         });
       });
     } catch (error) {
