@@ -1,0 +1,85 @@
+/** What one autocannon run measured, reduced to the figures the bench reports. */
+export interface LoadSummary {
+  title: string;
+  url: string;
+  method: string;
+  connections: number;
+  pipelining: number;
+  durationS: number;
+  /** Mean of the per-second request counts (autocannon's requests.average). */
+  reqPerSec: number;
+  totalRequests: number;
+  latencyMs: { mean: number; p50: number; p90: number; p99: number; max: number };
+  throughputBytesPerSec: number;
+  errors: number;
+  timeouts: number;
+  non2xx: number;
+  statusCodes: Record<string, number>;
+  /** CPU used by the server under load, in % of one core (undefined where /proc is missing). */
+  serverCpuPercent: number | undefined;
+  /**
+   * Server CPU time per answered request, in microseconds: the efficiency figure. Unlike req/s it does not
+   * depend on whether the load generator or the server was the bottleneck.
+   */
+  serverCpuUsPerRequest: number | undefined;
+  /** CPU used by this (load generator) process during the run, in % of one core. */
+  loadGeneratorCpuPercent: number;
+  /** CPU used by every other process on the machine during the run, in % of one core (noise). */
+  backgroundCpuPercent: number | undefined;
+}
+
+export interface LoadRequest {
+  /** Path and query on the target, e.g. `/v1`. */
+  path: string;
+  method?: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+  headers?: Record<string, string>;
+  body?: string;
+  title?: string;
+  /** Defaults to the service; `'baseline'` loads the raw uWS hello-world. */
+  target?: 'service' | 'baseline';
+  /** Overrides of the run's defaults, for scenarios that need them. */
+  connections?: number;
+  pipelining?: number;
+  durationS?: number;
+  /** Skip the discarded warm-up run (default: warm up). */
+  skipWarmup?: boolean;
+}
+
+export interface BenchOptions {
+  connections: number;
+  pipelining: number;
+  durationS: number;
+  warmupS: number;
+  /** How many times a measured run is repeated when other processes used the CPU during it. */
+  noisyRetries: number;
+}
+
+export interface BenchContext {
+  /** Base URL of the service under test, e.g. http://127.0.0.1:41234 (no trailing slash). */
+  serviceUrl: string;
+  /** Base URL of the raw uWS hello-world. */
+  baselineUrl: string;
+  /** The hello-world baseline, measured once per run: `GET /` on raw uWS. */
+  baseline: LoadSummary;
+  options: BenchOptions;
+  /** Runs autocannon (warm-up first, then the measured run) with the run's connections/pipelining/duration. */
+  load(request: LoadRequest): Promise<LoadSummary>;
+  log(message: string): void;
+}
+
+export interface ScenarioOutcome {
+  /** The measured run reported for this scenario. */
+  result: LoadSummary;
+  /** What the result is compared with; defaults to ctx.baseline. */
+  baseline?: LoadSummary;
+  /** Required result/baseline req/s ratio; omit when the scenario has no target. */
+  target?: number;
+  notes?: string[];
+}
+
+export interface Scenario {
+  /** Short, kebab-case; used on the command line (`npm run bench -- <name>`). */
+  name: string;
+  description: string;
+  run(ctx: BenchContext): Promise<ScenarioOutcome>;
+}

@@ -1,0 +1,5 @@
+import type { Scenario } from '../lib/types.ts';
+import { serviceIdentity } from './service-identity.ts';
+
+/** Every scenario `npm run bench` runs, in order. Add a file in this folder and list it here. */
+export const scenarios: Scenario[] = [serviceIdentity];
