@@ -1,5 +1,6 @@
 import type { Scenario } from '../lib/types.ts';
 import { serviceIdentity } from './service-identity.ts';
+import { uploadDownload } from './upload-download.ts';
 
 /** Every scenario `npm run bench` runs, in order. Add a file in this folder and list it here. */
-export const scenarios: Scenario[] = [serviceIdentity];
+export const scenarios: Scenario[] = [serviceIdentity, uploadDownload];
