@@ -160,7 +160,8 @@ class RequestPipeline {
     const reading = this.bodyStream ? Promise.resolve(undefined) : this.readBody(route, method, headers);
     reading.catch(() => {});
     // Who is calling comes before what they sent: an unauthenticated caller gets 401, not a body error.
-    const authn = await authenticate(this.services, route.def, { method, headers });
+    const pending = authenticate(this.services, route.def, { method, headers });
+    const authn = pending instanceof Promise ? await pending : pending;
     this.authHeaders = authn.headers;
     const params = decodeParams(match.params);
     const query = parseQuery(rawQuery);

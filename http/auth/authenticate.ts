@@ -2,12 +2,13 @@ import { ApiError } from '../errors.ts';
 import type { Principal, RouteDef, Scope } from '../route.ts';
 import type { Services } from '../../runtime/services.ts';
 import type { KeyRecord } from './key-cache.ts';
-import { secondsUntil } from './limiter.ts';
+import { secondsUntil, type RateWindow } from './limiter.ts';
 import { assertSameOrigin } from './origin.ts';
 import { readSessionToken, resolveSession } from './sessions.ts';
 import { API_KEY_PATTERN, sha256Hex } from './tokens.ts';
 
 const KEY_WINDOW_MS = 60_000;
+const BEARER = /^Bearer +(\S+) *$/i;
 let lastLimiterWarning = -Infinity;
 
 export interface AuthRequest {
@@ -36,11 +37,17 @@ const NONE: Authentication = { principal: undefined, headers: undefined };
  * itself (401), its rate limit (429), dashboard-only routes (403), scope (403); the workspace check
  * (403) follows once the body is read (assertKeyWorkspace). For sessions: the session (401), then
  * the Origin of writes (403).
+ * A key found in the cache with the in-memory limiter is resolved synchronously (no promise made):
+ * this is the hot path of every API call.
  */
-export async function authenticate(services: Services, route: RouteDef, request: AuthRequest): Promise<Authentication> {
+export function authenticate(services: Services, route: RouteDef, request: AuthRequest): Authentication | Promise<Authentication> {
   if (route.access === 'public') return NONE;
   const authorization = request.headers.authorization;
-  if (authorization !== undefined) return authenticateKey(services, route, request, authorization);
+  if (authorization !== undefined) return authenticateKey(services, route, authorization);
+  return authenticateSession(services, request);
+}
+
+async function authenticateSession(services: Services, request: AuthRequest): Promise<Authentication> {
   const token = readSessionToken(request.headers.cookie);
   if (token === undefined) {
     throw new ApiError('unauthenticated', 'Authentication is required: send an API key as Authorization: Bearer <key>, or sign in.');
@@ -50,43 +57,47 @@ export async function authenticate(services: Services, route: RouteDef, request:
   return { principal: { kind: 'session', userId: session.userId, sessionId: session.id }, headers: undefined };
 }
 
-async function authenticateKey(services: Services, route: RouteDef, request: AuthRequest, authorization: string): Promise<Authentication> {
-  const match = /^Bearer +(\S+) *$/i.exec(authorization);
+function authenticateKey(services: Services, route: RouteDef, authorization: string): Authentication | Promise<Authentication> {
+  const match = BEARER.exec(authorization);
   if (!match) throw new ApiError('unauthenticated', 'The Authorization header must be "Bearer <API key>".');
   const plaintext = match[1]!;
   if (!API_KEY_PATTERN.test(plaintext)) throw new ApiError('unauthenticated', 'The API key is not valid.');
-  const key = await services.keyCache.lookup(sha256Hex(plaintext));
+  const found = services.keyCache.lookup(sha256Hex(plaintext));
+  return found instanceof Promise ? found.then((key) => admitKey(services, route, key)) : admitKey(services, route, found);
+}
+
+function admitKey(services: Services, route: RouteDef, key: KeyRecord | null): Authentication | Promise<Authentication> {
   if (!key) throw new ApiError('unauthenticated', 'The API key is not valid.');
-  const now = services.clock.now();
   if (key.revoked) throw new ApiError('unauthenticated', 'The API key has been revoked.');
-  if (key.expiresAt !== null && key.expiresAt <= now) throw new ApiError('unauthenticated', 'The API key has expired.');
+  if (key.expiresAt !== null && key.expiresAt <= services.clock.now()) throw new ApiError('unauthenticated', 'The API key has expired.');
+  let window: RateWindow | Promise<RateWindow>;
+  try {
+    window = services.limiter.hit(`key:${key.id}`, key.requestsPerMinute, KEY_WINDOW_MS);
+  } catch (error) {
+    return authorizeKey(services, route, key, limiterDown(services, key, error));
+  }
+  if (window instanceof Promise) {
+    return window.then(
+      (w) => authorizeKey(services, route, key, limitHeaders(services, w)),
+      (error: unknown) => authorizeKey(services, route, key, limiterDown(services, key, error)),
+    );
+  }
+  return authorizeKey(services, route, key, limitHeaders(services, window));
+}
 
-  const headers = await rateLimit(services, key);
+function authorizeKey(services: Services, route: RouteDef, key: KeyRecord, headers: Record<string, string> | undefined): Authentication {
   services.keyUsage.record(key.id);
-
   if (route.access === 'dashboard') {
     throw new ApiError('forbidden', 'API keys cannot call this endpoint; it is for the dashboard only.', headers);
   }
   if (typeof route.access === 'object' && !grants(key.scopes, route.access.scopes)) {
     throw new ApiError('forbidden', `The API key lacks the scope this endpoint needs: ${route.access.scopes.join(' or ')}.`, headers);
   }
-  return { principal: { kind: 'key', keyId: key.id, workspaceId: key.workspaceId, scopes: [...key.scopes] }, headers };
+  return { principal: key.principal, headers };
 }
 
-/** Counts the request against the key's per-minute limit; throws 429 past it. */
-async function rateLimit(services: Services, key: KeyRecord): Promise<Record<string, string> | undefined> {
-  let window;
-  try {
-    window = await services.limiter.hit(`key:${key.id}`, key.requestsPerMinute, KEY_WINDOW_MS);
-  } catch (error) {
-    // The limiter's back end is down: serve the request unlimited rather than fail it (and say so, at most every 10 s).
-    const now = services.clock.now();
-    if (now - lastLimiterWarning >= 10_000 || now < lastLimiterWarning) {
-      lastLimiterWarning = now;
-      services.logger.warn({ err: error, keyId: key.id }, 'rate limiter unavailable; requests are not limited');
-    }
-    return undefined;
-  }
+/** The X-RateLimit-* headers of a counted request; throws 429 past the limit. */
+function limitHeaders(services: Services, window: RateWindow): Record<string, string> {
   const reset = String(secondsUntil(window.resetAt, services.clock.now()));
   const headers: Record<string, string> = {
     'X-RateLimit-Limit': String(window.limit),
@@ -97,6 +108,16 @@ async function rateLimit(services: Services, key: KeyRecord): Promise<Record<str
     throw new ApiError('rate_limited', `Rate limit of ${window.limit} requests per minute exceeded for this API key.`, { ...headers, 'Retry-After': reset });
   }
   return headers;
+}
+
+/** The limiter's back end is down: serve the request unlimited rather than fail it (and say so, at most every 10 s). */
+function limiterDown(services: Services, key: KeyRecord, error: unknown): undefined {
+  const now = services.clock.now();
+  if (now - lastLimiterWarning >= 10_000 || now < lastLimiterWarning) {
+    lastLimiterWarning = now;
+    services.logger.warn({ err: error, keyId: key.id }, 'rate limiter unavailable; requests are not limited');
+  }
+  return undefined;
 }
 
 /** `all` grants everything; a wallet read (wallet.read) also accepts usage.read (DECISIONS.md). */

@@ -2,7 +2,7 @@ import type { Clock } from '../../runtime/clock.ts';
 import type { Logger } from '../../runtime/logger.ts';
 import { requestsPerMinute, type PlanId } from '../../runtime/plans.ts';
 import type { Database } from '../../persistence/database.ts';
-import type { Scope } from '../route.ts';
+import type { Principal, Scope } from '../route.ts';
 import { Lru } from './lru.ts';
 
 /** What authenticating a key needs, cached by the SHA-256 of its plaintext. */
@@ -15,6 +15,8 @@ export interface KeyRecord {
   revoked: boolean;
   /** From the workspace's plan when the record was loaded. */
   requestsPerMinute: number;
+  /** ctx.auth for requests made with this key; made once, shared, never mutated. */
+  principal: Readonly<Extract<Principal, { kind: 'key' }>>;
 }
 
 /** Tells the other nodes to drop a key hash (Redis pub/sub when REDIS_URL is set). */
@@ -120,6 +122,7 @@ export class KeyCache {
   private toRecord(row: KeyRow): KeyRecord {
     const scopes = (typeof row.scopes === 'string' ? JSON.parse(row.scopes) : row.scopes) as Scope[];
     return {
+      principal: Object.freeze({ kind: 'key' as const, keyId: row.id, workspaceId: row.workspace_id, scopes: Object.freeze([...scopes]) as Scope[] }),
       id: row.id,
       workspaceId: row.workspace_id,
       scopes: new Set(scopes),

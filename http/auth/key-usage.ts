@@ -4,6 +4,7 @@ import type { Database } from '../../persistence/database.ts';
 
 export const LAST_USED_EVERY_MS = 60_000;
 const FLUSH_EVERY_MS = 5_000;
+const DAY_MS = 86_400_000;
 /** Rows per statement, to keep statements (and their parameter lists) small. */
 const CHUNK = 500;
 
@@ -29,6 +30,9 @@ export class KeyUsageRecorder {
   private flushing: Promise<void> = Promise.resolve();
   private closed = false;
   private readonly flushEveryMs: number;
+  /** The UTC day of the last request, kept so counting does not format a date each time. */
+  private dayStart = -Infinity;
+  private day = '';
 
   constructor(private readonly options: KeyUsageOptions) {
     this.flushEveryMs = options.flushEveryMs ?? FLUSH_EVERY_MS;
@@ -37,7 +41,11 @@ export class KeyUsageRecorder {
   /** Counts one request of a key; synchronous and cheap. */
   record(keyId: string): void {
     const now = this.options.clock.now();
-    const slot = `${keyId} ${utcDay(now)}`;
+    if (now < this.dayStart || now >= this.dayStart + DAY_MS) {
+      this.dayStart = Math.floor(now / DAY_MS) * DAY_MS;
+      this.day = utcDay(now);
+    }
+    const slot = `${keyId} ${this.day}`;
     this.requests.set(slot, (this.requests.get(slot) ?? 0) + 1);
     const queuedAt = this.lastUsedQueuedAt.get(keyId);
     if (queuedAt === undefined || now - queuedAt >= LAST_USED_EVERY_MS) {

@@ -16,8 +16,8 @@ export interface RateWindow {
  * runtime/service.ts. Used for per-key request limits and for login throttling.
  */
 export interface RateLimiter {
-  /** Counts one hit against key in its current window. */
-  hit(key: string, limit: number, windowMs: number): Promise<RateWindow>;
+  /** Counts one hit against key in its current window (synchronously where the back end allows). */
+  hit(key: string, limit: number, windowMs: number): RateWindow | Promise<RateWindow>;
   /** The current window's state, without counting. */
   peek(key: string, limit: number, windowMs: number): Promise<RateWindow>;
   /** Forgets the current window's hits of key. */
@@ -51,7 +51,7 @@ export class MemoryRateLimiter implements RateLimiter {
 
   constructor(private readonly clock: Clock, private readonly sweepEvery = 4096) {}
 
-  async hit(key: string, limit: number, windowMs: number): Promise<RateWindow> {
+  hit(key: string, limit: number, windowMs: number): RateWindow {
     const now = this.clock.now();
     const { start, resetAt } = windowOf(now, windowMs);
     let counter = this.counters.get(key);
