@@ -12,6 +12,8 @@ export interface ActorContext {
   db: Database;
   writer: SnapshotWriter;
   actors: ActorMessenger;
+  /** What the service gives its actors beyond the runtime (catalog, providers, blob store…); each kind casts it to the shape it declares. */
+  deps: unknown;
 }
 
 export interface ActorMessenger {
@@ -22,6 +24,13 @@ export interface ActorMessenger {
 export interface Outcome<S, R> {
   state: S;
   reply?: R;
+  /**
+   * A reply that is ready only once its writes commit. The actor goes on with its next message at once
+   * (its in-memory state already includes the change), so one actor's writes share group commits; if the
+   * promise rejects, the caller gets the error and the actor reloads its persisted state before its next
+   * message. Writes must then be deltas, each correct on its own whatever commits around it.
+   */
+  replyWhenDurable?: Promise<R>;
   /** Stop this actor once its mailbox is empty (for example, a terminal generation). */
   passivate?: boolean;
 }
@@ -35,4 +44,6 @@ export interface ActorBehavior<S, M, R = unknown> {
   kind: string;
   load(ctx: ActorContext): Promise<S>;
   receive(state: S, msg: M, ctx: ActorContext): Promise<Outcome<S, R>>;
+  /** While true (for example, jobs are queued), the idle sweep leaves the actor alone. */
+  keepAlive?(state: S): boolean;
 }

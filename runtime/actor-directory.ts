@@ -16,6 +16,8 @@ export interface DirectoryDeps {
   /** An actor with nothing to do for this long is stopped; the next message spawns it again. */
   idleMs: number;
   askTimeoutMs?: number;
+  /** Handed to every actor as ctx.deps. */
+  actorDeps?: unknown;
 }
 
 interface Entry {
@@ -25,6 +27,10 @@ interface Entry {
   pending: number;
   lastActive: number;
   passivate: boolean;
+  /** A deferred write failed: the in-memory state may be ahead of the database, so reload it. */
+  stale: boolean;
+  /** The behaviour's keepAlive after the last message. */
+  keepAlive: boolean;
 }
 
 /** State kept by nact for one live actor: its behaviour's state once loaded. */
@@ -73,6 +79,11 @@ export class ActorDirectory implements ActorMessenger {
     this.scheduleSweep();
   }
 
+  /** What actors get as ctx.deps; given once the service has built it (before any actor spawns). */
+  provideDeps(actorDeps: unknown): void {
+    this.deps.actorDeps = actorDeps;
+  }
+
   register<S, M, R>(behavior: ActorBehavior<S, M, R>): void {
     if (this.behaviors.has(behavior.kind)) throw new Error(`actor kind ${behavior.kind} is already registered`);
     this.behaviors.set(behavior.kind, behavior as ActorBehavior<unknown, unknown, unknown>);
@@ -86,8 +97,23 @@ export class ActorDirectory implements ActorMessenger {
     return reply.value;
   }
 
+  /**
+   * Fire and forget. After stop() the message is dropped, not thrown: late timers and provider callbacks
+   * have no caller to tell, and what they would have done is resumed from the database at the next start.
+   */
   tell(kind: string, id: string, msg: unknown): void {
+    if (this.stopped) {
+      this.deps.logger.debug({ actor: `${kind}:${id}` }, 'message dropped: the actor system has stopped');
+      return;
+    }
     nact.dispatch(this.enter(kind, id).ref, wrap(msg));
+  }
+
+  /** Ids of the live actors of one kind. */
+  liveIds(kind: string): string[] {
+    const ids: string[] = [];
+    for (const entry of this.live.values()) if (entry.kind === kind) ids.push(entry.id);
+    return ids;
   }
 
   isLive(kind: string, id: string): boolean {
@@ -112,7 +138,7 @@ export class ActorDirectory implements ActorMessenger {
     const now = this.deps.clock.now();
     let count = 0;
     for (const entry of [...this.live.values()]) {
-      if (entry.pending === 0 && now - entry.lastActive >= this.deps.idleMs) {
+      if (entry.pending === 0 && !entry.keepAlive && now - entry.lastActive >= this.deps.idleMs) {
         this.retire(entry);
         count++;
       }
@@ -155,8 +181,9 @@ export class ActorDirectory implements ActorMessenger {
       db: this.deps.db,
       writer: this.deps.writer,
       actors: this,
+      deps: this.deps.actorDeps,
     };
-    const entry: Entry = { ref: undefined as unknown as Ref<Envelope<unknown>>, kind, id, pending: 0, lastActive: this.deps.clock.now(), passivate: false };
+    const entry: Entry = { ref: undefined as unknown as Ref<Envelope<unknown>>, kind, id, pending: 0, lastActive: this.deps.clock.now(), passivate: false, stale: false, keepAlive: false };
     const receive = async (slot: Slot, envelope: Envelope<unknown>): Promise<Slot> => {
       const parent = traceContextOf(envelope);
       const type = typeof envelope.msg === 'object' && envelope.msg !== null && 'type' in envelope.msg ? String(envelope.msg.type) : 'message';
@@ -167,10 +194,29 @@ export class ActorDirectory implements ActorMessenger {
       this.stats.messages++;
       try {
         return await context.with(trace.setSpan(parent, span), async () => {
-          const state = slot ? slot.state : await behavior.load(ctx);
+          let state: unknown;
+          if (slot && !entry.stale) {
+            state = slot.state;
+          } else {
+            entry.stale = false;
+            state = await behavior.load(ctx);
+          }
           const outcome = await behavior.receive(state, envelope.msg, ctx);
           if (outcome.passivate) entry.passivate = true;
-          if (envelope.replyTo) nact.dispatch(envelope.replyTo, { ok: true, value: outcome.reply });
+          entry.keepAlive = behavior.keepAlive?.(outcome.state) ?? false;
+          const replyTo = envelope.replyTo;
+          if (outcome.replyWhenDurable) {
+            outcome.replyWhenDurable.then(
+              (value) => { if (replyTo) nact.dispatch(replyTo, { ok: true, value }); },
+              (error: unknown) => {
+                entry.stale = true;
+                this.deps.logger.error({ err: error, actor: key }, 'a deferred write failed; the actor reloads its persisted state');
+                if (replyTo) nact.dispatch(replyTo, { ok: false, error: (error as Error).message });
+              },
+            );
+          } else if (replyTo) {
+            nact.dispatch(replyTo, { ok: true, value: outcome.reply });
+          }
           return { loaded: true as const, state: outcome.state };
         });
       } catch (error) {

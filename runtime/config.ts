@@ -28,6 +28,8 @@ export interface Config {
   blobStore: BlobStoreConfig;
   /** ALLOW_PRIVATE_EGRESS: fetched URLs may reach loopback and private addresses (development and tests only). */
   allowPrivateEgress: boolean;
+  /** Generations: queue time-out, and the built-in local provider's latency and simulated failure rate. */
+  generations: { queueTimeoutMs: number; localLatencyMs: number; localFailureRate: number };
 }
 
 export type BlobStoreConfig =
@@ -79,6 +81,9 @@ export function loadConfig(env: Env = process.env): Config {
 
   const blobStore = readBlobStore(read, env, problems);
   const allowPrivateEgress = read.boolean('ALLOW_PRIVATE_EGRESS', false);
+  const queueTimeoutMs = read.integer('QUEUE_TIMEOUT_MS', 10 * 60_000, 1_000, 7 * 24 * 3_600_000);
+  const localLatencyMs = read.integer('LOCAL_PROVIDER_LATENCY_MS', 200, 0, 600_000);
+  const localFailurePercent = read.integer('LOCAL_PROVIDER_FAILURE_PERCENT', 0, 0, 100);
 
   if (problems.length > 0) throw new ConfigError(problems);
   return {
@@ -86,6 +91,7 @@ export function loadConfig(env: Env = process.env): Config {
     allowUwsFallback, shutdownTimeoutMs, actorIdleMs, groupCommit: { windowMs, maxBatch },
     telemetry: { tracesExporter, otlpEndpoint, serviceName }, redisKeyPrefix, allowedOrigins, sessionTtlHours, rateLimits,
     blobStore, allowPrivateEgress,
+    generations: { queueTimeoutMs, localLatencyMs, localFailureRate: localFailurePercent / 100 },
   };
 }
 

@@ -9,6 +9,15 @@ import type { Config } from './config.ts';
 import { HealthState } from './health.ts';
 import { createLogger } from './logger.ts';
 import { runRecovery, type RecoveryTask } from './recovery.ts';
+import type { ActorDeps } from '../actors/deps.ts';
+import { workspaceActor } from '../actors/workspace/actor.ts';
+import { generationActor } from '../actors/generation/actor.ts';
+import { generationRecovery } from '../actors/generation/recovery.ts';
+import { ProviderRegistry } from '../actors/generation/providers/provider.ts';
+import { localProvider } from '../actors/generation/providers/local/provider.ts';
+import { blobOutputStore } from '../actors/generation/blob-outputs.ts';
+import { blobInputResolver, MAX_INPUT_BYTES } from '../actors/generation/blob-inputs.ts';
+import { guardedFetcher } from './egress.ts';
 import type { Services } from './services.ts';
 import { startTelemetry } from './telemetry.ts';
 import { createHttpServer, type HttpServer } from '../http/server.ts';
@@ -116,6 +125,20 @@ export async function startService(options: StartOptions): Promise<RunningServic
   await switches.start();
   // Models whose provider this service runs; OpenAI-compatible ones join when that adapter is configured.
   const catalog = new ModelCatalog(undefined, (provider) => provider === 'local');
+  const providers = new ProviderRegistry().add(localProvider({
+    clock, latencyMs: config.generations.localLatencyMs, failureRate: config.generations.localFailureRate,
+  }));
+  const actorDeps: ActorDeps = {
+    catalog,
+    providers,
+    queueTimeoutMs: config.generations.queueTimeoutMs,
+    generationPaused: () => switches.generationPaused().paused,
+    outputs: blobOutputStore(blobs, db, () => clock.now()),
+    inputs: blobInputResolver(blobs, db, guardedFetcher({ maxBytes: MAX_INPUT_BYTES, timeoutMs: 30_000, allowPrivate: config.allowPrivateEgress })),
+  };
+  actors.provideDeps(actorDeps);
+  actors.register(workspaceActor);
+  actors.register(generationActor);
   const services: Services = {
     config, version: packageJson.version, engine, clock, logger, tracer: telemetry.tracer, db, writer, actors, health,
     redis, limiter, keyCache, keyUsage, blobs, switches, catalog,
@@ -143,7 +166,7 @@ export async function startService(options: StartOptions): Promise<RunningServic
   if (new URL(config.baseUrl).port === '0') publicUrl = url;
 
   // Recovery runs after listening so probes see 503 until it is done.
-  const recovered = runRecovery(options.recovery ?? [], logger).then(
+  const recovered = runRecovery([generationRecovery(db, actors), ...(options.recovery ?? [])], logger).then(
     () => { health.recovered = true; },
     (error: unknown) => {
       health.recoveryError = (error as Error).message;

@@ -12,6 +12,8 @@ import { fileRoutes } from './files/index.ts';
 import { publicRoutes } from './public/index.ts';
 import { modelRoutes } from './models/index.ts';
 import { generationReadRoutes } from './generations/index.ts';
+import { createGeneration } from './generations/create.ts';
+import { cancelGeneration } from './generations/cancel.ts';
 
 /** The route table: a route exists, is validated and is documented by being listed here. */
 export function routeTable(extra: RouteDef[] = []): RouteDef[] {
@@ -21,7 +23,7 @@ export function routeTable(extra: RouteDef[] = []): RouteDef[] {
     ...apiKeyRoutes,
     ...workspaceRoutes, ...accountRoutes,
     ...fileRoutes,
-    ...publicRoutes, ...modelRoutes, ...generationReadRoutes,
+    ...publicRoutes, ...modelRoutes, ...generationReadRoutes, createGeneration, cancelGeneration,
     ...extra,
   ];
   routes.push(openApiRoute(() => routes));

@@ -1,0 +1,245 @@
+import type { ActorBehavior, ActorContext, Outcome } from '../../runtime/actor-behavior.ts';
+import type { Timer } from '../../runtime/clock.ts';
+import { GenerationEntity, type GenerationRow } from '../../persistence/entities/generation.ts';
+import { depsOf } from '../deps.ts';
+import type { GenerationSettlement } from '../workspace/protocol.ts';
+import type { Mode } from './catalog/models.ts';
+import { InputError } from './input-resolver.ts';
+import { OutputsOverStorageLimitError } from './blob-outputs.ts';
+import type { PreparedOutputs } from './output-store.ts';
+import type { CancelReply, GenerationMessage } from './protocol.ts';
+import type { ProviderUpdate } from './providers/provider.ts';
+import { decide, isTerminal, type GenerationCommand, type GenerationEffect, type GenerationState, type GenerationStatus, type TimelineEntry } from './state.ts';
+
+export interface GenerationActorState {
+  /** Undefined when no such generation exists. */
+  row: GenerationRow | undefined;
+  timer?: Timer;
+}
+
+/**
+ * One generation's lifecycle: loads its row, asks `decide` what each message means, persists the
+ * transition, and performs the effects. Terminal transitions are written by the workspace actor in the
+ * same transaction as the capture or release of the generation's credits.
+ */
+export const generationActor: ActorBehavior<GenerationActorState, GenerationMessage, unknown> = {
+  kind: 'gen',
+
+  async load(ctx) {
+    const row = await ctx.db.em().findOne(GenerationEntity, { id: ctx.id });
+    return { row: row ?? undefined };
+  },
+
+  async receive(state, msg, ctx): Promise<Outcome<GenerationActorState, unknown>> {
+    const row = state.row;
+    if (!row) return { state, reply: msg.type === 'cancel' ? ({ kind: 'not_found' } satisfies CancelReply) : undefined, passivate: true };
+    const status = row.status as GenerationStatus;
+    if (isTerminal(status)) {
+      return { state, reply: msg.type === 'cancel' ? ({ kind: 'conflict', status } satisfies CancelReply) : undefined, passivate: true };
+    }
+    switch (msg.type) {
+      case 'start':
+      case 'recover':
+        return resume(state, row, msg.type, ctx);
+      case 'reserve': {
+        const outcome = await transition(state, row, { type: 'reserve' }, ctx);
+        if (!outcome.applied) ctx.actors.tell('ws', row.workspaceId, { type: 'slot_declined', generationId: row.id });
+        return outcome.result;
+      }
+      case 'cancel': {
+        const outcome = await transition(state, row, { type: 'cancel', by: msg.by }, ctx);
+        const reply: CancelReply = outcome.applied ? { kind: 'cancelled', generation: state.row! } : { kind: 'conflict', status: state.row!.status };
+        return { ...outcome.result, reply };
+      }
+      case 'expire': {
+        const outcome = await transition(state, row, { type: 'expire' }, ctx);
+        if (!outcome.applied && row.status === 'queued') armQueueTimer(state, row, ctx);
+        return outcome.result;
+      }
+      case 'submitted':
+        return (await transition(state, row, { type: 'submitted', providerJobId: msg.providerJobId }, ctx)).result;
+      case 'submit_failed':
+        return (await transition(state, row, { type: 'fail', errorCode: msg.errorCode, errorMessage: msg.errorMessage }, ctx)).result;
+      case 'provider_update':
+        return providerUpdate(state, row, msg.update, ctx);
+    }
+  },
+};
+
+async function resume(state: GenerationActorState, row: GenerationRow, why: 'start' | 'recover', ctx: ActorContext): Promise<Outcome<GenerationActorState, unknown>> {
+  if (row.status === 'queued') {
+    if (ctx.clock.now() >= row.queueDeadline.getTime()) return (await transition(state, row, { type: 'expire' }, ctx)).result;
+    armQueueTimer(state, row, ctx);
+    return { state };
+  }
+  if (why === 'recover') {
+    // The provider call of a job in flight at a crash is lost with the process that made it.
+    return (await transition(state, row, {
+      type: 'fail', errorCode: 'interrupted', errorMessage: 'The service restarted while this job was in flight; its credits were released.',
+    }, ctx)).result;
+  }
+  return { state };
+}
+
+async function providerUpdate(state: GenerationActorState, row: GenerationRow, update: ProviderUpdate, ctx: ActorContext): Promise<Outcome<GenerationActorState, unknown>> {
+  switch (update.type) {
+    case 'running':
+      return (await transition(state, row, { type: 'started' }, ctx)).result;
+    case 'failed':
+      return (await transition(state, row, { type: 'fail', errorCode: update.errorCode, errorMessage: update.errorMessage }, ctx)).result;
+    case 'succeeded': {
+      if (row.status === 'submitted') {
+        const started = await transition(state, row, { type: 'started' }, ctx);
+        if (!started.applied) return started.result;
+      }
+      const current = state.row!;
+      let prepared: PreparedOutputs;
+      try {
+        prepared = await depsOf(ctx).outputs.prepare(current.workspaceId, current.id, update.files);
+      } catch (error) {
+        if (error instanceof OutputsOverStorageLimitError) {
+          return (await transition(state, current, { type: 'fail', errorCode: 'storage_limit_reached', errorMessage: `The workspace's storage is full: ${error.message}.` }, ctx)).result;
+        }
+        ctx.logger.error({ err: error }, 'storing outputs failed');
+        return (await transition(state, current, { type: 'fail', errorCode: 'output_storage_failed', errorMessage: 'The outputs could not be stored.' }, ctx)).result;
+      }
+      let done: Awaited<ReturnType<typeof transition>>;
+      try {
+        done = await transition(state, current, { type: 'succeed', outputs: { textOutput: update.textOutput, outputAssetIds: prepared.assetIds } }, ctx, [prepared.write]);
+      } catch (error) {
+        // The terminal commit failed (for example, storage filled up meanwhile): nothing of it was kept.
+        await prepared.discard();
+        ctx.logger.error({ err: error }, 'committing the outputs failed');
+        return (await transition(state, current, { type: 'fail', errorCode: 'output_storage_failed', errorMessage: 'The outputs could not be stored.' }, ctx)).result;
+      }
+      if (!done.applied) await prepared.discard();
+      return done.result;
+    }
+  }
+}
+
+/**
+ * Applies one command: decides, persists (terminal states through the workspace actor, with the money),
+ * then performs the effects. A refused command changes nothing.
+ */
+async function transition(
+  state: GenerationActorState,
+  row: GenerationRow,
+  command: GenerationCommand,
+  ctx: ActorContext,
+  alsoWrite: GenerationSettlement['alsoWrite'] = [],
+): Promise<{ applied: boolean; result: Outcome<GenerationActorState, unknown> }> {
+  const now = ctx.clock.now();
+  const decision = decide(machineOf(row), command, now);
+  if (!decision.ok) return { applied: false, result: { state } };
+  const next = decision.state;
+  const at = new Date(now);
+  const updated: GenerationRow = {
+    ...row,
+    status: next.status,
+    timeline: next.timeline,
+    providerJobId: next.providerJobId ?? row.providerJobId,
+    startedAt: next.startedAt ? new Date(next.startedAt) : row.startedAt,
+    completedAt: next.completedAt ? new Date(next.completedAt) : row.completedAt,
+    textOutput: next.textOutput ?? row.textOutput,
+    outputAssetIds: next.outputAssetIds,
+    errorCode: next.errorCode ?? row.errorCode,
+    errorMessage: next.errorMessage ?? row.errorMessage,
+    updatedAt: at,
+  };
+
+  if (isTerminal(next.status)) {
+    const money = decision.effects.some((e) => e.type === 'capture_credits') ? 'capture' : 'release';
+    const settlement: GenerationSettlement = {
+      status: next.status as GenerationSettlement['status'],
+      completedAt: next.completedAt ?? at.toISOString(),
+      textOutput: next.textOutput,
+      outputAssetIds: next.outputAssetIds,
+      errorCode: next.errorCode,
+      errorMessage: next.errorMessage,
+      timeline: next.timeline,
+      alsoWrite,
+    };
+    const heldSlot = decision.effects.some((e) => e.type === 'free_slot');
+    await ctx.actors.ask('ws', row.workspaceId, { type: 'settle', generationId: row.id, money, settlement, heldSlot });
+  } else {
+    await ctx.writer.write(async (em) => {
+      const changed = await em.execute<Array<{ id: string }>>(
+        'update generations set status = ?, timeline = ?::jsonb, provider_job_id = ?, started_at = ?, updated_at = ? where id = ? and status = ? returning id',
+        [updated.status, JSON.stringify(updated.timeline), updated.providerJobId, updated.startedAt, at, row.id, row.status],
+      );
+      if (changed.length !== 1) throw new Error(`generation ${row.id} changed under its actor`);
+    });
+  }
+  state.row = updated;
+  for (const effect of decision.effects) perform(effect, state, updated, ctx);
+  return { applied: true, result: { state, passivate: isTerminal(next.status) } };
+}
+
+function perform(effect: GenerationEffect, state: GenerationActorState, row: GenerationRow, ctx: ActorContext): void {
+  const deps = depsOf(ctx);
+  switch (effect.type) {
+    case 'cancel_queue_timer':
+      state.timer?.cancel();
+      state.timer = undefined;
+      return;
+    case 'submit_to_provider':
+      submit(row, ctx);
+      return;
+    case 'cancel_at_provider':
+      deps.providers.get(row.provider)?.cancel(effect.providerJobId);
+      return;
+    case 'poll_provider':
+    case 'capture_credits':
+    case 'release_credits':
+    case 'free_slot':
+    case 'emit':
+      // Done with the terminal write (money, slot) or by the provider's own reports; events join with webhooks.
+      return;
+  }
+}
+
+/** Hands the job to its provider without blocking the actor: results come back as messages. */
+function submit(row: GenerationRow, ctx: ActorContext): void {
+  const deps = depsOf(ctx);
+  const tell = (msg: GenerationMessage) => ctx.actors.tell('gen', row.id, msg);
+  const provider = deps.providers.get(row.provider);
+  if (!provider) {
+    tell({ type: 'submit_failed', errorCode: 'provider_unavailable', errorMessage: `The provider ${row.provider} is not configured on this service.` });
+    return;
+  }
+  void (async () => {
+    try {
+      const inputs = await deps.inputs.resolve(row.workspaceId, row.inputs);
+      const { providerJobId } = await provider.submit(
+        { generationId: row.id, mode: row.mode as Mode, modelId: row.modelId, params: row.params, inputs },
+        (update) => tell({ type: 'provider_update', update }),
+      );
+      tell({ type: 'submitted', providerJobId });
+    } catch (error) {
+      if (error instanceof InputError) tell({ type: 'submit_failed', errorCode: error.code, errorMessage: error.message });
+      else tell({ type: 'submit_failed', errorCode: 'provider_error', errorMessage: `The provider refused the job: ${(error as Error).message}` });
+    }
+  })();
+}
+
+function armQueueTimer(state: GenerationActorState, row: GenerationRow, ctx: ActorContext): void {
+  state.timer?.cancel();
+  const wait = Math.max(0, row.queueDeadline.getTime() - ctx.clock.now());
+  state.timer = ctx.clock.setTimer(() => ctx.actors.tell('gen', row.id, { type: 'expire' }), wait);
+}
+
+function machineOf(row: GenerationRow): GenerationState {
+  return {
+    status: row.status as GenerationStatus,
+    queueDeadline: row.queueDeadline.getTime(),
+    startedAt: row.startedAt?.toISOString(),
+    completedAt: row.completedAt?.toISOString(),
+    providerJobId: row.providerJobId ?? undefined,
+    textOutput: row.textOutput ?? undefined,
+    outputAssetIds: row.outputAssetIds ?? [],
+    errorCode: row.errorCode ?? undefined,
+    errorMessage: row.errorMessage ?? undefined,
+    timeline: row.timeline as TimelineEntry[],
+  };
+}

@@ -1,0 +1,32 @@
+import type { SqlEntityManager } from '@mikro-orm/postgresql';
+import type { OutputFile } from './providers/provider.ts';
+
+/**
+ * Where a generation's output files go. `prepare` stores the bytes before the terminal commit and returns
+ * the asset ids plus the write that records them, which joins the generation's terminal transaction; if
+ * that transaction fails, `discard` removes the bytes again.
+ */
+export interface OutputStore {
+  prepare(workspaceId: string, generationId: string, files: OutputFile[]): Promise<PreparedOutputs>;
+}
+
+export interface PreparedOutputs {
+  assetIds: string[];
+  write(em: SqlEntityManager): Promise<void>;
+  discard(): Promise<void>;
+}
+
+/** Until a blob store is configured, only text outputs can be kept; file outputs fail clearly. */
+export const noOutputStore: OutputStore = {
+  async prepare(_workspaceId, _generationId, files) {
+    if (files.length > 0) throw new OutputStoreUnavailableError();
+    return { assetIds: [], write: async () => {}, discard: async () => {} };
+  },
+};
+
+export class OutputStoreUnavailableError extends Error {
+  constructor() {
+    super('no blob store is configured for output files');
+    this.name = 'OutputStoreUnavailableError';
+  }
+}

@@ -1,0 +1,21 @@
+import type { GenerationRow } from '../../persistence/entities/generation.ts';
+import type { ProviderUpdate } from './providers/provider.ts';
+
+export type GenerationMessage =
+  /** Just committed: arm the queue deadline. */
+  | { type: 'start' }
+  /** After a restart: resume from the persisted state. */
+  | { type: 'recover' }
+  /** The workspace granted a concurrency slot. */
+  | { type: 'reserve' }
+  | { type: 'cancel'; by: 'user' | 'operator' }
+  /** The queue deadline timer fired. */
+  | { type: 'expire' }
+  | { type: 'submitted'; providerJobId: string }
+  | { type: 'submit_failed'; errorCode: string; errorMessage: string }
+  | { type: 'provider_update'; update: ProviderUpdate };
+
+export type CancelReply =
+  | { kind: 'cancelled'; generation: GenerationRow }
+  | { kind: 'conflict'; status: string }
+  | { kind: 'not_found' };

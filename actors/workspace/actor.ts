@@ -1,0 +1,266 @@
+import type { SqlEntityManager } from '@mikro-orm/postgresql';
+import type { ActorBehavior, ActorContext, Outcome } from '../../runtime/actor-behavior.ts';
+import { planOf, type PlanEntitlements } from '../../runtime/plans.ts';
+import { newId } from '../../persistence/ids.ts';
+import { WorkspaceEntity } from '../../persistence/entities/workspace.ts';
+import { GenerationEntity, type GenerationRow } from '../../persistence/entities/generation.ts';
+import { CreditLedgerEntity, IdempotencyKeyEntity, WorkspaceAccountEntity } from '../../persistence/entities/workspace-account.ts';
+import { depsOf } from '../deps.ts';
+import { capture, emptyAccount, grant, release, reserve, type Account, type LedgerEntry } from './account.ts';
+import type { Balances, CreateReply, GenerationDraft, GenerationSettlement, WorkspaceMessage } from './protocol.ts';
+
+/** A workspace may hold this many times its plan's concurrency in jobs not yet finished (queued or active). */
+export const QUEUE_FACTOR = 10;
+const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
+const ACTIVE = ['queued', 'reserved', 'submitted', 'running'];
+
+interface IdempotencyEntry {
+  hash: string;
+  /** Set once the first request's generation is committed. */
+  result?: { status: number; generation: GenerationRow };
+}
+
+export interface WorkspaceState {
+  workspaceId: string;
+  plan: PlanEntitlements;
+  account: Account;
+  /** Jobs past queued that hold one of the plan's concurrency slots. */
+  active: Set<string>;
+  /** Committed queued jobs, oldest first. */
+  queue: string[];
+  /** Creations accepted but not yet committed. */
+  creating: number;
+  idempotency: Map<string, IdempotencyEntry>;
+}
+
+/**
+ * The single writer of a workspace's credits and wallet, and its job scheduler: reserves at creation,
+ * captures or releases at the end in the same transaction as the generation's terminal state, and lets
+ * queued jobs start as the plan's concurrency allows.
+ */
+export const workspaceActor: ActorBehavior<WorkspaceState, WorkspaceMessage, unknown> = {
+  kind: 'ws',
+
+  async load(ctx) {
+    const em = ctx.db.em();
+    const workspace = await em.findOne(WorkspaceEntity, { id: ctx.id });
+    const plan = planOf(workspace?.plan ?? 'free');
+    let row = await em.findOne(WorkspaceAccountEntity, { workspaceId: ctx.id });
+    if (!row && workspace) {
+      await openAccount(ctx, plan);
+      row = await ctx.db.em().findOne(WorkspaceAccountEntity, { workspaceId: ctx.id });
+    }
+    const account = row
+      ? {
+          availableCredits: Number(row.availableCredits), reservedCredits: Number(row.reservedCredits),
+          walletCents: Number(row.walletCents), reservedWalletCents: Number(row.reservedWalletCents),
+          walletActivated: row.walletActivated, reservations: row.reservations ?? {},
+        }
+      : emptyAccount();
+    const open = await em.find(GenerationEntity, { workspaceId: ctx.id, status: { $in: ACTIVE } }, { fields: ['id', 'status'], orderBy: { createdAt: 'asc', id: 'asc' } });
+    return {
+      workspaceId: ctx.id,
+      plan,
+      account,
+      active: new Set(open.filter((g) => g.status !== 'queued').map((g) => g.id)),
+      queue: open.filter((g) => g.status === 'queued').map((g) => g.id),
+      creating: 0,
+      idempotency: new Map(),
+    };
+  },
+
+  async receive(state, msg, ctx): Promise<Outcome<WorkspaceState, unknown>> {
+    switch (msg.type) {
+      case 'create':
+        return create(state, msg.draft, msg.idempotency, ctx);
+      case 'settle':
+        return settle(state, msg.generationId, msg.money, msg.settlement, msg.heldSlot, ctx);
+      case 'slot_declined':
+        state.active.delete(msg.generationId);
+        schedule(state, ctx);
+        return { state };
+      case 'schedule':
+        schedule(state, ctx);
+        return { state };
+      case 'balances': {
+        const { availableCredits, reservedCredits, walletCents, reservedWalletCents, walletActivated } = state.account;
+        const reply: Balances = { availableCredits, reservedCredits, walletCents, reservedWalletCents, walletActivated, activeJobs: state.active.size, queuedJobs: state.queue.length };
+        return { state, reply };
+      }
+    }
+  },
+
+  keepAlive: (state) => state.queue.length > 0 || state.active.size > 0 || state.creating > 0,
+};
+
+async function create(
+  state: WorkspaceState,
+  draft: GenerationDraft,
+  idempotency: { key: string; hash: string } | undefined,
+  ctx: ActorContext,
+): Promise<Outcome<WorkspaceState, CreateReply>> {
+  const refuse = (code: Extract<CreateReply, { kind: 'refused' }>['code'], message: string): Outcome<WorkspaceState, CreateReply> =>
+    ({ state, reply: { kind: 'refused', code, message } });
+
+  if (idempotency) {
+    const seen = state.idempotency.get(idempotency.key) ?? await findIdempotencyKey(ctx, idempotency.key);
+    if (seen) {
+      state.idempotency.set(idempotency.key, seen);
+      if (seen.hash !== idempotency.hash) return refuse('conflict', 'This Idempotency-Key was already used with a different request body.');
+      if (!seen.result) return refuse('conflict', 'A request with this Idempotency-Key is still being processed.');
+      return { state, reply: { kind: 'replay', status: seen.result.status, generation: seen.result.generation } };
+    }
+  }
+  if (!draft.modelPlans.includes(state.plan.id)) {
+    return refuse('plan_limit_reached', `Model ${draft.modelId} is not available on the ${state.plan.name} plan.`);
+  }
+  const limit = state.plan.concurrentJobs * QUEUE_FACTOR;
+  if (state.active.size + state.queue.length + state.creating >= limit) {
+    return refuse('plan_limit_reached', `The ${state.plan.name} plan allows ${limit} unfinished jobs at a time (${state.plan.concurrentJobs} running).`);
+  }
+
+  const now = ctx.clock.now();
+  const id = newId('gen', now);
+  const money = reserve(state.account, id, draft.credits, draft.paymentMode, state.plan.centsPerCredit);
+  if (!money.ok) return refuse(money.code, money.message);
+
+  const at = new Date(now);
+  const generation: GenerationRow = {
+    id, workspaceId: draft.workspaceId, apiKeyId: draft.apiKeyId, userId: draft.userId, mode: draft.mode, modelId: draft.modelId,
+    status: 'queued', params: draft.params, inputs: draft.inputs, paymentMode: draft.paymentMode, credits: draft.credits,
+    project: draft.project, idempotencyKey: idempotency?.key ?? null, provider: draft.provider, providerJobId: null,
+    textOutput: null, outputAssetIds: [], errorCode: null, errorMessage: null,
+    timeline: [{ status: 'queued', at: at.toISOString() }],
+    queueDeadline: new Date(now + depsOf(ctx).queueTimeoutMs), createdAt: at, updatedAt: at, startedAt: null, completedAt: null,
+  };
+  const entries = money.entries;
+  state.account = money.account;
+  state.creating++;
+  if (idempotency) state.idempotency.set(idempotency.key, { hash: idempotency.hash });
+
+  const written = ctx.writer.write(async (em) => {
+    await em.insert(GenerationEntity, generation);
+    await writeMoney(em, state.workspaceId, entries, at, { add: { [id]: money.account.reservations[id]! } });
+    if (idempotency) {
+      await em.insert(IdempotencyKeyEntity, {
+        workspaceId: state.workspaceId, key: idempotency.key, requestHash: idempotency.hash, responseStatus: 201,
+        responseBody: generation, createdAt: at, expiresAt: new Date(now + IDEMPOTENCY_TTL_MS),
+      });
+    }
+  });
+  const replyWhenDurable = written.then(
+    (): CreateReply => {
+      state.creating--;
+      state.queue.push(id);
+      if (idempotency) state.idempotency.set(idempotency.key, { hash: idempotency.hash, result: { status: 201, generation } });
+      ctx.actors.tell('gen', id, { type: 'start' });
+      ctx.actors.tell('ws', state.workspaceId, { type: 'schedule' });
+      return { kind: 'created', generation };
+    },
+    (error: unknown) => {
+      state.creating--;
+      if (idempotency) state.idempotency.delete(idempotency.key);
+      throw error;
+    },
+  );
+  return { state, replyWhenDurable };
+}
+
+async function settle(
+  state: WorkspaceState,
+  generationId: string,
+  kind: 'capture' | 'release',
+  settlement: GenerationSettlement,
+  heldSlot: boolean,
+  ctx: ActorContext,
+): Promise<Outcome<WorkspaceState, unknown>> {
+  const money = kind === 'capture' ? capture(state.account, generationId) : release(state.account, generationId);
+  if (!money.ok) throw new Error(`settling ${generationId} was refused: ${money.message}`);
+  const now = ctx.clock.now();
+  const at = new Date(now);
+  state.account = money.account;
+  if (heldSlot) state.active.delete(generationId);
+  state.queue = state.queue.filter((id) => id !== generationId);
+
+  const written = ctx.writer.write(async (em) => {
+    // Raw SQL with RETURNING: the driver's affected-row count is not reliable for every statement.
+    const changed = await em.execute<Array<{ id: string }>>(
+      `update generations set status = ?, completed_at = ?, updated_at = ?, text_output = ?, output_asset_ids = ?::jsonb,
+         error_code = ?, error_message = ?, timeline = ?::jsonb
+       where id = ? and status in ('queued', 'reserved', 'submitted', 'running') returning id`,
+      [settlement.status, new Date(settlement.completedAt), at, settlement.textOutput ?? null, JSON.stringify(settlement.outputAssetIds),
+        settlement.errorCode ?? null, settlement.errorMessage ?? null, JSON.stringify(settlement.timeline), generationId],
+    );
+    if (changed.length !== 1) throw new Error(`generation ${generationId} is not active any more`);
+    await writeMoney(em, state.workspaceId, money.entries, at, { remove: generationId });
+    for (const also of settlement.alsoWrite ?? []) await also(em);
+  });
+  schedule(state, ctx);
+  return { state, replyWhenDurable: written.then(() => ({ settled: true })) };
+}
+
+/** Starts queued jobs while the plan's concurrency allows and generation is not paused. */
+function schedule(state: WorkspaceState, ctx: ActorContext): void {
+  if (depsOf(ctx).generationPaused()) return;
+  while (state.active.size < state.plan.concurrentJobs && state.queue.length > 0) {
+    const id = state.queue.shift()!;
+    state.active.add(id);
+    ctx.actors.tell('gen', id, { type: 'reserve' });
+  }
+}
+
+/** The balances move by deltas, so each write is right on its own, whatever commits beside it. */
+async function writeMoney(
+  em: SqlEntityManager,
+  workspaceId: string,
+  entries: LedgerEntry[],
+  at: Date,
+  reservations: { add?: Record<string, { credits: number; walletCents: number }>; remove?: string },
+): Promise<void> {
+  if (entries.length === 0) return;
+  const sum = entries.reduce((t, e) => ({
+    credits: t.credits + e.credits, reservedCredits: t.reservedCredits + e.reservedCredits,
+    walletCents: t.walletCents + e.walletCents, reservedWalletCents: t.reservedWalletCents + e.reservedWalletCents,
+  }), { credits: 0, reservedCredits: 0, walletCents: 0, reservedWalletCents: 0 });
+  const updated = await em.execute(
+    `update workspace_accounts set
+       available_credits = available_credits + ?, reserved_credits = reserved_credits + ?,
+       wallet_cents = wallet_cents + ?, reserved_wallet_cents = reserved_wallet_cents + ?,
+       reservations = (reservations - ?::text) || ?::jsonb, updated_at = ?
+     where workspace_id = ?`,
+    [sum.credits, sum.reservedCredits, sum.walletCents, sum.reservedWalletCents, reservations.remove ?? '', JSON.stringify(reservations.add ?? {}), at, workspaceId],
+    'run',
+  );
+  if ((updated as { affectedRows?: number }).affectedRows === 0) throw new Error(`workspace ${workspaceId} has no account`);
+  for (const entry of entries) {
+    await em.insert(CreditLedgerEntity, {
+      id: newId('txn', at.getTime()), workspaceId, kind: entry.kind, credits: entry.credits, reservedCredits: entry.reservedCredits,
+      walletCents: entry.walletCents, reservedWalletCents: entry.reservedWalletCents,
+      generationId: entry.generationId ?? null, reference: entry.reference ?? null, createdAt: at,
+    });
+  }
+}
+
+/** A workspace's first account: the plan's monthly credits, granted once (the ledger's reference makes it so). */
+async function openAccount(ctx: ActorContext, plan: PlanEntitlements): Promise<void> {
+  const at = new Date(ctx.clock.now());
+  const granted = grant(emptyAccount(), plan.monthlyCredits, `plan:${plan.id}:opening`);
+  if (!granted.ok) return;
+  await ctx.writer.write(async (em) => {
+    await em.execute(
+      `insert into workspace_accounts (workspace_id, available_credits, reserved_credits, wallet_cents, reserved_wallet_cents, wallet_activated, reservations, updated_at)
+       values (?, 0, 0, 0, 0, false, '{}', ?) on conflict (workspace_id) do nothing`,
+      [ctx.id, at],
+      'run',
+    );
+    const existing = await em.count(CreditLedgerEntity, { workspaceId: ctx.id, kind: 'grant', reference: `plan:${plan.id}:opening` });
+    if (existing === 0) await writeMoney(em, ctx.id, granted.entries, at, {});
+  });
+}
+
+async function findIdempotencyKey(ctx: ActorContext, key: string): Promise<IdempotencyEntry | undefined> {
+  const row = await ctx.db.em().findOne(IdempotencyKeyEntity, { workspaceId: ctx.id, key, expiresAt: { $gt: new Date(ctx.clock.now()) } });
+  if (!row) return undefined;
+  const generation = row.responseBody as GenerationRow;
+  return { hash: row.requestHash, result: { status: row.responseStatus, generation } };
+}

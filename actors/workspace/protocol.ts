@@ -1,0 +1,54 @@
+import type { GenerationRow } from '../../persistence/entities/generation.ts';
+import type { MoneyRefusal, PaymentMode } from './account.ts';
+
+/** A generation as the HTTP layer asks for it; the workspace actor prices, reserves and stores it. */
+export interface GenerationDraft {
+  workspaceId: string;
+  apiKeyId: string | null;
+  userId: string | null;
+  mode: string;
+  modelId: string;
+  provider: string;
+  params: Record<string, unknown>;
+  inputs: Record<string, unknown>;
+  paymentMode: PaymentMode;
+  credits: number;
+  project: string | null;
+  /** The model's plans, so access is checked against the workspace's current plan. */
+  modelPlans: string[];
+}
+
+/** The terminal write of a generation, committed in the same transaction as its capture or release. */
+export interface GenerationSettlement {
+  status: 'succeeded' | 'failed' | 'cancelled' | 'expired';
+  completedAt: string;
+  textOutput?: string;
+  outputAssetIds: string[];
+  errorCode?: string;
+  errorMessage?: string;
+  timeline: GenerationRow['timeline'];
+  /** Extra writes that belong to the same commit (output assets, webhook deliveries). */
+  alsoWrite?: Array<(em: import('@mikro-orm/postgresql').SqlEntityManager) => Promise<void>>;
+}
+
+export type WorkspaceMessage =
+  | { type: 'create'; draft: GenerationDraft; idempotency?: { key: string; hash: string } }
+  | { type: 'settle'; generationId: string; money: 'capture' | 'release'; settlement: GenerationSettlement; heldSlot: boolean }
+  | { type: 'slot_declined'; generationId: string }
+  | { type: 'schedule' }
+  | { type: 'balances' };
+
+export type CreateReply =
+  | { kind: 'created'; generation: GenerationRow }
+  | { kind: 'replay'; status: number; generation: GenerationRow }
+  | { kind: 'refused'; code: MoneyRefusal | 'plan_limit_reached' | 'conflict'; message: string };
+
+export interface Balances {
+  availableCredits: number;
+  reservedCredits: number;
+  walletCents: number;
+  reservedWalletCents: number;
+  walletActivated: boolean;
+  activeJobs: number;
+  queuedJobs: number;
+}

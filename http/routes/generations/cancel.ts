@@ -1,0 +1,33 @@
+import { Type } from '@sinclair/typebox';
+import { ApiError } from '../../errors.ts';
+import { defineRoute } from '../../route.ts';
+import { GenerationEntity } from '../../../persistence/entities/generation.ts';
+import type { CancelReply } from '../../../actors/generation/protocol.ts';
+import { canRead } from './access.ts';
+import { GenerationDetailOut, GenerationParams, toGenerationDetailOut } from './shape.ts';
+
+export const cancelGeneration = defineRoute({
+  method: 'POST',
+  path: '/v1/generations/:id/cancel',
+  operationId: 'cancelGeneration',
+  summary: 'Cancel a generation that has not finished (409 once it has)',
+  tags: ['generations'],
+  access: { scopes: ['generations.write'] },
+  params: GenerationParams,
+  query: Type.Object({ workspaceId: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })) }, { additionalProperties: false }),
+  responses: { 200: GenerationDetailOut },
+  handler: async ({ params, auth, services }) => {
+    const row = await services.db.em().findOne(GenerationEntity, { id: params.id }, { fields: ['id', 'workspaceId'] });
+    // Another workspace's generation answers exactly like a missing one.
+    if (!row || !(await canRead(services.db.em(), auth, row.workspaceId))) throw new ApiError('not_found', `No generation ${params.id}.`);
+    const reply = await services.actors.ask<CancelReply>('gen', params.id, { type: 'cancel', by: 'user' });
+    switch (reply.kind) {
+      case 'cancelled':
+        return { body: toGenerationDetailOut(reply.generation) };
+      case 'conflict':
+        throw new ApiError('conflict', `The generation is ${reply.status}; only unfinished generations can be cancelled.`);
+      case 'not_found':
+        throw new ApiError('not_found', `No generation ${params.id}.`);
+    }
+  },
+});
