@@ -198,3 +198,14 @@ class EnvReader {
     }
   }
 }
+
+/** For commands (`npm start`, `npm run ops`): the configuration, or every problem on stderr and exit status 78. */
+export function loadConfigOrExit(env: Env = process.env): Config {
+  try {
+    return loadConfig(env);
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    process.stderr.write(`${error.message}\n`);
+    process.exit(78);
+  }
+}

@@ -1,18 +1,9 @@
-import { ConfigError, loadConfig } from './config.ts';
+import { loadConfigOrExit } from './config.ts';
 import { startService, StartupError } from './service.ts';
 
 /** `npm start`: configuration from the environment, start, and a graceful stop on SIGTERM/SIGINT. */
 async function main(): Promise<void> {
-  let config;
-  try {
-    config = loadConfig();
-  } catch (error) {
-    if (error instanceof ConfigError) {
-      process.stderr.write(`${error.message}\n`);
-      process.exit(78);
-    }
-    throw error;
-  }
+  const config = loadConfigOrExit();
 
   let service;
   try {

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { ConfigError, loadConfig, type Config } from './config.ts';
+import { loadConfigOrExit, type Config } from './config.ts';
 import {
   DEFAULT_SWITCH_POLL_MS, mailboxPaths, MAX_REASON_LENGTH, readGenerationPaused, writeAtomically, writeGenerationPaused,
   type OpsAnswer, type OpsCommand, type PauseState,
@@ -132,16 +132,7 @@ async function main(): Promise<void> {
     process.stderr.write(`${error.message}\n${USAGE}\n`);
     process.exit(64);
   }
-  let config;
-  try {
-    config = loadConfig();
-  } catch (error) {
-    if (error instanceof ConfigError) {
-      process.stderr.write(`${error.message}\n`);
-      process.exit(78);
-    }
-    throw error;
-  }
+  const config = loadConfigOrExit();
   const state = await runOps(config, parsed.command, parsed.waitMs);
   process.stdout.write(`${JSON.stringify(state)}\n`);
   process.stderr.write(`${describe(state)}${parsed.command.command === 'status' ? '' : `; servers apply it within ${DEFAULT_SWITCH_POLL_MS / 1000} s`}\n`);

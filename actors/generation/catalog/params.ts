@@ -6,19 +6,19 @@ export const AUDIO_FORMATS = ['mp3', 'wav', 'ogg'] as const;
 export const VOICES = ['alloy', 'ember', 'sage', 'nova'] as const;
 
 /** A string enum as plain JSON Schema `enum`, so a refusal lists the allowed values. */
-const literals = <T extends string>(values: readonly T[], options: Record<string, unknown> = {}) =>
+export const stringEnum = <T extends string>(values: readonly T[], options: Record<string, unknown> = {}) =>
   Type.Unsafe<T>({ type: 'string', enum: [...values], ...options });
 
 export const Param = {
   prompt: Type.String({ minLength: 1, maxLength: 4000, description: 'What to generate.' }),
   negativePrompt: Type.String({ maxLength: 2000, description: 'What to avoid.' }),
   seed: Type.Integer({ minimum: 0, maximum: 2_147_483_647, description: 'Same seed and inputs, same output.' }),
-  aspectRatio: literals(ASPECT_RATIOS, { default: '1:1', description: 'Width to height.' }),
+  aspectRatio: stringEnum(ASPECT_RATIOS, { default: '1:1', description: 'Width to height.' }),
   strength: Type.Number({ minimum: 0, maximum: 1, default: 0.6, description: 'How far the output departs from the input.' }),
   numImages: Type.Integer({ minimum: 1, maximum: 4, default: 1, description: 'Images to make; each is charged.' }),
-  voice: literals(VOICES, { default: 'alloy' }),
+  voice: stringEnum(VOICES, { default: 'alloy' }),
   speed: Type.Number({ minimum: 0.5, maximum: 2, default: 1 }),
-  format: literals(AUDIO_FORMATS, { default: 'mp3' }),
+  format: stringEnum(AUDIO_FORMATS, { default: 'mp3' }),
   systemPrompt: Type.String({ maxLength: 4000 }),
   temperature: Type.Number({ minimum: 0, maximum: 2, default: 1 }),
   maxTokens: Type.Integer({ minimum: 1, maximum: 4096, default: 256 }),

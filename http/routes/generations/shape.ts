@@ -1,5 +1,6 @@
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import { MODES } from '../../../actors/generation/catalog/models.ts';
+import { stringEnum } from '../../../actors/generation/catalog/params.ts';
 import { GENERATION_STATUSES } from '../../../actors/generation/state.ts';
 import type { GenerationRow } from '../../../persistence/entities/generation.ts';
 
@@ -8,17 +9,14 @@ import type { GenerationRow } from '../../../persistence/entities/generation.ts'
 export const PAYMENT_MODES = ['credits', 'wallet', 'auto'] as const;
 export type PaymentMode = (typeof PAYMENT_MODES)[number];
 
-/** A string enum as plain JSON Schema `enum`, so a refusal lists the allowed values. */
-const literals = <T extends string>(values: readonly T[], options: Record<string, unknown> = {}) =>
-  Type.Unsafe<T>({ type: 'string', enum: [...values], ...options });
 
 const Time = (description: string) => Type.String({ format: 'date-time', description });
 const Nullable = <T extends TSchema>(schema: T, description?: string) =>
   Type.Union([schema, Type.Null()], description ? { description } : {});
 
-export const GenerationMode = literals(MODES, { description: 'One of the seven generation modes.' });
-export const GenerationStatusName = literals(GENERATION_STATUSES, { description: 'Generation state (SPEC.md section 3).' });
-export const PaymentModeName = literals(PAYMENT_MODES, {
+export const GenerationMode = stringEnum(MODES, { description: 'One of the seven generation modes.' });
+export const GenerationStatusName = stringEnum(GENERATION_STATUSES, { description: 'Generation state (SPEC.md section 3).' });
+export const PaymentModeName = stringEnum(PAYMENT_MODES, {
   description: '`credits` (plan and purchased credits), `wallet` (pay-as-you-go wallet), `auto` (credits first, then the wallet).',
 });
 

@@ -25,6 +25,7 @@ import { LocalOutputError } from './errors.ts';
 import { makeImages } from './image.ts';
 import type { LocalOutputOptions, Params } from './params.ts';
 import { makeText } from './text.ts';
+import type { OutputFile } from '../provider.ts';
 import { makeVideo } from './video.ts';
 
 export { LocalOutputError, type LocalOutputErrorCode } from './errors.ts';
@@ -37,14 +38,8 @@ export const LOCAL_MODES = [
 ] as const;
 export type LocalMode = (typeof LOCAL_MODES)[number];
 
-export interface OutputFile {
-  bytes: Buffer;
-  contentType: string;
-  mediaType: 'image' | 'audio' | 'video';
-  width?: number;
-  height?: number;
-  durationSeconds?: number;
-}
+/** The provider interface's output file: the local provider makes exactly what every provider reports. */
+export type { OutputFile } from '../provider.ts';
 
 export interface Outputs {
   text?: string;
