@@ -2,6 +2,7 @@ import type { ModelCatalog } from './generation/catalog/index.ts';
 import type { ProviderRegistry } from './generation/providers/provider.ts';
 import type { OutputStore } from './generation/output-store.ts';
 import type { InputResolver } from './generation/input-resolver.ts';
+import type { PaymentProvider } from './billing/provider.ts';
 
 /** What the service hands its actors (ctx.deps): built once in runtime/service.ts. */
 export interface ActorDeps {
@@ -13,6 +14,15 @@ export interface ActorDeps {
   generationPaused(): boolean;
   outputs: OutputStore;
   inputs: InputResolver;
+  billing: BillingDeps;
+}
+
+/** Billing as the workspace actor uses it: the payment provider, renewal timers, and plan-change news. */
+export interface BillingDeps {
+  provider: PaymentProvider;
+  renewals: { schedule(workspaceId: string, subscriptionId: string, at: number): void };
+  /** Called after a workspace's plan changed and was committed (cached key records carry the plan's rate limit). */
+  planChanged(workspaceId: string): void;
 }
 
 export function depsOf(ctx: { deps: unknown }): ActorDeps {

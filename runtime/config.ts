@@ -30,6 +30,8 @@ export interface Config {
   allowPrivateEgress: boolean;
   /** Generations: queue time-out, and the built-in local provider's latency and simulated failure rate. */
   generations: { queueTimeoutMs: number; localLatencyMs: number; localFailureRate: number };
+  /** Billing: the payment provider (`local`, built in) and the secret its events and pages are signed with (BILLING_SIGNING_SECRET; unset, one is generated and kept under dataDir). */
+  billing: { provider: 'local'; signingSecret: string | undefined };
 }
 
 export type BlobStoreConfig =
@@ -84,6 +86,9 @@ export function loadConfig(env: Env = process.env): Config {
   const queueTimeoutMs = read.integer('QUEUE_TIMEOUT_MS', 10 * 60_000, 1_000, 7 * 24 * 3_600_000);
   const localLatencyMs = read.integer('LOCAL_PROVIDER_LATENCY_MS', 200, 0, 600_000);
   const localFailurePercent = read.integer('LOCAL_PROVIDER_FAILURE_PERCENT', 0, 0, 100);
+  const paymentProvider = read.oneOf('PAYMENT_PROVIDER', ['local'] as const, 'local');
+  const billingSecret = read.optionalString('BILLING_SIGNING_SECRET');
+  if (billingSecret !== undefined && billingSecret.length < 32) problems.push('BILLING_SIGNING_SECRET: must be at least 32 characters');
 
   if (problems.length > 0) throw new ConfigError(problems);
   return {
@@ -92,6 +97,7 @@ export function loadConfig(env: Env = process.env): Config {
     telemetry: { tracesExporter, otlpEndpoint, serviceName }, redisKeyPrefix, allowedOrigins, sessionTtlHours, rateLimits,
     blobStore, allowPrivateEgress,
     generations: { queueTimeoutMs, localLatencyMs, localFailureRate: localFailurePercent / 100 },
+    billing: { provider: paymentProvider, signingSecret: billingSecret },
   };
 }
 

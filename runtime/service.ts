@@ -35,6 +35,9 @@ import { KeyUsageRecorder } from '../http/auth/key-usage.ts';
 import { ServiceSwitches } from './switches.ts';
 import { ModelCatalog } from '../actors/generation/catalog/index.ts';
 import { createBlobStore } from '../persistence/blob-store/index.ts';
+import { loadSigningSecret } from '../persistence/blob-store/signing.ts';
+import { LocalPaymentProvider } from '../actors/billing/local/provider.ts';
+import { RenewalScheduler } from '../actors/billing/renewals.ts';
 
 const packageJson = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string };
 
@@ -102,7 +105,9 @@ export async function startService(options: StartOptions): Promise<RunningServic
   // The local blob store's URLs point at the service; with PORT=0 its address is known only once listening.
   let publicUrl = config.baseUrl;
   let blobs;
+  let billingSecret: Buffer;
   try {
+    billingSecret = await loadSigningSecret(config.billing.signingSecret, config.dataDir, 'billing-signing-secret');
     blobs = await createBlobStore(
       config.blobStore.kind === 's3'
         ? config.blobStore
@@ -116,7 +121,7 @@ export async function startService(options: StartOptions): Promise<RunningServic
     await actors.stop();
     await db.close();
     await telemetry.shutdown();
-    throw new StartupError(`blob store: ${(error as Error).message}`);
+    throw new StartupError(`blob store or billing secret: ${(error as Error).message}`);
   }
   // The emergency stop; on PGlite on disk the ops command reaches this server through <DATA_DIR>/ops.
   const switches = new ServiceSwitches({
@@ -128,6 +133,9 @@ export async function startService(options: StartOptions): Promise<RunningServic
   const providers = new ProviderRegistry().add(localProvider({
     clock, latencyMs: config.generations.localLatencyMs, failureRate: config.generations.localFailureRate,
   }));
+  // Payments: the built-in local provider; its checkout and portal pages are served by this service.
+  const paymentProvider = new LocalPaymentProvider({ secret: billingSecret, baseUrl: () => publicUrl, clock });
+  const renewals = new RenewalScheduler({ clock, logger, db, actors });
   const actorDeps: ActorDeps = {
     catalog,
     providers,
@@ -135,6 +143,8 @@ export async function startService(options: StartOptions): Promise<RunningServic
     generationPaused: () => switches.generationPaused().paused,
     outputs: blobOutputStore(blobs, db, () => clock.now()),
     inputs: blobInputResolver(blobs, db, guardedFetcher({ maxBytes: MAX_INPUT_BYTES, timeoutMs: 30_000, allowPrivate: config.allowPrivateEgress })),
+    // A plan change changes the rate limit cached with each key record of the workspace.
+    billing: { provider: paymentProvider, renewals, planChanged: () => keyCache.clear() },
   };
   actors.provideDeps(actorDeps);
   actors.register(workspaceActor);
@@ -142,8 +152,10 @@ export async function startService(options: StartOptions): Promise<RunningServic
   const services: Services = {
     config, version: packageJson.version, engine, clock, logger, tracer: telemetry.tracer, db, writer, actors, health,
     redis, limiter, keyCache, keyUsage, blobs, switches, catalog,
+    billing: { provider: paymentProvider, local: paymentProvider, renewals },
   };
   const closeShared = async () => {
+    renewals.stop();
     await switches.stop();
     await blobs.close();
     await keyUsage.close();
@@ -166,7 +178,7 @@ export async function startService(options: StartOptions): Promise<RunningServic
   if (new URL(config.baseUrl).port === '0') publicUrl = url;
 
   // Recovery runs after listening so probes see 503 until it is done.
-  const recovered = runRecovery([generationRecovery(db, actors), ...(options.recovery ?? [])], logger).then(
+  const recovered = runRecovery([generationRecovery(db, actors), { name: 'subscription renewals', run: () => renewals.start() }, ...(options.recovery ?? [])], logger).then(
     () => { health.recovered = true; },
     (error: unknown) => {
       health.recoveryError = (error as Error).message;

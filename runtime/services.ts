@@ -13,6 +13,9 @@ import type { KeyUsageRecorder } from '../http/auth/key-usage.ts';
 import type { ServiceSwitches } from './switches.ts';
 import type { ModelCatalog } from '../actors/generation/catalog/index.ts';
 import type { BlobStore } from '../persistence/blob-store/types.ts';
+import type { PaymentProvider } from '../actors/billing/provider.ts';
+import type { LocalPaymentProvider } from '../actors/billing/local/provider.ts';
+import type { RenewalScheduler } from '../actors/billing/renewals.ts';
 
 export type Engine = 'uws-native' | 'uws-fallback';
 
@@ -42,4 +45,6 @@ export interface Services {
   switches: ServiceSwitches;
   /** The model catalog with compiled parameter schemas; `offered()` lists the models this service runs. */
   catalog: ModelCatalog;
+  /** The payment provider; `local` is set when it is the built-in one (its pages are routes of this service). */
+  billing: { provider: PaymentProvider; local: LocalPaymentProvider | undefined; renewals: RenewalScheduler };
 }

@@ -146,3 +146,76 @@ export function sumLedger(entries: LedgerEntry[]): Pick<Account, 'availableCredi
   }
   return total;
 }
+
+/** The wallet's settings (PATCH /v1/wallet); amounts in cents. */
+export interface WalletSettings {
+  autoRecharge: { enabled: boolean; thresholdCents: number; amountCents: number };
+  /** Wallet spending allowed per UTC calendar month; null for no cap. */
+  monthlySpendCapCents: number | null;
+}
+
+export function defaultWalletSettings(): WalletSettings {
+  return { autoRecharge: { enabled: false, thresholdCents: 0, amountCents: 0 }, monthlySpendCapCents: null };
+}
+
+/** What the wallet has paid this UTC month: reservations less releases, so a refunded job does not count. */
+export interface MonthlySpend {
+  /** `YYYY-MM`. */
+  month: string;
+  spentCents: number;
+}
+
+export function monthOf(now: number): string {
+  return new Date(now).toISOString().slice(0, 7);
+}
+
+/** The spend as of `now`: a new month starts again from zero. */
+export function spendAt(spend: MonthlySpend, now: number): MonthlySpend {
+  const month = monthOf(now);
+  return spend.month === month ? spend : { month, spentCents: 0 };
+}
+
+/**
+ * reserve, then the monthly spend cap: a wallet part that would take the month's spend past the cap is
+ * refused as wallet_insufficient_balance (the cap makes that money unavailable this month).
+ */
+export function reserveWithinCap(
+  account: Account, generationId: string, credits: number, mode: PaymentMode, centsPerCredit: number,
+  capCents: number | null, spend: MonthlySpend,
+): MoneyDecision {
+  const decision = reserve(account, generationId, credits, mode, centsPerCredit);
+  if (!decision.ok || capCents === null) return decision;
+  const fromWallet = decision.entries.reduce((sum, e) => sum + e.reservedWalletCents, 0);
+  if (fromWallet > 0 && spend.spentCents + fromWallet > capCents) {
+    return {
+      ok: false, code: 'wallet_insufficient_balance',
+      message: `This job needs ${fromWallet} cents from the wallet; the monthly spend cap of ${capCents} cents leaves ${Math.max(0, capCents - spend.spentCents)} this month.`,
+    };
+  }
+  return decision;
+}
+
+/** How a ledger change moves the month's wallet spend: money leaving the wallet for a reservation counts, money released back uncounts. */
+export function spendChange(entries: LedgerEntry[]): number {
+  let change = 0;
+  for (const e of entries) if (e.kind === 'reserve' || e.kind === 'release') change -= e.walletCents;
+  return change;
+}
+
+/** Whether to start an automatic deposit: enabled, wallet active, balance under the threshold, none already under way. */
+export function needsAutoRecharge(account: Account, settings: WalletSettings, rechargeUnderWay: boolean): boolean {
+  const auto = settings.autoRecharge;
+  return auto.enabled && !rechargeUnderWay && account.walletActivated && auto.amountCents >= WALLET_MINIMUM_DEPOSIT_CENTS
+    && account.walletCents < auto.thresholdCents;
+}
+
+/** Settings a client may store: whole cents, a recharge at least the minimum deposit when enabled. */
+export function checkWalletSettings(settings: WalletSettings): string | undefined {
+  const { enabled, thresholdCents, amountCents } = settings.autoRecharge;
+  for (const [name, value] of [['autoRecharge.thresholdCents', thresholdCents], ['autoRecharge.amountCents', amountCents], ['monthlySpendCapCents', settings.monthlySpendCapCents ?? 0]] as const) {
+    if (!Number.isInteger(value) || value < 0 || value > 100_000_000) return `${name}: must be a whole number of cents from 0 to 100000000`;
+  }
+  if (enabled && amountCents < WALLET_MINIMUM_DEPOSIT_CENTS) return `autoRecharge.amountCents: must be at least ${WALLET_MINIMUM_DEPOSIT_CENTS} cents when auto-recharge is enabled`;
+  if (enabled && thresholdCents <= 0) return 'autoRecharge.thresholdCents: must be above 0 when auto-recharge is enabled';
+  return undefined;
+}

@@ -6,8 +6,9 @@ import { WorkspaceEntity } from '../../persistence/entities/workspace.ts';
 import { GenerationEntity, type GenerationRow } from '../../persistence/entities/generation.ts';
 import { CreditLedgerEntity, IdempotencyKeyEntity, WorkspaceAccountEntity } from '../../persistence/entities/workspace-account.ts';
 import { depsOf } from '../deps.ts';
-import { capture, emptyAccount, grant, release, reserve, type Account, type LedgerEntry } from './account.ts';
+import { capture, emptyAccount, grant, release, reserveWithinCap, spendAt, spendChange, type Account, type LedgerEntry, type MonthlySpend, type WalletSettings } from './account.ts';
 import type { Balances, CreateReply, GenerationDraft, GenerationSettlement, WorkspaceMessage } from './protocol.ts';
+import { applyPaymentEvent, autoRecharge, cancelSubscription, loadWalletState, maybeAutoRecharge, renewSubscription, updateWalletSettings, walletSnapshot } from './payments.ts';
 
 /** A workspace may hold this many times its plan's concurrency in jobs not yet finished (queued or active). */
 export const QUEUE_FACTOR = 10;
@@ -31,6 +32,11 @@ export interface WorkspaceState {
   /** Creations accepted but not yet committed. */
   creating: number;
   idempotency: Map<string, IdempotencyEntry>;
+  wallet: WalletSettings;
+  /** Wallet money spent this UTC month, for the monthly spend cap. */
+  spend: MonthlySpend;
+  /** An automatic deposit is on its way. */
+  recharging: boolean;
 }
 
 /**
@@ -66,6 +72,8 @@ export const workspaceActor: ActorBehavior<WorkspaceState, WorkspaceMessage, unk
       queue: open.filter((g) => g.status === 'queued').map((g) => g.id),
       creating: 0,
       idempotency: new Map(),
+      ...await loadWalletState(ctx),
+      recharging: false,
     };
   },
 
@@ -87,6 +95,18 @@ export const workspaceActor: ActorBehavior<WorkspaceState, WorkspaceMessage, unk
         const reply: Balances = { availableCredits, reservedCredits, walletCents, reservedWalletCents, walletActivated, activeJobs: state.active.size, queuedJobs: state.queue.length };
         return { state, reply };
       }
+      case 'payment_event':
+        return applyPaymentEvent(state, msg.provider, msg.event, ctx);
+      case 'renew':
+        return renewSubscription(state, msg.subscriptionId, ctx);
+      case 'cancel_subscription':
+        return cancelSubscription(state, ctx);
+      case 'wallet':
+        return walletSnapshot(state, ctx);
+      case 'wallet_settings':
+        return updateWalletSettings(state, msg.settings, ctx);
+      case 'auto_recharge':
+        return autoRecharge(state, ctx);
     }
   },
 
@@ -121,7 +141,8 @@ async function create(
 
   const now = ctx.clock.now();
   const id = newId('gen', now);
-  const money = reserve(state.account, id, draft.credits, draft.paymentMode, state.plan.centsPerCredit);
+  const spend = spendAt(state.spend, now);
+  const money = reserveWithinCap(state.account, id, draft.credits, draft.paymentMode, state.plan.centsPerCredit, state.wallet.monthlySpendCapCents, spend);
   if (!money.ok) return refuse(money.code, money.message);
 
   const at = new Date(now);
@@ -135,6 +156,8 @@ async function create(
   };
   const entries = money.entries;
   state.account = money.account;
+  state.spend = { month: spend.month, spentCents: spend.spentCents + spendChange(entries) };
+  maybeAutoRecharge(state, ctx);
   state.creating++;
   if (idempotency) state.idempotency.set(idempotency.key, { hash: idempotency.hash });
 
@@ -179,6 +202,8 @@ async function settle(
   const now = ctx.clock.now();
   const at = new Date(now);
   state.account = money.account;
+  const spend = spendAt(state.spend, now);
+  state.spend = { month: spend.month, spentCents: spend.spentCents + spendChange(money.entries) };
   if (heldSlot) state.active.delete(generationId);
   state.queue = state.queue.filter((id) => id !== generationId);
 
@@ -210,7 +235,7 @@ function schedule(state: WorkspaceState, ctx: ActorContext): void {
 }
 
 /** The balances move by deltas, so each write is right on its own, whatever commits beside it. */
-async function writeMoney(
+export async function writeMoney(
   em: SqlEntityManager,
   workspaceId: string,
   entries: LedgerEntry[],

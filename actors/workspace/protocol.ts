@@ -1,5 +1,6 @@
 import type { GenerationRow } from '../../persistence/entities/generation.ts';
-import type { MoneyRefusal, PaymentMode } from './account.ts';
+import type { MonthlySpend, MoneyRefusal, PaymentMode, WalletSettings } from './account.ts';
+import type { ProviderEvent } from '../billing/provider.ts';
 
 /** A generation as the HTTP layer asks for it; the workspace actor prices, reserves and stores it. */
 export interface GenerationDraft {
@@ -36,7 +37,30 @@ export type WorkspaceMessage =
   | { type: 'settle'; generationId: string; money: 'capture' | 'release'; settlement: GenerationSettlement; heldSlot: boolean }
   | { type: 'slot_declined'; generationId: string }
   | { type: 'schedule' }
-  | { type: 'balances' };
+  | { type: 'balances' }
+  /** A verified payment-provider event about one of the workspace's payments; applied once. */
+  | { type: 'payment_event'; provider: string; event: ProviderEvent }
+  /** A subscription's period ended: renew it (charging the saved card) or end it. */
+  | { type: 'renew'; subscriptionId: string }
+  | { type: 'cancel_subscription' }
+  | { type: 'wallet' }
+  | { type: 'wallet_settings'; settings: WalletSettings }
+  | { type: 'auto_recharge' };
+
+export interface PaymentEventReply {
+  applied: boolean;
+  /** Why nothing changed: a duplicate event, a payment no longer pending, an unknown payment. */
+  reason?: string;
+}
+
+export interface WalletSnapshot {
+  balanceCents: number;
+  reservedCents: number;
+  activated: boolean;
+  settings: WalletSettings;
+  monthlySpend: MonthlySpend;
+  autoRechargeUnderWay: boolean;
+}
 
 export type CreateReply =
   | { kind: 'created'; generation: GenerationRow }

@@ -26,9 +26,9 @@ const SECRET_FILE = 'blob-signing-secret';
  * The configured secret (BLOB_SIGNING_SECRET), or one generated once and kept in DATA_DIR, so URLs handed
  * out stay valid across restarts. Several processes starting together agree on the first one written.
  */
-export async function loadSigningSecret(configured: string | undefined, dataDir: string): Promise<Buffer> {
+export async function loadSigningSecret(configured: string | undefined, dataDir: string, fileName: string = SECRET_FILE): Promise<Buffer> {
   if (configured !== undefined) return Buffer.from(configured, 'utf8');
-  const file = path.join(dataDir, SECRET_FILE);
+  const file = path.join(dataDir, fileName);
   await fs.mkdir(dataDir, { recursive: true });
   try {
     const handle = await fs.open(file, 'wx', 0o600);
@@ -45,7 +45,7 @@ export async function loadSigningSecret(configured: string | undefined, dataDir:
   for (let attempt = 0; ; attempt++) {
     const text = (await fs.readFile(file, 'utf8')).trim();
     if (/^[0-9a-f]{64}$/.test(text)) return Buffer.from(text, 'hex');
-    if (attempt >= 50) throw new Error(`${file} does not hold a signing secret (64 hex digits); delete it or set BLOB_SIGNING_SECRET`);
+    if (attempt >= 50) throw new Error(`${file} does not hold a signing secret (64 hex digits); delete it or set its secret in the environment`);
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
 }
