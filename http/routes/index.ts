@@ -14,6 +14,10 @@ import { modelRoutes } from './models/index.ts';
 import { generationReadRoutes } from './generations/index.ts';
 import { createGeneration } from './generations/create.ts';
 import { cancelGeneration } from './generations/cancel.ts';
+import { creditRoutes } from './credits/index.ts';
+import { walletRoutes } from './wallet/index.ts';
+import { billingRoutes } from './billing/index.ts';
+import { getUsage } from './usage/get.ts';
 
 /** The route table: a route exists, is validated and is documented by being listed here. */
 export function routeTable(extra: RouteDef[] = []): RouteDef[] {
@@ -24,6 +28,7 @@ export function routeTable(extra: RouteDef[] = []): RouteDef[] {
     ...workspaceRoutes, ...accountRoutes,
     ...fileRoutes,
     ...publicRoutes, ...modelRoutes, ...generationReadRoutes, createGeneration, cancelGeneration,
+    ...creditRoutes, ...walletRoutes, ...billingRoutes, getUsage,
     ...extra,
   ];
   routes.push(openApiRoute(() => routes));

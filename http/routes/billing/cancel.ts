@@ -1,0 +1,24 @@
+import { Type } from '@sinclair/typebox';
+import { ApiError } from '../../errors.ts';
+import { defineRoute } from '../../route.ts';
+import type { SubscriptionRow } from '../../../actors/workspace/payments.ts';
+import { moneyWorkspace } from './access.ts';
+import { SubscriptionOut, toSubscriptionOut, WorkspaceIdField } from './shapes.ts';
+
+export const cancelSubscription = defineRoute({
+  method: 'POST',
+  path: '/v1/billing/cancel',
+  operationId: 'cancelBillingSubscription',
+  summary: 'Cancel the subscription at the end of its period: no renewal, the plan returns to free then; credits already granted stay',
+  tags: ['billing'],
+  access: 'auth',
+  body: Type.Object({ workspaceId: WorkspaceIdField }, { additionalProperties: false }),
+  responses: { 200: SubscriptionOut },
+  handler: async ({ auth, body, services }) => {
+    const em = services.db.em();
+    const workspace = await moneyWorkspace(em, auth, body.workspaceId, { action: 'manage billing', keyScopes: ['wallet.write'] });
+    const row = await services.actors.ask<SubscriptionRow | null>('ws', workspace.id, { type: 'cancel_subscription' });
+    if (!row) throw new ApiError('conflict', 'The workspace has no active subscription to cancel.');
+    return { body: toSubscriptionOut(row as unknown as Parameters<typeof toSubscriptionOut>[0]) };
+  },
+});

@@ -1,0 +1,52 @@
+import { Type } from '@sinclair/typebox';
+import { ApiError } from '../../errors.ts';
+import { defineRoute } from '../../route.ts';
+import { PLAN_IDS, PLANS, isPlanId } from '../../../runtime/plans.ts';
+import { newId } from '../../../persistence/ids.ts';
+import { moneyWorkspace } from './access.ts';
+import { insertPendingPayment } from './orders.ts';
+import { CheckoutFields, WorkspaceIdField } from './shapes.ts';
+
+export const CheckoutIn = Type.Object({
+  workspaceId: WorkspaceIdField,
+  plan: Type.Unsafe<string>({ type: 'string', enum: [...PLAN_IDS], description: 'A paid plan (pro, team).' }),
+}, { additionalProperties: false });
+
+export const CheckoutOut = Type.Object({
+  ...CheckoutFields,
+  subscriptionId: Type.String({ description: 'The subscription the payment starts (sub_…).' }),
+  plan: Type.String(),
+  amountCents: Type.Integer({ description: 'The first month, in US cents.' }),
+  status: Type.Literal('pending'),
+}, { additionalProperties: false });
+
+export const createCheckout = defineRoute({
+  method: 'POST',
+  path: '/v1/billing/checkout',
+  operationId: 'createBillingCheckout',
+  summary: 'Start a checkout for a paid plan; the subscription starts when the provider confirms the payment',
+  tags: ['billing'],
+  access: 'auth',
+  body: CheckoutIn,
+  responses: { 201: CheckoutOut },
+  handler: async ({ auth, body, services }) => {
+    const em = services.db.em();
+    const workspace = await moneyWorkspace(em, auth, body.workspaceId, { action: 'manage billing', keyScopes: ['wallet.write'] });
+    if (!isPlanId(body.plan)) throw new ApiError('validation_error', 'body.plan: unknown plan');
+    const plan = PLANS[body.plan];
+    if (plan.monthlyPriceCents === 0) {
+      throw new ApiError('validation_error', 'body.plan: the free plan needs no checkout; cancel the subscription (POST /v1/billing/cancel) to return to it at the end of the period');
+    }
+    const [active] = await em.execute<Array<{ plan: string }>>(`select plan from subscriptions where workspace_id = ? and status = 'active'`, [workspace.id]);
+    if (active?.plan === plan.id) throw new ApiError('conflict', `The workspace already subscribes to the ${plan.name} plan.`);
+    const now = services.clock.now();
+    const at = new Date(now);
+    const subscriptionId = newId('sub', now);
+    const paymentId = newId('pay', now);
+    const checkoutUrl = await insertPendingPayment(em, services, {
+      id: paymentId, workspaceId: workspace.id, purpose: 'subscription', orderId: subscriptionId, plan: plan.id,
+      amountCents: plan.monthlyPriceCents, description: `${plan.name} plan, first month`, at,
+    });
+    return { status: 201, body: { paymentId, checkoutUrl, subscriptionId, plan: plan.id, amountCents: plan.monthlyPriceCents, status: 'pending' as const } };
+  },
+});

@@ -1,0 +1,44 @@
+import type { Readable } from 'node:stream';
+import { Type } from '@sinclair/typebox';
+import { ApiError } from '../../errors.ts';
+import { defineRoute } from '../../route.ts';
+import { applyVerifiedEvent } from './provider-event.ts';
+
+const MAX_EVENT_BYTES = 64 * 1024;
+
+async function readLimited(stream: Readable, limit: number): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of stream) {
+    size += (chunk as Buffer).length;
+    if (size > limit) throw new ApiError('payload_too_large', `An event is at most ${limit} bytes.`);
+    chunks.push(chunk as Buffer);
+  }
+  return Buffer.concat(chunks, size);
+}
+
+export const ProviderEventAck = Type.Object({
+  received: Type.Literal(true),
+  applied: Type.Boolean({ description: 'false when the event changed nothing: a duplicate, or a payment no longer pending, or unknown.' }),
+}, { additionalProperties: false });
+
+export const receiveProviderEvent = defineRoute({
+  method: 'POST',
+  path: '/v1/billing/events/:provider',
+  operationId: 'receiveBillingProviderEvent',
+  summary: 'Payment-provider events (payment.succeeded, payment.failed), signed in the X-Billing-Signature header; verified before anything is applied, and applied once',
+  tags: ['billing'],
+  access: 'public',
+  params: Type.Object({ provider: Type.String({ minLength: 1, maxLength: 32 }) }, { additionalProperties: false }),
+  rawBody: 'stream',
+  responses: { 200: ProviderEventAck },
+  handler: async ({ params, headers, bodyStream, services }) => {
+    const provider = services.billing.provider;
+    if (params.provider !== provider.id) throw new ApiError('not_found', `No payment provider ${params.provider} on this service.`);
+    const raw = await readLimited(bodyStream!, MAX_EVENT_BYTES);
+    const event = provider.verifyEvent(raw, headers['x-billing-signature']);
+    if (!event) throw new ApiError('validation_error', 'The event signature (X-Billing-Signature) is missing, not valid, or too old.');
+    const result = await applyVerifiedEvent(services, provider.id, event);
+    return { body: { received: true, applied: result.applied } };
+  },
+});

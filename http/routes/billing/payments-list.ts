@@ -1,0 +1,23 @@
+import { Type } from '@sinclair/typebox';
+import { defineRoute } from '../../route.ts';
+import { Page, PageQueryFields } from '../../pagination.ts';
+import { moneyWorkspace } from './access.ts';
+import { keysetPage } from './keyset.ts';
+import { PaymentOut, toPaymentOut, WorkspaceIdField } from './shapes.ts';
+
+export const listPayments = defineRoute({
+  method: 'GET',
+  path: '/v1/billing/payments',
+  operationId: 'listBillingPayments',
+  summary: 'Payments of a workspace (subscriptions, credit top-ups, wallet deposits), newest first',
+  tags: ['billing'],
+  access: 'auth',
+  query: Type.Object({ workspaceId: WorkspaceIdField, ...PageQueryFields }, { additionalProperties: false }),
+  responses: { 200: Page(PaymentOut) },
+  handler: async ({ auth, query, services }) => {
+    const em = services.db.em();
+    const workspace = await moneyWorkspace(em, auth, query.workspaceId);
+    const page = await keysetPage(em, 'payments', ['workspace_id = ?'], [workspace.id], query);
+    return { body: { data: page.rows.map(toPaymentOut), nextCursor: page.nextCursor } };
+  },
+});

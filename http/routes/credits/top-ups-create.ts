@@ -1,0 +1,52 @@
+import { Type } from '@sinclair/typebox';
+import { defineRoute } from '../../route.ts';
+import { planOf } from '../../../runtime/plans.ts';
+import { newId } from '../../../persistence/ids.ts';
+import { moneyWorkspace } from '../billing/access.ts';
+import { insertPendingPayment } from '../billing/orders.ts';
+import { CheckoutFields, TopUpOut, WorkspaceIdField } from '../billing/shapes.ts';
+
+export const MIN_TOP_UP_CREDITS = 100;
+export const MAX_TOP_UP_CREDITS = 1_000_000;
+
+export const CreateTopUpIn = Type.Object({
+  workspaceId: WorkspaceIdField,
+  credits: Type.Integer({ minimum: MIN_TOP_UP_CREDITS, maximum: MAX_TOP_UP_CREDITS, description: 'Credits to buy, at the plan\'s cents per credit.' }),
+}, { additionalProperties: false });
+
+export const TopUpCreatedOut = Type.Composite([TopUpOut, Type.Object(CheckoutFields)], { additionalProperties: false });
+
+export const createCreditTopUp = defineRoute({
+  method: 'POST',
+  path: '/v1/credits/top-ups',
+  operationId: 'createCreditTopUp',
+  summary: 'Create a pending credit top-up order; pay it at checkoutUrl, and the credits are granted once the provider confirms',
+  tags: ['credits'],
+  access: { scopes: ['wallet.write'] },
+  body: CreateTopUpIn,
+  responses: { 201: TopUpCreatedOut },
+  handler: async ({ auth, body, services }) => {
+    const em = services.db.em();
+    const workspace = await moneyWorkspace(em, auth, body.workspaceId, { action: 'buy credits' });
+    const plan = planOf(workspace.plan);
+    const now = services.clock.now();
+    const at = new Date(now);
+    const id = newId('top', now);
+    const paymentId = newId('pay', now);
+    const amountCents = body.credits * plan.centsPerCredit;
+    let checkoutUrl = '';
+    await em.transactional(async (tx) => {
+      await tx.execute(
+        `insert into credit_top_ups (id, workspace_id, credits, amount_cents, status, payment_id, created_at, completed_at) values (?, ?, ?, ?, 'pending', ?, ?, null)`,
+        [id, workspace.id, body.credits, amountCents, paymentId, at], 'run');
+      checkoutUrl = await insertPendingPayment(tx, services, {
+        id: paymentId, workspaceId: workspace.id, purpose: 'credit_top_up', orderId: id, plan: null, amountCents,
+        description: `${body.credits} credits`, at,
+      });
+    });
+    return {
+      status: 201,
+      body: { id, workspaceId: workspace.id, credits: body.credits, amountCents, status: 'pending', paymentId, createdAt: at.toISOString(), completedAt: null, checkoutUrl },
+    };
+  },
+});

@@ -1,0 +1,33 @@
+import { Type } from '@sinclair/typebox';
+import { defineRoute } from '../../route.ts';
+import { Page, PageQueryFields } from '../../pagination.ts';
+import { moneyWorkspace } from '../billing/access.ts';
+import { keysetPage } from '../billing/keyset.ts';
+import { TopUpOut, toTopUpOut, WorkspaceIdField } from '../billing/shapes.ts';
+
+export const listCreditTopUps = defineRoute({
+  method: 'GET',
+  path: '/v1/credits/top-ups',
+  operationId: 'listCreditTopUps',
+  summary: 'Credit top-up orders of a workspace, newest first',
+  tags: ['credits'],
+  access: { scopes: ['usage.read'] },
+  query: Type.Object({
+    workspaceId: WorkspaceIdField,
+    status: Type.Optional(Type.Union([Type.Literal('pending'), Type.Literal('paid'), Type.Literal('failed')])),
+    ...PageQueryFields,
+  }, { additionalProperties: false }),
+  responses: { 200: Page(TopUpOut) },
+  handler: async ({ auth, query, services }) => {
+    const em = services.db.em();
+    const workspace = await moneyWorkspace(em, auth, query.workspaceId);
+    const where = ['workspace_id = ?'];
+    const values: unknown[] = [workspace.id];
+    if (query.status) {
+      where.push('status = ?');
+      values.push(query.status);
+    }
+    const page = await keysetPage(em, 'credit_top_ups', where, values, query);
+    return { body: { data: page.rows.map(toTopUpOut), nextCursor: page.nextCursor } };
+  },
+});

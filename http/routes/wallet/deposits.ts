@@ -1,0 +1,23 @@
+import { Type } from '@sinclair/typebox';
+import { defineRoute } from '../../route.ts';
+import { Page, PageQueryFields } from '../../pagination.ts';
+import { moneyWorkspace } from '../billing/access.ts';
+import { keysetPage } from '../billing/keyset.ts';
+import { DepositOut, toDepositOut, WorkspaceIdField } from '../billing/shapes.ts';
+
+export const listWalletDeposits = defineRoute({
+  method: 'GET',
+  path: '/v1/wallet/deposits',
+  operationId: 'listWalletDeposits',
+  summary: 'Wallet deposits (checkout and auto-recharge) with their status, newest first',
+  tags: ['wallet'],
+  access: { scopes: ['wallet.read', 'usage.read'] },
+  query: Type.Object({ workspaceId: WorkspaceIdField, ...PageQueryFields }, { additionalProperties: false }),
+  responses: { 200: Page(DepositOut) },
+  handler: async ({ auth, query, services }) => {
+    const em = services.db.em();
+    const workspace = await moneyWorkspace(em, auth, query.workspaceId);
+    const page = await keysetPage(em, 'wallet_deposits', ['workspace_id = ?'], [workspace.id], query);
+    return { body: { data: page.rows.map(toDepositOut), nextCursor: page.nextCursor } };
+  },
+});

@@ -1,0 +1,22 @@
+import { Type } from '@sinclair/typebox';
+import { defineRoute } from '../../route.ts';
+import type { WalletSnapshot } from '../../../actors/workspace/protocol.ts';
+import { moneyWorkspace } from '../billing/access.ts';
+import { WorkspaceIdField } from '../billing/shapes.ts';
+import { toWalletOut, WalletOut } from './shapes.ts';
+
+export const getWallet = defineRoute({
+  method: 'GET',
+  path: '/v1/wallet',
+  operationId: 'getWallet',
+  summary: 'The pay-as-you-go wallet: balance, activation, settings and this month\'s spend',
+  tags: ['wallet'],
+  access: { scopes: ['wallet.read', 'usage.read'] },
+  query: Type.Object({ workspaceId: WorkspaceIdField }, { additionalProperties: false }),
+  responses: { 200: WalletOut },
+  handler: async ({ auth, query, services }) => {
+    const workspace = await moneyWorkspace(services.db.em(), auth, query.workspaceId);
+    const wallet = await services.actors.ask<WalletSnapshot>('ws', workspace.id, { type: 'wallet' });
+    return { body: toWalletOut(workspace.id, workspace.plan, wallet) };
+  },
+});

@@ -1,0 +1,23 @@
+import { Type } from '@sinclair/typebox';
+import { defineRoute } from '../../route.ts';
+import { Page, PageQueryFields } from '../../pagination.ts';
+import { moneyWorkspace } from '../billing/access.ts';
+import { keysetPage } from '../billing/keyset.ts';
+import { LedgerEntryOut, toLedgerEntryOut, WorkspaceIdField } from '../billing/shapes.ts';
+
+export const listWalletTransactions = defineRoute({
+  method: 'GET',
+  path: '/v1/wallet/transactions',
+  operationId: 'listWalletTransactions',
+  summary: 'Wallet transactions (deposits, and holds, charges and refunds of jobs paid from the wallet), newest first',
+  tags: ['wallet'],
+  access: { scopes: ['wallet.read', 'usage.read'] },
+  query: Type.Object({ workspaceId: WorkspaceIdField, ...PageQueryFields }, { additionalProperties: false }),
+  responses: { 200: Page(LedgerEntryOut) },
+  handler: async ({ auth, query, services }) => {
+    const em = services.db.em();
+    const workspace = await moneyWorkspace(em, auth, query.workspaceId);
+    const page = await keysetPage(em, 'credit_ledger', ['workspace_id = ?', '(wallet_cents <> 0 or reserved_wallet_cents <> 0)'], [workspace.id], query);
+    return { body: { data: page.rows.map(toLedgerEntryOut), nextCursor: page.nextCursor } };
+  },
+});

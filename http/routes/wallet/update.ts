@@ -1,0 +1,43 @@
+import { Type } from '@sinclair/typebox';
+import { ApiError } from '../../errors.ts';
+import { defineRoute } from '../../route.ts';
+import { checkWalletSettings, type WalletSettings } from '../../../actors/workspace/account.ts';
+import type { WalletSnapshot } from '../../../actors/workspace/protocol.ts';
+import { moneyWorkspace } from '../billing/access.ts';
+import { WorkspaceIdField } from '../billing/shapes.ts';
+import { toWalletOut, WalletOut } from './shapes.ts';
+
+const Cents = Type.Integer({ minimum: 0, maximum: 100_000_000 });
+
+export const WalletPatch = Type.Object({
+  workspaceId: WorkspaceIdField,
+  autoRecharge: Type.Optional(Type.Object({
+    enabled: Type.Optional(Type.Boolean()),
+    thresholdCents: Type.Optional(Cents),
+    amountCents: Type.Optional(Cents),
+  }, { additionalProperties: false })),
+  monthlySpendCapCents: Type.Optional(Type.Union([Cents, Type.Null()])),
+}, { additionalProperties: false });
+
+export const updateWallet = defineRoute({
+  method: 'PATCH',
+  path: '/v1/wallet',
+  operationId: 'updateWallet',
+  summary: 'Update wallet settings: auto-recharge (threshold, amount) and the monthly spend cap; fields left out keep their value',
+  tags: ['wallet'],
+  access: { scopes: ['wallet.write'] },
+  body: WalletPatch,
+  responses: { 200: WalletOut },
+  handler: async ({ auth, body, services }) => {
+    const workspace = await moneyWorkspace(services.db.em(), auth, body.workspaceId, { action: 'change wallet settings' });
+    const current = await services.actors.ask<WalletSnapshot>('ws', workspace.id, { type: 'wallet' });
+    const settings: WalletSettings = {
+      autoRecharge: { ...current.settings.autoRecharge, ...body.autoRecharge },
+      monthlySpendCapCents: body.monthlySpendCapCents === undefined ? current.settings.monthlySpendCapCents : body.monthlySpendCapCents,
+    };
+    const problem = checkWalletSettings(settings);
+    if (problem) throw new ApiError('validation_error', `body.${problem}`);
+    const wallet = await services.actors.ask<WalletSnapshot>('ws', workspace.id, { type: 'wallet_settings', settings });
+    return { body: toWalletOut(workspace.id, workspace.plan, wallet) };
+  },
+});
