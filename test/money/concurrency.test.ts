@@ -1,0 +1,207 @@
+import t from 'tap';
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { freshDatabaseUrl } from '../helpers/database.ts';
+import { startNode } from '../fixtures/child.ts';
+import { openDatabase } from '../../persistence/database.ts';
+import { BILLING_SECRET, signedEvent } from './support.ts';
+
+/**
+ * Thousands of generations, cancellations, credit top-ups, wallet deposits and (duplicated) provider events
+ * against one workspace of a real service process, killed with SIGKILL part-way and started again on the
+ * same data; then the books are checked in the database.
+ */
+const OPERATIONS = Number(process.env.MONEY_STORM_OPERATIONS ?? 2000);
+const KILL_AFTER = Math.floor(OPERATIONS * 0.45);
+const IN_FLIGHT = 48;
+
+const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'gs-money-storm-'));
+const postgres = process.env.TEST_DATABASE_URL ? await freshDatabaseUrl() : undefined;
+t.teardown(async () => {
+  await fs.rm(dataDir, { recursive: true, force: true });
+  await postgres?.drop();
+});
+
+const env = {
+  PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'error', DATA_DIR: dataDir, DATABASE_URL: postgres?.url,
+  BILLING_SIGNING_SECRET: BILLING_SECRET, LOCAL_PROVIDER_LATENCY_MS: '2',
+  RATE_LIMIT_FREE: '1000000', RATE_LIMIT_PRO: '1000000', RATE_LIMIT_TEAM: '1000000', SHUTDOWN_TIMEOUT_MS: '30000',
+};
+
+async function serve() {
+  const child = startNode(t, 'test/fixtures/serve.ts', env);
+  const url = (await child.line(/^listening (http:\/\/\S+)$/, 90_000))[1]!;
+  for (let i = 0; i < 600; i++) {
+    const ready = await fetch(`${url}/health/ready`).catch(() => undefined);
+    if (ready?.status === 200) break;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  return { child, url };
+}
+
+let base = '';
+async function call(method: string, route: string, credential: { key?: string; cookie?: string }, body?: unknown) {
+  const headers: Record<string, string> = {};
+  if (body !== undefined) headers['content-type'] = 'application/json';
+  if (credential.key) headers.authorization = `Bearer ${credential.key}`;
+  if (credential.cookie) headers.cookie = credential.cookie;
+  const response = await fetch(`${base}${route}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  const text = await response.text();
+  return { status: response.status, body: text ? JSON.parse(text) : undefined, headers: response.headers };
+}
+
+function sendEvent(event: { raw: string; signature: string }) {
+  return fetch(`${base}/v1/billing/events/local`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-billing-signature': event.signature }, body: event.raw });
+}
+
+t.test(`${OPERATIONS} concurrent money operations on one workspace, kill -9 part-way: the books balance`, async (t) => {
+  let service = await serve();
+  base = service.url;
+
+  const signup = await call('POST', '/v1/auth/signup', {}, { email: `storm-${process.pid}@example.com`, password: 'storm-password-1', name: 'Storm' });
+  t.equal(signup.status, 201);
+  const cookie = /gs_session=[^;]+/.exec(signup.headers.get('set-cookie') ?? '')![0];
+  const ws = signup.body.workspace.id as string;
+  const created = await call('POST', '/v1/api-keys', { cookie }, { workspaceId: ws, name: 'storm', scopes: ['all'] });
+  const key = created.body.key as string;
+
+  // The team plan (concurrency 50, 500 unfinished jobs) and an active wallet, paid through signed events.
+  const checkout = await call('POST', '/v1/billing/checkout', { cookie }, { workspaceId: ws, plan: 'team' });
+  t.equal((await sendEvent(signedEvent(checkout.body.paymentId, 'payment.succeeded'))).status, 200);
+  const firstDeposit = await call('POST', '/v1/wallet/top-ups', { key }, { workspaceId: ws, amountCents: 50_000 });
+  t.equal((await sendEvent(signedEvent(firstDeposit.body.paymentId, 'payment.succeeded'))).status, 200);
+
+  const acknowledged = new Set<string>();
+  const events: Array<{ raw: string; signature: string; paymentId: string }> = [];
+  const createdIds: string[] = [];
+  const modes = ['credits', 'wallet', 'auto'];
+  type Op = () => Promise<void>;
+  const ops: Op[] = [];
+  for (let i = 0; i < OPERATIONS; i++) {
+    const slot = i % 10;
+    if (slot < 6) {
+      ops.push(async () => {
+        const r = await call('POST', '/v1/generations', { key }, { workspaceId: ws, mode: 'text_to_text', model: 'local/text-mini', params: { prompt: `job ${i}` }, paymentMode: modes[i % 3] });
+        if (r.status === 201) { acknowledged.add(r.body.id); createdIds.push(r.body.id); }
+      });
+    } else if (slot < 8) {
+      ops.push(async () => {
+        const id = createdIds[createdIds.length - 1 - (i % 7)];
+        if (id) await call('POST', `/v1/generations/${id}/cancel?workspaceId=${ws}`, { key });
+      });
+    } else if (slot === 8) {
+      ops.push(async () => {
+        const order = await call('POST', '/v1/credits/top-ups', { key }, { workspaceId: ws, credits: 100 + (i % 50) });
+        if (order.status !== 201) return;
+        // Some orders are never paid, some declined, most paid; every event is sent twice at once.
+        if (i % 7 === 0) return;
+        const event = { ...signedEvent(order.body.paymentId, i % 11 === 0 ? 'payment.failed' : 'payment.succeeded'), paymentId: order.body.paymentId };
+        events.push(event);
+        await Promise.all([sendEvent(event), sendEvent(event)]);
+      });
+    } else {
+      ops.push(async () => {
+        const order = await call('POST', '/v1/wallet/top-ups', { key }, { workspaceId: ws, amountCents: 1000 + i });
+        if (order.status !== 201) return;
+        const event = { ...signedEvent(order.body.paymentId, 'payment.succeeded'), paymentId: order.body.paymentId };
+        events.push(event);
+        await Promise.all([sendEvent(event), sendEvent(event), sendEvent(signedEvent(order.body.paymentId, 'payment.succeeded'))]);
+      });
+    }
+  }
+
+  let next = 0;
+  let done = 0;
+  let failed = 0;
+  let killed = false;
+  const killAndRestart = async () => {
+    service.child.proc.kill('SIGKILL');
+    await service.child.exited;
+    service = await serve();
+    base = service.url;
+  };
+  let restarting: Promise<void> | undefined;
+  const worker = async () => {
+    while (next < ops.length) {
+      if (restarting) await restarting;
+      const op = ops[next++]!;
+      try {
+        await op();
+      } catch {
+        failed++; // in flight at the kill: its outcome is unknown to the client
+      }
+      done++;
+      if (!killed && done >= KILL_AFTER) {
+        killed = true;
+        restarting = killAndRestart();
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: IN_FLIGHT }, worker));
+  if (restarting) await restarting;
+  t.ok(killed, `killed after ${KILL_AFTER} operations`);
+  t.comment(`${acknowledged.size} generations acknowledged, ${failed} operations cut by the kill, ${events.length} payment events`);
+
+  // The provider retries every event after the outage, twice over.
+  for (const event of events) await Promise.all([sendEvent(event), sendEvent(event)]);
+
+  for (let i = 0; i < 1200; i++) {
+    const usage = await call('GET', `/v1/usage?workspaceId=${ws}&from=2000-01-01`, { key });
+    if (usage.status === 200 && usage.body.generations.unfinished === 0) break;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  const usage = await call('GET', `/v1/usage?workspaceId=${ws}&from=2000-01-01`, { cookie });
+  t.equal(usage.body.generations.unfinished, 0, 'every generation finished');
+
+  service.child.proc.kill('SIGTERM');
+  t.equal((await service.child.exited).code, 0);
+
+  const db = await openDatabase({ databaseUrl: postgres?.url, dataDir });
+  t.teardown(() => db.close());
+  const q = <T = Record<string, unknown>>(sql: string, params: unknown[] = []) => db.em().execute<T[]>(sql, params);
+
+  const [account] = await q<Record<string, number | string | object>>('select * from workspace_accounts where workspace_id = ?', [ws]);
+  const [sums] = await q<Record<string, string>>(
+    `select coalesce(sum(credits), 0)::int8 as c, coalesce(sum(reserved_credits), 0)::int8 as rc,
+            coalesce(sum(wallet_cents), 0)::int8 as w, coalesce(sum(reserved_wallet_cents), 0)::int8 as rw
+       from credit_ledger where workspace_id = ?`, [ws]);
+  t.same(
+    [Number(account!.available_credits), Number(account!.reserved_credits), Number(account!.wallet_cents), Number(account!.reserved_wallet_cents)],
+    [Number(sums!.c), Number(sums!.rc), Number(sums!.w), Number(sums!.rw)],
+    'every balance equals its ledger sum');
+  t.same([Number(account!.reserved_credits), Number(account!.reserved_wallet_cents)], [0, 0], 'nothing is still held');
+  t.same(typeof account!.reservations === 'string' ? JSON.parse(account!.reservations) : account!.reservations, {}, 'no reservation left');
+  const [negative] = await q<{ n: string }>(
+    `select count(*)::int8 as n from workspace_accounts where available_credits < 0 or reserved_credits < 0 or wallet_cents < 0 or reserved_wallet_cents < 0`);
+  t.equal(Number(negative!.n), 0, 'no negative balance anywhere');
+
+  t.same(await q(`select kind, reference, count(*) from credit_ledger where reference is not null group by kind, reference having count(*) > 1`), [], 'no order or grant applied twice');
+  t.same(await q(`select kind, generation_id, count(*) from credit_ledger where generation_id is not null group by kind, generation_id having count(*) > 1`), [], 'no generation reserved, captured or released twice');
+  t.same(await q(
+    `select g.id, g.status from generations g
+      where g.workspace_id = ? and (
+        not exists (select 1 from credit_ledger l where l.generation_id = g.id and l.kind = 'reserve')
+        or (g.status = 'succeeded') <> exists (select 1 from credit_ledger l where l.generation_id = g.id and l.kind = 'capture')
+        or (g.status <> 'succeeded') <> exists (select 1 from credit_ledger l where l.generation_id = g.id and l.kind = 'release'))`, [ws]),
+    [], 'every generation reserved once, then captured if it succeeded and released otherwise');
+
+  const ids = [...acknowledged];
+  const [found] = await q<{ n: string }>(`select count(*)::int8 as n from generations where workspace_id = ? and id in (${ids.map(() => '?').join(',')})`, [ws, ...ids]);
+  t.equal(Number(found!.n), ids.length, 'every acknowledged generation survived the kill');
+
+  t.same(await q(`select t.id, t.status from credit_top_ups t where t.workspace_id = ?
+      and (t.status = 'paid') <> exists (select 1 from credit_ledger l where l.reference = 'top:' || t.id and l.kind = 'grant')`, [ws]),
+    [], 'paid top-ups granted (once), unpaid and failed ones not');
+  t.same(await q(`select d.id, d.status from wallet_deposits d where d.workspace_id = ?
+      and (d.status = 'paid') <> exists (select 1 from credit_ledger l where l.reference = 'dep:' || d.id and l.kind = 'deposit')`, [ws]),
+    [], 'paid deposits in the wallet (once), others not');
+  t.same(await q(`select p.id, p.status, p.purpose from payments p where p.workspace_id = ? and p.status <> 'pending' and p.purpose <> 'subscription'
+      and not exists (select 1 from billing_events e where e.payment_id = p.id and e.applied)`, [ws]),
+    [], 'every settled payment was settled by a recorded event');
+  t.same(await q(`select payment_id, count(*) from billing_events where applied group by payment_id having count(*) > 1`), [], 'one applied event per payment');
+  const [paid] = await q<{ n: string }>(`select count(*)::int8 as n from credit_top_ups where workspace_id = ? and status = 'paid'`, [ws]);
+  t.ok(Number(paid!.n) > 0, `${paid!.n} top-ups paid`);
+  const [generations] = await q<{ n: string; s: string }>(`select count(*)::int8 as n, count(*) filter (where status = 'cancelled')::int8 as s from generations where workspace_id = ?`, [ws]);
+  t.ok(Number(generations!.n) >= acknowledged.size && Number(generations!.s) > 0, `${generations!.n} generations, ${generations!.s} cancelled`);
+});
