@@ -104,7 +104,7 @@ export const workspaceActor: ActorBehavior<WorkspaceState, WorkspaceMessage, unk
       case 'wallet':
         return walletSnapshot(state, ctx);
       case 'wallet_settings':
-        return updateWalletSettings(state, msg.settings, ctx);
+        return updateWalletSettings(state, msg.patch, ctx);
       case 'auto_recharge':
         return autoRecharge(state, ctx);
     }

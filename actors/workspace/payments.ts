@@ -3,14 +3,14 @@ import type { ActorContext, Outcome } from '../../runtime/actor-behavior.ts';
 import { planOf, PLANS } from '../../runtime/plans.ts';
 import { newId } from '../../persistence/ids.ts';
 import { depsOf } from '../deps.ts';
-import { addMonth, periodGrantReference } from '../billing/period.ts';
+import { addMonth, nextPeriodEnd, periodGrantReference } from '../billing/period.ts';
 import type { ProviderEvent } from '../billing/provider.ts';
 import type { RenewReply } from '../billing/renewals.ts';
 import {
-  defaultWalletSettings, deposit, grant, monthOf, needsAutoRecharge, spendAt,
+  checkWalletSettings, defaultWalletSettings, deposit, grant, monthOf, needsAutoRecharge, spendAt,
   type MonthlySpend, type MoneyDecision, type WalletSettings,
 } from './account.ts';
-import type { PaymentEventReply, WalletSnapshot } from './protocol.ts';
+import type { PaymentEventReply, WalletSettingsPatch, WalletSnapshot } from './protocol.ts';
 import { writeMoney, type WorkspaceState } from './actor.ts';
 
 /**
@@ -129,8 +129,8 @@ export async function renewSubscription(state: WorkspaceState, subscriptionId: s
   const em = ctx.db.em();
   const now = ctx.clock.now();
   const at = new Date(now);
-  const [sub] = await em.execute<Array<{ id: string; plan: string; status: string; current_period_end: Date | string; cancel_at_period_end: boolean }>>(
-    'select id, plan, status, current_period_end, cancel_at_period_end from subscriptions where id = ? and workspace_id = ?', [subscriptionId, state.workspaceId]);
+  const [sub] = await em.execute<Array<{ id: string; plan: string; status: string; current_period_end: Date | string; cancel_at_period_end: boolean; created_at: Date | string }>>(
+    'select id, plan, status, current_period_end, cancel_at_period_end, created_at from subscriptions where id = ? and workspace_id = ?', [subscriptionId, state.workspaceId]);
   if (!sub || sub.status !== 'active') return { state, reply: { nextAt: null } };
   const end = new Date(sub.current_period_end).getTime();
   if (now < end) return { state, reply: { nextAt: end } };
@@ -158,7 +158,7 @@ export async function renewSubscription(state: WorkspaceState, subscriptionId: s
     await ctx.writer.write(async (em) => { await insertPayment(em, 'failed', charge.reason); });
     return endTo('past_due');
   }
-  const nextEnd = addMonth(end);
+  const nextEnd = nextPeriodEnd(new Date(sub.created_at).getTime(), end);
   const money = grant(state.account, plan.monthlyCredits, periodGrantReference(sub.id, end));
   await commitMoney(state, ctx, money, at, async (em) => {
     await insertPayment(em, 'succeeded', null);
@@ -206,8 +206,15 @@ export function walletSnapshot(state: WorkspaceState, ctx: ActorContext): Outcom
   return { state, reply };
 }
 
-export async function updateWalletSettings(state: WorkspaceState, settings: WalletSettings, ctx: ActorContext): Promise<Outcome<WorkspaceState, WalletSnapshot>> {
+export async function updateWalletSettings(state: WorkspaceState, patch: WalletSettingsPatch, ctx: ActorContext): Promise<Outcome<WorkspaceState, WalletSnapshot | { refused: string }>> {
   const at = new Date(ctx.clock.now());
+  // Merged here, one message at a time, so concurrent partial updates do not undo each other.
+  const settings: WalletSettings = {
+    autoRecharge: { ...state.wallet.autoRecharge, ...patch.autoRecharge },
+    monthlySpendCapCents: patch.monthlySpendCapCents === undefined ? state.wallet.monthlySpendCapCents : patch.monthlySpendCapCents,
+  };
+  const problem = checkWalletSettings(settings);
+  if (problem) return { state, reply: { refused: problem } };
   await ctx.writer.write(async (em) => {
     await em.execute(
       `update workspace_accounts set auto_recharge_enabled = ?, auto_recharge_threshold_cents = ?, auto_recharge_amount_cents = ?, monthly_spend_cap_cents = ?, updated_at = ?

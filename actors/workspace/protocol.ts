@@ -44,8 +44,14 @@ export type WorkspaceMessage =
   | { type: 'renew'; subscriptionId: string }
   | { type: 'cancel_subscription' }
   | { type: 'wallet' }
-  | { type: 'wallet_settings'; settings: WalletSettings }
+  | { type: 'wallet_settings'; patch: WalletSettingsPatch }
   | { type: 'auto_recharge' };
+
+/** A change of the wallet's settings; fields left out keep their value. */
+export interface WalletSettingsPatch {
+  autoRecharge?: Partial<WalletSettings['autoRecharge']>;
+  monthlySpendCapCents?: number | null;
+}
 
 export interface PaymentEventReply {
   applied: boolean;

@@ -101,6 +101,32 @@ t.test('subscription: checkout paid, credits granted once per period, renewal by
   ]);
 });
 
+t.test('switching plans: the new subscription replaces the old at once, and only it renews', async (t) => {
+  const clock = new ManualClock(Date.UTC(2026, 2, 1));
+  const server = await startTestServer(t, { env: ENV, clock });
+  const owner = await signUp(server);
+  const ws = owner.workspaceId;
+  const pro = await post(server, '/v1/billing/checkout', owner.cookie, { workspaceId: ws, plan: 'pro' });
+  await completeCheckout(pro.body.checkoutUrl, 'pay');
+  clock.advance(5 * DAY);
+  const team = await post(server, '/v1/billing/checkout', owner.cookie, { workspaceId: ws, plan: 'team' });
+  t.equal(team.status, 201);
+  await completeCheckout(team.body.checkoutUrl, 'pay');
+  const now = await get(server, `/v1/billing/subscription?workspaceId=${ws}`, owner.cookie);
+  t.match(now.body, { plan: 'team', subscription: { id: team.body.subscriptionId, currentPeriodStart: '2026-03-06T00:00:00.000Z', currentPeriodEnd: '2026-04-06T00:00:00.000Z' } });
+  t.equal(await credits(server, owner.cookie, ws), 100 + 3000 + 12000);
+  const [old] = await server.services.db.em().execute<Array<{ status: string }>>('select status from subscriptions where id = ?', [pro.body.subscriptionId]);
+  t.equal(old!.status, 'replaced');
+
+  clock.advance(28 * DAY); // past the old pro period end (April 1), before the team one (April 6)
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  t.equal(await credits(server, owner.cookie, ws), 15100, 'the replaced subscription does not renew');
+  clock.advance(6 * DAY);
+  t.equal(await until(() => credits(server, owner.cookie, ws), (n) => n === 27100), 27100, 'the team subscription renews');
+  const payments = await get(server, `/v1/billing/payments?workspaceId=${ws}`, owner.cookie);
+  t.same(payments.body.data.map((p: { plan: string; status: string }) => `${p.plan}:${p.status}`), ['team:succeeded', 'team:succeeded', 'pro:succeeded']);
+});
+
 t.test('a declined checkout starts nothing; members and other workspaces are refused', async (t) => {
   const server = await startTestServer(t, { env: ENV });
   const owner = await signUp(server);

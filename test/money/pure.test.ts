@@ -3,7 +3,7 @@ import {
   checkWalletSettings, defaultWalletSettings, deposit, emptyAccount, grant, monthOf, needsAutoRecharge, release, reserveWithinCap,
   spendAt, spendChange, type Account,
 } from '../../actors/workspace/account.ts';
-import { addMonth, periodGrantReference } from '../../actors/billing/period.ts';
+import { addMonth, nextPeriodEnd, periodGrantReference } from '../../actors/billing/period.ts';
 import { LocalPaymentProvider } from '../../actors/billing/local/provider.ts';
 import { ManualClock } from '../../runtime/clock.ts';
 
@@ -64,6 +64,10 @@ t.test('billing periods are calendar months in UTC', async (t) => {
   t.equal(new Date(addMonth(Date.UTC(2026, 0, 31))).toISOString(), '2026-02-28T00:00:00.000Z', 'clamped to the shorter month');
   t.equal(new Date(addMonth(Date.UTC(2026, 11, 5))).toISOString(), '2027-01-05T00:00:00.000Z', 'across the year');
   t.equal(periodGrantReference('sub_1', Date.UTC(2026, 0, 1)), 'sub:sub_1:period:2026-01-01T00:00:00.000Z');
+  const anchor = Date.UTC(2026, 0, 31, 9);
+  const ends = [addMonth(anchor)];
+  for (let i = 0; i < 3; i++) ends.push(nextPeriodEnd(anchor, ends[ends.length - 1]!));
+  t.same(ends.map((e) => new Date(e).toISOString().slice(0, 10)), ['2026-02-28', '2026-03-31', '2026-04-30', '2026-05-31'], 'periods counted from the start do not drift');
 });
 
 t.test('local provider events: signed, verified in constant time, refused when altered, unsigned or stale', async (t) => {

@@ -1,8 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import { ApiError } from '../../errors.ts';
 import { defineRoute } from '../../route.ts';
-import { checkWalletSettings, type WalletSettings } from '../../../actors/workspace/account.ts';
-import type { WalletSnapshot } from '../../../actors/workspace/protocol.ts';
+import type { WalletSettingsPatch, WalletSnapshot } from '../../../actors/workspace/protocol.ts';
 import { moneyWorkspace } from '../billing/access.ts';
 import { WorkspaceIdField } from '../billing/shapes.ts';
 import { toWalletOut, WalletOut } from './shapes.ts';
@@ -30,14 +29,12 @@ export const updateWallet = defineRoute({
   responses: { 200: WalletOut },
   handler: async ({ auth, body, services }) => {
     const workspace = await moneyWorkspace(services.db.em(), auth, body.workspaceId, { action: 'change wallet settings' });
-    const current = await services.actors.ask<WalletSnapshot>('ws', workspace.id, { type: 'wallet' });
-    const settings: WalletSettings = {
-      autoRecharge: { ...current.settings.autoRecharge, ...body.autoRecharge },
-      monthlySpendCapCents: body.monthlySpendCapCents === undefined ? current.settings.monthlySpendCapCents : body.monthlySpendCapCents,
+    const patch: WalletSettingsPatch = {
+      ...(body.autoRecharge ? { autoRecharge: body.autoRecharge } : {}),
+      ...(body.monthlySpendCapCents !== undefined ? { monthlySpendCapCents: body.monthlySpendCapCents } : {}),
     };
-    const problem = checkWalletSettings(settings);
-    if (problem) throw new ApiError('validation_error', `body.${problem}`);
-    const wallet = await services.actors.ask<WalletSnapshot>('ws', workspace.id, { type: 'wallet_settings', settings });
-    return { body: toWalletOut(workspace.id, workspace.plan, wallet) };
+    const reply = await services.actors.ask<WalletSnapshot | { refused: string }>('ws', workspace.id, { type: 'wallet_settings', patch });
+    if ('refused' in reply) throw new ApiError('validation_error', `body.${reply.refused}`);
+    return { body: toWalletOut(workspace.id, workspace.plan, reply) };
   },
 });
