@@ -143,8 +143,19 @@ export async function startService(options: StartOptions): Promise<RunningServic
     generationPaused: () => switches.generationPaused().paused,
     outputs: blobOutputStore(blobs, db, () => clock.now()),
     inputs: blobInputResolver(blobs, db, guardedFetcher({ maxBytes: MAX_INPUT_BYTES, timeoutMs: 30_000, allowPrivate: config.allowPrivateEgress })),
-    // A plan change changes the rate limit cached with each key record of the workspace.
-    billing: { provider: paymentProvider, renewals, planChanged: () => keyCache.clear() },
+    // A plan change changes the rate limit cached with each key record of the workspace: dropped here at
+    // once, and on the other nodes through the invalidation bus (one message per key of the workspace).
+    billing: {
+      provider: paymentProvider,
+      renewals,
+      planChanged: (workspaceId) => {
+        keyCache.clear();
+        if (!keyBus) return;
+        void db.em().execute<Array<{ key_hash: string }>>('select key_hash from api_keys where workspace_id = ?', [workspaceId])
+          .then((rows) => Promise.all(rows.map((row) => keyCache.invalidate(row.key_hash))))
+          .catch((error: unknown) => logger.warn({ err: error, workspaceId }, 'could not announce a plan change to other nodes; their key records expire within a minute'));
+      },
+    },
   };
   actors.provideDeps(actorDeps);
   actors.register(workspaceActor);
