@@ -16,6 +16,9 @@ const OPERATIONS = Number(process.env.MONEY_STORM_OPERATIONS ?? 2000);
 const KILL_AFTER = Math.floor(OPERATIONS * 0.45);
 const IN_FLIGHT = 48;
 
+// Thousands of requests on a shared two-core machine take a few minutes: past the suite's default per-file limit.
+t.setTimeout(600_000);
+
 const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'gs-money-storm-'));
 const postgres = process.env.TEST_DATABASE_URL ? await freshDatabaseUrl() : undefined;
 t.teardown(async () => {

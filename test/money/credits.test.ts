@@ -121,3 +121,13 @@ t.test('credits: refusals, scopes and tenant isolation', async (t) => {
   t.same(second.body.data.map((o: { id: string }) => o.id), [order.body.id]);
   t.equal(second.body.nextCursor, null);
 });
+
+t.test('the provider event endpoint: unknown provider, size limit', async (t) => {
+  const server = await startTestServer(t, { env: MONEY_ENV });
+  const event = signedEvent('pay_x', 'payment.succeeded');
+  const unknown = await server.json('/v1/billing/events/stripe', { method: 'POST', headers: { 'content-type': 'application/json', 'x-billing-signature': event.signature }, body: event.raw });
+  t.match(unknown, { status: 404, body: { error: { code: 'not_found' } } });
+  const big = `{"pad":"${'x'.repeat(70 * 1024)}"}`;
+  const tooBig = await server.json('/v1/billing/events/local', { method: 'POST', headers: { 'content-type': 'application/json', 'x-billing-signature': signedEvent('pay_x', 'payment.succeeded').signature }, body: big });
+  t.match(tooBig, { status: 413, body: { error: { code: 'payload_too_large' } } });
+});
