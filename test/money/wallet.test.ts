@@ -61,6 +61,8 @@ t.test('each paymentMode with each refusal, the wallet activated by a first 10-d
   t.match(after.body, { balanceCents: 0, reservedCents: 0, monthlySpend: { spentCents: 1000 } });
   const credits = await get(server, `/v1/workspaces/${ws}/credits`, key);
   t.match(credits.body, { availableCredits: 0, reservedCredits: 0 });
+  t.match(await generate(server, key, ws, voice(3, 'auto')), { status: 402, body: { error: { code: 'wallet_insufficient_balance' } } }, 'auto with an active but empty wallet');
+  t.match(await generate(server, key, ws, voice(3, 'credits')), { status: 402, body: { error: { code: 'insufficient_credits' } } });
 
   const transactions = await get(server, `/v1/wallet/transactions?workspaceId=${ws}&limit=100`, key);
   t.equal(transactions.status, 200);
