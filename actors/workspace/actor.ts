@@ -179,7 +179,9 @@ async function settle(
   const now = ctx.clock.now();
   const at = new Date(now);
   state.account = money.account;
-  if (heldSlot) state.active.delete(generationId);
+  // A terminal job holds no slot: not the one it held (heldSlot), nor one granted a moment ago whose
+  // `reserve` it will never take (it ended while queued, e.g. cancelled or expired).
+  state.active.delete(generationId);
   state.queue = state.queue.filter((id) => id !== generationId);
 
   const written = ctx.writer.write(async (em) => {
