@@ -13,6 +13,7 @@ import type { ActorDeps } from '../actors/deps.ts';
 import { workspaceActor } from '../actors/workspace/actor.ts';
 import { generationActor } from '../actors/generation/actor.ts';
 import { generationRecovery } from '../actors/generation/recovery.ts';
+import { nudgeQueuedWorkspaces } from '../actors/generation/resume.ts';
 import { ProviderRegistry } from '../actors/generation/providers/provider.ts';
 import { localProvider } from '../actors/generation/providers/local/provider.ts';
 import { blobOutputStore } from '../actors/generation/blob-outputs.ts';
@@ -139,6 +140,11 @@ export async function startService(options: StartOptions): Promise<RunningServic
   actors.provideDeps(actorDeps);
   actors.register(workspaceActor);
   actors.register(generationActor);
+  // Releasing the emergency stop starts queued jobs again at once, not at the next request.
+  switches.onChange((state) => {
+    if (state.paused) return;
+    nudgeQueuedWorkspaces(db, actors).catch((error: unknown) => logger.error({ err: error }, 'resuming queued generations failed'));
+  });
   const services: Services = {
     config, version: packageJson.version, engine, clock, logger, tracer: telemetry.tracer, db, writer, actors, health,
     redis, limiter, keyCache, keyUsage, blobs, switches, catalog,
