@@ -29,7 +29,19 @@ export interface Config {
   /** ALLOW_PRIVATE_EGRESS: fetched URLs may reach loopback and private addresses (development and tests only). */
   allowPrivateEgress: boolean;
   /** Generations: queue time-out, and the built-in local provider's latency and simulated failure rate. */
-  generations: { queueTimeoutMs: number; localLatencyMs: number; localFailureRate: number };
+  generations: { queueTimeoutMs: number; localLatencyMs: number; localFailureRate: number; localMaxConcurrentJobs: number | undefined };
+  /** The OpenAI-compatible provider, when OPENAI_BASE_URL is set (its models are offered only then). */
+  openai: OpenAiConfig | undefined;
+}
+
+export interface OpenAiConfig {
+  baseUrl: string;
+  apiKey: string;
+  chatModel: string;
+  imageModel: string;
+  timeoutMs: number;
+  /** Jobs in flight at once on that server; undefined for no limit. */
+  maxConcurrentJobs: number | undefined;
 }
 
 export type BlobStoreConfig =
@@ -84,6 +96,8 @@ export function loadConfig(env: Env = process.env): Config {
   const queueTimeoutMs = read.integer('QUEUE_TIMEOUT_MS', 10 * 60_000, 1_000, 7 * 24 * 3_600_000);
   const localLatencyMs = read.integer('LOCAL_PROVIDER_LATENCY_MS', 200, 0, 600_000);
   const localFailurePercent = read.integer('LOCAL_PROVIDER_FAILURE_PERCENT', 0, 0, 100);
+  const localMaxConcurrentJobs = read.integer('LOCAL_PROVIDER_MAX_CONCURRENT_JOBS', 0, 0, 1_000_000);
+  const openai = readOpenAi(read, problems);
 
   if (problems.length > 0) throw new ConfigError(problems);
   return {
@@ -91,8 +105,24 @@ export function loadConfig(env: Env = process.env): Config {
     allowUwsFallback, shutdownTimeoutMs, actorIdleMs, groupCommit: { windowMs, maxBatch },
     telemetry: { tracesExporter, otlpEndpoint, serviceName }, redisKeyPrefix, allowedOrigins, sessionTtlHours, rateLimits,
     blobStore, allowPrivateEgress,
-    generations: { queueTimeoutMs, localLatencyMs, localFailureRate: localFailurePercent / 100 },
+    generations: { queueTimeoutMs, localLatencyMs, localFailureRate: localFailurePercent / 100, localMaxConcurrentJobs: localMaxConcurrentJobs || undefined },
+    openai,
   };
+}
+
+function readOpenAi(read: EnvReader, problems: string[]): OpenAiConfig | undefined {
+  const baseUrl = read.optionalUrl('OPENAI_BASE_URL', ['http:', 'https:']);
+  const apiKey = read.optionalString('OPENAI_API_KEY');
+  const chatModel = read.string('OPENAI_CHAT_MODEL', 'gpt-4o-mini');
+  const imageModel = read.string('OPENAI_IMAGE_MODEL', 'dall-e-3');
+  const timeoutMs = read.integer('OPENAI_TIMEOUT_MS', 120_000, 100, 3_600_000);
+  const maxConcurrentJobs = read.integer('OPENAI_MAX_CONCURRENT_JOBS', 0, 0, 1_000_000);
+  if (baseUrl === undefined) return undefined;
+  if (apiKey === undefined) {
+    problems.push('OPENAI_API_KEY: required when OPENAI_BASE_URL is set');
+    return undefined;
+  }
+  return { baseUrl: baseUrl.replace(/\/+$/, ''), apiKey, chatModel, imageModel, timeoutMs, maxConcurrentJobs: maxConcurrentJobs || undefined };
 }
 
 function readBlobStore(read: EnvReader, env: Env, problems: string[]): BlobStoreConfig {

@@ -16,6 +16,7 @@ import { generationRecovery } from '../actors/generation/recovery.ts';
 import { nudgeQueuedWorkspaces } from '../actors/generation/resume.ts';
 import { ProviderRegistry } from '../actors/generation/providers/provider.ts';
 import { localProvider } from '../actors/generation/providers/local/provider.ts';
+import { openAiProvider } from '../actors/generation/providers/openai/provider.ts';
 import { blobOutputStore } from '../actors/generation/blob-outputs.ts';
 import { blobInputResolver, MAX_INPUT_BYTES } from '../actors/generation/blob-inputs.ts';
 import { guardedFetcher } from './egress.ts';
@@ -124,11 +125,19 @@ export async function startService(options: StartOptions): Promise<RunningServic
     db, clock, logger, mailboxDir: db.kind === 'pglite' && config.databaseUrl !== 'memory://' ? path.join(config.dataDir, 'ops') : undefined,
   });
   await switches.start();
-  // Models whose provider this service runs; OpenAI-compatible ones join when that adapter is configured.
-  const catalog = new ModelCatalog(undefined, (provider) => provider === 'local');
   const providers = new ProviderRegistry().add(localProvider({
     clock, latencyMs: config.generations.localLatencyMs, failureRate: config.generations.localFailureRate,
+    maxConcurrentJobs: config.generations.localMaxConcurrentJobs,
   }));
+  if (config.openai) {
+    const { baseUrl, apiKey, chatModel, imageModel, timeoutMs, maxConcurrentJobs } = config.openai;
+    providers.add(openAiProvider({
+      baseUrl, apiKey, chatModel, imageModel, timeoutMs, maxConcurrentJobs,
+      fetchOutput: guardedFetcher({ maxBytes: MAX_INPUT_BYTES, timeoutMs, allowPrivate: config.allowPrivateEgress }),
+    }));
+  }
+  // Models whose provider this service runs: local always, openai/* when OPENAI_BASE_URL is set.
+  const catalog = new ModelCatalog(undefined, (provider) => providers.has(provider));
   const actorDeps: ActorDeps = {
     catalog,
     providers,
