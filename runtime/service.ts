@@ -14,6 +14,7 @@ import { workspaceActor } from '../actors/workspace/actor.ts';
 import { generationActor } from '../actors/generation/actor.ts';
 import { generationRecovery } from '../actors/generation/recovery.ts';
 import { nudgeQueuedWorkspaces } from '../actors/generation/resume.ts';
+import { ProviderCapacity } from '../actors/generation/provider-capacity.ts';
 import { ProviderRegistry } from '../actors/generation/providers/provider.ts';
 import { localProvider } from '../actors/generation/providers/local/provider.ts';
 import { openAiProvider } from '../actors/generation/providers/openai/provider.ts';
@@ -138,9 +139,11 @@ export async function startService(options: StartOptions): Promise<RunningServic
   }
   // Models whose provider this service runs: local always, openai/* when OPENAI_BASE_URL is set.
   const catalog = new ModelCatalog(undefined, (provider) => providers.has(provider));
+  const capacity = new ProviderCapacity((name) => providers.get(name)?.maxConcurrentJobs, (workspaceId) => actors.tell('ws', workspaceId, { type: 'schedule' }));
   const actorDeps: ActorDeps = {
     catalog,
     providers,
+    capacity,
     queueTimeoutMs: config.generations.queueTimeoutMs,
     generationPaused: () => switches.generationPaused().paused,
     outputs: blobOutputStore(blobs, db, () => clock.now()),

@@ -28,6 +28,8 @@ export interface WorkspaceState {
   active: Set<string>;
   /** Committed queued jobs, oldest first. */
   queue: string[];
+  /** The provider of each job queued or active, for the providers' capacity. */
+  providerOf: Map<string, string>;
   /** Creations accepted but not yet committed. */
   creating: number;
   idempotency: Map<string, IdempotencyEntry>;
@@ -57,13 +59,16 @@ export const workspaceActor: ActorBehavior<WorkspaceState, WorkspaceMessage, unk
           walletActivated: row.walletActivated, reservations: row.reservations ?? {},
         }
       : emptyAccount();
-    const open = await em.find(GenerationEntity, { workspaceId: ctx.id, status: { $in: ACTIVE } }, { fields: ['id', 'status'], orderBy: { createdAt: 'asc', id: 'asc' } });
+    const open = await em.find(GenerationEntity, { workspaceId: ctx.id, status: { $in: ACTIVE } }, { fields: ['id', 'status', 'provider'], orderBy: { createdAt: 'asc', id: 'asc' } });
+    const { capacity } = depsOf(ctx);
+    for (const g of open) if (g.status !== 'queued') capacity.hold(g.provider, g.id);
     return {
       workspaceId: ctx.id,
       plan,
       account,
       active: new Set(open.filter((g) => g.status !== 'queued').map((g) => g.id)),
       queue: open.filter((g) => g.status === 'queued').map((g) => g.id),
+      providerOf: new Map(open.map((g) => [g.id, g.provider])),
       creating: 0,
       idempotency: new Map(),
     };
@@ -77,6 +82,8 @@ export const workspaceActor: ActorBehavior<WorkspaceState, WorkspaceMessage, unk
         return settle(state, msg.generationId, msg.money, msg.settlement, msg.heldSlot, ctx);
       case 'slot_declined':
         state.active.delete(msg.generationId);
+        state.providerOf.delete(msg.generationId);
+        depsOf(ctx).capacity.release(msg.generationId);
         schedule(state, ctx);
         return { state };
       case 'schedule':
@@ -152,6 +159,7 @@ async function create(
     (): CreateReply => {
       state.creating--;
       state.queue.push(id);
+      state.providerOf.set(id, draft.provider);
       if (idempotency) state.idempotency.set(idempotency.key, { hash: idempotency.hash, result: { status: 201, generation } });
       ctx.actors.tell('gen', id, { type: 'start' });
       ctx.actors.tell('ws', state.workspaceId, { type: 'schedule' });
@@ -183,6 +191,8 @@ async function settle(
   // `reserve` it will never take (it ended while queued, e.g. cancelled or expired).
   state.active.delete(generationId);
   state.queue = state.queue.filter((id) => id !== generationId);
+  state.providerOf.delete(generationId);
+  depsOf(ctx).capacity.release(generationId);
 
   const written = ctx.writer.write(async (em) => {
     // Raw SQL with RETURNING: the driver's affected-row count is not reliable for every statement.
@@ -201,14 +211,26 @@ async function settle(
   return { state, replyWhenDurable: written.then(() => ({ settled: true })) };
 }
 
-/** Starts queued jobs while the plan's concurrency allows and generation is not paused. */
+/**
+ * Starts queued jobs, oldest first, while the plan's concurrency allows and generation is not paused. A job
+ * whose provider is at its capacity stays queued (jobs of other providers behind it may start); the
+ * provider's capacity tells this actor to schedule again when a slot frees.
+ */
 function schedule(state: WorkspaceState, ctx: ActorContext): void {
-  if (depsOf(ctx).generationPaused()) return;
+  const { generationPaused, capacity } = depsOf(ctx);
+  if (generationPaused()) return;
+  const waiting: string[] = [];
   while (state.active.size < state.plan.concurrentJobs && state.queue.length > 0) {
     const id = state.queue.shift()!;
+    const provider = state.providerOf.get(id);
+    if (provider !== undefined && !capacity.tryAcquire(provider, id, state.workspaceId)) {
+      waiting.push(id);
+      continue;
+    }
     state.active.add(id);
     ctx.actors.tell('gen', id, { type: 'reserve' });
   }
+  if (waiting.length > 0) state.queue = [...waiting, ...state.queue];
 }
 
 /** The balances move by deltas, so each write is right on its own, whatever commits beside it. */
