@@ -166,6 +166,7 @@ export function openAiProvider(options: OpenAiProviderOptions): Provider {
       const controller = new AbortController();
       jobs.set(providerJobId, controller);
       const timer = setTimeout(() => controller.abort(new DOMException('timed out', 'TimeoutError')), options.timeoutMs);
+      timer.unref();
       // The request goes out on a later turn: submit answers first, as the provider interface expects.
       setImmediate(() => {
         if (controller.signal.aborted) return;
