@@ -51,7 +51,7 @@ async function fakeOpenAi(t: Test) {
       if (req.url === '/v1/images/generations') {
         const [w, h] = String(body.size).split('x').map((n) => Math.round(Number(n) / 64));
         const { port } = server.address() as AddressInfo;
-        const data = Array.from({ length: body.n }, (_, i) => prompt.includes('url')
+        const data = Array.from({ length: prompt.includes('short') ? body.n - 1 : body.n }, (_, i) => prompt.includes('url')
           ? { url: `http://127.0.0.1:${port}/files/${i}.png` }
           : { b64_json: png(w!, h!).toString('base64') });
         return json(200, { created: 1, data });
@@ -121,6 +121,7 @@ t.test('the OpenAI-compatible adapter: chat completions, images as b64_json and 
     ['openai/chat', 'text_to_text', { prompt: 'notjson' }, 'provider_bad_response', /other than JSON/],
     ['openai/chat', 'text_to_text', { prompt: 'empty' }, 'provider_bad_response', /no choices/],
     ['openai/image', 'text_to_image', { prompt: 'empty' }, 'provider_bad_response', /no images/],
+    ['openai/image', 'text_to_image', { prompt: 'short', numImages: 3 }, 'provider_bad_response', /2 of the 3 images/],
     ['openai/chat', 'text_to_text', { prompt: 'hang' }, 'provider_timeout', /did not answer within 1000 ms/],
   ];
   for (const [model, mode, params, code, message] of failures) {

@@ -132,6 +132,8 @@ export function openAiProvider(options: OpenAiProviderOptions): Provider {
     }, signal) as { data?: Array<{ b64_json?: unknown; url?: unknown }> };
     const data = answer?.data;
     if (!Array.isArray(data) || data.length === 0) throw new ProviderFailure(OPENAI_ERROR_CODES.badResponse, 'The provider\'s answer has no images (data is empty).');
+    // Every image asked for is paid for, so fewer is a failure, not a partial success.
+    if (data.length < count) throw new ProviderFailure(OPENAI_ERROR_CODES.badResponse, `The provider answered with ${data.length} of the ${count} images asked for.`);
     const files: OutputFile[] = [];
     for (const item of data.slice(0, count)) {
       let bytes: Buffer;
