@@ -3,6 +3,7 @@ import type { ProviderRegistry } from './generation/providers/provider.ts';
 import type { OutputStore } from './generation/output-store.ts';
 import type { InputResolver } from './generation/input-resolver.ts';
 import type { PaymentProvider } from './billing/provider.ts';
+import type { ProviderCapacity } from './generation/provider-capacity.ts';
 
 /** What the service hands its actors (ctx.deps): built once in runtime/service.ts. */
 export interface ActorDeps {
@@ -14,6 +15,8 @@ export interface ActorDeps {
   generationPaused(): boolean;
   outputs: OutputStore;
   inputs: InputResolver;
+  /** Provider slots across workspaces (each provider's maxConcurrentJobs). */
+  capacity: ProviderCapacity;
   billing: BillingDeps;
 }
 

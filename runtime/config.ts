@@ -29,9 +29,21 @@ export interface Config {
   /** ALLOW_PRIVATE_EGRESS: fetched URLs may reach loopback and private addresses (development and tests only). */
   allowPrivateEgress: boolean;
   /** Generations: queue time-out, and the built-in local provider's latency and simulated failure rate. */
-  generations: { queueTimeoutMs: number; localLatencyMs: number; localFailureRate: number };
+  generations: { queueTimeoutMs: number; localLatencyMs: number; localFailureRate: number; localMaxConcurrentJobs: number | undefined };
   /** Billing: the payment provider (`local`, built in) and the secret its events and pages are signed with (BILLING_SIGNING_SECRET; unset, one is generated and kept under dataDir). */
   billing: { provider: 'local'; signingSecret: string | undefined };
+  /** The OpenAI-compatible provider, when OPENAI_BASE_URL is set (its models are offered only then). */
+  openai: OpenAiConfig | undefined;
+}
+
+export interface OpenAiConfig {
+  baseUrl: string;
+  apiKey: string;
+  chatModel: string;
+  imageModel: string;
+  timeoutMs: number;
+  /** Jobs in flight at once on that server; undefined for no limit. */
+  maxConcurrentJobs: number | undefined;
 }
 
 export type BlobStoreConfig =
@@ -89,6 +101,8 @@ export function loadConfig(env: Env = process.env): Config {
   const paymentProvider = read.oneOf('PAYMENT_PROVIDER', ['local'] as const, 'local');
   const billingSecret = read.optionalString('BILLING_SIGNING_SECRET');
   if (billingSecret !== undefined && billingSecret.length < 32) problems.push('BILLING_SIGNING_SECRET: must be at least 32 characters');
+  const localMaxConcurrentJobs = read.integer('LOCAL_PROVIDER_MAX_CONCURRENT_JOBS', 0, 0, 1_000_000);
+  const openai = readOpenAi(read, problems);
 
   if (problems.length > 0) throw new ConfigError(problems);
   return {
@@ -96,9 +110,25 @@ export function loadConfig(env: Env = process.env): Config {
     allowUwsFallback, shutdownTimeoutMs, actorIdleMs, groupCommit: { windowMs, maxBatch },
     telemetry: { tracesExporter, otlpEndpoint, serviceName }, redisKeyPrefix, allowedOrigins, sessionTtlHours, rateLimits,
     blobStore, allowPrivateEgress,
-    generations: { queueTimeoutMs, localLatencyMs, localFailureRate: localFailurePercent / 100 },
+    generations: { queueTimeoutMs, localLatencyMs, localFailureRate: localFailurePercent / 100, localMaxConcurrentJobs: localMaxConcurrentJobs || undefined },
     billing: { provider: paymentProvider, signingSecret: billingSecret },
+    openai,
   };
+}
+
+function readOpenAi(read: EnvReader, problems: string[]): OpenAiConfig | undefined {
+  const baseUrl = read.optionalUrl('OPENAI_BASE_URL', ['http:', 'https:']);
+  const apiKey = read.optionalString('OPENAI_API_KEY');
+  const chatModel = read.string('OPENAI_CHAT_MODEL', 'gpt-4o-mini');
+  const imageModel = read.string('OPENAI_IMAGE_MODEL', 'dall-e-3');
+  const timeoutMs = read.integer('OPENAI_TIMEOUT_MS', 120_000, 100, 3_600_000);
+  const maxConcurrentJobs = read.integer('OPENAI_MAX_CONCURRENT_JOBS', 0, 0, 1_000_000);
+  if (baseUrl === undefined) return undefined;
+  if (apiKey === undefined) {
+    problems.push('OPENAI_API_KEY: required when OPENAI_BASE_URL is set');
+    return undefined;
+  }
+  return { baseUrl: baseUrl.replace(/\/+$/, ''), apiKey, chatModel, imageModel, timeoutMs, maxConcurrentJobs: maxConcurrentJobs || undefined };
 }
 
 function readBlobStore(read: EnvReader, env: Env, problems: string[]): BlobStoreConfig {

@@ -13,8 +13,11 @@ import type { ActorDeps } from '../actors/deps.ts';
 import { workspaceActor } from '../actors/workspace/actor.ts';
 import { generationActor } from '../actors/generation/actor.ts';
 import { generationRecovery } from '../actors/generation/recovery.ts';
+import { nudgeQueuedWorkspaces } from '../actors/generation/resume.ts';
+import { ProviderCapacity } from '../actors/generation/provider-capacity.ts';
 import { ProviderRegistry } from '../actors/generation/providers/provider.ts';
 import { localProvider } from '../actors/generation/providers/local/provider.ts';
+import { openAiProvider } from '../actors/generation/providers/openai/provider.ts';
 import { blobOutputStore } from '../actors/generation/blob-outputs.ts';
 import { blobInputResolver, MAX_INPUT_BYTES } from '../actors/generation/blob-inputs.ts';
 import { guardedFetcher } from './egress.ts';
@@ -128,17 +131,27 @@ export async function startService(options: StartOptions): Promise<RunningServic
     db, clock, logger, mailboxDir: db.kind === 'pglite' && config.databaseUrl !== 'memory://' ? path.join(config.dataDir, 'ops') : undefined,
   });
   await switches.start();
-  // Models whose provider this service runs; OpenAI-compatible ones join when that adapter is configured.
-  const catalog = new ModelCatalog(undefined, (provider) => provider === 'local');
   const providers = new ProviderRegistry().add(localProvider({
     clock, latencyMs: config.generations.localLatencyMs, failureRate: config.generations.localFailureRate,
+    maxConcurrentJobs: config.generations.localMaxConcurrentJobs,
   }));
   // Payments: the built-in local provider; its checkout and portal pages are served by this service.
   const paymentProvider = new LocalPaymentProvider({ secret: billingSecret, baseUrl: () => publicUrl, clock });
   const renewals = new RenewalScheduler({ clock, logger, db, actors });
+  if (config.openai) {
+    const { baseUrl, apiKey, chatModel, imageModel, timeoutMs, maxConcurrentJobs } = config.openai;
+    providers.add(openAiProvider({
+      baseUrl, apiKey, chatModel, imageModel, timeoutMs, maxConcurrentJobs,
+      fetchOutput: guardedFetcher({ maxBytes: MAX_INPUT_BYTES, timeoutMs, allowPrivate: config.allowPrivateEgress }),
+    }));
+  }
+  // Models whose provider this service runs: local always, openai/* when OPENAI_BASE_URL is set.
+  const catalog = new ModelCatalog(undefined, (provider) => providers.has(provider));
+  const capacity = new ProviderCapacity((name) => providers.get(name)?.maxConcurrentJobs, (workspaceId) => actors.tell('ws', workspaceId, { type: 'schedule' }));
   const actorDeps: ActorDeps = {
     catalog,
     providers,
+    capacity,
     queueTimeoutMs: config.generations.queueTimeoutMs,
     generationPaused: () => switches.generationPaused().paused,
     outputs: blobOutputStore(blobs, db, () => clock.now()),
@@ -160,6 +173,11 @@ export async function startService(options: StartOptions): Promise<RunningServic
   actors.provideDeps(actorDeps);
   actors.register(workspaceActor);
   actors.register(generationActor);
+  // Releasing the emergency stop starts queued jobs again at once, not at the next request.
+  switches.onChange((state) => {
+    if (state.paused) return;
+    nudgeQueuedWorkspaces(db, actors).catch((error: unknown) => logger.error({ err: error }, 'resuming queued generations failed'));
+  });
   const services: Services = {
     config, version: packageJson.version, engine, clock, logger, tracer: telemetry.tracer, db, writer, actors, health,
     redis, limiter, keyCache, keyUsage, blobs, switches, catalog,

@@ -35,6 +35,10 @@ export const generationActor: ActorBehavior<GenerationActorState, GenerationMess
     if (!row) return { state, reply: msg.type === 'cancel' ? ({ kind: 'not_found' } satisfies CancelReply) : undefined, passivate: true };
     const status = row.status as GenerationStatus;
     if (isTerminal(status)) {
+      // A slot granted after the job ended (e.g. expired at recovery) goes back at once.
+      if (msg.type === 'reserve') ctx.actors.tell('ws', row.workspaceId, { type: 'slot_declined', generationId: row.id });
+      // A provider that accepted the job after it ended (cancelled while its inputs were fetched) stops it.
+      if (msg.type === 'submitted') depsOf(ctx).providers.get(row.provider)?.cancel(msg.providerJobId);
       return { state, reply: msg.type === 'cancel' ? ({ kind: 'conflict', status } satisfies CancelReply) : undefined, passivate: true };
     }
     switch (msg.type) {

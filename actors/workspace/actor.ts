@@ -29,6 +29,8 @@ export interface WorkspaceState {
   active: Set<string>;
   /** Committed queued jobs, oldest first. */
   queue: string[];
+  /** The provider of each job queued or active, for the providers' capacity. */
+  providerOf: Map<string, string>;
   /** Creations accepted but not yet committed. */
   creating: number;
   idempotency: Map<string, IdempotencyEntry>;
@@ -63,13 +65,16 @@ export const workspaceActor: ActorBehavior<WorkspaceState, WorkspaceMessage, unk
           walletActivated: row.walletActivated, reservations: row.reservations ?? {},
         }
       : emptyAccount();
-    const open = await em.find(GenerationEntity, { workspaceId: ctx.id, status: { $in: ACTIVE } }, { fields: ['id', 'status'], orderBy: { createdAt: 'asc', id: 'asc' } });
+    const open = await em.find(GenerationEntity, { workspaceId: ctx.id, status: { $in: ACTIVE } }, { fields: ['id', 'status', 'provider'], orderBy: { createdAt: 'asc', id: 'asc' } });
+    const { capacity } = depsOf(ctx);
+    for (const g of open) if (g.status !== 'queued') capacity.hold(g.provider, g.id);
     return {
       workspaceId: ctx.id,
       plan,
       account,
       active: new Set(open.filter((g) => g.status !== 'queued').map((g) => g.id)),
       queue: open.filter((g) => g.status === 'queued').map((g) => g.id),
+      providerOf: new Map(open.map((g) => [g.id, g.provider])),
       creating: 0,
       idempotency: new Map(),
       ...await loadWalletState(ctx),
@@ -85,6 +90,8 @@ export const workspaceActor: ActorBehavior<WorkspaceState, WorkspaceMessage, unk
         return settle(state, msg.generationId, msg.money, msg.settlement, msg.heldSlot, ctx);
       case 'slot_declined':
         state.active.delete(msg.generationId);
+        state.providerOf.delete(msg.generationId);
+        depsOf(ctx).capacity.release(msg.generationId);
         schedule(state, ctx);
         return { state };
       case 'schedule':
@@ -175,6 +182,7 @@ async function create(
     (): CreateReply => {
       state.creating--;
       state.queue.push(id);
+      state.providerOf.set(id, draft.provider);
       if (idempotency) state.idempotency.set(idempotency.key, { hash: idempotency.hash, result: { status: 201, generation } });
       ctx.actors.tell('gen', id, { type: 'start' });
       ctx.actors.tell('ws', state.workspaceId, { type: 'schedule' });
@@ -204,8 +212,12 @@ async function settle(
   state.account = money.account;
   const spend = spendAt(state.spend, now);
   state.spend = { month: spend.month, spentCents: spend.spentCents + spendChange(money.entries) };
-  if (heldSlot) state.active.delete(generationId);
+  // A terminal job holds no slot: not the one it held (heldSlot), nor one granted a moment ago whose
+  // `reserve` it will never take (it ended while queued, e.g. cancelled or expired).
+  state.active.delete(generationId);
   state.queue = state.queue.filter((id) => id !== generationId);
+  state.providerOf.delete(generationId);
+  depsOf(ctx).capacity.release(generationId);
 
   const written = ctx.writer.write(async (em) => {
     // Raw SQL with RETURNING: the driver's affected-row count is not reliable for every statement.
@@ -224,14 +236,26 @@ async function settle(
   return { state, replyWhenDurable: written.then(() => ({ settled: true })) };
 }
 
-/** Starts queued jobs while the plan's concurrency allows and generation is not paused. */
+/**
+ * Starts queued jobs, oldest first, while the plan's concurrency allows and generation is not paused. A job
+ * whose provider is at its capacity stays queued (jobs of other providers behind it may start); the
+ * provider's capacity tells this actor to schedule again when a slot frees.
+ */
 function schedule(state: WorkspaceState, ctx: ActorContext): void {
-  if (depsOf(ctx).generationPaused()) return;
+  const { generationPaused, capacity } = depsOf(ctx);
+  if (generationPaused()) return;
+  const waiting: string[] = [];
   while (state.active.size < state.plan.concurrentJobs && state.queue.length > 0) {
     const id = state.queue.shift()!;
+    const provider = state.providerOf.get(id);
+    if (provider !== undefined && !capacity.tryAcquire(provider, id, state.workspaceId)) {
+      waiting.push(id);
+      continue;
+    }
     state.active.add(id);
     ctx.actors.tell('gen', id, { type: 'reserve' });
   }
+  if (waiting.length > 0) state.queue = [...waiting, ...state.queue];
 }
 
 /** The balances move by deltas, so each write is right on its own, whatever commits beside it. */
@@ -247,23 +271,27 @@ export async function writeMoney(
     credits: t.credits + e.credits, reservedCredits: t.reservedCredits + e.reservedCredits,
     walletCents: t.walletCents + e.walletCents, reservedWalletCents: t.reservedWalletCents + e.reservedWalletCents,
   }), { credits: 0, reservedCredits: 0, walletCents: 0, reservedWalletCents: 0 });
-  const updated = await em.execute(
-    `update workspace_accounts set
-       available_credits = available_credits + ?, reserved_credits = reserved_credits + ?,
-       wallet_cents = wallet_cents + ?, reserved_wallet_cents = reserved_wallet_cents + ?,
-       reservations = (reservations - ?::text) || ?::jsonb, updated_at = ?
-     where workspace_id = ?`,
-    [sum.credits, sum.reservedCredits, sum.walletCents, sum.reservedWalletCents, reservations.remove ?? '', JSON.stringify(reservations.add ?? {}), at, workspaceId],
-    'run',
+  const ledger = entries.map((e) => ({
+    id: newId('txn', at.getTime()), kind: e.kind, credits: e.credits, reserved_credits: e.reservedCredits, wallet_cents: e.walletCents,
+    reserved_wallet_cents: e.reservedWalletCents, generation_id: e.generationId ?? null, reference: e.reference ?? null,
+  }));
+  // One round trip: the balances move and the entries that explain them are inserted by the same statement.
+  const inserted = await em.execute<Array<{ id: string }>>(
+    `with account as (
+       update workspace_accounts set
+         available_credits = available_credits + ?, reserved_credits = reserved_credits + ?,
+         wallet_cents = wallet_cents + ?, reserved_wallet_cents = reserved_wallet_cents + ?,
+         reservations = (reservations - ?::text) || ?::jsonb, updated_at = ?
+       where workspace_id = ? returning workspace_id)
+     insert into credit_ledger (id, workspace_id, kind, credits, reserved_credits, wallet_cents, reserved_wallet_cents, generation_id, reference, created_at)
+     select e.id, account.workspace_id, e.kind, e.credits, e.reserved_credits, e.wallet_cents, e.reserved_wallet_cents, e.generation_id, e.reference, ?
+     from account cross join jsonb_to_recordset(?::jsonb) as e(id text, kind text, credits integer, reserved_credits integer,
+       wallet_cents integer, reserved_wallet_cents integer, generation_id text, reference text)
+     returning id`,
+    [sum.credits, sum.reservedCredits, sum.walletCents, sum.reservedWalletCents, reservations.remove ?? '', JSON.stringify(reservations.add ?? {}), at, workspaceId,
+      at, JSON.stringify(ledger)],
   );
-  if ((updated as { affectedRows?: number }).affectedRows === 0) throw new Error(`workspace ${workspaceId} has no account`);
-  for (const entry of entries) {
-    await em.insert(CreditLedgerEntity, {
-      id: newId('txn', at.getTime()), workspaceId, kind: entry.kind, credits: entry.credits, reservedCredits: entry.reservedCredits,
-      walletCents: entry.walletCents, reservedWalletCents: entry.reservedWalletCents,
-      generationId: entry.generationId ?? null, reference: entry.reference ?? null, createdAt: at,
-    });
-  }
+  if (inserted.length !== entries.length) throw new Error(`workspace ${workspaceId} has no account`);
 }
 
 /** A workspace's first account: the plan's monthly credits, granted once (the ledger's reference makes it so). */

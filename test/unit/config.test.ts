@@ -47,3 +47,15 @@ t.test('every bad value is reported at once, each with its own message', async (
     t.match(problems.join('\n'), /OTEL_TRACES_EXPORTER="zipkin"/);
   }
 });
+
+t.test('the OpenAI-compatible provider: off unless OPENAI_BASE_URL is set; the key is then required', async (t) => {
+  t.equal(loadConfig({}).openai, undefined);
+  t.same(loadConfig({ OPENAI_BASE_URL: 'http://127.0.0.1:9999/v1/', OPENAI_API_KEY: 'sk-x', OPENAI_MAX_CONCURRENT_JOBS: '4' }).openai, {
+    baseUrl: 'http://127.0.0.1:9999/v1', apiKey: 'sk-x', chatModel: 'gpt-4o-mini', imageModel: 'dall-e-3', timeoutMs: 120_000, maxConcurrentJobs: 4,
+  });
+  t.equal(loadConfig({ OPENAI_BASE_URL: 'https://x.example/v1', OPENAI_API_KEY: 'k' }).openai?.maxConcurrentJobs, undefined, '0 or unset: no limit');
+  t.throws(() => loadConfig({ OPENAI_BASE_URL: 'https://x.example/v1' }), /OPENAI_API_KEY: required when OPENAI_BASE_URL is set/);
+  t.throws(() => loadConfig({ OPENAI_BASE_URL: 'ftp://x', OPENAI_API_KEY: 'k', OPENAI_TIMEOUT_MS: '5' }), /OPENAI_BASE_URL[\s\S]*OPENAI_TIMEOUT_MS|OPENAI_TIMEOUT_MS[\s\S]*OPENAI_BASE_URL/);
+  t.equal(loadConfig({ LOCAL_PROVIDER_MAX_CONCURRENT_JOBS: '3' }).generations.localMaxConcurrentJobs, 3);
+  t.equal(loadConfig({}).generations.localMaxConcurrentJobs, undefined);
+});

@@ -30,6 +30,8 @@ export type ProviderUpdate =
  */
 export interface Provider {
   name: string;
+  /** Jobs this provider takes at once, across all workspaces; undefined for no limit. Queued jobs wait while it is full. */
+  maxConcurrentJobs?: number;
   submit(job: ProviderJob, report: (update: ProviderUpdate) => void): Promise<{ providerJobId: string }>;
   cancel(providerJobId: string): void;
 }

@@ -11,6 +11,8 @@ export interface LocalProviderOptions {
   clock: Clock;
   outputs?: LocalOutputOptions;
   random?: () => number;
+  /** Jobs at once across all workspaces (LOCAL_PROVIDER_MAX_CONCURRENT_JOBS); undefined for no limit. */
+  maxConcurrentJobs?: number;
 }
 
 /** The embedded provider: no network, real small outputs for every mode, configurable latency and failures. */
@@ -26,6 +28,7 @@ export function localProvider(options: LocalProviderOptions): Provider {
 
   return {
     name: 'local',
+    maxConcurrentJobs: options.maxConcurrentJobs,
     async submit(job: ProviderJob, report: (update: ProviderUpdate) => void) {
       const providerJobId = `local_${randomUUID()}`;
       const state = { timers: [] as Timer[], cancelled: false };

@@ -1,0 +1,16 @@
+import type { ActorMessenger } from '../../runtime/actor-behavior.ts';
+import type { Database } from '../../persistence/database.ts';
+
+/**
+ * When the emergency stop is released, queued jobs start again at once, without waiting for a new
+ * request: every workspace actor that may hold queued jobs is told to schedule. That is each live
+ * workspace actor, and each workspace with a queued generation in the database (its actor is then
+ * spawned and loads its queue).
+ */
+export async function nudgeQueuedWorkspaces(db: Database, actors: ActorMessenger & { liveIds(kind: string): string[] }): Promise<number> {
+  const rows = await db.em().execute<Array<{ workspace_id: string }>>(
+    `select distinct workspace_id from generations where status = 'queued'`);
+  const workspaces = new Set([...actors.liveIds('ws'), ...rows.map((r) => r.workspace_id)]);
+  for (const workspaceId of workspaces) actors.tell('ws', workspaceId, { type: 'schedule' });
+  return workspaces.size;
+}

@@ -1,0 +1,122 @@
+import t from 'tap';
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { openDatabase } from '../../persistence/database.ts';
+import { freshDatabaseUrl } from '../helpers/database.ts';
+import { createKey, signUp } from '../helpers/identity.ts';
+import type { TestServer } from '../helpers/server.ts';
+import { startNode } from '../fixtures/child.ts';
+import { createGeneration, getGeneration, httpClient, isTerminal, ledgerByGeneration, moneyOf, waitFor } from './flow.ts';
+
+/**
+ * kill -9 of the real server process with generations queued and in flight, then a restart on the same
+ * data: PGlite on disk in a temp folder, or a fresh Postgres database when TEST_DATABASE_URL is set.
+ */
+const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'gs-crash-'));
+const postgres = process.env.TEST_DATABASE_URL ? await freshDatabaseUrl() : undefined;
+t.teardown(async () => {
+  await fs.rm(dataDir, { recursive: true, force: true });
+  await postgres?.drop();
+});
+
+function serve(latencyMs: number) {
+  const child = startNode(t, 'test/fixtures/serve.ts', {
+    PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'warn', DATA_DIR: dataDir, DATABASE_URL: postgres?.url,
+    LOCAL_PROVIDER_LATENCY_MS: String(latencyMs), SHUTDOWN_TIMEOUT_MS: '30000',
+  });
+  return child.line(/^listening (http:\/\/\S+)$/).then((m) => ({ child, client: httpClient(m[1]!) }));
+}
+
+/** The database while no server holds it (PGlite on disk admits one process at a time). */
+async function withDatabase<T>(fn: (query: <R>(sql: string, params: unknown[]) => Promise<R[]>) => Promise<T>): Promise<T> {
+  const db = await openDatabase({ databaseUrl: postgres?.url, dataDir });
+  try {
+    return await fn(<R>(sql: string, params: unknown[]) => db.em().execute<R[]>(sql, params));
+  } finally {
+    await db.close();
+  }
+}
+
+t.test('after kill -9, queued jobs keep their deadline and complete, in-flight ones fail as interrupted, and no credit is captured twice or left reserved', async (t) => {
+  // Ten minutes of provider latency: the jobs that start stay in flight until the kill.
+  const first = await serve(600_000);
+  const client = first.client as TestServer;
+  const user = await signUp(client);
+  const { key } = await createKey(client, user.cookie, user.workspaceId, ['generations.write', 'generations.read']);
+  const other = await signUp(client);
+  const { key: otherKey } = await createKey(client, other.cookie, other.workspaceId, ['generations.write', 'generations.read']);
+
+  // The free plan runs two jobs at a time: two go in flight, three wait in the queue.
+  const ids: string[] = [];
+  for (let i = 0; i < 5; i++) {
+    const created = await createGeneration(client, key, user.workspaceId, { mode: 'text_to_text', model: 'local/text-mini', params: { prompt: `job ${i}`, seed: i } });
+    t.equal(created.status, 201, JSON.stringify(created.body));
+    ids.push(created.body.id);
+  }
+  // Another workspace's job, in flight at the kill as well.
+  const foreign = await createGeneration(client, otherKey, other.workspaceId, { mode: 'text_to_image', model: 'local/image-fast', params: { prompt: 'x', numImages: 2 } });
+  t.equal(foreign.status, 201);
+
+  const inFlight = [ids[0]!, ids[1]!];
+  const queued = [ids[2]!, ids[3]!, ids[4]!];
+  for (const id of inFlight) await waitFor(client, key, user.workspaceId, id, (g) => g.status === 'submitted', 'submitted');
+  await waitFor(client, otherKey, other.workspaceId, foreign.body.id, (g) => g.status === 'submitted', 'submitted');
+  for (const id of queued) t.equal((await getGeneration(client, key, user.workspaceId, id)).status, 'queued', `${id} waits for a slot`);
+
+  first.child.proc.kill('SIGKILL');
+  t.same(await first.child.exited, { code: null, signal: 'SIGKILL' });
+
+  // While the service is down: what was committed, and one queued job whose deadline passes meanwhile.
+  const before = await withDatabase(async (query) => {
+    const money = await moneyOf(query, user.workspaceId);
+    const deadlines = await query<{ id: string; queue_deadline: Date }>('select id, queue_deadline from generations where id in (?, ?, ?)', queued);
+    await query('update generations set queue_deadline = ? where id = ?', [new Date(Date.now() - 1000), ids[4]!]);
+    return { money, deadlines: Object.fromEntries(deadlines.map((r) => [r.id, new Date(r.queue_deadline).toISOString()])) };
+  });
+  t.same(before.money, { available: 95, reserved: 5, ledgerAvailable: 95, ledgerReserved: 5, reservations: ids.slice().sort() }, 'five credits reserved at the kill, ledger agrees');
+
+  const second = await serve(0);
+  const again = second.client;
+  const done = new Map<string, Awaited<ReturnType<typeof getGeneration>>>();
+  for (const id of ids) done.set(id, await waitFor(again, key, user.workspaceId, id, isTerminal, 'a terminal state'));
+  const foreignDone = await waitFor(again, otherKey, other.workspaceId, foreign.body.id, isTerminal, 'a terminal state');
+
+  for (const id of inFlight) {
+    const g = done.get(id)!;
+    t.equal(g.status, 'failed', `${id} was in flight: failed`);
+    t.equal(g.errorCode, 'interrupted');
+    t.match(g.errorMessage, /restarted while this job was in flight/);
+    t.same(g.timeline.map((e) => e.status), ['queued', 'reserved', 'submitted', 'failed']);
+  }
+  t.equal(foreignDone.status, 'failed');
+  t.equal(foreignDone.errorCode, 'interrupted');
+  for (const id of [ids[2]!, ids[3]!]) {
+    const g = done.get(id)!;
+    t.equal(g.status, 'succeeded', `${id} was queued: it ran after the restart`);
+    t.ok(g.textOutput && g.textOutput.length > 0);
+    t.same(g.timeline.map((e) => e.status), ['queued', 'reserved', 'submitted', 'running', 'succeeded']);
+  }
+  const expired = done.get(ids[4]!)!;
+  t.equal(expired.status, 'expired', 'a queued job whose deadline passed while the service was down expires at the restart');
+  t.same(expired.timeline.map((e) => e.status), ['queued', 'expired']);
+
+  // A graceful stop, then the books, straight from the database.
+  second.child.proc.kill('SIGTERM');
+  t.same(await second.child.exited, { code: 0, signal: null });
+  await withDatabase(async (query) => {
+    const money = await moneyOf(query, user.workspaceId);
+    t.same(money, { available: 98, reserved: 0, ledgerAvailable: 98, ledgerReserved: 0, reservations: [] }, 'two captured, three released, nothing left reserved');
+    const ledger = await ledgerByGeneration(query, user.workspaceId);
+    for (const id of ids) {
+      const settled = id === ids[2] || id === ids[3] ? 'capture' : 'release';
+      t.same(ledger[id], { reserve: 1, [settled]: 1 }, `${id}: one reservation, one ${settled}`);
+    }
+    const otherMoney = await moneyOf(query, other.workspaceId);
+    t.same(otherMoney, { available: 100, reserved: 0, ledgerAvailable: 100, ledgerReserved: 0, reservations: [] }, 'the other workspace got its credits back');
+    const deadlines = await query<{ id: string; queue_deadline: Date }>('select id, queue_deadline from generations where id in (?, ?)', [ids[2]!, ids[3]!]);
+    for (const row of deadlines) t.equal(new Date(row.queue_deadline).toISOString(), before.deadlines[row.id], `${row.id} kept its original queue deadline`);
+    const assets = await query<{ n: string }>('select count(*)::int8 as n from assets where workspace_id = ?', [other.workspaceId]);
+    t.equal(Number(assets[0]!.n), 0, 'the interrupted image job left no assets');
+  });
+});
