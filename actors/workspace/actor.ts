@@ -1,4 +1,3 @@
-import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import type { ActorBehavior, ActorContext, Outcome } from '../../runtime/actor-behavior.ts';
 import { planOf, type PlanEntitlements } from '../../runtime/plans.ts';
 import { newId } from '../../persistence/ids.ts';
@@ -6,7 +5,9 @@ import { WorkspaceEntity } from '../../persistence/entities/workspace.ts';
 import { GenerationEntity, type GenerationRow } from '../../persistence/entities/generation.ts';
 import { CreditLedgerEntity, IdempotencyKeyEntity, WorkspaceAccountEntity } from '../../persistence/entities/workspace-account.ts';
 import { depsOf } from '../deps.ts';
-import { capture, emptyAccount, grant, release, reserveWithinCap, spendAt, spendChange, type Account, type LedgerEntry, type MonthlySpend, type WalletSettings } from './account.ts';
+import { capture, emptyAccount, grant, release, reserveWithinCap, spendAt, spendChange } from './account.ts';
+import type { IdempotencyEntry, WorkspaceState } from './state.ts';
+import { writeMoney } from './money-writes.ts';
 import type { Balances, CreateReply, GenerationDraft, GenerationSettlement, WorkspaceMessage } from './protocol.ts';
 import { applyPaymentEvent, autoRecharge, cancelSubscription, loadWalletState, maybeAutoRecharge, renewSubscription, updateWalletSettings, walletSnapshot } from './payments.ts';
 
@@ -14,32 +15,6 @@ import { applyPaymentEvent, autoRecharge, cancelSubscription, loadWalletState, m
 export const QUEUE_FACTOR = 10;
 const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
 const ACTIVE = ['queued', 'reserved', 'submitted', 'running'];
-
-interface IdempotencyEntry {
-  hash: string;
-  /** Set once the first request's generation is committed. */
-  result?: { status: number; generation: GenerationRow };
-}
-
-export interface WorkspaceState {
-  workspaceId: string;
-  plan: PlanEntitlements;
-  account: Account;
-  /** Jobs past queued that hold one of the plan's concurrency slots. */
-  active: Set<string>;
-  /** Committed queued jobs, oldest first. */
-  queue: string[];
-  /** The provider of each job queued or active, for the providers' capacity. */
-  providerOf: Map<string, string>;
-  /** Creations accepted but not yet committed. */
-  creating: number;
-  idempotency: Map<string, IdempotencyEntry>;
-  wallet: WalletSettings;
-  /** Wallet money spent this UTC month, for the monthly spend cap. */
-  spend: MonthlySpend;
-  /** An automatic deposit is on its way. */
-  recharging: boolean;
-}
 
 /**
  * The single writer of a workspace's credits and wallet, and its job scheduler: reserves at creation,
@@ -256,42 +231,6 @@ function schedule(state: WorkspaceState, ctx: ActorContext): void {
     ctx.actors.tell('gen', id, { type: 'reserve' });
   }
   if (waiting.length > 0) state.queue = [...waiting, ...state.queue];
-}
-
-/** The balances move by deltas, so each write is right on its own, whatever commits beside it. */
-export async function writeMoney(
-  em: SqlEntityManager,
-  workspaceId: string,
-  entries: LedgerEntry[],
-  at: Date,
-  reservations: { add?: Record<string, { credits: number; walletCents: number }>; remove?: string },
-): Promise<void> {
-  if (entries.length === 0) return;
-  const sum = entries.reduce((t, e) => ({
-    credits: t.credits + e.credits, reservedCredits: t.reservedCredits + e.reservedCredits,
-    walletCents: t.walletCents + e.walletCents, reservedWalletCents: t.reservedWalletCents + e.reservedWalletCents,
-  }), { credits: 0, reservedCredits: 0, walletCents: 0, reservedWalletCents: 0 });
-  const ledger = entries.map((e) => ({
-    id: newId('txn', at.getTime()), kind: e.kind, credits: e.credits, reserved_credits: e.reservedCredits, wallet_cents: e.walletCents,
-    reserved_wallet_cents: e.reservedWalletCents, generation_id: e.generationId ?? null, reference: e.reference ?? null,
-  }));
-  // One round trip: the balances move and the entries that explain them are inserted by the same statement.
-  const inserted = await em.execute<Array<{ id: string }>>(
-    `with account as (
-       update workspace_accounts set
-         available_credits = available_credits + ?, reserved_credits = reserved_credits + ?,
-         wallet_cents = wallet_cents + ?, reserved_wallet_cents = reserved_wallet_cents + ?,
-         reservations = (reservations - ?::text) || ?::jsonb, updated_at = ?
-       where workspace_id = ? returning workspace_id)
-     insert into credit_ledger (id, workspace_id, kind, credits, reserved_credits, wallet_cents, reserved_wallet_cents, generation_id, reference, created_at)
-     select e.id, account.workspace_id, e.kind, e.credits, e.reserved_credits, e.wallet_cents, e.reserved_wallet_cents, e.generation_id, e.reference, ?
-     from account cross join jsonb_to_recordset(?::jsonb) as e(id text, kind text, credits integer, reserved_credits integer,
-       wallet_cents integer, reserved_wallet_cents integer, generation_id text, reference text)
-     returning id`,
-    [sum.credits, sum.reservedCredits, sum.walletCents, sum.reservedWalletCents, reservations.remove ?? '', JSON.stringify(reservations.add ?? {}), at, workspaceId,
-      at, JSON.stringify(ledger)],
-  );
-  if (inserted.length !== entries.length) throw new Error(`workspace ${workspaceId} has no account`);
 }
 
 /** A workspace's first account: the plan's monthly credits, granted once (the ledger's reference makes it so). */

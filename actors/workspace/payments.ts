@@ -11,7 +11,8 @@ import {
   type MonthlySpend, type MoneyDecision, type WalletSettings,
 } from './account.ts';
 import type { PaymentEventReply, WalletSettingsPatch, WalletSnapshot } from './protocol.ts';
-import { writeMoney, type WorkspaceState } from './actor.ts';
+import { writeMoney } from './money-writes.ts';
+import type { WorkspaceState } from './state.ts';
 
 /**
  * The workspace actor's payment messages: provider events, subscription renewals and cancellation, wallet

@@ -1,0 +1,30 @@
+import type { PlanEntitlements } from '../../runtime/plans.ts';
+import type { GenerationRow } from '../../persistence/entities/generation.ts';
+import type { Account, MonthlySpend, WalletSettings } from './account.ts';
+
+/** What the workspace actor holds in memory between messages. */
+export interface IdempotencyEntry {
+  hash: string;
+  /** Set once the first request's generation is committed. */
+  result?: { status: number; generation: GenerationRow };
+}
+
+export interface WorkspaceState {
+  workspaceId: string;
+  plan: PlanEntitlements;
+  account: Account;
+  /** Jobs past queued that hold one of the plan's concurrency slots. */
+  active: Set<string>;
+  /** Committed queued jobs, oldest first. */
+  queue: string[];
+  /** The provider of each job queued or active, for the providers' capacity. */
+  providerOf: Map<string, string>;
+  /** Creations accepted but not yet committed. */
+  creating: number;
+  idempotency: Map<string, IdempotencyEntry>;
+  wallet: WalletSettings;
+  /** Wallet money spent this UTC month, for the monthly spend cap. */
+  spend: MonthlySpend;
+  /** An automatic deposit is on its way. */
+  recharging: boolean;
+}
