@@ -1,6 +1,7 @@
 import { STATUS_CODES } from 'node:http';
 import type { HttpResponse } from 'uWebSockets.js';
 import { ERRORS, type ErrorCode } from './errors.ts';
+import { endWithoutBody } from './uws.ts';
 
 const statusLines = new Map<number, string>();
 export function statusLine(status: number): string {
@@ -37,7 +38,7 @@ export function send(
     res.writeHeader('X-Request-Id', requestId);
     if (body !== undefined) res.writeHeader('Content-Type', 'application/json; charset=utf-8');
     if (headers) for (const name in headers) res.writeHeader(name, headers[name]!);
-    if (body === undefined) res.endWithoutBody(0, closeConnection);
+    if (body === undefined) endWithoutBody(res, closeConnection);
     else res.end(body, closeConnection);
   });
 }
