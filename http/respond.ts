@@ -30,6 +30,8 @@ export function send(
   body: string | undefined,
   headers?: Record<string, string>,
   closeConnection = false,
+  /** More headers (the caller's X-RateLimit-*), written before `headers`, which should not repeat them. */
+  callerHeaders?: Record<string, string>,
 ): void {
   if (state.aborted || state.finished) return;
   state.finished = true;
@@ -37,6 +39,7 @@ export function send(
     res.writeStatus(statusLine(status));
     res.writeHeader('X-Request-Id', requestId);
     if (body !== undefined) res.writeHeader('Content-Type', 'application/json; charset=utf-8');
+    if (callerHeaders) for (const name in callerHeaders) res.writeHeader(name, callerHeaders[name]!);
     if (headers) for (const name in headers) res.writeHeader(name, headers[name]!);
     if (body === undefined) endWithoutBody(res, closeConnection);
     else res.end(body, closeConnection);

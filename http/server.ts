@@ -254,7 +254,7 @@ class RequestPipeline {
     this.span?.setAttribute('http.response.status_code', status);
     if (reply.stream) return sendStream(this.res, this.state, status, requestId, reply.stream.body, reply.stream.length, reply.headers ?? {});
     const payload = reply.raw ?? (reply.body === undefined ? undefined : JSON.stringify(reply.body));
-    send(this.res, this.state, status, requestId, payload, this.authHeaders ? { ...this.authHeaders, ...reply.headers } : reply.headers, this.unreadBody());
+    send(this.res, this.state, status, requestId, payload, reply.headers, this.unreadBody(), this.authHeaders);
     return undefined;
   }
 
