@@ -135,6 +135,7 @@ async function main(): Promise<number> {
       connections: request.connections ?? options.connections,
       pipelining: request.pipelining ?? options.pipelining,
       serverPid: server.pid,
+      variants: request.variants,
     };
     if (!request.skipWarmup) {
       log(`${title}: ${options.warmupS} s warm-up (discarded)`);

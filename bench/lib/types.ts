@@ -39,6 +39,8 @@ export interface LoadRequest {
   target?: 'service' | 'baseline';
   /** Another server to load instead (one from ctx.startService); overrides `target`. */
   server?: ExtraServer;
+  /** Requests take these headers (added to `headers`) and body in turn, round robin across connections. */
+  variants?: Array<{ headers?: Record<string, string>; body?: string }>;
   /** Overrides of the run's defaults, for scenarios that need them. */
   connections?: number;
   pipelining?: number;

@@ -8,3 +8,7 @@ export const scenarios: Scenario[] = [serviceIdentity, uploadDownload];
 // Authenticated reads with a Bearer key, in-process and Redis rate limiter.
 import { keyedReadMemory, keyedReadRedis } from './keyed-read.ts';
 scenarios.push(keyedReadMemory, keyedReadRedis);
+
+// Generations against PostgreSQL: durable creates vs pgbench, and end-to-end jobs/s.
+import { generationCreate, generationEndToEnd } from './generations.ts';
+scenarios.push(generationCreate, generationEndToEnd);
