@@ -200,16 +200,19 @@ class RequestPipeline {
     return this.serve(route, match.params, authn, undefined);
   }
 
-  private async afterWaiting(
+  /** The rest of handle() once the caller is known and the body read, with as few promises as that takes. */
+  private afterWaiting(
     route: CompiledRoute,
     rawParams: Record<string, string>,
     pendingAuthn: Authentication | Promise<Authentication>,
     reading: Promise<unknown> | undefined,
   ): Promise<void> {
-    const authn = await pendingAuthn;
-    this.authHeaders = authn.headers;
-    const body = await reading;
-    return this.serve(route, rawParams, authn, body);
+    const next = (authn: Authentication): Promise<void> | undefined => {
+      this.authHeaders = authn.headers;
+      return reading ? reading.then((body) => this.serve(route, rawParams, authn, body)) : this.serve(route, rawParams, authn, undefined);
+    };
+    if (pendingAuthn instanceof Promise) return pendingAuthn.then(next);
+    return next(pendingAuthn) ?? Promise.resolve();
   }
 
   private serve(route: CompiledRoute, rawParams: Record<string, string>, authn: Authentication, body: unknown): Promise<void> | undefined {
