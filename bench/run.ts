@@ -6,7 +6,8 @@ import {
   freePort, killAllNow, startNodeServer, stopAll, tail, waitUntilReady, type ChildServer,
 } from './lib/processes.ts';
 import { describeDatabase, describeMachine, markdownTable, writeReport, type Report, type ScenarioReport } from './lib/report.ts';
-import type { BenchContext, BenchOptions, LoadRequest, LoadSummary } from './lib/types.ts';
+import { stopServer } from './lib/processes.ts';
+import type { BenchContext, BenchOptions, ExtraServer, LoadRequest, LoadSummary } from './lib/types.ts';
 import { scenarios as allScenarios } from './scenarios/index.ts';
 
 const READY_TIMEOUT_MS = 90_000;
@@ -95,12 +96,13 @@ async function main(): Promise<number> {
 
   const [basePort, servicePort] = [await freePort(), await freePort()];
   const baselineServer = startNodeServer('raw uWS hello-world', 'bench/servers/hello-uws.ts', basePort, {});
-  const service = startNodeServer('service', 'runtime/main.ts', servicePort, {
+  const serviceEnv = {
     LOG_LEVEL: 'warn',
     DATABASE_URL: databaseUrl,
     // Keep a developer's OTLP settings from turning on tracing export for the bench.
     OTEL_TRACES_EXPORTER: 'none',
-  });
+  };
+  const service = startNodeServer('service', 'runtime/main.ts', servicePort, serviceEnv);
   await Promise.all([
     waitUntilReady(baselineServer, '/', READY_TIMEOUT_MS),
     waitUntilReady(service, '/health/ready', READY_TIMEOUT_MS),
@@ -110,8 +112,19 @@ async function main(): Promise<number> {
   log(`servers ready: baseline ${baselineServer.url} (pid ${baselineServer.pid}, ${baselineEngine}), service ${service.url} (pid ${service.pid}, ${identity.engine ?? 'unknown engine'})`);
   if (identity.engine !== 'uws-native') log('warning: the service does not run on the native uWS addon; figures are not representative');
 
+  const extraByPid = new Map<number, ChildServer>();
+  const startService = async (name: string, env: Record<string, string>): Promise<ExtraServer> => {
+    const server = startNodeServer(name, 'runtime/main.ts', await freePort(), { ...serviceEnv, ...env });
+    await waitUntilReady(server, '/health/ready', READY_TIMEOUT_MS);
+    log(`${name} ready: ${server.url} (pid ${server.pid})`);
+    extraByPid.set(server.pid, server);
+    return { name, url: server.url, pid: server.pid, stop: () => stopServer(server) };
+  };
+
   const load = async (request: LoadRequest): Promise<LoadSummary> => {
-    const server: ChildServer = request.target === 'baseline' ? baselineServer : service;
+    const extra = request.server && extraByPid.get(request.server.pid);
+    if (request.server && !extra) throw new Error(`${request.server.name} was not started by ctx.startService`);
+    const server: ChildServer = extra ?? (request.target === 'baseline' ? baselineServer : service);
     const method = request.method ?? 'GET';
     const title = request.title ?? `${request.target === 'baseline' ? 'baseline' : 'service'} ${method} ${request.path}`;
     const common = {
@@ -122,6 +135,7 @@ async function main(): Promise<number> {
       connections: request.connections ?? options.connections,
       pipelining: request.pipelining ?? options.pipelining,
       serverPid: server.pid,
+      variants: request.variants,
     };
     if (!request.skipWarmup) {
       log(`${title}: ${options.warmupS} s warm-up (discarded)`);
@@ -143,7 +157,7 @@ async function main(): Promise<number> {
   };
 
   const baseline = await load({ target: 'baseline', path: '/', title: 'raw uWS GET /' });
-  const ctx: BenchContext = { serviceUrl: service.url, baselineUrl: baselineServer.url, baseline, options, load, log };
+  const ctx: BenchContext = { serviceUrl: service.url, baselineUrl: baselineServer.url, baseline, options, startService, load, log };
 
   const reports: ScenarioReport[] = [];
   const failures: Report['failures'] = [];

@@ -1,6 +1,7 @@
 import { Readable } from 'node:stream';
 import type { HttpResponse } from 'uWebSockets.js';
 import { statusLine, type ResponseState } from './respond.ts';
+import { endWithoutBody, fallbackResponse, onFallback } from './uws.ts';
 
 /**
  * A request body as a Node stream, for routes declared with `rawBody: 'stream'` (uploads). uWS cannot be
@@ -30,7 +31,7 @@ export class RequestBodyStream extends Readable {
       if (isLast) {
         this.complete = true;
         this.push(null);
-      } else if (!more && !this.paused) {
+      } else if (!more && !this.paused && !onFallback) {
         this.paused = true;
         res.pause();
       }
@@ -83,9 +84,10 @@ export async function sendStream(
   });
   if (length === 0) {
     source.destroy();
-    res.cork(() => res.endWithoutBody(0));
+    res.cork(() => endWithoutBody(res));
     return;
   }
+  if (onFallback) return sendStreamOnFallback(res, state, source, length);
   try {
     for await (const data of source) {
       if (state.aborted) return;
@@ -122,4 +124,24 @@ export async function sendStream(
   }
   // The source held fewer bytes than announced: the response cannot be completed, so the connection goes.
   if (!state.aborted) res.cork(() => res.close());
+}
+
+/** The pure-Node fallback has no tryEnd/onWritable: write to the Node response it wraps, waiting for drain. */
+async function sendStreamOnFallback(res: HttpResponse, state: ResponseState, source: Readable, length: number): Promise<void> {
+  const response = fallbackResponse(res);
+  response.setHeader('Content-Length', String(length));
+  let sent = 0;
+  try {
+    for await (const data of source) {
+      if (state.aborted) return;
+      const chunk = data as Buffer;
+      sent += chunk.length;
+      if (!response.write(chunk)) await new Promise<void>((resolve) => { response.once('drain', resolve); response.once('close', resolve); });
+    }
+  } finally {
+    source.destroy();
+  }
+  if (state.aborted) return;
+  if (sent === length) response.end();
+  else res.close();
 }

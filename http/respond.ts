@@ -1,6 +1,7 @@
 import { STATUS_CODES } from 'node:http';
 import type { HttpResponse } from 'uWebSockets.js';
 import { ERRORS, type ErrorCode } from './errors.ts';
+import { endWithoutBody } from './uws.ts';
 
 const statusLines = new Map<number, string>();
 export function statusLine(status: number): string {
@@ -29,6 +30,8 @@ export function send(
   body: string | undefined,
   headers?: Record<string, string>,
   closeConnection = false,
+  /** More headers (the caller's X-RateLimit-*), written before `headers`, which should not repeat them. */
+  callerHeaders?: Record<string, string>,
 ): void {
   if (state.aborted || state.finished) return;
   state.finished = true;
@@ -36,8 +39,9 @@ export function send(
     res.writeStatus(statusLine(status));
     res.writeHeader('X-Request-Id', requestId);
     if (body !== undefined) res.writeHeader('Content-Type', 'application/json; charset=utf-8');
+    if (callerHeaders) for (const name in callerHeaders) res.writeHeader(name, callerHeaders[name]!);
     if (headers) for (const name in headers) res.writeHeader(name, headers[name]!);
-    if (body === undefined) res.endWithoutBody(0, closeConnection);
+    if (body === undefined) endWithoutBody(res, closeConnection);
     else res.end(body, closeConnection);
   });
 }

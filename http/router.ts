@@ -18,8 +18,11 @@ export type Match =
   | { kind: 'not_found' };
 
 /** Static paths are found by one map lookup; parameterised ones by walking routes of the same depth. */
+const NO_PARAMS: Record<string, string> = Object.freeze({}) as Record<string, string>;
+
 export class Router {
-  private readonly staticRoutes = new Map<string, CompiledRoute>();
+  /** Static routes by `METHOD path`, with their (never mutated) match made once. */
+  private readonly staticRoutes = new Map<string, Match & { kind: 'found' }>();
   private readonly dynamicRoutes = new Map<number, CompiledRoute[]>();
   readonly routes: CompiledRoute[] = [];
 
@@ -43,7 +46,7 @@ export class Router {
     };
     this.routes.push(compiled);
     if (paramNames.length === 0) {
-      this.staticRoutes.set(`${def.method} ${def.path}`, compiled);
+      this.staticRoutes.set(`${def.method} ${def.path}`, { kind: 'found', route: compiled, params: NO_PARAMS });
     } else {
       const list = this.dynamicRoutes.get(segments.length) ?? [];
       list.push(compiled);
@@ -57,7 +60,7 @@ export class Router {
   match(method: string, path: string): Match {
     const normalised = path.length > 1 && path.endsWith('/') ? path.slice(0, -1) : path;
     const direct = this.staticRoutes.get(`${method} ${normalised}`);
-    if (direct) return { kind: 'found', route: direct, params: {} };
+    if (direct) return direct;
 
     const segments = normalised.split('/').slice(1);
     const allowed = new Set<Method>();

@@ -1,13 +1,13 @@
-import { randomUUID } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { context, propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Span } from '@opentelemetry/api';
 import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import { ApiError, isApiError } from './errors.ts';
-import { assertKeyWorkspace, authenticate } from './auth/authenticate.ts';
+import { assertKeyWorkspace, authenticate, type Authentication } from './auth/authenticate.ts';
 import { send, sendError, type ResponseState } from './respond.ts';
 import { Router, type CompiledRoute } from './router.ts';
-import type { Method, RequestContext, RouteDef } from './route.ts';
+import type { Method, Reply, RequestContext, RouteDef } from './route.ts';
 import { describeErrors } from './validation.ts';
-import { loadUws } from './uws.ts';
+import { loadUws, readFallbackRequest, readNativeRequest, type RequestHead } from './uws.ts';
 import { RequestBodyStream, sendStream } from './body-stream.ts';
 import type { Services } from '../runtime/services.ts';
 import { requestScope } from '../runtime/request-scope.ts';
@@ -17,6 +17,23 @@ const MAX_HEADER_BYTES = 16 * 1024;
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i;
+
+/**
+ * Request ids: `req_` + 32 hex digits, the first 20 random per process (80 bits), the last 12 a counter.
+ * Unique (a process never repeats one; two processes share a prefix with negligible probability) and
+ * not guessable across processes, but sequential within one: they correlate, they do not authorise.
+ */
+const REQUEST_ID_PREFIX = `req_${randomBytes(10).toString('hex')}`;
+let requestCounter = 0;
+export function newRequestId(): string {
+  requestCounter = (requestCounter + 1) % 0x1000000000000;
+  return REQUEST_ID_PREFIX + requestCounter.toString(16).padStart(12, '0');
+}
+
+export interface HttpServerOptions {
+  /** Whether spans are recorded (an exporter is configured); without, the request path makes none. */
+  tracing?: boolean;
+}
 
 export interface HttpServer {
   router: Router;
@@ -29,8 +46,14 @@ export interface HttpServer {
 }
 
 /** The uWS front end: routing, body reading with limits, validation, the error envelope, spans. */
-export function createHttpServer(services: Services, routes: RouteDef[]): HttpServer {
-  const { uws } = loadUws();
+export function createHttpServer(services: Services, routes: RouteDef[], options: HttpServerOptions = {}): HttpServer {
+  const { uws, engine } = loadUws();
+  // The fallback leaves HttpRequest.forEach and friends unimplemented: chosen once, here.
+  const readRequest = engine === 'uws-native' ? readNativeRequest : readFallbackRequest;
+  const tracing = options.tracing ?? true;
+  // The request scope (log lines carry the request id) costs a promise hook on every promise made while
+  // any scope is alive; a silent logger has no use for it. A request answered without awaiting makes none.
+  const scoped = services.logger.level !== 'silent';
   const app: TemplatedApp = uws.App();
   const router = new Router();
   for (const route of routes) router.add(route);
@@ -49,18 +72,9 @@ export function createHttpServer(services: Services, routes: RouteDef[]): HttpSe
 
   app.any('/*', (res: HttpResponse, req: HttpRequest) => {
     // HttpRequest lives only for this synchronous call: read everything now.
-    const method = req.getCaseSensitiveMethod().toUpperCase();
-    const path = req.getUrl();
-    const rawQuery = req.getQuery() ?? '';
-    const headers: Record<string, string> = {};
-    let headerBytes = 0;
-    req.forEach((name, value) => {
-      headers[name] = value;
-      headerBytes += name.length + value.length + 4;
-    });
-    const incomingId = headers['x-request-id'];
-    const requestId = incomingId && REQUEST_ID.test(incomingId) ? incomingId : `req_${randomUUID().replace(/-/g, '')}`;
-    const remoteAddress = Buffer.from(res.getRemoteAddressAsText()).toString();
+    const head = readRequest(req, res);
+    const incomingId = head.headers['x-request-id'];
+    const requestId = incomingId && REQUEST_ID.test(incomingId) ? incomingId : newRequestId();
     const state: ResponseState = { aborted: false, finished: false };
     inFlight++;
     res.onAborted(() => {
@@ -68,8 +82,10 @@ export function createHttpServer(services: Services, routes: RouteDef[]): HttpSe
       state.onAbort?.();
     });
 
-    const pipeline = new RequestPipeline(services, router, res, state, { method, path, rawQuery, headers, headerBytes, requestId, remoteAddress });
-    requestScope.run({ requestId }, () => pipeline.run()).finally(finished);
+    const pipeline = new RequestPipeline(services, router, res, state, head, requestId, tracing);
+    const pending = scoped ? requestScope.run({ requestId }, runPipeline, pipeline) : pipeline.run();
+    if (pending) pending.then(finished);
+    else finished();
   });
 
   return {
@@ -95,16 +111,17 @@ export function createHttpServer(services: Services, routes: RouteDef[]): HttpSe
   };
 }
 
-interface Incoming {
-  method: string;
-  path: string;
-  rawQuery: string;
-  headers: Record<string, string>;
-  headerBytes: number;
-  requestId: string;
-  remoteAddress: string;
+function runPipeline(pipeline: RequestPipeline): Promise<void> | undefined {
+  return pipeline.run();
 }
 
+type Incoming = RequestHead;
+
+/**
+ * One request through the pipeline. Every step continues synchronously when what it waits for is already
+ * there (a cached key, no body, a handler that does not await): such a request is answered without a
+ * single promise. run() returns a promise only when some step had to wait, and it never rejects.
+ */
 class RequestPipeline {
   private span: Span | undefined;
   private routeLabel = 'unmatched';
@@ -119,28 +136,46 @@ class RequestPipeline {
     private readonly res: HttpResponse,
     private readonly state: ResponseState,
     private readonly incoming: Incoming,
+    private readonly requestId: string,
+    private readonly tracing: boolean,
   ) {}
 
-  async run(): Promise<void> {
+  run(): Promise<void> | undefined {
+    if (!this.tracing) return this.guarded();
     const { method, path, headers } = this.incoming;
     const parent = headers.traceparent ? propagation.extract(ROOT_CONTEXT, headers) : ROOT_CONTEXT;
-    const tracer = this.services.tracer;
-    this.span = tracer.startSpan(`${method}`, { kind: SpanKind.SERVER, attributes: { 'http.request.method': method, 'url.path': path } }, parent);
-    try {
-      await context.with(trace.setSpan(parent, this.span), () => this.handle());
-    } catch (error) {
-      this.fail(error);
-    } finally {
-      this.span.updateName(`${method} ${this.routeLabel}`);
-      this.span.setAttribute('http.route', this.routeLabel);
-      this.span.end();
-    }
+    this.span = this.services.tracer.startSpan(method, { kind: SpanKind.SERVER, attributes: { 'http.request.method': method, 'url.path': path } }, parent);
+    const pending = context.with(trace.setSpan(parent, this.span), () => this.guarded());
+    if (pending) return pending.then(() => this.endSpan());
+    this.endSpan();
+    return undefined;
   }
 
-  private async handle(): Promise<void> {
-    const { method, path, rawQuery, headers, requestId } = this.incoming;
+  private endSpan(): void {
+    const span = this.span!;
+    span.updateName(`${this.incoming.method} ${this.routeLabel}`);
+    span.setAttribute('http.route', this.routeLabel);
+    span.end();
+  }
+
+  /** handle(), with every error turned into its answer. */
+  private guarded(): Promise<void> | undefined {
+    let pending: Promise<void> | undefined;
+    try {
+      pending = this.handle();
+    } catch (error) {
+      this.fail(error);
+      return undefined;
+    }
+    return pending?.then(undefined, (error: unknown) => this.fail(error));
+  }
+
+  private handle(): Promise<void> | undefined {
+    const { method, path, rawQuery, headers } = this.incoming;
+    const requestId = this.requestId;
     if (this.services.health.draining) {
-      return sendError(this.res, this.state, requestId, 'not_ready', 'The service is shutting down.', { 'Retry-After': '1' }, true);
+      sendError(this.res, this.state, requestId, 'not_ready', 'The service is shutting down.', { 'Retry-After': '1' }, true);
+      return undefined;
     }
     if (path.length + rawQuery.length > MAX_URL_LENGTH) throw new ApiError('uri_too_long', `The request URL must be at most ${MAX_URL_LENGTH} bytes.`);
     if (this.incoming.headerBytes > MAX_HEADER_BYTES) {
@@ -157,15 +192,34 @@ class RequestPipeline {
 
     // uWS drops body chunks that arrive before onData is set, so reading starts now, before any await.
     if (route.def.rawBody === 'stream') this.bodyStream = new RequestBodyStream(this.res, hasBody(headers), this.state, () => new ClientGoneError());
-    const reading = this.bodyStream ? Promise.resolve(undefined) : this.readBody(route, method, headers);
-    reading.catch(() => {});
+    const reading = this.bodyStream ? undefined : this.readBody(route, method, headers);
+    reading?.catch(() => {});
     // Who is calling comes before what they sent: an unauthenticated caller gets 401, not a body error.
-    const pending = authenticate(this.services, route.def, { method, headers });
-    const authn = pending instanceof Promise ? await pending : pending;
+    const authn = authenticate(this.services, route.def, { method, headers });
+    if (authn instanceof Promise || reading) return this.afterWaiting(route, match.params, authn, reading);
+    return this.serve(route, match.params, authn, undefined);
+  }
+
+  /** The rest of handle() once the caller is known and the body read, with as few promises as that takes. */
+  private afterWaiting(
+    route: CompiledRoute,
+    rawParams: Record<string, string>,
+    pendingAuthn: Authentication | Promise<Authentication>,
+    reading: Promise<unknown> | undefined,
+  ): Promise<void> {
+    const next = (authn: Authentication): Promise<void> | undefined => {
+      this.authHeaders = authn.headers;
+      return reading ? reading.then((body) => this.serve(route, rawParams, authn, body)) : this.serve(route, rawParams, authn, undefined);
+    };
+    if (pendingAuthn instanceof Promise) return pendingAuthn.then(next);
+    return next(pendingAuthn) ?? Promise.resolve();
+  }
+
+  private serve(route: CompiledRoute, rawParams: Record<string, string>, authn: Authentication, body: unknown): Promise<void> | undefined {
+    const { method, path, rawQuery, headers } = this.incoming;
     this.authHeaders = authn.headers;
-    const params = decodeParams(match.params);
+    const params = decodeParams(rawParams);
     const query = parseQuery(rawQuery);
-    const body = await reading;
     assertKeyWorkspace(route.def, authn, { params, query, body });
 
     if (route.validateParams && !route.validateParams(params)) throw new ApiError('validation_error', describeErrors('path', route.validateParams.errors));
@@ -173,7 +227,7 @@ class RequestPipeline {
     if (route.validateBody && !route.validateBody(body)) throw new ApiError('validation_error', describeErrors('body', route.validateBody.errors));
 
     const ctx: RequestContext = {
-      requestId,
+      requestId: this.requestId,
       method: method as Method,
       path,
       params,
@@ -185,7 +239,13 @@ class RequestPipeline {
       services: this.services,
       bodyStream: this.bodyStream,
     };
-    const reply = await route.def.handler(ctx as never);
+    const reply = route.def.handler(ctx as never);
+    if (reply instanceof Promise) return reply.then((r: Reply) => this.respond(route, r));
+    return this.respond(route, reply);
+  }
+
+  private respond(route: CompiledRoute, reply: Reply): Promise<void> | undefined {
+    const requestId = this.requestId;
     const status = reply.status ?? 200;
     const validate = route.validateResponse.get(status);
     if (!route.def.responses[status] && route.def.responses[status] !== null) {
@@ -197,18 +257,23 @@ class RequestPipeline {
     this.span?.setAttribute('http.response.status_code', status);
     if (reply.stream) return sendStream(this.res, this.state, status, requestId, reply.stream.body, reply.stream.length, reply.headers ?? {});
     const payload = reply.raw ?? (reply.body === undefined ? undefined : JSON.stringify(reply.body));
-    send(this.res, this.state, status, requestId, payload, this.authHeaders ? { ...this.authHeaders, ...reply.headers } : reply.headers, this.unreadBody());
+    send(this.res, this.state, status, requestId, payload, reply.headers, this.unreadBody(), this.authHeaders);
+    return undefined;
   }
 
-  /** Reads the body for methods that carry one: size limit first, then Content-Type and JSON. */
-  private readBody(route: CompiledRoute, method: string, headers: Record<string, string>): Promise<unknown> {
+  /**
+   * Reads the body for methods that carry one: size limit first, then Content-Type and JSON. Undefined
+   * when there is nothing to wait for: no body, or a GET/HEAD, whose body (if any) no route reads.
+   */
+  private readBody(route: CompiledRoute, method: string, headers: Record<string, string>): Promise<unknown> | undefined {
+    if (method === 'GET' || method === 'HEAD') return undefined;
     const declared = headers['content-length'];
     const limit = this.services.config.bodyLimitBytes;
     if (!hasBody(headers)) {
       if (route.validateBody && BODY_METHODS.has(method)) {
         return Promise.reject(new ApiError('validation_error', 'A JSON request body is required.'));
       }
-      return Promise.resolve(undefined);
+      return undefined;
     }
     if (declared !== undefined && (!/^\d+$/.test(declared) || Number(declared) > limit)) {
       return Promise.reject(new ApiError('payload_too_large', `The request body must be at most ${limit} bytes.`));
@@ -240,7 +305,7 @@ class RequestPipeline {
   }
 
   private fail(error: unknown): void {
-    const { requestId } = this.incoming;
+    const requestId = this.requestId;
     if (error instanceof ClientGoneError) return;
     if (isApiError(error)) {
       this.span?.setAttribute('http.response.status_code', error.status);

@@ -3,7 +3,7 @@ import addFormatsModule from 'ajv-formats';
 import type { TSchema } from '@sinclair/typebox';
 
 // ajv-formats is CommonJS with a default export; under NodeNext its callable sits on .default.
-const addFormats = ((addFormatsModule as unknown as { default?: unknown }).default ?? addFormatsModule) as (ajv: Ajv) => Ajv;
+const addFormats = ((addFormatsModule as unknown as { default?: unknown }).default ?? addFormatsModule) as (ajv: Ajv, options?: { mode: 'fast' | 'full' }) => Ajv;
 
 function createAjv(coerceTypes: boolean): Ajv {
   const ajv = new Ajv({ allErrors: false, coerceTypes, useDefaults: true, strict: false });
@@ -14,9 +14,13 @@ function createAjv(coerceTypes: boolean): Ajv {
 /** Bodies are validated as sent; query strings and path parameters arrive as text and are coerced. */
 export const bodyAjv = createAjv(false);
 export const textAjv = createAjv(true);
-/** Responses are checked without touching them: no defaults filled in, no coercion. */
+/**
+ * Responses are checked without touching them: no defaults filled in, no coercion. They are our own
+ * output, so formats are checked in ajv-formats' fast mode (simpler expressions; `uri`'s full RFC 3986
+ * expression alone cost about 5% of a small GET).
+ */
 const responseAjv = new Ajv({ allErrors: false, strict: false });
-addFormats(responseAjv);
+addFormats(responseAjv, { mode: 'fast' });
 
 export type Validator = ValidateFunction;
 

@@ -20,10 +20,10 @@ async function main(): Promise<void> {
   process.stdout.write([
     '',
     `Generation Service ${services.version} listening on ${service.url}`,
-    `  public base URL: ${config.baseUrl}`,
+    `  public base URL: ${services.publicUrl}`,
     `  database: ${services.db.kind === 'pglite' ? (config.databaseUrl === 'memory://' ? 'PGlite (in memory)' : `PGlite in ${config.dataDir}`) : 'PostgreSQL'}`,
-    `  API description: ${config.baseUrl}/v1/openapi.json`,
-    `  readiness: ${config.baseUrl}/health/ready`,
+    `  API description: ${services.publicUrl}/v1/openapi.json`,
+    `  readiness: ${services.publicUrl}/health/ready`,
     '',
   ].join('\n') + '\n');
 

@@ -106,7 +106,6 @@ export async function startService(options: StartOptions): Promise<RunningServic
   keyBus?.listen((keyHash) => keyCache.drop(keyHash));
   const keyUsage = new KeyUsageRecorder({ db, clock, logger });
   // The local blob store's URLs point at the service; with PORT=0 its address is known only once listening.
-  let publicUrl = config.baseUrl;
   let blobs;
   let billingSecret: Buffer;
   try {
@@ -114,7 +113,7 @@ export async function startService(options: StartOptions): Promise<RunningServic
     blobs = await createBlobStore(
       config.blobStore.kind === 's3'
         ? config.blobStore
-        : { kind: 'local', dataDir: config.dataDir, baseUrl: () => publicUrl, signingSecret: config.blobStore.signingSecret },
+        : { kind: 'local', dataDir: config.dataDir, baseUrl: () => services.publicUrl, signingSecret: config.blobStore.signingSecret },
       () => clock.now(),
     );
   } catch (error) {
@@ -179,7 +178,7 @@ export async function startService(options: StartOptions): Promise<RunningServic
     nudgeQueuedWorkspaces(db, actors).catch((error: unknown) => logger.error({ err: error }, 'resuming queued generations failed'));
   });
   const services: Services = {
-    config, version: packageJson.version, engine, clock, logger, tracer: telemetry.tracer, db, writer, actors, health,
+    config, publicUrl: config.baseUrl, version: packageJson.version, engine, clock, logger, tracer: telemetry.tracer, db, writer, actors, health,
     redis, limiter, keyCache, keyUsage, blobs, switches, catalog,
     billing: { provider: paymentProvider, local: paymentProvider, renewals },
   };
@@ -192,7 +191,7 @@ export async function startService(options: StartOptions): Promise<RunningServic
     await closeRedis(redis);
   };
 
-  const http = createHttpServer(services, routeTable(options.routes));
+  const http = createHttpServer(services, routeTable(options.routes), { tracing: telemetry.enabled });
   let port: number;
   try {
     port = await http.listen(config.host, config.port);
@@ -204,7 +203,7 @@ export async function startService(options: StartOptions): Promise<RunningServic
     throw new StartupError(`${(error as Error).message}: is the port in use?`);
   }
   const url = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
-  if (new URL(config.baseUrl).port === '0') publicUrl = url;
+  if (new URL(config.baseUrl).port === '0') services.publicUrl = url;
 
   // Recovery runs after listening so probes see 503 until it is done.
   const recovered = runRecovery([generationRecovery(db, actors), { name: 'subscription renewals', run: () => renewals.start() }, ...(options.recovery ?? [])], logger).then(
@@ -220,7 +219,7 @@ export async function startService(options: StartOptions): Promise<RunningServic
     stopping ??= (async () => {
       health.draining = true;
       http.stopAccepting();
-      await recovered;
+      await withDeadline(recovered, config.shutdownTimeoutMs, () => logger.warn('shutdown: recovery still running at the deadline'));
       await withDeadline(http.idle(), config.shutdownTimeoutMs, () => logger.warn({ inFlight: http.inFlight() }, 'shutdown: requests still in flight at the deadline'));
       await withDeadline(actors.stop(), config.shutdownTimeoutMs, () => logger.warn('shutdown: mailboxes not drained at the deadline'));
       await closeShared();

@@ -22,6 +22,11 @@ export type Engine = 'uws-native' | 'uws-fallback';
 /** The one bag of resources built at start-up from configuration; nothing below reads the environment. */
 export interface Services {
   config: Config;
+  /**
+   * The service's public base URL: BASE_URL, or the address it listens on. With PORT=0 and no BASE_URL
+   * the port is known only once listening; startService fills it in then.
+   */
+  publicUrl: string;
   version: string;
   engine: Engine;
   clock: Clock;

@@ -13,6 +13,8 @@ export interface LoadRun {
   durationS: number;
   /** pid of the server process, to measure the CPU it uses during the run. */
   serverPid: number;
+  /** Headers (added to `headers`) and body of each request in turn. */
+  variants?: Array<{ headers?: Record<string, string>; body?: string }>;
 }
 
 /** Above this, in % of one core, other processes competed for the CPU during a run: its figures are suspect. */
@@ -45,6 +47,7 @@ export async function runAutocannon(run: LoadRun): Promise<LoadSummary> {
     pipelining: run.pipelining,
     duration: run.durationS,
     timeout: 10,
+    ...(run.variants && run.variants.length > 0 ? { requests: [variantRequest(run)] } : {}),
   });
   let result: autocannon.Result;
   try {
@@ -89,6 +92,19 @@ export async function runAutocannon(run: LoadRun): Promise<LoadSummary> {
     serverCpuUsPerRequest: serverCpuS === undefined || result.requests.total === 0 ? undefined : round((serverCpuS * 1e6) / result.requests.total, 2),
     loadGeneratorCpuPercent: round((ownCpuS / wallS) * 100, 1),
     backgroundCpuPercent: backgroundCpuS === undefined ? undefined : round((backgroundCpuS / wallS) * 100, 1),
+  };
+}
+
+/** One autocannon request whose headers and body cycle through run.variants. */
+function variantRequest(run: LoadRun): NonNullable<autocannon.Options['requests']>[number] {
+  const variants = run.variants!;
+  let next = 0;
+  return {
+    method: run.method,
+    setupRequest(request) {
+      const variant = variants[next++ % variants.length]!;
+      return { ...request, headers: { ...request.headers, ...run.headers, ...variant.headers }, body: variant.body ?? run.body };
+    },
   };
 }
 

@@ -127,6 +127,10 @@ export function markdownTable(report: Report): string {
   ];
   const notes = [
     'ratio = req/s ÷ baseline req/s; CPU ratio = baseline server CPU µs/req ÷ server CPU µs/req (what the ratio would be if the server, not the load generator, were the bottleneck).',
+    ...report.scenarios.flatMap((sc) => [
+      ...(sc.baselineTitle !== b.title ? [`${sc.name}: baseline is ${sc.baselineTitle}.`] : []),
+      ...sc.notes.map((note) => `${sc.name}: ${note}.`),
+    ]),
     ...caveats(report),
   ];
   return `${lines.join('\n')}\n\n${notes.map((n) => `- ${n}`).join('\n')}\n\n${machineLine(report)}\n`;

@@ -37,6 +37,10 @@ export interface LoadRequest {
   title?: string;
   /** Defaults to the service; `'baseline'` loads the raw uWS hello-world. */
   target?: 'service' | 'baseline';
+  /** Another server to load instead (one from ctx.startService); overrides `target`. */
+  server?: ExtraServer;
+  /** Requests take these headers (added to `headers`) and body in turn, round robin across connections. */
+  variants?: Array<{ headers?: Record<string, string>; body?: string }>;
   /** Overrides of the run's defaults, for scenarios that need them. */
   connections?: number;
   pipelining?: number;
@@ -54,6 +58,16 @@ export interface BenchOptions {
   noisyRetries: number;
 }
 
+/** A service process a scenario started for itself (ctx.startService), e.g. with other settings. */
+export interface ExtraServer {
+  name: string;
+  /** Base URL, e.g. http://127.0.0.1:41234 (no trailing slash). */
+  url: string;
+  pid: number;
+  /** SIGTERM and wait (SIGKILL after a grace period); also done for every server when the run ends. */
+  stop(): Promise<void>;
+}
+
 export interface BenchContext {
   /** Base URL of the service under test, e.g. http://127.0.0.1:41234 (no trailing slash). */
   serviceUrl: string;
@@ -62,6 +76,12 @@ export interface BenchContext {
   /** The hello-world baseline, measured once per run: `GET /` on raw uWS. */
   baseline: LoadSummary;
   options: BenchOptions;
+  /**
+   * Starts another service process (runtime/main.ts, like the one at serviceUrl: LOG_LEVEL=warn, no trace
+   * export, the run's database unless env says otherwise) with `env` on top; resolves once /health/ready
+   * answers 200.
+   */
+  startService(name: string, env: Record<string, string>): Promise<ExtraServer>;
   /** Runs autocannon (warm-up first, then the measured run) with the run's connections/pipelining/duration. */
   load(request: LoadRequest): Promise<LoadSummary>;
   log(message: string): void;

@@ -18,7 +18,13 @@ declare module 'autocannon' {
       workers?: number;
       bailout?: number;
       expectBody?: string;
-      requests?: Array<{ method?: string; path?: string; headers?: Record<string, string>; body?: string | Buffer }>;
+      requests?: Array<{
+        method?: string;
+        path?: string;
+        headers?: Record<string, string>;
+        body?: string | Buffer;
+        setupRequest?(request: { method?: string; path?: string; headers?: Record<string, string>; body?: string | Buffer }, context: Record<string, unknown>): { method?: string; path?: string; headers?: Record<string, string>; body?: string | Buffer };
+      }>;
     }
 
     /** Percentiles are keyed like p50, p97_5, p99, p99_9. */

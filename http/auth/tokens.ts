@@ -1,4 +1,4 @@
-import { createHash, randomBytes, randomInt } from 'node:crypto';
+import { hash, randomBytes, randomInt } from 'node:crypto';
 
 export const API_KEY_PREFIX = 'gs_live_';
 /** `gs_live_` and 64 characters of [A-Za-z0-9]. */
@@ -10,8 +10,9 @@ export const SESSION_TOKEN_PATTERN = /^[A-Za-z0-9_-]{43}$/;
 
 const KEY_ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
 
+/** One-shot crypto.hash: no Hash object per call (this runs on every keyed request). */
 export function sha256Hex(text: string): string {
-  return createHash('sha256').update(text).digest('hex');
+  return hash('sha256', text, 'hex');
 }
 
 /** A new plaintext API key: 64 characters drawn uniformly (no modulo bias) from crypto randomness. */

@@ -10,7 +10,10 @@ t.test('GET /v1 names the service, its version, its docs and the HTTP engine', a
   t.equal(status, 200);
   t.equal(body.name, 'generation-service');
   t.match(body.version, /^\d+\.\d+\.\d+/);
-  t.equal(body.docs, `${server.config.baseUrl}/v1/openapi.json`);
+  // PORT=0 and no BASE_URL: the docs link names the port the server really listens on, not :0.
+  t.equal(new URL(server.config.baseUrl).port, '0');
+  t.equal(body.docs, `${server.url}/v1/openapi.json`);
+  t.equal((await server.fetch(new URL(body.docs).pathname)).status, 200, 'and it serves the document');
   t.equal(body.engine, 'uws-native');
   t.match(headers.get('x-request-id'), /^req_[0-9a-f]{32}$/);
   t.match(headers.get('content-type'), /^application\/json/);

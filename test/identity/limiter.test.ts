@@ -40,6 +40,22 @@ for (const [name, make] of backends) {
   });
 }
 
+for (const [name, make] of backends) {
+  t.test(`${name} limiter: concurrent hits of one key each get their own place in the count`, { skip: !make && 'needs TEST_REDIS_URL' }, async (t) => {
+    const clock = new ManualClock(Date.UTC(2026, 0, 1, 0, 0, 10));
+    const { limiter, close } = await make!(clock);
+    t.teardown(close);
+    // Made in one turn of the event loop: the Redis limiter counts them with one command.
+    const windows = await Promise.all(Array.from({ length: 5 }, () => limiter.hit('busy', 3, 60_000)));
+    t.same(windows.map((w) => w.remaining), [2, 1, 0, 0, 0]);
+    t.same(windows.map((w) => w.allowed), [true, true, true, false, false]);
+    const [other, again] = await Promise.all([limiter.hit('quiet', 3, 60_000), limiter.hit('busy', 3, 60_000)]);
+    t.equal(other.remaining, 2, 'another key in the same turn counts apart');
+    t.equal(again.allowed, false);
+    t.equal((await limiter.peek('busy', 3, 60_000)).remaining, 0);
+  });
+}
+
 t.test('the memory limiter forgets finished windows, so memory follows active keys', async (t) => {
   const clock = new ManualClock();
   const limiter = new MemoryRateLimiter(clock, 10);

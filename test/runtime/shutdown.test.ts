@@ -102,3 +102,23 @@ t.test('SIGTERM: the request in flight gets its 2xx and its write survives; new 
   t.same(await second.child.exited, { code: 0, signal: null });
   if (!postgres) t.ok((await fs.readdir(path.join(dataDir, 'pglite'))).length > 0, 'PGlite kept its files in DATA_DIR');
 });
+
+t.test('stop() does not wait for a recovery that never ends: past SHUTDOWN_TIMEOUT_MS it goes on and says so', async (t) => {
+  const { startTestServer } = await import('../helpers/server.ts');
+  const { Writable } = await import('node:stream');
+  const lines: Array<Record<string, unknown>> = [];
+  const logDestination = new Writable({
+    write(chunk, _encoding, callback) {
+      for (const line of String(chunk).split('\n')) if (line.trim()) lines.push(JSON.parse(line));
+      callback();
+    },
+  });
+  const server = await startTestServer(t, {
+    env: { SHUTDOWN_TIMEOUT_MS: '100', LOG_LEVEL: 'warn' },
+    logDestination,
+    recovery: [{ name: 'stuck', run: () => new Promise<number>(() => {}) }],
+  });
+  t.equal((await server.json('/health/ready')).status, 503, 'recovery is still running');
+  await server.stop();
+  t.ok(lines.some((line) => /recovery still running at the deadline/.test(String(line.msg))), 'the stop logged that it gave up waiting for recovery');
+});

@@ -127,6 +127,7 @@ t.test('a log line written while handling a request carries its trace id; so doe
   t.ok(line, 'the handler log line was written');
   t.equal(line?.traceId, http?.spanContext().traceId, 'it carries the trace id of the request');
   t.equal(line?.spanId, http?.spanContext().spanId, 'and the id of the server span');
+  t.equal(line?.requestId, res.headers.get('x-request-id'), 'and the request id');
   t.match(line, { level: 30, service: 'generation-service' });
 
   const [actor] = byName(spans, 'actor counter inc');

@@ -16,7 +16,7 @@ export function openApiRoute(routeTable: () => RouteDef[]): RouteDef {
     access: 'public',
     responses: { 200: OpenApiDocument },
     handler: ({ services }) => {
-      document ??= JSON.stringify(buildOpenApi(routeTable(), { version: services.version, baseUrl: services.config.baseUrl }));
+      document ??= JSON.stringify(buildOpenApi(routeTable(), { version: services.version, baseUrl: services.publicUrl }));
       return { raw: document };
     },
   });
