@@ -135,7 +135,7 @@ export async function startService(options: StartOptions): Promise<RunningServic
     maxConcurrentJobs: config.generations.localMaxConcurrentJobs,
   }));
   // Payments: the built-in local provider; its checkout and portal pages are served by this service.
-  const paymentProvider = new LocalPaymentProvider({ secret: billingSecret, baseUrl: () => publicUrl, clock });
+  const paymentProvider = new LocalPaymentProvider({ secret: billingSecret, baseUrl: () => services.publicUrl, clock });
   const renewals = new RenewalScheduler({ clock, logger, db, actors });
   if (config.openai) {
     const { baseUrl, apiKey, chatModel, imageModel, timeoutMs, maxConcurrentJobs } = config.openai;
