@@ -2,6 +2,7 @@ import type { ModelCatalog } from './generation/catalog/index.ts';
 import type { ProviderRegistry } from './generation/providers/provider.ts';
 import type { OutputStore } from './generation/output-store.ts';
 import type { InputResolver } from './generation/input-resolver.ts';
+import type { WebhookDeps } from './webhook/deps.ts';
 
 /** What the service hands its actors (ctx.deps): built once in runtime/service.ts. */
 export interface ActorDeps {
@@ -13,6 +14,7 @@ export interface ActorDeps {
   generationPaused(): boolean;
   outputs: OutputStore;
   inputs: InputResolver;
+  webhooks: WebhookDeps;
 }
 
 export function depsOf(ctx: { deps: unknown }): ActorDeps {

@@ -30,6 +30,11 @@ export interface Config {
   allowPrivateEgress: boolean;
   /** Generations: queue time-out, and the built-in local provider's latency and simulated failure rate. */
   generations: { queueTimeoutMs: number; localLatencyMs: number; localFailureRate: number };
+  /**
+   * Webhooks: secretKey (WEBHOOK_SECRET_KEY) seals the endpoints' signing secrets at rest; unset, one is
+   * generated and kept under dataDir. timeoutMs (WEBHOOK_TIMEOUT_MS) bounds each delivery attempt.
+   */
+  webhooks: { secretKey: string | undefined; timeoutMs: number };
 }
 
 export type BlobStoreConfig =
@@ -84,6 +89,9 @@ export function loadConfig(env: Env = process.env): Config {
   const queueTimeoutMs = read.integer('QUEUE_TIMEOUT_MS', 10 * 60_000, 1_000, 7 * 24 * 3_600_000);
   const localLatencyMs = read.integer('LOCAL_PROVIDER_LATENCY_MS', 200, 0, 600_000);
   const localFailurePercent = read.integer('LOCAL_PROVIDER_FAILURE_PERCENT', 0, 0, 100);
+  const webhookSecretKey = read.optionalString('WEBHOOK_SECRET_KEY');
+  if (webhookSecretKey !== undefined && webhookSecretKey.length < 32) problems.push('WEBHOOK_SECRET_KEY: must be at least 32 characters');
+  const webhookTimeoutMs = read.integer('WEBHOOK_TIMEOUT_MS', 10_000, 10, 60_000);
 
   if (problems.length > 0) throw new ConfigError(problems);
   return {
@@ -92,6 +100,7 @@ export function loadConfig(env: Env = process.env): Config {
     telemetry: { tracesExporter, otlpEndpoint, serviceName }, redisKeyPrefix, allowedOrigins, sessionTtlHours, rateLimits,
     blobStore, allowPrivateEgress,
     generations: { queueTimeoutMs, localLatencyMs, localFailureRate: localFailurePercent / 100 },
+    webhooks: { secretKey: webhookSecretKey, timeoutMs: webhookTimeoutMs },
   };
 }
 

@@ -35,6 +35,12 @@ import { KeyUsageRecorder } from '../http/auth/key-usage.ts';
 import { ServiceSwitches } from './switches.ts';
 import { ModelCatalog } from '../actors/generation/catalog/index.ts';
 import { createBlobStore } from '../persistence/blob-store/index.ts';
+import { loadOrCreateSecret } from '../persistence/secret-file.ts';
+import { SecretBox } from '../persistence/secret-box.ts';
+import { webhookEndpointActor } from '../actors/webhook/actor.ts';
+import { WEBHOOK_SECRET_PURPOSE } from '../actors/webhook/deps.ts';
+import { webhookRecovery } from '../actors/webhook/recovery.ts';
+import { startDeliveryRetention } from '../actors/webhook/retention.ts';
 
 const packageJson = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string };
 
@@ -102,7 +108,13 @@ export async function startService(options: StartOptions): Promise<RunningServic
   // The local blob store's URLs point at the service; with PORT=0 its address is known only once listening.
   let publicUrl = config.baseUrl;
   let blobs;
+  let webhookSecrets: SecretBox;
   try {
+    // WEBHOOK_SECRET_KEY, or one generated once and kept under DATA_DIR, as for the blob signing secret.
+    webhookSecrets = new SecretBox(
+      await loadOrCreateSecret(config.webhooks.secretKey, config.dataDir, { file: 'webhook-secret-key', envName: 'WEBHOOK_SECRET_KEY' }),
+      WEBHOOK_SECRET_PURPOSE,
+    );
     blobs = await createBlobStore(
       config.blobStore.kind === 's3'
         ? config.blobStore
@@ -116,7 +128,7 @@ export async function startService(options: StartOptions): Promise<RunningServic
     await actors.stop();
     await db.close();
     await telemetry.shutdown();
-    throw new StartupError(`blob store: ${(error as Error).message}`);
+    throw new StartupError(`blob store or webhook secret key: ${(error as Error).message}`);
   }
   // The emergency stop; on PGlite on disk the ops command reaches this server through <DATA_DIR>/ops.
   const switches = new ServiceSwitches({
@@ -135,15 +147,22 @@ export async function startService(options: StartOptions): Promise<RunningServic
     generationPaused: () => switches.generationPaused().paused,
     outputs: blobOutputStore(blobs, db, () => clock.now()),
     inputs: blobInputResolver(blobs, db, guardedFetcher({ maxBytes: MAX_INPUT_BYTES, timeoutMs: 30_000, allowPrivate: config.allowPrivateEgress })),
+    webhooks: {
+      secrets: webhookSecrets, timeoutMs: config.webhooks.timeoutMs, allowPrivateEgress: config.allowPrivateEgress,
+      tracer: telemetry.tracer, random: Math.random,
+    },
   };
   actors.provideDeps(actorDeps);
   actors.register(workspaceActor);
   actors.register(generationActor);
+  actors.register(webhookEndpointActor);
+  const webhookRetention = startDeliveryRetention(db, clock, logger);
   const services: Services = {
     config, version: packageJson.version, engine, clock, logger, tracer: telemetry.tracer, db, writer, actors, health,
-    redis, limiter, keyCache, keyUsage, blobs, switches, catalog,
+    redis, limiter, keyCache, keyUsage, blobs, switches, catalog, webhookSecrets,
   };
   const closeShared = async () => {
+    await webhookRetention.stop();
     await switches.stop();
     await blobs.close();
     await keyUsage.close();
@@ -166,7 +185,7 @@ export async function startService(options: StartOptions): Promise<RunningServic
   if (new URL(config.baseUrl).port === '0') publicUrl = url;
 
   // Recovery runs after listening so probes see 503 until it is done.
-  const recovered = runRecovery([generationRecovery(db, actors), ...(options.recovery ?? [])], logger).then(
+  const recovered = runRecovery([generationRecovery(db, actors), webhookRecovery(db, actors), ...(options.recovery ?? [])], logger).then(
     () => { health.recovered = true; },
     (error: unknown) => {
       health.recoveryError = (error as Error).message;

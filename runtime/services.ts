@@ -13,6 +13,7 @@ import type { KeyUsageRecorder } from '../http/auth/key-usage.ts';
 import type { ServiceSwitches } from './switches.ts';
 import type { ModelCatalog } from '../actors/generation/catalog/index.ts';
 import type { BlobStore } from '../persistence/blob-store/types.ts';
+import type { SecretBox } from '../persistence/secret-box.ts';
 
 export type Engine = 'uws-native' | 'uws-fallback';
 
@@ -42,4 +43,6 @@ export interface Services {
   switches: ServiceSwitches;
   /** The model catalog with compiled parameter schemas; `offered()` lists the models this service runs. */
   catalog: ModelCatalog;
+  /** Seals webhook endpoints' signing secrets at rest (key: WEBHOOK_SECRET_KEY or generated under DATA_DIR). */
+  webhookSecrets: SecretBox;
 }

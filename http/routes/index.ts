@@ -14,6 +14,7 @@ import { modelRoutes } from './models/index.ts';
 import { generationReadRoutes } from './generations/index.ts';
 import { createGeneration } from './generations/create.ts';
 import { cancelGeneration } from './generations/cancel.ts';
+import { webhookRoutes } from './webhooks/index.ts';
 
 /** The route table: a route exists, is validated and is documented by being listed here. */
 export function routeTable(extra: RouteDef[] = []): RouteDef[] {
@@ -24,6 +25,7 @@ export function routeTable(extra: RouteDef[] = []): RouteDef[] {
     ...workspaceRoutes, ...accountRoutes,
     ...fileRoutes,
     ...publicRoutes, ...modelRoutes, ...generationReadRoutes, createGeneration, cancelGeneration,
+    ...webhookRoutes,
     ...extra,
   ];
   routes.push(openApiRoute(() => routes));
