@@ -36,8 +36,13 @@ export function startDeliveryRetention(db: Database, clock: Clock, logger: Logge
   let timer: Timer | undefined;
   let stopped = false;
   let running: Promise<void> = Promise.resolve();
+  let queued = false;
   const run = () => {
+    // Runs that fall due while one waits to start are one run (a clock moved by days fires many at once).
+    if (queued) return running;
+    queued = true;
     running = running.then(async () => {
+      queued = false;
       if (stopped) return;
       try {
         const removed = await pruneDeliveries(db, clock.now());
