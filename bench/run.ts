@@ -100,6 +100,9 @@ async function main(): Promise<number> {
     DATABASE_URL: databaseUrl,
     // Keep a developer's OTLP settings from turning on tracing export for the bench.
     OTEL_TRACES_EXPORTER: 'none',
+    // The webhook-delivery scenario's receiver is on loopback; its first deliveries are held up to a minute.
+    ALLOW_PRIVATE_EGRESS: 'true',
+    WEBHOOK_TIMEOUT_MS: '60000',
   });
   await Promise.all([
     waitUntilReady(baselineServer, '/', READY_TIMEOUT_MS),

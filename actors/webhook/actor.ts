@@ -6,6 +6,7 @@ import { EgressError, fetchGuarded } from '../../runtime/egress.ts';
 import { WebhookEndpointEntity, type DeliveryAttempt, type DeliveryStatus, type WebhookEndpointRow } from '../../persistence/entities/webhook.ts';
 import { depsOf } from '../deps.ts';
 import type { EndpointPatch, EndpointReply, WebhookMessage } from './protocol.ts';
+import { recorderFor } from './recorder.ts';
 import { signatureHeader } from './signature.ts';
 import { decide, type AttemptOutcome, type DeliveryEvent, type DeliveryState, type FailureReason } from './state.ts';
 
@@ -145,7 +146,7 @@ function attempt(endpoint: WebhookEndpointRow & { secret: string }, delivery: Qu
   const started = performance.now();
   void fetchGuarded(endpoint.url, {
     method: 'POST', headers, body: delivery.body, maxRedirects: 0, maxBytes: MAX_RESPONSE_BYTES,
-    timeoutMs: deps.timeoutMs, allowPrivate: deps.allowPrivateEgress,
+    timeoutMs: deps.timeoutMs, allowPrivate: deps.allowPrivateEgress, connectionsPerOrigin: 'unlimited',
   }).then(
     (response): AttemptOutcome => ({ type: 'answered', status: response.status, durationMs: performance.now() - started }),
     (error: unknown): AttemptOutcome => {
@@ -193,15 +194,7 @@ async function attemptDone(
 }
 
 function writeDelivery(id: string, next: DeliveryState, ctx: ActorContext): Promise<void> {
-  const at = new Date(ctx.clock.now());
-  return ctx.writer.write(async (em) => {
-    await em.execute(
-      `update webhook_deliveries set status = ?, attempts = ?::jsonb, attempt_count = ?, next_attempt_at = ?, failure_reason = ?, updated_at = ?
-       where id = ? and status = 'pending' returning id`,
-      [next.status, JSON.stringify(next.attempts), next.attempts.length, next.nextAttemptAt === undefined ? null : new Date(next.nextAttemptAt),
-        next.failureReason ?? null, at, id],
-    );
-  });
+  return recorderFor(ctx.writer).record(id, next, new Date(ctx.clock.now()));
 }
 
 function recordLateAttempt(id: string, at: number, outcome: AttemptOutcome, ctx: ActorContext): Promise<void> {
