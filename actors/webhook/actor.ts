@@ -34,6 +34,11 @@ export interface EndpointActorState {
   settling: Set<string>;
   /** Results of attempts started before the last load are ignored (the delivery is simply tried again). */
   epoch: number;
+  /**
+   * Deliveries may have been committed since the last read of the queue: set by every wake (sent after
+   * the commit that made them) and at load, cleared just before each read; an empty queue is read again only if set.
+   */
+  unread: boolean;
 }
 
 let epochs = 0;
@@ -57,14 +62,16 @@ export const webhookEndpointActor: ActorBehavior<EndpointActorState, WebhookMess
         ctx.logger.error({ err: error, endpoint: row.id }, 'the signing secret of a webhook endpoint cannot be opened; check WEBHOOK_SECRET_KEY');
       }
     }
-    return { endpoint, queue: [], inFlight: undefined, timer: undefined, settling: new Set(), epoch: ++epochs };
+    return { endpoint, queue: [], inFlight: undefined, timer: undefined, settling: new Set(), epoch: ++epochs, unread: true };
   },
 
   async receive(state, msg, ctx): Promise<Outcome<EndpointActorState, EndpointReply>> {
     switch (msg.type) {
       case 'wake':
+        state.unread = true;
+        return pump(state, ctx);
       case 'due':
-        if (msg.type === 'due') state.timer = undefined;
+        state.timer = undefined;
         return pump(state, ctx);
       case 'attempt_done':
         return attemptDone(state, msg, ctx);
@@ -87,7 +94,7 @@ async function pump(state: EndpointActorState, ctx: ActorContext): Promise<Outco
     return { state, replyWhenDurable: failPending(state, 'endpoint_disabled', ctx).then(() => undefined) };
   }
   if (state.inFlight !== undefined) return { state };
-  if (state.queue.length === 0) await refill(state, ctx);
+  if (state.queue.length === 0 && state.unread) await refill(state, ctx);
   const head = state.queue[0];
   if (!head) return { state };
   const now = ctx.clock.now();
@@ -105,11 +112,14 @@ async function pump(state: EndpointActorState, ctx: ActorContext): Promise<Outco
 }
 
 async function refill(state: EndpointActorState, ctx: ActorContext): Promise<void> {
+  state.unread = false;
   const rows = await ctx.db.em().execute<Array<{ id: string; event_type: string; body: string; attempts: DeliveryAttempt[]; next_attempt_at: Date | string | null }>>(
     `select id, event_type, body, attempts, next_attempt_at from webhook_deliveries
      where endpoint_id = ? and status = 'pending' order by id limit ?`,
     [ctx.id, QUEUE_BATCH + state.settling.size],
   );
+  // A full batch may have left deliveries behind: read again when this one is done.
+  if (rows.length >= QUEUE_BATCH + state.settling.size) state.unread = true;
   for (const row of rows) {
     if (state.settling.has(row.id)) continue;
     const attempts = typeof row.attempts === 'string' ? JSON.parse(row.attempts) as DeliveryAttempt[] : row.attempts;
