@@ -24,7 +24,8 @@ interface QueuedDelivery {
 
 export interface EndpointActorState {
   /** Undefined when no such endpoint exists (or it was deleted). */
-  endpoint: (WebhookEndpointRow & { secret: string }) | undefined;
+  /** secret is undefined when it cannot be opened (another WEBHOOK_SECRET_KEY): nothing is sent then. */
+  endpoint: (WebhookEndpointRow & { secret: string | undefined }) | undefined;
   /** Pending deliveries in creation order; the head is the one being delivered. */
   queue: QueuedDelivery[];
   /** The delivery whose attempt is on the wire. */
@@ -55,12 +56,14 @@ export const webhookEndpointActor: ActorBehavior<EndpointActorState, WebhookMess
     const row = await ctx.db.em().findOne(WebhookEndpointEntity, { id: ctx.id, deletedAt: null });
     let endpoint: EndpointActorState['endpoint'];
     if (row) {
+      let secret: string | undefined;
       try {
-        endpoint = { ...row, secret: depsOf(ctx).webhooks.secrets.open(row.secretSealed, row.id) };
+        secret = depsOf(ctx).webhooks.secrets.open(row.secretSealed, row.id);
       } catch (error) {
         // A wrong WEBHOOK_SECRET_KEY: nothing can be signed, so nothing is sent (deliveries wait, pending).
         ctx.logger.error({ err: error, endpoint: row.id }, 'the signing secret of a webhook endpoint cannot be opened; check WEBHOOK_SECRET_KEY');
       }
+      endpoint = { ...row, secret };
     }
     return { endpoint, queue: [], inFlight: undefined, timer: undefined, settling: new Set(), epoch: ++epochs, unread: true };
   },
@@ -93,7 +96,7 @@ async function pump(state: EndpointActorState, ctx: ActorContext): Promise<Outco
     // A delivery made in the same instant as the disabling is failed like the others.
     return { state, replyWhenDurable: failPending(state, 'endpoint_disabled', ctx).then(() => undefined) };
   }
-  if (state.inFlight !== undefined) return { state };
+  if (state.inFlight !== undefined || endpoint.secret === undefined) return { state };
   if (state.queue.length === 0 && state.unread) await refill(state, ctx);
   const head = state.queue[0];
   if (!head) return { state };
@@ -107,7 +110,7 @@ async function pump(state: EndpointActorState, ctx: ActorContext): Promise<Outco
   state.timer?.cancel();
   state.timer = undefined;
   state.inFlight = head.id;
-  attempt(endpoint, head, state.epoch, ctx);
+  attempt({ ...endpoint, secret: endpoint.secret }, head, state.epoch, ctx);
   return { state };
 }
 
