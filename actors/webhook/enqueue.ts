@@ -35,8 +35,9 @@ export interface DeliveriesOnSettle {
 
 /**
  * The deliveries of a generation's terminal event, made by one INSERT … SELECT over the workspace's
- * endpoints inside the same transaction as the terminal state: the endpoints are read in that
- * transaction, and the event and its deliveries commit (or not) together.
+ * endpoints inside the same transaction as the terminal state (after a count that sizes the ids, and
+ * that alone when the workspace has no subscribed endpoint): the endpoints are read in that transaction,
+ * and the event and its deliveries commit (or not) together.
  */
 export function deliveriesOnSettle(generation: GenerationRow, status: TerminalStatus, now: number): DeliveriesOnSettle {
   let endpoints: string[] = [];
@@ -44,11 +45,20 @@ export function deliveriesOnSettle(generation: GenerationRow, status: TerminalSt
     async write(em) {
       // The unit may run again if its batch is retried alone; each run starts afresh.
       endpoints = [];
+      const subscribed = JSON.stringify([EVENT_OF[status]]);
+      // How many ids to make (most workspaces have no endpoint: then this is the only statement).
+      const [counted] = await em.execute<Array<{ n: number | string }>>(
+        `select count(*) as n from webhook_endpoints where workspace_id = ? and status = 'active' and deleted_at is null and event_types @> ?::jsonb`,
+        [generation.workspaceId, subscribed],
+      );
+      const count = Math.min(Number(counted?.n ?? 0), MAX_ENDPOINTS_PER_WORKSPACE);
+      if (count === 0) return;
       const createdAt = new Date(now);
       const { event, data, createdAt: created } = eventBody(generation, status, createdAt);
       // The body after its id, so each delivery's body is `{"id":"dlv_…",` + this, exactly as it will be signed.
       const rest = JSON.stringify({ event, data, createdAt: created }).slice(1);
-      const ids = Array.from({ length: MAX_ENDPOINTS_PER_WORKSPACE }, () => newId('dlv', now));
+      const ids = Array.from({ length: count }, () => newId('dlv', now));
+      // An endpoint made since the count (the newest id) waits for the next event: never a delivery without an id.
       const rows = await em.execute<Array<{ endpoint_id: string }>>(
         `insert into webhook_deliveries (id, endpoint_id, workspace_id, generation_id, event_type, body, status, attempts, attempt_count, next_attempt_at, created_at, updated_at)
          select m.delivery_id, m.id, m.workspace_id, ?, ?, '{"id":"' || m.delivery_id || '",' || ?, 'pending', '[]'::jsonb, 0, ?, ?, ?
@@ -57,8 +67,9 @@ export function deliveriesOnSettle(generation: GenerationRow, status: TerminalSt
            from webhook_endpoints e
            where e.workspace_id = ? and e.status = 'active' and e.deleted_at is null and e.event_types @> ?::jsonb
          ) m
+         where m.delivery_id is not null
          returning endpoint_id`,
-        [generation.id, event, rest, createdAt, createdAt, createdAt, JSON.stringify(ids), generation.workspaceId, JSON.stringify([event])],
+        [generation.id, event, rest, createdAt, createdAt, createdAt, JSON.stringify(ids), generation.workspaceId, subscribed],
       );
       endpoints = rows.map((row) => row.endpoint_id);
     },
