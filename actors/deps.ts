@@ -4,6 +4,7 @@ import type { OutputStore } from './generation/output-store.ts';
 import type { InputResolver } from './generation/input-resolver.ts';
 import type { PaymentProvider } from './billing/provider.ts';
 import type { ProviderCapacity } from './generation/provider-capacity.ts';
+import type { WebhookDeps } from './webhook/deps.ts';
 
 /** What the service hands its actors (ctx.deps): built once in runtime/service.ts. */
 export interface ActorDeps {
@@ -18,6 +19,7 @@ export interface ActorDeps {
   /** Provider slots across workspaces (each provider's maxConcurrentJobs). */
   capacity: ProviderCapacity;
   billing: BillingDeps;
+  webhooks: WebhookDeps;
 }
 
 /** Billing as the workspace actor uses it: the payment provider, renewal timers, and plan-change news. */

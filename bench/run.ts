@@ -101,6 +101,9 @@ async function main(): Promise<number> {
     DATABASE_URL: databaseUrl,
     // Keep a developer's OTLP settings from turning on tracing export for the bench.
     OTEL_TRACES_EXPORTER: 'none',
+    // The webhook-delivery scenario's receiver is on loopback; its first deliveries are held up to a minute.
+    ALLOW_PRIVATE_EGRESS: 'true',
+    WEBHOOK_TIMEOUT_MS: '60000',
   };
   const service = startNodeServer('service', 'runtime/main.ts', servicePort, serviceEnv);
   await Promise.all([

@@ -32,6 +32,11 @@ export interface Config {
   generations: { queueTimeoutMs: number; localLatencyMs: number; localFailureRate: number; localMaxConcurrentJobs: number | undefined };
   /** Billing: the payment provider (`local`, built in) and the secret its events and pages are signed with (BILLING_SIGNING_SECRET; unset, one is generated and kept under dataDir). */
   billing: { provider: 'local'; signingSecret: string | undefined };
+  /**
+   * Webhooks: secretKey (WEBHOOK_SECRET_KEY) seals the endpoints' signing secrets at rest; unset, one is
+   * generated and kept under dataDir. timeoutMs (WEBHOOK_TIMEOUT_MS) bounds each delivery attempt.
+   */
+  webhooks: { secretKey: string | undefined; timeoutMs: number };
   /** The OpenAI-compatible provider, when OPENAI_BASE_URL is set (its models are offered only then). */
   openai: OpenAiConfig | undefined;
 }
@@ -103,6 +108,9 @@ export function loadConfig(env: Env = process.env): Config {
   if (billingSecret !== undefined && billingSecret.length < 32) problems.push('BILLING_SIGNING_SECRET: must be at least 32 characters');
   const localMaxConcurrentJobs = read.integer('LOCAL_PROVIDER_MAX_CONCURRENT_JOBS', 0, 0, 1_000_000);
   const openai = readOpenAi(read, problems);
+  const webhookSecretKey = read.optionalString('WEBHOOK_SECRET_KEY');
+  if (webhookSecretKey !== undefined && webhookSecretKey.length < 32) problems.push('WEBHOOK_SECRET_KEY: must be at least 32 characters');
+  const webhookTimeoutMs = read.integer('WEBHOOK_TIMEOUT_MS', 10_000, 10, 60_000);
 
   if (problems.length > 0) throw new ConfigError(problems);
   return {
@@ -113,6 +121,7 @@ export function loadConfig(env: Env = process.env): Config {
     generations: { queueTimeoutMs, localLatencyMs, localFailureRate: localFailurePercent / 100, localMaxConcurrentJobs: localMaxConcurrentJobs || undefined },
     billing: { provider: paymentProvider, signingSecret: billingSecret },
     openai,
+    webhooks: { secretKey: webhookSecretKey, timeoutMs: webhookTimeoutMs },
   };
 }
 

@@ -77,6 +77,11 @@ export interface GuardedRequest extends AddressOptions {
   method?: 'GET' | 'POST' | 'HEAD';
   headers?: Record<string, string>;
   body?: string | Buffer;
+  /**
+   * Connections per origin, default 64. Webhooks pass `unlimited`: each endpoint keeps at most one request
+   * in flight, and endpoints sharing a host must not wait for each other's slow answers.
+   */
+  connectionsPerOrigin?: number | 'unlimited';
 }
 
 export interface GuardedResponse {
@@ -92,7 +97,7 @@ const REDIRECTS = new Set([301, 302, 303, 307, 308]);
 /** Fetches a URL through the egress guard; see the top of this file. Non-2xx answers are returned, not thrown. */
 export async function fetchGuarded(url: string, options: GuardedRequest): Promise<GuardedResponse> {
   const policy = policyOf(options);
-  const dispatcher = agentFor(policy);
+  const dispatcher = agentFor(policy, options.connectionsPerOrigin ?? 64);
   const signal = AbortSignal.timeout(options.timeoutMs);
   const maxRedirects = options.maxRedirects ?? 3;
   let current = url;
@@ -175,14 +180,19 @@ function policyOf(options: AddressOptions): AddressPolicy {
   return options.allowAddress ?? (options.allowPrivate ? allowAll : isPublicAddress);
 }
 
-/** One connection pool per address policy: a pooled connection was made to an address its policy allowed. */
-const agents = new Map<AddressPolicy, Agent>();
+/** One connection pool per address policy (and size): a pooled connection was made to an address its policy allowed. */
+const agents = new Map<AddressPolicy, Map<number | 'unlimited', Agent>>();
 
-function agentFor(policy: AddressPolicy): Agent {
-  let agent = agents.get(policy);
+function agentFor(policy: AddressPolicy, connections: number | 'unlimited'): Agent {
+  let sized = agents.get(policy);
+  if (!sized) {
+    sized = new Map();
+    agents.set(policy, sized);
+  }
+  let agent = sized.get(connections);
   if (!agent) {
-    agent = new Agent({ connect: { lookup: guardedLookup(policy) }, connections: 64, keepAliveTimeout: 10_000 });
-    agents.set(policy, agent);
+    agent = new Agent({ connect: { lookup: guardedLookup(policy) }, connections: connections === 'unlimited' ? null : connections, keepAliveTimeout: 10_000 });
+    sized.set(connections, agent);
   }
   return agent;
 }

@@ -38,9 +38,14 @@ import { KeyUsageRecorder } from '../http/auth/key-usage.ts';
 import { ServiceSwitches } from './switches.ts';
 import { ModelCatalog } from '../actors/generation/catalog/index.ts';
 import { createBlobStore } from '../persistence/blob-store/index.ts';
-import { loadSigningSecret } from '../persistence/blob-store/signing.ts';
 import { LocalPaymentProvider } from '../actors/billing/local/provider.ts';
 import { RenewalScheduler } from '../actors/billing/renewals.ts';
+import { loadOrCreateSecret } from '../persistence/secret-file.ts';
+import { SecretBox } from '../persistence/secret-box.ts';
+import { webhookEndpointActor } from '../actors/webhook/actor.ts';
+import { WEBHOOK_SECRET_PURPOSE } from '../actors/webhook/deps.ts';
+import { webhookRecovery } from '../actors/webhook/recovery.ts';
+import { startDeliveryRetention } from '../actors/webhook/retention.ts';
 
 const packageJson = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string };
 
@@ -108,8 +113,14 @@ export async function startService(options: StartOptions): Promise<RunningServic
   // The local blob store's URLs point at the service; with PORT=0 its address is known only once listening.
   let blobs;
   let billingSecret: Buffer;
+  let webhookSecrets: SecretBox;
   try {
-    billingSecret = await loadSigningSecret(config.billing.signingSecret, config.dataDir, 'billing-signing-secret');
+    billingSecret = await loadOrCreateSecret(config.billing.signingSecret, config.dataDir, { file: 'billing-signing-secret', envName: 'BILLING_SIGNING_SECRET' });
+    // WEBHOOK_SECRET_KEY, or one generated once and kept under DATA_DIR, as for the blob signing secret.
+    webhookSecrets = new SecretBox(
+      await loadOrCreateSecret(config.webhooks.secretKey, config.dataDir, { file: 'webhook-secret-key', envName: 'WEBHOOK_SECRET_KEY' }),
+      WEBHOOK_SECRET_PURPOSE,
+    );
     blobs = await createBlobStore(
       config.blobStore.kind === 's3'
         ? config.blobStore
@@ -123,7 +134,7 @@ export async function startService(options: StartOptions): Promise<RunningServic
     await actors.stop();
     await db.close();
     await telemetry.shutdown();
-    throw new StartupError(`blob store or billing secret: ${(error as Error).message}`);
+    throw new StartupError(`blob store, billing secret or webhook secret key: ${(error as Error).message}`);
   }
   // The emergency stop; on PGlite on disk the ops command reaches this server through <DATA_DIR>/ops.
   const switches = new ServiceSwitches({
@@ -168,6 +179,10 @@ export async function startService(options: StartOptions): Promise<RunningServic
           .catch((error: unknown) => logger.warn({ err: error, workspaceId }, 'could not announce a plan change to other nodes; their key records expire within a minute'));
       },
     },
+    webhooks: {
+      secrets: webhookSecrets, timeoutMs: config.webhooks.timeoutMs, allowPrivateEgress: config.allowPrivateEgress,
+      tracer: telemetry.tracer, random: Math.random,
+    },
   };
   actors.provideDeps(actorDeps);
   actors.register(workspaceActor);
@@ -177,13 +192,16 @@ export async function startService(options: StartOptions): Promise<RunningServic
     if (state.paused) return;
     nudgeQueuedWorkspaces(db, actors).catch((error: unknown) => logger.error({ err: error }, 'resuming queued generations failed'));
   });
+  actors.register(webhookEndpointActor);
+  const webhookRetention = startDeliveryRetention(db, clock, logger);
   const services: Services = {
     config, publicUrl: config.baseUrl, version: packageJson.version, engine, clock, logger, tracer: telemetry.tracer, db, writer, actors, health,
-    redis, limiter, keyCache, keyUsage, blobs, switches, catalog,
+    redis, limiter, keyCache, keyUsage, blobs, switches, catalog, webhookSecrets,
     billing: { provider: paymentProvider, local: paymentProvider, renewals },
   };
   const closeShared = async () => {
     renewals.stop();
+    await webhookRetention.stop();
     await switches.stop();
     await blobs.close();
     await keyUsage.close();
@@ -206,7 +224,7 @@ export async function startService(options: StartOptions): Promise<RunningServic
   if (new URL(config.baseUrl).port === '0') services.publicUrl = url;
 
   // Recovery runs after listening so probes see 503 until it is done.
-  const recovered = runRecovery([generationRecovery(db, actors), { name: 'subscription renewals', run: () => renewals.start() }, ...(options.recovery ?? [])], logger).then(
+  const recovered = runRecovery([generationRecovery(db, actors), webhookRecovery(db, actors), { name: 'subscription renewals', run: () => renewals.start() }, ...(options.recovery ?? [])], logger).then(
     () => { health.recovered = true; },
     (error: unknown) => {
       health.recoveryError = (error as Error).message;

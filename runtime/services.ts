@@ -16,6 +16,7 @@ import type { BlobStore } from '../persistence/blob-store/types.ts';
 import type { PaymentProvider } from '../actors/billing/provider.ts';
 import type { LocalPaymentProvider } from '../actors/billing/local/provider.ts';
 import type { RenewalScheduler } from '../actors/billing/renewals.ts';
+import type { SecretBox } from '../persistence/secret-box.ts';
 
 export type Engine = 'uws-native' | 'uws-fallback';
 
@@ -52,4 +53,6 @@ export interface Services {
   catalog: ModelCatalog;
   /** The payment provider; `local` is set when it is the built-in one (its pages are routes of this service). */
   billing: { provider: PaymentProvider; local: LocalPaymentProvider | undefined; renewals: RenewalScheduler };
+  /** Seals webhook endpoints' signing secrets at rest (key: WEBHOOK_SECRET_KEY or generated under DATA_DIR). */
+  webhookSecrets: SecretBox;
 }

@@ -9,7 +9,8 @@ import { OutputsOverStorageLimitError } from './blob-outputs.ts';
 import type { PreparedOutputs } from './output-store.ts';
 import type { CancelReply, GenerationMessage } from './protocol.ts';
 import type { ProviderUpdate } from './providers/provider.ts';
-import { decide, isTerminal, type GenerationCommand, type GenerationEffect, type GenerationState, type GenerationStatus, type TimelineEntry } from './state.ts';
+import { deliveriesOnSettle } from '../webhook/enqueue.ts';
+import { decide, isTerminal, type GenerationCommand, type GenerationEffect, type GenerationState, type GenerationStatus, type TerminalStatus, type TimelineEntry } from './state.ts';
 
 export interface GenerationActorState {
   /** Undefined when no such generation exists. */
@@ -154,6 +155,8 @@ async function transition(
 
   if (isTerminal(next.status)) {
     const money = decision.effects.some((e) => e.type === 'capture_credits') ? 'capture' : 'release';
+    // The event's webhook deliveries commit with the terminal state (SPEC.md section 6).
+    const deliveries = deliveriesOnSettle(updated, next.status as TerminalStatus, now);
     const settlement: GenerationSettlement = {
       status: next.status as GenerationSettlement['status'],
       completedAt: next.completedAt ?? at.toISOString(),
@@ -162,10 +165,11 @@ async function transition(
       errorCode: next.errorCode,
       errorMessage: next.errorMessage,
       timeline: next.timeline,
-      alsoWrite,
+      alsoWrite: [...alsoWrite, (em) => deliveries.write(em)],
     };
     const heldSlot = decision.effects.some((e) => e.type === 'free_slot');
     await ctx.actors.ask('ws', row.workspaceId, { type: 'settle', generationId: row.id, money, settlement, heldSlot });
+    for (const endpointId of deliveries.endpointIds()) ctx.actors.tell('whk', endpointId, { type: 'wake' });
   } else {
     await ctx.writer.write(async (em) => {
       const changed = await em.execute<Array<{ id: string }>>(
@@ -198,7 +202,7 @@ function perform(effect: GenerationEffect, state: GenerationActorState, row: Gen
     case 'release_credits':
     case 'free_slot':
     case 'emit':
-      // Done with the terminal write (money, slot) or by the provider's own reports; events join with webhooks.
+      // Done with the terminal write (money, slot, webhook deliveries) or by the provider's own reports.
       return;
   }
 }

@@ -18,6 +18,7 @@ import { creditRoutes } from './credits/index.ts';
 import { walletRoutes } from './wallet/index.ts';
 import { billingRoutes } from './billing/index.ts';
 import { getUsage } from './usage/get.ts';
+import { webhookRoutes } from './webhooks/index.ts';
 
 /** The route table: a route exists, is validated and is documented by being listed here. */
 export function routeTable(extra: RouteDef[] = []): RouteDef[] {
@@ -29,6 +30,7 @@ export function routeTable(extra: RouteDef[] = []): RouteDef[] {
     ...fileRoutes,
     ...publicRoutes, ...modelRoutes, ...generationReadRoutes, createGeneration, cancelGeneration,
     ...creditRoutes, ...walletRoutes, ...billingRoutes, getUsage,
+    ...webhookRoutes,
     ...extra,
   ];
   routes.push(openApiRoute(() => routes));

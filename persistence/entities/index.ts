@@ -12,6 +12,7 @@ import { GenerationEntity } from './generation.ts';
 import { WorkspaceAccountEntity, CreditLedgerEntity, IdempotencyKeyEntity, ServiceSwitchEntity } from './workspace-account.ts';
 import { AssetEntity } from './asset.ts';
 import { UploadEntity } from './upload.ts';
+import { WebhookDeliveryEntity, WebhookEndpointEntity } from './webhook.ts';
 
 /** Every entity the ORM knows; each issue adds its own here. */
 export const entities = [
@@ -32,4 +33,6 @@ export const entities = [
   ServiceSwitchEntity,
   AssetEntity,
   UploadEntity,
+  WebhookEndpointEntity,
+  WebhookDeliveryEntity,
 ];

@@ -2,6 +2,7 @@ import { Migration0001Foundation } from './0001-foundation.ts';
 import { Migration0002Identity } from './0002-identity.ts';
 import { Migration0005Generations } from './0005-generations.ts';
 import { Migration0006Assets } from './0006-assets.ts';
+import { Migration0007Webhooks } from './0007-webhooks.ts';
 import { Migration0008Money } from './0008-money.ts';
 
 /** Applied in this order at start-up; a migration, once landed, is never edited, only followed. */
@@ -10,5 +11,6 @@ export const migrations = [
   { name: '0002-identity', class: Migration0002Identity },
   { name: '0005-generations', class: Migration0005Generations },
   { name: '0006-assets', class: Migration0006Assets },
+  { name: '0007-webhooks', class: Migration0007Webhooks },
   { name: '0008-money', class: Migration0008Money },
 ];

@@ -1,0 +1,288 @@
+import { randomBytes } from 'node:crypto';
+import { isSpanContextValid, SpanKind, SpanStatusCode } from '@opentelemetry/api';
+import type { ActorBehavior, ActorContext, Outcome } from '../../runtime/actor-behavior.ts';
+import type { Timer } from '../../runtime/clock.ts';
+import { EgressError, fetchGuarded } from '../../runtime/egress.ts';
+import { WebhookEndpointEntity, type DeliveryAttempt, type DeliveryStatus, type WebhookEndpointRow } from '../../persistence/entities/webhook.ts';
+import { depsOf } from '../deps.ts';
+import type { EndpointPatch, EndpointReply, WebhookMessage } from './protocol.ts';
+import { recorderFor } from './recorder.ts';
+import { signatureHeader } from './signature.ts';
+import { decide, type AttemptOutcome, type DeliveryEvent, type DeliveryState, type FailureReason } from './state.ts';
+
+/** Pending deliveries read from the database at a time, oldest first. */
+const QUEUE_BATCH = 100;
+/** A receiver's answer body is read up to this size and dropped; a larger one fails the attempt. */
+const MAX_RESPONSE_BYTES = 256 * 1024;
+
+interface QueuedDelivery {
+  id: string;
+  eventType: string;
+  body: string;
+  state: DeliveryState;
+}
+
+export interface EndpointActorState {
+  /** Undefined when no such endpoint exists (or it was deleted). */
+  /** secret is undefined when it cannot be opened (another WEBHOOK_SECRET_KEY): nothing is sent then. */
+  endpoint: (WebhookEndpointRow & { secret: string | undefined }) | undefined;
+  /** Pending deliveries in creation order; the head is the one being delivered. */
+  queue: QueuedDelivery[];
+  /** The delivery whose attempt is on the wire. */
+  inFlight: string | undefined;
+  timer: Timer | undefined;
+  /** Deliveries finished in memory whose final write has not committed yet: never read back as pending. */
+  settling: Set<string>;
+  /** Results of attempts started before the last load are ignored (the delivery is simply tried again). */
+  epoch: number;
+  /**
+   * Deliveries may have been committed since the last read of the queue: set by every wake (sent after
+   * the commit that made them) and at load, cleared just before each read; an empty queue is read again only if set.
+   */
+  unread: boolean;
+}
+
+let epochs = 0;
+
+/**
+ * One webhook endpoint (`whk:<id>`): its deliveries in creation order, one on the wire at a time, each
+ * signed, sent through the egress guard and retried by the backoff of `decide`; every attempt is recorded.
+ * The HTTP exchange runs beside the actor, so updates and other endpoints never wait for a slow receiver.
+ */
+export const webhookEndpointActor: ActorBehavior<EndpointActorState, WebhookMessage, EndpointReply> = {
+  kind: 'whk',
+
+  async load(ctx) {
+    const row = await ctx.db.em().findOne(WebhookEndpointEntity, { id: ctx.id, deletedAt: null });
+    let endpoint: EndpointActorState['endpoint'];
+    if (row) {
+      let secret: string | undefined;
+      try {
+        secret = depsOf(ctx).webhooks.secrets.open(row.secretSealed, row.id);
+      } catch (error) {
+        // A wrong WEBHOOK_SECRET_KEY: nothing can be signed, so nothing is sent (deliveries wait, pending).
+        ctx.logger.error({ err: error, endpoint: row.id }, 'the signing secret of a webhook endpoint cannot be opened; check WEBHOOK_SECRET_KEY');
+      }
+      endpoint = { ...row, secret };
+    }
+    return { endpoint, queue: [], inFlight: undefined, timer: undefined, settling: new Set(), epoch: ++epochs, unread: true };
+  },
+
+  async receive(state, msg, ctx): Promise<Outcome<EndpointActorState, EndpointReply>> {
+    switch (msg.type) {
+      case 'wake':
+        state.unread = true;
+        return pump(state, ctx);
+      case 'due':
+        state.timer = undefined;
+        return pump(state, ctx);
+      case 'attempt_done':
+        return attemptDone(state, msg, ctx);
+      case 'update':
+        return update(state, msg.patch, ctx);
+      case 'delete':
+        return remove(state, ctx);
+    }
+  },
+
+  keepAlive: (state) => state.queue.length > 0 || state.inFlight !== undefined || state.settling.size > 0,
+};
+
+/** Starts the head delivery if it is due, arms its timer if not, and reads more from the database when the queue is empty. */
+async function pump(state: EndpointActorState, ctx: ActorContext): Promise<Outcome<EndpointActorState, EndpointReply>> {
+  const endpoint = state.endpoint;
+  if (!endpoint) return { state, passivate: state.inFlight === undefined };
+  if (endpoint.status !== 'active') {
+    // A delivery made in the same instant as the disabling is failed like the others.
+    return { state, replyWhenDurable: failPending(state, 'endpoint_disabled', ctx).then(() => undefined) };
+  }
+  if (state.inFlight !== undefined || endpoint.secret === undefined) return { state };
+  if (state.queue.length === 0 && state.unread) await refill(state, ctx);
+  const head = state.queue[0];
+  if (!head) return { state };
+  const now = ctx.clock.now();
+  const due = head.state.nextAttemptAt ?? now;
+  if (due > now) {
+    state.timer?.cancel();
+    state.timer = ctx.clock.setTimer(() => ctx.actors.tell('whk', ctx.id, { type: 'due' }), due - now);
+    return { state };
+  }
+  state.timer?.cancel();
+  state.timer = undefined;
+  state.inFlight = head.id;
+  attempt({ ...endpoint, secret: endpoint.secret }, head, state.epoch, ctx);
+  return { state };
+}
+
+async function refill(state: EndpointActorState, ctx: ActorContext): Promise<void> {
+  state.unread = false;
+  const rows = await ctx.db.em().execute<Array<{ id: string; event_type: string; body: string; attempts: DeliveryAttempt[]; next_attempt_at: Date | string | null }>>(
+    `select id, event_type, body, attempts, next_attempt_at from webhook_deliveries
+     where endpoint_id = ? and status = 'pending' order by id limit ?`,
+    [ctx.id, QUEUE_BATCH + state.settling.size],
+  );
+  // A full batch may have left deliveries behind: read again when this one is done.
+  if (rows.length >= QUEUE_BATCH + state.settling.size) state.unread = true;
+  for (const row of rows) {
+    if (state.settling.has(row.id)) continue;
+    const attempts = typeof row.attempts === 'string' ? JSON.parse(row.attempts) as DeliveryAttempt[] : row.attempts;
+    state.queue.push({
+      id: row.id,
+      eventType: row.event_type,
+      body: row.body,
+      state: {
+        status: 'pending',
+        attempts,
+        nextAttemptAt: row.next_attempt_at === null ? undefined : new Date(row.next_attempt_at).getTime(),
+        failureReason: undefined,
+      },
+    });
+  }
+}
+
+/** One HTTP attempt beside the actor; its outcome comes back as a message. */
+function attempt(endpoint: WebhookEndpointRow & { secret: string }, delivery: QueuedDelivery, epoch: number, ctx: ActorContext): void {
+  const deps = depsOf(ctx).webhooks;
+  const at = ctx.clock.now();
+  const span = deps.tracer.startSpan('webhook attempt', {
+    kind: SpanKind.CLIENT,
+    attributes: { 'webhook.endpoint.id': endpoint.id, 'webhook.delivery.id': delivery.id, 'webhook.event': delivery.eventType, 'webhook.attempt': delivery.state.attempts.length + 1 },
+  });
+  const headers: Record<string, string> = {
+    'content-type': 'application/json',
+    'user-agent': 'generation-service-webhooks/1',
+    'x-service-signature': signatureHeader(endpoint.secret, delivery.body, Math.floor(at / 1000)),
+    'x-service-event': delivery.eventType,
+    'x-service-delivery': delivery.id,
+    traceparent: traceparentOf(span.spanContext()),
+  };
+  const started = performance.now();
+  void fetchGuarded(endpoint.url, {
+    method: 'POST', headers, body: delivery.body, maxRedirects: 0, maxBytes: MAX_RESPONSE_BYTES,
+    timeoutMs: deps.timeoutMs, allowPrivate: deps.allowPrivateEgress, connectionsPerOrigin: 'unlimited',
+  }).then(
+    (response): AttemptOutcome => ({ type: 'answered', status: response.status, durationMs: performance.now() - started }),
+    (error: unknown): AttemptOutcome => {
+      const durationMs = performance.now() - started;
+      const message = error instanceof EgressError ? `${error.code}: ${error.message}` : `network_error: ${(error as Error).message}`;
+      const refused = error instanceof EgressError && (error.code === 'blocked_address' || error.code === 'invalid_url');
+      return { type: refused ? 'refused' : 'error', error: message.slice(0, 500), durationMs };
+    },
+  ).then((outcome) => {
+    if (outcome.type === 'answered') span.setAttribute('http.response.status_code', outcome.status);
+    const ok = outcome.type === 'answered' && outcome.status >= 200 && outcome.status <= 299;
+    span.setStatus({ code: ok ? SpanStatusCode.OK : SpanStatusCode.ERROR });
+    span.end();
+    ctx.actors.tell('whk', ctx.id, { type: 'attempt_done', epoch, deliveryId: delivery.id, at, outcome });
+  });
+}
+
+async function attemptDone(
+  state: EndpointActorState,
+  msg: Extract<WebhookMessage, { type: 'attempt_done' }>,
+  ctx: ActorContext,
+): Promise<Outcome<EndpointActorState, EndpointReply>> {
+  if (msg.epoch !== state.epoch || state.inFlight !== msg.deliveryId) return { state };
+  state.inFlight = undefined;
+  const head = state.queue[0];
+  const event: DeliveryEvent = { type: 'attempted', at: msg.at, outcome: msg.outcome, jitter: depsOf(ctx).webhooks.random() };
+  if (!head || head.id !== msg.deliveryId) {
+    // The delivery was failed meanwhile (endpoint disabled or deleted): the attempt is still recorded.
+    const recorded = recordLateAttempt(msg.deliveryId, msg.at, msg.outcome, ctx);
+    const next = await pump(state, ctx);
+    return { ...next, replyWhenDurable: Promise.all([recorded, next.replyWhenDurable]).then(() => undefined) };
+  }
+  const decision = decide(head.state, event);
+  if (!decision.ok) throw new Error(`delivery ${head.id}: ${decision.reason}`);
+  head.state = decision.state;
+  const written = writeDelivery(head.id, decision.state, ctx);
+  if (decision.state.status !== 'pending') {
+    state.queue.shift();
+    state.settling.add(head.id);
+    void written.then(() => state.settling.delete(head.id), () => state.settling.delete(head.id));
+  }
+  const next = await pump(state, ctx);
+  // A failed write makes the actor reload from the database, so the delivery is sent again (at least once).
+  return { ...next, replyWhenDurable: Promise.all([written, next.replyWhenDurable]).then(() => undefined) };
+}
+
+function writeDelivery(id: string, next: DeliveryState, ctx: ActorContext): Promise<void> {
+  return recorderFor(ctx.writer).record(id, next, new Date(ctx.clock.now()));
+}
+
+function recordLateAttempt(id: string, at: number, outcome: AttemptOutcome, ctx: ActorContext): Promise<void> {
+  return ctx.writer.write(async (em) => {
+    const rows = await em.execute<Array<{ attempts: DeliveryAttempt[] | string; status: DeliveryStatus }>>('select attempts, status from webhook_deliveries where id = ?', [id]);
+    const row = rows[0];
+    if (!row) return;
+    const attempts = typeof row.attempts === 'string' ? JSON.parse(row.attempts) as DeliveryAttempt[] : row.attempts;
+    // Replayed on a copy in the pending state, only to shape the attempt record the same way.
+    const replay = decide({ status: 'pending', attempts, nextAttemptAt: undefined, failureReason: undefined }, { type: 'attempted', at, outcome, jitter: 0 });
+    if (!replay.ok) return;
+    await em.execute('update webhook_deliveries set attempts = ?::jsonb, attempt_count = ?, updated_at = ? where id = ? returning id',
+      [JSON.stringify(replay.state.attempts), replay.state.attempts.length, new Date(ctx.clock.now()), id]);
+  });
+}
+
+/** Every pending delivery of the endpoint becomes failed (disabled or deleted), in memory and in the database. */
+function failPending(state: EndpointActorState, reason: FailureReason, ctx: ActorContext, also?: (em: Parameters<Parameters<ActorContext['writer']['write']>[0]>[0]) => Promise<void>): Promise<void> {
+  state.timer?.cancel();
+  state.timer = undefined;
+  state.queue = [];
+  const at = new Date(ctx.clock.now());
+  return ctx.writer.write(async (em) => {
+    if (also) await also(em);
+    await em.execute(
+      `update webhook_deliveries set status = 'failed', failure_reason = ?, next_attempt_at = null, updated_at = ?
+       where endpoint_id = ? and status = 'pending' returning id`,
+      [reason, at, ctx.id],
+    );
+  });
+}
+
+async function update(state: EndpointActorState, patch: EndpointPatch, ctx: ActorContext): Promise<Outcome<EndpointActorState, EndpointReply>> {
+  const endpoint = state.endpoint;
+  if (!endpoint) return { state, reply: undefined };
+  const at = new Date(ctx.clock.now());
+  const next = {
+    ...endpoint,
+    url: patch.url ?? endpoint.url,
+    description: patch.description === undefined ? endpoint.description : patch.description,
+    eventTypes: patch.eventTypes ?? endpoint.eventTypes,
+    status: patch.status ?? endpoint.status,
+    updatedAt: at,
+  };
+  const writeEndpoint = async (em: Parameters<Parameters<ActorContext['writer']['write']>[0]>[0]) => {
+    await em.execute(
+      'update webhook_endpoints set url = ?, description = ?, event_types = ?::jsonb, status = ?, updated_at = ? where id = ? and deleted_at is null returning id',
+      [next.url, next.description, JSON.stringify(next.eventTypes), next.status, at, endpoint.id],
+    );
+  };
+  state.endpoint = next;
+  const { secret: _secret, ...row } = next;
+  if (next.status === 'disabled' && endpoint.status !== 'disabled') {
+    return { state, replyWhenDurable: failPending(state, 'endpoint_disabled', ctx, writeEndpoint).then(() => row) };
+  }
+  const written = ctx.writer.write(writeEndpoint);
+  if (next.status === 'active' && endpoint.status !== 'active') void written.then(() => ctx.actors.tell('whk', ctx.id, { type: 'wake' }), () => {});
+  return { state, replyWhenDurable: written.then(() => row) };
+}
+
+async function remove(state: EndpointActorState, ctx: ActorContext): Promise<Outcome<EndpointActorState, EndpointReply>> {
+  const endpoint = state.endpoint;
+  if (!endpoint) return { state, reply: undefined };
+  const at = new Date(ctx.clock.now());
+  state.endpoint = undefined;
+  // The sealed secret is wiped with the endpoint; the row stays (without it) until the retention job purges it.
+  const written = failPending(state, 'endpoint_deleted', ctx, async (em) => {
+    await em.execute("update webhook_endpoints set deleted_at = ?, updated_at = ?, secret_sealed = '' where id = ? and deleted_at is null returning id", [at, at, endpoint.id]);
+  });
+  const { secret: _secret, ...row } = endpoint;
+  return { state, replyWhenDurable: written.then(() => ({ ...row, deletedAt: at, updatedAt: at })), passivate: state.inFlight === undefined };
+}
+
+/** W3C trace context of the attempt's span; a random one when tracing is off, so receivers can still correlate. */
+function traceparentOf(spanContext: { traceId: string; spanId: string; traceFlags: number }): string {
+  if (isSpanContextValid(spanContext)) return `00-${spanContext.traceId}-${spanContext.spanId}-${(spanContext.traceFlags & 1) === 1 ? '01' : '00'}`;
+  return `00-${randomBytes(16).toString('hex')}-${randomBytes(8).toString('hex')}-00`;
+}

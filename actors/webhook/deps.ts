@@ -1,0 +1,18 @@
+import type { Tracer } from '@opentelemetry/api';
+import type { SecretBox } from '../../persistence/secret-box.ts';
+
+/** What endpoint actors need from the service (part of ActorDeps). */
+export interface WebhookDeps {
+  /** Seals and opens the endpoints' signing secrets. */
+  secrets: SecretBox;
+  /** Time-out of one attempt (WEBHOOK_TIMEOUT_MS, default 10 s). */
+  timeoutMs: number;
+  /** ALLOW_PRIVATE_EGRESS: endpoints on loopback and private addresses are reachable (development and tests). */
+  allowPrivateEgress: boolean;
+  tracer: Tracer;
+  /** Source of jitter, 0 to 1. */
+  random: () => number;
+}
+
+/** Endpoint secrets are bound to this purpose in the key derivation. */
+export const WEBHOOK_SECRET_PURPOSE = 'webhook-endpoint-signing-secret';

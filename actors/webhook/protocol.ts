@@ -1,0 +1,21 @@
+import type { WebhookEndpointRow } from '../../persistence/entities/webhook.ts';
+import type { AttemptOutcome, WebhookEventType } from './state.ts';
+
+export interface EndpointPatch {
+  url?: string;
+  description?: string | null;
+  eventTypes?: WebhookEventType[];
+  status?: 'active' | 'disabled';
+}
+
+export type WebhookMessage =
+  /** New deliveries may be waiting (sent after the commit that made them, and by recovery). */
+  | { type: 'wake' }
+  /** The head delivery's next attempt is due. */
+  | { type: 'due' }
+  | { type: 'attempt_done'; epoch: number; deliveryId: string; at: number; outcome: AttemptOutcome }
+  | { type: 'update'; patch: EndpointPatch }
+  | { type: 'delete' };
+
+/** Answer to update and delete: the endpoint as stored, or undefined if it does not exist (any more). */
+export type EndpointReply = WebhookEndpointRow | undefined;

@@ -1,0 +1,71 @@
+import type { Clock, Timer } from '../../runtime/clock.ts';
+import type { Logger } from '../../runtime/logger.ts';
+import type { Database } from '../../persistence/database.ts';
+
+/** Deliveries kept per endpoint (SPEC.md section 8: up to 100 recent are listed). */
+export const DELIVERIES_KEPT = 100;
+/** How often the retention job runs. */
+export const RETENTION_INTERVAL_MS = 10 * 60_000;
+/** A deleted endpoint's row and history are purged this long after its deletion. */
+export const DELETED_ENDPOINT_TTL_MS = 7 * 24 * 3_600_000;
+
+/**
+ * Keeps the deliveries table bounded: beyond the 100 most recent deliveries of an endpoint, finished ones
+ * are deleted (a pending one never is: it has yet to be sent), and deleted endpoints go after a week.
+ * Returns how many deliveries and endpoints were removed.
+ */
+export async function pruneDeliveries(db: Database, now: number): Promise<{ deliveries: number; endpoints: number }> {
+  const em = db.em();
+  const deliveries = await em.execute<Array<{ id: string }>>(
+    `delete from webhook_deliveries d using (
+       select id from (
+         select id, status, row_number() over (partition by endpoint_id order by id desc) as n from webhook_deliveries
+       ) ranked where ranked.n > ? and ranked.status <> 'pending'
+     ) old where d.id = old.id returning d.id`,
+    [DELIVERIES_KEPT],
+  );
+  const endpoints = await em.execute<Array<{ id: string }>>(
+    'delete from webhook_endpoints where deleted_at is not null and deleted_at < ? returning id',
+    [new Date(now - DELETED_ENDPOINT_TTL_MS)],
+  );
+  return { deliveries: deliveries.length, endpoints: endpoints.length };
+}
+
+/** Runs pruneDeliveries every RETENTION_INTERVAL_MS on the service clock; stop() ends it. */
+export function startDeliveryRetention(db: Database, clock: Clock, logger: Logger): { stop(): Promise<void>; runNow(): Promise<void> } {
+  let timer: Timer | undefined;
+  let stopped = false;
+  let running: Promise<void> = Promise.resolve();
+  let queued = false;
+  const run = () => {
+    // Runs that fall due while one waits to start are one run (a clock moved by days fires many at once).
+    if (queued) return running;
+    queued = true;
+    running = running.then(async () => {
+      queued = false;
+      if (stopped) return;
+      try {
+        const removed = await pruneDeliveries(db, clock.now());
+        if (removed.deliveries > 0 || removed.endpoints > 0) logger.info(removed, 'webhook retention: pruned');
+      } catch (error) {
+        logger.warn({ err: error }, 'webhook retention failed; it runs again at the next interval');
+      }
+    });
+    return running;
+  };
+  const arm = () => {
+    timer = clock.setTimer(() => {
+      void run();
+      if (!stopped) arm();
+    }, RETENTION_INTERVAL_MS);
+  };
+  arm();
+  return {
+    async stop() {
+      stopped = true;
+      timer?.cancel();
+      await running;
+    },
+    runNow: run,
+  };
+}

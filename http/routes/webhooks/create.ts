@@ -1,0 +1,48 @@
+import { randomBytes } from 'node:crypto';
+import { ApiError } from '../../errors.ts';
+import { defineRoute } from '../../route.ts';
+import { newId } from '../../../persistence/ids.ts';
+import { WebhookEndpointEntity, type WebhookEndpointRow } from '../../../persistence/entities/webhook.ts';
+import { MAX_ENDPOINTS_PER_WORKSPACE } from '../../../actors/webhook/enqueue.ts';
+import { checkEndpointUrl, openWebhookWorkspace } from './access.ts';
+import { toWebhookOut, WebhookCreatedOut, WebhookIn } from './shapes.ts';
+
+export const createWebhook = defineRoute({
+  method: 'POST',
+  path: '/v1/webhooks',
+  operationId: 'createWebhook',
+  summary: 'Create a webhook endpoint for some event types; its signing secret is in this answer only',
+  tags: ['webhooks'],
+  access: { scopes: ['webhooks.manage'] },
+  body: WebhookIn,
+  responses: { 201: WebhookCreatedOut },
+  handler: async ({ auth, body, services }) => {
+    const url = await checkEndpointUrl(body.url, services.config.allowPrivateEgress);
+    const now = services.clock.now();
+    const at = new Date(now);
+    const id = newId('whk', now);
+    const secret = `whsec_${randomBytes(32).toString('base64url')}`;
+    const row: WebhookEndpointRow = {
+      id,
+      workspaceId: body.workspaceId,
+      url,
+      description: body.description ?? null,
+      eventTypes: body.eventTypes,
+      status: body.status ?? 'active',
+      secretSealed: services.webhookSecrets.seal(secret, id),
+      createdAt: at,
+      updatedAt: at,
+      deletedAt: null,
+    };
+    await services.db.em().transactional(async (em) => {
+      // The workspace lock serialises creations, so the count below still holds at commit.
+      await openWebhookWorkspace(em, auth, body.workspaceId, { lock: true });
+      const count = await em.count(WebhookEndpointEntity, { workspaceId: body.workspaceId, deletedAt: null });
+      if (count >= MAX_ENDPOINTS_PER_WORKSPACE) {
+        throw new ApiError('plan_limit_reached', `A workspace can have ${MAX_ENDPOINTS_PER_WORKSPACE} webhook endpoints; delete one first.`);
+      }
+      await em.insert(WebhookEndpointEntity, row);
+    });
+    return { status: 201, headers: { 'Cache-Control': 'no-store' }, body: { ...toWebhookOut(row), secret } };
+  },
+});

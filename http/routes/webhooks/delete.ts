@@ -1,0 +1,23 @@
+import { ApiError } from '../../errors.ts';
+import { defineRoute } from '../../route.ts';
+import type { EndpointReply } from '../../../actors/webhook/protocol.ts';
+import { openEndpoint } from './access.ts';
+import { WebhookDeletedOut, WebhookParams, WorkspaceQuery } from './shapes.ts';
+
+export const deleteWebhook = defineRoute({
+  method: 'DELETE',
+  path: '/v1/webhooks/:id',
+  operationId: 'deleteWebhook',
+  summary: 'Delete an endpoint: nothing more is sent to it and its pending deliveries become failed',
+  tags: ['webhooks'],
+  access: { scopes: ['webhooks.manage'] },
+  params: WebhookParams,
+  query: WorkspaceQuery,
+  responses: { 200: WebhookDeletedOut },
+  handler: async ({ auth, params, query, services }) => {
+    await openEndpoint(services.db.em(), auth, params.id, query.workspaceId);
+    const row = await services.actors.ask<EndpointReply>('whk', params.id, { type: 'delete' });
+    if (!row) throw new ApiError('not_found', `No webhook endpoint ${params.id}.`);
+    return { body: { id: params.id, deleted: true as const } };
+  },
+});

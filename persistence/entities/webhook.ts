@@ -1,0 +1,80 @@
+import { EntitySchema } from '@mikro-orm/core';
+
+/** A webhook endpoint of one workspace; its signing secret is stored sealed (AES-256-GCM), never in clear. */
+export interface WebhookEndpointRow {
+  id: string;
+  workspaceId: string;
+  url: string;
+  description: string | null;
+  eventTypes: string[];
+  status: 'active' | 'disabled';
+  secretSealed: string;
+  createdAt: Date;
+  updatedAt: Date;
+  /** Set by DELETE; the row and its deliveries are purged by the retention job later. */
+  deletedAt: Date | null;
+}
+
+export const WebhookEndpointEntity = new EntitySchema<WebhookEndpointRow>({
+  name: 'WebhookEndpoint',
+  tableName: 'webhook_endpoints',
+  properties: {
+    id: { type: 'string', primary: true },
+    workspaceId: { type: 'string', fieldName: 'workspace_id' },
+    url: { type: 'string' },
+    description: { type: 'string', nullable: true },
+    eventTypes: { type: 'json', columnType: 'jsonb', fieldName: 'event_types' },
+    status: { type: 'string' },
+    secretSealed: { type: 'string', fieldName: 'secret_sealed' },
+    createdAt: { type: 'Date', fieldName: 'created_at' },
+    updatedAt: { type: 'Date', fieldName: 'updated_at' },
+    deletedAt: { type: 'Date', fieldName: 'deleted_at', nullable: true },
+  },
+});
+
+export interface DeliveryAttempt {
+  attemptNumber: number;
+  at: string;
+  responseStatus: number | null;
+  error: string | null;
+  durationMs: number;
+}
+
+export type DeliveryStatus = 'pending' | 'delivered' | 'failed' | 'expired';
+
+/** One event for one endpoint: the exact body sent, its status and every attempt made. */
+export interface WebhookDeliveryRow {
+  id: string;
+  endpointId: string;
+  workspaceId: string;
+  generationId: string;
+  eventType: string;
+  body: string;
+  status: DeliveryStatus;
+  failureReason: string | null;
+  attempts: DeliveryAttempt[];
+  attemptCount: number;
+  nextAttemptAt: Date | null;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+export const WebhookDeliveryEntity = new EntitySchema<WebhookDeliveryRow>({
+  name: 'WebhookDelivery',
+  tableName: 'webhook_deliveries',
+  properties: {
+    id: { type: 'string', primary: true },
+    endpointId: { type: 'string', fieldName: 'endpoint_id' },
+    workspaceId: { type: 'string', fieldName: 'workspace_id' },
+    generationId: { type: 'string', fieldName: 'generation_id' },
+    eventType: { type: 'string', fieldName: 'event_type' },
+    body: { type: 'text' },
+    status: { type: 'string' },
+    failureReason: { type: 'string', fieldName: 'failure_reason', nullable: true },
+    attempts: { type: 'json', columnType: 'jsonb' },
+    attemptCount: { type: 'integer', fieldName: 'attempt_count' },
+    nextAttemptAt: { type: 'Date', fieldName: 'next_attempt_at', nullable: true },
+    createdAt: { type: 'Date', fieldName: 'created_at' },
+    updatedAt: { type: 'Date', fieldName: 'updated_at' },
+  },
+});
