@@ -289,6 +289,13 @@ async function openAccount(ctx: ActorContext, plan: PlanEntitlements): Promise<v
 async function findIdempotencyKey(ctx: ActorContext, key: string): Promise<IdempotencyEntry | undefined> {
   const row = await ctx.db.em().findOne(IdempotencyKeyEntity, { workspaceId: ctx.id, key, expiresAt: { $gt: new Date(ctx.clock.now()) } });
   if (!row) return undefined;
-  const generation = row.responseBody as GenerationRow;
+  // Stored as JSON: its times come back as strings.
+  const stored = row.responseBody as Record<string, unknown>;
+  const date = (value: unknown) => (value === null || value === undefined ? null : new Date(value as string));
+  const generation = {
+    ...stored,
+    createdAt: date(stored.createdAt), updatedAt: date(stored.updatedAt), queueDeadline: date(stored.queueDeadline),
+    startedAt: date(stored.startedAt), completedAt: date(stored.completedAt),
+  } as GenerationRow;
   return { hash: row.requestHash, result: { status: row.responseStatus, generation } };
 }

@@ -89,3 +89,24 @@ t.test('Idempotency-Key: replay, conflict, concurrent requests, and scope to the
     t.match(bad.body.error?.message, /Idempotency-Key/);
   });
 });
+
+t.test('a replay after the workspace actor was stopped comes from the stored key, not from memory', async (t) => {
+  const server = await startTestServer(t, { env: { LOCAL_PROVIDER_LATENCY_MS: '0', ACTOR_IDLE_MS: '50' } });
+  const user = await signUp(server);
+  const { key } = await createKey(server, user.cookie, user.workspaceId, ['generations.write', 'generations.read']);
+  const body = { mode: 'text_to_text', model: 'local/text-mini', params: { prompt: 'stored' } };
+  const first = await createGeneration(server, key, user.workspaceId, body, { 'idempotency-key': 'stored-1' });
+  t.equal(first.status, 201);
+  // Once its job is done the workspace actor is idle, and the sweep stops it.
+  for (let i = 0; i < 400 && server.services.actors.isLive('ws', user.workspaceId); i++) await new Promise((r) => setTimeout(r, 25));
+  t.notOk(server.services.actors.isLive('ws', user.workspaceId), 'the workspace actor was stopped');
+
+  const replay = await createGeneration(server, key, user.workspaceId, body, { 'idempotency-key': 'stored-1' });
+  t.equal(replay.status, 201, JSON.stringify(replay.body));
+  t.equal(replay.headers.get('idempotent-replayed'), 'true');
+  t.same(replay.body, first.body);
+  const conflict = await createGeneration(server, key, user.workspaceId, { ...body, params: { prompt: 'other' } }, { 'idempotency-key': 'stored-1' });
+  t.equal(conflict.status, 409);
+  const [count] = await serverQuery(server)<{ n: string }>('select count(*)::int8 as n from generations where workspace_id = ?', [user.workspaceId]);
+  t.equal(Number(count!.n), 1);
+});
