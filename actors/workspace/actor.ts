@@ -105,7 +105,14 @@ async function create(
     ({ state, reply: { kind: 'refused', code, message } });
 
   if (idempotency) {
-    const seen = state.idempotency.get(idempotency.key) ?? await findIdempotencyKey(ctx, idempotency.key);
+    const now = ctx.clock.now();
+    forgetExpiredKeys(state, now);
+    let seen = state.idempotency.get(idempotency.key);
+    if (seen && seen.expiresAt <= now) {
+      state.idempotency.delete(idempotency.key);
+      seen = undefined;
+    }
+    seen ??= await findIdempotencyKey(ctx, idempotency.key);
     if (seen) {
       state.idempotency.set(idempotency.key, seen);
       if (seen.hash !== idempotency.hash) return refuse('conflict', 'This Idempotency-Key was already used with a different request body.');
@@ -141,16 +148,23 @@ async function create(
   state.spend = { month: spend.month, spentCents: spend.spentCents + spendChange(entries) };
   maybeAutoRecharge(state, ctx);
   state.creating++;
-  if (idempotency) state.idempotency.set(idempotency.key, { hash: idempotency.hash });
+  const keyExpiresAt = now + IDEMPOTENCY_TTL_MS;
+  if (idempotency) state.idempotency.set(idempotency.key, { hash: idempotency.hash, expiresAt: keyExpiresAt });
 
   const written = ctx.writer.write(async (em) => {
     await em.insert(GenerationEntity, generation);
     await writeMoney(em, state.workspaceId, entries, at, { add: { [id]: money.account.reservations[id]! } });
     if (idempotency) {
-      await em.insert(IdempotencyKeyEntity, {
-        workspaceId: state.workspaceId, key: idempotency.key, requestHash: idempotency.hash, responseStatus: 201,
-        responseBody: generation, createdAt: at, expiresAt: new Date(now + IDEMPOTENCY_TTL_MS),
-      });
+      // A key used again after it expired takes the place of its old row.
+      await em.execute(
+        `insert into idempotency_keys (workspace_id, key, request_hash, response_status, response_body, created_at, expires_at)
+         values (?, ?, ?, ?, ?::jsonb, ?, ?)
+         on conflict (workspace_id, key) do update set request_hash = excluded.request_hash, response_status = excluded.response_status,
+           response_body = excluded.response_body, created_at = excluded.created_at, expires_at = excluded.expires_at
+         where idempotency_keys.expires_at <= excluded.created_at`,
+        [state.workspaceId, idempotency.key, idempotency.hash, 201, JSON.stringify(generation), at, new Date(keyExpiresAt)],
+        'run',
+      );
     }
   });
   const replyWhenDurable = written.then(
@@ -158,7 +172,7 @@ async function create(
       state.creating--;
       state.queue.push(id);
       state.providerOf.set(id, draft.provider);
-      if (idempotency) state.idempotency.set(idempotency.key, { hash: idempotency.hash, result: { status: 201, generation } });
+      if (idempotency) state.idempotency.set(idempotency.key, { hash: idempotency.hash, expiresAt: keyExpiresAt, result: { status: 201, generation } });
       ctx.actors.tell('gen', id, { type: 'start' });
       ctx.actors.tell('ws', state.workspaceId, { type: 'schedule' });
       return { kind: 'created', generation };
@@ -250,9 +264,22 @@ async function openAccount(ctx: ActorContext, plan: PlanEntitlements): Promise<v
   });
 }
 
+/** Keeps the in-memory keys of a long-lived actor bounded: expired ones go once there are many. */
+function forgetExpiredKeys(state: WorkspaceState, now: number): void {
+  if (state.idempotency.size < 1_000) return;
+  for (const [key, entry] of state.idempotency) if (entry.expiresAt <= now && entry.result) state.idempotency.delete(key);
+}
+
 async function findIdempotencyKey(ctx: ActorContext, key: string): Promise<IdempotencyEntry | undefined> {
   const row = await ctx.db.em().findOne(IdempotencyKeyEntity, { workspaceId: ctx.id, key, expiresAt: { $gt: new Date(ctx.clock.now()) } });
   if (!row) return undefined;
-  const generation = row.responseBody as GenerationRow;
-  return { hash: row.requestHash, result: { status: row.responseStatus, generation } };
+  // Stored as JSON: its times come back as strings.
+  const stored = row.responseBody as Record<string, unknown>;
+  const date = (value: unknown) => (value === null || value === undefined ? null : new Date(value as string));
+  const generation = {
+    ...stored,
+    createdAt: date(stored.createdAt), updatedAt: date(stored.updatedAt), queueDeadline: date(stored.queueDeadline),
+    startedAt: date(stored.startedAt), completedAt: date(stored.completedAt),
+  } as GenerationRow;
+  return { hash: row.requestHash, expiresAt: new Date(row.expiresAt).getTime(), result: { status: row.responseStatus, generation } };
 }

@@ -5,6 +5,8 @@ import type { Account, MonthlySpend, WalletSettings } from './account.ts';
 /** What the workspace actor holds in memory between messages. */
 export interface IdempotencyEntry {
   hash: string;
+  /** ms since the epoch; past it the key may be used again for a new request. */
+  expiresAt: number;
   /** Set once the first request's generation is committed. */
   result?: { status: number; generation: GenerationRow };
 }

@@ -1,4 +1,5 @@
 import t from 'tap';
+import { ManualClock } from '../../runtime/clock.ts';
 import { startTestServer } from '../helpers/server.ts';
 import { createKey, signUp } from '../helpers/identity.ts';
 import { createGeneration, moneyOf, serverQuery } from './flow.ts';
@@ -88,4 +89,49 @@ t.test('Idempotency-Key: replay, conflict, concurrent requests, and scope to the
     t.equal(bad.body.error?.code, 'validation_error');
     t.match(bad.body.error?.message, /Idempotency-Key/);
   });
+});
+
+t.test('a replay after the workspace actor was stopped comes from the stored key, not from memory', async (t) => {
+  const server = await startTestServer(t, { env: { LOCAL_PROVIDER_LATENCY_MS: '0', ACTOR_IDLE_MS: '50' } });
+  const user = await signUp(server);
+  const { key } = await createKey(server, user.cookie, user.workspaceId, ['generations.write', 'generations.read']);
+  const body = { mode: 'text_to_text', model: 'local/text-mini', params: { prompt: 'stored' } };
+  const first = await createGeneration(server, key, user.workspaceId, body, { 'idempotency-key': 'stored-1' });
+  t.equal(first.status, 201);
+  // Once its job is done the workspace actor is idle, and the sweep stops it.
+  for (let i = 0; i < 400 && server.services.actors.isLive('ws', user.workspaceId); i++) await new Promise((r) => setTimeout(r, 25));
+  t.notOk(server.services.actors.isLive('ws', user.workspaceId), 'the workspace actor was stopped');
+
+  const replay = await createGeneration(server, key, user.workspaceId, body, { 'idempotency-key': 'stored-1' });
+  t.equal(replay.status, 201, JSON.stringify(replay.body));
+  t.equal(replay.headers.get('idempotent-replayed'), 'true');
+  t.same(replay.body, first.body);
+  const conflict = await createGeneration(server, key, user.workspaceId, { ...body, params: { prompt: 'other' } }, { 'idempotency-key': 'stored-1' });
+  t.equal(conflict.status, 409);
+  const [count] = await serverQuery(server)<{ n: string }>('select count(*)::int8 as n from generations where workspace_id = ?', [user.workspaceId]);
+  t.equal(Number(count!.n), 1);
+});
+
+t.test('a key is kept 24 hours: after that the same key and body make a new job', async (t) => {
+  const clock = new ManualClock(Date.UTC(2026, 8, 1, 8, 0, 0));
+  const server = await startTestServer(t, { clock, env: { LOCAL_PROVIDER_LATENCY_MS: '0', RATE_LIMIT_FREE: '100000' } });
+  const user = await signUp(server);
+  const { key } = await createKey(server, user.cookie, user.workspaceId, ['generations.write', 'generations.read']);
+  const body = { mode: 'text_to_text', model: 'local/text-mini', params: { prompt: 'daily' } };
+  const first = await createGeneration(server, key, user.workspaceId, body, { 'idempotency-key': 'daily-1' });
+  t.equal(first.status, 201);
+  clock.advance(24 * 3_600_000 - 1);
+  const replay = await createGeneration(server, key, user.workspaceId, body, { 'idempotency-key': 'daily-1' });
+  t.equal(replay.headers.get('idempotent-replayed'), 'true', 'a millisecond before 24 hours: a replay');
+  t.equal(replay.body.id, first.body.id);
+  clock.advance(1);
+  const fresh = await createGeneration(server, key, user.workspaceId, body, { 'idempotency-key': 'daily-1' });
+  t.equal(fresh.status, 201, JSON.stringify(fresh.body));
+  t.equal(fresh.headers.get('idempotent-replayed'), null, 'after 24 hours: a new request');
+  t.not(fresh.body.id, first.body.id);
+  const again = await createGeneration(server, key, user.workspaceId, body, { 'idempotency-key': 'daily-1' });
+  t.equal(again.headers.get('idempotent-replayed'), 'true', 'and the key now replays the new job');
+  t.equal(again.body.id, fresh.body.id);
+  const [count] = await serverQuery(server)<{ n: string }>('select count(*)::int8 as n from generations where workspace_id = ?', [user.workspaceId]);
+  t.equal(Number(count!.n), 2);
 });
