@@ -36,7 +36,7 @@ export function freePort(): Promise<number> {
 
 /** Starts `node --import tsx <script>` from the repository root, in its own process. */
 export function startNodeServer(name: string, script: string, port: number, env: Record<string, string>): ChildServer {
-  const child = spawn(process.execPath, ['--import', 'tsx', '--import', orphanGuard, script], {
+  const child = spawn(process.execPath, [...(process.env.BENCH_CPU_PROF_DIR ? ['--cpu-prof', '--cpu-prof-dir', process.env.BENCH_CPU_PROF_DIR] : []), '--import', 'tsx', '--import', orphanGuard, script], {
     cwd: repoRoot,
     env: { ...process.env, ...env, HOST: '127.0.0.1', PORT: String(port) },
     stdio: ['ignore', 'pipe', 'pipe'],
