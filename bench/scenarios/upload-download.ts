@@ -3,6 +3,7 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import { request } from 'undici';
 import type { LoadSummary, Scenario } from '../lib/types.ts';
+import { signUp } from '../lib/accounts.ts';
 
 const FILE_BYTES = 1024 * 1024;
 const WORKERS = 4;
@@ -159,19 +160,6 @@ function fsTransfers(dir: string, bytes: Buffer): Transfers<string> {
     },
     cleanUp: async (files) => { await Promise.all(files.map((file) => fs.rm(file, { force: true }))); },
   };
-}
-
-async function signUp(serviceUrl: string): Promise<{ cookie: string; workspaceId: string }> {
-  const res = await fetch(`${serviceUrl}/v1/auth/signup`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ email: `bench-${randomBytes(6).toString('hex')}@example.com`, password: `pw-${randomBytes(12).toString('hex')}`, name: 'Bench' }),
-  });
-  if (res.status !== 201) throw new Error(`sign-up failed: ${res.status} ${await res.text()}`);
-  const body = await res.json() as { workspace: { id: string } };
-  const cookie = /gs_session=[^;]*/.exec(res.headers.get('set-cookie') ?? '')?.[0];
-  if (!cookie) throw new Error('no session cookie');
-  return { cookie, workspaceId: body.workspace.id };
 }
 
 /** A PNG signature padded to `size`: upload-complete sniffs only the first bytes. */

@@ -1,7 +1,9 @@
-import { createHmac, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
+import { signatureHeader } from '../../actors/webhook/signature.ts';
 import { Agent, request } from 'undici';
 import { freePort, startNodeServer, stopServer, waitUntilReady } from '../lib/processes.ts';
 import type { LoadSummary, Scenario } from '../lib/types.ts';
+import { signUp } from '../lib/accounts.ts';
 
 const WORKSPACES = 10;
 /** Endpoints per workspace (the most a workspace may have), all subscribed to generation.completed. */
@@ -67,11 +69,10 @@ export const webhookDelivery: Scenario = {
         await Promise.all(endpoints.map(async (endpoint) => {
           for (let i = 0; i < perEndpoint; i++) {
             const t = Math.floor(Date.now() / 1000);
-            const signature = createHmac('sha256', endpoint.secret).update(`${t}.`).update(body).digest('hex');
             const res = await request(endpoint.url, {
               dispatcher: agent, method: 'POST', body,
               headers: {
-                'content-type': 'application/json', 'x-service-signature': `t=${t},v1=${signature}`, 'x-service-event': 'generation.completed',
+                'content-type': 'application/json', 'x-service-signature': signatureHeader(endpoint.secret, body, t), 'x-service-event': 'generation.completed',
                 'x-service-delivery': `dlv_${randomBytes(13).toString('hex')}`, traceparent: `00-${randomBytes(16).toString('hex')}-${randomBytes(8).toString('hex')}-00`,
               },
             });
@@ -117,19 +118,6 @@ async function json(serviceUrl: string, cookie: string, method: string, pathname
   const text = await res.text();
   if (res.status >= 300) throw new Error(`${method} ${pathname}: ${res.status} ${text}`);
   return text ? JSON.parse(text) : undefined;
-}
-
-async function signUp(serviceUrl: string): Promise<{ cookie: string; workspaceId: string }> {
-  const res = await fetch(`${serviceUrl}/v1/auth/signup`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ email: `bench-${randomBytes(6).toString('hex')}@example.com`, password: `pw-${randomBytes(12).toString('hex')}`, name: 'Bench' }),
-  });
-  if (res.status !== 201) throw new Error(`sign-up failed: ${res.status} ${await res.text()}`);
-  const body = await res.json() as { workspace: { id: string } };
-  const cookie = /gs_session=[^;]*/.exec(res.headers.get('set-cookie') ?? '')?.[0];
-  if (!cookie) throw new Error('no session cookie');
-  return { cookie, workspaceId: body.workspace.id };
 }
 
 async function waitForCompletion(serviceUrl: string, tenants: Array<{ cookie: string; workspaceId: string }>, total: number): Promise<void> {
