@@ -103,3 +103,24 @@ export interface Scenario {
   description: string;
   run(ctx: BenchContext): Promise<ScenarioOutcome>;
 }
+
+/** A LoadSummary for a measurement made without autocannon: no status codes, no server CPU reading. */
+export function measuredSummary(
+  figures: Pick<LoadSummary, 'title' | 'url' | 'method' | 'connections' | 'durationS' | 'reqPerSec' | 'totalRequests'>
+    & Partial<Pick<LoadSummary, 'latencyMs' | 'throughputBytesPerSec' | 'errors'>>,
+): LoadSummary {
+  return {
+    pipelining: 1,
+    latencyMs: { mean: 0, p50: 0, p90: 0, p99: 0, max: 0 },
+    throughputBytesPerSec: 0,
+    errors: 0,
+    timeouts: 0,
+    non2xx: 0,
+    statusCodes: {},
+    serverCpuPercent: undefined,
+    serverCpuUsPerRequest: undefined,
+    loadGeneratorCpuPercent: 0,
+    backgroundCpuPercent: undefined,
+    ...figures,
+  };
+}

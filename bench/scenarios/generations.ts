@@ -4,6 +4,7 @@ import { round } from '../lib/load.ts';
 import { runPgbench, scratchDatabase, type PgbenchResult, type ScratchDatabase } from '../lib/postgres.ts';
 import { processCpuSeconds } from '../lib/processes.ts';
 import type { BenchContext, ExtraServer, LoadSummary, Scenario } from '../lib/types.ts';
+import { measuredSummary } from '../lib/types.ts';
 
 /** Per-key limit of the bench's services: no run comes near it. */
 const REQUESTS_PER_MINUTE = '1000000';
@@ -65,26 +66,18 @@ function jsonHeaders(key: string): Record<string, string> {
 
 /** pgbench's figures as the harness's LoadSummary (transactions count as requests). */
 function pgbenchSummary(result: PgbenchResult, durationS: number): LoadSummary {
-  return {
+  return measuredSummary({
     title: `pgbench: one-row insert per transaction, synchronous_commit on, ${result.clients} client${result.clients === 1 ? '' : 's'}`,
     url: 'postgres (scratch database)',
     method: 'INSERT',
     connections: result.clients,
-    pipelining: 1,
     durationS,
     reqPerSec: round(result.tps, 1),
     totalRequests: result.transactions,
     latencyMs: { mean: result.latencyMsAverage, p50: NaN, p90: NaN, p99: NaN, max: NaN },
     throughputBytesPerSec: 0,
     errors: 0,
-    timeouts: 0,
-    non2xx: 0,
-    statusCodes: {},
-    serverCpuPercent: undefined,
-    serverCpuUsPerRequest: undefined,
-    loadGeneratorCpuPercent: 0,
-    backgroundCpuPercent: undefined,
-  };
+  });
 }
 
 async function pgbenchInserts(ctx: BenchContext, db: ScratchDatabase, clients: number): Promise<PgbenchResult> {

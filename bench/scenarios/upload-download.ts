@@ -4,6 +4,7 @@ import path from 'node:path';
 import { request } from 'undici';
 import type { LoadSummary, Scenario } from '../lib/types.ts';
 import { signUp } from '../lib/accounts.ts';
+import { measuredSummary } from '../lib/types.ts';
 
 const FILE_BYTES = 1024 * 1024;
 const WORKERS = 4;
@@ -183,24 +184,16 @@ function summary(title: string, url: string, run: Measured): LoadSummary {
   const sorted = [...run.latencies].sort((a, b) => a - b);
   const seconds = run.transferMs / 1000;
   const round = (n: number) => Math.round(n * 100) / 100;
-  return {
+  return measuredSummary({
     title,
     url,
     method: 'PUT+GET',
     connections: WORKERS,
-    pipelining: 1,
     durationS: round(seconds),
     reqPerSec: round(seconds > 0 ? run.roundTrips / seconds : 0),
     totalRequests: run.roundTrips,
     latencyMs: { mean: round(mean(sorted)), p50: round(percentile(sorted, 50)), p90: round(percentile(sorted, 90)), p99: round(percentile(sorted, 99)), max: round(sorted[sorted.length - 1] ?? 0) },
     throughputBytesPerSec: Math.round(seconds > 0 ? (run.roundTrips * 2 * FILE_BYTES) / seconds : 0),
     errors: run.errors,
-    timeouts: 0,
-    non2xx: 0,
-    statusCodes: {},
-    serverCpuPercent: undefined,
-    serverCpuUsPerRequest: undefined,
-    loadGeneratorCpuPercent: 0,
-    backgroundCpuPercent: undefined,
-  };
+  });
 }

@@ -4,6 +4,7 @@ import { Agent, request } from 'undici';
 import { freePort, startNodeServer, stopServer, waitUntilReady } from '../lib/processes.ts';
 import type { LoadSummary, Scenario } from '../lib/types.ts';
 import { signUp } from '../lib/accounts.ts';
+import { measuredSummary } from '../lib/types.ts';
 
 const WORKSPACES = 10;
 /** Endpoints per workspace (the most a workspace may have), all subscribed to generation.completed. */
@@ -157,24 +158,16 @@ function sampleBody(): string {
 
 function summary(title: string, url: string, delivered: number, seconds: number, errors: number, concurrency: number): LoadSummary {
   const round = (n: number) => Math.round(n * 100) / 100;
-  return {
+  return measuredSummary({
     title,
     url,
     method: 'POST',
     connections: concurrency,
-    pipelining: 1,
     durationS: round(seconds),
     reqPerSec: round(seconds > 0 ? delivered / seconds : 0),
     totalRequests: delivered,
     latencyMs: { mean: 0, p50: 0, p90: 0, p99: 0, max: 0 },
     throughputBytesPerSec: 0,
     errors,
-    timeouts: 0,
-    non2xx: 0,
-    statusCodes: {},
-    serverCpuPercent: undefined,
-    serverCpuUsPerRequest: undefined,
-    loadGeneratorCpuPercent: 0,
-    backgroundCpuPercent: undefined,
-  };
+  });
 }
