@@ -67,6 +67,8 @@ export interface RunningService {
   url: string;
   /** Graceful stop: refuse new work, finish what was accepted, flush writes, close the database. */
   stop(): Promise<void>;
+  /** Settles once start-up recovery has run (whether it succeeded or failed: GET /health/ready tells which). */
+  recovered: Promise<void>;
 }
 
 export class StartupError extends Error {
@@ -249,7 +251,7 @@ export async function startService(options: StartOptions): Promise<RunningServic
     return stopping;
   };
 
-  return { services, http, port, url, stop };
+  return { services, http, port, url, stop, recovered };
 }
 
 async function withDeadline(work: Promise<void>, ms: number, onLate: () => void): Promise<void> {

@@ -28,27 +28,21 @@ t.test('GET /health/ready is 503 until recovery has finished, then 200', async (
   t.equal(before.body.error.code, 'not_ready');
   t.match(before.body.error.message, /recovery/i);
   release();
-  await server.services.actors.drain();
-  let after = await server.json('/health/ready');
-  for (let i = 0; i < 50 && after.status !== 200; i++) {
-    await new Promise((resolve) => setTimeout(resolve, 20));
-    after = await server.json('/health/ready');
-  }
+  await server.recovered;
+  const after = await server.json('/health/ready');
   t.equal(after.status, 200);
   t.same(after.body, { status: 'ready', checks: { database: 'ok', recovery: 'done' } });
 });
 
 t.test('GET /health/ready is 503 when recovery failed, and when the database does not answer', async (t) => {
   const server = await startTestServer(t, { recovery: [{ name: 'broken', run: async () => { throw new Error('cannot load generations'); } }] });
-  let res = await server.json('/health/ready');
-  for (let i = 0; i < 50 && !/failed/.test(res.body?.error?.message ?? ''); i++) {
-    await new Promise((resolve) => setTimeout(resolve, 20));
-    res = await server.json('/health/ready');
-  }
+  await server.recovered;
+  const res = await server.json('/health/ready');
   t.equal(res.status, 503);
   t.match(res.body.error.message, /Recovery failed: cannot load generations/);
 
   const healthy = await startTestServer(t);
+  await healthy.recovered;
   t.equal((await healthy.json('/health/ready')).status, 200);
   const ping = healthy.services.db.ping;
   healthy.services.db.ping = async () => { throw new Error('connection refused'); };
