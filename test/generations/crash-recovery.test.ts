@@ -1,9 +1,6 @@
 import t from 'tap';
-import fs from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
 import { openDatabase } from '../../persistence/database.ts';
-import { freshDatabaseUrl } from '../helpers/database.ts';
+import { durableStorage } from '../helpers/database.ts';
 import { createKey, signUp } from '../helpers/identity.ts';
 import type { TestServer } from '../helpers/server.ts';
 import { startNode } from '../fixtures/child.ts';
@@ -13,12 +10,7 @@ import { createGeneration, getGeneration, httpClient, isTerminal, ledgerByGenera
  * kill -9 of the real server process with generations queued and in flight, then a restart on the same
  * data: PGlite on disk in a temp folder, or a fresh Postgres database when TEST_DATABASE_URL is set.
  */
-const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'gs-crash-'));
-const postgres = process.env.TEST_DATABASE_URL ? await freshDatabaseUrl() : undefined;
-t.teardown(async () => {
-  await fs.rm(dataDir, { recursive: true, force: true });
-  await postgres?.drop();
-});
+const { dataDir, postgres } = await durableStorage(t, 'gs-crash-');
 
 function serve(latencyMs: number) {
   const child = startNode(t, 'test/fixtures/serve.ts', {

@@ -1,13 +1,10 @@
 import { spawn } from 'node:child_process';
-import fs from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
 import t from 'tap';
 import { ManualClock } from '../../runtime/clock.ts';
 import { DEFAULT_SWITCH_POLL_MS } from '../../runtime/switches.ts';
 import { newId } from '../../persistence/ids.ts';
 import { startTestServer } from '../helpers/server.ts';
-import { freshDatabaseUrl } from '../helpers/database.ts';
+import { durableStorage } from '../helpers/database.ts';
 import { createKey, signUp } from '../helpers/identity.ts';
 import { ROOT } from '../fixtures/child.ts';
 import { generationRow, insertGenerations } from './support.ts';
@@ -32,12 +29,7 @@ async function ops(clock: ManualClock, args: string[], env: Record<string, strin
 }
 
 t.test('releasing the emergency stop with the ops command starts queued jobs without a new request', async (t) => {
-  const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'gs-resume-'));
-  const postgres = process.env.TEST_DATABASE_URL ? await freshDatabaseUrl() : undefined;
-  t.teardown(async () => {
-    await fs.rm(dataDir, { recursive: true, force: true });
-    await postgres?.drop();
-  });
+  const { dataDir, postgres } = await durableStorage(t, 'gs-resume-');
   const opsEnv: Record<string, string> = postgres ? { DATABASE_URL: postgres.url } : { DATA_DIR: dataDir };
   const clock = new ManualClock(Date.now());
   // Ten minutes of provider latency on the manual clock: started jobs stay in flight.

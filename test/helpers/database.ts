@@ -1,4 +1,8 @@
 import { randomBytes } from 'node:crypto';
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import type { Test } from 'tap';
 import pg from 'pg';
 
 /**
@@ -30,4 +34,19 @@ export async function freshDatabaseUrl(): Promise<{ url: string; drop(): Promise
       }
     },
   };
+}
+
+/**
+ * Storage that outlives one service process, for tests that stop, kill or restart a server: a temporary
+ * DATA_DIR (PGlite keeps its files there) and, with TEST_DATABASE_URL set, a fresh Postgres database.
+ * Both are removed when `t` ends.
+ */
+export async function durableStorage(t: Test, prefix: string): Promise<{ dataDir: string; postgres: { url: string } | undefined }> {
+  const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), prefix));
+  const postgres = process.env.TEST_DATABASE_URL ? await freshDatabaseUrl() : undefined;
+  t.teardown(async () => {
+    await fs.rm(dataDir, { recursive: true, force: true });
+    await postgres?.drop();
+  });
+  return { dataDir, postgres };
 }

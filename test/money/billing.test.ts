@@ -1,10 +1,7 @@
 import t from 'tap';
-import fs from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
 import { ManualClock } from '../../runtime/clock.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
-import { freshDatabaseUrl } from '../helpers/database.ts';
+import { durableStorage } from '../helpers/database.ts';
 import { createKey, signUp } from '../helpers/identity.ts';
 import { checkBooks, completeCheckout, get, MONEY_ENV, post, sendEvent, signedEvent } from './support.ts';
 
@@ -160,12 +157,7 @@ t.test('a declined checkout starts nothing; members and other workspaces are ref
 });
 
 t.test('a renewal that fell due while the service was down runs once at start-up', async (t) => {
-  const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'gs-money-renew-'));
-  const postgres = process.env.TEST_DATABASE_URL ? await freshDatabaseUrl() : undefined;
-  t.teardown(async () => {
-    await fs.rm(dataDir, { recursive: true, force: true });
-    await postgres?.drop();
-  });
+  const { dataDir, postgres } = await durableStorage(t, 'gs-money-renew-');
   const options = (clock: ManualClock) => ({
     clock, env: { ...ENV, DATA_DIR: dataDir, ...(postgres ? {} : { DATABASE_URL: '' }) }, ...(postgres ? { databaseUrl: postgres.url } : {}),
   });

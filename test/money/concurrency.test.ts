@@ -1,8 +1,5 @@
 import t from 'tap';
-import fs from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
-import { freshDatabaseUrl } from '../helpers/database.ts';
+import { durableStorage } from '../helpers/database.ts';
 import { startNode } from '../fixtures/child.ts';
 import { openDatabase } from '../../persistence/database.ts';
 import { BILLING_SECRET, signedEvent } from './support.ts';
@@ -19,12 +16,7 @@ const IN_FLIGHT = 48;
 // Thousands of requests on a shared two-core machine take a few minutes: past the suite's default per-file limit.
 t.setTimeout(600_000);
 
-const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'gs-money-storm-'));
-const postgres = process.env.TEST_DATABASE_URL ? await freshDatabaseUrl() : undefined;
-t.teardown(async () => {
-  await fs.rm(dataDir, { recursive: true, force: true });
-  await postgres?.drop();
-});
+const { dataDir, postgres } = await durableStorage(t, 'gs-money-storm-');
 
 const env = {
   PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'error', DATA_DIR: dataDir, DATABASE_URL: postgres?.url,

@@ -1,18 +1,12 @@
 import t from 'tap';
 import fs from 'node:fs/promises';
 import net from 'node:net';
-import os from 'node:os';
 import path from 'node:path';
-import { freshDatabaseUrl } from '../helpers/database.ts';
+import { durableStorage } from '../helpers/database.ts';
 import { startNode } from '../fixtures/child.ts';
 
 /** Where the child keeps its data: PGlite on disk in a temp folder, or a fresh Postgres database. */
-const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'gs-shutdown-'));
-const postgres = process.env.TEST_DATABASE_URL ? await freshDatabaseUrl() : undefined;
-t.teardown(async () => {
-  await fs.rm(dataDir, { recursive: true, force: true });
-  await postgres?.drop();
-});
+const { dataDir, postgres } = await durableStorage(t, 'gs-shutdown-');
 
 const env = {
   PORT: '0',

@@ -1,20 +1,12 @@
 import t from 'tap';
-import fs from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
-import { freshDatabaseUrl } from '../helpers/database.ts';
+import { durableStorage } from '../helpers/database.ts';
 import { startNode } from '../fixtures/child.ts';
 import { openDatabase } from '../../persistence/database.ts';
 import { verifyWebhook } from '../../actors/webhook/verify.ts';
 import { startReceiver } from './support.ts';
 
 /** The real service in a child process, on PGlite in a temp folder or a fresh Postgres database, killed with SIGKILL. */
-const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'gs-webhooks-'));
-const postgres = process.env.TEST_DATABASE_URL ? await freshDatabaseUrl() : undefined;
-t.teardown(async () => {
-  await fs.rm(dataDir, { recursive: true, force: true });
-  await postgres?.drop();
-});
+const { dataDir, postgres } = await durableStorage(t, 'gs-webhooks-');
 
 const env = {
   PORT: '0',
