@@ -21,6 +21,7 @@ import dns from 'node:dns';
 import type { LookupAddress, LookupAllOptions, LookupOneOptions } from 'node:dns';
 import ipaddr from 'ipaddr.js';
 import { Agent, request, type Dispatcher } from 'undici';
+import { readLimited } from './read-limited.ts';
 
 export type EgressErrorCode =
   | 'invalid_url' | 'blocked_address' | 'dns_failed' | 'too_many_redirects' | 'too_large' | 'timeout' | 'network_error';
@@ -129,21 +130,13 @@ export async function fetchGuarded(url: string, options: GuardedRequest): Promis
       discard(response.body);
       throw new EgressError('too_large', `the response has ${declared} bytes, more than the ${options.maxBytes} allowed`);
     }
-    const chunks: Buffer[] = [];
-    let size = 0;
+    let received: Buffer;
     try {
-      for await (const chunk of response.body) {
-        size += (chunk as Buffer).length;
-        if (size > options.maxBytes) {
-          discard(response.body);
-          throw new EgressError('too_large', `the response is larger than the ${options.maxBytes} bytes allowed`);
-        }
-        chunks.push(chunk as Buffer);
-      }
+      received = await readLimited(response.body, options.maxBytes, () => new EgressError('too_large', `the response is larger than the ${options.maxBytes} bytes allowed`));
     } catch (error) {
       throw asEgressError(error, signal, options.timeoutMs);
     }
-    return { status: response.statusCode, headers: flattenHeaders(response.headers), body: Buffer.concat(chunks, size), url: checked.url.toString() };
+    return { status: response.statusCode, headers: flattenHeaders(response.headers), body: received, url: checked.url.toString() };
   }
 }
 

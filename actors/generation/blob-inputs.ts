@@ -1,7 +1,7 @@
-import type { Readable } from 'node:stream';
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import type { BlobStore } from '../../persistence/blob-store/types.ts';
 import { InputError, type InputResolver } from './input-resolver.ts';
+import { readLimited } from '../../runtime/read-limited.ts';
 
 export interface UrlFetcher {
   (url: string): Promise<Buffer>;
@@ -36,7 +36,7 @@ export function blobInputResolver(blobs: BlobStore, db: { em(): SqlEntityManager
           if (!row || row.media_type !== mediaType) throw new InputError('input_unavailable', `Input asset ${id} is not a ${mediaType} of this workspace any more.`);
           const stream = await blobs.get(row.storage_key);
           if (!stream) throw new InputError('input_unavailable', `The bytes of input asset ${id} are missing.`);
-          return readAll(stream, id);
+          return readLimited(stream, MAX_INPUT_BYTES, () => new InputError('input_too_large', `Input asset ${id} is larger than ${MAX_INPUT_BYTES} bytes.`));
         }));
       }
     },
@@ -55,18 +55,4 @@ export function blobInputResolver(blobs: BlobStore, db: { em(): SqlEntityManager
 
 function asList(value: unknown): string[] {
   return Array.isArray(value) ? value.filter((v): v is string => typeof v === 'string') : [];
-}
-
-async function readAll(stream: Readable, id: string): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of stream) {
-    size += (chunk as Buffer).length;
-    if (size > MAX_INPUT_BYTES) {
-      stream.destroy();
-      throw new InputError('input_too_large', `Input asset ${id} is larger than ${MAX_INPUT_BYTES} bytes.`);
-    }
-    chunks.push(chunk as Buffer);
-  }
-  return Buffer.concat(chunks);
 }

@@ -1,21 +1,10 @@
-import type { Readable } from 'node:stream';
 import { Type } from '@sinclair/typebox';
 import { ApiError } from '../../errors.ts';
 import { defineRoute } from '../../route.ts';
 import { applyVerifiedEvent } from './provider-event.ts';
+import { readLimited } from '../../../runtime/read-limited.ts';
 
 const MAX_EVENT_BYTES = 64 * 1024;
-
-async function readLimited(stream: Readable, limit: number): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of stream) {
-    size += (chunk as Buffer).length;
-    if (size > limit) throw new ApiError('payload_too_large', `An event is at most ${limit} bytes.`);
-    chunks.push(chunk as Buffer);
-  }
-  return Buffer.concat(chunks, size);
-}
 
 export const ProviderEventAck = Type.Object({
   received: Type.Literal(true),
@@ -35,7 +24,7 @@ export const receiveProviderEvent = defineRoute({
   handler: async ({ params, headers, bodyStream, services }) => {
     const provider = services.billing.provider;
     if (params.provider !== provider.id) throw new ApiError('not_found', `No payment provider ${params.provider} on this service.`);
-    const raw = await readLimited(bodyStream!, MAX_EVENT_BYTES);
+    const raw = await readLimited(bodyStream!, MAX_EVENT_BYTES, () => new ApiError('payload_too_large', `An event is at most ${MAX_EVENT_BYTES} bytes.`));
     const event = provider.verifyEvent(raw, headers['x-billing-signature']);
     if (!event) throw new ApiError('validation_error', 'The event signature (X-Billing-Signature) is missing, not valid, or too old.');
     const result = await applyVerifiedEvent(services, provider.id, event);

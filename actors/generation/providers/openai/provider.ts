@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { Agent, request, type Dispatcher } from 'undici';
 import type { OutputFile, Provider, ProviderJob, ProviderUpdate } from '../provider.ts';
 import { imageDimensions, sniffContentType } from '../local/sniff.ts';
+import { readLimited } from '../../../../runtime/read-limited.ts';
 
 /**
  * An OpenAI-compatible server as a provider: chat completions for text_to_text, images/generations for
@@ -75,7 +76,7 @@ export function openAiProvider(options: OpenAiProviderOptions): Provider {
     }
     let text: string;
     try {
-      text = await readLimited(response.body, maxBytes);
+      text = (await readLimited(response.body, maxBytes, () => Object.assign(new Error('response too large'), { code: 'response_too_large' }))).toString('utf8');
     } catch (error) {
       throw failureOf(error, signal);
     }
@@ -195,20 +196,6 @@ export function openAiProvider(options: OpenAiProviderOptions): Provider {
       controller.abort(new DOMException('cancelled', 'AbortError'));
     },
   };
-}
-
-async function readLimited(body: Dispatcher.ResponseData['body'], maxBytes: number): Promise<string> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of body) {
-    size += (chunk as Buffer).length;
-    if (size > maxBytes) {
-      body.destroy();
-      throw Object.assign(new Error('response too large'), { code: 'response_too_large' });
-    }
-    chunks.push(chunk as Buffer);
-  }
-  return Buffer.concat(chunks, size).toString('utf8');
 }
 
 /** The `error.message` of an OpenAI-style error body, shortened; undefined when there is none. */
