@@ -1,6 +1,6 @@
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { ApiError } from '../../errors.ts';
-import { decodeCursor, encodeCursor } from '../../pagination.ts';
+import { decodeCursor, pageOf } from '../../pagination.ts';
 
 const CURSOR_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/;
 
@@ -10,13 +10,14 @@ export type Row = Record<string, unknown> & { id: string };
  * One page of a workspace's rows of `table`, newest first by (created_at, id): an index range scan on
  * (workspace_id, created_at desc, id desc), with the cursor kept to the microsecond.
  */
-export async function keysetPage(
+export async function keysetPage<Out>(
   em: SqlEntityManager,
   table: string,
   where: string[],
   values: unknown[],
   page: { limit?: number; cursor?: string },
-): Promise<{ rows: Row[]; nextCursor: string | null }> {
+  toOut: (row: Row) => Out,
+): Promise<{ data: Out[]; nextCursor: string | null }> {
   const limit = page.limit ?? 20;
   const conditions = [...where];
   const params = [...values];
@@ -32,10 +33,7 @@ export async function keysetPage(
       where ${conditions.join(' and ')} order by created_at desc, id desc limit ?`,
     params,
   );
-  const more = rows.length > limit;
-  const kept = more ? rows.slice(0, limit) : rows;
-  const last = kept[kept.length - 1];
-  return { rows: kept, nextCursor: more && last ? encodeCursor([last.cursor_at, last.id]) : null };
+  return pageOf(rows, limit, (row) => [row.cursor_at, row.id], toOut);
 }
 
 export function iso(value: unknown): string | null {

@@ -17,7 +17,6 @@ export const listPayments = defineRoute({
   handler: async ({ auth, query, services }) => {
     const em = services.db.em();
     const workspace = await moneyWorkspace(em, auth, query.workspaceId);
-    const page = await keysetPage(em, 'payments', ['workspace_id = ?'], [workspace.id], query);
-    return { body: { data: page.rows.map(toPaymentOut), nextCursor: page.nextCursor } };
+    return { body: await keysetPage(em, 'payments', ['workspace_id = ?'], [workspace.id], query, toPaymentOut) };
   },
 });

@@ -27,7 +27,6 @@ export const listCreditTopUps = defineRoute({
       where.push('status = ?');
       values.push(query.status);
     }
-    const page = await keysetPage(em, 'credit_top_ups', where, values, query);
-    return { body: { data: page.rows.map(toTopUpOut), nextCursor: page.nextCursor } };
+    return { body: await keysetPage(em, 'credit_top_ups', where, values, query, toTopUpOut) };
   },
 });

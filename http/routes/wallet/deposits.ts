@@ -17,7 +17,6 @@ export const listWalletDeposits = defineRoute({
   handler: async ({ auth, query, services }) => {
     const em = services.db.em();
     const workspace = await moneyWorkspace(em, auth, query.workspaceId);
-    const page = await keysetPage(em, 'wallet_deposits', ['workspace_id = ?'], [workspace.id], query);
-    return { body: { data: page.rows.map(toDepositOut), nextCursor: page.nextCursor } };
+    return { body: await keysetPage(em, 'wallet_deposits', ['workspace_id = ?'], [workspace.id], query, toDepositOut) };
   },
 });

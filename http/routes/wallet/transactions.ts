@@ -17,7 +17,6 @@ export const listWalletTransactions = defineRoute({
   handler: async ({ auth, query, services }) => {
     const em = services.db.em();
     const workspace = await moneyWorkspace(em, auth, query.workspaceId);
-    const page = await keysetPage(em, 'credit_ledger', ['workspace_id = ?', '(wallet_cents <> 0 or reserved_wallet_cents <> 0)'], [workspace.id], query);
-    return { body: { data: page.rows.map(toLedgerEntryOut), nextCursor: page.nextCursor } };
+    return { body: await keysetPage(em, 'credit_ledger', ['workspace_id = ?', '(wallet_cents <> 0 or reserved_wallet_cents <> 0)'], [workspace.id], query, toLedgerEntryOut) };
   },
 });
