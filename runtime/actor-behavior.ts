@@ -44,6 +44,11 @@ export interface ActorBehavior<S, M, R = unknown> {
   kind: string;
   load(ctx: ActorContext): Promise<S>;
   receive(state: S, msg: M, ctx: ActorContext): Promise<Outcome<S, R>>;
+  /**
+   * The state carried by the message that spawns the actor, if it carries one (the writer of a row it
+   * just committed hands it over), in place of `load`. Never used after a crash or a failed write.
+   */
+  seed?(msg: M): S | undefined;
   /** While true (for example, jobs are queued), the idle sweep leaves the actor alone. */
   keepAlive?(state: S): boolean;
 }

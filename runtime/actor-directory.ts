@@ -198,8 +198,8 @@ export class ActorDirectory implements ActorMessenger {
           if (slot && !entry.stale) {
             state = slot.state;
           } else {
+            state = (!slot && !entry.stale ? behavior.seed?.(envelope.msg) : undefined) ?? await behavior.load(ctx);
             entry.stale = false;
-            state = await behavior.load(ctx);
           }
           const outcome = await behavior.receive(state, envelope.msg, ctx);
           if (outcome.passivate) entry.passivate = true;

@@ -2,14 +2,14 @@ import type { ActorBehavior, ActorContext, Outcome } from '../../runtime/actor-b
 import type { Timer } from '../../runtime/clock.ts';
 import { GenerationEntity, type GenerationRow } from '../../persistence/entities/generation.ts';
 import { depsOf } from '../deps.ts';
-import type { GenerationSettlement } from '../workspace/protocol.ts';
+import type { GenerationSettlement, SettleReply } from '../workspace/protocol.ts';
 import type { Mode } from './catalog/models.ts';
 import { InputError } from './input-resolver.ts';
 import { OutputsOverStorageLimitError } from './blob-outputs.ts';
 import type { PreparedOutputs } from './output-store.ts';
 import type { CancelReply, GenerationMessage } from './protocol.ts';
 import type { ProviderUpdate } from './providers/provider.ts';
-import { deliveriesOnSettle } from '../webhook/enqueue.ts';
+import { writeProgressOf } from './progress-writes.ts';
 import { decide, isTerminal, type GenerationCommand, type GenerationEffect, type GenerationState, type GenerationStatus, type TerminalStatus, type TimelineEntry } from './state.ts';
 
 export interface GenerationActorState {
@@ -30,6 +30,8 @@ export const generationActor: ActorBehavior<GenerationActorState, GenerationMess
     const row = await ctx.db.em().findOne(GenerationEntity, { id: ctx.id });
     return { row: row ?? undefined };
   },
+
+  seed: (msg) => (msg.type === 'start' && msg.row ? { row: msg.row } : undefined),
 
   async receive(state, msg, ctx): Promise<Outcome<GenerationActorState, unknown>> {
     const row = state.row;
@@ -156,7 +158,6 @@ async function transition(
   if (isTerminal(next.status)) {
     const money = decision.effects.some((e) => e.type === 'capture_credits') ? 'capture' : 'release';
     // The event's webhook deliveries commit with the terminal state (SPEC.md section 6).
-    const deliveries = deliveriesOnSettle(updated, next.status as TerminalStatus, now);
     const settlement: GenerationSettlement = {
       status: next.status as GenerationSettlement['status'],
       completedAt: next.completedAt ?? at.toISOString(),
@@ -165,19 +166,14 @@ async function transition(
       errorCode: next.errorCode,
       errorMessage: next.errorMessage,
       timeline: next.timeline,
-      alsoWrite: [...alsoWrite, (em) => deliveries.write(em)],
+      alsoWrite,
+      event: { generation: updated, status: next.status as TerminalStatus, at: now },
     };
     const heldSlot = decision.effects.some((e) => e.type === 'free_slot');
-    await ctx.actors.ask('ws', row.workspaceId, { type: 'settle', generationId: row.id, money, settlement, heldSlot });
-    for (const endpointId of deliveries.endpointIds()) ctx.actors.tell('whk', endpointId, { type: 'wake' });
+    const settled = await ctx.actors.ask<SettleReply>('ws', row.workspaceId, { type: 'settle', generationId: row.id, money, settlement, heldSlot });
+    for (const endpointId of settled.endpointIds) ctx.actors.tell('whk', endpointId, { type: 'wake' });
   } else {
-    await ctx.writer.write(async (em) => {
-      const changed = await em.execute<Array<{ id: string }>>(
-        'update generations set status = ?, timeline = ?::jsonb, provider_job_id = ?, started_at = ?, updated_at = ? where id = ? and status = ? returning id',
-        [updated.status, JSON.stringify(updated.timeline), updated.providerJobId, updated.startedAt, at, row.id, row.status],
-      );
-      if (changed.length !== 1) throw new Error(`generation ${row.id} changed under its actor`);
-    });
+    await writeProgressOf(ctx.writer, { from: row.status, row: updated });
   }
   state.row = updated;
   for (const effect of decision.effects) perform(effect, state, updated, ctx);

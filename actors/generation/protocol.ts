@@ -2,8 +2,8 @@ import type { GenerationRow } from '../../persistence/entities/generation.ts';
 import type { ProviderUpdate } from './providers/provider.ts';
 
 export type GenerationMessage =
-  /** Just committed: arm the queue deadline. */
-  | { type: 'start' }
+  /** Just committed: arm the queue deadline. Carries the committed row, so the new actor need not read it back. */
+  | { type: 'start'; row?: GenerationRow }
   /** After a restart: resume from the persisted state. */
   | { type: 'recover' }
   /** The workspace granted a concurrency slot. */

@@ -26,53 +26,69 @@ export function eventBody(generation: GenerationRow, status: TerminalStatus, cre
   return { event: EVENT_OF[status], data, createdAt: createdAt.toISOString() };
 }
 
-export interface DeliveriesOnSettle {
-  /** Runs inside the settle transaction: one delivery per active, subscribed endpoint of the workspace. */
-  write(em: SqlEntityManager): Promise<void>;
-  /** After the commit: the endpoints that got a delivery, to wake. */
-  endpointIds(): string[];
+/** A generation's terminal event, to be delivered to its workspace's subscribed endpoints. */
+export interface SettledEvent {
+  generation: GenerationRow;
+  status: TerminalStatus;
+  at: number;
 }
 
 /**
- * The deliveries of a generation's terminal event, made by one INSERT … SELECT over the workspace's
- * endpoints inside the same transaction as the terminal state (after a count that sizes the ids, and
- * that alone when the workspace has no subscribed endpoint): the endpoints are read in that transaction,
- * and the event and its deliveries commit (or not) together.
+ * The deliveries of many terminal events, written inside the transaction that commits those terminal
+ * states, in two statements whatever their number: a count of each workspace's active endpoints
+ * subscribed to each event (which sizes the ids, and is the only statement when none is), then one
+ * INSERT … SELECT over those endpoints. The endpoints are read in that transaction, so an event and its
+ * deliveries commit (or not) together. Returns, per event (same order), the endpoints that got one.
  */
-export function deliveriesOnSettle(generation: GenerationRow, status: TerminalStatus, now: number): DeliveriesOnSettle {
-  let endpoints: string[] = [];
-  return {
-    async write(em) {
-      // The unit may run again if its batch is retried alone; each run starts afresh.
-      endpoints = [];
-      const subscribed = JSON.stringify([EVENT_OF[status]]);
-      // How many ids to make (most workspaces have no endpoint: then this is the only statement).
-      const [counted] = await em.execute<Array<{ n: number | string }>>(
-        `select count(*) as n from webhook_endpoints where workspace_id = ? and status = 'active' and deleted_at is null and event_types @> ?::jsonb`,
-        [generation.workspaceId, subscribed],
-      );
-      const count = Math.min(Number(counted?.n ?? 0), MAX_ENDPOINTS_PER_WORKSPACE);
-      if (count === 0) return;
-      const createdAt = new Date(now);
-      const { event, data, createdAt: created } = eventBody(generation, status, createdAt);
+export async function writeEventDeliveries(em: SqlEntityManager, events: SettledEvent[]): Promise<string[][]> {
+  const endpointsOf: string[][] = events.map(() => []);
+  if (events.length === 0) return endpointsOf;
+  const wanted = [...new Map(events.map((e) => {
+    const eventType = EVENT_OF[e.status];
+    return [`${e.generation.workspaceId} ${eventType}`, { workspace_id: e.generation.workspaceId, event_type: eventType }];
+  })).values()];
+  // Most workspaces have no endpoint: then this is the only statement.
+  const counted = await em.execute<Array<{ workspace_id: string; event_type: string; n: number | string }>>(
+    `select w.workspace_id, w.event_type, count(*) as n
+     from jsonb_to_recordset(?::jsonb) as w(workspace_id text, event_type text)
+     join webhook_endpoints e on e.workspace_id = w.workspace_id and e.status = 'active' and e.deleted_at is null and e.event_types @> jsonb_build_array(w.event_type)
+     group by w.workspace_id, w.event_type`,
+    [JSON.stringify(wanted)],
+  );
+  if (counted.length === 0) return endpointsOf;
+  const counts = new Map(counted.map((c) => [`${c.workspace_id} ${c.event_type}`, Math.min(Number(c.n), MAX_ENDPOINTS_PER_WORKSPACE)]));
+  const rows = [];
+  for (const e of events) {
+    const eventType = EVENT_OF[e.status];
+    const count = counts.get(`${e.generation.workspaceId} ${eventType}`) ?? 0;
+    if (count === 0) continue;
+    const createdAt = new Date(e.at);
+    const { event, data, createdAt: created } = eventBody(e.generation, e.status, createdAt);
+    rows.push({
+      generation_id: e.generation.id, workspace_id: e.generation.workspaceId, event_type: event, created_at: createdAt,
       // The body after its id, so each delivery's body is `{"id":"dlv_…",` + this, exactly as it will be signed.
-      const rest = JSON.stringify({ event, data, createdAt: created }).slice(1);
-      const ids = Array.from({ length: count }, () => newId('dlv', now));
-      // An endpoint made since the count (the newest id) waits for the next event: never a delivery without an id.
-      const rows = await em.execute<Array<{ endpoint_id: string }>>(
-        `insert into webhook_deliveries (id, endpoint_id, workspace_id, generation_id, event_type, body, status, attempts, attempt_count, next_attempt_at, created_at, updated_at)
-         select m.delivery_id, m.id, m.workspace_id, ?, ?, '{"id":"' || m.delivery_id || '",' || ?, 'pending', '[]'::jsonb, 0, ?, ?, ?
-         from (
-           select e.id, e.workspace_id, (?::jsonb) ->> ((row_number() over (order by e.id))::int - 1) as delivery_id
-           from webhook_endpoints e
-           where e.workspace_id = ? and e.status = 'active' and e.deleted_at is null and e.event_types @> ?::jsonb
-         ) m
-         where m.delivery_id is not null
-         returning endpoint_id`,
-        [generation.id, event, rest, createdAt, createdAt, createdAt, JSON.stringify(ids), generation.workspaceId, subscribed],
-      );
-      endpoints = rows.map((row) => row.endpoint_id);
-    },
-    endpointIds: () => endpoints,
-  };
+      rest: JSON.stringify({ event, data, createdAt: created }).slice(1),
+      // In creation order, so each endpoint's deliveries sort by id in the order of their events.
+      ids: Array.from({ length: count }, () => newId('dlv', e.at)),
+    });
+  }
+  if (rows.length === 0) return endpointsOf;
+  // An endpoint made since the count (beyond the ids made) waits for the next event: never a delivery without an id.
+  const inserted = await em.execute<Array<{ generation_id: string; endpoint_id: string }>>(
+    `insert into webhook_deliveries (id, endpoint_id, workspace_id, generation_id, event_type, body, status, attempts, attempt_count, next_attempt_at, created_at, updated_at)
+     select m.delivery_id, m.endpoint_id, m.workspace_id, m.generation_id, m.event_type, '{"id":"' || m.delivery_id || '",' || m.rest,
+       'pending', '[]'::jsonb, 0, m.created_at, m.created_at, m.created_at
+     from (
+       select e.id as endpoint_id, s.workspace_id, s.generation_id, s.event_type, s.rest, s.created_at,
+         s.ids ->> ((row_number() over (partition by s.generation_id order by e.id))::int - 1) as delivery_id
+       from jsonb_to_recordset(?::jsonb) as s(generation_id text, workspace_id text, event_type text, rest text, created_at timestamptz, ids jsonb)
+       join webhook_endpoints e on e.workspace_id = s.workspace_id and e.status = 'active' and e.deleted_at is null and e.event_types @> jsonb_build_array(s.event_type)
+     ) m
+     where m.delivery_id is not null
+     returning generation_id, endpoint_id`,
+    [JSON.stringify(rows)],
+  );
+  const index = new Map(events.map((e, i) => [e.generation.id, i]));
+  for (const row of inserted) endpointsOf[index.get(row.generation_id)!]!.push(row.endpoint_id);
+  return endpointsOf;
 }

@@ -8,7 +8,9 @@ import { depsOf } from '../deps.ts';
 import { capture, emptyAccount, grant, release, reserveWithinCap, spendAt, spendChange } from './account.ts';
 import type { IdempotencyEntry, WorkspaceState } from './state.ts';
 import { writeMoney } from './money-writes.ts';
-import type { Balances, CreateReply, GenerationDraft, GenerationSettlement, WorkspaceMessage } from './protocol.ts';
+import { creationsOf } from './creations.ts';
+import { writeSettlement, type Settlement } from './settlements.ts';
+import type { Balances, CreateReply, SettleReply, GenerationDraft, GenerationSettlement, WorkspaceMessage } from './protocol.ts';
 import { applyPaymentEvent, autoRecharge, cancelSubscription, loadWalletState, maybeAutoRecharge, renewSubscription, updateWalletSettings, walletSnapshot } from './payments.ts';
 
 /** A workspace may hold this many times its plan's concurrency in jobs not yet finished (queued or active). */
@@ -37,10 +39,19 @@ export const workspaceActor: ActorBehavior<WorkspaceState, WorkspaceMessage, unk
       ? {
           availableCredits: Number(row.availableCredits), reservedCredits: Number(row.reservedCredits),
           walletCents: Number(row.walletCents), reservedWalletCents: Number(row.reservedWalletCents),
-          walletActivated: row.walletActivated, reservations: row.reservations ?? {},
+          walletActivated: row.walletActivated, reservations: {},
         }
       : emptyAccount();
-    const open = await em.find(GenerationEntity, { workspaceId: ctx.id, status: { $in: ACTIVE } }, { fields: ['id', 'status', 'provider'], orderBy: { createdAt: 'asc', id: 'asc' } });
+    // Each unfinished job holds what its ledger `reserve` entry took; its terminal status commits with the capture or release.
+    const open = await em.execute<Array<{ id: string; status: string; provider: string; reserved_credits: number | null; reserved_wallet_cents: number | null }>>(
+      `select g.id, g.status, g.provider, l.reserved_credits, l.reserved_wallet_cents
+       from generations g left join credit_ledger l on l.workspace_id = g.workspace_id and l.kind = 'reserve' and l.generation_id = g.id
+       where g.workspace_id = ? and g.status in (?, ?, ?, ?) order by g.created_at, g.id`,
+      [ctx.id, ...ACTIVE],
+    );
+    for (const g of open) {
+      if (g.reserved_credits !== null) account.reservations[g.id] = { credits: Number(g.reserved_credits), walletCents: Number(g.reserved_wallet_cents) };
+    }
     const { capacity } = depsOf(ctx);
     for (const g of open) if (g.status !== 'queued') capacity.hold(g.provider, g.id);
     return {
@@ -151,21 +162,10 @@ async function create(
   const keyExpiresAt = now + IDEMPOTENCY_TTL_MS;
   if (idempotency) state.idempotency.set(idempotency.key, { hash: idempotency.hash, expiresAt: keyExpiresAt });
 
-  const written = ctx.writer.write(async (em) => {
-    await em.insert(GenerationEntity, generation);
-    await writeMoney(em, state.workspaceId, entries, at, { add: { [id]: money.account.reservations[id]! } });
-    if (idempotency) {
-      // A key used again after it expired takes the place of its old row.
-      await em.execute(
-        `insert into idempotency_keys (workspace_id, key, request_hash, response_status, response_body, created_at, expires_at)
-         values (?, ?, ?, ?, ?::jsonb, ?, ?)
-         on conflict (workspace_id, key) do update set request_hash = excluded.request_hash, response_status = excluded.response_status,
-           response_body = excluded.response_body, created_at = excluded.created_at, expires_at = excluded.expires_at
-         where idempotency_keys.expires_at <= excluded.created_at`,
-        [state.workspaceId, idempotency.key, idempotency.hash, 201, JSON.stringify(generation), at, new Date(keyExpiresAt)],
-        'run',
-      );
-    }
+  const written = creationsOf(ctx.writer).add({
+    generation,
+    money: { workspaceId: state.workspaceId, entries, at },
+    idempotency: idempotency && { key: idempotency.key, hash: idempotency.hash, expiresAt: new Date(keyExpiresAt) },
   });
   const replyWhenDurable = written.then(
     (): CreateReply => {
@@ -173,7 +173,7 @@ async function create(
       state.queue.push(id);
       state.providerOf.set(id, draft.provider);
       if (idempotency) state.idempotency.set(idempotency.key, { hash: idempotency.hash, expiresAt: keyExpiresAt, result: { status: 201, generation } });
-      ctx.actors.tell('gen', id, { type: 'start' });
+      ctx.actors.tell('gen', id, { type: 'start', row: generation });
       ctx.actors.tell('ws', state.workspaceId, { type: 'schedule' });
       return { kind: 'created', generation };
     },
@@ -208,21 +208,10 @@ async function settle(
   state.providerOf.delete(generationId);
   depsOf(ctx).capacity.release(generationId);
 
-  const written = ctx.writer.write(async (em) => {
-    // Raw SQL with RETURNING: the driver's affected-row count is not reliable for every statement.
-    const changed = await em.execute<Array<{ id: string }>>(
-      `update generations set status = ?, completed_at = ?, updated_at = ?, text_output = ?, output_asset_ids = ?::jsonb,
-         error_code = ?, error_message = ?, timeline = ?::jsonb
-       where id = ? and status in ('queued', 'reserved', 'submitted', 'running') returning id`,
-      [settlement.status, new Date(settlement.completedAt), at, settlement.textOutput ?? null, JSON.stringify(settlement.outputAssetIds),
-        settlement.errorCode ?? null, settlement.errorMessage ?? null, JSON.stringify(settlement.timeline), generationId],
-    );
-    if (changed.length !== 1) throw new Error(`generation ${generationId} is not active any more`);
-    await writeMoney(em, state.workspaceId, money.entries, at, { remove: generationId });
-    for (const also of settlement.alsoWrite ?? []) await also(em);
-  });
+  const row: Settlement = { generationId, settlement, updatedAt: at, money: { workspaceId: state.workspaceId, entries: money.entries, at }, endpointIds: [] };
+  const written = writeSettlement(ctx.writer, row);
   schedule(state, ctx);
-  return { state, replyWhenDurable: written.then(() => ({ settled: true })) };
+  return { state, replyWhenDurable: written.then((): SettleReply => ({ settled: true, endpointIds: row.endpointIds })) };
 }
 
 /**
@@ -254,13 +243,13 @@ async function openAccount(ctx: ActorContext, plan: PlanEntitlements): Promise<v
   if (!granted.ok) return;
   await ctx.writer.write(async (em) => {
     await em.execute(
-      `insert into workspace_accounts (workspace_id, available_credits, reserved_credits, wallet_cents, reserved_wallet_cents, wallet_activated, reservations, updated_at)
-       values (?, 0, 0, 0, 0, false, '{}', ?) on conflict (workspace_id) do nothing`,
+      `insert into workspace_accounts (workspace_id, available_credits, reserved_credits, wallet_cents, reserved_wallet_cents, wallet_activated, updated_at)
+       values (?, 0, 0, 0, 0, false, ?) on conflict (workspace_id) do nothing`,
       [ctx.id, at],
       'run',
     );
     const existing = await em.count(CreditLedgerEntity, { workspaceId: ctx.id, kind: 'grant', reference: `plan:${plan.id}:opening` });
-    if (existing === 0) await writeMoney(em, ctx.id, granted.entries, at, {});
+    if (existing === 0) await writeMoney(em, ctx.id, granted.entries, at);
   });
 }
 

@@ -2,38 +2,88 @@ import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { newId } from '../../persistence/ids.ts';
 import type { LedgerEntry } from './account.ts';
 
+/**
+ * One movement of a workspace's money: its ledger entries. A generation's reservation is its `reserve`
+ * entry, open while the generation is unfinished (see migration 0009).
+ */
+export interface MoneyChange {
+  workspaceId: string;
+  entries: LedgerEntry[];
+  at: Date;
+}
+
 /** The balances move by deltas, so each write is right on its own, whatever commits beside it. */
-export async function writeMoney(
+export function writeMoney(
   em: SqlEntityManager,
   workspaceId: string,
   entries: LedgerEntry[],
   at: Date,
-  reservations: { add?: Record<string, { credits: number; walletCents: number }>; remove?: string },
 ): Promise<void> {
-  if (entries.length === 0) return;
-  const sum = entries.reduce((t, e) => ({
-    credits: t.credits + e.credits, reservedCredits: t.reservedCredits + e.reservedCredits,
-    walletCents: t.walletCents + e.walletCents, reservedWalletCents: t.reservedWalletCents + e.reservedWalletCents,
-  }), { credits: 0, reservedCredits: 0, walletCents: 0, reservedWalletCents: 0 });
-  const ledger = entries.map((e) => ({
-    id: newId('txn', at.getTime()), kind: e.kind, credits: e.credits, reserved_credits: e.reservedCredits, wallet_cents: e.walletCents,
-    reserved_wallet_cents: e.reservedWalletCents, generation_id: e.generationId ?? null, reference: e.reference ?? null,
-  }));
-  // One round trip: the balances move and the entries that explain them are inserted by the same statement.
-  const inserted = await em.execute<Array<{ id: string }>>(
-    `with account as (
-       update workspace_accounts set
-         available_credits = available_credits + ?, reserved_credits = reserved_credits + ?,
-         wallet_cents = wallet_cents + ?, reserved_wallet_cents = reserved_wallet_cents + ?,
-         reservations = (reservations - ?::text) || ?::jsonb, updated_at = ?
-       where workspace_id = ? returning workspace_id)
-     insert into credit_ledger (id, workspace_id, kind, credits, reserved_credits, wallet_cents, reserved_wallet_cents, generation_id, reference, created_at)
-     select e.id, account.workspace_id, e.kind, e.credits, e.reserved_credits, e.wallet_cents, e.reserved_wallet_cents, e.generation_id, e.reference, ?
-     from account cross join jsonb_to_recordset(?::jsonb) as e(id text, kind text, credits integer, reserved_credits integer,
-       wallet_cents integer, reserved_wallet_cents integer, generation_id text, reference text)
-     returning id`,
-    [sum.credits, sum.reservedCredits, sum.walletCents, sum.reservedWalletCents, reservations.remove ?? '', JSON.stringify(reservations.add ?? {}), at, workspaceId,
-      at, JSON.stringify(ledger)],
+  return writeMoneyChanges(em, [{ workspaceId, entries, at }]);
+}
+
+interface AccountDelta {
+  workspace_id: string;
+  credits: number;
+  reserved_credits: number;
+  wallet_cents: number;
+  reserved_wallet_cents: number;
+  updated_at: string;
+}
+
+/**
+ * Many changes, of one workspace or many, in one statement: each account moves by the sum of its
+ * changes and every ledger entry is inserted, so a group commit of N creates or settles costs one round
+ * trip for their money. Throws if a change names a workspace without an account.
+ */
+export async function writeMoneyChanges(em: SqlEntityManager, changes: MoneyChange[]): Promise<void> {
+  const accounts = new Map<string, AccountDelta>();
+  const ledger: Array<Record<string, unknown>> = [];
+  for (const change of changes) {
+    if (change.entries.length === 0) continue;
+    const at = change.at.toISOString();
+    let delta = accounts.get(change.workspaceId);
+    if (!delta) {
+      delta = { workspace_id: change.workspaceId, credits: 0, reserved_credits: 0, wallet_cents: 0, reserved_wallet_cents: 0, updated_at: at };
+      accounts.set(change.workspaceId, delta);
+    }
+    for (const e of change.entries) {
+      delta.credits += e.credits;
+      delta.reserved_credits += e.reservedCredits;
+      delta.wallet_cents += e.walletCents;
+      delta.reserved_wallet_cents += e.reservedWalletCents;
+      ledger.push({
+        id: newId('txn', change.at.getTime()), workspace_id: change.workspaceId, kind: e.kind, credits: e.credits, reserved_credits: e.reservedCredits,
+        wallet_cents: e.walletCents, reserved_wallet_cents: e.reservedWalletCents, generation_id: e.generationId ?? null, reference: e.reference ?? null, created_at: at,
+      });
+    }
+    if (at > delta.updated_at) delta.updated_at = at;
+  }
+  if (ledger.length === 0) return;
+  const rows = await em.execute<Array<{ accounts: number | string; entries: number | string }>>(
+    `with delta as (
+       select * from jsonb_to_recordset(?::jsonb) as d(workspace_id text, credits bigint, reserved_credits bigint, wallet_cents bigint,
+         reserved_wallet_cents bigint, updated_at timestamptz)),
+     account as (
+       update workspace_accounts a set
+         available_credits = a.available_credits + delta.credits, reserved_credits = a.reserved_credits + delta.reserved_credits,
+         wallet_cents = a.wallet_cents + delta.wallet_cents, reserved_wallet_cents = a.reserved_wallet_cents + delta.reserved_wallet_cents,
+         updated_at = delta.updated_at
+       from delta where a.workspace_id = delta.workspace_id
+       returning a.workspace_id),
+     entry as (
+       insert into credit_ledger (id, workspace_id, kind, credits, reserved_credits, wallet_cents, reserved_wallet_cents, generation_id, reference, created_at)
+       select e.id, e.workspace_id, e.kind, e.credits, e.reserved_credits, e.wallet_cents, e.reserved_wallet_cents, e.generation_id, e.reference, e.created_at
+       from jsonb_to_recordset(?::jsonb) as e(id text, workspace_id text, kind text, credits integer, reserved_credits integer,
+         wallet_cents integer, reserved_wallet_cents integer, generation_id text, reference text, created_at timestamptz)
+       where e.workspace_id in (select workspace_id from account)
+       returning id)
+     select (select count(*) from account) as accounts, (select count(*) from entry) as entries`,
+    [JSON.stringify([...accounts.values()]), JSON.stringify(ledger)],
   );
-  if (inserted.length !== entries.length) throw new Error(`workspace ${workspaceId} has no account`);
+  const result = rows[0];
+  if (!result || Number(result.accounts) !== accounts.size || Number(result.entries) !== ledger.length) {
+    const names = [...accounts.keys()];
+    throw new Error(`no account for ${names.length === 1 ? `workspace ${names[0]}` : `some of the workspaces ${names.join(', ')}`}`);
+  }
 }

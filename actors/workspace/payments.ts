@@ -274,7 +274,7 @@ async function commitMoney(state: WorkspaceState, ctx: ActorContext, money: Mone
   const activates = money.account.walletActivated && !state.account.walletActivated;
   await ctx.writer.write(async (em) => {
     await also(em);
-    await writeMoney(em, state.workspaceId, money.entries, at, {});
+    await writeMoney(em, state.workspaceId, money.entries, at);
     if (activates) await em.execute('update workspace_accounts set wallet_activated = true where workspace_id = ?', [state.workspaceId], 'run');
   });
   // Other messages may not run while this one awaits its commit, so the decision is still based on the current account.

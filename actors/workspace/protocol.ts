@@ -28,8 +28,10 @@ export interface GenerationSettlement {
   errorCode?: string;
   errorMessage?: string;
   timeline: GenerationRow['timeline'];
-  /** Extra writes that belong to the same commit (output assets, webhook deliveries). */
+  /** Extra writes that belong to the same commit (output assets). */
   alsoWrite?: Array<(em: import('@mikro-orm/postgresql').SqlEntityManager) => Promise<void>>;
+  /** The terminal event, whose webhook deliveries commit with it (SPEC.md section 6). */
+  event?: import('../webhook/enqueue.ts').SettledEvent;
 }
 
 export type WorkspaceMessage =
@@ -72,6 +74,12 @@ export type CreateReply =
   | { kind: 'created'; generation: GenerationRow }
   | { kind: 'replay'; status: number; generation: GenerationRow }
   | { kind: 'refused'; code: MoneyRefusal | 'plan_limit_reached' | 'conflict'; message: string };
+
+/** A settle, once committed: the webhook endpoints that got a delivery of its event, to wake. */
+export interface SettleReply {
+  settled: true;
+  endpointIds: string[];
+}
 
 export interface Balances {
   availableCredits: number;

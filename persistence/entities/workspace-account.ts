@@ -8,7 +8,6 @@ export interface WorkspaceAccountRow {
   walletCents: number;
   reservedWalletCents: number;
   walletActivated: boolean;
-  reservations: Record<string, { credits: number; walletCents: number }>;
   updatedAt: Date;
 }
 
@@ -22,7 +21,6 @@ export const WorkspaceAccountEntity = new EntitySchema<WorkspaceAccountRow>({
     walletCents: { type: 'integer', fieldName: 'wallet_cents' },
     reservedWalletCents: { type: 'integer', fieldName: 'reserved_wallet_cents' },
     walletActivated: { type: 'boolean', fieldName: 'wallet_activated' },
-    reservations: { type: 'json' },
     updatedAt: { type: 'Date', fieldName: 'updated_at' },
   },
 });

@@ -4,6 +4,7 @@ import { Migration0005Generations } from './0005-generations.ts';
 import { Migration0006Assets } from './0006-assets.ts';
 import { Migration0007Webhooks } from './0007-webhooks.ts';
 import { Migration0008Money } from './0008-money.ts';
+import { Migration0009Reservations } from './0009-reservations.ts';
 
 /** Applied in this order at start-up; a migration, once landed, is never edited, only followed. */
 export const migrations = [
@@ -13,4 +14,5 @@ export const migrations = [
   { name: '0006-assets', class: Migration0006Assets },
   { name: '0007-webhooks', class: Migration0007Webhooks },
   { name: '0008-money', class: Migration0008Money },
+  { name: '0009-reservations', class: Migration0009Reservations },
 ];

@@ -70,20 +70,23 @@ export interface Money {
   /** Sums of the ledger's columns: they must equal the balances. */
   ledgerAvailable: number;
   ledgerReserved: number;
-  /** Open reservations the account row still lists. */
+  /** Generations whose ledger `reserve` entry has no capture or release yet. */
   reservations: string[];
 }
 
 /** A workspace's balances and the sums of its ledger, read from the database. */
 export async function moneyOf(query: Query, workspaceId: string): Promise<Money> {
-  const [account] = await query<{ available_credits: number; reserved_credits: number; reservations: Record<string, unknown> | string }>(
-    'select available_credits, reserved_credits, reservations from workspace_accounts where workspace_id = ?', [workspaceId]);
+  const [account] = await query<{ available_credits: number; reserved_credits: number }>(
+    'select available_credits, reserved_credits from workspace_accounts where workspace_id = ?', [workspaceId]);
   const [ledger] = await query<{ credits: string; reserved: string }>(
     'select coalesce(sum(credits), 0)::int8 as credits, coalesce(sum(reserved_credits), 0)::int8 as reserved from credit_ledger where workspace_id = ?', [workspaceId]);
-  const reservations = typeof account!.reservations === 'string' ? JSON.parse(account!.reservations) : account!.reservations;
+  const open = await query<{ generation_id: string }>(
+    `select r.generation_id from credit_ledger r where r.workspace_id = ? and r.kind = 'reserve'
+       and not exists (select 1 from credit_ledger s where s.workspace_id = r.workspace_id and s.generation_id = r.generation_id and s.kind in ('capture', 'release'))`,
+    [workspaceId]);
   return {
     available: Number(account!.available_credits), reserved: Number(account!.reserved_credits),
-    ledgerAvailable: Number(ledger!.credits), ledgerReserved: Number(ledger!.reserved), reservations: Object.keys(reservations ?? {}).sort(),
+    ledgerAvailable: Number(ledger!.credits), ledgerReserved: Number(ledger!.reserved), reservations: open.map((r) => r.generation_id).sort(),
   };
 }
 

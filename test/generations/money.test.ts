@@ -15,8 +15,8 @@ t.test('1,000 concurrent creates against a balance that affords exactly 100: 100
   const at = new Date(server.services.clock.now());
   const em = server.services.db.em();
   await em.execute(
-    `insert into workspace_accounts (workspace_id, available_credits, reserved_credits, wallet_cents, reserved_wallet_cents, wallet_activated, reservations, updated_at)
-     values (?, 100, 0, 0, 0, false, '{}', ?)`, [user.workspaceId, at]);
+    `insert into workspace_accounts (workspace_id, available_credits, reserved_credits, wallet_cents, reserved_wallet_cents, wallet_activated, updated_at)
+     values (?, 100, 0, 0, 0, false, ?)`, [user.workspaceId, at]);
   await em.execute(
     `insert into credit_ledger (id, workspace_id, kind, credits, reserved_credits, wallet_cents, reserved_wallet_cents, generation_id, reference, created_at)
      values (?, ?, 'grant', 100, 0, 0, 0, null, 'test:opening', ?)`, [newId('txn', at.getTime()), user.workspaceId, at]);

@@ -55,8 +55,8 @@ t.test('releasing the emergency stop with the ops command starts queued jobs wit
   const now = new Date(clock.now());
   const [row] = await insertGenerations(server, [generationRow(idle.workspaceId, { createdAt: now, updatedAt: now, queueDeadline: new Date(clock.now() + 3_600_000), timeline: [{ status: 'queued', at: now.toISOString() }] })]);
   const em = server.services.db.em();
-  await em.execute(`insert into workspace_accounts (workspace_id, available_credits, reserved_credits, wallet_cents, reserved_wallet_cents, wallet_activated, reservations, updated_at)
-    values (?, 99, 1, 0, 0, false, ?::jsonb, ?)`, [idle.workspaceId, JSON.stringify({ [row!.id]: { credits: 1, walletCents: 0 } }), now]);
+  await em.execute(`insert into workspace_accounts (workspace_id, available_credits, reserved_credits, wallet_cents, reserved_wallet_cents, wallet_activated, updated_at)
+    values (?, 99, 1, 0, 0, false, ?)`, [idle.workspaceId, now]);
   for (const [kind, credits, reserved] of [['grant', 100, 0], ['reserve', -1, 1]] as const) {
     await em.execute(`insert into credit_ledger (id, workspace_id, kind, credits, reserved_credits, wallet_cents, reserved_wallet_cents, generation_id, reference, created_at)
       values (?, ?, ?, ?, ?, 0, 0, ?, null, ?)`, [newId('txn', now.getTime()), idle.workspaceId, kind, credits, reserved, kind === 'reserve' ? row!.id : null, now]);

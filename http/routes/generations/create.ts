@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { Type } from '@sinclair/typebox';
 import { ApiError } from '../../errors.ts';
 import { defineRoute } from '../../route.ts';
-import { openWorkspace } from '../workspaces/access.ts';
+import { enterWorkspace } from '../workspaces/access.ts';
 import type { Mode } from '../../../actors/generation/catalog/models.ts';
 import type { CreateReply, GenerationDraft } from '../../../actors/workspace/protocol.ts';
 import { checkInputs } from './inputs.ts';
@@ -45,9 +45,8 @@ export const createGeneration = defineRoute({
     const params = catalog.checkParams(model.id, body.params ?? {});
     if (!params.ok) throw new ApiError('validation_error', params.message);
 
-    const em = services.db.em();
-    await openWorkspace(em, auth, body.workspaceId);
-    const inputs = await checkInputs(em, body.workspaceId, model.mode as Mode, body.inputs ?? {});
+    await enterWorkspace(() => services.db.em(), auth, body.workspaceId);
+    const inputs = await checkInputs(() => services.db.em(), body.workspaceId, model.mode as Mode, body.inputs ?? {});
 
     const idempotencyKey = headers['idempotency-key'];
     if (idempotencyKey !== undefined && !IDEMPOTENCY_KEY.test(idempotencyKey)) {

@@ -50,6 +50,19 @@ export async function openWorkspace(
   return { workspace, role: member.role };
 }
 
+/**
+ * Checks that the caller may act in the workspace, without reading the workspace row for an API key: a key
+ * is checked against the database when it is authenticated, and deleting a workspace drops its keys from
+ * every node's cache at once, so a key's own workspace exists. Callers that need the row use openWorkspace.
+ */
+export async function enterWorkspace(em: () => SqlEntityManager, auth: Principal | undefined, workspaceId: string): Promise<void> {
+  if (auth?.kind === 'key') {
+    if (auth.workspaceId !== workspaceId) throw new ApiError('forbidden', 'This API key belongs to another workspace.');
+    return;
+  }
+  await openWorkspace(em(), auth, workspaceId);
+}
+
 /** Refuses (403) a caller whose role is not one of `allowed`. */
 export function requireRole(access: WorkspaceAccess, allowed: readonly Role[], action: string): Role {
   const role = access.role;

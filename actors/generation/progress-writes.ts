@@ -1,0 +1,38 @@
+import type { SqlEntityManager } from '@mikro-orm/postgresql';
+import type { GenerationRow } from '../../persistence/entities/generation.ts';
+import { bulkWriteOf } from '../../persistence/bulk-write.ts';
+import type { SnapshotWriter } from '../../persistence/snapshot-writer.ts';
+
+/** A non-terminal transition of one generation: its new row, applied only if the stored status is still `from`. */
+export interface Progress {
+  from: string;
+  row: GenerationRow;
+}
+
+/**
+ * The non-terminal transitions (reserved, submitted, running) of one group commit as one UPDATE. A
+ * generation's actor waits for each transition to commit before the next, so an id appears once per
+ * batch. A row whose stored status is no longer `from` was changed under its actor: the statement then
+ * throws, and BulkWrite writes every row again alone, so only that one fails.
+ */
+async function writeProgress(em: SqlEntityManager, rows: Progress[]): Promise<void> {
+  const changed = await em.execute<Array<{ id: string }>>(
+    `update generations g set status = v.status, timeline = v.timeline, provider_job_id = v.provider_job_id, started_at = v.started_at, updated_at = v.updated_at
+     from jsonb_to_recordset(?::jsonb) as v(id text, from_status text, status text, timeline jsonb, provider_job_id text, started_at timestamptz, updated_at timestamptz)
+     where g.id = v.id and g.status = v.from_status
+     returning g.id`,
+    [JSON.stringify(rows.map(({ from, row }) => ({
+      id: row.id, from_status: from, status: row.status, timeline: row.timeline, provider_job_id: row.providerJobId, started_at: row.startedAt, updated_at: row.updatedAt,
+    })))],
+  );
+  if (changed.length !== rows.length) {
+    const found = new Set(changed.map((c) => c.id));
+    const moved = rows.filter((r) => !found.has(r.row.id)).map((r) => r.row.id);
+    throw new Error(`generation${moved.length === 1 ? '' : 's'} ${moved.join(', ')} changed under ${moved.length === 1 ? 'its actor' : 'their actors'}`);
+  }
+}
+
+/** Persists a non-terminal transition; resolves once committed. */
+export function writeProgressOf(writer: SnapshotWriter, progress: Progress): Promise<void> {
+  return bulkWriteOf(writer, writeProgress).add(progress);
+}

@@ -1,0 +1,65 @@
+import type { SqlEntityManager } from '@mikro-orm/postgresql';
+import type { GenerationRow } from '../../persistence/entities/generation.ts';
+import { bulkWriteOf, type BulkWrite } from '../../persistence/bulk-write.ts';
+import type { SnapshotWriter } from '../../persistence/snapshot-writer.ts';
+import { writeMoneyChanges, type MoneyChange } from './money-writes.ts';
+
+/** What creating one generation writes: the row, its reservation, and its Idempotency-Key if it has one. */
+export interface Creation {
+  generation: GenerationRow;
+  money: MoneyChange;
+  idempotency?: { key: string; hash: string; expiresAt: Date };
+}
+
+const GENERATION_COLUMNS = [
+  'id', 'workspace_id', 'api_key_id', 'user_id', 'mode', 'model_id', 'status', 'params', 'inputs', 'payment_mode', 'credits', 'project',
+  'idempotency_key', 'provider', 'provider_job_id', 'text_output', 'output_asset_ids', 'error_code', 'error_message', 'timeline',
+  'queue_deadline', 'created_at', 'updated_at', 'started_at', 'completed_at',
+].join(', ');
+
+function generationColumns(g: GenerationRow): Record<string, unknown> {
+  return {
+    id: g.id, workspace_id: g.workspaceId, api_key_id: g.apiKeyId, user_id: g.userId, mode: g.mode, model_id: g.modelId, status: g.status,
+    params: g.params, inputs: g.inputs, payment_mode: g.paymentMode, credits: g.credits, project: g.project, idempotency_key: g.idempotencyKey,
+    provider: g.provider, provider_job_id: g.providerJobId, text_output: g.textOutput, output_asset_ids: g.outputAssetIds, error_code: g.errorCode,
+    error_message: g.errorMessage, timeline: g.timeline, queue_deadline: g.queueDeadline, created_at: g.createdAt, updated_at: g.updatedAt,
+    started_at: g.startedAt, completed_at: g.completedAt,
+  };
+}
+
+/**
+ * The creates of one group commit in three statements whatever their number: the generation rows, the
+ * money of all their workspaces (writeMoneyChanges), and the Idempotency-Keys. The rows go first, so the
+ * ledger entries that name them follow them.
+ */
+async function writeCreations(em: SqlEntityManager, creations: Creation[]): Promise<void> {
+  await em.execute(
+    `insert into generations (${GENERATION_COLUMNS}) select ${GENERATION_COLUMNS} from jsonb_populate_recordset(null::generations, ?::jsonb)`,
+    [JSON.stringify(creations.map((c) => generationColumns(c.generation)))],
+    'run',
+  );
+  await writeMoneyChanges(em, creations.map((c) => c.money));
+  const keys = creations.flatMap((c) => c.idempotency ? [{
+    workspace_id: c.generation.workspaceId, key: c.idempotency.key, request_hash: c.idempotency.hash, response_status: 201,
+    response_body: c.generation, created_at: c.generation.createdAt, expires_at: c.idempotency.expiresAt,
+  }] : []);
+  if (keys.length === 0) return;
+  // A key used again after it expired takes the place of its old row. One workspace never has two
+  // creates with the same key in flight (its actor refuses the second), so no two rows here collide.
+  await em.execute(
+    `insert into idempotency_keys (workspace_id, key, request_hash, response_status, response_body, created_at, expires_at)
+     select k.workspace_id, k.key, k.request_hash, k.response_status, k.response_body, k.created_at, k.expires_at
+     from jsonb_to_recordset(?::jsonb) as k(workspace_id text, key text, request_hash text, response_status integer, response_body jsonb,
+       created_at timestamptz, expires_at timestamptz)
+     on conflict (workspace_id, key) do update set request_hash = excluded.request_hash, response_status = excluded.response_status,
+       response_body = excluded.response_body, created_at = excluded.created_at, expires_at = excluded.expires_at
+     where idempotency_keys.expires_at <= excluded.created_at`,
+    [JSON.stringify(keys)],
+    'run',
+  );
+}
+
+/** The creations of a writer (one per service): every create of a group commit shares its statements. */
+export function creationsOf(writer: SnapshotWriter): BulkWrite<Creation> {
+  return bulkWriteOf(writer, writeCreations);
+}

@@ -1,0 +1,54 @@
+import type { SqlEntityManager } from '@mikro-orm/postgresql';
+import { bulkWriteOf } from '../../persistence/bulk-write.ts';
+import type { SnapshotWriter } from '../../persistence/snapshot-writer.ts';
+import { writeEventDeliveries, type SettledEvent } from '../webhook/enqueue.ts';
+import { writeMoneyChanges, type MoneyChange } from './money-writes.ts';
+import type { GenerationSettlement } from './protocol.ts';
+
+/** What a generation's end writes in one transaction: its terminal state, its capture or release, its outputs and its event's deliveries. */
+export interface Settlement {
+  generationId: string;
+  settlement: GenerationSettlement;
+  updatedAt: Date;
+  money: MoneyChange;
+  /** Filled in by the write: the endpoints that got a delivery of the event, to wake after the commit. */
+  endpointIds: string[];
+}
+
+/**
+ * The settlements of one group commit in a few statements whatever their number: one UPDATE of the
+ * generations (each only if still unfinished), one money write for all their workspaces, each one's own
+ * extra writes (output assets), and the deliveries of all their events. A generation that is no longer
+ * unfinished makes the UPDATE throw; BulkWrite then writes each settlement alone, so only that one fails.
+ */
+async function writeSettlements(em: SqlEntityManager, rows: Settlement[]): Promise<void> {
+  const changed = await em.execute<Array<{ id: string }>>(
+    `update generations g set status = v.status, completed_at = v.completed_at, updated_at = v.updated_at, text_output = v.text_output,
+       output_asset_ids = v.output_asset_ids, error_code = v.error_code, error_message = v.error_message, timeline = v.timeline
+     from jsonb_to_recordset(?::jsonb) as v(id text, status text, completed_at timestamptz, updated_at timestamptz, text_output text,
+       output_asset_ids jsonb, error_code text, error_message text, timeline jsonb)
+     where g.id = v.id and g.status in ('queued', 'reserved', 'submitted', 'running')
+     returning g.id`,
+    [JSON.stringify(rows.map(({ generationId, settlement: s, updatedAt }) => ({
+      id: generationId, status: s.status, completed_at: s.completedAt, updated_at: updatedAt, text_output: s.textOutput ?? null,
+      output_asset_ids: s.outputAssetIds, error_code: s.errorCode ?? null, error_message: s.errorMessage ?? null, timeline: s.timeline,
+    })))],
+  );
+  if (changed.length !== rows.length) {
+    const found = new Set(changed.map((c) => c.id));
+    throw new Error(`generation ${rows.filter((r) => !found.has(r.generationId)).map((r) => r.generationId).join(', ')} is not active any more`);
+  }
+  await writeMoneyChanges(em, rows.map((r) => r.money));
+  for (const row of rows) for (const also of row.settlement.alsoWrite ?? []) await also(em);
+  const events = rows.flatMap((r) => (r.settlement.event ? [r.settlement.event] : []));
+  const endpoints = await writeEventDeliveries(em, events);
+  const byGeneration = new Map(events.map((e, i) => [e.generation.id, endpoints[i]!]));
+  for (const row of rows) row.endpointIds = byGeneration.get(row.generationId) ?? [];
+}
+
+/** Writes a settlement with the others of its group commit; resolves once committed. */
+export function writeSettlement(writer: SnapshotWriter, settlement: Settlement): Promise<void> {
+  return bulkWriteOf(writer, writeSettlements).add(settlement);
+}
+
+export type { SettledEvent };

@@ -1,0 +1,63 @@
+import type { SqlEntityManager } from '@mikro-orm/postgresql';
+import type { SnapshotWriter } from './snapshot-writer.ts';
+
+/** Writes many rows of one kind with a constant number of statements. */
+export type BulkApply<R> = (em: SqlEntityManager, rows: R[]) => Promise<void>;
+
+interface Gathering<R> {
+  rows: R[];
+  committed: Promise<void>;
+}
+
+/**
+ * Rows of one kind that many actors write in the same group commit, written together: the first row
+ * of a batch queues one unit in the writer, and every row added before that unit runs joins it, so a
+ * batch of N rows costs the statements of one. Each row's promise resolves once its batch commits.
+ *
+ * If the shared unit fails, each of its rows is written again as a unit of its own (the writer isolates
+ * failing units), so one bad row fails alone and the others still commit. `apply` must be right for any
+ * subset of rows, and its statements must not depend on other units of the same transaction.
+ */
+export class BulkWrite<R> {
+  private open: Gathering<R> | undefined;
+
+  constructor(private readonly writer: SnapshotWriter, private readonly apply: BulkApply<R>) {}
+
+  add(row: R): Promise<void> {
+    let gathering = this.open;
+    if (!gathering) {
+      const created: Gathering<R> = { rows: [], committed: Promise.resolve() };
+      created.committed = this.writer.write(async (em) => {
+        // Rows added from now on belong to the next batch.
+        if (this.open === created) this.open = undefined;
+        await this.apply(em, created.rows);
+      });
+      this.open = created;
+      gathering = created;
+    }
+    gathering.rows.push(row);
+    const rows = gathering.rows;
+    return gathering.committed.catch((error: unknown) => (rows.length === 1 ? Promise.reject(error) : this.alone(row)));
+  }
+
+  private alone(row: R): Promise<void> {
+    return this.writer.write((em) => this.apply(em, [row]));
+  }
+}
+
+const shared = new WeakMap<SnapshotWriter, Map<unknown, unknown>>();
+
+/** The one BulkWrite of `apply` on a writer (one writer per service), so every actor's rows of that kind gather together. */
+export function bulkWriteOf<R>(writer: SnapshotWriter, apply: BulkApply<R>): BulkWrite<R> {
+  let kinds = shared.get(writer);
+  if (!kinds) {
+    kinds = new Map();
+    shared.set(writer, kinds);
+  }
+  let bulk = kinds.get(apply) as BulkWrite<R> | undefined;
+  if (!bulk) {
+    bulk = new BulkWrite(writer, apply);
+    kinds.set(apply, bulk);
+  }
+  return bulk;
+}
