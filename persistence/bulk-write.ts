@@ -18,6 +18,9 @@ interface Gathering<R> {
  * failing units), so one bad row fails alone and the others still commit. `apply` must be right for any
  * subset of rows, and its statements must not depend on other units of the same transaction.
  */
+/** Rows gathered for one statement beyond which the writer commits without waiting for its window to end. */
+const HURRY_ROWS = 32;
+
 export class BulkWrite<R> {
   private open: Gathering<R> | undefined;
 
@@ -36,6 +39,7 @@ export class BulkWrite<R> {
       gathering = created;
     }
     gathering.rows.push(row);
+    if (gathering.rows.length === HURRY_ROWS) this.writer.hurry();
     const rows = gathering.rows;
     return gathering.committed.catch((error: unknown) => (rows.length === 1 ? Promise.reject(error) : this.alone(row)));
   }

@@ -43,6 +43,7 @@ export class SnapshotWriter {
   private queue: Pending[] = [];
   private committing = false;
   private scheduled = false;
+  private windowTimer: NodeJS.Timeout | undefined;
   private closed = false;
   private idleWaiters: Array<() => void> = [];
   readonly stats: WriterStats = { units: 0, batches: 0, failedUnits: 0, lastBatchSize: 0, lastCommitMs: 0 };
@@ -57,6 +58,19 @@ export class SnapshotWriter {
       this.queue.push({ unit, resolve, reject, link: spanContext ? { context: spanContext } : undefined });
       this.schedule();
     });
+  }
+
+  /**
+   * Enough is waiting: commit without waiting for the rest of the window. Under a burst of requests the
+   * window timer fires only once the event loop has handled the whole burst; committing the first part
+   * at once lets the database work on it while the rest of the burst is still being handled.
+   */
+  hurry(): void {
+    if (this.committing || !this.scheduled || this.windowTimer === undefined) return;
+    clearTimeout(this.windowTimer);
+    this.windowTimer = undefined;
+    this.scheduled = false;
+    void context.with(ROOT_CONTEXT, () => this.drain());
   }
 
   /** Resolves when everything queued so far has been committed or refused. */
@@ -75,11 +89,12 @@ export class SnapshotWriter {
     this.scheduled = true;
     const start = () => {
       this.scheduled = false;
+      this.windowTimer = undefined;
       // The timer was armed inside the first writer's span; a batch serves many writers, so its span is
       // a root linked to each of them, not a child of whichever request happened to come first.
       void context.with(ROOT_CONTEXT, () => this.drain());
     };
-    if (this.options.windowMs > 0) setTimeout(start, this.options.windowMs);
+    if (this.options.windowMs > 0) this.windowTimer = setTimeout(start, this.options.windowMs);
     else setImmediate(start);
   }
 

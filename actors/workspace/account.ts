@@ -19,6 +19,12 @@ export interface Account {
   reservedWalletCents: number;
   /** Set once a first deposit of at least the minimum has cleared; wallet payments need it. */
   walletActivated: boolean;
+  /**
+   * The open reservations by generation. One object is shared by an account and every account a decision
+   * derives from it, and an ok decision updates it in place: the caller then uses only the new account
+   * (as it must anyway). A reservation thus costs O(1), not a copy of every job still open; a refused
+   * decision changes nothing.
+   */
   reservations: Record<string, Reservation>;
 }
 
@@ -65,8 +71,17 @@ function apply(account: Account, entries: LedgerEntry[], reservations: Record<st
 
 /** Holds a generation's price: from credits, from the wallet at the plan's cents per credit, or credits first then the wallet. */
 export function reserve(account: Account, generationId: string, credits: number, mode: PaymentMode, centsPerCredit: number): MoneyDecision {
+  return commitReservation(account, generationId, planReservation(account, generationId, credits, mode, centsPerCredit));
+}
+
+type ReservationPlan =
+  | { ok: true; reservation: Reservation | undefined; entries: LedgerEntry[] }
+  | { ok: false; code: MoneyRefusal; message: string };
+
+/** What reserving would do, without doing it; `reservation` is undefined when the generation already holds one. */
+function planReservation(account: Account, generationId: string, credits: number, mode: PaymentMode, centsPerCredit: number): ReservationPlan {
   if (!Number.isInteger(credits) || credits < 0) throw new Error(`a price must be a whole number of credits, got ${credits}`);
-  if (account.reservations[generationId]) return { ok: true, account, entries: [] };
+  if (account.reservations[generationId]) return { ok: true, reservation: undefined, entries: [] };
 
   let fromCredits = 0;
   let walletCents = 0;
@@ -91,7 +106,14 @@ export function reserve(account: Account, generationId: string, credits: number,
   }
   const reservation = { credits: fromCredits, walletCents };
   const entries = [entry('reserve', { generationId, credits: -fromCredits, reservedCredits: fromCredits, walletCents: -walletCents, reservedWalletCents: walletCents })];
-  return { ok: true, account: apply(account, entries, { ...account.reservations, [generationId]: reservation }), entries };
+  return { ok: true, reservation, entries };
+}
+
+function commitReservation(account: Account, generationId: string, plan: ReservationPlan): MoneyDecision {
+  if (!plan.ok) return plan;
+  if (!plan.reservation) return { ok: true, account, entries: [] };
+  account.reservations[generationId] = plan.reservation;
+  return { ok: true, account: apply(account, plan.entries, account.reservations), entries: plan.entries };
 }
 
 /** Spends what a generation held; a second capture, or a capture after release, changes nothing. */
@@ -107,7 +129,7 @@ export function release(account: Account, generationId: string): MoneyDecision {
 function settle(account: Account, generationId: string, kind: 'capture' | 'release'): MoneyDecision {
   const held = account.reservations[generationId];
   if (!held) return { ok: true, account, entries: [] };
-  const { [generationId]: _settled, ...rest } = account.reservations;
+  delete account.reservations[generationId];
   const back = kind === 'release';
   const entries = [entry(kind, {
     generationId,
@@ -116,7 +138,7 @@ function settle(account: Account, generationId: string, kind: 'capture' | 'relea
     credits: back ? held.credits : 0,
     walletCents: back ? held.walletCents : 0,
   })];
-  return { ok: true, account: apply(account, entries, rest), entries };
+  return { ok: true, account: apply(account, entries, account.reservations), entries };
 }
 
 /** Adds credits (plan grant, paid top-up); `reference` makes it happen once. */
@@ -183,16 +205,16 @@ export function reserveWithinCap(
   account: Account, generationId: string, credits: number, mode: PaymentMode, centsPerCredit: number,
   capCents: number | null, spend: MonthlySpend,
 ): MoneyDecision {
-  const decision = reserve(account, generationId, credits, mode, centsPerCredit);
-  if (!decision.ok || capCents === null) return decision;
-  const fromWallet = decision.entries.reduce((sum, e) => sum + e.reservedWalletCents, 0);
+  const plan = planReservation(account, generationId, credits, mode, centsPerCredit);
+  if (!plan.ok || capCents === null) return commitReservation(account, generationId, plan);
+  const fromWallet = plan.entries.reduce((sum, e) => sum + e.reservedWalletCents, 0);
   if (fromWallet > 0 && spend.spentCents + fromWallet > capCents) {
     return {
       ok: false, code: 'wallet_insufficient_balance',
       message: `This job needs ${fromWallet} cents from the wallet; the monthly spend cap of ${capCents} cents leaves ${Math.max(0, capCents - spend.spentCents)} this month.`,
     };
   }
-  return decision;
+  return commitReservation(account, generationId, plan);
 }
 
 /** How a ledger change moves the month's wallet spend: money leaving the wallet for a reservation counts, money released back uncounts. */

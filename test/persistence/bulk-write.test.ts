@@ -1,0 +1,93 @@
+import t from 'tap';
+import { trace } from '@opentelemetry/api';
+import type { SqlEntityManager } from '@mikro-orm/postgresql';
+import { openDatabase } from '../../persistence/database.ts';
+import { BulkWrite, bulkWriteOf } from '../../persistence/bulk-write.ts';
+import { SnapshotWriter, type SnapshotWriterOptions } from '../../persistence/snapshot-writer.ts';
+import { freshDatabaseUrl } from '../helpers/database.ts';
+
+const tracer = trace.getTracer('test');
+const options = (over: Partial<SnapshotWriterOptions> = {}): SnapshotWriterOptions => ({ windowMs: 2, maxBatch: 512, tracer, ...over });
+
+const fresh = await freshDatabaseUrl();
+const db = await openDatabase({ databaseUrl: fresh.url, dataDir: '.data/test' });
+t.teardown(async () => {
+  await db.close();
+  await fresh.drop();
+});
+
+let seq = 0;
+const newKind = () => `bw${++seq}`;
+
+/** Inserts every row with ONE statement and counts the statements it ran. */
+function inserter(kind: string) {
+  const calls: number[] = [];
+  const apply = async (em: SqlEntityManager, rows: string[]) => {
+    calls.push(rows.length);
+    await em.execute(
+      `insert into actor_snapshots (kind, id, version, state, updated_at)
+       select ?, r.id, 1, '{}'::jsonb, now() from jsonb_to_recordset(?::jsonb) as r(id text)`,
+      [kind, JSON.stringify(rows.map((id) => ({ id })))],
+    );
+  };
+  return { apply, calls };
+}
+
+async function ids(kind: string): Promise<string[]> {
+  const rows = await db.em().execute<Array<{ id: string }>>('select id from actor_snapshots where kind = ? order by id', [kind]);
+  return rows.map((r) => r.id);
+}
+
+const names = (n: number) => Array.from({ length: n }, (_, i) => `r${String(i).padStart(4, '0')}`);
+
+t.test('rows added while a batch gathers are written by one statement, and each promise resolves after the commit', async (t) => {
+  const writer = new SnapshotWriter(db, options());
+  const kind = newKind();
+  const { apply, calls } = inserter(kind);
+  const bulk = new BulkWrite(writer, apply);
+  const all = names(20);
+  await Promise.all(all.map((id) => bulk.add(id)));
+  t.same(calls, [20], 'one statement for the 20 rows');
+  t.equal(writer.stats.units, 1, 'one unit in the writer');
+  t.same(await ids(kind), all);
+  await writer.close();
+});
+
+t.test('a bad row fails alone: the others are written again on their own and commit', async (t) => {
+  const writer = new SnapshotWriter(db, options());
+  const kind = newKind();
+  const { apply, calls } = inserter(kind);
+  const bulk = new BulkWrite(writer, apply);
+  // The primary key (kind, id) refuses the second r0003.
+  const rows = ['r0001', 'r0002', 'r0003', 'r0003', 'r0004'];
+  const results = await Promise.allSettled(rows.map((id) => bulk.add(id)));
+  const rejected = results.filter((r) => r.status === 'rejected').length;
+  t.equal(rejected, 1, 'exactly one of the duplicates is refused');
+  t.same(await ids(kind), ['r0001', 'r0002', 'r0003', 'r0004'], 'every other row committed');
+  t.equal(calls[0], 5, 'first the shared statement');
+  t.ok(calls.slice(1).every((n) => n === 1), 'then each row alone');
+  await writer.close();
+});
+
+t.test('a gathering that reaches its threshold commits without waiting for the window', async (t) => {
+  // An hour-long window: without the hurry, these writes would wait far past the test's time-out.
+  const writer = new SnapshotWriter(db, options({ windowMs: 3_600_000 }));
+  const kind = newKind();
+  const { apply } = inserter(kind);
+  const bulk = new BulkWrite(writer, apply);
+  await Promise.all(names(32).map((id) => bulk.add(id)));
+  t.equal((await ids(kind)).length, 32, 'committed');
+  await writer.close();
+});
+
+t.test('bulkWriteOf gives one BulkWrite per writer and statement', async (t) => {
+  const a = new SnapshotWriter(db, options());
+  const b = new SnapshotWriter(db, options());
+  const { apply } = inserter(newKind());
+  const other = inserter(newKind()).apply;
+  t.equal(bulkWriteOf(a, apply), bulkWriteOf(a, apply));
+  t.not(bulkWriteOf(a, apply), bulkWriteOf(b, apply));
+  t.not(bulkWriteOf(a, apply), bulkWriteOf(a, other));
+  await a.close();
+  await b.close();
+});
