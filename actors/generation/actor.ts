@@ -31,7 +31,7 @@ export const generationActor: ActorBehavior<GenerationActorState, GenerationMess
     return { row: row ?? undefined };
   },
 
-  seed: (msg) => (msg.type === 'start' && msg.row ? { row: msg.row } : undefined),
+  seed: (msg) => (msg.type === 'reserve' && msg.row ? { row: msg.row } : undefined),
 
   async receive(state, msg, ctx): Promise<Outcome<GenerationActorState, unknown>> {
     const row = state.row;
@@ -45,9 +45,8 @@ export const generationActor: ActorBehavior<GenerationActorState, GenerationMess
       return { state, reply: msg.type === 'cancel' ? ({ kind: 'conflict', status } satisfies CancelReply) : undefined, passivate: true };
     }
     switch (msg.type) {
-      case 'start':
       case 'recover':
-        return resume(state, row, msg.type, ctx);
+        return recover(state, row, ctx);
       case 'reserve': {
         const outcome = await transition(state, row, { type: 'reserve' }, ctx);
         if (!outcome.applied) ctx.actors.tell('ws', row.workspaceId, { type: 'slot_declined', generationId: row.id });
@@ -73,19 +72,19 @@ export const generationActor: ActorBehavior<GenerationActorState, GenerationMess
   },
 };
 
-async function resume(state: GenerationActorState, row: GenerationRow, why: 'start' | 'recover', ctx: ActorContext): Promise<Outcome<GenerationActorState, unknown>> {
+/**
+ * After a restart. A queued job past its deadline expires now; one still in time waits with no actor of
+ * its own (its workspace, told to schedule by the recovery, keeps its deadline). The provider call of a
+ * job in flight at the crash was lost with the process that made it.
+ */
+async function recover(state: GenerationActorState, row: GenerationRow, ctx: ActorContext): Promise<Outcome<GenerationActorState, unknown>> {
   if (row.status === 'queued') {
     if (ctx.clock.now() >= row.queueDeadline.getTime()) return (await transition(state, row, { type: 'expire' }, ctx)).result;
-    armQueueTimer(state, row, ctx);
-    return { state };
+    return { state, passivate: true };
   }
-  if (why === 'recover') {
-    // The provider call of a job in flight at a crash is lost with the process that made it.
-    return (await transition(state, row, {
-      type: 'fail', errorCode: 'interrupted', errorMessage: 'The service restarted while this job was in flight; its credits were released.',
-    }, ctx)).result;
-  }
-  return { state };
+  return (await transition(state, row, {
+    type: 'fail', errorCode: 'interrupted', errorMessage: 'The service restarted while this job was in flight; its credits were released.',
+  }, ctx)).result;
 }
 
 async function providerUpdate(state: GenerationActorState, row: GenerationRow, update: ProviderUpdate, ctx: ActorContext): Promise<Outcome<GenerationActorState, unknown>> {

@@ -2,12 +2,13 @@ import type { GenerationRow } from '../../persistence/entities/generation.ts';
 import type { ProviderUpdate } from './providers/provider.ts';
 
 export type GenerationMessage =
-  /** Just committed: arm the queue deadline. Carries the committed row, so the new actor need not read it back. */
-  | { type: 'start'; row?: GenerationRow }
   /** After a restart: resume from the persisted state. */
   | { type: 'recover' }
-  /** The workspace granted a concurrency slot. */
-  | { type: 'reserve' }
+  /**
+   * The workspace granted a concurrency slot. A job started as soon as it was committed carries its row,
+   * so its new actor need not read it back.
+   */
+  | { type: 'reserve'; row?: GenerationRow }
   | { type: 'cancel'; by: 'user' | 'operator' }
   /** The queue deadline timer fired. */
   | { type: 'expire' }

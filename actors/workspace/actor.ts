@@ -43,8 +43,8 @@ export const workspaceActor: ActorBehavior<WorkspaceState, WorkspaceMessage, unk
         }
       : emptyAccount();
     // Each unfinished job holds what its ledger `reserve` entry took; its terminal status commits with the capture or release.
-    const open = await em.execute<Array<{ id: string; status: string; provider: string; reserved_credits: number | null; reserved_wallet_cents: number | null }>>(
-      `select g.id, g.status, g.provider, l.reserved_credits, l.reserved_wallet_cents
+    const open = await em.execute<Array<{ id: string; status: string; provider: string; queue_deadline: Date | string; reserved_credits: number | null; reserved_wallet_cents: number | null }>>(
+      `select g.id, g.status, g.provider, g.queue_deadline, l.reserved_credits, l.reserved_wallet_cents
        from generations g left join credit_ledger l on l.workspace_id = g.workspace_id and l.kind = 'reserve' and l.generation_id = g.id
        where g.workspace_id = ? and g.status in (?, ?, ?, ?) order by g.created_at, g.id`,
       [ctx.id, ...ACTIVE],
@@ -54,18 +54,25 @@ export const workspaceActor: ActorBehavior<WorkspaceState, WorkspaceMessage, unk
     }
     const { capacity } = depsOf(ctx);
     for (const g of open) if (g.status !== 'queued') capacity.hold(g.provider, g.id);
-    return {
+    const queued = open.filter((g) => g.status === 'queued');
+    const state: WorkspaceState = {
       workspaceId: ctx.id,
       plan,
       account,
       active: new Set(open.filter((g) => g.status !== 'queued').map((g) => g.id)),
-      queue: open.filter((g) => g.status === 'queued').map((g) => g.id),
+      queue: queued.map((g) => g.id),
+      deadlineOf: new Map(queued.map((g) => [g.id, new Date(g.queue_deadline).getTime()])),
+      expiryTimer: undefined,
+      expiryAt: undefined,
+      fresh: new Map(),
       providerOf: new Map(open.map((g) => [g.id, g.provider])),
       creating: 0,
       idempotency: new Map(),
       ...await loadWalletState(ctx),
       recharging: false,
     };
+    armExpiry(state, ctx);
+    return state;
   },
 
   async receive(state, msg, ctx): Promise<Outcome<WorkspaceState, unknown>> {
@@ -82,6 +89,9 @@ export const workspaceActor: ActorBehavior<WorkspaceState, WorkspaceMessage, unk
         return { state };
       case 'schedule':
         schedule(state, ctx);
+        return { state };
+      case 'expire_queued':
+        expireQueued(state, ctx);
         return { state };
       case 'balances': {
         const { availableCredits, reservedCredits, walletCents, reservedWalletCents, walletActivated } = state.account;
@@ -172,8 +182,10 @@ async function create(
       state.creating--;
       state.queue.push(id);
       state.providerOf.set(id, draft.provider);
+      state.deadlineOf.set(id, generation.queueDeadline.getTime());
+      state.fresh.set(id, generation);
+      armExpiry(state, ctx, generation.queueDeadline.getTime());
       if (idempotency) state.idempotency.set(idempotency.key, { hash: idempotency.hash, expiresAt: keyExpiresAt, result: { status: 201, generation } });
-      ctx.actors.tell('gen', id, { type: 'start', row: generation });
       ctx.actors.tell('ws', state.workspaceId, { type: 'schedule' });
       return { kind: 'created', generation };
     },
@@ -205,6 +217,7 @@ async function settle(
   // `reserve` it will never take (it ended while queued, e.g. cancelled or expired).
   state.active.delete(generationId);
   state.queue = state.queue.filter((id) => id !== generationId);
+  state.deadlineOf.delete(generationId);
   state.providerOf.delete(generationId);
   depsOf(ctx).capacity.release(generationId);
 
@@ -221,6 +234,8 @@ async function settle(
  */
 function schedule(state: WorkspaceState, ctx: ActorContext): void {
   const { generationPaused, capacity } = depsOf(ctx);
+  const fresh = state.fresh;
+  state.fresh = new Map();
   if (generationPaused()) return;
   const waiting: string[] = [];
   while (state.active.size < state.plan.concurrentJobs && state.queue.length > 0) {
@@ -231,9 +246,40 @@ function schedule(state: WorkspaceState, ctx: ActorContext): void {
       continue;
     }
     state.active.add(id);
-    ctx.actors.tell('gen', id, { type: 'reserve' });
+    state.deadlineOf.delete(id);
+    ctx.actors.tell('gen', id, { type: 'reserve', row: fresh.get(id) });
   }
   if (waiting.length > 0) state.queue = [...waiting, ...state.queue];
+}
+
+/**
+ * Arms the workspace's one queue timer: for `deadline` (a job just queued) if it is earlier than the one
+ * armed, or else for the earliest deadline of the jobs still waiting.
+ */
+function armExpiry(state: WorkspaceState, ctx: ActorContext, deadline?: number): void {
+  if (deadline !== undefined) {
+    if (state.expiryAt !== undefined && state.expiryAt <= deadline) return;
+  } else {
+    for (const d of state.deadlineOf.values()) if (deadline === undefined || d < deadline) deadline = d;
+    if (deadline === undefined) return;
+  }
+  state.expiryTimer?.cancel();
+  state.expiryAt = deadline;
+  state.expiryTimer = ctx.clock.setTimer(() => ctx.actors.tell('ws', state.workspaceId, { type: 'expire_queued' }), Math.max(0, deadline - ctx.clock.now()));
+}
+
+/** Queued jobs past their deadline are told to expire (each settles through this actor), and the timer moves to the next deadline. */
+function expireQueued(state: WorkspaceState, ctx: ActorContext): void {
+  state.expiryTimer?.cancel();
+  state.expiryTimer = undefined;
+  state.expiryAt = undefined;
+  const now = ctx.clock.now();
+  for (const [id, deadline] of state.deadlineOf) {
+    if (deadline > now) continue;
+    state.deadlineOf.delete(id);
+    ctx.actors.tell('gen', id, { type: 'expire' });
+  }
+  armExpiry(state, ctx);
 }
 
 /** A workspace's first account: the plan's monthly credits, granted once (the ledger's reference makes it so). */

@@ -39,6 +39,8 @@ export type WorkspaceMessage =
   | { type: 'settle'; generationId: string; money: 'capture' | 'release'; settlement: GenerationSettlement; heldSlot: boolean }
   | { type: 'slot_declined'; generationId: string }
   | { type: 'schedule' }
+  /** The workspace's queue timer fired: queued jobs past their deadline expire. */
+  | { type: 'expire_queued' }
   | { type: 'balances' }
   /** A verified payment-provider event about one of the workspace's payments; applied once. */
   | { type: 'payment_event'; provider: string; event: ProviderEvent }

@@ -1,4 +1,5 @@
 import type { PlanEntitlements } from '../../runtime/plans.ts';
+import type { Timer } from '../../runtime/clock.ts';
 import type { GenerationRow } from '../../persistence/entities/generation.ts';
 import type { Account, MonthlySpend, WalletSettings } from './account.ts';
 
@@ -19,6 +20,15 @@ export interface WorkspaceState {
   active: Set<string>;
   /** Committed queued jobs, oldest first. */
   queue: string[];
+  /**
+   * The queue deadline of each queued job not yet granted a slot nor told to expire. The workspace keeps
+   * one timer for the earliest (expiryTimer), so a queued job needs no live actor of its own.
+   */
+  deadlineOf: Map<string, number>;
+  expiryTimer: Timer | undefined;
+  expiryAt: number | undefined;
+  /** Rows just committed, handed to their generation actor if the next schedule starts them. */
+  fresh: Map<string, GenerationRow>;
   /** The provider of each job queued or active, for the providers' capacity. */
   providerOf: Map<string, string>;
   /** Creations accepted but not yet committed. */
