@@ -2,6 +2,7 @@ import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import type { GenerationRow } from '../../persistence/entities/generation.ts';
 import { bulkWriteOf } from '../../persistence/bulk-write.ts';
 import type { SnapshotWriter } from '../../persistence/snapshot-writer.ts';
+import { boundQuery } from '../../persistence/bound-query.ts';
 
 /** A non-terminal transition of one generation: its new row, applied only if the stored status is still `from`. */
 export interface Progress {
@@ -16,7 +17,7 @@ export interface Progress {
  * throws, and BulkWrite writes every row again alone, so only that one fails.
  */
 async function writeProgress(em: SqlEntityManager, rows: Progress[]): Promise<void> {
-  const changed = await em.execute<Array<{ id: string }>>(
+  const changed = await boundQuery<{ id: string }>(em,
     `update generations g set status = v.status, timeline = v.timeline, provider_job_id = v.provider_job_id, started_at = v.started_at, updated_at = v.updated_at
      from jsonb_to_recordset(?::jsonb) as v(id text, from_status text, status text, timeline jsonb, provider_job_id text, started_at timestamptz, updated_at timestamptz)
      where g.id = v.id and g.status = v.from_status

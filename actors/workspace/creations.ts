@@ -3,6 +3,7 @@ import type { GenerationRow } from '../../persistence/entities/generation.ts';
 import { bulkWriteOf, type BulkWrite } from '../../persistence/bulk-write.ts';
 import type { SnapshotWriter } from '../../persistence/snapshot-writer.ts';
 import { writeMoneyChanges, type MoneyChange } from './money-writes.ts';
+import { boundQuery } from '../../persistence/bound-query.ts';
 
 /** What creating one generation writes: the row, its reservation, and its Idempotency-Key if it has one. */
 export interface Creation {
@@ -33,10 +34,9 @@ function generationColumns(g: GenerationRow): Record<string, unknown> {
  * ledger entries that name them follow them.
  */
 async function writeCreations(em: SqlEntityManager, creations: Creation[]): Promise<void> {
-  await em.execute(
+  await boundQuery(em,
     `insert into generations (${GENERATION_COLUMNS}) select ${GENERATION_COLUMNS} from jsonb_populate_recordset(null::generations, ?::jsonb)`,
     [JSON.stringify(creations.map((c) => generationColumns(c.generation)))],
-    'run',
   );
   await writeMoneyChanges(em, creations.map((c) => c.money));
   const keys = creations.flatMap((c) => c.idempotency ? [{
@@ -46,7 +46,7 @@ async function writeCreations(em: SqlEntityManager, creations: Creation[]): Prom
   if (keys.length === 0) return;
   // A key used again after it expired takes the place of its old row. One workspace never has two
   // creates with the same key in flight (its actor refuses the second), so no two rows here collide.
-  await em.execute(
+  await boundQuery(em,
     `insert into idempotency_keys (workspace_id, key, request_hash, response_status, response_body, created_at, expires_at)
      select k.workspace_id, k.key, k.request_hash, k.response_status, k.response_body, k.created_at, k.expires_at
      from jsonb_to_recordset(?::jsonb) as k(workspace_id text, key text, request_hash text, response_status integer, response_body jsonb,
@@ -55,7 +55,6 @@ async function writeCreations(em: SqlEntityManager, creations: Creation[]): Prom
        response_body = excluded.response_body, created_at = excluded.created_at, expires_at = excluded.expires_at
      where idempotency_keys.expires_at <= excluded.created_at`,
     [JSON.stringify(keys)],
-    'run',
   );
 }
 

@@ -1,6 +1,7 @@
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { newId } from '../../persistence/ids.ts';
 import type { LedgerEntry } from './account.ts';
+import { boundQuery } from '../../persistence/bound-query.ts';
 
 /**
  * One movement of a workspace's money: its ledger entries. A generation's reservation is its `reserve`
@@ -60,7 +61,7 @@ export async function writeMoneyChanges(em: SqlEntityManager, changes: MoneyChan
     if (at > delta.updated_at) delta.updated_at = at;
   }
   if (ledger.length === 0) return;
-  const rows = await em.execute<Array<{ accounts: number | string; entries: number | string }>>(
+  const rows = await boundQuery<{ accounts: number | string; entries: number | string }>(em,
     `with delta as (
        select * from jsonb_to_recordset(?::jsonb) as d(workspace_id text, credits bigint, reserved_credits bigint, wallet_cents bigint,
          reserved_wallet_cents bigint, updated_at timestamptz)),

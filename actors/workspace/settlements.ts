@@ -4,6 +4,7 @@ import type { SnapshotWriter } from '../../persistence/snapshot-writer.ts';
 import { writeEventDeliveries, type SettledEvent } from '../webhook/enqueue.ts';
 import { writeMoneyChanges, type MoneyChange } from './money-writes.ts';
 import type { GenerationSettlement } from './protocol.ts';
+import { boundQuery } from '../../persistence/bound-query.ts';
 
 /** What a generation's end writes in one transaction: its terminal state, its capture or release, its outputs and its event's deliveries. */
 export interface Settlement {
@@ -22,7 +23,7 @@ export interface Settlement {
  * unfinished makes the UPDATE throw; BulkWrite then writes each settlement alone, so only that one fails.
  */
 async function writeSettlements(em: SqlEntityManager, rows: Settlement[]): Promise<void> {
-  const changed = await em.execute<Array<{ id: string }>>(
+  const changed = await boundQuery<{ id: string }>(em,
     `update generations g set status = v.status, completed_at = v.completed_at, updated_at = v.updated_at, text_output = v.text_output,
        output_asset_ids = v.output_asset_ids, error_code = v.error_code, error_message = v.error_message, timeline = v.timeline
      from jsonb_to_recordset(?::jsonb) as v(id text, status text, completed_at timestamptz, updated_at timestamptz, text_output text,

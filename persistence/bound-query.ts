@@ -1,0 +1,15 @@
+import type { SqlEntityManager } from '@mikro-orm/postgresql';
+
+/**
+ * Runs one statement with its parameters bound by the driver (`?` placeholders), in the entity
+ * manager's transaction if it has one. `em.execute` inlines every parameter into the SQL text, escaping
+ * it character by character; for the large JSON parameters of the bulk writes (a hundred rows at a
+ * time) binding is cheaper and sends the value as it is.
+ */
+export async function boundQuery<T = Record<string, unknown>>(em: SqlEntityManager, sql: string, params: unknown[]): Promise<T[]> {
+  const query = em.getKnex().raw(sql, params as never[]);
+  const trx = em.getTransactionContext();
+  if (trx) query.transacting(trx);
+  const result = await query as unknown as { rows?: T[] } | T[];
+  return Array.isArray(result) ? result : (result.rows ?? []);
+}
