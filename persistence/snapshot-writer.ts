@@ -46,6 +46,8 @@ export class SnapshotWriter {
   private windowTimer: NodeJS.Timeout | undefined;
   private closed = false;
   private idleWaiters: Array<() => void> = [];
+  /** Units of writeAfter still waiting for their delay: each function puts its unit in the queue now. */
+  private readonly held = new Set<() => void>();
   readonly stats: WriterStats = { units: 0, batches: 0, failedUnits: 0, lastBatchSize: 0, lastCommitMs: 0 };
 
   constructor(private readonly db: Database, private readonly options: SnapshotWriterOptions) {}
@@ -73,8 +75,26 @@ export class SnapshotWriter {
     void context.with(ROOT_CONTEXT, () => this.drain());
   }
 
+  /**
+   * Like write, but the unit joins the queue only after `delayMs` (or at the next flush or close, if
+   * sooner): for writes nobody waits on, so that one unit gathers what many actors record meanwhile.
+   */
+  writeAfter(delayMs: number, unit: WriteUnit): Promise<void> {
+    if (this.closed) return Promise.reject(new WriterClosedError());
+    return new Promise<void>((resolve, reject) => {
+      const enqueue = () => {
+        clearTimeout(timer);
+        this.held.delete(enqueue);
+        this.write(unit).then(resolve, reject);
+      };
+      const timer = setTimeout(enqueue, delayMs);
+      this.held.add(enqueue);
+    });
+  }
+
   /** Resolves when everything queued so far has been committed or refused. */
   flush(): Promise<void> {
+    for (const enqueue of [...this.held]) enqueue();
     if (!this.committing && !this.scheduled && this.queue.length === 0) return Promise.resolve();
     return new Promise((resolve) => this.idleWaiters.push(resolve));
   }

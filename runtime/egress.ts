@@ -99,13 +99,25 @@ const REDIRECTS = new Set([301, 302, 303, 307, 308]);
 export async function fetchGuarded(url: string, options: GuardedRequest): Promise<GuardedResponse> {
   const policy = policyOf(options);
   const dispatcher = agentFor(policy, options.connectionsPerOrigin ?? 64);
-  const signal = AbortSignal.timeout(options.timeoutMs);
+  // One timer for the whole exchange, cleared when it ends (AbortSignal.timeout would keep every signal and
+  // its timer alive for the full time-out, tens of thousands of them under a load of webhooks).
+  const controller = new AbortController();
+  const timer = setTimeout(() => controller.abort(), options.timeoutMs);
+  timer.unref();
+  try {
+    return await exchange(url, options, policy, dispatcher, controller.signal);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+async function exchange(url: string, options: GuardedRequest, policy: AddressPolicy, dispatcher: Agent, signal: AbortSignal): Promise<GuardedResponse> {
   const maxRedirects = options.maxRedirects ?? 3;
   let current = url;
   let method: string = options.method ?? 'GET';
   let body = options.body;
   for (let redirects = 0; ; redirects++) {
-    const checked = checkUrlSyntax(current, { allowAddress: policy });
+    const checked = checkedUrl(current, policy);
     if (!checked.ok) throw new EgressError(checked.reason.startsWith('the address') ? 'blocked_address' : 'invalid_url', `${checked.reason}: ${shorten(current)}`);
     let response: Dispatcher.ResponseData;
     try {
@@ -132,7 +144,11 @@ export async function fetchGuarded(url: string, options: GuardedRequest): Promis
     }
     let received: Buffer;
     try {
-      received = await readLimited(response.body, options.maxBytes, () => new EgressError('too_large', `the response is larger than the ${options.maxBytes} bytes allowed`));
+      // A body declared empty (or a 204/304, which has none) is only drained, so the connection is reused.
+      if (declared === 0 || response.statusCode === 204 || response.statusCode === 304) {
+        await response.body.dump();
+        received = EMPTY;
+      } else received = await readLimited(response.body, options.maxBytes, () => new EgressError('too_large', `the response is larger than the ${options.maxBytes} bytes allowed`));
     } catch (error) {
       throw asEgressError(error, signal, options.timeoutMs);
     }
@@ -164,6 +180,32 @@ export function decodeDataUrl(url: string, mediaType: 'image' | 'video', maxByte
   const bytes = Buffer.from(encoded, 'base64');
   if (bytes.length > maxBytes) throw new EgressError('too_large', `the data URL holds more than ${maxBytes} bytes`);
   return { contentType, bytes };
+}
+
+const EMPTY = Buffer.alloc(0);
+
+/**
+ * checkUrlSyntax's verdict on a URL under a policy, remembered for the next request to the same URL (a
+ * webhook endpoint posts to one URL again and again): the verdict depends on nothing but the two, so every
+ * request is still checked against the rules, without parsing the same URL each time. (Names are checked
+ * at each connection, by guardedLookup, as before.)
+ */
+const verdicts = new WeakMap<AddressPolicy, Map<string, ReturnType<typeof checkUrlSyntax>>>();
+const VERDICTS_PER_POLICY = 4096;
+
+function checkedUrl(url: string, policy: AddressPolicy): ReturnType<typeof checkUrlSyntax> {
+  let byUrl = verdicts.get(policy);
+  if (!byUrl) {
+    byUrl = new Map();
+    verdicts.set(policy, byUrl);
+  }
+  let verdict = byUrl.get(url);
+  if (!verdict) {
+    verdict = checkUrlSyntax(url, { allowAddress: policy });
+    if (byUrl.size >= VERDICTS_PER_POLICY) byUrl.clear();
+    byUrl.set(url, verdict);
+  }
+  return verdict;
 }
 
 type AddressPolicy = (address: string) => boolean;

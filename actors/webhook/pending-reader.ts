@@ -1,0 +1,94 @@
+import type { Database } from '../../persistence/database.ts';
+import type { DeliveryAttempt } from '../../persistence/entities/webhook.ts';
+
+/** A pending delivery as an endpoint actor reads it. */
+export interface PendingRow {
+  id: string;
+  event_type: string;
+  body: string;
+  attempts: DeliveryAttempt[] | string;
+  next_attempt_at: Date | string | null;
+}
+
+interface Request {
+  endpointId: string;
+  limit: number;
+  resolve: (rows: PendingRow[]) => void;
+  reject: (error: unknown) => void;
+}
+
+/**
+ * Reads the pending deliveries of many endpoints in one statement: each endpoint's oldest `limit`, in id
+ * order, exactly what its own `select … where endpoint_id = ? and status = 'pending' order by id limit ?`
+ * would return. One read is in flight at a time; the requests made meanwhile (many endpoints run out of
+ * queued deliveries at about the same time) go together into the next one.
+ */
+export class PendingReader {
+  private waiting: Request[] = [];
+  private reading = false;
+
+  constructor(private readonly db: Database) {}
+
+  read(endpointId: string, limit: number): Promise<PendingRow[]> {
+    return new Promise((resolve, reject) => {
+      this.waiting.push({ endpointId, limit, resolve, reject });
+      if (!this.reading) {
+        this.reading = true;
+        setImmediate(() => void this.drain());
+      }
+    });
+  }
+
+  private async drain(): Promise<void> {
+    try {
+      while (this.waiting.length > 0) {
+        const batch = this.waiting;
+        this.waiting = [];
+        await this.readBatch(batch);
+      }
+    } finally {
+      this.reading = false;
+    }
+  }
+
+  private async readBatch(batch: Request[]): Promise<void> {
+    try {
+      if (batch.length === 1) {
+        const { endpointId, limit } = batch[0]!;
+        batch[0]!.resolve(await this.db.em().execute<PendingRow[]>(
+          `select id, event_type, body, attempts, next_attempt_at from webhook_deliveries
+           where endpoint_id = ? and status = 'pending' order by id limit ?`,
+          [endpointId, limit],
+        ));
+        return;
+      }
+      const rows = await this.db.em().execute<Array<PendingRow & { n: number }>>(
+        `select e.n, d.id, d.event_type, d.body, d.attempts, d.next_attempt_at
+         from jsonb_to_recordset(?::jsonb) as e(n integer, endpoint_id text, max_rows integer)
+         cross join lateral (
+           select id, event_type, body, attempts, next_attempt_at from webhook_deliveries w
+           where w.endpoint_id = e.endpoint_id and w.status = 'pending' order by w.id limit e.max_rows
+         ) d
+         order by e.n, d.id`,
+        [JSON.stringify(batch.map((r, n) => ({ n, endpoint_id: r.endpointId, max_rows: r.limit })))],
+      );
+      const byRequest: PendingRow[][] = batch.map(() => []);
+      for (const { n, ...row } of rows) byRequest[n]!.push(row);
+      for (const [i, request] of batch.entries()) request.resolve(byRequest[i]!);
+    } catch (error) {
+      for (const request of batch) request.reject(error);
+    }
+  }
+}
+
+const readers = new WeakMap<Database, PendingReader>();
+
+/** The pending reader of a database (one per service). */
+export function pendingReaderFor(db: Database): PendingReader {
+  let reader = readers.get(db);
+  if (!reader) {
+    reader = new PendingReader(db);
+    readers.set(db, reader);
+  }
+  return reader;
+}
