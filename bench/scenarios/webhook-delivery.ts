@@ -2,7 +2,8 @@ import { randomBytes } from 'node:crypto';
 import { signatureHeader } from '../../actors/webhook/signature.ts';
 import { Agent, request } from 'undici';
 import { freePort, startNodeServer, stopServer, waitUntilReady } from '../lib/processes.ts';
-import type { LoadSummary, Scenario } from '../lib/types.ts';
+import type { BenchContext, ExtraServer, LoadSummary, Scenario, ScenarioOutcome } from '../lib/types.ts';
+import { scratchDatabase } from '../lib/postgres.ts';
 import { signUp } from '../lib/accounts.ts';
 import { measuredSummary } from '../lib/types.ts';
 
@@ -29,90 +30,109 @@ function median<T extends { delivered: number; seconds: number }>(rounds: T[]): 
 export const webhookDelivery: Scenario = {
   name: 'webhook-delivery',
   description: `webhook deliveries/s from completed generations (${WORKSPACES * ENDPOINTS} endpoints) to a uWS receiver vs a bare undici loop posting the same signed bodies`,
+  run: (ctx) => measureDeliveries(ctx, ctx.serviceUrl),
+};
+
+/** The same on PostgreSQL (a scratch database), as a production deployment runs. */
+export const webhookDeliveryPostgres: Scenario = {
+  name: 'webhook-delivery-postgres',
+  description: `webhook-delivery with the service on PostgreSQL instead of the embedded PGlite`,
   async run(ctx) {
-    const port = await freePort();
-    const receiver = startNodeServer('webhook receiver', 'bench/servers/webhook-receiver.ts', port, {});
+    const db = await scratchDatabase();
+    let server: ExtraServer | undefined;
     try {
-      await waitUntilReady(receiver, '/', 30_000);
-      const control = async (path: string, method = 'POST') => (await fetch(`${receiver.url}/control/${path}`, { method })).json() as Promise<{ received: number; held: number; releasedAt: number; lastAt: number }>;
-      const tenants = await Promise.all(Array.from({ length: WORKSPACES }, () => signUp(ctx.serviceUrl)));
-      const endpoints: Array<{ url: string; secret: string }> = [];
-      for (const [w, tenant] of tenants.entries()) {
-        for (let e = 0; e < ENDPOINTS; e++) {
-          const url = `${receiver.url}/hook/${w}-${e}`;
-          const created = await json(ctx.serviceUrl, tenant.cookie, 'POST', '/v1/webhooks', { workspaceId: tenant.workspaceId, url, eventTypes: ['generation.completed'] });
-          endpoints.push({ url, secret: created.secret });
-        }
-      }
-
-      const serviceRound = async (label: string) => {
-        await control('reset');
-        await control('hold');
-        const ids = await Promise.all(tenants.flatMap((tenant) => Array.from({ length: GENERATIONS }, async () =>
-          ({ tenant, id: (await json(ctx.serviceUrl, tenant.cookie, 'POST', '/v1/generations', { workspaceId: tenant.workspaceId, mode: 'text_to_text', model: 'local/text-mini', params: { prompt: 'bench' } })).id as string }))));
-        await waitForCompletion(ctx.serviceUrl, tenants, ids.length);
-        const expected = ids.length * ENDPOINTS;
-        let stats = await until(async () => { const s = await control('stats', 'GET'); return s.held === endpoints.length ? s : undefined; }, 'every endpoint has its first delivery on the wire', 60_000);
-        await control('release');
-        stats = await until(async () => { const s = await control('stats', 'GET'); return s.received >= expected ? s : undefined; }, `${expected} deliveries`, 300_000);
-        const delivered = expected - endpoints.length;
-        const seconds = (stats.lastAt - stats.releasedAt) / 1000;
-        ctx.log(`webhook-delivery ${label}: ${delivered} deliveries in ${seconds.toFixed(3)} s after the release = ${(delivered / seconds).toFixed(0)}/s`);
-        return { delivered, seconds };
-      };
-
-      const bareRound = async (label: string, perEndpoint: number) => {
-        await control('reset');
-        const agent = new Agent({ connections: 64, keepAliveTimeout: 10_000 });
-        const body = sampleBody();
-        const started = performance.now();
-        let errors = 0;
-        await Promise.all(endpoints.map(async (endpoint) => {
-          for (let i = 0; i < perEndpoint; i++) {
-            const t = Math.floor(Date.now() / 1000);
-            const res = await request(endpoint.url, {
-              dispatcher: agent, method: 'POST', body,
-              headers: {
-                'content-type': 'application/json', 'x-service-signature': signatureHeader(endpoint.secret, body, t), 'x-service-event': 'generation.completed',
-                'x-service-delivery': `dlv_${randomBytes(13).toString('hex')}`, traceparent: `00-${randomBytes(16).toString('hex')}-${randomBytes(8).toString('hex')}-00`,
-              },
-            });
-            await res.body.dump();
-            if (res.statusCode < 200 || res.statusCode > 299) errors++;
-          }
-        }));
-        const seconds = (performance.now() - started) / 1000;
-        await agent.close();
-        const delivered = endpoints.length * perEndpoint;
-        ctx.log(`webhook-delivery ${label}: ${delivered} posts in ${seconds.toFixed(3)} s = ${(delivered / seconds).toFixed(0)}/s`);
-        return { delivered, seconds, errors };
-      };
-
-      await serviceRound('service warm-up (discarded)');
-      await bareRound('bare undici warm-up (discarded)', GENERATIONS - 1);
-      // Rounds alternate, so both sides see the same machine; the median round of each is reported.
-      const servedRounds: Array<{ delivered: number; seconds: number }> = [];
-      const bareRounds: Array<{ delivered: number; seconds: number; errors: number }> = [];
-      for (let round = 1; round <= ROUNDS; round++) {
-        servedRounds.push(await serviceRound(`service round ${round}`));
-        bareRounds.push(await bareRound(`bare undici round ${round}`, GENERATIONS - 1));
-      }
-      const served = median(servedRounds);
-      const bare = median(bareRounds);
-      return {
-        result: summary('service: deliveries of completed generations', `${receiver.url}/hook/*`, served.delivered, served.seconds, 0, endpoints.length),
-        baseline: summary('bare undici loop posting the same signed bodies', `${receiver.url}/hook/*`, bare.delivered, bare.seconds, bare.errors, endpoints.length),
-        target: 0.5,
-        notes: [
-          `${WORKSPACES} workspaces × ${ENDPOINTS} endpoints, ${GENERATIONS} generations per workspace per round; timed from the receiver's release of the held first deliveries to the last delivery; median of ${ROUNDS} rounds each`,
-          `service rounds/s: ${servedRounds.map((r) => Math.round(r.delivered / r.seconds)).join(', ')}; bare rounds/s: ${bareRounds.map((r) => Math.round(r.delivered / r.seconds)).join(', ')}`,
-        ],
-      };
+      server = await ctx.startService('service (PostgreSQL)', { DATABASE_URL: db.url });
+      return await measureDeliveries(ctx, server.url);
     } finally {
-      await stopServer(receiver);
+      await server?.stop();
+      await db.drop();
     }
   },
 };
+
+async function measureDeliveries(ctx: BenchContext, serviceUrl: string): Promise<ScenarioOutcome> {
+  const port = await freePort();
+  const receiver = startNodeServer('webhook receiver', 'bench/servers/webhook-receiver.ts', port, {});
+  try {
+    await waitUntilReady(receiver, '/', 30_000);
+    const control = async (path: string, method = 'POST') => (await fetch(`${receiver.url}/control/${path}`, { method })).json() as Promise<{ received: number; held: number; releasedAt: number; lastAt: number }>;
+    const tenants = await Promise.all(Array.from({ length: WORKSPACES }, () => signUp(serviceUrl)));
+    const endpoints: Array<{ url: string; secret: string }> = [];
+    for (const [w, tenant] of tenants.entries()) {
+      for (let e = 0; e < ENDPOINTS; e++) {
+        const url = `${receiver.url}/hook/${w}-${e}`;
+        const created = await json(serviceUrl, tenant.cookie, 'POST', '/v1/webhooks', { workspaceId: tenant.workspaceId, url, eventTypes: ['generation.completed'] });
+        endpoints.push({ url, secret: created.secret });
+      }
+    }
+
+    const serviceRound = async (label: string) => {
+      await control('reset');
+      await control('hold');
+      const ids = await Promise.all(tenants.flatMap((tenant) => Array.from({ length: GENERATIONS }, async () =>
+        ({ tenant, id: (await json(serviceUrl, tenant.cookie, 'POST', '/v1/generations', { workspaceId: tenant.workspaceId, mode: 'text_to_text', model: 'local/text-mini', params: { prompt: 'bench' } })).id as string }))));
+      await waitForCompletion(serviceUrl, tenants, ids.length);
+      const expected = ids.length * ENDPOINTS;
+      let stats = await until(async () => { const s = await control('stats', 'GET'); return s.held === endpoints.length ? s : undefined; }, 'every endpoint has its first delivery on the wire', 60_000);
+      await control('release');
+      stats = await until(async () => { const s = await control('stats', 'GET'); return s.received >= expected ? s : undefined; }, `${expected} deliveries`, 300_000);
+      const delivered = expected - endpoints.length;
+      const seconds = (stats.lastAt - stats.releasedAt) / 1000;
+      ctx.log(`webhook-delivery ${label}: ${delivered} deliveries in ${seconds.toFixed(3)} s after the release = ${(delivered / seconds).toFixed(0)}/s`);
+      return { delivered, seconds };
+    };
+
+    const bareRound = async (label: string, perEndpoint: number) => {
+      await control('reset');
+      const agent = new Agent({ connections: 64, keepAliveTimeout: 10_000 });
+      const body = sampleBody();
+      const started = performance.now();
+      let errors = 0;
+      await Promise.all(endpoints.map(async (endpoint) => {
+        for (let i = 0; i < perEndpoint; i++) {
+          const t = Math.floor(Date.now() / 1000);
+          const res = await request(endpoint.url, {
+            dispatcher: agent, method: 'POST', body,
+            headers: {
+              'content-type': 'application/json', 'x-service-signature': signatureHeader(endpoint.secret, body, t), 'x-service-event': 'generation.completed',
+              'x-service-delivery': `dlv_${randomBytes(13).toString('hex')}`, traceparent: `00-${randomBytes(16).toString('hex')}-${randomBytes(8).toString('hex')}-00`,
+            },
+          });
+          await res.body.dump();
+          if (res.statusCode < 200 || res.statusCode > 299) errors++;
+        }
+      }));
+      const seconds = (performance.now() - started) / 1000;
+      await agent.close();
+      const delivered = endpoints.length * perEndpoint;
+      ctx.log(`webhook-delivery ${label}: ${delivered} posts in ${seconds.toFixed(3)} s = ${(delivered / seconds).toFixed(0)}/s`);
+      return { delivered, seconds, errors };
+    };
+
+    await serviceRound('service warm-up (discarded)');
+    await bareRound('bare undici warm-up (discarded)', GENERATIONS - 1);
+    // Rounds alternate, so both sides see the same machine; the median round of each is reported.
+    const servedRounds: Array<{ delivered: number; seconds: number }> = [];
+    const bareRounds: Array<{ delivered: number; seconds: number; errors: number }> = [];
+    for (let round = 1; round <= ROUNDS; round++) {
+      servedRounds.push(await serviceRound(`service round ${round}`));
+      bareRounds.push(await bareRound(`bare undici round ${round}`, GENERATIONS - 1));
+    }
+    const served = median(servedRounds);
+    const bare = median(bareRounds);
+    return {
+      result: summary('service: deliveries of completed generations', `${receiver.url}/hook/*`, served.delivered, served.seconds, 0, endpoints.length),
+      baseline: summary('bare undici loop posting the same signed bodies', `${receiver.url}/hook/*`, bare.delivered, bare.seconds, bare.errors, endpoints.length),
+      target: 0.5,
+      notes: [
+        `${WORKSPACES} workspaces × ${ENDPOINTS} endpoints, ${GENERATIONS} generations per workspace per round; timed from the receiver's release of the held first deliveries to the last delivery; median of ${ROUNDS} rounds each`,
+        `service rounds/s: ${servedRounds.map((r) => Math.round(r.delivered / r.seconds)).join(', ')}; bare rounds/s: ${bareRounds.map((r) => Math.round(r.delivered / r.seconds)).join(', ')}`,
+      ],
+    };
+  } finally {
+    await stopServer(receiver);
+  }
+}
 
 async function json(serviceUrl: string, cookie: string, method: string, pathname: string, body?: unknown): Promise<any> {
   const res = await fetch(`${serviceUrl}${pathname}`, { method, headers: { 'content-type': 'application/json', cookie }, ...(body ? { body: JSON.stringify(body) } : {}) });
