@@ -7,7 +7,11 @@ export type BulkApply<R> = (em: SqlEntityManager, rows: R[]) => Promise<void>;
 interface Gathering<R> {
   rows: R[];
   committed: Promise<void>;
+  writer: SnapshotWriter;
 }
+
+/** Rows gathered for one statement beyond which the writer commits without waiting for its window to end. */
+const HURRY_ROWS = 32;
 
 /**
  * Rows of one kind that many actors write in the same group commit, written together: the first row
@@ -17,20 +21,22 @@ interface Gathering<R> {
  * If the shared unit fails, each of its rows is written again as a unit of its own (the writer isolates
  * failing units), so one bad row fails alone and the others still commit. `apply` must be right for any
  * subset of rows, and its statements must not depend on other units of the same transaction.
+ *
+ * With `lanes` > 1, a new batch goes to a lane of the writer that is idle (SnapshotWriter.lane), so it
+ * commits while the previous batch is still committing: for rows whose writes commute with everything
+ * else (inserts of new rows, balance deltas), and whose statements lock shared rows in a fixed order.
  */
-/** Rows gathered for one statement beyond which the writer commits without waiting for its window to end. */
-const HURRY_ROWS = 32;
-
 export class BulkWrite<R> {
   private open: Gathering<R> | undefined;
+  private next = 0;
 
-  constructor(private readonly writer: SnapshotWriter, private readonly apply: BulkApply<R>) {}
+  constructor(private readonly writer: SnapshotWriter, private readonly apply: BulkApply<R>, private readonly lanes = 1) {}
 
   add(row: R): Promise<void> {
     let gathering = this.open;
     if (!gathering) {
-      const created: Gathering<R> = { rows: [], committed: Promise.resolve() };
-      created.committed = this.writer.write(async (em) => {
+      const created: Gathering<R> = { rows: [], committed: Promise.resolve(), writer: this.pickLane() };
+      created.committed = created.writer.write(async (em) => {
         // Rows added from now on belong to the next batch.
         if (this.open === created) this.open = undefined;
         await this.apply(em, created.rows);
@@ -39,9 +45,23 @@ export class BulkWrite<R> {
       gathering = created;
     }
     gathering.rows.push(row);
-    if (gathering.rows.length === HURRY_ROWS) this.writer.hurry();
+    if (gathering.rows.length === HURRY_ROWS) gathering.writer.hurry();
     const rows = gathering.rows;
     return gathering.committed.catch((error: unknown) => (rows.length === 1 ? Promise.reject(error) : this.alone(row)));
+  }
+
+  /** An idle lane if there is one, else the next in turn. */
+  private pickLane(): SnapshotWriter {
+    for (let i = 0; i < this.lanes; i++) {
+      const lane = this.writer.lane((this.next + i) % this.lanes);
+      if (lane.idle) {
+        this.next = (this.next + i + 1) % this.lanes;
+        return lane;
+      }
+    }
+    const lane = this.writer.lane(this.next);
+    this.next = (this.next + 1) % this.lanes;
+    return lane;
   }
 
   private alone(row: R): Promise<void> {
@@ -52,7 +72,7 @@ export class BulkWrite<R> {
 const shared = new WeakMap<SnapshotWriter, Map<unknown, unknown>>();
 
 /** The one BulkWrite of `apply` on a writer (one writer per service), so every actor's rows of that kind gather together. */
-export function bulkWriteOf<R>(writer: SnapshotWriter, apply: BulkApply<R>): BulkWrite<R> {
+export function bulkWriteOf<R>(writer: SnapshotWriter, apply: BulkApply<R>, lanes = 1): BulkWrite<R> {
   let kinds = shared.get(writer);
   if (!kinds) {
     kinds = new Map();
@@ -60,7 +80,7 @@ export function bulkWriteOf<R>(writer: SnapshotWriter, apply: BulkApply<R>): Bul
   }
   let bulk = kinds.get(apply) as BulkWrite<R> | undefined;
   if (!bulk) {
-    bulk = new BulkWrite(writer, apply);
+    bulk = new BulkWrite(writer, apply, lanes);
     kinds.set(apply, bulk);
   }
   return bulk;

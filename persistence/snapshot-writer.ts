@@ -48,6 +48,7 @@ export class SnapshotWriter {
   private idleWaiters: Array<() => void> = [];
   /** Units of writeAfter still waiting for their delay: each function puts its unit in the queue now. */
   private readonly held = new Set<() => void>();
+  private readonly lanes: SnapshotWriter[] = [];
   readonly stats: WriterStats = { units: 0, batches: 0, failedUnits: 0, lastBatchSize: 0, lastCommitMs: 0 };
 
   constructor(private readonly db: Database, private readonly options: SnapshotWriterOptions) {}
@@ -92,15 +93,34 @@ export class SnapshotWriter {
     });
   }
 
-  /** Resolves when everything queued so far has been committed or refused. */
+  /** Nothing queued, gathering or committing. */
+  get idle(): boolean {
+    return !this.committing && !this.scheduled && this.queue.length === 0;
+  }
+
+  /**
+   * Lane `index` of this writer: lane 0 is the writer itself; each other lane is a writer of its own, made
+   * on first use, whose batches commit in their own transactions beside this one's. Only for writes that
+   * commute with everything that may commit beside them (see BulkWrite's lanes). Flushed and closed with
+   * this writer.
+   */
+  lane(index: number): SnapshotWriter {
+    if (index === 0) return this;
+    while (this.lanes.length < index) this.lanes.push(new SnapshotWriter(this.db, this.options));
+    return this.lanes[index - 1]!;
+  }
+
+  /** Resolves when everything queued so far (in every lane) has been committed or refused. */
   flush(): Promise<void> {
     for (const enqueue of [...this.held]) enqueue();
-    if (!this.committing && !this.scheduled && this.queue.length === 0) return Promise.resolve();
-    return new Promise((resolve) => this.idleWaiters.push(resolve));
+    const own = this.idle ? Promise.resolve() : new Promise<void>((resolve) => this.idleWaiters.push(resolve));
+    if (this.lanes.length === 0) return own;
+    return Promise.all([own, ...this.lanes.map((lane) => lane.flush())]).then(() => undefined);
   }
 
   async close(): Promise<void> {
     await this.flush();
+    await Promise.all(this.lanes.map((lane) => lane.close()));
     this.closed = true;
   }
 

@@ -18,6 +18,8 @@ export interface DirectoryDeps {
   askTimeoutMs?: number;
   /** Handed to every actor as ctx.deps. */
   actorDeps?: unknown;
+  /** Whether spans are recorded (an exporter is configured); without, messages carry no trace context and make no span. */
+  tracing?: boolean;
 }
 
 interface Entry {
@@ -75,7 +77,10 @@ export class ActorDirectory implements ActorMessenger {
   private stopped = false;
   readonly stats = { spawned: 0, restarts: 0, passivated: 0, messages: 0 };
 
+  private readonly tracing: boolean;
+
   constructor(private readonly deps: DirectoryDeps) {
+    this.tracing = deps.tracing ?? true;
     this.scheduleSweep();
   }
 
@@ -92,7 +97,7 @@ export class ActorDirectory implements ActorMessenger {
 
   async ask<R>(kind: string, id: string, msg: unknown, timeoutMs = this.deps.askTimeoutMs ?? 30_000): Promise<R> {
     const entry = this.enter(kind, id);
-    const reply = (await nact.query(entry.ref, (replyTo: Ref<Reply<unknown>>) => wrap(msg, replyTo), timeoutMs)) as Reply<R>;
+    const reply = (await nact.query(entry.ref, (replyTo: Ref<Reply<unknown>>) => wrap(msg, replyTo, this.tracing), timeoutMs)) as Reply<R>;
     if (!reply.ok) throw new ActorCrashedError(`${kind}:${id}`, reply.error);
     return reply.value;
   }
@@ -106,7 +111,7 @@ export class ActorDirectory implements ActorMessenger {
       this.deps.logger.debug({ actor: `${kind}:${id}` }, 'message dropped: the actor system has stopped');
       return;
     }
-    nact.dispatch(this.enter(kind, id).ref, wrap(msg));
+    nact.dispatch(this.enter(kind, id).ref, wrap(msg, undefined, this.tracing));
   }
 
   /** Ids of the live actors of one kind. */
@@ -184,41 +189,49 @@ export class ActorDirectory implements ActorMessenger {
       deps: this.deps.actorDeps,
     };
     const entry: Entry = { ref: undefined as unknown as Ref<Envelope<unknown>>, kind, id, pending: 0, lastActive: this.deps.clock.now(), passivate: false, stale: false, keepAlive: false };
+    const handle = async (slot: Slot, envelope: Envelope<unknown>): Promise<Slot> => {
+      let state: unknown;
+      if (slot && !entry.stale) {
+        state = slot.state;
+      } else {
+        state = (!slot && !entry.stale ? behavior.seed?.(envelope.msg) : undefined) ?? await behavior.load(ctx);
+        entry.stale = false;
+      }
+      const outcome = await behavior.receive(state, envelope.msg, ctx);
+      if (outcome.passivate) entry.passivate = true;
+      entry.keepAlive = behavior.keepAlive?.(outcome.state) ?? false;
+      const replyTo = envelope.replyTo;
+      if (outcome.replyWhenDurable) {
+        outcome.replyWhenDurable.then(
+          (value) => { if (replyTo) nact.dispatch(replyTo, { ok: true, value }); },
+          (error: unknown) => {
+            entry.stale = true;
+            this.deps.logger.error({ err: error, actor: key }, 'a deferred write failed; the actor reloads its persisted state');
+            if (replyTo) nact.dispatch(replyTo, { ok: false, error: (error as Error).message });
+          },
+        );
+      } else if (replyTo) {
+        nact.dispatch(replyTo, { ok: true, value: outcome.reply });
+      }
+      return { loaded: true as const, state: outcome.state };
+    };
     const receive = async (slot: Slot, envelope: Envelope<unknown>): Promise<Slot> => {
+      this.stats.messages++;
+      if (!this.tracing) {
+        try {
+          return await handle(slot, envelope);
+        } finally {
+          this.done(entry);
+        }
+      }
       const parent = traceContextOf(envelope);
       const type = typeof envelope.msg === 'object' && envelope.msg !== null && 'type' in envelope.msg ? String(envelope.msg.type) : 'message';
       const span = this.deps.tracer.startSpan(`actor ${kind} ${type}`, {
         kind: SpanKind.INTERNAL,
         attributes: { 'actor.kind': kind, 'actor.id': id, 'actor.message': type },
       }, parent);
-      this.stats.messages++;
       try {
-        return await context.with(trace.setSpan(parent, span), async () => {
-          let state: unknown;
-          if (slot && !entry.stale) {
-            state = slot.state;
-          } else {
-            state = (!slot && !entry.stale ? behavior.seed?.(envelope.msg) : undefined) ?? await behavior.load(ctx);
-            entry.stale = false;
-          }
-          const outcome = await behavior.receive(state, envelope.msg, ctx);
-          if (outcome.passivate) entry.passivate = true;
-          entry.keepAlive = behavior.keepAlive?.(outcome.state) ?? false;
-          const replyTo = envelope.replyTo;
-          if (outcome.replyWhenDurable) {
-            outcome.replyWhenDurable.then(
-              (value) => { if (replyTo) nact.dispatch(replyTo, { ok: true, value }); },
-              (error: unknown) => {
-                entry.stale = true;
-                this.deps.logger.error({ err: error, actor: key }, 'a deferred write failed; the actor reloads its persisted state');
-                if (replyTo) nact.dispatch(replyTo, { ok: false, error: (error as Error).message });
-              },
-            );
-          } else if (replyTo) {
-            nact.dispatch(replyTo, { ok: true, value: outcome.reply });
-          }
-          return { loaded: true as const, state: outcome.state };
-        });
+        return await context.with(trace.setSpan(parent, span), () => handle(slot, envelope));
       } catch (error) {
         span.recordException(error as Error);
         span.setStatus({ code: SpanStatusCode.ERROR });

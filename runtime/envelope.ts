@@ -11,9 +11,15 @@ export interface Envelope<M> {
   replyTo?: Ref<Reply<unknown>>;
 }
 
-export function wrap<M>(msg: M, replyTo?: Ref<Reply<unknown>>): Envelope<M> {
-  const carrier: Record<string, string> = {};
-  propagation.inject(context.active(), carrier);
+const NO_TRACE: Record<string, string> = Object.freeze({}) as Record<string, string>;
+
+/** `tracing` false (no span is recorded anywhere): the sender's trace context is not carried. */
+export function wrap<M>(msg: M, replyTo?: Ref<Reply<unknown>>, tracing = true): Envelope<M> {
+  let carrier = NO_TRACE;
+  if (tracing) {
+    carrier = {};
+    propagation.inject(context.active(), carrier);
+  }
   return replyTo ? { msg, trace: carrier, replyTo } : { msg, trace: carrier };
 }
 

@@ -90,7 +90,7 @@ export async function startService(options: StartOptions): Promise<RunningServic
   const clock = options.clock ?? systemClock;
   const db = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
   const writer = new SnapshotWriter(db, { windowMs: config.groupCommit.windowMs, maxBatch: config.groupCommit.maxBatch, tracer: telemetry.tracer });
-  const actors = new ActorDirectory({ clock, logger, db, writer, tracer: telemetry.tracer, idleMs: config.actorIdleMs });
+  const actors = new ActorDirectory({ clock, logger, db, writer, tracer: telemetry.tracer, tracing: telemetry.enabled, idleMs: config.actorIdleMs });
   for (const behavior of options.behaviors ?? []) actors.register(behavior);
   const health = new HealthState();
   // Shared back ends when REDIS_URL is set, in-process ones otherwise: chosen here, once.

@@ -12,6 +12,8 @@ export interface Creation {
   idempotency?: { key: string; hash: string; expiresAt: Date };
 }
 
+const CREATION_LANES = 2;
+
 const GENERATION_COLUMNS = [
   'id', 'workspace_id', 'api_key_id', 'user_id', 'mode', 'model_id', 'status', 'params', 'inputs', 'payment_mode', 'credits', 'project',
   'idempotency_key', 'provider', 'provider_job_id', 'text_output', 'output_asset_ids', 'error_code', 'error_message', 'timeline',
@@ -60,5 +62,7 @@ async function writeCreations(em: SqlEntityManager, creations: Creation[]): Prom
 
 /** The creations of a writer (one per service): every create of a group commit shares its statements. */
 export function creationsOf(writer: SnapshotWriter): BulkWrite<Creation> {
-  return bulkWriteOf(writer, writeCreations);
+  // Two lanes: creations only insert new rows and move balances by deltas, so a batch may commit while
+  // the previous one still is.
+  return bulkWriteOf(writer, writeCreations, CREATION_LANES);
 }

@@ -80,7 +80,8 @@ export async function writeMoneyChanges(em: SqlEntityManager, changes: MoneyChan
        where e.workspace_id in (select workspace_id from account)
        returning id)
      select (select count(*) from account) as accounts, (select count(*) from entry) as entries`,
-    [JSON.stringify([...accounts.values()]), JSON.stringify(ledger)],
+    // Sorted, so transactions that commit side by side (creations have lanes) lock accounts in the same order.
+    [JSON.stringify([...accounts.values()].sort((a, b) => (a.workspace_id < b.workspace_id ? -1 : 1))), JSON.stringify(ledger)],
   );
   const result = rows[0];
   if (!result || Number(result.accounts) !== accounts.size || Number(result.entries) !== ledger.length) {
