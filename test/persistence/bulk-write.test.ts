@@ -4,6 +4,7 @@ import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { openDatabase } from '../../persistence/database.ts';
 import { BulkWrite, bulkWriteOf } from '../../persistence/bulk-write.ts';
 import { SnapshotWriter, type SnapshotWriterOptions } from '../../persistence/snapshot-writer.ts';
+import { boundQuery } from '../../persistence/bound-query.ts';
 import { freshDatabaseUrl } from '../helpers/database.ts';
 
 const tracer = trace.getTracer('test');
@@ -90,4 +91,23 @@ t.test('bulkWriteOf gives one BulkWrite per writer and statement', async (t) => 
   t.not(bulkWriteOf(a, apply), bulkWriteOf(a, other));
   await a.close();
   await b.close();
+});
+
+t.test('boundQuery runs in the transaction of the entity manager it is given', async (t) => {
+  const writer = new SnapshotWriter(db, options());
+  let viaOrm = '';
+  let viaBound = '';
+  await writer.write(async (em) => {
+    viaOrm = (await em.execute<Array<{ tx: string }>>('select pg_current_xact_id()::text as tx'))[0]!.tx;
+    viaBound = (await boundQuery<{ tx: string }>(em, 'select pg_current_xact_id()::text as tx', []))[0]!.tx;
+  });
+  t.equal(viaBound, viaOrm, 'the same transaction');
+  // A bound write rolled back with its transaction is not kept.
+  const kind = newKind();
+  await t.rejects(writer.write(async (em) => {
+    await boundQuery(em, `insert into actor_snapshots (kind, id, version, state, updated_at) values (?, 'x', 1, '{}'::jsonb, now())`, [kind]);
+    throw new Error('roll back');
+  }));
+  t.same(await ids(kind), [], 'rolled back with the transaction');
+  await writer.close();
 });
