@@ -18,7 +18,7 @@ interface StateRecord {
  * costs no delivery any time, and under load it makes one statement and one transaction of a few hundred
  * outcomes instead of one of each per group commit.
  */
-const GATHER_MS = 20;
+const GATHER_MS = 100;
 
 interface Batch {
   /** By delivery id: each record is the delivery's whole new state, so a later one replaces an earlier one. */
