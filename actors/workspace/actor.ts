@@ -2,7 +2,7 @@ import type { ActorBehavior, ActorContext, Outcome } from '../../runtime/actor-b
 import { planOf, type PlanEntitlements } from '../../runtime/plans.ts';
 import { newId } from '../../persistence/ids.ts';
 import { WorkspaceEntity } from '../../persistence/entities/workspace.ts';
-import { GenerationEntity, type GenerationRow } from '../../persistence/entities/generation.ts';
+import type { GenerationRow } from '../../persistence/entities/generation.ts';
 import { CreditLedgerEntity, IdempotencyKeyEntity, WorkspaceAccountEntity } from '../../persistence/entities/workspace-account.ts';
 import { depsOf } from '../deps.ts';
 import { capture, emptyAccount, grant, release, reserveWithinCap, spendAt, spendChange } from './account.ts';
