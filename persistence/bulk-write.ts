@@ -3,6 +3,8 @@ import type { SnapshotWriter } from './snapshot-writer.ts';
 
 /** Writes many rows of one kind with a constant number of statements. */
 export type BulkApply<R> = (em: SqlEntityManager, rows: R[]) => Promise<void>;
+// An apply lets every failed statement throw and writes only through statements: its units are strict
+// (SnapshotWriter's WriteOptions).
 
 interface Gathering<R> {
   rows: R[];
@@ -40,7 +42,7 @@ export class BulkWrite<R> {
         // Rows added from now on belong to the next batch.
         if (this.open === created) this.open = undefined;
         await this.apply(em, created.rows);
-      });
+      }, { strict: true });
       this.open = created;
       gathering = created;
     }
@@ -65,7 +67,7 @@ export class BulkWrite<R> {
   }
 
   private alone(row: R): Promise<void> {
-    return this.writer.write((em) => this.apply(em, [row]));
+    return this.writer.write((em) => this.apply(em, [row]), { strict: true });
   }
 }
 

@@ -25,6 +25,16 @@ interface Pending {
   resolve: () => void;
   reject: (error: unknown) => void;
   link: Link | undefined;
+  strict: boolean;
+}
+
+export interface WriteOptions {
+  /**
+   * The unit lets every failed statement throw (it catches none) and persists nothing through the
+   * entity manager's unit of work: a batch of such units needs neither the final flush nor the check
+   * statement that catches a transaction some unit left aborted.
+   */
+  strict?: boolean;
 }
 
 export class WriterClosedError extends Error {
@@ -54,11 +64,11 @@ export class SnapshotWriter {
   constructor(private readonly db: Database, private readonly options: SnapshotWriterOptions) {}
 
   /** Resolves once the unit's writes are committed; rejects if they were rolled back. */
-  write(unit: WriteUnit): Promise<void> {
+  write(unit: WriteUnit, options: WriteOptions = {}): Promise<void> {
     if (this.closed) return Promise.reject(new WriterClosedError());
     return new Promise<void>((resolve, reject) => {
       const spanContext = trace.getActiveSpan()?.spanContext();
-      this.queue.push({ unit, resolve, reject, link: spanContext ? { context: spanContext } : undefined });
+      this.queue.push({ unit, resolve, reject, link: spanContext ? { context: spanContext } : undefined, strict: options.strict === true });
       this.schedule();
     });
   }
@@ -167,8 +177,10 @@ export class SnapshotWriter {
         // A unit that caught the error of a failed statement leaves the transaction aborted, and the
         // server then answers COMMIT with a silent ROLLBACK: one more statement makes such a batch fail
         // here instead of acknowledging writes that were never committed.
-        await em.flush();
-        await em.execute('select 1');
+        if (!batch.every((p) => p.strict)) {
+          await em.flush();
+          await em.execute('select 1');
+        }
       });
       this.record(batch.length, started);
       for (const pending of batch) pending.resolve();
