@@ -20,8 +20,7 @@
 import dns from 'node:dns';
 import type { LookupAddress, LookupAllOptions, LookupOneOptions } from 'node:dns';
 import ipaddr from 'ipaddr.js';
-import { Agent, request, type Dispatcher } from 'undici';
-import { readLimited } from './read-limited.ts';
+import { Agent, type Dispatcher } from 'undici';
 
 export type EgressErrorCode =
   | 'invalid_url' | 'blocked_address' | 'dns_failed' | 'too_many_redirects' | 'too_large' | 'timeout' | 'network_error';
@@ -99,61 +98,156 @@ const REDIRECTS = new Set([301, 302, 303, 307, 308]);
 export async function fetchGuarded(url: string, options: GuardedRequest): Promise<GuardedResponse> {
   const policy = policyOf(options);
   const dispatcher = agentFor(policy, options.connectionsPerOrigin ?? 64);
-  // One timer for the whole exchange, cleared when it ends (AbortSignal.timeout would keep every signal and
-  // its timer alive for the full time-out, tens of thousands of them under a load of webhooks).
-  const controller = new AbortController();
-  const timer = setTimeout(() => controller.abort(), options.timeoutMs);
-  timer.unref();
-  try {
-    return await exchange(url, options, policy, dispatcher, controller.signal);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
-async function exchange(url: string, options: GuardedRequest, policy: AddressPolicy, dispatcher: Agent, signal: AbortSignal): Promise<GuardedResponse> {
   const maxRedirects = options.maxRedirects ?? 3;
+  // One deadline for the whole exchange, redirects included.
+  const deadline = performance.now() + options.timeoutMs;
   let current = url;
-  let method: string = options.method ?? 'GET';
+  let method: Dispatcher.HttpMethod = options.method ?? 'GET';
   let body = options.body;
   for (let redirects = 0; ; redirects++) {
     const checked = checkedUrl(current, policy);
     if (!checked.ok) throw new EgressError(checked.reason.startsWith('the address') ? 'blocked_address' : 'invalid_url', `${checked.reason}: ${shorten(current)}`);
-    let response: Dispatcher.ResponseData;
-    try {
-      response = await request(checked.url, { dispatcher, method: method as Dispatcher.HttpMethod, headers: options.headers, body, signal });
-    } catch (error) {
-      throw asEgressError(error, signal, options.timeoutMs);
-    }
-    const location = response.headers.location;
-    // With maxRedirects 0 (webhooks) a redirect is an answer like any other, returned as is.
-    if (REDIRECTS.has(response.statusCode) && typeof location === 'string' && maxRedirects > 0) {
-      discard(response.body);
+    // With maxRedirects 0 (webhooks) a redirect is an answer like any other, returned as is; otherwise its
+    // body is not read.
+    const follows = maxRedirects > 0 ? isRedirect : never;
+    const answer = await exchange(dispatcher, checked.url, method, options.headers, body, options.maxBytes, deadline - performance.now(), options.timeoutMs, follows);
+    if (follows(answer.status, answer.headers)) {
       if (redirects >= maxRedirects) throw new EgressError('too_many_redirects', `more than ${maxRedirects} redirects from ${shorten(url)}`);
-      current = new URL(location, checked.url).toString();
-      if (response.statusCode === 303 || ((response.statusCode === 301 || response.statusCode === 302) && method === 'POST')) {
+      current = new URL(answer.headers.location as string, checked.url).toString();
+      if (answer.status === 303 || ((answer.status === 301 || answer.status === 302) && method === 'POST')) {
         method = 'GET';
         body = undefined;
       }
       continue;
     }
-    const declared = Number(response.headers['content-length']);
-    if (Number.isFinite(declared) && declared > options.maxBytes) {
-      discard(response.body);
-      throw new EgressError('too_large', `the response has ${declared} bytes, more than the ${options.maxBytes} allowed`);
-    }
-    let received: Buffer;
-    try {
-      // A body declared empty (or a 204/304, which has none) is only drained, so the connection is reused.
-      if (declared === 0 || response.statusCode === 204 || response.statusCode === 304) {
-        await response.body.dump();
-        received = EMPTY;
-      } else received = await readLimited(response.body, options.maxBytes, () => new EgressError('too_large', `the response is larger than the ${options.maxBytes} bytes allowed`));
-    } catch (error) {
-      throw asEgressError(error, signal, options.timeoutMs);
-    }
-    return { status: response.statusCode, headers: flattenHeaders(response.headers), body: received, url: checked.url.toString() };
+    const raw = answer.headers;
+    // Flattened only if read (webhooks never read them).
+    return { status: answer.status, get headers() { return flattenHeaders(raw); }, body: answer.body, url: checked.url.toString() };
   }
+}
+
+type ResponseHeaders = Record<string, string | string[] | undefined>;
+
+function isRedirect(status: number, headers: ResponseHeaders): boolean {
+  return REDIRECTS.has(status) && typeof headers.location === 'string';
+}
+
+function never(): boolean {
+  return false;
+}
+
+interface Answer {
+  status: number;
+  headers: ResponseHeaders;
+  body: Buffer;
+}
+
+/** One request and its answer; see Exchange. */
+function exchange(
+  dispatcher: Agent, url: URL, method: Dispatcher.HttpMethod, headers: Record<string, string> | undefined, body: string | Buffer | undefined,
+  maxBytes: number, remainingMs: number, timeoutMs: number, headersOnly: (status: number, headers: ResponseHeaders) => boolean,
+): Promise<Answer> {
+  return new Promise<Answer>((resolve, reject) => {
+    const handler = new Exchange(resolve, reject, maxBytes, timeoutMs, headersOnly, remainingMs);
+    try {
+      dispatcher.dispatch({ origin: url.origin, path: `${url.pathname}${url.search}`, method, headers, body }, handler);
+    } catch (error) {
+      handler.settle(asEgressError(error));
+    }
+  });
+}
+
+/**
+ * The handler of one request, given to undici's dispatcher: the answer's body is gathered as it comes, up
+ * to maxBytes, and the time limit is one timer that aborts the request, cleared when the answer is complete.
+ * (undici's `request` would make an AbortSignal, its listeners and a body stream for every exchange; under
+ * a load of webhooks those were a tenth of the service's work.) An answer that `headersOnly` picks is
+ * returned as soon as its headers arrive, its body unread and the request aborted. A class, so an exchange
+ * makes no closures of its own (the service runs through tsx, which wraps every named closure it makes).
+ */
+class Exchange implements Dispatcher.DispatchHandler {
+  private controller: Dispatcher.DispatchController | undefined;
+  /** Why the request is to be aborted, kept for a controller that does not exist yet (the request still waits for a connection). */
+  private abortReason: Error | undefined;
+  private settled = false;
+  private status = 0;
+  private headers: ResponseHeaders = {};
+  private readonly chunks: Buffer[] = [];
+  private received = 0;
+  private readonly timer: NodeJS.Timeout;
+
+  constructor(
+    private readonly resolve: (answer: Answer) => void,
+    private readonly reject: (error: Error) => void,
+    private readonly maxBytes: number,
+    readonly timeoutMs: number,
+    private readonly headersOnly: (status: number, headers: ResponseHeaders) => boolean,
+    remainingMs: number,
+  ) {
+    this.timer = setTimeout(timeOut, Math.max(0, remainingMs), this);
+    this.timer.unref();
+  }
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.controller = controller;
+    if (this.abortReason) controller.abort(this.abortReason);
+  }
+
+  onResponseStart(_controller: Dispatcher.DispatchController, statusCode: number, headers: ResponseHeaders): void {
+    this.status = statusCode;
+    this.headers = headers;
+    if (this.headersOnly(statusCode, headers)) {
+      this.settle(undefined, { status: statusCode, headers, body: EMPTY });
+      this.abort(new Error('the body of this answer is not read'));
+      return;
+    }
+    const declared = Number(headers['content-length']);
+    if (Number.isFinite(declared) && declared > this.maxBytes) {
+      this.fail(new EgressError('too_large', `the response has ${declared} bytes, more than the ${this.maxBytes} allowed`));
+    }
+  }
+
+  onResponseData(_controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    if (this.settled) return;
+    this.received += chunk.length;
+    if (this.received > this.maxBytes) {
+      this.fail(new EgressError('too_large', `the response is larger than the ${this.maxBytes} bytes allowed`));
+      return;
+    }
+    this.chunks.push(chunk);
+  }
+
+  onResponseEnd(): void {
+    const { chunks } = this;
+    this.settle(undefined, { status: this.status, headers: this.headers, body: chunks.length === 0 ? EMPTY : chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, this.received) });
+  }
+
+  onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
+    this.settle(asEgressError(error));
+  }
+
+  settle(error: Error | undefined, answer?: Answer): void {
+    if (this.settled) return;
+    this.settled = true;
+    clearTimeout(this.timer);
+    if (error) this.reject(error);
+    else this.resolve(answer!);
+  }
+
+  /** Settles with the error and aborts the request. */
+  fail(error: EgressError): void {
+    this.settle(error);
+    this.abort(error);
+  }
+
+  private abort(reason: Error): void {
+    this.abortReason ??= reason;
+    this.controller?.abort(reason);
+  }
+}
+
+function timeOut(exchange: Exchange): void {
+  exchange.fail(new EgressError('timeout', `no complete answer within ${exchange.timeoutMs} ms`));
 }
 
 /** `(url) => bytes` for input files: a 2xx body, anything else an EgressError. */
@@ -255,11 +349,10 @@ export function guardedLookup(allowAddress: AddressPolicy) {
   };
 }
 
-function asEgressError(error: unknown, signal: AbortSignal, timeoutMs: number): EgressError {
+function asEgressError(error: unknown): EgressError {
   if (error instanceof EgressError) return error;
   const cause = (error as { cause?: unknown }).cause;
   if (cause instanceof EgressError) return cause;
-  if (signal.aborted) return new EgressError('timeout', `no complete answer within ${timeoutMs} ms`);
   const code = (error as NodeJS.ErrnoException).code;
   if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') return new EgressError('dns_failed', `the host name could not be resolved (${code})`);
   return new EgressError('network_error', (error as Error).message || String(error));
@@ -274,12 +367,6 @@ function flattenHeaders(headers: Record<string, string | string[] | undefined>):
   const flat: Record<string, string> = {};
   for (const [name, value] of Object.entries(headers)) if (value !== undefined) flat[name] = Array.isArray(value) ? value.join(', ') : value;
   return flat;
-}
-
-/** Drops a response body unread; undici reports the abort as an error event, which nobody needs. */
-function discard(body: Dispatcher.ResponseData['body']): void {
-  body.on('error', () => {});
-  body.destroy();
 }
 
 function shorten(url: string): string {

@@ -27,6 +27,15 @@ async function startOrigin(t: Test, host = '127.0.0.1') {
       return res.end();
     }
     if (url.pathname === '/slow') return setTimeout(() => res.end('late'), 2000).unref();
+    if (url.pathname === '/slow-body') {
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      res.write('first part');
+      return setTimeout(() => res.end('late'), 2000).unref();
+    }
+    if (url.pathname === '/redirect-with-big-body') {
+      res.writeHead(302, { location: '/ok', 'content-length': '5000' });
+      return res.end(Buffer.alloc(5000));
+    }
     if (url.pathname === '/echo') {
       let body = '';
       req.on('data', (c) => (body += c));
@@ -111,6 +120,8 @@ t.test('redirects are followed (at most 3) and each target is checked', async (t
   const toFile = await refusal(fetchGuarded(`${origin}/redirect-to?to=${encodeURIComponent('file:///etc/passwd')}`, { ...limits, allowPrivate: true }));
   t.equal(toFile.code, 'invalid_url', 'a redirect to another scheme');
 
+  const bigRedirect = await fetchGuarded(`${origin}/redirect-with-big-body`, { ...limits, allowAddress: onlyOrigin });
+  t.same([bigRedirect.status, bigRedirect.body.toString()], [200, 'hello'], 'a followed redirect\'s body is not read, so its size does not matter');
   const unfollowed = await fetchGuarded(`${origin}/redirect?hops=1`, { ...limits, allowPrivate: true, maxRedirects: 0 });
   t.equal(unfollowed.status, 302, 'with maxRedirects 0 the redirect is the answer');
 });
@@ -127,6 +138,13 @@ t.test('size and time limits', async (t) => {
   const slow = await refusal(fetchGuarded(`${origin}/slow`, { ...options, timeoutMs: 300 }));
   t.equal(slow.code, 'timeout');
   t.ok(Date.now() - started < 1500, 'given up at the time limit');
+  const slowBody = await refusal(fetchGuarded(`${origin}/slow-body`, { ...options, timeoutMs: 300 }));
+  t.equal(slowBody.code, 'timeout', 'the limit covers the body too, not only the headers');
+  t.match(slowBody.message, /no complete answer within 300 ms/);
+  const redirected = await refusal(fetchGuarded(`${origin}/redirect-to?to=${encodeURIComponent(`${origin}/slow`)}`, { ...options, timeoutMs: 300 }));
+  t.equal(redirected.code, 'timeout', 'one limit for the whole exchange, redirects included');
+  const unlimitedBody = await fetchGuarded(`${origin}/redirect-with-big-body`, { ...options, maxRedirects: 0, maxBytes: 5000 });
+  t.same([unlimitedBody.status, unlimitedBody.body.length], [302, 5000], 'an unfollowed redirect is an answer with its body');
   const posted = await fetchGuarded(`${origin}/echo`, { ...options, method: 'POST', body: 'payload', headers: { 'content-type': 'text/plain' } });
   t.equal(posted.body.toString(), 'POST payload');
 
