@@ -160,7 +160,7 @@ async function main(): Promise<number> {
   };
 
   const baseline = await load({ target: 'baseline', path: '/', title: 'raw uWS GET /' });
-  const ctx: BenchContext = { serviceUrl: service.url, baselineUrl: baselineServer.url, baseline, options, startService, load, log };
+  const ctx: BenchContext = { serviceUrl: service.url, servicePid: service.pid, baselineUrl: baselineServer.url, baseline, options, startService, load, log };
 
   const reports: ScenarioReport[] = [];
   const failures: Report['failures'] = [];

@@ -71,6 +71,8 @@ export interface ExtraServer {
 export interface BenchContext {
   /** Base URL of the service under test, e.g. http://127.0.0.1:41234 (no trailing slash). */
   serviceUrl: string;
+  /** Its process id (for readings of the CPU it uses). */
+  servicePid: number;
   /** Base URL of the raw uWS hello-world. */
   baselineUrl: string;
   /** The hello-world baseline, measured once per run: `GET /` on raw uWS. */
@@ -104,10 +106,10 @@ export interface Scenario {
   run(ctx: BenchContext): Promise<ScenarioOutcome>;
 }
 
-/** A LoadSummary for a measurement made without autocannon: no status codes, no server CPU reading. */
+/** A LoadSummary for a measurement made without autocannon: no status codes, and a server CPU reading only if given. */
 export function measuredSummary(
   figures: Pick<LoadSummary, 'title' | 'url' | 'method' | 'connections' | 'durationS' | 'reqPerSec' | 'totalRequests'>
-    & Partial<Pick<LoadSummary, 'latencyMs' | 'throughputBytesPerSec' | 'errors'>>,
+    & Partial<Pick<LoadSummary, 'latencyMs' | 'throughputBytesPerSec' | 'errors' | 'serverCpuPercent' | 'serverCpuUsPerRequest'>>,
 ): LoadSummary {
   return {
     pipelining: 1,

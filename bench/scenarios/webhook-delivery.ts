@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { signatureHeader } from '../../actors/webhook/signature.ts';
 import { Agent, request } from 'undici';
-import { freePort, startNodeServer, stopServer, waitUntilReady } from '../lib/processes.ts';
+import { freePort, processCpuSeconds, startNodeServer, stopServer, waitUntilReady } from '../lib/processes.ts';
 import type { BenchContext, ExtraServer, LoadSummary, Scenario, ScenarioOutcome } from '../lib/types.ts';
 import { scratchDatabase } from '../lib/postgres.ts';
 import { signUp } from '../lib/accounts.ts';
@@ -15,7 +15,7 @@ const GENERATIONS = 20;
 /** Measured rounds after the warm-up; the free plan's 100 credits cover the warm-up and these. */
 const ROUNDS = 3;
 
-function median<T extends { delivered: number; seconds: number }>(rounds: T[]): T {
+function median<T extends Round>(rounds: T[]): T {
   return [...rounds].sort((a, b) => a.delivered / a.seconds - b.delivered / b.seconds)[Math.floor(rounds.length / 2)]!;
 }
 
@@ -30,7 +30,7 @@ function median<T extends { delivered: number; seconds: number }>(rounds: T[]): 
 export const webhookDelivery: Scenario = {
   name: 'webhook-delivery',
   description: `webhook deliveries/s from completed generations (${WORKSPACES * ENDPOINTS} endpoints) to a uWS receiver vs a bare undici loop posting the same signed bodies`,
-  run: (ctx) => measureDeliveries(ctx, ctx.serviceUrl),
+  run: (ctx) => measureDeliveries(ctx, ctx.serviceUrl, ctx.servicePid),
 };
 
 /** The same on PostgreSQL (a scratch database), as a production deployment runs. */
@@ -42,7 +42,7 @@ export const webhookDeliveryPostgres: Scenario = {
     let server: ExtraServer | undefined;
     try {
       server = await ctx.startService('service (PostgreSQL)', { DATABASE_URL: db.url });
-      return await measureDeliveries(ctx, server.url);
+      return await measureDeliveries(ctx, server.url, server.pid);
     } finally {
       await server?.stop();
       await db.drop();
@@ -50,7 +50,14 @@ export const webhookDeliveryPostgres: Scenario = {
   },
 };
 
-async function measureDeliveries(ctx: BenchContext, serviceUrl: string): Promise<ScenarioOutcome> {
+/** A round: deliveries (or posts) made, the seconds they took, and the CPU seconds of the side that made them (undefined without /proc). */
+interface Round {
+  delivered: number;
+  seconds: number;
+  cpuSeconds: number | undefined;
+}
+
+async function measureDeliveries(ctx: BenchContext, serviceUrl: string, servicePid: number): Promise<ScenarioOutcome> {
   const port = await freePort();
   const receiver = startNodeServer('webhook receiver', 'bench/servers/webhook-receiver.ts', port, {});
   try {
@@ -74,18 +81,24 @@ async function measureDeliveries(ctx: BenchContext, serviceUrl: string): Promise
       await waitForCompletion(serviceUrl, tenants, ids.length);
       const expected = ids.length * ENDPOINTS;
       let stats = await until(async () => { const s = await control('stats', 'GET'); return s.held === endpoints.length ? s : undefined; }, 'every endpoint has its first delivery on the wire', 60_000);
+      // The service's CPU from the release until the last delivery is seen (read within 5 ms of it).
+      const cpuBefore = processCpuSeconds(servicePid);
       await control('release');
       stats = await until(async () => { const s = await control('stats', 'GET'); return s.received >= expected ? s : undefined; }, `${expected} deliveries`, 300_000);
+      const cpuAfter = processCpuSeconds(servicePid);
       const delivered = expected - endpoints.length;
       const seconds = (stats.lastAt - stats.releasedAt) / 1000;
-      ctx.log(`webhook-delivery ${label}: ${delivered} deliveries in ${seconds.toFixed(3)} s after the release = ${(delivered / seconds).toFixed(0)}/s`);
-      return { delivered, seconds };
+      const cpuSeconds = cpuBefore === undefined || cpuAfter === undefined ? undefined : cpuAfter - cpuBefore;
+      ctx.log(`webhook-delivery ${label}: ${delivered} deliveries in ${seconds.toFixed(3)} s after the release = ${(delivered / seconds).toFixed(0)}/s${cpuNote(cpuSeconds, delivered)}`);
+      return { delivered, seconds, cpuSeconds };
     };
 
     const bareRound = async (label: string, perEndpoint: number) => {
       await control('reset');
       const agent = new Agent({ connections: 64, keepAliveTimeout: 10_000 });
       const body = sampleBody();
+      // This process's CPU: the bare loop is all it does meanwhile.
+      const cpuBefore = process.cpuUsage();
       const started = performance.now();
       let errors = 0;
       await Promise.all(endpoints.map(async (endpoint) => {
@@ -103,17 +116,19 @@ async function measureDeliveries(ctx: BenchContext, serviceUrl: string): Promise
         }
       }));
       const seconds = (performance.now() - started) / 1000;
+      const cpu = process.cpuUsage(cpuBefore);
+      const cpuSeconds = (cpu.user + cpu.system) / 1e6;
       await agent.close();
       const delivered = endpoints.length * perEndpoint;
-      ctx.log(`webhook-delivery ${label}: ${delivered} posts in ${seconds.toFixed(3)} s = ${(delivered / seconds).toFixed(0)}/s`);
-      return { delivered, seconds, errors };
+      ctx.log(`webhook-delivery ${label}: ${delivered} posts in ${seconds.toFixed(3)} s = ${(delivered / seconds).toFixed(0)}/s${cpuNote(cpuSeconds, delivered)}`);
+      return { delivered, seconds, cpuSeconds, errors };
     };
 
     await serviceRound('service warm-up (discarded)');
     await bareRound('bare undici warm-up (discarded)', GENERATIONS - 1);
     // Rounds alternate, so both sides see the same machine; the median round of each is reported.
-    const servedRounds: Array<{ delivered: number; seconds: number }> = [];
-    const bareRounds: Array<{ delivered: number; seconds: number; errors: number }> = [];
+    const servedRounds: Round[] = [];
+    const bareRounds: Array<Round & { errors: number }> = [];
     for (let round = 1; round <= ROUNDS; round++) {
       servedRounds.push(await serviceRound(`service round ${round}`));
       bareRounds.push(await bareRound(`bare undici round ${round}`, GENERATIONS - 1));
@@ -121,12 +136,13 @@ async function measureDeliveries(ctx: BenchContext, serviceUrl: string): Promise
     const served = median(servedRounds);
     const bare = median(bareRounds);
     return {
-      result: summary('service: deliveries of completed generations', `${receiver.url}/hook/*`, served.delivered, served.seconds, 0, endpoints.length),
-      baseline: summary('bare undici loop posting the same signed bodies', `${receiver.url}/hook/*`, bare.delivered, bare.seconds, bare.errors, endpoints.length),
+      result: summary('service: deliveries of completed generations', `${receiver.url}/hook/*`, served, 0, endpoints.length),
+      baseline: summary('bare undici loop posting the same signed bodies', `${receiver.url}/hook/*`, bare, bare.errors, endpoints.length),
       target: 0.5,
       notes: [
         `${WORKSPACES} workspaces × ${ENDPOINTS} endpoints, ${GENERATIONS} generations per workspace per round; timed from the receiver's release of the held first deliveries to the last delivery; median of ${ROUNDS} rounds each`,
         `service rounds/s: ${servedRounds.map((r) => Math.round(r.delivered / r.seconds)).join(', ')}; bare rounds/s: ${bareRounds.map((r) => Math.round(r.delivered / r.seconds)).join(', ')}`,
+        `CPU µs per delivery, service process from the release to the last delivery: ${servedRounds.map((r) => cpuPer(r) ?? '?').join(', ')}; per post, the bare loop's process: ${bareRounds.map((r) => cpuPer(r) ?? '?').join(', ')} (its "server CPU µs/req" column is that of the median round; the CPU ratio compares the two, whichever side waited on the other)`,
       ],
     };
   } finally {
@@ -176,8 +192,17 @@ function sampleBody(): string {
   });
 }
 
-function summary(title: string, url: string, delivered: number, seconds: number, errors: number, concurrency: number): LoadSummary {
+function cpuPer(round: Round): number | undefined {
+  return round.cpuSeconds === undefined ? undefined : Math.round((round.cpuSeconds * 1e6) / round.delivered);
+}
+
+function cpuNote(cpuSeconds: number | undefined, delivered: number): string {
+  return cpuSeconds === undefined ? '' : `, ${Math.round((cpuSeconds * 1e6) / delivered)} µs CPU each`;
+}
+
+function summary(title: string, url: string, measured: Round, errors: number, concurrency: number): LoadSummary {
   const round = (n: number) => Math.round(n * 100) / 100;
+  const { delivered, seconds, cpuSeconds } = measured;
   return measuredSummary({
     title,
     url,
@@ -189,5 +214,7 @@ function summary(title: string, url: string, delivered: number, seconds: number,
     latencyMs: { mean: 0, p50: 0, p90: 0, p99: 0, max: 0 },
     throughputBytesPerSec: 0,
     errors,
+    serverCpuPercent: cpuSeconds === undefined || seconds <= 0 ? undefined : round((cpuSeconds / seconds) * 100),
+    serverCpuUsPerRequest: cpuPer(measured),
   });
 }
