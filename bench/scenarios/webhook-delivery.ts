@@ -89,7 +89,7 @@ async function measureDeliveries(ctx: BenchContext, serviceUrl: string, serviceP
       const delivered = expected - endpoints.length;
       const seconds = (stats.lastAt - stats.releasedAt) / 1000;
       const cpuSeconds = cpuBefore === undefined || cpuAfter === undefined ? undefined : cpuAfter - cpuBefore;
-      ctx.log(`webhook-delivery ${label}: ${delivered} deliveries in ${seconds.toFixed(3)} s after the release = ${(delivered / seconds).toFixed(0)}/s${cpuNote(cpuSeconds, delivered)}`);
+      ctx.log(`webhook-delivery ${label}: ${delivered} deliveries in ${seconds.toFixed(3)} s after the release = ${(delivered / seconds).toFixed(0)}/s${cpuNote({ delivered, seconds, cpuSeconds })}`);
       return { delivered, seconds, cpuSeconds };
     };
 
@@ -120,7 +120,7 @@ async function measureDeliveries(ctx: BenchContext, serviceUrl: string, serviceP
       const cpuSeconds = (cpu.user + cpu.system) / 1e6;
       await agent.close();
       const delivered = endpoints.length * perEndpoint;
-      ctx.log(`webhook-delivery ${label}: ${delivered} posts in ${seconds.toFixed(3)} s = ${(delivered / seconds).toFixed(0)}/s${cpuNote(cpuSeconds, delivered)}`);
+      ctx.log(`webhook-delivery ${label}: ${delivered} posts in ${seconds.toFixed(3)} s = ${(delivered / seconds).toFixed(0)}/s${cpuNote({ delivered, seconds, cpuSeconds })}`);
       return { delivered, seconds, cpuSeconds, errors };
     };
 
@@ -196,8 +196,9 @@ function cpuPer(round: Round): number | undefined {
   return round.cpuSeconds === undefined ? undefined : Math.round((round.cpuSeconds * 1e6) / round.delivered);
 }
 
-function cpuNote(cpuSeconds: number | undefined, delivered: number): string {
-  return cpuSeconds === undefined ? '' : `, ${Math.round((cpuSeconds * 1e6) / delivered)} µs CPU each`;
+function cpuNote(round: Round): string {
+  const us = cpuPer(round);
+  return us === undefined ? '' : `, ${us} µs CPU each`;
 }
 
 function summary(title: string, url: string, measured: Round, errors: number, concurrency: number): LoadSummary {
