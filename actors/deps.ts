@@ -14,6 +14,11 @@ export interface ActorDeps {
   queueTimeoutMs: number;
   /** Whether the operator paused generation platform-wide; queued jobs then wait. */
   generationPaused(): boolean;
+  /**
+   * Cluster mode: whether the workspace's shard is being handed over to another node. Its queued jobs
+   * then wait (the next owner starts them), so the jobs in flight can end here before the handover.
+   */
+  handingOver?(workspaceId: string): boolean;
   outputs: OutputStore;
   inputs: InputResolver;
   /** Provider slots across workspaces (each provider's maxConcurrentJobs). */

@@ -5,7 +5,7 @@ import { NOISY_BACKGROUND_CPU_PERCENT, runAutocannon, stopCurrentLoad } from './
 import {
   freePort, killAllNow, startNodeServer, stopAll, tail, waitUntilReady, type ChildServer,
 } from './lib/processes.ts';
-import { describeDatabase, describeMachine, markdownTable, writeReport, type Report, type ScenarioReport } from './lib/report.ts';
+import { describeDatabase, describeMachine, markdownTable, memoryTables, writeReport, type Report, type ScenarioReport } from './lib/report.ts';
 import { stopServer } from './lib/processes.ts';
 import type { BenchContext, BenchOptions, ExtraServer, LoadRequest, LoadSummary } from './lib/types.ts';
 import { scenarios as allScenarios } from './scenarios/index.ts';
@@ -86,7 +86,8 @@ async function main(): Promise<number> {
   const { noisyRetries } = options;
   const selected = selectScenarios(process.argv.slice(2).filter((a) => a !== '--'));
   const perRunS = options.warmupS + (1 + options.noisyRetries) * options.durationS + 15;
-  const budgetS = positiveInt('BENCH_TIMEOUT_S', 120 + perRunS * (1 + 3 * selected.length), 86_400);
+  const extraS = selected.reduce((sum, s) => sum + (s.extraBudgetS?.() ?? 0), 0);
+  const budgetS = positiveInt('BENCH_TIMEOUT_S', 120 + perRunS + selected.reduce((sum, s) => sum + (s.budgetS ?? 3 * perRunS), 0) + extraS, 86_400);
   installExitGuards(budgetS);
 
   const databaseUrl = process.env.BENCH_DATABASE_URL?.trim() || 'memory://';
@@ -116,8 +117,8 @@ async function main(): Promise<number> {
   if (identity.engine !== 'uws-native') log('warning: the service does not run on the native uWS addon; figures are not representative');
 
   const extraByPid = new Map<number, ChildServer>();
-  const startService = async (name: string, env: Record<string, string>): Promise<ExtraServer> => {
-    const server = startNodeServer(name, 'runtime/main.ts', await freePort(), { ...serviceEnv, ...env });
+  const startService = async (name: string, env: Record<string, string>, nodeArgs: string[] = []): Promise<ExtraServer> => {
+    const server = startNodeServer(name, 'runtime/main.ts', await freePort(), { ...serviceEnv, ...env }, nodeArgs);
     await waitUntilReady(server, '/health/ready', READY_TIMEOUT_MS);
     log(`${name} ready: ${server.url} (pid ${server.pid})`);
     extraByPid.set(server.pid, server);
@@ -169,7 +170,7 @@ async function main(): Promise<number> {
     try {
       const outcome = await scenario.run(ctx);
       const against = outcome.baseline ?? baseline;
-      const ratio = against.reqPerSec > 0 ? outcome.result.reqPerSec / against.reqPerSec : 0;
+      const ratio = outcome.ratio ?? (against.reqPerSec > 0 ? outcome.result.reqPerSec / against.reqPerSec : 0);
       const cpuRatio = against.serverCpuUsPerRequest && outcome.result.serverCpuUsPerRequest
         ? Math.round((against.serverCpuUsPerRequest / outcome.result.serverCpuUsPerRequest) * 1000) / 1000
         : undefined;
@@ -183,7 +184,9 @@ async function main(): Promise<number> {
         ratio: Math.round(ratio * 1000) / 1000,
         cpuRatio,
         target: outcome.target,
-        met: outcome.target === undefined ? undefined : clean && ratio >= outcome.target,
+        targetAtMost: outcome.targetAtMost,
+        met: outcome.target === undefined ? undefined : clean && (outcome.targetAtMost ? ratio <= outcome.target : ratio >= outcome.target),
+        memory: outcome.memory,
         notes: [
           ...(outcome.notes ?? []),
           ...(clean ? [] : [`not a clean run: ${outcome.result.errors} errors, ${outcome.result.timeouts} timeouts, ${outcome.result.non2xx} non-2xx`]),
@@ -207,14 +210,16 @@ async function main(): Promise<number> {
   };
   await cleanup();
 
-  const written = writeReport(report);
-  process.stdout.write(`\n${markdownTable(report)}\n`);
+  const full = selected.length === allScenarios.length;
+  const written = writeReport(report, full);
+  const memory = memoryTables(report);
+  process.stdout.write(`\n${markdownTable(report)}\n${memory ? `${memory}\n` : ''}`);
   for (const s of reports) {
     if (s.target === undefined) continue;
     const verdict = s.met ? 'target met' : 'target NOT met';
-    process.stdout.write(`${s.name}: ratio ${s.ratio.toFixed(2)} (target ≥ ${s.target.toFixed(2)}): ${verdict}; CPU ratio ${s.cpuRatio?.toFixed(2) ?? '?'}${s.notes.length ? ` (${s.notes.join('; ')})` : ''}\n`);
+    process.stdout.write(`${s.name}: ratio ${s.ratio.toFixed(2)} (target ${s.targetAtMost ? '≤' : '≥'} ${s.target.toFixed(2)}): ${verdict}; CPU ratio ${s.cpuRatio?.toFixed(2) ?? '?'}${s.notes.length ? ` (${s.notes.join('; ')})` : ''}\n`);
   }
-  log(`results: ${written.json}, ${written.latestJson}, ${written.latestMd}${written.readme ? ', README.md' : ' (README.md has no bench markers: not updated)'}`);
+  log(`results: ${written.json}, ${written.latestJson}, ${written.latestMd}${written.readme ? ', README.md' : full || memory ? ' (README.md lacks the bench markers: not updated)' : ' (README.md: its table is that of a full run, not updated)'}`);
   return failures.length > 0 ? 1 : 0;
 }
 

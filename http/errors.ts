@@ -20,6 +20,7 @@ export const ERRORS = {
   internal_error: { status: 500, message: 'Something went wrong on our side.' },
   generation_paused: { status: 503, message: 'Generation is paused platform-wide.' },
   not_ready: { status: 503, message: 'The service is not ready.' },
+  service_unavailable: { status: 503, message: 'The service cannot serve this request right now (its database is unreachable, or the workspace is moving between nodes); retry shortly.' },
 } as const satisfies Record<string, { status: number; message: string }>;
 
 export type ErrorCode = keyof typeof ERRORS;

@@ -1,6 +1,8 @@
 import type { Readable } from 'node:stream';
 import type { Static, TSchema } from '@sinclair/typebox';
 import type { Services } from '../runtime/services.ts';
+import type { Database } from '../persistence/database.ts';
+import type { ForwardedAnswer } from './forward.ts';
 
 export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
@@ -30,12 +32,16 @@ export interface Reply<B = unknown> {
   /** A body streamed with backpressure, of exactly `length` bytes (file downloads); set Content-Type in headers. */
   stream?: { body: Readable; length: number };
   headers?: Record<string, string>;
+  /** Cluster mode: the answer of the node that runs the request's workspace, relayed as it is (placeReadBody). */
+  relayed?: ForwardedAnswer;
 }
 
 export interface RequestContext<P = Record<string, string>, Q = Record<string, unknown>, B = unknown> {
   requestId: string;
   method: Method;
   path: string;
+  /** The query string as received, without `?` (empty when none). */
+  rawQuery: string;
   params: P;
   query: Q;
   body: B;
@@ -76,10 +82,24 @@ export interface RouteDef<
    * ctx.bodyStream and enforces its own limit (blob uploads). Such a route declares no `body` schema.
    */
   rawBody?: 'stream';
+  /**
+   * Whether the route needs the database (default true). While the database cannot be reached, such a route
+   * answers 503 service_unavailable with Retry-After without running its handler.
+   */
+  needsDatabase?: boolean;
+  /**
+   * Cluster mode: the workspace whose actors the route acts through, found from the request before
+   * authentication. A request for a workspace another node runs is forwarded to that node; without
+   * `owner`, a route is served where it arrives (reads that go straight to the database).
+   */
+  owner?: OwnerOf;
   /** Success responses by status; errors are described once for all routes. */
   responses: Record<number, TSchema | null>;
   handler(ctx: RequestContext<StaticOr<P, Record<string, string>>, StaticOr<Q, Record<string, unknown>>, StaticOr<B, undefined>>): Promise<Reply> | Reply;
 }
+
+/** What `owner` sees: the raw request, before validation, and the database to look a row's workspace up. */
+export type OwnerOf = (request: { params: Record<string, string>; query: Record<string, unknown>; body: unknown; db: Database }) => string | undefined | Promise<string | undefined>;
 
 type StaticOr<S, Fallback> = S extends TSchema ? Static<S> : Fallback;
 

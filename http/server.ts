@@ -6,17 +6,23 @@ import { assertKeyWorkspace, authenticate, type Authentication } from './auth/au
 import { send, sendError, type ResponseState } from './respond.ts';
 import { Router, type CompiledRoute } from './router.ts';
 import type { Method, Reply, RequestContext, RouteDef } from './route.ts';
-import { describeErrors } from './validation.ts';
+import { describeErrors, unstorableProblem } from './validation.ts';
 import { loadUws, readFallbackRequest, readNativeRequest, type RequestHead } from './uws.ts';
 import { RequestBodyStream, sendStream } from './body-stream.ts';
 import type { Services } from '../runtime/services.ts';
 import { requestScope } from '../runtime/request-scope.ts';
+import { availabilityOf, DatabaseUnavailableError, isDatabaseUnreachable } from '../persistence/availability.ts';
+import { ShardNotOwnedError } from '../runtime/actor-directory.ts';
+import { FORWARDED_HEADER, type ClusterRouting, type RemotePlacement } from '../runtime/cluster/routing.ts';
+import { forwardToOwner, relayAnswer, workspaceMoving } from './forward.ts';
 
 const MAX_URL_LENGTH = 8 * 1024;
 const MAX_HEADER_BYTES = 16 * 1024;
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i;
+/** Seconds a client is asked to wait while the database cannot be reached. */
+const DATABASE_RETRY_AFTER_S = '2';
 
 /**
  * Request ids: `req_` + 32 hex digits, the first 20 random per process (80 bits), the last 12 a counter.
@@ -40,6 +46,11 @@ export interface HttpServer {
   listen(host: string, port: number): Promise<number>;
   /** Stops accepting connections; requests already received still get their answer. */
   stopAccepting(): void;
+  /**
+   * Closes every connection still open, idle keep-alive ones included, so that clients holding one do not
+   * keep a stopped process alive until they give it up. Forceful: call once no request is being handled.
+   */
+  closeConnections(): void;
   /** Resolves when no request is being handled. */
   idle(): Promise<void>;
   inFlight(): number;
@@ -58,7 +69,8 @@ export function createHttpServer(services: Services, routes: RouteDef[], options
   const router = new Router();
   for (const route of routes) router.add(route);
 
-  let listenSocket: us_listen_socket | undefined;
+  // The public port, and in cluster mode the internal one the other nodes forward requests to.
+  let listenSockets: us_listen_socket[] = [];
   let inFlight = 0;
   let idleWaiters: Array<() => void> = [];
   const finished = () => {
@@ -94,14 +106,20 @@ export function createHttpServer(services: Services, routes: RouteDef[], options
       return new Promise((resolve, reject) => {
         app.listen(host, port, (socket) => {
           if (!socket) return reject(new Error(`could not listen on ${host}:${port}`));
-          listenSocket = socket;
+          listenSockets.push(socket);
           resolve(uws.us_socket_local_port(socket));
         });
       });
     },
     stopAccepting() {
-      if (listenSocket) uws.us_listen_socket_close(listenSocket);
-      listenSocket = undefined;
+      for (const socket of listenSockets) uws.us_listen_socket_close(socket);
+      listenSockets = [];
+    },
+    closeConnections() {
+      listenSockets = [];
+      // The native app's close() (absent from its typings) closes the listen sockets and every connection.
+      // The pure-Node fallback has none: closing its listen socket already closed its idle connections.
+      (app as TemplatedApp & { close?: () => void }).close?.();
     },
     idle() {
       if (inFlight === 0) return Promise.resolve();
@@ -129,6 +147,8 @@ class RequestPipeline {
   private authHeaders: Record<string, string> | undefined;
   /** The unread body of a `rawBody: 'stream'` route. */
   private bodyStream: RequestBodyStream | undefined;
+  /** The bytes of a body read whole (a JSON route's), which a forwarded request's signature covers. */
+  private receivedBody: Buffer | undefined;
 
   constructor(
     private readonly services: Services,
@@ -194,10 +214,58 @@ class RequestPipeline {
     if (route.def.rawBody === 'stream') this.bodyStream = new RequestBodyStream(this.res, hasBody(headers), this.state, () => new ClientGoneError());
     const reading = this.bodyStream ? undefined : this.readBody(route, method, headers);
     reading?.catch(() => {});
+    // Cluster mode: a request acting on a workspace another node runs goes there, before authentication.
+    const cluster = this.services.cluster;
+    if (cluster && route.def.owner && !this.bodyStream) return this.placeInCluster(cluster, route, match.params, reading);
     // Who is calling comes before what they sent: an unauthenticated caller gets 401, not a body error.
     const authn = authenticate(this.services, route.def, { method, headers });
     if (authn instanceof Promise || reading) return this.afterWaiting(route, match.params, authn, reading);
     return this.serve(route, match.params, authn, undefined);
+  }
+
+  /**
+   * Serves the request here if this node runs its workspace (or it names none); forwards it to the node
+   * that does otherwise. A request another node forwarded is never forwarded again: if this node does not
+   * run the workspace (any more), the answer is 503 and the client retries.
+   */
+  private async placeInCluster(cluster: ClusterRouting, route: CompiledRoute, rawParams: Record<string, string>, reading: Promise<unknown> | undefined): Promise<void> {
+    const { method, path, rawQuery, headers } = this.incoming;
+    let body: unknown;
+    try {
+      body = reading ? await reading : undefined;
+    } catch {
+      // A body that cannot be read is answered where it arrived, after authentication as always.
+      return this.afterWaiting(route, rawParams, authenticate(this.services, route.def, { method, headers }), reading);
+    }
+    const target = rawQuery === '' ? path : `${path}?${rawQuery}`;
+    const signature = headers[FORWARDED_HEADER];
+    // Forwarded by a node only if signed for these very bytes: a body altered on the way is not.
+    const forwarded = signature !== undefined && cluster.verify(signature, method, target, this.receivedBody);
+    const workspaceId = await route.def.owner!({ params: decodeParams(rawParams), query: parseQuery(rawQuery), body, db: this.services.db });
+    if (workspaceId !== undefined) {
+      const placement = await cluster.placement(workspaceId);
+      if (placement.kind === 'unavailable' || (placement.kind === 'remote' && forwarded)) {
+        throw workspaceMoving();
+      }
+      if (placement.kind === 'remote') return this.forward(cluster, placement, target, body);
+    }
+    const authn = await authenticate(this.services, route.def, { method, headers });
+    this.authHeaders = authn.headers;
+    return this.serve(route, rawParams, authn, body);
+  }
+
+  /**
+   * Sends the request to the owner's internal channel and relays its answer as it is. A JSON
+   * body goes as JSON.stringify of what was parsed: those are the bytes signed, and the bytes the owner receives.
+   */
+  private async forward(cluster: ClusterRouting, owner: RemotePlacement, target: string, body: unknown): Promise<void> {
+    const payload = body === undefined ? undefined : JSON.stringify(body);
+    const answer = await forwardToOwner(cluster, this.services.logger, owner, {
+      method: this.incoming.method, target, headers: this.incoming.headers, body: payload, requestId: this.requestId,
+      contentType: payload === undefined ? undefined : 'application/json', tracing: this.tracing,
+    });
+    this.span?.setAttribute('http.response.status_code', answer.status);
+    relayAnswer(this.res, this.state, answer);
   }
 
   /** The rest of handle() once the caller is known and the body read, with as few promises as that takes. */
@@ -218,8 +286,10 @@ class RequestPipeline {
   private serve(route: CompiledRoute, rawParams: Record<string, string>, authn: Authentication, body: unknown): Promise<void> | undefined {
     const { method, path, rawQuery, headers } = this.incoming;
     this.authHeaders = authn.headers;
+    if (route.def.needsDatabase !== false && !availabilityOf(this.services.db).available) throw databaseUnavailable();
     const params = decodeParams(rawParams);
     const query = parseQuery(rawQuery);
+    assertStorable(params, query, body, headers);
     assertKeyWorkspace(route.def, authn, { params, query, body });
 
     if (route.validateParams && !route.validateParams(params)) throw new ApiError('validation_error', describeErrors('path', route.validateParams.errors));
@@ -230,6 +300,7 @@ class RequestPipeline {
       requestId: this.requestId,
       method: method as Method,
       path,
+      rawQuery,
       params,
       query,
       body,
@@ -246,6 +317,11 @@ class RequestPipeline {
 
   private respond(route: CompiledRoute, reply: Reply): Promise<void> | undefined {
     const requestId = this.requestId;
+    if (reply.relayed) {
+      this.span?.setAttribute('http.response.status_code', reply.relayed.status);
+      relayAnswer(this.res, this.state, reply.relayed, this.unreadBody());
+      return undefined;
+    }
     const status = reply.status ?? 200;
     const validate = route.validateResponse.get(status);
     if (!route.def.responses[status] && route.def.responses[status] !== null) {
@@ -295,8 +371,10 @@ class RequestPipeline {
         chunks.push(Buffer.from(new Uint8Array(chunk)));
         if (!isLast) return;
         done = true;
+        const received = Buffer.concat(chunks, size);
+        this.receivedBody = received;
         try {
-          resolve(route.validateBody ? parseJson(Buffer.concat(chunks, size), headers['content-type']) : undefined);
+          resolve(route.validateBody ? parseJson(received, headers['content-type']) : undefined);
         } catch (error) {
           reject(error);
         }
@@ -307,6 +385,18 @@ class RequestPipeline {
   private fail(error: unknown): void {
     const requestId = this.requestId;
     if (error instanceof ClientGoneError) return;
+    if (error instanceof ShardNotOwnedError) {
+      // Cluster mode: the workspace moved to another node while this request was being served here.
+      error = workspaceMoving();
+    }
+    // The database could not be reached (here, or by an actor on this request's behalf), or a request that
+    // needed it failed while it is known to be down: 503, not 500.
+    const unreachable = isDatabaseUnreachable(error);
+    if (unreachable) availabilityOf(this.services.db).down(error);
+    if (!isApiError(error) && (unreachable || error instanceof DatabaseUnavailableError || !availabilityOf(this.services.db).available)) {
+      this.services.logger.warn({ err: error, route: this.routeLabel }, 'request failed: the database cannot be reached');
+      error = databaseUnavailable();
+    }
     if (isApiError(error)) {
       this.span?.setAttribute('http.response.status_code', error.status);
       // After refusing an oversized body the rest of it is not read, so the connection cannot be reused.
@@ -335,6 +425,10 @@ function hasBody(headers: Record<string, string>): boolean {
   return chunked || (declared !== undefined && declared !== '0');
 }
 
+function databaseUnavailable(): ApiError {
+  return new ApiError('service_unavailable', 'The service cannot reach its database; retry shortly.', { 'Retry-After': DATABASE_RETRY_AFTER_S });
+}
+
 /** The client closed the connection before its body arrived: there is no one to answer. */
 class ClientGoneError extends Error {}
 
@@ -348,6 +442,23 @@ function parseJson(raw: Buffer, contentType: string | undefined): unknown {
   } catch {
     throw new ApiError('validation_error', 'The request body is not valid JSON.');
   }
+}
+
+/** Request headers whose values the service stores or looks up in the database. */
+const STORED_HEADERS: Array<[name: string, label: string]> = [['idempotency-key', 'Idempotency-Key'], ['user-agent', 'User-Agent']];
+
+/**
+ * Every string a request carries (path parameters, query, the JSON body to any depth, the headers that are
+ * stored) must be text PostgreSQL can hold: U+0000 or an unpaired surrogate anywhere, or a body nested
+ * past MAX_JSON_DEPTH, is a validation_error naming the field, before any schema, handler or statement sees it.
+ */
+function assertStorable(params: Record<string, string>, query: Record<string, unknown>, body: unknown, headers: Record<string, string>): void {
+  let problem = unstorableProblem(params, 'path') ?? unstorableProblem(query, 'query') ?? unstorableProblem(body, 'body');
+  for (const [name, label] of STORED_HEADERS) {
+    const value = headers[name];
+    if (problem === undefined && value !== undefined) problem = unstorableProblem(value, label);
+  }
+  if (problem !== undefined) throw new ApiError('validation_error', problem);
 }
 
 function decodeParams(raw: Record<string, string>): Record<string, string> {

@@ -1,6 +1,7 @@
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import type { TSchema } from '@sinclair/typebox';
+import { isUnstorable } from '../persistence/storable-text.ts';
 
 // ajv-formats is CommonJS with a default export; under NodeNext its callable sits on .default.
 const addFormats = ((addFormatsModule as unknown as { default?: unknown }).default ?? addFormatsModule) as (ajv: Ajv, options?: { mode: 'fast' | 'full' }) => Ajv;
@@ -34,6 +35,47 @@ export function compileText(schema: TSchema): Validator {
 
 export function compileResponse(schema: TSchema): Validator {
   return responseAjv.compile(schema);
+}
+
+/** JSON nested deeper than this is refused: no schema of ours goes near it, and deeper values overflow the stack of whatever copies them. */
+export const MAX_JSON_DEPTH = 32;
+
+/**
+ * What makes a parsed request part (path parameters, query, a JSON body, free-form objects included) unfit
+ * to store, as a validation_error message naming the field (`body.params.style: …`); undefined when it is
+ * fine. A string or property name holding U+0000 or an unpaired surrogate, or nesting deeper than
+ * MAX_JSON_DEPTH. Walks with its own stack, so no input can overflow the call stack here.
+ */
+export function unstorableProblem(value: unknown, where: string): string | undefined {
+  const bad = (field: string) => `${field}: must not contain U+0000 or an unpaired surrogate`;
+  if (typeof value === 'string') return isUnstorable(value) ? bad(where) : undefined;
+  if (typeof value !== 'object' || value === null) return undefined;
+  const stack: Array<{ node: object; path: string; depth: number }> = [{ node: value, path: where, depth: 1 }];
+  while (stack.length > 0) {
+    const { node, path, depth } = stack.pop()!;
+    if (depth > MAX_JSON_DEPTH) return `${path}: nested more than ${MAX_JSON_DEPTH} levels deep`;
+    if (Array.isArray(node)) {
+      for (let i = 0; i < node.length; i++) {
+        const item: unknown = node[i];
+        if (typeof item === 'string') {
+          if (isUnstorable(item)) return bad(`${path}.${i}`);
+        } else if (typeof item === 'object' && item !== null) {
+          stack.push({ node: item, path: `${path}.${i}`, depth: depth + 1 });
+        }
+      }
+      continue;
+    }
+    for (const key in node) {
+      if (isUnstorable(key)) return bad(`${path} (a property name)`);
+      const item: unknown = (node as Record<string, unknown>)[key];
+      if (typeof item === 'string') {
+        if (isUnstorable(item)) return bad(`${path}.${key}`);
+      } else if (typeof item === 'object' && item !== null) {
+        stack.push({ node: item, path: `${path}.${key}`, depth: depth + 1 });
+      }
+    }
+  }
+  return undefined;
 }
 
 /** One line naming the field and what is wrong with it, for the validation_error message. */

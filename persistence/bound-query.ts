@@ -2,9 +2,9 @@ import type { SqlEntityManager } from '@mikro-orm/postgresql';
 
 /**
  * Runs one statement with its parameters bound by the driver (`?` placeholders), in the entity
- * manager's transaction if it has one. `em.execute` inlines every parameter into the SQL text, escaping
- * it character by character; for the large JSON parameters of the bulk writes (a hundred rows at a
- * time) binding is cheaper and sends the value as it is.
+ * manager's transaction if it has one. `em.execute` binds its parameters too (bound-connection.ts), after
+ * rewriting them as MikroORM would (arrays expanded, objects as JSON, literal casts); this hands the
+ * values to the driver as they are, for the large JSON parameters of the bulk writes.
  */
 export async function boundQuery<T = Record<string, unknown>>(em: SqlEntityManager, sql: string, params: unknown[]): Promise<T[]> {
   const query = em.getKnex().raw(sql, params as never[]);

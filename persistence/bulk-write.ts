@@ -1,5 +1,6 @@
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import type { SnapshotWriter } from './snapshot-writer.ts';
+import { currentWriteClaim, WriteClaims } from './write-claims.ts';
 
 /** Writes many rows of one kind with a constant number of statements. */
 export type BulkApply<R> = (em: SqlEntityManager, rows: R[]) => Promise<void>;
@@ -10,6 +11,8 @@ interface Gathering<R> {
   rows: R[];
   committed: Promise<void>;
   writer: SnapshotWriter;
+  /** The shard leases of the actors whose rows joined (cluster mode). */
+  claims: WriteClaims;
 }
 
 /** Rows gathered for one statement beyond which the writer commits without waiting for its window to end. */
@@ -37,19 +40,21 @@ export class BulkWrite<R> {
   add(row: R): Promise<void> {
     let gathering = this.open;
     if (!gathering) {
-      const created: Gathering<R> = { rows: [], committed: Promise.resolve(), writer: this.pickLane() };
+      const created: Gathering<R> = { rows: [], committed: Promise.resolve(), writer: this.pickLane(), claims: new WriteClaims() };
       created.committed = created.writer.write(async (em) => {
         // Rows added from now on belong to the next batch.
         if (this.open === created) this.open = undefined;
         await this.apply(em, created.rows);
-      }, { strict: true });
+      }, { strict: true, claims: created.claims });
       this.open = created;
       gathering = created;
     }
+    const claim = currentWriteClaim();
+    gathering.claims.add(claim);
     gathering.rows.push(row);
     if (gathering.rows.length === HURRY_ROWS) gathering.writer.hurry();
     const rows = gathering.rows;
-    return gathering.committed.catch((error: unknown) => (rows.length === 1 ? Promise.reject(error) : this.alone(row)));
+    return gathering.committed.catch((error: unknown) => (rows.length === 1 ? Promise.reject(error) : this.alone(row, claim)));
   }
 
   /** An idle lane if there is one, else the next in turn. */
@@ -66,8 +71,8 @@ export class BulkWrite<R> {
     return lane;
   }
 
-  private alone(row: R): Promise<void> {
-    return this.writer.write((em) => this.apply(em, [row]), { strict: true });
+  private alone(row: R, claim: ReturnType<typeof currentWriteClaim>): Promise<void> {
+    return this.writer.write((em) => this.apply(em, [row]), { strict: true, claims: new WriteClaims().add(claim) });
   }
 }
 

@@ -2,11 +2,12 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import { MikroORM } from '@mikro-orm/core';
 import { Migrator } from '@mikro-orm/migrations';
-import { PostgreSqlDriver, type SqlEntityManager } from '@mikro-orm/postgresql';
+import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { PGlite } from '@electric-sql/pglite';
-import { PGliteDriver } from 'mikro-orm-pglite';
+import pg from 'pg';
 import { entities } from './entities/index.ts';
 import { migrations } from './migrations/index.ts';
+import { BoundPGliteDriver, BoundPostgreSqlDriver } from './bound-connection.ts';
 
 export type DatabaseKind = 'pglite' | 'postgres';
 
@@ -24,6 +25,13 @@ export interface DatabaseOptions {
   databaseUrl: string | undefined;
   dataDir: string;
   poolMax?: number;
+  /** Bring the schema up to date (default). False for a second pool on a database another one migrated. */
+  migrate?: boolean;
+  /**
+   * `memory://` only: the PGlite to use instead of a new empty one (tests pass one loaded from a dump of a
+   * database already migrated). It is closed with the database.
+   */
+  pglite?: PGlite;
 }
 
 /** Opens the database chosen by configuration and brings its schema up to date with migrations. */
@@ -44,7 +52,7 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
     kind = 'postgres';
     orm = await MikroORM.init({
       ...common,
-      driver: PostgreSqlDriver,
+      driver: BoundPostgreSqlDriver,
       clientUrl: options.databaseUrl,
       pool: { min: 1, max: options.poolMax ?? 10 },
     });
@@ -55,18 +63,20 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
       dir = path.join(options.dataDir, 'pglite');
       await fs.mkdir(dir, { recursive: true });
     }
-    const instance = dir ? new PGlite(dir) : new PGlite();
+    const instance = dir ? new PGlite(dir) : options.pglite ?? new PGlite();
     pglite = instance;
     orm = await MikroORM.init({
       ...common,
-      driver: PGliteDriver,
+      driver: BoundPGliteDriver,
       dbName: 'postgres',
       driverOptions: { connection: { pglite: () => instance } },
     });
   }
 
   try {
-    await orm.getMigrator().up();
+    if (options.migrate === false) { /* migrated by the caller's main pool */ }
+    else if (kind === 'postgres') await underMigrationLock(options.databaseUrl!, () => orm.getMigrator().up());
+    else await orm.getMigrator().up();
   } catch (error) {
     await orm.close(true);
     await pglite?.close();
@@ -85,4 +95,28 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
       await pglite?.close();
     },
   };
+}
+
+/** Key of the advisory lock that serialises migrations between processes sharing one database. */
+export const MIGRATION_LOCK_KEY = '7236911355087249713';
+
+/**
+ * Runs `work` while holding a session-level advisory lock on a connection of its own, so that several
+ * processes starting together on one new database migrate one after the other (the later ones then find
+ * nothing left to do). The lock goes with the connection if this process dies.
+ */
+async function underMigrationLock<T>(databaseUrl: string, work: () => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: databaseUrl });
+  client.on('error', () => {}); // a lost connection surfaces through the queries below
+  await client.connect();
+  try {
+    await client.query('select pg_advisory_lock($1::bigint)', [MIGRATION_LOCK_KEY]);
+    try {
+      return await work();
+    } finally {
+      await client.query('select pg_advisory_unlock($1::bigint)', [MIGRATION_LOCK_KEY]).catch(() => {});
+    }
+  } finally {
+    await client.end().catch(() => {});
+  }
 }

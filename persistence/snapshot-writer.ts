@@ -1,6 +1,8 @@
 import { context, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Link, type Tracer } from '@opentelemetry/api';
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import type { Database } from './database.ts';
+import { availabilityOf, isDatabaseUnreachable, pause, type DatabaseAvailability } from './availability.ts';
+import { currentWriteClaim, WriteClaims, type WriteFence } from './write-claims.ts';
 
 /** One actor's writes; runs inside the batch's transaction and must touch only the database. */
 export type WriteUnit = (em: SqlEntityManager) => Promise<void>;
@@ -10,12 +12,16 @@ export interface SnapshotWriterOptions {
   windowMs: number;
   maxBatch: number;
   tracer: Tracer;
+  /** Cluster mode: called once per transaction, before it commits, with the claims of its units. */
+  fence?: WriteFence;
 }
 
 export interface WriterStats {
   units: number;
   batches: number;
   failedUnits: number;
+  /** Commits tried again because the database could not be reached. */
+  retries: number;
   lastBatchSize: number;
   lastCommitMs: number;
 }
@@ -26,6 +32,7 @@ interface Pending {
   reject: (error: unknown) => void;
   link: Link | undefined;
   strict: boolean;
+  claims: WriteClaims | undefined;
 }
 
 export interface WriteOptions {
@@ -35,6 +42,11 @@ export interface WriteOptions {
    * statement that catches a transaction some unit left aborted.
    */
   strict?: boolean;
+  /**
+   * The shard leases the unit writes under (cluster mode), read when the batch commits, so a unit shared by
+   * many actors may add theirs until then. Default: the claim of the calling actor (write-claims.ts), if any.
+   */
+  claims?: WriteClaims;
 }
 
 export class WriterClosedError extends Error {
@@ -48,6 +60,13 @@ export class WriterClosedError extends Error {
  * Group commit: the writes of many actors go into one transaction, and each waiter is answered
  * only after that transaction has committed. While one batch commits, the next one gathers.
  * When a batch fails, its units are retried one transaction each, so one bad write fails alone.
+ *
+ * A batch that fails because the database cannot be reached is not failed: the same batch is tried again,
+ * after a backoff (100 ms doubling to 5 s, cut short when the database answers again), until it commits or
+ * the writer closes; its waiters simply wait, and the batches behind it wait their turn. If the connection
+ * was lost during COMMIT, the transaction may have committed all the same: on PostgreSQL each batch notes
+ * its transaction id, and before trying again the writer asks the server what became of it
+ * (txid_status), so a committed batch is never applied twice.
  */
 export class SnapshotWriter {
   private queue: Pending[] = [];
@@ -56,21 +75,36 @@ export class SnapshotWriter {
   private windowTimer: NodeJS.Timeout | undefined;
   private closed = false;
   private idleWaiters: Array<() => void> = [];
+  /** One promise per unit not yet committed or refused (settling either way); what flush waits for. */
+  private readonly unsettled = new Set<Promise<void>>();
   /** Units of writeAfter still waiting for their delay: each function puts its unit in the queue now. */
   private readonly held = new Set<() => void>();
   private readonly lanes: SnapshotWriter[] = [];
-  readonly stats: WriterStats = { units: 0, batches: 0, failedUnits: 0, lastBatchSize: 0, lastCommitMs: 0 };
+  readonly stats: WriterStats = { units: 0, batches: 0, failedUnits: 0, retries: 0, lastBatchSize: 0, lastCommitMs: 0 };
+  private readonly availability: DatabaseAvailability;
+  /** Set by close: a batch the database cannot take is then failed, not tried again. */
+  private closing = false;
+  private readonly closingSignal: Promise<void>;
+  private signalClosing!: () => void;
 
-  constructor(private readonly db: Database, private readonly options: SnapshotWriterOptions) {}
+  constructor(private readonly db: Database, private readonly options: SnapshotWriterOptions) {
+    this.availability = availabilityOf(db);
+    this.closingSignal = new Promise((resolve) => { this.signalClosing = resolve; });
+  }
 
   /** Resolves once the unit's writes are committed; rejects if they were rolled back. */
   write(unit: WriteUnit, options: WriteOptions = {}): Promise<void> {
     if (this.closed) return Promise.reject(new WriterClosedError());
-    return new Promise<void>((resolve, reject) => {
+    const written = new Promise<void>((resolve, reject) => {
       const spanContext = trace.getActiveSpan()?.spanContext();
-      this.queue.push({ unit, resolve, reject, link: spanContext ? { context: spanContext } : undefined, strict: options.strict === true });
+      const claims = options.claims ?? (this.options.fence ? claimsOfCaller() : undefined);
+      this.queue.push({ unit, resolve, reject, link: spanContext ? { context: spanContext } : undefined, strict: options.strict === true, claims });
       this.schedule();
     });
+    const settled = written.then(noop, noop);
+    this.unsettled.add(settled);
+    void settled.then(() => this.unsettled.delete(settled));
+    return written;
   }
 
   /**
@@ -90,13 +124,13 @@ export class SnapshotWriter {
    * Like write, but the unit joins the queue only after `delayMs` (or at the next flush or close, if
    * sooner): for writes nobody waits on, so that one unit gathers what many actors record meanwhile.
    */
-  writeAfter(delayMs: number, unit: WriteUnit): Promise<void> {
+  writeAfter(delayMs: number, unit: WriteUnit, options: WriteOptions = {}): Promise<void> {
     if (this.closed) return Promise.reject(new WriterClosedError());
     return new Promise<void>((resolve, reject) => {
       const enqueue = () => {
         clearTimeout(timer);
         this.held.delete(enqueue);
-        this.write(unit).then(resolve, reject);
+        this.write(unit, options).then(resolve, reject);
       };
       const timer = setTimeout(enqueue, delayMs);
       this.held.add(enqueue);
@@ -120,18 +154,40 @@ export class SnapshotWriter {
     return this.lanes[index - 1]!;
   }
 
-  /** Resolves when everything queued so far (in every lane) has been committed or refused. */
+  /**
+   * Resolves when everything queued so far (in every lane) has been committed or refused. Writes queued
+   * after the call are not waited for, so a flush ends even while other actors keep the writer busy.
+   */
   flush(): Promise<void> {
+    for (const enqueue of [...this.held]) enqueue();
+    const own = this.unsettled.size === 0 ? Promise.resolve() : Promise.all([...this.unsettled]).then(noop);
+    if (this.lanes.length === 0) return own;
+    return Promise.all([own, ...this.lanes.map((lane) => lane.flush())]).then(noop);
+  }
+
+  /** Resolves when nothing is queued, gathering or committing (in every lane). */
+  private whenIdle(): Promise<void> {
     for (const enqueue of [...this.held]) enqueue();
     const own = this.idle ? Promise.resolve() : new Promise<void>((resolve) => this.idleWaiters.push(resolve));
     if (this.lanes.length === 0) return own;
-    return Promise.all([own, ...this.lanes.map((lane) => lane.flush())]).then(() => undefined);
+    return Promise.all([own, ...this.lanes.map((lane) => lane.whenIdle())]).then(noop);
   }
 
+  /**
+   * Commits what is queued and then refuses writes. A batch still waiting for an unreachable database is
+   * failed (its waiters get the error) instead of being tried again.
+   */
   async close(): Promise<void> {
-    await this.flush();
+    this.stopRetrying();
+    await this.whenIdle();
     await Promise.all(this.lanes.map((lane) => lane.close()));
     this.closed = true;
+  }
+
+  private stopRetrying(): void {
+    this.closing = true;
+    this.signalClosing();
+    for (const lane of this.lanes) lane.stopRetrying();
   }
 
   private schedule(): void {
@@ -172,25 +228,17 @@ export class SnapshotWriter {
     });
     const started = performance.now();
     try {
-      await this.db.em().transactional(async (em) => {
-        for (const pending of batch) await pending.unit(em);
-        // A unit that caught the error of a failed statement leaves the transaction aborted, and the
-        // server then answers COMMIT with a silent ROLLBACK: one more statement makes such a batch fail
-        // here instead of acknowledging writes that were never committed.
-        if (!batch.every((p) => p.strict)) {
-          await em.flush();
-          await em.execute('select 1');
-        }
-      });
+      await this.commitBatch(batch);
       this.record(batch.length, started);
       for (const pending of batch) pending.resolve();
       span.setStatus({ code: SpanStatusCode.OK });
     } catch (error) {
       span.recordException(error as Error);
       span.setStatus({ code: SpanStatusCode.ERROR });
-      if (batch.length === 1) {
-        this.stats.failedUnits++;
-        batch[0]!.reject(error);
+      if (batch.length === 1 || isDatabaseUnreachable(error)) {
+        // Unreachable here means the writer is closing: every unit fails alike.
+        this.stats.failedUnits += batch.length;
+        for (const pending of batch) pending.reject(error);
       } else {
         // Isolate the failing write: every other unit gets its own transaction.
         for (const pending of batch) await this.commit([pending]);
@@ -200,10 +248,82 @@ export class SnapshotWriter {
     }
   }
 
+  /** Commits the batch in one transaction, trying again while the database cannot be reached (unless closing). */
+  private async commitBatch(batch: Pending[]): Promise<void> {
+    const postgres = this.db.kind === 'postgres';
+    for (let attempt = 0; ; attempt++) {
+      let txid: string | undefined;
+      try {
+        await this.db.em().transactional(async (em) => {
+          for (const pending of batch) await pending.unit(em);
+          if (!batch.every((p) => p.strict)) await em.flush();
+          // A unit that caught the error of a failed statement leaves the transaction aborted, and the
+          // server then answers COMMIT with a silent ROLLBACK: one more statement makes such a batch fail
+          // here instead of acknowledging writes that were never committed. On PostgreSQL that statement
+          // also notes the transaction's id, in case the connection is lost during COMMIT. In cluster mode
+          // the fence is that statement (it reads the id too), the last before COMMIT.
+          let fencedTxid: string | undefined;
+          if (this.options.fence) {
+            const claims = new WriteClaims();
+            for (const pending of batch) claims.addAll(pending.claims);
+            // One call for every shard of the batch, in shard order: a node that lost one cannot commit.
+            if (claims.size > 0) fencedTxid = (await this.options.fence(em, claims.sorted())) ?? undefined;
+          }
+          if (postgres) txid = fencedTxid ?? (await em.execute<Array<{ id: string }>>('select txid_current()::text as id'))[0]!.id;
+          else if (!batch.every((p) => p.strict)) await em.execute('select 1');
+        });
+        this.availability.up();
+        return;
+      } catch (error) {
+        if (!isDatabaseUnreachable(error) || this.closing) throw error;
+        this.availability.down(error);
+        this.stats.retries++;
+        if (txid !== undefined && await this.committedAnyway(txid, error)) {
+          this.availability.up();
+          return;
+        }
+        await this.backoff(attempt);
+        if (this.closing) throw error;
+      }
+    }
+  }
+
+  /**
+   * Whether the transaction `txid`, whose COMMIT lost its connection, committed all the same: asked once the
+   * database answers again. A transaction the server had not committed when it stopped is reported aborted.
+   */
+  private async committedAnyway(txid: string, lost: unknown): Promise<boolean> {
+    for (let attempt = 0; ; attempt++) {
+      await this.backoff(attempt);
+      if (this.closing) throw lost;
+      try {
+        const [row] = await this.db.em().execute<Array<{ status: string | null }>>('select txid_status(?::bigint) as status', [txid]);
+        if (row?.status === 'committed') return true;
+        // Still in progress: the server has not yet noticed that the connection is gone.
+        if (row?.status !== 'in progress') return false;
+      } catch (error) {
+        if (!isDatabaseUnreachable(error)) throw lost;
+        this.availability.down(error);
+      }
+    }
+  }
+
+  /** Waits before trying again: the backoff of the attempt-th failure, cut short when the database answers or the writer closes. */
+  private backoff(attempt: number): Promise<void> {
+    return Promise.race([pause(this.availability, attempt), this.closingSignal]);
+  }
+
   private record(size: number, started: number): void {
     this.stats.batches++;
     this.stats.units += size;
     this.stats.lastBatchSize = size;
     this.stats.lastCommitMs = performance.now() - started;
   }
+}
+
+function noop(): void {}
+
+function claimsOfCaller(): WriteClaims | undefined {
+  const claim = currentWriteClaim();
+  return claim ? new WriteClaims().add(claim) : undefined;
 }

@@ -49,6 +49,11 @@ export interface ActorBehavior<S, M, R = unknown> {
    * just committed hands it over), in place of `load`. Never used after a crash or a failed write.
    */
   seed?(msg: M): S | undefined;
+  /**
+   * The workspace the actor belongs to, from its state (cluster mode: its shard decides which node runs
+   * it). Kind `ws` is the workspace itself and needs none; undefined when the state names none (no such row).
+   */
+  workspaceOf?(state: S): string | undefined;
   /** While true (for example, jobs are queued), the idle sweep leaves the actor alone. */
   keepAlive?(state: S): boolean;
 }

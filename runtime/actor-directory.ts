@@ -5,7 +5,17 @@ import type { Clock, Timer } from './clock.ts';
 import type { Logger } from './logger.ts';
 import { traceContextOf, wrap, type Envelope, type Reply } from './envelope.ts';
 import type { Database } from '../persistence/database.ts';
-import type { SnapshotWriter } from '../persistence/snapshot-writer.ts';
+import { WriterClosedError, type SnapshotWriter } from '../persistence/snapshot-writer.ts';
+import { availabilityOf, DatabaseUnavailableError, isDatabaseUnreachable, untilReachable } from '../persistence/availability.ts';
+import type { Lease } from '../persistence/cluster/leases.ts';
+import { isFencedOut } from '../persistence/cluster/fence.ts';
+import { withWriteClaim } from '../persistence/write-claims.ts';
+
+/** Cluster mode: which workspaces this node runs, and the lease their actors' writes carry. */
+export interface ActorOwnership {
+  /** The lease of the workspace's shard if this node holds it now; undefined otherwise. */
+  claimFor(workspaceId: string): Lease | undefined;
+}
 
 export interface DirectoryDeps {
   clock: Clock;
@@ -20,6 +30,8 @@ export interface DirectoryDeps {
   actorDeps?: unknown;
   /** Whether spans are recorded (an exporter is configured); without, messages carry no trace context and make no span. */
   tracing?: boolean;
+  /** Cluster mode only: an actor runs only while this node owns its workspace's shard. */
+  ownership?: ActorOwnership;
 }
 
 interface Entry {
@@ -33,7 +45,17 @@ interface Entry {
   stale: boolean;
   /** The behaviour's keepAlive after the last message. */
   keepAlive: boolean;
+  /** Replies waiting for their writes to commit (the writer keeps trying while the database is unreachable). */
+  durable: number;
+  /** Called when `durable` drops to 0. */
+  durableWaiters: Array<() => void>;
+  /** Cluster mode: the actor's workspace once known (kind ws: its id; others: from their loaded state). */
+  workspace?: string;
+  /** Cluster mode: the lease under which it started; its writes carry it. */
+  claim?: Lease;
 }
+
+const NOT_OWNED = 'not-owned:';
 
 /** State kept by nact for one live actor: its behaviour's state once loaded. */
 type Slot = { loaded: true; state: unknown } | undefined;
@@ -51,6 +73,14 @@ export class ActorCrashedError extends Error {
   constructor(readonly key: string, cause: string) {
     super(`actor ${key} crashed: ${cause}`);
     this.name = 'ActorCrashedError';
+  }
+}
+
+/** Cluster mode: the actor's workspace belongs to a shard this node does not own (any more). */
+export class ShardNotOwnedError extends Error {
+  constructor(readonly key: string) {
+    super(`actor ${key} runs on another node: this node does not own its workspace's shard`);
+    this.name = 'ShardNotOwnedError';
   }
 }
 
@@ -98,7 +128,11 @@ export class ActorDirectory implements ActorMessenger {
   async ask<R>(kind: string, id: string, msg: unknown, timeoutMs = this.deps.askTimeoutMs ?? 30_000): Promise<R> {
     const entry = this.enter(kind, id);
     const reply = (await nact.query(entry.ref, (replyTo: Ref<Reply<unknown>>) => wrap(msg, replyTo, this.tracing), timeoutMs)) as Reply<R>;
-    if (!reply.ok) throw new ActorCrashedError(`${kind}:${id}`, reply.error);
+    if (!reply.ok) {
+      if (reply.error.startsWith(NOT_OWNED)) throw new ShardNotOwnedError(`${kind}:${id}`);
+      const crashed = new ActorCrashedError(`${kind}:${id}`, reply.error);
+      throw reply.unavailable ? new DatabaseUnavailableError(crashed) : crashed;
+    }
     return reply.value;
   }
 
@@ -138,12 +172,32 @@ export class ActorDirectory implements ActorMessenger {
     return new Promise((resolve) => this.drainWaiters.push(resolve));
   }
 
+  /**
+   * Cluster mode: stops the actors whose workspace matches (a shard lost or handed over); with `drainMs`,
+   * first waits (at most that long) for their mailboxes to empty. An actor still busy then stops once its
+   * mailbox is empty (the messages left are refused: its shard is no longer owned). Returns how many.
+   */
+  async retireWorkspaces(matches: (workspaceId: string) => boolean, drainMs = 0): Promise<number> {
+    const selected = () => [...this.live.values()].filter((entry) => entry.workspace !== undefined && matches(entry.workspace));
+    const deadline = this.deps.clock.now() + drainMs;
+    while (drainMs > 0 && selected().some((entry) => entry.pending > 0) && this.deps.clock.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    const entries = selected();
+    for (const entry of entries) {
+      if (entry.pending === 0) this.retire(entry);
+      else entry.passivate = true;
+    }
+    return entries.length;
+  }
+
   /** Stops every actor idle for at least idleMs; returns how many were stopped. */
   passivateIdle(): number {
     const now = this.deps.clock.now();
     let count = 0;
     for (const entry of [...this.live.values()]) {
-      if (entry.pending === 0 && !entry.keepAlive && now - entry.lastActive >= this.deps.idleMs) {
+      // An actor whose writes are still to commit stays: spawned again, it would load a state without them.
+      if (entry.pending === 0 && !entry.keepAlive && entry.durable === 0 && now - entry.lastActive >= this.deps.idleMs) {
         this.retire(entry);
         count++;
       }
@@ -188,26 +242,55 @@ export class ActorDirectory implements ActorMessenger {
       actors: this,
       deps: this.deps.actorDeps,
     };
-    const entry: Entry = { ref: undefined as unknown as Ref<Envelope<unknown>>, kind, id, pending: 0, lastActive: this.deps.clock.now(), passivate: false, stale: false, keepAlive: false };
+    const entry: Entry = {
+      ref: undefined as unknown as Ref<Envelope<unknown>>, kind, id, pending: 0, lastActive: this.deps.clock.now(), passivate: false, stale: false, keepAlive: false,
+      durable: 0, durableWaiters: [], workspace: kind === 'ws' ? id : undefined,
+    };
+    const ownership = this.deps.ownership;
     const handle = async (slot: Slot, envelope: Envelope<unknown>): Promise<Slot> => {
       let state: unknown;
       if (slot && !entry.stale) {
         state = slot.state;
       } else {
-        state = (!slot && !entry.stale ? behavior.seed?.(envelope.msg) : undefined) ?? await behavior.load(ctx);
+        // A state reloaded (after a crash or a failed write) must include the actor's own writes still on
+        // their way to the database: they are waited for first.
+        if (entry.durable > 0) await new Promise<void>((resolve) => entry.durableWaiters.push(resolve));
+        // A load that finds the database unreachable waits for it: the message (perhaps a provider's
+        // one-time report) is handled once the database is back, not lost with a crash.
+        state = (!slot && !entry.stale ? behavior.seed?.(envelope.msg) : undefined) ?? await untilReachable(this.deps.db, () => behavior.load(ctx), () => this.stopped);
         entry.stale = false;
       }
-      const outcome = await behavior.receive(state, envelope.msg, ctx);
+      let claim: Lease | undefined;
+      if (ownership) {
+        entry.workspace ??= behavior.workspaceOf?.(state);
+        if (entry.workspace !== undefined) {
+          claim = ownership.claimFor(entry.workspace);
+          if (!claim || (entry.claim !== undefined && entry.claim.epoch !== claim.epoch)) {
+            // Another node runs this workspace (or this node lost it and took it back since): nothing here.
+            entry.passivate = true;
+            if (envelope.replyTo) nact.dispatch(envelope.replyTo, { ok: false, error: `${NOT_OWNED} ${key}` });
+            else this.deps.logger.debug({ actor: key }, 'message dropped: the workspace is owned by another node');
+            return undefined;
+          }
+          entry.claim = claim;
+        }
+      }
+      const outcome = claim ? await withWriteClaim(claim, () => behavior.receive(state, envelope.msg, ctx)) : await behavior.receive(state, envelope.msg, ctx);
       if (outcome.passivate) entry.passivate = true;
       entry.keepAlive = behavior.keepAlive?.(outcome.state) ?? false;
       const replyTo = envelope.replyTo;
       if (outcome.replyWhenDurable) {
+        entry.durable++;
         outcome.replyWhenDurable.then(
-          (value) => { if (replyTo) nact.dispatch(replyTo, { ok: true, value }); },
+          (value) => {
+            this.durableDone(entry);
+            if (replyTo) nact.dispatch(replyTo, { ok: true, value });
+          },
           (error: unknown) => {
             entry.stale = true;
+            this.durableDone(entry);
             this.deps.logger.error({ err: error, actor: key }, 'a deferred write failed; the actor reloads its persisted state');
-            if (replyTo) nact.dispatch(replyTo, { ok: false, error: (error as Error).message });
+            if (replyTo) nact.dispatch(replyTo, this.failure(error));
           },
         );
       } else if (replyTo) {
@@ -245,12 +328,34 @@ export class ActorDirectory implements ActorMessenger {
       onCrash: (envelope: Envelope<unknown> | undefined, error: Error | undefined, sctx) => {
         this.stats.restarts++;
         this.deps.logger.error({ err: error, actor: key }, 'actor crashed; restarting it from its persisted state');
-        if (envelope?.replyTo) nact.dispatch(envelope.replyTo, { ok: false, error: error?.message ?? 'crash' });
+        if (envelope?.replyTo) nact.dispatch(envelope.replyTo, this.failure(error));
         return sctx.reset;
       },
     }) as Ref<Envelope<unknown>>;
     this.stats.spawned++;
     return entry;
+  }
+
+  /**
+   * The error reply for a message that failed: marked `unavailable` (and the database marked down) when the
+   * database could not be reached, or the writer has closed (the service is stopping); refused as not owned
+   * when its write was fenced out (answered 503 with Retry-After, as any request for a shard in transit).
+   */
+  private failure(error: unknown): Reply<unknown> {
+    // Cluster mode: the shard moved on before the write committed; the caller retries on its new owner.
+    if (isFencedOut(error)) return { ok: false, error: `${NOT_OWNED} ${(error as Error).message}` };
+    const unavailable = isDatabaseUnreachable(error) || error instanceof DatabaseUnavailableError || error instanceof WriterClosedError;
+    if (!unavailable) return { ok: false, error: (error as Error | undefined)?.message ?? 'crash' };
+    if (isDatabaseUnreachable(error)) availabilityOf(this.deps.db).down(error);
+    return { ok: false, error: (error as Error).message, unavailable: true };
+  }
+
+  private durableDone(entry: Entry): void {
+    entry.durable--;
+    if (entry.durable > 0 || entry.durableWaiters.length === 0) return;
+    const waiters = entry.durableWaiters;
+    entry.durableWaiters = [];
+    for (const wake of waiters) wake();
   }
 
   private done(entry: Entry): void {

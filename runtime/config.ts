@@ -1,3 +1,4 @@
+import os from 'node:os';
 import path from 'node:path';
 import { DEFAULT_REQUESTS_PER_MINUTE, PLAN_IDS, REQUESTS_PER_MINUTE_ENV, type PlanId } from './plans.ts';
 
@@ -39,7 +40,28 @@ export interface Config {
   webhooks: { secretKey: string | undefined; timeoutMs: number };
   /** The OpenAI-compatible provider, when OPENAI_BASE_URL is set (its models are offered only then). */
   openai: OpenAiConfig | undefined;
+  /** Cluster mode (CLUSTER=true, PostgreSQL and Redis only); undefined for a single node. */
+  cluster: ClusterConfig | undefined;
 }
+
+/** One node of a cluster: its identity, where the others reach it, and the membership and lease timings. */
+export interface ClusterConfig {
+  /** CLUSTER_NODE_ID; default `<hostname>:<PORT>`. Stable across restarts, unique in the cluster. */
+  nodeId: string;
+  /** CLUSTER_INTERNAL_ADDRESS:CLUSTER_INTERNAL_PORT, the node-to-node channel (default `<hostname>:8081`). */
+  internalAddress: string;
+  internalPort: number;
+  heartbeatMs: number;
+  deadAfterMs: number;
+  leaseMs: number;
+  /** CLUSTER_SHARDS: workspaces are spread over this many shards; the same on every node. */
+  shards: number;
+  /** CLUSTER_SECRET: the same on every node; authenticates requests forwarded between nodes (at least 32 characters). */
+  secret: string;
+}
+
+const CLUSTER_SETTINGS = ['CLUSTER_NODE_ID', 'CLUSTER_INTERNAL_ADDRESS', 'CLUSTER_INTERNAL_PORT', 'CLUSTER_HEARTBEAT_MS',
+  'CLUSTER_DEAD_AFTER_MS', 'CLUSTER_LEASE_MS', 'CLUSTER_SHARDS', 'CLUSTER_SECRET'] as const;
 
 export interface OpenAiConfig {
   baseUrl: string;
@@ -111,6 +133,7 @@ export function loadConfig(env: Env = process.env): Config {
   const webhookSecretKey = read.optionalString('WEBHOOK_SECRET_KEY');
   if (webhookSecretKey !== undefined && webhookSecretKey.length < 32) problems.push('WEBHOOK_SECRET_KEY: must be at least 32 characters');
   const webhookTimeoutMs = read.integer('WEBHOOK_TIMEOUT_MS', 10_000, 10, 60_000);
+  const cluster = readCluster(read, env, problems, { port, databaseUrl, redisUrl });
 
   if (problems.length > 0) throw new ConfigError(problems);
   return {
@@ -122,7 +145,46 @@ export function loadConfig(env: Env = process.env): Config {
     billing: { provider: paymentProvider, signingSecret: billingSecret },
     openai,
     webhooks: { secretKey: webhookSecretKey, timeoutMs: webhookTimeoutMs },
+    cluster,
   };
+}
+
+/**
+ * CLUSTER=true and its settings. A cluster shares one PostgreSQL database and one Redis, so PGlite (which
+ * one process owns) refuses any cluster setting, as does a setting given without CLUSTER=true.
+ */
+function readCluster(read: EnvReader, env: Env, problems: string[], base: { port: number; databaseUrl: string | undefined; redisUrl: string | undefined }): ClusterConfig | undefined {
+  const enabled = read.boolean('CLUSTER', false);
+  const given = CLUSTER_SETTINGS.filter((name) => env[name] !== undefined && env[name]!.trim() !== '');
+  const onPostgres = base.databaseUrl?.startsWith('postgres') ?? false;
+  if (!onPostgres && (enabled || given.length > 0)) {
+    problems.push(`${enabled ? 'CLUSTER=true' : given.join(', ')}: cluster mode needs PostgreSQL (DATABASE_URL=postgres://…); PGlite runs a single node only`);
+    return undefined;
+  }
+  if (!enabled) {
+    if (given.length > 0) problems.push(`${given.join(', ')}: only read in cluster mode; set CLUSTER=true, or unset them`);
+    return undefined;
+  }
+  if (base.redisUrl === undefined) problems.push('CLUSTER=true: cluster mode needs REDIS_URL (rate limits, idempotency and shared state across nodes)');
+
+  const nodeId = read.string('CLUSTER_NODE_ID', `${os.hostname()}:${base.port}`);
+  if (!/^[A-Za-z0-9._:-]{1,128}$/.test(nodeId)) problems.push(`CLUSTER_NODE_ID=${JSON.stringify(nodeId)}: expected 1 to 128 letters, digits, '.', '_', ':' or '-'`);
+  const internalAddress = read.string('CLUSTER_INTERNAL_ADDRESS', os.hostname());
+  if (!/^[A-Za-z0-9.:\[\]-]{1,253}$/.test(internalAddress)) problems.push(`CLUSTER_INTERNAL_ADDRESS=${JSON.stringify(internalAddress)}: expected a host name or IP address`);
+  const internalPort = read.integer('CLUSTER_INTERNAL_PORT', 8081, 1, 65535);
+  const heartbeatMs = read.integer('CLUSTER_HEARTBEAT_MS', 1000, 50, 60_000);
+  const deadAfterMs = read.integer('CLUSTER_DEAD_AFTER_MS', 5000, 100, 600_000);
+  const leaseMs = read.integer('CLUSTER_LEASE_MS', deadAfterMs, 100, 600_000);
+  const shards = read.integer('CLUSTER_SHARDS', 64, 1, 4096);
+  if (deadAfterMs < 2 * heartbeatMs) problems.push(`CLUSTER_DEAD_AFTER_MS=${deadAfterMs}: must be at least twice CLUSTER_HEARTBEAT_MS (${heartbeatMs}), so one late heartbeat does not kill a node`);
+  if (leaseMs < 2 * heartbeatMs) problems.push(`CLUSTER_LEASE_MS=${leaseMs}: must be at least twice CLUSTER_HEARTBEAT_MS (${heartbeatMs}), so a lease outlives one missed renewal`);
+  // Secrets a node would otherwise generate under its own DATA_DIR: every node must read what another sealed or signed.
+  const shared = ['WEBHOOK_SECRET_KEY', 'BILLING_SIGNING_SECRET', ...(env.S3_BUCKET?.trim() ? [] : ['BLOB_SIGNING_SECRET'])];
+  const missing = shared.filter((name) => !env[name]?.trim());
+  if (missing.length > 0) problems.push(`${missing.join(', ')}: required in cluster mode, the same on every node (a node would otherwise generate its own under DATA_DIR, which the others cannot read)`);
+  const secret = read.optionalString('CLUSTER_SECRET') ?? '';
+  if (secret.length < 32) problems.push('CLUSTER_SECRET: required in cluster mode, at least 32 characters, the same on every node (it authenticates requests forwarded between nodes)');
+  return { nodeId, internalAddress, internalPort, heartbeatMs, deadAfterMs, leaseMs, shards, secret };
 }
 
 function readOpenAi(read: EnvReader, problems: string[]): OpenAiConfig | undefined {

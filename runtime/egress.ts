@@ -7,7 +7,8 @@
  *   undici Agent), so a name that resolves to a public address at check time and to 127.0.0.1 at connect
  *   time (DNS rebinding) is still refused. Only global unicast addresses pass: loopback, private (RFC 1918),
  *   link-local (169.254/16, which holds the cloud metadata endpoints), CGNAT (100.64/10), unique-local
- *   (fc00::/7), multicast, unspecified, reserved and the IPv6 transition ranges that embed IPv4 are refused.
+ *   (fc00::/7), multicast, unspecified, reserved and the IPv6 transition ranges that embed IPv4 are refused
+ *   (an IPv4-mapped address passes when its IPv4 address does; see isPublicAddress).
  * - Redirects are followed by hand, at most 3 by default, each target checked like the first URL.
  * - The response body is limited in bytes, and the whole exchange in time.
  * - `allowPrivate` (the operator's ALLOW_PRIVATE_EGRESS) lifts the address check, for development and tests.
@@ -45,21 +46,106 @@ export function checkUrlSyntax(url: string, options: AddressOptions = {}): { ok:
   if (parsed.hostname === '') return { ok: false, reason: 'the URL has no host' };
   const literal = ipLiteral(parsed.hostname);
   if (literal !== undefined && !policyOf(options)(literal)) {
-    return { ok: false, reason: `the address ${literal} is not a public address` };
+    return { ok: false, reason: `the address ${literal} is not a public address${carried(literal)}` };
   }
   return { ok: true, url: parsed };
 }
 
-/** Whether an IP address is global unicast, the only kind the guard connects to. */
+/**
+ * Whether an IP address is global unicast, the only kind the guard connects to.
+ *
+ * IPv4: only what ipaddr.js calls `unicast` (not loopback, private, link-local with the metadata endpoint
+ * 169.254.169.254, CGNAT, unspecified, broadcast, multicast, reserved, benchmarking...).
+ *
+ * IPv6: first, an address of a range that carries an IPv4 address (see embeddedIPv4) is refused when any
+ * IPv4 address it may carry is refused by the IPv4 rule, so `::127.0.0.1` or `64:ff9b::a9fe:a9fe` never
+ * reach the address they stand for. Then the IPv6 rule: an IPv4-mapped address (`::ffff:8.8.8.8`, which
+ * a dual-stack socket connects to as the IPv4 address itself) passes with its public IPv4 address;
+ * anything else must be global unicast, inside 2000::/3 and outside every special range ipaddr.js knows.
+ * So the other transition ranges are refused whatever IPv4 address they carry: IPv4-compatible `::/96`
+ * (deprecated since 2006), IPv4-translated `::ffff:0:0:0/96`, NAT64 `64:ff9b::/96` and `64:ff9b:1::/48`,
+ * 6to4 `2002::/16` and Teredo `2001::/32`.
+ */
 export function isPublicAddress(address: string): boolean {
   let parsed: ipaddr.IPv4 | ipaddr.IPv6;
   try {
-    parsed = ipaddr.parse(address);
+    parsed = parseAddress(address);
   } catch {
     return false;
   }
-  if (parsed.kind() === 'ipv6' && (parsed as ipaddr.IPv6).isIPv4MappedAddress()) parsed = (parsed as ipaddr.IPv6).toIPv4Address();
-  return parsed.range() === 'unicast';
+  if (parsed.kind() === 'ipv4') return isPublicIPv4(parsed as ipaddr.IPv4);
+  const v6 = parsed as ipaddr.IPv6;
+  const embedded = embeddedIPv4(v6);
+  if (embedded.some((v4) => !isPublicIPv4(v4))) return false;
+  if (v6.isIPv4MappedAddress()) return true;
+  return v6.range() === 'unicast' && (v6.parts[0]! & 0xe000) === 0x2000;
+}
+
+/**
+ * ipaddr.parse, except that `::a.b.c.d` is read as the IPv4-compatible address it is (::/96), as the
+ * system reads it, and not as the IPv4-mapped `::ffff:a.b.c.d` ipaddr.js makes of it.
+ */
+export function parseAddress(text: string): ipaddr.IPv4 | ipaddr.IPv6 {
+  const compatible = /^::(\d{1,3}(?:\.\d{1,3}){3})(?:%[0-9a-z]+)?$/i.exec(text);
+  if (compatible) {
+    const [a, b, c, d] = ipaddr.IPv4.parse(compatible[1]!).octets as [number, number, number, number];
+    return new ipaddr.IPv6([0, 0, 0, 0, 0, 0, (a << 8) | b, (c << 8) | d]);
+  }
+  return ipaddr.parse(text);
+}
+
+function isPublicIPv4(address: ipaddr.IPv4): boolean {
+  return address.range() === 'unicast';
+}
+
+/**
+ * The IPv4 addresses an IPv6 address may carry, by its range; none outside these ranges.
+ * - IPv4-mapped `::ffff:0:0/96`, IPv4-compatible `::/96`, IPv4-translated `::ffff:0:0:0/96` and the NAT64
+ *   well-known prefix `64:ff9b::/96`: the last 32 bits.
+ * - NAT64 local-use `64:ff9b:1::/48` (RFC 8215): the operator may use any RFC 6052 prefix length within
+ *   it, so every place one of those (48, 56, 64, 96) would put the IPv4 address.
+ * - 6to4 `2002::/16`: bits 16-47.
+ * - Teredo `2001::/32`: the server, bits 32-63, and the client, the last 32 bits inverted.
+ */
+export function embeddedIPv4(address: ipaddr.IPv6): ipaddr.IPv4[] {
+  const p = address.parts;
+  const v4 = (high: number, low: number) => new ipaddr.IPv4([high >> 8, high & 0xff, low >> 8, low & 0xff]);
+  const zeroUpTo = (end: number) => p.slice(0, end).every((part) => part === 0);
+  if (zeroUpTo(5) && (p[5] === 0 || p[5] === 0xffff)) return [v4(p[6]!, p[7]!)];
+  if (zeroUpTo(4) && p[4] === 0xffff && p[5] === 0) return [v4(p[6]!, p[7]!)];
+  if (p[0] === 0x64 && p[1] === 0xff9b) {
+    if (p[2] === 0 && p[3] === 0 && p[4] === 0 && p[5] === 0) return [v4(p[6]!, p[7]!)];
+    if (p[2] === 1) return [48, 56, 64, 96].map((prefixLength) => rfc6052IPv4(p, prefixLength));
+    return [];
+  }
+  if (p[0] === 0x2002) return [v4(p[1]!, p[2]!)];
+  if (p[0] === 0x2001 && p[1] === 0) return [v4(p[2]!, p[3]!), v4(p[6]! ^ 0xffff, p[7]! ^ 0xffff)];
+  return [];
+}
+
+/** " (it carries 127.0.0.1)" for an IPv6 address that carries IPv4 addresses, for messages; "" otherwise. */
+function carried(address: string): string {
+  let parsed: ipaddr.IPv4 | ipaddr.IPv6;
+  try {
+    parsed = parseAddress(address);
+  } catch {
+    return '';
+  }
+  if (parsed.kind() !== 'ipv6') return '';
+  const embedded = embeddedIPv4(parsed as ipaddr.IPv6);
+  return embedded.length === 0 ? '' : ` (it carries ${[...new Set(embedded.map(String))].join(', ')})`;
+}
+
+/** The 32 bits after an RFC 6052 prefix of prefixLength bits, skipping bits 64-71 (the `u` octet). */
+function rfc6052IPv4(parts: number[], prefixLength: number): ipaddr.IPv4 {
+  const bit = (i: number) => (parts[i >> 4]! >> (15 - (i & 15))) & 1;
+  const octets = [0, 0, 0, 0];
+  for (let i = prefixLength, taken = 0; taken < 32; i++) {
+    if (i >= 64 && i < 72) continue;
+    octets[taken >> 3] = (octets[taken >> 3]! << 1) | bit(i);
+    taken++;
+  }
+  return new ipaddr.IPv4(octets);
 }
 
 export interface AddressOptions {
@@ -339,7 +425,7 @@ export function guardedLookup(allowAddress: AddressPolicy) {
       const list = addresses as LookupAddress[];
       const blocked = list.find((entry) => !allowAddress(entry.address));
       if (blocked) {
-        const refusal: NodeJS.ErrnoException = new EgressError('blocked_address', `${hostname} resolves to ${blocked.address}, which is not a public address`);
+        const refusal: NodeJS.ErrnoException = new EgressError('blocked_address', `${hostname} resolves to ${blocked.address}, which is not a public address${carried(blocked.address)}`);
         return callback(refusal, []);
       }
       if (list.length === 0) return callback(Object.assign(new Error(`${hostname} has no address`), { code: 'ENOTFOUND' }), []);

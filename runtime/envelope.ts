@@ -1,8 +1,11 @@
 import { context, propagation, ROOT_CONTEXT, type Context } from '@opentelemetry/api';
 import type { Ref } from 'nact';
 
-/** The reply an asking caller receives: a value, or the news that the actor crashed on its message. */
-export type Reply<R> = { ok: true; value: R } | { ok: false; error: string };
+/**
+ * The reply an asking caller receives: a value, or the news that the actor crashed on its message
+ * (`unavailable` when it was because the database could not be reached).
+ */
+export type Reply<R> = { ok: true; value: R } | { ok: false; error: string; unavailable?: boolean };
 
 /** What travels in an actor's mailbox: the message, the sender's trace context and where to reply. */
 export interface Envelope<M> {

@@ -26,6 +26,9 @@ async function main(): Promise<void> {
     `  readiness: ${services.publicUrl}/health/ready`,
     '',
   ].join('\n') + '\n');
+  if (config.cluster) {
+    services.logger.info({ nodeId: config.cluster.nodeId, internalPort: config.cluster.internalPort, shards: config.cluster.shards }, 'cluster node');
+  }
 
   let signals = 0;
   const onSignal = (signal: NodeJS.Signals) => {

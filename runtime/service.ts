@@ -2,7 +2,9 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { SpanExporter } from '@opentelemetry/sdk-trace-base';
 import type { DestinationStream } from 'pino';
+import type { PGlite } from '@electric-sql/pglite';
 import { ActorDirectory } from './actor-directory.ts';
+import { InFlightCounter } from './in-flight.ts';
 import type { ActorBehavior } from './actor-behavior.ts';
 import { systemClock, type Clock } from './clock.ts';
 import type { Config } from './config.ts';
@@ -13,8 +15,10 @@ import type { ActorDeps } from '../actors/deps.ts';
 import { workspaceActor } from '../actors/workspace/actor.ts';
 import { generationActor } from '../actors/generation/actor.ts';
 import { generationRecovery } from '../actors/generation/recovery.ts';
+import { jobsInFlightByShard } from '../actors/generation/in-flight-by-shard.ts';
 import { nudgeQueuedWorkspaces } from '../actors/generation/resume.ts';
 import { ProviderCapacity } from '../actors/generation/provider-capacity.ts';
+import { SharedProviderCapacity, staleSlotsAmong } from '../actors/generation/shared-provider-capacity.ts';
 import { ProviderRegistry } from '../actors/generation/providers/provider.ts';
 import { localProvider } from '../actors/generation/providers/local/provider.ts';
 import { openAiProvider } from '../actors/generation/providers/openai/provider.ts';
@@ -27,11 +31,14 @@ import { createHttpServer, type HttpServer } from '../http/server.ts';
 import { loadUws } from '../http/uws.ts';
 import type { RouteDef } from '../http/route.ts';
 import { routeTable } from '../http/routes/index.ts';
-import { openDatabase } from '../persistence/database.ts';
+import { openDatabase, type Database } from '../persistence/database.ts';
 import { SnapshotWriter } from '../persistence/snapshot-writer.ts';
+import { availabilityOf } from '../persistence/availability.ts';
 import { closeRedis, connectRedis, type RedisClient } from './redis.ts';
 import { MemoryRateLimiter, type RateLimiter } from '../http/auth/limiter.ts';
 import { RedisRateLimiter } from '../http/auth/redis-limiter.ts';
+import { MemoryAttemptStore, type AttemptStore } from '../http/auth/attempt-store.ts';
+import { RedisAttemptStore } from '../http/auth/redis-attempt-store.ts';
 import { KeyCache } from '../http/auth/key-cache.ts';
 import { RedisKeyInvalidationBus } from '../http/auth/key-invalidation.ts';
 import { KeyUsageRecorder } from '../http/auth/key-usage.ts';
@@ -45,7 +52,16 @@ import { SecretBox } from '../persistence/secret-box.ts';
 import { webhookEndpointActor } from '../actors/webhook/actor.ts';
 import { WEBHOOK_SECRET_PURPOSE } from '../actors/webhook/deps.ts';
 import { webhookRecovery } from '../actors/webhook/recovery.ts';
+import { ClusterNode } from './cluster/cluster-node.ts';
+import { ShardHost } from './cluster/shard-host.ts';
+import { ClusterRouting } from './cluster/routing.ts';
+import { ShardOwners } from './cluster/shard-owners.ts';
+import { fenceShards } from '../persistence/cluster/fence.ts';
+import { ownerAddressOf } from '../persistence/cluster/leases.ts';
 import { startDeliveryRetention } from '../actors/webhook/retention.ts';
+
+/** Connections of the cluster node's own pool (rounds run one at a time; handovers beside them). */
+const MEMBERSHIP_POOL = 3;
 
 const packageJson = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string };
 
@@ -58,6 +74,8 @@ export interface StartOptions {
   behaviors?: ActorBehavior<any, any, any>[];
   routes?: RouteDef[];
   recovery?: RecoveryTask[];
+  /** DATABASE_URL=memory:// only: the PGlite to run on (tests pass one loaded from a migrated dump). */
+  pglite?: PGlite;
 }
 
 export interface RunningService {
@@ -88,9 +106,26 @@ export async function startService(options: StartOptions): Promise<RunningServic
   const telemetry = startTelemetry(config.telemetry, { exporter: options.spanExporter });
   const logger = createLogger(config.logLevel, options.logDestination);
   const clock = options.clock ?? systemClock;
-  const db = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
-  const writer = new SnapshotWriter(db, { windowMs: config.groupCommit.windowMs, maxBatch: config.groupCommit.maxBatch, tracer: telemetry.tracer });
-  const actors = new ActorDirectory({ clock, logger, db, writer, tracer: telemetry.tracer, tracing: telemetry.enabled, idleMs: config.actorIdleMs });
+  const db = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, pglite: options.pglite });
+  const cluster = config.cluster;
+  // Cluster mode: every batch of actor writes is fenced on the shard leases its actors run under.
+  const fence = cluster ? (em: Parameters<typeof fenceShards>[0], claims: Parameters<typeof fenceShards>[2]) => fenceShards(em, cluster.nodeId, claims, { holdLimitMs: cluster.leaseMs }) : undefined;
+  const writer = new SnapshotWriter(db, { windowMs: config.groupCommit.windowMs, maxBatch: config.groupCommit.maxBatch, tracer: telemetry.tracer, fence });
+  // Cluster mode: recovery per shard gained, actors only for the workspaces of owned shards.
+  let actors: ActorDirectory;
+  const webhookAttempts = new InFlightCounter();
+  const shardHost = cluster ? new ShardHost({
+    shardCount: cluster.shards, logger, drainMs: config.shutdownTimeoutMs, retryMs: cluster.heartbeatMs,
+    recoverShard: (scope) => [
+      generationRecovery(db, actors, scope), webhookRecovery(db, actors, scope),
+      { name: `subscription renewals of shard ${scope.shard}`, run: () => renewals.start(scope) },
+    ],
+    retire: (matches, drainMs) => actors.retireWorkspaces(matches, drainMs),
+    jobsInFlight: jobsInFlightByShard(db, cluster.shards),
+    attemptsInFlight: (matches) => webhookAttempts.count(matches),
+    flushWrites: () => writer.flush(),
+  }) : undefined;
+  actors = new ActorDirectory({ clock, logger, db, writer, tracer: telemetry.tracer, tracing: telemetry.enabled, idleMs: config.actorIdleMs, ownership: shardHost });
   for (const behavior of options.behaviors ?? []) actors.register(behavior);
   const health = new HealthState();
   // Shared back ends when REDIS_URL is set, in-process ones otherwise: chosen here, once.
@@ -109,6 +144,7 @@ export async function startService(options: StartOptions): Promise<RunningServic
     }
   }
   const limiter: RateLimiter = redis ? new RedisRateLimiter(redis, clock, config.redisKeyPrefix) : new MemoryRateLimiter(clock);
+  const loginAttempts: AttemptStore = redis ? new RedisAttemptStore(redis, config.redisKeyPrefix) : new MemoryAttemptStore(clock);
   const keyCache = new KeyCache({ db, clock, logger, rateLimits: config.rateLimits, bus: keyBus });
   keyBus?.listen((keyHash) => keyCache.drop(keyHash));
   const keyUsage = new KeyUsageRecorder({ db, clock, logger });
@@ -159,13 +195,22 @@ export async function startService(options: StartOptions): Promise<RunningServic
   }
   // Models whose provider this service runs: local always, openai/* when OPENAI_BASE_URL is set.
   const catalog = new ModelCatalog(undefined, (provider) => providers.has(provider));
-  const capacity = new ProviderCapacity((name) => providers.get(name)?.maxConcurrentJobs, (workspaceId) => actors.tell('ws', workspaceId, { type: 'schedule' }));
+  const limitOf = (name: string) => providers.get(name)?.maxConcurrentJobs;
+  const wakeWorkspace = (workspaceId: string) => actors.tell('ws', workspaceId, { type: 'schedule' });
+  // Cluster mode: each provider's limit holds across the nodes (a Redis set of the jobs holding its slots).
+  // Each node sweeps the stale slots of the jobs of its own shards (and of jobs gone from the database).
+  const sharedCapacity = cluster && redis ? new SharedProviderCapacity(limitOf, wakeWorkspace, {
+    redis, prefix: config.redisKeyPrefix, logger, sweepMs: 30_000,
+    finished: (ids) => staleSlotsAmong(db, ids, { shards: clusterNode?.ownedShards().map((lease) => lease.shard) ?? [], shardCount: cluster.shards }),
+  }) : undefined;
+  const capacity = sharedCapacity ?? new ProviderCapacity(limitOf, wakeWorkspace);
   const actorDeps: ActorDeps = {
     catalog,
     providers,
     capacity,
     queueTimeoutMs: config.generations.queueTimeoutMs,
     generationPaused: () => switches.generationPaused().paused,
+    handingOver: shardHost ? (workspaceId) => shardHost.handingOver(workspaceId) : undefined,
     outputs: blobOutputStore(blobs, db, () => clock.now()),
     inputs: blobInputResolver(blobs, db, guardedFetcher({ maxBytes: MAX_INPUT_BYTES, timeoutMs: 30_000, allowPrivate: config.allowPrivateEgress })),
     // A plan change changes the rate limit cached with each key record of the workspace: dropped here at
@@ -183,7 +228,7 @@ export async function startService(options: StartOptions): Promise<RunningServic
     },
     webhooks: {
       secrets: webhookSecrets, timeoutMs: config.webhooks.timeoutMs, allowPrivateEgress: config.allowPrivateEgress,
-      tracer: telemetry.tracer, random: Math.random,
+      tracer: telemetry.tracer, random: Math.random, attemptsInFlight: cluster ? webhookAttempts : undefined,
     },
   };
   actors.provideDeps(actorDeps);
@@ -192,17 +237,21 @@ export async function startService(options: StartOptions): Promise<RunningServic
   // Releasing the emergency stop starts queued jobs again at once, not at the next request.
   switches.onChange((state) => {
     if (state.paused) return;
-    nudgeQueuedWorkspaces(db, actors).catch((error: unknown) => logger.error({ err: error }, 'resuming queued generations failed'));
+    nudgeQueuedWorkspaces(db, actors, shardHost ? (workspaceId) => shardHost.runsHere(workspaceId) : undefined).catch((error: unknown) => logger.error({ err: error }, 'resuming queued generations failed'));
   });
   actors.register(webhookEndpointActor);
-  const webhookRetention = startDeliveryRetention(db, clock, logger);
+  // Cluster mode: each node prunes the endpoints of the shards it owns at the time, so each once in the cluster.
+  const webhookRetention = startDeliveryRetention(db, clock, logger, cluster
+    ? () => ({ shards: clusterNode?.ownedShards().map((lease) => lease.shard) ?? [], shardCount: cluster.shards })
+    : undefined);
   const services: Services = {
     config, publicUrl: config.baseUrl, version: packageJson.version, engine, clock, logger, tracer: telemetry.tracer, db, writer, actors, health,
-    redis, limiter, keyCache, keyUsage, blobs, switches, catalog, webhookSecrets,
+    redis, limiter, loginAttempts, keyCache, keyUsage, blobs, switches, catalog, webhookSecrets,
     billing: { provider: paymentProvider, local: paymentProvider, renewals },
   };
   const closeShared = async () => {
     renewals.stop();
+    await sharedCapacity?.close();
     await webhookRetention.stop();
     await switches.stop();
     await blobs.close();
@@ -211,6 +260,33 @@ export async function startService(options: StartOptions): Promise<RunningServic
     await closeRedis(redis);
   };
 
+  // Cluster mode: the node joins once listening; each shard it gains recovers that shard's work only.
+  // Its heartbeats and lease statements have connections of their own: queued behind the loads of
+  // thousands of actors (a shard just gained), they could be late past CLUSTER_DEAD_AFTER_MS.
+  let membershipDb: Database | undefined;
+  if (cluster) {
+    try {
+      membershipDb = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, poolMax: MEMBERSHIP_POOL, migrate: false });
+    } catch (error) {
+      await actors.stop();
+      await closeShared();
+      await db.close();
+      await telemetry.shutdown();
+      throw new StartupError(`database (the cluster node's connections): ${(error as Error).message}`);
+    }
+  }
+  const clusterNode = cluster && shardHost && membershipDb ? new ClusterNode({
+    db: membershipDb, nodeId: cluster.nodeId, address: `${cluster.internalAddress}:${cluster.internalPort}`, shardCount: cluster.shards,
+    heartbeatMs: cluster.heartbeatMs, deadAfterMs: cluster.deadAfterMs, leaseMs: cluster.leaseMs, logger, drain: shardHost.drain,
+  }) : undefined;
+  if (clusterNode && shardHost && cluster) {
+    shardHost.attach(clusterNode);
+    // A lost shard's renewal timers go with it: its next owner scheduled them when it gained the shard.
+    clusterNode.on('lost', (lease) => renewals.cancelWhere((workspaceId) => shardHost.shardOf(workspaceId) === lease.shard));
+    const owners = new ShardOwners((shard) => ownerAddressOf(db.em(), shard));
+    owners.attach(clusterNode);
+    services.cluster = new ClusterRouting(owners, clusterNode, shardHost, cluster.secret);
+  }
   const http = createHttpServer(services, routeTable(options.routes), { tracing: telemetry.enabled });
   let port: number;
   try {
@@ -218,15 +294,33 @@ export async function startService(options: StartOptions): Promise<RunningServic
   } catch (error) {
     await actors.stop();
     await closeShared();
+    await membershipDb?.close();
     await db.close();
     await telemetry.shutdown();
     throw new StartupError(`${(error as Error).message}: is the port in use?`);
   }
+  if (cluster) {
+    try {
+      await http.listen(config.host, cluster.internalPort);
+    } catch (error) {
+      http.stopAccepting();
+      await actors.stop();
+      await closeShared();
+      await membershipDb?.close();
+      await db.close();
+      await telemetry.shutdown();
+      throw new StartupError(`${(error as Error).message} (CLUSTER_INTERNAL_PORT): is the port in use?`);
+    }
+  }
   const url = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
   if (new URL(config.baseUrl).port === '0') services.publicUrl = url;
 
+  const recoveryTasks: RecoveryTask[] = clusterNode && shardHost
+    ? [{ name: 'cluster shards', run: async () => { await clusterNode.start(); await shardHost.recovered(); return clusterNode.ownedShards().length; } }]
+    : [generationRecovery(db, actors), webhookRecovery(db, actors), { name: 'subscription renewals', run: () => renewals.start() }];
+
   // Recovery runs after listening so probes see 503 until it is done.
-  const recovered = runRecovery([generationRecovery(db, actors), webhookRecovery(db, actors), { name: 'subscription renewals', run: () => renewals.start() }, ...(options.recovery ?? [])], logger).then(
+  const recovered = runRecovery([...recoveryTasks, ...(options.recovery ?? [])], logger).then(
     () => { health.recovered = true; },
     (error: unknown) => {
       health.recoveryError = (error as Error).message;
@@ -241,11 +335,18 @@ export async function startService(options: StartOptions): Promise<RunningServic
       http.stopAccepting();
       await withDeadline(recovered, config.shutdownTimeoutMs, () => logger.warn('shutdown: recovery still running at the deadline'));
       await withDeadline(http.idle(), config.shutdownTimeoutMs, () => logger.warn({ inFlight: http.inFlight() }, 'shutdown: requests still in flight at the deadline'));
+      // Each shard drained (mailboxes emptied, writes flushed, actors stopped), then handed over.
+      if (clusterNode) await clusterNode.stop().catch((error: unknown) => logger.error({ err: error }, 'shutdown: leaving the cluster failed; the others take its shards once its leases expire'));
       await withDeadline(actors.stop(), config.shutdownTimeoutMs, () => logger.warn('shutdown: mailboxes not drained at the deadline'));
       await closeShared();
+      // Writes still waiting for an unreachable database are given up (the next start recovers their jobs).
       await writer.close();
+      availabilityOf(db).close();
+      await membershipDb?.close();
       await db.close();
       await telemetry.shutdown();
+      // Idle keep-alive connections would otherwise hold the process until each client times them out.
+      http.closeConnections();
       logger.info('stopped');
     })();
     return stopping;

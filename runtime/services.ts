@@ -8,6 +8,7 @@ import type { Database } from '../persistence/database.ts';
 import type { SnapshotWriter } from '../persistence/snapshot-writer.ts';
 import type { RedisClient } from './redis.ts';
 import type { RateLimiter } from '../http/auth/limiter.ts';
+import type { AttemptStore } from '../http/auth/attempt-store.ts';
 import type { KeyCache } from '../http/auth/key-cache.ts';
 import type { KeyUsageRecorder } from '../http/auth/key-usage.ts';
 import type { ServiceSwitches } from './switches.ts';
@@ -17,6 +18,7 @@ import type { PaymentProvider } from '../actors/billing/provider.ts';
 import type { LocalPaymentProvider } from '../actors/billing/local/provider.ts';
 import type { RenewalScheduler } from '../actors/billing/renewals.ts';
 import type { SecretBox } from '../persistence/secret-box.ts';
+import type { ClusterRouting } from './cluster/routing.ts';
 
 export type Engine = 'uws-native' | 'uws-fallback';
 
@@ -37,10 +39,14 @@ export interface Services {
   writer: SnapshotWriter;
   actors: ActorDirectory;
   health: HealthState;
+  /** Cluster mode only: where each workspace is served, and the signature of requests forwarded between nodes. */
+  cluster?: ClusterRouting;
   /** Set when REDIS_URL is; shared counters and cache invalidations go through it. */
   redis: RedisClient | undefined;
   /** Per-key rate limits and login throttling; in memory, or in Redis when REDIS_URL is set. */
   limiter: RateLimiter;
+  /** Sign-in attempts per account and address (login throttling); in memory, or in Redis when REDIS_URL is set. */
+  loginAttempts: AttemptStore;
   /** API key records by hash; call keyCache.invalidate(hash) after changing a key. */
   keyCache: KeyCache;
   /** Per-key request counts and lastUsedAt, written in batches off the request path. */

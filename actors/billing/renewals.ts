@@ -2,6 +2,8 @@ import type { Clock, Timer } from '../../runtime/clock.ts';
 import type { Logger } from '../../runtime/logger.ts';
 import type { ActorMessenger } from '../../runtime/actor-behavior.ts';
 import type { Database } from '../../persistence/database.ts';
+import { ShardNotOwnedError } from '../../runtime/actor-directory.ts';
+import { shardCondition, type ShardScope } from '../generation/recovery.ts';
 
 const RETRY_MS = 60_000;
 
@@ -16,15 +18,16 @@ export interface RenewReply {
  * subscription is scheduled again, so renewals that fell due while the service was down run at once.
  */
 export class RenewalScheduler {
-  private readonly timers = new Map<string, Timer>();
+  private readonly timers = new Map<string, { timer: Timer; workspaceId: string }>();
   private stopped = false;
 
   constructor(private readonly deps: { clock: Clock; logger: Logger; db: Database; actors: ActorMessenger }) {}
 
-  /** Schedules every live subscription; returns how many. */
-  async start(): Promise<number> {
+  /** Schedules every live subscription (cluster mode: those of one shard, just gained); returns how many. */
+  async start(scope?: ShardScope): Promise<number> {
+    const only = shardCondition('workspace_id', scope);
     const rows = await this.deps.db.em().execute<Array<{ id: string; workspace_id: string; current_period_end: Date | string }>>(
-      `select id, workspace_id, current_period_end from subscriptions where status = 'active'`,
+      `select id, workspace_id, current_period_end from subscriptions where status = 'active'${only.sql}`, only.params,
     );
     for (const row of rows) this.schedule(row.workspace_id, row.id, new Date(row.current_period_end).getTime());
     return rows.length;
@@ -32,12 +35,30 @@ export class RenewalScheduler {
 
   schedule(workspaceId: string, subscriptionId: string, at: number): void {
     if (this.stopped) return;
-    this.timers.get(subscriptionId)?.cancel();
-    const timer = this.deps.clock.setTimer(() => {
-      if (this.timers.get(subscriptionId) === timer) this.timers.delete(subscriptionId);
-      void this.renew(workspaceId, subscriptionId);
-    }, at - this.deps.clock.now());
-    this.timers.set(subscriptionId, timer);
+    this.timers.get(subscriptionId)?.timer.cancel();
+    const entry = {
+      workspaceId,
+      timer: this.deps.clock.setTimer(() => {
+        if (this.timers.get(subscriptionId) === entry) this.timers.delete(subscriptionId);
+        void this.renew(workspaceId, subscriptionId);
+      }, at - this.deps.clock.now()),
+    };
+    this.timers.set(subscriptionId, entry);
+  }
+
+  /**
+   * Cluster mode: drops the timers of the workspaces that match (a shard this node lost); their next owner
+   * scheduled them when it gained the shard. Returns how many.
+   */
+  cancelWhere(matches: (workspaceId: string) => boolean): number {
+    let cancelled = 0;
+    for (const [subscriptionId, entry] of this.timers) {
+      if (!matches(entry.workspaceId)) continue;
+      entry.timer.cancel();
+      this.timers.delete(subscriptionId);
+      cancelled++;
+    }
+    return cancelled;
   }
 
   private async renew(workspaceId: string, subscriptionId: string): Promise<void> {
@@ -47,6 +68,11 @@ export class RenewalScheduler {
       if (reply.nextAt !== null) this.schedule(workspaceId, subscriptionId, reply.nextAt);
     } catch (error) {
       if (this.stopped) return;
+      if (error instanceof ShardNotOwnedError) {
+        // Cluster mode: the workspace moved to another node, which scheduled its subscriptions when it gained it.
+        this.deps.logger.debug({ subscriptionId }, 'subscription renewal left to the node that now runs the workspace');
+        return;
+      }
       this.deps.logger.error({ err: error, subscriptionId }, 'subscription renewal failed; retrying in a minute');
       this.schedule(workspaceId, subscriptionId, this.deps.clock.now() + RETRY_MS);
     }
@@ -58,7 +84,7 @@ export class RenewalScheduler {
 
   stop(): void {
     this.stopped = true;
-    for (const timer of this.timers.values()) timer.cancel();
+    for (const entry of this.timers.values()) entry.timer.cancel();
     this.timers.clear();
   }
 }

@@ -1,6 +1,7 @@
 import type { ActorBehavior, ActorContext, Outcome } from '../../runtime/actor-behavior.ts';
 import type { Timer } from '../../runtime/clock.ts';
 import { GenerationEntity, type GenerationRow } from '../../persistence/entities/generation.ts';
+import { DatabaseUnavailableError, isDatabaseUnreachable, untilReachable } from '../../persistence/availability.ts';
 import { depsOf } from '../deps.ts';
 import type { GenerationSettlement, SettleReply } from '../workspace/protocol.ts';
 import type { Mode } from './catalog/models.ts';
@@ -10,7 +11,15 @@ import type { PreparedOutputs } from './output-store.ts';
 import type { CancelReply, GenerationMessage } from './protocol.ts';
 import type { ProviderUpdate } from './providers/provider.ts';
 import { writeProgressOf } from './progress-writes.ts';
-import { decide, isTerminal, type GenerationCommand, type GenerationEffect, type GenerationState, type GenerationStatus, type TerminalStatus, type TimelineEntry } from './state.ts';
+import { decide, isTerminal, MAX_ATTEMPTS, type GenerationCommand, type GenerationEffect, type GenerationState, type GenerationStatus, type TerminalStatus, type TimelineEntry } from './state.ts';
+import { storableText } from '../../persistence/storable-text.ts';
+
+/**
+ * How long a terminal transition waits for its workspace actor: as long as a timer can (about 24 days). The
+ * settlement is answered once it commits, and the writer keeps trying while the database is unreachable, so
+ * a shorter wait would only give up on a settlement that still commits later.
+ */
+const SETTLE_WAIT_MS = 2_147_483_647;
 
 export interface GenerationActorState {
   /** Undefined when no such generation exists. */
@@ -33,6 +42,8 @@ export const generationActor: ActorBehavior<GenerationActorState, GenerationMess
 
   seed: (msg) => (msg.type === 'reserve' && msg.row ? { row: msg.row } : undefined),
 
+  workspaceOf: (state) => state.row?.workspaceId,
+
   async receive(state, msg, ctx): Promise<Outcome<GenerationActorState, unknown>> {
     const row = state.row;
     if (!row) return { state, reply: msg.type === 'cancel' ? ({ kind: 'not_found' } satisfies CancelReply) : undefined, passivate: true };
@@ -48,6 +59,12 @@ export const generationActor: ActorBehavior<GenerationActorState, GenerationMess
       case 'recover':
         return recover(state, row, ctx);
       case 'reserve': {
+        // A shard being handed over starts nothing more: a slot granted just before the drain began goes back,
+        // and the job stays queued for the next owner (which would otherwise hand it to its provider again).
+        if (depsOf(ctx).handingOver?.(row.workspaceId)) {
+          ctx.actors.tell('ws', row.workspaceId, { type: 'slot_declined', generationId: row.id });
+          return { state };
+        }
         const outcome = await transition(state, row, { type: 'reserve' }, ctx);
         if (!outcome.applied) ctx.actors.tell('ws', row.workspaceId, { type: 'slot_declined', generationId: row.id });
         return outcome.result;
@@ -74,17 +91,24 @@ export const generationActor: ActorBehavior<GenerationActorState, GenerationMess
 
 /**
  * After a restart. A queued job past its deadline expires now; one still in time waits with no actor of
- * its own (its workspace, told to schedule by the recovery, keeps its deadline). The provider call of a
- * job in flight at the crash was lost with the process that made it.
+ * its own (its workspace, told to schedule by the recovery, keeps its deadline). A job in flight at the
+ * crash lost its provider call with the process that made it: it is handed to its provider again, its
+ * reservation and slot kept, unless it already used its attempts (then it fails with `attempts_exhausted`).
+ * The new attempt is counted and committed before the provider is called. While generation is paused
+ * (the emergency stop) it goes to no provider: it waits, as queued jobs do, with its reservation and slot,
+ * and its workspace tells it to recover again once the stop is lifted.
  */
 async function recover(state: GenerationActorState, row: GenerationRow, ctx: ActorContext): Promise<Outcome<GenerationActorState, unknown>> {
   if (row.status === 'queued') {
     if (ctx.clock.now() >= row.queueDeadline.getTime()) return (await transition(state, row, { type: 'expire' }, ctx)).result;
     return { state, passivate: true };
   }
-  return (await transition(state, row, {
-    type: 'fail', errorCode: 'interrupted', errorMessage: 'The service restarted while this job was in flight; its credits were released.',
-  }, ctx)).result;
+  if (depsOf(ctx).generationPaused() && row.attempts < MAX_ATTEMPTS) {
+    ctx.logger.info({ generationId: row.id, status: row.status }, 'a job in flight at the restart waits for the emergency stop to be lifted');
+    ctx.actors.tell('ws', row.workspaceId, { type: 'hold_recovered', generationId: row.id });
+    return { state, passivate: true };
+  }
+  return (await transition(state, row, { type: 'resume', maxAttempts: MAX_ATTEMPTS }, ctx)).result;
 }
 
 async function providerUpdate(state: GenerationActorState, row: GenerationRow, update: ProviderUpdate, ctx: ActorContext): Promise<Outcome<GenerationActorState, unknown>> {
@@ -101,7 +125,8 @@ async function providerUpdate(state: GenerationActorState, row: GenerationRow, u
       const current = state.row!;
       let prepared: PreparedOutputs;
       try {
-        prepared = await depsOf(ctx).outputs.prepare(current.workspaceId, current.id, update.files);
+        // The provider reports once: reads that find the database unreachable are made again once it is back.
+        prepared = await untilReachable(ctx.db, () => depsOf(ctx).outputs.prepare(current.workspaceId, current.id, update.files));
       } catch (error) {
         if (error instanceof OutputsOverStorageLimitError) {
           return (await transition(state, current, { type: 'fail', errorCode: 'storage_limit_reached', errorMessage: `The workspace's storage is full: ${error.message}.` }, ctx)).result;
@@ -113,6 +138,9 @@ async function providerUpdate(state: GenerationActorState, row: GenerationRow, u
       try {
         done = await transition(state, current, { type: 'succeed', outputs: { textOutput: update.textOutput, outputAssetIds: prepared.assetIds } }, ctx, [prepared.write]);
       } catch (error) {
+        // The service is stopping with the database unreachable: whether the settlement committed is not known,
+        // so its files stay (the next start finds the job in flight).
+        if (error instanceof DatabaseUnavailableError || isDatabaseUnreachable(error)) throw error;
         // The terminal commit failed (for example, storage filled up meanwhile): nothing of it was kept.
         await prepared.discard();
         ctx.logger.error({ err: error }, 'committing the outputs failed');
@@ -144,7 +172,8 @@ async function transition(
     ...row,
     status: next.status,
     timeline: next.timeline,
-    providerJobId: next.providerJobId ?? row.providerJobId,
+    providerJobId: next.providerJobId ?? null,
+    attempts: next.attempts,
     startedAt: next.startedAt ? new Date(next.startedAt) : row.startedAt,
     completedAt: next.completedAt ? new Date(next.completedAt) : row.completedAt,
     textOutput: next.textOutput ?? row.textOutput,
@@ -169,7 +198,7 @@ async function transition(
       event: { generation: updated, status: next.status as TerminalStatus, at: now },
     };
     const heldSlot = decision.effects.some((e) => e.type === 'free_slot');
-    const settled = await ctx.actors.ask<SettleReply>('ws', row.workspaceId, { type: 'settle', generationId: row.id, money, settlement, heldSlot });
+    const settled = await ctx.actors.ask<SettleReply>('ws', row.workspaceId, { type: 'settle', generationId: row.id, money, settlement, heldSlot }, SETTLE_WAIT_MS);
     for (const endpointId of settled.endpointIds) ctx.actors.tell('whk', endpointId, { type: 'wake' });
   } else {
     await writeProgressOf(ctx.writer, { from: row.status, row: updated });
@@ -202,6 +231,18 @@ function perform(effect: GenerationEffect, state: GenerationActorState, row: Gen
   }
 }
 
+/** A provider's report with its text made storable: a NUL in an answer must not make the job's write fail. */
+function storableUpdate(update: ProviderUpdate): ProviderUpdate {
+  switch (update.type) {
+    case 'running':
+      return update;
+    case 'failed':
+      return { ...update, errorCode: storableText(update.errorCode), errorMessage: storableText(update.errorMessage) };
+    case 'succeeded':
+      return update.textOutput === undefined ? update : { ...update, textOutput: storableText(update.textOutput) };
+  }
+}
+
 /** Hands the job to its provider without blocking the actor: results come back as messages. */
 function submit(row: GenerationRow, ctx: ActorContext): void {
   const deps = depsOf(ctx);
@@ -213,15 +254,15 @@ function submit(row: GenerationRow, ctx: ActorContext): void {
   }
   void (async () => {
     try {
-      const inputs = await deps.inputs.resolve(row.workspaceId, row.inputs);
+      const inputs = await untilReachable(ctx.db, () => deps.inputs.resolve(row.workspaceId, row.inputs));
       const { providerJobId } = await provider.submit(
         { generationId: row.id, mode: row.mode as Mode, modelId: row.modelId, params: row.params, inputs },
-        (update) => tell({ type: 'provider_update', update }),
+        (update) => tell({ type: 'provider_update', update: storableUpdate(update) }),
       );
-      tell({ type: 'submitted', providerJobId });
+      tell({ type: 'submitted', providerJobId: storableText(providerJobId) });
     } catch (error) {
-      if (error instanceof InputError) tell({ type: 'submit_failed', errorCode: error.code, errorMessage: error.message });
-      else tell({ type: 'submit_failed', errorCode: 'provider_error', errorMessage: `The provider refused the job: ${(error as Error).message}` });
+      if (error instanceof InputError) tell({ type: 'submit_failed', errorCode: error.code, errorMessage: storableText(error.message) });
+      else tell({ type: 'submit_failed', errorCode: 'provider_error', errorMessage: storableText(`The provider refused the job: ${(error as Error).message}`) });
     }
   })();
 }
@@ -239,6 +280,7 @@ function machineOf(row: GenerationRow): GenerationState {
     startedAt: row.startedAt?.toISOString(),
     completedAt: row.completedAt?.toISOString(),
     providerJobId: row.providerJobId ?? undefined,
+    attempts: row.attempts,
     textOutput: row.textOutput ?? undefined,
     outputAssetIds: row.outputAssetIds ?? [],
     errorCode: row.errorCode ?? undefined,

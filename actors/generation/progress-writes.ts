@@ -4,7 +4,10 @@ import { bulkWriteOf } from '../../persistence/bulk-write.ts';
 import type { SnapshotWriter } from '../../persistence/snapshot-writer.ts';
 import { boundQuery } from '../../persistence/bound-query.ts';
 
-/** A non-terminal transition of one generation: its new row, applied only if the stored status is still `from`. */
+/**
+ * A non-terminal transition of one generation: its new row, applied only if the stored status is still
+ * `from` (a job handed to its provider again after a restart keeps its status: `from` is then its own).
+ */
 export interface Progress {
   from: string;
   row: GenerationRow;
@@ -18,12 +21,12 @@ export interface Progress {
  */
 async function writeProgress(em: SqlEntityManager, rows: Progress[]): Promise<void> {
   const changed = await boundQuery<{ id: string }>(em,
-    `update generations g set status = v.status, timeline = v.timeline, provider_job_id = v.provider_job_id, started_at = v.started_at, updated_at = v.updated_at
-     from jsonb_to_recordset(?::jsonb) as v(id text, from_status text, status text, timeline jsonb, provider_job_id text, started_at timestamptz, updated_at timestamptz)
+    `update generations g set status = v.status, timeline = v.timeline, provider_job_id = v.provider_job_id, attempts = v.attempts, started_at = v.started_at, updated_at = v.updated_at
+     from jsonb_to_recordset(?::jsonb) as v(id text, from_status text, status text, timeline jsonb, provider_job_id text, attempts integer, started_at timestamptz, updated_at timestamptz)
      where g.id = v.id and g.status = v.from_status
      returning g.id`,
     [JSON.stringify(rows.map(({ from, row }) => ({
-      id: row.id, from_status: from, status: row.status, timeline: row.timeline, provider_job_id: row.providerJobId, started_at: row.startedAt, updated_at: row.updatedAt,
+      id: row.id, from_status: from, status: row.status, timeline: row.timeline, provider_job_id: row.providerJobId, attempts: row.attempts, started_at: row.startedAt, updated_at: row.updatedAt,
     })))],
   );
   if (changed.length !== rows.length) {

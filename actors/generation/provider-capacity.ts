@@ -5,14 +5,14 @@
  * In memory, per process: the limit applies to each node's jobs.
  */
 export class ProviderCapacity {
-  private readonly held = new Map<string, Set<string>>();
-  private readonly providerOf = new Map<string, string>();
-  private readonly waiting = new Map<string, Set<string>>();
+  protected readonly held = new Map<string, Set<string>>();
+  protected readonly providerOf = new Map<string, string>();
+  protected readonly waiting = new Map<string, Set<string>>();
 
   constructor(
-    private readonly limitOf: (provider: string) => number | undefined,
+    protected readonly limitOf: (provider: string) => number | undefined,
     /** Called with each workspace that waited for this provider when one of its slots frees. */
-    private readonly wake: (workspaceId: string) => void,
+    protected readonly wake: (workspaceId: string) => void,
   ) {}
 
   /** Takes a slot for the job if the provider has one free; otherwise the workspace waits for one. */
@@ -53,7 +53,7 @@ export class ProviderCapacity {
     return this.held.get(provider)?.size ?? 0;
   }
 
-  private setOf(provider: string): Set<string> {
+  protected setOf(provider: string): Set<string> {
     let held = this.held.get(provider);
     if (!held) this.held.set(provider, (held = new Set()));
     return held;

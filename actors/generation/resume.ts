@@ -7,10 +7,15 @@ import type { Database } from '../../persistence/database.ts';
  * workspace actor, and each workspace with a queued generation in the database (its actor is then
  * spawned and loads its queue).
  */
-export async function nudgeQueuedWorkspaces(db: Database, actors: ActorMessenger & { liveIds(kind: string): string[] }): Promise<number> {
+export async function nudgeQueuedWorkspaces(
+  db: Database,
+  actors: ActorMessenger & { liveIds(kind: string): string[] },
+  /** Cluster mode: only the workspaces this node runs. */
+  runsHere: (workspaceId: string) => boolean = () => true,
+): Promise<number> {
   const rows = await db.em().execute<Array<{ workspace_id: string }>>(
     `select distinct workspace_id from generations where status = 'queued'`);
-  const workspaces = new Set([...actors.liveIds('ws'), ...rows.map((r) => r.workspace_id)]);
+  const workspaces = new Set([...actors.liveIds('ws'), ...rows.map((r) => r.workspace_id)].filter(runsHere));
   for (const workspaceId of workspaces) actors.tell('ws', workspaceId, { type: 'schedule' });
   return workspaces.size;
 }

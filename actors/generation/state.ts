@@ -3,6 +3,10 @@
  * queued -> reserved -> submitted -> running -> succeeded | failed, plus cancelled (from any
  * non-terminal state) and expired (queued past its deadline). `decide` never does I/O: it returns the
  * next state and the effects the actor must perform.
+ *
+ * A job in flight when the service stopped (reserved, submitted or running) is handed to its provider
+ * again after the restart (`resume`): its status stays where it was, its reservation stays, and each
+ * hand-over counts as one attempt. Past MAX_ATTEMPTS it fails with `attempts_exhausted` instead.
  */
 export const GENERATION_STATUSES = ['queued', 'reserved', 'submitted', 'running', 'succeeded', 'failed', 'cancelled', 'expired'] as const;
 export type GenerationStatus = (typeof GENERATION_STATUSES)[number];
@@ -29,6 +33,9 @@ export interface TimelineEntry {
   detail?: string;
 }
 
+/** Hand-overs to the provider a job may have, the first included, before a restart fails it instead. */
+export const MAX_ATTEMPTS = 3;
+
 export interface GenerationOutputs {
   textOutput?: string;
   outputAssetIds: string[];
@@ -41,6 +48,8 @@ export interface GenerationState {
   startedAt?: string;
   completedAt?: string;
   providerJobId?: string;
+  /** Times the job was handed to its provider (counted before each hand-over is made). */
+  attempts: number;
   textOutput?: string;
   outputAssetIds: string[];
   errorCode?: string;
@@ -50,6 +59,8 @@ export interface GenerationState {
 
 export type GenerationCommand =
   | { type: 'reserve' }
+  /** After a restart, for a job that was in flight: hand it to its provider again, or fail it past the limit. */
+  | { type: 'resume'; maxAttempts: number }
   | { type: 'submitted'; providerJobId: string }
   | { type: 'started' }
   | { type: 'succeed'; outputs: GenerationOutputs }
@@ -73,7 +84,9 @@ export type Decision =
 
 const FROM: Record<GenerationCommand['type'], readonly GenerationStatus[]> = {
   reserve: ['queued'],
-  submitted: ['reserved'],
+  resume: ['reserved', 'submitted', 'running'],
+  // From submitted or running: the provider took a job handed to it again after a restart.
+  submitted: ['reserved', 'submitted', 'running'],
   started: ['submitted'],
   succeed: ['running'],
   fail: ['queued', 'reserved', 'submitted', 'running'],
@@ -85,6 +98,7 @@ export function initialState(now: number, queueTimeoutMs: number): GenerationSta
   return {
     status: 'queued',
     queueDeadline: now + queueTimeoutMs,
+    attempts: 0,
     outputAssetIds: [],
     timeline: [{ status: 'queued', at: new Date(now).toISOString() }],
   };
@@ -105,8 +119,20 @@ export function decide(state: GenerationState, command: GenerationCommand, now: 
   const heldSlot = state.status !== 'queued';
   switch (command.type) {
     case 'reserve':
-      return move('reserved', {}, [{ type: 'cancel_queue_timer' }, { type: 'submit_to_provider' }]);
+      return move('reserved', { attempts: state.attempts + 1 }, [{ type: 'cancel_queue_timer' }, { type: 'submit_to_provider' }]);
+    case 'resume': {
+      if (state.attempts >= command.maxAttempts) {
+        return decide(state, {
+          type: 'fail', errorCode: 'attempts_exhausted',
+          errorMessage: `The service restarted while this job was in flight, and it had already been handed to its provider ${state.attempts} time${state.attempts === 1 ? '' : 's'} (the limit is ${command.maxAttempts}). Its credits were released.`,
+        }, now);
+      }
+      // The status stays: it never goes back. The old provider job id belonged to the stopped process.
+      const attempts = state.attempts + 1;
+      return move(state.status, { attempts, providerJobId: undefined }, [{ type: 'submit_to_provider' }], `resubmitted after a restart (attempt ${attempts} of ${command.maxAttempts})`);
+    }
     case 'submitted':
+      if (state.status !== 'reserved') return { ok: true, state: { ...state, providerJobId: command.providerJobId }, effects: [{ type: 'poll_provider' }] };
       return move('submitted', { providerJobId: command.providerJobId }, [{ type: 'poll_provider' }]);
     case 'started':
       return move('running', { startedAt: at }, [{ type: 'poll_provider' }]);

@@ -69,6 +69,8 @@ export const webhookEndpointActor: ActorBehavior<EndpointActorState, WebhookMess
     return { endpoint, queue: [], inFlight: undefined, timer: undefined, settling: new Set(), epoch: ++epochs, unread: true };
   },
 
+  workspaceOf: (state) => state.endpoint?.workspaceId,
+
   async receive(state, msg, ctx): Promise<Outcome<EndpointActorState, EndpointReply>> {
     switch (msg.type) {
       case 'wake':
@@ -98,7 +100,14 @@ async function pump(state: EndpointActorState, ctx: ActorContext): Promise<Outco
     return { state, replyWhenDurable: failPending(state, 'endpoint_disabled', ctx).then(() => undefined) };
   }
   if (state.inFlight !== undefined || endpoint.secret === undefined) return { state };
-  if (state.queue.length === 0 && state.unread) await refill(state, ctx);
+  // Cluster mode: while the shard is being handed over, no new attempt starts; the next owner sends it.
+  if (depsOf(ctx).handingOver?.(endpoint.workspaceId)) return { state };
+  if (state.queue.length === 0 && state.unread) {
+    await refill(state, ctx);
+    // The handover may have begun while the rows were read: its drain has counted the attempts on the wire
+    // already, so one started now would be posted again by the next owner.
+    if (depsOf(ctx).handingOver?.(endpoint.workspaceId)) return { state };
+  }
   const head = state.queue[0];
   if (!head) return { state };
   const now = ctx.clock.now();
@@ -155,6 +164,7 @@ function attempt(endpoint: WebhookEndpointRow & { secret: string }, delivery: Qu
     traceparent: traceparentOf(span.spanContext()),
   };
   const started = performance.now();
+  deps.attemptsInFlight?.begin(endpoint.workspaceId);
   void fetchGuarded(endpoint.url, {
     method: 'POST', headers, body: delivery.body, maxRedirects: 0, maxBytes: MAX_RESPONSE_BYTES,
     timeoutMs: deps.timeoutMs, allowPrivate: deps.allowPrivateEgress, connectionsPerOrigin: 'unlimited',
@@ -172,6 +182,7 @@ function attempt(endpoint: WebhookEndpointRow & { secret: string }, delivery: Qu
     span.setStatus({ code: ok ? SpanStatusCode.OK : SpanStatusCode.ERROR });
     span.end();
     ctx.actors.tell('whk', ctx.id, { type: 'attempt_done', epoch, deliveryId: delivery.id, at, outcome });
+    deps.attemptsInFlight?.end(endpoint.workspaceId);
   });
 }
 

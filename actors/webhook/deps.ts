@@ -1,5 +1,6 @@
 import type { Tracer } from '@opentelemetry/api';
 import type { SecretBox } from '../../persistence/secret-box.ts';
+import type { InFlightCounter } from '../../runtime/in-flight.ts';
 
 /** What endpoint actors need from the service (part of ActorDeps). */
 export interface WebhookDeps {
@@ -12,6 +13,11 @@ export interface WebhookDeps {
   tracer: Tracer;
   /** Source of jitter, 0 to 1. */
   random: () => number;
+  /**
+   * Cluster mode: attempts on the wire, by workspace. A shard's drain waits for them to end (and their
+   * outcomes to be recorded) before the handover, so the next owner does not post them again.
+   */
+  attemptsInFlight?: InFlightCounter;
 }
 
 /** Endpoint secrets are bound to this purpose in the key derivation. */

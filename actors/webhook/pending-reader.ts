@@ -1,4 +1,5 @@
 import type { Database } from '../../persistence/database.ts';
+import { untilReachable } from '../../persistence/availability.ts';
 import type { DeliveryAttempt } from '../../persistence/entities/webhook.ts';
 
 /** A pending delivery as an endpoint actor reads it. */
@@ -18,7 +19,8 @@ interface Request {
 }
 
 /**
- * Reads the pending deliveries of many endpoints in one statement: each endpoint's oldest `limit`, in id
+ * Reads the pending deliveries of many endpoints in one statement (again once the database is back, if it
+ * cannot be reached: an endpoint's wake comes once): each endpoint's oldest `limit`, in id
  * order, exactly what its own `select … where endpoint_id = ? and status = 'pending' order by id limit ?`
  * would return. One read is in flight at a time; the requests made meanwhile (many endpoints run out of
  * queued deliveries at about the same time) go together into the next one.
@@ -55,14 +57,14 @@ export class PendingReader {
     try {
       if (batch.length === 1) {
         const { endpointId, limit } = batch[0]!;
-        batch[0]!.resolve(await this.db.em().execute<PendingRow[]>(
+        batch[0]!.resolve(await untilReachable(this.db, () => this.db.em().execute<PendingRow[]>(
           `select id, event_type, body, attempts, next_attempt_at from webhook_deliveries
            where endpoint_id = ? and status = 'pending' order by id limit ?`,
           [endpointId, limit],
-        ));
+        )));
         return;
       }
-      const rows = await this.db.em().execute<Array<PendingRow & { n: number }>>(
+      const rows = await untilReachable(this.db, () => this.db.em().execute<Array<PendingRow & { n: number }>>(
         `select e.n, d.id, d.event_type, d.body, d.attempts, d.next_attempt_at
          from jsonb_to_recordset(?::jsonb) as e(n integer, endpoint_id text, max_rows integer)
          cross join lateral (
@@ -71,7 +73,7 @@ export class PendingReader {
          ) d
          order by e.n, d.id`,
         [JSON.stringify(batch.map((r, n) => ({ n, endpoint_id: r.endpointId, max_rows: r.limit })))],
-      );
+      ));
       const byRequest: PendingRow[][] = batch.map(() => []);
       for (const { n, ...row } of rows) byRequest[n]!.push(row);
       for (const [i, request] of batch.entries()) request.resolve(byRequest[i]!);

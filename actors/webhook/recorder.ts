@@ -1,4 +1,5 @@
 import type { SnapshotWriter } from '../../persistence/snapshot-writer.ts';
+import { currentWriteClaim, WriteClaims } from '../../persistence/write-claims.ts';
 import type { DeliveryState } from './state.ts';
 
 /** A delivery's whole new state as the UPDATE joins it by id. */
@@ -24,6 +25,8 @@ interface Batch {
   /** By delivery id: each record is the delivery's whole new state, so a later one replaces an earlier one. */
   rows: Map<string, StateRecord>;
   committed: Promise<void>;
+  /** The shard leases of the endpoints whose outcomes joined (cluster mode). */
+  claims: WriteClaims;
 }
 
 /**
@@ -53,7 +56,7 @@ export class DeliveryRecorder {
     let batch = this.open;
     if (!batch) {
       const rows = new Map<string, StateRecord>();
-      const created: Batch = { rows, committed: Promise.resolve() };
+      const created: Batch = { rows, committed: Promise.resolve(), claims: new WriteClaims() };
       created.committed = this.writer.writeAfter(GATHER_MS, async (em) => {
         if (this.open === created) this.open = undefined;
         // [id, at, responseStatus, durationMs, updated_at] of each delivery delivered at its first attempt.
@@ -89,10 +92,11 @@ export class DeliveryRecorder {
             'run',
           );
         }
-      });
+      }, { claims: created.claims });
       this.open = created;
       batch = created;
     }
+    batch.claims.add(currentWriteClaim());
     batch.rows.set(id, {
       id,
       status: next.status,

@@ -1,6 +1,7 @@
 import type { Clock, Timer } from '../../runtime/clock.ts';
 import type { Logger } from '../../runtime/logger.ts';
 import type { Database } from '../../persistence/database.ts';
+import { shardOfSql } from '../../persistence/cluster/shard-sql.ts';
 
 /** Deliveries kept per endpoint (SPEC.md section 8: up to 100 recent are listed). */
 export const DELIVERIES_KEPT = 100;
@@ -9,30 +10,45 @@ export const RETENTION_INTERVAL_MS = 10 * 60_000;
 /** A deleted endpoint's row and history are purged this long after its deletion. */
 export const DELETED_ENDPOINT_TTL_MS = 7 * 24 * 3_600_000;
 
+/** Cluster mode: the shards this node owns now; only their workspaces' endpoints are pruned here. */
+export interface OwnedShards {
+  shards: number[];
+  shardCount: number;
+}
+
 /**
  * Keeps the deliveries table bounded: beyond the 100 most recent deliveries of an endpoint, finished ones
  * are deleted (a pending one never is: it has yet to be sent), and deleted endpoints go after a week.
- * Returns how many deliveries and endpoints were removed.
+ * With `owned` (cluster mode), only the endpoints of workspaces in those shards, so each node prunes what
+ * it owns and the cluster prunes each endpoint once. Returns how many deliveries and endpoints were removed.
  */
-export async function pruneDeliveries(db: Database, now: number): Promise<{ deliveries: number; endpoints: number }> {
+export async function pruneDeliveries(db: Database, now: number, owned?: OwnedShards): Promise<{ deliveries: number; endpoints: number }> {
+  if (owned && owned.shards.length === 0) return { deliveries: 0, endpoints: 0 };
+  const only = owned
+    ? { sql: ` and ${shardOfSql('workspace_id')} in (select value::int4 from jsonb_array_elements_text(?::jsonb))`, params: [owned.shardCount, JSON.stringify(owned.shards)] }
+    : { sql: '', params: [] };
   const em = db.em();
   const deliveries = await em.execute<Array<{ id: string }>>(
     `delete from webhook_deliveries d using (
        select id from (
          select id, status, row_number() over (partition by endpoint_id order by id desc) as n from webhook_deliveries
+         ${owned ? `where endpoint_id in (select id from webhook_endpoints where true${only.sql})` : ''}
        ) ranked where ranked.n > ? and ranked.status <> 'pending'
      ) old where d.id = old.id returning d.id`,
-    [DELIVERIES_KEPT],
+    [...only.params, DELIVERIES_KEPT],
   );
   const endpoints = await em.execute<Array<{ id: string }>>(
-    'delete from webhook_endpoints where deleted_at is not null and deleted_at < ? returning id',
-    [new Date(now - DELETED_ENDPOINT_TTL_MS)],
+    `delete from webhook_endpoints where deleted_at is not null and deleted_at < ?${only.sql} returning id`,
+    [new Date(now - DELETED_ENDPOINT_TTL_MS), ...only.params],
   );
   return { deliveries: deliveries.length, endpoints: endpoints.length };
 }
 
-/** Runs pruneDeliveries every RETENTION_INTERVAL_MS on the service clock; stop() ends it. */
-export function startDeliveryRetention(db: Database, clock: Clock, logger: Logger): { stop(): Promise<void>; runNow(): Promise<void> } {
+/**
+ * Runs pruneDeliveries every RETENTION_INTERVAL_MS on the service clock; stop() ends it. Cluster mode:
+ * `owned` gives the shards this node owns at each run (each node prunes its own endpoints).
+ */
+export function startDeliveryRetention(db: Database, clock: Clock, logger: Logger, owned?: () => OwnedShards): { stop(): Promise<void>; runNow(): Promise<void> } {
   let timer: Timer | undefined;
   let stopped = false;
   let running: Promise<void> = Promise.resolve();
@@ -45,7 +61,7 @@ export function startDeliveryRetention(db: Database, clock: Clock, logger: Logge
       queued = false;
       if (stopped) return;
       try {
-        const removed = await pruneDeliveries(db, clock.now());
+        const removed = await pruneDeliveries(db, clock.now(), owned?.());
         if (removed.deliveries > 0 || removed.endpoints > 0) logger.info(removed, 'webhook retention: pruned');
       } catch (error) {
         logger.warn({ err: error }, 'webhook retention failed; it runs again at the next interval');

@@ -9,6 +9,7 @@ import { capture, emptyAccount, grant, release, reserveWithinCap, spendAt, spend
 import type { IdempotencyEntry, WorkspaceState } from './state.ts';
 import { writeMoney } from './money-writes.ts';
 import { creationsOf } from './creations.ts';
+import { IdempotencyCache } from './idempotency-cache.ts';
 import { writeSettlement, type Settlement } from './settlements.ts';
 import type { Balances, CreateReply, SettleReply, GenerationDraft, GenerationSettlement, WorkspaceMessage } from './protocol.ts';
 import { applyPaymentEvent, autoRecharge, cancelSubscription, loadWalletState, maybeAutoRecharge, renewSubscription, updateWalletSettings, walletSnapshot } from './payments.ts';
@@ -61,13 +62,14 @@ export const workspaceActor: ActorBehavior<WorkspaceState, WorkspaceMessage, unk
       account,
       active: new Set(open.filter((g) => g.status !== 'queued').map((g) => g.id)),
       queue: queued.map((g) => g.id),
+      heldRecovered: new Set(),
       deadlineOf: new Map(queued.map((g) => [g.id, new Date(g.queue_deadline).getTime()])),
       expiryTimer: undefined,
       expiryAt: undefined,
       fresh: new Map(),
       providerOf: new Map(open.map((g) => [g.id, g.provider])),
       creating: 0,
-      idempotency: new Map(),
+      idempotency: new IdempotencyCache(),
       ...await loadWalletState(ctx),
       recharging: false,
     };
@@ -83,11 +85,17 @@ export const workspaceActor: ActorBehavior<WorkspaceState, WorkspaceMessage, unk
         return settle(state, msg.generationId, msg.money, msg.settlement, msg.heldSlot, ctx);
       case 'slot_declined':
         state.active.delete(msg.generationId);
+        state.heldRecovered.delete(msg.generationId);
         state.providerOf.delete(msg.generationId);
         depsOf(ctx).capacity.release(msg.generationId);
         schedule(state, ctx);
         return { state };
       case 'schedule':
+        schedule(state, ctx);
+        return { state };
+      case 'hold_recovered':
+        state.heldRecovered.add(msg.generationId);
+        // The stop may have been lifted since the job looked: then it goes on at once.
         schedule(state, ctx);
         return { state };
       case 'expire_queued':
@@ -126,16 +134,12 @@ async function create(
     ({ state, reply: { kind: 'refused', code, message } });
 
   if (idempotency) {
-    const now = ctx.clock.now();
-    forgetExpiredKeys(state, now);
-    let seen = state.idempotency.get(idempotency.key);
-    if (seen && seen.expiresAt <= now) {
-      state.idempotency.delete(idempotency.key);
-      seen = undefined;
+    let seen = state.idempotency.get(idempotency.key, ctx.clock.now());
+    if (!seen) {
+      seen = await findIdempotencyKey(ctx, idempotency.key);
+      if (seen) state.idempotency.remember(idempotency.key, seen);
     }
-    seen ??= await findIdempotencyKey(ctx, idempotency.key);
     if (seen) {
-      state.idempotency.set(idempotency.key, seen);
       if (seen.hash !== idempotency.hash) return refuse('conflict', 'This Idempotency-Key was already used with a different request body.');
       if (!seen.result) return refuse('conflict', 'A request with this Idempotency-Key is still being processed.');
       return { state, reply: { kind: 'replay', status: seen.result.status, generation: seen.result.generation } };
@@ -159,7 +163,7 @@ async function create(
   const generation: GenerationRow = {
     id, workspaceId: draft.workspaceId, apiKeyId: draft.apiKeyId, userId: draft.userId, mode: draft.mode, modelId: draft.modelId,
     status: 'queued', params: draft.params, inputs: draft.inputs, paymentMode: draft.paymentMode, credits: draft.credits,
-    project: draft.project, idempotencyKey: idempotency?.key ?? null, provider: draft.provider, providerJobId: null,
+    project: draft.project, idempotencyKey: idempotency?.key ?? null, provider: draft.provider, providerJobId: null, attempts: 0,
     textOutput: null, outputAssetIds: [], errorCode: null, errorMessage: null,
     timeline: [{ status: 'queued', at: at.toISOString() }],
     queueDeadline: new Date(now + depsOf(ctx).queueTimeoutMs), createdAt: at, updatedAt: at, startedAt: null, completedAt: null,
@@ -170,7 +174,7 @@ async function create(
   maybeAutoRecharge(state, ctx);
   state.creating++;
   const keyExpiresAt = now + IDEMPOTENCY_TTL_MS;
-  if (idempotency) state.idempotency.set(idempotency.key, { hash: idempotency.hash, expiresAt: keyExpiresAt });
+  if (idempotency) state.idempotency.begin(idempotency.key, idempotency.hash, keyExpiresAt);
 
   const written = creationsOf(ctx.writer).add({
     generation,
@@ -185,13 +189,13 @@ async function create(
       state.deadlineOf.set(id, generation.queueDeadline.getTime());
       state.fresh.set(id, generation);
       armExpiry(state, ctx, generation.queueDeadline.getTime());
-      if (idempotency) state.idempotency.set(idempotency.key, { hash: idempotency.hash, expiresAt: keyExpiresAt, result: { status: 201, generation } });
+      if (idempotency) state.idempotency.remember(idempotency.key, { hash: idempotency.hash, expiresAt: keyExpiresAt, result: { status: 201, generation } });
       ctx.actors.tell('ws', state.workspaceId, { type: 'schedule' });
       return { kind: 'created', generation };
     },
     (error: unknown) => {
       state.creating--;
-      if (idempotency) state.idempotency.delete(idempotency.key);
+      if (idempotency) state.idempotency.forget(idempotency.key);
       throw error;
     },
   );
@@ -216,6 +220,7 @@ async function settle(
   // A terminal job holds no slot: not the one it held (heldSlot), nor one granted a moment ago whose
   // `reserve` it will never take (it ended while queued, e.g. cancelled or expired).
   state.active.delete(generationId);
+  state.heldRecovered.delete(generationId);
   state.queue = state.queue.filter((id) => id !== generationId);
   state.deadlineOf.delete(generationId);
   state.providerOf.delete(generationId);
@@ -230,13 +235,16 @@ async function settle(
 /**
  * Starts queued jobs, oldest first, while the plan's concurrency allows and generation is not paused. A job
  * whose provider is at its capacity stays queued (jobs of other providers behind it may start); the
- * provider's capacity tells this actor to schedule again when a slot frees.
+ * provider's capacity tells this actor to schedule again when a slot frees. Jobs recovered during a pause
+ * (which already hold their slot and capacity) are let go first.
  */
 function schedule(state: WorkspaceState, ctx: ActorContext): void {
-  const { generationPaused, capacity } = depsOf(ctx);
+  const { generationPaused, handingOver, capacity } = depsOf(ctx);
   const fresh = state.fresh;
   state.fresh = new Map();
-  if (generationPaused()) return;
+  if (generationPaused() || handingOver?.(state.workspaceId)) return;
+  for (const id of state.heldRecovered) ctx.actors.tell('gen', id, { type: 'recover' });
+  state.heldRecovered.clear();
   const waiting: string[] = [];
   while (state.active.size < state.plan.concurrentJobs && state.queue.length > 0) {
     const id = state.queue.shift()!;
@@ -297,12 +305,6 @@ async function openAccount(ctx: ActorContext, plan: PlanEntitlements): Promise<v
     const existing = await em.count(CreditLedgerEntity, { workspaceId: ctx.id, kind: 'grant', reference: `plan:${plan.id}:opening` });
     if (existing === 0) await writeMoney(em, ctx.id, granted.entries, at);
   });
-}
-
-/** Keeps the in-memory keys of a long-lived actor bounded: expired ones go once there are many. */
-function forgetExpiredKeys(state: WorkspaceState, now: number): void {
-  if (state.idempotency.size < 1_000) return;
-  for (const [key, entry] of state.idempotency) if (entry.expiresAt <= now && entry.result) state.idempotency.delete(key);
 }
 
 async function findIdempotencyKey(ctx: ActorContext, key: string): Promise<IdempotencyEntry | undefined> {

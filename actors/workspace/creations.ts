@@ -16,7 +16,7 @@ const CREATION_LANES = 2;
 
 const GENERATION_COLUMNS = [
   'id', 'workspace_id', 'api_key_id', 'user_id', 'mode', 'model_id', 'status', 'params', 'inputs', 'payment_mode', 'credits', 'project',
-  'idempotency_key', 'provider', 'provider_job_id', 'text_output', 'output_asset_ids', 'error_code', 'error_message', 'timeline',
+  'idempotency_key', 'provider', 'provider_job_id', 'attempts', 'text_output', 'output_asset_ids', 'error_code', 'error_message', 'timeline',
   'queue_deadline', 'created_at', 'updated_at', 'started_at', 'completed_at',
 ].join(', ');
 
@@ -24,7 +24,7 @@ function generationColumns(g: GenerationRow): Record<string, unknown> {
   return {
     id: g.id, workspace_id: g.workspaceId, api_key_id: g.apiKeyId, user_id: g.userId, mode: g.mode, model_id: g.modelId, status: g.status,
     params: g.params, inputs: g.inputs, payment_mode: g.paymentMode, credits: g.credits, project: g.project, idempotency_key: g.idempotencyKey,
-    provider: g.provider, provider_job_id: g.providerJobId, text_output: g.textOutput, output_asset_ids: g.outputAssetIds, error_code: g.errorCode,
+    provider: g.provider, provider_job_id: g.providerJobId, attempts: g.attempts, text_output: g.textOutput, output_asset_ids: g.outputAssetIds, error_code: g.errorCode,
     error_message: g.errorMessage, timeline: g.timeline, queue_deadline: g.queueDeadline, created_at: g.createdAt, updated_at: g.updatedAt,
     started_at: g.startedAt, completed_at: g.completedAt,
   };

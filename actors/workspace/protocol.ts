@@ -39,6 +39,11 @@ export type WorkspaceMessage =
   | { type: 'settle'; generationId: string; money: 'capture' | 'release'; settlement: GenerationSettlement; heldSlot: boolean }
   | { type: 'slot_declined'; generationId: string }
   | { type: 'schedule' }
+  /**
+   * A job in flight at a restart, recovered while generation is paused: it keeps its slot and waits, and the
+   * first schedule once the stop is lifted tells it to recover again (then it goes to its provider).
+   */
+  | { type: 'hold_recovered'; generationId: string }
   /** The workspace's queue timer fired: queued jobs past their deadline expire. */
   | { type: 'expire_queued' }
   | { type: 'balances' }

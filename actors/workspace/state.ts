@@ -2,6 +2,7 @@ import type { PlanEntitlements } from '../../runtime/plans.ts';
 import type { Timer } from '../../runtime/clock.ts';
 import type { GenerationRow } from '../../persistence/entities/generation.ts';
 import type { Account, MonthlySpend, WalletSettings } from './account.ts';
+import type { IdempotencyCache } from './idempotency-cache.ts';
 
 /** What the workspace actor holds in memory between messages. */
 export interface IdempotencyEntry {
@@ -20,6 +21,8 @@ export interface WorkspaceState {
   active: Set<string>;
   /** Committed queued jobs, oldest first. */
   queue: string[];
+  /** Active jobs recovered after a restart while generation was paused: not yet handed to their provider again. */
+  heldRecovered: Set<string>;
   /**
    * The queue deadline of each queued job not yet granted a slot nor told to expire. The workspace keeps
    * one timer for the earliest (expiryTimer), so a queued job needs no live actor of its own.
@@ -33,7 +36,8 @@ export interface WorkspaceState {
   providerOf: Map<string, string>;
   /** Creations accepted but not yet committed. */
   creating: number;
-  idempotency: Map<string, IdempotencyEntry>;
+  /** Idempotency-Keys of creates in flight, and the most recently used completed ones. */
+  idempotency: IdempotencyCache;
   wallet: WalletSettings;
   /** Wallet money spent this UTC month, for the monthly spend cap. */
   spend: MonthlySpend;

@@ -34,9 +34,9 @@ export function freePort(): Promise<number> {
   });
 }
 
-/** Starts `node --import tsx <script>` from the repository root, in its own process. */
-export function startNodeServer(name: string, script: string, port: number, env: Record<string, string>): ChildServer {
-  const child = spawn(process.execPath, [...(process.env.BENCH_CPU_PROF_DIR ? ['--cpu-prof', '--cpu-prof-dir', process.env.BENCH_CPU_PROF_DIR] : []), '--import', 'tsx', '--import', orphanGuard, script], {
+/** Starts `node --import tsx [nodeArgs] <script>` from the repository root, in its own process (nodeArgs may --import .ts files). */
+export function startNodeServer(name: string, script: string, port: number, env: Record<string, string>, nodeArgs: string[] = []): ChildServer {
+  const child = spawn(process.execPath, [...(process.env.BENCH_CPU_PROF_DIR ? ['--cpu-prof', '--cpu-prof-dir', process.env.BENCH_CPU_PROF_DIR] : []), '--import', 'tsx', '--import', orphanGuard, ...nodeArgs, script], {
     cwd: repoRoot,
     env: { ...process.env, ...env, HOST: '127.0.0.1', PORT: String(port) },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -154,6 +154,16 @@ export function systemBusyCpuSeconds(): number | undefined {
     const [user, nice, system, , , irq, softirq, steal] = line.trim().split(/\s+/).slice(1).map(Number);
     const busy = [user, nice, system, irq, softirq, steal].reduce<number>((sum, v) => sum + (v ?? 0), 0);
     return busy / ticksPerSecond();
+  } catch {
+    return undefined;
+  }
+}
+
+/** Resident set size of a process in bytes (VmRSS); undefined where /proc is not available. */
+export function processRssBytes(pid: number): number | undefined {
+  try {
+    const kb = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
+    return kb === undefined ? undefined : Number(kb) * 1024;
   } catch {
     return undefined;
   }

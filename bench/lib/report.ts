@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { repoRoot } from './processes.ts';
 import { NOISY_BACKGROUND_CPU_PERCENT, round } from './load.ts';
-import type { BenchOptions, LoadSummary } from './types.ts';
+import type { BenchOptions, LoadSummary, MemoryReport } from './types.ts';
 
 export interface Machine {
   cpuModel: string;
@@ -33,8 +33,12 @@ export interface ScenarioReport {
   /** baseline server CPU µs/request ÷ service CPU µs/request: the req/s ratio the service would reach if the server, not the load generator, were the bottleneck. */
   cpuRatio: number | undefined;
   target: number | undefined;
-  /** Ratio at or above the target and no errors, timeouts or non-2xx answers; undefined without a target. */
+  /** The ratio must stay at or below the target (a growth) instead of reaching it. */
+  targetAtMost?: boolean;
+  /** Ratio at or above the target (at or below it with targetAtMost) and no errors, timeouts or non-2xx answers; undefined without a target. */
   met: boolean | undefined;
+  /** The service's memory minute by minute (soak scenarios). */
+  memory?: MemoryReport;
   notes: string[];
 }
 
@@ -111,7 +115,7 @@ export function markdownTable(report: Report): string {
       fmt(r.latencyMs.p99),
       fmt(s.baselineReqPerSec),
       s.ratio.toFixed(2),
-      s.target === undefined ? '—' : `≥ ${s.target.toFixed(2)}`,
+      s.target === undefined ? '—' : `${s.targetAtMost ? '≤' : '≥'} ${s.target.toFixed(2)}`,
       s.met === undefined ? '—' : s.met ? 'yes' : '**no**',
       `${r.errors + r.timeouts} / ${r.non2xx}`,
       us(r),
@@ -136,6 +140,36 @@ export function markdownTable(report: Report): string {
   return `${lines.join('\n')}\n\n${notes.map((n) => `- ${n}`).join('\n')}\n\n${machineLine(report)}\n`;
 }
 
+/** The memory tables of the run's soak scenarios, with the machine line; empty when none ran. */
+export function memoryTables(report: Report): string {
+  const tables = report.scenarios.filter((sc) => sc.memory).map((sc) => memoryTable(sc.name, sc.memory!));
+  return tables.length === 0 ? '' : `${tables.join('\n')}\n${machineLine(report)}\n`;
+}
+
+const MiB = (bytes: number) => fmt(bytes / 2 ** 20);
+
+/** The service's memory at the end of each minute of a soak, and the verdict. */
+export function memoryTable(name: string, memory: MemoryReport): string {
+  const header = ['minute', 'creates (201)', 'other answers', 'RSS MiB', 'heap used MiB (after GC)', 'heap used MiB (before GC)', 'heap total MiB', 'external MiB', 'arrayBuffers MiB', 'CPU µs/create', 'p50 / p99 ms'];
+  const rows = memory.minutes.map((m) => [
+    `${m.minute}${m.phase === 'warm-up' ? ' (warm-up)' : ''}`,
+    fmt(m.created),
+    Object.entries(m.otherAnswers).map(([k, v]) => `${k}: ${fmt(v)}`).join(', ') || '—',
+    MiB(m.rssBytes), MiB(m.heapUsedBytes), MiB(m.heapUsedBeforeGcBytes), MiB(m.heapTotalBytes), MiB(m.externalBytes), MiB(m.arrayBuffersBytes),
+    m.cpuUsPerCreate === undefined ? '?' : fmt(m.cpuUsPerCreate), `${m.latencyMs.p50} / ${m.latencyMs.p99}`,
+  ]);
+  return [
+    `${name}: the service process at the end of each minute`,
+    '',
+    `| ${header.join(' | ')} |`,
+    `| ${header.map((_, i) => (i === 0 ? '---' : '---:')).join(' | ')} |`,
+    ...rows.map((row) => `| ${row.join(' | ')} |`),
+    '',
+    `- ${name}: ${memory.verdict}`,
+    '',
+  ].join('\n');
+}
+
 export interface Written {
   json: string;
   latestJson: string;
@@ -143,8 +177,12 @@ export interface Written {
   readme: boolean;
 }
 
-/** bench/results/<ISO timestamp>.json, latest.json, latest.md, and README.md between the bench markers. */
-export function writeReport(report: Report): Written {
+/**
+ * bench/results/<ISO timestamp>.json, latest.json, latest.md, and in README.md: the table between the bench
+ * markers when the run was a full one (every scenario), so a run of a few scenarios does not replace the
+ * whole table with them; and the soak's memory tables between the bench:memory markers whenever it ran.
+ */
+export function writeReport(report: Report, full: boolean): Written {
   const dir = path.join(repoRoot, 'bench', 'results');
   mkdirSync(dir, { recursive: true });
   const json = `${JSON.stringify(report, null, 2)}\n`;
@@ -152,24 +190,27 @@ export function writeReport(report: Report): Written {
   const latestJson = path.join(dir, 'latest.json');
   const latestMd = path.join(dir, 'latest.md');
   const table = markdownTable(report);
+  const memory = memoryTables(report);
   writeFileSync(stamped, json);
   writeFileSync(latestJson, json);
-  writeFileSync(latestMd, `# Latest bench run\n\n${table}`);
-  return { json: stamped, latestJson, latestMd, readme: updateReadme(table) };
+  writeFileSync(latestMd, `# Latest bench run\n\n${table}${memory ? `\n${memory}` : ''}`);
+  const readme = [
+    ...(full ? [updateReadme('bench', table)] : []),
+    ...(memory ? [updateReadme('bench:memory', memory)] : []),
+  ];
+  return { json: stamped, latestJson, latestMd, readme: readme.length > 0 && readme.every(Boolean) };
 }
 
-const START = '<!-- bench:start -->';
-const END = '<!-- bench:end -->';
-
-/** Replaces what lies between the markers; leaves README.md alone (and does not create it) otherwise. */
-function updateReadme(table: string): boolean {
+/** Replaces what lies between `<!-- name:start -->` and `<!-- name:end -->`; leaves README.md alone (and does not create it) otherwise. */
+function updateReadme(name: string, content: string): boolean {
   const readme = path.join(repoRoot, 'README.md');
   if (!existsSync(readme)) return false;
+  const [START, END] = [`<!-- ${name}:start -->`, `<!-- ${name}:end -->`];
   const text = readFileSync(readme, 'utf8');
   const start = text.indexOf(START);
   const end = text.indexOf(END, start + START.length);
   if (start < 0 || end < 0) return false;
-  const updated = `${text.slice(0, start + START.length)}\n${table}${text.slice(end)}`;
+  const updated = `${text.slice(0, start + START.length)}\n${content}${text.slice(end)}`;
   if (updated !== text) writeFileSync(readme, updated);
   return true;
 }

@@ -81,9 +81,9 @@ export interface BenchContext {
   /**
    * Starts another service process (runtime/main.ts, like the one at serviceUrl: LOG_LEVEL=warn, no trace
    * export, the run's database unless env says otherwise) with `env` on top; resolves once /health/ready
-   * answers 200.
+   * answers 200. `nodeArgs` go to node before the script (e.g. `--expose-gc`).
    */
-  startService(name: string, env: Record<string, string>): Promise<ExtraServer>;
+  startService(name: string, env: Record<string, string>, nodeArgs?: string[]): Promise<ExtraServer>;
   /** Runs autocannon (warm-up first, then the measured run) with the run's connections/pipelining/duration. */
   load(request: LoadRequest): Promise<LoadSummary>;
   log(message: string): void;
@@ -96,13 +96,59 @@ export interface ScenarioOutcome {
   baseline?: LoadSummary;
   /** Required result/baseline req/s ratio; omit when the scenario has no target. */
   target?: number;
+  /** A ratio of the scenario's own instead of result ÷ baseline req/s (e.g. the soak's memory growth); its meaning goes in the notes. */
+  ratio?: number;
+  /** The ratio must stay at or below the target, not reach it (a growth). */
+  targetAtMost?: boolean;
+  /** The service's memory minute by minute (the soak scenarios). */
+  memory?: MemoryReport;
   notes?: string[];
+}
+
+/** One reading of the service process's memory, at the end of a minute of steady load. */
+export interface MemoryMinute {
+  minute: number;
+  phase: 'warm-up' | 'measured';
+  /** VmRSS from /proc/<pid>/status. */
+  rssBytes: number;
+  /** V8 heap in use after a full collection: what is still referenced. */
+  heapUsedBytes: number;
+  /** V8 heap in use just before that collection. */
+  heapUsedBeforeGcBytes: number;
+  heapTotalBytes: number;
+  /** Memory of C++ objects bound to JS objects, including ArrayBuffers and WebAssembly memories (PGlite's). */
+  externalBytes: number;
+  arrayBuffersBytes: number;
+  /** Creates answered 201 during the minute. */
+  created: number;
+  /** Other answers during the minute, by status, and transport errors. */
+  otherAnswers: Record<string, number>;
+  /** Service CPU per 201 create during the minute, in µs. */
+  cpuUsPerCreate: number | undefined;
+  latencyMs: { p50: number; p99: number };
+}
+
+export interface MemoryReport {
+  warmupMinutes: number;
+  minutes: MemoryMinute[];
+  /** Median RSS over the second half of the measured minutes ÷ median over the first half. */
+  rssGrowthRatio: number;
+  /** Heap in use after a collection, same ratio. */
+  heapGrowthRatio: number;
+  /** RSS at the end ÷ RSS at the end of the warm-up (single readings). */
+  endToWarmupRssRatio: number;
+  levelledOff: boolean;
+  verdict: string;
 }
 
 export interface Scenario {
   /** Short, kebab-case; used on the command line (`npm run bench -- <name>`). */
   name: string;
   description: string;
+  /** Seconds the scenario may take, for the run's time limit; default three measured runs. */
+  budgetS?: number;
+  /** Seconds the scenario may take beyond the harness's usual allowance (for long ones such as the soak). */
+  extraBudgetS?(): number;
   run(ctx: BenchContext): Promise<ScenarioOutcome>;
 }
 

@@ -13,3 +13,15 @@ scenarios.push(keyedReadMemory, keyedReadRedis);
 // Generations against PostgreSQL: durable creates vs pgbench, and end-to-end jobs/s.
 import { generationCreate, generationEndToEnd } from './generations.ts';
 scenarios.push(generationCreate, generationEndToEnd);
+
+// kill -9 in a loop under creates, webhooks subscribed: nothing lost, stuck or charged twice.
+import { crashLoopPglite, crashLoopPostgres } from './crash-loop.ts';
+scenarios.push(crashLoopPglite, crashLoopPostgres);
+
+// Memory under steady load for BENCH_SOAK_MINUTES (default 10) after a warm-up: PGlite on disk, PostgreSQL.
+import { soak, soakPostgres } from './soak.ts';
+scenarios.push(soak, soakPostgres);
+
+// Cluster mode on PostgreSQL + Redis: 3 nodes vs 1 on the same database, forwarded-request latency.
+import { cluster } from './cluster.ts';
+scenarios.push(cluster);

@@ -3,7 +3,7 @@ import type { Logger } from '../../runtime/logger.ts';
 import { requestsPerMinute, type PlanId } from '../../runtime/plans.ts';
 import type { Database } from '../../persistence/database.ts';
 import type { Principal, Scope } from '../route.ts';
-import { Lru } from './lru.ts';
+import { Lru } from '../../runtime/lru.ts';
 
 /** What authenticating a key needs, cached by the SHA-256 of its plaintext. */
 export interface KeyRecord {

@@ -16,6 +16,8 @@ export interface GenerationRow {
   idempotencyKey: string | null;
   provider: string;
   providerJobId: string | null;
+  /** Times the job was handed to its provider, counted before each hand-over (a restart hands it over again). */
+  attempts: number;
   textOutput: string | null;
   outputAssetIds: string[];
   errorCode: string | null;
@@ -47,6 +49,7 @@ export const GenerationEntity = new EntitySchema<GenerationRow>({
     idempotencyKey: { type: 'string', fieldName: 'idempotency_key', nullable: true },
     provider: { type: 'string' },
     providerJobId: { type: 'string', fieldName: 'provider_job_id', nullable: true },
+    attempts: { type: 'integer', default: 0 },
     textOutput: { type: 'text', fieldName: 'text_output', nullable: true },
     outputAssetIds: { type: 'json', fieldName: 'output_asset_ids' },
     errorCode: { type: 'string', fieldName: 'error_code', nullable: true },

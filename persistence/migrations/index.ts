@@ -5,6 +5,8 @@ import { Migration0006Assets } from './0006-assets.ts';
 import { Migration0007Webhooks } from './0007-webhooks.ts';
 import { Migration0008Money } from './0008-money.ts';
 import { Migration0009Reservations } from './0009-reservations.ts';
+import { Migration0010Attempts } from './0010-attempts.ts';
+import { Migration0011Cluster } from './0011-cluster.ts';
 
 /** Applied in this order at start-up; a migration, once landed, is never edited, only followed. */
 export const migrations = [
@@ -15,4 +17,6 @@ export const migrations = [
   { name: '0007-webhooks', class: Migration0007Webhooks },
   { name: '0008-money', class: Migration0008Money },
   { name: '0009-reservations', class: Migration0009Reservations },
+  { name: '0010-attempts', class: Migration0010Attempts },
+  { name: '0011-cluster', class: Migration0011Cluster },
 ];

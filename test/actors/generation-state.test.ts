@@ -1,6 +1,6 @@
 import t from 'tap';
 import {
-  decide, initialState, isTerminal, GENERATION_STATUSES, TERMINAL_STATUSES,
+  decide, initialState, isTerminal, GENERATION_STATUSES, MAX_ATTEMPTS, TERMINAL_STATUSES,
   type GenerationCommand, type GenerationState, type GenerationStatus,
 } from '../../actors/generation/state.ts';
 
@@ -96,10 +96,11 @@ t.test('every out-of-order step is refused and leaves the state as it was', asyn
   const commands: GenerationCommand[] = [
     { type: 'reserve' }, { type: 'submitted', providerJobId: 'p' }, { type: 'started' },
     { type: 'succeed', outputs: { outputAssetIds: [] } }, { type: 'fail', errorCode: 'x', errorMessage: 'y' },
-    { type: 'cancel', by: 'operator' }, { type: 'expire' },
+    { type: 'cancel', by: 'operator' }, { type: 'expire' }, { type: 'resume', maxAttempts: MAX_ATTEMPTS },
   ];
   const allowed: Record<GenerationCommand['type'], GenerationStatus[]> = {
-    reserve: ['queued'], submitted: ['reserved'], started: ['submitted'], succeed: ['running'],
+    reserve: ['queued'], submitted: ['reserved', 'submitted', 'running'], started: ['submitted'], succeed: ['running'],
+    resume: ['reserved', 'submitted', 'running'],
     fail: ['queued', 'reserved', 'submitted', 'running'], cancel: ['queued', 'reserved', 'submitted', 'running'], expire: ['queued'],
   };
   for (const status of GENERATION_STATUSES) {
@@ -110,4 +111,60 @@ t.test('every out-of-order step is refused and leaves the state as it was', asyn
     }
   }
   t.same([...TERMINAL_STATUSES].sort(), ['cancelled', 'expired', 'failed', 'succeeded']);
+});
+
+t.test('resume after a restart: an in-flight job is handed to its provider again, keeping its status, counting attempts', async (t) => {
+  t.equal(initialState(T0, TIMEOUT).attempts, 0, 'a queued job has made no attempt');
+  t.equal(drive(at.reserved).attempts, 1, 'reserving counts the first hand-over, before it is made');
+  for (const status of ['reserved', 'submitted', 'running'] as const) {
+    const before = drive(at[status]);
+    const decision = decide(before, { type: 'resume', maxAttempts: 3 }, T0 + 5);
+    t.ok(decision.ok, `resume from ${status}`);
+    if (!decision.ok) continue;
+    t.equal(decision.state.status, status, 'the status never goes back');
+    t.equal(decision.state.attempts, 2);
+    t.equal(decision.state.providerJobId, undefined, 'the old provider job belonged to the stopped process');
+    t.same(decision.effects, [{ type: 'submit_to_provider' }], 'no money moves and the slot stays held');
+    t.same(decision.state.timeline.at(-1), { status, at: new Date(T0 + 5).toISOString(), detail: 'resubmitted after a restart (attempt 2 of 3)' });
+  }
+  // The provider takes the job again: a job still reserved moves on, one further along keeps its status and learns the new id.
+  const resubmitted = (status: 'reserved' | 'submitted' | 'running') => {
+    const d = decide(drive(at[status]), { type: 'resume', maxAttempts: 3 }, T0);
+    if (!d.ok) throw new Error(d.message);
+    return d.state;
+  };
+  const fromReserved = decide(resubmitted('reserved'), { type: 'submitted', providerJobId: 'p2' }, T0);
+  t.ok(fromReserved.ok && fromReserved.state.status === 'submitted' && fromReserved.state.providerJobId === 'p2');
+  const fromRunning = decide(resubmitted('running'), { type: 'submitted', providerJobId: 'p2' }, T0);
+  t.ok(fromRunning.ok);
+  if (fromRunning.ok) {
+    t.equal(fromRunning.state.status, 'running');
+    t.equal(fromRunning.state.providerJobId, 'p2');
+    t.equal(fromRunning.state.timeline.length, resubmitted('running').timeline.length, 'no timeline entry for a new provider id');
+    const done = decide(fromRunning.state, { type: 'succeed', outputs: { outputAssetIds: [], textOutput: 'hi' } }, T0);
+    t.ok(done.ok);
+    if (done.ok) t.same(done.effects.filter((e) => e.type === 'capture_credits'), [{ type: 'capture_credits' }], 'captured once, at the end');
+  }
+  t.notOk(decide(resubmitted('running'), { type: 'started' }, T0).ok, 'a running job re-run stays running when the provider says so again');
+});
+
+t.test('resume past the attempt limit fails with attempts_exhausted and releases the credits', async (t) => {
+  t.equal(MAX_ATTEMPTS, 3, 'the documented limit');
+  let state = drive(at.running);
+  for (let attempt = 2; attempt <= MAX_ATTEMPTS; attempt++) {
+    const d = decide(state, { type: 'resume', maxAttempts: MAX_ATTEMPTS }, T0);
+    if (!d.ok) throw new Error(d.message);
+    t.equal(d.state.attempts, attempt);
+    state = d.state;
+  }
+  const last = decide(state, { type: 'resume', maxAttempts: MAX_ATTEMPTS }, T0);
+  t.ok(last.ok);
+  if (!last.ok) return;
+  t.equal(last.state.status, 'failed');
+  t.equal(last.state.errorCode, 'attempts_exhausted');
+  t.match(last.state.errorMessage, /handed to its provider 3 times \(the limit is 3\)/);
+  t.notMatch(last.state.errorMessage, /;/);
+  t.equal(last.state.attempts, MAX_ATTEMPTS, 'no attempt is counted for a hand-over not made');
+  t.same(last.effects, [{ type: 'release_credits' }, { type: 'free_slot' }, { type: 'emit', event: 'generation.failed' }]);
+  t.notOk(decide(drive(at.queued), { type: 'resume', maxAttempts: MAX_ATTEMPTS }, T0).ok, 'a queued job is not resumed: it waits for a slot');
 });

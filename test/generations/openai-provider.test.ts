@@ -40,6 +40,10 @@ async function fakeOpenAi(t: Test) {
       if (prompt.includes('fail429')) return json(429, { error: { message: 'Rate limit reached for requests.', type: 'requests' } });
       if (prompt.includes('notjson')) return res.writeHead(200, { 'content-type': 'text/html' }).end('<html>gateway</html>');
       if (prompt.includes('empty')) return json(200, req.url === '/v1/chat/completions' ? { choices: [] } : { data: [] });
+      if (prompt.includes('nulerror')) return json(500, { error: { message: 'bad\u0000byte \ud800 here', type: 'server_error' } });
+      if (prompt.includes('nultext')) {
+        return json(200, { id: 'chatcmpl-2', object: 'chat.completion', model: body.model, choices: [{ index: 0, message: { role: 'assistant', content: 'a\u0000b\ud800c' }, finish_reason: 'stop' }] });
+      }
       if (prompt.includes('hang')) {
         hanging.add(res);
         res.on('close', () => { if (hanging.delete(res)) closedEarly++; });
@@ -136,6 +140,18 @@ t.test('the OpenAI-compatible adapter: chat completions, images as b64_json and 
   t.same(money, { available: 3_000 - 2 - 16 - 8, reserved: 0, ledgerAvailable: 3_000 - 26, ledgerReserved: 0, reservations: [] });
   const ledger = await ledgerByGeneration(query, user.workspaceId);
   t.equal(Object.values(ledger).filter((l) => l.release === 1).length, failures.length, 'every failure released its credits');
+
+  // Text the database cannot store (U+0000, an unpaired surrogate) in a provider's answer or error is kept
+  // with U+FFFD in its place: the job still settles instead of failing its write.
+  const nulText = await run('openai/chat', 'text_to_text', { prompt: 'nultext' });
+  t.equal(nulText.status, 'succeeded', JSON.stringify(nulText));
+  t.equal(nulText.textOutput, 'a\ufffdb\ufffdc');
+  const nulError = await run('openai/chat', 'text_to_text', { prompt: 'nulerror' });
+  t.equal(nulError.status, 'failed', JSON.stringify(nulError));
+  t.equal(nulError.errorCode, 'provider_error');
+  t.match(nulError.errorMessage, /bad\ufffdbyte \ufffd here/);
+  const settled = await moneyOf(query, user.workspaceId);
+  t.same([settled.reserved, settled.ledgerReserved], [0, 0], 'nothing stays reserved');
 });
 
 t.test('an image URL the server answers with goes through the egress guard: a loopback URL is refused unless ALLOW_PRIVATE_EGRESS', async (t) => {

@@ -25,6 +25,7 @@ export function generationRow(workspaceId: string, overrides: Partial<Generation
     idempotencyKey: null,
     provider: 'local',
     providerJobId: null,
+    attempts: 0,
     textOutput: null,
     outputAssetIds: [],
     errorCode: null,

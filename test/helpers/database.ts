@@ -1,39 +1,143 @@
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import type { Test } from 'tap';
 import pg from 'pg';
+import { PGlite } from '@electric-sql/pglite';
+import { openDatabase } from '../../persistence/database.ts';
+
+const MIGRATIONS_DIR = fileURLToPath(new URL('../../persistence/migrations/', import.meta.url));
+const PGLITE_MANIFEST = fileURLToPath(new URL('../../node_modules/@electric-sql/pglite/package.json', import.meta.url));
+/** Key of the advisory lock (on the TEST_DATABASE_URL database) under which one process builds a template. */
+const TEMPLATE_LOCK_KEY = '7236911355087249714';
 
 /**
  * Where tests keep their data. With TEST_DATABASE_URL set (a Postgres server), each call makes a fresh
  * database on it and drops it afterwards; otherwise an in-memory PGlite.
+ *
+ * On PostgreSQL the fresh database is a copy of a template already migrated (`empty: true` for one with
+ * nothing in it): the service still runs its migrations when it opens it, and finds nothing left to do.
  */
-export async function freshDatabaseUrl(): Promise<{ url: string; drop(): Promise<void> }> {
+export async function freshDatabaseUrl(options: { empty?: boolean } = {}): Promise<{ url: string; drop(): Promise<void> }> {
   const base = process.env.TEST_DATABASE_URL;
   if (!base) return { url: 'memory://', drop: async () => {} };
+  const template = options.empty ? undefined : await migratedTemplate(base);
   const name = `gs_test_${process.pid}_${randomBytes(4).toString('hex')}`;
-  const admin = new pg.Client({ connectionString: base });
-  await admin.connect();
-  try {
-    await admin.query(`create database ${name}`);
-  } finally {
-    await admin.end();
+  await withClient(base, (admin) => admin.query(template ? `create database ${name} template ${template}` : `create database ${name}`));
+  return {
+    url: databaseUrl(base, name),
+    drop: () => withClient(base, (admin) => admin.query(`drop database if exists ${name} with (force)`)).then(() => {}),
+  };
+}
+
+let template: Promise<string> | undefined;
+
+/**
+ * The name of a database migrated to the migrations of this tree, made once on the server and shared by
+ * every test process: named by a hash of the migration files (other trees with other migrations have
+ * their own), built under a name of its own and renamed when complete, so that its name existing means it
+ * is ready. Nothing connects to it (ALLOW_CONNECTIONS false), which CREATE DATABASE … TEMPLATE requires.
+ * Templates of earlier migrations stay on the server (a few MB each): ALTER DATABASE … IS_TEMPLATE false, then
+ * DROP DATABASE, reclaims one.
+ */
+function migratedTemplate(base: string): Promise<string> {
+  template ??= buildTemplate(base).catch((error: unknown) => {
+    template = undefined;
+    throw error;
+  });
+  return template;
+}
+
+async function buildTemplate(base: string): Promise<string> {
+  const name = `gs_template_${await migrationsHash()}`;
+  return withClient(base, async (admin) => {
+    const exists = async () => (await admin.query('select 1 from pg_database where datname = $1', [name])).rowCount! > 0;
+    if (await exists()) return name;
+    await admin.query('select pg_advisory_lock($1::bigint)', [TEMPLATE_LOCK_KEY]);
+    try {
+      if (await exists()) return name;
+      const building = `${name}_build`;
+      // Left by a process that died while building it.
+      await admin.query(`drop database if exists ${building} with (force)`);
+      await admin.query(`create database ${building}`);
+      const db = await openDatabase({ databaseUrl: databaseUrl(base, building), dataDir: '.data/test', poolMax: 1 });
+      await db.close();
+      await admin.query(`alter database ${building} with allow_connections false`);
+      await admin.query(`alter database ${building} rename to ${name}`);
+      await admin.query(`alter database ${name} with is_template true`);
+      return name;
+    } finally {
+      await admin.query('select pg_advisory_unlock($1::bigint)', [TEMPLATE_LOCK_KEY]).catch(() => {});
+    }
+  });
+}
+
+/** The first 16 hex digits of a SHA-256 over the migration files' names and contents. */
+async function migrationsHash(): Promise<string> {
+  const hash = createHash('sha256');
+  for (const file of (await fs.readdir(MIGRATIONS_DIR)).sort()) {
+    hash.update(`${file}\0`);
+    hash.update(await fs.readFile(path.join(MIGRATIONS_DIR, file)));
+    hash.update('\0');
   }
+  return hash.digest('hex').slice(0, 16);
+}
+
+async function withClient<T>(connectionString: string, work: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString });
+  await client.connect();
+  try {
+    return await work(client);
+  } finally {
+    await client.end();
+  }
+}
+
+function databaseUrl(base: string, name: string): string {
   const url = new URL(base);
   url.pathname = `/${name}`;
-  return {
-    url: url.toString(),
-    async drop() {
-      const client = new pg.Client({ connectionString: base });
-      await client.connect();
-      try {
-        await client.query(`drop database if exists ${name} with (force)`);
-      } finally {
-        await client.end();
-      }
-    },
-  };
+  return url.toString();
+}
+
+let pgliteImage: Promise<Blob> | undefined;
+
+/**
+ * An in-memory PGlite already migrated, for a server on `memory://`: loaded from a dump of a data directory
+ * already migrated, which takes about half the time of migrating a new one. The service still runs its
+ * migrations when it opens it, and finds nothing left to do.
+ */
+export async function migratedPglite(): Promise<PGlite> {
+  pgliteImage ??= pgliteImageFile().catch((error: unknown) => {
+    pgliteImage = undefined;
+    throw error;
+  });
+  return new PGlite({ loadDataDir: await pgliteImage });
+}
+
+/**
+ * The dump, made once and kept in the temporary folder for every test process after: named by the PGlite
+ * version and the migrations' hash, written under a name of its own and renamed when complete (processes
+ * making it at once each write a whole file; the last rename wins).
+ */
+async function pgliteImageFile(): Promise<Blob> {
+  const manifest = JSON.parse(await fs.readFile(PGLITE_MANIFEST, 'utf8')) as { version: string };
+  const file = path.join(os.tmpdir(), `gs-test-pglite-${manifest.version}-${await migrationsHash()}.tar`);
+  const kept = await fs.readFile(file).catch(() => undefined);
+  if (kept) return new Blob([kept]);
+  const seed = new PGlite();
+  const db = await openDatabase({ databaseUrl: 'memory://', dataDir: '.data/test', pglite: seed });
+  let image: Blob;
+  try {
+    image = await seed.dumpDataDir('none');
+  } finally {
+    await db.close();
+  }
+  const partial = `${file}.${process.pid}.${randomBytes(4).toString('hex')}`;
+  await fs.writeFile(partial, Buffer.from(await image.arrayBuffer()));
+  await fs.rename(partial, file);
+  return image;
 }
 
 /**

@@ -8,7 +8,7 @@ import type { ActorBehavior } from '../../runtime/actor-behavior.ts';
 import type { RecoveryTask } from '../../runtime/recovery.ts';
 import { startService, type RunningService } from '../../runtime/service.ts';
 import type { RouteDef } from '../../http/route.ts';
-import { freshDatabaseUrl } from './database.ts';
+import { freshDatabaseUrl, migratedPglite } from './database.ts';
 
 export interface TestServerOptions {
   env?: Record<string, string>;
@@ -51,6 +51,7 @@ export async function startTestServer(t: Test, options: TestServerOptions = {}):
     recovery: options.recovery,
     spanExporter: options.spanExporter,
     logDestination: options.logDestination,
+    pglite: config.databaseUrl === 'memory://' ? await migratedPglite() : undefined,
   });
   t.teardown(async () => {
     await service.stop();

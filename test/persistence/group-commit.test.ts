@@ -166,6 +166,35 @@ t.test('when the commit cannot happen at all, no waiter is resolved', async (t) 
   t.same(settled.map((s) => s.status), names(10).map(() => 'rejected'), 'every waiter rejected once the database is gone');
 });
 
+t.test('flush ends while other writers keep the writer busy: it waits for what was queued before it, not for a lull', async (t) => {
+  const writer = new SnapshotWriter(db, options());
+  const kind = newKind();
+  // Four writers that each queue their next write as soon as the previous one commits: the writer is never idle.
+  // (Signalled from the writers themselves, not polled with a timer: on PGlite the commits may run without
+  // yielding to timers, and a timer would fire only once the writers had stopped.)
+  let busy = true;
+  let background = 0;
+  let twentyWritten!: () => void;
+  const twenty = new Promise<void>((resolve) => { twentyWritten = resolve; });
+  const chains = [0, 1, 2, 3].map(async (c) => {
+    for (let i = 0; busy && background < 20_000; i++) {
+      await writer.write(put(kind, `busy-${c}-${i}`));
+      if (++background === 20) twentyWritten();
+    }
+  });
+  await twenty;
+  let markerDone = false;
+  const marker = writer.write(put(kind, 'marker')).then(() => { markerDone = true; });
+  await writer.flush();
+  const stillBusy = busy && background < 20_000;
+  t.ok(markerDone, 'the write queued before the flush is committed when it resolves');
+  t.ok(stillBusy, `the flush resolved while the other writers were still writing (${background} background writes so far)`);
+  busy = false;
+  await Promise.all([marker, ...chains]);
+  t.ok(await rowExists(kind, 'marker'));
+  await writer.close();
+});
+
 t.test('flush waits for everything queued so far; close commits what is queued and then refuses writes', async (t) => {
   const writer = new SnapshotWriter(db, options({ windowMs: 20 }));
   const kind = newKind();

@@ -136,6 +136,28 @@ t.test('an outcome with passivate: true stops the actor once its mailbox is empt
   t.ok(actors.isLive('counter', 'f'));
 });
 
+t.test('an actor whose write is still on its way is not passivated, and a reload after a crash waits for that write', async (t) => {
+  const { actors, clock } = shared;
+  t.equal(await actors.ask('counter', 'dw', { type: 'inc', by: 5 }), 5);
+  const write = gate();
+  const deferred = actors.ask<number>('counter', 'dw', { type: 'inc-deferred', wait: write.wait });
+  t.same(await actors.ask<Get>('counter', 'dw', { type: 'get' }), { value: 6, log: [] }, 'the change is in memory before it is written');
+  clock.advance(5_000);
+  t.ok(actors.isLive('counter', 'dw'), 'idle, but its write has not committed: kept');
+
+  await t.rejects(actors.ask('counter', 'dw', { type: 'crash' }), /crash requested/);
+  let reloaded: Get | undefined;
+  const afterCrash = actors.ask<Get>('counter', 'dw', { type: 'get' }).then((value) => { reloaded = value; });
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  t.equal(reloaded, undefined, 'the reload waits for the write');
+  write.open();
+  t.equal(await deferred, 6);
+  await afterCrash;
+  t.same(reloaded, { value: 6, log: [] }, 'the reloaded state includes it');
+  clock.advance(5_000);
+  t.notOk(actors.isLive('counter', 'dw'), 'passivated once its write committed and it went idle');
+});
+
 t.test('drain waits for every mailbox; stop refuses new messages after finishing queued ones', async (t) => {
   const { actors, db } = shared;
   const held = gate();

@@ -2,7 +2,8 @@ import t from 'tap';
 import type { Test } from 'tap';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { checkUrlSyntax, decodeDataUrl, EgressError, fetchGuarded, guardedFetcher, isPublicAddress } from '../../runtime/egress.ts';
+import type ipaddr from 'ipaddr.js';
+import { checkUrlSyntax, decodeDataUrl, EgressError, embeddedIPv4, fetchGuarded, guardedFetcher, guardedLookup, isPublicAddress, parseAddress } from '../../runtime/egress.ts';
 
 /** A loopback HTTP server with a few behaviours chosen by path. */
 async function startOrigin(t: Test, host = '127.0.0.1') {
@@ -68,12 +69,63 @@ const limits = { maxBytes: 1000, timeoutMs: 3000 };
 const onlyOrigin = (address: string) => address === '127.0.0.2';
 
 t.test('which addresses are public', async (t) => {
-  for (const address of ['8.8.8.8', '1.1.1.1', '2606:4700:4700::1111', '93.184.216.34']) t.ok(isPublicAddress(address), `${address} public`);
+  for (const address of ['8.8.8.8', '1.1.1.1', '2606:4700:4700::1111', '2a00:1450:4001:80b::200e', '93.184.216.34', '::ffff:8.8.8.8']) t.ok(isPublicAddress(address), `${address} public`);
   for (const address of [
     '127.0.0.1', '127.255.0.9', '::1', '10.1.2.3', '172.16.0.1', '172.31.255.255', '192.168.1.1', '169.254.169.254', '100.64.0.1',
     '100.100.100.200', '0.0.0.0', '::', '224.0.0.1', '255.255.255.255', 'fd00::1', 'fd00:ec2::254', 'fe80::1', 'ff02::1',
     '::ffff:127.0.0.1', '::ffff:10.0.0.1', '64:ff9b::a00:1', '2002:7f00:1::', '198.18.0.1', 'not an address',
+    '100::1', 'fec0::1', '5f00::1', '2001:db8::1', '4000::1', 'e000::1',
   ]) t.notOk(isPublicAddress(address), `${address} refused`);
+});
+
+// Every IPv6 form that carries an IPv4 address, each with IPv4 addresses of every refused kind.
+const refusedIPv4 = [
+  '127.0.0.1', '10.0.0.1', '172.16.0.1', '192.168.1.1', '169.254.169.254', '100.64.0.1', '0.0.0.0', '255.255.255.255',
+  '224.0.0.1', '240.0.0.1', '192.0.2.1', '198.18.0.1',
+];
+const hex = (v4: string) => {
+  const [a, b, c, d] = v4.split('.').map(Number) as [number, number, number, number];
+  return [((a << 8) | b), ((c << 8) | d)].map((n) => n.toString(16));
+};
+const inverted = (v4: string) => hex(v4).map((h) => (parseInt(h, 16) ^ 0xffff).toString(16));
+const forms: Array<[string, (v4: string) => string, boolean]> = [
+  // [name, the IPv6 address carrying v4, whether it passes when v4 is public]
+  ['IPv4-mapped ::ffff:0:0/96', (v4) => `::ffff:${v4}`, true],
+  ['IPv4-compatible ::/96', (v4) => `::${v4}`, false],
+  ['IPv4-compatible ::/96, hex', (v4) => `::${hex(v4).join(':')}`, false],
+  ['IPv4-translated ::ffff:0:0:0/96', (v4) => `::ffff:0:${v4}`, false],
+  ['NAT64 64:ff9b::/96', (v4) => `64:ff9b::${v4}`, false],
+  ['NAT64 local-use 64:ff9b:1::/48, a /96 prefix', (v4) => `64:ff9b:1::${v4}`, false],
+  ['6to4 2002::/16', (v4) => `2002:${hex(v4).join(':')}::1`, false],
+  ['Teredo 2001::/32, server', (v4) => `2001:0:${hex(v4).join(':')}:0:f7f7:f7f7:f7f7`, false],
+  ['Teredo 2001::/32, client', (v4) => `2001:0:808:808:0:0:${inverted(v4).join(':')}`, false],
+];
+
+t.test('IPv6 forms that carry an IPv4 address: the IPv4 rule first, then the IPv6 range rule', async (t) => {
+  for (const [name, form, passesWhenPublic] of forms) {
+    for (const v4 of refusedIPv4) {
+      const address = form(v4);
+      t.ok(embeddedIPv4(parseAddress(address) as ipaddr.IPv6).some((carried) => carried.toString() === v4), `${name}: ${address} carries ${v4}`);
+      t.notOk(isPublicAddress(address), `${name}: ${address} (${v4}) refused`);
+    }
+    const publicCarrier = form('8.8.8.8');
+    t.equal(isPublicAddress(publicCarrier), passesWhenPublic, `${name}: ${publicCarrier} (8.8.8.8) ${passesWhenPublic ? 'passes' : 'refused by its IPv6 range'}`);
+  }
+  // The local-use NAT64 prefix with a /48 prefix length: 127.0.0.1 in bits 48-63 and 72-87 (the u octet, 64-71, skipped).
+  t.ok(embeddedIPv4(parseAddress('64:ff9b:1:7f00:0:100::') as ipaddr.IPv6).some((v4) => v4.toString() === '127.0.0.1'), 'RFC 6052 /48 layout');
+  t.same(embeddedIPv4(parseAddress('2606:4700:4700::1111') as ipaddr.IPv6), [], 'a plain address carries nothing');
+  t.same(embeddedIPv4(parseAddress('2001:0:4136:e378:8000:63bf:3fff:fdd2') as ipaddr.IPv6).map(String), ['65.54.227.120', '192.0.2.45'], 'the Teredo example of RFC 4380');
+
+  // The URL check and the connect-time check use the same rule.
+  for (const host of ['::127.0.0.1', '::a00:1', '::a9fe:a9fe', '64:ff9b::7f00:1', '2002:a9fe:a9fe::1']) {
+    const verdict = checkUrlSyntax(`http://[${host}]/`);
+    t.notOk(verdict.ok, `http://[${host}]/ refused`);
+    if (!verdict.ok) t.match(verdict.reason, /not a public address \(it carries /);
+  }
+  const lookup = guardedLookup(isPublicAddress);
+  const refusedAtConnect = await new Promise<Error | null>((resolve) => lookup('::7f00:1', {}, (error) => resolve(error)));
+  t.equal((refusedAtConnect as EgressError | null)?.code, 'blocked_address', 'an address DNS answers is checked by the same rule');
+  t.match(refusedAtConnect?.message, /it carries 127\.0\.0\.1/);
 });
 
 t.test('URL syntax: http(s) only, no credentials, IP literals checked', async (t) => {
@@ -94,6 +146,7 @@ t.test('loopback is refused unless private egress is allowed, by literal and by 
   t.equal(byName.code, 'blocked_address', 'localhost, which resolves to loopback, is refused at connect time');
   t.match(byName.message, /localhost resolves to/);
   t.equal((await refusal(fetchGuarded(`http://[::ffff:127.0.0.1]:${port}/`, limits))).code, 'blocked_address', 'IPv4-mapped IPv6');
+  t.equal((await refusal(fetchGuarded(`http://[::127.0.0.1]:${port}/`, limits))).code, 'blocked_address', 'IPv4-compatible IPv6');
   t.equal((await refusal(fetchGuarded('http://169.254.169.254/latest/meta-data/', limits))).code, 'blocked_address', 'cloud metadata');
   t.equal((await refusal(fetchGuarded('ftp://example.com/', limits))).code, 'invalid_url');
 

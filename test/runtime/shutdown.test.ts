@@ -116,3 +116,25 @@ t.test('stop() does not wait for a recovery that never ends: past SHUTDOWN_TIMEO
   await server.stop();
   t.ok(lines.some((line) => /recovery still running at the deadline/.test(String(line.msg))), 'the stop logged that it gave up waiting for recovery');
 });
+
+t.test('stop() closes the idle keep-alive connections it leaves: no client holds a stopped server open', async (t) => {
+  const { startTestServer } = await import('../helpers/server.ts');
+  const server = await startTestServer(t);
+  const socket = await openConnection(server.port);
+  t.teardown(() => { socket.destroy(); });
+  const closed = new Promise<void>((resolve) => socket.on('close', () => resolve()));
+  const answer = await requestOn(socket, 'GET /v1 HTTP/1.1\r\nHost: localhost\r\n\r\n');
+  t.match(answer, /^HTTP\/1\.1 200 /, 'answered, and the connection kept alive');
+  t.notMatch(answer, /connection: close/i);
+  await server.stop();
+  // Without it the connection stays open until the client gives it up or the server's own idle timeout
+  // (about 10 s after the request) ends it. The close is made at the end of stop() in this very process, so
+  // it arrives within a few turns of the event loop; 5 s is a bound for a loaded machine, not a speed.
+  let timer: NodeJS.Timeout | undefined;
+  const outcome = await Promise.race([
+    closed.then(() => 'closed'),
+    new Promise<string>((resolve) => { timer = setTimeout(() => resolve('still open'), 5_000); }),
+  ]);
+  clearTimeout(timer);
+  t.equal(outcome, 'closed', 'the server closed the idle connection when it stopped');
+});

@@ -1,6 +1,9 @@
 import t from 'tap';
+import fs from 'node:fs/promises';
+import os from 'node:os';
 import path from 'node:path';
 import { ConfigError, loadConfig } from '../../runtime/config.ts';
+import { startNode } from '../fixtures/child.ts';
 
 t.test('defaults give the embedded set-up', async (t) => {
   const config = loadConfig({});
@@ -58,4 +61,51 @@ t.test('the OpenAI-compatible provider: off unless OPENAI_BASE_URL is set; the k
   t.throws(() => loadConfig({ OPENAI_BASE_URL: 'ftp://x', OPENAI_API_KEY: 'k', OPENAI_TIMEOUT_MS: '5' }), /OPENAI_BASE_URL[\s\S]*OPENAI_TIMEOUT_MS|OPENAI_TIMEOUT_MS[\s\S]*OPENAI_BASE_URL/);
   t.equal(loadConfig({ LOCAL_PROVIDER_MAX_CONCURRENT_JOBS: '3' }).generations.localMaxConcurrentJobs, 3);
   t.equal(loadConfig({}).generations.localMaxConcurrentJobs, undefined);
+});
+
+t.test('cluster mode: off by default; its settings read with CLUSTER=true on PostgreSQL with Redis', async (t) => {
+  t.equal(loadConfig({}).cluster, undefined);
+  const secret = 's'.repeat(32);
+  const base = { DATABASE_URL: 'postgres://u@db:5432/x', REDIS_URL: 'redis://cache:6379', PORT: '9000', CLUSTER_SECRET: secret,
+    WEBHOOK_SECRET_KEY: 'w'.repeat(32), BILLING_SIGNING_SECRET: 'b'.repeat(32), BLOB_SIGNING_SECRET: 'l'.repeat(32) };
+  const cluster = loadConfig({ ...base, CLUSTER: 'true' }).cluster!;
+  t.equal(cluster.nodeId, `${os.hostname()}:9000`, 'the node id defaults to host:port');
+  t.same({ ...cluster, nodeId: undefined, internalAddress: undefined },
+    { nodeId: undefined, internalAddress: undefined, internalPort: 8081, heartbeatMs: 1000, deadAfterMs: 5000, leaseMs: 5000, shards: 64, secret });
+  t.same(loadConfig({
+    ...base, CLUSTER: '1', CLUSTER_NODE_ID: 'node-a', CLUSTER_INTERNAL_ADDRESS: '10.0.0.7', CLUSTER_INTERNAL_PORT: '7001',
+    CLUSTER_HEARTBEAT_MS: '200', CLUSTER_DEAD_AFTER_MS: '1000', CLUSTER_LEASE_MS: '800', CLUSTER_SHARDS: '16',
+  }).cluster, { nodeId: 'node-a', internalAddress: '10.0.0.7', internalPort: 7001, heartbeatMs: 200, deadAfterMs: 1000, leaseMs: 800, shards: 16, secret });
+  t.throws(() => loadConfig({ ...base, CLUSTER: 'true', CLUSTER_SECRET: 'short' }), /CLUSTER_SECRET: required in cluster mode, at least 32 characters/);
+  t.throws(() => loadConfig({ ...base, CLUSTER: 'true', CLUSTER_SECRET: undefined }), /CLUSTER_SECRET: required in cluster mode/);
+  t.throws(() => loadConfig({ ...base, CLUSTER: 'true', WEBHOOK_SECRET_KEY: undefined, BLOB_SIGNING_SECRET: undefined }),
+    /WEBHOOK_SECRET_KEY, BLOB_SIGNING_SECRET: required in cluster mode, the same on every node/);
+  t.equal(loadConfig({ CLUSTER: 'false' }).cluster, undefined, 'CLUSTER=false is accepted on PGlite');
+});
+
+t.test('cluster mode is refused on PGlite, without Redis, with bad timings, or with settings but no CLUSTER=true', async (t) => {
+  t.throws(() => loadConfig({ CLUSTER: 'true' }), /CLUSTER=true: cluster mode needs PostgreSQL \(DATABASE_URL=postgres:\/\/…\); PGlite runs a single node only/);
+  t.throws(() => loadConfig({ DATABASE_URL: 'memory://', CLUSTER_NODE_ID: 'a', CLUSTER_SHARDS: '8' }), /CLUSTER_NODE_ID, CLUSTER_SHARDS: cluster mode needs PostgreSQL/);
+  t.throws(() => loadConfig({ DATABASE_URL: 'postgres://u@db/x', CLUSTER: 'true' }), /CLUSTER=true: cluster mode needs REDIS_URL/);
+  t.throws(() => loadConfig({ DATABASE_URL: 'postgres://u@db/x', REDIS_URL: 'redis://c', CLUSTER_NODE_ID: 'a' }), /CLUSTER_NODE_ID: only read in cluster mode; set CLUSTER=true/);
+  try {
+    loadConfig({ DATABASE_URL: 'postgres://u@db/x', REDIS_URL: 'redis://c', CLUSTER: 'true', CLUSTER_NODE_ID: 'a b', CLUSTER_HEARTBEAT_MS: '1000', CLUSTER_DEAD_AFTER_MS: '1500', CLUSTER_LEASE_MS: '1999', CLUSTER_SHARDS: '0' });
+    t.fail('should have thrown');
+  } catch (error) {
+    const problems = (error as ConfigError).problems.join('\n');
+    t.match(problems, /CLUSTER_NODE_ID="a b": expected 1 to 128 letters/);
+    t.match(problems, /CLUSTER_DEAD_AFTER_MS=1500: must be at least twice CLUSTER_HEARTBEAT_MS \(1000\)/);
+    t.match(problems, /CLUSTER_LEASE_MS=1999: must be at least twice CLUSTER_HEARTBEAT_MS/);
+    t.match(problems, /CLUSTER_SHARDS="0": expected a whole number from 1 to 4096/);
+  }
+});
+
+t.test('npm start with a cluster setting on PGlite exits 78 with the reason, before opening anything', async (t) => {
+  const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'gs-cluster-config-'));
+  t.teardown(() => fs.rm(dataDir, { recursive: true, force: true }));
+  const child = startNode(t, 'runtime/main.ts', { CLUSTER: 'true', DATA_DIR: dataDir, PORT: '0' });
+  const { code } = await child.exited;
+  t.equal(code, 78);
+  t.match(child.stderr(), /CLUSTER=true: cluster mode needs PostgreSQL/);
+  t.same(await fs.readdir(dataDir), [], 'no database was created');
 });

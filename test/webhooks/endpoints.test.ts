@@ -74,6 +74,11 @@ t.test('refusals: unknown event names, bad URLs, private addresses through the e
   isError(t, await create({ url: 'http://169.254.169.254/latest/meta-data', eventTypes: ['generation.failed'] }), 400, 'validation_error', /not a public address/);
   isError(t, await create({ url: 'http://[::1]/hook', eventTypes: ['generation.failed'] }), 400, 'validation_error', /not a public address/);
   isError(t, await create({ url: 'http://localhost:8080/hook', eventTypes: ['generation.failed'] }), 400, 'validation_error', /not a public address/);
+  t.equal(server.config.allowPrivateEgress, false, 'this server keeps the address check');
+  // IPv6 forms that carry a refused IPv4 address: compatible (::/96), NAT64, 6to4.
+  for (const host of ['::127.0.0.1', '::a00:1', '::a9fe:a9fe', '64:ff9b::169.254.169.254', '2002:7f00:1::1']) {
+    isError(t, await create({ url: `http://[${host}]/hook`, eventTypes: ['generation.failed'] }), 400, 'validation_error', /not a public address/);
+  }
   isError(t, await create({ url: 'https://example.com/hook', eventTypes: ['generation.failed'], extra: 1 }), 400, 'validation_error');
   t.same(await rows(server, 'select id from webhook_endpoints'), [], 'nothing was stored');
 

@@ -27,6 +27,12 @@ export type ProviderUpdate =
 /**
  * A provider adapter: `submit` hands a job over and resolves once the provider accepted it; progress and
  * the result come later through `report`, from polling or a callback, however the provider works.
+ *
+ * At least once: a job in flight when the service's process died is submitted again after the restart
+ * (up to MAX_ATTEMPTS hand-overs in all, state.ts), since neither built-in adapter has a job that can be
+ * looked up from another process (the local provider's jobs live in the service's process, and the
+ * OpenAI-compatible endpoints answer in the request that made them). An adapter may thus see the same
+ * generationId more than once; the workspace is charged once whatever it reports.
  */
 export interface Provider {
   name: string;

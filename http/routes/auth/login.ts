@@ -3,7 +3,7 @@ import { defineRoute } from '../../route.ts';
 import { burnPasswordCheck, hashPassword, needsRehash, verifyPassword } from '../../auth/passwords.ts';
 import { assertSameOrigin } from '../../auth/origin.ts';
 import { startSession } from '../../auth/sessions.ts';
-import { assertLoginAllowed, clearAccountFailures, recordLoginFailure } from '../../auth/login-throttle.ts';
+import { beginLoginAttempt } from '../../auth/login-throttle.ts';
 import { UserEntity } from '../../../persistence/entities/user.ts';
 import { LoginIn, LoginOut, normaliseEmail, toSessionUserOut } from './shapes.ts';
 
@@ -11,24 +11,23 @@ export const login = defineRoute({
   method: 'POST',
   path: '/v1/auth/login',
   operationId: 'login',
-  summary: 'Sign in with e-mail and password and start a session (Set-Cookie gs_session); failures are throttled per account and per address',
+  summary: 'Sign in with e-mail and password and start a session (Set-Cookie gs_session); failures are throttled per account and address, per address, and per account under attack',
   tags: ['auth'],
   access: 'public',
   body: LoginIn,
   responses: { 200: LoginOut },
   handler: async ({ body, services, headers, remoteAddress }) => {
     assertSameOrigin(services.config, 'POST', headers);
-    const { limiter, clock } = services;
     const email = normaliseEmail(body.email);
-    await assertLoginAllowed(limiter, clock, email, remoteAddress);
+    const attempt = await beginLoginAttempt(services, email, remoteAddress);
     const user = await services.db.em().findOne(UserEntity, { email });
     // The same work and the same answer whether the account is unknown or the password wrong.
     const valid = user?.passwordHash ? await verifyPassword(body.password, user.passwordHash) : (await burnPasswordCheck(body.password), false);
     if (!user || !valid) {
-      await recordLoginFailure(limiter, email, remoteAddress);
+      await attempt.failed();
       throw new ApiError('unauthenticated', 'The e-mail address or the password is not correct.');
     }
-    await clearAccountFailures(limiter, email);
+    await attempt.succeeded();
     if (needsRehash(user.passwordHash!)) {
       const passwordHash = await hashPassword(body.password);
       await services.db.em().nativeUpdate(UserEntity, { id: user.id }, { passwordHash });

@@ -4,6 +4,7 @@ import { defineRoute } from '../../route.ts';
 import type { SubscriptionRow } from '../../../actors/workspace/payments.ts';
 import { moneyWorkspace } from './access.ts';
 import { SubscriptionOut, toSubscriptionOut, WorkspaceIdField } from './shapes.ts';
+import { namedWorkspace } from '../../owner.ts';
 
 export const cancelSubscription = defineRoute({
   method: 'POST',
@@ -12,6 +13,7 @@ export const cancelSubscription = defineRoute({
   summary: 'Cancel the subscription at the end of its period: no renewal, the plan returns to free then; credits already granted stay',
   tags: ['billing'],
   access: 'auth',
+  owner: namedWorkspace,
   body: Type.Object({ workspaceId: WorkspaceIdField }, { additionalProperties: false }),
   responses: { 200: SubscriptionOut },
   handler: async ({ auth, body, services }) => {

@@ -1,7 +1,8 @@
 import { Type } from '@sinclair/typebox';
 import { ApiError } from '../../errors.ts';
 import { defineRoute } from '../../route.ts';
-import { applyVerifiedEvent } from './provider-event.ts';
+import { applyVerifiedEvent, workspaceOfPayment } from './provider-event.ts';
+import { placeReadBody } from '../../forward.ts';
 import { readLimited } from '../../../runtime/read-limited.ts';
 
 const MAX_EVENT_BYTES = 64 * 1024;
@@ -21,13 +22,19 @@ export const receiveProviderEvent = defineRoute({
   params: Type.Object({ provider: Type.String({ minLength: 1, maxLength: 32 }) }, { additionalProperties: false }),
   rawBody: 'stream',
   responses: { 200: ProviderEventAck },
-  handler: async ({ params, headers, bodyStream, services }) => {
+  handler: async (ctx) => {
+    const { params, headers, bodyStream, services } = ctx;
     const provider = services.billing.provider;
     if (params.provider !== provider.id) throw new ApiError('not_found', `No payment provider ${params.provider} on this service.`);
     const raw = await readLimited(bodyStream!, MAX_EVENT_BYTES, () => new ApiError('payload_too_large', `An event is at most ${MAX_EVENT_BYTES} bytes.`));
     const event = provider.verifyEvent(raw, headers['x-billing-signature']);
     if (!event) throw new ApiError('validation_error', 'The event signature (X-Billing-Signature) is missing, not valid, or too old.');
-    const result = await applyVerifiedEvent(services, provider.id, event);
+    const workspaceId = await workspaceOfPayment(services, event.paymentId);
+    if (!workspaceId) return { body: { received: true, applied: false } };
+    // Cluster mode: the node that runs the payment's workspace applies it; the very bytes received go there.
+    const elsewhere = await placeReadBody(ctx, workspaceId, raw);
+    if (elsewhere) return elsewhere;
+    const result = await applyVerifiedEvent(services, provider.id, event, workspaceId);
     return { body: { received: true, applied: result.applied } };
   },
 });

@@ -5,6 +5,7 @@ import type { Services } from '../../../runtime/services.ts';
 import type { LocalPaymentProvider } from '../../../actors/billing/local/provider.ts';
 import { dollars, escapeHtml, htmlPage } from './html.ts';
 import { applyVerifiedEvent } from './provider-event.ts';
+import { workspaceOfRow } from '../../owner.ts';
 
 const Params = Type.Object({ paymentId: Type.String({ minLength: 1, maxLength: 64 }) }, { additionalProperties: false });
 const TokenQuery = Type.Object({ token: Type.String({ minLength: 64, maxLength: 64 }) }, { additionalProperties: false });
@@ -40,7 +41,7 @@ export const showLocalCheckout = defineRoute({
     const { payment } = await checkoutPayment(services, params.paymentId, query.token);
     const amount = `${escapeHtml(payment.description)}: <strong>${dollars(Number(payment.amount_cents))}</strong>`;
     if (payment.status !== 'pending') return htmlPage('Checkout', `<p>${amount}</p><p>This payment is already <strong>${escapeHtml(payment.status)}</strong>.</p>`);
-    const action = (outcome: string) => `/v1/billing/local/checkout/${encodeURIComponent(payment.id)}/${outcome}?token=${query.token}`;
+    const action = (outcome: string) => `/v1/billing/local/checkout/${encodeURIComponent(payment.id)}/${outcome}?token=${encodeURIComponent(query.token)}`;
     return htmlPage('Checkout', `<p>${amount}</p><p>Test card processor: no money moves.</p>`
       + `<form method="post" action="${action('pay')}" style="display:inline"><button type="submit">Pay ${dollars(Number(payment.amount_cents))}</button></form>`
       + `<form method="post" action="${action('decline')}" style="display:inline"><button type="submit">Decline</button></form>`);
@@ -66,6 +67,7 @@ export const payLocalCheckout = defineRoute({
   summary: 'Completes a local-provider checkout: the provider signs a payment.succeeded event and the service applies it',
   tags: ['billing'],
   access: 'public',
+  owner: workspaceOfRow('payments', 'paymentId'),
   params: Params,
   query: TokenQuery,
   responses: { 200: null },
@@ -79,6 +81,7 @@ export const declineLocalCheckout = defineRoute({
   summary: 'Declines a local-provider checkout: a signed payment.failed event; the order is marked failed',
   tags: ['billing'],
   access: 'public',
+  owner: workspaceOfRow('payments', 'paymentId'),
   params: Params,
   query: TokenQuery,
   responses: { 200: null },

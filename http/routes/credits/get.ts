@@ -5,6 +5,7 @@ import type { Balances } from '../../../actors/workspace/protocol.ts';
 import { moneyWorkspace } from '../billing/access.ts';
 import { LedgerEntryOut, toLedgerEntryOut, WorkspaceIdField } from '../billing/shapes.ts';
 import type { Row } from '../billing/keyset.ts';
+import { namedWorkspace } from '../../owner.ts';
 
 export const CreditsOut = Type.Object({
   workspaceId: Type.String(),
@@ -21,6 +22,7 @@ export const getWorkspaceCredits = defineRoute({
   summary: 'Available and reserved credits, and the most recent ledger entries',
   tags: ['credits'],
   access: { scopes: ['usage.read'] },
+  owner: namedWorkspace,
   params: Type.Object({ workspaceId: WorkspaceIdField }, { additionalProperties: false }),
   responses: { 200: CreditsOut },
   handler: async ({ auth, params, services }) => {

@@ -5,6 +5,7 @@ import { GenerationEntity } from '../../../persistence/entities/generation.ts';
 import type { CancelReply } from '../../../actors/generation/protocol.ts';
 import { canRead } from './access.ts';
 import { GenerationDetailOut, GenerationParams, toGenerationDetailOut } from './shape.ts';
+import { workspaceOfRow } from '../../owner.ts';
 
 export const cancelGeneration = defineRoute({
   method: 'POST',
@@ -13,6 +14,7 @@ export const cancelGeneration = defineRoute({
   summary: 'Cancel a generation that has not finished (409 once it has)',
   tags: ['generations'],
   access: { scopes: ['generations.write'] },
+  owner: workspaceOfRow('generations'),
   params: GenerationParams,
   query: Type.Object({ workspaceId: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })) }, { additionalProperties: false }),
   responses: { 200: GenerationDetailOut },

@@ -7,6 +7,7 @@ import type { Mode } from '../../../actors/generation/catalog/models.ts';
 import type { CreateReply, GenerationDraft } from '../../../actors/workspace/protocol.ts';
 import { checkInputs } from './inputs.ts';
 import { GenerationDetailOut, GenerationMode, PaymentModeName, toGenerationDetailOut } from './shape.ts';
+import { namedWorkspace } from '../../owner.ts';
 
 const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
 const UrlList = Type.Array(Type.String({ minLength: 1, maxLength: 16 * 1024 * 1024 }), { maxItems: 4 });
@@ -34,6 +35,7 @@ export const createGeneration = defineRoute({
   summary: 'Create a generation; it starts queued. Accepts an Idempotency-Key header',
   tags: ['generations'],
   access: { scopes: ['generations.write'] },
+  owner: namedWorkspace,
   body: CreateGenerationIn,
   responses: { 201: GenerationDetailOut },
   handler: async ({ body, auth, headers, services }) => {

@@ -1,7 +1,7 @@
 import { ApiError } from '../../errors.ts';
 import { defineRoute } from '../../route.ts';
 import { hashPassword, verifyPassword } from '../../auth/passwords.ts';
-import { assertLoginAllowed, clearAccountFailures, recordLoginFailure } from '../../auth/login-throttle.ts';
+import { beginLoginAttempt } from '../../auth/login-throttle.ts';
 import { SessionEntity } from '../../../persistence/entities/session.ts';
 import { UserEntity } from '../../../persistence/entities/user.ts';
 import { requireSession } from '../workspaces/access.ts';
@@ -23,12 +23,12 @@ export const changePassword = defineRoute({
     const user = await em.findOneOrFail(UserEntity, { id: userId });
     if (user.passwordHash === null) throw new ApiError('conflict', 'This account has no password; it signs in through a linked provider.');
     // A wrong current password is a guess at it: counted and throttled like a failed login.
-    await assertLoginAllowed(services.limiter, services.clock, user.email, remoteAddress);
+    const attempt = await beginLoginAttempt(services, user.email, remoteAddress);
     if (!(await verifyPassword(body.currentPassword, user.passwordHash))) {
-      await recordLoginFailure(services.limiter, user.email, remoteAddress);
+      await attempt.failed();
       throw new ApiError('forbidden', 'The current password is not correct.');
     }
-    await clearAccountFailures(services.limiter, user.email);
+    await attempt.succeeded();
     const newHash = await hashPassword(body.newPassword);
     await em.transactional(async (tx) => {
       // Only if nobody changed it while we were hashing: otherwise the check above was against a stale hash.

@@ -14,6 +14,7 @@ export function openApiRoute(routeTable: () => RouteDef[]): RouteDef {
     summary: 'OpenAPI 3.1 description of every endpoint',
     tags: ['meta'],
     access: 'public',
+    needsDatabase: false,
     responses: { 200: OpenApiDocument },
     handler: ({ services }) => {
       document ??= JSON.stringify(buildOpenApi(routeTable(), { version: services.version, baseUrl: services.publicUrl }));

@@ -1,6 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import { ApiError } from '../../errors.ts';
 import { defineRoute } from '../../route.ts';
+import { availabilityOf, isDatabaseUnreachable } from '../../../persistence/availability.ts';
 
 const PING_TIMEOUT_MS = 2_000;
 
@@ -13,19 +14,25 @@ export const getReadiness = defineRoute({
   method: 'GET',
   path: '/health/ready',
   operationId: 'getReadiness',
-  summary: 'Readiness probe: 200 once the database answers and recovery has finished, 503 otherwise',
+  summary: 'Readiness probe: 200 once the database answers and recovery has finished, 503 otherwise (also while the database cannot be reached)',
   tags: ['meta'],
   access: 'public',
+  needsDatabase: false,
   responses: { 200: Readiness },
   handler: async ({ services }) => {
     const { health, db } = services;
     if (health.draining) throw new ApiError('not_ready', 'The service is shutting down.');
     if (!health.recovered) throw new ApiError('not_ready', health.recoveryError ? `Recovery failed: ${health.recoveryError}` : 'Recovery has not finished.');
+    // The ping is the news: a database found unreachable is marked down (requests then answer 503
+    // service_unavailable), and one that answers again is marked up.
+    const availability = availabilityOf(db);
     try {
       await withTimeout(db.ping(), PING_TIMEOUT_MS);
-    } catch {
-      throw new ApiError('not_ready', 'The database does not answer.');
+    } catch (error) {
+      if (isDatabaseUnreachable(error)) availability.down(error);
+      throw new ApiError('not_ready', availability.available ? 'The database does not answer.' : 'The database cannot be reached.');
     }
+    availability.up();
     return { body: { status: 'ready', checks: { database: 'ok', recovery: 'done' } } };
   },
 });

@@ -34,6 +34,7 @@ export const getServiceIdentity = defineRoute({
   summary: 'Service identity, version and docs link',
   tags: ['meta'],
   access: 'public',
+  needsDatabase: false,
   responses: { 200: ServiceIdentity },
   handler: ({ services }) => ({ raw: identityOf(services) }),
 });

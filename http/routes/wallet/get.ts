@@ -4,6 +4,7 @@ import type { WalletSnapshot } from '../../../actors/workspace/protocol.ts';
 import { moneyWorkspace } from '../billing/access.ts';
 import { WorkspaceIdField } from '../billing/shapes.ts';
 import { toWalletOut, WalletOut } from './shapes.ts';
+import { namedWorkspace } from '../../owner.ts';
 
 export const getWallet = defineRoute({
   method: 'GET',
@@ -12,6 +13,7 @@ export const getWallet = defineRoute({
   summary: 'The pay-as-you-go wallet: balance, activation, settings and this month\'s spend',
   tags: ['wallet'],
   access: { scopes: ['wallet.read', 'usage.read'] },
+  owner: namedWorkspace,
   query: Type.Object({ workspaceId: WorkspaceIdField }, { additionalProperties: false }),
   responses: { 200: WalletOut },
   handler: async ({ auth, query, services }) => {

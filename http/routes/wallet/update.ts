@@ -5,6 +5,7 @@ import type { WalletSettingsPatch, WalletSnapshot } from '../../../actors/worksp
 import { moneyWorkspace } from '../billing/access.ts';
 import { WorkspaceIdField } from '../billing/shapes.ts';
 import { toWalletOut, WalletOut } from './shapes.ts';
+import { namedWorkspace } from '../../owner.ts';
 
 const Cents = Type.Integer({ minimum: 0, maximum: 100_000_000 });
 
@@ -25,6 +26,7 @@ export const updateWallet = defineRoute({
   summary: 'Update wallet settings: auto-recharge (threshold, amount) and the monthly spend cap; fields left out keep their value',
   tags: ['wallet'],
   access: { scopes: ['wallet.write'] },
+  owner: namedWorkspace,
   body: WalletPatch,
   responses: { 200: WalletOut },
   handler: async ({ auth, body, services }) => {

@@ -3,6 +3,7 @@ import { defineRoute } from '../../route.ts';
 import type { EndpointReply } from '../../../actors/webhook/protocol.ts';
 import { openEndpoint } from './access.ts';
 import { WebhookDeletedOut, WebhookParams, WorkspaceQuery } from './shapes.ts';
+import { workspaceOfRow } from '../../owner.ts';
 
 export const deleteWebhook = defineRoute({
   method: 'DELETE',
@@ -11,6 +12,7 @@ export const deleteWebhook = defineRoute({
   summary: 'Delete an endpoint: nothing more is sent to it and its pending deliveries become failed',
   tags: ['webhooks'],
   access: { scopes: ['webhooks.manage'] },
+  owner: workspaceOfRow('webhook_endpoints'),
   params: WebhookParams,
   query: WorkspaceQuery,
   responses: { 200: WebhookDeletedOut },

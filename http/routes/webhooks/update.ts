@@ -3,6 +3,7 @@ import { defineRoute } from '../../route.ts';
 import type { EndpointPatch, EndpointReply } from '../../../actors/webhook/protocol.ts';
 import { checkEndpointUrl, openEndpoint } from './access.ts';
 import { toWebhookOut, WebhookOut, WebhookParams, WebhookPatch } from './shapes.ts';
+import { workspaceOfRow } from '../../owner.ts';
 
 export const updateWebhook = defineRoute({
   method: 'PATCH',
@@ -11,6 +12,7 @@ export const updateWebhook = defineRoute({
   summary: 'Change an endpoint\'s url, event types, description or status; disabling it fails its pending deliveries',
   tags: ['webhooks'],
   access: { scopes: ['webhooks.manage'] },
+  owner: workspaceOfRow('webhook_endpoints'),
   params: WebhookParams,
   body: WebhookPatch,
   responses: { 200: WebhookOut },

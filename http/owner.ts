@@ -1,0 +1,23 @@
+import type { OwnerOf } from './route.ts';
+
+/** The workspace a request names (path :workspaceId, query or body workspaceId), if it names one as text. */
+export const namedWorkspace: OwnerOf = ({ params, query, body }) => {
+  if (typeof params.workspaceId === 'string') return params.workspaceId;
+  if (typeof query.workspaceId === 'string') return query.workspaceId;
+  if (body !== null && typeof body === 'object' && !Array.isArray(body)) {
+    const named = (body as { workspaceId?: unknown }).workspaceId;
+    if (typeof named === 'string') return named;
+  }
+  return undefined;
+};
+
+/** The workspace of the row of `table` whose id is the path parameter `param` (a generation, a webhook endpoint, a payment). */
+export function workspaceOfRow(table: 'generations' | 'webhook_endpoints' | 'payments', param = 'id'): OwnerOf {
+  const sql = `select workspace_id from ${table} where id = ?`;
+  return async ({ params, db }) => {
+    const id = params[param];
+    if (typeof id !== 'string' || id.length > 128) return undefined;
+    const rows = await db.em().execute<Array<{ workspace_id: string }>>(sql, [id]);
+    return rows[0]?.workspace_id;
+  };
+}

@@ -1,0 +1,51 @@
+import { AbstractSqlConnection, AbstractSqlDriver, PostgreSqlConnection, PostgreSqlPlatform, type Configuration } from '@mikro-orm/postgresql';
+import { PGliteConnection } from 'mikro-orm-pglite';
+import { bindStatement } from './bound-sql.ts';
+
+type ExecuteArgs = Parameters<AbstractSqlConnection['execute']>;
+type ConnectionClass = abstract new (...args: any[]) => AbstractSqlConnection;
+
+/**
+ * A connection whose statements carry their values as driver parameters (see bound-sql.ts): every query
+ * MikroORM builds, every `em.execute`, and the unit of work's own writes.
+ */
+function bindingParameters<Base extends ConnectionClass>(Base: Base) {
+  abstract class Bound extends Base {
+    override async execute(...[queryOrKnex, params = [], method = 'all', ctx, loggerContext]: ExecuteArgs): Promise<any> {
+      await this.ensureConnection();
+      let sql: string;
+      let values: readonly unknown[] = params;
+      if (typeof queryOrKnex === 'string') {
+        sql = queryOrKnex;
+      } else {
+        ctx ??= ((queryOrKnex as unknown as { client: { transacting?: unknown } }).client.transacting ? queryOrKnex : null) as never;
+        const compiled = queryOrKnex.toSQL();
+        sql = compiled.sql;
+        values = compiled.bindings ?? [];
+      }
+      sql = this.config.get('onQuery')(sql, values as unknown[]);
+      const bound = values.length === 0 ? undefined : bindStatement(this.platform, sql, values);
+      return this.executeQuery(sql, async () => {
+        const query = bound ? this.getKnex().raw(bound.sql, bound.bindings as never[]) : this.getKnex().raw(sql);
+        if (ctx) query.transacting(ctx as never);
+        return this.transformRawResult(await query, method);
+      }, { query: sql, params: values as unknown[], ...loggerContext });
+    }
+  }
+  return Bound;
+}
+
+export class BoundPostgreSqlConnection extends bindingParameters(PostgreSqlConnection) {}
+export class BoundPGliteConnection extends bindingParameters(PGliteConnection) {}
+
+export class BoundPostgreSqlDriver extends AbstractSqlDriver<BoundPostgreSqlConnection> {
+  constructor(config: Configuration) {
+    super(config, new PostgreSqlPlatform(), BoundPostgreSqlConnection, ['knex', 'pg']);
+  }
+}
+
+export class BoundPGliteDriver extends AbstractSqlDriver<BoundPGliteConnection> {
+  constructor(config: Configuration) {
+    super(config, new PostgreSqlPlatform(), BoundPGliteConnection, ['knex', '@electric-sql/pglite', '@harryplusplus/knex-pglite']);
+  }
+}

@@ -1,0 +1,10 @@
+/**
+ * The shard of a workspace, as SQL over a column holding its id: the first four bytes of the SHA-256 of
+ * its UTF-8 text, as an unsigned 32-bit number, modulo the shard count (bound as the one `?` parameter).
+ * runtime/cluster/shard.ts computes the same in JavaScript; a test pins that both agree. For statements
+ * that select one shard's rows (recovery of a shard), e.g. `where ${shardOfSql('workspace_id')} = ?`.
+ */
+export function shardOfSql(column: string): string {
+  if (!/^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)?$/.test(column)) throw new Error(`not a column name: ${column}`);
+  return `(('x' || encode(substr(sha256(convert_to(${column}, 'UTF8')), 1, 4), 'hex'))::bit(32)::bigint % ?::int4)::int4`;
+}

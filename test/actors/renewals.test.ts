@@ -1,0 +1,54 @@
+import t from 'tap';
+import { trace } from '@opentelemetry/api';
+import { ActorDirectory } from '../../runtime/actor-directory.ts';
+import type { ActorBehavior } from '../../runtime/actor-behavior.ts';
+import { ManualClock } from '../../runtime/clock.ts';
+import { createLogger } from '../../runtime/logger.ts';
+import { openDatabase } from '../../persistence/database.ts';
+import { SnapshotWriter } from '../../persistence/snapshot-writer.ts';
+import { RenewalScheduler, type RenewReply } from '../../actors/billing/renewals.ts';
+
+/**
+ * Cluster mode: a shard lost takes its subscriptions' renewal timers with it (the next owner schedules
+ * them when it gains the shard); the timers of the workspaces still run here fire as before.
+ */
+t.test('cancelWhere drops the renewal timers of the matching workspaces only', async (t) => {
+  const db = await openDatabase({ databaseUrl: 'memory://', dataDir: '.data/test' });
+  const writer = new SnapshotWriter(db, { windowMs: 5, maxBatch: 100, tracer: trace.getTracer('test') });
+  const clock = new ManualClock();
+  const logger = createLogger('silent');
+  const actors = new ActorDirectory({ clock, logger, db, writer, tracer: trace.getTracer('test'), tracing: false, idleMs: 60_000 });
+  t.teardown(async () => {
+    await actors.stop();
+    await writer.close();
+    await db.close();
+  });
+  // A workspace kind that notes each renewal asked of it and ends the subscription.
+  const renewed: string[] = [];
+  const ws: ActorBehavior<object, { type: 'renew'; subscriptionId: string }, RenewReply> = {
+    kind: 'ws',
+    load: async () => ({}),
+    async receive(state, msg, ctx) {
+      renewed.push(`${ctx.id}/${msg.subscriptionId}`);
+      return { state, reply: { nextAt: null } };
+    },
+  };
+  actors.register(ws);
+  const renewals = new RenewalScheduler({ clock, logger, db, actors });
+  t.teardown(() => renewals.stop());
+
+  const due = clock.now() + 3_600_000;
+  renewals.schedule('ws_lost', 'sub_1', due);
+  renewals.schedule('ws_lost', 'sub_2', due);
+  renewals.schedule('ws_kept', 'sub_3', due);
+  t.equal(renewals.pending(), 3);
+  t.equal(renewals.cancelWhere((workspaceId) => workspaceId === 'ws_lost'), 2, 'the two timers of the lost workspace');
+  t.equal(renewals.pending(), 1);
+
+  clock.advance(2 * 3_600_000);
+  const deadline = Date.now() + 10_000;
+  while (renewed.length === 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
+  await actors.drain();
+  t.same(renewed, ['ws_kept/sub_3'], 'only the workspace still run here was asked to renew');
+  t.equal(renewals.pending(), 0, 'its subscription ended: nothing left scheduled');
+});

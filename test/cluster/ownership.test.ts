@@ -1,0 +1,109 @@
+import t from 'tap';
+import { trace } from '@opentelemetry/api';
+import { ActorDirectory, ShardNotOwnedError } from '../../runtime/actor-directory.ts';
+import type { ActorBehavior } from '../../runtime/actor-behavior.ts';
+import { systemClock } from '../../runtime/clock.ts';
+import { createLogger } from '../../runtime/logger.ts';
+import { openDatabase } from '../../persistence/database.ts';
+import { SnapshotWriter } from '../../persistence/snapshot-writer.ts';
+import { bulkWriteOf } from '../../persistence/bulk-write.ts';
+import type { Lease } from '../../persistence/cluster/leases.ts';
+import { FencedOutError } from '../../persistence/cluster/fence.ts';
+
+/**
+ * The directory in cluster mode, on PGlite with a recording fence: an actor runs only while its
+ * workspace's lease is held, and every write it makes (alone or in a shared bulk write) reaches the
+ * batch's fence with that lease.
+ */
+t.test('actors run only for owned workspaces, and their writes carry the lease to the fence', async (t) => {
+  const db = await openDatabase({ databaseUrl: 'memory://', dataDir: '.data/test' });
+  const fenced: Lease[][] = [];
+  const writer = new SnapshotWriter(db, { windowMs: 5, maxBatch: 100, tracer: trace.getTracer('test'), fence: async (_em, claims) => { fenced.push(claims); } });
+  const leases = new Map<string, Lease>([['w1', { shard: 1, epoch: 7 }], ['w2', { shard: 2, epoch: 3 }]]);
+  const actors = new ActorDirectory({
+    clock: systemClock, logger: createLogger('silent'), db, writer, tracer: trace.getTracer('test'), tracing: false, idleMs: 60_000,
+    ownership: { claimFor: (workspaceId) => leases.get(workspaceId) },
+  });
+  t.teardown(async () => {
+    await actors.stop();
+    await writer.close();
+    await db.close();
+  });
+  const rows = bulkWriteOf<number>(writer, async (em) => { await em.execute('select 1'); });
+  const ws: ActorBehavior<{ n: number }, { type: 'write' | 'bulk' }, number> = {
+    kind: 'ws',
+    load: async () => ({ n: 0 }),
+    async receive(state, msg, ctx) {
+      if (msg.type === 'bulk') await rows.add(1);
+      else await ctx.writer.write(async (em) => { await em.execute('select 1'); });
+      return { state: { n: state.n + 1 }, reply: state.n + 1 };
+    },
+  };
+  // A child kind whose workspace is in its loaded state, as generations and webhook endpoints.
+  const job: ActorBehavior<{ workspaceId: string }, { type: 'write' }, string> = {
+    kind: 'job',
+    load: async (ctx) => ({ workspaceId: ctx.id.split('/')[0]! }),
+    workspaceOf: (state) => state.workspaceId,
+    async receive(state, _msg, ctx) {
+      await ctx.writer.write(async (em) => { await em.execute('select 1'); });
+      return { state, reply: state.workspaceId };
+    },
+  };
+  actors.register(ws);
+  actors.register(job);
+
+  t.equal(await actors.ask('ws', 'w1', { type: 'write' }), 1);
+  t.same(fenced.at(-1), [{ shard: 1, epoch: 7 }], 'the write was fenced on w1\'s lease');
+  await Promise.all([actors.ask('ws', 'w1', { type: 'bulk' }), actors.ask('ws', 'w2', { type: 'bulk' })]);
+  t.same(fenced.at(-1), [{ shard: 1, epoch: 7 }, { shard: 2, epoch: 3 }], 'one bulk unit of two workspaces: one fence with both leases, in shard order');
+  t.equal(await actors.ask('job', 'w2/j1', { type: 'write' }), 'w2');
+  t.same(fenced.at(-1), [{ shard: 2, epoch: 3 }], 'a child actor writes under its workspace\'s lease');
+
+  await t.rejects(actors.ask('ws', 'w3', { type: 'write' }), ShardNotOwnedError, 'a workspace of a shard not owned is refused');
+  await t.rejects(actors.ask('job', 'w3/j1', { type: 'write' }), ShardNotOwnedError, 'and so are its children, once their workspace is known');
+
+  // The shard of w1 is lost: its actors stop; taken back at a later epoch, a new actor starts under it.
+  leases.delete('w1');
+  t.equal(await actors.retireWorkspaces((workspaceId) => workspaceId === 'w1'), 1);
+  t.notOk(actors.isLive('ws', 'w1'));
+  await t.rejects(actors.ask('ws', 'w1', { type: 'write' }), ShardNotOwnedError);
+  leases.set('w1', { shard: 1, epoch: 9 });
+  t.equal(await actors.ask('ws', 'w1', { type: 'write' }), 1, 'a fresh actor, loaded again');
+  t.same(fenced.at(-1), [{ shard: 1, epoch: 9 }]);
+
+  // A live actor whose lease changed under it (lost and regained without being stopped) refuses, then stops.
+  leases.set('w2', { shard: 2, epoch: 4 });
+  await t.rejects(actors.ask('job', 'w2/j1', { type: 'write' }), ShardNotOwnedError, 'an actor started under an older epoch does not run');
+  t.equal(await actors.ask('job', 'w2/j1', { type: 'write' }), 'w2', 'its next incarnation runs under the new epoch');
+  t.same(fenced.at(-1), [{ shard: 2, epoch: 4 }]);
+});
+
+t.test('a write fenced out (the shard moved on before it committed) is answered as a shard not owned, not as a crash', async (t) => {
+  const db = await openDatabase({ databaseUrl: 'memory://', dataDir: '.data/test' });
+  // The database refuses the batch's claims, as cluster_fence does once another node holds the shard.
+  const writer = new SnapshotWriter(db, { windowMs: 5, maxBatch: 100, tracer: trace.getTracer('test'), fence: async (_em, claims) => { throw new FencedOutError('me', claims); } });
+  const actors = new ActorDirectory({
+    clock: systemClock, logger: createLogger('silent'), db, writer, tracer: trace.getTracer('test'), tracing: false, idleMs: 60_000,
+    ownership: { claimFor: () => ({ shard: 1, epoch: 7 }) },
+  });
+  t.teardown(async () => {
+    await actors.stop();
+    await writer.close();
+    await db.close();
+  });
+  const ws: ActorBehavior<object, { type: 'inline' | 'deferred' }, string> = {
+    kind: 'ws',
+    load: async () => ({}),
+    async receive(state, msg, ctx) {
+      const written = ctx.writer.write(async (em) => { await em.execute('select 1'); });
+      if (msg.type === 'inline') {
+        await written;
+        return { state, reply: 'done' };
+      }
+      return { state, replyWhenDurable: written.then(() => 'done') };
+    },
+  };
+  actors.register(ws);
+  await t.rejects(actors.ask('ws', 'w1', { type: 'deferred' }), ShardNotOwnedError, 'a reply waiting for its write');
+  await t.rejects(actors.ask('ws', 'w1', { type: 'inline' }), ShardNotOwnedError, 'a message that awaited its write');
+});

@@ -1,0 +1,154 @@
+import t from 'tap';
+import { trace } from '@opentelemetry/api';
+import type { SqlEntityManager } from '@mikro-orm/postgresql';
+import { openDatabase } from '../../persistence/database.ts';
+import { SnapshotWriter, type SnapshotWriterOptions } from '../../persistence/snapshot-writer.ts';
+import { availabilityOf, isDatabaseUnreachable } from '../../persistence/availability.ts';
+import { freshDatabaseUrl } from '../helpers/database.ts';
+import { startPgProxy } from '../helpers/pg-proxy.ts';
+import { startTestServer } from '../helpers/server.ts';
+import { createKey, signUp } from '../helpers/identity.ts';
+
+t.test('connection-level errors are told apart from statement errors', async (t) => {
+  const withCode = (code: string, message = 'x') => Object.assign(new Error(message), { code });
+  for (const error of [
+    withCode('ECONNREFUSED', 'connect ECONNREFUSED 127.0.0.1:5432'), withCode('ECONNRESET'), withCode('ETIMEDOUT'),
+    withCode('57P01', 'terminating connection due to administrator command'), withCode('57P03', 'the database system is starting up'), withCode('08006'),
+    new Error('Connection terminated unexpectedly'), new Error('Knex: Timeout acquiring a connection. The pool is probably full.'),
+    new Error('Transaction query already complete, run with DEBUG=knex:tx for more info'),
+    new Error('wrapped', { cause: withCode('ECONNREFUSED') }), new AggregateError([withCode('ECONNREFUSED')], 'all failed'),
+  ]) t.ok(isDatabaseUnreachable(error), `unreachable: ${error.message} ${(error as { code?: string }).code ?? ''}`);
+  for (const error of [
+    withCode('23505', 'duplicate key value violates unique constraint'), withCode('42601', 'syntax error'), withCode('40P01', 'deadlock detected'),
+    new Error('generation gen_1 is not active any more'), 'a string', undefined,
+  ]) t.notOk(isDatabaseUnreachable(error), `a statement's error: ${String((error as Error | undefined)?.message ?? error)}`);
+});
+
+// The rest needs a PostgreSQL server to put a proxy in front of (PGlite has no connection to lose).
+if (!process.env.TEST_DATABASE_URL) {
+  t.comment('the snapshot writer under a lost connection is tested in the PostgreSQL pass (TEST_DATABASE_URL)');
+} else {
+  const tracer = trace.getTracer('test');
+  const options = (over: Partial<SnapshotWriterOptions> = {}): SnapshotWriterOptions => ({ windowMs: 2, maxBatch: 512, tracer, ...over });
+  const fresh = await freshDatabaseUrl();
+  const proxy = await startPgProxy(t, fresh.url);
+  const db = await openDatabase({ databaseUrl: proxy.url, dataDir: '.data/test' });
+  t.teardown(async () => {
+    availabilityOf(db).close();
+    await db.close();
+    await fresh.drop();
+  });
+  let seq = 0;
+  const newKind = () => `ud${++seq}`;
+  const put = (kind: string, id: string) => async (em: SqlEntityManager) => {
+    await em.execute(`insert into actor_snapshots (kind, id, version, state, updated_at) values (?, ?, 1, '{}'::jsonb, now())`, [kind, id]);
+  };
+  const ids = async (kind: string) => (await db.em().execute<Array<{ id: string }>>('select id from actor_snapshots where kind = ? order by id', [kind])).map((r) => r.id);
+  const until = async (condition: () => boolean) => {
+    for (let i = 0; i < 1_000 && !condition(); i++) await new Promise((resolve) => setTimeout(resolve, 10));
+  };
+
+  t.test('a COMMIT whose answer is lost after the server committed: the waiters are answered, the batch is not applied again', async (t) => {
+    const writer = new SnapshotWriter(db, options());
+    const kind = newKind();
+    const cut = proxy.cutAt(/^\s*commit/i, 'after');
+    const written = Promise.all(['a', 'b', 'c'].map((id) => writer.write(put(kind, id))));
+    await cut;
+    await t.resolves(written, 'every waiter is answered');
+    t.same(await ids(kind), ['a', 'b', 'c'], 'each row once');
+    t.ok(writer.stats.retries >= 1, 'the lost connection was noticed');
+    t.equal(writer.stats.failedUnits, 0, 'no unit failed (applied again, the inserts would have hit their primary key)');
+    await writer.close();
+  });
+
+  t.test('a connection lost in the middle of a batch: the same batch is tried again and commits once', async (t) => {
+    const writer = new SnapshotWriter(db, options());
+    const kind = newKind();
+    const cut = proxy.cutAt(/insert into actor_snapshots/i, 'before');
+    const written = Promise.all(['a', 'b', 'c'].map((id) => writer.write(put(kind, id))));
+    await cut;
+    await t.resolves(written);
+    t.same(await ids(kind), ['a', 'b', 'c']);
+    t.ok(writer.stats.retries >= 1);
+    t.equal(writer.stats.failedUnits, 0);
+    await writer.close();
+  });
+
+  t.test('a connection lost at BEGIN (a dead pooled connection): the batch is tried again and commits once', async (t) => {
+    const writer = new SnapshotWriter(db, options());
+    const kind = newKind();
+    // knex then runs the units on a transaction it has already marked complete: they fail with its own error.
+    const cut = proxy.cutAt(/^\s*begin/i, 'before');
+    const written = Promise.all(['a', 'b'].map((id) => writer.write(put(kind, id))));
+    await cut;
+    await t.resolves(written);
+    t.same(await ids(kind), ['a', 'b']);
+    t.ok(writer.stats.retries >= 1);
+    t.equal(writer.stats.failedUnits, 0);
+    await writer.close();
+  });
+
+  t.test('while the database cannot be reached, writes wait instead of failing, and commit once it is back', async (t) => {
+    const writer = new SnapshotWriter(db, options());
+    const availability = availabilityOf(db);
+    const kind = newKind();
+    proxy.down(true);
+    const settled: string[] = [];
+    const writes = ['a', 'b', 'c', 'd'].map((id) => writer.write(put(kind, id)).then(() => settled.push(id), (error: unknown) => settled.push(`${id}: ${(error as Error).message}`)));
+    await until(() => writer.stats.retries >= 3);
+    t.ok(writer.stats.retries >= 3, 'tried again and again');
+    t.equal(availability.available, false, 'the database is marked unavailable');
+    t.same(settled, [], 'no waiter was answered, none was failed');
+    proxy.down(false);
+    await Promise.all(writes);
+    t.same(settled.sort(), ['a', 'b', 'c', 'd'], 'all committed once it was back');
+    t.same(await ids(kind), ['a', 'b', 'c', 'd']);
+    t.equal(availability.available, true, 'and marked available again');
+    await writer.close();
+  });
+
+  t.test('close gives up on a batch waiting for an unreachable database', async (t) => {
+    const writer = new SnapshotWriter(db, options());
+    const kind = newKind();
+    proxy.down(true);
+    const written = writer.write(put(kind, 'late'));
+    written.catch(() => {});
+    await until(() => writer.stats.retries >= 1);
+    await writer.close();
+    await t.rejects(written, 'the waiter gets the error');
+    proxy.down(false);
+    t.same(await ids(kind), [], 'nothing was written');
+  });
+
+  t.test('HTTP: a request that finds the database unreachable answers 503 service_unavailable, not 500; readiness follows', async (t) => {
+    const other = await freshDatabaseUrl();
+    t.teardown(() => other.drop());
+    const front = await startPgProxy(t, other.url);
+    const server = await startTestServer(t, { databaseUrl: front.url });
+    const user = await signUp(server);
+    const { key } = await createKey(server, user.cookie, user.workspaceId, ['generations.read']);
+    const read = () => server.json(`/v1/generations?workspaceId=${user.workspaceId}`, { headers: { authorization: `Bearer ${key}` } });
+    t.equal((await read()).status, 200);
+
+    front.down(true);
+    t.ok(availabilityOf(server.services.db).available, 'nothing has noticed yet');
+    const failed = await read();
+    t.equal(failed.status, 503, 'the read that meets the lost database');
+    t.equal(failed.body.error.code, 'service_unavailable');
+    t.equal(failed.headers.get('retry-after'), '2');
+    t.notOk(availabilityOf(server.services.db).available, 'the database is marked unavailable');
+    const ready = await server.json('/health/ready');
+    t.match(ready, { status: 503, body: { error: { code: 'not_ready', message: /cannot be reached/ } } });
+    t.equal((await server.json('/v1')).status, 200, 'a route that needs no database still answers');
+
+    front.down(false);
+    let status = 0;
+    for (let i = 0; i < 500 && status !== 200; i++) {
+      status = (await read()).status;
+      if (status !== 200) await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    t.equal(status, 200, 'answered again once the database is back, with no restart');
+    t.equal((await server.json('/health/ready')).status, 200);
+    await server.stop();
+  });
+}
