@@ -39,10 +39,21 @@ export function createGeneration(client: Client, key: string, workspaceId: strin
   return client.json<Gen>('/v1/generations', { method: 'POST', headers: withKey(key, headers), body: JSON.stringify({ workspaceId, ...body }) });
 }
 
+/**
+ * GET /v1/generations/:id. A poll that outruns the key's rate limit (60 a minute on the free plan, reached when a slow
+ * machine keeps a job waiting) waits as Retry-After says and asks again: the limit is not what a poller tests.
+ */
 export async function getGeneration(client: Client, key: string, workspaceId: string, id: string): Promise<Gen> {
-  const { status, body } = await client.json<Gen>(`/v1/generations/${id}?workspaceId=${workspaceId}`, { headers: withKey(key) });
-  if (status !== 200) throw new Error(`GET ${id}: ${status} ${JSON.stringify(body)}`);
-  return body;
+  for (;;) {
+    const { status, body, headers } = await client.json<Gen>(`/v1/generations/${id}?workspaceId=${workspaceId}`, { headers: withKey(key) });
+    if (status === 429) {
+      const seconds = Number(headers.get('retry-after') ?? '1');
+      await new Promise((resolve) => setTimeout(resolve, Math.max(1, seconds) * 1000));
+      continue;
+    }
+    if (status !== 200) throw new Error(`GET ${id}: ${status} ${JSON.stringify(body)}`);
+    return body;
+  }
 }
 
 export function cancelGeneration(client: Client, key: string, workspaceId: string, id: string) {
