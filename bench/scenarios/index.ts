@@ -25,3 +25,7 @@ scenarios.push(soak, soakPostgres);
 // Cluster mode on PostgreSQL + Redis: 3 nodes vs 1 on the same database, forwarded-request latency.
 import { cluster } from './cluster.ts';
 scenarios.push(cluster);
+
+// Bulk creates: POST /v1/generations/batch (100 a request) vs POST /v1/generations one by one, PostgreSQL, same run.
+import { generationBatch } from './generation-batch.ts';
+scenarios.push(generationBatch);
