@@ -173,8 +173,10 @@ async function createBatch(state: WorkspaceState, items: CreateItem[], ctx: Acto
   }
   if (!replies.some((r) => r instanceof Promise)) return { state, reply: replies as CreateReply[] };
   const all = Promise.all(replies);
-  // One schedule for the whole batch once it is committed, not one per item.
-  all.then(() => ctx.actors.tell('ws', state.workspaceId, { type: 'schedule' }), () => {});
+  // One schedule for the whole batch once it is committed, not one per item. Also when an item failed: the
+  // actor then reloads its state before that message, and the items that did commit start from there.
+  const scheduleAll = () => ctx.actors.tell('ws', state.workspaceId, { type: 'schedule' });
+  all.then(scheduleAll, scheduleAll);
   return { state, replyWhenDurable: all };
 }
 

@@ -216,6 +216,8 @@ t.test('request-level limits: item count, body size, shape, the emergency stop',
   await refused('items not a list', { workspaceId: user.workspaceId, items: text('x') }, 400, 'validation_error');
   await refused('a field beside items', { workspaceId: user.workspaceId, items: [text('x')], mode: 'text_to_text' }, 400, 'validation_error');
   await refused('not JSON', '{"workspaceId":', 400, 'validation_error');
+  await refused('text that cannot be stored in an item', `{"workspaceId":"${user.workspaceId}","items":[{"mode":"text_to_text","model":"local/text-mini","params":{"prompt":"nul \\u0000"}}]}`,
+    400, 'validation_error', /body\.items\.0\.params\.prompt: must not contain U\+0000/);
   const big = 'p'.repeat(8000);
   await refused('a body over the limit', { workspaceId: user.workspaceId, items: Array.from({ length: 10 }, () => text(big)) }, 413, 'payload_too_large');
 
