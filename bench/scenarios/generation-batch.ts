@@ -94,6 +94,8 @@ function summary(title: string, path: string, clients: number, phase: Phase): Lo
 export const generationBatch: Scenario = {
   name: 'generation-batch-postgres',
   description: 'durable creates/s through POST /v1/generations/batch (100 per request) vs POST /v1/generations one by one, PostgreSQL, same run',
+  // A fixed number of jobs, not a duration: 80 workspaces to set up and 16,000 single creates take minutes on a busy 2-core machine.
+  budgetS: 600,
   async run(ctx) {
     const db = await scratchDatabase();
     let server: ExtraServer | undefined;
