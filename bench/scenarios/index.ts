@@ -25,3 +25,7 @@ scenarios.push(soak, soakPostgres);
 // Cluster mode on PostgreSQL + Redis: 3 nodes vs 1 on the same database, forwarded-request latency.
 import { cluster } from './cluster.ts';
 scenarios.push(cluster);
+
+// End-to-end jobs/s against the job systems a user would pick instead: pg-boss, graphile-worker, BullMQ.
+import { peers } from './peers.ts';
+scenarios.push(peers);
