@@ -120,9 +120,9 @@ async function cpuProfileNotes(label: string, pid: number): Promise<string[]> {
     const file = await profileOf(dir, pid);
     if (file) {
       try {
-        const { busyMs, shares } = await summariseProfile(file);
-        const top = shares.slice(0, 10).map((s) => `${s.category} ${s.percent} %`).join(', ');
-        return [`CPU profile of ${label} (self time over its whole life, set-up and warm-up included, ${busyMs} ms busy): ${top}`];
+        const { busyMs, startUpMs, shares } = await summariseProfile(file);
+        const top = shares.slice(0, 14).map((s) => `${s.category} ${s.percent} %`).join(', ');
+        return [`CPU profile of ${label}, self time by category (${busyMs} ms busy over its life, set-up of workspaces and warm-up included; ${startUpMs} ms more loading modules, left out): ${top}`];
       } catch {
         // Still being written.
       }
