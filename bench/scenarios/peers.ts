@@ -49,6 +49,11 @@ interface Round {
   enqueueSeconds: number;
   /** CPU of the system's worker process (the service's process for the service). */
   workerCpuSeconds: number | undefined;
+  /**
+   * CPU of the system's store: the PostgreSQL backends connected to its scratch database (the harness's
+   * count queries included, alike for all) or its own redis-server; undefined for the shared Redis.
+   */
+  storeCpuSeconds: number | undefined;
   /** CPU of the whole machine (every process, the database, Redis, this harness and others' load). */
   machineCpuSeconds: number | undefined;
   refused: number;
@@ -61,6 +66,10 @@ interface System {
   durable: string;
   settings: string;
   workerPid: number;
+  /** The processes of its store whose CPU counts for it (PostgreSQL backends of its database, its own Redis), or undefined. */
+  storePids?(): Promise<number[]>;
+  /** Milliseconds each enqueue call took (the service: each POST), for its latency. */
+  enqueueMs?: number[];
   /** Producer `p` enqueues `count` jobs; resolves when the system took all of them (acknowledged each); returns the refusals it retried. */
   produce(p: number, count: number): Promise<number>;
   /** Jobs done so far (cumulative), and jobs ended otherwise. */
@@ -77,8 +86,28 @@ const median = (values: number[]) => {
   return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
 };
 
+/** CPU seconds of each of the store's processes now. */
+async function storeCpu(system: System): Promise<Map<number, number> | undefined> {
+  if (!system.storePids) return undefined;
+  const out = new Map<number, number>();
+  for (const pid of await system.storePids()) {
+    const s = processCpuSeconds(pid);
+    if (s !== undefined) out.set(pid, s);
+  }
+  return out;
+}
+
+/** CPU used between two readings; a process that appeared in between counts from its start (its whole life was in between). */
+function cpuBetween(before: Map<number, number> | undefined, after: Map<number, number> | undefined): number | undefined {
+  if (!before || !after) return undefined;
+  let sum = 0;
+  for (const [pid, s] of after) sum += s - (before.get(pid) ?? 0);
+  return sum;
+}
+
 async function runRound(system: System, jobs: number): Promise<Round> {
   const before = await system.finished();
+  const store0 = await storeCpu(system);
   const cpu0 = processCpuSeconds(system.workerPid);
   const machine0 = systemBusyCpuSeconds();
   const t0 = performance.now();
@@ -95,15 +124,22 @@ async function runRound(system: System, jobs: number): Promise<Round> {
   const seconds = (performance.now() - t0) / 1000;
   const cpu1 = processCpuSeconds(system.workerPid);
   const machine1 = systemBusyCpuSeconds();
+  const store1 = await storeCpu(system);
   return {
     jobs: now.done - before.done,
     seconds,
     enqueueSeconds: (enqueuedAt - t0) / 1000,
     workerCpuSeconds: cpu0 === undefined || cpu1 === undefined ? undefined : cpu1 - cpu0,
+    storeCpuSeconds: cpuBetween(store0, store1),
     machineCpuSeconds: machine0 === undefined || machine1 === undefined ? undefined : machine1 - machine0,
     refused: refusals.reduce((a, b) => a + b, 0),
     failed: now.failed - before.failed,
   };
+}
+
+/** The PostgreSQL backends connected to a scratch database (readable in /proc when PostgreSQL runs on this machine). */
+function backendsOf(db: ScratchDatabase): () => Promise<number[]> {
+  return async () => (await db.query<{ pid: number }>('select pid from pg_stat_activity where datname = $1', [db.name])).rows.map((r) => r.pid);
 }
 
 async function startWorker(name: string, env: Record<string, string>): Promise<ChildServer> {
@@ -169,8 +205,11 @@ async function serviceSystem(ctx: BenchContext, clustered: boolean): Promise<Sys
     const url = `${server.url}/v1/generations`;
     const headers = workspaces.map((w) => ({ authorization: `Bearer ${w.key}`, 'content-type': 'application/json' }));
     let next = 0;
+    const enqueueMs: number[] = [];
     return {
       name,
+      storePids: backendsOf(db),
+      enqueueMs,
       durable: 'yes: 201 after the job and its credit reservation are committed (synchronous_commit on)',
       settings: `one POST per job, ${WORKSPACES} team-plan workspaces in turn, LOCAL_PROVIDER_LATENCY_MS=0${clustered ? ', one cluster node owning all shards' : ''}`,
       workerPid: server.pid,
@@ -178,8 +217,10 @@ async function serviceSystem(ctx: BenchContext, clustered: boolean): Promise<Sys
         let refused = 0;
         for (let sent = 0; sent < count;) {
           const i = next++ % workspaces.length;
+          const sentAt = performance.now();
           const res = await request(url, { method: 'POST', headers: headers[i], body: workspaces[i]!.body, dispatcher: agent });
           const text = await res.body.text();
+          enqueueMs.push(performance.now() - sentAt);
           if (res.statusCode === 201) sent++;
           else if (++refused > 1000) throw new Error(`${name}: creates refused: ${res.statusCode} ${text}`);
           else await sleep(5);
@@ -218,6 +259,7 @@ async function pgBossSystem(): Promise<System> {
     const w = worker;
     return {
       name: 'pg-boss 10.4.2',
+      storePids: backendsOf(db),
       durable: 'yes: rows in PostgreSQL, committed with synchronous_commit on',
       settings: `insert() in batches of ${BATCH}; ${PG_BOSS_WORKERS} work() workers, batchSize ${PG_BOSS_BATCH}, pollingIntervalSeconds 0.5 (its minimum)`,
       workerPid: w.pid,
@@ -262,6 +304,7 @@ async function graphileSystem(fast: boolean): Promise<System> {
     const payload = { prompt: 'Say hello in five words.' };
     return {
       name: `graphile-worker 0.17.3${fast ? ', fast settings' : ', defaults'}`,
+      storePids: backendsOf(db),
       durable: 'yes: rows in PostgreSQL, committed with synchronous_commit on',
       settings: fast
         ? `addJobs() in batches of ${BATCH}; concurrency 24, maxPoolSize 25, localQueue.size 500, completeJobBatchDelay 0, failJobBatchDelay 0 (its Performance page)`
@@ -304,7 +347,7 @@ async function graphileSystem(fast: boolean): Promise<System> {
 }
 
 /** A Redis server of our own with every write fsynced before its answer (appendfsync always), in a scratch folder. */
-async function durableRedis(): Promise<{ url: string; stop(): Promise<void> }> {
+async function durableRedis(): Promise<{ url: string; pid: number; stop(): Promise<void> }> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'gs-bench-redis-'));
   const port = await freePort();
   const child: ChildProcess = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--appendonly', 'yes', '--appendfsync', 'always', '--save', ''], { stdio: 'ignore' });
@@ -327,6 +370,7 @@ async function durableRedis(): Promise<{ url: string; stop(): Promise<void> }> {
   }
   return {
     url,
+    pid: child.pid!,
     async stop() {
       child.kill('SIGTERM');
       await exited;
@@ -351,6 +395,7 @@ async function bullmqSystem(durable: boolean): Promise<System> {
     const data = { prompt: 'Say hello in five words.' };
     return {
       name: `BullMQ 6.7.0${durable ? ', Redis with appendfsync always' : ''}`,
+      ...(own ? { storePids: async () => [own.pid] } : {}),
       durable: durable
         ? 'yes: a Redis of its own with appendonly yes, appendfsync always (each write fsynced before its answer)'
         : 'no: the shared Redis runs with appendonly no and no snapshots; BullMQ itself does not fsync',
@@ -409,11 +454,17 @@ function describe(m: Measured): string {
   const s = summary(m);
   const rounds = m.rounds.map((r) => `${Math.round(r.jobs / r.seconds)}`).join(', ');
   const machine = m.rounds.every((r) => r.machineCpuSeconds !== undefined)
-    ? `, whole machine ${Math.round(median(m.rounds.map((r) => (r.machineCpuSeconds! * 1e6) / r.jobs)))} µs CPU per job`
+    ? `, whole machine (other helpers' load included) ${Math.round(median(m.rounds.map((r) => (r.machineCpuSeconds! * 1e6) / r.jobs)))} µs CPU per job`
     : '';
   const enqueue = Math.round(median(m.rounds.map((r) => r.jobs / r.enqueueSeconds)));
+  const store = m.rounds.every((r) => r.storeCpuSeconds !== undefined)
+    ? `, its store (PostgreSQL backends of its database, or its own redis-server) ${Math.round(median(m.rounds.map((r) => (r.storeCpuSeconds! * 1e6) / r.jobs)))} µs`
+    : '';
+  const latencies = [...(m.system.enqueueMs ?? [])].sort((a, b) => a - b);
+  const at = (p: number) => round(latencies[Math.min(latencies.length - 1, Math.floor((p / 100) * latencies.length))] ?? 0, 1);
+  const enqueueLatency = latencies.length > 0 ? ` (each enqueue p50 ${at(50)} ms, p99 ${at(99)} ms)` : '';
   const refused = m.rounds.reduce((a, r) => a + r.refused, 0);
-  return `${m.system.name}: ${s.reqPerSec} jobs/s (rounds ${rounds}), enqueued at ${enqueue} jobs/s, worker process ${s.serverCpuUsPerRequest ?? '?'} µs CPU per job${machine}`
+  return `${m.system.name}: ${s.reqPerSec} jobs/s (rounds ${rounds}), enqueued at ${enqueue} jobs/s${enqueueLatency}; CPU per job: worker process ${s.serverCpuUsPerRequest ?? '?'} µs${store}${machine}`
     + `${s.errors > 0 ? `, ${s.errors} jobs failed` : ''}${refused > 0 ? `, ${refused} enqueues refused and sent again` : ''}; durable: ${m.system.durable}; settings: ${m.system.settings}`;
 }
 
@@ -443,6 +494,7 @@ export const peers: Scenario = {
         measured.push({ key, system, rounds: [] });
         const warm = await runRound(system, WARMUP_JOBS);
         ctx.log(`peers: ${system.name} warm-up: ${warm.jobs} jobs in ${warm.seconds.toFixed(2)} s`);
+        system.enqueueMs?.splice(0);
       }
       for (let r = 1; r <= ROUNDS; r++) {
         for (const m of measured) {
@@ -450,6 +502,7 @@ export const peers: Scenario = {
           m.rounds.push(result);
           ctx.log(`peers round ${r}: ${m.system.name}: ${result.jobs} jobs in ${result.seconds.toFixed(2)} s = ${Math.round(result.jobs / result.seconds)} jobs/s`
             + ` (enqueued in ${result.enqueueSeconds.toFixed(2)} s), worker CPU ${result.workerCpuSeconds === undefined ? '?' : Math.round((result.workerCpuSeconds * 1e6) / result.jobs)} µs/job`
+            + `${result.storeCpuSeconds === undefined ? '' : `, store CPU ${Math.round((result.storeCpuSeconds * 1e6) / result.jobs)} µs/job`}`
             + `${result.failed ? `, ${result.failed} failed` : ''}${result.refused ? `, ${result.refused} refused` : ''}`);
         }
       }
@@ -474,7 +527,7 @@ export const peers: Scenario = {
         `service ÷ pg-boss: ${ratioTo('pg-boss') ?? '-'} (target ≥ 2); service ÷ BullMQ: ${ratioTo('bullmq') ?? '-'} (target ≥ 0.5; BullMQ on a Redis without persistence is not durable)${by('bullmq-durable') ? `; service ÷ BullMQ with appendfsync always: ${ratioTo('bullmq-durable')}` : ''}`
           + `${by('graphile-worker-fast') ? `; service ÷ graphile-worker (fast): ${ratioTo('graphile-worker-fast')}` : ''}${by('service-cluster') ? `; clustered ÷ single: ${round(summary(by('service-cluster')!).reqPerSec / service.reqPerSec, 2)}` : ''}`,
         `the service's jobs go to ${WORKSPACES} team-plan workspaces in turn: one workspace runs 50 jobs at once and refuses creates past 500 unfinished, which 10,000 jobs sent without waiting would pass; the peers have no such per-tenant limits`,
-        `worker CPU is that of the process running the jobs (the service's own process; the peer's worker process), not PostgreSQL's or Redis's; "whole machine" counts every process, other helpers' load included`,
+        `CPU per job: the worker process is the one running the jobs (the service's own process; the peer's worker process); the store is the PostgreSQL backends connected to the system's scratch database (its producers', its workers' and the harness's count queries, alike for all) or the durable BullMQ's own redis-server (the shared Redis is not counted); "whole machine" counts every process, other helpers' load included, so it is only a rough bound`,
         ...notes,
       ],
     };
