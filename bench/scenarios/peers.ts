@@ -30,6 +30,7 @@ const WARMUP_JOBS = Math.max(PRODUCERS, Math.round(JOBS / 10));
 const BATCH = 100;
 const POLL_MS = 25;
 const ROUND_TIMEOUT_MS = 300_000;
+const STALL_MS = 60_000;
 /**
  * The service's workspaces, in turn. A team-plan workspace runs 50 jobs at once and holds 500 unfinished
  * (runtime/plans.ts, QUEUE_FACTOR 10 in actors/workspace/actor.ts): the producers do not wait for jobs to
@@ -74,6 +75,8 @@ interface System {
   produce(p: number, count: number): Promise<number>;
   /** Jobs done so far (cumulative), and jobs ended otherwise. */
   finished(): Promise<{ done: number; failed: number }>;
+  /** What the store holds, for the message of a round that did not finish. */
+  diagnose?(): Promise<string>;
   /** Profile summary notes (service only, with BENCH_CPU_PROF_DIR), then cleanup. */
   stop(): Promise<string[]>;
 }
@@ -115,10 +118,17 @@ async function runRound(system: System, jobs: number): Promise<Round> {
   const refusals = await Promise.all(Array.from({ length: PRODUCERS }, (_, p) => system.produce(p, shareOf(p, jobs))));
   enqueuedAt = performance.now();
   let now = before;
+  let progressAt = performance.now();
+  let last = -1;
   for (;;) {
     now = await system.finished();
     if (now.done + now.failed - before.done - before.failed >= jobs) break;
-    if (performance.now() - t0 > ROUND_TIMEOUT_MS) throw new Error(`${system.name}: ${now.done - before.done} of ${jobs} jobs done after ${ROUND_TIMEOUT_MS / 1000} s`);
+    if (now.done + now.failed !== last) { last = now.done + now.failed; progressAt = performance.now(); }
+    // All enqueued and nothing finished for STALL_MS, or the round's limit: the jobs left are stuck.
+    if (performance.now() - t0 > ROUND_TIMEOUT_MS || performance.now() - progressAt > STALL_MS) {
+      const state = await system.diagnose?.().catch((error: Error) => error.message);
+      throw new Error(`${system.name}: ${now.done - before.done} of ${jobs} jobs done after ${Math.round((performance.now() - t0) / 1000)} s, the last ${Math.round((performance.now() - progressAt) / 1000)} s without one${state ? `; ${state}` : ''}`);
+    }
     await sleep(POLL_MS);
   }
   const seconds = (performance.now() - t0) / 1000;
@@ -232,6 +242,14 @@ async function serviceSystem(ctx: BenchContext, clustered: boolean): Promise<Sys
           `select count(*) filter (where status = 'succeeded') as done, count(*) filter (where status in ('failed', 'cancelled', 'expired')) as failed
              from generations where workspace_id = any($1)`, [ids]);
         return { done: Number(rows[0]!.done), failed: Number(rows[0]!.failed) };
+      },
+      async diagnose() {
+        const { rows } = await db.query<{ status: string; n: string; oldest: string }>(
+          `select status, count(*) as n, min(updated_at)::text as oldest from generations where workspace_id = any($1) group by status order by status`, [ids]);
+        const leases = clustered
+          ? `; shard leases ${JSON.stringify((await db.query(`select owner_node_id, count(*) as n, bool_and(expires_at > now()) as live, max(epoch) as epoch from cluster_shard_leases group by 1`)).rows)}`
+          : '';
+        return `generations by status ${JSON.stringify(rows)}${leases}; now ${new Date().toISOString()}`;
       },
       async stop() {
         await server.stop();
@@ -488,17 +506,36 @@ export const peers: Scenario = {
     const measured: Array<Measured & { key: string }> = [];
     const notes: string[] = [];
     try {
+      // A peer (or the clustered service) that fails is left out with its error in the notes; the service must not fail.
+      const failedOut = async (m: Measured & { key: string }, error: Error) => {
+        if (m.key === 'service') throw error;
+        ctx.log(`peers: ${m.key} left out: ${error.message}`);
+        notes.push(`${m.system.name} left out of the figures: ${error.message}`);
+        measured.splice(measured.indexOf(m), 1);
+        notes.push(...await m.system.stop().catch((e: Error) => [`${m.key}: cleanup failed: ${e.message}`]));
+      };
       for (const [key, make] of chosen) {
         ctx.log(`peers: setting up ${key}`);
         const system = await make();
-        measured.push({ key, system, rounds: [] });
-        const warm = await runRound(system, WARMUP_JOBS);
-        ctx.log(`peers: ${system.name} warm-up: ${warm.jobs} jobs in ${warm.seconds.toFixed(2)} s`);
-        system.enqueueMs?.splice(0);
+        const m = { key, system, rounds: [] as Round[] };
+        measured.push(m);
+        try {
+          const warm = await runRound(system, WARMUP_JOBS);
+          ctx.log(`peers: ${system.name} warm-up: ${warm.jobs} jobs in ${warm.seconds.toFixed(2)} s`);
+          system.enqueueMs?.splice(0);
+        } catch (error) {
+          await failedOut(m, error as Error);
+        }
       }
       for (let r = 1; r <= ROUNDS; r++) {
-        for (const m of measured) {
-          const result = await runRound(m.system, JOBS);
+        for (const m of [...measured]) {
+          let result: Round;
+          try {
+            result = await runRound(m.system, JOBS);
+          } catch (error) {
+            await failedOut(m, error as Error);
+            continue;
+          }
           m.rounds.push(result);
           ctx.log(`peers round ${r}: ${m.system.name}: ${result.jobs} jobs in ${result.seconds.toFixed(2)} s = ${Math.round(result.jobs / result.seconds)} jobs/s`
             + ` (enqueued in ${result.enqueueSeconds.toFixed(2)} s), worker CPU ${result.workerCpuSeconds === undefined ? '?' : Math.round((result.workerCpuSeconds * 1e6) / result.jobs)} µs/job`
