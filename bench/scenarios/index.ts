@@ -29,3 +29,7 @@ scenarios.push(cluster);
 // Bulk creates: POST /v1/generations/batch (100 a request) vs POST /v1/generations one by one, PostgreSQL, same run.
 import { generationBatch } from './generation-batch.ts';
 scenarios.push(generationBatch);
+
+// End-to-end jobs/s against the job systems a user would pick instead: pg-boss, graphile-worker, BullMQ.
+import { peers } from './peers.ts';
+scenarios.push(peers);
