@@ -2,6 +2,7 @@ import type { ActorMessenger } from '../../runtime/actor-behavior.ts';
 import type { RecoveryTask } from '../../runtime/recovery.ts';
 import type { Database } from '../../persistence/database.ts';
 import { shardOfSql } from '../../persistence/cluster/shard-sql.ts';
+import { GenerationEntity, type GenerationRow } from '../../persistence/entities/generation.ts';
 
 /** Cluster mode: recover only the workspaces of one shard (the one just gained). */
 export interface ShardScope {
@@ -17,24 +18,33 @@ export function shardCondition(column: string, scope: ShardScope | undefined): {
 /**
  * After a restart, every unfinished generation resumes: queued ones keep their original deadline and
  * wait for a slot; ones in flight at the crash are handed to their provider again (see the generation
- * actor's `recover`). The workspaces of jobs in flight load first: loading takes back the plan's
- * concurrency slots and the providers' capacity those jobs hold, before any of them reaches a provider
- * and before a queued job is let start beside them. Queued jobs need no actor of their own until they
- * start: their workspace's actor loads them with their deadlines (those already past expire at once),
- * so a shard with thousands of queued jobs is recovered without loading each of them.
+ * actor's `recover`). Only unfinished jobs are read, through indexes that hold nothing else (migration
+ * 0013), so the time this takes follows the work left, not the history.
+ *
+ * The workspaces of jobs in flight load first: loading takes back the plan's concurrency slots and the
+ * providers' capacity those jobs hold, before any of them reaches a provider and before a queued job is
+ * let start beside them. Each job in flight gets its actor with its row, read here in one statement (not
+ * one read per actor), and is handed over at once. Queued jobs need no actor of their own until they
+ * start: their workspace's actor loads them with their deadlines (those already past expire at once) when
+ * it is told to schedule, after the service reports ready, so thousands of queued jobs cost one id each.
  */
 export function generationRecovery(db: Database, actors: ActorMessenger, scope?: ShardScope): RecoveryTask {
   return {
     name: scope ? `generations of shard ${scope.shard}` : 'generations',
     async run() {
       const only = shardCondition('workspace_id', scope);
-      const rows = await db.em().execute<Array<{ id: string; workspace_id: string; status: string }>>(
-        `select id, workspace_id, status from generations where status in ('queued', 'reserved', 'submitted', 'running')${only.sql} order by created_at, id`, only.params);
-      const inFlight = new Set(rows.filter((r) => r.status !== 'queued').map((r) => r.workspace_id));
-      await Promise.all([...inFlight].map((workspaceId) => actors.ask('ws', workspaceId, { type: 'balances' })));
-      for (const row of rows) if (row.status !== 'queued') actors.tell('gen', row.id, { type: 'recover' });
-      for (const workspaceId of new Set(rows.map((r) => r.workspace_id))) actors.tell('ws', workspaceId, { type: 'schedule' });
-      return rows.length;
+      const em = db.em();
+      const inFlight = await em.execute<Array<Record<string, unknown>>>(
+        `select * from generations where status in ('reserved', 'submitted', 'running')${only.sql} order by created_at, id`, only.params);
+      const waiting = await em.execute<Array<{ workspace_id: string }>>(
+        `select distinct workspace_id from generations where status = 'queued'${only.sql}`, only.params);
+      const rows = inFlight.map((raw) => em.map(GenerationEntity, raw) as GenerationRow);
+      const workspaces = new Set(rows.map((row) => row.workspaceId));
+      await Promise.all([...workspaces].map((workspaceId) => actors.ask('ws', workspaceId, { type: 'balances' })));
+      for (const row of rows) actors.tell('gen', row.id, { type: 'recover', row });
+      for (const { workspace_id: workspaceId } of waiting) workspaces.add(workspaceId);
+      for (const workspaceId of workspaces) actors.tell('ws', workspaceId, { type: 'schedule' });
+      return rows.length + waiting.length;
     },
   };
 }

@@ -25,3 +25,7 @@ scenarios.push(soak, soakPostgres);
 // Cluster mode on PostgreSQL + Redis: 3 nodes vs 1 on the same database, forwarded-request latency.
 import { cluster } from './cluster.ts';
 scenarios.push(cluster);
+
+// Restart after kill -9 on a long history: time to ready, memory and resumption vs an almost empty database.
+import { restartHistoryPglite, restartHistoryPostgres } from './restart-history.ts';
+scenarios.push(restartHistoryPglite, restartHistoryPostgres);
