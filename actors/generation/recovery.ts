@@ -4,6 +4,9 @@ import type { Database } from '../../persistence/database.ts';
 import { shardOfSql } from '../../persistence/cluster/shard-sql.ts';
 import { GenerationEntity, type GenerationRow } from '../../persistence/entities/generation.ts';
 
+/** Jobs in flight read per statement at recovery. */
+const RECOVERY_PAGE = 1_000;
+
 /** Cluster mode: recover only the workspaces of one shard (the one just gained). */
 export interface ShardScope {
   shard: number;
@@ -23,8 +26,8 @@ export function shardCondition(column: string, scope: ShardScope | undefined): {
  *
  * The workspaces of jobs in flight load first: loading takes back the plan's concurrency slots and the
  * providers' capacity those jobs hold, before any of them reaches a provider and before a queued job is
- * let start beside them. Each job in flight gets its actor with its row, read here in one statement (not
- * one read per actor), and is handed over at once. Queued jobs need no actor of their own until they
+ * let start beside them. Each job in flight gets its actor with its row, read here in pages of a thousand
+ * (not one read per actor), and is handed over at once. Queued jobs need no actor of their own until they
  * start: their workspace's actor loads them with their deadlines (those already past expire at once) when
  * it is told to schedule, after the service reports ready, so thousands of queued jobs cost one id each.
  */
@@ -34,17 +37,31 @@ export function generationRecovery(db: Database, actors: ActorMessenger, scope?:
     async run() {
       const only = shardCondition('workspace_id', scope);
       const em = db.em();
-      const inFlight = await em.execute<Array<Record<string, unknown>>>(
-        `select * from generations where status in ('reserved', 'submitted', 'running')${only.sql} order by created_at, id`, only.params);
+      const loaded = new Set<string>();
+      const told = new Set<string>();
+      // Read in pages (keyset on the unfinished jobs' index), so no one result holds every job in flight.
+      for (let after: { createdAt: Date; id: string } | undefined; ;) {
+        const page = await em.execute<Array<Record<string, unknown>>>(
+          `select * from generations where status in ('reserved', 'submitted', 'running')${only.sql}
+           ${after ? 'and (created_at, id) > (?, ?)' : ''} order by created_at, id limit ?`,
+          [...only.params, ...(after ? [after.createdAt, after.id] : []), RECOVERY_PAGE]);
+        // A time read back to the millisecond may bring a row of the last page again: each job is told once.
+        const rows = page.map((raw) => em.map(GenerationEntity, raw) as GenerationRow).filter((row) => !told.has(row.id));
+        for (const row of rows) told.add(row.id);
+        const fresh = [...new Set(rows.map((row) => row.workspaceId))].filter((workspaceId) => !loaded.has(workspaceId));
+        for (const workspaceId of fresh) loaded.add(workspaceId);
+        await Promise.all(fresh.map((workspaceId) => actors.ask('ws', workspaceId, { type: 'balances' })));
+        for (const row of rows) actors.tell('gen', row.id, { type: 'recover', row });
+        if (page.length < RECOVERY_PAGE || rows.length === 0) break;
+        const last = rows[rows.length - 1]!;
+        after = { createdAt: last.createdAt, id: last.id };
+      }
       const waiting = await em.execute<Array<{ workspace_id: string }>>(
         `select distinct workspace_id from generations where status = 'queued'${only.sql}`, only.params);
-      const rows = inFlight.map((raw) => em.map(GenerationEntity, raw) as GenerationRow);
-      const workspaces = new Set(rows.map((row) => row.workspaceId));
-      await Promise.all([...workspaces].map((workspaceId) => actors.ask('ws', workspaceId, { type: 'balances' })));
-      for (const row of rows) actors.tell('gen', row.id, { type: 'recover', row });
+      const workspaces = new Set(loaded);
       for (const { workspace_id: workspaceId } of waiting) workspaces.add(workspaceId);
       for (const workspaceId of workspaces) actors.tell('ws', workspaceId, { type: 'schedule' });
-      return rows.length + waiting.length;
+      return told.size + waiting.length;
     },
   };
 }
