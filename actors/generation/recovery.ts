@@ -1,11 +1,14 @@
 import type { ActorMessenger } from '../../runtime/actor-behavior.ts';
+import { DirectoryStoppedError } from '../../runtime/actor-directory.ts';
 import type { RecoveryTask } from '../../runtime/recovery.ts';
 import type { Database } from '../../persistence/database.ts';
 import { shardOfSql } from '../../persistence/cluster/shard-sql.ts';
 import { GenerationEntity, type GenerationRow } from '../../persistence/entities/generation.ts';
 
-/** Jobs in flight read per statement at recovery. */
+/** Jobs in flight read per statement at recovery, and handed over to their provider together. */
 const RECOVERY_PAGE = 1_000;
+/** How long one job's hand-over may take before the next page goes anyway. */
+const HAND_OVER_TIMEOUT_MS = 60_000;
 
 /** Cluster mode: recover only the workspaces of one shard (the one just gained). */
 export interface ShardScope {
@@ -27,7 +30,7 @@ export function shardCondition(column: string, scope: ShardScope | undefined): {
  * The workspaces of jobs in flight load first: loading takes back the plan's concurrency slots and the
  * providers' capacity those jobs hold, before any of them reaches a provider and before a queued job is
  * let start beside them. Each job in flight gets its actor with its row, read here in pages of a thousand
- * (not one read per actor), and is handed over at once. Queued jobs need no actor of their own until they
+ * (not one read per actor), and the pages are handed over one after the other, starting at once. Queued jobs need no actor of their own until they
  * start: their workspace's actor loads them with their deadlines (those already past expire at once) when
  * it is told to schedule, after the service reports ready, so thousands of queued jobs cost one id each.
  */
@@ -39,6 +42,7 @@ export function generationRecovery(db: Database, actors: ActorMessenger, scope?:
       const em = db.em();
       const loaded = new Set<string>();
       const told = new Set<string>();
+      const pages: GenerationRow[][] = [];
       // Read in pages (keyset on the unfinished jobs' index), so no one result holds every job in flight.
       for (let after: { createdAt: Date; id: string } | undefined; ;) {
         const page = await em.execute<Array<Record<string, unknown>>>(
@@ -51,11 +55,17 @@ export function generationRecovery(db: Database, actors: ActorMessenger, scope?:
         const fresh = [...new Set(rows.map((row) => row.workspaceId))].filter((workspaceId) => !loaded.has(workspaceId));
         for (const workspaceId of fresh) loaded.add(workspaceId);
         await Promise.all(fresh.map((workspaceId) => actors.ask('ws', workspaceId, { type: 'balances' })));
-        for (const row of rows) actors.tell('gen', row.id, { type: 'recover', row });
+        if (rows.length > 0) pages.push(rows);
         if (page.length < RECOVERY_PAGE || rows.length === 0) break;
         const last = rows[rows.length - 1]!;
         after = { createdAt: last.createdAt, id: last.id };
       }
+      // The first page is handed over at once, each next one once the previous one has been: the hand-overs
+      // go on right after the service reports ready instead of holding the database (and so readiness and
+      // the first requests) behind thousands of writes. A shard's recovery (cluster mode) waits for all of
+      // them, so a shard lost and gained again never has two recoveries telling the same job.
+      const handOver = resumeInPages(actors, pages);
+      if (scope) await handOver;
       const waiting = await em.execute<Array<{ workspace_id: string }>>(
         `select distinct workspace_id from generations where status = 'queued'${only.sql}`, only.params);
       const workspaces = new Set(loaded);
@@ -64,4 +74,13 @@ export function generationRecovery(db: Database, actors: ActorMessenger, scope?:
       return told.size + waiting.length;
     },
   };
+}
+
+/** Tells each job of each page to recover, a page once the previous one has been handled. */
+async function resumeInPages(actors: ActorMessenger, pages: GenerationRow[][]): Promise<void> {
+  for (const page of pages) {
+    const results = await Promise.allSettled(page.map(async (row) => actors.ask('gen', row.id, { type: 'recover', row }, HAND_OVER_TIMEOUT_MS)));
+    // The actor system has stopped (the service is stopping): what is left is recovered by the next start.
+    if (results.some((result) => result.status === 'rejected' && result.reason instanceof DirectoryStoppedError)) return;
+  }
 }
