@@ -66,12 +66,12 @@ export function generationRecovery(db: Database, actors: ActorMessenger, scope?:
       // them, so a shard lost and gained again never has two recoveries telling the same job.
       const handOver = resumeInPages(actors, pages);
       if (scope) await handOver;
-      const waiting = await em.execute<Array<{ workspace_id: string }>>(
-        `select distinct workspace_id from generations where status = 'queued'${only.sql}`, only.params);
+      const waiting = await em.execute<Array<{ workspace_id: string; n: number | string }>>(
+        `select workspace_id, count(*) as n from generations where status = 'queued'${only.sql} group by workspace_id`, only.params);
       const workspaces = new Set(loaded);
       for (const { workspace_id: workspaceId } of waiting) workspaces.add(workspaceId);
       for (const workspaceId of workspaces) actors.tell('ws', workspaceId, { type: 'schedule' });
-      return told.size + waiting.length;
+      return told.size + waiting.reduce((sum, row) => sum + Number(row.n), 0);
     },
   };
 }
