@@ -33,3 +33,7 @@ scenarios.push(generationBatch);
 // End-to-end jobs/s against the job systems a user would pick instead: pg-boss, graphile-worker, BullMQ.
 import { peers } from './peers.ts';
 scenarios.push(peers);
+
+// Restart after kill -9 on a long history: time to ready, memory and resumption vs an almost empty database.
+import { restartHistoryPglite, restartHistoryPostgres } from './restart-history.ts';
+scenarios.push(restartHistoryPglite, restartHistoryPostgres);
