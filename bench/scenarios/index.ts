@@ -25,3 +25,7 @@ scenarios.push(soak, soakPostgres);
 // Cluster mode on PostgreSQL + Redis: 3 nodes vs 1 on the same database, forwarded-request latency.
 import { cluster } from './cluster.ts';
 scenarios.push(cluster);
+
+// One client's latency on PostgreSQL: creates in a loop vs pgbench's one client, create → succeeded p99 at 200 jobs/s.
+import { latency, latencyCluster } from './latency.ts';
+scenarios.push(latency, latencyCluster);
