@@ -1,7 +1,7 @@
 import t from 'tap';
 import { startTestServer } from '../helpers/server.ts';
 import { createKey, signUp } from '../helpers/identity.ts';
-import { createGeneration, serverQuery } from './flow.ts';
+import { createGeneration, serverQuery, TERMINAL } from './flow.ts';
 
 interface Seen { sql: string; tx: string | undefined }
 
@@ -19,7 +19,10 @@ t.test('a durable create commits in BEGIN, one statement, COMMIT; a job\'s progr
   const finished = async (id: string) => {
     for (;;) {
       const [row] = await query<{ status: string }>('select status from generations where id = ?', [id]);
-      if (row?.status === 'succeeded') return;
+      if (row && TERMINAL.includes(row.status)) {
+        t.equal(row.status, 'succeeded', `job ${id} succeeded`);
+        return;
+      }
       await new Promise((resolve) => setImmediate(resolve));
     }
   };
