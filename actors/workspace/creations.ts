@@ -31,16 +31,15 @@ function generationColumns(g: GenerationRow): Record<string, unknown> {
 }
 
 /**
- * The creates of one group commit in three statements whatever their number: the generation rows, the
- * money of all their workspaces (writeMoneyChanges), and the Idempotency-Keys. The rows go first, so the
- * ledger entries that name them follow them.
+ * The creates of one group commit in two statements whatever their number: the generation rows with the
+ * money of all their workspaces (writeMoneyChanges, one statement), and the Idempotency-Keys if any.
  */
 async function writeCreations(em: SqlEntityManager, creations: Creation[]): Promise<void> {
-  await boundQuery(em,
-    `insert into generations (${GENERATION_COLUMNS}) select ${GENERATION_COLUMNS} from jsonb_populate_recordset(null::generations, ?::jsonb)`,
-    [JSON.stringify(creations.map((c) => generationColumns(c.generation)))],
-  );
-  await writeMoneyChanges(em, creations.map((c) => c.money));
+  // The rows ride in the money's statement: one round trip for both.
+  await writeMoneyChanges(em, creations.map((c) => c.money), {
+    sql: `insert into generations (${GENERATION_COLUMNS}) select ${GENERATION_COLUMNS} from jsonb_populate_recordset(null::generations, ?::jsonb)`,
+    params: [JSON.stringify(creations.map((c) => generationColumns(c.generation)))],
+  });
   const keys = creations.flatMap((c) => c.idempotency ? [{
     workspace_id: c.generation.workspaceId, key: c.idempotency.key, request_hash: c.idempotency.hash, response_status: 201,
     response_body: c.generation, created_at: c.generation.createdAt, expires_at: c.idempotency.expiresAt,

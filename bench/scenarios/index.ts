@@ -37,3 +37,7 @@ scenarios.push(peers);
 // Restart after kill -9 on a long history: time to ready, memory and resumption vs an almost empty database.
 import { restartHistoryPglite, restartHistoryPostgres } from './restart-history.ts';
 scenarios.push(restartHistoryPglite, restartHistoryPostgres);
+
+// One client's latency on PostgreSQL: creates in a loop vs pgbench's one client, create → succeeded p99 at 200 jobs/s.
+import { latency, latencyCluster } from './latency.ts';
+scenarios.push(latency, latencyCluster);
