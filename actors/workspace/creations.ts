@@ -4,6 +4,7 @@ import { bulkWriteOf, type BulkWrite } from '../../persistence/bulk-write.ts';
 import type { SnapshotWriter } from '../../persistence/snapshot-writer.ts';
 import { writeMoneyChanges, type MoneyChange } from './money-writes.ts';
 import { boundQuery } from '../../persistence/bound-query.ts';
+import { addUsage, statusFigure, usageDay } from '../../persistence/usage-rollups.ts';
 
 /** What creating one generation writes: the row, its reservation, and its Idempotency-Key if it has one. */
 export interface Creation {
@@ -31,8 +32,8 @@ function generationColumns(g: GenerationRow): Record<string, unknown> {
 }
 
 /**
- * The creates of one group commit in three statements whatever their number: the generation rows, the
- * money of all their workspaces (writeMoneyChanges), and the Idempotency-Keys. The rows go first, so the
+ * The creates of one group commit in four statements whatever their number: the generation rows, the
+ * money of all their workspaces (writeMoneyChanges), their usage rollups, and the Idempotency-Keys. The rows go first, so the
  * ledger entries that name them follow them.
  */
 async function writeCreations(em: SqlEntityManager, creations: Creation[]): Promise<void> {
@@ -41,6 +42,9 @@ async function writeCreations(em: SqlEntityManager, creations: Creation[]): Prom
     [JSON.stringify(creations.map((c) => generationColumns(c.generation)))],
   );
   await writeMoneyChanges(em, creations.map((c) => c.money));
+  await addUsage(em, creations.map(({ generation: g }) => ({
+    workspaceId: g.workspaceId, apiKeyId: g.apiKeyId, day: usageDay(g.createdAt), total: 1, [statusFigure(g.status)]: 1,
+  })));
   const keys = creations.flatMap((c) => c.idempotency ? [{
     workspace_id: c.generation.workspaceId, key: c.idempotency.key, request_hash: c.idempotency.hash, response_status: 201,
     response_body: c.generation, created_at: c.generation.createdAt, expires_at: c.idempotency.expiresAt,
