@@ -118,11 +118,17 @@ export function splitRange(from: string, to: string): { days?: { from: string; t
   const fromDay = fromMs % DAY_MS === 0 && !pastMillisecond(from) ? fromMs : Math.floor(fromMs / DAY_MS) * DAY_MS + DAY_MS;
   const toDay = Math.floor(toMs / DAY_MS) * DAY_MS;
   if (fromDay > toDay) return { edges: [[from, to]] };
-  const iso = (ms: number) => new Date(ms).toISOString();
+  // Written out by hand: toISOString gives '+010000-01-01…' past year 9999, which a date cast refuses.
+  const date = (ms: number) => {
+    const d = new Date(ms);
+    const two = (n: number) => String(n).padStart(2, '0');
+    return `${String(d.getUTCFullYear()).padStart(4, '0')}-${two(d.getUTCMonth() + 1)}-${two(d.getUTCDate())}`;
+  };
+  const midnight = (ms: number) => `${date(ms)}T00:00:00Z`;
   const edges: Array<[string, string]> = [];
-  if (fromDay > fromMs || pastMillisecond(from)) edges.push([from, iso(fromDay)]);
-  if (toMs > toDay || pastMillisecond(to)) edges.push([iso(toDay), to]);
-  return { days: fromDay < toDay ? { from: iso(fromDay).slice(0, 10), to: iso(toDay).slice(0, 10) } : undefined, edges };
+  if (fromDay > fromMs || pastMillisecond(from)) edges.push([from, midnight(fromDay)]);
+  if (toMs > toDay || pastMillisecond(to)) edges.push([midnight(toDay), to]);
+  return { days: fromDay < toDay ? { from: date(fromDay), to: date(toDay) } : undefined, edges };
 }
 
 /**
