@@ -35,7 +35,8 @@ interface AccountDelta {
 
 /**
  * A write that rides in the same statement as the money (a data-modifying CTE, run whatever the money):
- * one INSERT, UPDATE or DELETE without RETURNING, its parameters as `?`, bound by the driver.
+ * one INSERT, UPDATE or DELETE without RETURNING, its parameters as `?`, bound by the driver. Several may ride
+ * together; they must not touch the same rows.
  */
 export interface AlongsideWrite {
   sql: string;
@@ -45,10 +46,12 @@ export interface AlongsideWrite {
 /**
  * Many changes, of one workspace or many, in one statement: each account moves by the sum of its
  * changes and every ledger entry is inserted, so a group commit of N creates or settles costs one round
- * trip for their money. `alongside`, if given, is written by that same statement (so a create's rows and
+ * trip for their money. The `alongside` writes are made by that same statement (so a create's rows and
  * its reservation cost one round trip together). Throws if a change names a workspace without an account.
  */
-export async function writeMoneyChanges(em: SqlEntityManager, changes: MoneyChange[], alongside?: AlongsideWrite): Promise<void> {
+export async function writeMoneyChanges(em: SqlEntityManager, changes: MoneyChange[], alongside: AlongsideWrite[] = []): Promise<void> {
+  const ctes = alongside.map((write, i) => `alongside_${i} as (${write.sql})`).join(', ');
+  const alongsideParams = alongside.flatMap((write) => write.params);
   const accounts = new Map<string, AccountDelta>();
   const ledger: Array<Record<string, unknown>> = [];
   for (const change of changes) {
@@ -72,11 +75,11 @@ export async function writeMoneyChanges(em: SqlEntityManager, changes: MoneyChan
     if (at > delta.updated_at) delta.updated_at = at;
   }
   if (ledger.length === 0) {
-    if (alongside) noteTransactionId(em, (await boundQuery<{ txid: string }>(em, `with alongside as (${alongside.sql}) select ${TXID_COLUMN}`, alongside.params))[0]?.txid);
+    if (alongside.length > 0) noteTransactionId(em, (await boundQuery<{ txid: string }>(em, `with ${ctes} select ${TXID_COLUMN}`, alongsideParams))[0]?.txid);
     return;
   }
   const rows = await boundQuery<{ accounts: number | string; entries: number | string; txid: string }>(em,
-    `with ${alongside ? `alongside as (${alongside.sql}),` : ''} delta as (
+    `with ${ctes ? `${ctes},` : ''} delta as (
        select * from jsonb_to_recordset(?::jsonb) as d(workspace_id text, credits bigint, reserved_credits bigint, wallet_cents bigint,
          reserved_wallet_cents bigint, updated_at timestamptz)),
      account as (
@@ -95,7 +98,7 @@ export async function writeMoneyChanges(em: SqlEntityManager, changes: MoneyChan
        returning id)
      select (select count(*) from account) as accounts, (select count(*) from entry) as entries, ${TXID_COLUMN}`,
     // Sorted, so transactions that commit side by side (creations have lanes) lock accounts in the same order.
-    [...(alongside?.params ?? []), JSON.stringify([...accounts.values()].sort((a, b) => (a.workspace_id < b.workspace_id ? -1 : 1))), JSON.stringify(ledger)],
+    [...alongsideParams, JSON.stringify([...accounts.values()].sort((a, b) => (a.workspace_id < b.workspace_id ? -1 : 1))), JSON.stringify(ledger)],
   );
   const result = rows[0];
   noteTransactionId(em, result?.txid);
