@@ -6,7 +6,7 @@ import { createGeneration, serverQuery, TERMINAL } from './flow.ts';
 interface Seen { sql: string; tx: string | undefined }
 
 /**
- * A create is one round trip to the database besides BEGIN and COMMIT: its generation row and its credit
+ * A create is one round trip to the database besides BEGIN and COMMIT: its generation row, its usage rollup and its credit
  * reservation go in one statement, which also reads the transaction's id (no check statement after it).
  * Counted with knex's query events, grouped by transaction.
  */
@@ -44,7 +44,7 @@ t.test('a durable create commits in BEGIN, one statement, COMMIT; a job\'s progr
   const byTx = new Map<string, string[]>();
   for (const s of seen) if (s.tx) byTx.set(s.tx, [...(byTx.get(s.tx) ?? []), s.sql.trim().replace(/\s+/g, ' ')]);
   const txOf = (pattern: RegExp) => [...byTx.values()].filter((sqls) => sqls.some((sql) => pattern.test(sql)));
-  const creates = txOf(/^with alongside as \(insert into generations/);
+  const creates = txOf(/^with alongside_0 as \(insert into generations/);
   t.equal(creates.length, 1, 'one transaction wrote the generation');
   t.same(creates[0]?.map((sql) => sql.split(' ')[0]!.toLowerCase()), ['begin;', 'with', 'commit;'], `the create's transaction: ${JSON.stringify(creates[0]?.map((s) => s.slice(0, 60)))}`);
   const progress = txOf(/^update generations g set status = v\.status, timeline = v\.timeline/);
