@@ -3,12 +3,18 @@ import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import type { Database } from './database.ts';
 import { availabilityOf, isDatabaseUnreachable, pause, type DatabaseAvailability } from './availability.ts';
 import { currentWriteClaim, WriteClaims, type WriteFence } from './write-claims.ts';
+import { notedTransactionId } from './transaction-id.ts';
 
 /** One actor's writes; runs inside the batch's transaction and must touch only the database. */
 export type WriteUnit = (em: SqlEntityManager) => Promise<void>;
 
 export interface SnapshotWriterOptions {
-  /** How long the first write of an idle writer waits for company before its batch commits. */
+  /**
+   * How long the first write of an idle writer waits for company before its batch commits; 0 (the
+   * service's default) commits it at once, on the next turn of the event loop, so only the writes queued
+   * in the same turn share it. Either way, writes queued while a batch commits gather for the next one,
+   * which starts as soon as that commit ends: the commit in flight is the window.
+   */
   windowMs: number;
   maxBatch: number;
   tracer: Tracer;
@@ -201,6 +207,7 @@ export class SnapshotWriter {
       void context.with(ROOT_CONTEXT, () => this.drain());
     };
     if (this.options.windowMs > 0) this.windowTimer = setTimeout(start, this.options.windowMs);
+    // setImmediate, not a microtask: the writes of every request handled in this turn of the loop join.
     else setImmediate(start);
   }
 
@@ -269,8 +276,11 @@ export class SnapshotWriter {
             // One call for every shard of the batch, in shard order: a node that lost one cannot commit.
             if (claims.size > 0) fencedTxid = (await this.options.fence(em, claims.sorted())) ?? undefined;
           }
-          if (postgres) txid = fencedTxid ?? (await em.execute<Array<{ id: string }>>('select txid_current()::text as id'))[0]!.id;
-          else if (!batch.every((p) => p.strict)) await em.execute('select 1');
+          // A batch of strict units (each failed statement threw) needs no check statement: a unit's own
+          // statement may have read the id already (noteTransactionId), and then the writer asks nothing more.
+          const strict = batch.every((p) => p.strict);
+          if (postgres) txid = fencedTxid ?? (strict ? notedTransactionId(em) : undefined) ?? (await em.execute<Array<{ id: string }>>('select txid_current()::text as id'))[0]!.id;
+          else if (!strict) await em.execute('select 1');
         });
         this.availability.up();
         return;

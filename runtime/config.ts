@@ -107,7 +107,7 @@ export function loadConfig(env: Env = process.env): Config {
   const allowUwsFallback = read.boolean('ALLOW_UWS_FALLBACK', false);
   const shutdownTimeoutMs = read.integer('SHUTDOWN_TIMEOUT_MS', 15_000, 100, 600_000);
   const actorIdleMs = read.integer('ACTOR_IDLE_MS', 60_000, 10, 86_400_000);
-  const windowMs = read.integer('GROUP_COMMIT_WINDOW_MS', 2, 0, 1000);
+  const windowMs = read.integer('GROUP_COMMIT_WINDOW_MS', 0, 0, 1000);
   const maxBatch = read.integer('GROUP_COMMIT_MAX_BATCH', 512, 1, 100_000);
   const tracesExporter = read.oneOf('OTEL_TRACES_EXPORTER', ['none', 'otlp', 'console'] as const,
     env.OTEL_EXPORTER_OTLP_ENDPOINT || env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ? 'otlp' : 'none');

@@ -40,7 +40,7 @@ export const generationActor: ActorBehavior<GenerationActorState, GenerationMess
     return { row: row ?? undefined };
   },
 
-  seed: (msg) => (msg.type === 'reserve' && msg.row ? { row: msg.row } : undefined),
+  seed: (msg) => ((msg.type === 'reserve' || msg.type === 'recover') && msg.row ? { row: msg.row } : undefined),
 
   workspaceOf: (state) => state.row?.workspaceId,
 

@@ -3,6 +3,7 @@ import type { GenerationRow } from '../../persistence/entities/generation.ts';
 import { bulkWriteOf } from '../../persistence/bulk-write.ts';
 import type { SnapshotWriter } from '../../persistence/snapshot-writer.ts';
 import { boundQuery } from '../../persistence/bound-query.ts';
+import { noteTransactionId, TXID_COLUMN } from '../../persistence/transaction-id.ts';
 
 /**
  * A non-terminal transition of one generation: its new row, applied only if the stored status is still
@@ -20,15 +21,16 @@ export interface Progress {
  * throws, and BulkWrite writes every row again alone, so only that one fails.
  */
 async function writeProgress(em: SqlEntityManager, rows: Progress[]): Promise<void> {
-  const changed = await boundQuery<{ id: string }>(em,
+  const changed = await boundQuery<{ id: string; txid: string }>(em,
     `update generations g set status = v.status, timeline = v.timeline, provider_job_id = v.provider_job_id, attempts = v.attempts, started_at = v.started_at, updated_at = v.updated_at
      from jsonb_to_recordset(?::jsonb) as v(id text, from_status text, status text, timeline jsonb, provider_job_id text, attempts integer, started_at timestamptz, updated_at timestamptz)
      where g.id = v.id and g.status = v.from_status
-     returning g.id`,
+     returning g.id, ${TXID_COLUMN}`,
     [JSON.stringify(rows.map(({ from, row }) => ({
       id: row.id, from_status: from, status: row.status, timeline: row.timeline, provider_job_id: row.providerJobId, attempts: row.attempts, started_at: row.startedAt, updated_at: row.updatedAt,
     })))],
   );
+  noteTransactionId(em, changed[0]?.txid);
   if (changed.length !== rows.length) {
     const found = new Set(changed.map((c) => c.id));
     const moved = rows.filter((r) => !found.has(r.row.id)).map((r) => r.row.id);

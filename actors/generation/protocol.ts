@@ -2,8 +2,8 @@ import type { GenerationRow } from '../../persistence/entities/generation.ts';
 import type { ProviderUpdate } from './providers/provider.ts';
 
 export type GenerationMessage =
-  /** After a restart: resume from the persisted state. */
-  | { type: 'recover' }
+  /** After a restart: resume from the persisted state; `row` (read by the recovery with the others) saves the actor its own read. */
+  | { type: 'recover'; row?: GenerationRow }
   /**
    * The workspace granted a concurrency slot. A job started as soon as it was committed carries its row,
    * so its new actor need not read it back.

@@ -1,7 +1,14 @@
 import type { ActorMessenger } from '../../runtime/actor-behavior.ts';
+import { DirectoryStoppedError } from '../../runtime/actor-directory.ts';
 import type { RecoveryTask } from '../../runtime/recovery.ts';
 import type { Database } from '../../persistence/database.ts';
 import { shardOfSql } from '../../persistence/cluster/shard-sql.ts';
+import type { GenerationRow } from '../../persistence/entities/generation.ts';
+
+/** Jobs in flight read per statement at recovery, and handed over to their provider together. */
+const RECOVERY_PAGE = 1_000;
+/** How long one job's hand-over may take before the next page goes anyway. */
+const HAND_OVER_TIMEOUT_MS = 60_000;
 
 /** Cluster mode: recover only the workspaces of one shard (the one just gained). */
 export interface ShardScope {
@@ -17,24 +24,84 @@ export function shardCondition(column: string, scope: ShardScope | undefined): {
 /**
  * After a restart, every unfinished generation resumes: queued ones keep their original deadline and
  * wait for a slot; ones in flight at the crash are handed to their provider again (see the generation
- * actor's `recover`). The workspaces of jobs in flight load first: loading takes back the plan's
- * concurrency slots and the providers' capacity those jobs hold, before any of them reaches a provider
- * and before a queued job is let start beside them. Queued jobs need no actor of their own until they
- * start: their workspace's actor loads them with their deadlines (those already past expire at once),
- * so a shard with thousands of queued jobs is recovered without loading each of them.
+ * actor's `recover`). Only unfinished jobs are read, through indexes that hold nothing else (migration
+ * 0013), so the time this takes follows the work left, not the history.
+ *
+ * The workspaces of jobs in flight load first: loading takes back the plan's concurrency slots and the
+ * providers' capacity those jobs hold, before any of them reaches a provider and before a queued job is
+ * let start beside them. Each job in flight gets its actor with its row, read here in pages of a thousand
+ * (not one read per actor), and the pages are handed over one after the other, starting at once. Queued jobs need no actor of their own until they
+ * start: their workspace's actor loads them with their deadlines (those already past expire at once) when
+ * it is told to schedule, after the service reports ready, so thousands of queued jobs cost one id each.
  */
 export function generationRecovery(db: Database, actors: ActorMessenger, scope?: ShardScope): RecoveryTask {
   return {
     name: scope ? `generations of shard ${scope.shard}` : 'generations',
     async run() {
       const only = shardCondition('workspace_id', scope);
-      const rows = await db.em().execute<Array<{ id: string; workspace_id: string; status: string }>>(
-        `select id, workspace_id, status from generations where status in ('queued', 'reserved', 'submitted', 'running')${only.sql} order by created_at, id`, only.params);
-      const inFlight = new Set(rows.filter((r) => r.status !== 'queued').map((r) => r.workspace_id));
-      await Promise.all([...inFlight].map((workspaceId) => actors.ask('ws', workspaceId, { type: 'balances' })));
-      for (const row of rows) if (row.status !== 'queued') actors.tell('gen', row.id, { type: 'recover' });
-      for (const workspaceId of new Set(rows.map((r) => r.workspace_id))) actors.tell('ws', workspaceId, { type: 'schedule' });
-      return rows.length;
+      const em = db.em();
+      const loaded = new Set<string>();
+      const told = new Set<string>();
+      const pages: GenerationRow[][] = [];
+      // Read in pages (keyset on the unfinished jobs' index), so no one result holds every job in flight.
+      for (let after: { createdAt: Date; id: string } | undefined; ;) {
+        const page = await em.execute<Array<Record<string, unknown>>>(
+          `select * from generations where status in ('reserved', 'submitted', 'running')${only.sql}
+           ${after ? 'and (created_at, id) > (?, ?)' : ''} order by created_at, id limit ?`,
+          [...only.params, ...(after ? [after.createdAt, after.id] : []), RECOVERY_PAGE]);
+        // A time read back to the millisecond may bring a row of the last page again: each job is told once.
+        const rows = page.map(generationOf).filter((row) => !told.has(row.id));
+        for (const row of rows) told.add(row.id);
+        const fresh = [...new Set(rows.map((row) => row.workspaceId))].filter((workspaceId) => !loaded.has(workspaceId));
+        for (const workspaceId of fresh) loaded.add(workspaceId);
+        await Promise.all(fresh.map((workspaceId) => actors.ask('ws', workspaceId, { type: 'balances' })));
+        if (rows.length > 0) pages.push(rows);
+        if (page.length < RECOVERY_PAGE || rows.length === 0) break;
+        const last = rows[rows.length - 1]!;
+        after = { createdAt: last.createdAt, id: last.id };
+      }
+      // The first page is handed over at once, each next one once the previous one has been: the hand-overs
+      // go on right after the service reports ready instead of holding the database (and so readiness and
+      // the first requests) behind thousands of writes. A shard's recovery (cluster mode) waits for all of
+      // them, so a shard lost and gained again never has two recoveries telling the same job.
+      const handOver = resumeInPages(actors, pages);
+      if (scope) await handOver;
+      const waiting = await em.execute<Array<{ workspace_id: string; n: number | string }>>(
+        `select workspace_id, count(*) as n from generations where status = 'queued'${only.sql} group by workspace_id`, only.params);
+      const workspaces = new Set(loaded);
+      for (const { workspace_id: workspaceId } of waiting) workspaces.add(workspaceId);
+      for (const workspaceId of workspaces) actors.tell('ws', workspaceId, { type: 'schedule' });
+      return told.size + waiting.reduce((sum, row) => sum + Number(row.n), 0);
     },
+  };
+}
+
+/** Tells each job of each page to recover, a page once the previous one has been handled. */
+async function resumeInPages(actors: ActorMessenger, pages: GenerationRow[][]): Promise<void> {
+  for (const page of pages) {
+    const results = await Promise.allSettled(page.map(async (row) => actors.ask('gen', row.id, { type: 'recover', row }, HAND_OVER_TIMEOUT_MS)));
+    // The actor system has stopped (the service is stopping): what is left is recovered by the next start.
+    if (results.some((result) => result.status === 'rejected' && result.reason instanceof DirectoryStoppedError)) return;
+  }
+}
+
+const json = <T>(value: unknown): T => (typeof value === 'string' ? JSON.parse(value) : value) as T;
+const date = (value: unknown): Date => (value instanceof Date ? value : new Date(value as string));
+const dateOrNull = (value: unknown): Date | null => (value === null || value === undefined ? null : date(value));
+
+/**
+ * A generation as its actor holds it, from a row of `select *`: a plain object (what a create seeds its
+ * actor with), without the ORM's entity mapping, which cost most of the CPU of recovering 10,000 jobs.
+ */
+function generationOf(raw: Record<string, unknown>): GenerationRow {
+  return {
+    id: raw.id as string, workspaceId: raw.workspace_id as string, apiKeyId: (raw.api_key_id ?? null) as string | null,
+    userId: (raw.user_id ?? null) as string | null, mode: raw.mode as string, modelId: raw.model_id as string, status: raw.status as string,
+    params: json(raw.params), inputs: json(raw.inputs), paymentMode: raw.payment_mode as string, credits: Number(raw.credits),
+    project: (raw.project ?? null) as string | null, idempotencyKey: (raw.idempotency_key ?? null) as string | null, provider: raw.provider as string,
+    providerJobId: (raw.provider_job_id ?? null) as string | null, attempts: Number(raw.attempts), textOutput: (raw.text_output ?? null) as string | null,
+    outputAssetIds: json(raw.output_asset_ids), errorCode: (raw.error_code ?? null) as string | null, errorMessage: (raw.error_message ?? null) as string | null,
+    timeline: json(raw.timeline), queueDeadline: date(raw.queue_deadline), createdAt: date(raw.created_at), updatedAt: date(raw.updated_at),
+    startedAt: dateOrNull(raw.started_at), completedAt: dateOrNull(raw.completed_at),
   };
 }

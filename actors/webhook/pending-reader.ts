@@ -11,6 +11,9 @@ export interface PendingRow {
   next_attempt_at: Date | string | null;
 }
 
+/** Rows one statement reads at most (the pages of 20 endpoints), so no one result holds every pending delivery. */
+const MAX_ROWS_PER_READ = 2_000;
+
 interface Request {
   endpointId: string;
   limit: number;
@@ -23,7 +26,7 @@ interface Request {
  * cannot be reached: an endpoint's wake comes once): each endpoint's oldest `limit`, in id
  * order, exactly what its own `select … where endpoint_id = ? and status = 'pending' order by id limit ?`
  * would return. One read is in flight at a time; the requests made meanwhile (many endpoints run out of
- * queued deliveries at about the same time) go together into the next one.
+ * queued deliveries at about the same time) go together into the next ones, up to MAX_ROWS_PER_READ rows each.
  */
 export class PendingReader {
   private waiting: Request[] = [];
@@ -44,9 +47,11 @@ export class PendingReader {
   private async drain(): Promise<void> {
     try {
       while (this.waiting.length > 0) {
-        const batch = this.waiting;
-        this.waiting = [];
-        await this.readBatch(batch);
+        // At most MAX_ROWS_PER_READ rows per statement: after a restart every endpoint asks at once.
+        let rows = 0;
+        let taken = 0;
+        while (taken < this.waiting.length && (taken === 0 || rows + this.waiting[taken]!.limit <= MAX_ROWS_PER_READ)) rows += this.waiting[taken++]!.limit;
+        await this.readBatch(this.waiting.splice(0, taken));
       }
     } finally {
       this.reading = false;

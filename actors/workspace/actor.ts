@@ -11,7 +11,7 @@ import { writeMoney } from './money-writes.ts';
 import { creationsOf } from './creations.ts';
 import { IdempotencyCache } from './idempotency-cache.ts';
 import { writeSettlement, type Settlement } from './settlements.ts';
-import type { Balances, CreateReply, SettleReply, GenerationDraft, GenerationSettlement, WorkspaceMessage } from './protocol.ts';
+import type { Balances, CreateItem, CreateReply, SettleReply, GenerationDraft, GenerationSettlement, WorkspaceMessage } from './protocol.ts';
 import { applyPaymentEvent, autoRecharge, cancelSubscription, loadWalletState, maybeAutoRecharge, renewSubscription, updateWalletSettings, walletSnapshot } from './payments.ts';
 
 /** A workspace may hold this many times its plan's concurrency in jobs not yet finished (queued or active). */
@@ -81,6 +81,8 @@ export const workspaceActor: ActorBehavior<WorkspaceState, WorkspaceMessage, unk
     switch (msg.type) {
       case 'create':
         return create(state, msg.draft, msg.idempotency, ctx);
+      case 'create_batch':
+        return createBatch(state, msg.items, ctx);
       case 'settle':
         return settle(state, msg.generationId, msg.money, msg.settlement, msg.heldSlot, ctx);
       case 'slot_declined':
@@ -130,20 +132,79 @@ async function create(
   idempotency: { key: string; hash: string } | undefined,
   ctx: ActorContext,
 ): Promise<Outcome<WorkspaceState, CreateReply>> {
-  const refuse = (code: Extract<CreateReply, { kind: 'refused' }>['code'], message: string): Outcome<WorkspaceState, CreateReply> =>
-    ({ state, reply: { kind: 'refused', code, message } });
-
+  let seen: IdempotencyEntry | undefined;
   if (idempotency) {
-    let seen = state.idempotency.get(idempotency.key, ctx.clock.now());
+    seen = state.idempotency.get(idempotency.key, ctx.clock.now());
     if (!seen) {
       seen = await findIdempotencyKey(ctx, idempotency.key);
       if (seen) state.idempotency.remember(idempotency.key, seen);
     }
-    if (seen) {
-      if (seen.hash !== idempotency.hash) return refuse('conflict', 'This Idempotency-Key was already used with a different request body.');
-      if (!seen.result) return refuse('conflict', 'A request with this Idempotency-Key is still being processed.');
-      return { state, reply: { kind: 'replay', status: seen.result.status, generation: seen.result.generation } };
+  }
+  const admitted = admit(state, draft, idempotency, seen, ctx, true);
+  return admitted instanceof Promise ? { state, replyWhenDurable: admitted } : { state, reply: admitted };
+}
+
+/**
+ * The creates of a batch, in order, as the same number of `create` messages would make them, but with one
+ * lookup of their stored Idempotency-Keys and no await between them: every row joins the same group commit
+ * (creationsOf), so the batch costs the statements of one create. An item whose key an earlier item of the
+ * batch took is that item's answer again (replayed) if it is the same request, and a conflict if it is not.
+ */
+async function createBatch(state: WorkspaceState, items: CreateItem[], ctx: ActorContext): Promise<Outcome<WorkspaceState, CreateReply[]>> {
+  const now = ctx.clock.now();
+  const unknown = [...new Set(items.flatMap((item) => (item.idempotency && !state.idempotency.get(item.idempotency.key, now) ? [item.idempotency.key] : [])))];
+  const stored = unknown.length > 0 ? await findIdempotencyKeys(ctx, unknown) : new Map<string, IdempotencyEntry>();
+  for (const [key, entry] of stored) if (!state.idempotency.get(key, now)) state.idempotency.remember(key, entry);
+
+  const takenHere = new Map<string, { hash: string; reply: CreateReply | Promise<CreateReply> }>();
+  const replies: Array<CreateReply | Promise<CreateReply>> = [];
+  for (const { draft, idempotency } of items) {
+    const earlier = idempotency && takenHere.get(idempotency.key);
+    if (idempotency && earlier) {
+      replies.push(earlier.hash !== idempotency.hash
+        ? { kind: 'refused', code: 'conflict', message: 'This Idempotency-Key was already used with a different request body.' }
+        : Promise.resolve(earlier.reply).then(asReplay));
+      continue;
     }
+    const seen = idempotency && state.idempotency.get(idempotency.key, now);
+    const reply = admit(state, draft, idempotency, seen, ctx, false);
+    if (idempotency && (reply instanceof Promise || reply.kind !== 'refused')) takenHere.set(idempotency.key, { hash: idempotency.hash, reply });
+    replies.push(reply);
+  }
+  if (!replies.some((r) => r instanceof Promise)) return { state, reply: replies as CreateReply[] };
+  const all = Promise.all(replies);
+  // One schedule for the whole batch once it is committed, not one per item. Also when an item failed: the
+  // actor then reloads its state before that message, and the items that did commit start from there.
+  const scheduleAll = () => ctx.actors.tell('ws', state.workspaceId, { type: 'schedule' });
+  all.then(scheduleAll, scheduleAll);
+  return { state, replyWhenDurable: all };
+}
+
+/** A first answer given again to a later item with the same key and request. */
+function asReplay(reply: CreateReply): CreateReply {
+  return reply.kind === 'created' ? { kind: 'replay', status: 201, generation: reply.generation } : reply;
+}
+
+/**
+ * Decides one create against the workspace's state, synchronously: refused or replayed at once, or accepted
+ * (credits reserved in memory, the row handed to the group commit), answered once the row is durable.
+ * `seen` is the Idempotency-Key's entry, already looked up. `scheduleWhenDurable`: tell this actor to
+ * schedule once the row commits (a batch tells it once for all its rows).
+ */
+function admit(
+  state: WorkspaceState,
+  draft: GenerationDraft,
+  idempotency: { key: string; hash: string } | undefined,
+  seen: IdempotencyEntry | undefined,
+  ctx: ActorContext,
+  scheduleWhenDurable: boolean,
+): CreateReply | Promise<CreateReply> {
+  const refuse = (code: Extract<CreateReply, { kind: 'refused' }>['code'], message: string): CreateReply => ({ kind: 'refused', code, message });
+
+  if (seen) {
+    if (seen.hash !== idempotency!.hash) return refuse('conflict', 'This Idempotency-Key was already used with a different request body.');
+    if (!seen.result) return refuse('conflict', 'A request with this Idempotency-Key is still being processed.');
+    return { kind: 'replay', status: seen.result.status, generation: seen.result.generation };
   }
   if (!draft.modelPlans.includes(state.plan.id)) {
     return refuse('plan_limit_reached', `Model ${draft.modelId} is not available on the ${state.plan.name} plan.`);
@@ -158,7 +219,6 @@ async function create(
   const spend = spendAt(state.spend, now);
   const money = reserveWithinCap(state.account, id, draft.credits, draft.paymentMode, state.plan.centsPerCredit, state.wallet.monthlySpendCapCents, spend);
   if (!money.ok) return refuse(money.code, money.message);
-
   const at = new Date(now);
   const generation: GenerationRow = {
     id, workspaceId: draft.workspaceId, apiKeyId: draft.apiKeyId, userId: draft.userId, mode: draft.mode, modelId: draft.modelId,
@@ -181,7 +241,7 @@ async function create(
     money: { workspaceId: state.workspaceId, entries, at },
     idempotency: idempotency && { key: idempotency.key, hash: idempotency.hash, expiresAt: new Date(keyExpiresAt) },
   });
-  const replyWhenDurable = written.then(
+  return written.then(
     (): CreateReply => {
       state.creating--;
       state.queue.push(id);
@@ -190,7 +250,7 @@ async function create(
       state.fresh.set(id, generation);
       armExpiry(state, ctx, generation.queueDeadline.getTime());
       if (idempotency) state.idempotency.remember(idempotency.key, { hash: idempotency.hash, expiresAt: keyExpiresAt, result: { status: 201, generation } });
-      ctx.actors.tell('ws', state.workspaceId, { type: 'schedule' });
+      if (scheduleWhenDurable) ctx.actors.tell('ws', state.workspaceId, { type: 'schedule' });
       return { kind: 'created', generation };
     },
     (error: unknown) => {
@@ -199,7 +259,6 @@ async function create(
       throw error;
     },
   );
-  return { state, replyWhenDurable };
 }
 
 async function settle(
@@ -308,15 +367,23 @@ async function openAccount(ctx: ActorContext, plan: PlanEntitlements): Promise<v
 }
 
 async function findIdempotencyKey(ctx: ActorContext, key: string): Promise<IdempotencyEntry | undefined> {
-  const row = await ctx.db.em().findOne(IdempotencyKeyEntity, { workspaceId: ctx.id, key, expiresAt: { $gt: new Date(ctx.clock.now()) } });
-  if (!row) return undefined;
-  // Stored as JSON: its times come back as strings.
-  const stored = row.responseBody as Record<string, unknown>;
-  const date = (value: unknown) => (value === null || value === undefined ? null : new Date(value as string));
-  const generation = {
-    ...stored,
-    createdAt: date(stored.createdAt), updatedAt: date(stored.updatedAt), queueDeadline: date(stored.queueDeadline),
-    startedAt: date(stored.startedAt), completedAt: date(stored.completedAt),
-  } as GenerationRow;
-  return { hash: row.requestHash, expiresAt: new Date(row.expiresAt).getTime(), result: { status: row.responseStatus, generation } };
+  return (await findIdempotencyKeys(ctx, [key])).get(key);
+}
+
+/** The workspace's unexpired stored Idempotency-Keys among `keys`, in one query. */
+async function findIdempotencyKeys(ctx: ActorContext, keys: string[]): Promise<Map<string, IdempotencyEntry>> {
+  const rows = await ctx.db.em().find(IdempotencyKeyEntity, { workspaceId: ctx.id, key: { $in: keys }, expiresAt: { $gt: new Date(ctx.clock.now()) } });
+  const found = new Map<string, IdempotencyEntry>();
+  for (const row of rows) {
+    // Stored as JSON: its times come back as strings.
+    const stored = row.responseBody as Record<string, unknown>;
+    const date = (value: unknown) => (value === null || value === undefined ? null : new Date(value as string));
+    const generation = {
+      ...stored,
+      createdAt: date(stored.createdAt), updatedAt: date(stored.updatedAt), queueDeadline: date(stored.queueDeadline),
+      startedAt: date(stored.startedAt), completedAt: date(stored.completedAt),
+    } as GenerationRow;
+    found.set(row.key, { hash: row.requestHash, expiresAt: new Date(row.expiresAt).getTime(), result: { status: row.responseStatus, generation } });
+  }
+  return found;
 }

@@ -4,6 +4,7 @@ import { bulkWriteOf, type BulkWrite } from '../../persistence/bulk-write.ts';
 import type { SnapshotWriter } from '../../persistence/snapshot-writer.ts';
 import { writeMoneyChanges, type MoneyChange } from './money-writes.ts';
 import { boundQuery } from '../../persistence/bound-query.ts';
+import { statusFigure, usageDay, usageUpsert } from '../../persistence/usage-rollups.ts';
 
 /** What creating one generation writes: the row, its reservation, and its Idempotency-Key if it has one. */
 export interface Creation {
@@ -31,16 +32,18 @@ function generationColumns(g: GenerationRow): Record<string, unknown> {
 }
 
 /**
- * The creates of one group commit in three statements whatever their number: the generation rows, the
- * money of all their workspaces (writeMoneyChanges), and the Idempotency-Keys. The rows go first, so the
- * ledger entries that name them follow them.
+ * The creates of one group commit in two statements whatever their number: the generation rows, their usage
+ * rollups and the money of all their workspaces (writeMoneyChanges, one statement), and the Idempotency-Keys if any.
  */
 async function writeCreations(em: SqlEntityManager, creations: Creation[]): Promise<void> {
-  await boundQuery(em,
-    `insert into generations (${GENERATION_COLUMNS}) select ${GENERATION_COLUMNS} from jsonb_populate_recordset(null::generations, ?::jsonb)`,
-    [JSON.stringify(creations.map((c) => generationColumns(c.generation)))],
-  );
-  await writeMoneyChanges(em, creations.map((c) => c.money));
+  const usage = usageUpsert(creations.map(({ generation: g }) => ({
+    workspaceId: g.workspaceId, apiKeyId: g.apiKeyId, day: usageDay(g.createdAt), total: 1, [statusFigure(g.status)]: 1,
+  })));
+  // The rows and their rollups ride in the money's statement: one round trip for all three.
+  await writeMoneyChanges(em, creations.map((c) => c.money), [{
+    sql: `insert into generations (${GENERATION_COLUMNS}) select ${GENERATION_COLUMNS} from jsonb_populate_recordset(null::generations, ?::jsonb)`,
+    params: [JSON.stringify(creations.map((c) => generationColumns(c.generation)))],
+  }, ...(usage ? [usage] : [])]);
   const keys = creations.flatMap((c) => c.idempotency ? [{
     workspace_id: c.generation.workspaceId, key: c.idempotency.key, request_hash: c.idempotency.hash, response_status: 201,
     response_body: c.generation, created_at: c.generation.createdAt, expires_at: c.idempotency.expiresAt,

@@ -2,6 +2,7 @@ import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { newId } from '../../persistence/ids.ts';
 import type { LedgerEntry } from './account.ts';
 import { boundQuery } from '../../persistence/bound-query.ts';
+import { noteTransactionId, TXID_COLUMN } from '../../persistence/transaction-id.ts';
 
 /**
  * One movement of a workspace's money: its ledger entries. A generation's reservation is its `reserve`
@@ -33,11 +34,24 @@ interface AccountDelta {
 }
 
 /**
+ * A write that rides in the same statement as the money (a data-modifying CTE, run whatever the money):
+ * one INSERT, UPDATE or DELETE without RETURNING, its parameters as `?`, bound by the driver. Several may ride
+ * together; they must not touch the same rows.
+ */
+export interface AlongsideWrite {
+  sql: string;
+  params: unknown[];
+}
+
+/**
  * Many changes, of one workspace or many, in one statement: each account moves by the sum of its
  * changes and every ledger entry is inserted, so a group commit of N creates or settles costs one round
- * trip for their money. Throws if a change names a workspace without an account.
+ * trip for their money. The `alongside` writes are made by that same statement (so a create's rows and
+ * its reservation cost one round trip together). Throws if a change names a workspace without an account.
  */
-export async function writeMoneyChanges(em: SqlEntityManager, changes: MoneyChange[]): Promise<void> {
+export async function writeMoneyChanges(em: SqlEntityManager, changes: MoneyChange[], alongside: AlongsideWrite[] = []): Promise<void> {
+  const ctes = alongside.map((write, i) => `alongside_${i} as (${write.sql})`).join(', ');
+  const alongsideParams = alongside.flatMap((write) => write.params);
   const accounts = new Map<string, AccountDelta>();
   const ledger: Array<Record<string, unknown>> = [];
   for (const change of changes) {
@@ -60,9 +74,12 @@ export async function writeMoneyChanges(em: SqlEntityManager, changes: MoneyChan
     }
     if (at > delta.updated_at) delta.updated_at = at;
   }
-  if (ledger.length === 0) return;
-  const rows = await boundQuery<{ accounts: number | string; entries: number | string }>(em,
-    `with delta as (
+  if (ledger.length === 0) {
+    if (alongside.length > 0) noteTransactionId(em, (await boundQuery<{ txid: string }>(em, `with ${ctes} select ${TXID_COLUMN}`, alongsideParams))[0]?.txid);
+    return;
+  }
+  const rows = await boundQuery<{ accounts: number | string; entries: number | string; txid: string }>(em,
+    `with ${ctes ? `${ctes},` : ''} delta as (
        select * from jsonb_to_recordset(?::jsonb) as d(workspace_id text, credits bigint, reserved_credits bigint, wallet_cents bigint,
          reserved_wallet_cents bigint, updated_at timestamptz)),
      account as (
@@ -79,11 +96,12 @@ export async function writeMoneyChanges(em: SqlEntityManager, changes: MoneyChan
          wallet_cents integer, reserved_wallet_cents integer, generation_id text, reference text, created_at timestamptz)
        where e.workspace_id in (select workspace_id from account)
        returning id)
-     select (select count(*) from account) as accounts, (select count(*) from entry) as entries`,
+     select (select count(*) from account) as accounts, (select count(*) from entry) as entries, ${TXID_COLUMN}`,
     // Sorted, so transactions that commit side by side (creations have lanes) lock accounts in the same order.
-    [JSON.stringify([...accounts.values()].sort((a, b) => (a.workspace_id < b.workspace_id ? -1 : 1))), JSON.stringify(ledger)],
+    [...alongsideParams, JSON.stringify([...accounts.values()].sort((a, b) => (a.workspace_id < b.workspace_id ? -1 : 1))), JSON.stringify(ledger)],
   );
   const result = rows[0];
+  noteTransactionId(em, result?.txid);
   if (!result || Number(result.accounts) !== accounts.size || Number(result.entries) !== ledger.length) {
     const names = [...accounts.keys()];
     throw new Error(`no account for ${names.length === 1 ? `workspace ${names[0]}` : `some of the workspaces ${names.join(', ')}`}`);

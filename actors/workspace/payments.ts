@@ -42,7 +42,7 @@ export async function loadWalletState(ctx: ActorContext): Promise<{ wallet: Wall
   const month = monthOf(now);
   const [spent] = await em.execute<Array<{ spent: string | number | null }>>(
     `select coalesce(sum(-wallet_cents), 0) as spent from credit_ledger
-      where workspace_id = ? and kind in ('reserve', 'release') and created_at >= ?`,
+      where workspace_id = ? and kind in ('reserve', 'release') and wallet_cents <> 0 and created_at >= ?`,
     [ctx.id, new Date(`${month}-01T00:00:00Z`)]);
   return {
     wallet: settings

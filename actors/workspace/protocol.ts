@@ -36,6 +36,8 @@ export interface GenerationSettlement {
 
 export type WorkspaceMessage =
   | { type: 'create'; draft: GenerationDraft; idempotency?: { key: string; hash: string } }
+  /** Several creates in one message (POST /v1/generations/batch): answered with one CreateReply per item, in order. */
+  | { type: 'create_batch'; items: CreateItem[] }
   | { type: 'settle'; generationId: string; money: 'capture' | 'release'; settlement: GenerationSettlement; heldSlot: boolean }
   | { type: 'slot_declined'; generationId: string }
   | { type: 'schedule' }
@@ -75,6 +77,12 @@ export interface WalletSnapshot {
   settings: WalletSettings;
   monthlySpend: MonthlySpend;
   autoRechargeUnderWay: boolean;
+}
+
+/** One create of a batch: what a `create` message carries. */
+export interface CreateItem {
+  draft: GenerationDraft;
+  idempotency?: { key: string; hash: string };
 }
 
 export type CreateReply =

@@ -5,6 +5,7 @@ import { writeEventDeliveries, type SettledEvent } from '../webhook/enqueue.ts';
 import { writeMoneyChanges, type MoneyChange } from './money-writes.ts';
 import type { GenerationSettlement } from './protocol.ts';
 import { boundQuery } from '../../persistence/bound-query.ts';
+import { addUsage, statusFigure, type UsageDelta } from '../../persistence/usage-rollups.ts';
 
 /** What a generation's end writes in one transaction: its terminal state, its capture or release, its outputs and its event's deliveries. */
 export interface Settlement {
@@ -18,18 +19,19 @@ export interface Settlement {
 
 /**
  * The settlements of one group commit in a few statements whatever their number: one UPDATE of the
- * generations (each only if still unfinished), one money write for all their workspaces, each one's own
+ * generations (each only if still unfinished), one money write for all their workspaces, one upsert of
+ * their usage rollups, each one's own
  * extra writes (output assets), and the deliveries of all their events. A generation that is no longer
  * unfinished makes the UPDATE throw; BulkWrite then writes each settlement alone, so only that one fails.
  */
 async function writeSettlements(em: SqlEntityManager, rows: Settlement[]): Promise<void> {
-  const changed = await boundQuery<{ id: string }>(em,
+  const changed = await boundQuery<{ id: string; workspace_id: string; api_key_id: string | null; day: string; credits: number }>(em,
     `update generations g set status = v.status, completed_at = v.completed_at, updated_at = v.updated_at, text_output = v.text_output,
        output_asset_ids = v.output_asset_ids, error_code = v.error_code, error_message = v.error_message, timeline = v.timeline
      from jsonb_to_recordset(?::jsonb) as v(id text, status text, completed_at timestamptz, updated_at timestamptz, text_output text,
        output_asset_ids jsonb, error_code text, error_message text, timeline jsonb)
      where g.id = v.id and g.status in ('queued', 'reserved', 'submitted', 'running')
-     returning g.id`,
+     returning g.id, g.workspace_id, g.api_key_id, to_char(g.created_at at time zone 'UTC', 'YYYY-MM-DD') as day, g.credits`,
     [JSON.stringify(rows.map(({ generationId, settlement: s, updatedAt }) => ({
       id: generationId, status: s.status, completed_at: s.completedAt, updated_at: updatedAt, text_output: s.textOutput ?? null,
       output_asset_ids: s.outputAssetIds, error_code: s.errorCode ?? null, error_message: s.errorMessage ?? null, timeline: s.timeline,
@@ -40,11 +42,33 @@ async function writeSettlements(em: SqlEntityManager, rows: Settlement[]): Promi
     throw new Error(`generation ${rows.filter((r) => !found.has(r.generationId)).map((r) => r.generationId).join(', ')} is not active any more`);
   }
   await writeMoneyChanges(em, rows.map((r) => r.money));
+  // Before the outputs: their bytes then go to rollup rows this transaction already holds.
+  await addUsage(em, usageOf(rows, changed));
   for (const row of rows) for (const also of row.settlement.alsoWrite ?? []) await also(em);
   const events = rows.flatMap((r) => (r.settlement.event ? [r.settlement.event] : []));
   const endpoints = await writeEventDeliveries(em, events);
   const byGeneration = new Map(events.map((e, i) => [e.generation.id, endpoints[i]!]));
   for (const row of rows) row.endpointIds = byGeneration.get(row.generationId) ?? [];
+}
+
+/**
+ * What the settlements change in the usage rollups: each generation leaves `unfinished` for its terminal
+ * status, and a capture adds the generation's credits and what the capture took from the balance and the wallet.
+ */
+function usageOf(rows: Settlement[], changed: Array<{ id: string; workspace_id: string; api_key_id: string | null; day: string; credits: number }>): UsageDelta[] {
+  const byId = new Map(changed.map((g) => [g.id, g]));
+  return rows.map(({ generationId, settlement, money }) => {
+    const g = byId.get(generationId)!;
+    const delta: UsageDelta = { workspaceId: g.workspace_id, apiKeyId: g.api_key_id, day: g.day, unfinished: -1 };
+    delta[statusFigure(settlement.status)] = 1;
+    for (const e of money.entries) {
+      if (e.kind !== 'capture' || e.generationId !== generationId) continue;
+      delta.credits = (delta.credits ?? 0) + Number(g.credits);
+      delta.creditsFromBalance = (delta.creditsFromBalance ?? 0) - e.reservedCredits;
+      delta.costCents = (delta.costCents ?? 0) - e.reservedWalletCents;
+    }
+    return delta;
+  });
 }
 
 /** Writes a settlement with the others of its group commit; resolves once committed. */

@@ -25,3 +25,19 @@ scenarios.push(soak, soakPostgres);
 // Cluster mode on PostgreSQL + Redis: 3 nodes vs 1 on the same database, forwarded-request latency.
 import { cluster } from './cluster.ts';
 scenarios.push(cluster);
+
+// Bulk creates: POST /v1/generations/batch (100 a request) vs POST /v1/generations one by one, PostgreSQL, same run.
+import { generationBatch } from './generation-batch.ts';
+scenarios.push(generationBatch);
+
+// End-to-end jobs/s against the job systems a user would pick instead: pg-boss, graphile-worker, BullMQ.
+import { peers } from './peers.ts';
+scenarios.push(peers);
+
+// Restart after kill -9 on a long history: time to ready, memory and resumption vs an almost empty database.
+import { restartHistoryPglite, restartHistoryPostgres } from './restart-history.ts';
+scenarios.push(restartHistoryPglite, restartHistoryPostgres);
+
+// One client's latency on PostgreSQL: creates in a loop vs pgbench's one client, create → succeeded p99 at 200 jobs/s.
+import { latency, latencyCluster } from './latency.ts';
+scenarios.push(latency, latencyCluster);

@@ -13,6 +13,7 @@ import { publicRoutes } from './public/index.ts';
 import { modelRoutes } from './models/index.ts';
 import { generationReadRoutes } from './generations/index.ts';
 import { createGeneration } from './generations/create.ts';
+import { createGenerationBatch } from './generations/create-batch.ts';
 import { cancelGeneration } from './generations/cancel.ts';
 import { creditRoutes } from './credits/index.ts';
 import { walletRoutes } from './wallet/index.ts';
@@ -28,7 +29,7 @@ export function routeTable(extra: RouteDef[] = []): RouteDef[] {
     ...apiKeyRoutes,
     ...workspaceRoutes, ...accountRoutes,
     ...fileRoutes,
-    ...publicRoutes, ...modelRoutes, ...generationReadRoutes, createGeneration, cancelGeneration,
+    ...publicRoutes, ...modelRoutes, ...generationReadRoutes, createGeneration, createGenerationBatch, cancelGeneration,
     ...creditRoutes, ...walletRoutes, ...billingRoutes, getUsage,
     ...webhookRoutes,
     ...extra,

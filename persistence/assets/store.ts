@@ -17,6 +17,7 @@ import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { planOf } from '../../runtime/plans.ts';
 import { newId } from '../ids.ts';
 import type { Asset, MediaType } from '../entities/asset.ts';
+import { ADD_ASSET_BYTES } from '../usage-rollups.ts';
 
 export interface NewAsset {
   /** Defaults to a new `ast_` id; pass one when the storage key was made from it. */
@@ -83,9 +84,13 @@ export async function tryCreateAsset(em: SqlEntityManager, input: NewAsset): Pro
     createdAt: now,
     updatedAt: now,
   };
+  // A generation's output counts in its usage rollup (persistence/usage-rollups.ts) from the same statement.
   await em.execute(
-    `insert into assets (id, workspace_id, media_type, content_type, bytes, width, height, duration_seconds, favorite, name,
-       source_generation_id, storage_key, created_at, updated_at) values (?, ?, ?, ?, ?, ?, ?, ?, false, ?, ?, ?, ?, ?)`,
+    `with changed as (
+       insert into assets (id, workspace_id, media_type, content_type, bytes, width, height, duration_seconds, favorite, name,
+         source_generation_id, storage_key, created_at, updated_at) values (?, ?, ?, ?, ?, ?, ?, ?, false, ?, ?, ?, ?, ?)
+       returning workspace_id, source_generation_id, bytes)
+     ${ADD_ASSET_BYTES}`,
     [asset.id, asset.workspaceId, asset.mediaType, asset.contentType, asset.bytes, asset.width, asset.height, asset.durationSeconds,
       asset.name, asset.sourceGenerationId, asset.storageKey, asset.createdAt, asset.updatedAt],
   );
@@ -105,10 +110,15 @@ export async function createAsset(em: SqlEntityManager, input: NewAsset): Promis
  * concurrent deletes only one frees the bytes.
  */
 export async function deleteAsset(em: SqlEntityManager, workspaceId: string, assetId: string): Promise<{ storageKey: string; bytes: number; mediaType: MediaType } | undefined> {
-  const [row] = await em.execute<Array<{ storage_key: string; bytes: string | number; media_type: MediaType }>>(
-    'delete from assets where id = ? and workspace_id = ? returning storage_key, bytes, media_type', [assetId, workspaceId]);
+  const [row] = await em.execute<Array<{ storage_key: string; bytes: string | number; media_type: MediaType; source_generation_id: string | null }>>(
+    'delete from assets where id = ? and workspace_id = ? returning storage_key, bytes, media_type, source_generation_id', [assetId, workspaceId]);
   if (!row) return undefined;
   const bytes = Number(row.bytes);
+  // A generation's output leaves its usage rollup; before the storage row, in the order a settlement locks them.
+  if (row.source_generation_id !== null) {
+    await em.execute(`with changed as (select ?::text as workspace_id, ?::text as source_generation_id, ?::bigint as bytes) ${ADD_ASSET_BYTES}`,
+      [workspaceId, row.source_generation_id, -bytes]);
+  }
   await em.execute(
     `update workspace_storage set used_bytes = used_bytes - ?, ${COUNT_COLUMN[row.media_type]} = ${COUNT_COLUMN[row.media_type]} - 1, updated_at = now()
      where workspace_id = ?`, [bytes, workspaceId]);

@@ -7,6 +7,8 @@ import { Migration0008Money } from './0008-money.ts';
 import { Migration0009Reservations } from './0009-reservations.ts';
 import { Migration0010Attempts } from './0010-attempts.ts';
 import { Migration0011Cluster } from './0011-cluster.ts';
+import { Migration0012UsageRollups } from './0012-usage-rollups.ts';
+import { Migration0013UnfinishedIndexes } from './0013-unfinished-indexes.ts';
 
 /** Applied in this order at start-up; a migration, once landed, is never edited, only followed. */
 export const migrations = [
@@ -19,4 +21,6 @@ export const migrations = [
   { name: '0009-reservations', class: Migration0009Reservations },
   { name: '0010-attempts', class: Migration0010Attempts },
   { name: '0011-cluster', class: Migration0011Cluster },
+  { name: '0012-usage-rollups', class: Migration0012UsageRollups },
+  { name: '0013-unfinished-indexes', class: Migration0013UnfinishedIndexes },
 ];

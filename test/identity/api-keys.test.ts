@@ -287,11 +287,18 @@ t.test('usage counts requests per UTC day and lastUsedAt is written at most once
   const listed = await server.json(`/v1/api-keys?workspaceId=${owner.workspaceId}`, { headers: withCookie(owner.cookie) });
   t.equal(Date.parse(listed.body.data[0].lastUsedAt), t0 + 6 * 60_000, 'the list shows lastUsedAt');
 
-  // Generations attributed to the key are counted from the generations table, by the UTC day they were made.
+  // Generations attributed to the key are counted by the UTC day they were made, from the usage rollups
+  // the service keeps with each generation it writes (rows written here directly add theirs too).
   const other = await createKey(server, owner.cookie, owner.workspaceId);
-  const generation = (id: string, keyId: string, at: string) => rows(server,
-    `insert into generations (id, workspace_id, api_key_id, mode, model_id, status, params, inputs, payment_mode, credits, provider, timeline, queue_deadline, created_at, updated_at)
-     values (?, ?, ?, 'text_to_text', 'm', 'succeeded', '{}', '{}', 'credits', 1, 'local', '[]', ?, ?, ?)`, [id, owner.workspaceId, keyId, at, at, at]);
+  const generation = async (id: string, keyId: string, at: string) => {
+    await rows(server,
+      `insert into generations (id, workspace_id, api_key_id, mode, model_id, status, params, inputs, payment_mode, credits, provider, timeline, queue_deadline, created_at, updated_at)
+       values (?, ?, ?, 'text_to_text', 'm', 'succeeded', '{}', '{}', 'credits', 1, 'local', '[]', ?, ?, ?)`, [id, owner.workspaceId, keyId, at, at, at]);
+    await rows(server,
+      `insert into usage_rollups (workspace_id, day, api_key_id, total, succeeded) values (?, (?::timestamptz at time zone 'UTC')::date, ?, 1, 1)
+       on conflict (workspace_id, day, api_key_id) do update set total = usage_rollups.total + 1, succeeded = usage_rollups.succeeded + 1`,
+      [owner.workspaceId, at, keyId]);
+  };
   await generation('gen_1', key.id, '2026-01-01T23:59:59.999Z');
   await generation('gen_2', key.id, '2026-01-02T00:00:00.000Z');
   await generation('gen_3', key.id, '2026-01-02T00:03:00.000Z');

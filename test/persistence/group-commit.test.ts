@@ -231,3 +231,41 @@ t.test('flush waits for everything queued so far; close commits what is queued a
   t.notOk(await rowExists(kind, 'after-close'));
   await writer.flush();
 });
+
+t.test('an idle writer commits at once: no timer is armed; writes queued while a commit is in flight share the next commit', async (t) => {
+  const writer = new SnapshotWriter(db, options({ windowMs: 0 }));
+  const kind = newKind();
+  // Counts the timers the writer arms while a write is queued (schedule runs inside write, synchronously).
+  const realSetTimeout = globalThis.setTimeout;
+  let timers = 0;
+  const counting = ((...args: Parameters<typeof setTimeout>) => { timers++; return realSetTimeout(...args); }) as typeof setTimeout;
+  const queue = (unit: (em: SqlEntityManager) => Promise<void>) => {
+    globalThis.setTimeout = counting;
+    try {
+      return writer.write(unit);
+    } finally {
+      globalThis.setTimeout = realSetTimeout;
+    }
+  };
+
+  const started = gate();
+  const hold = gate();
+  // Three writes of the same turn of the event loop: one batch, held inside its first unit.
+  const first = [
+    queue(async (em) => { started.open(); await hold.wait; await put(kind, 'a1')(em); }),
+    queue(put(kind, 'a2')),
+    queue(put(kind, 'a3')),
+  ];
+  t.equal(timers, 0, 'queuing a write on an idle writer arms no timer');
+  await started.wait;
+  t.equal(writer.stats.batches, 0, 'the first batch is committing');
+  // Two writes while that commit is in flight: they wait for it, then commit together, without a timer.
+  const second = [queue(put(kind, 'b1')), queue(put(kind, 'b2'))];
+  t.equal(timers, 0, 'nor does a write queued behind a commit in flight');
+  hold.open();
+  await Promise.all([...first, ...second]);
+  t.equal(writer.stats.batches, 2, 'two commits for five writes');
+  t.equal(writer.stats.lastBatchSize, 2, 'the writes queued during the first commit shared the second');
+  t.same(await ids(kind), ['a1', 'a2', 'a3', 'b1', 'b2']);
+  await writer.close();
+});

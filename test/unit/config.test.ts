@@ -16,6 +16,7 @@ t.test('defaults give the embedded set-up', async (t) => {
   t.equal(config.logLevel, 'info');
   t.equal(config.allowUwsFallback, false);
   t.equal(config.telemetry.tracesExporter, 'none');
+  t.equal(config.groupCommit.windowMs, 0, 'an idle group-commit writer commits at once, with no window to wait out');
 });
 
 t.test('values are read and normalised', async (t) => {

@@ -4,6 +4,7 @@ import { defineRoute } from '../../route.ts';
 import { moneyWorkspace } from '../billing/access.ts';
 import { WorkspaceIdField } from '../billing/shapes.ts';
 import { timeBound } from '../generations/list.ts';
+import { readUsage } from '../../../persistence/usage-rollups.ts';
 
 const Count = Type.Integer({ minimum: 0 });
 const When = (description: string) => Type.String({ minLength: 10, maxLength: 40, description });
@@ -50,28 +51,9 @@ export const getUsage = defineRoute({
     const to = query.to === undefined ? new Date(now + 1).toISOString() : timeBound('to', query.to);
     if (Date.parse(from) >= Date.parse(to)) throw new ApiError('validation_error', 'query.from: must be before query.to');
 
-    const where = ['g.workspace_id = ?', 'g.created_at >= ?::timestamptz', 'g.created_at < ?::timestamptz'];
-    const values: unknown[] = [workspace.id, from, to];
-    if (apiKeyId !== null) {
-      where.push('g.api_key_id = ?');
-      values.push(apiKeyId);
-    }
-    const scope = where.join(' and ');
-    const [counts] = await em.execute<Array<Record<string, string | number>>>(
-      `select count(*) as total,
-              count(*) filter (where g.status = 'succeeded') as succeeded, count(*) filter (where g.status = 'failed') as failed,
-              count(*) filter (where g.status = 'cancelled') as cancelled, count(*) filter (where g.status = 'expired') as expired,
-              count(*) filter (where g.status in ('queued', 'reserved', 'submitted', 'running')) as unfinished
-         from generations g where ${scope}`, values);
-    // Credits and cost come from the ledger's capture entries, so usage adds up with the balances.
-    const [money] = await em.execute<Array<Record<string, string | number>>>(
-      `select coalesce(sum(g.credits), 0) as credits, coalesce(sum(-l.reserved_credits), 0) as from_balance, coalesce(sum(-l.reserved_wallet_cents), 0) as cost
-         from credit_ledger l join generations g on g.id = l.generation_id
-        where l.workspace_id = ? and l.kind = 'capture' and ${scope}`, [workspace.id, ...values]);
-    const [bytes] = await em.execute<Array<{ bytes: string | number }>>(
-      `select coalesce(sum(a.bytes), 0) as bytes from assets a join generations g on g.id = a.source_generation_id
-        where a.workspace_id = ? and ${scope}`, [workspace.id, ...values]);
-    const n = (value: unknown) => Number(value ?? 0);
+    // Whole UTC days come from the usage rollups, the partial days at the edges from their rows: the
+    // cost is that of a day's generations at most, whatever the history (persistence/usage-rollups.ts).
+    const usage = await readUsage(em, workspace.id, apiKeyId, from, to);
     return {
       body: {
         workspaceId: workspace.id,
@@ -79,13 +61,13 @@ export const getUsage = defineRoute({
         from: new Date(from).toISOString(),
         to: new Date(to).toISOString(),
         generations: {
-          total: n(counts?.total), succeeded: n(counts?.succeeded), failed: n(counts?.failed),
-          cancelled: n(counts?.cancelled), expired: n(counts?.expired), unfinished: n(counts?.unfinished),
+          total: usage.total, succeeded: usage.succeeded, failed: usage.failed,
+          cancelled: usage.cancelled, expired: usage.expired, unfinished: usage.unfinished,
         },
-        credits: n(money?.credits),
-        creditsFromBalance: n(money?.from_balance),
-        costCents: n(money?.cost),
-        outputBytes: n(bytes?.bytes),
+        credits: usage.credits,
+        creditsFromBalance: usage.creditsFromBalance,
+        costCents: usage.costCents,
+        outputBytes: usage.outputBytes,
       },
     };
   },

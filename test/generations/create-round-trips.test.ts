@@ -1,0 +1,56 @@
+import t from 'tap';
+import { startTestServer } from '../helpers/server.ts';
+import { createKey, signUp } from '../helpers/identity.ts';
+import { createGeneration, serverQuery, TERMINAL } from './flow.ts';
+
+interface Seen { sql: string; tx: string | undefined }
+
+/**
+ * A create is one round trip to the database besides BEGIN and COMMIT: its generation row, its usage rollup and its credit
+ * reservation go in one statement, which also reads the transaction's id (no check statement after it).
+ * Counted with knex's query events, grouped by transaction.
+ */
+t.test('a durable create commits in BEGIN, one statement, COMMIT; a job\'s progress writes likewise', async (t) => {
+  const server = await startTestServer(t, { env: { LOCAL_PROVIDER_LATENCY_MS: '0' } });
+  const account = await signUp(server);
+  const { key } = await createKey(server, account.cookie, account.workspaceId, ['generations.write', 'generations.read']);
+  const body = { mode: 'text_to_text', model: 'local/text-mini', params: { prompt: 'count my statements' } };
+  const query = serverQuery(server);
+  const finished = async (id: string) => {
+    for (;;) {
+      const [row] = await query<{ status: string }>('select status from generations where id = ?', [id]);
+      if (row && TERMINAL.includes(row.status)) {
+        t.equal(row.status, 'succeeded', `job ${id} succeeded`);
+        return;
+      }
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+  };
+  // A first job loads the workspace's actor (its reads are not the create's) and runs to its end.
+  const first = await createGeneration(server, key, account.workspaceId, body);
+  t.equal(first.status, 201);
+  await finished(first.body.id);
+
+  const seen: Seen[] = [];
+  const knex = server.services.db.em().getKnex();
+  const listener = (q: { sql: string; __knexTxId?: string }) => { seen.push({ sql: q.sql, tx: q.__knexTxId }); };
+  knex.on('query', listener);
+  t.teardown(() => { knex.off('query', listener); });
+  const created = await createGeneration(server, key, account.workspaceId, body);
+  t.equal(created.status, 201);
+  await finished(created.body.id);
+  knex.off('query', listener);
+
+  const byTx = new Map<string, string[]>();
+  for (const s of seen) if (s.tx) byTx.set(s.tx, [...(byTx.get(s.tx) ?? []), s.sql.trim().replace(/\s+/g, ' ')]);
+  const txOf = (pattern: RegExp) => [...byTx.values()].filter((sqls) => sqls.some((sql) => pattern.test(sql)));
+  const creates = txOf(/^with alongside_0 as \(insert into generations/);
+  t.equal(creates.length, 1, 'one transaction wrote the generation');
+  t.same(creates[0]?.map((sql) => sql.split(' ')[0]!.toLowerCase()), ['begin;', 'with', 'commit;'], `the create's transaction: ${JSON.stringify(creates[0]?.map((s) => s.slice(0, 60)))}`);
+  const progress = txOf(/^update generations g set status = v\.status, timeline = v\.timeline/);
+  t.equal(progress.length, 3, 'reserved, submitted and running: one transaction each');
+  for (const sqls of progress) t.equal(sqls.length, 3, `a progress write is BEGIN, one statement, COMMIT: ${JSON.stringify(sqls.map((s) => s.slice(0, 60)))}`);
+  const settle = txOf(/^update generations g set status = v\.status, completed_at/);
+  t.equal(settle.length, 1, 'one transaction settled the job');
+  t.notOk(settle[0]?.some((sql) => /^select txid_current/.test(sql)), 'which reads its id in one of its own statements');
+});
