@@ -60,7 +60,7 @@ function operation(route: RouteDef): Json {
   responses.default = { $ref: '#/components/responses/Error' };
   const op: Json = { operationId: route.operationId, summary: route.summary, tags: route.tags, responses };
   if (parameters.length > 0) op.parameters = parameters;
-  if (route.body) op.requestBody = { required: true, content: { 'application/json': { schema: plain(route.body) } } };
+  if (route.body) op.requestBody = { required: !route.bodyOptional, content: { 'application/json': { schema: plain(route.body) } } };
   if (route.rawBody === 'stream') op.requestBody = { required: true, content: { 'application/octet-stream': { schema: { type: 'string', format: 'binary' } } } };
   op.security = securityOf(route);
   return op;

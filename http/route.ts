@@ -82,6 +82,8 @@ export interface RouteDef<
    * ctx.bodyStream and enforces its own limit (blob uploads). Such a route declares no `body` schema.
    */
   rawBody?: 'stream';
+  /** The body may be left out (a route whose only body field is workspaceId: workspace-field.ts). */
+  bodyOptional?: boolean;
   /**
    * Whether the route needs the database (default true). While the database cannot be reached, such a route
    * answers 503 service_unavailable with Retry-After without running its handler.

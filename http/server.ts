@@ -3,6 +3,7 @@ import { context, propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, ty
 import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import { ApiError, isApiError } from './errors.ts';
 import { assertKeyWorkspace, authenticate, type Authentication } from './auth/authenticate.ts';
+import { unifyWorkspace } from './workspace-field.ts';
 import { send, sendError, type ResponseState } from './respond.ts';
 import { Router, type CompiledRoute } from './router.ts';
 import type { Method, Reply, RequestContext, RouteDef } from './route.ts';
@@ -291,10 +292,11 @@ class RequestPipeline {
     const query = parseQuery(rawQuery);
     assertStorable(params, query, body, headers);
     assertKeyWorkspace(route.def, authn, { params, query, body });
+    unifyWorkspace(route.def, { params, query, body }, authn.principal);
 
     if (route.validateParams && !route.validateParams(params)) throw new ApiError('validation_error', describeErrors('path', route.validateParams.errors));
     if (route.validateQuery && !route.validateQuery(query)) throw new ApiError('validation_error', describeErrors('query', route.validateQuery.errors));
-    if (route.validateBody && !route.validateBody(body)) throw new ApiError('validation_error', describeErrors('body', route.validateBody.errors));
+    if (route.validateBody && !(body === undefined && route.def.bodyOptional) && !route.validateBody(body)) throw new ApiError('validation_error', describeErrors('body', route.validateBody.errors));
 
     const ctx: RequestContext = {
       requestId: this.requestId,
@@ -346,7 +348,7 @@ class RequestPipeline {
     const declared = headers['content-length'];
     const limit = this.services.config.bodyLimitBytes;
     if (!hasBody(headers)) {
-      if (route.validateBody && BODY_METHODS.has(method)) {
+      if (route.validateBody && BODY_METHODS.has(method) && !route.def.bodyOptional) {
         return Promise.reject(new ApiError('validation_error', 'A JSON request body is required.'));
       }
       return undefined;

@@ -29,6 +29,12 @@ export interface Config {
   blobStore: BlobStoreConfig;
   /** ALLOW_PRIVATE_EGRESS: fetched URLs may reach loopback and private addresses (development and tests only). */
   allowPrivateEgress: boolean;
+  /**
+   * LOOPBACK_EGRESS (auto, true, false): fetched URLs and webhook receivers may be loopback addresses, the
+   * development mode. `auto`, the default, turns it on only for a service that can be reached from this
+   * machine alone and says so: bound to a loopback HOST, with no public BASE_URL, and NODE_ENV not production.
+   */
+  allowLoopbackEgress: boolean;
   /** Generations: queue time-out, and the built-in local provider's latency and simulated failure rate. */
   generations: { queueTimeoutMs: number; localLatencyMs: number; localFailureRate: number; localMaxConcurrentJobs: number | undefined };
   /** Billing: the payment provider (`local`, built in) and the secret its events and pages are signed with (BILLING_SIGNING_SECRET; unset, one is generated and kept under dataDir). */
@@ -122,6 +128,10 @@ export function loadConfig(env: Env = process.env): Config {
 
   const blobStore = readBlobStore(read, env, problems);
   const allowPrivateEgress = read.boolean('ALLOW_PRIVATE_EGRESS', false);
+  const loopbackEgress = read.oneOf('LOOPBACK_EGRESS', ['auto', 'true', 'false'] as const, 'auto');
+  const allowLoopbackEgress = loopbackEgress === 'auto'
+    ? isLoopbackHost(host) && isLoopbackHost(hostOf(baseUrl)) && env.NODE_ENV !== 'production'
+    : loopbackEgress === 'true';
   const queueTimeoutMs = read.integer('QUEUE_TIMEOUT_MS', 10 * 60_000, 1_000, 7 * 24 * 3_600_000);
   const localLatencyMs = read.integer('LOCAL_PROVIDER_LATENCY_MS', 200, 0, 600_000);
   const localFailurePercent = read.integer('LOCAL_PROVIDER_FAILURE_PERCENT', 0, 0, 100);
@@ -140,7 +150,7 @@ export function loadConfig(env: Env = process.env): Config {
     port, host, baseUrl: baseUrl.replace(/\/$/, ''), databaseUrl, redisUrl, dataDir, logLevel, bodyLimitBytes,
     allowUwsFallback, shutdownTimeoutMs, actorIdleMs, groupCommit: { windowMs, maxBatch },
     telemetry: { tracesExporter, otlpEndpoint, serviceName }, redisKeyPrefix, allowedOrigins, sessionTtlHours, rateLimits,
-    blobStore, allowPrivateEgress,
+    blobStore, allowPrivateEgress, allowLoopbackEgress,
     generations: { queueTimeoutMs, localLatencyMs, localFailureRate: localFailurePercent / 100, localMaxConcurrentJobs: localMaxConcurrentJobs || undefined },
     billing: { provider: paymentProvider, signingSecret: billingSecret },
     openai,
@@ -314,5 +324,19 @@ export function loadConfigOrExit(env: Env = process.env): Config {
     if (!(error instanceof ConfigError)) throw error;
     process.stderr.write(`${error.message}\n`);
     process.exit(78);
+  }
+}
+
+/** Whether a host name or address can be reached from this machine only (localhost, 127.0.0.0/8, ::1). */
+function isLoopbackHost(host: string): boolean {
+  const bare = host.replace(/^\[|\]$/g, '').toLowerCase();
+  return bare === 'localhost' || bare.endsWith('.localhost') || /^127\.\d+\.\d+\.\d+$/.test(bare) || bare === '::1';
+}
+
+function hostOf(url: string): string {
+  try {
+    return new URL(url).hostname;
+  } catch {
+    return '';
   }
 }

@@ -151,6 +151,8 @@ function rfc6052IPv4(parts: number[], prefixLength: number): ipaddr.IPv4 {
 export interface AddressOptions {
   /** The operator's ALLOW_PRIVATE_EGRESS: every address is allowed. */
   allowPrivate?: boolean;
+  /** Development mode (LOOPBACK_EGRESS): public addresses and loopback ones (127.0.0.0/8, ::1), nothing else private. */
+  allowLoopback?: boolean;
   /** Which resolved addresses may be connected to, instead of isPublicAddress (tests narrow it to one loopback address). */
   allowAddress?: (address: string) => boolean;
 }
@@ -390,9 +392,23 @@ function checkedUrl(url: string, policy: AddressPolicy): ReturnType<typeof check
 
 type AddressPolicy = (address: string) => boolean;
 const allowAll: AddressPolicy = () => true;
+const publicOrLoopback: AddressPolicy = (address) => isPublicAddress(address) || isLoopbackAddress(address);
 
-function policyOf(options: AddressOptions): AddressPolicy {
-  return options.allowAddress ?? (options.allowPrivate ? allowAll : isPublicAddress);
+/** Whether an address is a loopback one: 127.0.0.0/8, ::1, or an IPv4-mapped 127.x address. */
+export function isLoopbackAddress(address: string): boolean {
+  let parsed: ipaddr.IPv4 | ipaddr.IPv6;
+  try {
+    parsed = parseAddress(address);
+  } catch {
+    return false;
+  }
+  if (parsed.kind() === 'ipv6' && (parsed as ipaddr.IPv6).isIPv4MappedAddress()) parsed = (parsed as ipaddr.IPv6).toIPv4Address();
+  return parsed.range() === 'loopback';
+}
+
+/** The addresses a request under these options may reach. */
+export function policyOf(options: AddressOptions): AddressPolicy {
+  return options.allowAddress ?? (options.allowPrivate ? allowAll : options.allowLoopback ? publicOrLoopback : isPublicAddress);
 }
 
 /** One connection pool per address policy (and size): a pooled connection was made to an address its policy allowed. */

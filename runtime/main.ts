@@ -24,6 +24,11 @@ async function main(): Promise<void> {
     `  database: ${services.db.kind === 'pglite' ? (config.databaseUrl === 'memory://' ? 'PGlite (in memory)' : `PGlite in ${config.dataDir}`) : 'PostgreSQL'}`,
     `  API description: ${services.publicUrl}/v1/openapi.json`,
     `  readiness: ${services.publicUrl}/health/ready`,
+    ...(config.allowLoopbackEgress ? ['  development mode: webhook receivers and input URLs on this machine (loopback) are allowed'] : []),
+    '',
+    'Get started: paste the quick start of README.md, or sign up (the answer sets your session cookie; POST /v1/auth/login later):',
+    `  curl -si -H 'content-type: application/json' -d '{"email":"you@example.com","password":"a-long-password","name":"You"}' ${services.publicUrl}/v1/auth/signup`,
+    'Emergency stop of all generation: npm run ops -- pause "reason" | resume | status (docs/api.md)',
     '',
   ].join('\n') + '\n');
   if (config.cluster) {

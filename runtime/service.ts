@@ -190,7 +190,7 @@ export async function startService(options: StartOptions): Promise<RunningServic
     const { baseUrl, apiKey, chatModel, imageModel, timeoutMs, maxConcurrentJobs } = config.openai;
     providers.add(openAiProvider({
       baseUrl, apiKey, chatModel, imageModel, timeoutMs, maxConcurrentJobs,
-      fetchOutput: guardedFetcher({ maxBytes: MAX_INPUT_BYTES, timeoutMs, allowPrivate: config.allowPrivateEgress }),
+      fetchOutput: guardedFetcher({ maxBytes: MAX_INPUT_BYTES, timeoutMs, allowPrivate: config.allowPrivateEgress, allowLoopback: config.allowLoopbackEgress }),
     }));
   }
   // Models whose provider this service runs: local always, openai/* when OPENAI_BASE_URL is set.
@@ -212,7 +212,7 @@ export async function startService(options: StartOptions): Promise<RunningServic
     generationPaused: () => switches.generationPaused().paused,
     handingOver: shardHost ? (workspaceId) => shardHost.handingOver(workspaceId) : undefined,
     outputs: blobOutputStore(blobs, db, () => clock.now()),
-    inputs: blobInputResolver(blobs, db, guardedFetcher({ maxBytes: MAX_INPUT_BYTES, timeoutMs: 30_000, allowPrivate: config.allowPrivateEgress })),
+    inputs: blobInputResolver(blobs, db, guardedFetcher({ maxBytes: MAX_INPUT_BYTES, timeoutMs: 30_000, allowPrivate: config.allowPrivateEgress, allowLoopback: config.allowLoopbackEgress })),
     // A plan change changes the rate limit cached with each key record of the workspace: dropped here at
     // once, and on the other nodes through the invalidation bus (one message per key of the workspace).
     billing: {
@@ -227,7 +227,7 @@ export async function startService(options: StartOptions): Promise<RunningServic
       },
     },
     webhooks: {
-      secrets: webhookSecrets, timeoutMs: config.webhooks.timeoutMs, allowPrivateEgress: config.allowPrivateEgress,
+      secrets: webhookSecrets, timeoutMs: config.webhooks.timeoutMs, allowPrivateEgress: config.allowPrivateEgress, allowLoopbackEgress: config.allowLoopbackEgress,
       tracer: telemetry.tracer, random: Math.random, attemptsInFlight: cluster ? webhookAttempts : undefined,
     },
   };

@@ -167,7 +167,7 @@ function attempt(endpoint: WebhookEndpointRow & { secret: string }, delivery: Qu
   deps.attemptsInFlight?.begin(endpoint.workspaceId);
   void fetchGuarded(endpoint.url, {
     method: 'POST', headers, body: delivery.body, maxRedirects: 0, maxBytes: MAX_RESPONSE_BYTES,
-    timeoutMs: deps.timeoutMs, allowPrivate: deps.allowPrivateEgress, connectionsPerOrigin: 'unlimited',
+    timeoutMs: deps.timeoutMs, allowPrivate: deps.allowPrivateEgress, allowLoopback: deps.allowLoopbackEgress, connectionsPerOrigin: 'unlimited',
   }).then(
     (response): AttemptOutcome => ({ type: 'answered', status: response.status, durationMs: performance.now() - started }),
     (error: unknown): AttemptOutcome => {

@@ -10,6 +10,8 @@ export interface WebhookDeps {
   timeoutMs: number;
   /** ALLOW_PRIVATE_EGRESS: endpoints on loopback and private addresses are reachable (development and tests). */
   allowPrivateEgress: boolean;
+  /** Development mode: loopback receivers allowed (config LOOPBACK_EGRESS). */
+  allowLoopbackEgress?: boolean;
   tracer: Tracer;
   /** Source of jitter, 0 to 1. */
   random: () => number;

@@ -20,6 +20,7 @@ import { walletRoutes } from './wallet/index.ts';
 import { billingRoutes } from './billing/index.ts';
 import { getUsage } from './usage/get.ts';
 import { webhookRoutes } from './webhooks/index.ts';
+import { acceptWorkspaceField } from '../workspace-field.ts';
 
 /** The route table: a route exists, is validated and is documented by being listed here. */
 export function routeTable(extra: RouteDef[] = []): RouteDef[] {
@@ -34,6 +35,7 @@ export function routeTable(extra: RouteDef[] = []): RouteDef[] {
     ...webhookRoutes,
     ...extra,
   ];
-  routes.push(openApiRoute(() => routes));
-  return routes;
+  const table = routes.map(acceptWorkspaceField);
+  table.push(openApiRoute(() => table));
+  return table;
 }

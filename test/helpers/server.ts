@@ -39,6 +39,8 @@ export async function startTestServer(t: Test, options: TestServerOptions = {}):
     LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
     DATABASE_URL: database.url,
     DATA_DIR: '.data/test',
+    // The guard as in production; tests that need loopback receivers say ALLOW_PRIVATE_EGRESS or LOOPBACK_EGRESS.
+    LOOPBACK_EGRESS: 'false',
     // Each server its own Redis key space, so parallel test files (and earlier runs) never share counters.
     ...(process.env.TEST_REDIS_URL ? { REDIS_URL: process.env.TEST_REDIS_URL, REDIS_KEY_PREFIX: `test:${randomBytes(6).toString('hex')}:` } : {}),
     ...options.env,

@@ -3,7 +3,7 @@ import type { Test } from 'tap';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type ipaddr from 'ipaddr.js';
-import { checkUrlSyntax, decodeDataUrl, EgressError, embeddedIPv4, fetchGuarded, guardedFetcher, guardedLookup, isPublicAddress, parseAddress } from '../../runtime/egress.ts';
+import { checkUrlSyntax, decodeDataUrl, EgressError, embeddedIPv4, fetchGuarded, guardedFetcher, guardedLookup, isLoopbackAddress, isPublicAddress, parseAddress, policyOf } from '../../runtime/egress.ts';
 
 /** A loopback HTTP server with a few behaviours chosen by path. */
 async function startOrigin(t: Test, host = '127.0.0.1') {
@@ -230,4 +230,24 @@ t.test('data URLs: the mime rule and limits', async (t) => {
     }
     t.equal((error as EgressError)?.code, code, `${url.slice(0, 30)} as ${mediaType}`);
   }
+});
+
+t.test('development mode (allowLoopback): loopback addresses besides public ones, no other private range', async (t) => {
+  const policy = policyOf({ allowLoopback: true });
+  for (const address of ['127.0.0.1', '127.3.2.1', '::1', '::ffff:127.0.0.1']) {
+    t.ok(isLoopbackAddress(address), `${address} is loopback`);
+    t.ok(policy(address), `${address} allowed`);
+  }
+  t.ok(policy('8.8.8.8'), 'public addresses still allowed');
+  for (const address of ['10.0.0.1', '172.16.0.1', '192.168.1.1', '169.254.169.254', '100.64.0.1', '0.0.0.0', '::', 'fc00::1', 'fe80::1', '64:ff9b::a9fe:a9fe', 'not an address']) {
+    t.notOk(policy(address), `${address} still refused`);
+  }
+  t.ok(checkUrlSyntax('http://127.0.0.1:9000/hooks', { allowLoopback: true }).ok, 'a loopback URL passes the syntax check');
+  t.notOk(checkUrlSyntax('http://169.254.169.254/latest/meta-data/', { allowLoopback: true }).ok, 'the metadata endpoint does not');
+  t.notOk(checkUrlSyntax('http://127.0.0.1:9000/hooks').ok, 'without it, loopback is refused as before');
+
+  const origin = await startOrigin(t);
+  const answered = await fetchGuarded(`${origin}/ok`, { maxBytes: 1000, timeoutMs: 5000, allowLoopback: true });
+  t.equal(answered.status, 200, 'a request to a loopback origin is made');
+  await t.rejects(fetchGuarded(`${origin}/ok`, { maxBytes: 1000, timeoutMs: 5000 }), EgressError, 'and refused without it');
 });

@@ -110,3 +110,17 @@ t.test('npm start with a cluster setting on PGlite exits 78 with the reason, bef
   t.match(child.stderr(), /CLUSTER=true: cluster mode needs PostgreSQL/);
   t.same(await fs.readdir(dataDir), [], 'no database was created');
 });
+
+t.test('LOOPBACK_EGRESS: auto is on only for a service reachable from this machine alone', async (t) => {
+  t.equal(loadConfig({}).allowLoopbackEgress, true, 'npm start\'s defaults: bound to 127.0.0.1, no BASE_URL');
+  t.equal(loadConfig({ HOST: 'localhost' }).allowLoopbackEgress, true, 'HOST localhost');
+  t.equal(loadConfig({ HOST: '::1' }).allowLoopbackEgress, true, 'HOST ::1');
+  t.equal(loadConfig({ HOST: '0.0.0.0' }).allowLoopbackEgress, false, 'bound to every interface: off');
+  t.equal(loadConfig({ HOST: '10.0.0.5' }).allowLoopbackEgress, false, 'bound to a private interface: off');
+  t.equal(loadConfig({ BASE_URL: 'https://api.example.com' }).allowLoopbackEgress, false, 'behind a proxy with a public BASE_URL: off');
+  t.equal(loadConfig({ BASE_URL: 'http://localhost:8080' }).allowLoopbackEgress, true, 'a loopback BASE_URL keeps it on');
+  t.equal(loadConfig({ NODE_ENV: 'production' }).allowLoopbackEgress, false, 'NODE_ENV=production: off');
+  t.equal(loadConfig({ LOOPBACK_EGRESS: 'false' }).allowLoopbackEgress, false, 'false: off whatever the rest');
+  t.equal(loadConfig({ LOOPBACK_EGRESS: 'true', HOST: '0.0.0.0' }).allowLoopbackEgress, true, 'true: on whatever the rest');
+  t.throws(() => loadConfig({ LOOPBACK_EGRESS: 'sometimes' }), ConfigError, 'any other value stops start-up');
+});

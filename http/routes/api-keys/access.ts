@@ -11,11 +11,14 @@ export async function openKeyWorkspace(em: SqlEntityManager, auth: Principal | u
   requireRole(access, MANAGERS, 'manage API keys');
 }
 
-/** A key the caller may manage; a key of a workspace the caller is not in answers exactly as a missing one (404). */
-export async function openKey(em: SqlEntityManager, auth: Principal | undefined, id: string): Promise<ApiKey> {
+/**
+ * A key the caller may manage; a key of a workspace the caller is not in, or of another workspace than
+ * the one the request names, answers exactly as a missing one (404).
+ */
+export async function openKey(em: SqlEntityManager, auth: Principal | undefined, id: string, workspaceId?: unknown): Promise<ApiKey> {
   requireSession(auth, 'manage API keys');
   const key = await em.findOne(ApiKeyEntity, { id });
-  if (!key) throw new ApiError('not_found', `No API key ${id}.`);
+  if (!key || (workspaceId !== undefined && key.workspaceId !== workspaceId)) throw new ApiError('not_found', `No API key ${id}.`);
   try {
     await openKeyWorkspace(em, auth, key.workspaceId);
   } catch (error) {

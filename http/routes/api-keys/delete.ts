@@ -12,9 +12,9 @@ export const deleteApiKey = defineRoute({
   access: 'dashboard',
   params: ApiKeyParams,
   responses: { 200: ApiKeyOut },
-  handler: async ({ auth, params, services }) => {
+  handler: async ({ auth, params, query, services }) => {
     const em = services.db.em();
-    const key = await openKey(em, auth, params.id);
+    const key = await openKey(em, auth, params.id, (query as { workspaceId?: string }).workspaceId);
     if (key.revokedAt === null) {
       const now = new Date(services.clock.now());
       await em.nativeUpdate(ApiKeyEntity, { id: key.id, revokedAt: null }, { revokedAt: now, updatedAt: now });

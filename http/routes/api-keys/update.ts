@@ -14,11 +14,11 @@ export const updateApiKey = defineRoute({
   params: ApiKeyParams,
   body: ApiKeyPatch,
   responses: { 200: ApiKeyOut },
-  handler: async ({ auth, params, body, services }) => {
+  handler: async ({ auth, params, query, body, services }) => {
     const now = services.clock.now();
     const expiresAt = checkExpiry(body.expiresAt, now);
     const em = services.db.em();
-    const key = await openKey(em, auth, params.id);
+    const key = await openKey(em, auth, params.id, (query as { workspaceId?: string }).workspaceId);
     if (body.revoked === false && key.revokedAt !== null) throw new ApiError('conflict', 'A revoked key cannot be restored; create a new key.');
     const changes: Partial<ApiKey> = { updatedAt: new Date(now) };
     if (body.name !== undefined) changes.name = body.name.trim();

@@ -19,7 +19,7 @@ export const getApiKeyUsage = defineRoute({
   responses: { 200: ApiKeyUsageOut },
   handler: async ({ auth, params, query, services }) => {
     const em = services.db.em();
-    const key = await openKey(em, auth, params.id);
+    const key = await openKey(em, auth, params.id, (query as { workspaceId?: string }).workspaceId);
     const to = query.to ?? utcDay(services.clock.now());
     const from = query.from ?? utcDay(Date.parse(`${to}T00:00:00Z`) - 29 * DAY_MS);
     const days = (Date.parse(`${to}T00:00:00Z`) - Date.parse(`${from}T00:00:00Z`)) / DAY_MS + 1;

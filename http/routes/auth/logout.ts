@@ -8,6 +8,7 @@ export const logout = defineRoute({
   summary: 'End the current session: it is deleted, so its cookie never works again',
   tags: ['auth'],
   access: 'dashboard',
+  keyWorkspace: 'none',
   responses: { 204: null },
   handler: async ({ auth, services }) => {
     if (auth?.kind === 'session') await endSession(services, auth.sessionId);

@@ -18,10 +18,10 @@ export const cancelGeneration = defineRoute({
   params: GenerationParams,
   query: Type.Object({ workspaceId: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })) }, { additionalProperties: false }),
   responses: { 200: GenerationDetailOut },
-  handler: async ({ params, auth, services }) => {
+  handler: async ({ params, query, auth, services }) => {
     const row = await services.db.em().findOne(GenerationEntity, { id: params.id }, { fields: ['id', 'workspaceId'] });
     // Another workspace's generation answers exactly like a missing one.
-    if (!row || !(await canRead(services.db.em(), auth, row.workspaceId))) throw new ApiError('not_found', `No generation ${params.id}.`);
+    if (!row || (query.workspaceId !== undefined && query.workspaceId !== row.workspaceId) || !(await canRead(services.db.em(), auth, row.workspaceId))) throw new ApiError('not_found', `No generation ${params.id}.`);
     const reply = await services.actors.ask<CancelReply>('gen', params.id, { type: 'cancel', by: 'user' });
     switch (reply.kind) {
       case 'cancelled':

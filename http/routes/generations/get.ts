@@ -13,7 +13,6 @@ export const getGeneration = defineRoute({
   tags: ['generations'],
   access: { scopes: ['generations.read'] },
   // The generation names its workspace; a key naming another one is still 403 (below).
-  keyWorkspace: 'none',
   params: GenerationParams,
   query: Type.Object({
     workspaceId: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'Optional; when given, the generation must belong to it.' })),

@@ -58,7 +58,6 @@ export const listGenerations = defineRoute({
   tags: ['generations'],
   access: { scopes: ['generations.read'] },
   // A key lists its own workspace; naming it is allowed, naming another is 403 (checked in readWorkspace).
-  keyWorkspace: 'none',
   query: ListGenerationsQuery,
   responses: { 200: Page(GenerationOut) },
   handler: async ({ auth, query, services }) => {

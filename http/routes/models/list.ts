@@ -12,7 +12,6 @@ export const listModels = defineRoute({
   tags: ['models'],
   access: { scopes: ['generations.read'] },
   // A key reads its own workspace's plan; naming another workspace is 403 (readWorkspace).
-  keyWorkspace: 'none',
   query: Type.Object({
     workspaceId: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'Required with a session; with an API key, its own workspace.' })),
   }, { additionalProperties: false }),

@@ -2,7 +2,7 @@ import dns from 'node:dns/promises';
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { ApiError } from '../../errors.ts';
 import type { Principal } from '../../route.ts';
-import { checkUrlSyntax, isPublicAddress } from '../../../runtime/egress.ts';
+import { checkUrlSyntax, policyOf, type AddressOptions } from '../../../runtime/egress.ts';
 import { WebhookEndpointEntity, type WebhookEndpointRow } from '../../../persistence/entities/webhook.ts';
 import { MANAGERS, openWorkspace, requireRole, type WorkspaceAccess } from '../workspaces/access.ts';
 
@@ -39,8 +39,10 @@ export async function openEndpoint(em: SqlEntityManager, auth: Principal | undef
  * resolves to public addresses only, unless private egress is allowed. Each delivery checks again at
  * connect time, so a name that later points inward is still refused.
  */
-export async function checkEndpointUrl(url: string, allowPrivate: boolean): Promise<string> {
-  const checked = checkUrlSyntax(url, { allowPrivate });
+export async function checkEndpointUrl(url: string, egress: AddressOptions): Promise<string> {
+  const allowPrivate = egress.allowPrivate === true;
+  const allowed = policyOf(egress);
+  const checked = checkUrlSyntax(url, egress);
   if (!checked.ok) throw new ApiError('validation_error', `body.url: ${checked.reason}`);
   const host = checked.url.hostname.replace(/^\[|\]$/g, '');
   if (!allowPrivate) {
@@ -50,7 +52,7 @@ export async function checkEndpointUrl(url: string, allowPrivate: boolean): Prom
     } catch {
       throw new ApiError('validation_error', `body.url: the host ${host} cannot be resolved`);
     }
-    const blocked = addresses.find((a) => !isPublicAddress(a.address));
+    const blocked = addresses.find((a) => !allowed(a.address));
     if (blocked || addresses.length === 0) throw new ApiError('validation_error', `body.url: ${host} resolves to ${blocked?.address ?? 'nothing'}, which is not a public address`);
   }
   return url;

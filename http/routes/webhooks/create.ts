@@ -17,7 +17,7 @@ export const createWebhook = defineRoute({
   body: WebhookIn,
   responses: { 201: WebhookCreatedOut },
   handler: async ({ auth, body, services }) => {
-    const url = await checkEndpointUrl(body.url, services.config.allowPrivateEgress);
+    const url = await checkEndpointUrl(body.url, { allowPrivate: services.config.allowPrivateEgress, allowLoopback: services.config.allowLoopbackEgress });
     const now = services.clock.now();
     const at = new Date(now);
     const id = newId('whk', now);

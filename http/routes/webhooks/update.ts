@@ -21,7 +21,7 @@ export const updateWebhook = defineRoute({
     if (Object.keys(fields).length === 0) throw new ApiError('validation_error', 'body: give at least one of url, eventTypes, description, status');
     await openEndpoint(services.db.em(), auth, params.id, workspaceId);
     const patch: EndpointPatch = { ...fields };
-    if (fields.url !== undefined) patch.url = await checkEndpointUrl(fields.url, services.config.allowPrivateEgress);
+    if (fields.url !== undefined) patch.url = await checkEndpointUrl(fields.url, { allowPrivate: services.config.allowPrivateEgress, allowLoopback: services.config.allowLoopbackEgress });
     // The endpoint's actor is the single writer of its state: the change is serialised with its deliveries.
     const row = await services.actors.ask<EndpointReply>('whk', params.id, { type: 'update', patch });
     if (!row) throw new ApiError('not_found', `No webhook endpoint ${params.id}.`);

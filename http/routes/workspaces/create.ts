@@ -12,6 +12,7 @@ export const createWorkspace = defineRoute({
   summary: 'Create a workspace on the free plan; the caller becomes its owner (signed-in users only)',
   tags: ['workspaces'],
   access: 'auth',
+  keyWorkspace: 'none',
   body: WorkspaceIn,
   responses: { 201: WorkspaceOut },
   handler: async ({ auth, body, services }) => {
