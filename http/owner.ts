@@ -11,8 +11,8 @@ export const namedWorkspace: OwnerOf = ({ params, query, body }) => {
   return undefined;
 };
 
-/** The workspace of the row of `table` whose id is the path parameter `param` (a generation, a webhook endpoint, a payment). */
-export function workspaceOfRow(table: 'generations' | 'webhook_endpoints' | 'payments', param = 'id'): OwnerOf {
+/** The workspace of the row of `table` whose id is the path parameter `param` (a generation, a webhook endpoint, a payment, an API key). */
+export function workspaceOfRow(table: 'generations' | 'webhook_endpoints' | 'payments' | 'api_keys', param = 'id'): OwnerOf {
   const sql = `select workspace_id from ${table} where id = ?`;
   return async ({ params, db }) => {
     const id = params[param];

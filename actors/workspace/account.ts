@@ -197,18 +197,28 @@ export function spendAt(spend: MonthlySpend, now: number): MonthlySpend {
   return spend.month === month ? spend : { month, spentCents: 0 };
 }
 
+/** An API key's wallet spend cap (actors/workspace/key-limits.ts): what it allows, what the key spent, and the refusal's words. */
+export interface KeyWalletCap {
+  capCents: number;
+  spentCents: number;
+  message(fromWallet: number): string;
+}
+
 /**
- * reserve, then the monthly spend cap: a wallet part that would take the month's spend past the cap is
+ * reserve, then the API key's wallet cap if it has one, then the monthly spend cap: a wallet part that would take the month's spend past the cap is
  * refused as wallet_insufficient_balance (the cap makes that money unavailable this month).
  */
 export function reserveWithinCap(
   account: Account, generationId: string, credits: number, mode: PaymentMode, centsPerCredit: number,
-  capCents: number | null, spend: MonthlySpend,
+  capCents: number | null, spend: MonthlySpend, keyCap?: KeyWalletCap,
 ): MoneyDecision {
   const plan = planReservation(account, generationId, credits, mode, centsPerCredit);
-  if (!plan.ok || capCents === null) return commitReservation(account, generationId, plan);
+  if (!plan.ok || (capCents === null && !keyCap)) return commitReservation(account, generationId, plan);
   const fromWallet = plan.entries.reduce((sum, e) => sum + e.reservedWalletCents, 0);
-  if (fromWallet > 0 && spend.spentCents + fromWallet > capCents) {
+  if (keyCap && fromWallet > 0 && keyCap.spentCents + fromWallet > keyCap.capCents) {
+    return { ok: false, code: 'wallet_insufficient_balance', message: keyCap.message(fromWallet) };
+  }
+  if (capCents !== null && fromWallet > 0 && spend.spentCents + fromWallet > capCents) {
     return {
       ok: false, code: 'wallet_insufficient_balance',
       message: `This job needs ${fromWallet} cents from the wallet; the monthly spend cap of ${capCents} cents leaves ${Math.max(0, capCents - spend.spentCents)} this month.`,

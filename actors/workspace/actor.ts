@@ -10,8 +10,10 @@ import type { IdempotencyEntry, WorkspaceState } from './state.ts';
 import { writeMoney } from './money-writes.ts';
 import { creationsOf } from './creations.ts';
 import { IdempotencyCache } from './idempotency-cache.ts';
+import { chargeKey, dayStart, keyLimitsUsage, monthStart, patchKeyLimits, refuseByKey, settleKey, walletCapOf, type KeyJob, type KeyLimitsPatch } from './key-limits.ts';
+import { loadKeySpends } from './key-spend-writes.ts';
 import { writeSettlement, type Settlement } from './settlements.ts';
-import type { Balances, CreateItem, CreateReply, SettleReply, GenerationDraft, GenerationSettlement, WorkspaceMessage } from './protocol.ts';
+import type { Balances, CreateItem, CreateReply, SettleReply, GenerationDraft, GenerationSettlement, KeyLimitsReply, KeyUsageReply, WorkspaceMessage } from './protocol.ts';
 import { applyPaymentEvent, autoRecharge, cancelSubscription, loadWalletState, maybeAutoRecharge, renewSubscription, updateWalletSettings, walletSnapshot } from './payments.ts';
 
 /** A workspace may hold this many times its plan's concurrency in jobs not yet finished (queued or active). */
@@ -44,8 +46,11 @@ export const workspaceActor: ActorBehavior<WorkspaceState, WorkspaceMessage, unk
         }
       : emptyAccount();
     // Each unfinished job holds what its ledger `reserve` entry took; its terminal status commits with the capture or release.
-    const open = await em.execute<Array<{ id: string; status: string; provider: string; queue_deadline: Date | string; reserved_credits: number | null; reserved_wallet_cents: number | null }>>(
-      `select g.id, g.status, g.provider, g.queue_deadline, l.reserved_credits, l.reserved_wallet_cents
+    const open = await em.execute<Array<{
+      id: string; status: string; provider: string; queue_deadline: Date | string; reserved_credits: number | null; reserved_wallet_cents: number | null;
+      api_key_id: string | null; created_at: Date | string; credits: number;
+    }>>(
+      `select g.id, g.status, g.provider, g.queue_deadline, l.reserved_credits, l.reserved_wallet_cents, g.api_key_id, g.created_at, g.credits
        from generations g left join credit_ledger l on l.workspace_id = g.workspace_id and l.kind = 'reserve' and l.generation_id = g.id
        where g.workspace_id = ? and g.status in (?, ?, ?, ?) order by g.created_at, g.id`,
       [ctx.id, ...ACTIVE],
@@ -56,6 +61,22 @@ export const workspaceActor: ActorBehavior<WorkspaceState, WorkspaceMessage, unk
     const { capacity } = depsOf(ctx);
     for (const g of open) if (g.status !== 'queued') capacity.hold(g.provider, g.id);
     const queued = open.filter((g) => g.status === 'queued');
+    // The keys of unfinished jobs, each job counted as its create counted it (its price and wallet part, in its creation's day and month).
+    const keyJobs = new Map<string, KeyJob>();
+    for (const g of open) {
+      if (g.api_key_id === null) continue;
+      const created = new Date(g.created_at).getTime();
+      const held = g.reserved_credits !== null;
+      keyJobs.set(g.id, {
+        keyId: g.api_key_id, day: dayStart(created), month: monthStart(created),
+        credits: held ? Number(g.credits) : 0, walletCents: held ? Number(g.reserved_wallet_cents) : 0,
+      });
+    }
+    const keys = await loadKeySpends(ctx, [...new Set([...keyJobs.values()].map((j) => j.keyId))], ctx.clock.now());
+    for (const job of keyJobs.values()) {
+      const key = keys.get(job.keyId);
+      if (key) key.unfinished++;
+    }
     const state: WorkspaceState = {
       workspaceId: ctx.id,
       plan,
@@ -72,6 +93,8 @@ export const workspaceActor: ActorBehavior<WorkspaceState, WorkspaceMessage, unk
       idempotency: new IdempotencyCache(),
       ...await loadWalletState(ctx),
       recharging: false,
+      keys,
+      keyJobs,
     };
     armExpiry(state, ctx);
     return state;
@@ -120,6 +143,14 @@ export const workspaceActor: ActorBehavior<WorkspaceState, WorkspaceMessage, unk
         return updateWalletSettings(state, msg.patch, ctx);
       case 'auto_recharge':
         return autoRecharge(state, ctx);
+      case 'key_limits':
+        return changeKeyLimits(state, msg.keyId, msg.patch, ctx);
+      case 'key_usage': {
+        await ensureKeys(state, [msg.keyId], ctx);
+        const key = state.keys.get(msg.keyId);
+        const reply: KeyUsageReply = key ? { found: true, usage: keyLimitsUsage(key, ctx.clock.now()) } : { found: false };
+        return { state, reply };
+      }
     }
   },
 
@@ -140,6 +171,7 @@ async function create(
       if (seen) state.idempotency.remember(idempotency.key, seen);
     }
   }
+  await ensureKeys(state, [draft.apiKeyId], ctx);
   const admitted = admit(state, draft, idempotency, seen, ctx, true);
   return admitted instanceof Promise ? { state, replyWhenDurable: admitted } : { state, reply: admitted };
 }
@@ -155,6 +187,7 @@ async function createBatch(state: WorkspaceState, items: CreateItem[], ctx: Acto
   const unknown = [...new Set(items.flatMap((item) => (item.idempotency && !state.idempotency.get(item.idempotency.key, now) ? [item.idempotency.key] : [])))];
   const stored = unknown.length > 0 ? await findIdempotencyKeys(ctx, unknown) : new Map<string, IdempotencyEntry>();
   for (const [key, entry] of stored) if (!state.idempotency.get(key, now)) state.idempotency.remember(key, entry);
+  await ensureKeys(state, items.map((item) => item.draft.apiKeyId), ctx);
 
   const takenHere = new Map<string, { hash: string; reply: CreateReply | Promise<CreateReply> }>();
   const replies: Array<CreateReply | Promise<CreateReply>> = [];
@@ -215,9 +248,15 @@ function admit(
   }
 
   const now = ctx.clock.now();
+  const key = draft.apiKeyId === null ? undefined : state.keys.get(draft.apiKeyId);
+  const byKey = key && refuseByKey(key, draft.modelId, draft.credits, now);
+  if (byKey) return refuse(byKey.code, byKey.message);
+
   const id = newId('gen', now);
   const spend = spendAt(state.spend, now);
-  const money = reserveWithinCap(state.account, id, draft.credits, draft.paymentMode, state.plan.centsPerCredit, state.wallet.monthlySpendCapCents, spend);
+  const money = reserveWithinCap(
+    state.account, id, draft.credits, draft.paymentMode, state.plan.centsPerCredit, state.wallet.monthlySpendCapCents, spend, key && walletCapOf(key, now),
+  );
   if (!money.ok) return refuse(money.code, money.message);
   const at = new Date(now);
   const generation: GenerationRow = {
@@ -230,6 +269,13 @@ function admit(
   };
   const entries = money.entries;
   state.account = money.account;
+  let keySpend: ReturnType<typeof chargeKey>['deltas'] = [];
+  if (key) {
+    const fromWallet = entries.reduce((sum, e) => sum + e.reservedWalletCents, 0);
+    const charged = chargeKey(key, draft.apiKeyId!, state.workspaceId, draft.credits, fromWallet, now);
+    state.keyJobs.set(id, charged.job);
+    keySpend = charged.deltas;
+  }
   state.spend = { month: spend.month, spentCents: spend.spentCents + spendChange(entries) };
   maybeAutoRecharge(state, ctx);
   state.creating++;
@@ -239,6 +285,7 @@ function admit(
   const written = creationsOf(ctx.writer).add({
     generation,
     money: { workspaceId: state.workspaceId, entries, at },
+    keySpend,
     idempotency: idempotency && { key: idempotency.key, hash: idempotency.hash, expiresAt: new Date(keyExpiresAt) },
   });
   return written.then(
@@ -284,8 +331,15 @@ async function settle(
   state.deadlineOf.delete(generationId);
   state.providerOf.delete(generationId);
   depsOf(ctx).capacity.release(generationId);
+  const keyJob = state.keyJobs.get(generationId);
+  state.keyJobs.delete(generationId);
+  const released = money.entries.some((e) => e.kind === 'release');
+  const keySpend = keyJob ? settleKey(state.keys.get(keyJob.keyId), keyJob, state.workspaceId, released) : [];
 
-  const row: Settlement = { generationId, settlement, updatedAt: at, money: { workspaceId: state.workspaceId, entries: money.entries, at }, endpointIds: [] };
+  const row: Settlement = {
+    generationId, settlement, updatedAt: at, money: { workspaceId: state.workspaceId, entries: money.entries, at }, endpointIds: [],
+    keySpendDeltas: keySpend,
+  };
   const written = writeSettlement(ctx.writer, row);
   schedule(state, ctx);
   return { state, replyWhenDurable: written.then((): SettleReply => ({ settled: true, endpointIds: row.endpointIds })) };
@@ -386,4 +440,34 @@ async function findIdempotencyKeys(ctx: ActorContext, keys: string[]): Promise<M
     found.set(row.key, { hash: row.requestHash, expiresAt: new Date(row.expiresAt).getTime(), result: { status: row.responseStatus, generation } });
   }
   return found;
+}
+
+/** Loads the limits and spend of the keys among `keyIds` this actor has not seen yet (one lookup for all). */
+async function ensureKeys(state: WorkspaceState, keyIds: Array<string | null>, ctx: ActorContext): Promise<void> {
+  const missing = [...new Set(keyIds.filter((id): id is string => id !== null && !state.keys.has(id)))];
+  if (missing.length === 0) return;
+  for (const [id, key] of await loadKeySpends(ctx, missing, ctx.clock.now())) state.keys.set(id, key);
+}
+
+/**
+ * A change of a key's spending controls: written to its row, and in force for the next create (this actor
+ * decides every create of the workspace, so none is decided against the old limits once this is applied).
+ */
+async function changeKeyLimits(state: WorkspaceState, keyId: string, patch: KeyLimitsPatch, ctx: ActorContext): Promise<Outcome<WorkspaceState, KeyLimitsReply>> {
+  await ensureKeys(state, [keyId], ctx);
+  const key = state.keys.get(keyId);
+  if (!key) return { state, reply: { found: false } };
+  const limits = patchKeyLimits(key.limits, patch);
+  key.limits = limits;
+  const at = new Date(ctx.clock.now());
+  const written = ctx.writer.write(async (em) => {
+    await em.execute(
+      `update api_keys set credit_budget = ?, wallet_spend_cap_cents = ?, budget_period = ?, max_concurrent_generations = ?, allowed_models = ?::jsonb, updated_at = ?
+        where id = ? and workspace_id = ?`,
+      [limits.creditBudget, limits.walletSpendCapCents, limits.period, limits.maxConcurrentGenerations,
+        limits.allowedModels === null ? null : JSON.stringify(limits.allowedModels), at, keyId, state.workspaceId],
+      'run',
+    );
+  });
+  return { state, replyWhenDurable: written.then((): KeyLimitsReply => ({ found: true, limits })) };
 }

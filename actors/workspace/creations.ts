@@ -3,6 +3,8 @@ import type { GenerationRow } from '../../persistence/entities/generation.ts';
 import { bulkWriteOf, type BulkWrite } from '../../persistence/bulk-write.ts';
 import type { SnapshotWriter } from '../../persistence/snapshot-writer.ts';
 import { writeMoneyChanges, type MoneyChange } from './money-writes.ts';
+import type { KeySpendDelta } from './key-limits.ts';
+import { keySpendWrite } from './key-spend-writes.ts';
 import { boundQuery } from '../../persistence/bound-query.ts';
 import { statusFigure, usageDay, usageUpsert } from '../../persistence/usage-rollups.ts';
 
@@ -10,6 +12,8 @@ import { statusFigure, usageDay, usageUpsert } from '../../persistence/usage-rol
 export interface Creation {
   generation: GenerationRow;
   money: MoneyChange;
+  /** What the generation counts against its API key's spend (actors/workspace/key-limits.ts). */
+  keySpend?: KeySpendDelta[];
   idempotency?: { key: string; hash: string; expiresAt: Date };
 }
 
@@ -39,11 +43,12 @@ async function writeCreations(em: SqlEntityManager, creations: Creation[]): Prom
   const usage = usageUpsert(creations.map(({ generation: g }) => ({
     workspaceId: g.workspaceId, apiKeyId: g.apiKeyId, day: usageDay(g.createdAt), total: 1, [statusFigure(g.status)]: 1,
   })));
+  const keySpend = keySpendWrite(creations.flatMap((c) => c.keySpend ?? []));
   // The rows and their rollups ride in the money's statement: one round trip for all three.
   await writeMoneyChanges(em, creations.map((c) => c.money), [{
     sql: `insert into generations (${GENERATION_COLUMNS}) select ${GENERATION_COLUMNS} from jsonb_populate_recordset(null::generations, ?::jsonb)`,
     params: [JSON.stringify(creations.map((c) => generationColumns(c.generation)))],
-  }, ...(usage ? [usage] : [])]);
+  }, ...(usage ? [usage] : []), ...(keySpend ? [keySpend] : [])]);
   const keys = creations.flatMap((c) => c.idempotency ? [{
     workspace_id: c.generation.workspaceId, key: c.idempotency.key, request_hash: c.idempotency.hash, response_status: 201,
     response_body: c.generation, created_at: c.generation.createdAt, expires_at: c.idempotency.expiresAt,

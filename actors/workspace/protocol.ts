@@ -1,6 +1,7 @@
 import type { GenerationRow } from '../../persistence/entities/generation.ts';
 import type { MonthlySpend, MoneyRefusal, PaymentMode, WalletSettings } from './account.ts';
 import type { ProviderEvent } from '../billing/provider.ts';
+import type { KeyLimits, KeyLimitsPatch, KeyLimitsUsage } from './key-limits.ts';
 
 /** A generation as the HTTP layer asks for it; the workspace actor prices, reserves and stores it. */
 export interface GenerationDraft {
@@ -56,7 +57,14 @@ export type WorkspaceMessage =
   | { type: 'cancel_subscription' }
   | { type: 'wallet' }
   | { type: 'wallet_settings'; patch: WalletSettingsPatch }
-  | { type: 'auto_recharge' };
+  | { type: 'auto_recharge' }
+  /** PATCH /v1/api-keys/:id: a change of one of the workspace's keys' spending controls; answered with the new limits. */
+  | { type: 'key_limits'; keyId: string; patch: KeyLimitsPatch }
+  /** GET /v1/api-keys/:id/usage: a key's limits and what it spent, as of now. */
+  | { type: 'key_usage'; keyId: string };
+
+export type KeyLimitsReply = { found: true; limits: KeyLimits } | { found: false };
+export type KeyUsageReply = { found: true; usage: KeyLimitsUsage } | { found: false };
 
 /** A change of the wallet's settings; fields left out keep their value. */
 export interface WalletSettingsPatch {

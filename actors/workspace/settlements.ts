@@ -3,6 +3,8 @@ import { bulkWriteOf } from '../../persistence/bulk-write.ts';
 import type { SnapshotWriter } from '../../persistence/snapshot-writer.ts';
 import { writeEventDeliveries, type SettledEvent } from '../webhook/enqueue.ts';
 import { writeMoneyChanges, type MoneyChange } from './money-writes.ts';
+import type { KeySpendDelta } from './key-limits.ts';
+import { keySpendWrite } from './key-spend-writes.ts';
 import type { GenerationSettlement } from './protocol.ts';
 import { boundQuery } from '../../persistence/bound-query.ts';
 import { addUsage, statusFigure, type UsageDelta } from '../../persistence/usage-rollups.ts';
@@ -13,6 +15,8 @@ export interface Settlement {
   settlement: GenerationSettlement;
   updatedAt: Date;
   money: MoneyChange;
+  /** The release's give-back to its API key's spend rows, if any; rides in the money's statement. */
+  keySpendDeltas?: KeySpendDelta[];
   /** Filled in by the write: the endpoints that got a delivery of the event, to wake after the commit. */
   endpointIds: string[];
 }
@@ -41,7 +45,9 @@ async function writeSettlements(em: SqlEntityManager, rows: Settlement[]): Promi
     const found = new Set(changed.map((c) => c.id));
     throw new Error(`generation ${rows.filter((r) => !found.has(r.generationId)).map((r) => r.generationId).join(', ')} is not active any more`);
   }
-  await writeMoneyChanges(em, rows.map((r) => r.money));
+  // The keys' give-backs summed into one write (one statement may not touch a row twice).
+  const keySpend = keySpendWrite(rows.flatMap((r) => r.keySpendDeltas ?? []));
+  await writeMoneyChanges(em, rows.map((r) => r.money), keySpend ? [keySpend] : []);
   // Before the outputs: their bytes then go to rollup rows this transaction already holds.
   await addUsage(em, usageOf(rows, changed));
   for (const row of rows) for (const also of row.settlement.alsoWrite ?? []) await also(em);

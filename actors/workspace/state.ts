@@ -3,6 +3,7 @@ import type { Timer } from '../../runtime/clock.ts';
 import type { GenerationRow } from '../../persistence/entities/generation.ts';
 import type { Account, MonthlySpend, WalletSettings } from './account.ts';
 import type { IdempotencyCache } from './idempotency-cache.ts';
+import type { KeyJob, KeySpend } from './key-limits.ts';
 
 /** What the workspace actor holds in memory between messages. */
 export interface IdempotencyEntry {
@@ -43,4 +44,12 @@ export interface WorkspaceState {
   spend: MonthlySpend;
   /** An automatic deposit is on its way. */
   recharging: boolean;
+  /**
+   * The limits and spend of each API key this actor has seen since it loaded: those of its unfinished jobs,
+   * loaded with it, and any other on its first create. Never dropped while the actor lives, so every change
+   * of a key's spend passes through here.
+   */
+  keys: Map<string, KeySpend>;
+  /** What each unfinished job of a key counted against it. */
+  keyJobs: Map<string, KeyJob>;
 }

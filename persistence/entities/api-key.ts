@@ -14,6 +14,12 @@ export interface ApiKey {
   expiresAt: Date | null;
   revokedAt: Date | null;
   lastUsedAt: Date | null;
+  /** Spending controls (migration 0014); null: no such limit. Enforced by the workspace actor. */
+  creditBudget: number | null;
+  walletSpendCapCents: number | null;
+  budgetPeriod: 'day' | 'month';
+  maxConcurrentGenerations: number | null;
+  allowedModels: string[] | null;
   createdAt: Date;
   updatedAt: Date;
 }
@@ -32,6 +38,11 @@ export const ApiKeyEntity = new EntitySchema<ApiKey>({
     expiresAt: { type: 'Date', fieldName: 'expires_at', nullable: true },
     revokedAt: { type: 'Date', fieldName: 'revoked_at', nullable: true },
     lastUsedAt: { type: 'Date', fieldName: 'last_used_at', nullable: true },
+    creditBudget: { type: 'integer', fieldName: 'credit_budget', nullable: true },
+    walletSpendCapCents: { type: 'integer', fieldName: 'wallet_spend_cap_cents', nullable: true },
+    budgetPeriod: { type: 'string', fieldName: 'budget_period' },
+    maxConcurrentGenerations: { type: 'integer', fieldName: 'max_concurrent_generations', nullable: true },
+    allowedModels: { type: 'json', columnType: 'jsonb', fieldName: 'allowed_models', nullable: true },
     createdAt: { type: 'Date', fieldName: 'created_at' },
     updatedAt: { type: 'Date', fieldName: 'updated_at' },
   },

@@ -42,7 +42,7 @@ t.test('create returns the plaintext once; only its SHA-256 is stored; list show
   const list = await server.json(`/v1/api-keys?workspaceId=${owner.workspaceId}`, { headers: withCookie(owner.cookie) });
   t.equal(list.status, 200);
   t.equal(list.body.data.length, 1);
-  t.same(Object.keys(list.body.data[0]).sort(), ['createdAt', 'expiresAt', 'id', 'lastUsedAt', 'name', 'prefix', 'revoked', 'revokedAt', 'scopes', 'workspaceId']);
+  t.same(Object.keys(list.body.data[0]).sort(), ['createdAt', 'expiresAt', 'id', 'lastUsedAt', 'limits', 'name', 'prefix', 'revoked', 'revokedAt', 'scopes', 'workspaceId']);
   const text = JSON.stringify(list.body);
   t.notOk(text.includes(created.key.slice(12)), 'no plaintext in the list');
   t.notOk(text.includes(stored.key_hash), 'no hash in the list');

@@ -2,6 +2,7 @@ import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { ApiError } from '../../errors.ts';
 import type { Principal } from '../../route.ts';
 import { ApiKeyEntity, type ApiKey } from '../../../persistence/entities/api-key.ts';
+import type { KeyLimitsPatch } from './shapes.ts';
 import { MANAGERS, openWorkspace, requireRole, requireSession } from '../workspaces/access.ts';
 
 /** The workspace whose keys the caller manages: a member who is its owner or an admin (404 for strangers, 403 for members). */
@@ -35,4 +36,13 @@ export function checkExpiry(expiresAt: string | null | undefined, now: number): 
   if (Number.isNaN(at.getTime())) throw new ApiError('validation_error', 'body.expiresAt: must be a date-time');
   if (at.getTime() <= now) throw new ApiError('validation_error', 'body.expiresAt: must be in the future');
   return at;
+}
+
+/** The models of an allowlist must be models of the catalog (GET /v1/models). */
+export function checkAllowedModels(catalog: { get(id: string): unknown }, limits: KeyLimitsPatch | undefined): void {
+  const models = limits?.allowedModels;
+  if (!models) return;
+  models.forEach((id, i) => {
+    if (!catalog.get(id)) throw new ApiError('validation_error', `body.limits.allowedModels.${i}: unknown model "${id}"; see GET /v1/models`);
+  });
 }

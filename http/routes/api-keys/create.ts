@@ -2,7 +2,7 @@ import { defineRoute } from '../../route.ts';
 import { newApiKey, API_KEY_SHOWN_PREFIX_LENGTH, sha256Hex } from '../../auth/tokens.ts';
 import { newId } from '../../../persistence/ids.ts';
 import { ApiKeyEntity, type ApiKey } from '../../../persistence/entities/api-key.ts';
-import { checkExpiry, openKeyWorkspace } from './access.ts';
+import { checkAllowedModels, checkExpiry, openKeyWorkspace } from './access.ts';
 import { ApiKeyCreatedOut, ApiKeyIn, toApiKeyOut } from './shapes.ts';
 
 export const createApiKey = defineRoute({
@@ -17,6 +17,8 @@ export const createApiKey = defineRoute({
   handler: async ({ auth, body, services }) => {
     const now = services.clock.now();
     const expiresAt = checkExpiry(body.expiresAt, now) ?? null;
+    checkAllowedModels(services.catalog, body.limits);
+    const limits = body.limits ?? {};
     const em = services.db.em();
     await openKeyWorkspace(em, auth, body.workspaceId);
     const plaintext = newApiKey();
@@ -33,6 +35,12 @@ export const createApiKey = defineRoute({
       expiresAt,
       revokedAt: null,
       lastUsedAt: null,
+      // A new key has spent nothing: its limits go straight to its row, and the workspace actor reads them on its first create.
+      creditBudget: limits.creditBudget ?? null,
+      walletSpendCapCents: limits.walletSpendCapCents ?? null,
+      budgetPeriod: limits.period ?? 'month',
+      maxConcurrentGenerations: limits.maxConcurrentGenerations ?? null,
+      allowedModels: limits.allowedModels ?? null,
       createdAt: at,
       updatedAt: at,
     };

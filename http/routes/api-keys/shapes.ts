@@ -1,4 +1,4 @@
-import { Type, type Static } from '@sinclair/typebox';
+import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import { SCOPES } from '../../route.ts';
 import type { ApiKey } from '../../../persistence/entities/api-key.ts';
 
@@ -11,6 +11,36 @@ export const ScopeList = Type.Array(ScopeName, { minItems: 1, maxItems: SCOPES.l
 export const KeyName = Type.String({ minLength: 1, maxLength: 100, pattern: '\\S', description: '1 to 100 characters, not only spaces; trimmed.' });
 export const KeyExpiry = Type.Union([Time('When the key stops working; must be in the future.'), Type.Null()], { description: 'null: the key does not expire.' });
 
+/** Per-key spending controls (actors/workspace/key-limits.ts); null: no such limit. */
+const Budget = Type.Integer({ minimum: 0, maximum: 1_000_000_000, description: 'Credits per period (the models\' prices, however the job is paid).' });
+const WalletCap = Type.Integer({ minimum: 0, maximum: 100_000_000, description: 'Wallet cents per period.' });
+const Concurrency = Type.Integer({ minimum: 1, maximum: 10_000, description: 'Unfinished (queued or running) generations of the key at a time.' });
+export const MAX_ALLOWED_MODELS = 50;
+const ModelList = Type.Array(Type.String({ minLength: 1, maxLength: 100, description: 'A model id of GET /v1/models.' }), {
+  minItems: 1, maxItems: MAX_ALLOWED_MODELS, uniqueItems: true, description: `1 to ${MAX_ALLOWED_MODELS} model ids the key may use.`,
+});
+export const BudgetPeriodName = Type.Union([Type.Literal('day'), Type.Literal('month')], {
+  description: 'The UTC period of both the credit budget and the wallet cap; each resets at the start of the next day or month.',
+});
+const nullable = <T extends TSchema>(schema: T, description: string) => Type.Union([schema, Type.Null()], { description });
+
+export const KeyLimitsPatch = Type.Object({
+  creditBudget: Type.Optional(nullable(Budget, 'Credits the key\'s generations may take per period; null: no budget.')),
+  walletSpendCapCents: Type.Optional(nullable(WalletCap, 'Wallet cents the key\'s generations may take per period; null: no cap.')),
+  period: Type.Optional(BudgetPeriodName),
+  maxConcurrentGenerations: Type.Optional(nullable(Concurrency, 'Unfinished generations of the key at a time; null: only the plan\'s limit.')),
+  allowedModels: Type.Optional(nullable(ModelList, 'The only models the key may use; null: every model of the plan.')),
+}, { additionalProperties: false, description: 'Spending controls; fields left out keep their value (on creation: none, period month), null clears a limit.' });
+export type KeyLimitsPatch = Static<typeof KeyLimitsPatch>;
+
+export const KeyLimitsOut = Type.Object({
+  creditBudget: Type.Union([Type.Integer(), Type.Null()]),
+  walletSpendCapCents: Type.Union([Type.Integer(), Type.Null()]),
+  period: BudgetPeriodName,
+  maxConcurrentGenerations: Type.Union([Type.Integer(), Type.Null()]),
+  allowedModels: Type.Union([Type.Array(Type.String()), Type.Null()]),
+}, { additionalProperties: false, description: 'The key\'s spending controls; null: no such limit.' });
+
 export const ApiKeyParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 64, description: 'API key id (key_…).' }) }, { additionalProperties: false });
 
 export const ApiKeyIn = Type.Object({
@@ -18,6 +48,7 @@ export const ApiKeyIn = Type.Object({
   name: KeyName,
   scopes: ScopeList,
   expiresAt: Type.Optional(KeyExpiry),
+  limits: Type.Optional(KeyLimitsPatch),
 }, { additionalProperties: false });
 
 export const ApiKeyPatch = Type.Object({
@@ -25,6 +56,7 @@ export const ApiKeyPatch = Type.Object({
   scopes: Type.Optional(ScopeList),
   expiresAt: Type.Optional(KeyExpiry),
   revoked: Type.Optional(Type.Boolean({ description: 'true revokes the key for good; a revoked key cannot be restored (409).' })),
+  limits: Type.Optional(KeyLimitsPatch),
 }, { additionalProperties: false, minProperties: 1 });
 
 export const ApiKeyOut = Type.Object({
@@ -37,6 +69,7 @@ export const ApiKeyOut = Type.Object({
   revoked: Type.Boolean(),
   revokedAt: Type.Union([Time('When the key was revoked.'), Type.Null()]),
   lastUsedAt: Type.Union([Time('Last authenticated request, updated at most once a minute.'), Type.Null()]),
+  limits: KeyLimitsOut,
   createdAt: Time('When the key was made.'),
 }, { additionalProperties: false });
 export type ApiKeyOut = Static<typeof ApiKeyOut>;
@@ -58,6 +91,13 @@ export function toApiKeyOut(key: ApiKey): ApiKeyOut {
     revoked: key.revokedAt !== null,
     revokedAt: iso(key.revokedAt),
     lastUsedAt: iso(key.lastUsedAt),
+    limits: {
+      creditBudget: key.creditBudget,
+      walletSpendCapCents: key.walletSpendCapCents,
+      period: key.budgetPeriod,
+      maxConcurrentGenerations: key.maxConcurrentGenerations,
+      allowedModels: key.allowedModels,
+    },
     createdAt: key.createdAt.toISOString(),
   };
 }
@@ -69,6 +109,13 @@ function iso(date: Date | null): string | null {
 export const UsageQuery = Type.Object({
   from: Type.Optional(Type.String({ format: 'date', description: 'First day (UTC, YYYY-MM-DD); default 29 days before `to`.' })),
   to: Type.Optional(Type.String({ format: 'date', description: 'Last day (UTC, YYYY-MM-DD); default today.' })),
+}, { additionalProperties: false });
+
+const LimitFigure = (description: string) => Type.Object({
+  limit: Type.Union([Type.Integer(), Type.Null()], { description: 'null: no such limit.' }),
+  spent: Type.Integer({ description }),
+  remaining: Type.Union([Type.Integer({ minimum: 0 }), Type.Null()]),
+  resetsAt: Type.Union([Time('When the period ends and spent starts again from zero.'), Type.Null()]),
 }, { additionalProperties: false });
 
 export const UsageDay = Type.Object({
@@ -83,4 +130,11 @@ export const ApiKeyUsageOut = Type.Object({
   to: Type.String({ format: 'date' }),
   totals: Type.Object({ requests: Type.Integer({ minimum: 0 }), generations: Type.Integer({ minimum: 0 }) }, { additionalProperties: false }),
   data: Type.Array(UsageDay, { description: 'Days with any use, newest first.' }),
+  limits: Type.Object({
+    period: BudgetPeriodName,
+    creditBudget: LimitFigure('Credits the key\'s generations took this period (reserved or captured; released ones come back).'),
+    walletSpendCapCents: LimitFigure('Wallet cents the key\'s generations took this period.'),
+    concurrentGenerations: LimitFigure('Unfinished generations of the key now; resetsAt is null.'),
+    allowedModels: Type.Union([Type.Array(Type.String()), Type.Null()]),
+  }, { additionalProperties: false, description: 'Each spending control as of now; spent is counted even without a limit.' }),
 }, { additionalProperties: false });

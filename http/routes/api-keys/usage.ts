@@ -2,6 +2,8 @@ import { ApiError } from '../../errors.ts';
 import { defineRoute } from '../../route.ts';
 import { utcDay } from '../../auth/key-usage.ts';
 import { openKey } from './access.ts';
+import { workspaceOfRow } from '../../owner.ts';
+import type { KeyUsageReply } from '../../../actors/workspace/protocol.ts';
 import { ApiKeyParams, ApiKeyUsageOut, UsageQuery } from './shapes.ts';
 
 const DAY_MS = 86_400_000;
@@ -11,9 +13,11 @@ export const getApiKeyUsage = defineRoute({
   method: 'GET',
   path: '/v1/api-keys/:id/usage',
   operationId: 'getApiKeyUsage',
-  summary: 'Requests and generations attributed to a key, by UTC day (default: the last 30 days; at most 366) (dashboard only)',
+  summary: 'Requests and generations attributed to a key, by UTC day (default: the last 30 days; at most 366), and each of its spending controls now: limit, spent, remaining, resetsAt (dashboard only)',
   tags: ['api-keys'],
   access: 'dashboard',
+  // The spent figures are the key's workspace actor's, which counts every create as it decides it.
+  owner: workspaceOfRow('api_keys'),
   params: ApiKeyParams,
   query: UsageQuery,
   responses: { 200: ApiKeyUsageOut },
@@ -45,6 +49,8 @@ export const getApiKeyUsage = defineRoute({
     for (const row of generations) slot(row.day).generations += Number(row.n);
     const data = [...byDay.values()].sort((x, y) => (x.day < y.day ? 1 : -1));
     const totals = data.reduce((sum, d) => ({ requests: sum.requests + d.requests, generations: sum.generations + d.generations }), { requests: 0, generations: 0 });
-    return { body: { keyId: key.id, from, to, totals, data } };
+    const limits = await services.actors.ask<KeyUsageReply>('ws', key.workspaceId, { type: 'key_usage', keyId: key.id });
+    if (!limits.found) throw new ApiError('not_found', `No API key ${key.id}.`);
+    return { body: { keyId: key.id, from, to, totals, data, limits: limits.usage } };
   },
 });

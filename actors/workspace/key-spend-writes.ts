@@ -1,0 +1,84 @@
+import type { ActorContext } from '../../runtime/actor-behavior.ts';
+import type { AlongsideWrite } from './money-writes.ts';
+import { dayStart, monthStart, type BudgetPeriod, type KeyLimits, type KeySpend, type KeySpendDelta } from './key-limits.ts';
+
+/**
+ * The key spend rows' changes as one write riding in the money's statement (so a key's spend commits with
+ * the reservation or release it counts): deltas summed per row first, since one statement may not touch a
+ * row twice, and sorted, so transactions side by side lock rows in the same order.
+ */
+export function keySpendWrite(deltas: KeySpendDelta[]): AlongsideWrite | undefined {
+  const rows = new Map<string, { key_id: string; workspace_id: string; period: BudgetPeriod; period_start: string; credits: number; wallet_cents: number }>();
+  for (const d of deltas) {
+    const id = `${d.keyId}\0${d.period}\0${d.start}`;
+    const row = rows.get(id) ?? rows.set(id, { key_id: d.keyId, workspace_id: d.workspaceId, period: d.period, period_start: d.start, credits: 0, wallet_cents: 0 }).get(id)!;
+    row.credits += d.credits;
+    row.wallet_cents += d.walletCents;
+  }
+  const changed = [...rows.entries()].filter(([, r]) => r.credits !== 0 || r.wallet_cents !== 0).sort(([a], [b]) => (a < b ? -1 : 1)).map(([, r]) => r);
+  if (changed.length === 0) return undefined;
+  return {
+    sql: `insert into api_key_spend (key_id, workspace_id, period, period_start, credits, wallet_cents)
+      select s.key_id, s.workspace_id, s.period, s.period_start, s.credits, s.wallet_cents
+      from jsonb_to_recordset(?::jsonb) as s(key_id text, workspace_id text, period text, period_start date, credits bigint, wallet_cents bigint)
+      on conflict (key_id, period, period_start) do update set
+        credits = api_key_spend.credits + excluded.credits, wallet_cents = api_key_spend.wallet_cents + excluded.wallet_cents`,
+    params: [JSON.stringify(changed)],
+  };
+}
+
+interface KeyRow {
+  id: string;
+  credit_budget: number | null;
+  wallet_spend_cap_cents: number | null;
+  budget_period: string;
+  max_concurrent_generations: number | null;
+  allowed_models: string[] | string | null;
+}
+
+export function limitsOfRow(row: KeyRow): KeyLimits {
+  const models = typeof row.allowed_models === 'string' ? JSON.parse(row.allowed_models) as string[] : row.allowed_models;
+  return {
+    creditBudget: row.credit_budget === null ? null : Number(row.credit_budget),
+    walletSpendCapCents: row.wallet_spend_cap_cents === null ? null : Number(row.wallet_spend_cap_cents),
+    period: row.budget_period === 'day' ? 'day' : 'month',
+    maxConcurrentGenerations: row.max_concurrent_generations === null ? null : Number(row.max_concurrent_generations),
+    allowedModels: models ?? null,
+  };
+}
+
+/**
+ * The limits and current day's and month's spend of the workspace's keys among `keyIds`, in two queries.
+ * A key of another workspace, or none, is not found (its creates go on without key limits: the caller has
+ * authenticated it for this workspace, so that happens only to a key deleted meanwhile).
+ */
+export async function loadKeySpends(ctx: ActorContext, keyIds: string[], now: number): Promise<Map<string, KeySpend>> {
+  const found = new Map<string, KeySpend>();
+  if (keyIds.length === 0) return found;
+  const em = ctx.db.em();
+  const marks = keyIds.map(() => '?').join(', ');
+  const keys = await em.execute<KeyRow[]>(
+    `select id, credit_budget, wallet_spend_cap_cents, budget_period, max_concurrent_generations, allowed_models
+       from api_keys where workspace_id = ? and id in (${marks})`,
+    [ctx.id, ...keyIds],
+  );
+  const day = dayStart(now);
+  const month = monthStart(now);
+  for (const row of keys) {
+    found.set(row.id, { limits: limitsOfRow(row), day: { start: day, credits: 0, walletCents: 0 }, month: { start: month, credits: 0, walletCents: 0 }, unfinished: 0 });
+  }
+  if (found.size === 0) return found;
+  const spends = await em.execute<Array<{ key_id: string; period: string; credits: number | string; wallet_cents: number | string }>>(
+    `select key_id, period, credits, wallet_cents from api_key_spend
+      where key_id in (${[...found.keys()].map(() => '?').join(', ')})
+        and ((period = 'day' and period_start = ?::date) or (period = 'month' and period_start = ?::date))`,
+    [...found.keys(), day, month],
+  );
+  for (const s of spends) {
+    const key = found.get(s.key_id);
+    if (!key) continue;
+    const period = s.period === 'day' ? 'day' : 'month';
+    key[period] = { start: period === 'day' ? day : month, credits: Number(s.credits), walletCents: Number(s.wallet_cents) };
+  }
+  return found;
+}
