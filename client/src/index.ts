@@ -175,26 +175,30 @@ export function createClient(options: ClientOptions) {
     }
   }
 
+  /** Adds the client's workspaceId where the operation takes one and the call gave none, and an Idempotency-Key to creates. */
   const fill: Middleware = {
     async onRequest({ request, schemaPath }) {
       const operation = `${request.method} ${schemaPath}`;
       const where = workspaceIdIn[operation];
+      const addKey = IDEMPOTENT_CREATES.has(operation) && !request.headers.has('idempotency-key');
       let url = request.url;
       let body: string | undefined;
       if (where === 'query') {
         const parsed = new URL(request.url);
-        if (!parsed.searchParams.has('workspaceId')) parsed.searchParams.set('workspaceId', options.workspaceId);
-        url = parsed.toString();
+        if (!parsed.searchParams.has('workspaceId')) {
+          parsed.searchParams.set('workspaceId', options.workspaceId);
+          url = parsed.toString();
+        }
       } else if (where === 'body') {
-        const text = await request.clone().text();
-        const value: unknown = text === '' ? {} : JSON.parse(text);
+        const value = parseJson(await request.clone().text());
         if (isRecord(value) && value.workspaceId === undefined) body = JSON.stringify({ ...value, workspaceId: options.workspaceId });
       }
+      if (url === request.url && body === undefined && !addKey) return undefined;
       const headers = new Headers(request.headers);
-      if (IDEMPOTENT_CREATES.has(operation) && !headers.has('idempotency-key')) headers.set('idempotency-key', newKey());
+      if (addKey) headers.set('idempotency-key', newKey());
       if (body !== undefined) headers.set('content-type', 'application/json');
-      const sameBody = body ?? (request.body ? await request.clone().text() : undefined);
-      return new Request(url, { method: request.method, headers, body: sameBody, signal: request.signal });
+      const sameBody = request.body ? await request.clone().arrayBuffer() : null;
+      return new Request(url, { method: request.method, headers, body: body ?? sameBody, signal: request.signal });
     },
   };
 
@@ -319,6 +323,16 @@ export function retryDelayMs(retryAfter: string | null, attempt: number, capMs: 
   const told = parseRetryAfter(retryAfter);
   const backoff = BACKOFF_BASE_MS * 2 ** attempt * (1 + Math.random() * 0.1);
   return Math.min(capMs, told ?? backoff);
+}
+
+/** A JSON body's value; an empty body is an empty object, one that is not JSON is left alone (undefined). */
+function parseJson(text: string): unknown {
+  if (text === '') return {};
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {

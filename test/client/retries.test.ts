@@ -10,6 +10,7 @@ t.test('a 429 is retried after Retry-After, with the same Idempotency-Key, and a
   // 30 seconds into a minute: a key over its limit is told Retry-After: 30.
   const clock = new ManualClock(Date.UTC(2026, 0, 1, 12, 0, 30));
   const server = await startTestServer(t, { clock, env: { RATE_LIMIT_FREE: '3' } });
+  t.equal(server.services.limiter.constructor.name, process.env.TEST_REDIS_URL ? 'RedisRateLimiter' : 'MemoryRateLimiter', 'the limiter of the back end under test');
   // The SDK waits through `sleep`; here waiting moves the service's clock instead of real time.
   const waits: number[] = [];
   const { sdk, sent, key, workspaceId } = await sdkTenant(server, { sleep: async (ms) => { waits.push(ms); clock.advance(ms); } });
