@@ -37,10 +37,14 @@ export async function generatedFiles(document: Json): Promise<Record<string, str
 function workspaceTable(document: Json): string {
   const rows: string[] = [];
   for (const [path, item] of Object.entries(document.paths as Record<string, Json>).sort(([a], [b]) => a.localeCompare(b))) {
+    if (path.includes('{workspaceId}')) continue; // the path names it
     for (const [method, operation] of Object.entries(item as Record<string, Json>).sort(([a], [b]) => a.localeCompare(b))) {
       const inQuery = (operation.parameters ?? []).some((p: Json) => p.in === 'query' && p.name === 'workspaceId');
       const inBody = operation.requestBody?.content?.['application/json']?.schema?.properties?.workspaceId !== undefined;
-      if (inQuery) rows.push(`  '${method.toUpperCase()} ${path}': 'query',`);
+      // Every workspace route takes it in either place; a required body is where its own fields are.
+      const bodyRequired = operation.requestBody?.required === true;
+      if (inBody && bodyRequired) rows.push(`  '${method.toUpperCase()} ${path}': 'body',`);
+      else if (inQuery) rows.push(`  '${method.toUpperCase()} ${path}': 'query',`);
       else if (inBody) rows.push(`  '${method.toUpperCase()} ${path}': 'body',`);
     }
   }

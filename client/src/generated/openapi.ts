@@ -68,7 +68,7 @@ export interface paths {
         delete: operations["deleteApiKey"];
         options?: never;
         head?: never;
-        /** Change a key's name, scopes or expiry, or revoke it (revoked: true); takes effect on the next request (dashboard only) */
+        /** Change a key's name, scopes, expiry or spending controls (null clears a limit), or revoke it (revoked: true); takes effect on the next request (dashboard only) */
         patch: operations["updateApiKey"];
         trace?: never;
     };
@@ -79,7 +79,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Requests and generations attributed to a key, by UTC day (default: the last 30 days; at most 366) (dashboard only) */
+        /** Requests and generations attributed to a key, by UTC day (default: the last 30 days; at most 366), and each of its spending controls now: limit, spent, remaining, resetsAt (dashboard only) */
         get: operations["getApiKeyUsage"];
         put?: never;
         post?: never;
@@ -1201,6 +1201,15 @@ export interface operations {
                             /** @description key_… */
                             id: string;
                             lastUsedAt: string | null;
+                            /** @description The key's spending controls; null: no such limit. */
+                            limits: {
+                                allowedModels: string[] | null;
+                                creditBudget: number | null;
+                                maxConcurrentGenerations: number | null;
+                                /** @description The UTC period of both the credit budget and the wallet cap; each resets at the start of the next day or month. */
+                                period: "day" | "month";
+                                walletSpendCapCents: number | null;
+                            };
                             name: string;
                             /** @description The first 12 characters of the key (gs_live_ and four more), to tell keys apart. */
                             prefix: string;
@@ -1219,7 +1228,10 @@ export interface operations {
     };
     createApiKey: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description The workspace the request acts on; required with an API key (its own workspace). Accepted in the query or the body. */
+                workspaceId?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -1229,6 +1241,19 @@ export interface operations {
                 "application/json": {
                     /** @description null: the key does not expire. */
                     expiresAt?: string | null;
+                    /** @description Spending controls; fields left out keep their value (on creation: none, period month), null clears a limit. */
+                    limits?: {
+                        /** @description The only models the key may use; null: every model of the plan. */
+                        allowedModels?: string[] | null;
+                        /** @description Credits the key's generations may take per period; null: no budget. */
+                        creditBudget?: number | null;
+                        /** @description Unfinished generations of the key at a time; null: only the plan's limit. */
+                        maxConcurrentGenerations?: number | null;
+                        /** @description The UTC period of both the credit budget and the wallet cap; each resets at the start of the next day or month. */
+                        period?: "day" | "month";
+                        /** @description Wallet cents the key's generations may take per period; null: no cap. */
+                        walletSpendCapCents?: number | null;
+                    };
                     /** @description 1 to 100 characters, not only spaces; trimmed. */
                     name: string;
                     scopes: ("generations.write" | "generations.read" | "files.write" | "assets.read" | "usage.read" | "wallet.read" | "wallet.write" | "webhooks.manage" | "all")[];
@@ -1256,6 +1281,15 @@ export interface operations {
                         /** @description The plaintext key, shown this once; store it now. */
                         key: string;
                         lastUsedAt: string | null;
+                        /** @description The key's spending controls; null: no such limit. */
+                        limits: {
+                            allowedModels: string[] | null;
+                            creditBudget: number | null;
+                            maxConcurrentGenerations: number | null;
+                            /** @description The UTC period of both the credit budget and the wallet cap; each resets at the start of the next day or month. */
+                            period: "day" | "month";
+                            walletSpendCapCents: number | null;
+                        };
                         name: string;
                         /** @description The first 12 characters of the key (gs_live_ and four more), to tell keys apart. */
                         prefix: string;
@@ -1271,7 +1305,10 @@ export interface operations {
     };
     deleteApiKey: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description The workspace the request acts on; required with an API key (its own workspace). Accepted in the query or the body. */
+                workspaceId?: string;
+            };
             header?: never;
             path: {
                 /** @description API key id (key_…). */
@@ -1279,7 +1316,14 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody?: {
+            content: {
+                "application/json": {
+                    /** @description The workspace the request acts on; required with an API key (its own workspace). Accepted in the query or the body. */
+                    workspaceId?: string;
+                };
+            };
+        };
         responses: {
             /** @description Success */
             200: {
@@ -1297,6 +1341,15 @@ export interface operations {
                         /** @description key_… */
                         id: string;
                         lastUsedAt: string | null;
+                        /** @description The key's spending controls; null: no such limit. */
+                        limits: {
+                            allowedModels: string[] | null;
+                            creditBudget: number | null;
+                            maxConcurrentGenerations: number | null;
+                            /** @description The UTC period of both the credit budget and the wallet cap; each resets at the start of the next day or month. */
+                            period: "day" | "month";
+                            walletSpendCapCents: number | null;
+                        };
                         name: string;
                         /** @description The first 12 characters of the key (gs_live_ and four more), to tell keys apart. */
                         prefix: string;
@@ -1312,7 +1365,10 @@ export interface operations {
     };
     updateApiKey: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description The workspace the request acts on; required with an API key (its own workspace). Accepted in the query or the body. */
+                workspaceId?: string;
+            };
             header?: never;
             path: {
                 /** @description API key id (key_…). */
@@ -1325,11 +1381,26 @@ export interface operations {
                 "application/json": {
                     /** @description null: the key does not expire. */
                     expiresAt?: string | null;
+                    /** @description Spending controls; fields left out keep their value (on creation: none, period month), null clears a limit. */
+                    limits?: {
+                        /** @description The only models the key may use; null: every model of the plan. */
+                        allowedModels?: string[] | null;
+                        /** @description Credits the key's generations may take per period; null: no budget. */
+                        creditBudget?: number | null;
+                        /** @description Unfinished generations of the key at a time; null: only the plan's limit. */
+                        maxConcurrentGenerations?: number | null;
+                        /** @description The UTC period of both the credit budget and the wallet cap; each resets at the start of the next day or month. */
+                        period?: "day" | "month";
+                        /** @description Wallet cents the key's generations may take per period; null: no cap. */
+                        walletSpendCapCents?: number | null;
+                    };
                     /** @description 1 to 100 characters, not only spaces; trimmed. */
                     name?: string;
                     /** @description true revokes the key for good; a revoked key cannot be restored (409). */
                     revoked?: boolean;
                     scopes?: ("generations.write" | "generations.read" | "files.write" | "assets.read" | "usage.read" | "wallet.read" | "wallet.write" | "webhooks.manage" | "all")[];
+                    /** @description The workspace the request acts on; required with an API key (its own workspace). Accepted in the query or the body. */
+                    workspaceId?: string;
                 };
             };
         };
@@ -1350,6 +1421,15 @@ export interface operations {
                         /** @description key_… */
                         id: string;
                         lastUsedAt: string | null;
+                        /** @description The key's spending controls; null: no such limit. */
+                        limits: {
+                            allowedModels: string[] | null;
+                            creditBudget: number | null;
+                            maxConcurrentGenerations: number | null;
+                            /** @description The UTC period of both the credit budget and the wallet cap; each resets at the start of the next day or month. */
+                            period: "day" | "month";
+                            walletSpendCapCents: number | null;
+                        };
                         name: string;
                         /** @description The first 12 characters of the key (gs_live_ and four more), to tell keys apart. */
                         prefix: string;
@@ -1370,6 +1450,8 @@ export interface operations {
                 from?: string;
                 /** @description Last day (UTC, YYYY-MM-DD); default today. */
                 to?: string;
+                /** @description The workspace the request acts on; required with an API key (its own workspace). Accepted in the query or the body. */
+                workspaceId?: string;
             };
             header?: never;
             path: {
@@ -1399,6 +1481,36 @@ export interface operations {
                         /** Format: date */
                         from: string;
                         keyId: string;
+                        /** @description Each spending control as of now; spent is counted even without a limit. */
+                        limits: {
+                            allowedModels: string[] | null;
+                            concurrentGenerations: {
+                                /** @description null: no such limit. */
+                                limit: number | null;
+                                remaining: number | null;
+                                resetsAt: string | null;
+                                /** @description Unfinished generations of the key now; resetsAt is null. */
+                                spent: number;
+                            };
+                            creditBudget: {
+                                /** @description null: no such limit. */
+                                limit: number | null;
+                                remaining: number | null;
+                                resetsAt: string | null;
+                                /** @description Credits the key's generations took this period (reserved or captured; released ones come back). */
+                                spent: number;
+                            };
+                            /** @description The UTC period of both the credit budget and the wallet cap; each resets at the start of the next day or month. */
+                            period: "day" | "month";
+                            walletSpendCapCents: {
+                                /** @description null: no such limit. */
+                                limit: number | null;
+                                remaining: number | null;
+                                resetsAt: string | null;
+                                /** @description Wallet cents the key's generations took this period. */
+                                spent: number;
+                            };
+                        };
                         /** Format: date */
                         to: string;
                         totals: {
@@ -1533,7 +1645,14 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody?: {
+            content: {
+                "application/json": {
+                    /** @description The workspace the request acts on; required with an API key (its own workspace). Accepted in the query or the body. */
+                    workspaceId?: string;
+                };
+            };
+        };
         responses: {
             /** @description Success, no body */
             204: {
@@ -1547,7 +1666,10 @@ export interface operations {
     };
     updateAsset: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description The workspace the request acts on; required with an API key (its own workspace). Accepted in the query or the body. */
+                workspaceId?: string;
+            };
             header?: never;
             path: {
                 /** @description Asset id (ast_…). */
@@ -1744,7 +1866,10 @@ export interface operations {
     };
     cancelBillingSubscription: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description The workspace the request acts on; required with an API key (its own workspace). Accepted in the query or the body. */
+                workspaceId?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -1784,7 +1909,10 @@ export interface operations {
     };
     createBillingCheckout: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description The workspace the request acts on; required with an API key (its own workspace). Accepted in the query or the body. */
+                workspaceId?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -2001,7 +2129,10 @@ export interface operations {
     };
     createBillingPortalSession: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description The workspace the request acts on; required with an API key (its own workspace). Accepted in the query or the body. */
+                workspaceId?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -2273,7 +2404,10 @@ export interface operations {
     };
     createCreditTopUp: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description The workspace the request acts on; required with an API key (its own workspace). Accepted in the query or the body. */
+                workspaceId?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -2316,7 +2450,10 @@ export interface operations {
     };
     completeUpload: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description The workspace the request acts on; required with an API key (its own workspace). Accepted in the query or the body. */
+                workspaceId?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -2367,7 +2504,10 @@ export interface operations {
     };
     createUploadUrl: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description The workspace the request acts on; required with an API key (its own workspace). Accepted in the query or the body. */
+                workspaceId?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -2523,7 +2663,10 @@ export interface operations {
     };
     createGeneration: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description The workspace the request acts on; required with an API key (its own workspace). Accepted in the query or the body. */
+                workspaceId?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -2761,7 +2904,14 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody?: {
+            content: {
+                "application/json": {
+                    /** @description The workspace the request acts on; required with an API key (its own workspace). Accepted in the query or the body. */
+                    workspaceId?: string;
+                };
+            };
+        };
         responses: {
             /** @description Success */
             200: {
@@ -2852,7 +3002,10 @@ export interface operations {
     };
     createGenerationBatch: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description The workspace the request acts on; required with an API key (its own workspace). Accepted in the query or the body. */
+                workspaceId?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -3673,7 +3826,10 @@ export interface operations {
     };
     updateWallet: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description The workspace the request acts on; required with an API key (its own workspace). Accepted in the query or the body. */
+                workspaceId?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -3780,7 +3936,10 @@ export interface operations {
     };
     createWalletTopUp: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description The workspace the request acts on; required with an API key (its own workspace). Accepted in the query or the body. */
+                workspaceId?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -3922,7 +4081,10 @@ export interface operations {
     };
     createWebhook: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description The workspace the request acts on; required with an API key (its own workspace). Accepted in the query or the body. */
+                workspaceId?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -3989,7 +4151,14 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody?: {
+            content: {
+                "application/json": {
+                    /** @description The workspace the request acts on; required with an API key (its own workspace). Accepted in the query or the body. */
+                    workspaceId?: string;
+                };
+            };
+        };
         responses: {
             /** @description Success */
             200: {
@@ -4009,7 +4178,10 @@ export interface operations {
     };
     updateWebhook: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description The workspace the request acts on; required with an API key (its own workspace). Accepted in the query or the body. */
+                workspaceId?: string;
+            };
             header?: never;
             path: {
                 /** @description Endpoint id (whk_…). */
@@ -4234,7 +4406,10 @@ export interface operations {
     };
     getWorkspace: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description The workspace the request acts on; required with an API key (its own workspace). Accepted in the query or the body. */
+                workspaceId?: string;
+            };
             header?: never;
             path: {
                 /** @description Workspace id (ws_…). */
@@ -4277,7 +4452,10 @@ export interface operations {
     };
     deleteWorkspace: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description The workspace the request acts on; required with an API key (its own workspace). Accepted in the query or the body. */
+                workspaceId?: string;
+            };
             header?: never;
             path: {
                 /** @description Workspace id (ws_…). */
@@ -4285,7 +4463,14 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody?: {
+            content: {
+                "application/json": {
+                    /** @description The workspace the request acts on; required with an API key (its own workspace). Accepted in the query or the body. */
+                    workspaceId?: string;
+                };
+            };
+        };
         responses: {
             /** @description Success, no body */
             204: {
@@ -4299,7 +4484,10 @@ export interface operations {
     };
     updateWorkspace: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description The workspace the request acts on; required with an API key (its own workspace). Accepted in the query or the body. */
+                workspaceId?: string;
+            };
             header?: never;
             path: {
                 /** @description Workspace id (ws_…). */
@@ -4312,6 +4500,8 @@ export interface operations {
                 "application/json": {
                     /** @description 1 to 100 characters, not only spaces; trimmed. */
                     name?: string;
+                    /** @description The workspace the request acts on; required with an API key (its own workspace). Accepted in the query or the body. */
+                    workspaceId?: string;
                 };
             };
         };
@@ -4349,7 +4539,10 @@ export interface operations {
     };
     getWorkspaceCredits: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description The workspace the request acts on; required with an API key (its own workspace). Accepted in the query or the body. */
+                workspaceId?: string;
+            };
             header?: never;
             path: {
                 workspaceId: string;
@@ -4403,6 +4596,8 @@ export interface operations {
                 cursor?: string;
                 /** @description Items per page, 1 to 100. */
                 limit?: number;
+                /** @description The workspace the request acts on; required with an API key (its own workspace). Accepted in the query or the body. */
+                workspaceId?: string;
             };
             header?: never;
             path: {
@@ -4458,7 +4653,10 @@ export interface operations {
     };
     createInvitation: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description The workspace the request acts on; required with an API key (its own workspace). Accepted in the query or the body. */
+                workspaceId?: string;
+            };
             header?: never;
             path: {
                 /** @description Workspace id (ws_…). */
@@ -4480,6 +4678,8 @@ export interface operations {
                      * @enum {string}
                      */
                     role?: "admin" | "member";
+                    /** @description The workspace the request acts on; required with an API key (its own workspace). Accepted in the query or the body. */
+                    workspaceId?: string;
                 };
             };
         };
@@ -4527,7 +4727,10 @@ export interface operations {
     };
     cancelInvitation: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description The workspace the request acts on; required with an API key (its own workspace). Accepted in the query or the body. */
+                workspaceId?: string;
+            };
             header?: never;
             path: {
                 /** @description Invitation id (inv_…). */
@@ -4537,7 +4740,14 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody?: {
+            content: {
+                "application/json": {
+                    /** @description The workspace the request acts on; required with an API key (its own workspace). Accepted in the query or the body. */
+                    workspaceId?: string;
+                };
+            };
+        };
         responses: {
             /** @description Success, no body */
             204: {
@@ -4551,7 +4761,10 @@ export interface operations {
     };
     leaveWorkspace: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description The workspace the request acts on; required with an API key (its own workspace). Accepted in the query or the body. */
+                workspaceId?: string;
+            };
             header?: never;
             path: {
                 /** @description Workspace id (ws_…). */
@@ -4559,7 +4772,14 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody?: {
+            content: {
+                "application/json": {
+                    /** @description The workspace the request acts on; required with an API key (its own workspace). Accepted in the query or the body. */
+                    workspaceId?: string;
+                };
+            };
+        };
         responses: {
             /** @description Success, no body */
             204: {
@@ -4578,6 +4798,8 @@ export interface operations {
                 cursor?: string;
                 /** @description Items per page, 1 to 100. */
                 limit?: number;
+                /** @description The workspace the request acts on; required with an API key (its own workspace). Accepted in the query or the body. */
+                workspaceId?: string;
             };
             header?: never;
             path: {
@@ -4617,7 +4839,10 @@ export interface operations {
     };
     removeWorkspaceMember: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description The workspace the request acts on; required with an API key (its own workspace). Accepted in the query or the body. */
+                workspaceId?: string;
+            };
             header?: never;
             path: {
                 /** @description User id (usr_…). */
@@ -4627,7 +4852,14 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody?: {
+            content: {
+                "application/json": {
+                    /** @description The workspace the request acts on; required with an API key (its own workspace). Accepted in the query or the body. */
+                    workspaceId?: string;
+                };
+            };
+        };
         responses: {
             /** @description Success, no body */
             204: {
@@ -4641,7 +4873,10 @@ export interface operations {
     };
     updateWorkspaceMember: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description The workspace the request acts on; required with an API key (its own workspace). Accepted in the query or the body. */
+                workspaceId?: string;
+            };
             header?: never;
             path: {
                 /** @description User id (usr_…). */
@@ -4659,6 +4894,8 @@ export interface operations {
                      * @enum {string}
                      */
                     role: "admin" | "member";
+                    /** @description The workspace the request acts on; required with an API key (its own workspace). Accepted in the query or the body. */
+                    workspaceId?: string;
                 };
             };
         };
@@ -4688,7 +4925,10 @@ export interface operations {
     };
     getWorkspaceStorage: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description The workspace the request acts on; required with an API key (its own workspace). Accepted in the query or the body. */
+                workspaceId?: string;
+            };
             header?: never;
             path: {
                 workspaceId: string;
@@ -4729,7 +4969,10 @@ export interface operations {
     };
     transferWorkspaceOwnership: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description The workspace the request acts on; required with an API key (its own workspace). Accepted in the query or the body. */
+                workspaceId?: string;
+            };
             header?: never;
             path: {
                 /** @description Workspace id (ws_…). */
@@ -4742,6 +4985,8 @@ export interface operations {
                 "application/json": {
                     /** @description The member who becomes owner; the current owner becomes admin. */
                     userId: string;
+                    /** @description The workspace the request acts on; required with an API key (its own workspace). Accepted in the query or the body. */
+                    workspaceId?: string;
                 };
             };
         };

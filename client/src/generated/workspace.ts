@@ -4,6 +4,9 @@
 export const workspaceIdIn: Readonly<Record<string, 'query' | 'body'>> = {
   'GET /v1/api-keys': 'query',
   'POST /v1/api-keys': 'body',
+  'DELETE /v1/api-keys/{id}': 'query',
+  'PATCH /v1/api-keys/{id}': 'body',
+  'GET /v1/api-keys/{id}/usage': 'query',
   'GET /v1/assets': 'query',
   'DELETE /v1/assets/{id}': 'query',
   'GET /v1/assets/{id}': 'query',
