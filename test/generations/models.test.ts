@@ -13,7 +13,7 @@ t.test('GET /v1/models follows the workspace plan: free, then pro', async (t) =>
   const offered = server.services.catalog.offered();
   t.ok(offered.length >= 7, 'models for every mode are offered');
 
-  const free = await get(server, '/v1/models', key.key);
+  const free = await get(server, `/v1/models?workspaceId=${owner.workspaceId}`, key.key);
   t.equal(free.status, 200);
   t.equal(free.body.workspaceId, owner.workspaceId);
   t.equal(free.body.plan, 'free');
@@ -36,7 +36,7 @@ t.test('GET /v1/models follows the workspace plan: free, then pro', async (t) =>
   t.equal(byId(free.body, 'local/voice').credits, 3, 'per second, the default 3 seconds');
 
   await setPlan(server, owner.workspaceId, 'pro');
-  const pro = await get(server, '/v1/models', key.key);
+  const pro = await get(server, `/v1/models?workspaceId=${owner.workspaceId}`, key.key);
   t.equal(pro.body.plan, 'pro');
   t.equal(byId(pro.body, 'local/text-pro').available, true, 'pro unlocks paid models');
   t.equal(byId(pro.body, 'local/video-short').available, true);
@@ -44,7 +44,7 @@ t.test('GET /v1/models follows the workspace plan: free, then pro', async (t) =>
   t.ok(pro.body.data.every((m: { walletCentsPerCredit: number }) => m.walletCentsPerCredit === PLANS.pro.centsPerCredit));
 
   await setPlan(server, owner.workspaceId, 'team');
-  const team = await get(server, '/v1/models', key.key);
+  const team = await get(server, `/v1/models?workspaceId=${owner.workspaceId}`, key.key);
   t.ok(team.body.data.every((m: { available: boolean }) => m.available), 'team may use every model');
 });
 

@@ -54,15 +54,15 @@ async function seeded(t: Test) {
 }
 
 t.test('the list pages newest first through every row, without duplicates or gaps', async (t) => {
-  const { server, key, rows } = await seeded(t);
+  const { server, key, rows, owner } = await seeded(t);
   const expected = newestFirst(rows);
   for (const limit of [1, 4, 7, 33, 100]) {
-    t.same(await allPages(t, server, '/v1/generations', key.key, limit), expected, `limit ${limit}`);
+    t.same(await allPages(t, server, `/v1/generations?workspaceId=${owner.workspaceId}`, key.key, limit), expected, `limit ${limit}`);
   }
-  const first = await get(server, '/v1/generations', key.key);
+  const first = await get(server, `/v1/generations?workspaceId=${owner.workspaceId}`, key.key);
   t.equal(first.body.data.length, 20, 'default limit 20');
   t.type(first.body.nextCursor, 'string');
-  const last = await get(server, '/v1/generations?limit=100', key.key);
+  const last = await get(server, `/v1/generations?limit=100&workspaceId=${owner.workspaceId}`, key.key);
   t.equal(last.body.nextCursor, null, 'no cursor after the last page');
 });
 
@@ -85,12 +85,12 @@ t.test('rows within one millisecond are paged by their exact time, then id', asy
   }
   const order = micros.map((fraction, i) => ({ fraction, id: ids[i]! }))
     .sort((a, b) => (a.fraction === b.fraction ? (a.id < b.id ? 1 : -1) : a.fraction < b.fraction ? 1 : -1)).map((x) => x.id);
-  t.same(await allPages(t, server, '/v1/generations', key.key, 1), order);
-  t.same(await allPages(t, server, '/v1/generations', key.key, 2), order);
+  t.same(await allPages(t, server, `/v1/generations?workspaceId=${owner.workspaceId}`, key.key, 1), order);
+  t.same(await allPages(t, server, `/v1/generations?workspaceId=${owner.workspaceId}`, key.key, 2), order);
 });
 
 t.test('each filter narrows the list, alone and combined, across pages', async (t) => {
-  const { server, key, rows } = await seeded(t);
+  const { server, key, rows, owner } = await seeded(t);
   const cases: Array<[string, (row: GenerationRow) => boolean]> = [
     ['mode=text_to_image', (r) => r.mode === 'text_to_image'],
     ['status=succeeded', (r) => r.status === 'succeeded'],
@@ -105,14 +105,14 @@ t.test('each filter narrows the list, alone and combined, across pages', async (
   ];
   for (const [filter, keep] of cases) {
     const expected = newestFirst(rows.filter(keep));
-    t.same(await allPages(t, server, `/v1/generations?${filter}`, key.key, 2), expected, `${filter}: ${expected.length} rows`);
+    t.same(await allPages(t, server, `/v1/generations?${filter}&workspaceId=${owner.workspaceId}`, key.key, 2), expected, `${filter}: ${expected.length} rows`);
   }
-  const page = await get(server, '/v1/generations?status=running&limit=100', key.key);
+  const page = await get(server, `/v1/generations?status=running&limit=100&workspaceId=${owner.workspaceId}`, key.key);
   t.ok(page.body.data.length > 0 && page.body.data.every((g: { status: string }) => g.status === 'running'));
 });
 
 t.test('from is inclusive and to exclusive; a date-only to includes its whole day', async (t) => {
-  const { server, key, rows } = await seeded(t);
+  const { server, key, rows, owner } = await seeded(t);
   const day = (n: number) => new Date(T0 + n * 86_400_000).toISOString().slice(0, 10);
   const pick = (from: number, to: number) => newestFirst(rows.filter((r) => r.createdAt.getTime() >= from && r.createdAt.getTime() < to));
   const boundary = rows[7]!.createdAt;
@@ -127,13 +127,13 @@ t.test('from is inclusive and to exclusive; a date-only to includes its whole da
   ];
   for (const [filter, expected] of cases) {
     t.ok(expected.length > 0, `${filter} selects something`);
-    t.same(await allPages(t, server, `/v1/generations?${filter}`, key.key, 3), expected, filter);
+    t.same(await allPages(t, server, `/v1/generations?${filter}&workspaceId=${owner.workspaceId}`, key.key, 3), expected, filter);
   }
   t.ok(pick(boundary.getTime(), Infinity).includes(rows[7]!.id) && !pick(-Infinity, boundary.getTime()).includes(rows[7]!.id));
 });
 
 t.test('bad filters and cursors are 400 validation_error naming the field', async (t) => {
-  const { server, key } = await seeded(t);
+  const { server, key, owner } = await seeded(t);
   const cases: Array<[string, RegExp]> = [
     ['status=done', /query\.status: must be one of/],
     ['mode=text_to_smell', /query\.mode: must be one of/],
@@ -149,7 +149,7 @@ t.test('bad filters and cursors are 400 validation_error naming the field', asyn
     ['colour=red', /unknown field "colour"/],
   ];
   for (const [query, message] of cases) {
-    const res = await get(server, `/v1/generations?${query}`, key.key);
+    const res = await get(server, `/v1/generations?${query}&workspaceId=${owner.workspaceId}`, key.key);
     t.equal(res.status, 400, query);
     t.equal(res.body.error.code, 'validation_error', query);
     t.match(res.body.error.message, message, query);
@@ -171,7 +171,7 @@ t.test('the detail has every field of the spec and the timeline; nothing interna
     startedAt: new Date(at(2)), completedAt: new Date(at(3)), createdAt: new Date(at(0)), updatedAt: new Date(at(3)),
     timeline: [{ status: 'queued', at: at(0) }, { status: 'reserved', at: at(1) }, { status: 'submitted', at: at(1) }, { status: 'running', at: at(2) }, { status: 'failed', at: at(3), detail: 'provider_error' }],
   })]);
-  const res = await get(server, `/v1/generations/${row!.id}`, key.key);
+  const res = await get(server, `/v1/generations/${row!.id}?workspaceId=${owner.workspaceId}`, key.key);
   t.equal(res.status, 200);
   t.same(res.body, {
     id: row!.id, workspaceId: owner.workspaceId, apiKeyId: key.id, mode: 'image_to_image', modelId: 'local/image-edit', status: 'failed',
@@ -188,14 +188,14 @@ t.test('the detail has every field of the spec and the timeline; nothing interna
   const text = JSON.stringify(res.body);
   for (const secret of ['idem-secret', 'provider-internal-id', owner.userId, 'resolved', payload.slice(30, 80)]) t.notOk(text.includes(secret), `no ${secret.slice(0, 20)}`);
 
-  const listed = await get(server, '/v1/generations', key.key);
+  const listed = await get(server, `/v1/generations?workspaceId=${owner.workspaceId}`, key.key);
   t.equal(listed.body.data.length, 1);
   t.notOk('timeline' in listed.body.data[0], 'lists leave the timeline to the detail');
   const { timeline: _, ...withoutTimeline } = res.body;
   t.same(listed.body.data[0], withoutTimeline, 'the list item is the detail without its timeline');
 
   const succeeded = (await insertGenerations(server, [generationRow(owner.workspaceId, { status: 'succeeded', textOutput: 'Hamlet dies.', outputAssetIds: ['ast_a', 'ast_b'] })]))[0]!;
-  const done = await get(server, `/v1/generations/${succeeded.id}`, key.key);
+  const done = await get(server, `/v1/generations/${succeeded.id}?workspaceId=${owner.workspaceId}`, key.key);
   t.match(done.body, { textOutput: 'Hamlet dies.', outputAssetIds: ['ast_a', 'ast_b'], errorCode: null, errorMessage: null, apiKeyId: null, project: null });
 });
 
@@ -208,23 +208,23 @@ t.test('tenant isolation: another workspace\'s generation is 404 like a missing 
   const [mine] = await insertGenerations(server, [generationRow(owner.workspaceId, { project: 'shared-name' })]);
   const [theirs] = await insertGenerations(server, [generationRow(stranger.workspaceId, { project: 'shared-name' })]);
 
-  const missing = await get(server, `/v1/generations/${newId('gen')}`, key.key);
+  const missing = await get(server, `/v1/generations/${newId('gen')}?workspaceId=${owner.workspaceId}`, key.key);
   t.equal(missing.status, 404);
   t.equal(missing.body.error.code, 'not_found');
   for (const credential of [key.key, owner.cookie]) {
-    const other = await get(server, `/v1/generations/${theirs!.id}`, credential);
+    const other = await get(server, `/v1/generations/${theirs!.id}?workspaceId=${owner.workspaceId}`, credential);
     t.equal(other.status, 404, 'another workspace\'s id');
     t.equal(other.body.error.code, 'not_found');
     t.equal(other.body.error.message, `No generation ${theirs!.id}.`, 'same message shape as a missing one');
     t.notOk(JSON.stringify(other.body).includes(stranger.workspaceId), 'the owner is not revealed');
   }
-  t.equal((await get(server, `/v1/generations/${theirs!.id}`, strangerKey.key)).status, 200, 'its own workspace sees it');
+  t.equal((await get(server, `/v1/generations/${theirs!.id}?workspaceId=${stranger.workspaceId}`, strangerKey.key)).status, 200, 'its own workspace sees it');
   t.equal((await get(server, `/v1/generations/${theirs!.id}`, stranger.cookie)).status, 200, 'and its members');
   t.equal((await get(server, `/v1/generations/${mine!.id}?workspaceId=${owner.workspaceId}`, key.key)).status, 200, 'naming its own workspace is fine');
   t.equal((await get(server, `/v1/generations/${mine!.id}?workspaceId=${stranger.workspaceId}`, key.key)).status, 403, 'a key naming another workspace is 403');
   t.equal((await get(server, `/v1/generations/${mine!.id}?workspaceId=${stranger.workspaceId}`, stranger.cookie)).status, 404, 'a session naming the wrong workspace finds nothing');
 
-  const keyList = await get(server, '/v1/generations?project=shared-name', key.key);
+  const keyList = await get(server, `/v1/generations?project=shared-name&workspaceId=${owner.workspaceId}`, key.key);
   t.same(keyList.body.data.map((g: { id: string }) => g.id), [mine!.id], 'a key lists only its workspace');
   const sessionList = await get(server, `/v1/generations?workspaceId=${owner.workspaceId}`, owner.cookie);
   t.same(sessionList.body.data.map((g: { id: string }) => g.id), [mine!.id], 'a session lists the workspace it names');
@@ -238,9 +238,9 @@ t.test('tenant isolation: another workspace\'s generation is 404 like a missing 
   t.equal(noWorkspace.status, 400, 'a session must name the workspace');
   t.match(noWorkspace.body.error.message, /workspaceId/);
   // A cursor from another workspace's list gives nothing of theirs either.
-  const strangerPage = await get(server, '/v1/generations?limit=1', strangerKey.key);
+  const strangerPage = await get(server, `/v1/generations?limit=1&workspaceId=${stranger.workspaceId}`, strangerKey.key);
   const crafted = Buffer.from(JSON.stringify(['2999-01-01T00:00:00.000000Z', 'gen_zzzzzzzzzzzzzzzzzzzzzzzzzz'])).toString('base64url');
-  const viaCursor = await get(server, `/v1/generations?cursor=${crafted}`, key.key);
+  const viaCursor = await get(server, `/v1/generations?cursor=${crafted}&workspaceId=${owner.workspaceId}`, key.key);
   t.same(viaCursor.body.data.map((g: { id: string }) => g.id), [mine!.id]);
   t.equal(strangerPage.body.data[0].id, theirs!.id);
 });
@@ -254,5 +254,5 @@ t.test('scopes and credentials: the auth matrix of the generation reads', async 
   await authMatrix(t, server, owner, other, { path: `/v1/generations/${row!.id}`, scopes: ['generations.read'] });
   t.equal((await get(server, `/v1/generations?workspaceId=${owner.workspaceId}`, owner.cookie)).status, 200, 'a member\'s session');
   const writeOnly = await createKey(server, owner.cookie, owner.workspaceId, ['generations.write']);
-  t.equal((await get(server, '/v1/generations', writeOnly.key)).status, 403, 'generations.write does not grant reads');
+  t.equal((await get(server, `/v1/generations?workspaceId=${owner.workspaceId}`, writeOnly.key)).status, 403, 'generations.write does not grant reads');
 });

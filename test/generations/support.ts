@@ -59,7 +59,7 @@ export function get(server: TestServer, path: string, credential?: string) {
 }
 
 export interface MatrixCase {
-  /** Path with the caller's own workspace (keys) */
+  /** The route's path, without workspaceId: keys name theirs (or another, or none) in the query. */
   path: string;
   /** Scopes that must be granted (any of them); `all` always is. */
   scopes: Scope[];
@@ -69,12 +69,15 @@ export interface MatrixCase {
 
 /**
  * The auth matrix of one read route: no credentials, a malformed key, an unknown key, a revoked key and an
- * expired key are 401; a key without the scope is 403; a key naming another workspace is 403; a key with the
- * scope (or `all`) is let through.
+ * expired key are 401; a key without the scope is 403; a key naming another workspace, or none, is 403; a key
+ * with the scope (or `all`) naming its own workspace is let through.
  */
 export async function authMatrix(t: Test, server: TestServer, owner: SignedUp, other: SignedUp, route: MatrixCase): Promise<void> {
   const ok = route.okStatus ?? 200;
+  const naming = (workspaceId: string) => `${route.path}${route.path.includes('?') ? '&' : '?'}workspaceId=${workspaceId}`;
   const code = async (path: string, credential?: string) => {
+    // A key names its own workspace unless the case says otherwise (SPEC.md section 5, rule 7).
+    if (path === route.path && credential?.startsWith('gs_live_')) path = naming(owner.workspaceId);
     const response = await get(server, path, credential);
     return { status: response.status, code: response.body?.error?.code as string | undefined };
   };
@@ -99,7 +102,8 @@ export async function authMatrix(t: Test, server: TestServer, owner: SignedUp, o
   for (const scopes of [route.scopes, ['all'] as Scope[]]) {
     const key = await createKey(server, owner.cookie, owner.workspaceId, scopes);
     t.equal((await code(route.path, key.key)).status, ok, `${route.path}: key with ${scopes.join(',')}`);
-    const separator = route.path.includes('?') ? '&' : '?';
-    t.match(await code(`${route.path}${separator}workspaceId=${other.workspaceId}`, key.key), { status: 403, code: 'forbidden' }, `${route.path}: key naming another workspace`);
+    t.match(await code(naming(other.workspaceId), key.key), { status: 403, code: 'forbidden' }, `${route.path}: key naming another workspace`);
+    const none = await get(server, route.path, key.key);
+    t.match({ status: none.status, code: none.body?.error?.code }, { status: 403, code: 'forbidden' }, `${route.path}: key naming no workspace`);
   }
 }
