@@ -12,6 +12,7 @@ export const getApiKeyUsage = defineRoute({
   path: '/v1/api-keys/:id/usage',
   operationId: 'getApiKeyUsage',
   summary: 'Requests and generations attributed to a key, by UTC day (default: the last 30 days; at most 366) (dashboard only)',
+  description: 'Requests made with a key and generations attributed to it, per UTC day between from and to (by default the last 30 days, at most 366).',
   tags: ['api-keys'],
   access: 'dashboard',
   params: ApiKeyParams,

@@ -21,8 +21,10 @@ export const createCreditTopUp = defineRoute({
   path: '/v1/credits/top-ups',
   operationId: 'createCreditTopUp',
   summary: 'Create a pending credit top-up order; pay it at checkoutUrl, and the credits are granted once the provider confirms',
+  description: 'Creates a pending order for credits at the plan\'s price per credit; pay it at checkoutUrl, and the credits are granted once the payment provider confirms. Owners and admins only when signed in.',
   tags: ['credits'],
   access: { scopes: ['wallet.write'] },
+  errors: ['not_found'],
   body: CreateTopUpIn,
   responses: { 201: TopUpCreatedOut },
   handler: async ({ auth, body, services }) => {

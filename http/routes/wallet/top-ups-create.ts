@@ -21,8 +21,10 @@ export const createWalletTopUp = defineRoute({
   path: '/v1/wallet/top-ups',
   operationId: 'createWalletTopUp',
   summary: 'Deposit funds into the wallet (at least 10 dollars): a pending deposit paid at checkoutUrl, credited once the provider confirms',
+  description: 'Deposits funds into the wallet (at least 1000 cents): a pending deposit paid at checkoutUrl, credited once the payment provider confirms. Owners and admins only when signed in.',
   tags: ['wallet'],
   access: { scopes: ['wallet.write'] },
+  errors: ['not_found'],
   body: WalletTopUpIn,
   responses: { 201: DepositCreatedOut },
   handler: async ({ auth, body, services }) => {
