@@ -14,7 +14,7 @@ export const CreateTopUpIn = Type.Object({
   credits: Type.Integer({ minimum: MIN_TOP_UP_CREDITS, maximum: MAX_TOP_UP_CREDITS, description: 'Credits to buy, at the plan\'s cents per credit.' }),
 }, { additionalProperties: false });
 
-export const TopUpCreatedOut = Type.Composite([TopUpOut, Type.Object(CheckoutFields)], { additionalProperties: false });
+export const TopUpCreatedOut = Type.Object({ ...TopUpOut.properties, ...CheckoutFields }, { additionalProperties: false });
 
 export const createCreditTopUp = defineRoute({
   method: 'POST',

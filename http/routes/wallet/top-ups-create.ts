@@ -14,7 +14,7 @@ export const WalletTopUpIn = Type.Object({
   amountCents: Type.Integer({ description: `US cents, at least ${WALLET_MINIMUM_DEPOSIT_CENTS} (10 dollars).` }),
 }, { additionalProperties: false });
 
-export const DepositCreatedOut = Type.Composite([DepositOut, Type.Object(CheckoutFields)], { additionalProperties: false });
+export const DepositCreatedOut = Type.Object({ ...DepositOut.properties, ...CheckoutFields }, { additionalProperties: false });
 
 export const createWalletTopUp = defineRoute({
   method: 'POST',
