@@ -3,6 +3,7 @@ import type { Static, TSchema } from '@sinclair/typebox';
 import type { Services } from '../runtime/services.ts';
 import type { Database } from '../persistence/database.ts';
 import type { ForwardedAnswer } from './forward.ts';
+import type { ErrorCode } from './errors.ts';
 
 export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
@@ -65,9 +66,28 @@ export interface RouteDef<
   /** `/v1/things/:id` style; parameters are whole segments. */
   path: string;
   operationId: string;
+  /** One line, for lists of operations. */
   summary: string;
+  /**
+   * One to three sentences: what the operation does, for whom, and what to know before calling it. Every route
+   * of the route table has one (test/http/openapi-lint.test.ts); routes made only in tests may leave it out.
+   */
+  description?: string;
   tags: string[];
   access: Access;
+  /**
+   * What the handler asks of an API key beyond `access`, which the authentication layer checks before
+   * validation: `refused`, the handler answers 403 forbidden to every key (the route is for people);
+   * `{ scopes }`, it answers 403 to a key holding none of these scopes (or `all`). The document's
+   * `security` follows it, and test/http/openapi-security.test.ts holds it to what a live server does.
+   */
+  keys?: 'refused' | { scopes: Scope[] };
+  /**
+   * The codes of http/errors.ts the handler (and what it calls) may answer, besides those derived from
+   * the route (access: 401/403 and 429; params, query and body: 400; path parameters: 404; a body: 413;
+   * the database and cluster owner: 503). Each is documented as a response of the operation.
+   */
+  errors?: ErrorCode[];
   /**
    * Whether a request made with an API key must name the key's workspace (path :workspaceId, query or
    * body workspaceId; any other workspace is 403). Default `required`; `none` for routes where a
@@ -95,7 +115,7 @@ export interface RouteDef<
    * `owner`, a route is served where it arrives (reads that go straight to the database).
    */
   owner?: OwnerOf;
-  /** Success responses by status; errors are described once for all routes. */
+  /** Success responses by status; error responses are derived (see `errors`). */
   responses: Record<number, TSchema | null>;
   handler(ctx: RequestContext<StaticOr<P, Record<string, string>>, StaticOr<Q, Record<string, unknown>>, StaticOr<B, undefined>>): Promise<Reply> | Reply;
 }

@@ -26,11 +26,20 @@ t.test('auth and API key operations are documented with their security', async (
     t.ok(op, `${method} ${path} is documented`);
     t.same(op?.security, security, `${method} ${path} security`);
   }
+  // A scope that grants an operation is one requirement of its own (the requirements are alternatives), `all` too;
+  // a route whose handler refuses keys is for sessions only, whatever its access.
   for (const route of server.http.router.routes) {
     const op = body.paths[route.def.path.replace(/:(\w+)/g, '{$1}')][route.def.method.toLowerCase()];
-    const access = route.def.access;
-    if (typeof access === 'object') t.same(op.security, [{ apiKey: access.scopes }, { session: [] }], `${route.def.method} ${route.def.path} lists its scopes`);
-    if (access === 'auth') t.same(op.security, [{ apiKey: [] }, { session: [] }]);
+    const { access, keys } = route.def;
+    const name = `${route.def.method} ${route.def.path}`;
+    const scopes = typeof keys === 'object' ? keys.scopes : typeof access === 'object' ? access.scopes : undefined;
+    if (access === 'public') t.same(op.security, [], `${name}: no security`);
+    else if (access === 'dashboard' || keys === 'refused') t.same(op.security, [{ session: [] }], `${name}: a session only`);
+    else if (scopes) t.same(op.security, [...scopes.map((scope) => ({ apiKey: [scope] })), { apiKey: ['all'] }, { session: [] }], `${name} lists its scopes`);
+    else t.same(op.security, [{ apiKey: [] }, { session: [] }], `${name}: any key or a session`);
+  }
+  for (const [path, method] of [['/v1/me', 'get'], ['/v1/workspaces', 'post'], ['/v1/invitations/accept', 'post']] as const) {
+    t.same(body.paths[path][method].security, [{ session: [] }], `${method} ${path} refuses API keys, and says so`);
   }
   const created = body.paths['/v1/api-keys'].post.responses['201'].content['application/json'].schema;
   t.ok(created.properties.key, 'the creation answer carries the plaintext');

@@ -11,8 +11,10 @@ export const updateApiKey = defineRoute({
   path: '/v1/api-keys/:id',
   operationId: 'updateApiKey',
   summary: 'Change a key\'s name, scopes, expiry or spending controls (null clears a limit), or revoke it (revoked: true); takes effect on the next request (dashboard only)',
+  description: 'Changes a key\'s name, scopes, expiry or spending controls (credit budget, wallet cap, concurrency, model allowlist; null clears one), or revokes it with revoked: true; every node sees the change on the key\'s next request. A revoked key cannot be restored (409).',
   tags: ['api-keys'],
   access: 'dashboard',
+  errors: ['conflict'],
   // The limits change through the key's workspace actor, which decides every create against them.
   owner: workspaceOfRow('api_keys'),
   params: ApiKeyParams,

@@ -14,6 +14,7 @@ export const getApiKeyUsage = defineRoute({
   path: '/v1/api-keys/:id/usage',
   operationId: 'getApiKeyUsage',
   summary: 'Requests and generations attributed to a key, by UTC day (default: the last 30 days; at most 366), and each of its spending controls now: limit, spent, remaining, resetsAt (dashboard only)',
+  description: 'Requests made with a key and generations attributed to it, per UTC day between from and to (by default the last 30 days, at most 366), with each of the key\'s spending controls as it stands: limit, spent, remaining and when it resets.',
   tags: ['api-keys'],
   access: 'dashboard',
   // The spent figures are the key's workspace actor's, which counts every create as it decides it.

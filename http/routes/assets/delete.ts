@@ -10,6 +10,7 @@ export const deleteAssetRoute = defineRoute({
   path: '/v1/assets/:id',
   operationId: 'deleteAsset',
   summary: 'Delete an asset: its bytes are removed and its storage freed',
+  description: 'Deletes an asset: its bytes are removed from storage and the space is freed at once.',
   tags: ['assets'],
   access: { scopes: ['files.write'] },
   params: AssetParams,

@@ -10,6 +10,7 @@ export const getAssetDownload = defineRoute({
   path: '/v1/assets/:id/download',
   operationId: 'getAssetDownload',
   summary: 'A short-lived URL (5 minutes) to download the asset\'s bytes, needing no credentials',
+  description: 'Answers a short-lived URL (5 minutes) from which the asset\'s bytes can be downloaded without credentials.',
   tags: ['assets'],
   access: { scopes: ['assets.read'] },
   params: AssetParams,

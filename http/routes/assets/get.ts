@@ -7,6 +7,7 @@ export const getAsset = defineRoute({
   path: '/v1/assets/:id',
   operationId: 'getAsset',
   summary: 'One asset of the workspace',
+  description: 'Reads one asset. An asset of another workspace answers 404, as a missing one.',
   tags: ['assets'],
   access: { scopes: ['assets.read'] },
   params: AssetParams,

@@ -11,8 +11,10 @@ export const listAssets = defineRoute({
   path: '/v1/assets',
   operationId: 'listAssets',
   summary: 'List a workspace\'s assets, newest first; filters favorite, mediaType, sourceGenerationId',
+  description: 'Lists the assets (uploads and generation outputs) of a workspace, newest first, filtered by favorite, mediaType or sourceGenerationId, with cursor pagination.',
   tags: ['assets'],
   access: { scopes: ['assets.read'] },
+  errors: ['not_found'],
   query: Type.Object({
     workspaceId: WorkspaceIdField,
     favorite: Type.Optional(Type.Boolean({ description: 'true: favourites only; false: all but favourites.' })),

@@ -8,6 +8,7 @@ export const updateAsset = defineRoute({
   path: '/v1/assets/:id',
   operationId: 'updateAsset',
   summary: 'Mark an asset favourite (or not) and rename it',
+  description: 'Marks an asset as favourite or not, and renames it (null clears the name).',
   tags: ['assets'],
   access: { scopes: ['files.write'] },
   params: AssetParams,

@@ -16,8 +16,10 @@ export const signup = defineRoute({
   path: '/v1/auth/signup',
   operationId: 'signup',
   summary: 'Create an account and its personal workspace (free plan, the user as owner), and start a session (Set-Cookie gs_session)',
+  description: 'Creates a user with an e-mail address and a password, their personal workspace on the free plan with the user as owner, and a session whose cookie the answer sets. An e-mail address that already has an account is 409 conflict; a browser request from a foreign Origin is 403.',
   tags: ['auth'],
   access: 'public',
+  errors: ['conflict', 'forbidden'],
   body: SignupIn,
   responses: { 201: SignupOut },
   handler: async ({ body, services, headers, remoteAddress }) => {

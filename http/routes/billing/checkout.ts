@@ -25,8 +25,11 @@ export const createCheckout = defineRoute({
   path: '/v1/billing/checkout',
   operationId: 'createBillingCheckout',
   summary: 'Start a checkout for a paid plan; the subscription starts when the provider confirms the payment',
+  description: 'Starts a checkout for a paid plan and answers the payment page\'s URL; the subscription starts once the payment provider confirms. Owners and admins when signed in; an API key needs wallet.write. Subscribing to the plan already in force is 409.',
   tags: ['billing'],
   access: 'auth',
+  keys: { scopes: ['wallet.write'] },
+  errors: ['not_found', 'conflict'],
   body: CheckoutIn,
   responses: { 201: CheckoutOut },
   handler: async ({ auth, body, services }) => {

@@ -10,8 +10,10 @@ export const listPayments = defineRoute({
   path: '/v1/billing/payments',
   operationId: 'listBillingPayments',
   summary: 'Payments of a workspace (subscriptions, credit top-ups, wallet deposits), newest first',
+  description: 'Lists the payments of a workspace (subscriptions, credit top-ups and wallet deposits) with their status, newest first.',
   tags: ['billing'],
   access: 'auth',
+  errors: ['not_found'],
   query: Type.Object({ workspaceId: WorkspaceIdField, ...PageQueryFields }, { additionalProperties: false }),
   responses: { 200: Page(PaymentOut) },
   handler: async ({ auth, query, services }) => {

@@ -15,8 +15,11 @@ export const createPortalSession = defineRoute({
   path: '/v1/billing/portal',
   operationId: 'createBillingPortalSession',
   summary: 'A customer billing portal session URL (payments, subscription)',
+  description: 'Answers the URL of a customer billing portal session, where payments and the subscription can be seen. Owners and admins when signed in; an API key needs wallet.write.',
   tags: ['billing'],
   access: 'auth',
+  keys: { scopes: ['wallet.write'] },
+  errors: ['not_found'],
   body: Type.Object({ workspaceId: WorkspaceIdField }, { additionalProperties: false }),
   responses: { 200: PortalOut },
   handler: async ({ auth, body, services }) => {
@@ -31,8 +34,10 @@ export const showLocalPortal = defineRoute({
   path: '/v1/billing/local/portal',
   operationId: 'showLocalPortal',
   summary: 'The local payment provider\'s customer portal (HTML), reached through a signed portal session URL',
+  description: 'The customer portal page (HTML) of the built-in local payment provider, reached through a signed portal session URL; one that is not valid or has expired is 404.',
   tags: ['billing'],
   access: 'public',
+  errors: ['not_found'],
   query: Type.Object({
     workspaceId: WorkspaceIdField,
     expires: Type.String({ pattern: '^[0-9]{1,16}$' }),

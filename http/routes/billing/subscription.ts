@@ -21,8 +21,10 @@ export const getSubscription = defineRoute({
   path: '/v1/billing/subscription',
   operationId: 'getBillingSubscription',
   summary: 'The current subscription (plan, status, period) and the entitlements of the plan in force',
+  description: 'The workspace\'s current subscription (plan, status, period) and the entitlements of the plan in force.',
   tags: ['billing'],
   access: 'auth',
+  errors: ['not_found'],
   query: Type.Object({ workspaceId: WorkspaceIdField }, { additionalProperties: false }),
   responses: { 200: SubscriptionStateOut },
   handler: async ({ auth, query, services }) => {

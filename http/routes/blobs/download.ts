@@ -22,8 +22,10 @@ export const getSignedDownload = defineRoute({
   path: LOCAL_DOWNLOAD_PATH,
   operationId: 'getSignedDownload',
   summary: 'Download an asset\'s bytes from a signed URL (local blob store)',
+  description: 'Sends the bytes of an asset from a signed download URL, when the service stores files itself (local blob store). The URL is the credential: one that is not valid or has expired is 403.',
   tags: ['assets'],
   access: 'public',
+  errors: ['forbidden', 'not_found'],
   query: SignedDownloadQuery,
   responses: { 200: null },
   handler: async ({ query, services }) => {

@@ -20,6 +20,7 @@ export const getWorkspaceCredits = defineRoute({
   path: '/v1/workspaces/:workspaceId/credits',
   operationId: 'getWorkspaceCredits',
   summary: 'Available and reserved credits, and the most recent ledger entries',
+  description: 'The workspace\'s available and reserved credits and its most recent ledger entries.',
   tags: ['credits'],
   access: { scopes: ['usage.read'] },
   owner: namedWorkspace,

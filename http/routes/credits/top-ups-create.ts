@@ -14,15 +14,17 @@ export const CreateTopUpIn = Type.Object({
   credits: Type.Integer({ minimum: MIN_TOP_UP_CREDITS, maximum: MAX_TOP_UP_CREDITS, description: 'Credits to buy, at the plan\'s cents per credit.' }),
 }, { additionalProperties: false });
 
-export const TopUpCreatedOut = Type.Composite([TopUpOut, Type.Object(CheckoutFields)], { additionalProperties: false });
+export const TopUpCreatedOut = Type.Object({ ...TopUpOut.properties, ...CheckoutFields }, { additionalProperties: false });
 
 export const createCreditTopUp = defineRoute({
   method: 'POST',
   path: '/v1/credits/top-ups',
   operationId: 'createCreditTopUp',
   summary: 'Create a pending credit top-up order; pay it at checkoutUrl, and the credits are granted once the provider confirms',
+  description: 'Creates a pending order for credits at the plan\'s price per credit; pay it at checkoutUrl, and the credits are granted once the payment provider confirms. Owners and admins only when signed in.',
   tags: ['credits'],
   access: { scopes: ['wallet.write'] },
+  errors: ['not_found'],
   body: CreateTopUpIn,
   responses: { 201: TopUpCreatedOut },
   handler: async ({ auth, body, services }) => {

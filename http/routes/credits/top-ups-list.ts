@@ -10,8 +10,10 @@ export const listCreditTopUps = defineRoute({
   path: '/v1/credits/top-ups',
   operationId: 'listCreditTopUps',
   summary: 'Credit top-up orders of a workspace, newest first',
+  description: 'Lists the credit top-up orders of a workspace with their status, newest first.',
   tags: ['credits'],
   access: { scopes: ['usage.read'] },
+  errors: ['not_found'],
   query: Type.Object({
     workspaceId: WorkspaceIdField,
     status: Type.Optional(Type.Union([Type.Literal('pending'), Type.Literal('paid'), Type.Literal('failed')])),

@@ -14,8 +14,10 @@ export const createUploadUrl = defineRoute({
   path: '/v1/files/upload-url',
   operationId: 'createUploadUrl',
   summary: 'Step 1 of an upload: a signed URL to PUT one file of the declared type and exact size to, valid 15 minutes',
+  description: 'Step 1 of an upload: declares one file (type, exact size, name) and answers a signed URL to PUT its bytes to, valid for 15 minutes. A type the plan does not allow, a file larger than the plan allows, or one past the storage limit is 422 plan_limit_reached.',
   tags: ['files'],
   access: { scopes: ['files.write'] },
+  errors: ['not_found', 'plan_limit_reached'],
   body: UploadUrlIn,
   responses: { 201: UploadUrlOut },
   handler: async ({ auth, body, services }) => {

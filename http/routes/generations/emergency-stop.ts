@@ -12,6 +12,7 @@ export const getEmergencyStop = defineRoute({
   path: '/v1/generations/emergency-stop',
   operationId: 'getEmergencyStop',
   summary: 'Whether generation is paused platform-wide by the operator (any valid key or session)',
+  description: 'Whether generation is paused platform-wide by the operator; while it is, new generations are refused with 503 generation_paused and queued ones wait. Any valid API key or session may ask.',
   tags: ['generations'],
   access: 'auth',
   // Platform-wide: no workspace involved.

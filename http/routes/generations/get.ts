@@ -10,6 +10,7 @@ export const getGeneration = defineRoute({
   path: '/v1/generations/:id',
   operationId: 'getGeneration',
   summary: 'One generation with its event timeline; one of another workspace answers 404, as a missing one',
+  description: 'Reads one generation with its event timeline and outputs. A generation of another workspace answers 404, as a missing one.',
   tags: ['generations'],
   access: { scopes: ['generations.read'] },
   // The generation names its workspace; a key naming another one is still 403 (below).

@@ -55,8 +55,10 @@ export const listGenerations = defineRoute({
   path: '/v1/generations',
   operationId: 'listGenerations',
   summary: 'List the generations of a workspace, newest first, with filters (mode, status, model, project, from/to) and cursor pagination',
+  description: 'Lists the generations of a workspace, newest first, filtered by mode, status, model, project and a from/to range, with cursor pagination. A session must name the workspace; an API key reads its own.',
   tags: ['generations'],
   access: { scopes: ['generations.read'] },
+  errors: ['not_found'],
   // A key lists its own workspace; naming it is allowed, naming another is 403 (checked in readWorkspace).
   query: ListGenerationsQuery,
   responses: { 200: Page(GenerationOut) },

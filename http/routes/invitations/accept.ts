@@ -19,8 +19,11 @@ export const acceptInvitation = defineRoute({
   path: '/v1/invitations/accept',
   operationId: 'acceptInvitation',
   summary: 'Join a workspace with an invitation token, signed in with the invited e-mail; 409 when used, cancelled or expired',
+  description: 'Joins the workspace of an invitation token, as the role it names. The signed-in user\'s e-mail address must be the invited one (403 otherwise); a token used, cancelled or expired is 409, and an unknown one 404.',
   tags: ['workspaces'],
   access: 'auth',
+  keys: 'refused',
+  errors: ['not_found', 'conflict'],
   // The workspace comes from the token; an API key is refused anyway (accepting is for people).
   keyWorkspace: 'none',
   body: AcceptInvitationIn,

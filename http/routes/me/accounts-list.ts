@@ -14,8 +14,10 @@ export const listLinkedAccounts = defineRoute({
   path: '/v1/me/accounts',
   operationId: 'listLinkedAccounts',
   summary: 'The ways the signed-in user can sign in: `password` and linked providers',
+  description: 'Lists the ways the signed-in user can sign in: `password` and any linked providers.',
   tags: ['account'],
   access: 'auth',
+  keys: 'refused',
   keyWorkspace: 'none',
   responses: { 200: LinkedAccountList },
   handler: async ({ auth, services }) => {

@@ -15,8 +15,11 @@ export const deleteMe = defineRoute({
   path: '/v1/me',
   operationId: 'deleteMe',
   summary: 'Delete the account, its sessions and personal data, and the workspaces it alone belongs to; 409 while it owns a workspace with other members',
+  description: 'Deletes the signed-in user\'s account with their sessions and personal data, and the workspaces they alone belong to. While they own a workspace that has other members the answer is 409: transfer ownership or remove the members first.',
   tags: ['account'],
   access: 'auth',
+  keys: 'refused',
+  errors: ['conflict'],
   keyWorkspace: 'none',
   responses: { 204: null },
   handler: async ({ auth, services }) => {

@@ -10,8 +10,10 @@ export const requestExport = defineRoute({
   path: '/v1/me/export-request',
   operationId: 'requestDataExport',
   summary: 'Export the signed-in user\'s data as a JSON file; the answer names its download path',
+  description: 'Exports the signed-in user\'s data (profile, memberships, sign-in methods, sessions, invitations sent, keys created) as a JSON file; the answer names its download path.',
   tags: ['account'],
   access: 'auth',
+  keys: 'refused',
   keyWorkspace: 'none',
   responses: { 201: ExportOut },
   handler: async ({ auth, services }) => {

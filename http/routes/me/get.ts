@@ -8,8 +8,10 @@ export const getMe = defineRoute({
   path: '/v1/me',
   operationId: 'getMe',
   summary: 'The signed-in user\'s profile (API keys belong to workspaces, not people: 403)',
+  description: 'Reads the signed-in user\'s profile. API keys belong to workspaces, not people, so a key is 403.',
   tags: ['account'],
   access: 'auth',
+  keys: 'refused',
   keyWorkspace: 'none',
   responses: { 200: UserOut },
   handler: async ({ auth, services }) => {

@@ -15,8 +15,10 @@ export const getReadiness = defineRoute({
   path: '/health/ready',
   operationId: 'getReadiness',
   summary: 'Readiness probe: 200 once the database answers and recovery has finished, 503 otherwise (also while the database cannot be reached)',
+  description: 'Readiness probe for load balancers and orchestrators: 200 once the database answers and start-up recovery has finished. While the service starts, drains or cannot reach its database it answers 503 not_ready, with the reason in the message.',
   tags: ['meta'],
   access: 'public',
+  errors: ['not_ready'],
   needsDatabase: false,
   responses: { 200: Readiness },
   handler: async ({ services }) => {

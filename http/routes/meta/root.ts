@@ -32,6 +32,7 @@ export const getServiceIdentity = defineRoute({
   path: '/v1',
   operationId: 'getServiceIdentity',
   summary: 'Service identity, version and docs link',
+  description: 'Names the service, its version, the HTTP engine it runs on and the address of this OpenAPI document. Needs no credentials and answers even while the database cannot be reached.',
   tags: ['meta'],
   access: 'public',
   needsDatabase: false,

@@ -43,6 +43,7 @@ export const getPublicCatalog = defineRoute({
   path: '/v1/catalog/public',
   operationId: 'getPublicCatalog',
   summary: 'Public catalog: models, sample prompts and makers (no authentication)',
+  description: 'The public catalog: models, sample prompts and model makers, for a landing page. Needs no credentials.',
   tags: ['public'],
   access: 'public',
   responses: { 200: PublicCatalogOut },

@@ -9,6 +9,7 @@ export const listPublicModels = defineRoute({
   path: '/v1/models/public',
   operationId: 'listPublicModels',
   summary: 'Public model showcase: every model this service runs, with prices, plans and a sample prompt (no authentication)',
+  description: 'A showcase of every model this service runs, with prices, the plans that may use it and a sample prompt. Needs no credentials.',
   tags: ['public'],
   access: 'public',
   responses: { 200: PublicModelsOut },

@@ -23,6 +23,7 @@ export const listPlans = defineRoute({
   path: '/v1/plans',
   operationId: 'listPlans',
   summary: 'Plan catalog: prices in cents, credits, entitlements, rate limits and the models each plan may use (no authentication)',
+  description: 'The plan catalog: monthly prices in cents, included credits, entitlements, API rate limits and the models each plan may use. Needs no credentials.',
   tags: ['public'],
   access: 'public',
   responses: { 200: PlansOut },

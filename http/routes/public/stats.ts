@@ -67,6 +67,7 @@ export const getPublicStats = defineRoute({
   path: '/v1/stats/public',
   operationId: 'getPublicStats',
   summary: 'Platform statistics read from the database: generations (total, succeeded), workspaces, models (no authentication; cached 10 s)',
+  description: 'Platform statistics read from the database: generations (total and succeeded), workspaces and models. Needs no credentials; cached for 10 seconds.',
   tags: ['public'],
   access: 'public',
   responses: { 200: PublicStatsOut },

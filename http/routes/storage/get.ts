@@ -25,6 +25,7 @@ export const getWorkspaceStorage = defineRoute({
   path: '/v1/workspaces/:workspaceId/storage',
   operationId: 'getWorkspaceStorage',
   summary: 'Storage used by the workspace\'s assets, its plan\'s limits, and asset counts per media type',
+  description: 'The storage used by the workspace\'s assets, the limits of its plan (total, per file, media types allowed) and the number of assets per media type.',
   tags: ['assets'],
   access: { scopes: ['usage.read'] },
   params: Type.Object({ workspaceId: Type.String({ minLength: 1, maxLength: 64 }) }, { additionalProperties: false }),

@@ -28,8 +28,10 @@ export const getUsage = defineRoute({
   path: '/v1/usage',
   operationId: 'getUsage',
   summary: 'Usage summary by date range: generations, credits charged, wallet cost, output bytes; attributed to the key when called with one',
+  description: 'A usage summary of a workspace over a date range (by default this month): generations, credits charged, wallet cost and output bytes. Called with an API key, it covers that key\'s own usage only (naming another key is 403).',
   tags: ['usage'],
   access: { scopes: ['usage.read'] },
+  errors: ['not_found'],
   query: Type.Object({
     workspaceId: WorkspaceIdField,
     from: Type.Optional(When('Generations created at or after (ISO 8601 date-time with a zone, or a UTC date). Default: the start of the current UTC month.')),

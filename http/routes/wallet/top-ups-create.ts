@@ -14,15 +14,17 @@ export const WalletTopUpIn = Type.Object({
   amountCents: Type.Integer({ description: `US cents, at least ${WALLET_MINIMUM_DEPOSIT_CENTS} (10 dollars).` }),
 }, { additionalProperties: false });
 
-export const DepositCreatedOut = Type.Composite([DepositOut, Type.Object(CheckoutFields)], { additionalProperties: false });
+export const DepositCreatedOut = Type.Object({ ...DepositOut.properties, ...CheckoutFields }, { additionalProperties: false });
 
 export const createWalletTopUp = defineRoute({
   method: 'POST',
   path: '/v1/wallet/top-ups',
   operationId: 'createWalletTopUp',
   summary: 'Deposit funds into the wallet (at least 10 dollars): a pending deposit paid at checkoutUrl, credited once the provider confirms',
+  description: 'Deposits funds into the wallet (at least 1000 cents): a pending deposit paid at checkoutUrl, credited once the payment provider confirms. Owners and admins only when signed in.',
   tags: ['wallet'],
   access: { scopes: ['wallet.write'] },
+  errors: ['not_found'],
   body: WalletTopUpIn,
   responses: { 201: DepositCreatedOut },
   handler: async ({ auth, body, services }) => {

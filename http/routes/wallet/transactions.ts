@@ -10,8 +10,10 @@ export const listWalletTransactions = defineRoute({
   path: '/v1/wallet/transactions',
   operationId: 'listWalletTransactions',
   summary: 'Wallet transactions (deposits, and holds, charges and refunds of jobs paid from the wallet), newest first',
+  description: 'Lists the wallet\'s transactions, newest first: deposits, and the holds, charges and refunds of jobs paid from the wallet.',
   tags: ['wallet'],
   access: { scopes: ['wallet.read', 'usage.read'] },
+  errors: ['not_found'],
   query: Type.Object({ workspaceId: WorkspaceIdField, ...PageQueryFields }, { additionalProperties: false }),
   responses: { 200: Page(LedgerEntryOut) },
   handler: async ({ auth, query, services }) => {

@@ -10,6 +10,7 @@ export const deleteWebhook = defineRoute({
   path: '/v1/webhooks/:id',
   operationId: 'deleteWebhook',
   summary: 'Delete an endpoint: nothing more is sent to it and its pending deliveries become failed',
+  description: 'Deletes an endpoint: nothing more is sent to it, and its pending deliveries become failed.',
   tags: ['webhooks'],
   access: { scopes: ['webhooks.manage'] },
   owner: workspaceOfRow('webhook_endpoints'),

@@ -11,6 +11,7 @@ export const listDeliveries = defineRoute({
   path: '/v1/webhooks/:id/deliveries',
   operationId: 'listWebhookDeliveries',
   summary: 'The most recent deliveries of an endpoint (100 by default), newest first, with their attempts and status',
+  description: 'The most recent deliveries to an endpoint (100 by default), newest first, with their attempts and status.',
   tags: ['webhooks'],
   access: { scopes: ['webhooks.manage'] },
   params: WebhookParams,

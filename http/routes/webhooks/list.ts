@@ -10,8 +10,10 @@ export const listWebhooks = defineRoute({
   path: '/v1/webhooks',
   operationId: 'listWebhooks',
   summary: 'List the webhook endpoints of a workspace, newest first (never their secrets)',
+  description: 'Lists the webhook endpoints of a workspace, newest first, never with their signing secrets.',
   tags: ['webhooks'],
   access: { scopes: ['webhooks.manage'] },
+  errors: ['not_found'],
   query: Type.Object({
     workspaceId: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'The workspace; required when signed in, and an API key must name its own.' })),
     ...PageQueryFields,

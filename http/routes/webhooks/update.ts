@@ -10,6 +10,7 @@ export const updateWebhook = defineRoute({
   path: '/v1/webhooks/:id',
   operationId: 'updateWebhook',
   summary: 'Change an endpoint\'s url, event types, description or status; disabling it fails its pending deliveries',
+  description: 'Changes an endpoint\'s url, event types, description or status; disabling it fails its pending deliveries.',
   tags: ['webhooks'],
   access: { scopes: ['webhooks.manage'] },
   owner: workspaceOfRow('webhook_endpoints'),

@@ -10,9 +10,11 @@ export const createWorkspace = defineRoute({
   path: '/v1/workspaces',
   operationId: 'createWorkspace',
   summary: 'Create a workspace on the free plan; the caller becomes its owner (signed-in users only)',
+  description: 'Creates a workspace on the free plan with the signed-in user as its owner. For people only: an API key is 403.',
   tags: ['workspaces'],
   access: 'auth',
   keyWorkspace: 'none',
+  keys: 'refused',
   body: WorkspaceIn,
   responses: { 201: WorkspaceOut },
   handler: async ({ auth, body, services }) => {

@@ -9,8 +9,11 @@ export const cancelInvitation = defineRoute({
   path: '/v1/workspaces/:workspaceId/invitations/:invitationId',
   operationId: 'cancelInvitation',
   summary: 'Cancel an invitation so its token no longer works (owner or admin); 409 once accepted or cancelled',
+  description: 'Cancels a pending invitation, so its token no longer works; owners and admins only. An invitation already accepted or cancelled is 409.',
   tags: ['workspaces'],
   access: 'auth',
+  keys: 'refused',
+  errors: ['conflict'],
   params: InvitationParams,
   responses: { 204: null },
   handler: async ({ auth, params, services }) => {

@@ -9,8 +9,11 @@ export const leaveWorkspace = defineRoute({
   path: '/v1/workspaces/:workspaceId/leave',
   operationId: 'leaveWorkspace',
   summary: 'Leave a workspace (409 for the owner, who must transfer ownership first)',
+  description: 'Removes the signed-in user from a workspace. The owner cannot leave (409) and must transfer ownership or delete the workspace first.',
   tags: ['workspaces'],
   access: 'auth',
+  keys: 'refused',
+  errors: ['conflict'],
   params: WorkspaceParams,
   responses: { 204: null },
   handler: async ({ auth, params, services }) => {

@@ -16,6 +16,7 @@ export const listWorkspaces = defineRoute({
   path: '/v1/workspaces',
   operationId: 'listWorkspaces',
   summary: 'The caller\'s workspaces with the caller\'s role, newest first; an API key sees only its own workspace',
+  description: 'Lists the workspaces the signed-in user belongs to, with their role in each, newest first. An API key sees only its own workspace, and must name it in workspaceId.',
   tags: ['workspaces'],
   access: 'auth',
   query: ListWorkspacesQuery,
