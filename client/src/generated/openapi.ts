@@ -9,7 +9,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Readiness probe: 200 once the database answers and recovery has finished, 503 otherwise (also while the database cannot be reached) */
+        /**
+         * Readiness probe: 200 once the database answers and recovery has finished, 503 otherwise (also while the database cannot be reached)
+         * @description Readiness probe for load balancers and orchestrators: 200 once the database answers and start-up recovery has finished. While the service starts, drains or cannot reach its database it answers 503 not_ready, with the reason in the message.
+         */
         get: operations["getReadiness"];
         put?: never;
         post?: never;
@@ -26,7 +29,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Service identity, version and docs link */
+        /**
+         * Service identity, version and docs link
+         * @description Names the service, its version, the HTTP engine it runs on and the address of this OpenAPI document. Needs no credentials and answers even while the database cannot be reached.
+         */
         get: operations["getServiceIdentity"];
         put?: never;
         post?: never;
@@ -43,10 +49,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List the API keys of a workspace, newest first, revoked ones included; never the plaintext (dashboard only; owners and admins) */
+        /**
+         * List the API keys of a workspace, newest first, revoked ones included; never the plaintext (dashboard only; owners and admins)
+         * @description Lists the API keys of a workspace, newest first, with revoked and expired keys included; the answer never holds a plaintext key or its hash. Only owners and admins of the workspace may list keys.
+         */
         get: operations["listApiKeys"];
         put?: never;
-        /** Create an API key for a workspace; the plaintext key is in this answer only (dashboard only; owners and admins) */
+        /**
+         * Create an API key for a workspace; the plaintext key is in this answer only (dashboard only; owners and admins)
+         * @description Creates an API key of one workspace with the given scopes and an optional expiry. The plaintext key is in this answer only and cannot be shown again. Only owners and admins of the workspace may create keys; for a workspace the caller is not a member of the answer is 404.
+         */
         post: operations["createApiKey"];
         delete?: never;
         options?: never;
@@ -64,11 +76,17 @@ export interface paths {
         get?: never;
         put?: never;
         post?: never;
-        /** Revoke a key for good (its record and usage stay, marked revoked); idempotent (dashboard only) */
+        /**
+         * Revoke a key for good (its record and usage stay, marked revoked); idempotent (dashboard only)
+         * @description Revokes a key for good: requests made with it are 401 from then on, while its record and usage history stay, marked revoked. Revoking a revoked key answers the same again.
+         */
         delete: operations["deleteApiKey"];
         options?: never;
         head?: never;
-        /** Change a key's name, scopes, expiry or spending controls (null clears a limit), or revoke it (revoked: true); takes effect on the next request (dashboard only) */
+        /**
+         * Change a key's name, scopes, expiry or spending controls (null clears a limit), or revoke it (revoked: true); takes effect on the next request (dashboard only)
+         * @description Changes a key's name, scopes, expiry or spending controls (credit budget, wallet cap, concurrency, model allowlist; null clears one), or revokes it with revoked: true; every node sees the change on the key's next request. A revoked key cannot be restored (409).
+         */
         patch: operations["updateApiKey"];
         trace?: never;
     };
@@ -79,7 +97,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Requests and generations attributed to a key, by UTC day (default: the last 30 days; at most 366), and each of its spending controls now: limit, spent, remaining, resetsAt (dashboard only) */
+        /**
+         * Requests and generations attributed to a key, by UTC day (default: the last 30 days; at most 366), and each of its spending controls now: limit, spent, remaining, resetsAt (dashboard only)
+         * @description Requests made with a key and generations attributed to it, per UTC day between from and to (by default the last 30 days, at most 366), with each of the key's spending controls as it stands: limit, spent, remaining and when it resets.
+         */
         get: operations["getApiKeyUsage"];
         put?: never;
         post?: never;
@@ -96,7 +117,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List a workspace's assets, newest first; filters favorite, mediaType, sourceGenerationId */
+        /**
+         * List a workspace's assets, newest first; filters favorite, mediaType, sourceGenerationId
+         * @description Lists the assets (uploads and generation outputs) of a workspace, newest first, filtered by favorite, mediaType or sourceGenerationId, with cursor pagination.
+         */
         get: operations["listAssets"];
         put?: never;
         post?: never;
@@ -113,15 +137,24 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** One asset of the workspace */
+        /**
+         * One asset of the workspace
+         * @description Reads one asset. An asset of another workspace answers 404, as a missing one.
+         */
         get: operations["getAsset"];
         put?: never;
         post?: never;
-        /** Delete an asset: its bytes are removed and its storage freed */
+        /**
+         * Delete an asset: its bytes are removed and its storage freed
+         * @description Deletes an asset: its bytes are removed from storage and the space is freed at once.
+         */
         delete: operations["deleteAsset"];
         options?: never;
         head?: never;
-        /** Mark an asset favourite (or not) and rename it */
+        /**
+         * Mark an asset favourite (or not) and rename it
+         * @description Marks an asset as favourite or not, and renames it (null clears the name).
+         */
         patch: operations["updateAsset"];
         trace?: never;
     };
@@ -132,7 +165,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** A short-lived URL (5 minutes) to download the asset's bytes, needing no credentials */
+        /**
+         * A short-lived URL (5 minutes) to download the asset's bytes, needing no credentials
+         * @description Answers a short-lived URL (5 minutes) from which the asset's bytes can be downloaded without credentials.
+         */
         get: operations["getAssetDownload"];
         put?: never;
         post?: never;
@@ -151,7 +187,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Sign in with e-mail and password and start a session (Set-Cookie gs_session); failures are throttled per account and address, per address, and per account under attack */
+        /**
+         * Sign in with e-mail and password and start a session (Set-Cookie gs_session); failures are throttled per account and address, per address, and per account under attack
+         * @description Checks an e-mail address and password and starts a session (Set-Cookie gs_session). A wrong address or password is 401; failed attempts are throttled per account and address, per address, and per account under attack, answering 429 with Retry-After.
+         */
         post: operations["login"];
         delete?: never;
         options?: never;
@@ -168,7 +207,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** End the current session: it is deleted, so its cookie never works again */
+        /**
+         * End the current session: it is deleted, so its cookie never works again
+         * @description Ends the session whose cookie is sent: the session is deleted on the server, so the cookie never works again, and the answer clears it. For dashboard sessions only; an API key is 403.
+         */
         post: operations["logout"];
         delete?: never;
         options?: never;
@@ -185,7 +227,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Create an account and its personal workspace (free plan, the user as owner), and start a session (Set-Cookie gs_session) */
+        /**
+         * Create an account and its personal workspace (free plan, the user as owner), and start a session (Set-Cookie gs_session)
+         * @description Creates a user with an e-mail address and a password, their personal workspace on the free plan with the user as owner, and a session whose cookie the answer sets. An e-mail address that already has an account is 409 conflict; a browser request from a foreign Origin is 403.
+         */
         post: operations["signup"];
         delete?: never;
         options?: never;
@@ -202,7 +247,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Cancel the subscription at the end of its period: no renewal, the plan returns to free then; credits already granted stay */
+        /**
+         * Cancel the subscription at the end of its period: no renewal, the plan returns to free then; credits already granted stay
+         * @description Cancels the subscription at the end of its period: it does not renew and the plan returns to free then, while credits already granted stay. Owners and admins when signed in; an API key needs wallet.write. A workspace with no active subscription is 409.
+         */
         post: operations["cancelBillingSubscription"];
         delete?: never;
         options?: never;
@@ -219,7 +267,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Start a checkout for a paid plan; the subscription starts when the provider confirms the payment */
+        /**
+         * Start a checkout for a paid plan; the subscription starts when the provider confirms the payment
+         * @description Starts a checkout for a paid plan and answers the payment page's URL; the subscription starts once the payment provider confirms. Owners and admins when signed in; an API key needs wallet.write. Subscribing to the plan already in force is 409.
+         */
         post: operations["createBillingCheckout"];
         delete?: never;
         options?: never;
@@ -236,7 +287,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Payment-provider events (payment.succeeded, payment.failed), signed in the X-Billing-Signature header; verified before anything is applied, and applied once */
+        /**
+         * Payment-provider events (payment.succeeded, payment.failed), signed in the X-Billing-Signature header; verified before anything is applied, and applied once
+         * @description Receives the payment provider's events (payment.succeeded, payment.failed), signed in the X-Billing-Signature header. The signature is verified before anything is applied, and each event is applied once however often it is sent.
+         */
         post: operations["receiveBillingProviderEvent"];
         delete?: never;
         options?: never;
@@ -251,7 +305,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The local payment provider's checkout page (HTML): pay or decline a pending payment */
+        /**
+         * The local payment provider's checkout page (HTML): pay or decline a pending payment
+         * @description The checkout page (HTML) of the built-in local payment provider, for development and tests: pay or decline a pending payment. The token of the link is the credential; a wrong one is 404, as a missing payment.
+         */
         get: operations["showLocalCheckout"];
         put?: never;
         post?: never;
@@ -270,7 +327,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Declines a local-provider checkout: a signed payment.failed event; the order is marked failed */
+        /**
+         * Declines a local-provider checkout: a signed payment.failed event; the order is marked failed
+         * @description Declines a local-provider checkout: the provider signs a payment.failed event and the order is marked failed. A payment no longer pending answers a 409 HTML page.
+         */
         post: operations["declineLocalCheckout"];
         delete?: never;
         options?: never;
@@ -287,7 +347,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Completes a local-provider checkout: the provider signs a payment.succeeded event and the service applies it */
+        /**
+         * Completes a local-provider checkout: the provider signs a payment.succeeded event and the service applies it
+         * @description Completes a local-provider checkout: the provider signs a payment.succeeded event and the service applies it, as it would a real provider's. A payment no longer pending answers a 409 HTML page.
+         */
         post: operations["payLocalCheckout"];
         delete?: never;
         options?: never;
@@ -302,7 +365,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The local payment provider's customer portal (HTML), reached through a signed portal session URL */
+        /**
+         * The local payment provider's customer portal (HTML), reached through a signed portal session URL
+         * @description The customer portal page (HTML) of the built-in local payment provider, reached through a signed portal session URL; one that is not valid or has expired is 404.
+         */
         get: operations["showLocalPortal"];
         put?: never;
         post?: never;
@@ -319,7 +385,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Payments of a workspace (subscriptions, credit top-ups, wallet deposits), newest first */
+        /**
+         * Payments of a workspace (subscriptions, credit top-ups, wallet deposits), newest first
+         * @description Lists the payments of a workspace (subscriptions, credit top-ups and wallet deposits) with their status, newest first.
+         */
         get: operations["listBillingPayments"];
         put?: never;
         post?: never;
@@ -338,7 +407,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** A customer billing portal session URL (payments, subscription) */
+        /**
+         * A customer billing portal session URL (payments, subscription)
+         * @description Answers the URL of a customer billing portal session, where payments and the subscription can be seen. Owners and admins when signed in; an API key needs wallet.write.
+         */
         post: operations["createBillingPortalSession"];
         delete?: never;
         options?: never;
@@ -353,7 +425,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The current subscription (plan, status, period) and the entitlements of the plan in force */
+        /**
+         * The current subscription (plan, status, period) and the entitlements of the plan in force
+         * @description The workspace's current subscription (plan, status, period) and the entitlements of the plan in force.
+         */
         get: operations["getBillingSubscription"];
         put?: never;
         post?: never;
@@ -370,7 +445,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Download an asset's bytes from a signed URL (local blob store) */
+        /**
+         * Download an asset's bytes from a signed URL (local blob store)
+         * @description Sends the bytes of an asset from a signed download URL, when the service stores files itself (local blob store). The URL is the credential: one that is not valid or has expired is 403.
+         */
         get: operations["getSignedDownload"];
         put?: never;
         post?: never;
@@ -388,7 +466,10 @@ export interface paths {
             cookie?: never;
         };
         get?: never;
-        /** Receive the bytes of an upload at the signed URL of POST /v1/files/upload-url (local blob store) */
+        /**
+         * Receive the bytes of an upload at the signed URL of POST /v1/files/upload-url (local blob store)
+         * @description Receives the bytes of an upload at the signed URL that POST /v1/files/upload-url gave, when the service stores files itself (local blob store). The URL is the credential: one that is not valid, has expired or is used with another Content-Type is 403, and the body must have exactly the declared size.
+         */
         put: operations["putSignedUpload"];
         post?: never;
         delete?: never;
@@ -404,7 +485,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Public catalog: models, sample prompts and makers (no authentication) */
+        /**
+         * Public catalog: models, sample prompts and makers (no authentication)
+         * @description The public catalog: models, sample prompts and model makers, for a landing page. Needs no credentials.
+         */
         get: operations["getPublicCatalog"];
         put?: never;
         post?: never;
@@ -421,10 +505,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Credit top-up orders of a workspace, newest first */
+        /**
+         * Credit top-up orders of a workspace, newest first
+         * @description Lists the credit top-up orders of a workspace with their status, newest first.
+         */
         get: operations["listCreditTopUps"];
         put?: never;
-        /** Create a pending credit top-up order; pay it at checkoutUrl, and the credits are granted once the provider confirms */
+        /**
+         * Create a pending credit top-up order; pay it at checkoutUrl, and the credits are granted once the provider confirms
+         * @description Creates a pending order for credits at the plan's price per credit; pay it at checkoutUrl, and the credits are granted once the payment provider confirms. Owners and admins only when signed in.
+         */
         post: operations["createCreditTopUp"];
         delete?: never;
         options?: never;
@@ -441,7 +531,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Step 3 of an upload: checks the uploaded object (size, type, and its first bytes) and makes it an asset */
+        /**
+         * Step 3 of an upload: checks the uploaded object (size, type, and its first bytes) and makes it an asset
+         * @description Step 3 of an upload, after the PUT: checks the stored object (size, type and first bytes) and makes it an asset of the workspace. An object that does not match what was declared is 400; an upload already completed or expired, or with nothing uploaded yet, is 409.
+         */
         post: operations["completeUpload"];
         delete?: never;
         options?: never;
@@ -458,7 +551,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Step 1 of an upload: a signed URL to PUT one file of the declared type and exact size to, valid 15 minutes */
+        /**
+         * Step 1 of an upload: a signed URL to PUT one file of the declared type and exact size to, valid 15 minutes
+         * @description Step 1 of an upload: declares one file (type, exact size, name) and answers a signed URL to PUT its bytes to, valid for 15 minutes. A type the plan does not allow, a file larger than the plan allows, or one past the storage limit is 422 plan_limit_reached.
+         */
         post: operations["createUploadUrl"];
         delete?: never;
         options?: never;
@@ -473,10 +569,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List the generations of a workspace, newest first, with filters (mode, status, model, project, from/to) and cursor pagination */
+        /**
+         * List the generations of a workspace, newest first, with filters (mode, status, model, project, from/to) and cursor pagination
+         * @description Lists the generations of a workspace, newest first, filtered by mode, status, model, project and a from/to range, with cursor pagination. A session must name the workspace; an API key reads its own.
+         */
         get: operations["listGenerations"];
         put?: never;
-        /** Create a generation; it starts queued. Accepts an Idempotency-Key header */
+        /**
+         * Create a generation; it starts queued. Accepts an Idempotency-Key header
+         * @description Creates a generation job; it starts queued and its credits (or wallet funds) are held until it finishes. Send an Idempotency-Key header to make retries safe: the same key and body answer the first result again, another body with the same key is 409. Refusals: too few credits or wallet funds (402), a model or concurrency limit of the plan (422), and a platform-wide pause (503).
+         */
         post: operations["createGeneration"];
         delete?: never;
         options?: never;
@@ -491,7 +593,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** One generation with its event timeline; one of another workspace answers 404, as a missing one */
+        /**
+         * One generation with its event timeline; one of another workspace answers 404, as a missing one
+         * @description Reads one generation with its event timeline and outputs. A generation of another workspace answers 404, as a missing one.
+         */
         get: operations["getGeneration"];
         put?: never;
         post?: never;
@@ -510,7 +615,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Cancel a generation that has not finished (409 once it has) */
+        /**
+         * Cancel a generation that has not finished (409 once it has)
+         * @description Cancels a generation that has not finished; its held credits are released. One that has already finished is 409.
+         */
         post: operations["cancelGeneration"];
         delete?: never;
         options?: never;
@@ -527,7 +635,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Create up to 100 generations of one workspace; each item is accepted or refused on its own */
+        /**
+         * Create up to 100 generations of one workspace; each item is accepted or refused on its own
+         * @description Creates up to 100 generations of one workspace in one request. Each item is accepted or refused on its own, with its own status and error envelope in the 200 answer; the request as a whole is refused only for its shape, its caller or a platform-wide pause.
+         */
         post: operations["createGenerationBatch"];
         delete?: never;
         options?: never;
@@ -542,7 +653,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Whether generation is paused platform-wide by the operator (any valid key or session) */
+        /**
+         * Whether generation is paused platform-wide by the operator (any valid key or session)
+         * @description Whether generation is paused platform-wide by the operator; while it is, new generations are refused with 503 generation_paused and queued ones wait. Any valid API key or session may ask.
+         */
         get: operations["getEmergencyStop"];
         put?: never;
         post?: never;
@@ -561,7 +675,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Join a workspace with an invitation token, signed in with the invited e-mail; 409 when used, cancelled or expired */
+        /**
+         * Join a workspace with an invitation token, signed in with the invited e-mail; 409 when used, cancelled or expired
+         * @description Joins the workspace of an invitation token, as the role it names. The signed-in user's e-mail address must be the invited one (403 otherwise); a token used, cancelled or expired is 409, and an unknown one 404.
+         */
         post: operations["acceptInvitation"];
         delete?: never;
         options?: never;
@@ -576,15 +693,24 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The signed-in user's profile (API keys belong to workspaces, not people: 403) */
+        /**
+         * The signed-in user's profile (API keys belong to workspaces, not people: 403)
+         * @description Reads the signed-in user's profile. API keys belong to workspaces, not people, so a key is 403.
+         */
         get: operations["getMe"];
         put?: never;
         post?: never;
-        /** Delete the account, its sessions and personal data, and the workspaces it alone belongs to; 409 while it owns a workspace with other members */
+        /**
+         * Delete the account, its sessions and personal data, and the workspaces it alone belongs to; 409 while it owns a workspace with other members
+         * @description Deletes the signed-in user's account with their sessions and personal data, and the workspaces they alone belong to. While they own a workspace that has other members the answer is 409: transfer ownership or remove the members first.
+         */
         delete: operations["deleteMe"];
         options?: never;
         head?: never;
-        /** Change the signed-in user's name or e-mail (409 when the e-mail belongs to another account) */
+        /**
+         * Change the signed-in user's name or e-mail (409 when the e-mail belongs to another account)
+         * @description Changes the signed-in user's name or e-mail address. An address another account uses is 409.
+         */
         patch: operations["updateMe"];
         trace?: never;
     };
@@ -595,7 +721,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The ways the signed-in user can sign in: `password` and linked providers */
+        /**
+         * The ways the signed-in user can sign in: `password` and linked providers
+         * @description Lists the ways the signed-in user can sign in: `password` and any linked providers.
+         */
         get: operations["listLinkedAccounts"];
         put?: never;
         post?: never;
@@ -615,7 +744,10 @@ export interface paths {
         get?: never;
         put?: never;
         post?: never;
-        /** Unlink a sign-in provider; `password` removes the password. 409 for the last way to sign in */
+        /**
+         * Unlink a sign-in provider; `password` removes the password. 409 for the last way to sign in
+         * @description Removes a way to sign in; `password` removes the password. The last remaining way cannot be removed (409).
+         */
         delete: operations["unlinkAccount"];
         options?: never;
         head?: never;
@@ -631,7 +763,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Change the password (the current one is required); every other session of the user ends, this one stays */
+        /**
+         * Change the password (the current one is required); every other session of the user ends, this one stays
+         * @description Changes the signed-in user's password, given the current one (403 when it is wrong; failures are throttled like sign-ins, 429). Every other session of the user ends; this one stays.
+         */
         post: operations["changePassword"];
         delete?: never;
         options?: never;
@@ -648,7 +783,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Export the signed-in user's data as a JSON file; the answer names its download path */
+        /**
+         * Export the signed-in user's data as a JSON file; the answer names its download path
+         * @description Exports the signed-in user's data (profile, memberships, sign-in methods, sessions, invitations sent, keys created) as a JSON file; the answer names its download path.
+         */
         post: operations["requestDataExport"];
         delete?: never;
         options?: never;
@@ -663,7 +801,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The JSON file of a data export, to the user who requested it only (404 for anyone else) */
+        /**
+         * The JSON file of a data export, to the user who requested it only (404 for anyone else)
+         * @description Downloads the JSON file of a data export, to the user who requested it only (404 for anyone else). An export with no file is 409.
+         */
         get: operations["downloadDataExport"];
         put?: never;
         post?: never;
@@ -680,7 +821,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The model catalog as the workspace's plan sees it: per-model credits, parameterSchema, and whether the plan may use each */
+        /**
+         * The model catalog as the workspace's plan sees it: per-model credits, parameterSchema, and whether the plan may use each
+         * @description The model catalog as the workspace's plan sees it: each model's credits, its parameterSchema, and whether the plan may use it. A session must name the workspace; an API key reads its own.
+         */
         get: operations["listModels"];
         put?: never;
         post?: never;
@@ -697,7 +841,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Public model showcase: every model this service runs, with prices, plans and a sample prompt (no authentication) */
+        /**
+         * Public model showcase: every model this service runs, with prices, plans and a sample prompt (no authentication)
+         * @description A showcase of every model this service runs, with prices, the plans that may use it and a sample prompt. Needs no credentials.
+         */
         get: operations["listPublicModels"];
         put?: never;
         post?: never;
@@ -714,7 +861,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** OpenAPI 3.1 description of every endpoint */
+        /**
+         * OpenAPI 3.1 description of every endpoint
+         * @description This document: every operation of the service with its parameters, bodies, answers, error codes and security, built from the same schemas the server validates requests with.
+         */
         get: operations["getOpenApiDocument"];
         put?: never;
         post?: never;
@@ -731,7 +881,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Plan catalog: prices in cents, credits, entitlements, rate limits and the models each plan may use (no authentication) */
+        /**
+         * Plan catalog: prices in cents, credits, entitlements, rate limits and the models each plan may use (no authentication)
+         * @description The plan catalog: monthly prices in cents, included credits, entitlements, API rate limits and the models each plan may use. Needs no credentials.
+         */
         get: operations["listPlans"];
         put?: never;
         post?: never;
@@ -748,7 +901,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Platform statistics read from the database: generations (total, succeeded), workspaces, models (no authentication; cached 10 s) */
+        /**
+         * Platform statistics read from the database: generations (total, succeeded), workspaces, models (no authentication; cached 10 s)
+         * @description Platform statistics read from the database: generations (total and succeeded), workspaces and models. Needs no credentials; cached for 10 seconds.
+         */
         get: operations["getPublicStats"];
         put?: never;
         post?: never;
@@ -765,7 +921,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Usage summary by date range: generations, credits charged, wallet cost, output bytes; attributed to the key when called with one */
+        /**
+         * Usage summary by date range: generations, credits charged, wallet cost, output bytes; attributed to the key when called with one
+         * @description A usage summary of a workspace over a date range (by default this month): generations, credits charged, wallet cost and output bytes. Called with an API key, it covers that key's own usage only (naming another key is 403).
+         */
         get: operations["getUsage"];
         put?: never;
         post?: never;
@@ -782,14 +941,20 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The pay-as-you-go wallet: balance, activation, settings and this month's spend */
+        /**
+         * The pay-as-you-go wallet: balance, activation, settings and this month's spend
+         * @description The pay-as-you-go wallet of a workspace: its balance, whether it is activated, its auto-recharge and spend-cap settings, and this month's spend.
+         */
         get: operations["getWallet"];
         put?: never;
         post?: never;
         delete?: never;
         options?: never;
         head?: never;
-        /** Update wallet settings: auto-recharge (threshold, amount) and the monthly spend cap; fields left out keep their value */
+        /**
+         * Update wallet settings: auto-recharge (threshold, amount) and the monthly spend cap; fields left out keep their value
+         * @description Changes the wallet's auto-recharge (threshold and amount) and monthly spend cap; fields left out keep their value. Owners and admins only when signed in.
+         */
         patch: operations["updateWallet"];
         trace?: never;
     };
@@ -800,7 +965,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Wallet deposits (checkout and auto-recharge) with their status, newest first */
+        /**
+         * Wallet deposits (checkout and auto-recharge) with their status, newest first
+         * @description Lists the wallet's deposits (checkout and auto-recharge) with their status, newest first.
+         */
         get: operations["listWalletDeposits"];
         put?: never;
         post?: never;
@@ -819,7 +987,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Deposit funds into the wallet (at least 10 dollars): a pending deposit paid at checkoutUrl, credited once the provider confirms */
+        /**
+         * Deposit funds into the wallet (at least 10 dollars): a pending deposit paid at checkoutUrl, credited once the provider confirms
+         * @description Deposits funds into the wallet (at least 1000 cents): a pending deposit paid at checkoutUrl, credited once the payment provider confirms. Owners and admins only when signed in.
+         */
         post: operations["createWalletTopUp"];
         delete?: never;
         options?: never;
@@ -834,7 +1005,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Wallet transactions (deposits, and holds, charges and refunds of jobs paid from the wallet), newest first */
+        /**
+         * Wallet transactions (deposits, and holds, charges and refunds of jobs paid from the wallet), newest first
+         * @description Lists the wallet's transactions, newest first: deposits, and the holds, charges and refunds of jobs paid from the wallet.
+         */
         get: operations["listWalletTransactions"];
         put?: never;
         post?: never;
@@ -851,10 +1025,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List the webhook endpoints of a workspace, newest first (never their secrets) */
+        /**
+         * List the webhook endpoints of a workspace, newest first (never their secrets)
+         * @description Lists the webhook endpoints of a workspace, newest first, never with their signing secrets.
+         */
         get: operations["listWebhooks"];
         put?: never;
-        /** Create a webhook endpoint for some event types; its signing secret is in this answer only */
+        /**
+         * Create a webhook endpoint for some event types; its signing secret is in this answer only
+         * @description Creates a webhook endpoint that receives the chosen event types, signed with a secret that is in this answer only. The URL must be http(s) and resolve to public addresses; a workspace has a limited number of endpoints (422).
+         */
         post: operations["createWebhook"];
         delete?: never;
         options?: never;
@@ -872,11 +1052,17 @@ export interface paths {
         get?: never;
         put?: never;
         post?: never;
-        /** Delete an endpoint: nothing more is sent to it and its pending deliveries become failed */
+        /**
+         * Delete an endpoint: nothing more is sent to it and its pending deliveries become failed
+         * @description Deletes an endpoint: nothing more is sent to it, and its pending deliveries become failed.
+         */
         delete: operations["deleteWebhook"];
         options?: never;
         head?: never;
-        /** Change an endpoint's url, event types, description or status; disabling it fails its pending deliveries */
+        /**
+         * Change an endpoint's url, event types, description or status; disabling it fails its pending deliveries
+         * @description Changes an endpoint's url, event types, description or status; disabling it fails its pending deliveries.
+         */
         patch: operations["updateWebhook"];
         trace?: never;
     };
@@ -887,7 +1073,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The most recent deliveries of an endpoint (100 by default), newest first, with their attempts and status */
+        /**
+         * The most recent deliveries of an endpoint (100 by default), newest first, with their attempts and status
+         * @description The most recent deliveries to an endpoint (100 by default), newest first, with their attempts and status.
+         */
         get: operations["listWebhookDeliveries"];
         put?: never;
         post?: never;
@@ -904,10 +1093,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The caller's workspaces with the caller's role, newest first; an API key sees only its own workspace */
+        /**
+         * The caller's workspaces with the caller's role, newest first; an API key sees only its own workspace
+         * @description Lists the workspaces the signed-in user belongs to, with their role in each, newest first. An API key sees only its own workspace, and must name it in workspaceId.
+         */
         get: operations["listWorkspaces"];
         put?: never;
-        /** Create a workspace on the free plan; the caller becomes its owner (signed-in users only) */
+        /**
+         * Create a workspace on the free plan; the caller becomes its owner (signed-in users only)
+         * @description Creates a workspace on the free plan with the signed-in user as its owner. For people only: an API key is 403.
+         */
         post: operations["createWorkspace"];
         delete?: never;
         options?: never;
@@ -922,15 +1117,24 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** A workspace the caller belongs to (or the API key's own workspace) */
+        /**
+         * A workspace the caller belongs to (or the API key's own workspace)
+         * @description Reads a workspace the signed-in user is a member of, with their role, or an API key's own workspace. A workspace the caller does not belong to answers 404, as one that does not exist.
+         */
         get: operations["getWorkspace"];
         put?: never;
         post?: never;
-        /** Delete a workspace with its members, invitations, API keys, generations and files (owner only; 409 while generations run) */
+        /**
+         * Delete a workspace with its members, invitations, API keys, generations and files (owner only; 409 while generations run)
+         * @description Deletes a workspace with its members, invitations, API keys, generations and files. The owner only, signed in; while generations of the workspace are still running the answer is 409.
+         */
         delete: operations["deleteWorkspace"];
         options?: never;
         head?: never;
-        /** Rename a workspace (owner or admin) */
+        /**
+         * Rename a workspace (owner or admin)
+         * @description Renames a workspace. Owners and admins only, signed in; an API key is 403.
+         */
         patch: operations["updateWorkspace"];
         trace?: never;
     };
@@ -941,7 +1145,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Available and reserved credits, and the most recent ledger entries */
+        /**
+         * Available and reserved credits, and the most recent ledger entries
+         * @description The workspace's available and reserved credits and its most recent ledger entries.
+         */
         get: operations["getWorkspaceCredits"];
         put?: never;
         post?: never;
@@ -958,10 +1165,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Invitations that can still be accepted, newest first (any member; signed-in users only) */
+        /**
+         * Invitations that can still be accepted, newest first (any member; signed-in users only)
+         * @description Lists the invitations of a workspace that can still be accepted, newest first, for any signed-in member.
+         */
         get: operations["listInvitations"];
         put?: never;
-        /** Invite someone by e-mail as admin or member (owner or admin); the token is returned once. 409 for a member or an e-mail already invited */
+        /**
+         * Invite someone by e-mail as admin or member (owner or admin); the token is returned once. 409 for a member or an e-mail already invited
+         * @description Invites an e-mail address to a workspace as admin or member; owners and admins only. The invitation token is returned in this answer only. An address that is already a member or already has a pending invitation is 409.
+         */
         post: operations["createInvitation"];
         delete?: never;
         options?: never;
@@ -979,7 +1192,10 @@ export interface paths {
         get?: never;
         put?: never;
         post?: never;
-        /** Cancel an invitation so its token no longer works (owner or admin); 409 once accepted or cancelled */
+        /**
+         * Cancel an invitation so its token no longer works (owner or admin); 409 once accepted or cancelled
+         * @description Cancels a pending invitation, so its token no longer works; owners and admins only. An invitation already accepted or cancelled is 409.
+         */
         delete: operations["cancelInvitation"];
         options?: never;
         head?: never;
@@ -995,7 +1211,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Leave a workspace (409 for the owner, who must transfer ownership first) */
+        /**
+         * Leave a workspace (409 for the owner, who must transfer ownership first)
+         * @description Removes the signed-in user from a workspace. The owner cannot leave (409) and must transfer ownership or delete the workspace first.
+         */
         post: operations["leaveWorkspace"];
         delete?: never;
         options?: never;
@@ -1010,7 +1229,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Members of a workspace with their roles, newest first (any member; signed-in users only) */
+        /**
+         * Members of a workspace with their roles, newest first (any member; signed-in users only)
+         * @description Lists the members of a workspace with their roles, newest first, for any signed-in member; this is where the user ids that role changes, removal and transfer take come from.
+         */
         get: operations["listWorkspaceMembers"];
         put?: never;
         post?: never;
@@ -1030,11 +1252,17 @@ export interface paths {
         get?: never;
         put?: never;
         post?: never;
-        /** Remove a member (owner or admin; anyone may remove themselves; the owner cannot be removed: 409 for the owner, 403 for an admin) */
+        /**
+         * Remove a member (owner or admin; anyone may remove themselves; the owner cannot be removed: 409 for the owner, 403 for an admin)
+         * @description Removes a member from a workspace; owners and admins may remove others, and anyone may remove themselves. The owner cannot be removed: 409 for the owner, 403 for an admin.
+         */
         delete: operations["removeWorkspaceMember"];
         options?: never;
         head?: never;
-        /** Change a member's role to admin or member (owner or admin; the owner's role changes only by transfer) */
+        /**
+         * Change a member's role to admin or member (owner or admin; the owner's role changes only by transfer)
+         * @description Changes a member's role to admin or member. Owners and admins only; the owner's own role changes only by transferring ownership (409, or 403 for an admin).
+         */
         patch: operations["updateWorkspaceMember"];
         trace?: never;
     };
@@ -1045,7 +1273,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Storage used by the workspace's assets, its plan's limits, and asset counts per media type */
+        /**
+         * Storage used by the workspace's assets, its plan's limits, and asset counts per media type
+         * @description The storage used by the workspace's assets, the limits of its plan (total, per file, media types allowed) and the number of assets per media type.
+         */
         get: operations["getWorkspaceStorage"];
         put?: never;
         post?: never;
@@ -1064,7 +1295,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Make another member the owner; the caller (the owner) becomes admin. 409 when the user is not a member */
+        /**
+         * Make another member the owner; the caller (the owner) becomes admin. 409 when the user is not a member
+         * @description Makes another member the owner of the workspace; the caller, who must be the owner, becomes an admin. A user who is not a member is 409.
+         */
         post: operations["transferWorkspaceOwnership"];
         delete?: never;
         options?: never;
@@ -1088,11 +1322,20 @@ export interface components {
         };
     };
     responses: {
+        /** @description Any request can also be refused before it reaches an operation: method_not_allowed (405, with an Allow header), uri_too_long (414), request_header_fields_too_large (431). */
+        ClientError: {
+            headers: {
+                "X-Request-Id": components["headers"]["RequestId"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["ErrorEnvelope"];
+            };
+        };
         /** @description An error. Codes: validation_error (400), unauthenticated (401), insufficient_credits (402), wallet_insufficient_balance (402), forbidden (403), not_found (404), method_not_allowed (405), conflict (409), payload_too_large (413), uri_too_long (414), plan_limit_reached (422), wallet_pending_minimum (422), rate_limited (429), request_header_fields_too_large (431), internal_error (500), generation_paused (503), not_ready (503), service_unavailable (503). */
         Error: {
             headers: {
-                /** @description The request id, also in the body. */
-                "X-Request-Id"?: string;
+                "X-Request-Id": components["headers"]["RequestId"];
                 [name: string]: unknown;
             };
             content: {
@@ -1102,7 +1345,12 @@ export interface components {
     };
     parameters: never;
     requestBodies: never;
-    headers: never;
+    headers: {
+        /** @description The request id, also in the body. */
+        RequestId: string;
+        /** @description Seconds to wait before retrying. */
+        RetryAfter: string;
+    };
     pathItems: never;
 }
 export type $defs = Record<string, never>;
@@ -1116,6 +1364,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success */
             200: {
                 headers: {
@@ -1134,6 +1383,17 @@ export interface operations {
                     };
                 };
             };
+            /** @description Unavailable for now; retry. Codes: `not_ready`: The service is not ready. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             default: components["responses"]["Error"];
         };
     };
@@ -1146,6 +1406,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success */
             200: {
                 headers: {
@@ -1184,6 +1445,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success */
             200: {
                 headers: {
@@ -1221,6 +1483,68 @@ export interface operations {
                         /** @description Pass as cursor for the next page; null on the last page. */
                         nextCursor: string | null;
                     };
+                };
+            };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key (this operation is for people, signed in). */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not found. Codes: `not_found`: The resource was not found. */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
             default: components["responses"]["Error"];
@@ -1263,6 +1587,7 @@ export interface operations {
             };
         };
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success */
             201: {
                 headers: {
@@ -1300,6 +1625,78 @@ export interface operations {
                     };
                 };
             };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key (this operation is for people, signed in); or a session's write from a foreign Origin. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not found. Codes: `not_found`: The resource was not found. */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The request body is too large. Codes: `payload_too_large`: a JSON body over the size limit. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             default: components["responses"]["Error"];
         };
     };
@@ -1325,6 +1722,7 @@ export interface operations {
             };
         };
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success */
             200: {
                 headers: {
@@ -1358,6 +1756,78 @@ export interface operations {
                         scopes: ("generations.write" | "generations.read" | "files.write" | "assets.read" | "usage.read" | "wallet.read" | "wallet.write" | "webhooks.manage" | "all")[];
                         workspaceId: string;
                     };
+                };
+            };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key (this operation is for people, signed in); or a session's write from a foreign Origin. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not found. Codes: `not_found`: no such resource, or one the caller may not see (answered exactly as a missing one). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The request body is too large. Codes: `payload_too_large`: a JSON body over the size limit. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
             default: components["responses"]["Error"];
@@ -1405,6 +1875,7 @@ export interface operations {
             };
         };
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success */
             200: {
                 headers: {
@@ -1440,6 +1911,88 @@ export interface operations {
                     };
                 };
             };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key (this operation is for people, signed in); or a session's write from a foreign Origin. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not found. Codes: `not_found`: no such resource, or one the caller may not see (answered exactly as a missing one). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Conflicts with the current state. Codes: `conflict`: The request conflicts with the current state. */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The request body is too large. Codes: `payload_too_large`: a JSON body over the size limit. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             default: components["responses"]["Error"];
         };
     };
@@ -1462,6 +2015,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success */
             200: {
                 headers: {
@@ -1520,6 +2074,68 @@ export interface operations {
                     };
                 };
             };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key (this operation is for people, signed in). */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not found. Codes: `not_found`: no such resource, or one the caller may not see (answered exactly as a missing one). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             default: components["responses"]["Error"];
         };
     };
@@ -1545,6 +2161,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success */
             200: {
                 headers: {
@@ -1580,6 +2197,68 @@ export interface operations {
                     };
                 };
             };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key without one of the scopes its security names; or an API key naming another workspace than its own, or none. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not found. Codes: `not_found`: The resource was not found. */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             default: components["responses"]["Error"];
         };
     };
@@ -1598,6 +2277,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success */
             200: {
                 headers: {
@@ -1629,6 +2309,68 @@ export interface operations {
                     };
                 };
             };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key without one of the scopes its security names; or an API key naming another workspace than its own, or none. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not found. Codes: `not_found`: no such resource, or one the caller may not see (answered exactly as a missing one). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             default: components["responses"]["Error"];
         };
     };
@@ -1654,12 +2396,85 @@ export interface operations {
             };
         };
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success, no body */
             204: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key without one of the scopes its security names; or an API key naming another workspace than its own, or none; or a session's write from a foreign Origin. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not found. Codes: `not_found`: no such resource, or one the caller may not see (answered exactly as a missing one). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The request body is too large. Codes: `payload_too_large`: a JSON body over the size limit. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
             };
             default: components["responses"]["Error"];
         };
@@ -1689,6 +2504,7 @@ export interface operations {
             };
         };
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success */
             200: {
                 headers: {
@@ -1720,6 +2536,78 @@ export interface operations {
                     };
                 };
             };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key without one of the scopes its security names; or an API key naming another workspace than its own, or none; or a session's write from a foreign Origin. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not found. Codes: `not_found`: no such resource, or one the caller may not see (answered exactly as a missing one). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The request body is too large. Codes: `payload_too_large`: a JSON body over the size limit. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             default: components["responses"]["Error"];
         };
     };
@@ -1738,6 +2626,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success */
             200: {
                 headers: {
@@ -1753,6 +2642,68 @@ export interface operations {
                         /** @description GET this URL for the bytes; it needs no credentials. */
                         url: string;
                     };
+                };
+            };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key without one of the scopes its security names; or an API key naming another workspace than its own, or none. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not found. Codes: `not_found`: no such resource, or one the caller may not see (answered exactly as a missing one). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
             default: components["responses"]["Error"];
@@ -1774,6 +2725,7 @@ export interface operations {
             };
         };
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success */
             200: {
                 headers: {
@@ -1792,6 +2744,68 @@ export interface operations {
                     };
                 };
             };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: Authentication is required. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: a check of the operation itself (see its description). */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The request body is too large. Codes: `payload_too_large`: a JSON body over the size limit. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: Too many requests. */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             default: components["responses"]["Error"];
         };
     };
@@ -1804,12 +2818,55 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success, no body */
             204: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key (this operation is for people, signed in); or a session's write from a foreign Origin. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
             };
             default: components["responses"]["Error"];
         };
@@ -1837,6 +2894,7 @@ export interface operations {
             };
         };
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success */
             201: {
                 headers: {
@@ -1861,6 +2919,57 @@ export interface operations {
                     };
                 };
             };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: a check of the operation itself (see its description). */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Conflicts with the current state. Codes: `conflict`: The request conflicts with the current state. */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The request body is too large. Codes: `payload_too_large`: a JSON body over the size limit. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             default: components["responses"]["Error"];
         };
     };
@@ -1882,6 +2991,7 @@ export interface operations {
             };
         };
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success */
             200: {
                 headers: {
@@ -1902,6 +3012,88 @@ export interface operations {
                         plan: string;
                         status: "active" | "canceled" | "replaced" | "past_due";
                     };
+                };
+            };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key without one of the scopes its security names; or an API key naming another workspace than its own, or none; or a session's write from a foreign Origin. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not found. Codes: `not_found`: The resource was not found. */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Conflicts with the current state. Codes: `conflict`: The request conflicts with the current state. */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The request body is too large. Codes: `payload_too_large`: a JSON body over the size limit. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
             default: components["responses"]["Error"];
@@ -1930,6 +3122,7 @@ export interface operations {
             };
         };
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success */
             201: {
                 headers: {
@@ -1950,6 +3143,88 @@ export interface operations {
                     };
                 };
             };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key without one of the scopes its security names; or an API key naming another workspace than its own, or none; or a session's write from a foreign Origin. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not found. Codes: `not_found`: The resource was not found. */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Conflicts with the current state. Codes: `conflict`: The request conflicts with the current state. */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The request body is too large. Codes: `payload_too_large`: a JSON body over the size limit. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             default: components["responses"]["Error"];
         };
     };
@@ -1968,6 +3243,7 @@ export interface operations {
             };
         };
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success */
             200: {
                 headers: {
@@ -1980,6 +3256,47 @@ export interface operations {
                         /** @constant */
                         received: true;
                     };
+                };
+            };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not found. Codes: `not_found`: no such resource, or one the caller may not see (answered exactly as a missing one). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The request body is too large. Codes: `payload_too_large`: The request body is too large. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
             default: components["responses"]["Error"];
@@ -1998,12 +3315,44 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success, no body */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not found. Codes: `not_found`: no such resource, or one the caller may not see (answered exactly as a missing one). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
             };
             default: components["responses"]["Error"];
         };
@@ -2021,12 +3370,44 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success, no body */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not found. Codes: `not_found`: no such resource, or one the caller may not see (answered exactly as a missing one). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
             };
             default: components["responses"]["Error"];
         };
@@ -2044,12 +3425,44 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success, no body */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not found. Codes: `not_found`: no such resource, or one the caller may not see (answered exactly as a missing one). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
             };
             default: components["responses"]["Error"];
         };
@@ -2067,12 +3480,44 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success, no body */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not found. Codes: `not_found`: The resource was not found. */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
             };
             default: components["responses"]["Error"];
         };
@@ -2092,6 +3537,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success */
             200: {
                 headers: {
@@ -2124,6 +3570,68 @@ export interface operations {
                     };
                 };
             };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key naming another workspace than its own, or none. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not found. Codes: `not_found`: The resource was not found. */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             default: components["responses"]["Error"];
         };
     };
@@ -2145,6 +3653,7 @@ export interface operations {
             };
         };
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success */
             200: {
                 headers: {
@@ -2157,6 +3666,78 @@ export interface operations {
                         /** @description The provider's customer portal for this workspace; a session, valid until expiresAt. */
                         url: string;
                     };
+                };
+            };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key without one of the scopes its security names; or an API key naming another workspace than its own, or none; or a session's write from a foreign Origin. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not found. Codes: `not_found`: The resource was not found. */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The request body is too large. Codes: `payload_too_large`: a JSON body over the size limit. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
             default: components["responses"]["Error"];
@@ -2173,6 +3754,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success */
             200: {
                 headers: {
@@ -2225,6 +3807,68 @@ export interface operations {
                     };
                 };
             };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key naming another workspace than its own, or none. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not found. Codes: `not_found`: The resource was not found. */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             default: components["responses"]["Error"];
         };
     };
@@ -2243,12 +3887,54 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success, no body */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: a check of the operation itself (see its description). */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not found. Codes: `not_found`: The resource was not found. */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
             };
             default: components["responses"]["Error"];
         };
@@ -2272,12 +3958,74 @@ export interface operations {
             };
         };
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success, no body */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: a check of the operation itself (see its description). */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not found. Codes: `not_found`: The resource was not found. */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Conflicts with the current state. Codes: `conflict`: The request conflicts with the current state. */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The request body is too large. Codes: `payload_too_large`: The request body is too large. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
             };
             default: components["responses"]["Error"];
         };
@@ -2291,6 +4039,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success */
             200: {
                 headers: {
@@ -2355,6 +4104,17 @@ export interface operations {
                     };
                 };
             };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             default: components["responses"]["Error"];
         };
     };
@@ -2374,6 +4134,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success */
             200: {
                 headers: {
@@ -2399,6 +4160,68 @@ export interface operations {
                     };
                 };
             };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key without one of the scopes its security names; or an API key naming another workspace than its own, or none. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not found. Codes: `not_found`: The resource was not found. */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             default: components["responses"]["Error"];
         };
     };
@@ -2422,6 +4245,7 @@ export interface operations {
             };
         };
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success */
             201: {
                 headers: {
@@ -2443,6 +4267,78 @@ export interface operations {
                         status: "pending" | "paid" | "failed";
                         workspaceId: string;
                     };
+                };
+            };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key without one of the scopes its security names; or an API key naming another workspace than its own, or none; or a session's write from a foreign Origin. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not found. Codes: `not_found`: The resource was not found. */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The request body is too large. Codes: `payload_too_large`: a JSON body over the size limit. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
             default: components["responses"]["Error"];
@@ -2468,6 +4364,7 @@ export interface operations {
             };
         };
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success */
             201: {
                 headers: {
@@ -2497,6 +4394,98 @@ export interface operations {
                         width: number | null;
                         workspaceId: string;
                     };
+                };
+            };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key without one of the scopes its security names; or an API key naming another workspace than its own, or none; or a session's write from a foreign Origin. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not found. Codes: `not_found`: The resource was not found. */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Conflicts with the current state. Codes: `conflict`: The request conflicts with the current state. */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The request body is too large. Codes: `payload_too_large`: a JSON body over the size limit. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description A limit of the plan or the wallet. Codes: `plan_limit_reached`: A limit of the workspace plan was reached. */
+            422: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
             default: components["responses"]["Error"];
@@ -2529,6 +4518,7 @@ export interface operations {
             };
         };
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success */
             201: {
                 headers: {
@@ -2552,6 +4542,88 @@ export interface operations {
                         /** @description PUT the file's bytes here, with the headers below; no other credentials. */
                         url: string;
                     };
+                };
+            };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key without one of the scopes its security names; or an API key naming another workspace than its own, or none; or a session's write from a foreign Origin. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not found. Codes: `not_found`: The resource was not found. */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The request body is too large. Codes: `payload_too_large`: a JSON body over the size limit. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description A limit of the plan or the wallet. Codes: `plan_limit_reached`: A limit of the workspace plan was reached. */
+            422: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
             default: components["responses"]["Error"];
@@ -2585,6 +4657,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success */
             200: {
                 headers: {
@@ -2658,6 +4731,68 @@ export interface operations {
                     };
                 };
             };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key without one of the scopes its security names; or an API key naming another workspace than its own, or none. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not found. Codes: `not_found`: The resource was not found. */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             default: components["responses"]["Error"];
         };
     };
@@ -2703,6 +4838,7 @@ export interface operations {
             };
         };
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success */
             201: {
                 headers: {
@@ -2787,6 +4923,108 @@ export interface operations {
                     };
                 };
             };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not enough credits or wallet funds. Codes: `insufficient_credits`: The workspace does not have enough credits; `wallet_insufficient_balance`: The wallet balance is too low. */
+            402: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key without one of the scopes its security names; or an API key naming another workspace than its own, or none; or a session's write from a foreign Origin. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not found. Codes: `not_found`: The resource was not found. */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Conflicts with the current state. Codes: `conflict`: The request conflicts with the current state. */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The request body is too large. Codes: `payload_too_large`: a JSON body over the size limit. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description A limit of the plan or the wallet. Codes: `wallet_pending_minimum`: The wallet needs a first deposit of at least 10 dollars; `plan_limit_reached`: A limit of the workspace plan was reached. */
+            422: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After); `generation_paused`: Generation is paused platform-wide. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             default: components["responses"]["Error"];
         };
     };
@@ -2805,6 +5043,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success */
             200: {
                 headers: {
@@ -2887,6 +5126,68 @@ export interface operations {
                         updatedAt: string;
                         workspaceId: string;
                     };
+                };
+            };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key without one of the scopes its security names; or an API key naming another workspace than its own, or none. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not found. Codes: `not_found`: no such resource, or one the caller may not see (answered exactly as a missing one). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
             default: components["responses"]["Error"];
@@ -2913,6 +5214,7 @@ export interface operations {
             };
         };
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success */
             200: {
                 headers: {
@@ -2995,6 +5297,88 @@ export interface operations {
                         updatedAt: string;
                         workspaceId: string;
                     };
+                };
+            };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key without one of the scopes its security names; or an API key naming another workspace than its own, or none; or a session's write from a foreign Origin. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not found. Codes: `not_found`: no such resource, or one the caller may not see (answered exactly as a missing one). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Conflicts with the current state. Codes: `conflict`: The request conflicts with the current state. */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The request body is too large. Codes: `payload_too_large`: a JSON body over the size limit. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
             default: components["responses"]["Error"];
@@ -3047,6 +5431,7 @@ export interface operations {
             };
         };
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success */
             200: {
                 headers: {
@@ -3159,6 +5544,78 @@ export interface operations {
                     };
                 };
             };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key without one of the scopes its security names; or an API key naming another workspace than its own, or none; or a session's write from a foreign Origin. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not found. Codes: `not_found`: The resource was not found. */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The request body is too large. Codes: `payload_too_large`: a JSON body over the size limit. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After); `generation_paused`: Generation is paused platform-wide. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             default: components["responses"]["Error"];
         };
     };
@@ -3171,6 +5628,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success */
             200: {
                 headers: {
@@ -3185,6 +5643,38 @@ export interface operations {
                         /** @description When the pause began, while paused. */
                         since: string | null;
                     };
+                };
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
             default: components["responses"]["Error"];
@@ -3206,6 +5696,7 @@ export interface operations {
             };
         };
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success */
             200: {
                 headers: {
@@ -3234,6 +5725,88 @@ export interface operations {
                     };
                 };
             };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key (this operation is for people, signed in); or a session's write from a foreign Origin. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not found. Codes: `not_found`: The resource was not found. */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Conflicts with the current state. Codes: `conflict`: The request conflicts with the current state. */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The request body is too large. Codes: `payload_too_large`: a JSON body over the size limit. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             default: components["responses"]["Error"];
         };
     };
@@ -3246,6 +5819,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success */
             200: {
                 headers: {
@@ -3272,6 +5846,48 @@ export interface operations {
                     };
                 };
             };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key (this operation is for people, signed in). */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             default: components["responses"]["Error"];
         };
     };
@@ -3284,12 +5900,65 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success, no body */
             204: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key (this operation is for people, signed in); or a session's write from a foreign Origin. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Conflicts with the current state. Codes: `conflict`: The request conflicts with the current state. */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
             };
             default: components["responses"]["Error"];
         };
@@ -3315,6 +5984,7 @@ export interface operations {
             };
         };
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success */
             200: {
                 headers: {
@@ -3341,6 +6011,78 @@ export interface operations {
                     };
                 };
             };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key (this operation is for people, signed in); or a session's write from a foreign Origin. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Conflicts with the current state. Codes: `conflict`: The request conflicts with the current state. */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The request body is too large. Codes: `payload_too_large`: a JSON body over the size limit. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             default: components["responses"]["Error"];
         };
     };
@@ -3353,6 +6095,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success */
             200: {
                 headers: {
@@ -3376,6 +6119,48 @@ export interface operations {
                     };
                 };
             };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key (this operation is for people, signed in). */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             default: components["responses"]["Error"];
         };
     };
@@ -3391,12 +6176,85 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success, no body */
             204: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key (this operation is for people, signed in); or a session's write from a foreign Origin. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not found. Codes: `not_found`: no such resource, or one the caller may not see (answered exactly as a missing one). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Conflicts with the current state. Codes: `conflict`: The request conflicts with the current state. */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
             };
             default: components["responses"]["Error"];
         };
@@ -3418,12 +6276,85 @@ export interface operations {
             };
         };
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success, no body */
             204: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key (this operation is for people, signed in); or a session's write from a foreign Origin. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Conflicts with the current state. Codes: `conflict`: The request conflicts with the current state. */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The request body is too large. Codes: `payload_too_large`: a JSON body over the size limit. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
             };
             default: components["responses"]["Error"];
         };
@@ -3437,6 +6368,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success */
             201: {
                 headers: {
@@ -3460,6 +6392,48 @@ export interface operations {
                     };
                 };
             };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key (this operation is for people, signed in); or a session's write from a foreign Origin. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             default: components["responses"]["Error"];
         };
     };
@@ -3475,6 +6449,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success */
             200: {
                 headers: {
@@ -3487,6 +6462,78 @@ export interface operations {
                     } & {
                         [key: string]: unknown;
                     };
+                };
+            };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key (this operation is for people, signed in). */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not found. Codes: `not_found`: no such resource, or one the caller may not see (answered exactly as a missing one). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Conflicts with the current state. Codes: `conflict`: The request conflicts with the current state. */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
             default: components["responses"]["Error"];
@@ -3504,6 +6551,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success */
             200: {
                 headers: {
@@ -3552,6 +6600,68 @@ export interface operations {
                     };
                 };
             };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key without one of the scopes its security names; or an API key naming another workspace than its own, or none. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not found. Codes: `not_found`: The resource was not found. */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             default: components["responses"]["Error"];
         };
     };
@@ -3564,6 +6674,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success */
             200: {
                 headers: {
@@ -3609,6 +6720,17 @@ export interface operations {
                     };
                 };
             };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             default: components["responses"]["Error"];
         };
     };
@@ -3621,6 +6743,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success */
             200: {
                 headers: {
@@ -3647,6 +6770,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success */
             200: {
                 headers: {
@@ -3680,6 +6804,17 @@ export interface operations {
                     };
                 };
             };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             default: components["responses"]["Error"];
         };
     };
@@ -3692,6 +6827,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success */
             200: {
                 headers: {
@@ -3717,6 +6853,17 @@ export interface operations {
                     };
                 };
             };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             default: components["responses"]["Error"];
         };
     };
@@ -3737,6 +6884,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success */
             200: {
                 headers: {
@@ -3767,6 +6915,68 @@ export interface operations {
                     };
                 };
             };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key without one of the scopes its security names; or an API key naming another workspace than its own, or none. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not found. Codes: `not_found`: The resource was not found. */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             default: components["responses"]["Error"];
         };
     };
@@ -3781,6 +6991,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success */
             200: {
                 headers: {
@@ -3819,6 +7030,68 @@ export interface operations {
                         };
                         workspaceId: string;
                     };
+                };
+            };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key without one of the scopes its security names; or an API key naming another workspace than its own, or none. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not found. Codes: `not_found`: The resource was not found. */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
             default: components["responses"]["Error"];
@@ -3848,6 +7121,7 @@ export interface operations {
             };
         };
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success */
             200: {
                 headers: {
@@ -3888,6 +7162,78 @@ export interface operations {
                     };
                 };
             };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key without one of the scopes its security names; or an API key naming another workspace than its own, or none; or a session's write from a foreign Origin. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not found. Codes: `not_found`: The resource was not found. */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The request body is too large. Codes: `payload_too_large`: a JSON body over the size limit. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             default: components["responses"]["Error"];
         };
     };
@@ -3906,6 +7252,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success */
             200: {
                 headers: {
@@ -3931,6 +7278,68 @@ export interface operations {
                     };
                 };
             };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key without one of the scopes its security names; or an API key naming another workspace than its own, or none. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not found. Codes: `not_found`: The resource was not found. */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             default: components["responses"]["Error"];
         };
     };
@@ -3954,6 +7363,7 @@ export interface operations {
             };
         };
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success */
             201: {
                 headers: {
@@ -3977,6 +7387,78 @@ export interface operations {
                     };
                 };
             };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key without one of the scopes its security names; or an API key naming another workspace than its own, or none; or a session's write from a foreign Origin. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not found. Codes: `not_found`: The resource was not found. */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The request body is too large. Codes: `payload_too_large`: a JSON body over the size limit. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             default: components["responses"]["Error"];
         };
     };
@@ -3995,6 +7477,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success */
             200: {
                 headers: {
@@ -4025,6 +7508,68 @@ export interface operations {
                     };
                 };
             };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key without one of the scopes its security names; or an API key naming another workspace than its own, or none. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not found. Codes: `not_found`: The resource was not found. */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             default: components["responses"]["Error"];
         };
     };
@@ -4044,6 +7589,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success */
             200: {
                 headers: {
@@ -4076,6 +7622,68 @@ export interface operations {
                     };
                 };
             };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key without one of the scopes its security names; or an API key naming another workspace than its own, or none. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not found. Codes: `not_found`: The resource was not found. */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             default: components["responses"]["Error"];
         };
     };
@@ -4105,6 +7713,7 @@ export interface operations {
             };
         };
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success */
             201: {
                 headers: {
@@ -4135,6 +7744,88 @@ export interface operations {
                     };
                 };
             };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key without one of the scopes its security names; or an API key naming another workspace than its own, or none; or a session's write from a foreign Origin. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not found. Codes: `not_found`: The resource was not found. */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The request body is too large. Codes: `payload_too_large`: a JSON body over the size limit. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description A limit of the plan or the wallet. Codes: `plan_limit_reached`: A limit of the workspace plan was reached. */
+            422: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             default: components["responses"]["Error"];
         };
     };
@@ -4160,6 +7851,7 @@ export interface operations {
             };
         };
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success */
             200: {
                 headers: {
@@ -4171,6 +7863,78 @@ export interface operations {
                         deleted: true;
                         id: string;
                     };
+                };
+            };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key without one of the scopes its security names; or an API key naming another workspace than its own, or none; or a session's write from a foreign Origin. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not found. Codes: `not_found`: no such resource, or one the caller may not see (answered exactly as a missing one). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The request body is too large. Codes: `payload_too_large`: a JSON body over the size limit. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
             default: components["responses"]["Error"];
@@ -4205,6 +7969,7 @@ export interface operations {
             };
         };
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success */
             200: {
                 headers: {
@@ -4233,6 +7998,78 @@ export interface operations {
                     };
                 };
             };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key without one of the scopes its security names; or an API key naming another workspace than its own, or none; or a session's write from a foreign Origin. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not found. Codes: `not_found`: no such resource, or one the caller may not see (answered exactly as a missing one). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The request body is too large. Codes: `payload_too_large`: a JSON body over the size limit. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             default: components["responses"]["Error"];
         };
     };
@@ -4256,6 +8093,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success */
             200: {
                 headers: {
@@ -4303,6 +8141,68 @@ export interface operations {
                     };
                 };
             };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key without one of the scopes its security names; or an API key naming another workspace than its own, or none. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not found. Codes: `not_found`: no such resource, or one the caller may not see (answered exactly as a missing one). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             default: components["responses"]["Error"];
         };
     };
@@ -4322,6 +8222,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success */
             200: {
                 headers: {
@@ -4354,6 +8255,58 @@ export interface operations {
                     };
                 };
             };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key naming another workspace than its own, or none. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             default: components["responses"]["Error"];
         };
     };
@@ -4373,6 +8326,7 @@ export interface operations {
             };
         };
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success */
             201: {
                 headers: {
@@ -4401,6 +8355,68 @@ export interface operations {
                     };
                 };
             };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key (this operation is for people, signed in); or a session's write from a foreign Origin. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The request body is too large. Codes: `payload_too_large`: a JSON body over the size limit. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             default: components["responses"]["Error"];
         };
     };
@@ -4419,6 +8435,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success */
             200: {
                 headers: {
@@ -4447,6 +8464,68 @@ export interface operations {
                     };
                 };
             };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key naming another workspace than its own, or none. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not found. Codes: `not_found`: no such resource, or one the caller may not see (answered exactly as a missing one). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             default: components["responses"]["Error"];
         };
     };
@@ -4472,12 +8551,95 @@ export interface operations {
             };
         };
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success, no body */
             204: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key (this operation is for people, signed in); or a session's write from a foreign Origin. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not found. Codes: `not_found`: no such resource, or one the caller may not see (answered exactly as a missing one). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Conflicts with the current state. Codes: `conflict`: The request conflicts with the current state. */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The request body is too large. Codes: `payload_too_large`: a JSON body over the size limit. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
             };
             default: components["responses"]["Error"];
         };
@@ -4506,6 +8668,7 @@ export interface operations {
             };
         };
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success */
             200: {
                 headers: {
@@ -4534,6 +8697,78 @@ export interface operations {
                     };
                 };
             };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key (this operation is for people, signed in); or a session's write from a foreign Origin. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not found. Codes: `not_found`: no such resource, or one the caller may not see (answered exactly as a missing one). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The request body is too large. Codes: `payload_too_large`: a JSON body over the size limit. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             default: components["responses"]["Error"];
         };
     };
@@ -4551,6 +8786,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success */
             200: {
                 headers: {
@@ -4586,6 +8822,68 @@ export interface operations {
                     };
                 };
             };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key without one of the scopes its security names; or an API key naming another workspace than its own, or none. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not found. Codes: `not_found`: no such resource, or one the caller may not see (answered exactly as a missing one). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             default: components["responses"]["Error"];
         };
     };
@@ -4608,6 +8906,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success */
             200: {
                 headers: {
@@ -4648,6 +8947,68 @@ export interface operations {
                     };
                 };
             };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key (this operation is for people, signed in). */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not found. Codes: `not_found`: no such resource, or one the caller may not see (answered exactly as a missing one). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             default: components["responses"]["Error"];
         };
     };
@@ -4684,6 +9045,7 @@ export interface operations {
             };
         };
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success */
             201: {
                 headers: {
@@ -4722,6 +9084,88 @@ export interface operations {
                     };
                 };
             };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key (this operation is for people, signed in); or a session's write from a foreign Origin. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not found. Codes: `not_found`: no such resource, or one the caller may not see (answered exactly as a missing one). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Conflicts with the current state. Codes: `conflict`: The request conflicts with the current state. */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The request body is too large. Codes: `payload_too_large`: a JSON body over the size limit. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             default: components["responses"]["Error"];
         };
     };
@@ -4749,12 +9193,95 @@ export interface operations {
             };
         };
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success, no body */
             204: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key (this operation is for people, signed in); or a session's write from a foreign Origin. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not found. Codes: `not_found`: no such resource, or one the caller may not see (answered exactly as a missing one). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Conflicts with the current state. Codes: `conflict`: The request conflicts with the current state. */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The request body is too large. Codes: `payload_too_large`: a JSON body over the size limit. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
             };
             default: components["responses"]["Error"];
         };
@@ -4781,12 +9308,95 @@ export interface operations {
             };
         };
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success, no body */
             204: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key (this operation is for people, signed in); or a session's write from a foreign Origin. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not found. Codes: `not_found`: no such resource, or one the caller may not see (answered exactly as a missing one). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Conflicts with the current state. Codes: `conflict`: The request conflicts with the current state. */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The request body is too large. Codes: `payload_too_large`: a JSON body over the size limit. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
             };
             default: components["responses"]["Error"];
         };
@@ -4810,6 +9420,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success */
             200: {
                 headers: {
@@ -4832,6 +9443,68 @@ export interface operations {
                         /** @description Pass as cursor for the next page; null on the last page. */
                         nextCursor: string | null;
                     };
+                };
+            };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key (this operation is for people, signed in). */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not found. Codes: `not_found`: no such resource, or one the caller may not see (answered exactly as a missing one). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
             default: components["responses"]["Error"];
@@ -4861,12 +9534,95 @@ export interface operations {
             };
         };
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success, no body */
             204: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key (this operation is for people, signed in); or a session's write from a foreign Origin. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not found. Codes: `not_found`: no such resource, or one the caller may not see (answered exactly as a missing one). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Conflicts with the current state. Codes: `conflict`: The request conflicts with the current state. */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The request body is too large. Codes: `payload_too_large`: a JSON body over the size limit. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
             };
             default: components["responses"]["Error"];
         };
@@ -4900,6 +9656,7 @@ export interface operations {
             };
         };
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success */
             200: {
                 headers: {
@@ -4920,6 +9677,88 @@ export interface operations {
                     };
                 };
             };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key (this operation is for people, signed in); or a session's write from a foreign Origin. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not found. Codes: `not_found`: no such resource, or one the caller may not see (answered exactly as a missing one). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Conflicts with the current state. Codes: `conflict`: The request conflicts with the current state. */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The request body is too large. Codes: `payload_too_large`: a JSON body over the size limit. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             default: components["responses"]["Error"];
         };
     };
@@ -4937,6 +9776,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success */
             200: {
                 headers: {
@@ -4962,6 +9802,68 @@ export interface operations {
                         usedBytes: number;
                         workspaceId: string;
                     };
+                };
+            };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key without one of the scopes its security names; or an API key naming another workspace than its own, or none. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not found. Codes: `not_found`: no such resource, or one the caller may not see (answered exactly as a missing one). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
             default: components["responses"]["Error"];
@@ -4991,6 +9893,7 @@ export interface operations {
             };
         };
         responses: {
+            "4XX": components["responses"]["ClientError"];
             /** @description Success */
             200: {
                 headers: {
@@ -5017,6 +9920,88 @@ export interface operations {
                          */
                         updatedAt: string;
                     };
+                };
+            };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key (this operation is for people, signed in); or a session's write from a foreign Origin. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not found. Codes: `not_found`: no such resource, or one the caller may not see (answered exactly as a missing one). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Conflicts with the current state. Codes: `conflict`: The request conflicts with the current state. */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The request body is too large. Codes: `payload_too_large`: a JSON body over the size limit. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
             default: components["responses"]["Error"];
