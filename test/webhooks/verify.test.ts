@@ -1,3 +1,4 @@
+import { createHmac } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { signatureHeader } from '../../actors/webhook/signature.ts';
@@ -32,6 +33,9 @@ for (const [name, verify, VerificationError] of [
       }
     };
     t.equal(code(() => verify(body, header, secret, { now: now + 301_000 })), 'timestamp_out_of_tolerance');
+    t.equal(code(() => verify(body, header, secret, { now: now - 299_000 })), 'ok', 'a timestamp 299 s ahead of the clock is within tolerance');
+    t.equal(code(() => verify(body, header, secret, { now: now - 301_000 })), 'timestamp_out_of_tolerance', 'a timestamp 301 s ahead of the clock (in the future) is refused');
+    t.equal(code(() => verify(body, header, secret, { now: now - 24 * 3600_000 })), 'timestamp_out_of_tolerance', 'a timestamp a day in the future is refused');
     t.equal(code(() => verify(body, header, secret, { now: now + 10 * 60_000, toleranceSeconds: 3600 })), 'ok', 'tolerance is an option');
     t.equal(code(() => verify(`${body} `, header, secret, { now })), 'signature_mismatch', 'one byte more in the body');
     t.equal(code(() => verify(body, header, 'whsec_other', { now })), 'signature_mismatch', 'another secret');
@@ -44,3 +48,25 @@ for (const [name, verify, VerificationError] of [
     t.equal(code(() => verify(notJson, signatureHeader(secret, notJson, Math.floor(now / 1000)), secret, { now })), 'invalid_body');
   });
 }
+
+// A known answer for the scheme of docs/webhooks.md: v1 = hex HMAC-SHA256, keyed with the whole secret, of
+// "<t>.<raw body>". The expected value is a literal, checked here against node:crypto over the documented
+// string, so a signer and verifiers that agree with each other but not with the documented scheme (the
+// timestamp left out of the signed string, say) are caught.
+t.test('a fixed secret, timestamp and body sign to a known signature, which both verifiers accept', async (t) => {
+  const secret = 'whsec_5f2b8c1d9e4a7f3b6c0d2e8a1b4c7d9e';
+  const timestamp = 1767225600;
+  const body = '{"id":"dlv_01jh7v6q2c9m4x8k1n3p5r7t9w","event":"generation.completed","data":{"generationId":"gen_1"},"createdAt":"2026-01-01T00:00:01.480Z"}';
+  const known = '4bc854920eec1e523c6ff4efa14d413f9c57417e1735ba6c13a1b071410f4cde';
+  t.equal(createHmac('sha256', secret).update(`${timestamp}.${body}`, 'utf8').digest('hex'), known, 'the documented scheme gives the known signature');
+  const header = signatureHeader(secret, body, timestamp);
+  t.equal(header, `t=${timestamp},v1=${known}`, 'the service signs exactly the documented header');
+  const now = timestamp * 1000;
+  const independent = `t=${timestamp},v1=${createHmac('sha256', secret).update(`${timestamp}.${body}`, 'utf8').digest('hex')}`;
+  t.equal(verifyWebhook(body, independent, secret, { now }).id, 'dlv_01jh7v6q2c9m4x8k1n3p5r7t9w', "the service's verifier accepts the known signature");
+  t.equal(exported.verifyWebhook(body, independent, secret, { now }).id, 'dlv_01jh7v6q2c9m4x8k1n3p5r7t9w', 'the exported verifier accepts the known signature');
+  // The timestamp is part of what is signed: the same v1 under another t is refused by both.
+  const otherT = `t=${timestamp + 1},v1=${known}`;
+  t.throws(() => verifyWebhook(body, otherT, secret, { now }), { code: 'signature_mismatch' }, "the service's verifier refuses the signature under another timestamp");
+  t.throws(() => exported.verifyWebhook(body, otherT, secret, { now }), { code: 'signature_mismatch' }, 'the exported verifier refuses the signature under another timestamp');
+});
