@@ -66,7 +66,7 @@ t.test('a load that was under way when its key was dropped does not refill the c
   t.equal(keys.size, 0, 'but nothing was cached');
 });
 
-t.test('the cache is bounded, least recently used first out', async (t) => {
+t.test('the cache is bounded', async (t) => {
   const db = await database(t);
   const keys = cache(db, new ManualClock(), 3);
   for (let i = 0; i < 5; i++) {
@@ -74,4 +74,26 @@ t.test('the cache is bounded, least recently used first out', async (t) => {
     await keys.lookup(sha256Hex(`b${i}`));
   }
   t.equal(keys.size, 3);
+});
+
+t.test('a recently read key stays cached; the least recently used one is evicted', async (t) => {
+  const db = await database(t);
+  const keys = cache(db, new ManualClock(), 3);
+  for (const name of ['c0', 'c1', 'c2']) {
+    await insertKey(db, `key_${name}`, sha256Hex(name));
+    await keys.lookup(sha256Hex(name));
+  }
+  // c0 was cached first but is read now, so c1 becomes the least recently used.
+  t.equal((await keys.lookup(sha256Hex('c0')))?.id, 'key_c0', 'c0 is read');
+  await insertKey(db, 'key_c3', sha256Hex('c3'));
+  await keys.lookup(sha256Hex('c3'));
+  t.equal(keys.size, 3);
+  // With the rows gone, what is still cached answers from memory and what was evicted reads the database again.
+  await db.em().execute(`delete from api_keys where workspace_id = 'ws_a'`);
+  for (const name of ['c0', 'c2', 'c3']) {
+    const answer = keys.lookup(sha256Hex(name));
+    t.notOk(answer instanceof Promise, `${name} is still cached`);
+    t.equal((await answer)?.id, `key_${name}`, `${name} answers from memory`);
+  }
+  t.equal(await keys.lookup(sha256Hex('c1')), null, 'c1, the least recently used, was evicted and is read again (and is gone)');
 });
