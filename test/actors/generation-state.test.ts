@@ -73,14 +73,24 @@ t.test('failure from any non-terminal state releases credits and carries its cod
     t.equal(decision.state.errorCode, 'provider_timeout');
     t.equal(decision.state.errorMessage, 'no answer in 60 s');
     t.ok(decision.effects.some((e) => e.type === 'release_credits'));
+    t.equal(decision.effects.some((e) => e.type === 'cancel_queue_timer'), status === 'queued', `the queue timer is cancelled only when failing from queued (${status})`);
+    t.equal(decision.effects.some((e) => e.type === 'free_slot'), status !== 'queued', `a slot is freed only if one was held (${status})`);
     t.same(decision.effects.at(-1), { type: 'emit', event: 'generation.failed' });
+  }
+  const fromQueued = decide(initialState(T0, TIMEOUT), { type: 'fail', errorCode: 'provider_error', errorMessage: 'boom' }, T0);
+  t.ok(fromQueued.ok);
+  if (fromQueued.ok) {
+    t.same(fromQueued.effects, [{ type: 'cancel_queue_timer' }, { type: 'release_credits' }, { type: 'emit', event: 'generation.failed' }], 'fail from queued: the timer is cancelled, credits released, the event emitted');
   }
 });
 
 t.test('expiry: only from queued, only once the deadline has passed', async (t) => {
-  const early = decide(initialState(T0, TIMEOUT), { type: 'expire' }, T0 + TIMEOUT - 1);
+  const queued = initialState(T0, TIMEOUT);
+  const early = decide(queued, { type: 'expire' }, T0 + TIMEOUT - 1);
   t.notOk(early.ok);
   if (!early.ok) t.equal(early.reason, 'too_early');
+  t.strictSame(queued, initialState(T0, TIMEOUT), 'a refused expiry leaves the state as it was');
+  t.strictSame(Object.keys(early).sort(), ['message', 'ok', 'reason'], 'and carries no effects');
   const due = decide(initialState(T0, TIMEOUT), { type: 'expire' }, T0 + TIMEOUT);
   t.ok(due.ok);
   if (due.ok) {
@@ -106,8 +116,13 @@ t.test('every out-of-order step is refused and leaves the state as it was', asyn
   for (const status of GENERATION_STATUSES) {
     for (const command of commands) {
       const before = drive(at[status], T0 + TIMEOUT);
+      const snapshot = structuredClone(before);
       const decision = decide(before, command, T0 + TIMEOUT);
       t.equal(decision.ok, allowed[command.type].includes(status), `${command.type} from ${status}`);
+      if (decision.ok) continue;
+      t.strictSame(before, snapshot, `${command.type} from ${status} leaves the state as it was`);
+      t.strictSame(Object.keys(decision).sort(), ['message', 'ok', 'reason'], `${command.type} from ${status} carries no new state and no effects`);
+      t.equal(decision.reason, 'conflict');
     }
   }
   t.same([...TERMINAL_STATUSES].sort(), ['cancelled', 'expired', 'failed', 'succeeded']);
