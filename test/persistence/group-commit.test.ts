@@ -72,11 +72,14 @@ t.test('maxBatch caps how many units share one transaction', async (t) => {
 });
 
 t.test('a waiter is answered only after its commit: its row is visible elsewhere the moment it resolves', async (t) => {
-  // With PGlite every entity manager shares one session, so also ask that session whether a write
-  // transaction is still open at that moment (one batch, so no later batch can have opened one).
+  // On PostgreSQL a separate entity manager is a separate connection, which sees a row only once its
+  // transaction has committed. With PGlite every entity manager shares one session, which sees its own
+  // uncommitted rows: there the check is whether a write transaction is still open on that session when
+  // the waiter resolves (asked with one batch only, so that no later batch can have opened one).
   const pglite = db.kind === 'pglite'
     ? (db.orm.config.get('driverOptions') as { connection: { pglite: () => PGlite } }).connection.pglite()
     : undefined;
+  const visibilityCannotFail = pglite ? 'PGlite: one shared session sees rows before their commit, so visibility proves nothing there' : undefined;
 
   for (const maxBatch of [512, 8]) {
     const writer = new SnapshotWriter(db, options({ maxBatch }));
@@ -93,8 +96,10 @@ t.test('a waiter is answered only after its commit: its row is visible elsewhere
         return { id, visible, openTx };
       }));
     const results = await Promise.all(checks);
-    t.same(results.filter((r) => !r.visible).map((r) => r.id), [], `maxBatch ${maxBatch}: every waiter saw its own row from a separate entity manager`);
-    t.same(results.filter((r) => r.openTx !== null).map((r) => r.id), [], `maxBatch ${maxBatch}: no write transaction open when a waiter resolved`);
+    t.same(results.filter((r) => !r.visible).map((r) => r.id), [], `maxBatch ${maxBatch}: every waiter saw its own row from a separate entity manager`, { skip: visibilityCannotFail });
+    if (pglite && maxBatch === 512) {
+      t.same(results.filter((r) => r.openTx !== null).map((r) => r.id), [], `maxBatch ${maxBatch}: no write transaction open on the shared session when a waiter resolved`);
+    }
     await writer.close();
   }
 });
