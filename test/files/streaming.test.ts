@@ -8,6 +8,16 @@ import { makePng, pngOfSize } from '../helpers/files.ts';
 import { rows } from '../identity/support.ts';
 import { complete, requestUpload } from './support.ts';
 
+/** Polls `condition` until it holds, at most `limitMs`; says whether it did. */
+async function eventually(condition: () => Promise<boolean> | boolean, limitMs = 10_000): Promise<boolean> {
+  const deadline = Date.now() + limitMs;
+  for (;;) {
+    if (await condition()) return true;
+    if (Date.now() > deadline) return false;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
 t.test('a client that goes away mid-upload leaves nothing behind, and the server carries on', async (t) => {
   const server = await startTestServer(t);
   const owner = await signUp(server);
@@ -15,21 +25,22 @@ t.test('a client that goes away mid-upload leaves nothing behind, and the server
   const size = 2 * 1024 * 1024;
   const intent = await requestUpload(server, auth, owner.workspaceId, size);
   const url = new URL(intent.url);
+  const [row] = await rows(server, 'select storage_key from uploads where id = ?', [intent.uploadId]);
+  const dir = path.join(server.config.dataDir, 'blobs', ...row.storage_key.split('/').slice(0, -1));
+  const ofThisObject = async () => (await fs.readdir(dir).catch(() => [] as string[])).filter((name) => name.startsWith(row.storage_key.split('/').pop()!));
+
   const socket = net.connect(Number(url.port), url.hostname);
   await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
   socket.write(`PUT ${url.pathname}${url.search} HTTP/1.1\r\nHost: ${url.host}\r\nContent-Type: image/png\r\nContent-Length: ${size}\r\n\r\n`);
   socket.write(pngOfSize(size).subarray(0, size / 4));
-  await new Promise((resolve) => setTimeout(resolve, 200));
+  t.ok(await eventually(async () => (await ofThisObject()).length > 0), 'the server is streaming the body into a temporary file');
   socket.destroy();
-  await new Promise((resolve) => setTimeout(resolve, 300));
+  t.ok(await eventually(async () => server.http.inFlight() === 0), 'the aborted request is finished');
 
-  const [row] = await rows(server, 'select storage_key from uploads where id = ?', [intent.uploadId]);
   t.equal(await server.services.blobs.stat(row.storage_key), undefined, 'no object was published');
-  const dir = path.join(server.config.dataDir, 'blobs', ...row.storage_key.split('/').slice(0, -1));
-  const leftovers = (await fs.readdir(dir).catch(() => [] as string[])).filter((name) => name.startsWith(row.storage_key.split('/').pop()!));
-  t.same(leftovers, [], 'no temporary file is left');
+  t.same(await ofThisObject(), [], 'no temporary file is left');
   t.equal((await server.fetch('/v1')).status, 200, 'the server still answers');
-  t.equal(server.http.inFlight(), 0, 'the aborted request is finished');
+  t.equal(server.http.inFlight(), 0, 'nothing is left in flight after another request');
 
   // The same URL still takes the whole file.
   const whole = await fetch(intent.url, { method: 'PUT', headers: intent.headers, body: pngOfSize(size) });

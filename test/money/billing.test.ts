@@ -116,7 +116,8 @@ t.test('switching plans: the new subscription replaces the old at once, and only
   t.equal(old!.status, 'replaced');
 
   clock.advance(28 * DAY); // past the old pro period end (April 1), before the team one (April 6)
-  await new Promise((resolve) => setTimeout(resolve, 100));
+  // The old subscription's timer, due on the way, has handed its renewal to the workspace: wait until it is handled.
+  await server.services.actors.drain();
   t.equal(await credits(server, owner.cookie, ws), 15100, 'the replaced subscription does not renew');
   clock.advance(6 * DAY);
   t.equal(await until(() => credits(server, owner.cookie, ws), (n) => n === 27100), 27100, 'the team subscription renews');
