@@ -8,7 +8,8 @@
  *
  * The header is `t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<raw body>">`, keyed with the endpoint's whole
  * signing secret (`whsec_…`): the scheme of Stripe's `Stripe-Signature`, so Stripe-style verifiers accept it too.
- * The same check as the service's actors/webhook/verify.ts, which test/webhooks/verify.test.ts compares it with.
+ * The only copy of the check: the service's package exports this module built (generation-service/webhooks/verify),
+ * and test/webhooks/verify.test.ts holds both the source and the build to what the signer (actors/webhook/signature.ts) signs.
  */
 import { createHmac, timingSafeEqual } from 'node:crypto';
 

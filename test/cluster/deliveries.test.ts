@@ -1,5 +1,5 @@
 import t from 'tap';
-import { DELIVERY_HEADER, SIGNATURE_HEADER, verifyWebhook } from '../../actors/webhook/verify.ts';
+import { DELIVERY_HEADER, SIGNATURE_HEADER, verifyWebhook } from '../../client/src/webhooks.ts';
 import { createKey, signUp, withKey } from '../helpers/identity.ts';
 import { startReceiver } from '../webhooks/support.ts';
 import { clusterDatabase, clusterEnv, eventually, NEEDS_POSTGRES_REDIS, startCluster, type NodeProcess } from './support.ts';

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import t from 'tap';
-import { DELIVERY_HEADER } from '../../actors/webhook/verify.ts';
+import { DELIVERY_HEADER } from '../../client/src/webhooks.ts';
 import { startReceiver } from '../webhooks/support.ts';
 import { createKey, signUp, withKey } from '../helpers/identity.ts';
 import {

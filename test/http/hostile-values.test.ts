@@ -5,7 +5,7 @@ import { createKey, signUp, withCookie, withKey } from '../helpers/identity.ts';
 import { makePng } from '../helpers/files.ts';
 import { uploadAsset } from '../files/support.ts';
 import { createEndpoint, eventually, startReceiver } from '../webhooks/support.ts';
-import { verifyWebhook } from '../../actors/webhook/verify.ts';
+import { verifyWebhook } from '../../client/src/webhooks.ts';
 
 // Free text full of what would end or change a SQL statement if it were spliced into one: stored and returned
 // exactly, through every layer, and a job whose failure message holds it still settles.

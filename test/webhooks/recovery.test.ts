@@ -2,7 +2,7 @@ import t from 'tap';
 import { durableStorage } from '../helpers/database.ts';
 import { startNode } from '../fixtures/child.ts';
 import { openDatabase } from '../../persistence/database.ts';
-import { verifyWebhook } from '../../actors/webhook/verify.ts';
+import { verifyWebhook } from '../../client/src/webhooks.ts';
 import { startReceiver } from './support.ts';
 
 /** The real service in a child process, on PGlite in a temp folder or a fresh Postgres database, killed with SIGKILL. */

@@ -4,7 +4,7 @@ import { ManualClock } from '../../runtime/clock.ts';
 import { newId } from '../../persistence/ids.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
 import { withKey } from '../helpers/identity.ts';
-import { verifyWebhook } from '../../actors/webhook/verify.ts';
+import { verifyWebhook } from '../../client/src/webhooks.ts';
 import {
   cancelGeneration, createEndpoint, createGeneration, deliveries, historyWhen, startReceiver, tenant, type Tenant,
 } from './support.ts';

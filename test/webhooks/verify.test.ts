@@ -4,7 +4,7 @@ import t from 'tap';
 import { signatureHeader } from '../../actors/webhook/signature.ts';
 import * as exported from 'generation-service/webhooks/verify';
 import * as sdk from '@generation-service/client/webhooks';
-import { verifyWebhook, WebhookVerificationError } from '../../actors/webhook/verify.ts';
+import { verifyWebhook, WebhookVerificationError } from '../../client/src/webhooks.ts';
 
 t.test('the package exports the plain-JavaScript verifier of the SDK', async (t) => {
   t.equal(exported.verifyWebhook, sdk.verifyWebhook, 'generation-service/webhooks/verify is @generation-service/client/webhooks');
@@ -13,9 +13,10 @@ t.test('the package exports the plain-JavaScript verifier of the SDK', async (t)
   t.equal(exported.DEFAULT_TOLERANCE_SECONDS, 300);
 });
 
-// The service's verifier (actors/webhook/verify.ts) and the exported one answer every case alike.
+// The verifier's source (client/src/webhooks.ts, as tests and TypeScript users load it) and the built module the
+// package exports answer every case alike.
 for (const [name, verify, VerificationError] of [
-  ['the service\'s verifier', verifyWebhook, WebhookVerificationError],
+  ['the verifier\'s source', verifyWebhook, WebhookVerificationError],
   ['the exported verifier', exported.verifyWebhook, exported.WebhookVerificationError],
 ] as const) {
   t.test(`what the service signs, ${name} accepts; anything else it refuses`, async (t) => {
@@ -63,10 +64,10 @@ t.test('a fixed secret, timestamp and body sign to a known signature, which both
   t.equal(header, `t=${timestamp},v1=${known}`, 'the service signs exactly the documented header');
   const now = timestamp * 1000;
   const independent = `t=${timestamp},v1=${createHmac('sha256', secret).update(`${timestamp}.${body}`, 'utf8').digest('hex')}`;
-  t.equal(verifyWebhook(body, independent, secret, { now }).id, 'dlv_01jh7v6q2c9m4x8k1n3p5r7t9w', "the service's verifier accepts the known signature");
+  t.equal(verifyWebhook(body, independent, secret, { now }).id, 'dlv_01jh7v6q2c9m4x8k1n3p5r7t9w', 'the verifier accepts the known signature');
   t.equal(exported.verifyWebhook(body, independent, secret, { now }).id, 'dlv_01jh7v6q2c9m4x8k1n3p5r7t9w', 'the exported verifier accepts the known signature');
   // The timestamp is part of what is signed: the same v1 under another t is refused by both.
   const otherT = `t=${timestamp + 1},v1=${known}`;
-  t.throws(() => verifyWebhook(body, otherT, secret, { now }), { code: 'signature_mismatch' }, "the service's verifier refuses the signature under another timestamp");
+  t.throws(() => verifyWebhook(body, otherT, secret, { now }), { code: 'signature_mismatch' }, 'the verifier refuses the signature under another timestamp');
   t.throws(() => exported.verifyWebhook(body, otherT, secret, { now }), { code: 'signature_mismatch' }, 'the exported verifier refuses the signature under another timestamp');
 });
