@@ -292,7 +292,7 @@ class RequestPipeline {
     const query = parseQuery(rawQuery);
     assertStorable(params, query, body, headers);
     assertKeyWorkspace(route.def, authn, { params, query, body });
-    unifyWorkspace(route.def, { params, query, body }, authn.principal);
+    unifyWorkspace(route.def, { params, query, body });
 
     if (route.validateParams && !route.validateParams(params)) throw new ApiError('validation_error', describeErrors('path', route.validateParams.errors));
     if (route.validateQuery && !route.validateQuery(query)) throw new ApiError('validation_error', describeErrors('query', route.validateQuery.errors));

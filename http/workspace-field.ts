@@ -1,6 +1,7 @@
 import { Type, type TObject, type TSchema } from '@sinclair/typebox';
 import { ApiError } from './errors.ts';
-import type { Principal, RouteDef } from './route.ts';
+import type { RouteDef } from './route.ts';
+import { workspacesNamed, type WorkspaceCarrier } from './auth/authenticate.ts';
 
 /**
  * One workspace rule for every route (SPEC.md: "Requests that act on a workspace carry workspaceId in
@@ -49,17 +50,14 @@ function isObject(value: unknown): value is Record<string, unknown> {
 /**
  * Checks that the path, query and body name one workspace, then copies it into the query and, for a
  * route whose handler reads it from the body, into a body that lacks it (only there: a body's other
- * rules, such as "at least one field", still see what the client sent). A key naming another workspace is refused before this (assertKeyWorkspace, 403);
- * a session naming two different ones gets 400.
+ * rules, such as "at least one field", still see what the client sent). Runs after assertKeyWorkspace,
+ * so a key naming another workspace has had its 403; a session naming two different ones gets 400.
  */
-export function unifyWorkspace(route: RouteDef, request: { params: Record<string, string>; query: Record<string, unknown>; body: unknown }, principal: Principal | undefined): void {
+export function unifyWorkspace(route: RouteDef, request: WorkspaceCarrier): void {
   if (!actsOnWorkspace(route)) return;
-  const { params, query, body } = request;
-  const named = new Set<unknown>();
-  if (params.workspaceId !== undefined) named.add(params.workspaceId);
-  if (query.workspaceId !== undefined) named.add(query.workspaceId);
-  if (isObject(body) && body.workspaceId !== undefined) named.add(body.workspaceId);
-  if (named.size > 1 && principal?.kind !== 'key') {
+  const { query, body } = request;
+  const named = new Set(workspacesNamed(request).filter((id) => id !== undefined));
+  if (named.size > 1) {
     throw new ApiError('validation_error', 'workspaceId: the path, the query and the body name different workspaces.');
   }
   const [workspaceId] = named;

@@ -138,15 +138,21 @@ export function assertKeyWorkspace(route: RouteDef, authn: Authentication, reque
   const principal = authn.principal;
   if (principal?.kind !== 'key' || route.keyWorkspace === 'none') return;
   const headers = authn.headers;
-  const named: unknown[] = [];
-  if (request.params.workspaceId !== undefined) named.push(request.params.workspaceId);
-  if (request.query.workspaceId !== undefined) named.push(request.query.workspaceId);
-  const body = request.body;
-  if (body !== null && typeof body === 'object' && !Array.isArray(body) && 'workspaceId' in body) named.push((body as { workspaceId: unknown }).workspaceId);
+  const named = workspacesNamed(request);
   if (named.length === 0) {
     throw new ApiError('forbidden', `Requests made with an API key must carry its workspace id (workspaceId ${principal.workspaceId}) in the body or the query.`, headers);
   }
   if (named.some((id) => id !== principal.workspaceId)) {
     throw new ApiError('forbidden', 'This API key belongs to another workspace.', headers);
   }
+}
+
+/** Every workspace id a request names: path :workspaceId, query workspaceId, JSON body workspaceId. */
+export function workspacesNamed(request: WorkspaceCarrier): unknown[] {
+  const named: unknown[] = [];
+  if (request.params.workspaceId !== undefined) named.push(request.params.workspaceId);
+  if (request.query.workspaceId !== undefined) named.push(request.query.workspaceId);
+  const body = request.body;
+  if (body !== null && typeof body === 'object' && !Array.isArray(body) && 'workspaceId' in body) named.push((body as { workspaceId: unknown }).workspaceId);
+  return named;
 }
