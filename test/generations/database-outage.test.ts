@@ -22,9 +22,12 @@ if (!process.env.TEST_DATABASE_URL) {
 } else {
   t.test('a database outage under load: 503 while it lasts, every job settles after it without a restart', async (t) => {
     const postgres = await createOwnedPostgres(t, bin);
+    // The service's warnings and errors are kept, to be shown if a job is left unfinished.
+    const logLines: string[] = [];
     const server = await startTestServer(t, {
       databaseUrl: postgres.url,
-      env: { LOCAL_PROVIDER_LATENCY_MS: '1500', ALLOW_PRIVATE_EGRESS: 'true', ...(process.env.OUTAGE_LOG_LEVEL ? { LOG_LEVEL: process.env.OUTAGE_LOG_LEVEL } : {}) },
+      env: { LOCAL_PROVIDER_LATENCY_MS: '1500', ALLOW_PRIVATE_EGRESS: 'true', LOG_LEVEL: process.env.OUTAGE_LOG_LEVEL ?? 'warn' },
+      logDestination: { write: (line: string) => { logLines.push(line); } },
     });
     const direct = async <R>(sql: string, params: unknown[] = []): Promise<R[]> => {
       const client = new pg.Client({ connectionString: postgres.url });
@@ -127,7 +130,10 @@ if (!process.env.TEST_DATABASE_URL) {
       }
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
-    t.equal(open, 0, 'no job left unfinished');
+    // If any is left, the failure carries what would explain it: those jobs and the service's last warnings.
+    const unfinished = open === 0 ? [] : await direct<{ id: string; status: string; attempts: number; timeline: unknown }>(
+      'select id, status, attempts, timeline from generations where status <> all($1)', [TERMINAL]);
+    t.equal(open, 0, 'no job left unfinished', open === 0 ? {} : { unfinished, serviceLog: logLines.slice(-60) });
     // Jobs whose provider finished while the database was down (submitted more than the provider's latency
     // before it came back): their results waited in their actors and were committed once it was back.
     const timelines = await direct<{ timeline: Array<{ status: string; at: string }> }>('select timeline from generations where id = any($1)', [inFlightIds]);
