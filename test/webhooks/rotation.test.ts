@@ -2,9 +2,12 @@ import t, { type Test } from 'tap';
 import Stripe from 'stripe';
 import { Webhook } from 'standardwebhooks';
 import { ManualClock } from '../../runtime/clock.ts';
+import { newId } from '../../persistence/ids.ts';
+import { SecretBox } from '../../persistence/secret-box.ts';
+import { WEBHOOK_SECRET_PURPOSE } from '../../actors/webhook/deps.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
 import { createKey, withKey } from '../helpers/identity.ts';
-import { cancelGeneration, createGeneration, startReceiver, tenant, type Receiver, type Tenant } from './support.ts';
+import { cancelGeneration, createGeneration, historyWhen, startReceiver, tenant, type Receiver, type Tenant } from './support.ts';
 
 const stripe = new Stripe('sk_test_unused');
 
@@ -164,4 +167,31 @@ t.test('rotation refused: bad grace periods, unknown fields, another workspace\'
   t.equal((await rotate(server, who, endpoint.id)).status, 404, 'a deleted endpoint');
   const wiped = await server.services.db.em().execute<Array<{ previous_secret_sealed: string | null; secret_sealed: string }>>('select secret_sealed, previous_secret_sealed from webhook_endpoints where id = ?', [endpoint.id]);
   t.same(wiped, [{ secret_sealed: '', previous_secret_sealed: null }], 'deletion wipes both sealed secrets');
+});
+
+t.test('an endpoint whose secret cannot be opened (another WEBHOOK_SECRET_KEY): nothing is sent, a test is 409, a rotation lets its deliveries go', async (t) => {
+  const { clock, server, who } = await start(t);
+  const receiver = await startReceiver(t);
+  const id = newId('whk');
+  const at = new Date(clock.now());
+  // Sealed under a key this service does not have.
+  const foreignBox = new SecretBox(Buffer.from('z'.repeat(40)), WEBHOOK_SECRET_PURPOSE);
+  await server.services.db.em().execute(
+    `insert into webhook_endpoints (id, workspace_id, url, description, event_types, status, secret_sealed, created_at, updated_at)
+     values (?, ?, ?, null, '["generation.cancelled"]'::jsonb, 'active', ?, ?, ?)`,
+    [id, who.workspaceId, receiver.url, foreignBox.seal('whsec_unreachable', id), at, at],
+  );
+  const generation = await createGeneration(server, who);
+  await cancelGeneration(server, who, generation.id);
+  await historyWhen(server, who, id, (d) => d.length === 1 && d[0].status === 'pending', 'the delivery waits, pending');
+  const test = await server.json(`/v1/webhooks/${id}/test?workspaceId=${who.workspaceId}`, { method: 'POST', headers: withKey(who.key) });
+  t.equal(test.status, 409);
+  t.equal(test.body.error.code, 'conflict');
+  t.equal(receiver.received.length, 0, 'nothing was sent unsigned');
+
+  const rotated = await rotate(server, who, id);
+  t.equal(rotated.status, 200);
+  const [request] = await receiver.waitFor(1);
+  t.ok(stripeAccepts(request!, rotated.body.secret, clock), 'the waiting delivery went out, signed with the new secret');
+  t.equal(request!.body.data.generationId, generation.id);
 });
