@@ -13,6 +13,7 @@ import type { ProviderUpdate } from './providers/provider.ts';
 import { writeProgressOf } from './progress-writes.ts';
 import { decide, isTerminal, MAX_ATTEMPTS, type GenerationCommand, type GenerationEffect, type GenerationState, type GenerationStatus, type TerminalStatus, type TimelineEntry } from './state.ts';
 import { storableText } from '../../persistence/storable-text.ts';
+import { currentTraceparent } from '../webhook/trace-context.ts';
 
 /**
  * How long a terminal transition waits for its workspace actor: as long as a timer can (about 24 days). The
@@ -195,13 +196,15 @@ async function transition(
       errorMessage: next.errorMessage,
       timeline: next.timeline,
       alsoWrite,
-      event: { generation: updated, status: next.status as TerminalStatus, at: now },
+      event: { generation: updated, status: next.status as TerminalStatus, at: now, traceParent: currentTraceparent() },
     };
     const heldSlot = decision.effects.some((e) => e.type === 'free_slot');
     const settled = await ctx.actors.ask<SettleReply>('ws', row.workspaceId, { type: 'settle', generationId: row.id, money, settlement, heldSlot }, SETTLE_WAIT_MS);
     for (const endpointId of settled.endpointIds) ctx.actors.tell('whk', endpointId, { type: 'wake' });
   } else {
-    await writeProgressOf(ctx.writer, { from: row.status, row: updated });
+    const progress = { from: row.status, row: updated, traceParent: next.status === 'running' ? currentTraceparent() : null, endpointIds: undefined as string[] | undefined };
+    await writeProgressOf(ctx.writer, progress);
+    for (const endpointId of progress.endpointIds ?? []) ctx.actors.tell('whk', endpointId, { type: 'wake' });
   }
   state.row = updated;
   for (const effect of decision.effects) perform(effect, state, updated, ctx);

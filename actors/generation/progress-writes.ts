@@ -4,6 +4,7 @@ import { bulkWriteOf } from '../../persistence/bulk-write.ts';
 import type { SnapshotWriter } from '../../persistence/snapshot-writer.ts';
 import { boundQuery } from '../../persistence/bound-query.ts';
 import { noteTransactionId, TXID_COLUMN } from '../../persistence/transaction-id.ts';
+import { writeStartedDeliveries } from '../webhook/started-event.ts';
 
 /**
  * A non-terminal transition of one generation: its new row, applied only if the stored status is still
@@ -12,6 +13,10 @@ import { noteTransactionId, TXID_COLUMN } from '../../persistence/transaction-id
 export interface Progress {
   from: string;
   row: GenerationRow;
+  /** The generation's trace when it moved (W3C traceparent), for the deliveries of generation.started. */
+  traceParent?: string | null;
+  /** Filled in by the write: the endpoints that got a generation.started delivery, to wake after the commit. */
+  endpointIds?: string[];
 }
 
 /**
@@ -36,6 +41,11 @@ async function writeProgress(em: SqlEntityManager, rows: Progress[]): Promise<vo
     const moved = rows.filter((r) => !found.has(r.row.id)).map((r) => r.row.id);
     throw new Error(`generation${moved.length === 1 ? '' : 's'} ${moved.join(', ')} changed under ${moved.length === 1 ? 'its actor' : 'their actors'}`);
   }
+  // A move to running makes the opt-in generation.started deliveries, in this same transaction.
+  const started = rows.filter((r) => r.row.status === 'running' && r.from !== 'running');
+  if (started.length === 0) return;
+  const endpoints = await writeStartedDeliveries(em, started.map((r) => ({ generation: r.row, at: r.row.updatedAt.getTime(), traceParent: r.traceParent ?? null })));
+  started.forEach((r, i) => { r.endpointIds = endpoints[i]; });
 }
 
 /** Persists a non-terminal transition; resolves once committed. */

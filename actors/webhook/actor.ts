@@ -1,5 +1,5 @@
 import { randomFillSync } from 'node:crypto';
-import { isSpanContextValid, SpanKind, SpanStatusCode } from '@opentelemetry/api';
+import { context, isSpanContextValid, SpanKind, SpanStatusCode } from '@opentelemetry/api';
 import type { ActorBehavior, ActorContext, Outcome } from '../../runtime/actor-behavior.ts';
 import type { Timer } from '../../runtime/clock.ts';
 import { EgressError, fetchGuarded } from '../../runtime/egress.ts';
@@ -8,7 +8,10 @@ import { depsOf } from '../deps.ts';
 import type { EndpointPatch, EndpointReply, WebhookMessage } from './protocol.ts';
 import { pendingReaderFor } from './pending-reader.ts';
 import { recorderFor } from './recorder.ts';
-import { signatureHeader } from './signature.ts';
+import { signatureHeaders } from './signing.ts';
+import { openEndpointSecrets } from './endpoint-secrets.ts';
+import { rotateSecret } from './rotate-secret.ts';
+import { parentContextOf } from './trace-context.ts';
 import { decide, type AttemptOutcome, type DeliveryEvent, type DeliveryState, type FailureReason } from './state.ts';
 
 /** Pending deliveries read from the database at a time, oldest first. */
@@ -20,13 +23,15 @@ interface QueuedDelivery {
   id: string;
   eventType: string;
   body: string;
+  /** The trace the delivery was made in; every attempt continues it. */
+  traceParent: string | null;
   state: DeliveryState;
 }
 
 export interface EndpointActorState {
   /** Undefined when no such endpoint exists (or it was deleted). */
   /** secret is undefined when it cannot be opened (another WEBHOOK_SECRET_KEY): nothing is sent then. */
-  endpoint: (WebhookEndpointRow & { secret: string | undefined }) | undefined;
+  endpoint: (WebhookEndpointRow & { secret: string | undefined; previousSecret: string | undefined }) | undefined;
   /** Pending deliveries in creation order; the head is the one being delivered. */
   queue: QueuedDelivery[];
   /** The delivery whose attempt is on the wire. */
@@ -57,14 +62,10 @@ export const webhookEndpointActor: ActorBehavior<EndpointActorState, WebhookMess
     const row = await ctx.db.em().findOne(WebhookEndpointEntity, { id: ctx.id, deletedAt: null });
     let endpoint: EndpointActorState['endpoint'];
     if (row) {
-      let secret: string | undefined;
-      try {
-        secret = depsOf(ctx).webhooks.secrets.open(row.secretSealed, row.id);
-      } catch (error) {
-        // A wrong WEBHOOK_SECRET_KEY: nothing can be signed, so nothing is sent (deliveries wait, pending).
-        ctx.logger.error({ err: error, endpoint: row.id }, 'the signing secret of a webhook endpoint cannot be opened; check WEBHOOK_SECRET_KEY');
-      }
-      endpoint = { ...row, secret };
+      const { secret, previousSecret, error } = openEndpointSecrets(row, depsOf(ctx).webhooks.secrets, ctx.clock.now());
+      // A wrong WEBHOOK_SECRET_KEY: nothing can be signed, so nothing is sent (deliveries wait, pending).
+      if (error !== undefined) ctx.logger.error({ err: error, endpoint: row.id }, 'the signing secret of a webhook endpoint cannot be opened; check WEBHOOK_SECRET_KEY');
+      endpoint = { ...row, secret, previousSecret };
     }
     return { endpoint, queue: [], inFlight: undefined, timer: undefined, settling: new Set(), epoch: ++epochs, unread: true };
   },
@@ -85,6 +86,8 @@ export const webhookEndpointActor: ActorBehavior<EndpointActorState, WebhookMess
         return update(state, msg.patch, ctx);
       case 'delete':
         return remove(state, ctx);
+      case 'rotate_secret':
+        return rotateSecret(state, msg, ctx);
     }
   },
 
@@ -137,6 +140,7 @@ async function refill(state: EndpointActorState, ctx: ActorContext): Promise<voi
       id: row.id,
       eventType: row.event_type,
       body: row.body,
+      traceParent: row.trace_parent ?? null,
       state: {
         status: 'pending',
         attempts,
@@ -148,17 +152,18 @@ async function refill(state: EndpointActorState, ctx: ActorContext): Promise<voi
 }
 
 /** One HTTP attempt beside the actor; its outcome comes back as a message. */
-function attempt(endpoint: WebhookEndpointRow & { secret: string }, delivery: QueuedDelivery, epoch: number, ctx: ActorContext): void {
+function attempt(endpoint: WebhookEndpointRow & { secret: string; previousSecret: string | undefined }, delivery: QueuedDelivery, epoch: number, ctx: ActorContext): void {
   const deps = depsOf(ctx).webhooks;
   const at = ctx.clock.now();
+  // The generation's trace stored with the delivery, whatever message (a retry's timer, a wake after a restart) started this attempt.
   const span = deps.tracer.startSpan('webhook attempt', {
     kind: SpanKind.CLIENT,
     attributes: { 'webhook.endpoint.id': endpoint.id, 'webhook.delivery.id': delivery.id, 'webhook.event': delivery.eventType, 'webhook.attempt': delivery.state.attempts.length + 1 },
-  });
+  }, parentContextOf(delivery.traceParent) ?? context.active());
   const headers: Record<string, string> = {
     'content-type': 'application/json',
     'user-agent': 'generation-service-webhooks/1',
-    'x-service-signature': signatureHeader(endpoint.secret, delivery.body, Math.floor(at / 1000)),
+    ...signatureHeaders({ scheme: endpoint.signatureScheme, secret: endpoint.secret, previousSecret: endpoint.previousSecret, previousSecretExpiresAt: endpoint.previousSecretExpiresAt }, delivery.id, delivery.body, at),
     'x-service-event': delivery.eventType,
     'x-service-delivery': delivery.id,
     traceparent: traceparentOf(span.spanContext()),
@@ -260,15 +265,20 @@ async function update(state: EndpointActorState, patch: EndpointPatch, ctx: Acto
     eventTypes: patch.eventTypes ?? endpoint.eventTypes,
     status: patch.status ?? endpoint.status,
     updatedAt: at,
+    // A new scheme comes with a new secret of its form (signing.ts); the old one, of the other form, stops at once.
+    ...(patch.scheme ? schemeChange(patch.scheme, ctx) : {}),
   };
   const writeEndpoint = async (em: Parameters<Parameters<ActorContext['writer']['write']>[0]>[0]) => {
     await em.execute(
-      'update webhook_endpoints set url = ?, description = ?, event_types = ?::jsonb, status = ?, updated_at = ? where id = ? and deleted_at is null returning id',
-      [next.url, next.description, JSON.stringify(next.eventTypes), next.status, at, endpoint.id],
+      `update webhook_endpoints set url = ?, description = ?, event_types = ?::jsonb, status = ?, updated_at = ?,
+         signature_scheme = ?, secret_sealed = ?, previous_secret_sealed = ?, previous_secret_expires_at = ?
+       where id = ? and deleted_at is null returning id`,
+      [next.url, next.description, JSON.stringify(next.eventTypes), next.status, at,
+        next.signatureScheme, next.secretSealed, next.previousSecretSealed, next.previousSecretExpiresAt, endpoint.id],
     );
   };
   state.endpoint = next;
-  const { secret: _secret, ...row } = next;
+  const { secret: _secret, previousSecret: _previous, ...row } = next;
   if (next.status === 'disabled' && endpoint.status !== 'disabled') {
     return { state, replyWhenDurable: failPending(state, 'endpoint_disabled', ctx, writeEndpoint).then(() => row) };
   }
@@ -284,10 +294,22 @@ async function remove(state: EndpointActorState, ctx: ActorContext): Promise<Out
   state.endpoint = undefined;
   // The sealed secret is wiped with the endpoint; the row stays (without it) until the retention job purges it.
   const written = failPending(state, 'endpoint_deleted', ctx, async (em) => {
-    await em.execute("update webhook_endpoints set deleted_at = ?, updated_at = ?, secret_sealed = '' where id = ? and deleted_at is null returning id", [at, at, endpoint.id]);
+    await em.execute("update webhook_endpoints set deleted_at = ?, updated_at = ?, secret_sealed = '', previous_secret_sealed = null, previous_secret_expires_at = null where id = ? and deleted_at is null returning id", [at, at, endpoint.id]);
   });
-  const { secret: _secret, ...row } = endpoint;
+  const { secret: _secret, previousSecret: _previous, ...row } = endpoint;
   return { state, replyWhenDurable: written.then(() => ({ ...row, deletedAt: at, updatedAt: at })), passivate: state.inFlight === undefined };
+}
+
+/** The fields a change of signature scheme sets: the scheme, its new secret (sealed by the caller), no previous secret. */
+function schemeChange(scheme: NonNullable<EndpointPatch['scheme']>, ctx: ActorContext) {
+  return {
+    signatureScheme: scheme.signatureScheme,
+    secretSealed: scheme.secretSealed,
+    secret: depsOf(ctx).webhooks.secrets.open(scheme.secretSealed, ctx.id),
+    previousSecretSealed: null,
+    previousSecretExpiresAt: null,
+    previousSecret: undefined,
+  };
 }
 
 /** W3C trace context of the attempt's span; a random one when tracing is off, so receivers can still correlate. */

@@ -31,6 +31,8 @@ export interface SettledEvent {
   generation: GenerationRow;
   status: TerminalStatus;
   at: number;
+  /** The generation's trace (W3C traceparent) when the event was made; each attempt continues it. */
+  traceParent?: string | null;
 }
 
 /**
@@ -65,7 +67,7 @@ export async function writeEventDeliveries(em: SqlEntityManager, events: Settled
     const createdAt = new Date(e.at);
     const { event, data, createdAt: created } = eventBody(e.generation, e.status, createdAt);
     rows.push({
-      generation_id: e.generation.id, workspace_id: e.generation.workspaceId, event_type: event, created_at: createdAt,
+      generation_id: e.generation.id, workspace_id: e.generation.workspaceId, event_type: event, created_at: createdAt, trace_parent: e.traceParent ?? null,
       // The body after its id, so each delivery's body is `{"id":"dlv_…",` + this, exactly as it will be signed.
       rest: JSON.stringify({ event, data, createdAt: created }).slice(1),
       // In creation order, so each endpoint's deliveries sort by id in the order of their events.
@@ -75,13 +77,13 @@ export async function writeEventDeliveries(em: SqlEntityManager, events: Settled
   if (rows.length === 0) return endpointsOf;
   // An endpoint made since the count (beyond the ids made) waits for the next event: never a delivery without an id.
   const inserted = await em.execute<Array<{ generation_id: string; endpoint_id: string }>>(
-    `insert into webhook_deliveries (id, endpoint_id, workspace_id, generation_id, event_type, body, status, attempts, attempt_count, next_attempt_at, created_at, updated_at)
+    `insert into webhook_deliveries (id, endpoint_id, workspace_id, generation_id, event_type, body, status, attempts, attempt_count, next_attempt_at, created_at, updated_at, trace_parent)
      select m.delivery_id, m.endpoint_id, m.workspace_id, m.generation_id, m.event_type, '{"id":"' || m.delivery_id || '",' || m.rest,
-       'pending', '[]'::jsonb, 0, m.created_at, m.created_at, m.created_at
+       'pending', '[]'::jsonb, 0, m.created_at, m.created_at, m.created_at, m.trace_parent
      from (
-       select e.id as endpoint_id, s.workspace_id, s.generation_id, s.event_type, s.rest, s.created_at,
+       select e.id as endpoint_id, s.workspace_id, s.generation_id, s.event_type, s.rest, s.created_at, s.trace_parent,
          s.ids ->> ((row_number() over (partition by s.generation_id order by e.id))::int - 1) as delivery_id
-       from jsonb_to_recordset(?::jsonb) as s(generation_id text, workspace_id text, event_type text, rest text, created_at timestamptz, ids jsonb)
+       from jsonb_to_recordset(?::jsonb) as s(generation_id text, workspace_id text, event_type text, rest text, created_at timestamptz, ids jsonb, trace_parent text)
        join webhook_endpoints e on e.workspace_id = s.workspace_id and e.status = 'active' and e.deleted_at is null and e.event_types @> jsonb_build_array(s.event_type)
      ) m
      where m.delivery_id is not null

@@ -9,6 +9,7 @@ export interface PendingRow {
   body: string;
   attempts: DeliveryAttempt[] | string;
   next_attempt_at: Date | string | null;
+  trace_parent: string | null;
 }
 
 /** Rows one statement reads at most (the pages of 20 endpoints), so no one result holds every pending delivery. */
@@ -63,17 +64,17 @@ export class PendingReader {
       if (batch.length === 1) {
         const { endpointId, limit } = batch[0]!;
         batch[0]!.resolve(await untilReachable(this.db, () => this.db.em().execute<PendingRow[]>(
-          `select id, event_type, body, attempts, next_attempt_at from webhook_deliveries
+          `select id, event_type, body, attempts, next_attempt_at, trace_parent from webhook_deliveries
            where endpoint_id = ? and status = 'pending' order by id limit ?`,
           [endpointId, limit],
         )));
         return;
       }
       const rows = await untilReachable(this.db, () => this.db.em().execute<Array<PendingRow & { n: number }>>(
-        `select e.n, d.id, d.event_type, d.body, d.attempts, d.next_attempt_at
+        `select e.n, d.id, d.event_type, d.body, d.attempts, d.next_attempt_at, d.trace_parent
          from jsonb_to_recordset(?::jsonb) as e(n integer, endpoint_id text, max_rows integer)
          cross join lateral (
-           select id, event_type, body, attempts, next_attempt_at from webhook_deliveries w
+           select id, event_type, body, attempts, next_attempt_at, trace_parent from webhook_deliveries w
            where w.endpoint_id = e.endpoint_id and w.status = 'pending' order by w.id limit e.max_rows
          ) d
          order by e.n, d.id`,

@@ -1,4 +1,4 @@
-import type { WebhookEndpointRow } from '../../persistence/entities/webhook.ts';
+import type { SignatureScheme, WebhookEndpointRow } from '../../persistence/entities/webhook.ts';
 import type { AttemptOutcome, WebhookEventType } from './state.ts';
 
 export interface EndpointPatch {
@@ -6,6 +6,8 @@ export interface EndpointPatch {
   description?: string | null;
   eventTypes?: WebhookEventType[];
   status?: 'active' | 'disabled';
+  /** A new signature scheme, with the new secret of its form (sealed, bound to the endpoint). */
+  scheme?: { signatureScheme: SignatureScheme; secretSealed: string };
 }
 
 export type WebhookMessage =
@@ -15,7 +17,9 @@ export type WebhookMessage =
   | { type: 'due' }
   | { type: 'attempt_done'; epoch: number; deliveryId: string; at: number; outcome: AttemptOutcome }
   | { type: 'update'; patch: EndpointPatch }
-  | { type: 'delete' };
+  | { type: 'delete' }
+  /** A new secret (sealed, bound to the endpoint); the current one keeps signing for graceSeconds. */
+  | { type: 'rotate_secret'; secretSealed: string; graceSeconds: number };
 
 /** Answer to update and delete: the endpoint as stored, or undefined if it does not exist (any more). */
 export type EndpointReply = WebhookEndpointRow | undefined;

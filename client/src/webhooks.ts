@@ -33,7 +33,8 @@ export class WebhookVerificationError extends Error {
 export interface WebhookEvent {
   /** The delivery id (also in X-Service-Delivery): the same event may arrive more than once, deduplicate by it. */
   id: string;
-  event: 'generation.completed' | 'generation.failed' | 'generation.cancelled' | 'generation.expired';
+  /** generation.started only reaches endpoints that name it (an extension); a test event (webhook.test) has data { endpointId, workspaceId }. */
+  event: 'generation.completed' | 'generation.failed' | 'generation.cancelled' | 'generation.expired' | 'generation.started';
   data: {
     generationId: string;
     workspaceId: string;

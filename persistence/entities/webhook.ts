@@ -1,5 +1,7 @@
 import { EntitySchema } from '@mikro-orm/core';
 
+export type SignatureScheme = 'x-service' | 'standard';
+
 /** A webhook endpoint of one workspace; its signing secret is stored sealed (AES-256-GCM), never in clear. */
 export interface WebhookEndpointRow {
   id: string;
@@ -9,6 +11,11 @@ export interface WebhookEndpointRow {
   eventTypes: string[];
   status: 'active' | 'disabled';
   secretSealed: string;
+  /** How deliveries are signed: `x-service` (X-Service-Signature) or `standard` (Standard Webhooks). */
+  signatureScheme: SignatureScheme;
+  /** The secret the last rotation replaced, sealed like the current one; it signs too until it expires. */
+  previousSecretSealed: string | null;
+  previousSecretExpiresAt: Date | null;
   createdAt: Date;
   updatedAt: Date;
   /** Set by DELETE; the row and its deliveries are purged by the retention job later. */
@@ -26,6 +33,9 @@ export const WebhookEndpointEntity = new EntitySchema<WebhookEndpointRow>({
     eventTypes: { type: 'json', columnType: 'jsonb', fieldName: 'event_types' },
     status: { type: 'string' },
     secretSealed: { type: 'string', fieldName: 'secret_sealed' },
+    signatureScheme: { type: 'string', fieldName: 'signature_scheme', default: 'x-service' },
+    previousSecretSealed: { type: 'string', fieldName: 'previous_secret_sealed', nullable: true },
+    previousSecretExpiresAt: { type: 'Date', fieldName: 'previous_secret_expires_at', nullable: true },
     createdAt: { type: 'Date', fieldName: 'created_at' },
     updatedAt: { type: 'Date', fieldName: 'updated_at' },
     deletedAt: { type: 'Date', fieldName: 'deleted_at', nullable: true },
@@ -55,6 +65,8 @@ export interface WebhookDeliveryRow {
   attempts: DeliveryAttempt[];
   attemptCount: number;
   nextAttemptAt: Date | null;
+  /** W3C traceparent of the work that made the delivery; every attempt continues that trace. */
+  traceParent: string | null;
   createdAt: Date;
   updatedAt: Date;
 }
@@ -74,6 +86,7 @@ export const WebhookDeliveryEntity = new EntitySchema<WebhookDeliveryRow>({
     attempts: { type: 'json', columnType: 'jsonb' },
     attemptCount: { type: 'integer', fieldName: 'attempt_count' },
     nextAttemptAt: { type: 'Date', fieldName: 'next_attempt_at', nullable: true },
+    traceParent: { type: 'string', fieldName: 'trace_parent', nullable: true },
     createdAt: { type: 'Date', fieldName: 'created_at' },
     updatedAt: { type: 'Date', fieldName: 'updated_at' },
   },

@@ -1060,8 +1060,8 @@ export interface paths {
         options?: never;
         head?: never;
         /**
-         * Change an endpoint's url, event types, description or status; disabling it fails its pending deliveries
-         * @description Changes an endpoint's url, event types, description or status; disabling it fails its pending deliveries.
+         * Change an endpoint's url, event types, description, status or signature scheme; disabling it fails its pending deliveries
+         * @description Changes an endpoint's url, event types, description, status or signature scheme; disabling it fails its pending deliveries. A new signature scheme comes with a new secret of its form, in this answer only.
          */
         patch: operations["updateWebhook"];
         trace?: never;
@@ -1080,6 +1080,46 @@ export interface paths {
         get: operations["listWebhookDeliveries"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhooks/{id}/rotate-secret": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Replace an endpoint's signing secret; the old one keeps signing beside it for a grace period (default 24 h)
+         * @description Makes a new signing secret, in this answer only. For the grace period (default a day, at most a week) every delivery is signed with both the new and the replaced secret, so receivers can switch without a gap; afterwards with the new one only.
+         */
+        post: operations["rotateWebhookSecret"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhooks/{id}/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a signed webhook.test event to an endpoint now and answer what came of that one attempt
+         * @description Sends one signed webhook.test event to the endpoint now, as a delivery is sent (its scheme and secrets, the egress guard, the time-out), and answers its outcome. It is not recorded as a delivery, is never retried, and does not wait for or delay the endpoint's deliveries.
+         */
+        post: operations["testWebhook"];
         delete?: never;
         options?: never;
         head?: never;
@@ -7604,9 +7644,12 @@ export interface operations {
                              */
                             createdAt: string;
                             description: string | null;
-                            eventTypes: ("generation.completed" | "generation.failed" | "generation.cancelled" | "generation.expired")[];
+                            eventTypes: ("generation.completed" | "generation.failed" | "generation.cancelled" | "generation.expired" | "generation.started")[];
                             /** @description whk_… */
                             id: string;
+                            previousSecretExpiresAt: string | null;
+                            /** @description How deliveries are signed: x-service (X-Service-Signature, the default) or standard (the Standard Webhooks headers webhook-id, webhook-timestamp, webhook-signature). */
+                            signatureScheme: "x-service" | "standard";
                             /** @description disabled: no new deliveries, and pending ones become failed. */
                             status: "active" | "disabled";
                             /**
@@ -7702,7 +7745,9 @@ export interface operations {
                 "application/json": {
                     /** @description Free text, up to 500 characters. */
                     description?: string | null;
-                    eventTypes: ("generation.completed" | "generation.failed" | "generation.cancelled" | "generation.expired")[];
+                    eventTypes: ("generation.completed" | "generation.failed" | "generation.cancelled" | "generation.expired" | "generation.started")[];
+                    /** @description How deliveries are signed: x-service (X-Service-Signature, the default) or standard (the Standard Webhooks headers webhook-id, webhook-timestamp, webhook-signature). */
+                    signatureScheme?: "x-service" | "standard";
                     /** @description disabled: no new deliveries, and pending ones become failed. */
                     status?: "active" | "disabled";
                     /** @description http(s) URL that receives the deliveries; it must pass the egress guard (public addresses only). */
@@ -7727,11 +7772,14 @@ export interface operations {
                          */
                         createdAt: string;
                         description: string | null;
-                        eventTypes: ("generation.completed" | "generation.failed" | "generation.cancelled" | "generation.expired")[];
+                        eventTypes: ("generation.completed" | "generation.failed" | "generation.cancelled" | "generation.expired" | "generation.started")[];
                         /** @description whk_… */
                         id: string;
-                        /** @description The signing secret, shown this once; the whole string is the HMAC key. */
+                        previousSecretExpiresAt: string | null;
+                        /** @description The signing secret, shown this once. x-service: the whole string is the HMAC key; standard: the base64 after whsec_ is. */
                         secret: string;
+                        /** @description How deliveries are signed: x-service (X-Service-Signature, the default) or standard (the Standard Webhooks headers webhook-id, webhook-timestamp, webhook-signature). */
+                        signatureScheme: "x-service" | "standard";
                         /** @description disabled: no new deliveries, and pending ones become failed. */
                         status: "active" | "disabled";
                         /**
@@ -7958,7 +8006,9 @@ export interface operations {
                 "application/json": {
                     /** @description Free text, up to 500 characters. */
                     description?: string | null;
-                    eventTypes?: ("generation.completed" | "generation.failed" | "generation.cancelled" | "generation.expired")[];
+                    eventTypes?: ("generation.completed" | "generation.failed" | "generation.cancelled" | "generation.expired" | "generation.started")[];
+                    /** @description How deliveries are signed: x-service (X-Service-Signature, the default) or standard (the Standard Webhooks headers webhook-id, webhook-timestamp, webhook-signature). */
+                    signatureScheme?: "x-service" | "standard";
                     /** @description disabled: no new deliveries, and pending ones become failed. */
                     status?: "active" | "disabled";
                     /** @description http(s) URL that receives the deliveries; it must pass the egress guard (public addresses only). */
@@ -7983,9 +8033,14 @@ export interface operations {
                          */
                         createdAt: string;
                         description: string | null;
-                        eventTypes: ("generation.completed" | "generation.failed" | "generation.cancelled" | "generation.expired")[];
+                        eventTypes: ("generation.completed" | "generation.failed" | "generation.cancelled" | "generation.expired" | "generation.started")[];
                         /** @description whk_… */
                         id: string;
+                        previousSecretExpiresAt: string | null;
+                        /** @description The signing secret, shown this once. x-service: the whole string is the HMAC key; standard: the base64 after whsec_ is. */
+                        secret?: string;
+                        /** @description How deliveries are signed: x-service (X-Service-Signature, the default) or standard (the Standard Webhooks headers webhook-id, webhook-timestamp, webhook-signature). */
+                        signatureScheme: "x-service" | "standard";
                         /** @description disabled: no new deliveries, and pending ones become failed. */
                         status: "active" | "disabled";
                         /**
@@ -8121,8 +8176,8 @@ export interface operations {
                              */
                             createdAt: string;
                             endpointId: string;
-                            /** @description An event name (SPEC.md section 6). */
-                            event: "generation.completed" | "generation.failed" | "generation.cancelled" | "generation.expired";
+                            /** @description An event name (SPEC.md section 6), or generation.started: an opt-in extension sent only to endpoints that name it. */
+                            event: "generation.completed" | "generation.failed" | "generation.cancelled" | "generation.expired" | "generation.started";
                             /** @description Why a failed delivery stopped; null otherwise. */
                             failureReason: "endpoint_disabled" | "endpoint_deleted" | "egress_refused" | null;
                             generationId: string;
@@ -8173,6 +8228,254 @@ export interface operations {
             };
             /** @description Not found. Codes: `not_found`: no such resource, or one the caller may not see (answered exactly as a missing one). */
             404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    rotateWebhookSecret: {
+        parameters: {
+            query?: {
+                /** @description The workspace the request acts on; required with an API key (its own workspace). Accepted in the query or the body. */
+                workspaceId?: string;
+            };
+            header?: never;
+            path: {
+                /** @description Endpoint id (whk_…). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": {
+                    /**
+                     * @description How long the replaced secret keeps signing beside the new one, 0 to 604800 seconds (default 86400: a day); 0 ends it at once.
+                     * @default 86400
+                     */
+                    gracePeriodSeconds?: number;
+                    /** @description The workspace the request acts on; required with an API key (its own workspace). Accepted in the query or the body. */
+                    workspaceId?: string;
+                };
+            };
+        };
+        responses: {
+            "4XX": components["responses"]["ClientError"];
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description The endpoint (whk_…). */
+                        id: string;
+                        /** @description Until then every delivery is signed with both secrets; null when the grace period is 0. */
+                        previousSecretExpiresAt: string | null;
+                        /** @description The signing secret, shown this once. x-service: the whole string is the HMAC key; standard: the base64 after whsec_ is. */
+                        secret: string;
+                    };
+                };
+            };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key without one of the scopes its security names; or an API key naming another workspace than its own, or none; or a session's write from a foreign Origin. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not found. Codes: `not_found`: no such resource, or one the caller may not see (answered exactly as a missing one). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The request body is too large. Codes: `payload_too_large`: a JSON body over the size limit. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    testWebhook: {
+        parameters: {
+            query?: {
+                /** @description The workspace the request acts on; required with an API key (its own workspace). Accepted in the query or the body. */
+                workspaceId?: string;
+            };
+            header?: never;
+            path: {
+                /** @description Endpoint id (whk_…). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": {
+                    /** @description The workspace the request acts on; required with an API key (its own workspace). Accepted in the query or the body. */
+                    workspaceId?: string;
+                };
+            };
+        };
+        responses: {
+            "4XX": components["responses"]["ClientError"];
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description Whether the endpoint answered 2xx. */
+                        delivered: boolean;
+                        durationMs: number;
+                        /** @description Why it failed, as in a delivery attempt (non-2xx status, timeout, network_error, blocked_address); null when delivered. */
+                        error: string | null;
+                        /** @constant */
+                        event: "webhook.test";
+                        /** @description The test event's id (dlv_…), its body's id and X-Service-Delivery / webhook-id; it is in no delivery history. */
+                        id: string;
+                        /** @description The HTTP status answered; null when there was no answer. */
+                        responseStatus: number | null;
+                    };
+                };
+            };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key without one of the scopes its security names; or an API key naming another workspace than its own, or none; or a session's write from a foreign Origin. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not found. Codes: `not_found`: no such resource, or one the caller may not see (answered exactly as a missing one). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Conflicts with the current state. Codes: `conflict`: The request conflicts with the current state. */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The request body is too large. Codes: `payload_too_large`: a JSON body over the size limit. */
+            413: {
                 headers: {
                     "X-Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;

@@ -39,5 +39,7 @@ export const workspaceIdIn: Readonly<Record<string, 'query' | 'body'>> = {
   'DELETE /v1/webhooks/{id}': 'query',
   'PATCH /v1/webhooks/{id}': 'body',
   'GET /v1/webhooks/{id}/deliveries': 'query',
+  'POST /v1/webhooks/{id}/rotate-secret': 'query',
+  'POST /v1/webhooks/{id}/test': 'query',
   'GET /v1/workspaces': 'query',
 };

@@ -1,9 +1,9 @@
-import { randomBytes } from 'node:crypto';
 import { ApiError } from '../../errors.ts';
 import { defineRoute } from '../../route.ts';
 import { newId } from '../../../persistence/ids.ts';
 import { WebhookEndpointEntity, type WebhookEndpointRow } from '../../../persistence/entities/webhook.ts';
 import { MAX_ENDPOINTS_PER_WORKSPACE } from '../../../actors/webhook/enqueue.ts';
+import { newEndpointSecret } from '../../../actors/webhook/signing.ts';
 import { checkEndpointUrl, openWebhookWorkspace } from './access.ts';
 import { toWebhookOut, WebhookCreatedOut, WebhookIn } from './shapes.ts';
 
@@ -23,7 +23,8 @@ export const createWebhook = defineRoute({
     const now = services.clock.now();
     const at = new Date(now);
     const id = newId('whk', now);
-    const secret = `whsec_${randomBytes(32).toString('base64url')}`;
+    const signatureScheme = body.signatureScheme ?? 'x-service';
+    const secret = newEndpointSecret(signatureScheme);
     const row: WebhookEndpointRow = {
       id,
       workspaceId: body.workspaceId,
@@ -32,6 +33,9 @@ export const createWebhook = defineRoute({
       eventTypes: body.eventTypes,
       status: body.status ?? 'active',
       secretSealed: services.webhookSecrets.seal(secret, id),
+      signatureScheme,
+      previousSecretSealed: null,
+      previousSecretExpiresAt: null,
       createdAt: at,
       updatedAt: at,
       deletedAt: null,

@@ -1,5 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox';
-import { WEBHOOK_EVENT_TYPES } from '../../../actors/webhook/state.ts';
+import { SUBSCRIBABLE_EVENT_TYPES } from '../../../actors/webhook/state.ts';
 import type { WebhookDeliveryRow, WebhookEndpointRow } from '../../../persistence/entities/webhook.ts';
 
 /** Request and response shapes of webhook endpoints and deliveries, and the one mapper each from row to Out. */
@@ -7,8 +7,18 @@ import type { WebhookDeliveryRow, WebhookEndpointRow } from '../../../persistenc
 const Time = (description: string) => Type.String({ format: 'date-time', description });
 const WorkspaceIdField = Type.String({ minLength: 1, maxLength: 64, description: 'The workspace; an API key must name its own.' });
 
-export const EventType = Type.Union(WEBHOOK_EVENT_TYPES.map((name) => Type.Literal(name)), { description: 'An event name (SPEC.md section 6).' });
-export const EventTypes = Type.Array(EventType, { minItems: 1, maxItems: WEBHOOK_EVENT_TYPES.length, uniqueItems: true });
+export const EventType = Type.Union(SUBSCRIBABLE_EVENT_TYPES.map((name) => Type.Literal(name)), {
+  description: 'An event name (SPEC.md section 6), or generation.started: an opt-in extension sent only to endpoints that name it.',
+});
+export const EventTypes = Type.Array(EventType, { minItems: 1, maxItems: SUBSCRIBABLE_EVENT_TYPES.length, uniqueItems: true });
+export const SignatureSchemeField = Type.Union([Type.Literal('x-service'), Type.Literal('standard')], {
+  description: 'How deliveries are signed: x-service (X-Service-Signature, the default) or standard (the Standard Webhooks headers webhook-id, webhook-timestamp, webhook-signature).',
+});
+/** A secret of either scheme: base64url for x-service, standard base64 of 32 bytes for standard. */
+export const SecretField = Type.String({
+  pattern: '^whsec_([A-Za-z0-9_-]{43}|[A-Za-z0-9+/]{43}=)$',
+  description: 'The signing secret, shown this once. x-service: the whole string is the HMAC key; standard: the base64 after whsec_ is.',
+});
 export const EndpointUrl = Type.String({ minLength: 1, maxLength: 2048, description: 'http(s) URL that receives the deliveries; it must pass the egress guard (public addresses only).' });
 export const EndpointDescription = Type.Union([Type.String({ maxLength: 500 }), Type.Null()], { description: 'Free text, up to 500 characters.' });
 export const EndpointStatus = Type.Union([Type.Literal('active'), Type.Literal('disabled')], { description: 'disabled: no new deliveries, and pending ones become failed.' });
@@ -21,6 +31,7 @@ export const WebhookIn = Type.Object({
   eventTypes: EventTypes,
   description: Type.Optional(EndpointDescription),
   status: Type.Optional(EndpointStatus),
+  signatureScheme: Type.Optional(SignatureSchemeField),
 }, { additionalProperties: false });
 
 export const WebhookPatch = Type.Object({
@@ -29,6 +40,7 @@ export const WebhookPatch = Type.Object({
   eventTypes: Type.Optional(EventTypes),
   description: Type.Optional(EndpointDescription),
   status: Type.Optional(EndpointStatus),
+  signatureScheme: Type.Optional(SignatureSchemeField),
 }, { additionalProperties: false });
 
 export const WorkspaceQuery = Type.Object({
@@ -42,6 +54,8 @@ export const WebhookOut = Type.Object({
   description: Type.Union([Type.String(), Type.Null()]),
   eventTypes: Type.Array(EventType),
   status: EndpointStatus,
+  signatureScheme: SignatureSchemeField,
+  previousSecretExpiresAt: Type.Union([Time('When the secret replaced by the last rotation stops signing (in the past: it has).'), Type.Null()]),
   createdAt: Time('When the endpoint was made.'),
   updatedAt: Time('Last change.'),
 }, { additionalProperties: false });
@@ -50,7 +64,13 @@ export type WebhookOut = Static<typeof WebhookOut>;
 /** Only the answer to creation carries the signing secret; it is never shown again. */
 export const WebhookCreatedOut = Type.Object({
   ...WebhookOut.properties,
-  secret: Type.String({ pattern: '^whsec_[A-Za-z0-9_-]{43}$', description: 'The signing secret, shown this once; the whole string is the HMAC key.' }),
+  secret: SecretField,
+}, { additionalProperties: false });
+
+/** The answer to an update carries a secret only when the signature scheme changed (a new secret of its form). */
+export const WebhookUpdatedOut = Type.Object({
+  ...WebhookOut.properties,
+  secret: Type.Optional(SecretField),
 }, { additionalProperties: false });
 
 export const WebhookDeletedOut = Type.Object({
@@ -66,6 +86,8 @@ export function toWebhookOut(row: WebhookEndpointRow): WebhookOut {
     description: row.description,
     eventTypes: row.eventTypes as WebhookOut['eventTypes'],
     status: row.status,
+    signatureScheme: row.signatureScheme,
+    previousSecretExpiresAt: row.previousSecretExpiresAt?.toISOString() ?? null,
     createdAt: row.createdAt.toISOString(),
     updatedAt: row.updatedAt.toISOString(),
   };

@@ -1,0 +1,91 @@
+import type { SqlEntityManager } from '@mikro-orm/postgresql';
+import type { GenerationRow } from '../../persistence/entities/generation.ts';
+import { newId } from '../../persistence/ids.ts';
+import { MAX_ENDPOINTS_PER_WORKSPACE } from './enqueue.ts';
+
+/**
+ * `generation.started`, an extension to SPEC.md section 6 (which sends terminal states only): the job is
+ * running at its provider. Opt-in: only endpoints that name it in eventTypes get it, so the others
+ * receive exactly the four terminal events, as before.
+ */
+export const STARTED_EVENT = 'generation.started';
+
+/** A generation's move to running, to be delivered to the endpoints of its workspace that asked for it. */
+export interface StartedEvent {
+  generation: GenerationRow;
+  at: number;
+  /** The generation's trace (W3C traceparent) when it started; each attempt continues it. */
+  traceParent: string | null;
+}
+
+/** The body of SPEC.md section 6 for a running job (its `id` comes first, per delivery): no outputs, no end yet. */
+export function startedEventBody(generation: GenerationRow, createdAt: Date): { event: string; data: Record<string, unknown>; createdAt: string } {
+  return {
+    event: STARTED_EVENT,
+    data: {
+      generationId: generation.id,
+      workspaceId: generation.workspaceId,
+      mode: generation.mode,
+      modelId: generation.modelId,
+      status: 'running',
+      outputAssetIds: [],
+      credits: generation.credits,
+      startedAt: generation.startedAt?.toISOString() ?? null,
+      completedAt: null,
+    },
+    createdAt: createdAt.toISOString(),
+  };
+}
+
+/** Active, undeleted endpoints subscribed to generation.started: the predicate of webhook_endpoints_started_idx. */
+const SUBSCRIBED = `e.deleted_at is null and e.status = 'active' and e.event_types @> '["generation.started"]'::jsonb`;
+
+/**
+ * The deliveries of many jobs' moves to running, written inside the transaction that commits those moves
+ * (as the terminal events' are with theirs): a count of each workspace's subscribed endpoints through the
+ * partial index (the only statement when none asked for the event, the common case), then one INSERT …
+ * SELECT. The ids are made now, after any earlier event of these jobs, so each endpoint gets a job's
+ * `generation.started` before its terminal event. Returns, per event (same order), the endpoints that got one.
+ */
+export async function writeStartedDeliveries(em: SqlEntityManager, events: StartedEvent[]): Promise<string[][]> {
+  const endpointsOf: string[][] = events.map(() => []);
+  if (events.length === 0) return endpointsOf;
+  const workspaces = [...new Set(events.map((e) => e.generation.workspaceId))];
+  const counted = await em.execute<Array<{ workspace_id: string; n: number | string }>>(
+    `select e.workspace_id, count(*) as n from webhook_endpoints e
+     where e.workspace_id in (select value from jsonb_array_elements_text(?::jsonb)) and ${SUBSCRIBED}
+     group by e.workspace_id`,
+    [JSON.stringify(workspaces)],
+  );
+  if (counted.length === 0) return endpointsOf;
+  const counts = new Map(counted.map((c) => [c.workspace_id, Math.min(Number(c.n), MAX_ENDPOINTS_PER_WORKSPACE)]));
+  const rows = [];
+  for (const e of events) {
+    const count = counts.get(e.generation.workspaceId) ?? 0;
+    if (count === 0) continue;
+    const createdAt = new Date(e.at);
+    rows.push({
+      generation_id: e.generation.id, workspace_id: e.generation.workspaceId, created_at: createdAt, trace_parent: e.traceParent,
+      rest: JSON.stringify(startedEventBody(e.generation, createdAt)).slice(1),
+      ids: Array.from({ length: count }, () => newId('dlv', e.at)),
+    });
+  }
+  if (rows.length === 0) return endpointsOf;
+  const inserted = await em.execute<Array<{ generation_id: string; endpoint_id: string }>>(
+    `insert into webhook_deliveries (id, endpoint_id, workspace_id, generation_id, event_type, body, status, attempts, attempt_count, next_attempt_at, created_at, updated_at, trace_parent)
+     select m.delivery_id, m.endpoint_id, m.workspace_id, m.generation_id, '${STARTED_EVENT}', '{"id":"' || m.delivery_id || '",' || m.rest,
+       'pending', '[]'::jsonb, 0, m.created_at, m.created_at, m.created_at, m.trace_parent
+     from (
+       select e.id as endpoint_id, s.workspace_id, s.generation_id, s.rest, s.created_at, s.trace_parent,
+         s.ids ->> ((row_number() over (partition by s.generation_id order by e.id))::int - 1) as delivery_id
+       from jsonb_to_recordset(?::jsonb) as s(generation_id text, workspace_id text, rest text, created_at timestamptz, ids jsonb, trace_parent text)
+       join webhook_endpoints e on e.workspace_id = s.workspace_id and ${SUBSCRIBED}
+     ) m
+     where m.delivery_id is not null
+     returning generation_id, endpoint_id`,
+    [JSON.stringify(rows)],
+  );
+  const index = new Map(events.map((e, i) => [e.generation.id, i]));
+  for (const row of inserted) endpointsOf[index.get(row.generation_id)!]!.push(row.endpoint_id);
+  return endpointsOf;
+}
