@@ -153,6 +153,7 @@ if (!fs.existsSync(CHROMIUM)) {
     }, 'the delivery shows as delivered on the webhooks page', 120_000);
     const row = page.getByTestId('deliveries').locator('tr', { hasText: created.body.id });
     t.match(await row.textContent(), /generation\.completed/, 'the delivery row names its event');
+    t.match(await row.locator('.attempts').textContent(), /^200 · \d+ ms/, 'and its attempt, answered 200');
     await screenshot(page, 'webhooks');
 
     // --- errors are the envelope's message: a wrong password on the login page

@@ -22,7 +22,15 @@ function Deliveries({ endpointId, workspaceId }: { endpointId: string; workspace
                   <td>{delivery.event}</td>
                   <td class="mono small">{delivery.generationId}</td>
                   <td><StatusBadge status={delivery.status} />{delivery.failureReason ? ` (${delivery.failureReason})` : ''}</td>
-                  <td>{delivery.attempts}</td>
+                  <td>
+                    <ol class="attempts">
+                      {delivery.attempts.map((attempt: any) => (
+                        <li key={attempt.attemptNumber}>
+                          {attempt.responseStatus ?? 'no answer'}{attempt.error ? ` (${attempt.error})` : ''} · {attempt.durationMs} ms · <time dateTime={attempt.at}>{when(attempt.at)}</time>
+                        </li>
+                      ))}
+                    </ol>
+                  </td>
                   <td>{when(delivery.nextAttemptAt)}</td>
                   <td>{when(delivery.createdAt)}</td>
                 </tr>
@@ -60,7 +68,7 @@ export function WebhooksPage() {
       setError(failure);
     }
   };
-  const setStatus = async (endpoint: any, status: 'enabled' | 'disabled') => {
+  const setStatus = async (endpoint: any, status: 'active' | 'disabled') => {
     setError(undefined);
     try {
       await api('PATCH', `/v1/webhooks/${encodeURIComponent(endpoint.id)}`, { body: { workspaceId, status } });
@@ -118,7 +126,7 @@ export function WebhooksPage() {
               {open === endpoint.id ? 'Hide deliveries' : 'Show deliveries'}
             </button>
             {endpoint.status === 'disabled'
-              ? <button type="button" class="secondary" onClick={() => setStatus(endpoint, 'enabled')}>Enable</button>
+              ? <button type="button" class="secondary" onClick={() => setStatus(endpoint, 'active')}>Enable</button>
               : <button type="button" class="secondary" onClick={() => setStatus(endpoint, 'disabled')}>Disable</button>}
             <button type="button" class="danger" onClick={() => remove(endpoint)}>Delete</button>
           </div>
