@@ -156,6 +156,45 @@ if (!fs.existsSync(CHROMIUM)) {
     t.match(await row.locator('.attempts').textContent(), /^200 · \d+ ms/, 'and its attempt, answered 200');
     await screenshot(page, 'webhooks');
 
+    // --- the generation page reads the live stream when the service has one (GET /v1/generations/:id/stream:
+    // the current state, each transition, then the end), and polls the detail when it answers 404. The browser
+    // is given each answer here (page.route), so both paths are held whatever this service serves.
+    const text = await server.json('/v1/generations', {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ workspaceId, mode: 'text_to_text', model: 'local/text-mini', params: { prompt: 'stream me' } }),
+    });
+    const done = await eventually(async () => {
+      const read = await server.json(`/v1/generations/${text.body.id}?workspaceId=${workspaceId}`, { headers: { authorization: `Bearer ${key}` } });
+      return read.body.status === 'succeeded' ? read.body : undefined;
+    }, 'the text generation succeeds', 120_000);
+    const streamRequests: string[] = [];
+    const at = (status: string) => ({ status, at: done.createdAt });
+    const events = [
+      { ...done, status: 'queued', textOutput: null, completedAt: null, timeline: [at('queued')] },
+      { generation: { ...done, status: 'running', textOutput: null, completedAt: null, timeline: [at('queued'), at('running')] } },
+      { ...done, textOutput: 'the streamed answer', timeline: [at('queued'), at('running'), at('succeeded')] },
+    ];
+    const sse = ': connected\n\n' + events.map((event, index) => `id: ${index + 1}\nevent: generation\ndata: ${JSON.stringify(event)}\n\n`).join('');
+    await page.route('**/v1/generations/*/stream*', async (route) => {
+      streamRequests.push(route.request().url());
+      await route.fulfill({ status: 200, headers: { 'content-type': 'text/event-stream', 'cache-control': 'no-store' }, body: sse });
+    });
+    await page.goto(`${base}/generations/${text.body.id}`);
+    await page.getByTestId('text-output').filter({ hasText: 'the streamed answer' }).waitFor();
+    t.equal(await page.locator('.status-line [data-status]').getAttribute('data-status'), 'succeeded', 'the stream\'s last state is shown');
+    t.same(await page.locator('.timeline [data-status]').evaluateAll((items) => items.map((item) => item.getAttribute('data-status'))), ['queued', 'running', 'succeeded'], 'with the timeline it carried');
+    t.equal(streamRequests.length, 1, 'one stream was opened');
+    t.equal(new URL(streamRequests[0]!).searchParams.get('workspaceId'), workspaceId, 'naming the workspace');
+    await page.unroute('**/v1/generations/*/stream*');
+    await page.route('**/v1/generations/*/stream*', (route) => route.fulfill({
+      status: 404, contentType: 'application/json; charset=utf-8', body: JSON.stringify({ error: { code: 'not_found', message: 'No route.', requestId: 'req_x' } }),
+    }));
+    await page.goto(`${base}/generations/${text.body.id}`);
+    await page.getByTestId('text-output').filter({ hasText: done.textOutput }).waitFor();
+    t.pass('without a stream (404), the page shows the generation as the detail reads it');
+    await page.unroute('**/v1/generations/*/stream*');
+
     // --- errors are the envelope's message: a wrong password on the login page
     await page.getByRole('button', { name: 'Log out' }).click();
     await page.getByRole('heading', { name: 'Log in' }).waitFor();
