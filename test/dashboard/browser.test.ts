@@ -57,6 +57,14 @@ if (!fs.existsSync(CHROMIUM)) {
     t.ok(await page.getByRole('cell', { name: /Ada Browser's workspace/ }).isVisible(), 'the personal workspace is listed');
     const workspaceId = await page.locator('#workspace-picker').inputValue();
     t.match(workspaceId, /^ws_/, 'and picked');
+    await page.getByRole('cell', { name: email }).waitFor();
+    t.pass('its members list the owner');
+    const invitee = uniqueEmail('invitee');
+    await page.getByLabel('E-mail').fill(invitee);
+    await page.getByRole('button', { name: 'Invite' }).click();
+    t.match(await page.getByTestId('invitation-token').textContent(), /\S{16,}/, 'an invitation\'s token is shown once');
+    await page.getByRole('cell', { name: invitee }).waitFor();
+    t.pass('and the pending invitation is listed');
     await screenshot(page, 'workspaces');
 
     // --- an API key, shown once
