@@ -38,6 +38,8 @@ export async function api<T = any>(method: string, path: string, options: { quer
   }
   if (!response.ok) {
     const error = parsed?.error;
+    // The session ended (expired, logged out elsewhere): the app goes back to the login page.
+    if (response.status === 401 && !path.startsWith('/v1/auth/')) window.dispatchEvent(new CustomEvent('gs:signed-out'));
     throw new ApiFailure(response.status, error?.code ?? 'unknown', error?.message ?? `The request failed with status ${response.status}.`);
   }
   return parsed as T;

@@ -51,6 +51,10 @@ export async function refreshSession(preferWorkspaceId?: string): Promise<void> 
   }
 }
 
+window.addEventListener('gs:signed-out', () => {
+  if (state.status === 'signed-in') set({ status: 'signed-out', workspaces: [] });
+});
+
 export function chooseWorkspace(id: string): void {
   set({ ...state, workspaceId: id });
 }

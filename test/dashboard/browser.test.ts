@@ -218,6 +218,11 @@ if (!fs.existsSync(CHROMIUM)) {
     await page.getByRole('button', { name: 'Log in' }).click();
     await page.getByRole('heading', { name: 'Usage and credits' }).waitFor();
     t.pass('and logs in again with the right one');
+    // a session that ends while a page is open (the cookie gone) leads back to the login page at the next call
+    await page.context().clearCookies();
+    await page.getByRole('link', { name: 'Generations' }).click();
+    await page.getByRole('heading', { name: 'Log in' }).waitFor();
+    t.equal(new URL(page.url()).pathname, '/login', 'an ended session returns to /login');
 
     t.same(pageErrors.filter((message) => !/status of 40[14]/.test(message)), [], 'no script errors in the page');
   });
