@@ -49,6 +49,15 @@ if (!fs.existsSync(CHROMIUM)) {
     const cookies = await page.context().cookies(base);
     const session = cookies.find((cookie) => cookie.name === 'gs_session');
     t.ok(session?.httpOnly, 'signed in with an HttpOnly session cookie');
+    await page.locator('[data-plan="free"] h3').filter({ hasText: '(current)' }).waitFor();
+    t.ok(await page.getByRole('button', { name: /^Upgrade to / }).first().isVisible(), 'the plans are offered, the free one current');
+    await page.getByRole('button', { name: 'Upgrade to Pro' }).click();
+    await page.waitForURL(/\/v1\/billing\/local\/checkout\/[^/]+$/);
+    await page.getByRole('heading', { name: 'Checkout' }).waitFor();
+    t.pass('upgrading opens the payment provider\'s checkout (the local one here)');
+    await screenshot(page, 'checkout');
+    await page.goBack();
+    await page.getByRole('heading', { name: 'Usage and credits' }).waitFor();
     await screenshot(page, 'usage');
 
     // the workspace picker knows the personal workspace

@@ -13,7 +13,18 @@ export function UsagePage() {
   const usage = useLoad(() => api('GET', '/v1/usage', { query: { workspaceId } }), [workspaceId]);
   const wallet = useLoad(() => api('GET', '/v1/wallet', { query: { workspaceId } }), [workspaceId]);
   const topUps = useLoad(() => api<{ data: any[] }>('GET', '/v1/credits/top-ups', { query: { workspaceId, limit: 10 } }), [workspaceId]);
+  const plans = useLoad(() => api<{ data: any[] }>('GET', '/v1/plans'), []);
   const [error, setError] = useState<unknown>();
+
+  const checkout = async (plan: string) => {
+    setError(undefined);
+    try {
+      const started = await api('POST', '/v1/billing/checkout', { body: { workspaceId, plan } });
+      location.assign(started.checkoutUrl);
+    } catch (failure) {
+      setError(failure);
+    }
+  };
 
   const buyCredits = async (event: Event) => {
     event.preventDefault();
@@ -57,6 +68,23 @@ export function UsagePage() {
           {wallet.data && <p class="big">{dollars(wallet.data.balanceCents ?? 0)}</p>}
         </section>
       </div>
+      <h2>Plan</h2>
+      <ErrorBox error={plans.error} />
+      {plans.data && (
+        <div class="grid">
+          {plans.data.data.map((plan) => {
+            const current = plan.id === credits.data?.plan;
+            return (
+              <section key={plan.id} class="card" aria-label={`${plan.name} plan`} data-plan={plan.id}>
+                <h3>{plan.name}{current ? ' (current)' : ''}</h3>
+                <p class="big">{dollars(plan.monthlyPriceCents)}<span class="muted small"> / month</span></p>
+                <p class="small">{plan.monthlyCredits} credits a month · {plan.concurrentJobs} jobs at a time · {bytes(plan.storageBytes)} of storage · {plan.requestsPerMinute} requests a minute per key</p>
+                {!current && plan.monthlyPriceCents > 0 && <button type="button" onClick={() => checkout(plan.id)}>Upgrade to {plan.name}</button>}
+              </section>
+            );
+          })}
+        </div>
+      )}
       <h2>Buy credits</h2>
       <form onSubmit={buyCredits} class="inline">
         <label>Credits<input name="credits" type="number" min={1} step={1} required defaultValue="100" /></label>
