@@ -47,5 +47,6 @@ export function when(iso: string | null | undefined): string {
 export function bytes(n: number): string {
   if (n < 1024) return `${n} B`;
   if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} KB`;
-  return `${(n / 1024 / 1024).toFixed(1)} MB`;
+  if (n < 1024 ** 3) return `${(n / 1024 / 1024).toFixed(1)} MB`;
+  return `${Number((n / 1024 ** 3).toFixed(1))} GB`;
 }
