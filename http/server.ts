@@ -16,6 +16,7 @@ import { availabilityOf, DatabaseUnavailableError, isDatabaseUnreachable } from 
 import { ShardNotOwnedError } from '../runtime/actor-directory.ts';
 import { FORWARDED_HEADER, type ClusterRouting, type RemotePlacement } from '../runtime/cluster/routing.ts';
 import { forwardToOwner, relayAnswer, workspaceMoving } from './forward.ts';
+import { isDashboardPath, loadDashboard, serveDashboard, type Dashboard } from './dashboard.ts';
 
 const MAX_URL_LENGTH = 8 * 1024;
 const MAX_HEADER_BYTES = 16 * 1024;
@@ -40,6 +41,8 @@ export function newRequestId(): string {
 export interface HttpServerOptions {
   /** Whether spans are recorded (an exporter is configured); without, the request path makes none. */
   tracing?: boolean;
+  /** The web dashboard's files, served at `/` (default: dashboard/dist as built at install). */
+  dashboard?: Dashboard;
 }
 
 export interface HttpServer {
@@ -63,6 +66,7 @@ export function createHttpServer(services: Services, routes: RouteDef[], options
   // The fallback leaves HttpRequest.forEach and friends unimplemented: chosen once, here.
   const readRequest = engine === 'uws-native' ? readNativeRequest : readFallbackRequest;
   const tracing = options.tracing ?? true;
+  const dashboard = options.dashboard ?? loadDashboard();
   // The request scope (log lines carry the request id) costs a promise hook on every promise made while
   // any scope is alive; a silent logger has no use for it. A request answered without awaiting makes none.
   const scoped = services.logger.level !== 'silent';
@@ -95,7 +99,7 @@ export function createHttpServer(services: Services, routes: RouteDef[], options
       state.onAbort?.();
     });
 
-    const pipeline = new RequestPipeline(services, router, res, state, head, requestId, tracing);
+    const pipeline = new RequestPipeline(services, router, res, state, head, requestId, tracing, dashboard);
     const pending = scoped ? requestScope.run({ requestId }, runPipeline, pipeline) : pipeline.run();
     if (pending) pending.then(finished);
     else finished();
@@ -159,6 +163,7 @@ class RequestPipeline {
     private readonly incoming: Incoming,
     private readonly requestId: string,
     private readonly tracing: boolean,
+    private readonly dashboard: Dashboard,
   ) {}
 
   run(): Promise<void> | undefined {
@@ -204,7 +209,15 @@ class RequestPipeline {
     }
 
     const match = this.router.match(method, path);
-    if (match.kind === 'not_found') throw new ApiError('not_found', `No route for ${method} ${truncate(path)}.`);
+    if (match.kind === 'not_found') {
+      // What no API route takes may be a page or file of the web dashboard (GET only, never under /v1).
+      if (method === 'GET' && isDashboardPath(path)) {
+        this.routeLabel = 'dashboard';
+        if (serveDashboard(this.dashboard, this.res, this.state, requestId, path, headers)) return undefined;
+        if (path === '/' && !this.dashboard.index) throw new ApiError('not_found', 'The web dashboard is not built: run `npm run build:dashboard` (npm install does it).');
+      }
+      throw new ApiError('not_found', `No route for ${method} ${truncate(path)}.`);
+    }
     if (match.kind === 'method_not_allowed') {
       throw new ApiError('method_not_allowed', `${method} is not allowed here; use ${match.allowed.join(', ')}.`, { Allow: match.allowed.join(', ') });
     }

@@ -22,6 +22,7 @@ async function main(): Promise<void> {
     `Generation Service ${services.version} listening on ${service.url}`,
     `  public base URL: ${services.publicUrl}`,
     `  database: ${services.db.kind === 'pglite' ? (config.databaseUrl === 'memory://' ? 'PGlite (in memory)' : `PGlite in ${config.dataDir}`) : 'PostgreSQL'}`,
+    `  web dashboard: ${services.publicUrl}/ (open it at this address: the session's writes are accepted from this origin)`,
     `  API description: ${services.publicUrl}/v1/openapi.json`,
     `  readiness: ${services.publicUrl}/health/ready`,
     ...(config.allowLoopbackEgress ? ['  development mode: webhook receivers and input URLs on this machine (loopback) are allowed'] : []),

@@ -1,0 +1,117 @@
+import { useState } from 'preact/hooks';
+import { api } from '../api.ts';
+import { currentWorkspaceId } from '../session.ts';
+import { bytes, ErrorBox, useLoad, when } from '../ui.tsx';
+
+function dollars(cents: number): string {
+  return `$${(cents / 100).toFixed(2)}`;
+}
+
+export function UsagePage() {
+  const workspaceId = currentWorkspaceId();
+  const credits = useLoad(() => api('GET', `/v1/workspaces/${encodeURIComponent(workspaceId)}/credits`), [workspaceId]);
+  const usage = useLoad(() => api('GET', '/v1/usage', { query: { workspaceId } }), [workspaceId]);
+  const wallet = useLoad(() => api('GET', '/v1/wallet', { query: { workspaceId } }), [workspaceId]);
+  const topUps = useLoad(() => api<{ data: any[] }>('GET', '/v1/credits/top-ups', { query: { workspaceId, limit: 10 } }), [workspaceId]);
+  const plans = useLoad(() => api<{ data: any[] }>('GET', '/v1/plans'), []);
+  const [error, setError] = useState<unknown>();
+
+  const checkout = async (plan: string) => {
+    setError(undefined);
+    try {
+      const started = await api('POST', '/v1/billing/checkout', { body: { workspaceId, plan } });
+      location.assign(started.checkoutUrl);
+    } catch (failure) {
+      setError(failure);
+    }
+  };
+
+  const buyCredits = async (event: Event) => {
+    event.preventDefault();
+    const amount = Number(new FormData(event.currentTarget as HTMLFormElement).get('credits'));
+    setError(undefined);
+    try {
+      const order = await api('POST', '/v1/credits/top-ups', { body: { workspaceId, credits: amount } });
+      if (order.checkoutUrl) location.assign(order.checkoutUrl);
+      else topUps.reload();
+    } catch (failure) {
+      setError(failure);
+    }
+  };
+
+  return (
+    <main>
+      <h1>Usage and credits</h1>
+      <div class="grid stats">
+        <section class="card" aria-labelledby="credits-title">
+          <h2 id="credits-title">Credits</h2>
+          <ErrorBox error={credits.error} />
+          {credits.data && <p class="big" data-testid="available-credits">{credits.data.availableCredits}</p>}
+          {credits.data && <p class="muted small">available on the {credits.data.plan} plan · {credits.data.reservedCredits} reserved for running jobs</p>}
+        </section>
+        <section class="card" aria-labelledby="usage-title">
+          <h2 id="usage-title">This period</h2>
+          <ErrorBox error={usage.error} />
+          {usage.data && (
+            <dl class="facts">
+              <dt>Generations</dt><dd>{usage.data.generations.total} ({usage.data.generations.succeeded} succeeded, {usage.data.generations.failed} failed)</dd>
+              <dt>Credits used</dt><dd>{usage.data.credits}</dd>
+              <dt>Wallet spend</dt><dd>{dollars(usage.data.costCents)}</dd>
+              <dt>Output</dt><dd>{bytes(usage.data.outputBytes)}</dd>
+              <dt>Since</dt><dd>{when(usage.data.from)}</dd>
+            </dl>
+          )}
+        </section>
+        <section class="card" aria-labelledby="wallet-title">
+          <h2 id="wallet-title">Wallet</h2>
+          <ErrorBox error={wallet.error} />
+          {wallet.data && <p class="big">{dollars(wallet.data.balanceCents ?? 0)}</p>}
+        </section>
+      </div>
+      <h2>Plan</h2>
+      <ErrorBox error={plans.error} />
+      {plans.data && (
+        <div class="grid">
+          {plans.data.data.map((plan) => {
+            const current = plan.id === credits.data?.plan;
+            return (
+              <section key={plan.id} class="card" aria-label={`${plan.name} plan`} data-plan={plan.id}>
+                <h3>{plan.name}{current ? ' (current)' : ''}</h3>
+                <p class="big">{dollars(plan.monthlyPriceCents)}<span class="muted small"> / month</span></p>
+                <p class="small">{plan.monthlyCredits} credits a month · {plan.concurrentJobs} jobs at a time · {bytes(plan.storageBytes)} of storage · {plan.requestsPerMinute} requests a minute per key</p>
+                {!current && plan.monthlyPriceCents > 0 && <button type="button" onClick={() => checkout(plan.id)}>Upgrade to {plan.name}</button>}
+              </section>
+            );
+          })}
+        </div>
+      )}
+      <h2>Buy credits</h2>
+      <form onSubmit={buyCredits} class="inline">
+        <label>Credits<input name="credits" type="number" min={1} step={1} required defaultValue="100" /></label>
+        <button type="submit">Go to checkout</button>
+      </form>
+      <ErrorBox error={error} />
+      {topUps.data && topUps.data.data.length > 0 && (
+        <div class="scroll">
+          <table>
+            <thead><tr><th scope="col">Top-up</th><th scope="col">Credits</th><th scope="col">Amount</th><th scope="col">Status</th><th scope="col">Created</th></tr></thead>
+            <tbody>{topUps.data.data.map((order) => <tr key={order.id}><td class="mono small">{order.id}</td><td>{order.credits}</td><td>{dollars(order.amountCents)}</td><td>{order.status}</td><td>{when(order.createdAt)}</td></tr>)}</tbody>
+          </table>
+        </div>
+      )}
+      <h2>Ledger</h2>
+      {credits.data && (
+        <div class="scroll">
+          <table>
+            <thead><tr><th scope="col">When</th><th scope="col">Kind</th><th scope="col">Credits</th><th scope="col">Reserved</th><th scope="col">Generation</th></tr></thead>
+            <tbody>
+              {credits.data.ledger.map((entry: any) => (
+                <tr key={entry.id}><td>{when(entry.createdAt)}</td><td>{entry.kind}</td><td>{entry.credits}</td><td>{entry.reservedCredits}</td><td class="mono small">{entry.generationId ?? entry.reference ?? ''}</td></tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
+    </main>
+  );
+}
