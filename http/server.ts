@@ -16,6 +16,7 @@ import { availabilityOf, DatabaseUnavailableError, isDatabaseUnreachable } from 
 import { ShardNotOwnedError } from '../runtime/actor-directory.ts';
 import { FORWARDED_HEADER, type ClusterRouting, type RemotePlacement } from '../runtime/cluster/routing.ts';
 import { forwardToOwner, relayAnswer, workspaceMoving } from './forward.ts';
+import type { HttpMetrics } from '../runtime/metrics/http.ts';
 
 const MAX_URL_LENGTH = 8 * 1024;
 const MAX_HEADER_BYTES = 16 * 1024;
@@ -40,6 +41,8 @@ export function newRequestId(): string {
 export interface HttpServerOptions {
   /** Whether spans are recorded (an exporter is configured); without, the request path makes none. */
   tracing?: boolean;
+  /** Requests by route template, method and status, with their duration; undefined when metrics are off. */
+  metrics?: HttpMetrics;
 }
 
 export interface HttpServer {
@@ -63,6 +66,7 @@ export function createHttpServer(services: Services, routes: RouteDef[], options
   // The fallback leaves HttpRequest.forEach and friends unimplemented: chosen once, here.
   const readRequest = engine === 'uws-native' ? readNativeRequest : readFallbackRequest;
   const tracing = options.tracing ?? true;
+  const metrics = options.metrics;
   // The request scope (log lines carry the request id) costs a promise hook on every promise made while
   // any scope is alive; a silent logger has no use for it. A request answered without awaiting makes none.
   const scoped = services.logger.level !== 'silent';
@@ -96,8 +100,17 @@ export function createHttpServer(services: Services, routes: RouteDef[], options
     });
 
     const pipeline = new RequestPipeline(services, router, res, state, head, requestId, tracing);
+    const started = metrics ? performance.now() : 0;
     const pending = scoped ? requestScope.run({ requestId }, runPipeline, pipeline) : pipeline.run();
-    if (pending) pending.then(finished);
+    if (metrics) {
+      // The route template, never the URL: a bounded set of series. A client gone unanswered counts as status 0.
+      const measure = () => {
+        metrics.request(head.method, pipeline.routeLabel, state.status ?? 0, (performance.now() - started) / 1000);
+        finished();
+      };
+      if (pending) pending.then(measure);
+      else measure();
+    } else if (pending) pending.then(finished);
     else finished();
   });
 
@@ -143,7 +156,8 @@ type Incoming = RequestHead;
  */
 class RequestPipeline {
   private span: Span | undefined;
-  private routeLabel = 'unmatched';
+  /** The matched route's template (what spans and metrics name the request by). */
+  routeLabel = 'unmatched';
   /** Headers every answer carries once the caller is known (the X-RateLimit-* of a key). */
   private authHeaders: Record<string, string> | undefined;
   /** The unread body of a `rawBody: 'stream'` route. */

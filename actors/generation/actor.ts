@@ -204,6 +204,7 @@ async function transition(
     await writeProgressOf(ctx.writer, { from: row.status, row: updated });
   }
   state.row = updated;
+  depsOf(ctx).metrics?.generationTransition(row.status, next.status);
   for (const effect of decision.effects) perform(effect, state, updated, ctx);
   return { applied: true, result: { state, passivate: isTerminal(next.status) } };
 }

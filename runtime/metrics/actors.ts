@@ -1,0 +1,47 @@
+import type { Counter, Histogram, Meter } from '@opentelemetry/api';
+import { AttributeCache, secondsHistogram } from './instruments.ts';
+
+/** What the actor directory reports per kind, read when metrics are collected. */
+export interface ActorCensus {
+  /** Live actors and messages waiting or being handled, by kind. */
+  census(): Map<string, { live: number; pending: number }>;
+}
+
+/** Actor metrics: messages and their processing time by kind, passivations; live actors and mailbox depth observed. */
+export class ActorMetrics {
+  private readonly processing: Histogram;
+  private readonly passivations: Counter;
+  private readonly kinds = new AttributeCache<{ 'actor.kind': string }>();
+  private directory: ActorCensus | undefined;
+
+  constructor(meter: Meter) {
+    this.processing = secondsHistogram(meter, 'gs.actor.message.duration', 'Time an actor took to handle one message (its count is the messages handled), by actor kind.');
+    this.passivations = meter.createCounter('gs.actor.passivations', { description: 'Actors stopped (idle, finished, or their shard left this node), by actor kind.', unit: '{actor}' });
+    const live = meter.createObservableGauge('gs.actor.live', { description: 'Live actors, by actor kind.', unit: '{actor}' });
+    const depth = meter.createObservableGauge('gs.actor.mailbox.depth', { description: 'Messages waiting in the mailboxes or being handled, by actor kind.', unit: '{message}' });
+    meter.addBatchObservableCallback((result) => {
+      if (!this.directory) return;
+      for (const [kind, counts] of this.directory.census()) {
+        const attributes = this.attributesOf(kind);
+        result.observe(live, counts.live, attributes);
+        result.observe(depth, counts.pending, attributes);
+      }
+    }, [live, depth]);
+  }
+
+  observe(directory: ActorCensus): void {
+    this.directory = directory;
+  }
+
+  message(kind: string, seconds: number): void {
+    this.processing.record(seconds, this.attributesOf(kind));
+  }
+
+  passivated(kind: string): void {
+    this.passivations.add(1, this.attributesOf(kind));
+  }
+
+  private attributesOf(kind: string): { 'actor.kind': string } {
+    return this.kinds.get(kind, () => ({ 'actor.kind': kind }));
+  }
+}
