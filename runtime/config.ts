@@ -212,7 +212,8 @@ function readMetrics(read: EnvReader, env: Env, problems: string[], host: string
     }
   }
   const exportIntervalMs = read.integer('OTEL_METRIC_EXPORT_INTERVAL', 60_000, 100, 86_400_000);
-  const exportTimeoutMs = read.integer('OTEL_METRIC_EXPORT_TIMEOUT', 30_000, 100, 600_000);
+  // The timeout defaults to 30 s, or the interval when that is shorter; one given longer than the interval is refused.
+  const exportTimeoutMs = read.integer('OTEL_METRIC_EXPORT_TIMEOUT', Math.min(30_000, exportIntervalMs), 100, 600_000);
   if (otlp && exportTimeoutMs > exportIntervalMs) problems.push(`OTEL_METRIC_EXPORT_TIMEOUT=${exportTimeoutMs}: must not exceed OTEL_METRIC_EXPORT_INTERVAL (${exportIntervalMs})`);
   const otlpEndpoint = signalEndpoint ?? (baseEndpoint === undefined ? undefined : `${baseEndpoint.replace(/\/+$/, '')}/v1/metrics`);
   return { exporters, host: metricsHost, port, otlpEndpoint, otlpProtocol, exportIntervalMs, exportTimeoutMs };
