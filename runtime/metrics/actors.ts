@@ -1,5 +1,6 @@
-import type { Counter, Histogram, Meter } from '@opentelemetry/api';
-import { AttributeCache, secondsHistogram } from './instruments.ts';
+import type { Counter } from '@opentelemetry/api';
+import type { FastHistogram } from './histograms.ts';
+import { AttributeCache, secondsHistogram, type Instruments } from './instruments.ts';
 
 /** What the actor directory reports per kind, read when metrics are collected. */
 export interface ActorCensus {
@@ -9,17 +10,17 @@ export interface ActorCensus {
 
 /** Actor metrics: messages and their processing time by kind, passivations; live actors and mailbox depth observed. */
 export class ActorMetrics {
-  private readonly processing: Histogram;
+  private readonly processing: FastHistogram;
   private readonly passivations: Counter;
   private readonly kinds = new AttributeCache<{ 'actor.kind': string }>();
   private directory: ActorCensus | undefined;
 
-  constructor(meter: Meter) {
-    this.processing = secondsHistogram(meter, 'gs.actor.message.duration', 'Time an actor took to handle one message (its count is the messages handled), by actor kind.');
-    this.passivations = meter.createCounter('gs.actor.passivations', { description: 'Actors stopped (idle, finished, or their shard left this node), by actor kind.', unit: '{actor}' });
-    const live = meter.createObservableGauge('gs.actor.live', { description: 'Live actors, by actor kind.', unit: '{actor}' });
-    const depth = meter.createObservableGauge('gs.actor.mailbox.depth', { description: 'Messages waiting in the mailboxes or being handled, by actor kind.', unit: '{message}' });
-    meter.addBatchObservableCallback((result) => {
+  constructor(instruments: Instruments) {
+    this.processing = secondsHistogram(instruments, 'gs.actor.message.duration', 'Time an actor took to handle one message (its count is the messages handled), by actor kind.');
+    this.passivations = instruments.meter.createCounter('gs.actor.passivations', { description: 'Actors stopped (idle, finished, or their shard left this node), by actor kind.', unit: '{actor}' });
+    const live = instruments.meter.createObservableGauge('gs.actor.live', { description: 'Live actors, by actor kind.', unit: '{actor}' });
+    const depth = instruments.meter.createObservableGauge('gs.actor.mailbox.depth', { description: 'Messages waiting in the mailboxes or being handled, by actor kind.', unit: '{message}' });
+    instruments.meter.addBatchObservableCallback((result) => {
       if (!this.directory) return;
       for (const [kind, counts] of this.directory.census()) {
         const attributes = this.attributesOf(kind);

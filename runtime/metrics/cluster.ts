@@ -1,5 +1,5 @@
-import type { Counter, Meter } from '@opentelemetry/api';
-import { AttributeCache } from './instruments.ts';
+import type { Counter } from '@opentelemetry/api';
+import { AttributeCache, type Instruments } from './instruments.ts';
 
 /** Cluster mode: shards this node owns (observed) and shards gained or lost (counted, with the reason of a loss). */
 export class ClusterMetrics {
@@ -7,7 +7,7 @@ export class ClusterMetrics {
   private readonly attributes = new AttributeCache<Record<string, string>>();
   private owned: (() => number) | undefined;
 
-  constructor(meter: Meter) {
+  constructor({ meter }: Instruments) {
     this.changes = meter.createCounter('gs.cluster.shard.handovers', {
       description: 'Shards this node gained or lost, by direction (gained, lost) and, for a loss, its reason (handed-over, released, lease-lost, expelled).',
       unit: '{shard}',

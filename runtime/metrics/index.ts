@@ -1,6 +1,6 @@
 import http from 'node:http';
 import type { Meter } from '@opentelemetry/api';
-import { MeterProvider, PeriodicExportingMetricReader, type IMetricReader, type PushMetricExporter } from '@opentelemetry/sdk-metrics';
+import { MeterProvider, PeriodicExportingMetricReader, type IMetricReader, type PushMetricExporter as Pushed } from '@opentelemetry/sdk-metrics';
 import { PrometheusExporter } from '@opentelemetry/exporter-prometheus';
 import { OTLPMetricExporter as OtlpJsonExporter } from '@opentelemetry/exporter-metrics-otlp-http';
 import { OTLPMetricExporter as OtlpProtobufExporter } from '@opentelemetry/exporter-metrics-otlp-proto';
@@ -13,6 +13,8 @@ import { PersistenceMetrics, type PoolCounts } from './persistence.ts';
 import { WorkMetrics, type WorkSources } from './work.ts';
 import { ClusterMetrics } from './cluster.ts';
 import { observeProcess } from './process.ts';
+import { HistogramSet } from './histograms.ts';
+import type { Instruments } from './instruments.ts';
 
 export type { WebhookAttemptOutcome, ProviderCallOutcome } from './work.ts';
 export type { HttpMetrics, ActorMetrics, PersistenceMetrics, WorkMetrics, ClusterMetrics };
@@ -26,10 +28,6 @@ export interface MetricsOptions {
   serviceName: string;
   version: string;
   logger: Logger;
-  /** Tests read what was recorded through a reader of their own (InMemoryMetricExporter, or a manual collect). */
-  readers?: IMetricReader[];
-  /** Tests and tools that start several services in one process pass an exporter of their own instead of OTLP. */
-  exporter?: PushMetricExporter;
 }
 
 /**
@@ -52,29 +50,33 @@ export class Metrics {
   private sources: MetricSources | undefined;
 
   constructor(private readonly config: MetricsConfig, private readonly options: MetricsOptions) {
-    const readers: IMetricReader[] = [...options.readers ?? []];
+    // The hot-path histograms (histograms.ts) are collected by every reader beside the SDK's instruments.
+    const histograms = new HistogramSet({ name: 'generation-service', version: options.version });
+    const readers: IMetricReader[] = [];
     if (config.exporters.includes('prometheus')) {
-      this.prometheus = new PrometheusExporter({ preventServerStart: true, withoutScopeInfo: true });
+      this.prometheus = new PrometheusExporter({ preventServerStart: true, withoutScopeInfo: true, metricProducers: [histograms] });
       readers.push(this.prometheus);
     }
-    const pushed = options.exporter ?? (config.exporters.includes('otlp') ? otlpExporter(config) : undefined);
-    if (pushed) {
-      readers.push(new PeriodicExportingMetricReader({ exporter: pushed, exportIntervalMillis: config.exportIntervalMs, exportTimeoutMillis: config.exportTimeoutMs }));
+    if (config.exporters.includes('otlp')) {
+      readers.push(new PeriodicExportingMetricReader({
+        exporter: otlpExporter(config), exportIntervalMillis: config.exportIntervalMs, exportTimeoutMillis: config.exportTimeoutMs, metricProducers: [histograms],
+      }));
     }
     this.provider = new MeterProvider({
       resource: resourceFromAttributes({ 'service.name': options.serviceName, 'service.version': options.version }),
       readers,
     });
     const meter: Meter = this.provider.getMeter('generation-service', options.version);
+    const instruments: Instruments = { meter, histograms };
     const failed = (error: unknown) => options.logger.warn({ err: error }, 'metrics: a gauge could not be read');
-    this.http = new HttpMetrics(meter);
-    this.actors = new ActorMetrics(meter);
-    this.persistence = new PersistenceMetrics(meter, () => this.sources?.pool());
-    this.work = new WorkMetrics(meter, {
+    this.http = new HttpMetrics(instruments);
+    this.actors = new ActorMetrics(instruments);
+    this.persistence = new PersistenceMetrics(instruments, () => this.sources?.pool());
+    this.work = new WorkMetrics(instruments, {
       activeGenerations: () => this.sources ? this.sources.activeGenerations() : Promise.resolve(new Map()),
       pendingDeliveries: () => this.sources ? this.sources.pendingDeliveries() : Promise.resolve(0),
     }, failed);
-    this.cluster = new ClusterMetrics(meter);
+    this.cluster = new ClusterMetrics(instruments);
     this.stopProcess = observeProcess(meter);
   }
 
@@ -124,13 +126,13 @@ export class Metrics {
   }
 }
 
-/** The metrics of the service, or undefined when OTEL_METRICS_EXPORTER=none (and no reader was passed). */
+/** The metrics of the service, or undefined when OTEL_METRICS_EXPORTER=none. */
 export function startMetrics(config: MetricsConfig, options: MetricsOptions): Metrics | undefined {
-  if (config.exporters.length === 0 && !options.readers?.length && !options.exporter) return undefined;
+  if (config.exporters.length === 0) return undefined;
   return new Metrics(config, options);
 }
 
-function otlpExporter(config: MetricsConfig): PushMetricExporter {
+function otlpExporter(config: MetricsConfig): Pushed {
   const options = { url: config.otlpEndpoint, timeoutMillis: config.exportTimeoutMs };
   return config.otlpProtocol === 'http/json' ? new OtlpJsonExporter(options) : new OtlpProtobufExporter(options);
 }

@@ -1,4 +1,5 @@
-import type { Attributes, Histogram, Meter } from '@opentelemetry/api';
+import type { Attributes, Meter } from '@opentelemetry/api';
+import type { FastHistogram, HistogramSet } from './histograms.ts';
 
 /** Bucket boundaries in seconds, from the semantic conventions of http.server.request.duration. */
 export const SECONDS_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10];
@@ -7,8 +8,14 @@ export const LONG_SECONDS_BUCKETS = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 
 /** Counts (group-commit batch sizes): powers of two up to the largest batch. */
 export const COUNT_BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096];
 
-export function secondsHistogram(meter: Meter, name: string, description: string, buckets = SECONDS_BUCKETS): Histogram {
-  return meter.createHistogram(name, { description, unit: 's', advice: { explicitBucketBoundaries: buckets } });
+/** What each area makes its instruments with: the SDK's meter (counters, gauges) and the hot-path histograms. */
+export interface Instruments {
+  meter: Meter;
+  histograms: HistogramSet;
+}
+
+export function secondsHistogram(instruments: Instruments, name: string, description: string, buckets = SECONDS_BUCKETS): FastHistogram {
+  return instruments.histograms.histogram(name, description, 's', buckets);
 }
 
 /**

@@ -1,5 +1,5 @@
-import type { Histogram, Meter } from '@opentelemetry/api';
-import { COUNT_BUCKETS, secondsHistogram } from './instruments.ts';
+import type { FastHistogram } from './histograms.ts';
+import { COUNT_BUCKETS, secondsHistogram, type Instruments } from './instruments.ts';
 
 /** What the database's connection pool reports, read when metrics are collected. */
 export interface PoolCounts {
@@ -10,19 +10,17 @@ export interface PoolCounts {
 
 /** Group-commit batches (persistence/snapshot-writer.ts) and the connection pool. */
 export class PersistenceMetrics {
-  private readonly batchSize: Histogram;
-  private readonly commitDuration: Histogram;
+  private readonly batchSize: FastHistogram;
+  private readonly commitDuration: FastHistogram;
 
-  constructor(meter: Meter, pool: () => PoolCounts | undefined) {
-    this.batchSize = meter.createHistogram('gs.db.batch.size', {
-      description: 'Actor writes committed together in one group-commit transaction.', unit: '{write}', advice: { explicitBucketBoundaries: COUNT_BUCKETS },
-    });
-    this.commitDuration = secondsHistogram(meter, 'gs.db.commit.duration', 'Time from a group-commit batch starting to its transaction committing (retries while the database is unreachable included).');
-    const connections = meter.createObservableGauge('db.client.connection.count', { description: 'Connections of the database pool, by state (used, idle).', unit: '{connection}' });
-    const pending = meter.createObservableGauge('db.client.connection.pending_requests', { description: 'Requests waiting for a connection of the database pool.', unit: '{request}' });
+  constructor(instruments: Instruments, pool: () => PoolCounts | undefined) {
+    this.batchSize = instruments.histograms.histogram('gs.db.batch.size', 'Actor writes committed together in one group-commit transaction.', '{write}', COUNT_BUCKETS);
+    this.commitDuration = secondsHistogram(instruments, 'gs.db.commit.duration', 'Time from a group-commit batch starting to its transaction committing (retries while the database is unreachable included).');
+    const connections = instruments.meter.createObservableGauge('db.client.connection.count', { description: 'Connections of the database pool, by state (used, idle).', unit: '{connection}' });
+    const pending = instruments.meter.createObservableGauge('db.client.connection.pending_requests', { description: 'Requests waiting for a connection of the database pool.', unit: '{request}' });
     const used = { 'db.client.connection.state': 'used' };
     const idle = { 'db.client.connection.state': 'idle' };
-    meter.addBatchObservableCallback((result) => {
+    instruments.meter.addBatchObservableCallback((result) => {
       const counts = pool();
       if (!counts) return;
       result.observe(connections, counts.used, used);

@@ -1,5 +1,6 @@
-import type { Counter, Histogram, Meter } from '@opentelemetry/api';
-import { AttributeCache, LONG_SECONDS_BUCKETS, secondsHistogram } from './instruments.ts';
+import type { Counter } from '@opentelemetry/api';
+import type { FastHistogram } from './histograms.ts';
+import { AttributeCache, LONG_SECONDS_BUCKETS, secondsHistogram, type Instruments } from './instruments.ts';
 
 /** Statuses the generations gauge reports (0 when none): the unfinished ones. Finished jobs are counted by transitions. */
 const ACTIVE_STATUSES = ['queued', 'reserved', 'submitted', 'running'];
@@ -20,19 +21,19 @@ export type ProviderCallOutcome = 'succeeded' | 'failed' | 'refused';
 /** Generations, provider calls and webhook attempts. */
 export class WorkMetrics {
   private readonly transitions: Counter;
-  private readonly providerDuration: Histogram;
-  private readonly attemptDuration: Histogram;
+  private readonly providerDuration: FastHistogram;
+  private readonly attemptDuration: FastHistogram;
   private readonly transitionAttributes = new AttributeCache<Record<string, string>>();
   private readonly providerAttributes = new AttributeCache<Record<string, string>>();
   private readonly attemptAttributes = new AttributeCache<Record<string, string>>();
 
-  constructor(meter: Meter, sources: WorkSources, onError: (error: unknown) => void) {
-    this.transitions = meter.createCounter('gs.generation.transitions', { description: 'Generation status changes, by status left (`new` for a created job) and status entered.', unit: '{transition}' });
-    this.providerDuration = secondsHistogram(meter, 'gs.provider.call.duration', 'Provider jobs from submission to their result (its count is the calls), by provider and outcome.', LONG_SECONDS_BUCKETS);
-    this.attemptDuration = secondsHistogram(meter, 'gs.webhook.attempt.duration', 'Webhook delivery attempts (its count is the attempts), by outcome.');
-    const generations = meter.createObservableGauge('gs.generations', { description: 'Unfinished generations in the database, by status.', unit: '{generation}' });
-    const pending = meter.createObservableGauge('gs.webhook.deliveries.pending', { description: 'Webhook deliveries in the database waiting to be delivered (not yet succeeded or failed).', unit: '{delivery}' });
-    meter.addBatchObservableCallback(async (result) => {
+  constructor(instruments: Instruments, sources: WorkSources, onError: (error: unknown) => void) {
+    this.transitions = instruments.meter.createCounter('gs.generation.transitions', { description: 'Generation status changes, by status left (`new` for a created job) and status entered.', unit: '{transition}' });
+    this.providerDuration = secondsHistogram(instruments, 'gs.provider.call.duration', 'Provider jobs from submission to their result (its count is the calls), by provider and outcome.', LONG_SECONDS_BUCKETS);
+    this.attemptDuration = secondsHistogram(instruments, 'gs.webhook.attempt.duration', 'Webhook delivery attempts (its count is the attempts), by outcome.');
+    const generations = instruments.meter.createObservableGauge('gs.generations', { description: 'Unfinished generations in the database, by status.', unit: '{generation}' });
+    const pending = instruments.meter.createObservableGauge('gs.webhook.deliveries.pending', { description: 'Webhook deliveries in the database waiting to be delivered (not yet succeeded or failed).', unit: '{delivery}' });
+    instruments.meter.addBatchObservableCallback(async (result) => {
       try {
         const [counts, waiting] = await withDeadline(Promise.all([sources.activeGenerations(), sources.pendingDeliveries()]));
         for (const status of ACTIVE_STATUSES) result.observe(generations, counts.get(status) ?? 0, { 'generation.status': status });
