@@ -374,10 +374,11 @@ export async function startService(options: StartOptions): Promise<RunningServic
       await closeShared();
       // Writes still waiting for an unreachable database are given up (the next start recovers their jobs).
       await writer.close();
+      // The last OTLP export reads the database-backed gauges: before the database closes.
+      await metrics?.shutdown();
       availabilityOf(db).close();
       await membershipDb?.close();
       await db.close();
-      await metrics?.shutdown();
       await telemetry.shutdown();
       // Idle keep-alive connections would otherwise hold the process until each client times them out.
       http.closeConnections();
