@@ -5,6 +5,7 @@ import type { InputResolver } from './generation/input-resolver.ts';
 import type { PaymentProvider } from './billing/provider.ts';
 import type { ProviderCapacity } from './generation/provider-capacity.ts';
 import type { WebhookDeps } from './webhook/deps.ts';
+import type { WorkMetrics } from '../runtime/metrics/index.ts';
 
 /** What the service hands its actors (ctx.deps): built once in runtime/service.ts. */
 export interface ActorDeps {
@@ -25,6 +26,8 @@ export interface ActorDeps {
   capacity: ProviderCapacity;
   billing: BillingDeps;
   webhooks: WebhookDeps;
+  /** Generation transitions, provider calls and webhook attempts; undefined when metrics are off. */
+  metrics?: WorkMetrics;
 }
 
 /** Billing as the workspace actor uses it: the payment provider, renewal timers, and plan-change news. */

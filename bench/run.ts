@@ -102,6 +102,8 @@ async function main(): Promise<number> {
     DATABASE_URL: databaseUrl,
     // Keep a developer's OTLP settings from turning on tracing export for the bench.
     OTEL_TRACES_EXPORTER: 'none',
+    // Metrics on, as by default, on a free port of each process's own (several service processes run at once).
+    METRICS_PORT: '0',
     // The webhook-delivery scenario's receiver is on loopback; its first deliveries are held up to a minute.
     ALLOW_PRIVATE_EGRESS: 'true',
     WEBHOOK_TIMEOUT_MS: '60000',

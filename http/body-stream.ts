@@ -72,6 +72,7 @@ export async function sendStream(
     return;
   }
   state.finished = true;
+  state.status = status;
   let wake: (() => void) | undefined;
   state.onAbort = () => {
     source.destroy();

@@ -67,6 +67,7 @@ export async function forwardToOwner(cluster: ClusterRouting, logger: Logger, ow
 export function relayAnswer(res: HttpResponse, state: ResponseState, answer: ForwardedAnswer, closeConnection = false): void {
   if (state.aborted || state.finished) return;
   state.finished = true;
+  state.status = answer.status;
   res.cork(() => {
     res.writeStatus(statusLine(answer.status));
     for (const [name, value] of Object.entries(answer.headers)) {

@@ -19,6 +19,8 @@ export interface ResponseState {
   finished: boolean;
   /** Called once if the client goes away, so a pending body read can give up. */
   onAbort?: () => void;
+  /** The status answered, once the answer has started (metrics). */
+  status?: number;
 }
 
 /** Writes one complete response; does nothing once the client has gone or an answer was sent. */
@@ -35,6 +37,7 @@ export function send(
 ): void {
   if (state.aborted || state.finished) return;
   state.finished = true;
+  state.status = status;
   res.cork(() => {
     res.writeStatus(statusLine(status));
     res.writeHeader('X-Request-Id', requestId);

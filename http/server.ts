@@ -17,6 +17,7 @@ import { ShardNotOwnedError } from '../runtime/actor-directory.ts';
 import { FORWARDED_HEADER, type ClusterRouting, type RemotePlacement } from '../runtime/cluster/routing.ts';
 import { forwardToOwner, relayAnswer, workspaceMoving } from './forward.ts';
 import { isDashboardPath, loadDashboard, serveDashboard, type Dashboard } from './dashboard.ts';
+import type { HttpMetrics } from '../runtime/metrics/http.ts';
 
 const MAX_URL_LENGTH = 8 * 1024;
 const MAX_HEADER_BYTES = 16 * 1024;
@@ -43,6 +44,8 @@ export interface HttpServerOptions {
   tracing?: boolean;
   /** The web dashboard's files, served at `/` (default: dashboard/dist as built at install). */
   dashboard?: Dashboard;
+  /** Requests by route template, method and status, with their duration; undefined when metrics are off. */
+  metrics?: HttpMetrics;
 }
 
 export interface HttpServer {
@@ -67,6 +70,7 @@ export function createHttpServer(services: Services, routes: RouteDef[], options
   const readRequest = engine === 'uws-native' ? readNativeRequest : readFallbackRequest;
   const tracing = options.tracing ?? true;
   const dashboard = options.dashboard ?? loadDashboard();
+  const metrics = options.metrics;
   // The request scope (log lines carry the request id) costs a promise hook on every promise made while
   // any scope is alive; a silent logger has no use for it. A request answered without awaiting makes none.
   const scoped = services.logger.level !== 'silent';
@@ -100,8 +104,17 @@ export function createHttpServer(services: Services, routes: RouteDef[], options
     });
 
     const pipeline = new RequestPipeline(services, router, res, state, head, requestId, tracing, dashboard);
+    const started = metrics ? performance.now() : 0;
     const pending = scoped ? requestScope.run({ requestId }, runPipeline, pipeline) : pipeline.run();
-    if (pending) pending.then(finished);
+    if (metrics) {
+      // The route template, never the URL: a bounded set of series. A client gone unanswered counts as status 0.
+      const measure = () => {
+        metrics.request(head.method, pipeline.routeLabel, state.status ?? 0, (performance.now() - started) / 1000);
+        finished();
+      };
+      if (pending) pending.then(measure);
+      else measure();
+    } else if (pending) pending.then(finished);
     else finished();
   });
 
@@ -147,7 +160,8 @@ type Incoming = RequestHead;
  */
 class RequestPipeline {
   private span: Span | undefined;
-  private routeLabel = 'unmatched';
+  /** The matched route's template (what spans and metrics name the request by). */
+  routeLabel = 'unmatched';
   /** Headers every answer carries once the caller is known (the X-RateLimit-* of a key). */
   private authHeaders: Record<string, string> | undefined;
   /** The unread body of a `rawBody: 'stream'` route. */

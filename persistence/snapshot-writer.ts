@@ -20,6 +20,8 @@ export interface SnapshotWriterOptions {
   tracer: Tracer;
   /** Cluster mode: called once per transaction, before it commits, with the claims of its units. */
   fence?: WriteFence;
+  /** Called after each batch commits, with its size and how long it took (the service's metrics). */
+  onCommit?: (size: number, seconds: number) => void;
 }
 
 export interface WriterStats {
@@ -328,6 +330,7 @@ export class SnapshotWriter {
     this.stats.units += size;
     this.stats.lastBatchSize = size;
     this.stats.lastCommitMs = performance.now() - started;
+    this.options.onCommit?.(size, this.stats.lastCommitMs / 1000);
   }
 }
 

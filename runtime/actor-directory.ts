@@ -10,6 +10,7 @@ import { availabilityOf, DatabaseUnavailableError, isDatabaseUnreachable, untilR
 import type { Lease } from '../persistence/cluster/leases.ts';
 import { isFencedOut } from '../persistence/cluster/fence.ts';
 import { withWriteClaim } from '../persistence/write-claims.ts';
+import type { ActorMetrics } from './metrics/actors.ts';
 
 /** Cluster mode: which workspaces this node runs, and the lease their actors' writes carry. */
 export interface ActorOwnership {
@@ -32,6 +33,8 @@ export interface DirectoryDeps {
   tracing?: boolean;
   /** Cluster mode only: an actor runs only while this node owns its workspace's shard. */
   ownership?: ActorOwnership;
+  /** Messages and processing time by kind, passivations; live actors and mailbox depth read through census(). */
+  metrics?: ActorMetrics;
 }
 
 interface Entry {
@@ -112,6 +115,7 @@ export class ActorDirectory implements ActorMessenger {
   constructor(private readonly deps: DirectoryDeps) {
     this.tracing = deps.tracing ?? true;
     this.scheduleSweep();
+    deps.metrics?.observe(this);
   }
 
   /** What actors get as ctx.deps; given once the service has built it (before any actor spawns). */
@@ -164,6 +168,19 @@ export class ActorDirectory implements ActorMessenger {
     let count = 0;
     for (const entry of this.live.values()) if (entry.kind === kind) count++;
     return count;
+  }
+
+  /** Live actors and the messages waiting for them or being handled, by kind (metrics). */
+  census(): Map<string, { live: number; pending: number }> {
+    const counts = new Map<string, { live: number; pending: number }>();
+    for (const kind of this.behaviors.keys()) counts.set(kind, { live: 0, pending: 0 });
+    for (const entry of this.live.values()) {
+      const count = counts.get(entry.kind);
+      if (!count) continue;
+      count.live++;
+      count.pending += entry.pending;
+    }
+    return counts;
   }
 
   /** Resolves when every mailbox is empty and no message is being handled. */
@@ -298,6 +315,15 @@ export class ActorDirectory implements ActorMessenger {
       }
       return { loaded: true as const, state: outcome.state };
     };
+    const metrics = this.deps.metrics;
+    const measured = metrics ? async (slot: Slot, envelope: Envelope<unknown>): Promise<Slot> => {
+      const started = performance.now();
+      try {
+        return await receive(slot, envelope);
+      } finally {
+        metrics.message(kind, (performance.now() - started) / 1000);
+      }
+    } : undefined;
     const receive = async (slot: Slot, envelope: Envelope<unknown>): Promise<Slot> => {
       this.stats.messages++;
       if (!this.tracing) {
@@ -324,7 +350,7 @@ export class ActorDirectory implements ActorMessenger {
         this.done(entry);
       }
     };
-    entry.ref = nact.spawn(supervisor, receive, actorName(id), {
+    entry.ref = nact.spawn(supervisor, measured ?? receive, actorName(id), {
       onCrash: (envelope: Envelope<unknown> | undefined, error: Error | undefined, sctx) => {
         this.stats.restarts++;
         this.deps.logger.error({ err: error, actor: key }, 'actor crashed; restarting it from its persisted state');
@@ -375,6 +401,7 @@ export class ActorDirectory implements ActorMessenger {
     if (this.live.get(key) !== entry) return;
     this.live.delete(key);
     this.stats.passivated++;
+    this.deps.metrics?.passivated(entry.kind);
     nact.stop(entry.ref);
   }
 

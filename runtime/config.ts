@@ -18,6 +18,8 @@ export interface Config {
   actorIdleMs: number;
   groupCommit: { windowMs: number; maxBatch: number };
   telemetry: { tracesExporter: 'none' | 'otlp' | 'console'; otlpEndpoint: string | undefined; serviceName: string };
+  /** Metrics: the Prometheus scrape endpoint and the OTLP export (runtime/metrics/index.ts, docs/observability.md). */
+  metrics: MetricsConfig;
   /** Prefix of every Redis key and channel, so several services (or test runs) can share one Redis. */
   redisKeyPrefix: string;
   /** Origins besides baseUrl's that may make cookie-authenticated writes (ALLOWED_ORIGINS, comma-separated). */
@@ -65,6 +67,25 @@ export interface ClusterConfig {
   /** CLUSTER_SECRET: the same on every node; authenticates requests forwarded between nodes (at least 32 characters). */
   secret: string;
 }
+
+/** Where metrics go: none, or a Prometheus endpoint on its own listener and/or OTLP pushes. */
+export interface MetricsConfig {
+  /** OTEL_METRICS_EXPORTER: `prometheus` (default), `otlp`, both (comma-separated), or `none`. */
+  exporters: Array<'prometheus' | 'otlp'>;
+  /** METRICS_HOST, METRICS_PORT: the listener of `GET /metrics`, apart from the API's port (default HOST, 9464). */
+  host: string;
+  port: number;
+  /** OTEL_EXPORTER_OTLP_METRICS_ENDPOINT (a full URL), or OTEL_EXPORTER_OTLP_ENDPOINT + /v1/metrics; undefined: the exporter's default. */
+  otlpEndpoint: string | undefined;
+  /** OTEL_EXPORTER_OTLP_METRICS_PROTOCOL (or OTEL_EXPORTER_OTLP_PROTOCOL): http/protobuf (default) or http/json. */
+  otlpProtocol: 'http/protobuf' | 'http/json';
+  /** OTEL_METRIC_EXPORT_INTERVAL and OTEL_METRIC_EXPORT_TIMEOUT, in milliseconds. */
+  exportIntervalMs: number;
+  exportTimeoutMs: number;
+}
+
+const METRICS_EXPORTERS = ['none', 'prometheus', 'otlp'] as const;
+const METRICS_PROTOCOLS = ['http/protobuf', 'http/json'] as const;
 
 const CLUSTER_SETTINGS = ['CLUSTER_NODE_ID', 'CLUSTER_INTERNAL_ADDRESS', 'CLUSTER_INTERNAL_PORT', 'CLUSTER_HEARTBEAT_MS',
   'CLUSTER_DEAD_AFTER_MS', 'CLUSTER_LEASE_MS', 'CLUSTER_SHARDS', 'CLUSTER_SECRET'] as const;
@@ -120,6 +141,7 @@ export function loadConfig(env: Env = process.env): Config {
   const otlpEndpoint = read.optionalUrl('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', ['http:', 'https:'])
     ?? read.optionalUrl('OTEL_EXPORTER_OTLP_ENDPOINT', ['http:', 'https:']);
   const serviceName = read.string('OTEL_SERVICE_NAME', 'generation-service');
+  const metrics = readMetrics(read, env, problems, host);
   const redisKeyPrefix = read.string('REDIS_KEY_PREFIX', 'gs:');
   const allowedOrigins = read.origins('ALLOWED_ORIGINS');
   const sessionTtlHours = read.integer('SESSION_TTL_HOURS', 14 * 24, 1, 24 * 365);
@@ -149,7 +171,7 @@ export function loadConfig(env: Env = process.env): Config {
   return {
     port, host, baseUrl: baseUrl.replace(/\/$/, ''), databaseUrl, redisUrl, dataDir, logLevel, bodyLimitBytes,
     allowUwsFallback, shutdownTimeoutMs, actorIdleMs, groupCommit: { windowMs, maxBatch },
-    telemetry: { tracesExporter, otlpEndpoint, serviceName }, redisKeyPrefix, allowedOrigins, sessionTtlHours, rateLimits,
+    telemetry: { tracesExporter, otlpEndpoint, serviceName }, metrics, redisKeyPrefix, allowedOrigins, sessionTtlHours, rateLimits,
     blobStore, allowPrivateEgress, allowLoopbackEgress,
     generations: { queueTimeoutMs, localLatencyMs, localFailureRate: localFailurePercent / 100, localMaxConcurrentJobs: localMaxConcurrentJobs || undefined },
     billing: { provider: paymentProvider, signingSecret: billingSecret },
@@ -157,6 +179,44 @@ export function loadConfig(env: Env = process.env): Config {
     webhooks: { secretKey: webhookSecretKey, timeoutMs: webhookTimeoutMs },
     cluster,
   };
+}
+
+/**
+ * Metrics settings. OTEL_METRICS_EXPORTER is a comma-separated list; unset, the Prometheus endpoint is on,
+ * and OTLP too when OTEL_EXPORTER_OTLP_METRICS_ENDPOINT is set. The OTLP settings are read only when OTLP is on.
+ */
+function readMetrics(read: EnvReader, env: Env, problems: string[], host: string): MetricsConfig {
+  const listed = read.optionalString('OTEL_METRICS_EXPORTER');
+  let exporters: MetricsConfig['exporters'] = env.OTEL_EXPORTER_OTLP_METRICS_ENDPOINT?.trim() ? ['prometheus', 'otlp'] : ['prometheus'];
+  if (listed !== undefined) {
+    const names = listed.split(',').map((name) => name.trim()).filter(Boolean);
+    const unknown = names.filter((name) => !(METRICS_EXPORTERS as readonly string[]).includes(name));
+    if (unknown.length > 0) problems.push(`OTEL_METRICS_EXPORTER=${JSON.stringify(listed)}: expected none, or prometheus and/or otlp (comma-separated)`);
+    else if (names.length === 0 || (names.includes('none') && names.length > 1)) problems.push(`OTEL_METRICS_EXPORTER=${JSON.stringify(listed)}: none cannot be combined with another exporter`);
+    else exporters = names.includes('none') ? [] : [...new Set(names as MetricsConfig['exporters'])];
+  }
+  const metricsHost = read.string('METRICS_HOST', host);
+  if (!/^[A-Za-z0-9.:\[\]-]{1,253}$/.test(metricsHost)) problems.push(`METRICS_HOST=${JSON.stringify(metricsHost)}: expected a host name or IP address`);
+  const port = read.integer('METRICS_PORT', 9464, 0, 65535);
+  const otlp = exporters.includes('otlp');
+  const signalEndpoint = otlp ? read.optionalUrl('OTEL_EXPORTER_OTLP_METRICS_ENDPOINT', ['http:', 'https:']) : undefined;
+  const baseEndpoint = otlp && signalEndpoint === undefined ? read.optionalUrl('OTEL_EXPORTER_OTLP_ENDPOINT', ['http:', 'https:']) : undefined;
+  let otlpProtocol: MetricsConfig['otlpProtocol'] = 'http/protobuf';
+  if (otlp) {
+    const own = read.optionalString('OTEL_EXPORTER_OTLP_METRICS_PROTOCOL');
+    const shared = read.optionalString('OTEL_EXPORTER_OTLP_PROTOCOL');
+    const [name, value] = own !== undefined ? ['OTEL_EXPORTER_OTLP_METRICS_PROTOCOL', own] : ['OTEL_EXPORTER_OTLP_PROTOCOL', shared];
+    if (value !== undefined) {
+      if ((METRICS_PROTOCOLS as readonly string[]).includes(value)) otlpProtocol = value as MetricsConfig['otlpProtocol'];
+      else problems.push(`${name}=${JSON.stringify(value)}: metrics are exported over ${METRICS_PROTOCOLS.join(' or ')} only`);
+    }
+  }
+  const exportIntervalMs = read.integer('OTEL_METRIC_EXPORT_INTERVAL', 60_000, 100, 86_400_000);
+  // The timeout defaults to 30 s, or the interval when that is shorter; one given longer than the interval is refused.
+  const exportTimeoutMs = read.integer('OTEL_METRIC_EXPORT_TIMEOUT', Math.min(30_000, exportIntervalMs), 100, 600_000);
+  if (otlp && exportTimeoutMs > exportIntervalMs) problems.push(`OTEL_METRIC_EXPORT_TIMEOUT=${exportTimeoutMs}: must not exceed OTEL_METRIC_EXPORT_INTERVAL (${exportIntervalMs})`);
+  const otlpEndpoint = signalEndpoint ?? (baseEndpoint === undefined ? undefined : `${baseEndpoint.replace(/\/+$/, '')}/v1/metrics`);
+  return { exporters, host: metricsHost, port, otlpEndpoint, otlpProtocol, exportIntervalMs, exportTimeoutMs };
 }
 
 /**

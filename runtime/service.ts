@@ -27,6 +27,9 @@ import { blobInputResolver, MAX_INPUT_BYTES } from '../actors/generation/blob-in
 import { guardedFetcher } from './egress.ts';
 import type { Services } from './services.ts';
 import { startTelemetry } from './telemetry.ts';
+import { startMetrics } from './metrics/index.ts';
+import { activeGenerationCounts, pendingDeliveryCount, poolCounts } from '../persistence/work-counts.ts';
+import { meteredProvider } from '../actors/generation/providers/metered.ts';
 import { createHttpServer, type HttpServer } from '../http/server.ts';
 import { loadUws } from '../http/uws.ts';
 import type { RouteDef } from '../http/route.ts';
@@ -87,6 +90,8 @@ export interface RunningService {
   stop(): Promise<void>;
   /** Settles once start-up recovery has run (whether it succeeded or failed: GET /health/ready tells which). */
   recovered: Promise<void>;
+  /** `http://host:port/metrics`, the Prometheus scrape endpoint; undefined when it is off. */
+  metricsUrl: string | undefined;
 }
 
 export class StartupError extends Error {
@@ -107,10 +112,13 @@ export async function startService(options: StartOptions): Promise<RunningServic
   const logger = createLogger(config.logLevel, options.logDestination);
   const clock = options.clock ?? systemClock;
   const db = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, pglite: options.pglite });
+  const metrics = startMetrics(config.metrics, { serviceName: config.telemetry.serviceName, version: packageJson.version, logger });
+  metrics?.observe({ pool: () => poolCounts(db), activeGenerations: () => activeGenerationCounts(db), pendingDeliveries: () => pendingDeliveryCount(db) });
   const cluster = config.cluster;
   // Cluster mode: every batch of actor writes is fenced on the shard leases its actors run under.
   const fence = cluster ? (em: Parameters<typeof fenceShards>[0], claims: Parameters<typeof fenceShards>[2]) => fenceShards(em, cluster.nodeId, claims, { holdLimitMs: cluster.leaseMs }) : undefined;
-  const writer = new SnapshotWriter(db, { windowMs: config.groupCommit.windowMs, maxBatch: config.groupCommit.maxBatch, tracer: telemetry.tracer, fence });
+  const writer = new SnapshotWriter(db, { windowMs: config.groupCommit.windowMs, maxBatch: config.groupCommit.maxBatch, tracer: telemetry.tracer, fence,
+    onCommit: metrics && ((size, seconds) => metrics.persistence.committed(size, seconds)) });
   // Cluster mode: recovery per shard gained, actors only for the workspaces of owned shards.
   let actors: ActorDirectory;
   const webhookAttempts = new InFlightCounter();
@@ -125,7 +133,7 @@ export async function startService(options: StartOptions): Promise<RunningServic
     attemptsInFlight: (matches) => webhookAttempts.count(matches),
     flushWrites: () => writer.flush(),
   }) : undefined;
-  actors = new ActorDirectory({ clock, logger, db, writer, tracer: telemetry.tracer, tracing: telemetry.enabled, idleMs: config.actorIdleMs, ownership: shardHost });
+  actors = new ActorDirectory({ clock, logger, db, writer, tracer: telemetry.tracer, tracing: telemetry.enabled, idleMs: config.actorIdleMs, ownership: shardHost, metrics: metrics?.actors });
   for (const behavior of options.behaviors ?? []) actors.register(behavior);
   const health = new HealthState();
   // Shared back ends when REDIS_URL is set, in-process ones otherwise: chosen here, once.
@@ -179,19 +187,21 @@ export async function startService(options: StartOptions): Promise<RunningServic
     db, clock, logger, mailboxDir: db.kind === 'pglite' && config.databaseUrl !== 'memory://' ? path.join(config.dataDir, 'ops') : undefined,
   });
   await switches.start();
-  const providers = new ProviderRegistry().add(localProvider({
+  // With metrics on, each provider's jobs are timed from submission to result (actors/generation/providers/metered.ts).
+  const metered = (provider: Parameters<ProviderRegistry['add']>[0]) => metrics ? meteredProvider(provider, metrics.work) : provider;
+  const providers = new ProviderRegistry().add(metered(localProvider({
     clock, latencyMs: config.generations.localLatencyMs, failureRate: config.generations.localFailureRate,
     maxConcurrentJobs: config.generations.localMaxConcurrentJobs,
-  }));
+  })));
   // Payments: the built-in local provider; its checkout and portal pages are served by this service.
   const paymentProvider = new LocalPaymentProvider({ secret: billingSecret, baseUrl: () => services.publicUrl, clock });
   const renewals = new RenewalScheduler({ clock, logger, db, actors });
   if (config.openai) {
     const { baseUrl, apiKey, chatModel, imageModel, timeoutMs, maxConcurrentJobs } = config.openai;
-    providers.add(openAiProvider({
+    providers.add(metered(openAiProvider({
       baseUrl, apiKey, chatModel, imageModel, timeoutMs, maxConcurrentJobs,
       fetchOutput: guardedFetcher({ maxBytes: MAX_INPUT_BYTES, timeoutMs, allowPrivate: config.allowPrivateEgress, allowLoopback: config.allowLoopbackEgress }),
-    }));
+    })));
   }
   // Models whose provider this service runs: local always, openai/* when OPENAI_BASE_URL is set.
   const catalog = new ModelCatalog(undefined, (provider) => providers.has(provider));
@@ -230,6 +240,7 @@ export async function startService(options: StartOptions): Promise<RunningServic
       secrets: webhookSecrets, timeoutMs: config.webhooks.timeoutMs, allowPrivateEgress: config.allowPrivateEgress, allowLoopbackEgress: config.allowLoopbackEgress,
       tracer: telemetry.tracer, random: Math.random, attemptsInFlight: cluster ? webhookAttempts : undefined,
     },
+    metrics: metrics?.work,
   };
   actors.provideDeps(actorDeps);
   actors.register(workspaceActor);
@@ -245,7 +256,7 @@ export async function startService(options: StartOptions): Promise<RunningServic
     ? () => ({ shards: clusterNode?.ownedShards().map((lease) => lease.shard) ?? [], shardCount: cluster.shards })
     : undefined);
   const services: Services = {
-    config, publicUrl: config.baseUrl, version: packageJson.version, engine, clock, logger, tracer: telemetry.tracer, db, writer, actors, health,
+    config, publicUrl: config.baseUrl, version: packageJson.version, engine, clock, logger, tracer: telemetry.tracer, metrics, db, writer, actors, health,
     redis, limiter, loginAttempts, keyCache, keyUsage, blobs, switches, catalog, webhookSecrets,
     billing: { provider: paymentProvider, local: paymentProvider, renewals },
   };
@@ -283,11 +294,16 @@ export async function startService(options: StartOptions): Promise<RunningServic
     shardHost.attach(clusterNode);
     // A lost shard's renewal timers go with it: its next owner scheduled them when it gained the shard.
     clusterNode.on('lost', (lease) => renewals.cancelWhere((workspaceId) => shardHost.shardOf(workspaceId) === lease.shard));
+    if (metrics) {
+      metrics.cluster.observe(() => clusterNode.ownedShards().length);
+      clusterNode.on('gained', () => metrics.cluster.gained());
+      clusterNode.on('lost', (_lease, reason) => metrics.cluster.lost(String(reason)));
+    }
     const owners = new ShardOwners((shard) => ownerAddressOf(db.em(), shard));
     owners.attach(clusterNode);
     services.cluster = new ClusterRouting(owners, clusterNode, shardHost, cluster.secret);
   }
-  const http = createHttpServer(services, routeTable(options.routes), { tracing: telemetry.enabled });
+  const http = createHttpServer(services, routeTable(options.routes), { tracing: telemetry.enabled, metrics: metrics?.http });
   let port: number;
   try {
     port = await http.listen(config.host, config.port);
@@ -299,6 +315,22 @@ export async function startService(options: StartOptions): Promise<RunningServic
     await telemetry.shutdown();
     throw new StartupError(`${(error as Error).message}: is the port in use?`);
   }
+  // GET /metrics on a listener of its own, which the API's users (and their keys) do not reach.
+  let metricsUrl: string | undefined;
+  try {
+    const metricsPort = await metrics?.listen();
+    const metricsHost = config.metrics.host.includes(':') ? `[${config.metrics.host}]` : config.metrics.host;
+    if (metricsPort !== undefined) metricsUrl = `http://${metricsHost}:${metricsPort}/metrics`;
+  } catch (error) {
+    http.stopAccepting();
+    await actors.stop();
+    await closeShared();
+    await membershipDb?.close();
+    await db.close();
+    await metrics?.shutdown();
+    await telemetry.shutdown();
+    throw new StartupError(`${(error as Error).message} (METRICS_HOST:METRICS_PORT, the metrics endpoint): is the port in use? OTEL_METRICS_EXPORTER=none turns it off`);
+  }
   if (cluster) {
     try {
       await http.listen(config.host, cluster.internalPort);
@@ -308,6 +340,7 @@ export async function startService(options: StartOptions): Promise<RunningServic
       await closeShared();
       await membershipDb?.close();
       await db.close();
+      await metrics?.shutdown();
       await telemetry.shutdown();
       throw new StartupError(`${(error as Error).message} (CLUSTER_INTERNAL_PORT): is the port in use?`);
     }
@@ -341,6 +374,8 @@ export async function startService(options: StartOptions): Promise<RunningServic
       await closeShared();
       // Writes still waiting for an unreachable database are given up (the next start recovers their jobs).
       await writer.close();
+      // The last OTLP export reads the database-backed gauges: before the database closes.
+      await metrics?.shutdown();
       availabilityOf(db).close();
       await membershipDb?.close();
       await db.close();
@@ -352,7 +387,7 @@ export async function startService(options: StartOptions): Promise<RunningServic
     return stopping;
   };
 
-  return { services, http, port, url, stop, recovered };
+  return { services, http, port, url, stop, recovered, metricsUrl };
 }
 
 async function withDeadline(work: Promise<void>, ms: number, onLate: () => void): Promise<void> {

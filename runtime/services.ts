@@ -19,6 +19,7 @@ import type { LocalPaymentProvider } from '../actors/billing/local/provider.ts';
 import type { RenewalScheduler } from '../actors/billing/renewals.ts';
 import type { SecretBox } from '../persistence/secret-box.ts';
 import type { ClusterRouting } from './cluster/routing.ts';
+import type { Metrics } from './metrics/index.ts';
 
 export type Engine = 'uws-native' | 'uws-fallback';
 
@@ -35,6 +36,8 @@ export interface Services {
   clock: Clock;
   logger: Logger;
   tracer: Tracer;
+  /** The service's metrics (runtime/metrics/index.ts); undefined when OTEL_METRICS_EXPORTER=none. */
+  metrics?: Metrics;
   db: Database;
   writer: SnapshotWriter;
   actors: ActorDirectory;

@@ -207,6 +207,7 @@ async function transition(
     for (const endpointId of progress.endpointIds ?? []) ctx.actors.tell('whk', endpointId, { type: 'wake' });
   }
   state.row = updated;
+  depsOf(ctx).metrics?.generationTransition(row.status, next.status);
   for (const effect of decision.effects) perform(effect, state, updated, ctx);
   return { applied: true, result: { state, passivate: isTerminal(next.status) } };
 }

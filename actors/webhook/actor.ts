@@ -186,6 +186,7 @@ function attempt(endpoint: WebhookEndpointRow & { secret: string; previousSecret
     const ok = outcome.type === 'answered' && outcome.status >= 200 && outcome.status <= 299;
     span.setStatus({ code: ok ? SpanStatusCode.OK : SpanStatusCode.ERROR });
     span.end();
+    depsOf(ctx).metrics?.webhookAttempt(ok ? 'success' : outcome.type === 'answered' ? 'http_error' : outcome.type === 'refused' ? 'refused' : 'network_error', outcome.durationMs / 1000);
     ctx.actors.tell('whk', ctx.id, { type: 'attempt_done', epoch, deliveryId: delivery.id, at, outcome });
     deps.attemptsInFlight?.end(endpoint.workspaceId);
   });

@@ -298,6 +298,7 @@ function admit(
       armExpiry(state, ctx, generation.queueDeadline.getTime());
       if (idempotency) state.idempotency.remember(idempotency.key, { hash: idempotency.hash, expiresAt: keyExpiresAt, result: { status: 201, generation } });
       if (scheduleWhenDurable) ctx.actors.tell('ws', state.workspaceId, { type: 'schedule' });
+      depsOf(ctx).metrics?.generationTransition('new', 'queued');
       return { kind: 'created', generation };
     },
     (error: unknown) => {

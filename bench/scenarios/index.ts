@@ -41,3 +41,7 @@ scenarios.push(restartHistoryPglite, restartHistoryPostgres);
 // One client's latency on PostgreSQL: creates in a loop vs pgbench's one client, create → succeeded p99 at 200 jobs/s.
 import { latency, latencyCluster } from './latency.ts';
 scenarios.push(latency, latencyCluster);
+
+// The cost of observability: metrics on vs off and tracing on vs off, GET /v1 and creates, each pair in the same run.
+import { metricsCostCreate, metricsCostIdentity, tracingCostCreate, tracingCostIdentity } from './observability.ts';
+scenarios.push(metricsCostIdentity, tracingCostIdentity, metricsCostCreate, tracingCostCreate);

@@ -1,6 +1,7 @@
 import type { RouteDef } from '../route.ts';
 import { getServiceIdentity } from './meta/root.ts';
 import { getReadiness } from './meta/ready.ts';
+import { getLiveness } from './meta/live.ts';
 import { openApiRoute } from './meta/openapi.ts';
 import { signup } from './auth/signup.ts';
 import { login } from './auth/login.ts';
@@ -25,7 +26,7 @@ import { acceptWorkspaceField } from '../workspace-field.ts';
 /** The route table: a route exists, is validated and is documented by being listed here. */
 export function routeTable(extra: RouteDef[] = []): RouteDef[] {
   const routes: RouteDef[] = [
-    getServiceIdentity, getReadiness,
+    getServiceIdentity, getReadiness, getLiveness,
     signup, login, logout,
     ...apiKeyRoutes,
     ...workspaceRoutes, ...accountRoutes,

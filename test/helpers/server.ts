@@ -41,6 +41,8 @@ export async function startTestServer(t: Test, options: TestServerOptions = {}):
     DATA_DIR: '.data/test',
     // The guard as in production; tests that need loopback receivers say ALLOW_PRIVATE_EGRESS or LOOPBACK_EGRESS.
     LOOPBACK_EGRESS: 'false',
+    // The metrics listener on a free port of its own (the default, 9464, would be shared by parallel servers).
+    METRICS_PORT: '0',
     // Each server its own Redis key space, so parallel test files (and earlier runs) never share counters.
     ...(process.env.TEST_REDIS_URL ? { REDIS_URL: process.env.TEST_REDIS_URL, REDIS_KEY_PREFIX: `test:${randomBytes(6).toString('hex')}:` } : {}),
     ...options.env,

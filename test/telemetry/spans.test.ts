@@ -110,7 +110,7 @@ t.test('a log line written while handling a request carries its trace id; so doe
   });
   const exporter = new InMemorySpanExporter();
   const database = await freshDatabaseUrl();
-  const config = loadConfig({ PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', DATABASE_URL: database.url, DATA_DIR: '.data/test' });
+  const config = loadConfig({ PORT: '0', METRICS_PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', DATABASE_URL: database.url, DATA_DIR: '.data/test' });
   const { behavior } = counterBehavior('counter');
   const service = await startService({ config, spanExporter: exporter, logDestination: destination, behaviors: [behavior], routes: [probeRoute] });
   t.teardown(async () => {

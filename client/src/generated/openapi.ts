@@ -2,6 +2,26 @@
 /* eslint-disable */
 
 export interface paths {
+    "/health/live": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Liveness probe: 200 while the process answers requests, whatever the state of its database or recovery
+         * @description Liveness probe for orchestrators: 200 as long as the process handles requests, with no check of the database, Redis or recovery (GET /health/ready covers those). A process that stops answering it should be restarted; one that answers it but not readiness should only be taken out of rotation. While the service shuts down it answers 503 not_ready, as every route does.
+         */
+        get: operations["getLiveness"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/health/ready": {
         parameters: {
             query?: never;
@@ -1395,6 +1415,42 @@ export interface components {
 }
 export type $defs = Record<string, never>;
 export interface operations {
+    getLiveness: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            "4XX": components["responses"]["ClientError"];
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @constant */
+                        status: "live";
+                    };
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `not_ready`: The service is not ready. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
     getReadiness: {
         parameters: {
             query?: never;

@@ -1,0 +1,66 @@
+import type { Counter } from '@opentelemetry/api';
+import type { FastHistogram } from './histograms.ts';
+import { AttributeCache, LONG_SECONDS_BUCKETS, secondsHistogram, type Instruments } from './instruments.ts';
+
+/** Statuses the generations gauge reports (0 when none): the unfinished ones. Finished jobs are counted by transitions. */
+const ACTIVE_STATUSES = ['queued', 'reserved', 'submitted', 'running'];
+/** A scrape does not wait longer than this for the database: the gauges are left out of that one. */
+const QUERY_DEADLINE_MS = 2_000;
+
+/** Where the work gauges come from (database counts), read when metrics are collected. */
+export interface WorkSources {
+  activeGenerations(): Promise<Map<string, number>>;
+  pendingDeliveries(): Promise<number>;
+}
+
+/** How a webhook attempt ended: a 2xx, another status, no answer (network, time-out), or refused by the egress guard. */
+export type WebhookAttemptOutcome = 'success' | 'http_error' | 'network_error' | 'refused';
+/** How a provider job ended: succeeded, failed (reported by the provider), or refused at submission. */
+export type ProviderCallOutcome = 'succeeded' | 'failed' | 'refused';
+
+/** Generations, provider calls and webhook attempts. */
+export class WorkMetrics {
+  private readonly transitions: Counter;
+  private readonly providerDuration: FastHistogram;
+  private readonly attemptDuration: FastHistogram;
+  private readonly transitionAttributes = new AttributeCache<Record<string, string>>();
+  private readonly providerAttributes = new AttributeCache<Record<string, string>>();
+  private readonly attemptAttributes = new AttributeCache<Record<string, string>>();
+
+  constructor(instruments: Instruments, sources: WorkSources, onError: (error: unknown) => void) {
+    this.transitions = instruments.meter.createCounter('gs.generation.transitions', { description: 'Generation status changes, by status left (`new` for a created job) and status entered.', unit: '{transition}' });
+    this.providerDuration = secondsHistogram(instruments, 'gs.provider.call.duration', 'Provider jobs from submission to their result (its count is the calls), by provider and outcome.', LONG_SECONDS_BUCKETS);
+    this.attemptDuration = secondsHistogram(instruments, 'gs.webhook.attempt.duration', 'Webhook delivery attempts (its count is the attempts), by outcome.');
+    const generations = instruments.meter.createObservableGauge('gs.generations', { description: 'Unfinished generations in the database, by status.', unit: '{generation}' });
+    const pending = instruments.meter.createObservableGauge('gs.webhook.deliveries.pending', { description: 'Webhook deliveries in the database waiting to be delivered (not yet succeeded or failed).', unit: '{delivery}' });
+    instruments.meter.addBatchObservableCallback(async (result) => {
+      try {
+        const [counts, waiting] = await withDeadline(Promise.all([sources.activeGenerations(), sources.pendingDeliveries()]));
+        for (const status of ACTIVE_STATUSES) result.observe(generations, counts.get(status) ?? 0, { 'generation.status': status });
+        result.observe(pending, waiting);
+      } catch (error) {
+        onError(error);
+      }
+    }, [generations, pending]);
+  }
+
+  generationTransition(from: string, to: string): void {
+    this.transitions.add(1, this.transitionAttributes.get(`${from} ${to}`, () => ({ 'generation.status.from': from, 'generation.status.to': to })));
+  }
+
+  providerCall(provider: string, outcome: ProviderCallOutcome, seconds: number): void {
+    this.providerDuration.record(seconds, this.providerAttributes.get(`${provider} ${outcome}`, () => ({ 'gs.provider': provider, 'gs.outcome': outcome })));
+  }
+
+  webhookAttempt(outcome: WebhookAttemptOutcome, seconds: number): void {
+    this.attemptDuration.record(seconds, this.attemptAttributes.get(outcome, () => ({ 'gs.outcome': outcome })));
+  }
+}
+
+function withDeadline<T>(work: Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`database counts took longer than ${QUERY_DEADLINE_MS} ms`)), QUERY_DEADLINE_MS);
+  });
+  return Promise.race([work, late]).finally(() => clearTimeout(timer));
+}
