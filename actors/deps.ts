@@ -5,6 +5,7 @@ import type { InputResolver } from './generation/input-resolver.ts';
 import type { PaymentProvider } from './billing/provider.ts';
 import type { ProviderCapacity } from './generation/provider-capacity.ts';
 import type { WebhookDeps } from './webhook/deps.ts';
+import type { PublishedRow } from '../runtime/live-events.ts';
 
 /** What the service hands its actors (ctx.deps): built once in runtime/service.ts. */
 export interface ActorDeps {
@@ -25,6 +26,8 @@ export interface ActorDeps {
   capacity: ProviderCapacity;
   billing: BillingDeps;
   webhooks: WebhookDeps;
+  /** The live streams (runtime/live-events.ts): told of each generation transition once it committed. */
+  live?: { publish(row: PublishedRow): void };
 }
 
 /** Billing as the workspace actor uses it: the payment provider, renewal timers, and plan-change news. */

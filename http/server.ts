@@ -16,6 +16,9 @@ import { availabilityOf, DatabaseUnavailableError, isDatabaseUnreachable } from 
 import { ShardNotOwnedError } from '../runtime/actor-directory.ts';
 import { FORWARDED_HEADER, type ClusterRouting, type RemotePlacement } from '../runtime/cluster/routing.ts';
 import { forwardToOwner, relayAnswer, workspaceMoving } from './forward.ts';
+import { StreamHub } from './streams/hub.ts';
+import { SseConnection } from './streams/sse.ts';
+import { serveWebSockets } from './streams/ws.ts';
 
 const MAX_URL_LENGTH = 8 * 1024;
 const MAX_HEADER_BYTES = 16 * 1024;
@@ -55,6 +58,10 @@ export interface HttpServer {
   /** Resolves when no request is being handled. */
   idle(): Promise<void>;
   inFlight(): number;
+  /** Closes every live stream (SSE and WebSocket) with a reconnect hint; new ones are refused from then on. */
+  closeStreams(): void;
+  /** Live streams open now (SSE responses and WebSocket connections). */
+  openStreams(): number;
 }
 
 /** The uWS front end: routing, body reading with limits, validation, the error envelope, spans. */
@@ -69,6 +76,9 @@ export function createHttpServer(services: Services, routes: RouteDef[], options
   const app: TemplatedApp = uws.App();
   const router = new Router();
   for (const route of routes) router.add(route);
+  // Live streams are not requests in flight: idle() does not wait for them; closeStreams() ends them.
+  const streams = new StreamHub(services.config.streams.pingMs);
+  serveWebSockets(app, services, streams, services.config.streams.maxBufferBytes, services.config.streams.pingMs);
 
   // The public port, and in cluster mode the internal one the other nodes forward requests to.
   let listenSockets: us_listen_socket[] = [];
@@ -95,7 +105,7 @@ export function createHttpServer(services: Services, routes: RouteDef[], options
       state.onAbort?.();
     });
 
-    const pipeline = new RequestPipeline(services, router, res, state, head, requestId, tracing);
+    const pipeline = new RequestPipeline(services, router, streams, res, state, head, requestId, tracing);
     const pending = scoped ? requestScope.run({ requestId }, runPipeline, pipeline) : pipeline.run();
     if (pending) pending.then(finished);
     else finished();
@@ -127,6 +137,8 @@ export function createHttpServer(services: Services, routes: RouteDef[], options
       return new Promise((resolve) => idleWaiters.push(resolve));
     },
     inFlight: () => inFlight,
+    closeStreams: () => streams.shutdown(),
+    openStreams: () => streams.size,
   };
 }
 
@@ -154,6 +166,7 @@ class RequestPipeline {
   constructor(
     private readonly services: Services,
     private readonly router: Router,
+    private readonly streams: StreamHub,
     private readonly res: HttpResponse,
     private readonly state: ResponseState,
     private readonly incoming: Incoming,
@@ -333,6 +346,17 @@ class RequestPipeline {
       throw new Error(`response of ${route.def.method} ${route.def.path} does not match its schema: ${describeErrors('response', validate.errors)}`);
     }
     this.span?.setAttribute('http.response.status_code', status);
+    if (reply.sse) {
+      if (this.state.aborted || this.state.finished || this.streams.draining) {
+        reply.sse.cancel();
+        if (!this.state.aborted && !this.state.finished) sendError(this.res, this.state, requestId, 'not_ready', 'The service is shutting down.', { 'Retry-After': '1' }, true);
+        return undefined;
+      }
+      const connection = new SseConnection(this.res, this.state, this.streams, this.services.config.streams.maxBufferBytes);
+      connection.start(requestId, this.authHeaders);
+      reply.sse.attach(connection);
+      return undefined;
+    }
     if (reply.stream) return sendStream(this.res, this.state, status, requestId, reply.stream.body, reply.stream.length, reply.headers ?? {});
     const payload = reply.raw ?? (reply.body === undefined ? undefined : JSON.stringify(reply.body));
     send(this.res, this.state, status, requestId, payload, reply.headers, this.unreadBody(), this.authHeaders);

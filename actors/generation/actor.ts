@@ -204,6 +204,8 @@ async function transition(
     await writeProgressOf(ctx.writer, { from: row.status, row: updated });
   }
   state.row = updated;
+  // Committed (the progress write, or the settlement the workspace actor answered): streams may show it.
+  depsOf(ctx).live?.publish(updated);
   for (const effect of decision.effects) perform(effect, state, updated, ctx);
   return { applied: true, result: { state, passivate: isTerminal(next.status) } };
 }
