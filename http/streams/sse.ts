@@ -6,8 +6,6 @@ import type { Frame, FrameSink, OpenStream, StreamHub } from './hub.ts';
 
 /** The reconnect delay every stream announces first (SSE `retry:`), in ms. */
 export const RETRY_MS = 2_000;
-/** A response already ended but not taken by its (slow) reader is closed after this long. */
-const CLOSE_AFTER_END_MS = 5_000;
 
 export function renderFrame(frame: Frame): string {
   const id = frame.id === undefined ? '' : `id: ${frame.id}\n`;
@@ -149,17 +147,9 @@ export class SseConnection implements FrameSink, OpenStream {
         this.node.end(rest);
         if (closeConnection) this.node.once('finish', () => this.node!.socket?.end());
       } else {
-        this.res.cork(() => this.res.end(rest, closeConnection));
-        // A reader that never takes the end would hold the socket: it goes after a while.
-        if (this.blocked) {
-          setTimeout(() => {
-            try {
-              if (!this.state.aborted) this.res.close();
-            } catch {
-              // The response was completed (and discarded) meanwhile.
-            }
-          }, CLOSE_AFTER_END_MS).unref();
-        }
+        // Not end(rest, true): once the head went, uWS would write its Connection: close into the chunked body.
+        // A reader that never takes the end is dropped by uWS's own idle timeout of keep-alive connections.
+        this.res.cork(() => this.res.end(rest));
       }
     }
     this.released();
