@@ -41,3 +41,7 @@ scenarios.push(restartHistoryPglite, restartHistoryPostgres);
 // One client's latency on PostgreSQL: creates in a loop vs pgbench's one client, create → succeeded p99 at 200 jobs/s.
 import { latency, latencyCluster } from './latency.ts';
 scenarios.push(latency, latencyCluster);
+
+// Live streams: memory per idle SSE stream (10,000 held) and the fan-out rate, vs raw uWS holding SSE responses.
+import { streams } from './streams.ts';
+scenarios.push(streams);
