@@ -4442,6 +4442,16 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
+            /** @description Not found. Codes: `not_found`: The resource was not found. */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
             /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
             429: {
                 headers: {

@@ -26,6 +26,7 @@ export const streamWorkspaceEvents = defineRoute({
     status: Type.Optional(list(GENERATION_STATUSES, 'statuses (of the transition)')),
     project: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'Only generations of this project (the label given at creation).' })),
   }, { additionalProperties: false }),
+  errors: ['not_found'],
   responses: { 200: null },
   eventStream: true,
   handler: async ({ auth, query, headers, services }) => {
