@@ -6,6 +6,7 @@ import type { PaymentProvider } from './billing/provider.ts';
 import type { ProviderCapacity } from './generation/provider-capacity.ts';
 import type { WebhookDeps } from './webhook/deps.ts';
 import type { WorkMetrics } from '../runtime/metrics/index.ts';
+import type { PublishedRow } from '../runtime/live-events.ts';
 
 /** What the service hands its actors (ctx.deps): built once in runtime/service.ts. */
 export interface ActorDeps {
@@ -28,6 +29,8 @@ export interface ActorDeps {
   webhooks: WebhookDeps;
   /** Generation transitions, provider calls and webhook attempts; undefined when metrics are off. */
   metrics?: WorkMetrics;
+  /** The live streams (runtime/live-events.ts): told of each generation transition once it committed. */
+  live?: { publish(row: PublishedRow): void };
 }
 
 /** Billing as the workspace actor uses it: the payment provider, renewal timers, and plan-change news. */

@@ -22,6 +22,7 @@ export const TAGS: Record<string, string> = {
   usage: 'Usage summaries of a workspace, or of one API key.',
   webhooks: 'Webhook endpoints of a workspace and their signed deliveries.',
   public: 'Catalogs and statistics anyone may read, without credentials.',
+  streams: 'Live Server-Sent Events of generations and of a workspace (the WebSocket /v1/ws sends the same events: docs/streaming.md).',
 };
 
 const STATUS_TITLES: Record<number, string> = {
@@ -121,7 +122,9 @@ function operation(route: RouteDef): Json {
   for (const [status, schema] of Object.entries(route.responses)) {
     responses[status] = schema
       ? { description: 'Success', content: { 'application/json': { schema: plain(schema) } } }
-      : { description: 'Success, no body' };
+      : route.eventStream && status === '200'
+        ? { description: 'A stream of Server-Sent Events (docs/streaming.md)', content: { 'text/event-stream': { schema: { type: 'string', description: 'Events: `id:`, `event:` and one `data:` line of JSON each; comments (`: ping`) while idle.' } } } }
+        : { description: 'Success, no body' };
   }
   for (const [status, codes] of errorsByStatus(route)) responses[status] = errorResponse(status, codes, route);
   responses['4XX'] = { $ref: '#/components/responses/ClientError' };

@@ -4,6 +4,7 @@ import type { Services } from '../runtime/services.ts';
 import type { Database } from '../persistence/database.ts';
 import type { ForwardedAnswer } from './forward.ts';
 import type { ErrorCode } from './errors.ts';
+import type { FrameSink } from './streams/hub.ts';
 
 export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
@@ -35,6 +36,11 @@ export interface Reply<B = unknown> {
   headers?: Record<string, string>;
   /** Cluster mode: the answer of the node that runs the request's workspace, relayed as it is (placeReadBody). */
   relayed?: ForwardedAnswer;
+  /**
+   * A Server-Sent Events stream (a route declared `eventStream`): the server writes the head (200,
+   * text/event-stream) and hands the stream to `attach`; `cancel` is called instead if the client went away.
+   */
+  sse?: { attach(sink: FrameSink): void; cancel(): void };
 }
 
 export interface RequestContext<P = Record<string, string>, Q = Record<string, unknown>, B = unknown> {
@@ -115,6 +121,8 @@ export interface RouteDef<
    * `owner`, a route is served where it arrives (reads that go straight to the database).
    */
   owner?: OwnerOf;
+  /** Its 200 is a text/event-stream (the handler answers with `sse`), documented as such. */
+  eventStream?: boolean;
   /** Success responses by status; error responses are derived (see `errors`). */
   responses: Record<number, TSchema | null>;
   handler(ctx: RequestContext<StaticOr<P, Record<string, string>>, StaticOr<Q, Record<string, unknown>>, StaticOr<B, undefined>>): Promise<Reply> | Reply;

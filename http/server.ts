@@ -18,6 +18,9 @@ import { FORWARDED_HEADER, type ClusterRouting, type RemotePlacement } from '../
 import { forwardToOwner, relayAnswer, workspaceMoving } from './forward.ts';
 import { isDashboardPath, loadDashboard, serveDashboard, type Dashboard } from './dashboard.ts';
 import type { HttpMetrics } from '../runtime/metrics/http.ts';
+import { StreamHub } from './streams/hub.ts';
+import { SseConnection } from './streams/sse.ts';
+import { serveWebSockets } from './streams/ws.ts';
 
 const MAX_URL_LENGTH = 8 * 1024;
 const MAX_HEADER_BYTES = 16 * 1024;
@@ -61,6 +64,10 @@ export interface HttpServer {
   /** Resolves when no request is being handled. */
   idle(): Promise<void>;
   inFlight(): number;
+  /** Closes every live stream (SSE and WebSocket) with a reconnect hint; new ones are refused from then on. */
+  closeStreams(): void;
+  /** Live streams open now (SSE responses and WebSocket connections). */
+  openStreams(): number;
 }
 
 /** The uWS front end: routing, body reading with limits, validation, the error envelope, spans. */
@@ -77,6 +84,9 @@ export function createHttpServer(services: Services, routes: RouteDef[], options
   const app: TemplatedApp = uws.App();
   const router = new Router();
   for (const route of routes) router.add(route);
+  // Live streams are not requests in flight: idle() does not wait for them; closeStreams() ends them.
+  const streams = new StreamHub(services.config.streams.pingMs);
+  serveWebSockets(app, services, streams, services.config.streams.maxBufferBytes, services.config.streams.pingMs);
 
   // The public port, and in cluster mode the internal one the other nodes forward requests to.
   let listenSockets: us_listen_socket[] = [];
@@ -103,7 +113,7 @@ export function createHttpServer(services: Services, routes: RouteDef[], options
       state.onAbort?.();
     });
 
-    const pipeline = new RequestPipeline(services, router, res, state, head, requestId, tracing, dashboard);
+    const pipeline = new RequestPipeline(services, router, streams, res, state, head, requestId, tracing, dashboard);
     const started = metrics ? performance.now() : 0;
     const pending = scoped ? requestScope.run({ requestId }, runPipeline, pipeline) : pipeline.run();
     if (metrics) {
@@ -144,6 +154,8 @@ export function createHttpServer(services: Services, routes: RouteDef[], options
       return new Promise((resolve) => idleWaiters.push(resolve));
     },
     inFlight: () => inFlight,
+    closeStreams: () => streams.shutdown(),
+    openStreams: () => streams.size,
   };
 }
 
@@ -172,6 +184,7 @@ class RequestPipeline {
   constructor(
     private readonly services: Services,
     private readonly router: Router,
+    private readonly streams: StreamHub,
     private readonly res: HttpResponse,
     private readonly state: ResponseState,
     private readonly incoming: Incoming,
@@ -360,6 +373,17 @@ class RequestPipeline {
       throw new Error(`response of ${route.def.method} ${route.def.path} does not match its schema: ${describeErrors('response', validate.errors)}`);
     }
     this.span?.setAttribute('http.response.status_code', status);
+    if (reply.sse) {
+      if (this.state.aborted || this.state.finished || this.streams.draining) {
+        reply.sse.cancel();
+        if (!this.state.aborted && !this.state.finished) sendError(this.res, this.state, requestId, 'not_ready', 'The service is shutting down.', { 'Retry-After': '1' }, true);
+        return undefined;
+      }
+      const connection = new SseConnection(this.res, this.state, this.streams, this.services.config.streams.maxBufferBytes);
+      connection.start(requestId, this.authHeaders);
+      reply.sse.attach(connection);
+      return undefined;
+    }
     if (reply.stream) return sendStream(this.res, this.state, status, requestId, reply.stream.body, reply.stream.length, reply.headers ?? {});
     const payload = reply.raw ?? (reply.body === undefined ? undefined : JSON.stringify(reply.body));
     send(this.res, this.state, status, requestId, payload, reply.headers, this.unreadBody(), this.authHeaders);

@@ -46,6 +46,11 @@ export interface Config {
    * generated and kept under dataDir. timeoutMs (WEBHOOK_TIMEOUT_MS) bounds each delivery attempt.
    */
   webhooks: { secretKey: string | undefined; timeoutMs: number };
+  /**
+   * Live streams (docs/streaming.md): pingMs (STREAM_PING_MS), how often an idle stream gets a comment or a
+   * ping; maxBufferBytes (STREAM_MAX_BUFFER_BYTES), the events that may wait for a slow reader before it is cut off.
+   */
+  streams: { pingMs: number; maxBufferBytes: number };
   /** The OpenAI-compatible provider, when OPENAI_BASE_URL is set (its models are offered only then). */
   openai: OpenAiConfig | undefined;
   /** Cluster mode (CLUSTER=true, PostgreSQL and Redis only); undefined for a single node. */
@@ -165,6 +170,8 @@ export function loadConfig(env: Env = process.env): Config {
   const webhookSecretKey = read.optionalString('WEBHOOK_SECRET_KEY');
   if (webhookSecretKey !== undefined && webhookSecretKey.length < 32) problems.push('WEBHOOK_SECRET_KEY: must be at least 32 characters');
   const webhookTimeoutMs = read.integer('WEBHOOK_TIMEOUT_MS', 10_000, 10, 60_000);
+  const streamPingMs = read.integer('STREAM_PING_MS', 15_000, 100, 600_000);
+  const streamMaxBufferBytes = read.integer('STREAM_MAX_BUFFER_BYTES', 1024 * 1024, 1024, 256 * 1024 * 1024);
   const cluster = readCluster(read, env, problems, { port, databaseUrl, redisUrl });
 
   if (problems.length > 0) throw new ConfigError(problems);
@@ -177,6 +184,7 @@ export function loadConfig(env: Env = process.env): Config {
     billing: { provider: paymentProvider, signingSecret: billingSecret },
     openai,
     webhooks: { secretKey: webhookSecretKey, timeoutMs: webhookTimeoutMs },
+    streams: { pingMs: streamPingMs, maxBufferBytes: streamMaxBufferBytes },
     cluster,
   };
 }

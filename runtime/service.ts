@@ -62,6 +62,8 @@ import { ShardOwners } from './cluster/shard-owners.ts';
 import { fenceShards } from '../persistence/cluster/fence.ts';
 import { ownerAddressOf } from '../persistence/cluster/leases.ts';
 import { startDeliveryRetention } from '../actors/webhook/retention.ts';
+import { LiveEvents } from './live-events.ts';
+import { toGenerationDetailOut } from '../http/routes/generations/shape.ts';
 
 /** Connections of the cluster node's own pool (rounds run one at a time; handovers beside them). */
 const MEMBERSHIP_POOL = 3;
@@ -139,11 +141,18 @@ export async function startService(options: StartOptions): Promise<RunningServic
   // Shared back ends when REDIS_URL is set, in-process ones otherwise: chosen here, once.
   let redis: RedisClient | undefined;
   let keyBus: RedisKeyInvalidationBus | undefined;
+  // Live streams: transitions published after commit, in process, or through Redis pub/sub (docs/streaming.md).
+  const startLiveEvents = (client: RedisClient | undefined) => LiveEvents.start({
+    present: toGenerationDetailOut, now: () => clock.now(), logger, redis: client, channel: `${config.redisKeyPrefix}live-generations`,
+  });
+  let live: LiveEvents | undefined;
   if (config.redisUrl) {
     try {
       redis = await connectRedis(config.redisUrl, logger);
       keyBus = await RedisKeyInvalidationBus.connect(redis, `${config.redisKeyPrefix}api-key-invalidations`, logger);
+      live = await startLiveEvents(redis);
     } catch (error) {
+      await keyBus?.close().catch(() => {});
       redis?.destroy();
       await actors.stop();
       await db.close();
@@ -151,6 +160,7 @@ export async function startService(options: StartOptions): Promise<RunningServic
       throw new StartupError(`Redis (REDIS_URL): ${(error as Error).message}`);
     }
   }
+  live ??= await startLiveEvents(undefined);
   const limiter: RateLimiter = redis ? new RedisRateLimiter(redis, clock, config.redisKeyPrefix) : new MemoryRateLimiter(clock);
   const loginAttempts: AttemptStore = redis ? new RedisAttemptStore(redis, config.redisKeyPrefix) : new MemoryAttemptStore(clock);
   const keyCache = new KeyCache({ db, clock, logger, rateLimits: config.rateLimits, bus: keyBus });
@@ -215,6 +225,7 @@ export async function startService(options: StartOptions): Promise<RunningServic
   }) : undefined;
   const capacity = sharedCapacity ?? new ProviderCapacity(limitOf, wakeWorkspace);
   const actorDeps: ActorDeps = {
+    live,
     catalog,
     providers,
     capacity,
@@ -258,7 +269,7 @@ export async function startService(options: StartOptions): Promise<RunningServic
   const services: Services = {
     config, publicUrl: config.baseUrl, version: packageJson.version, engine, clock, logger, tracer: telemetry.tracer, metrics, db, writer, actors, health,
     redis, limiter, loginAttempts, keyCache, keyUsage, blobs, switches, catalog, webhookSecrets,
-    billing: { provider: paymentProvider, local: paymentProvider, renewals },
+    billing: { provider: paymentProvider, local: paymentProvider, renewals }, live,
   };
   const closeShared = async () => {
     renewals.stop();
@@ -268,6 +279,7 @@ export async function startService(options: StartOptions): Promise<RunningServic
     await blobs.close();
     await keyUsage.close();
     await keyBus?.close();
+    await live.close();
     await closeRedis(redis);
   };
 
@@ -366,6 +378,8 @@ export async function startService(options: StartOptions): Promise<RunningServic
     stopping ??= (async () => {
       health.draining = true;
       http.stopAccepting();
+      // Live streams would never end by themselves: closed now, each with a reconnect hint.
+      http.closeStreams();
       await withDeadline(recovered, config.shutdownTimeoutMs, () => logger.warn('shutdown: recovery still running at the deadline'));
       await withDeadline(http.idle(), config.shutdownTimeoutMs, () => logger.warn({ inFlight: http.inFlight() }, 'shutdown: requests still in flight at the deadline'));
       // Each shard drained (mailboxes emptied, writes flushed, actors stopped), then handed over.

@@ -20,6 +20,7 @@ import type { RenewalScheduler } from '../actors/billing/renewals.ts';
 import type { SecretBox } from '../persistence/secret-box.ts';
 import type { ClusterRouting } from './cluster/routing.ts';
 import type { Metrics } from './metrics/index.ts';
+import type { LiveEvents } from './live-events.ts';
 
 export type Engine = 'uws-native' | 'uws-fallback';
 
@@ -64,4 +65,6 @@ export interface Services {
   billing: { provider: PaymentProvider; local: LocalPaymentProvider | undefined; renewals: RenewalScheduler };
   /** Seals webhook endpoints' signing secrets at rest (key: WEBHOOK_SECRET_KEY or generated under DATA_DIR). */
   webhookSecrets: SecretBox;
+  /** Generation transitions for the live streams, in process or through Redis pub/sub (runtime/live-events.ts). */
+  live: LiveEvents;
 }

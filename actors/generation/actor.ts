@@ -208,6 +208,8 @@ async function transition(
   }
   state.row = updated;
   depsOf(ctx).metrics?.generationTransition(row.status, next.status);
+  // Committed (the progress write, or the settlement the workspace actor answered): streams may show it.
+  depsOf(ctx).live?.publish(updated);
   for (const effect of decision.effects) perform(effect, state, updated, ctx);
   return { applied: true, result: { state, passivate: isTerminal(next.status) } };
 }

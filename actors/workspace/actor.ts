@@ -295,6 +295,8 @@ function admit(
       state.providerOf.set(id, draft.provider);
       state.deadlineOf.set(id, generation.queueDeadline.getTime());
       state.fresh.set(id, generation);
+      // The creation committed: the live streams see the job queued.
+      depsOf(ctx).live?.publish(generation);
       armExpiry(state, ctx, generation.queueDeadline.getTime());
       if (idempotency) state.idempotency.remember(idempotency.key, { hash: idempotency.hash, expiresAt: keyExpiresAt, result: { status: 201, generation } });
       if (scheduleWhenDurable) ctx.actors.tell('ws', state.workspaceId, { type: 'schedule' });

@@ -21,6 +21,7 @@ import { walletRoutes } from './wallet/index.ts';
 import { billingRoutes } from './billing/index.ts';
 import { getUsage } from './usage/get.ts';
 import { webhookRoutes } from './webhooks/index.ts';
+import { streamRoutes } from './streams/index.ts';
 import { acceptWorkspaceField } from '../workspace-field.ts';
 
 /** The route table: a route exists, is validated and is documented by being listed here. */
@@ -34,6 +35,7 @@ export function routeTable(extra: RouteDef[] = []): RouteDef[] {
     ...publicRoutes, ...modelRoutes, ...generationReadRoutes, createGeneration, createGenerationBatch, cancelGeneration,
     ...creditRoutes, ...walletRoutes, ...billingRoutes, getUsage,
     ...webhookRoutes,
+    ...streamRoutes,
     ...extra,
   ];
   const table = routes.map(acceptWorkspaceField);

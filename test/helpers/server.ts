@@ -68,6 +68,11 @@ export async function startTestServer(t: Test, options: TestServerOptions = {}):
     fetch: fetchPath,
     async json(path, init) {
       const response = await fetchPath(path, init);
+      // A live stream (docs/streaming.md) does not end: its head is the answer; the stream is dropped.
+      if (response.headers.get('content-type')?.startsWith('text/event-stream')) {
+        await response.body?.cancel();
+        return { status: response.status, body: undefined as never, headers: response.headers };
+      }
       const text = await response.text();
       return { status: response.status, body: text ? JSON.parse(text) : undefined, headers: response.headers };
     },

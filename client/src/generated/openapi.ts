@@ -542,6 +542,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/events/stream": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Server-Sent Events of every generation transition of a workspace, filterable by mode, status and project
+         * @description Sends `ready`, then a `transition` for each generation transition of the workspace as it commits (ids `<generationId>.<seq>`). Reconnecting with Last-Event-ID resumes within the node's window (the last 1,000 events of the workspace); an id outside it gets `reset` (read the list again). A client that reads too slowly gets `cutoff` and the stream ends (reconnect with Last-Event-ID). See docs/streaming.md.
+         */
+        get: operations["streamWorkspaceEvents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/files/upload-complete": {
         parameters: {
             query?: never;
@@ -640,6 +660,26 @@ export interface paths {
          * @description Cancels a generation that has not finished; its held credits are released. One that has already finished is 409.
          */
         post: operations["cancelGeneration"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/generations/{id}/stream": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Server-Sent Events of one generation: its state, each transition as it commits, its outputs, then the end
+         * @description Sends the generation as it is (`state`), then each transition as it commits (`transition`, the last one with the outputs), then `end`, and closes. Event ids are the timeline indexes: reconnecting with Last-Event-ID sends what was missed, without repeats; once the generation ended and the client saw its last event, the answer is 204 (EventSource then stops). A generation of another workspace answers 404, as a missing one. See docs/streaming.md.
+         */
+        get: operations["streamGeneration"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -4440,6 +4480,99 @@ export interface operations {
             default: components["responses"]["Error"];
         };
     };
+    streamWorkspaceEvents: {
+        parameters: {
+            query?: {
+                /** @description Only these modes, comma-separated (text_to_text, text_to_image, text_to_video, text_to_audio, image_to_image, image_to_video, video_to_video). */
+                mode?: string;
+                /** @description Only generations of this project (the label given at creation). */
+                project?: string;
+                /** @description Only these statuses (of the transition), comma-separated (queued, reserved, submitted, running, succeeded, failed, cancelled, expired). */
+                status?: string;
+                /** @description The workspace; required when signed in (an API key implies its own). */
+                workspaceId?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            "4XX": components["responses"]["ClientError"];
+            /** @description A stream of Server-Sent Events (docs/streaming.md) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": string;
+                };
+            };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key without one of the scopes its security names; or an API key naming another workspace than its own, or none. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not found. Codes: `not_found`: The resource was not found. */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
     completeUpload: {
         parameters: {
             query?: {
@@ -5447,6 +5580,103 @@ export interface operations {
             };
             /** @description The request body is too large. Codes: `payload_too_large`: a JSON body over the size limit. */
             413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    streamGeneration: {
+        parameters: {
+            query?: {
+                /** @description Optional; when given, the generation must belong to it. */
+                workspaceId?: string;
+            };
+            header?: never;
+            path: {
+                /** @description Generation id (gen_…). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            "4XX": components["responses"]["ClientError"];
+            /** @description A stream of Server-Sent Events (docs/streaming.md) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": string;
+                };
+            };
+            /** @description Success, no body */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key without one of the scopes its security names; or an API key naming another workspace than its own, or none. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not found. Codes: `not_found`: no such resource, or one the caller may not see (answered exactly as a missing one). */
+            404: {
                 headers: {
                     "X-Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
