@@ -116,6 +116,7 @@ function clientInstrumentations(): Instrumentation[] {
   instrumentationSet ??= [
     new PgInstrumentation({ requireParentSpan: true, enhancedDatabaseReporting: false }),
     new UndiciInstrumentation({
+      requireParentforSpans: true,
       ignoreRequestHook: (request) => hasHeader(request.headers, 'traceparent'),
       requestHook: (span, request) => redactUrlAttributes(span, `${request.origin}${request.path}`),
     }),
