@@ -36,8 +36,8 @@ interface Pending {
   unit: WriteUnit;
   resolve: () => void;
   reject: (error: unknown) => void;
-  /** `db.commit.wait`, in the writer's trace: from the write until its batch committed or failed. */
-  wait: Span | undefined;
+  /** `db.commit.wait` spans, each in its writer's trace: from the write until its batch committed or failed. */
+  waits: Span[];
   strict: boolean;
   claims: WriteClaims | undefined;
 }
@@ -54,6 +54,8 @@ export interface WriteOptions {
    * many actors may add theirs until then. Default: the claim of the calling actor (write-claims.ts), if any.
    */
   claims?: WriteClaims;
+  /** The wait spans of the callers a shared unit serves, added to until it commits (default: the caller's own). */
+  waits?: Span[];
 }
 
 export class WriterClosedError extends Error {
@@ -107,18 +109,28 @@ export class SnapshotWriter {
   write(unit: WriteUnit, options: WriteOptions = {}): Promise<void> {
     if (this.closed) return Promise.reject(new WriterClosedError());
     const written = new Promise<void>((resolve, reject) => {
-      const caller = trace.getActiveSpan();
-      // The writer's trace shows how long its write waited for its batch to commit: a child span of the
-      // writer, linked to the batch (or the batch's parent, when the batch serves this write alone).
-      const wait = caller?.isRecording() ? this.options.tracer.startSpan('db.commit.wait', { kind: SpanKind.INTERNAL }) : undefined;
+      let waits = options.waits;
+      if (!waits) {
+        const wait = this.startWait();
+        waits = wait ? [wait] : [];
+      }
       const claims = options.claims ?? (this.options.fence ? claimsOfCaller() : undefined);
-      this.queue.push({ unit, resolve, reject, wait, strict: options.strict === true, claims });
+      this.queue.push({ unit, resolve, reject, waits, strict: options.strict === true, claims });
       this.schedule();
     });
     const settled = written.then(noop, noop);
     this.unsettled.add(settled);
     void settled.then(() => this.unsettled.delete(settled));
     return written;
+  }
+
+  /**
+   * The caller's `db.commit.wait` span, if it is traced: its trace then shows how long its write waited for
+   * its batch to commit, as a child span of the caller linked to the batch (or the batch's parent, when the
+   * batch serves this write alone). For a unit shared by many callers (BulkWrite), each adds its own.
+   */
+  startWait(): Span | undefined {
+    return trace.getActiveSpan()?.isRecording() ? this.options.tracer.startSpan('db.commit.wait', { kind: SpanKind.INTERNAL }) : undefined;
   }
 
   /**
@@ -238,7 +250,7 @@ export class SnapshotWriter {
     // A batch that serves one traced write is a child of its wait span, in that writer's trace. One that
     // serves several is a root span linked to each wait span, and each wait span links back to it: no
     // trace holds another request's commit as its own, and each shows its wait.
-    const waits = batch.flatMap((p) => (p.wait ? [p.wait] : []));
+    const waits = batch.flatMap((p) => p.waits);
     const parent = waits.length === 1 ? trace.setSpan(ROOT_CONTEXT, waits[0]!) : ROOT_CONTEXT;
     const span = this.options.tracer.startSpan('db.batch', {
       kind: SpanKind.CLIENT,
@@ -255,7 +267,7 @@ export class SnapshotWriter {
       await context.with(trace.setSpan(parent, span), () => this.commitBatch(batch));
       this.record(batch.length, started);
       for (const pending of batch) {
-        pending.wait?.end();
+        for (const wait of pending.waits) wait.end();
         pending.resolve();
       }
       span.setStatus({ code: SpanStatusCode.OK });
@@ -267,10 +279,10 @@ export class SnapshotWriter {
         // Unreachable here means the writer is closing: every unit fails alike.
         this.stats.failedUnits += batch.length;
         for (const pending of batch) {
-          if (pending.wait) {
-            pending.wait.setStatus({ code: SpanStatusCode.ERROR });
-            pending.wait.setAttribute('error.type', errorType(error));
-            pending.wait.end();
+          for (const wait of pending.waits) {
+            wait.setStatus({ code: SpanStatusCode.ERROR });
+            wait.setAttribute('error.type', errorType(error));
+            wait.end();
           }
           pending.reject(error);
         }

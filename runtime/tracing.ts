@@ -1,4 +1,5 @@
 import { context, propagation, ROOT_CONTEXT, trace, type Context } from '@opentelemetry/api';
+import { requestScope } from './request-scope.ts';
 
 /** The tracer of the service's own spans (the no-op one while tracing is off). */
 export function serviceTracer() {
@@ -6,22 +7,60 @@ export function serviceTracer() {
 }
 
 /**
- * The active trace context as text to store beside a job (W3C `traceparent`, then `tracestate` if any,
- * separated by a newline), or null when no span is active (tracing off, or work outside any trace).
+ * What a job keeps of the request that created it, to run its later work in that request's trace (and
+ * under its request id) when it starts, perhaps after a restart: the W3C trace context, and the request id.
  */
-export function storableTraceContext(active: Context = context.active()): string | null {
-  if (!trace.getSpanContext(active)) return null;
-  const carrier: Record<string, string> = {};
-  propagation.inject(active, carrier);
-  if (!carrier.traceparent) return null;
-  return carrier.tracestate ? `${carrier.traceparent}\n${carrier.tracestate}` : carrier.traceparent;
+export interface JobContext {
+  traceparent: string;
+  tracestate?: string;
+  requestId?: string;
 }
 
-/** The context a stored trace context stands for; the root context for none. */
-export function restoredTraceContext(stored: string | null | undefined): Context {
-  if (!stored) return ROOT_CONTEXT;
-  const [traceparent, tracestate] = stored.split('\n');
-  return propagation.extract(ROOT_CONTEXT, tracestate ? { traceparent, tracestate } : { traceparent });
+/** The job context of the work running now; null when it is in no trace and no request. */
+export function captureJobContext(active: Context = context.active()): JobContext | null {
+  const requestId = requestScope.getStore()?.requestId;
+  const carrier: Record<string, string> = {};
+  if (trace.getSpanContext(active)) propagation.inject(active, carrier);
+  if (!carrier.traceparent) return null;
+  const job: JobContext = { traceparent: carrier.traceparent };
+  if (carrier.tracestate) job.tracestate = carrier.tracestate;
+  if (requestId !== undefined) job.requestId = requestId;
+  return job;
+}
+
+/** A job context read back from the database (jsonb, or its text), or null if it is not one. */
+export function jobContextOf(stored: unknown): JobContext | null {
+  const value = typeof stored === 'string' ? safeParse(stored) : stored;
+  if (typeof value !== 'object' || value === null) return null;
+  const { traceparent, tracestate, requestId } = value as Record<string, unknown>;
+  if (typeof traceparent !== 'string') return null;
+  return {
+    traceparent,
+    ...(typeof tracestate === 'string' ? { tracestate } : {}),
+    ...(typeof requestId === 'string' ? { requestId } : {}),
+  };
+}
+
+/**
+ * Runs `fn` (which sends the job's messages) in the job's own trace and request scope, not in those of the
+ * work that happened to start it (another job's end freed its slot, a restart recovered it). With no job
+ * context (tracing was off when it was created), in neither.
+ */
+export function withJobContext<T>(job: JobContext | null | undefined, fn: () => T): T {
+  const restored = job
+    ? propagation.extract(ROOT_CONTEXT, job.tracestate ? { traceparent: job.traceparent, tracestate: job.tracestate } : { traceparent: job.traceparent })
+    : ROOT_CONTEXT;
+  const inTrace = () => context.with(restored, fn);
+  if (job?.requestId !== undefined) return requestScope.run({ requestId: job.requestId }, inTrace);
+  return requestScope.getStore() === undefined ? inTrace() : requestScope.exit(inTrace);
+}
+
+function safeParse(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
 }
 
 /**

@@ -3,6 +3,7 @@ import { isSpanContextValid, SpanKind, SpanStatusCode } from '@opentelemetry/api
 import type { ActorBehavior, ActorContext, Outcome } from '../../runtime/actor-behavior.ts';
 import type { Timer } from '../../runtime/clock.ts';
 import { EgressError, fetchGuarded } from '../../runtime/egress.ts';
+import { redactedUrl, serverOf } from '../../runtime/tracing.ts';
 import { WebhookEndpointEntity, type DeliveryAttempt, type DeliveryStatus, type WebhookEndpointRow } from '../../persistence/entities/webhook.ts';
 import { depsOf } from '../deps.ts';
 import type { EndpointPatch, EndpointReply, WebhookMessage } from './protocol.ts';
@@ -153,7 +154,10 @@ function attempt(endpoint: WebhookEndpointRow & { secret: string }, delivery: Qu
   const at = ctx.clock.now();
   const span = deps.tracer.startSpan('webhook attempt', {
     kind: SpanKind.CLIENT,
-    attributes: { 'webhook.endpoint.id': endpoint.id, 'webhook.delivery.id': delivery.id, 'webhook.event': delivery.eventType, 'webhook.attempt': delivery.state.attempts.length + 1 },
+    attributes: {
+      'http.request.method': 'POST', 'url.full': redactedUrl(endpoint.url), ...serverOf(endpoint.url),
+      'webhook.endpoint.id': endpoint.id, 'webhook.delivery.id': delivery.id, 'webhook.event': delivery.eventType, 'webhook.attempt': delivery.state.attempts.length + 1,
+    },
   });
   const headers: Record<string, string> = {
     'content-type': 'application/json',
@@ -179,6 +183,8 @@ function attempt(endpoint: WebhookEndpointRow & { secret: string }, delivery: Qu
   ).then((outcome) => {
     if (outcome.type === 'answered') span.setAttribute('http.response.status_code', outcome.status);
     const ok = outcome.type === 'answered' && outcome.status >= 200 && outcome.status <= 299;
+    // error.type: the status of a non-2xx answer (a receiver answering 3xx did not take the event either), or what kept it from answering.
+    if (!ok) span.setAttribute('error.type', outcome.type === 'answered' ? String(outcome.status) : outcome.error.split(':')[0]!);
     span.setStatus({ code: ok ? SpanStatusCode.OK : SpanStatusCode.ERROR });
     span.end();
     ctx.actors.tell('whk', ctx.id, { type: 'attempt_done', epoch, deliveryId: delivery.id, at, outcome });
