@@ -44,6 +44,9 @@ export function tracePglite(instance: PGlite, namespace: string): void {
 
 /** The statement's first keyword (SELECT, INSERT, BEGIN…), as db.operation.name. */
 function operationOf(sql: string): string {
-  const match = /^\s*(?:with\b[\s\S]*?\)\s*)?([a-z]+)/i.exec(sql);
-  return (match?.[1] ?? 'QUERY').toUpperCase();
+  const first = /^\s*([a-z]+)/i.exec(sql)?.[1]?.toUpperCase() ?? 'QUERY';
+  if (first !== 'WITH') return first;
+  // A statement after its common table expressions: the keyword that follows the last one's closing parenthesis.
+  const after = [...sql.matchAll(/\)\s*(select|insert|update|delete|merge)\b/gi)].at(-1)?.[1];
+  return after ? after.toUpperCase() : first;
 }
