@@ -19,7 +19,7 @@ export function tracePglite(instance: PGlite, namespace: string): void {
   const traced = <T>(sql: string, run: () => Promise<T>): Promise<T> => {
     const parent = trace.getSpan(context.active());
     if (!parent || !parent.isRecording()) return run();
-    const operation = operationOf(sql);
+    const operation = statementOperation(sql);
     const span = tracer.startSpan(operation, {
       kind: SpanKind.CLIENT,
       attributes: { 'db.system.name': 'postgresql', 'db.namespace': namespace, 'db.operation.name': operation, 'db.query.text': sql.length > 2000 ? `${sql.slice(0, 2000)}…` : sql },
@@ -43,7 +43,7 @@ export function tracePglite(instance: PGlite, namespace: string): void {
 }
 
 /** The statement's first keyword (SELECT, INSERT, BEGIN…), as db.operation.name. */
-function operationOf(sql: string): string {
+export function statementOperation(sql: string): string {
   const first = /^\s*([a-z]+)/i.exec(sql)?.[1]?.toUpperCase() ?? 'QUERY';
   if (first !== 'WITH') return first;
   // A statement after its common table expressions: the keyword that follows the last one's closing parenthesis.

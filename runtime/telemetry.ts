@@ -16,6 +16,7 @@ import { UndiciInstrumentation } from '@opentelemetry/instrumentation-undici';
 import { RedisInstrumentation } from '@opentelemetry/instrumentation-redis';
 import type { Config, TelemetryConfig } from './config.ts';
 import { redactedUrl } from './tracing.ts';
+import { statementOperation } from '../persistence/traced-pglite.ts';
 
 export interface Telemetry {
   tracer: Tracer;
@@ -114,7 +115,14 @@ function otlpUrl(endpoint: string | undefined): string | undefined {
 let instrumentationSet: Instrumentation[] | undefined;
 function clientInstrumentations(): Instrumentation[] {
   instrumentationSet ??= [
-    new PgInstrumentation({ requireParentSpan: true, enhancedDatabaseReporting: false }),
+    new PgInstrumentation({
+      requireParentSpan: true,
+      enhancedDatabaseReporting: false,
+      // The instrumentation names the operation of some statements only (not BEGIN, COMMIT…): every one here.
+      requestHook: (span, info) => span.setAttribute('db.operation.name', statementOperation(info.query.text)),
+      // pg.connect and pg-pool.connect (a wait for a pooled connection shows there): named too.
+      connectionHook: (span) => span.setAttribute('db.operation.name', 'connect'),
+    }),
     new UndiciInstrumentation({
       requireParentforSpans: true,
       ignoreRequestHook: (request) => hasHeader(request.headers, 'traceparent'),
