@@ -5,6 +5,7 @@ import { InMemorySpanExporter, type ReadableSpan } from '@opentelemetry/sdk-trac
 import { Type } from '@sinclair/typebox';
 import { defineRoute, type RouteDef } from '../../http/route.ts';
 import { startTestServer } from '../helpers/server.ts';
+import { durableStorage } from '../helpers/database.ts';
 import { createEndpoint, createGeneration, eventually, getGeneration, startReceiver, tenant } from '../webhooks/support.ts';
 
 /** A route that fails unexpectedly: the 500 of a server span carries error.type. */
@@ -174,4 +175,35 @@ t.test('one whole flow (sign up, key, webhook, generation, delivery): one tree p
     t.notOk('body' in (create ?? {}) || 'headers' in (create ?? {}), 'no body, no headers');
     t.ok(access.some((l) => l.route === '/v1/auth/signup' && l.status === 201), 'the sign-up has its line too');
   });
+});
+
+t.test('a job queued before a restart starts, after it, in the trace of the request that created it', async (t) => {
+  const { dataDir, postgres } = await durableStorage(t, 'gs-trace-restart-');
+  const storage = { databaseUrl: postgres?.url ?? '', env: { DATA_DIR: dataDir, ALLOW_PRIVATE_EGRESS: 'true', ...(postgres ? {} : { DATABASE_URL: '' }) } };
+  const before = new InMemorySpanExporter();
+  // One provider slot, held by a first job for ten minutes: the second waits in the queue, and the service stops with it there.
+  const first = await startTestServer(t, {
+    ...storage, spanExporter: before, env: { ...storage.env, LOCAL_PROVIDER_LATENCY_MS: '600000', LOCAL_PROVIDER_MAX_CONCURRENT_JOBS: '1', SHUTDOWN_TIMEOUT_MS: '2000' },
+  });
+  const who = await tenant(first);
+  const running = await createGeneration(first, who, 'holds the slot');
+  await eventually(async () => ((await getGeneration(first, who, running.id)).status === 'submitted' ? true : undefined), 'the first job is with the provider');
+  const job = await createGeneration(first, who, 'after the restart');
+  await first.services.actors.drain();
+  t.equal((await getGeneration(first, who, job.id)).status, 'queued');
+  // The second of the two creates (the first one's trace holds its job's spans, started before).
+  const create = await eventually(async () => {
+    const creates = before.getFinishedSpans().filter((s) => s.name === 'POST /v1/generations');
+    return creates.length === 2 ? creates.sort((a, b) => a.startTime[0] - b.startTime[0] || a.startTime[1] - b.startTime[1])[1] : undefined;
+  }, 'the second create\'s span');
+  await first.stop();
+
+  const after = new InMemorySpanExporter();
+  const second = await startTestServer(t, { ...storage, spanExporter: after, env: { ...storage.env, LOCAL_PROVIDER_LATENCY_MS: '0' } });
+  await eventually(async () => ((await getGeneration(second, who, job.id)).status === 'succeeded' ? true : undefined), 'the job runs after the restart');
+  const reserve = await eventually(async () => after.getFinishedSpans().find((s) => s.name === 'actor gen reserve' && s.attributes['actor.id'] === job.id), 'its reserve span');
+  t.equal(traceOf(reserve), traceOf(create), 'its work after the restart is in its create\'s trace');
+  t.equal(parentOf(reserve) !== undefined, true, 'under a span of that request');
+  const provider = await eventually(async () => after.getFinishedSpans().find((s) => s.name === 'provider local' && s.attributes['generation.id'] === job.id), 'its provider span');
+  t.equal(traceOf(provider), traceOf(create), 'so is its provider call');
 });
