@@ -1,12 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import { context, propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Span } from '@opentelemetry/api';
 import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from 'uWebSockets.js';
-import { ApiError, isApiError } from './errors.ts';
+import { ApiError, ERRORS, isApiError } from './errors.ts';
 import { assertKeyWorkspace, authenticate, type Authentication } from './auth/authenticate.ts';
 import { unifyWorkspace } from './workspace-field.ts';
 import { send, sendError, type ResponseState } from './respond.ts';
 import { Router, type CompiledRoute } from './router.ts';
-import type { Method, Reply, RequestContext, RouteDef } from './route.ts';
+import type { Method, Principal, Reply, RequestContext, RouteDef } from './route.ts';
 import { describeErrors, unstorableProblem } from './validation.ts';
 import { loadUws, readFallbackRequest, readNativeRequest, type RequestHead } from './uws.ts';
 import { RequestBodyStream, sendStream } from './body-stream.ts';
@@ -78,6 +78,7 @@ export function createHttpServer(services: Services, routes: RouteDef[], options
   const tracing = options.tracing ?? true;
   const dashboard = options.dashboard ?? loadDashboard();
   const metrics = options.metrics;
+  const accessLog = services.config.accessLog && services.logger.isLevelEnabled('info');
   // The request scope (log lines carry the request id) costs a promise hook on every promise made while
   // any scope is alive; a silent logger has no use for it. A request answered without awaiting makes none.
   const scoped = services.logger.level !== 'silent';
@@ -113,7 +114,7 @@ export function createHttpServer(services: Services, routes: RouteDef[], options
       state.onAbort?.();
     });
 
-    const pipeline = new RequestPipeline(services, router, streams, res, state, head, requestId, tracing, dashboard);
+    const pipeline = new RequestPipeline(services, router, streams, res, state, head, requestId, tracing, dashboard, accessLog);
     const started = metrics ? performance.now() : 0;
     const pending = scoped ? requestScope.run({ requestId }, runPipeline, pipeline) : pipeline.run();
     if (metrics) {
@@ -172,7 +173,14 @@ type Incoming = RequestHead;
  */
 class RequestPipeline {
   private span: Span | undefined;
-  /** The matched route's template (what spans and metrics name the request by). */
+  /** The status answered (undefined: none, the client went away first). */
+  private status: number | undefined;
+  /** error.type of the server span: the class of an unexpected exception, or the 5xx status. */
+  private errorType: string | undefined;
+  private started = 0;
+  private principal: Principal | undefined;
+  private workspaceId: string | undefined;
+  /** The matched route's template (what spans, metrics and the access log name the request by). */
   routeLabel = 'unmatched';
   /** Headers every answer carries once the caller is known (the X-RateLimit-* of a key). */
   private authHeaders: Record<string, string> | undefined;
@@ -191,24 +199,61 @@ class RequestPipeline {
     private readonly requestId: string,
     private readonly tracing: boolean,
     private readonly dashboard: Dashboard,
+    private readonly accessLog: boolean,
   ) {}
 
   run(): Promise<void> | undefined {
-    if (!this.tracing) return this.guarded();
-    const { method, path, headers } = this.incoming;
+    if (this.accessLog) this.started = performance.now();
+    if (!this.tracing) {
+      if (!this.accessLog) return this.guarded();
+      const pending = this.guarded();
+      if (pending) return pending.then(() => this.logAccess());
+      this.logAccess();
+      return undefined;
+    }
+    const { method, headers } = this.incoming;
     const parent = headers.traceparent ? propagation.extract(ROOT_CONTEXT, headers) : ROOT_CONTEXT;
-    this.span = this.services.tracer.startSpan(method, { kind: SpanKind.SERVER, attributes: { 'http.request.method': method, 'url.path': path } }, parent);
+    this.span = this.services.tracer.startSpan(method, { kind: SpanKind.SERVER, attributes: serverSpanAttributes(this.incoming) }, parent);
     const pending = context.with(trace.setSpan(parent, this.span), () => this.guarded());
-    if (pending) return pending.then(() => this.endSpan());
-    this.endSpan();
+    if (pending) return pending.then(() => this.finish());
+    this.finish();
     return undefined;
   }
 
-  private endSpan(): void {
+  private finish(): void {
     const span = this.span!;
     span.updateName(`${this.incoming.method} ${this.routeLabel}`);
     span.setAttribute('http.route', this.routeLabel);
+    if (this.status !== undefined) {
+      span.setAttribute('http.response.status_code', this.status);
+      // A server span is an error for 5xx answers only (4xx are the client's): error.type is the status then,
+      // unless an exception named it already.
+      if (this.status >= 500 && this.errorType === undefined) this.errorType = String(this.status);
+    }
+    if (this.errorType !== undefined) span.setAttribute('error.type', this.errorType);
     span.end();
+    if (this.accessLog) this.logAccess();
+  }
+
+  /**
+   * The access log line (ACCESS_LOG): what was asked, of which route, by whom, and how it went; no body, no
+   * header value, no query string.
+   */
+  private logAccess(): void {
+    const principal = this.principal;
+    const spanContext = this.span?.spanContext();
+    this.services.logger.info({
+      access: true,
+      method: this.incoming.method,
+      route: this.routeLabel,
+      status: this.status ?? 0,
+      durationMs: Math.round((performance.now() - this.started) * 1000) / 1000,
+      requestId: this.requestId,
+      ...(spanContext ? { traceId: spanContext.traceId, spanId: spanContext.spanId } : {}),
+      ...(principal?.kind === 'key' ? { keyId: principal.keyId } : {}),
+      ...(principal?.kind === 'session' ? { userId: principal.userId } : {}),
+      ...(this.workspaceId ? { workspaceId: this.workspaceId } : {}),
+    }, 'request');
   }
 
   /** handle(), with every error turned into its answer. */
@@ -227,6 +272,7 @@ class RequestPipeline {
     const { method, path, rawQuery, headers } = this.incoming;
     const requestId = this.requestId;
     if (this.services.health.draining) {
+      this.status = ERRORS.not_ready.status;
       sendError(this.res, this.state, requestId, 'not_ready', 'The service is shutting down.', { 'Retry-After': '1' }, true);
       return undefined;
     }
@@ -305,7 +351,7 @@ class RequestPipeline {
       method: this.incoming.method, target, headers: this.incoming.headers, body: payload, requestId: this.requestId,
       contentType: payload === undefined ? undefined : 'application/json', tracing: this.tracing,
     });
-    this.span?.setAttribute('http.response.status_code', answer.status);
+    this.status = answer.status;
     relayAnswer(this.res, this.state, answer);
   }
 
@@ -338,6 +384,8 @@ class RequestPipeline {
     if (route.validateQuery && !route.validateQuery(query)) throw new ApiError('validation_error', describeErrors('query', route.validateQuery.errors));
     if (route.validateBody && !(body === undefined && route.def.bodyOptional) && !route.validateBody(body)) throw new ApiError('validation_error', describeErrors('body', route.validateBody.errors));
 
+    this.principal = authn.principal;
+    this.workspaceId = authn.principal?.kind === 'key' ? authn.principal.workspaceId : workspaceNamed(params, query, body);
     const ctx: RequestContext = {
       requestId: this.requestId,
       method: method as Method,
@@ -360,7 +408,7 @@ class RequestPipeline {
   private respond(route: CompiledRoute, reply: Reply): Promise<void> | undefined {
     const requestId = this.requestId;
     if (reply.relayed) {
-      this.span?.setAttribute('http.response.status_code', reply.relayed.status);
+      this.status = reply.relayed.status;
       relayAnswer(this.res, this.state, reply.relayed, this.unreadBody());
       return undefined;
     }
@@ -372,6 +420,7 @@ class RequestPipeline {
     if (validate && reply.raw === undefined && !validate(reply.body)) {
       throw new Error(`response of ${route.def.method} ${route.def.path} does not match its schema: ${describeErrors('response', validate.errors)}`);
     }
+    this.status = status;
     this.span?.setAttribute('http.response.status_code', status);
     if (reply.sse) {
       if (this.state.aborted || this.state.finished || this.streams.draining) {
@@ -451,7 +500,7 @@ class RequestPipeline {
       error = databaseUnavailable();
     }
     if (isApiError(error)) {
-      this.span?.setAttribute('http.response.status_code', error.status);
+      this.status = error.status;
       // After refusing an oversized body the rest of it is not read, so the connection cannot be reused.
       const headers = this.authHeaders ? { ...this.authHeaders, ...error.headers } : error.headers;
       sendError(this.res, this.state, requestId, error.code, error.message, headers, error.code === 'payload_too_large' || this.unreadBody());
@@ -459,7 +508,8 @@ class RequestPipeline {
     }
     this.span?.recordException(error as Error);
     this.span?.setStatus({ code: SpanStatusCode.ERROR });
-    this.span?.setAttribute('http.response.status_code', 500);
+    this.status = 500;
+    this.errorType = (error as Error | undefined)?.name || 'Error';
     this.services.logger.error({ err: error, route: this.routeLabel }, 'request failed');
     sendError(this.res, this.state, requestId, 'internal_error', `Something went wrong on our side. Quote request id ${requestId} when reporting it.`, this.authHeaders, this.unreadBody());
   }
@@ -470,6 +520,46 @@ class RequestPipeline {
     this.bodyStream.release();
     return !this.bodyStream.complete;
   }
+}
+
+/** The workspace a request names (path, query or body `workspaceId`), for the access log. */
+function workspaceNamed(params: Record<string, string>, query: Record<string, unknown>, body: unknown): string | undefined {
+  const fromBody = typeof body === 'object' && body !== null ? (body as { workspaceId?: unknown }).workspaceId : undefined;
+  for (const value of [params.workspaceId, query.workspaceId, fromBody]) if (typeof value === 'string') return value;
+  return undefined;
+}
+
+/** Query parameters whose values never reach a span: signatures and tokens of signed URLs, and the like. */
+const SECRET_QUERY = /(?:token|sig|signature|secret|key|password|credential|auth)/i;
+
+/** url.query with the value of any parameter named like a secret replaced by REDACTED. */
+function redactedQuery(rawQuery: string): string {
+  if (!SECRET_QUERY.test(rawQuery)) return rawQuery;
+  return rawQuery.split('&').map((pair) => {
+    const at = pair.indexOf('=');
+    return at !== -1 && SECRET_QUERY.test(pair.slice(0, at)) ? `${pair.slice(0, at)}=REDACTED` : pair;
+  }).join('&');
+}
+
+/** The server span's request attributes (HTTP semantic conventions); the Host header gives server.address and server.port. */
+function serverSpanAttributes(incoming: Incoming): Record<string, string | number> {
+  const { method, path, rawQuery, headers, remoteAddress } = incoming;
+  const attributes: Record<string, string | number> = {
+    'http.request.method': method, 'url.scheme': 'http', 'url.path': path, 'network.protocol.version': '1.1',
+  };
+  if (rawQuery !== '') attributes['url.query'] = redactedQuery(rawQuery);
+  const host = headers.host;
+  if (host) {
+    const match = /^(\[[^\]]*\]|[^:]*)(?::(\d+))?$/.exec(host);
+    if (match) {
+      attributes['server.address'] = match[1]!.replace(/^\[|\]$/g, '');
+      if (match[2]) attributes['server.port'] = Number(match[2]);
+    }
+  }
+  if (remoteAddress) attributes['client.address'] = remoteAddress;
+  const userAgent = headers['user-agent'];
+  if (userAgent) attributes['user_agent.original'] = userAgent;
+  return attributes;
 }
 
 function hasBody(headers: Record<string, string>): boolean {

@@ -1,3 +1,4 @@
+import type { Span } from '@opentelemetry/api';
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import type { SnapshotWriter } from './snapshot-writer.ts';
 import { currentWriteClaim, WriteClaims } from './write-claims.ts';
@@ -13,6 +14,8 @@ interface Gathering<R> {
   writer: SnapshotWriter;
   /** The shard leases of the actors whose rows joined (cluster mode). */
   claims: WriteClaims;
+  /** The commit-wait spans of the traced callers whose rows joined. */
+  waits: Span[];
 }
 
 /** Rows gathered for one statement beyond which the writer commits without waiting for its window to end. */
@@ -40,17 +43,19 @@ export class BulkWrite<R> {
   add(row: R): Promise<void> {
     let gathering = this.open;
     if (!gathering) {
-      const created: Gathering<R> = { rows: [], committed: Promise.resolve(), writer: this.pickLane(), claims: new WriteClaims() };
+      const created: Gathering<R> = { rows: [], committed: Promise.resolve(), writer: this.pickLane(), claims: new WriteClaims(), waits: [] };
       created.committed = created.writer.write(async (em) => {
         // Rows added from now on belong to the next batch.
         if (this.open === created) this.open = undefined;
         await this.apply(em, created.rows);
-      }, { strict: true, claims: created.claims });
+      }, { strict: true, claims: created.claims, waits: created.waits });
       this.open = created;
       gathering = created;
     }
     const claim = currentWriteClaim();
     gathering.claims.add(claim);
+    const wait = gathering.writer.startWait();
+    if (wait) gathering.waits.push(wait);
     gathering.rows.push(row);
     if (gathering.rows.length === HURRY_ROWS) gathering.writer.hurry();
     const rows = gathering.rows;

@@ -4,6 +4,7 @@ import { MikroORM } from '@mikro-orm/core';
 import { Migrator } from '@mikro-orm/migrations';
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { PGlite } from '@electric-sql/pglite';
+import { tracePglite } from './traced-pglite.ts';
 import pg from 'pg';
 import { entities } from './entities/index.ts';
 import { migrations } from './migrations/index.ts';
@@ -65,6 +66,7 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
     }
     const instance = dir ? new PGlite(dir) : options.pglite ?? new PGlite();
     pglite = instance;
+    tracePglite(instance, 'postgres');
     orm = await MikroORM.init({
       ...common,
       driver: BoundPGliteDriver,

@@ -1,4 +1,4 @@
-import { context, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Link, type Tracer } from '@opentelemetry/api';
+import { context, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Span, type Tracer } from '@opentelemetry/api';
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import type { Database } from './database.ts';
 import { availabilityOf, isDatabaseUnreachable, pause, type DatabaseAvailability } from './availability.ts';
@@ -38,7 +38,8 @@ interface Pending {
   unit: WriteUnit;
   resolve: () => void;
   reject: (error: unknown) => void;
-  link: Link | undefined;
+  /** `db.commit.wait` spans, each in its writer's trace: from the write until its batch committed or failed. */
+  waits: Span[];
   strict: boolean;
   claims: WriteClaims | undefined;
 }
@@ -55,6 +56,8 @@ export interface WriteOptions {
    * many actors may add theirs until then. Default: the claim of the calling actor (write-claims.ts), if any.
    */
   claims?: WriteClaims;
+  /** The wait spans of the callers a shared unit serves, added to until it commits (default: the caller's own). */
+  waits?: Span[];
 }
 
 export class WriterClosedError extends Error {
@@ -95,8 +98,12 @@ export class SnapshotWriter {
   private readonly closingSignal: Promise<void>;
   private signalClosing!: () => void;
 
+  /** db.namespace of the batch spans: the database's name. */
+  private readonly namespace: string;
+
   constructor(private readonly db: Database, private readonly options: SnapshotWriterOptions) {
     this.availability = availabilityOf(db);
+    this.namespace = String(db.orm?.config.get('dbName') ?? '');
     this.closingSignal = new Promise((resolve) => { this.signalClosing = resolve; });
   }
 
@@ -104,15 +111,28 @@ export class SnapshotWriter {
   write(unit: WriteUnit, options: WriteOptions = {}): Promise<void> {
     if (this.closed) return Promise.reject(new WriterClosedError());
     const written = new Promise<void>((resolve, reject) => {
-      const spanContext = trace.getActiveSpan()?.spanContext();
+      let waits = options.waits;
+      if (!waits) {
+        const wait = this.startWait();
+        waits = wait ? [wait] : [];
+      }
       const claims = options.claims ?? (this.options.fence ? claimsOfCaller() : undefined);
-      this.queue.push({ unit, resolve, reject, link: spanContext ? { context: spanContext } : undefined, strict: options.strict === true, claims });
+      this.queue.push({ unit, resolve, reject, waits, strict: options.strict === true, claims });
       this.schedule();
     });
     const settled = written.then(noop, noop);
     this.unsettled.add(settled);
     void settled.then(() => this.unsettled.delete(settled));
     return written;
+  }
+
+  /**
+   * The caller's `db.commit.wait` span, if it is traced: its trace then shows how long its write waited for
+   * its batch to commit, as a child span of the caller linked to the batch (or the batch's parent, when the
+   * batch serves this write alone). For a unit shared by many callers (BulkWrite), each adds its own.
+   */
+  startWait(): Span | undefined {
+    return trace.getActiveSpan()?.isRecording() ? this.options.tracer.startSpan('db.commit.wait', { kind: SpanKind.INTERNAL }) : undefined;
   }
 
   /**
@@ -229,25 +249,45 @@ export class SnapshotWriter {
   }
 
   private async commit(batch: Pending[]): Promise<void> {
-    const links = batch.flatMap((p) => (p.link ? [p.link] : []));
+    // A batch that serves one traced write is a child of its wait span, in that writer's trace. One that
+    // serves several is a root span linked to each wait span, and each wait span links back to it: no
+    // trace holds another request's commit as its own, and each shows its wait.
+    const waits = batch.flatMap((p) => p.waits);
+    const parent = waits.length === 1 ? trace.setSpan(ROOT_CONTEXT, waits[0]!) : ROOT_CONTEXT;
     const span = this.options.tracer.startSpan('db.batch', {
       kind: SpanKind.CLIENT,
-      links,
-      attributes: { 'db.system': 'postgresql', 'db.operation.batch.size': batch.length },
-    });
+      links: waits.length > 1 ? waits.map((w) => ({ context: w.spanContext() })) : [],
+      attributes: {
+        'db.system.name': 'postgresql', 'db.namespace': this.namespace, 'db.operation.name': 'BATCH',
+        'db.operation.batch.size': batch.length,
+      },
+    }, parent);
+    if (waits.length > 1) for (const wait of waits) wait.addLink({ context: span.spanContext() });
     const started = performance.now();
     try {
-      await this.commitBatch(batch);
+      // Its statements (pg instrumentation, PGlite's spans) are its children.
+      await context.with(trace.setSpan(parent, span), () => this.commitBatch(batch));
       this.record(batch.length, started);
-      for (const pending of batch) pending.resolve();
+      for (const pending of batch) {
+        for (const wait of pending.waits) wait.end();
+        pending.resolve();
+      }
       span.setStatus({ code: SpanStatusCode.OK });
     } catch (error) {
       span.recordException(error as Error);
       span.setStatus({ code: SpanStatusCode.ERROR });
+      span.setAttribute('error.type', errorType(error));
       if (batch.length === 1 || isDatabaseUnreachable(error)) {
         // Unreachable here means the writer is closing: every unit fails alike.
         this.stats.failedUnits += batch.length;
-        for (const pending of batch) pending.reject(error);
+        for (const pending of batch) {
+          for (const wait of pending.waits) {
+            wait.setStatus({ code: SpanStatusCode.ERROR });
+            wait.setAttribute('error.type', errorType(error));
+            wait.end();
+          }
+          pending.reject(error);
+        }
       } else {
         // Isolate the failing write: every other unit gets its own transaction.
         for (const pending of batch) await this.commit([pending]);
@@ -335,6 +375,12 @@ export class SnapshotWriter {
 }
 
 function noop(): void {}
+
+/** error.type: the driver's SQLSTATE when there is one, else the error's class name. */
+function errorType(error: unknown): string {
+  const code = (error as { code?: unknown } | undefined)?.code;
+  return typeof code === 'string' && code !== '' ? code : (error as Error | undefined)?.name ?? 'Error';
+}
 
 function claimsOfCaller(): WriteClaims | undefined {
   const claim = currentWriteClaim();

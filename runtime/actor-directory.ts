@@ -3,7 +3,7 @@ import { context, SpanKind, SpanStatusCode, trace, type Tracer } from '@opentele
 import type { ActorBehavior, ActorContext, ActorMessenger } from './actor-behavior.ts';
 import type { Clock, Timer } from './clock.ts';
 import type { Logger } from './logger.ts';
-import { traceContextOf, wrap, type Envelope, type Reply } from './envelope.ts';
+import { inRequestScopeOf, traceContextOf, wrap, type Envelope, type Reply } from './envelope.ts';
 import type { Database } from '../persistence/database.ts';
 import { WriterClosedError, type SnapshotWriter } from '../persistence/snapshot-writer.ts';
 import { availabilityOf, DatabaseUnavailableError, isDatabaseUnreachable, untilReachable } from '../persistence/availability.ts';
@@ -328,7 +328,7 @@ export class ActorDirectory implements ActorMessenger {
       this.stats.messages++;
       if (!this.tracing) {
         try {
-          return await handle(slot, envelope);
+          return await inRequestScopeOf(envelope, () => handle(slot, envelope));
         } finally {
           this.done(entry);
         }
@@ -340,7 +340,7 @@ export class ActorDirectory implements ActorMessenger {
         attributes: { 'actor.kind': kind, 'actor.id': id, 'actor.message': type },
       }, parent);
       try {
-        return await context.with(trace.setSpan(parent, span), () => handle(slot, envelope));
+        return await context.with(trace.setSpan(parent, span), () => inRequestScopeOf(envelope, () => handle(slot, envelope)));
       } catch (error) {
         span.recordException(error as Error);
         span.setStatus({ code: SpanStatusCode.ERROR });

@@ -17,9 +17,11 @@ export interface Config {
   shutdownTimeoutMs: number;
   actorIdleMs: number;
   groupCommit: { windowMs: number; maxBatch: number };
-  telemetry: { tracesExporter: 'none' | 'otlp' | 'console'; otlpEndpoint: string | undefined; serviceName: string };
+  telemetry: TelemetryConfig;
   /** Metrics: the Prometheus scrape endpoint and the OTLP export (runtime/metrics/index.ts, docs/observability.md). */
   metrics: MetricsConfig;
+  /** ACCESS_LOG: one `info` line per request answered (default true). */
+  accessLog: boolean;
   /** Prefix of every Redis key and channel, so several services (or test runs) can share one Redis. */
   redisKeyPrefix: string;
   /** Origins besides baseUrl's that may make cookie-authenticated writes (ALLOWED_ORIGINS, comma-separated). */
@@ -56,6 +58,22 @@ export interface Config {
   /** Cluster mode (CLUSTER=true, PostgreSQL and Redis only); undefined for a single node. */
   cluster: ClusterConfig | undefined;
 }
+
+/** Tracing: the OTEL_* settings the service reads (docs/observability.md), each validated. */
+export interface TelemetryConfig {
+  tracesExporter: 'none' | 'otlp' | 'console';
+  otlpEndpoint: string | undefined;
+  /** OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL: http/protobuf (the specification's default) or http/json. */
+  otlpProtocol: 'http/protobuf' | 'http/json';
+  /** OTEL_EXPORTER_OTLP_(TRACES_)HEADERS: `name=value` pairs, comma-separated, values percent-decoded. */
+  otlpHeaders: Record<string, string>;
+  serviceName: string;
+  /** OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG (the ratio of the traceidratio samplers, 0 to 1). */
+  sampler: { name: TraceSampler; ratio: number };
+}
+
+export const TRACE_SAMPLERS = ['always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio'] as const;
+export type TraceSampler = typeof TRACE_SAMPLERS[number];
 
 /** One node of a cluster: its identity, where the others reach it, and the membership and lease timings. */
 export interface ClusterConfig {
@@ -141,11 +159,8 @@ export function loadConfig(env: Env = process.env): Config {
   const actorIdleMs = read.integer('ACTOR_IDLE_MS', 60_000, 10, 86_400_000);
   const windowMs = read.integer('GROUP_COMMIT_WINDOW_MS', 0, 0, 1000);
   const maxBatch = read.integer('GROUP_COMMIT_MAX_BATCH', 512, 1, 100_000);
-  const tracesExporter = read.oneOf('OTEL_TRACES_EXPORTER', ['none', 'otlp', 'console'] as const,
-    env.OTEL_EXPORTER_OTLP_ENDPOINT || env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ? 'otlp' : 'none');
-  const otlpEndpoint = read.optionalUrl('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', ['http:', 'https:'])
-    ?? read.optionalUrl('OTEL_EXPORTER_OTLP_ENDPOINT', ['http:', 'https:']);
-  const serviceName = read.string('OTEL_SERVICE_NAME', 'generation-service');
+  const telemetry = readTelemetry(read, env, problems);
+  const accessLog = read.boolean('ACCESS_LOG', true);
   const metrics = readMetrics(read, env, problems, host);
   const redisKeyPrefix = read.string('REDIS_KEY_PREFIX', 'gs:');
   const allowedOrigins = read.origins('ALLOWED_ORIGINS');
@@ -178,7 +193,7 @@ export function loadConfig(env: Env = process.env): Config {
   return {
     port, host, baseUrl: baseUrl.replace(/\/$/, ''), databaseUrl, redisUrl, dataDir, logLevel, bodyLimitBytes,
     allowUwsFallback, shutdownTimeoutMs, actorIdleMs, groupCommit: { windowMs, maxBatch },
-    telemetry: { tracesExporter, otlpEndpoint, serviceName }, metrics, redisKeyPrefix, allowedOrigins, sessionTtlHours, rateLimits,
+    telemetry, metrics, accessLog, redisKeyPrefix, allowedOrigins, sessionTtlHours, rateLimits,
     blobStore, allowPrivateEgress, allowLoopbackEgress,
     generations: { queueTimeoutMs, localLatencyMs, localFailureRate: localFailurePercent / 100, localMaxConcurrentJobs: localMaxConcurrentJobs || undefined },
     billing: { provider: paymentProvider, signingSecret: billingSecret },
@@ -225,6 +240,83 @@ function readMetrics(read: EnvReader, env: Env, problems: string[], host: string
   if (otlp && exportTimeoutMs > exportIntervalMs) problems.push(`OTEL_METRIC_EXPORT_TIMEOUT=${exportTimeoutMs}: must not exceed OTEL_METRIC_EXPORT_INTERVAL (${exportIntervalMs})`);
   const otlpEndpoint = signalEndpoint ?? (baseEndpoint === undefined ? undefined : `${baseEndpoint.replace(/\/+$/, '')}/v1/metrics`);
   return { exporters, host: metricsHost, port, otlpEndpoint, otlpProtocol, exportIntervalMs, exportTimeoutMs };
+}
+
+/**
+ * The OTEL_* variables the service reads. Each is checked like any other setting: a protocol, sampler or
+ * value the service does not support stops start-up with its message instead of being ignored. The SDK
+ * reads no OTEL_* variable of its own beyond these: the service hands it every setting.
+ */
+function readTelemetry(read: EnvReader, env: Env, problems: string[]): TelemetryConfig {
+  const endpointSet = Boolean(env.OTEL_EXPORTER_OTLP_ENDPOINT?.trim() || env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?.trim());
+  const sdkDisabled = read.boolean('OTEL_SDK_DISABLED', false);
+  const tracesExporter = sdkDisabled ? 'none' : read.oneOf('OTEL_TRACES_EXPORTER', ['none', 'otlp', 'console'] as const, endpointSet ? 'otlp' : 'none');
+  const otlpEndpoint = read.optionalUrl('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', ['http:', 'https:'])
+    ?? read.optionalUrl('OTEL_EXPORTER_OTLP_ENDPOINT', ['http:', 'https:']);
+  const protocols = ['http/protobuf', 'http/json'] as const;
+  const protocolName = env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL?.trim() ? 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL' : 'OTEL_EXPORTER_OTLP_PROTOCOL';
+  const protocol = read.optionalString(protocolName);
+  let otlpProtocol: TelemetryConfig['otlpProtocol'] = 'http/protobuf';
+  if (protocol !== undefined) {
+    if ((protocols as readonly string[]).includes(protocol)) otlpProtocol = protocol as TelemetryConfig['otlpProtocol'];
+    else if (protocol === 'grpc') problems.push(`${protocolName}="grpc": OTLP over gRPC is not supported; use http/protobuf (port 4318 of a collector) or http/json`);
+    else problems.push(`${protocolName}=${JSON.stringify(protocol)}: expected one of ${protocols.join(', ')}`);
+  }
+  const headersName = env.OTEL_EXPORTER_OTLP_TRACES_HEADERS?.trim() ? 'OTEL_EXPORTER_OTLP_TRACES_HEADERS' : 'OTEL_EXPORTER_OTLP_HEADERS';
+  const otlpHeaders = parseOtlpHeaders(headersName, read.optionalString(headersName), problems);
+  const serviceName = read.string('OTEL_SERVICE_NAME', 'generation-service');
+  const samplerName = read.oneOf('OTEL_TRACES_SAMPLER', TRACE_SAMPLERS, 'parentbased_always_on');
+  const samplerArg = read.optionalString('OTEL_TRACES_SAMPLER_ARG');
+  let ratio = 1;
+  if (samplerArg !== undefined) {
+    const value = Number(samplerArg);
+    if (!/^\d*\.?\d+(?:e-?\d+)?$/i.test(samplerArg) || !(value >= 0 && value <= 1)) problems.push(`OTEL_TRACES_SAMPLER_ARG=${JSON.stringify(samplerArg)}: expected a ratio from 0 to 1`);
+    else if (!samplerName.endsWith('traceidratio')) problems.push(`OTEL_TRACES_SAMPLER_ARG: only the traceidratio samplers take an argument, not ${samplerName}`);
+    else ratio = value;
+  }
+  // Read by the SDK itself (the batch processor, the exporter, the resource and propagator set-up): checked here.
+  for (const name of SDK_INTEGER_SETTINGS) read.integer(name, 0, 0, 1_000_000_000);
+  for (const name of ['OTEL_EXPORTER_OTLP_COMPRESSION', 'OTEL_EXPORTER_OTLP_TRACES_COMPRESSION']) read.oneOf(name, ['gzip', 'none'] as const, 'none');
+  const propagators = read.optionalString('OTEL_PROPAGATORS');
+  for (const item of propagators?.split(',').map((p) => p.trim()).filter(Boolean) ?? []) {
+    if (!PROPAGATORS.includes(item)) problems.push(`OTEL_PROPAGATORS: ${JSON.stringify(item)} is not one of ${PROPAGATORS.join(', ')}`);
+  }
+  parseOtlpHeaders('OTEL_RESOURCE_ATTRIBUTES', read.optionalString('OTEL_RESOURCE_ATTRIBUTES'), problems, /^[^\s=,]+$/);
+  return { tracesExporter, otlpEndpoint, otlpProtocol, otlpHeaders, serviceName, sampler: { name: samplerName, ratio } };
+}
+
+const SDK_INTEGER_SETTINGS = [
+  'OTEL_BSP_SCHEDULE_DELAY', 'OTEL_BSP_EXPORT_TIMEOUT', 'OTEL_BSP_MAX_QUEUE_SIZE', 'OTEL_BSP_MAX_EXPORT_BATCH_SIZE',
+  'OTEL_EXPORTER_OTLP_TIMEOUT', 'OTEL_EXPORTER_OTLP_TRACES_TIMEOUT', 'OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT', 'OTEL_ATTRIBUTE_COUNT_LIMIT',
+  'OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT', 'OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT', 'OTEL_SPAN_EVENT_COUNT_LIMIT', 'OTEL_SPAN_LINK_COUNT_LIMIT',
+];
+const PROPAGATORS = ['tracecontext', 'baggage', 'b3', 'b3multi', 'jaeger', 'none'];
+
+/** `api-key=secret,x-tenant=a%20b`: header names are tokens; values are percent-decoded (W3C baggage format). */
+function parseOtlpHeaders(name: string, value: string | undefined, problems: string[], keyPattern = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/): Record<string, string> {
+  const headers: Record<string, string> = {};
+  if (value === undefined) return headers;
+  for (const pair of value.split(',').map((p) => p.trim()).filter(Boolean)) {
+    const at = pair.indexOf('=');
+    const key = at > 0 ? pair.slice(0, at).trim() : '';
+    let decoded: string | undefined;
+    try {
+      decoded = at > 0 ? decodeURIComponent(pair.slice(at + 1).trim()) : undefined;
+    } catch {
+      decoded = undefined;
+    }
+    // The pair itself is not repeated: its value is a credential, often.
+    if (!keyPattern.test(key) || decoded === undefined || /[\r\n]/.test(decoded)) {
+      problems.push(`${name}: expected name=value pairs separated by commas (pair ${headersPairIndex(value, pair)} is not one)`);
+      continue;
+    }
+    headers[key.toLowerCase()] = decoded;
+  }
+  return headers;
+}
+
+function headersPairIndex(all: string, pair: string): number {
+  return all.split(',').map((p) => p.trim()).filter(Boolean).indexOf(pair) + 1;
 }
 
 /**

@@ -1,5 +1,6 @@
 import { context, propagation, ROOT_CONTEXT, type Context } from '@opentelemetry/api';
 import type { Ref } from 'nact';
+import { requestScope } from './request-scope.ts';
 
 /**
  * The reply an asking caller receives: a value, or the news that the actor crashed on its message
@@ -12,6 +13,8 @@ export interface Envelope<M> {
   msg: M;
   trace: Record<string, string>;
   replyTo?: Ref<Reply<unknown>>;
+  /** The request the message was sent for (its log lines carry its id); none outside any request. */
+  requestId?: string;
 }
 
 const NO_TRACE: Record<string, string> = Object.freeze({}) as Record<string, string>;
@@ -23,7 +26,22 @@ export function wrap<M>(msg: M, replyTo?: Ref<Reply<unknown>>, tracing = true): 
     carrier = {};
     propagation.inject(context.active(), carrier);
   }
-  return replyTo ? { msg, trace: carrier, replyTo } : { msg, trace: carrier };
+  const envelope: Envelope<M> = replyTo ? { msg, trace: carrier, replyTo } : { msg, trace: carrier };
+  const requestId = requestScope.getStore()?.requestId;
+  if (requestId !== undefined) envelope.requestId = requestId;
+  return envelope;
+}
+
+/**
+ * Runs an actor's handling of one message in the request scope of that message: the scope the actor's
+ * mailbox loop happens to run in is that of whichever message woke it, so without this a log line would
+ * carry the id of another request (or of none, when it has one).
+ */
+export function inRequestScopeOf<T>(envelope: Envelope<unknown>, run: () => T): T {
+  const current = requestScope.getStore();
+  const requestId = envelope.requestId;
+  if (requestId === undefined) return current === undefined ? run() : requestScope.exit(run);
+  return current?.requestId === requestId ? run() : requestScope.run({ requestId }, run);
 }
 
 export function traceContextOf(envelope: Envelope<unknown>): Context {

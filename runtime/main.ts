@@ -17,7 +17,8 @@ async function main(): Promise<void> {
   }
   const { services } = service;
   services.logger.info({ url: service.url, database: services.db.kind, engine: services.engine }, 'listening');
-  process.stdout.write([
+  // For people: on stderr, so that stdout carries the JSON log lines alone (the 'listening' line above says the same).
+  process.stderr.write([
     '',
     `Generation Service ${services.version} listening on ${service.url}`,
     `  public base URL: ${services.publicUrl}`,

@@ -110,7 +110,7 @@ export async function startService(options: StartOptions): Promise<RunningServic
   if (engine === 'uws-fallback' && !config.allowUwsFallback) {
     throw new StartupError('uWebSockets.js could not load its native addon and fell back to its slow pure-Node emulation; set ALLOW_UWS_FALLBACK=true to run on it anyway.');
   }
-  const telemetry = startTelemetry(config.telemetry, { exporter: options.spanExporter });
+  const telemetry = startTelemetry(config.telemetry, { exporter: options.spanExporter, serviceVersion: packageJson.version });
   const logger = createLogger(config.logLevel, options.logDestination);
   const clock = options.clock ?? systemClock;
   const db = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, pglite: options.pglite });

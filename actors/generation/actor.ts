@@ -1,4 +1,6 @@
+import { context, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
 import type { ActorBehavior, ActorContext, Outcome } from '../../runtime/actor-behavior.ts';
+import { serviceTracer } from '../../runtime/tracing.ts';
 import type { Timer } from '../../runtime/clock.ts';
 import { GenerationEntity, type GenerationRow } from '../../persistence/entities/generation.ts';
 import { DatabaseUnavailableError, isDatabaseUnreachable, untilReachable } from '../../persistence/availability.ts';
@@ -258,19 +260,45 @@ function submit(row: GenerationRow, ctx: ActorContext): void {
     tell({ type: 'submit_failed', errorCode: 'provider_unavailable', errorMessage: `The provider ${row.provider} is not configured on this service.` });
     return;
   }
-  void (async () => {
+  // One span from the hand-over to the provider's last word (or its refusal): the provider's own HTTP calls
+  // (undici instrumentation) and the inputs fetched for it are its children. The local provider, which
+  // works in this process, has no other span.
+  const span = serviceTracer().startSpan(`provider ${provider.name}`, {
+    kind: SpanKind.CLIENT,
+    attributes: { 'gen_ai.provider.name': provider.name, 'gen_ai.request.model': row.modelId, 'gen_ai.operation.name': row.mode, 'generation.id': row.id },
+  });
+  const end = (errorType?: string) => {
+    if (!span.isRecording()) return;
+    if (errorType !== undefined) {
+      span.setAttribute('error.type', errorType);
+      span.setStatus({ code: SpanStatusCode.ERROR });
+    }
+    span.end();
+  };
+  void context.with(trace.setSpan(context.active(), span), async () => {
     try {
       const inputs = await untilReachable(ctx.db, () => deps.inputs.resolve(row.workspaceId, row.inputs));
       const { providerJobId } = await provider.submit(
         { generationId: row.id, mode: row.mode as Mode, modelId: row.modelId, params: row.params, inputs },
-        (update) => tell({ type: 'provider_update', update: storableUpdate(update) }),
+        (update) => {
+          if (update.type === 'succeeded') end();
+          else if (update.type === 'failed') end(update.errorCode);
+          tell({ type: 'provider_update', update: storableUpdate(update) });
+        },
       );
+      span.setAttribute('provider.job.id', providerJobId);
       tell({ type: 'submitted', providerJobId: storableText(providerJobId) });
     } catch (error) {
-      if (error instanceof InputError) tell({ type: 'submit_failed', errorCode: error.code, errorMessage: storableText(error.message) });
-      else tell({ type: 'submit_failed', errorCode: 'provider_error', errorMessage: storableText(`The provider refused the job: ${(error as Error).message}`) });
+      if (error instanceof InputError) {
+        end(error.code);
+        tell({ type: 'submit_failed', errorCode: error.code, errorMessage: storableText(error.message) });
+      } else {
+        span.recordException(error as Error);
+        end('provider_error');
+        tell({ type: 'submit_failed', errorCode: 'provider_error', errorMessage: storableText(`The provider refused the job: ${(error as Error).message}`) });
+      }
     }
-  })();
+  });
 }
 
 function armQueueTimer(state: GenerationActorState, row: GenerationRow, ctx: ActorContext): void {

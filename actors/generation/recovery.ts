@@ -4,6 +4,7 @@ import type { RecoveryTask } from '../../runtime/recovery.ts';
 import type { Database } from '../../persistence/database.ts';
 import { shardOfSql } from '../../persistence/cluster/shard-sql.ts';
 import type { GenerationRow } from '../../persistence/entities/generation.ts';
+import { jobContextOf, withJobContext, type JobContext } from '../../runtime/tracing.ts';
 
 /** Jobs in flight read per statement at recovery, and handed over to their provider together. */
 const RECOVERY_PAGE = 1_000;
@@ -43,6 +44,8 @@ export function generationRecovery(db: Database, actors: ActorMessenger, scope?:
       const loaded = new Set<string>();
       const told = new Set<string>();
       const pages: GenerationRow[][] = [];
+      // Each job is taken up again in the trace of the request that created it.
+      const contexts = new Map<string, JobContext>();
       // Read in pages (keyset on the unfinished jobs' index), so no one result holds every job in flight.
       for (let after: { createdAt: Date; id: string } | undefined; ;) {
         const page = await em.execute<Array<Record<string, unknown>>>(
@@ -51,6 +54,10 @@ export function generationRecovery(db: Database, actors: ActorMessenger, scope?:
           [...only.params, ...(after ? [after.createdAt, after.id] : []), RECOVERY_PAGE]);
         // A time read back to the millisecond may bring a row of the last page again: each job is told once.
         const rows = page.map(generationOf).filter((row) => !told.has(row.id));
+        for (const raw of page) {
+          const job = jobContextOf(raw.trace_context);
+          if (job) contexts.set(raw.id as string, job);
+        }
         for (const row of rows) told.add(row.id);
         const fresh = [...new Set(rows.map((row) => row.workspaceId))].filter((workspaceId) => !loaded.has(workspaceId));
         for (const workspaceId of fresh) loaded.add(workspaceId);
@@ -64,7 +71,7 @@ export function generationRecovery(db: Database, actors: ActorMessenger, scope?:
       // go on right after the service reports ready instead of holding the database (and so readiness and
       // the first requests) behind thousands of writes. A shard's recovery (cluster mode) waits for all of
       // them, so a shard lost and gained again never has two recoveries telling the same job.
-      const handOver = resumeInPages(actors, pages);
+      const handOver = resumeInPages(actors, pages, contexts);
       if (scope) await handOver;
       const waiting = await em.execute<Array<{ workspace_id: string; n: number | string }>>(
         `select workspace_id, count(*) as n from generations where status = 'queued'${only.sql} group by workspace_id`, only.params);
@@ -77,9 +84,10 @@ export function generationRecovery(db: Database, actors: ActorMessenger, scope?:
 }
 
 /** Tells each job of each page to recover, a page once the previous one has been handled. */
-async function resumeInPages(actors: ActorMessenger, pages: GenerationRow[][]): Promise<void> {
+async function resumeInPages(actors: ActorMessenger, pages: GenerationRow[][], contexts: Map<string, JobContext>): Promise<void> {
   for (const page of pages) {
-    const results = await Promise.allSettled(page.map(async (row) => actors.ask('gen', row.id, { type: 'recover', row }, HAND_OVER_TIMEOUT_MS)));
+    const results = await Promise.allSettled(page.map(async (row) =>
+      withJobContext(contexts.get(row.id), () => actors.ask('gen', row.id, { type: 'recover', row }, HAND_OVER_TIMEOUT_MS))));
     // The actor system has stopped (the service is stopping): what is left is recovered by the next start.
     if (results.some((result) => result.status === 'rejected' && result.reason instanceof DirectoryStoppedError)) return;
   }

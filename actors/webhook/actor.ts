@@ -3,6 +3,7 @@ import { context, isSpanContextValid, SpanKind, SpanStatusCode } from '@opentele
 import type { ActorBehavior, ActorContext, Outcome } from '../../runtime/actor-behavior.ts';
 import type { Timer } from '../../runtime/clock.ts';
 import { EgressError, fetchGuarded } from '../../runtime/egress.ts';
+import { redactedUrl, serverOf } from '../../runtime/tracing.ts';
 import { WebhookEndpointEntity, type DeliveryAttempt, type DeliveryStatus, type WebhookEndpointRow } from '../../persistence/entities/webhook.ts';
 import { depsOf } from '../deps.ts';
 import type { EndpointPatch, EndpointReply, WebhookMessage } from './protocol.ts';
@@ -158,7 +159,10 @@ function attempt(endpoint: WebhookEndpointRow & { secret: string; previousSecret
   // The generation's trace stored with the delivery, whatever message (a retry's timer, a wake after a restart) started this attempt.
   const span = deps.tracer.startSpan('webhook attempt', {
     kind: SpanKind.CLIENT,
-    attributes: { 'webhook.endpoint.id': endpoint.id, 'webhook.delivery.id': delivery.id, 'webhook.event': delivery.eventType, 'webhook.attempt': delivery.state.attempts.length + 1 },
+    attributes: {
+      'http.request.method': 'POST', 'url.full': redactedUrl(endpoint.url), ...serverOf(endpoint.url),
+      'webhook.endpoint.id': endpoint.id, 'webhook.delivery.id': delivery.id, 'webhook.event': delivery.eventType, 'webhook.attempt': delivery.state.attempts.length + 1,
+    },
   }, parentContextOf(delivery.traceParent) ?? context.active());
   const headers: Record<string, string> = {
     'content-type': 'application/json',
@@ -184,6 +188,8 @@ function attempt(endpoint: WebhookEndpointRow & { secret: string; previousSecret
   ).then((outcome) => {
     if (outcome.type === 'answered') span.setAttribute('http.response.status_code', outcome.status);
     const ok = outcome.type === 'answered' && outcome.status >= 200 && outcome.status <= 299;
+    // error.type: the status of a non-2xx answer (a receiver answering 3xx did not take the event either), or what kept it from answering.
+    if (!ok) span.setAttribute('error.type', outcome.type === 'answered' ? String(outcome.status) : outcome.error.split(':')[0]!);
     span.setStatus({ code: ok ? SpanStatusCode.OK : SpanStatusCode.ERROR });
     span.end();
     depsOf(ctx).metrics?.webhookAttempt(ok ? 'success' : outcome.type === 'answered' ? 'http_error' : outcome.type === 'refused' ? 'refused' : 'network_error', outcome.durationMs / 1000);

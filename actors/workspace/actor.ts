@@ -15,6 +15,7 @@ import { loadKeySpends } from './key-spend-writes.ts';
 import { writeSettlement, type Settlement } from './settlements.ts';
 import type { Balances, CreateItem, CreateReply, SettleReply, GenerationDraft, GenerationSettlement, KeyLimitsReply, KeyUsageReply, WorkspaceMessage } from './protocol.ts';
 import { applyPaymentEvent, autoRecharge, cancelSubscription, loadWalletState, maybeAutoRecharge, renewSubscription, updateWalletSettings, walletSnapshot } from './payments.ts';
+import { captureJobContext, jobContextOf, withJobContext } from '../../runtime/tracing.ts';
 
 /** A workspace may hold this many times its plan's concurrency in jobs not yet finished (queued or active). */
 export const QUEUE_FACTOR = 10;
@@ -48,9 +49,9 @@ export const workspaceActor: ActorBehavior<WorkspaceState, WorkspaceMessage, unk
     // Each unfinished job holds what its ledger `reserve` entry took; its terminal status commits with the capture or release.
     const open = await em.execute<Array<{
       id: string; status: string; provider: string; queue_deadline: Date | string; reserved_credits: number | null; reserved_wallet_cents: number | null;
-      api_key_id: string | null; created_at: Date | string; credits: number;
+      api_key_id: string | null; created_at: Date | string; credits: number; trace_context: unknown;
     }>>(
-      `select g.id, g.status, g.provider, g.queue_deadline, l.reserved_credits, l.reserved_wallet_cents, g.api_key_id, g.created_at, g.credits
+      `select g.id, g.status, g.provider, g.queue_deadline, l.reserved_credits, l.reserved_wallet_cents, g.api_key_id, g.created_at, g.credits, g.trace_context
        from generations g left join credit_ledger l on l.workspace_id = g.workspace_id and l.kind = 'reserve' and l.generation_id = g.id
        where g.workspace_id = ? and g.status in (?, ?, ?, ?) order by g.created_at, g.id`,
       [ctx.id, ...ACTIVE],
@@ -89,6 +90,10 @@ export const workspaceActor: ActorBehavior<WorkspaceState, WorkspaceMessage, unk
       expiryAt: undefined,
       fresh: new Map(),
       providerOf: new Map(open.map((g) => [g.id, g.provider])),
+      traceOf: new Map(queued.flatMap((g) => {
+        const job = jobContextOf(g.trace_context);
+        return job ? [[g.id, job] as const] : [];
+      })),
       creating: 0,
       idempotency: new IdempotencyCache(),
       ...await loadWalletState(ctx),
@@ -282,8 +287,11 @@ function admit(
   const keyExpiresAt = now + IDEMPOTENCY_TTL_MS;
   if (idempotency) state.idempotency.begin(idempotency.key, idempotency.hash, keyExpiresAt);
 
+  // Kept with the job: it starts (perhaps after a restart) in the trace of the request that made it.
+  const traceContext = captureJobContext();
   const written = creationsOf(ctx.writer).add({
     generation,
+    traceContext,
     money: { workspaceId: state.workspaceId, entries, at },
     keySpend,
     idempotency: idempotency && { key: idempotency.key, hash: idempotency.hash, expiresAt: new Date(keyExpiresAt) },
@@ -295,6 +303,7 @@ function admit(
       state.providerOf.set(id, draft.provider);
       state.deadlineOf.set(id, generation.queueDeadline.getTime());
       state.fresh.set(id, generation);
+      if (traceContext) state.traceOf.set(id, traceContext);
       // The creation committed: the live streams see the job queued.
       depsOf(ctx).live?.publish(generation);
       armExpiry(state, ctx, generation.queueDeadline.getTime());
@@ -333,6 +342,7 @@ async function settle(
   state.queue = state.queue.filter((id) => id !== generationId);
   state.deadlineOf.delete(generationId);
   state.providerOf.delete(generationId);
+  state.traceOf.delete(generationId);
   depsOf(ctx).capacity.release(generationId);
   const keyJob = state.keyJobs.get(generationId);
   state.keyJobs.delete(generationId);
@@ -371,7 +381,9 @@ function schedule(state: WorkspaceState, ctx: ActorContext): void {
     }
     state.active.add(id);
     state.deadlineOf.delete(id);
-    ctx.actors.tell('gen', id, { type: 'reserve', row: fresh.get(id) });
+    const row = fresh.get(id);
+    withJobContext(state.traceOf.get(id), () => ctx.actors.tell('gen', id, { type: 'reserve', row }));
+    state.traceOf.delete(id);
   }
   if (waiting.length > 0) state.queue = [...waiting, ...state.queue];
 }

@@ -1,5 +1,6 @@
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import type { GenerationRow } from '../../persistence/entities/generation.ts';
+import type { JobContext } from '../../runtime/tracing.ts';
 import { bulkWriteOf, type BulkWrite } from '../../persistence/bulk-write.ts';
 import type { SnapshotWriter } from '../../persistence/snapshot-writer.ts';
 import { writeMoneyChanges, type MoneyChange } from './money-writes.ts';
@@ -15,6 +16,8 @@ export interface Creation {
   /** What the generation counts against its API key's spend (actors/workspace/key-limits.ts). */
   keySpend?: KeySpendDelta[];
   idempotency?: { key: string; hash: string; expiresAt: Date };
+  /** The creating request's trace context and id (runtime/tracing.ts), kept with the job; null with tracing off. */
+  traceContext?: JobContext | null;
 }
 
 const CREATION_LANES = 2;
@@ -22,11 +25,12 @@ const CREATION_LANES = 2;
 const GENERATION_COLUMNS = [
   'id', 'workspace_id', 'api_key_id', 'user_id', 'mode', 'model_id', 'status', 'params', 'inputs', 'payment_mode', 'credits', 'project',
   'idempotency_key', 'provider', 'provider_job_id', 'attempts', 'text_output', 'output_asset_ids', 'error_code', 'error_message', 'timeline',
-  'queue_deadline', 'created_at', 'updated_at', 'started_at', 'completed_at',
+  'queue_deadline', 'created_at', 'updated_at', 'started_at', 'completed_at', 'trace_context',
 ].join(', ');
 
-function generationColumns(g: GenerationRow): Record<string, unknown> {
+function generationColumns(g: GenerationRow, traceContext: JobContext | null | undefined): Record<string, unknown> {
   return {
+    trace_context: traceContext ?? null,
     id: g.id, workspace_id: g.workspaceId, api_key_id: g.apiKeyId, user_id: g.userId, mode: g.mode, model_id: g.modelId, status: g.status,
     params: g.params, inputs: g.inputs, payment_mode: g.paymentMode, credits: g.credits, project: g.project, idempotency_key: g.idempotencyKey,
     provider: g.provider, provider_job_id: g.providerJobId, attempts: g.attempts, text_output: g.textOutput, output_asset_ids: g.outputAssetIds, error_code: g.errorCode,
@@ -47,7 +51,7 @@ async function writeCreations(em: SqlEntityManager, creations: Creation[]): Prom
   // The rows and their rollups ride in the money's statement: one round trip for all three.
   await writeMoneyChanges(em, creations.map((c) => c.money), [{
     sql: `insert into generations (${GENERATION_COLUMNS}) select ${GENERATION_COLUMNS} from jsonb_populate_recordset(null::generations, ?::jsonb)`,
-    params: [JSON.stringify(creations.map((c) => generationColumns(c.generation)))],
+    params: [JSON.stringify(creations.map((c) => generationColumns(c.generation, c.traceContext)))],
   }, ...(usage ? [usage] : []), ...(keySpend ? [keySpend] : [])]);
   const keys = creations.flatMap((c) => c.idempotency ? [{
     workspace_id: c.generation.workspaceId, key: c.idempotency.key, request_hash: c.idempotency.hash, response_status: 201,

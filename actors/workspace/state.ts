@@ -14,6 +14,8 @@ export interface IdempotencyEntry {
   result?: { status: number; generation: GenerationRow };
 }
 
+import type { JobContext } from '../../runtime/tracing.ts';
+
 export interface WorkspaceState {
   workspaceId: string;
   plan: PlanEntitlements;
@@ -35,6 +37,11 @@ export interface WorkspaceState {
   fresh: Map<string, GenerationRow>;
   /** The provider of each job queued or active, for the providers' capacity. */
   providerOf: Map<string, string>;
+  /**
+   * The trace context and request id of each queued job's creating request (kept with the job, and read
+   * back after a restart): the job starts in that trace, not in the one of whatever freed its slot.
+   */
+  traceOf: Map<string, JobContext>;
   /** Creations accepted but not yet committed. */
   creating: number;
   /** Idempotency-Keys of creates in flight, and the most recently used completed ones. */

@@ -11,6 +11,7 @@ import { Migration0012UsageRollups } from './0012-usage-rollups.ts';
 import { Migration0013UnfinishedIndexes } from './0013-unfinished-indexes.ts';
 import { Migration0014KeyLimits } from './0014-key-limits.ts';
 import { Migration0016WebhookSigning } from './0016-webhook-signing.ts';
+import { Migration0017TraceContext } from './0017-trace-context.ts';
 
 /** Applied in this order at start-up; a migration, once landed, is never edited, only followed. */
 export const migrations = [
@@ -27,4 +28,5 @@ export const migrations = [
   { name: '0013-unfinished-indexes', class: Migration0013UnfinishedIndexes },
   { name: '0014-key-limits', class: Migration0014KeyLimits },
   { name: '0016-webhook-signing', class: Migration0016WebhookSigning },
+  { name: '0017-trace-context', class: Migration0017TraceContext },
 ];

@@ -53,12 +53,15 @@ t.test('npm start, then the quick start pasted twice; SIGTERM to npm stops the s
   const env: Record<string, string> = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', PORT: '0', METRICS_PORT: '0', DATA_DIR: dataDir };
   if (postgres) env.DATABASE_URL = postgres.url;
   const npm = spawn('npm', ['start'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  // The banner is for people: it goes to stderr, and stdout carries JSON lines only (log collectors read it).
   let banner = '';
+  let stdout = '';
   const exited = new Promise<number | null>((resolve) => npm.on('close', (code) => resolve(code)));
   t.teardown(() => { if (npm.exitCode === null) npm.kill('SIGKILL'); });
   const url = await new Promise<string>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`no banner within 90 s:\n${banner}`)), 90_000);
-    npm.stdout.on('data', (chunk) => {
+    npm.stdout.on('data', (chunk) => { stdout += chunk; });
+    npm.stderr.on('data', (chunk) => {
       banner += chunk;
       const found = /listening on (http:\/\/\S+)/.exec(banner);
       if (found && /Get started/.test(banner)) {
@@ -66,7 +69,6 @@ t.test('npm start, then the quick start pasted twice; SIGTERM to npm stops the s
         resolve(found[1]!);
       }
     });
-    npm.stderr.on('data', (chunk) => { banner += chunk; });
   });
   t.match(banner, /development mode: webhook receivers and input URLs on this machine \(loopback\) are allowed/, 'the banner says development mode is on');
   t.match(banner, /curl -si .*\/v1\/auth\/signup/, 'and how to sign up');
@@ -105,6 +107,11 @@ t.test('npm start, then the quick start pasted twice; SIGTERM to npm stops the s
 
   npm.kill('SIGTERM');
   t.equal(await exited, 0, 'SIGTERM to npm start: the service stops gracefully and npm exits 0');
+  // npm's own "> generation-service start" header aside, every line the service wrote to stdout is JSON.
+  const lines = stdout.split('\n').filter((line) => line.trim() !== '' && !line.startsWith('> '));
+  t.ok(lines.length > 0, 'the service logged to stdout');
+  t.same(lines.filter((line) => { try { return typeof JSON.parse(line).level !== 'number'; } catch { return true; } }), [], 'stdout carries JSON log lines only');
+  t.ok(lines.some((line) => JSON.parse(line).msg === 'request'), 'with an access log line per request');
   const still = await fetch(`${url}/v1`).then(() => true, () => false);
   t.notOk(still, 'and nothing listens on its port any more');
 });

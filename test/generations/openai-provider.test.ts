@@ -1,6 +1,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import t, { type Test } from 'tap';
+import { InMemorySpanExporter } from '@opentelemetry/sdk-trace-base';
 import { startTestServer } from '../helpers/server.ts';
 import { createKey, signUp, withKey } from '../helpers/identity.ts';
 import { makePng } from '../helpers/files.ts';
@@ -195,4 +196,33 @@ t.test('without OPENAI_BASE_URL the openai/* models are not offered and cannot b
   const created = await createGeneration(server, key, user.workspaceId, { mode: 'text_to_text', model: 'openai/chat', params: { prompt: 'x' } });
   t.equal(created.status, 400);
   t.match(created.body.error?.message, /unknown model "openai\/chat"/);
+});
+
+t.test('traced: the provider call is a span of the generation\'s trace, with its HTTP request (undici instrumentation) under it', async (t) => {
+  const upstream = await fakeOpenAi(t);
+  const exporter = new InMemorySpanExporter();
+  const server = await startTestServer(t, {
+    spanExporter: exporter,
+    env: { OPENAI_BASE_URL: upstream.url, OPENAI_API_KEY: API_KEY, OPENAI_CHAT_MODEL: 'gpt-test-chat', OPENAI_TIMEOUT_MS: '5000', ALLOW_PRIVATE_EGRESS: 'true' },
+  });
+  const user = await signUp(server);
+  await setPlan(server, user.workspaceId, 'pro');
+  const { key } = await createKey(server, user.cookie, user.workspaceId, ['generations.write', 'generations.read']);
+  const created = await createGeneration(server, key, user.workspaceId, { mode: 'text_to_text', model: 'openai/chat', params: { prompt: 'Hello there' } });
+  t.equal(created.status, 201, JSON.stringify(created.body));
+  const done = await waitFor(server, key, user.workspaceId, created.body.id, isTerminal, 'a terminal state');
+  t.equal(done.status, 'succeeded');
+  let spans = exporter.getFinishedSpans();
+  for (let i = 0; i < 500 && !spans.some((s) => s.name === 'provider openai'); i++) {
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    spans = exporter.getFinishedSpans();
+  }
+  const provider = spans.find((s) => s.name === 'provider openai' && s.attributes['generation.id'] === created.body.id);
+  t.match(provider?.attributes, { 'gen_ai.provider.name': 'openai', 'gen_ai.request.model': 'openai/chat' });
+  const create = spans.find((s) => s.name === 'POST /v1/generations');
+  t.equal(provider?.spanContext().traceId, create?.spanContext().traceId, 'in the trace of the create');
+  const call = spans.find((s) => s.parentSpanContext?.spanId === provider?.spanContext().spanId && s.attributes['http.request.method'] === 'POST');
+  t.ok(call, 'the HTTP request to the provider is its child');
+  t.match(String(call?.attributes['url.full']), /\/chat\/completions$/);
+  t.equal(call?.attributes['http.response.status_code'], 200);
 });

@@ -40,7 +40,7 @@ async function spansFor(exporter: InMemorySpanExporter, done: (spans: ReadableSp
 const byName = (spans: ReadableSpan[], name: string) => spans.filter((s) => s.name === name);
 const parentOf = (span: ReadableSpan | undefined) => span?.parentSpanContext?.spanId;
 
-t.test('one request: an HTTP server span, a child span per actor message, a db.batch span linked to it', async (t) => {
+t.test('one request: an HTTP server span, a child span per actor message, its commit wait and batch in the same trace', async (t) => {
   const exporter = new InMemorySpanExporter();
   const { behavior } = counterBehavior('counter');
   const server = await startTestServer(t, { spanExporter: exporter, behaviors: [behavior], routes: [probeRoute] });
@@ -68,16 +68,23 @@ t.test('one request: an HTTP server span, a child span per actor message, a db.b
   t.equal(parentOf(actor), http.spanContext().spanId, 'actor span is a child of the HTTP span (context carried in the envelope)');
   t.match(actor.attributes, { 'actor.kind': 'counter', 'actor.id': 's1', 'actor.message': 'inc' });
 
-  const batch = byName(spans, 'db.batch').find((s) => s.links.some((l) => l.context.spanId === actor.spanContext().spanId));
-  t.ok(batch, 'a db.batch span links to the actor span whose write it committed');
+  // The commit shows in the request's trace: a db.commit.wait child of the actor span, and under it the
+  // batch that committed the write (a batch serving one write is that write's child).
+  const wait = byName(spans, 'db.commit.wait').find((s) => parentOf(s) === actor.spanContext().spanId);
+  t.ok(wait, 'a db.commit.wait span is a child of the actor span whose write it waited for');
+  if (!wait) return;
+  t.equal(wait.spanContext().traceId, http.spanContext().traceId, 'the wait is in the request trace');
+  const batch = byName(spans, 'db.batch').find((s) => parentOf(s) === wait.spanContext().spanId
+    || s.links.some((l) => l.context.spanId === wait.spanContext().spanId));
+  t.ok(batch, 'the db.batch span that committed the write is the wait span\'s child (or linked from it)');
   if (!batch) return;
-  const link = batch.links.find((l) => l.context.spanId === actor.spanContext().spanId)!;
-  t.equal(link.context.traceId, actor.spanContext().traceId);
   t.equal(batch.kind, SpanKind.CLIENT);
   t.ok(Number(batch.attributes['db.operation.batch.size']) >= 1);
-  // A batch serves many requests: it is linked to each, and a child of none of them.
-  t.equal(parentOf(batch), undefined, 'db.batch is a root span, not a child of whichever request happened to write first');
-  t.not(batch.spanContext().traceId, http.spanContext().traceId);
+  t.match(batch.attributes, { 'db.system.name': 'postgresql', 'db.operation.name': 'BATCH' });
+  t.equal(batch.attributes['db.system'], undefined, 'no deprecated db.system');
+  t.type(batch.attributes['db.namespace'], 'string');
+  t.equal(batch.spanContext().traceId, http.spanContext().traceId, 'a batch serving one request is in its trace');
+  t.ok(wait.endTime[0] * 1e9 + wait.endTime[1] >= batch.endTime[0] * 1e9 + batch.endTime[1] - 1e6, 'the wait ends once its batch has committed');
 
   // The traceparent of the caller becomes the parent of the server span, and the trace flows on to the actor.
   const traceId = '4bf92f3577b34da6a3ce929d0e0e4736';
