@@ -42,8 +42,10 @@ export interface Config {
   /**
    * Webhooks: secretKey (WEBHOOK_SECRET_KEY) seals the endpoints' signing secrets at rest; unset, one is
    * generated and kept under dataDir. timeoutMs (WEBHOOK_TIMEOUT_MS) bounds each delivery attempt.
+   * autoDisable: an endpoint whose attempts all failed for afterMs (WEBHOOK_DISABLE_AFTER_MS, default 5 days,
+   * 0 never) or whose last afterExpired deliveries expired (WEBHOOK_DISABLE_AFTER_EXPIRED, default 0: never) is disabled.
    */
-  webhooks: { secretKey: string | undefined; timeoutMs: number };
+  webhooks: { secretKey: string | undefined; timeoutMs: number; autoDisable: { afterMs: number; afterExpired: number } };
   /** The OpenAI-compatible provider, when OPENAI_BASE_URL is set (its models are offered only then). */
   openai: OpenAiConfig | undefined;
   /** Cluster mode (CLUSTER=true, PostgreSQL and Redis only); undefined for a single node. */
@@ -143,6 +145,8 @@ export function loadConfig(env: Env = process.env): Config {
   const webhookSecretKey = read.optionalString('WEBHOOK_SECRET_KEY');
   if (webhookSecretKey !== undefined && webhookSecretKey.length < 32) problems.push('WEBHOOK_SECRET_KEY: must be at least 32 characters');
   const webhookTimeoutMs = read.integer('WEBHOOK_TIMEOUT_MS', 10_000, 10, 60_000);
+  const webhookDisableAfterMs = read.integer('WEBHOOK_DISABLE_AFTER_MS', 5 * 24 * 3_600_000, 0, 365 * 24 * 3_600_000);
+  const webhookDisableAfterExpired = read.integer('WEBHOOK_DISABLE_AFTER_EXPIRED', 0, 0, 1_000_000);
   const cluster = readCluster(read, env, problems, { port, databaseUrl, redisUrl });
 
   if (problems.length > 0) throw new ConfigError(problems);
@@ -154,7 +158,7 @@ export function loadConfig(env: Env = process.env): Config {
     generations: { queueTimeoutMs, localLatencyMs, localFailureRate: localFailurePercent / 100, localMaxConcurrentJobs: localMaxConcurrentJobs || undefined },
     billing: { provider: paymentProvider, signingSecret: billingSecret },
     openai,
-    webhooks: { secretKey: webhookSecretKey, timeoutMs: webhookTimeoutMs },
+    webhooks: { secretKey: webhookSecretKey, timeoutMs: webhookTimeoutMs, autoDisable: { afterMs: webhookDisableAfterMs, afterExpired: webhookDisableAfterExpired } },
     cluster,
   };
 }

@@ -5,7 +5,7 @@
  */
 import type { DeliveryAttempt, DeliveryStatus } from '../../persistence/entities/webhook.ts';
 
-export const WEBHOOK_EVENT_TYPES = ['generation.completed', 'generation.failed', 'generation.cancelled', 'generation.expired'] as const;
+export const WEBHOOK_EVENT_TYPES = ['generation.completed', 'generation.failed', 'generation.cancelled', 'generation.expired', 'webhook_endpoint.disabled'] as const;
 export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
 
 export const MAX_ATTEMPTS = 5;

@@ -20,6 +20,7 @@ import { walletRoutes } from './wallet/index.ts';
 import { billingRoutes } from './billing/index.ts';
 import { getUsage } from './usage/get.ts';
 import { webhookRoutes } from './webhooks/index.ts';
+import { eventRoutes } from './events/index.ts';
 import { acceptWorkspaceField } from '../workspace-field.ts';
 
 /** The route table: a route exists, is validated and is documented by being listed here. */
@@ -32,7 +33,7 @@ export function routeTable(extra: RouteDef[] = []): RouteDef[] {
     ...fileRoutes,
     ...publicRoutes, ...modelRoutes, ...generationReadRoutes, createGeneration, createGenerationBatch, cancelGeneration,
     ...creditRoutes, ...walletRoutes, ...billingRoutes, getUsage,
-    ...webhookRoutes,
+    ...webhookRoutes, ...eventRoutes,
     ...extra,
   ];
   const table = routes.map(acceptWorkspaceField);

@@ -10,6 +10,7 @@ import { Migration0011Cluster } from './0011-cluster.ts';
 import { Migration0012UsageRollups } from './0012-usage-rollups.ts';
 import { Migration0013UnfinishedIndexes } from './0013-unfinished-indexes.ts';
 import { Migration0014KeyLimits } from './0014-key-limits.ts';
+import { Migration0015WebhookOperations } from './0015-webhook-operations.ts';
 
 /** Applied in this order at start-up; a migration, once landed, is never edited, only followed. */
 export const migrations = [
@@ -25,4 +26,5 @@ export const migrations = [
   { name: '0012-usage-rollups', class: Migration0012UsageRollups },
   { name: '0013-unfinished-indexes', class: Migration0013UnfinishedIndexes },
   { name: '0014-key-limits', class: Migration0014KeyLimits },
+  { name: '0015-webhook-operations', class: Migration0015WebhookOperations },
 ];

@@ -4,6 +4,11 @@ import { createWebhook } from './create.ts';
 import { updateWebhook } from './update.ts';
 import { deleteWebhook } from './delete.ts';
 import { listDeliveries } from './deliveries.ts';
+import { resendDelivery } from './resend.ts';
+import { recoverWebhook } from './recover.ts';
+import { replayWebhookEvent } from './replay.ts';
 
 /** Webhooks (SPEC.md section 4, "Webhooks"): scope webhooks.manage; sessions must be an owner or admin. */
 export const webhookRoutes: RouteDef[] = [listWebhooks, createWebhook, updateWebhook, deleteWebhook, listDeliveries];
+/** Operations on deliveries and events (docs/webhooks.md "Resend", "Recover", "Replay"). */
+webhookRoutes.push(resendDelivery, recoverWebhook, replayWebhookEvent);

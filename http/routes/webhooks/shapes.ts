@@ -42,6 +42,9 @@ export const WebhookOut = Type.Object({
   description: Type.Union([Type.String(), Type.Null()]),
   eventTypes: Type.Array(EventType),
   status: EndpointStatus,
+  disabledReason: Type.Union([Type.String(), Type.Null()], {
+    description: 'Why the service disabled the endpoint (its deliveries kept failing; docs/webhooks.md "Auto-disable"); null when active or disabled by PATCH.',
+  }),
   createdAt: Time('When the endpoint was made.'),
   updatedAt: Time('Last change.'),
 }, { additionalProperties: false });
@@ -66,6 +69,7 @@ export function toWebhookOut(row: WebhookEndpointRow): WebhookOut {
     description: row.description,
     eventTypes: row.eventTypes as WebhookOut['eventTypes'],
     status: row.status,
+    disabledReason: row.status === 'disabled' ? row.disabledReason : null,
     createdAt: row.createdAt.toISOString(),
     updatedAt: row.updatedAt.toISOString(),
   };
@@ -82,10 +86,12 @@ export const AttemptOut = Type.Object({
 export const DeliveryStatusOut = Type.Union(['pending', 'delivered', 'failed', 'expired'].map((s) => Type.Literal(s)));
 
 export const DeliveryOut = Type.Object({
-  id: Type.String({ description: 'dlv_…, also the body\'s id and the X-Service-Delivery header: deduplicate by it.' }),
+  id: Type.String({ description: 'dlv_…, the X-Service-Delivery header; also the body\'s id, except for a re-sent delivery, whose body keeps the id of the delivery it re-sends (receivers deduplicate by the body\'s id).' }),
   endpointId: Type.String(),
   event: EventType,
-  generationId: Type.String(),
+  eventId: Type.Union([Type.String(), Type.Null()], { description: 'The event it carries (evt_…, GET /v1/events); null for deliveries made before events were kept.' }),
+  resendOf: Type.Union([Type.String(), Type.Null()], { description: 'The delivery this one sends again (resend, recover or replay); null for a first delivery.' }),
+  generationId: Type.Union([Type.String(), Type.Null()], { description: 'The generation of a generation event; null for an endpoint event.' }),
   status: DeliveryStatusOut,
   failureReason: Type.Union([Type.Literal('endpoint_disabled'), Type.Literal('endpoint_deleted'), Type.Literal('egress_refused'), Type.Null()], {
     description: 'Why a failed delivery stopped; null otherwise.',
@@ -102,6 +108,8 @@ export function toDeliveryOut(row: WebhookDeliveryRow): DeliveryOut {
     id: row.id,
     endpointId: row.endpointId,
     event: row.eventType as DeliveryOut['event'],
+    eventId: row.eventId,
+    resendOf: row.resendOf,
     generationId: row.generationId,
     status: row.status,
     failureReason: row.failureReason as DeliveryOut['failureReason'],
