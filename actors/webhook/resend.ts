@@ -17,9 +17,8 @@ export async function insertResends(em: SqlEntityManager, endpointId: string, or
   const rows = await em.execute<Array<{ id: string }>>(
     `insert into webhook_deliveries (id, endpoint_id, workspace_id, generation_id, event_type, event_id, resend_of, body, status, attempts, attempt_count, next_attempt_at, created_at, updated_at)
      select v.id, o.endpoint_id, o.workspace_id, o.generation_id, o.event_type, o.event_id, o.id, o.body, 'pending', '[]'::jsonb, 0, ?, ?, ?
-     from jsonb_to_recordset(?::jsonb) with ordinality as v(id text, original text, n)
+     from jsonb_to_recordset(?::jsonb) as v(id text, original text)
      join webhook_deliveries o on o.id = v.original and o.endpoint_id = ?
-     order by v.n
      returning id`,
     [at, at, at, JSON.stringify(pairs), endpointId],
   );

@@ -45,10 +45,11 @@ export const recoverWebhook = defineRoute({
     if (key !== undefined && !IDEMPOTENCY_KEY.test(key)) throw new ApiError('validation_error', 'Idempotency-Key: 1 to 255 visible ASCII characters');
     const now = services.clock.now();
     const since = Date.parse(body.since);
-    const until = body.until === undefined ? now : Date.parse(body.until);
+    // Without until, everything made up to now, this very millisecond included.
+    const until = body.until === undefined ? now + 1 : Date.parse(body.until);
     if (!(until > since)) throw new ApiError('validation_error', 'body.until: must be after since');
     if (since < now - RECOVER_WINDOW_MS) throw new ApiError('validation_error', `body.since: must be within the last ${DAYS} days (older deliveries are not kept for recovery)`);
-    if (until - since > RECOVER_WINDOW_MS) throw new ApiError('validation_error', `body.until: the range is at most ${DAYS} days`);
+    if (until - since > RECOVER_WINDOW_MS + 1) throw new ApiError('validation_error', `body.until: the range is at most ${DAYS} days`);
     const endpoint = await openEndpoint(services.db.em(), auth, params.id, body.workspaceId);
     requireActive(endpoint);
     const hash = requestHash({ since: new Date(since).toISOString(), until: body.until === undefined ? null : new Date(until).toISOString() });
