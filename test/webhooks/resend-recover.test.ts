@@ -90,8 +90,8 @@ t.test('resend of a failed delivery delivers it; refusals: a disabled endpoint, 
   const stranger = await tenant(server);
   isError(t, await call(server, stranger.key, 'POST', path(endpoint.id, failed[0].id, stranger.workspaceId)), 404, 'not_found', "another workspace's endpoint");
   isError(t, await call(server, stranger.key, 'POST', `/v1/webhooks/${endpoint.id}/recover`, { workspaceId: stranger.workspaceId, since: new Date(Date.now() - 60_000).toISOString() }), 404, 'not_found', 'recover, another workspace');
-  const count = await server.services.db.em().execute('select count(*)::int as n from webhook_deliveries where endpoint_id = ?', [endpoint.id]);
-  t.equal(count[0].n, 4, 'no refused request made a delivery');
+  const count = await server.services.db.em().execute<Array<{ n: number }>>('select count(*)::int as n from webhook_deliveries where endpoint_id = ?', [endpoint.id]);
+  t.equal(count[0]!.n, 4, 'no refused request made a delivery');
 });
 
 t.test('recover: every failed delivery of the range again, in order; idempotent by key, and never queued twice while pending', async (t) => {
