@@ -20,6 +20,7 @@ export const workspaceIdIn: Readonly<Record<string, 'query' | 'body'>> = {
   'GET /v1/billing/subscription': 'query',
   'GET /v1/credits/top-ups': 'query',
   'POST /v1/credits/top-ups': 'body',
+  'GET /v1/events': 'query',
   'POST /v1/files/upload-complete': 'body',
   'POST /v1/files/upload-url': 'body',
   'GET /v1/generations': 'query',
@@ -39,5 +40,8 @@ export const workspaceIdIn: Readonly<Record<string, 'query' | 'body'>> = {
   'DELETE /v1/webhooks/{id}': 'query',
   'PATCH /v1/webhooks/{id}': 'body',
   'GET /v1/webhooks/{id}/deliveries': 'query',
+  'POST /v1/webhooks/{id}/deliveries/{deliveryId}/resend': 'query',
+  'POST /v1/webhooks/{id}/recover': 'body',
+  'POST /v1/webhooks/{id}/replay': 'body',
   'GET /v1/workspaces': 'query',
 };
