@@ -4435,7 +4435,7 @@ export interface operations {
                 limit?: number;
                 /** @description Events before this time. */
                 to?: string;
-                /** @description An event name (SPEC.md section 6). */
+                /** @description An event name: those of SPEC.md section 6, and webhook_endpoint.disabled (another endpoint of the workspace was disabled by the service). */
                 type?: "generation.completed" | "generation.failed" | "generation.cancelled" | "generation.expired" | "webhook_endpoint.disabled";
                 /** @description The workspace; required when signed in, and an API key must name its own. */
                 workspaceId?: string;
@@ -4464,7 +4464,7 @@ export interface operations {
                             data: {
                                 [key: string]: unknown;
                             };
-                            /** @description An event name (SPEC.md section 6). */
+                            /** @description An event name: those of SPEC.md section 6, and webhook_endpoint.disabled (another endpoint of the workspace was disabled by the service). */
                             event: "generation.completed" | "generation.failed" | "generation.cancelled" | "generation.expired" | "webhook_endpoint.disabled";
                             /** @description The generation of a generation event; null for an endpoint event. */
                             generationId: string | null;
@@ -8325,7 +8325,7 @@ export interface operations {
                              */
                             createdAt: string;
                             endpointId: string;
-                            /** @description An event name (SPEC.md section 6). */
+                            /** @description An event name: those of SPEC.md section 6, and webhook_endpoint.disabled (another endpoint of the workspace was disabled by the service). */
                             event: "generation.completed" | "generation.failed" | "generation.cancelled" | "generation.expired" | "webhook_endpoint.disabled";
                             /** @description The event it carries (evt_…, GET /v1/events); null for deliveries made before events were kept. */
                             eventId: string | null;
@@ -8466,7 +8466,7 @@ export interface operations {
                          */
                         createdAt: string;
                         endpointId: string;
-                        /** @description An event name (SPEC.md section 6). */
+                        /** @description An event name: those of SPEC.md section 6, and webhook_endpoint.disabled (another endpoint of the workspace was disabled by the service). */
                         event: "generation.completed" | "generation.failed" | "generation.cancelled" | "generation.expired" | "webhook_endpoint.disabled";
                         /** @description The event it carries (evt_…, GET /v1/events); null for deliveries made before events were kept. */
                         eventId: string | null;
@@ -8765,7 +8765,7 @@ export interface operations {
                          */
                         createdAt: string;
                         endpointId: string;
-                        /** @description An event name (SPEC.md section 6). */
+                        /** @description An event name: those of SPEC.md section 6, and webhook_endpoint.disabled (another endpoint of the workspace was disabled by the service). */
                         event: "generation.completed" | "generation.failed" | "generation.cancelled" | "generation.expired" | "webhook_endpoint.disabled";
                         /** @description The event it carries (evt_…, GET /v1/events); null for deliveries made before events were kept. */
                         eventId: string | null;

@@ -7,7 +7,7 @@ import type { WebhookDeliveryRow, WebhookEndpointRow } from '../../../persistenc
 const Time = (description: string) => Type.String({ format: 'date-time', description });
 const WorkspaceIdField = Type.String({ minLength: 1, maxLength: 64, description: 'The workspace; an API key must name its own.' });
 
-export const EventType = Type.Union(WEBHOOK_EVENT_TYPES.map((name) => Type.Literal(name)), { description: 'An event name (SPEC.md section 6).' });
+export const EventType = Type.Union(WEBHOOK_EVENT_TYPES.map((name) => Type.Literal(name)), { description: 'An event name: those of SPEC.md section 6, and webhook_endpoint.disabled (another endpoint of the workspace was disabled by the service).' });
 export const EventTypes = Type.Array(EventType, { minItems: 1, maxItems: WEBHOOK_EVENT_TYPES.length, uniqueItems: true });
 export const EndpointUrl = Type.String({ minLength: 1, maxLength: 2048, description: 'http(s) URL that receives the deliveries; it must pass the egress guard (public addresses only).' });
 export const EndpointDescription = Type.Union([Type.String({ maxLength: 500 }), Type.Null()], { description: 'Free text, up to 500 characters.' });
