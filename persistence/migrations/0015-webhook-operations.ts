@@ -5,7 +5,7 @@ import { Migration } from '@mikro-orm/migrations';
  *
  * - `webhook_events`: every event the service emits (a generation's terminal state, an endpoint disabled),
  *   written in the transaction that emits it, whether or not an endpoint subscribes; kept EVENT_RETENTION
- *   (actors/webhook/retention.ts). `body_rest` is the delivery body after its id, byte for byte, so a replay
+ *   (actors/webhook/retention.ts), and gone with its workspace. `body_rest` is the delivery body after its id, byte for byte, so a replay
  *   sends what the first delivery sent.
  * - `webhook_deliveries.event_id` links a delivery to its event; `resend_of` to the delivery it sends again
  *   (resend, recover, replay), whose body it copies. A delivery of an endpoint event has no generation.
@@ -18,7 +18,7 @@ export class Migration0015WebhookOperations extends Migration {
     this.addSql(`
       create table webhook_events (
         id text primary key,
-        workspace_id text not null,
+        workspace_id text not null references workspaces (id) on delete cascade,
         generation_id text,
         event_type text not null,
         body_rest text not null,
