@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 
-/** The id prefixes of DECISIONS.md ("Ids, times, money"), plus `ses` for sessions, `exp` for data exports and `upl` for upload intents. */
-export type IdPrefix = 'gen' | 'ast' | 'key' | 'whk' | 'dlv' | 'ws' | 'usr' | 'inv' | 'txn' | 'dep' | 'top' | 'pay' | 'sub' | 'ses' | 'exp' | 'upl';
+/** The id prefixes of DECISIONS.md ("Ids, times, money"), plus `evt` for webhook events, `ses` for sessions, `exp` for data exports and `upl` for upload intents. */
+export type IdPrefix = 'evt' | 'gen' | 'ast' | 'key' | 'whk' | 'dlv' | 'ws' | 'usr' | 'inv' | 'txn' | 'dep' | 'top' | 'pay' | 'sub' | 'ses' | 'exp' | 'upl';
 
 // Crockford base32 in lower case: its characters are in ASCII order, so ids sort as text in time order.
 const ALPHABET = '0123456789abcdefghjkmnpqrstvwxyz';

@@ -46,8 +46,10 @@ export interface Config {
   /**
    * Webhooks: secretKey (WEBHOOK_SECRET_KEY) seals the endpoints' signing secrets at rest; unset, one is
    * generated and kept under dataDir. timeoutMs (WEBHOOK_TIMEOUT_MS) bounds each delivery attempt.
+   * autoDisable: an endpoint whose attempts all failed for afterMs (WEBHOOK_DISABLE_AFTER_MS, default 5 days,
+   * 0 never) or whose last afterExpired deliveries expired (WEBHOOK_DISABLE_AFTER_EXPIRED, default 0: never) is disabled.
    */
-  webhooks: { secretKey: string | undefined; timeoutMs: number };
+  webhooks: { secretKey: string | undefined; timeoutMs: number; autoDisable: { afterMs: number; afterExpired: number } };
   /**
    * Live streams (docs/streaming.md): pingMs (STREAM_PING_MS), how often an idle stream gets a comment or a
    * ping; maxBufferBytes (STREAM_MAX_BUFFER_BYTES), the events that may wait for a slow reader before it is cut off.
@@ -187,6 +189,8 @@ export function loadConfig(env: Env = process.env): Config {
   const webhookTimeoutMs = read.integer('WEBHOOK_TIMEOUT_MS', 10_000, 10, 60_000);
   const streamPingMs = read.integer('STREAM_PING_MS', 15_000, 100, 600_000);
   const streamMaxBufferBytes = read.integer('STREAM_MAX_BUFFER_BYTES', 1024 * 1024, 1024, 256 * 1024 * 1024);
+  const webhookDisableAfterMs = read.integer('WEBHOOK_DISABLE_AFTER_MS', 5 * 24 * 3_600_000, 0, 365 * 24 * 3_600_000);
+  const webhookDisableAfterExpired = read.integer('WEBHOOK_DISABLE_AFTER_EXPIRED', 0, 0, 1_000_000);
   const cluster = readCluster(read, env, problems, { port, databaseUrl, redisUrl });
 
   if (problems.length > 0) throw new ConfigError(problems);
@@ -198,7 +202,7 @@ export function loadConfig(env: Env = process.env): Config {
     generations: { queueTimeoutMs, localLatencyMs, localFailureRate: localFailurePercent / 100, localMaxConcurrentJobs: localMaxConcurrentJobs || undefined },
     billing: { provider: paymentProvider, signingSecret: billingSecret },
     openai,
-    webhooks: { secretKey: webhookSecretKey, timeoutMs: webhookTimeoutMs },
+    webhooks: { secretKey: webhookSecretKey, timeoutMs: webhookTimeoutMs, autoDisable: { afterMs: webhookDisableAfterMs, afterExpired: webhookDisableAfterExpired } },
     streams: { pingMs: streamPingMs, maxBufferBytes: streamMaxBufferBytes },
     cluster,
   };

@@ -250,6 +250,7 @@ export async function startService(options: StartOptions): Promise<RunningServic
     webhooks: {
       secrets: webhookSecrets, timeoutMs: config.webhooks.timeoutMs, allowPrivateEgress: config.allowPrivateEgress, allowLoopbackEgress: config.allowLoopbackEgress,
       tracer: telemetry.tracer, random: Math.random, attemptsInFlight: cluster ? webhookAttempts : undefined,
+      autoDisable: config.webhooks.autoDisable,
     },
     metrics: metrics?.work,
   };

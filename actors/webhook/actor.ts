@@ -14,6 +14,8 @@ import { openEndpointSecrets } from './endpoint-secrets.ts';
 import { rotateSecret } from './rotate-secret.ts';
 import { parentContextOf } from './trace-context.ts';
 import { decide, type AttemptOutcome, type DeliveryEvent, type DeliveryState, type FailureReason } from './state.ts';
+import { DEFAULT_DISABLE_AFTER_MS, judgeAttempt, type HealthVerdict } from './auto-disable.ts';
+import { writeDeliveryFinal, writeEndpointDisabled, writeEndpointHealth } from './endpoint-disabled.ts';
 
 /** Pending deliveries read from the database at a time, oldest first. */
 const QUEUE_BATCH = 100;
@@ -216,6 +218,8 @@ async function attemptDone(
   const decision = decide(head.state, event);
   if (!decision.ok) throw new Error(`delivery ${head.id}: ${decision.reason}`);
   head.state = decision.state;
+  const health = judgeHealth(state, msg.at, decision.state, ctx);
+  if (health.disable) return disableItself(state, head, health, ctx);
   const written = writeDelivery(head.id, decision.state, ctx);
   if (decision.state.status !== 'pending') {
     state.queue.shift();
@@ -224,7 +228,46 @@ async function attemptDone(
   }
   const next = await pump(state, ctx);
   // A failed write makes the actor reload from the database, so the delivery is sent again (at least once).
-  return { ...next, replyWhenDurable: Promise.all([written, next.replyWhenDurable]).then(() => undefined) };
+  return { ...next, replyWhenDurable: Promise.all([written, next.replyWhenDurable, health.written]).then(() => undefined) };
+}
+
+/** The endpoint's health after an attempt (auto-disable.ts), kept in memory and written only when it changes. */
+function judgeHealth(state: EndpointActorState, at: number, delivery: DeliveryState, ctx: ActorContext): HealthVerdict & { written?: Promise<void> } {
+  const endpoint = state.endpoint!;
+  const policy = depsOf(ctx).webhooks.autoDisable ?? { afterMs: DEFAULT_DISABLE_AFTER_MS, afterExpired: 0 };
+  const before = { failingSince: endpoint.failingSince?.getTime(), consecutiveExpired: endpoint.consecutiveExpired };
+  const verdict = judgeAttempt(before, { ok: delivery.status === 'delivered', at, status: delivery.status }, policy);
+  if (!verdict.changed || verdict.disable) return verdict;
+  endpoint.failingSince = verdict.health.failingSince === undefined ? null : new Date(verdict.health.failingSince);
+  endpoint.consecutiveExpired = verdict.health.consecutiveExpired;
+  return { ...verdict, written: ctx.writer.write((em) => writeEndpointHealth(em, endpoint.id, verdict.health)) };
+}
+
+/**
+ * Auto-disable: the head delivery's outcome (failed now, if it was to be retried) and the endpoint's
+ * disabling commit together with the failing of its other pending deliveries and the
+ * webhook_endpoint.disabled event for the workspace's other endpoints, which are woken after the commit.
+ */
+function disableItself(state: EndpointActorState, head: QueuedDelivery, verdict: HealthVerdict, ctx: ActorContext): Outcome<EndpointActorState, EndpointReply> {
+  const endpoint = state.endpoint!;
+  const reason = verdict.disable!;
+  const now = ctx.clock.now();
+  const final = head.state.status === 'pending' ? decide(head.state, { type: 'endpoint_disabled' }) : { ok: true as const, state: head.state };
+  if (!final.ok) throw new Error(`delivery ${head.id}: ${final.reason}`);
+  state.endpoint = {
+    ...endpoint, status: 'disabled', disabledReason: reason, updatedAt: new Date(now),
+    failingSince: verdict.health.failingSince === undefined ? null : new Date(verdict.health.failingSince), consecutiveExpired: verdict.health.consecutiveExpired,
+  };
+  let woken: string[] = [];
+  const written = failPending(state, 'endpoint_disabled', ctx, async (em) => {
+    await writeDeliveryFinal(em, head.id, final.state, now);
+    woken = await writeEndpointDisabled(em, endpoint, reason, verdict.health, now);
+  }).then(() => {
+    ctx.logger.warn({ endpoint: endpoint.id, reason }, 'webhook endpoint disabled: its deliveries keep failing');
+    for (const id of woken) ctx.actors.tell('whk', id, { type: 'wake' });
+    return undefined;
+  });
+  return { state, replyWhenDurable: written };
 }
 
 function writeDelivery(id: string, next: DeliveryState, ctx: ActorContext): Promise<void> {
@@ -275,13 +318,17 @@ async function update(state: EndpointActorState, patch: EndpointPatch, ctx: Acto
     // A new scheme comes with a new secret of its form (signing.ts); the old one, of the other form, stops at once.
     ...(patch.scheme ? schemeChange(patch.scheme, ctx) : {}),
   };
+  // Enabling starts its health afresh; a PATCH that disables gives no reason (the operator knows why).
+  if (next.status !== endpoint.status) Object.assign(next, { disabledReason: null, failingSince: null, consecutiveExpired: 0 });
   const writeEndpoint = async (em: Parameters<Parameters<ActorContext['writer']['write']>[0]>[0]) => {
     await em.execute(
       `update webhook_endpoints set url = ?, description = ?, event_types = ?::jsonb, status = ?, updated_at = ?,
-         signature_scheme = ?, secret_sealed = ?, previous_secret_sealed = ?, previous_secret_expires_at = ?
+         signature_scheme = ?, secret_sealed = ?, previous_secret_sealed = ?, previous_secret_expires_at = ?,
+         disabled_reason = ?, failing_since = ?, consecutive_expired = ?
        where id = ? and deleted_at is null returning id`,
       [next.url, next.description, JSON.stringify(next.eventTypes), next.status, at,
-        next.signatureScheme, next.secretSealed, next.previousSecretSealed, next.previousSecretExpiresAt, endpoint.id],
+        next.signatureScheme, next.secretSealed, next.previousSecretSealed, next.previousSecretExpiresAt,
+        next.disabledReason, next.failingSince, next.consecutiveExpired, endpoint.id],
     );
   };
   state.endpoint = next;

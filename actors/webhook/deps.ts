@@ -1,6 +1,7 @@
 import type { Tracer } from '@opentelemetry/api';
 import type { SecretBox } from '../../persistence/secret-box.ts';
 import type { InFlightCounter } from '../../runtime/in-flight.ts';
+import type { DisablePolicy } from './auto-disable.ts';
 
 /** What endpoint actors need from the service (part of ActorDeps). */
 export interface WebhookDeps {
@@ -20,6 +21,8 @@ export interface WebhookDeps {
    * outcomes to be recorded) before the handover, so the next owner does not post them again.
    */
   attemptsInFlight?: InFlightCounter;
+  /** When an endpoint disables itself (auto-disable.ts); default 5 days of failures, no expiry count. */
+  autoDisable?: DisablePolicy;
 }
 
 /** Endpoint secrets are bound to this purpose in the key derivation. */

@@ -2,6 +2,7 @@ import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import type { GenerationRow } from '../../persistence/entities/generation.ts';
 import { newId } from '../../persistence/ids.ts';
 import { EVENT_OF, type TerminalStatus } from '../generation/state.ts';
+import { holdSubscriptions } from './subscription-lock.ts';
 
 /** A workspace has at most this many webhook endpoints (deleted ones aside); creation takes the workspace lock to keep it so. */
 export const MAX_ENDPOINTS_PER_WORKSPACE = 20;
@@ -33,6 +34,8 @@ export interface SettledEvent {
   at: number;
   /** The generation's trace (W3C traceparent) when the event was made; each attempt continues it. */
   traceParent?: string | null;
+  /** Its stored event (events.ts), set when the event is written; its deliveries carry it. */
+  eventId?: string;
 }
 
 /**
@@ -49,7 +52,9 @@ export async function writeEventDeliveries(em: SqlEntityManager, events: Settled
     const eventType = EVENT_OF[e.status];
     return [`${e.generation.workspaceId} ${eventType}`, { workspace_id: e.generation.workspaceId, event_type: eventType }];
   })).values()];
-  // Most workspaces have no endpoint: then this is the only statement.
+  // An endpoint being created now is either seen by both statements below or made after this commit.
+  await holdSubscriptions(em, events.map((e) => e.generation.workspaceId));
+  // Most workspaces have no endpoint: then this is the last statement.
   const counted = await em.execute<Array<{ workspace_id: string; event_type: string; n: number | string }>>(
     `select w.workspace_id, w.event_type, count(*) as n
      from jsonb_to_recordset(?::jsonb) as w(workspace_id text, event_type text)
@@ -67,7 +72,7 @@ export async function writeEventDeliveries(em: SqlEntityManager, events: Settled
     const createdAt = new Date(e.at);
     const { event, data, createdAt: created } = eventBody(e.generation, e.status, createdAt);
     rows.push({
-      generation_id: e.generation.id, workspace_id: e.generation.workspaceId, event_type: event, created_at: createdAt, trace_parent: e.traceParent ?? null,
+      generation_id: e.generation.id, workspace_id: e.generation.workspaceId, event_type: event, created_at: createdAt, trace_parent: e.traceParent ?? null, event_id: e.eventId ?? null,
       // The body after its id, so each delivery's body is `{"id":"dlv_…",` + this, exactly as it will be signed.
       rest: JSON.stringify({ event, data, createdAt: created }).slice(1),
       // In creation order, so each endpoint's deliveries sort by id in the order of their events.
@@ -77,13 +82,13 @@ export async function writeEventDeliveries(em: SqlEntityManager, events: Settled
   if (rows.length === 0) return endpointsOf;
   // An endpoint made since the count (beyond the ids made) waits for the next event: never a delivery without an id.
   const inserted = await em.execute<Array<{ generation_id: string; endpoint_id: string }>>(
-    `insert into webhook_deliveries (id, endpoint_id, workspace_id, generation_id, event_type, body, status, attempts, attempt_count, next_attempt_at, created_at, updated_at, trace_parent)
-     select m.delivery_id, m.endpoint_id, m.workspace_id, m.generation_id, m.event_type, '{"id":"' || m.delivery_id || '",' || m.rest,
+    `insert into webhook_deliveries (id, endpoint_id, workspace_id, generation_id, event_type, event_id, body, status, attempts, attempt_count, next_attempt_at, created_at, updated_at, trace_parent)
+     select m.delivery_id, m.endpoint_id, m.workspace_id, m.generation_id, m.event_type, m.event_id, '{"id":"' || m.delivery_id || '",' || m.rest,
        'pending', '[]'::jsonb, 0, m.created_at, m.created_at, m.created_at, m.trace_parent
      from (
-       select e.id as endpoint_id, s.workspace_id, s.generation_id, s.event_type, s.rest, s.created_at, s.trace_parent,
+       select e.id as endpoint_id, s.workspace_id, s.generation_id, s.event_type, s.event_id, s.rest, s.created_at, s.trace_parent,
          s.ids ->> ((row_number() over (partition by s.generation_id order by e.id))::int - 1) as delivery_id
-       from jsonb_to_recordset(?::jsonb) as s(generation_id text, workspace_id text, event_type text, rest text, created_at timestamptz, ids jsonb, trace_parent text)
+       from jsonb_to_recordset(?::jsonb) as s(generation_id text, workspace_id text, event_type text, event_id text, rest text, created_at timestamptz, ids jsonb, trace_parent text)
        join webhook_endpoints e on e.workspace_id = s.workspace_id and e.status = 'active' and e.deleted_at is null and e.event_types @> jsonb_build_array(s.event_type)
      ) m
      where m.delivery_id is not null

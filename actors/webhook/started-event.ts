@@ -2,6 +2,7 @@ import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import type { GenerationRow } from '../../persistence/entities/generation.ts';
 import { newId } from '../../persistence/ids.ts';
 import { MAX_ENDPOINTS_PER_WORKSPACE } from './enqueue.ts';
+import { holdSubscriptions } from './subscription-lock.ts';
 
 /**
  * `generation.started`, an extension to SPEC.md section 6 (which sends terminal states only): the job is
@@ -51,13 +52,19 @@ export async function writeStartedDeliveries(em: SqlEntityManager, events: Start
   const endpointsOf: string[][] = events.map(() => []);
   if (events.length === 0) return endpointsOf;
   const workspaces = [...new Set(events.map((e) => e.generation.workspaceId))];
-  const counted = await em.execute<Array<{ workspace_id: string; n: number | string }>>(
+  const count = (ids: string[]) => em.execute<Array<{ workspace_id: string; n: number | string }>>(
     `select e.workspace_id, count(*) as n from webhook_endpoints e
      where e.workspace_id in (select value from jsonb_array_elements_text(?::jsonb)) and ${SUBSCRIBED}
      group by e.workspace_id`,
-    [JSON.stringify(workspaces)],
+    [JSON.stringify(ids)],
   );
+  let counted = await count(workspaces);
   if (counted.length === 0) return endpointsOf;
+  // Some endpoint asked for it: the workspaces' rows are held (subscription-lock.ts) and the endpoints counted
+  // again, so one created meanwhile is either counted and sent the event, or created after this commits.
+  const subscribed = counted.map((c) => c.workspace_id);
+  await holdSubscriptions(em, subscribed);
+  counted = await count(subscribed);
   const counts = new Map(counted.map((c) => [c.workspace_id, Math.min(Number(c.n), MAX_ENDPOINTS_PER_WORKSPACE)]));
   const rows = [];
   for (const e of events) {

@@ -5,8 +5,8 @@
  */
 import type { DeliveryAttempt, DeliveryStatus } from '../../persistence/entities/webhook.ts';
 
-export const WEBHOOK_EVENT_TYPES = ['generation.completed', 'generation.failed', 'generation.cancelled', 'generation.expired'] as const;
-/** What an endpoint may name in eventTypes: the events of SPEC.md section 6 and the opt-in extension generation.started. */
+export const WEBHOOK_EVENT_TYPES = ['generation.completed', 'generation.failed', 'generation.cancelled', 'generation.expired', 'webhook_endpoint.disabled'] as const;
+/** What an endpoint may name in eventTypes: the events above and the opt-in extension generation.started. */
 export const SUBSCRIBABLE_EVENT_TYPES = [...WEBHOOK_EVENT_TYPES, 'generation.started'] as const;
 export type WebhookEventType = (typeof SUBSCRIBABLE_EVENT_TYPES)[number];
 

@@ -1,5 +1,4 @@
 import { context, isSpanContextValid, ROOT_CONTEXT, trace, type Context } from '@opentelemetry/api';
-import type { SqlEntityManager } from '@mikro-orm/postgresql';
 
 const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
 
@@ -22,17 +21,4 @@ export function parentContextOf(traceparent: string | null | undefined): Context
   if (!match) return undefined;
   const spanContext = { traceId: match[1]!, spanId: match[2]!, traceFlags: Number.parseInt(match[3]!, 16) & 1, isRemote: true };
   return isSpanContextValid(spanContext) ? trace.setSpanContext(ROOT_CONTEXT, spanContext) : undefined;
-}
-
-/**
- * For a delivery made from another one (a resend): it carries the original's trace context, so its
- * attempts continue the generation's trace too. Call it in the transaction that inserts `toDeliveryId`
- * (an INSERT … SELECT from the original row may instead copy the `trace_parent` column itself).
- */
-export async function copyDeliveryTrace(em: SqlEntityManager, fromDeliveryId: string, toDeliveryId: string): Promise<void> {
-  await em.execute(
-    'update webhook_deliveries d set trace_parent = o.trace_parent from webhook_deliveries o where o.id = ? and d.id = ?',
-    [fromDeliveryId, toDeliveryId],
-    'run',
-  );
 }

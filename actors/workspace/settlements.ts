@@ -2,6 +2,7 @@ import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { bulkWriteOf } from '../../persistence/bulk-write.ts';
 import type { SnapshotWriter } from '../../persistence/snapshot-writer.ts';
 import { writeEventDeliveries, type SettledEvent } from '../webhook/enqueue.ts';
+import { writeGenerationEvents } from '../webhook/events.ts';
 import { writeMoneyChanges, type MoneyChange } from './money-writes.ts';
 import type { KeySpendDelta } from './key-limits.ts';
 import { keySpendWrite } from './key-spend-writes.ts';
@@ -52,6 +53,7 @@ async function writeSettlements(em: SqlEntityManager, rows: Settlement[]): Promi
   await addUsage(em, usageOf(rows, changed));
   for (const row of rows) for (const also of row.settlement.alsoWrite ?? []) await also(em);
   const events = rows.flatMap((r) => (r.settlement.event ? [r.settlement.event] : []));
+  await writeGenerationEvents(em, events);
   const endpoints = await writeEventDeliveries(em, events);
   const byGeneration = new Map(events.map((e, i) => [e.generation.id, endpoints[i]!]));
   for (const row of rows) row.endpointIds = byGeneration.get(row.generationId) ?? [];

@@ -22,6 +22,7 @@ import { billingRoutes } from './billing/index.ts';
 import { getUsage } from './usage/get.ts';
 import { webhookRoutes } from './webhooks/index.ts';
 import { streamRoutes } from './streams/index.ts';
+import { eventRoutes } from './events/index.ts';
 import { acceptWorkspaceField } from '../workspace-field.ts';
 
 /** The route table: a route exists, is validated and is documented by being listed here. */
@@ -34,7 +35,7 @@ export function routeTable(extra: RouteDef[] = []): RouteDef[] {
     ...fileRoutes,
     ...publicRoutes, ...modelRoutes, ...generationReadRoutes, createGeneration, createGenerationBatch, cancelGeneration,
     ...creditRoutes, ...walletRoutes, ...billingRoutes, getUsage,
-    ...webhookRoutes,
+    ...webhookRoutes, ...eventRoutes,
     ...streamRoutes,
     ...extra,
   ];

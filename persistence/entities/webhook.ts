@@ -20,6 +20,12 @@ export interface WebhookEndpointRow {
   updatedAt: Date;
   /** Set by DELETE; the row and its deliveries are purged by the retention job later. */
   deletedAt: Date | null;
+  /** Why the service disabled it (auto-disable); null when active or disabled by PATCH. */
+  disabledReason: string | null;
+  /** When its current run of failed attempts began; null once an attempt succeeds. */
+  failingSince: Date | null;
+  /** Deliveries expired in a row since the last one delivered. */
+  consecutiveExpired: number;
 }
 
 export const WebhookEndpointEntity = new EntitySchema<WebhookEndpointRow>({
@@ -39,6 +45,9 @@ export const WebhookEndpointEntity = new EntitySchema<WebhookEndpointRow>({
     createdAt: { type: 'Date', fieldName: 'created_at' },
     updatedAt: { type: 'Date', fieldName: 'updated_at' },
     deletedAt: { type: 'Date', fieldName: 'deleted_at', nullable: true },
+    disabledReason: { type: 'string', fieldName: 'disabled_reason', nullable: true },
+    failingSince: { type: 'Date', fieldName: 'failing_since', nullable: true },
+    consecutiveExpired: { type: 'integer', fieldName: 'consecutive_expired' },
   },
 });
 
@@ -57,8 +66,13 @@ export interface WebhookDeliveryRow {
   id: string;
   endpointId: string;
   workspaceId: string;
-  generationId: string;
+  /** Null for an event about an endpoint (webhook_endpoint.disabled). */
+  generationId: string | null;
   eventType: string;
+  /** The event (GET /v1/events) this delivery carries; null for deliveries made before events were kept. */
+  eventId: string | null;
+  /** The delivery this one sends again (resend, recover, replay); its body is that delivery's, id included. */
+  resendOf: string | null;
   body: string;
   status: DeliveryStatus;
   failureReason: string | null;
@@ -78,8 +92,10 @@ export const WebhookDeliveryEntity = new EntitySchema<WebhookDeliveryRow>({
     id: { type: 'string', primary: true },
     endpointId: { type: 'string', fieldName: 'endpoint_id' },
     workspaceId: { type: 'string', fieldName: 'workspace_id' },
-    generationId: { type: 'string', fieldName: 'generation_id' },
+    generationId: { type: 'string', fieldName: 'generation_id', nullable: true },
     eventType: { type: 'string', fieldName: 'event_type' },
+    eventId: { type: 'string', fieldName: 'event_id', nullable: true },
+    resendOf: { type: 'string', fieldName: 'resend_of', nullable: true },
     body: { type: 'text' },
     status: { type: 'string' },
     failureReason: { type: 'string', fieldName: 'failure_reason', nullable: true },

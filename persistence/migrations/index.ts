@@ -10,6 +10,7 @@ import { Migration0011Cluster } from './0011-cluster.ts';
 import { Migration0012UsageRollups } from './0012-usage-rollups.ts';
 import { Migration0013UnfinishedIndexes } from './0013-unfinished-indexes.ts';
 import { Migration0014KeyLimits } from './0014-key-limits.ts';
+import { Migration0015WebhookOperations } from './0015-webhook-operations.ts';
 import { Migration0016WebhookSigning } from './0016-webhook-signing.ts';
 import { Migration0017TraceContext } from './0017-trace-context.ts';
 
@@ -27,6 +28,7 @@ export const migrations = [
   { name: '0012-usage-rollups', class: Migration0012UsageRollups },
   { name: '0013-unfinished-indexes', class: Migration0013UnfinishedIndexes },
   { name: '0014-key-limits', class: Migration0014KeyLimits },
+  { name: '0015-webhook-operations', class: Migration0015WebhookOperations },
   { name: '0016-webhook-signing', class: Migration0016WebhookSigning },
   { name: '0017-trace-context', class: Migration0017TraceContext },
 ];

@@ -6,7 +6,6 @@ import { startService } from '../../runtime/service.ts';
 import { startTestServer } from '../helpers/server.ts';
 import { durableStorage } from '../helpers/database.ts';
 import { createKey, signUp, withKey } from '../helpers/identity.ts';
-import { copyDeliveryTrace } from '../../actors/webhook/trace-context.ts';
 import { createEndpoint, eventually, startReceiver, tenant } from './support.ts';
 
 const TRACE_ID = '4bf92f3577b34da6a3ce929d0e0e4736';
@@ -28,7 +27,7 @@ t.test('every attempt of a delivery, the retry after a backoff too, continues th
   const receiver = await startReceiver(t);
   receiver.behave((i) => ({ status: i === 0 ? 500 : 200 }));
   const who = await tenant(server);
-  await createEndpoint(server, who, receiver.url, ['generation.completed']);
+  const { id: endpointId } = await createEndpoint(server, who, receiver.url, ['generation.completed']);
 
   const created = await createTracedGeneration(server.url, who.key, who.workspaceId);
   t.equal(created.status, 201);
@@ -53,14 +52,14 @@ t.test('every attempt of a delivery, the retry after a backoff too, continues th
     t.equal(span.parentSpanContext?.spanId, storedParent, 'a child of the span the delivery was made in');
   }
 
-  // A delivery made from another one (a resend) is given the original's trace.
-  const em = server.services.db.em();
-  const copyId = `${row!.id.slice(0, -1)}z`;
-  await em.execute(`insert into webhook_deliveries (id, endpoint_id, workspace_id, generation_id, event_type, body, status, attempts, attempt_count, created_at, updated_at)
-    select ?, endpoint_id, workspace_id, generation_id, event_type, body, 'delivered', attempts, attempt_count, created_at, updated_at from webhook_deliveries where id = ?`, [copyId, row!.id]);
-  await copyDeliveryTrace(em, row!.id, copyId);
-  const [copied] = await em.execute<Array<{ trace_parent: string }>>('select trace_parent from webhook_deliveries where id = ?', [copyId]);
-  t.equal(copied!.trace_parent, row!.trace_parent, 'copyDeliveryTrace carries the trace to the new delivery');
+  // A resend is a new delivery made from the original: it carries the original's trace, and so does its attempt.
+  const resent = await fetch(`${server.url}/v1/webhooks/${endpointId}/deliveries/${row!.id}/resend?workspaceId=${who.workspaceId}`, { method: 'POST', headers: withKey(who.key) });
+  t.equal(resent.status, 201, 'resent');
+  const resentId = ((await resent.json()) as { id: string }).id;
+  const [copied] = await server.services.db.em().execute<Array<{ trace_parent: string | null }>>('select trace_parent from webhook_deliveries where id = ?', [resentId]);
+  t.equal(copied!.trace_parent, row!.trace_parent, 'the resend is stored with the original\'s trace');
+  const [, , third] = await receiver.waitFor(3);
+  t.equal(traceOf(third!.headers.traceparent)?.[1], TRACE_ID, 'the resend\'s attempt continues the generation\'s trace');
 });
 
 t.test('after a restart, the next attempt of a pending delivery still continues the generation\'s trace', async (t) => {

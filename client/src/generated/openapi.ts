@@ -542,6 +542,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The workspace's emitted webhook events of the last 30 days, newest first, by type and date
+         * @description Lists the events the workspace emitted (generations' terminal states, endpoints disabled), whether or not an endpoint received them, newest first; kept 30 days. Filter by type and by date (from included, to excluded). Scope webhooks.manage: this is the webhook feed, for replay to an endpoint.
+         */
+        get: operations["listEvents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/events/stream": {
         parameters: {
             query?: never;
@@ -1140,6 +1160,66 @@ export interface paths {
         get: operations["listWebhookDeliveries"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhooks/{id}/deliveries/{deliveryId}/resend": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send one delivery again, in any state: a new delivery that keeps the original body and its id
+         * @description Queues a new delivery that sends this one again, whatever its state: the body is the original's byte for byte (its `id` is the one the receiver first saw, so it deduplicates), the X-Service-Delivery header is the new delivery's id, and `resendOf` links the two. It goes out after what the endpoint already has pending. A disabled endpoint is 409: enable it first.
+         */
+        post: operations["resendWebhookDelivery"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhooks/{id}/recover": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send again every failed or expired delivery of an endpoint made in a time range, in order
+         * @description Queues a re-send of every failed or expired delivery the endpoint had in [since, until), oldest first, each keeping its original body and id. The range is at most 7 days and starts at most 7 days ago; one request queues at most 10000 (nextSince continues). Send an Idempotency-Key header to make retries safe (the same key and body answer the first result again, another body is 409); without one, a delivery whose re-send is still pending is not queued again. A disabled endpoint is 409.
+         */
+        post: operations["recoverWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhooks/{id}/replay": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send one event of the workspace (GET /v1/events) to this endpoint
+         * @description Queues a delivery of one stored event to this endpoint, also one made before the endpoint existed. If the endpoint had a delivery of it still in its history, that body is sent again (same id, so the receiver deduplicates); otherwise the new delivery's id is the body's id. The endpoint must subscribe to the event's type and be active (409 otherwise).
+         */
+        post: operations["replayWebhookEvent"];
         delete?: never;
         options?: never;
         head?: never;
@@ -4447,6 +4527,124 @@ export interface operations {
             };
             /** @description The request body is too large. Codes: `payload_too_large`: a JSON body over the size limit. */
             413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    listEvents: {
+        parameters: {
+            query?: {
+                /** @description The nextCursor of the previous page. */
+                cursor?: string;
+                /** @description Events at or after this time. */
+                from?: string;
+                /** @description Items per page, 1 to 100. */
+                limit?: number;
+                /** @description Events before this time. */
+                to?: string;
+                /** @description An event name: those of SPEC.md section 6; webhook_endpoint.disabled (another endpoint of the workspace was disabled by the service); generation.started, an opt-in extension sent only to endpoints that name it. */
+                type?: "generation.completed" | "generation.failed" | "generation.cancelled" | "generation.expired" | "webhook_endpoint.disabled" | "generation.started";
+                /** @description The workspace; required when signed in, and an API key must name its own. */
+                workspaceId?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            "4XX": components["responses"]["ClientError"];
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: {
+                            /**
+                             * Format: date-time
+                             * @description When the event happened (the body's createdAt).
+                             */
+                            createdAt: string;
+                            /** @description The delivery body's data, as sent. */
+                            data: {
+                                [key: string]: unknown;
+                            };
+                            /** @description An event name: those of SPEC.md section 6; webhook_endpoint.disabled (another endpoint of the workspace was disabled by the service); generation.started, an opt-in extension sent only to endpoints that name it. */
+                            event: "generation.completed" | "generation.failed" | "generation.cancelled" | "generation.expired" | "webhook_endpoint.disabled" | "generation.started";
+                            /** @description The generation of a generation event; null for an endpoint event. */
+                            generationId: string | null;
+                            /** @description evt_…; pass it to POST /v1/webhooks/:id/replay. */
+                            id: string;
+                            workspaceId: string;
+                        }[];
+                        /** @description Pass as cursor for the next page; null on the last page. */
+                        nextCursor: string | null;
+                    };
+                };
+            };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key without one of the scopes its security names; or an API key naming another workspace than its own, or none. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not found. Codes: `not_found`: The resource was not found. */
+            404: {
                 headers: {
                     "X-Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
@@ -7930,7 +8128,9 @@ export interface operations {
                              */
                             createdAt: string;
                             description: string | null;
-                            eventTypes: ("generation.completed" | "generation.failed" | "generation.cancelled" | "generation.expired" | "generation.started")[];
+                            /** @description Why the service disabled the endpoint (its deliveries kept failing; docs/webhooks.md "Auto-disable"); null when active or disabled by PATCH. */
+                            disabledReason: string | null;
+                            eventTypes: ("generation.completed" | "generation.failed" | "generation.cancelled" | "generation.expired" | "webhook_endpoint.disabled" | "generation.started")[];
                             /** @description whk_… */
                             id: string;
                             previousSecretExpiresAt: string | null;
@@ -8031,7 +8231,7 @@ export interface operations {
                 "application/json": {
                     /** @description Free text, up to 500 characters. */
                     description?: string | null;
-                    eventTypes: ("generation.completed" | "generation.failed" | "generation.cancelled" | "generation.expired" | "generation.started")[];
+                    eventTypes: ("generation.completed" | "generation.failed" | "generation.cancelled" | "generation.expired" | "webhook_endpoint.disabled" | "generation.started")[];
                     /** @description How deliveries are signed: x-service (X-Service-Signature, the default) or standard (the Standard Webhooks headers webhook-id, webhook-timestamp, webhook-signature). */
                     signatureScheme?: "x-service" | "standard";
                     /** @description disabled: no new deliveries, and pending ones become failed. */
@@ -8058,7 +8258,9 @@ export interface operations {
                          */
                         createdAt: string;
                         description: string | null;
-                        eventTypes: ("generation.completed" | "generation.failed" | "generation.cancelled" | "generation.expired" | "generation.started")[];
+                        /** @description Why the service disabled the endpoint (its deliveries kept failing; docs/webhooks.md "Auto-disable"); null when active or disabled by PATCH. */
+                        disabledReason: string | null;
+                        eventTypes: ("generation.completed" | "generation.failed" | "generation.cancelled" | "generation.expired" | "webhook_endpoint.disabled" | "generation.started")[];
                         /** @description whk_… */
                         id: string;
                         previousSecretExpiresAt: string | null;
@@ -8292,7 +8494,7 @@ export interface operations {
                 "application/json": {
                     /** @description Free text, up to 500 characters. */
                     description?: string | null;
-                    eventTypes?: ("generation.completed" | "generation.failed" | "generation.cancelled" | "generation.expired" | "generation.started")[];
+                    eventTypes?: ("generation.completed" | "generation.failed" | "generation.cancelled" | "generation.expired" | "webhook_endpoint.disabled" | "generation.started")[];
                     /** @description How deliveries are signed: x-service (X-Service-Signature, the default) or standard (the Standard Webhooks headers webhook-id, webhook-timestamp, webhook-signature). */
                     signatureScheme?: "x-service" | "standard";
                     /** @description disabled: no new deliveries, and pending ones become failed. */
@@ -8319,7 +8521,9 @@ export interface operations {
                          */
                         createdAt: string;
                         description: string | null;
-                        eventTypes: ("generation.completed" | "generation.failed" | "generation.cancelled" | "generation.expired" | "generation.started")[];
+                        /** @description Why the service disabled the endpoint (its deliveries kept failing; docs/webhooks.md "Auto-disable"); null when active or disabled by PATCH. */
+                        disabledReason: string | null;
+                        eventTypes: ("generation.completed" | "generation.failed" | "generation.cancelled" | "generation.expired" | "webhook_endpoint.disabled" | "generation.started")[];
                         /** @description whk_… */
                         id: string;
                         previousSecretExpiresAt: string | null;
@@ -8462,14 +8666,19 @@ export interface operations {
                              */
                             createdAt: string;
                             endpointId: string;
-                            /** @description An event name (SPEC.md section 6), or generation.started: an opt-in extension sent only to endpoints that name it. */
-                            event: "generation.completed" | "generation.failed" | "generation.cancelled" | "generation.expired" | "generation.started";
+                            /** @description An event name: those of SPEC.md section 6; webhook_endpoint.disabled (another endpoint of the workspace was disabled by the service); generation.started, an opt-in extension sent only to endpoints that name it. */
+                            event: "generation.completed" | "generation.failed" | "generation.cancelled" | "generation.expired" | "webhook_endpoint.disabled" | "generation.started";
+                            /** @description The event it carries (evt_…, GET /v1/events); null for deliveries made before events were kept. */
+                            eventId: string | null;
                             /** @description Why a failed delivery stopped; null otherwise. */
                             failureReason: "endpoint_disabled" | "endpoint_deleted" | "egress_refused" | null;
-                            generationId: string;
-                            /** @description dlv_…, also the body's id and the X-Service-Delivery header: deduplicate by it. */
+                            /** @description The generation of a generation event; null for an endpoint event. */
+                            generationId: string | null;
+                            /** @description dlv_…, the X-Service-Delivery header; also the body's id, except for a re-sent delivery, whose body keeps the id of the delivery it re-sends (receivers deduplicate by the body's id). */
                             id: string;
                             nextAttemptAt: string | null;
+                            /** @description The delivery this one sends again (resend, recover or replay); null for a first delivery. */
+                            resendOf: string | null;
                             status: "pending" | "delivered" | "failed" | "expired";
                             /**
                              * Format: date-time
@@ -8514,6 +8723,463 @@ export interface operations {
             };
             /** @description Not found. Codes: `not_found`: no such resource, or one the caller may not see (answered exactly as a missing one). */
             404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    resendWebhookDelivery: {
+        parameters: {
+            query?: {
+                /** @description The workspace; an API key must name its own. */
+                workspaceId?: string;
+            };
+            header?: never;
+            path: {
+                /** @description Delivery id (dlv_…) of this endpoint. */
+                deliveryId: string;
+                /** @description Endpoint id (whk_…). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": {
+                    /** @description The workspace the request acts on; required with an API key (its own workspace). Accepted in the query or the body. */
+                    workspaceId?: string;
+                };
+            };
+        };
+        responses: {
+            "4XX": components["responses"]["ClientError"];
+            /** @description Success */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        attempts: {
+                            /**
+                             * Format: date-time
+                             * @description When the attempt started.
+                             */
+                            at: string;
+                            attemptNumber: number;
+                            durationMs: number;
+                            /** @description Why the attempt failed (non-2xx status, time-out, connection error, egress refusal); null when it succeeded. */
+                            error: string | null;
+                            /** @description The HTTP status answered; null when there was no answer. */
+                            responseStatus: number | null;
+                        }[];
+                        /**
+                         * Format: date-time
+                         * @description When the event happened (the commit of the generation's terminal state).
+                         */
+                        createdAt: string;
+                        endpointId: string;
+                        /** @description An event name: those of SPEC.md section 6; webhook_endpoint.disabled (another endpoint of the workspace was disabled by the service); generation.started, an opt-in extension sent only to endpoints that name it. */
+                        event: "generation.completed" | "generation.failed" | "generation.cancelled" | "generation.expired" | "webhook_endpoint.disabled" | "generation.started";
+                        /** @description The event it carries (evt_…, GET /v1/events); null for deliveries made before events were kept. */
+                        eventId: string | null;
+                        /** @description Why a failed delivery stopped; null otherwise. */
+                        failureReason: "endpoint_disabled" | "endpoint_deleted" | "egress_refused" | null;
+                        /** @description The generation of a generation event; null for an endpoint event. */
+                        generationId: string | null;
+                        /** @description dlv_…, the X-Service-Delivery header; also the body's id, except for a re-sent delivery, whose body keeps the id of the delivery it re-sends (receivers deduplicate by the body's id). */
+                        id: string;
+                        nextAttemptAt: string | null;
+                        /** @description The delivery this one sends again (resend, recover or replay); null for a first delivery. */
+                        resendOf: string | null;
+                        status: "pending" | "delivered" | "failed" | "expired";
+                        /**
+                         * Format: date-time
+                         * @description Last change.
+                         */
+                        updatedAt: string;
+                    };
+                };
+            };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key without one of the scopes its security names; or an API key naming another workspace than its own, or none; or a session's write from a foreign Origin. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not found. Codes: `not_found`: no such resource, or one the caller may not see (answered exactly as a missing one). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Conflicts with the current state. Codes: `conflict`: The request conflicts with the current state. */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The request body is too large. Codes: `payload_too_large`: a JSON body over the size limit. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    recoverWebhook: {
+        parameters: {
+            query?: {
+                /** @description The workspace the request acts on; required with an API key (its own workspace). Accepted in the query or the body. */
+                workspaceId?: string;
+            };
+            header?: never;
+            path: {
+                /** @description Endpoint id (whk_…). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /**
+                     * Format: date-time
+                     * @description Start of the range (included), by the deliveries' createdAt; at most 7 days ago.
+                     */
+                    since: string;
+                    /**
+                     * Format: date-time
+                     * @description End of the range (excluded); default now, at most 7 days after since.
+                     */
+                    until?: string;
+                    /** @description The workspace; an API key must name its own. */
+                    workspaceId?: string;
+                };
+            };
+        };
+        responses: {
+            "4XX": components["responses"]["ClientError"];
+            /** @description Success */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description Deliveries queued by this request, oldest first. */
+                        count: number;
+                        endpointId: string;
+                        /** @description The first new delivery (dlv_…); null when none was queued. */
+                        firstDeliveryId: string | null;
+                        /** @description The last new delivery; null when none was queued. */
+                        lastDeliveryId: string | null;
+                        /** @description Set when the range held more than 10000 deliveries: send the request again with this as since. */
+                        nextSince: string | null;
+                        /** Format: date-time */
+                        since: string;
+                        /** Format: date-time */
+                        until: string;
+                    };
+                };
+            };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key without one of the scopes its security names; or an API key naming another workspace than its own, or none; or a session's write from a foreign Origin. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not found. Codes: `not_found`: no such resource, or one the caller may not see (answered exactly as a missing one). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Conflicts with the current state. Codes: `conflict`: The request conflicts with the current state. */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The request body is too large. Codes: `payload_too_large`: a JSON body over the size limit. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    replayWebhookEvent: {
+        parameters: {
+            query?: {
+                /** @description The workspace the request acts on; required with an API key (its own workspace). Accepted in the query or the body. */
+                workspaceId?: string;
+            };
+            header?: never;
+            path: {
+                /** @description Endpoint id (whk_…). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description The event to send (evt_…, from GET /v1/events). */
+                    eventId: string;
+                    /** @description The workspace; an API key must name its own. */
+                    workspaceId?: string;
+                };
+            };
+        };
+        responses: {
+            "4XX": components["responses"]["ClientError"];
+            /** @description Success */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        attempts: {
+                            /**
+                             * Format: date-time
+                             * @description When the attempt started.
+                             */
+                            at: string;
+                            attemptNumber: number;
+                            durationMs: number;
+                            /** @description Why the attempt failed (non-2xx status, time-out, connection error, egress refusal); null when it succeeded. */
+                            error: string | null;
+                            /** @description The HTTP status answered; null when there was no answer. */
+                            responseStatus: number | null;
+                        }[];
+                        /**
+                         * Format: date-time
+                         * @description When the event happened (the commit of the generation's terminal state).
+                         */
+                        createdAt: string;
+                        endpointId: string;
+                        /** @description An event name: those of SPEC.md section 6; webhook_endpoint.disabled (another endpoint of the workspace was disabled by the service); generation.started, an opt-in extension sent only to endpoints that name it. */
+                        event: "generation.completed" | "generation.failed" | "generation.cancelled" | "generation.expired" | "webhook_endpoint.disabled" | "generation.started";
+                        /** @description The event it carries (evt_…, GET /v1/events); null for deliveries made before events were kept. */
+                        eventId: string | null;
+                        /** @description Why a failed delivery stopped; null otherwise. */
+                        failureReason: "endpoint_disabled" | "endpoint_deleted" | "egress_refused" | null;
+                        /** @description The generation of a generation event; null for an endpoint event. */
+                        generationId: string | null;
+                        /** @description dlv_…, the X-Service-Delivery header; also the body's id, except for a re-sent delivery, whose body keeps the id of the delivery it re-sends (receivers deduplicate by the body's id). */
+                        id: string;
+                        nextAttemptAt: string | null;
+                        /** @description The delivery this one sends again (resend, recover or replay); null for a first delivery. */
+                        resendOf: string | null;
+                        status: "pending" | "delivered" | "failed" | "expired";
+                        /**
+                         * Format: date-time
+                         * @description Last change.
+                         */
+                        updatedAt: string;
+                    };
+                };
+            };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key without one of the scopes its security names; or an API key naming another workspace than its own, or none; or a session's write from a foreign Origin. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not found. Codes: `not_found`: no such resource, or one the caller may not see (answered exactly as a missing one). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Conflicts with the current state. Codes: `conflict`: The request conflicts with the current state. */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The request body is too large. Codes: `payload_too_large`: a JSON body over the size limit. */
+            413: {
                 headers: {
                     "X-Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;

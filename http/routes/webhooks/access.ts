@@ -57,3 +57,10 @@ export async function checkEndpointUrl(url: string, egress: AddressOptions): Pro
   }
   return url;
 }
+
+/** Resend, recover and replay queue deliveries: a disabled endpoint would fail them at once, so they are refused (409). */
+export function requireActive(endpoint: WebhookEndpointRow): void {
+  if (endpoint.status !== 'active') {
+    throw new ApiError('conflict', `The endpoint ${endpoint.id} is disabled${endpoint.disabledReason ? ` (${endpoint.disabledReason})` : ''}; set its status to active first.`);
+  }
+}

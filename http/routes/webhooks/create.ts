@@ -39,6 +39,9 @@ export const createWebhook = defineRoute({
       createdAt: at,
       updatedAt: at,
       deletedAt: null,
+      disabledReason: null,
+      failingSince: null,
+      consecutiveExpired: 0,
     };
     await services.db.em().transactional(async (em) => {
       // The workspace lock serialises creations, so the count below still holds at commit.

@@ -8,7 +8,7 @@ const Time = (description: string) => Type.String({ format: 'date-time', descrip
 const WorkspaceIdField = Type.String({ minLength: 1, maxLength: 64, description: 'The workspace; an API key must name its own.' });
 
 export const EventType = Type.Union(SUBSCRIBABLE_EVENT_TYPES.map((name) => Type.Literal(name)), {
-  description: 'An event name (SPEC.md section 6), or generation.started: an opt-in extension sent only to endpoints that name it.',
+  description: 'An event name: those of SPEC.md section 6; webhook_endpoint.disabled (another endpoint of the workspace was disabled by the service); generation.started, an opt-in extension sent only to endpoints that name it.',
 });
 export const EventTypes = Type.Array(EventType, { minItems: 1, maxItems: SUBSCRIBABLE_EVENT_TYPES.length, uniqueItems: true });
 export const SignatureSchemeField = Type.Union([Type.Literal('x-service'), Type.Literal('standard')], {
@@ -56,6 +56,9 @@ export const WebhookOut = Type.Object({
   status: EndpointStatus,
   signatureScheme: SignatureSchemeField,
   previousSecretExpiresAt: Type.Union([Time('When the secret replaced by the last rotation stops signing (in the past: it has).'), Type.Null()]),
+  disabledReason: Type.Union([Type.String(), Type.Null()], {
+    description: 'Why the service disabled the endpoint (its deliveries kept failing; docs/webhooks.md "Auto-disable"); null when active or disabled by PATCH.',
+  }),
   createdAt: Time('When the endpoint was made.'),
   updatedAt: Time('Last change.'),
 }, { additionalProperties: false });
@@ -88,6 +91,7 @@ export function toWebhookOut(row: WebhookEndpointRow): WebhookOut {
     status: row.status,
     signatureScheme: row.signatureScheme,
     previousSecretExpiresAt: row.previousSecretExpiresAt?.toISOString() ?? null,
+    disabledReason: row.status === 'disabled' ? row.disabledReason : null,
     createdAt: row.createdAt.toISOString(),
     updatedAt: row.updatedAt.toISOString(),
   };
@@ -104,10 +108,12 @@ export const AttemptOut = Type.Object({
 export const DeliveryStatusOut = Type.Union(['pending', 'delivered', 'failed', 'expired'].map((s) => Type.Literal(s)));
 
 export const DeliveryOut = Type.Object({
-  id: Type.String({ description: 'dlv_…, also the body\'s id and the X-Service-Delivery header: deduplicate by it.' }),
+  id: Type.String({ description: 'dlv_…, the X-Service-Delivery header; also the body\'s id, except for a re-sent delivery, whose body keeps the id of the delivery it re-sends (receivers deduplicate by the body\'s id).' }),
   endpointId: Type.String(),
   event: EventType,
-  generationId: Type.String(),
+  eventId: Type.Union([Type.String(), Type.Null()], { description: 'The event it carries (evt_…, GET /v1/events); null for deliveries made before events were kept.' }),
+  resendOf: Type.Union([Type.String(), Type.Null()], { description: 'The delivery this one sends again (resend, recover or replay); null for a first delivery.' }),
+  generationId: Type.Union([Type.String(), Type.Null()], { description: 'The generation of a generation event; null for an endpoint event.' }),
   status: DeliveryStatusOut,
   failureReason: Type.Union([Type.Literal('endpoint_disabled'), Type.Literal('endpoint_deleted'), Type.Literal('egress_refused'), Type.Null()], {
     description: 'Why a failed delivery stopped; null otherwise.',
@@ -124,6 +130,8 @@ export function toDeliveryOut(row: WebhookDeliveryRow): DeliveryOut {
     id: row.id,
     endpointId: row.endpointId,
     event: row.eventType as DeliveryOut['event'],
+    eventId: row.eventId,
+    resendOf: row.resendOf,
     generationId: row.generationId,
     status: row.status,
     failureReason: row.failureReason as DeliveryOut['failureReason'],
