@@ -4,7 +4,7 @@ import { bulkWriteOf } from '../../persistence/bulk-write.ts';
 import type { SnapshotWriter } from '../../persistence/snapshot-writer.ts';
 import { boundQuery } from '../../persistence/bound-query.ts';
 import { noteTransactionId, TXID_COLUMN } from '../../persistence/transaction-id.ts';
-import { writeStartedDeliveries } from '../webhook/started-event.ts';
+import { STARTED_WANTED, writeStartedDeliveries } from '../webhook/started-event.ts';
 
 /**
  * A non-terminal transition of one generation: its new row, applied only if the stored status is still
@@ -26,11 +26,11 @@ export interface Progress {
  * throws, and BulkWrite writes every row again alone, so only that one fails.
  */
 async function writeProgress(em: SqlEntityManager, rows: Progress[]): Promise<void> {
-  const changed = await boundQuery<{ id: string; txid: string }>(em,
+  const changed = await boundQuery<{ id: string; txid: string; started_wanted: boolean }>(em,
     `update generations g set status = v.status, timeline = v.timeline, provider_job_id = v.provider_job_id, attempts = v.attempts, started_at = v.started_at, updated_at = v.updated_at
      from jsonb_to_recordset(?::jsonb) as v(id text, from_status text, status text, timeline jsonb, provider_job_id text, attempts integer, started_at timestamptz, updated_at timestamptz)
      where g.id = v.id and g.status = v.from_status
-     returning g.id, ${TXID_COLUMN}`,
+     returning g.id, ${TXID_COLUMN}, v.status = 'running' and v.from_status <> 'running' and ${STARTED_WANTED} as started_wanted`,
     [JSON.stringify(rows.map(({ from, row }) => ({
       id: row.id, from_status: from, status: row.status, timeline: row.timeline, provider_job_id: row.providerJobId, attempts: row.attempts, started_at: row.startedAt, updated_at: row.updatedAt,
     })))],
@@ -41,8 +41,10 @@ async function writeProgress(em: SqlEntityManager, rows: Progress[]): Promise<vo
     const moved = rows.filter((r) => !found.has(r.row.id)).map((r) => r.row.id);
     throw new Error(`generation${moved.length === 1 ? '' : 's'} ${moved.join(', ')} changed under ${moved.length === 1 ? 'its actor' : 'their actors'}`);
   }
-  // A move to running makes the opt-in generation.started deliveries, in this same transaction.
-  const started = rows.filter((r) => r.row.status === 'running' && r.from !== 'running');
+  // A move to running makes the opt-in generation.started deliveries, in this same transaction, when an
+  // endpoint of its workspace asked for them (the UPDATE said so: no statement more when none did).
+  const wanted = new Set(changed.filter((c) => c.started_wanted).map((c) => c.id));
+  const started = rows.filter((r) => wanted.has(r.row.id));
   if (started.length === 0) return;
   const endpoints = await writeStartedDeliveries(em, started.map((r) => ({ generation: r.row, at: r.row.updatedAt.getTime(), traceParent: r.traceParent ?? null })));
   started.forEach((r, i) => { r.endpointIds = endpoints[i]; });
