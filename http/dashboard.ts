@@ -92,8 +92,11 @@ export function loadDashboard(dir = DASHBOARD_DIR): Dashboard {
 
 /** Whether a GET for this path is the dashboard's to answer once no route took it. */
 export function isDashboardPath(urlPath: string): boolean {
-  return !(urlPath === '/v1' || urlPath.startsWith('/v1/') || urlPath.startsWith('/health/') || urlPath === '/health');
+  return !RESERVED.some((prefix) => urlPath === prefix || urlPath.startsWith(`${prefix}/`));
 }
+
+/** Paths of the service's own, never a page: the API, health, and /metrics (served on its own listener, so a scraper pointed at this port gets 404, not a page). */
+const RESERVED = ['/v1', '/health', '/metrics'];
 
 /**
  * Answers a GET from the dashboard: a file by its exact path, or index.html for an app route (a path whose
