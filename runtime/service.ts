@@ -317,16 +317,22 @@ export async function startService(options: StartOptions): Promise<RunningServic
     services.cluster = new ClusterRouting(owners, clusterNode, shardHost, cluster.secret);
   }
   const http = createHttpServer(services, routeTable(options.routes), { tracing: telemetry.enabled, metrics: metrics?.http });
-  let port: number;
-  try {
-    port = await http.listen(config.host, config.port);
-  } catch (error) {
+  /** A listener could not be opened: what was started stops again, and start-up fails with the error and `hint`. */
+  const abandonStart = async (error: unknown, hint: string): Promise<never> => {
+    http.stopAccepting();
     await actors.stop();
     await closeShared();
     await membershipDb?.close();
     await db.close();
+    await metrics?.shutdown();
     await telemetry.shutdown();
-    throw new StartupError(`${(error as Error).message}: is the port in use?`);
+    throw new StartupError(`${(error as Error).message}${hint}`);
+  };
+  let port: number;
+  try {
+    port = await http.listen(config.host, config.port);
+  } catch (error) {
+    return abandonStart(error, ': is the port in use?');
   }
   // GET /metrics on a listener of its own, which the API's users (and their keys) do not reach.
   let metricsUrl: string | undefined;
@@ -335,27 +341,13 @@ export async function startService(options: StartOptions): Promise<RunningServic
     const metricsHost = config.metrics.host.includes(':') ? `[${config.metrics.host}]` : config.metrics.host;
     if (metricsPort !== undefined) metricsUrl = `http://${metricsHost}:${metricsPort}/metrics`;
   } catch (error) {
-    http.stopAccepting();
-    await actors.stop();
-    await closeShared();
-    await membershipDb?.close();
-    await db.close();
-    await metrics?.shutdown();
-    await telemetry.shutdown();
-    throw new StartupError(`${(error as Error).message} (METRICS_HOST:METRICS_PORT, the metrics endpoint): is the port in use? OTEL_METRICS_EXPORTER=none turns it off`);
+    return abandonStart(error, ' (METRICS_HOST:METRICS_PORT, the metrics endpoint): is the port in use? OTEL_METRICS_EXPORTER=none turns it off');
   }
   if (cluster) {
     try {
       await http.listen(config.host, cluster.internalPort);
     } catch (error) {
-      http.stopAccepting();
-      await actors.stop();
-      await closeShared();
-      await membershipDb?.close();
-      await db.close();
-      await metrics?.shutdown();
-      await telemetry.shutdown();
-      throw new StartupError(`${(error as Error).message} (CLUSTER_INTERNAL_PORT): is the port in use?`);
+      return abandonStart(error, ' (CLUSTER_INTERNAL_PORT): is the port in use?');
     }
   }
   const url = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;

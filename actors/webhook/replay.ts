@@ -1,14 +1,9 @@
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
+import type { EmittedEvent } from './events.ts';
 import { insertFirstDelivery, insertResends } from './resend.ts';
 
-export interface StoredEvent {
-  id: string;
-  workspaceId: string;
-  generationId: string | null;
-  eventType: string;
-  rest: string;
-  createdAt: Date;
-}
+/** An event as kept in webhook_events. */
+export type StoredEvent = EmittedEvent;
 
 /** One stored event of a workspace (another workspace's is not found). */
 export async function findEvent(em: SqlEntityManager, workspaceId: string, id: string): Promise<StoredEvent | undefined> {

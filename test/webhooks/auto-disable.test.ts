@@ -1,25 +1,12 @@
 import t, { type Test } from 'tap';
-import { ManualClock } from '../../runtime/clock.ts';
-import { startTestServer, type TestServer } from '../helpers/server.ts';
+import type { TestServer } from '../helpers/server.ts';
 import { call } from '../identity/support.ts';
 import {
-  cancelGeneration, createEndpoint, createGeneration, deliveries, eventually, historyWhen, startReceiver, tenant, type Tenant,
+  cancelledEvent, createEndpoint, deliveries, eventually, historyWhen, startOnManualClock, startReceiver, tenant, type Tenant,
 } from './support.ts';
 
 const DAY = 86_400_000;
 const BACKOFF = [30_000, 60_000, 120_000, 240_000];
-
-async function start(t: Test, env: Record<string, string> = {}) {
-  const clock = new ManualClock(Date.now());
-  const server = await startTestServer(t, { clock, env: { ALLOW_PRIVATE_EGRESS: 'true', LOCAL_PROVIDER_LATENCY_MS: '600000', ...env } });
-  return { clock, server, who: await tenant(server) };
-}
-
-async function cancelledEvent(server: TestServer, who: Tenant): Promise<string> {
-  const created = await createGeneration(server, who);
-  await cancelGeneration(server, who, created.id);
-  return created.id;
-}
 
 async function endpointOf(server: TestServer, who: Tenant, id: string): Promise<any> {
   const list = await call(server, who.key, 'GET', `/v1/webhooks?workspaceId=${who.workspaceId}&limit=100`);
@@ -27,7 +14,7 @@ async function endpointOf(server: TestServer, who: Tenant, id: string): Promise<
 }
 
 t.test('an endpoint failing for 5 days (moved clock) is disabled with a reason; the other subscribed endpoints are told; enabling resumes new deliveries only', async (t) => {
-  const { clock, server, who } = await start(t);
+  const { clock, server, who } = await startOnManualClock(t);
   const dead = await startReceiver(t);
   dead.behave(() => ({ status: 500 }));
   const watcher = await startReceiver(t);
@@ -79,7 +66,7 @@ t.test('an endpoint failing for 5 days (moved clock) is disabled with a reason; 
 });
 
 t.test('WEBHOOK_DISABLE_AFTER_EXPIRED: that many expired deliveries in a row disable it; a success in between resets the count', async (t) => {
-  const { clock, server, who } = await start(t, { WEBHOOK_DISABLE_AFTER_EXPIRED: '2', WEBHOOK_DISABLE_AFTER_MS: '0' });
+  const { clock, server, who } = await startOnManualClock(t, { WEBHOOK_DISABLE_AFTER_EXPIRED: '2', WEBHOOK_DISABLE_AFTER_MS: '0' });
   const receiver = await startReceiver(t);
   let failing = true;
   receiver.behave(() => ({ status: failing ? 503 : 200 }));

@@ -1,29 +1,16 @@
 import t, { type Test } from 'tap';
-import { ManualClock } from '../../runtime/clock.ts';
-import { startTestServer, type TestServer } from '../helpers/server.ts';
+import type { TestServer } from '../helpers/server.ts';
 import { call, isError } from '../identity/support.ts';
 import { EVENT_RETENTION_MS } from '../../actors/webhook/events.ts';
 import { pruneDeliveries } from '../../actors/webhook/retention.ts';
 import {
-  cancelGeneration, createEndpoint, createGeneration, historyWhen, startReceiver, tenant, type Tenant,
+  cancelledEvent, createEndpoint, historyWhen, startOnManualClock, startReceiver, tenant, type Tenant,
 } from './support.ts';
-
-async function start(t: Test) {
-  const clock = new ManualClock(Date.now());
-  const server = await startTestServer(t, { clock, env: { ALLOW_PRIVATE_EGRESS: 'true', LOCAL_PROVIDER_LATENCY_MS: '600000' } });
-  return { clock, server, who: await tenant(server) };
-}
-
-async function cancelledEvent(server: TestServer, who: Tenant): Promise<string> {
-  const created = await createGeneration(server, who);
-  await cancelGeneration(server, who, created.id);
-  return created.id;
-}
 
 const events = (server: TestServer, who: Tenant, query = '') => call(server, who.key, 'GET', `/v1/events?workspaceId=${who.workspaceId}${query}`);
 
 t.test('every terminal event is kept, with or without an endpoint, and listed newest first by type and date with a cursor', async (t) => {
-  const { clock, server, who } = await start(t);
+  const { clock, server, who } = await startOnManualClock(t);
   const firstAt = clock.now();
   const first = await cancelledEvent(server, who);
   clock.advance(60_000);
@@ -64,7 +51,7 @@ t.test('every terminal event is kept, with or without an endpoint, and listed ne
 });
 
 t.test('replay: an event sent to an endpoint made after it; to one that had it, with the id it saw', async (t) => {
-  const { server, who } = await start(t);
+  const { server, who } = await startOnManualClock(t);
   const receiver = await startReceiver(t);
   const early = await createEndpoint(server, who, receiver.url);
   const generation = await cancelledEvent(server, who);

@@ -1,26 +1,12 @@
 import t, { type Test } from 'tap';
-import { ManualClock } from '../../runtime/clock.ts';
-import { startTestServer, type TestServer } from '../helpers/server.ts';
+import type { TestServer } from '../helpers/server.ts';
 import { withKey } from '../helpers/identity.ts';
 import { call, isError } from '../identity/support.ts';
 import { verifyWebhook } from '../../client/src/webhooks.ts';
 import { RECOVER_WINDOW_MS } from '../../actors/webhook/recover.ts';
 import {
-  cancelGeneration, createEndpoint, createGeneration, deliveries, historyWhen, startReceiver, tenant, type Tenant,
+  cancelledEvent, createEndpoint, deliveries, historyWhen, startOnManualClock, startReceiver, tenant, type Tenant,
 } from './support.ts';
-
-/** Jobs stay with the provider for ten minutes of the manual clock, so each event here is a cancellation, made when the test says. */
-async function start(t: Test) {
-  const clock = new ManualClock(Date.now());
-  const server = await startTestServer(t, { clock, env: { ALLOW_PRIVATE_EGRESS: 'true', LOCAL_PROVIDER_LATENCY_MS: '600000' } });
-  return { clock, server, who: await tenant(server) };
-}
-
-async function cancelledEvent(server: TestServer, who: Tenant): Promise<string> {
-  const created = await createGeneration(server, who);
-  await cancelGeneration(server, who, created.id);
-  return created.id;
-}
 
 function setStatus(server: TestServer, who: Tenant, id: string, status: string) {
   return call(server, who.key, 'PATCH', `/v1/webhooks/${id}`, { workspaceId: who.workspaceId, status });
@@ -39,7 +25,7 @@ async function threeFailed(t: Test, server: TestServer, who: Tenant, url: string
 }
 
 t.test('resend: a new delivery linked to the original, with the original body (its id) and a header of its own', async (t) => {
-  const { server, who } = await start(t);
+  const { server, who } = await startOnManualClock(t);
   const receiver = await startReceiver(t);
   const endpoint = await createEndpoint(server, who, receiver.url);
   await cancelledEvent(server, who);
@@ -68,7 +54,7 @@ t.test('resend: a new delivery linked to the original, with the original body (i
 });
 
 t.test('resend of a failed delivery delivers it; refusals: a disabled endpoint, an unknown or foreign delivery, another workspace', async (t) => {
-  const { server, who } = await start(t);
+  const { server, who } = await startOnManualClock(t);
   const receiver = await startReceiver(t);
   receiver.behave((i) => ({ status: i === 0 ? 500 : 200 }));
   const { endpoint, failed } = await threeFailed(t, server, who, receiver.url);
@@ -95,7 +81,7 @@ t.test('resend of a failed delivery delivers it; refusals: a disabled endpoint, 
 });
 
 t.test('recover: every failed delivery of the range again, in order; idempotent by key, and never queued twice while pending', async (t) => {
-  const { clock, server, who } = await start(t);
+  const { clock, server, who } = await startOnManualClock(t);
   const receiver = await startReceiver(t);
   receiver.behave((i) => ({ status: i === 0 ? 500 : 200 }));
   const since = new Date(clock.now() - 60_000).toISOString();
@@ -136,7 +122,7 @@ t.test('recover: every failed delivery of the range again, in order; idempotent 
 });
 
 t.test('recover refusals: the range, the key, a disabled endpoint', async (t) => {
-  const { clock, server, who } = await start(t);
+  const { clock, server, who } = await startOnManualClock(t);
   const endpoint = await createEndpoint(server, who, 'http://127.0.0.1:9/hook');
   const now = clock.now();
   const recover = (body: object, headers: Record<string, string> = {}) => server.json(`/v1/webhooks/${endpoint.id}/recover`, {

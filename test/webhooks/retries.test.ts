@@ -6,21 +6,8 @@ import { startTestServer, type TestServer } from '../helpers/server.ts';
 import { withKey } from '../helpers/identity.ts';
 import { verifyWebhook } from '../../client/src/webhooks.ts';
 import {
-  cancelGeneration, createEndpoint, createGeneration, deliveries, historyWhen, startReceiver, tenant, type Tenant,
+  cancelledEvent, createEndpoint, deliveries, historyWhen, startOnManualClock, startReceiver, tenant, type Tenant,
 } from './support.ts';
-
-/** Jobs stay with the provider for ten minutes of the manual clock, so each event here is a cancellation, made when the test says. */
-async function start(t: Test, env: Record<string, string> = {}) {
-  const clock = new ManualClock(Date.now());
-  const server = await startTestServer(t, { clock, env: { ALLOW_PRIVATE_EGRESS: 'true', LOCAL_PROVIDER_LATENCY_MS: '600000', ...env } });
-  return { clock, server, who: await tenant(server) };
-}
-
-async function cancelledEvent(server: TestServer, who: Tenant): Promise<string> {
-  const created = await createGeneration(server, who);
-  await cancelGeneration(server, who, created.id);
-  return created.id;
-}
 
 const BACKOFF = [30_000, 60_000, 120_000, 240_000];
 const pendingWith = (n: number) => (data: any[]) => data[0]?.status === 'pending' && data[0].attempts.length === n;
@@ -32,7 +19,7 @@ function checkBackoff(t: Test, delivery: any, n: number): void {
 }
 
 t.test('a 500 is retried after the backoff; both attempts are recorded and the same delivery is signed afresh', async (t) => {
-  const { clock, server, who } = await start(t);
+  const { clock, server, who } = await startOnManualClock(t);
   const receiver = await startReceiver(t);
   receiver.behave((i) => ({ status: i === 0 ? 500 : 204 }));
   const endpoint = await createEndpoint(server, who, receiver.url);
@@ -54,7 +41,7 @@ t.test('a 500 is retried after the backoff; both attempts are recorded and the s
 });
 
 t.test('a time-out is retried (WEBHOOK_TIMEOUT_MS short here, 10 s by default)', async (t) => {
-  const { clock, server, who } = await start(t, { WEBHOOK_TIMEOUT_MS: '200' });
+  const { clock, server, who } = await startOnManualClock(t, { WEBHOOK_TIMEOUT_MS: '200' });
   const receiver = await startReceiver(t);
   receiver.behave((i) => (i === 0 ? { hold: true } : { status: 200 }));
   const endpoint = await createEndpoint(server, who, receiver.url);
@@ -69,7 +56,7 @@ t.test('a time-out is retried (WEBHOOK_TIMEOUT_MS short here, 10 s by default)',
 });
 
 t.test('a refused connection is retried, and delivered once the receiver is up', async (t) => {
-  const { clock, server, who } = await start(t);
+  const { clock, server, who } = await startOnManualClock(t);
   // A port nobody listens on (yet).
   const port = await new Promise<number>((resolve) => {
     const probe = net.createServer().listen(0, '127.0.0.1', () => {
@@ -88,7 +75,7 @@ t.test('a refused connection is retried, and delivered once the receiver is up',
 });
 
 t.test('after five failed attempts a delivery is expired, with every attempt recorded', async (t) => {
-  const { clock, server, who } = await start(t);
+  const { clock, server, who } = await startOnManualClock(t);
   const receiver = await startReceiver(t);
   receiver.behave(() => ({ status: 503 }));
   const endpoint = await createEndpoint(server, who, receiver.url);
@@ -110,7 +97,7 @@ t.test('after five failed attempts a delivery is expired, with every attempt rec
 });
 
 t.test('deliveries of one endpoint go in creation order, one at a time: a retried head holds back the rest', async (t) => {
-  const { clock, server, who } = await start(t);
+  const { clock, server, who } = await startOnManualClock(t);
   const receiver = await startReceiver(t);
   receiver.behave((i) => ({ status: i === 0 ? 500 : 200 }));
   const endpoint = await createEndpoint(server, who, receiver.url);
@@ -128,7 +115,7 @@ t.test('deliveries of one endpoint go in creation order, one at a time: a retrie
 });
 
 t.test('disabling an endpoint fails its pending deliveries and sends nothing more until it is enabled again', async (t) => {
-  const { clock, server, who } = await start(t);
+  const { clock, server, who } = await startOnManualClock(t);
   const receiver = await startReceiver(t);
   receiver.behave((i) => ({ status: i === 0 ? 500 : 200 }));
   const endpoint = await createEndpoint(server, who, receiver.url);
@@ -151,7 +138,7 @@ t.test('disabling an endpoint fails its pending deliveries and sends nothing mor
 });
 
 t.test('deleting an endpoint fails its pending deliveries and stops it', async (t) => {
-  const { clock, server, who } = await start(t);
+  const { clock, server, who } = await startOnManualClock(t);
   const receiver = await startReceiver(t);
   receiver.behave(() => ({ status: 500 }));
   const endpoint = await createEndpoint(server, who, receiver.url);
@@ -189,7 +176,7 @@ t.test('a URL the egress guard refuses at delivery time fails the delivery witho
 });
 
 t.test('a slow endpoint never delays another', async (t) => {
-  const { server, who } = await start(t);
+  const { server, who } = await startOnManualClock(t);
   const slow = await startReceiver(t);
   const fast = await startReceiver(t);
   slow.behave(() => ({ hold: true }));

@@ -1,7 +1,8 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Test } from 'tap';
-import type { TestServer } from '../helpers/server.ts';
+import { ManualClock } from '../../runtime/clock.ts';
+import { startTestServer, type TestServer } from '../helpers/server.ts';
 import { createKey, signUp, withKey, type SignedUp } from '../helpers/identity.ts';
 
 export interface Received {
@@ -149,4 +150,21 @@ export function historyWhen(server: TestServer, who: Tenant, endpointId: string,
     const { data } = await deliveries(server, who, endpointId);
     return done(data) ? data : undefined;
   }, what);
+}
+
+/**
+ * A server on a manual clock whose jobs stay with the provider for ten minutes of it, so each event is a
+ * cancellation made when the test says (cancelledEvent); with a tenant holding a key.
+ */
+export async function startOnManualClock(t: Test, env: Record<string, string> = {}): Promise<{ clock: ManualClock; server: TestServer; who: Tenant }> {
+  const clock = new ManualClock(Date.now());
+  const server = await startTestServer(t, { clock, env: { ALLOW_PRIVATE_EGRESS: 'true', LOCAL_PROVIDER_LATENCY_MS: '600000', ...env } });
+  return { clock, server, who: await tenant(server) };
+}
+
+/** Creates a job and cancels it: its generation.cancelled event is made now. Returns the generation's id. */
+export async function cancelledEvent(server: TestServer, who: Tenant): Promise<string> {
+  const created = await createGeneration(server, who);
+  await cancelGeneration(server, who, created.id);
+  return created.id;
 }
