@@ -80,7 +80,7 @@ export function UsagePage() {
         <section class="card" aria-labelledby="wallet-title">
           <h2 id="wallet-title">Wallet</h2>
           <ErrorBox error={wallet.error} />
-          {wallet.data && <p class="big">{dollars(wallet.data.balanceCents ?? 0)}</p>}
+          {wallet.data && <p class="big" data-testid="wallet-balance">{dollars(wallet.data.balanceCents ?? 0)}</p>}
         </section>
       </div>
       <h2>Plan</h2>
