@@ -59,6 +59,22 @@ if (!fs.existsSync(CHROMIUM)) {
     await page.goBack();
     await page.getByRole('heading', { name: 'Usage and credits' }).waitFor();
     await screenshot(page, 'usage');
+    // a wallet top-up goes through the same checkout; paid, the money is in the wallet
+    t.equal(await page.getByTestId('wallet-balance').textContent(), '$0.00', 'the wallet starts empty');
+    await page.getByLabel('Amount (US dollars)').fill('25');
+    await page.getByRole('button', { name: 'Deposit at checkout' }).click();
+    await page.waitForURL(/\/v1\/billing\/local\/checkout\/[^/]+$/);
+    await page.getByRole('heading', { name: 'Checkout' }).waitFor();
+    t.match(await page.locator('body').textContent(), /Wallet deposit: \$25\.00/, 'a wallet top-up reaches the checkout for its amount');
+    await screenshot(page, 'wallet-checkout');
+    await page.getByRole('button', { name: 'Pay $25.00' }).click();
+    await page.getByText(/paid\./).waitFor();
+    await eventually(async () => {
+      await page.goto(`${base}/`);
+      await page.getByTestId('wallet-balance').waitFor();
+      return (await page.getByTestId('wallet-balance').textContent()) === '$25.00' ? true : undefined;
+    }, 'the paid deposit is in the wallet', 60_000);
+    t.match(await page.getByTestId('wallet-deposits').textContent(), /\$25\.00\s*checkout\s*paid/, 'and listed as a cleared deposit');
 
     // the workspace picker knows the personal workspace
     await page.getByRole('link', { name: 'Workspaces' }).click();
@@ -172,6 +188,38 @@ if (!fs.existsSync(CHROMIUM)) {
     t.match(await row.textContent(), /generation\.completed/, 'the delivery row names its event');
     t.match(await row.locator('.attempts').textContent(), /^200 · \d+ ms/, 'and its attempt, answered 200');
     await screenshot(page, 'webhooks');
+
+    // a test event: sent now, its outcome on screen
+    await page.getByRole('button', { name: 'Send test event' }).click();
+    const outcome = page.getByTestId('test-outcome');
+    await outcome.waitFor();
+    t.match(await outcome.textContent(), /delivered · answered 200 · \d+ ms$/, 'the test event\'s outcome is shown: delivered, 200, its duration');
+    const afterTest = await receiver.waitFor(2, 60_000);
+    t.equal(afterTest[1]!.body?.event, 'webhook.test', 'the receiver got the signed webhook.test event');
+    // resend: a new delivery of the same event appears in the list, and reaches the receiver with the same body id
+    const originalId = await row.getAttribute('data-delivery-id');
+    await row.getByRole('button', { name: 'Resend' }).click();
+    const rows = page.getByTestId('deliveries').locator('tbody tr', { hasText: created.body.id });
+    await page.getByTestId('deliveries').locator('tbody tr', { hasText: `resend of ${originalId}` }).waitFor();
+    t.equal(await rows.count(), 2, 'after a resend the list shows a second delivery of the generation');
+    const afterResend = await receiver.waitFor(3, 120_000);
+    t.equal(afterResend[2]!.body?.id, received!.body?.id, 'the resend carries the original body (its id)');
+    await eventually(async () => {
+      await page.getByRole('button', { name: 'Refresh deliveries' }).click();
+      const resent = page.getByTestId('deliveries').locator('tbody tr', { hasText: `resend of ${originalId}` });
+      return (await resent.locator('[data-status="delivered"]').count()) > 0 ? true : undefined;
+    }, 'the resent delivery shows as delivered', 120_000);
+    // rotation: a new secret, shown once with a copy button
+    const firstSecret = await page.getByTestId('webhook-secret').textContent();
+    await page.getByRole('button', { name: 'Rotate secret' }).click();
+    await page.getByRole('region', { name: 'New signing secret' }).waitFor();
+    const rotated = (await page.getByTestId('webhook-secret').textContent()) ?? '';
+    t.match(rotated, /^whsec_/, 'a rotated secret is shown');
+    t.not(rotated, firstSecret, 'and it is a new one');
+    t.ok(await page.getByRole('button', { name: 'Copy secret' }).isVisible(), 'with a copy button');
+    await screenshot(page, 'webhooks-operations');
+    await page.getByRole('button', { name: 'I have stored it' }).click();
+    t.notOk((await page.content()).includes(rotated), 'once dismissed, the secret is nowhere on the page');
 
     // --- the generation page reads the live stream when the service has one (GET /v1/generations/:id/stream:
     // the current state, each transition, then the end), and polls the detail when it answers 404. The browser

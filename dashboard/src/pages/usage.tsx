@@ -12,9 +12,11 @@ export function UsagePage() {
   const credits = useLoad(() => api('GET', `/v1/workspaces/${encodeURIComponent(workspaceId)}/credits`), [workspaceId]);
   const usage = useLoad(() => api('GET', '/v1/usage', { query: { workspaceId } }), [workspaceId]);
   const wallet = useLoad(() => api('GET', '/v1/wallet', { query: { workspaceId } }), [workspaceId]);
+  const deposits = useLoad(() => api<{ data: any[] }>('GET', '/v1/wallet/deposits', { query: { workspaceId, limit: 10 } }), [workspaceId]);
   const topUps = useLoad(() => api<{ data: any[] }>('GET', '/v1/credits/top-ups', { query: { workspaceId, limit: 10 } }), [workspaceId]);
   const plans = useLoad(() => api<{ data: any[] }>('GET', '/v1/plans'), []);
   const [error, setError] = useState<unknown>();
+  const [walletError, setWalletError] = useState<unknown>();
 
   const checkout = async (plan: string) => {
     setError(undefined);
@@ -36,6 +38,19 @@ export function UsagePage() {
       else topUps.reload();
     } catch (failure) {
       setError(failure);
+    }
+  };
+
+  const depositToWallet = async (event: Event) => {
+    event.preventDefault();
+    const amountCents = Math.round(Number(new FormData(event.currentTarget as HTMLFormElement).get('dollars')) * 100);
+    setWalletError(undefined);
+    try {
+      const deposit = await api('POST', '/v1/wallet/top-ups', { body: { workspaceId, amountCents } });
+      if (deposit.checkoutUrl) location.assign(deposit.checkoutUrl);
+      else deposits.reload();
+    } catch (failure) {
+      setWalletError(failure);
     }
   };
 
@@ -65,7 +80,7 @@ export function UsagePage() {
         <section class="card" aria-labelledby="wallet-title">
           <h2 id="wallet-title">Wallet</h2>
           <ErrorBox error={wallet.error} />
-          {wallet.data && <p class="big">{dollars(wallet.data.balanceCents ?? 0)}</p>}
+          {wallet.data && <p class="big" data-testid="wallet-balance">{dollars(wallet.data.balanceCents ?? 0)}</p>}
         </section>
       </div>
       <h2>Plan</h2>
@@ -85,17 +100,38 @@ export function UsagePage() {
           })}
         </div>
       )}
-      <h2>Buy credits</h2>
-      <form onSubmit={buyCredits} class="inline">
-        <label>Credits<input name="credits" type="number" min={1} step={1} required defaultValue="100" /></label>
-        <button type="submit">Go to checkout</button>
-      </form>
-      <ErrorBox error={error} />
+      <div class="grid">
+        <section aria-labelledby="buy-credits-title">
+          <h2 id="buy-credits-title">Buy credits</h2>
+          <form onSubmit={buyCredits} class="inline">
+            <label>Credits<input name="credits" type="number" min={1} step={1} required defaultValue="100" /></label>
+            <button type="submit">Go to checkout</button>
+          </form>
+          <ErrorBox error={error} />
+        </section>
+        <section aria-labelledby="wallet-top-up-title">
+          <h2 id="wallet-top-up-title">Add to the wallet</h2>
+          <form onSubmit={depositToWallet} class="inline">
+            <label>Amount (US dollars)<input name="dollars" type="number" min={(wallet.data?.minimumDepositCents ?? 1000) / 100} max={100000} step={0.01} required defaultValue="10" /></label>
+            <button type="submit">Deposit at checkout</button>
+          </form>
+          <p class="small muted">At least {dollars(wallet.data?.minimumDepositCents ?? 1000)}; the money is in the wallet once the payment clears.</p>
+          <ErrorBox error={walletError} />
+        </section>
+      </div>
       {topUps.data && topUps.data.data.length > 0 && (
         <div class="scroll">
           <table>
             <thead><tr><th scope="col">Top-up</th><th scope="col">Credits</th><th scope="col">Amount</th><th scope="col">Status</th><th scope="col">Created</th></tr></thead>
             <tbody>{topUps.data.data.map((order) => <tr key={order.id}><td class="mono small">{order.id}</td><td>{order.credits}</td><td>{dollars(order.amountCents)}</td><td>{order.status}</td><td>{when(order.createdAt)}</td></tr>)}</tbody>
+          </table>
+        </div>
+      )}
+      {deposits.data && deposits.data.data.length > 0 && (
+        <div class="scroll">
+          <table data-testid="wallet-deposits">
+            <thead><tr><th scope="col">Deposit</th><th scope="col">Amount</th><th scope="col">Source</th><th scope="col">Status</th><th scope="col">Created</th></tr></thead>
+            <tbody>{deposits.data.data.map((deposit) => <tr key={deposit.id}><td class="mono small">{deposit.id}</td><td>{dollars(deposit.amountCents)}</td><td>{deposit.source}</td><td>{deposit.status}</td><td>{when(deposit.createdAt)}</td></tr>)}</tbody>
           </table>
         </div>
       )}

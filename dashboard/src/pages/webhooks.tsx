@@ -1,25 +1,43 @@
 import { useState } from 'preact/hooks';
 import { api } from '../api.ts';
 import { currentWorkspaceId } from '../session.ts';
-import { ErrorBox, StatusBadge, useLoad, when } from '../ui.tsx';
+import { ErrorBox, Notice, StatusBadge, useLoad, when } from '../ui.tsx';
 
 const EVENTS = ['generation.completed', 'generation.failed', 'generation.cancelled', 'generation.expired'];
 
+type ShownSecret = { endpointId: string; url: string; secret: string; rotated: boolean; previousSecretExpiresAt?: string | null };
+type TestOutcome = { delivered: boolean; responseStatus: number | null; durationMs: number; error: string | null };
+
 function Deliveries({ endpointId, workspaceId }: { endpointId: string; workspaceId: string }) {
   const deliveries = useLoad(() => api<{ data: any[] }>('GET', `/v1/webhooks/${encodeURIComponent(endpointId)}/deliveries`, { query: { workspaceId } }), [endpointId, workspaceId]);
+  const [error, setError] = useState<unknown>();
+  const [resent, setResent] = useState<string>();
+  const resend = async (delivery: any) => {
+    setError(undefined);
+    setResent(undefined);
+    try {
+      const created = await api('POST', `/v1/webhooks/${encodeURIComponent(endpointId)}/deliveries/${encodeURIComponent(delivery.id)}/resend`, { query: { workspaceId } });
+      setResent(created.id);
+      deliveries.reload();
+    } catch (failure) {
+      setError(failure);
+    }
+  };
   return (
     <section aria-label="Deliveries">
       <div class="row"><h3>Deliveries</h3><button type="button" class="secondary" onClick={deliveries.reload}>Refresh deliveries</button></div>
       <ErrorBox error={deliveries.error} />
+      <ErrorBox error={error} />
+      {resent && <Notice>Queued a new delivery, {resent}.</Notice>}
       {deliveries.data && deliveries.data.data.length === 0 && <p class="muted">No deliveries yet.</p>}
       {deliveries.data && deliveries.data.data.length > 0 && (
         <div class="scroll">
           <table data-testid="deliveries">
-            <thead><tr><th scope="col">Event</th><th scope="col">Generation</th><th scope="col">Status</th><th scope="col">Attempts</th><th scope="col">Next attempt</th><th scope="col">Created</th></tr></thead>
+            <thead><tr><th scope="col">Event</th><th scope="col">Generation</th><th scope="col">Status</th><th scope="col">Attempts</th><th scope="col">Next attempt</th><th scope="col">Created</th><th scope="col"><span class="sr-only">Actions</span></th></tr></thead>
             <tbody>
               {deliveries.data.data.map((delivery) => (
-                <tr key={delivery.id}>
-                  <td>{delivery.event}</td>
+                <tr key={delivery.id} data-delivery-id={delivery.id}>
+                  <td>{delivery.event}{delivery.resendOf ? <span class="small muted"> · resend of <span class="mono">{delivery.resendOf}</span></span> : ''}</td>
                   <td class="mono small">{delivery.generationId}</td>
                   <td><StatusBadge status={delivery.status} />{delivery.failureReason ? ` (${delivery.failureReason})` : ''}</td>
                   <td>
@@ -33,6 +51,7 @@ function Deliveries({ endpointId, workspaceId }: { endpointId: string; workspace
                   </td>
                   <td>{when(delivery.nextAttemptAt)}</td>
                   <td>{when(delivery.createdAt)}</td>
+                  <td><button type="button" class="secondary" aria-label={`Resend delivery ${delivery.id}`} onClick={() => resend(delivery)}>Resend</button></td>
                 </tr>
               ))}
             </tbody>
@@ -43,12 +62,59 @@ function Deliveries({ endpointId, workspaceId }: { endpointId: string; workspace
   );
 }
 
+function TestResult({ outcome }: { outcome: TestOutcome }) {
+  return (
+    <p class="small" role="status" data-testid="test-outcome">
+      Test event: <StatusBadge status={outcome.delivered ? 'delivered' : 'failed'} /> · {outcome.responseStatus === null ? 'no answer' : `answered ${outcome.responseStatus}`} · {outcome.durationMs} ms{outcome.error ? ` · ${outcome.error}` : ''}
+    </p>
+  );
+}
+
 export function WebhooksPage() {
   const workspaceId = currentWorkspaceId();
   const endpoints = useLoad(() => api<{ data: any[] }>('GET', '/v1/webhooks', { query: { workspaceId, limit: 100 } }), [workspaceId]);
-  const [secret, setSecret] = useState<string>();
+  const [secret, setSecret] = useState<ShownSecret>();
+  const [copied, setCopied] = useState(false);
   const [open, setOpen] = useState<string>();
   const [error, setError] = useState<unknown>();
+  const [testing, setTesting] = useState<string>();
+  const [outcomes, setOutcomes] = useState<Record<string, TestOutcome>>({});
+
+  const showSecret = (shown: ShownSecret) => {
+    setCopied(false);
+    setSecret(shown);
+  };
+  const copy = async () => {
+    if (!secret) return;
+    try {
+      await navigator.clipboard.writeText(secret.secret);
+      setCopied(true);
+    } catch {
+      setCopied(false);
+    }
+  };
+  const sendTest = async (endpoint: any) => {
+    setError(undefined);
+    setTesting(endpoint.id);
+    try {
+      const outcome = await api<TestOutcome>('POST', `/v1/webhooks/${encodeURIComponent(endpoint.id)}/test`, { query: { workspaceId } });
+      setOutcomes((previous) => ({ ...previous, [endpoint.id]: outcome }));
+    } catch (failure) {
+      setError(failure);
+    } finally {
+      setTesting(undefined);
+    }
+  };
+  const rotate = async (endpoint: any) => {
+    setError(undefined);
+    try {
+      const rotated = await api('POST', `/v1/webhooks/${encodeURIComponent(endpoint.id)}/rotate-secret`, { query: { workspaceId }, body: {} });
+      showSecret({ endpointId: endpoint.id, url: endpoint.url, secret: rotated.secret, rotated: true, previousSecretExpiresAt: rotated.previousSecretExpiresAt });
+      endpoints.reload();
+    } catch (failure) {
+      setError(failure);
+    }
+  };
 
   const create = async (event: Event) => {
     event.preventDefault();
@@ -60,7 +126,7 @@ export function WebhooksPage() {
       const endpoint = await api('POST', '/v1/webhooks', {
         body: { workspaceId, url: form.get('url'), eventTypes: form.getAll('eventTypes').map(String), ...(description ? { description } : {}) },
       });
-      setSecret(endpoint.secret);
+      showSecret({ endpointId: endpoint.id, url: endpoint.url, secret: endpoint.secret, rotated: false });
       setOpen(endpoint.id);
       formElement.reset();
       endpoints.reload();
@@ -92,10 +158,15 @@ export function WebhooksPage() {
     <main>
       <h1>Webhooks</h1>
       {secret && (
-        <section class="secret" aria-label="Signing secret">
-          <p>The endpoint's signing secret, shown this once: verify each delivery's signature with it.</p>
-          <code class="mono" data-testid="webhook-secret">{secret}</code>
-          <div class="row"><button type="button" class="secondary" onClick={() => setSecret(undefined)}>I have stored it</button></div>
+        <section class="secret" aria-label={secret.rotated ? 'New signing secret' : 'Signing secret'}>
+          {secret.rotated
+            ? <p>The new signing secret of {secret.url}, shown this once. {secret.previousSecretExpiresAt ? <>The replaced secret keeps signing beside it until <time dateTime={secret.previousSecretExpiresAt}>{when(secret.previousSecretExpiresAt)}</time>.</> : 'The replaced secret no longer signs.'}</p>
+            : <p>The endpoint's signing secret, shown this once: verify each delivery's signature with it.</p>}
+          <code class="mono" data-testid="webhook-secret">{secret.secret}</code>
+          <div class="row">
+            <button type="button" onClick={copy}>{copied ? 'Copied' : 'Copy secret'}</button>
+            <button type="button" class="secondary" onClick={() => setSecret(undefined)}>I have stored it</button>
+          </div>
         </section>
       )}
       <ErrorBox error={error} />
@@ -128,8 +199,13 @@ export function WebhooksPage() {
             {endpoint.status === 'disabled'
               ? <button type="button" class="secondary" onClick={() => setStatus(endpoint, 'active')}>Enable</button>
               : <button type="button" class="secondary" onClick={() => setStatus(endpoint, 'disabled')}>Disable</button>}
+            <button type="button" class="secondary" aria-label={`Send test event to ${endpoint.url}`} disabled={testing === endpoint.id} onClick={() => sendTest(endpoint)}>
+              {testing === endpoint.id ? 'Sending test event…' : 'Send test event'}
+            </button>
+            <button type="button" class="secondary" aria-label={`Rotate secret of ${endpoint.url}`} onClick={() => rotate(endpoint)}>Rotate secret</button>
             <button type="button" class="danger" onClick={() => remove(endpoint)}>Delete</button>
           </div>
+          {outcomes[endpoint.id] && <TestResult outcome={outcomes[endpoint.id]!} />}
           {open === endpoint.id && <Deliveries endpointId={endpoint.id} workspaceId={workspaceId} />}
         </article>
       ))}
