@@ -233,9 +233,11 @@ function readMetrics(read: EnvReader, env: Env, problems: string[], host: string
     const own = read.optionalString('OTEL_EXPORTER_OTLP_METRICS_PROTOCOL');
     const shared = read.optionalString('OTEL_EXPORTER_OTLP_PROTOCOL');
     const [name, value] = own !== undefined ? ['OTEL_EXPORTER_OTLP_METRICS_PROTOCOL', own] : ['OTEL_EXPORTER_OTLP_PROTOCOL', shared];
+    // The shared setting, when traces read it too, is refused once, by readTelemetry.
+    const reportedByTraces = own === undefined && !env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL?.trim();
     if (value !== undefined) {
       if ((METRICS_PROTOCOLS as readonly string[]).includes(value)) otlpProtocol = value as MetricsConfig['otlpProtocol'];
-      else problems.push(`${name}=${JSON.stringify(value)}: metrics are exported over ${METRICS_PROTOCOLS.join(' or ')} only`);
+      else if (!reportedByTraces) problems.push(`${name}=${JSON.stringify(value)}: metrics are exported over ${METRICS_PROTOCOLS.join(' or ')} only`);
     }
   }
   const exportIntervalMs = read.integer('OTEL_METRIC_EXPORT_INTERVAL', 60_000, 100, 86_400_000);

@@ -39,7 +39,8 @@ t.test('bad values stop start-up with their message', async (t) => {
   t.match(problemsOf({ METRICS_HOST: 'a b' }), [/^METRICS_HOST="a b"/]);
   t.match(problemsOf({ OTEL_METRICS_EXPORTER: 'otlp', OTEL_EXPORTER_OTLP_METRICS_ENDPOINT: 'ftp://x' }), [/^OTEL_EXPORTER_OTLP_METRICS_ENDPOINT: expected a URL/]);
   t.match(problemsOf({ OTEL_METRICS_EXPORTER: 'otlp', OTEL_EXPORTER_OTLP_METRICS_PROTOCOL: 'grpc' }), [/^OTEL_EXPORTER_OTLP_METRICS_PROTOCOL="grpc": metrics are exported over http\/protobuf or http\/json only/]);
-  t.match(problemsOf({ OTEL_METRICS_EXPORTER: 'otlp', OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' }), [/^OTEL_EXPORTER_OTLP_PROTOCOL="grpc": metrics are exported over/]);
+  t.match(problemsOf({ OTEL_METRICS_EXPORTER: 'otlp', OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' }), [/^OTEL_EXPORTER_OTLP_PROTOCOL="grpc": OTLP over gRPC is not supported/], 'the shared setting is refused once');
+  t.match(problemsOf({ OTEL_METRICS_EXPORTER: 'otlp', OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc', OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'http/json' }), [/^OTEL_EXPORTER_OTLP_PROTOCOL="grpc": metrics are exported over/], 'by the metrics when the traces have their own');
   t.match(problemsOf({ OTEL_METRIC_EXPORT_INTERVAL: 'soon' }), [/^OTEL_METRIC_EXPORT_INTERVAL="soon": expected a whole number/]);
   t.match(problemsOf({ OTEL_METRICS_EXPORTER: 'otlp', OTEL_METRIC_EXPORT_INTERVAL: '1000', OTEL_METRIC_EXPORT_TIMEOUT: '5000' }), [/must not exceed OTEL_METRIC_EXPORT_INTERVAL/]);
   t.same(problemsOf({ OTEL_EXPORTER_OTLP_METRICS_PROTOCOL: 'grpc' }), [], 'OTLP settings are read only when OTLP is on');
