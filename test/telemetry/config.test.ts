@@ -4,19 +4,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { trace, type ProxyTracerProvider } from '@opentelemetry/api';
 import { InMemorySpanExporter } from '@opentelemetry/sdk-trace-base';
-import { ConfigError, loadConfig } from '../../runtime/config.ts';
+import { loadConfig } from '../../runtime/config.ts';
+import { problemsOf } from '../helpers/config.ts';
 import { startNode } from '../fixtures/child.ts';
 import { startTestServer } from '../helpers/server.ts';
-
-function problemsOf(env: Record<string, string>): string[] {
-  try {
-    loadConfig(env);
-    return [];
-  } catch (error) {
-    if (!(error instanceof ConfigError)) throw error;
-    return error.problems;
-  }
-}
 
 t.test('the OTEL_* settings: defaults, and each value read', async (t) => {
   const defaults = loadConfig({}).telemetry;

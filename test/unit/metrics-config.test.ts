@@ -1,15 +1,6 @@
 import t from 'tap';
-import { ConfigError, loadConfig } from '../../runtime/config.ts';
-
-function problemsOf(env: Record<string, string>): string[] {
-  try {
-    loadConfig(env);
-    return [];
-  } catch (error) {
-    if (!(error instanceof ConfigError)) throw error;
-    return error.problems;
-  }
-}
+import { loadConfig } from '../../runtime/config.ts';
+import { problemsOf } from '../helpers/config.ts';
 
 t.test('by default the Prometheus endpoint is on, on its own port beside the API host', async (t) => {
   const config = loadConfig({ HOST: '10.0.0.5' });
