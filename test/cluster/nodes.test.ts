@@ -1,5 +1,4 @@
 import fs from 'node:fs/promises';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
@@ -13,21 +12,13 @@ import type { TestServer } from '../helpers/server.ts';
 import { createKey, signUp, withKey } from '../helpers/identity.ts';
 import { startReceiver } from '../webhooks/support.ts';
 import { clusterDatabase, eventually } from './support.ts';
+import { freePort } from '../helpers/ports.ts';
 
 const NEEDS = process.env.TEST_DATABASE_URL && process.env.TEST_REDIS_URL ? false : 'cluster mode needs PostgreSQL and Redis: set TEST_DATABASE_URL and TEST_REDIS_URL';
 const SHARDS = 16;
 const TERMINAL = new Set(['succeeded', 'failed', 'cancelled', 'expired']);
 
 interface Node { id: string; child: Child; url: string; client: TestServer }
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    }).on('error', reject);
-  });
-}
 
 /** The parts of TestServer the identity helpers use, over one node's public URL. */
 function clientOf(url: string): TestServer {

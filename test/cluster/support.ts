@@ -1,5 +1,4 @@
 import fs from 'node:fs/promises';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import type { Test } from 'tap';
@@ -9,6 +8,7 @@ import { startNode, type Child } from '../fixtures/child.ts';
 import type { TestServer } from '../helpers/server.ts';
 import { openDatabase, type Database } from '../../persistence/database.ts';
 import { freshDatabaseUrl } from '../helpers/database.ts';
+import { freePort } from '../helpers/ports.ts';
 
 /** Cluster mode exists on PostgreSQL only (PGlite is one process's database); these tests need one. */
 export const NEEDS_POSTGRES = process.env.TEST_DATABASE_URL ? false : 'cluster mode runs on PostgreSQL only: set TEST_DATABASE_URL';
@@ -46,15 +46,6 @@ export interface Reply { status: number; body: any; headers: Headers }
 
 /** One node process and a client over its public URL (the parts of TestServer the identity helpers use). */
 export interface NodeProcess { id: string; child: Child; url: string; client: TestServer }
-
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    }).on('error', reject);
-  });
-}
 
 export function clientOf(url: string): TestServer {
   return {
@@ -133,3 +124,5 @@ export async function startCluster(t: Test, db: Database, ids: string[], env: Re
   await evenlySpread(db, shards, ids.length);
   return { nodes, dataDir };
 }
+
+export { freePort };

@@ -1,12 +1,12 @@
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import type { Test } from 'tap';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
 import { buildDashboard, DASHBOARD_DIST } from '../../dashboard/build.ts';
 import { ROOT } from '../fixtures/child.ts';
+import { freePort } from '../helpers/ports.ts';
 
 export const CHROMIUM = '/usr/bin/chromium';
 export const ARTIFACTS = path.join(ROOT, 'test/artifacts');
@@ -15,18 +15,6 @@ export const ARTIFACTS = path.join(ROOT, 'test/artifacts');
 export async function ensureDashboardBuilt(): Promise<void> {
   if (fs.existsSync(path.join(DASHBOARD_DIST, 'index.html'))) return;
   await buildDashboard();
-}
-
-/** A port free now, so the service's BASE_URL (and so the Origin its cookie-authenticated writes accept) is the address the browser opens. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-    server.on('error', reject);
-  });
 }
 
 /** Debian's Chromium driven by playwright-core (no browser download), on a fresh profile, closed when the test ends. */
@@ -55,3 +43,5 @@ export async function screenshot(page: Page, name: string): Promise<string> {
   await page.screenshot({ path: file, fullPage: true });
   return file;
 }
+
+export { freePort };

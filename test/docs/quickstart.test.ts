@@ -1,11 +1,11 @@
 import t from 'tap';
 import { spawn } from 'node:child_process';
 import fs from 'node:fs/promises';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { durableStorage } from '../helpers/database.ts';
 import { ROOT } from '../fixtures/child.ts';
+import { freePort } from '../helpers/ports.ts';
 
 /**
  * README.md's quick start, as a newcomer runs it: `npm start` on its defaults (bound to 127.0.0.1, no
@@ -15,17 +15,6 @@ import { ROOT } from '../fixtures/child.ts';
  * (what a process manager sends) must stop the server behind it.
  */
 t.setTimeout(240_000);
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-    server.on('error', reject);
-  });
-}
 
 function run(command: string, args: string[], options: { cwd: string; env: Record<string, string> }): Promise<{ code: number | null; out: string; err: string; ms: number }> {
   const started = Date.now();

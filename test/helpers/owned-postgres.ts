@@ -1,10 +1,10 @@
 import { execFile } from 'node:child_process';
 import fs from 'node:fs/promises';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import type { Test } from 'tap';
+import { freePort } from './ports.ts';
 
 const run = promisify(execFile);
 
@@ -68,14 +68,3 @@ export async function createOwnedPostgres(t: Test, bin: string): Promise<OwnedPo
   return { url: `postgres://postgres@127.0.0.1:${port}/postgres`, port, stop, start };
 }
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.unref();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
