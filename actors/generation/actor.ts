@@ -28,6 +28,8 @@ export interface GenerationActorState {
   /** Undefined when no such generation exists. */
   row: GenerationRow | undefined;
   timer?: Timer;
+  /** Ends the provider span of the attempt in flight, if it has not ended (the job ended without its provider's last word). */
+  endProviderSpan?: (outcome: TerminalStatus, errorCode?: string) => void;
 }
 
 /**
@@ -209,6 +211,10 @@ async function transition(
     for (const endpointId of progress.endpointIds ?? []) ctx.actors.tell('whk', endpointId, { type: 'wake' });
   }
   state.row = updated;
+  if (isTerminal(next.status)) {
+    state.endProviderSpan?.(next.status as TerminalStatus, next.errorCode);
+    state.endProviderSpan = undefined;
+  }
   depsOf(ctx).metrics?.generationTransition(row.status, next.status);
   // Committed (the progress write, or the settlement the workspace actor answered): streams may show it.
   depsOf(ctx).live?.publish(updated);
@@ -224,7 +230,7 @@ function perform(effect: GenerationEffect, state: GenerationActorState, row: Gen
       state.timer = undefined;
       return;
     case 'submit_to_provider':
-      submit(row, ctx);
+      state.endProviderSpan = submit(row, ctx);
       return;
     case 'cancel_at_provider':
       deps.providers.get(row.provider)?.cancel(effect.providerJobId);
@@ -251,14 +257,17 @@ function storableUpdate(update: ProviderUpdate): ProviderUpdate {
   }
 }
 
-/** Hands the job to its provider without blocking the actor: results come back as messages. */
-function submit(row: GenerationRow, ctx: ActorContext): void {
+/**
+ * Hands the job to its provider without blocking the actor: results come back as messages. Returns what ends
+ * the provider span when the job ends some other way (cancelled, timed out, failed here).
+ */
+function submit(row: GenerationRow, ctx: ActorContext): GenerationActorState['endProviderSpan'] {
   const deps = depsOf(ctx);
   const tell = (msg: GenerationMessage) => ctx.actors.tell('gen', row.id, msg);
   const provider = deps.providers.get(row.provider);
   if (!provider) {
     tell({ type: 'submit_failed', errorCode: 'provider_unavailable', errorMessage: `The provider ${row.provider} is not configured on this service.` });
-    return;
+    return undefined;
   }
   // One span from the hand-over to the provider's last word (or its refusal): the provider's own HTTP calls
   // (undici instrumentation) and the inputs fetched for it are its children. The local provider, which
@@ -299,6 +308,12 @@ function submit(row: GenerationRow, ctx: ActorContext): void {
       }
     }
   });
+  // The job ended before its provider's last word: a cancel is no error of the call; any other end is.
+  return (outcome, errorCode) => {
+    if (!span.isRecording()) return;
+    span.setAttribute('generation.outcome', outcome);
+    end(outcome === 'succeeded' || outcome === 'cancelled' ? undefined : errorCode ?? outcome);
+  };
 }
 
 function armQueueTimer(state: GenerationActorState, row: GenerationRow, ctx: ActorContext): void {
