@@ -1,6 +1,6 @@
 import type { Readable } from 'node:stream';
 import type { Static, TSchema } from '@sinclair/typebox';
-import type { Services } from '../runtime/services.ts';
+import type { Services } from './services.ts';
 import type { Database } from '../persistence/database.ts';
 import type { ForwardedAnswer } from './forward.ts';
 import type { ErrorCode } from './errors.ts';

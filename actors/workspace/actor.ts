@@ -1,5 +1,5 @@
 import type { ActorBehavior, ActorContext, Outcome } from '../../runtime/actor-behavior.ts';
-import { planOf, type PlanEntitlements } from '../../runtime/plans.ts';
+import { planOf, type PlanEntitlements } from '../../domain/plans.ts';
 import { newId } from '../../persistence/ids.ts';
 import { WorkspaceEntity } from '../../persistence/entities/workspace.ts';
 import type { GenerationRow } from '../../persistence/entities/generation.ts';

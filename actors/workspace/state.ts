@@ -1,4 +1,4 @@
-import type { PlanEntitlements } from '../../runtime/plans.ts';
+import type { PlanEntitlements } from '../../domain/plans.ts';
 import type { Timer } from '../../runtime/clock.ts';
 import type { GenerationRow } from '../../persistence/entities/generation.ts';
 import type { Account, MonthlySpend, WalletSettings } from './account.ts';
