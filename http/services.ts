@@ -24,7 +24,10 @@ import type { LiveEvents } from '../runtime/live-events.ts';
 
 export type Engine = 'uws-native' | 'uws-fallback';
 
-/** The one bag of resources built at start-up from configuration; nothing below reads the environment. */
+/**
+ * The one bag of resources built at start-up from configuration (app/service.ts); nothing below reads the
+ * environment. Declared here because the routes are its readers, and http may not import app/.
+ */
 export interface Services {
   config: Config;
   /**
