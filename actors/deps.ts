@@ -1,5 +1,5 @@
-import type { ModelCatalog } from './generation/catalog/index.ts';
-import type { ProviderRegistry } from './generation/providers/provider.ts';
+import type { ModelCatalog } from '../domain/catalog/index.ts';
+import type { ProviderRegistry } from '../providers/provider.ts';
 import type { OutputStore } from './generation/output-store.ts';
 import type { InputResolver } from './generation/input-resolver.ts';
 import type { PaymentProvider } from './billing/provider.ts';
@@ -8,7 +8,7 @@ import type { WebhookDeps } from './webhook/deps.ts';
 import type { WorkMetrics } from '../runtime/metrics/index.ts';
 import type { PublishedRow } from '../runtime/live-events.ts';
 
-/** What the service hands its actors (ctx.deps): built once in runtime/service.ts. */
+/** What the service hands its actors (ctx.deps): built once in app/service.ts. */
 export interface ActorDeps {
   catalog: ModelCatalog;
   providers: ProviderRegistry;

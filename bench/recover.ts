@@ -12,7 +12,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { loadConfig } from '../runtime/config.ts';
-import { startService } from '../runtime/service.ts';
+import { startService } from '../app/service.ts';
 import { newId } from '../persistence/ids.ts';
 import { createKey, signUp } from '../test/helpers/identity.ts';
 import type { TestServer } from '../test/helpers/server.ts';

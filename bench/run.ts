@@ -108,7 +108,7 @@ async function main(): Promise<number> {
     ALLOW_PRIVATE_EGRESS: 'true',
     WEBHOOK_TIMEOUT_MS: '60000',
   };
-  const service = startNodeServer('service', 'runtime/main.ts', servicePort, serviceEnv);
+  const service = startNodeServer('service', 'app/main.ts', servicePort, serviceEnv);
   await Promise.all([
     waitUntilReady(baselineServer, '/', READY_TIMEOUT_MS),
     waitUntilReady(service, '/health/ready', READY_TIMEOUT_MS),
@@ -120,7 +120,7 @@ async function main(): Promise<number> {
 
   const extraByPid = new Map<number, ChildServer>();
   const startService = async (name: string, env: Record<string, string>, nodeArgs: string[] = []): Promise<ExtraServer> => {
-    const server = startNodeServer(name, 'runtime/main.ts', await freePort(), { ...serviceEnv, ...env }, nodeArgs);
+    const server = startNodeServer(name, 'app/main.ts', await freePort(), { ...serviceEnv, ...env }, nodeArgs);
     await waitUntilReady(server, '/health/ready', READY_TIMEOUT_MS);
     log(`${name} ready: ${server.url} (pid ${server.pid})`);
     extraByPid.set(server.pid, server);

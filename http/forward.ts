@@ -3,19 +3,12 @@ import type { HttpResponse } from 'uWebSockets.js';
 import { request as undiciRequest } from 'undici';
 import { ApiError } from './errors.ts';
 import { statusLine, type ResponseState } from './respond.ts';
-import type { Reply, RequestContext } from './route.ts';
+import type { ForwardedAnswer, Reply, RequestContext } from './route.ts';
 import type { Logger } from '../runtime/logger.ts';
 import { FORWARDED_HEADER, type ClusterRouting, type RemotePlacement } from '../runtime/cluster/routing.ts';
 
 /** Headers of one connection, never relayed by a forward (content-length is recomputed). */
 export const HOP_HEADERS = new Set(['host', 'connection', 'keep-alive', 'transfer-encoding', 'content-length', 'upgrade', 'proxy-connection', 'te', 'trailer', FORWARDED_HEADER]);
-
-/** The answer of the node a request was forwarded to, relayed to the client as it is. */
-export interface ForwardedAnswer {
-  status: number;
-  headers: Record<string, string | string[] | undefined>;
-  body: Buffer;
-}
 
 export interface OutgoingRequest {
   method: string;

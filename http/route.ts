@@ -1,16 +1,14 @@
 import type { Readable } from 'node:stream';
 import type { Static, TSchema } from '@sinclair/typebox';
-import type { Services } from '../runtime/services.ts';
+import type { Services } from './services.ts';
 import type { Database } from '../persistence/database.ts';
-import type { ForwardedAnswer } from './forward.ts';
+import type { Principal, Scope } from './auth/principal.ts';
 import type { ErrorCode } from './errors.ts';
 import type { FrameSink } from './streams/hub.ts';
 
 export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
-/** The key scopes of SPEC.md section 5, plus wallet.read (DECISIONS.md). */
-export const SCOPES = ['generations.write', 'generations.read', 'files.write', 'assets.read', 'usage.read', 'wallet.read', 'wallet.write', 'webhooks.manage', 'all'] as const;
-export type Scope = (typeof SCOPES)[number];
+export { SCOPES, type Principal, type Scope } from './auth/principal.ts';
 
 /**
  * Who may call a route:
@@ -21,10 +19,12 @@ export type Scope = (typeof SCOPES)[number];
  */
 export type Access = 'public' | 'dashboard' | 'auth' | { scopes: Scope[] };
 
-/** The authenticated caller of a request. */
-export type Principal =
-  | { kind: 'session'; userId: string; sessionId: string }
-  | { kind: 'key'; keyId: string; workspaceId: string; scopes: Scope[] };
+/** The answer of the node a request was forwarded to, relayed to the client as it is. */
+export interface ForwardedAnswer {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  body: Buffer;
+}
 
 export interface Reply<B = unknown> {
   status?: number;

@@ -10,7 +10,7 @@ import type { Method, Principal, Reply, RequestContext, RouteDef } from './route
 import { describeErrors, unstorableProblem } from './validation.ts';
 import { loadUws, readFallbackRequest, readNativeRequest, type RequestHead } from './uws.ts';
 import { RequestBodyStream, sendStream } from './body-stream.ts';
-import type { Services } from '../runtime/services.ts';
+import type { Services } from './services.ts';
 import { requestScope } from '../runtime/request-scope.ts';
 import { availabilityOf, DatabaseUnavailableError, isDatabaseUnreachable } from '../persistence/availability.ts';
 import { ShardNotOwnedError } from '../runtime/actor-directory.ts';

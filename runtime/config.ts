@@ -1,6 +1,6 @@
 import os from 'node:os';
 import path from 'node:path';
-import { DEFAULT_REQUESTS_PER_MINUTE, PLAN_IDS, REQUESTS_PER_MINUTE_ENV, type PlanId } from './plans.ts';
+import { DEFAULT_REQUESTS_PER_MINUTE, PLAN_IDS, REQUESTS_PER_MINUTE_ENV, type PlanId } from '../domain/plans.ts';
 
 /** Everything the service reads from its environment, validated once at start-up. */
 export interface Config {

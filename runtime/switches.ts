@@ -8,7 +8,7 @@ import type { Database } from '../persistence/database.ts';
 /**
  * Operator switches (DECISIONS.md "Emergency stop"). The truth is a row of `service_switches`; every
  * node reads it at start and then every few seconds, and answers from memory in between, so checking
- * the switch costs nothing on the request path. The ops command line (runtime/ops.ts) writes the row.
+ * the switch costs nothing on the request path. The ops command line (app/ops.ts) writes the row.
  *
  * PGlite is a single-process database: while a server holds a PGlite data directory nobody else may
  * open it. There the command line hands its command to the server through files in `<DATA_DIR>/ops`

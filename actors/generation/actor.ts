@@ -6,12 +6,12 @@ import { GenerationEntity, type GenerationRow } from '../../persistence/entities
 import { DatabaseUnavailableError, isDatabaseUnreachable, untilReachable } from '../../persistence/availability.ts';
 import { depsOf } from '../deps.ts';
 import type { GenerationSettlement, SettleReply } from '../workspace/protocol.ts';
-import type { Mode } from './catalog/models.ts';
+import type { Mode } from '../../domain/catalog/models.ts';
 import { InputError } from './input-resolver.ts';
 import { OutputsOverStorageLimitError } from './blob-outputs.ts';
 import type { PreparedOutputs } from './output-store.ts';
 import type { CancelReply, GenerationMessage } from './protocol.ts';
-import type { ProviderUpdate } from './providers/provider.ts';
+import type { ProviderUpdate } from '../../providers/provider.ts';
 import { writeProgressOf } from './progress-writes.ts';
 import { decide, isTerminal, MAX_ATTEMPTS, type GenerationCommand, type GenerationEffect, type GenerationState, type GenerationStatus, type TerminalStatus, type TimelineEntry } from './state.ts';
 import { storableText } from '../../persistence/storable-text.ts';

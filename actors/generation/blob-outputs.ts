@@ -3,7 +3,7 @@ import { newId } from '../../persistence/ids.ts';
 import { assetStorageKey, type BlobStore } from '../../persistence/blob-store/types.ts';
 import { createAsset, storageLimitOf, storageUsage } from '../../persistence/assets/store.ts';
 import type { OutputStore, PreparedOutputs } from './output-store.ts';
-import type { OutputFile } from './providers/provider.ts';
+import type { OutputFile } from '../../providers/provider.ts';
 
 export class OutputsOverStorageLimitError extends Error {
   constructor(readonly usedBytes: number, readonly limitBytes: number, readonly neededBytes: number) {

@@ -1,5 +1,5 @@
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
-import type { OutputFile } from './providers/provider.ts';
+import type { OutputFile } from '../../providers/provider.ts';
 
 /**
  * Where a generation's output files go. `prepare` stores the bytes before the terminal commit and returns

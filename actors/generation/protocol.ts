@@ -1,5 +1,5 @@
 import type { GenerationRow } from '../../persistence/entities/generation.ts';
-import type { ProviderUpdate } from './providers/provider.ts';
+import type { ProviderUpdate } from '../../providers/provider.ts';
 
 export type GenerationMessage =
   /** After a restart: resume from the persisted state; `row` (read by the recovery with the others) saves the actor its own read. */

@@ -1,7 +1,6 @@
 import { randomFillSync } from 'node:crypto';
 import { context, isSpanContextValid, SpanKind, SpanStatusCode } from '@opentelemetry/api';
 import type { ActorBehavior, ActorContext, Outcome } from '../../runtime/actor-behavior.ts';
-import type { Timer } from '../../runtime/clock.ts';
 import { EgressError, fetchGuarded } from '../../runtime/egress.ts';
 import { redactedUrl, serverOf } from '../../runtime/tracing.ts';
 import { WebhookEndpointEntity, type DeliveryAttempt, type DeliveryStatus, type WebhookEndpointRow } from '../../persistence/entities/webhook.ts';
@@ -12,6 +11,7 @@ import { recorderFor } from './recorder.ts';
 import { signatureHeaders } from './signing.ts';
 import { openEndpointSecrets } from './endpoint-secrets.ts';
 import { rotateSecret } from './rotate-secret.ts';
+import type { EndpointActorState, QueuedDelivery } from './endpoint-state.ts';
 import { parentContextOf } from './trace-context.ts';
 import { decide, type AttemptOutcome, type DeliveryEvent, type DeliveryState, type FailureReason } from './state.ts';
 import { DEFAULT_DISABLE_AFTER_MS, judgeAttempt, type HealthVerdict } from './auto-disable.ts';
@@ -21,35 +21,6 @@ import { writeDeliveryFinal, writeEndpointDisabled, writeEndpointHealth } from '
 const QUEUE_BATCH = 100;
 /** A receiver's answer body is read up to this size and dropped; a larger one fails the attempt. */
 const MAX_RESPONSE_BYTES = 256 * 1024;
-
-interface QueuedDelivery {
-  id: string;
-  eventType: string;
-  body: string;
-  /** The trace the delivery was made in; every attempt continues it. */
-  traceParent: string | null;
-  state: DeliveryState;
-}
-
-export interface EndpointActorState {
-  /** Undefined when no such endpoint exists (or it was deleted). */
-  /** secret is undefined when it cannot be opened (another WEBHOOK_SECRET_KEY): nothing is sent then. */
-  endpoint: (WebhookEndpointRow & { secret: string | undefined; previousSecret: string | undefined }) | undefined;
-  /** Pending deliveries in creation order; the head is the one being delivered. */
-  queue: QueuedDelivery[];
-  /** The delivery whose attempt is on the wire. */
-  inFlight: string | undefined;
-  timer: Timer | undefined;
-  /** Deliveries finished in memory whose final write has not committed yet: never read back as pending. */
-  settling: Set<string>;
-  /** Results of attempts started before the last load are ignored (the delivery is simply tried again). */
-  epoch: number;
-  /**
-   * Deliveries may have been committed since the last read of the queue: set by every wake (sent after
-   * the commit that made them) and at load, cleared just before each read; an empty queue is read again only if set.
-   */
-  unread: boolean;
-}
 
 let epochs = 0;
 

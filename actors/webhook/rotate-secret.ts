@@ -1,6 +1,6 @@
 import type { ActorContext, Outcome } from '../../runtime/actor-behavior.ts';
 import { depsOf } from '../deps.ts';
-import type { EndpointActorState } from './actor.ts';
+import type { EndpointActorState } from './endpoint-state.ts';
 import type { EndpointReply } from './protocol.ts';
 
 /** The overlap of a rotation when none is given: a day, as Stripe's default. */

@@ -1,12 +1,13 @@
 import type { ActorBehavior, ActorContext, Outcome } from '../../runtime/actor-behavior.ts';
-import { planOf, type PlanEntitlements } from '../../runtime/plans.ts';
+import { planOf, type PlanEntitlements } from '../../domain/plans.ts';
 import { newId } from '../../persistence/ids.ts';
 import { WorkspaceEntity } from '../../persistence/entities/workspace.ts';
 import type { GenerationRow } from '../../persistence/entities/generation.ts';
 import { CreditLedgerEntity, IdempotencyKeyEntity, WorkspaceAccountEntity } from '../../persistence/entities/workspace-account.ts';
 import { depsOf } from '../deps.ts';
 import { capture, emptyAccount, grant, release, reserveWithinCap, spendAt, spendChange } from './account.ts';
-import type { IdempotencyEntry, WorkspaceState } from './state.ts';
+import type { WorkspaceState } from './state.ts';
+import type { IdempotencyEntry } from './idempotency-cache.ts';
 import { writeMoney } from './money-writes.ts';
 import { creationsOf } from './creations.ts';
 import { IdempotencyCache } from './idempotency-cache.ts';

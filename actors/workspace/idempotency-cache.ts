@@ -1,5 +1,14 @@
 import { Lru } from '../../runtime/lru.ts';
-import type { IdempotencyEntry } from './state.ts';
+import type { GenerationRow } from '../../persistence/entities/generation.ts';
+
+/** An Idempotency-Key as the workspace actor knows it. */
+export interface IdempotencyEntry {
+  hash: string;
+  /** ms since the epoch; past it the key may be used again for a new request. */
+  expiresAt: number;
+  /** Set once the first request's generation is committed. */
+  result?: { status: number; generation: GenerationRow };
+}
 
 /**
  * Completed Idempotency-Keys a workspace actor keeps in memory. The stored key (idempotency_keys) is the

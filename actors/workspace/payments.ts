@@ -1,6 +1,6 @@
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import type { ActorContext, Outcome } from '../../runtime/actor-behavior.ts';
-import { planOf, PLANS } from '../../runtime/plans.ts';
+import { planOf, PLANS } from '../../domain/plans.ts';
 import { newId } from '../../persistence/ids.ts';
 import { depsOf } from '../deps.ts';
 import { addMonth, nextPeriodEnd, periodGrantReference } from '../billing/period.ts';

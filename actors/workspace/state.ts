@@ -1,21 +1,12 @@
-import type { PlanEntitlements } from '../../runtime/plans.ts';
+import type { PlanEntitlements } from '../../domain/plans.ts';
 import type { Timer } from '../../runtime/clock.ts';
 import type { GenerationRow } from '../../persistence/entities/generation.ts';
 import type { Account, MonthlySpend, WalletSettings } from './account.ts';
 import type { IdempotencyCache } from './idempotency-cache.ts';
 import type { KeyJob, KeySpend } from './key-limits.ts';
-
-/** What the workspace actor holds in memory between messages. */
-export interface IdempotencyEntry {
-  hash: string;
-  /** ms since the epoch; past it the key may be used again for a new request. */
-  expiresAt: number;
-  /** Set once the first request's generation is committed. */
-  result?: { status: number; generation: GenerationRow };
-}
-
 import type { JobContext } from '../../runtime/tracing.ts';
 
+/** What the workspace actor holds in memory between messages. */
 export interface WorkspaceState {
   workspaceId: string;
   plan: PlanEntitlements;

@@ -79,7 +79,7 @@ export interface BenchContext {
   baseline: LoadSummary;
   options: BenchOptions;
   /**
-   * Starts another service process (runtime/main.ts, like the one at serviceUrl: LOG_LEVEL=warn, no trace
+   * Starts another service process (app/main.ts, like the one at serviceUrl: LOG_LEVEL=warn, no trace
    * export, the run's database unless env says otherwise) with `env` on top; resolves once /health/ready
    * answers 200. `nodeArgs` go to node before the script (e.g. `--expose-gc`).
    */

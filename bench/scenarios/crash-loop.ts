@@ -14,7 +14,7 @@ const ACKS_PER_CYCLE = 30;
 const WORKSPACES = Math.max(4, Math.ceil((KILLS + 1) * ACKS_PER_CYCLE / 60));
 
 /**
- * The longer form of the fault test test/generations/crash-loop.test.ts: the service (runtime/main.ts)
+ * The longer form of the fault test test/generations/crash-loop.test.ts: the service (app/main.ts)
  * killed with -9 KILLS times under 8 create loops (Idempotency-Key, one create in 9 cancelled, 10 % of jobs
  * failed by the local provider, 300 ms per job), with a webhook endpoint per workspace, restarted on the
  * same data each time; then the audit through the API and the database.
@@ -24,7 +24,7 @@ async function run(ctx: BenchContext, postgres: boolean): Promise<ScenarioOutcom
   const db = postgres ? await scratchDatabase() : undefined;
   try {
     const start = async (): Promise<CrashService> => {
-      const server = startNodeServer(`crash-loop service${postgres ? ' (PostgreSQL)' : ''}`, 'runtime/main.ts', await freePort(), {
+      const server = startNodeServer(`crash-loop service${postgres ? ' (PostgreSQL)' : ''}`, 'app/main.ts', await freePort(), {
         LOG_LEVEL: 'warn', OTEL_TRACES_EXPORTER: 'none', DATA_DIR: dataDir, DATABASE_URL: db?.url ?? '', REDIS_URL: '',
         ALLOW_PRIVATE_EGRESS: 'true', LOCAL_PROVIDER_LATENCY_MS: '300', LOCAL_PROVIDER_FAILURE_PERCENT: '10', RATE_LIMIT_FREE: '1000000',
         SHUTDOWN_TIMEOUT_MS: '30000',

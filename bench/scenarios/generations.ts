@@ -21,7 +21,7 @@ const CREDITS = 100_000_000;
 const MODEL = 'local/text-mini';
 /** Workspaces the creates of (a) go to in turn: at 500 unfinished jobs each they hold 160,000 creates, more than a run at 5,000/s makes. */
 const WORKSPACES = 320;
-/** The team plan's concurrent jobs per workspace (runtime/plans.ts). */
+/** The team plan's concurrent jobs per workspace (domain/plans.ts). */
 const TEAM_CONCURRENCY = 50;
 const INSERT_SCRIPT = "insert into bench_rows (payload) values ('one durable row');\n";
 

@@ -29,7 +29,7 @@ async function run(ctx: BenchContext, postgres: boolean): Promise<ScenarioOutcom
   const db = postgres ? await scratchDatabase() : undefined;
   try {
     const start = async (latencyMs: number): Promise<HistoryService> => {
-      const server = startNodeServer(`restart-history service${postgres ? ' (PostgreSQL)' : ''}`, 'runtime/main.ts', await freePort(), {
+      const server = startNodeServer(`restart-history service${postgres ? ' (PostgreSQL)' : ''}`, 'app/main.ts', await freePort(), {
         LOG_LEVEL: 'warn', OTEL_TRACES_EXPORTER: 'none', DATA_DIR: dataDir, DATABASE_URL: db?.url ?? '', REDIS_URL: '',
         ALLOW_PRIVATE_EGRESS: 'true', LOCAL_PROVIDER_LATENCY_MS: String(latencyMs), RATE_LIMIT_TEAM: '1000000', RATE_LIMIT_FREE: '1000000',
         SHUTDOWN_TIMEOUT_MS: '30000', QUEUE_TIMEOUT_MS: String(6 * 3_600_000),

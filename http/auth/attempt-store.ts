@@ -17,7 +17,7 @@ export interface AttemptChange<T> {
  * Records of sign-in attempts, one per key, changed atomically: `update` gives the current record to a
  * pure function and stores what it returns, as if nothing else ran in between (so concurrent attempts each
  * see the one before). One interface, two back ends (memory; Redis when REDIS_URL is set, shared by every
- * node), chosen in runtime/service.ts. Used by login-throttle.ts.
+ * node), chosen in app/service.ts. Used by login-throttle.ts.
  */
 export interface AttemptStore {
   update<T>(key: string, ttlMs: number, change: (current: AttemptRecord | undefined) => AttemptChange<T>): Promise<T>;

@@ -1,6 +1,6 @@
 import { ApiError } from '../errors.ts';
 import type { Principal, RouteDef, Scope } from '../route.ts';
-import type { Services } from '../../runtime/services.ts';
+import type { Services } from '../services.ts';
 import type { KeyRecord } from './key-cache.ts';
 import { secondsUntil, type RateWindow } from './limiter.ts';
 import { assertSameOrigin } from './origin.ts';

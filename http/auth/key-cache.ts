@@ -1,8 +1,8 @@
 import type { Clock } from '../../runtime/clock.ts';
 import type { Logger } from '../../runtime/logger.ts';
-import { requestsPerMinute, type PlanId } from '../../runtime/plans.ts';
+import { requestsPerMinute, type PlanId } from '../../domain/plans.ts';
 import type { Database } from '../../persistence/database.ts';
-import type { Principal, Scope } from '../route.ts';
+import type { Principal, Scope } from './principal.ts';
 import { Lru } from '../../runtime/lru.ts';
 
 /** What authenticating a key needs, cached by the SHA-256 of its plaintext. */

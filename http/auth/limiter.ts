@@ -13,7 +13,7 @@ export interface RateWindow {
 /**
  * Fixed-window counters: windows are aligned to multiples of windowMs on the service clock, so every
  * node with a shared back end agrees on them. One interface, two back ends (memory, Redis), chosen in
- * runtime/service.ts. Used for per-key request limits and for login throttling.
+ * app/service.ts. Used for per-key request limits and for login throttling.
  */
 export interface RateLimiter {
   /** Counts one hit against key in its current window (synchronously where the back end allows). */

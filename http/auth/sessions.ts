@@ -1,5 +1,5 @@
 import type { Config } from '../../runtime/config.ts';
-import type { Services } from '../../runtime/services.ts';
+import type { Services } from '../services.ts';
 import { newId } from '../../persistence/ids.ts';
 import { SessionEntity, type Session } from '../../persistence/entities/session.ts';
 import { ApiError } from '../errors.ts';

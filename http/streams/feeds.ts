@@ -1,6 +1,6 @@
 import { ApiError } from '../errors.ts';
 import type { Principal } from '../route.ts';
-import type { Services } from '../../runtime/services.ts';
+import type { Services } from '../services.ts';
 import { eventIdOf, WINDOW_EVENTS, type LiveTransition } from '../../runtime/live-events.ts';
 import { GenerationEntity, type GenerationRow } from '../../persistence/entities/generation.ts';
 import { canRead, readWorkspace } from '../routes/generations/access.ts';

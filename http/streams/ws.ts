@@ -7,7 +7,7 @@ import { defineRoute, type Principal } from '../route.ts';
 import { sendError, type ResponseState } from '../respond.ts';
 import { compileBody } from '../validation.ts';
 import { onFallback } from '../uws.ts';
-import type { Services } from '../../runtime/services.ts';
+import type { Services } from '../services.ts';
 import { GenerationFeed, listOf, WorkspaceFeed } from './feeds.ts';
 import type { Frame, FrameSink, OpenStream, StreamHub } from './hub.ts';
 

@@ -2,7 +2,7 @@
  * The file types the service keeps as assets, what their first bytes look like, and the image sizes that
  * can be read from them. Pure functions: no I/O.
  */
-import type { PlanId } from '../../runtime/plans.ts';
+import type { PlanId } from '../../domain/plans.ts';
 import type { MediaType } from '../entities/asset.ts';
 
 interface FileType {

@@ -14,7 +14,7 @@
  * so used bytes always equal the sum over the workspace's assets and never pass the limit.
  */
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
-import { planOf } from '../../runtime/plans.ts';
+import { planOf } from '../../domain/plans.ts';
 import { newId } from '../ids.ts';
 import type { Asset, MediaType } from '../entities/asset.ts';
 import { ADD_ASSET_BYTES } from '../usage-rollups.ts';

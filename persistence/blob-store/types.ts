@@ -1,6 +1,6 @@
 /**
  * The blob store: where the bytes of assets live. Two back ends behind this one interface, chosen once at
- * start-up (runtime/service.ts, from config) and handed on as `services.blobs`:
+ * start-up (app/service.ts, from config) and handed on as `services.blobs`:
  *
  * - `local` (default): files under `${DATA_DIR}/blobs`; its signed upload and download URLs point at the
  *   service itself (`PUT /v1/blobs/upload`, `GET /v1/blobs/download`), signed with HMAC-SHA256.

@@ -3,7 +3,7 @@ import { EntitySchema } from '@mikro-orm/core';
 export interface Workspace {
   id: string;
   name: string;
-  /** A plan id of runtime/plans.ts (`free`, `pro`, `team`). */
+  /** A plan id of domain/plans.ts (`free`, `pro`, `team`). */
   plan: string;
   /** Made at sign-up for its owner. */
   personal: boolean;

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { ModelCatalog, MODELS, MODES } from '../../actors/generation/catalog/index.ts';
+import { ModelCatalog, MODELS, MODES } from '../../domain/catalog/index.ts';
 
 const catalog = new ModelCatalog();
 

@@ -4,7 +4,7 @@ import { signUp } from '../helpers/identity.ts';
 import { pngOfSize } from '../helpers/files.ts';
 import { isError, rows } from '../identity/support.ts';
 import { call, complete, putBytes, requestUpload, uploadAsset } from './support.ts';
-import { PLANS } from '../../runtime/plans.ts';
+import { PLANS } from '../../domain/plans.ts';
 
 /** What the storage account says, next to what the assets add up to. */
 async function accounts(server: Parameters<typeof rows>[0], workspaceId: string) {

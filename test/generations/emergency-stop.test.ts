@@ -17,9 +17,9 @@ interface Ran {
   stderr: string;
 }
 
-/** `npm run ops -- …` as a child process (node --import tsx runtime/ops.ts …) with exactly this environment. */
+/** `npm run ops -- …` as a child process (node --import tsx app/ops.ts …) with exactly this environment. */
 function ops(args: string[], env: Record<string, string>): { done: Promise<Ran>; finished: () => boolean } {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'runtime/ops.ts', ...args], {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'app/ops.ts', ...args], {
     cwd: ROOT, env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', LOG_LEVEL: 'silent', ...env }, stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stdout = '';

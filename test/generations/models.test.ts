@@ -1,7 +1,7 @@
 import t from 'tap';
 import { Ajv } from 'ajv';
 import { ManualClock } from '../../runtime/clock.ts';
-import { PLANS } from '../../runtime/plans.ts';
+import { PLANS } from '../../domain/plans.ts';
 import { startTestServer } from '../helpers/server.ts';
 import { createKey, signUp, uniqueEmail } from '../helpers/identity.ts';
 import { authMatrix, generationRow, get, insertGenerations, setPlan } from './support.ts';

@@ -5,7 +5,7 @@ import { InMemorySpanExporter } from '@opentelemetry/sdk-trace-base';
 import { startTestServer } from '../helpers/server.ts';
 import { createKey, signUp, withKey } from '../helpers/identity.ts';
 import { makePng } from '../helpers/files.ts';
-import { imageDimensions, sniffContentType } from '../../actors/generation/providers/local/sniff.ts';
+import { imageDimensions, sniffContentType } from '../../providers/local/sniff.ts';
 import { setPlan } from './support.ts';
 import { createGeneration, isTerminal, ledgerByGeneration, moneyOf, serverQuery, waitFor } from './flow.ts';
 

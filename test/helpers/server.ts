@@ -6,7 +6,7 @@ import { loadConfig, type Config } from '../../runtime/config.ts';
 import type { Clock } from '../../runtime/clock.ts';
 import type { ActorBehavior } from '../../runtime/actor-behavior.ts';
 import type { RecoveryTask } from '../../runtime/recovery.ts';
-import { startService, type RunningService } from '../../runtime/service.ts';
+import { startService, type RunningService } from '../../app/service.ts';
 import type { RouteDef } from '../../http/route.ts';
 import { freshDatabaseUrl, migratedPglite } from './database.ts';
 

@@ -1,7 +1,7 @@
 import t, { type Test } from 'tap';
 import { ManualClock } from '../../runtime/clock.ts';
 import { createLogger } from '../../runtime/logger.ts';
-import { DEFAULT_REQUESTS_PER_MINUTE } from '../../runtime/plans.ts';
+import { DEFAULT_REQUESTS_PER_MINUTE } from '../../domain/plans.ts';
 import { openDatabase, type Database } from '../../persistence/database.ts';
 import { freshDatabaseUrl } from '../helpers/database.ts';
 import { KeyCache } from '../../http/auth/key-cache.ts';

@@ -5,9 +5,9 @@ import { join } from 'node:path';
 import { PNG } from 'pngjs';
 import {
   LOCAL_ASPECT_RATIOS, LocalOutputError, imageDimensions, makeOutputs, sizeForAspectRatio, sniffContentType,
-} from '../../actors/generation/providers/local/outputs.ts';
-import { encodePng } from '../../actors/generation/providers/local/png.ts';
-import { truncateTokens } from '../../actors/generation/providers/local/text.ts';
+} from '../../providers/local/outputs.ts';
+import { encodePng } from '../../providers/local/png.ts';
+import { truncateTokens } from '../../providers/local/text.ts';
 import { fixture } from './support.ts';
 
 t.test('sniffContentType names real files by their magic bytes', async (t) => {

@@ -2,7 +2,7 @@ import t, { type Test } from 'tap';
 import { PNG } from 'pngjs';
 import {
   LOCAL_ASPECT_RATIOS, LocalOutputError, makeOutputs, sniffContentType, type LocalMode, type OutputFile,
-} from '../../actors/generation/providers/local/outputs.ts';
+} from '../../providers/local/outputs.ts';
 import { decode, fixture } from './support.ts';
 
 const only = (files: OutputFile[]): OutputFile => {

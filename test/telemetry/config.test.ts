@@ -58,7 +58,7 @@ t.test('a bad OTEL_* value stops start-up with its own message', async (t) => {
 t.test('npm start with OTEL_EXPORTER_OTLP_PROTOCOL=grpc exits 78 with the reason', async (t) => {
   const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'gs-otel-config-'));
   t.teardown(() => fs.rm(dataDir, { recursive: true, force: true }));
-  const child = startNode(t, 'runtime/main.ts', { OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc', OTEL_TRACES_SAMPLER: 'bogus', DATA_DIR: dataDir, PORT: '0' });
+  const child = startNode(t, 'app/main.ts', { OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc', OTEL_TRACES_SAMPLER: 'bogus', DATA_DIR: dataDir, PORT: '0' });
   const { code } = await child.exited;
   t.equal(code, 78);
   t.match(child.stderr(), /OTEL_EXPORTER_OTLP_PROTOCOL="grpc"/);

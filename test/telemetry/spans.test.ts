@@ -5,7 +5,7 @@ import { InMemorySpanExporter, type ReadableSpan } from '@opentelemetry/sdk-trac
 import { Type } from '@sinclair/typebox';
 import { defineRoute, type RouteDef } from '../../http/route.ts';
 import { loadConfig } from '../../runtime/config.ts';
-import { startService } from '../../runtime/service.ts';
+import { startService } from '../../app/service.ts';
 import { startTestServer } from '../helpers/server.ts';
 import { freshDatabaseUrl } from '../helpers/database.ts';
 import { counterBehavior } from '../fixtures/counter-actor.ts';

@@ -104,7 +104,7 @@ t.test('cluster mode is refused on PGlite, without Redis, with bad timings, or w
 t.test('npm start with a cluster setting on PGlite exits 78 with the reason, before opening anything', async (t) => {
   const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'gs-cluster-config-'));
   t.teardown(() => fs.rm(dataDir, { recursive: true, force: true }));
-  const child = startNode(t, 'runtime/main.ts', { CLUSTER: 'true', DATA_DIR: dataDir, PORT: '0' });
+  const child = startNode(t, 'app/main.ts', { CLUSTER: 'true', DATA_DIR: dataDir, PORT: '0' });
   const { code } = await child.exited;
   t.equal(code, 78);
   t.match(child.stderr(), /CLUSTER=true: cluster mode needs PostgreSQL/);

@@ -2,7 +2,7 @@ import t from 'tap';
 import { InMemorySpanExporter } from '@opentelemetry/sdk-trace-base';
 import { ManualClock } from '../../runtime/clock.ts';
 import { loadConfig } from '../../runtime/config.ts';
-import { startService } from '../../runtime/service.ts';
+import { startService } from '../../app/service.ts';
 import { startTestServer } from '../helpers/server.ts';
 import { durableStorage } from '../helpers/database.ts';
 import { createKey, signUp, withKey } from '../helpers/identity.ts';

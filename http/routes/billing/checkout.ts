@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import { ApiError } from '../../errors.ts';
 import { defineRoute } from '../../route.ts';
-import { PLAN_IDS, PLANS, isPlanId } from '../../../runtime/plans.ts';
+import { PLAN_IDS, PLANS, isPlanId } from '../../../domain/plans.ts';
 import { newId } from '../../../persistence/ids.ts';
 import { moneyWorkspace } from './access.ts';
 import { insertPendingPayment } from './orders.ts';

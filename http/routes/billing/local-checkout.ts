@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import { ApiError } from '../../errors.ts';
 import { defineRoute, type RequestContext } from '../../route.ts';
-import type { Services } from '../../../runtime/services.ts';
+import type { Services } from '../../services.ts';
 import type { LocalPaymentProvider } from '../../../actors/billing/local/provider.ts';
 import { dollars, escapeHtml, htmlPage } from './html.ts';
 import { applyVerifiedEvent } from './provider-event.ts';

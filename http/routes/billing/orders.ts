@@ -1,5 +1,5 @@
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
-import type { Services } from '../../../runtime/services.ts';
+import type { Services } from '../../services.ts';
 
 export type PaymentPurpose = 'subscription' | 'credit_top_up' | 'wallet_deposit';
 

@@ -1,4 +1,4 @@
-import type { Services } from '../../../runtime/services.ts';
+import type { Services } from '../../services.ts';
 import type { ProviderEvent } from '../../../actors/billing/provider.ts';
 import type { PaymentEventReply } from '../../../actors/workspace/protocol.ts';
 

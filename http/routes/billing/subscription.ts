@@ -1,6 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import { defineRoute } from '../../route.ts';
-import { planOf, requestsPerMinute } from '../../../runtime/plans.ts';
+import { planOf, requestsPerMinute } from '../../../domain/plans.ts';
 import { moneyWorkspace } from './access.ts';
 import type { Row } from './keyset.ts';
 import { SubscriptionOut, toSubscriptionOut, WorkspaceIdField } from './shapes.ts';

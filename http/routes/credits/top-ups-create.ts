@@ -1,6 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import { defineRoute } from '../../route.ts';
-import { planOf } from '../../../runtime/plans.ts';
+import { planOf } from '../../../domain/plans.ts';
 import { newId } from '../../../persistence/ids.ts';
 import { moneyWorkspace } from '../billing/access.ts';
 import { insertPendingPayment } from '../billing/orders.ts';

@@ -2,7 +2,7 @@ import { ApiError } from '../../errors.ts';
 import { defineRoute } from '../../route.ts';
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { newId } from '../../../persistence/ids.ts';
-import { planOf } from '../../../runtime/plans.ts';
+import { planOf } from '../../../domain/plans.ts';
 import { UploadEntity } from '../../../persistence/entities/upload.ts';
 import { canonicalContentType, imageSize, SNIFF_BYTES, sniffContentType } from '../../../persistence/assets/media.ts';
 import { StorageLimitError, createAsset } from '../../../persistence/assets/store.ts';

@@ -1,6 +1,6 @@
 import { ApiError } from '../../errors.ts';
 import { defineRoute } from '../../route.ts';
-import { planOf, isPlanId } from '../../../runtime/plans.ts';
+import { planOf, isPlanId } from '../../../domain/plans.ts';
 import { newId } from '../../../persistence/ids.ts';
 import { canonicalContentType, contentTypeOfFilename, mediaTypeOf, UPLOAD_MEDIA_TYPES } from '../../../persistence/assets/media.ts';
 import { storageUsage } from '../../../persistence/assets/store.ts';

@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
 import { ApiError } from '../../errors.ts';
 import type { Principal } from '../../route.ts';
-import type { Services } from '../../../runtime/services.ts';
-import type { Mode, ModelRecord } from '../../../actors/generation/catalog/models.ts';
+import type { Services } from '../../services.ts';
+import type { Mode, ModelRecord } from '../../../domain/catalog/models.ts';
 import type { GenerationDraft } from '../../../actors/workspace/protocol.ts';
 import { checkInputs, type GenerationInputsIn } from './inputs.ts';
 import type { PaymentMode } from './shape.ts';

@@ -1,6 +1,6 @@
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { ApiError } from '../../errors.ts';
-import type { Mode } from '../../../actors/generation/catalog/models.ts';
+import type { Mode } from '../../../domain/catalog/models.ts';
 
 export interface GenerationInputsIn {
   imageAssetIds?: string[];

@@ -1,6 +1,6 @@
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
-import { MODES } from '../../../actors/generation/catalog/models.ts';
-import { stringEnum } from '../../../actors/generation/catalog/params.ts';
+import { MODES } from '../../../domain/catalog/models.ts';
+import { stringEnum } from '../../../domain/catalog/params.ts';
 import { GENERATION_STATUSES } from '../../../actors/generation/state.ts';
 import type { GenerationRow } from '../../../persistence/entities/generation.ts';
 

@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import { defineRoute } from '../../route.ts';
 import { compileResponse, describeErrors } from '../../validation.ts';
-import type { Services } from '../../../runtime/services.ts';
+import type { Services } from '../../services.ts';
 
 export const ServiceIdentity = Type.Object({
   name: Type.String(),

@@ -1,6 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import { defineRoute } from '../../route.ts';
-import { isPlanId, type PlanId } from '../../../runtime/plans.ts';
+import { isPlanId, type PlanId } from '../../../domain/plans.ts';
 import { readWorkspace } from '../generations/access.ts';
 import { ModelListOut, once, toModelOut, type ModelOut } from './shape.ts';
 

@@ -1,6 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
-import type { ModelCatalog, ModelRecord } from '../../../actors/generation/catalog/index.ts';
-import { PLAN_IDS, PLANS, type PlanId } from '../../../runtime/plans.ts';
+import type { ModelCatalog, ModelRecord } from '../../../domain/catalog/index.ts';
+import { PLAN_IDS, PLANS, type PlanId } from '../../../domain/plans.ts';
 import { GenerationMode } from '../generations/shape.ts';
 
 /** Response shapes of the model catalog (plan-aware and public), with their mappers from catalog records. */

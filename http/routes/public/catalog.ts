@@ -1,6 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import { defineRoute } from '../../route.ts';
-import type { ModelCatalog } from '../../../actors/generation/catalog/index.ts';
+import type { ModelCatalog } from '../../../domain/catalog/index.ts';
 import { once, PublicModelOut, Sample, toPublicModelOut } from '../models/shape.ts';
 import { GenerationMode } from '../generations/shape.ts';
 

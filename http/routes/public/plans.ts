@@ -1,6 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import { defineRoute } from '../../route.ts';
-import { PLAN_IDS, PLANS, requestsPerMinute } from '../../../runtime/plans.ts';
+import { PLAN_IDS, PLANS, requestsPerMinute } from '../../../domain/plans.ts';
 
 export const PlanOut = Type.Object({
   id: Type.Unsafe<string>({ type: 'string', enum: [...PLAN_IDS] }),

@@ -1,6 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { defineRoute } from '../../route.ts';
-import type { Services } from '../../../runtime/services.ts';
+import type { Services } from '../../services.ts';
 
 /** Counts are read from the database at most once per this many milliseconds per node. */
 export const STATS_CACHE_MS = 10_000;

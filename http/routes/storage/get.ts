@@ -1,9 +1,9 @@
 import { Type } from '@sinclair/typebox';
 import { defineRoute } from '../../route.ts';
-import { planOf } from '../../../runtime/plans.ts';
+import { planOf } from '../../../domain/plans.ts';
 import { storageUsage } from '../../../persistence/assets/store.ts';
 import { UPLOAD_MEDIA_TYPES } from '../../../persistence/assets/media.ts';
-import { isPlanId } from '../../../runtime/plans.ts';
+import { isPlanId } from '../../../domain/plans.ts';
 import { openFilesWorkspace } from '../assets/access.ts';
 import { MediaTypeName } from '../assets/shapes.ts';
 

@@ -1,5 +1,5 @@
 import { Type } from '@sinclair/typebox';
-import { planOf } from '../../../runtime/plans.ts';
+import { planOf } from '../../../domain/plans.ts';
 import { WALLET_MINIMUM_DEPOSIT_CENTS } from '../../../actors/workspace/account.ts';
 import type { WalletSnapshot } from '../../../actors/workspace/protocol.ts';
 

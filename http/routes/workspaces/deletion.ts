@@ -7,7 +7,7 @@ import { AssetEntity } from '../../../persistence/entities/asset.ts';
 import { UploadEntity } from '../../../persistence/entities/upload.ts';
 import { GenerationEntity } from '../../../persistence/entities/generation.ts';
 import { TERMINAL_STATUSES } from '../../../actors/generation/state.ts';
-import type { Services } from '../../../runtime/services.ts';
+import type { Services } from '../../services.ts';
 
 /**
  * A reason the workspace cannot be deleted right now, or undefined. Guards run inside the deleting

@@ -3,14 +3,14 @@ import path from 'node:path';
 import type { SpanExporter } from '@opentelemetry/sdk-trace-base';
 import type { DestinationStream } from 'pino';
 import type { PGlite } from '@electric-sql/pglite';
-import { ActorDirectory } from './actor-directory.ts';
-import { InFlightCounter } from './in-flight.ts';
-import type { ActorBehavior } from './actor-behavior.ts';
-import { systemClock, type Clock } from './clock.ts';
-import type { Config } from './config.ts';
-import { HealthState } from './health.ts';
-import { createLogger } from './logger.ts';
-import { runRecovery, type RecoveryTask } from './recovery.ts';
+import { ActorDirectory } from '../runtime/actor-directory.ts';
+import { InFlightCounter } from '../runtime/in-flight.ts';
+import type { ActorBehavior } from '../runtime/actor-behavior.ts';
+import { systemClock, type Clock } from '../runtime/clock.ts';
+import type { Config } from '../runtime/config.ts';
+import { HealthState } from '../runtime/health.ts';
+import { createLogger } from '../runtime/logger.ts';
+import { runRecovery, type RecoveryTask } from '../runtime/recovery.ts';
 import type { ActorDeps } from '../actors/deps.ts';
 import { workspaceActor } from '../actors/workspace/actor.ts';
 import { generationActor } from '../actors/generation/actor.ts';
@@ -19,17 +19,17 @@ import { jobsInFlightByShard } from '../actors/generation/in-flight-by-shard.ts'
 import { nudgeQueuedWorkspaces } from '../actors/generation/resume.ts';
 import { ProviderCapacity } from '../actors/generation/provider-capacity.ts';
 import { SharedProviderCapacity, staleSlotsAmong } from '../actors/generation/shared-provider-capacity.ts';
-import { ProviderRegistry } from '../actors/generation/providers/provider.ts';
-import { localProvider } from '../actors/generation/providers/local/provider.ts';
-import { openAiProvider } from '../actors/generation/providers/openai/provider.ts';
+import { ProviderRegistry } from '../providers/provider.ts';
+import { localProvider } from '../providers/local/provider.ts';
+import { openAiProvider } from '../providers/openai/provider.ts';
 import { blobOutputStore } from '../actors/generation/blob-outputs.ts';
 import { blobInputResolver, MAX_INPUT_BYTES } from '../actors/generation/blob-inputs.ts';
-import { guardedFetcher } from './egress.ts';
-import type { Services } from './services.ts';
-import { startTelemetry } from './telemetry.ts';
-import { startMetrics } from './metrics/index.ts';
+import { guardedFetcher } from '../runtime/egress.ts';
+import type { Services } from '../http/services.ts';
+import { startTelemetry } from '../runtime/telemetry.ts';
+import { startMetrics } from '../runtime/metrics/index.ts';
 import { activeGenerationCounts, pendingDeliveryCount, poolCounts } from '../persistence/work-counts.ts';
-import { meteredProvider } from '../actors/generation/providers/metered.ts';
+import { meteredProvider } from '../providers/metered.ts';
 import { createHttpServer, type HttpServer } from '../http/server.ts';
 import { loadUws } from '../http/uws.ts';
 import type { RouteDef } from '../http/route.ts';
@@ -37,7 +37,7 @@ import { routeTable } from '../http/routes/index.ts';
 import { openDatabase, type Database } from '../persistence/database.ts';
 import { SnapshotWriter } from '../persistence/snapshot-writer.ts';
 import { availabilityOf } from '../persistence/availability.ts';
-import { closeRedis, connectRedis, type RedisClient } from './redis.ts';
+import { closeRedis, connectRedis, type RedisClient } from '../runtime/redis.ts';
 import { MemoryRateLimiter, type RateLimiter } from '../http/auth/limiter.ts';
 import { RedisRateLimiter } from '../http/auth/redis-limiter.ts';
 import { MemoryAttemptStore, type AttemptStore } from '../http/auth/attempt-store.ts';
@@ -45,8 +45,8 @@ import { RedisAttemptStore } from '../http/auth/redis-attempt-store.ts';
 import { KeyCache } from '../http/auth/key-cache.ts';
 import { RedisKeyInvalidationBus } from '../http/auth/key-invalidation.ts';
 import { KeyUsageRecorder } from '../http/auth/key-usage.ts';
-import { ServiceSwitches } from './switches.ts';
-import { ModelCatalog } from '../actors/generation/catalog/index.ts';
+import { ServiceSwitches } from '../runtime/switches.ts';
+import { ModelCatalog } from '../domain/catalog/index.ts';
 import { createBlobStore } from '../persistence/blob-store/index.ts';
 import { LocalPaymentProvider } from '../actors/billing/local/provider.ts';
 import { RenewalScheduler } from '../actors/billing/renewals.ts';
@@ -55,14 +55,14 @@ import { SecretBox } from '../persistence/secret-box.ts';
 import { webhookEndpointActor } from '../actors/webhook/actor.ts';
 import { WEBHOOK_SECRET_PURPOSE } from '../actors/webhook/deps.ts';
 import { webhookRecovery } from '../actors/webhook/recovery.ts';
-import { ClusterNode } from './cluster/cluster-node.ts';
-import { ShardHost } from './cluster/shard-host.ts';
-import { ClusterRouting } from './cluster/routing.ts';
-import { ShardOwners } from './cluster/shard-owners.ts';
+import { ClusterNode } from '../runtime/cluster/cluster-node.ts';
+import { ShardHost } from '../runtime/cluster/shard-host.ts';
+import { ClusterRouting } from '../runtime/cluster/routing.ts';
+import { ShardOwners } from '../runtime/cluster/shard-owners.ts';
 import { fenceShards } from '../persistence/cluster/fence.ts';
 import { ownerAddressOf } from '../persistence/cluster/leases.ts';
 import { startDeliveryRetention } from '../actors/webhook/retention.ts';
-import { LiveEvents } from './live-events.ts';
+import { LiveEvents } from '../runtime/live-events.ts';
 import { toGenerationDetailOut } from '../http/routes/generations/shape.ts';
 
 /** Connections of the cluster node's own pool (rounds run one at a time; handovers beside them). */
@@ -197,7 +197,7 @@ export async function startService(options: StartOptions): Promise<RunningServic
     db, clock, logger, mailboxDir: db.kind === 'pglite' && config.databaseUrl !== 'memory://' ? path.join(config.dataDir, 'ops') : undefined,
   });
   await switches.start();
-  // With metrics on, each provider's jobs are timed from submission to result (actors/generation/providers/metered.ts).
+  // With metrics on, each provider's jobs are timed from submission to result (providers/metered.ts).
   const metered = (provider: Parameters<ProviderRegistry['add']>[0]) => metrics ? meteredProvider(provider, metrics.work) : provider;
   const providers = new ProviderRegistry().add(metered(localProvider({
     clock, latencyMs: config.generations.localLatencyMs, failureRate: config.generations.localFailureRate,

@@ -1,5 +1,5 @@
 import type { TSchema } from '@sinclair/typebox';
-import type { PlanId } from '../../../runtime/plans.ts';
+import type { PlanId } from '../plans.ts';
 import { Param, paramsSchema } from './params.ts';
 
 export const MODES = ['text_to_text', 'text_to_image', 'text_to_video', 'text_to_audio', 'image_to_image', 'image_to_video', 'video_to_video'] as const;

@@ -1,4 +1,4 @@
-import { loadConfigOrExit } from './config.ts';
+import { loadConfigOrExit } from '../runtime/config.ts';
 import { startService, StartupError } from './service.ts';
 
 /** `npm start`: configuration from the environment, start, and a graceful stop on SIGTERM/SIGINT. */

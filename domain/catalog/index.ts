@@ -1,5 +1,5 @@
 import { Ajv, type ValidateFunction } from 'ajv';
-import type { PlanId } from '../../../runtime/plans.ts';
+import type { PlanId } from '../plans.ts';
 import { MODELS, MODES, type Mode, type ModelRecord } from './models.ts';
 
 export { MODELS, MODES, type Mode, type ModelRecord };

@@ -1,11 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { loadConfigOrExit, type Config } from './config.ts';
+import { loadConfigOrExit, type Config } from '../runtime/config.ts';
 import {
   DEFAULT_SWITCH_POLL_MS, mailboxPaths, MAX_REASON_LENGTH, readGenerationPaused, writeAtomically, writeGenerationPaused,
   type OpsAnswer, type OpsCommand, type PauseState,
-} from './switches.ts';
+} from '../runtime/switches.ts';
 import { openDatabase } from '../persistence/database.ts';
 
 /**

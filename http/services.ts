@@ -1,30 +1,33 @@
 import type { Tracer } from '@opentelemetry/api';
-import type { Clock } from './clock.ts';
-import type { Config } from './config.ts';
-import type { Logger } from './logger.ts';
-import type { HealthState } from './health.ts';
-import type { ActorDirectory } from './actor-directory.ts';
+import type { Clock } from '../runtime/clock.ts';
+import type { Config } from '../runtime/config.ts';
+import type { Logger } from '../runtime/logger.ts';
+import type { HealthState } from '../runtime/health.ts';
+import type { ActorDirectory } from '../runtime/actor-directory.ts';
 import type { Database } from '../persistence/database.ts';
 import type { SnapshotWriter } from '../persistence/snapshot-writer.ts';
-import type { RedisClient } from './redis.ts';
-import type { RateLimiter } from '../http/auth/limiter.ts';
-import type { AttemptStore } from '../http/auth/attempt-store.ts';
-import type { KeyCache } from '../http/auth/key-cache.ts';
-import type { KeyUsageRecorder } from '../http/auth/key-usage.ts';
-import type { ServiceSwitches } from './switches.ts';
-import type { ModelCatalog } from '../actors/generation/catalog/index.ts';
+import type { RedisClient } from '../runtime/redis.ts';
+import type { RateLimiter } from './auth/limiter.ts';
+import type { AttemptStore } from './auth/attempt-store.ts';
+import type { KeyCache } from './auth/key-cache.ts';
+import type { KeyUsageRecorder } from './auth/key-usage.ts';
+import type { ServiceSwitches } from '../runtime/switches.ts';
+import type { ModelCatalog } from '../domain/catalog/index.ts';
 import type { BlobStore } from '../persistence/blob-store/types.ts';
 import type { PaymentProvider } from '../actors/billing/provider.ts';
 import type { LocalPaymentProvider } from '../actors/billing/local/provider.ts';
 import type { RenewalScheduler } from '../actors/billing/renewals.ts';
 import type { SecretBox } from '../persistence/secret-box.ts';
-import type { ClusterRouting } from './cluster/routing.ts';
-import type { Metrics } from './metrics/index.ts';
-import type { LiveEvents } from './live-events.ts';
+import type { ClusterRouting } from '../runtime/cluster/routing.ts';
+import type { Metrics } from '../runtime/metrics/index.ts';
+import type { LiveEvents } from '../runtime/live-events.ts';
 
 export type Engine = 'uws-native' | 'uws-fallback';
 
-/** The one bag of resources built at start-up from configuration; nothing below reads the environment. */
+/**
+ * The one bag of resources built at start-up from configuration (app/service.ts); nothing below reads the
+ * environment. Declared here because the routes are its readers, and http may not import app/.
+ */
 export interface Services {
   config: Config;
   /**

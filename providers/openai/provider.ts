@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { Agent, request, type Dispatcher } from 'undici';
 import type { OutputFile, Provider, ProviderJob, ProviderUpdate } from '../provider.ts';
 import { imageDimensions, sniffContentType } from '../local/sniff.ts';
-import { readLimited } from '../../../../runtime/read-limited.ts';
+import { readLimited } from '../../runtime/read-limited.ts';
 
 /**
  * An OpenAI-compatible server as a provider: chat completions for text_to_text, images/generations for

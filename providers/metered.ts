@@ -1,4 +1,4 @@
-import type { WorkMetrics } from '../../../runtime/metrics/index.ts';
+import type { WorkMetrics } from '../runtime/metrics/index.ts';
 import type { Provider } from './provider.ts';
 
 /**

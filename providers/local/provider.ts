@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { Clock, Timer } from '../../../../runtime/clock.ts';
+import type { Clock, Timer } from '../../runtime/clock.ts';
 import type { Provider, ProviderJob, ProviderUpdate } from '../provider.ts';
 import { LocalOutputError, makeOutputs, type LocalOutputOptions } from './outputs.ts';
 

@@ -1,4 +1,4 @@
-import type { Mode } from '../catalog/models.ts';
+import type { Mode } from '../domain/catalog/models.ts';
 
 /** What a provider is asked to make. Inputs are already fetched and checked. */
 export interface ProviderJob {
