@@ -30,7 +30,7 @@ async function main(): Promise<void> {
     '',
     'Get started: paste the quick start of README.md, or sign up (the answer sets your session cookie; POST /v1/auth/login later):',
     `  curl -si -H 'content-type: application/json' -d '{"email":"you@example.com","password":"a-long-password","name":"You"}' ${services.publicUrl}/v1/auth/signup`,
-    'Emergency stop of all generation: npm run ops -- pause "reason" | resume | status (docs/api.md)',
+    'Emergency stop of all generation: npm run ops -- pause "reason" | resume | status (docs/operations.md)',
     '',
   ].join('\n') + '\n');
   if (config.cluster) {

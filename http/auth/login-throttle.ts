@@ -5,7 +5,7 @@ import { secondsUntil, type RateLimiter } from './limiter.ts';
 import { AttemptContentionError, type AttemptChange, type AttemptRecord, type AttemptStore } from './attempt-store.ts';
 
 /**
- * Password guessing is throttled so that nobody can lock an account's owner out (docs/api.md "Login
+ * Password guessing is throttled so that nobody can lock an account's owner out (docs/auth-and-keys.md "Login
  * throttling"):
  *
  * - Per account and address: `freeFailures` attempts without waiting, then each further attempt waits

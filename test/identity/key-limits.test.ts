@@ -9,7 +9,7 @@ import { setPlan } from '../generations/support.ts';
 import { cancelGeneration, createGeneration, httpClient, isTerminal, moneyOf, serverQuery, waitFor, type Client } from '../generations/flow.ts';
 import { completeCheckout, MONEY_ENV } from '../money/support.ts';
 
-/** Per-key spending controls (docs/api.md "Per-key spending controls"): set, changed, shown and enforced at creation. */
+/** Per-key spending controls (docs/auth-and-keys.md "Per-key spending controls"): set, changed, shown and enforced at creation. */
 
 const MINI = { mode: 'text_to_text', model: 'local/text-mini', params: { prompt: 'hello' } };
 const IMAGE = { mode: 'text_to_image', model: 'local/image-fast', params: { prompt: 'x', numImages: 1 } };
