@@ -65,14 +65,17 @@ export interface Config {
 export interface TelemetryConfig {
   tracesExporter: 'none' | 'otlp' | 'console';
   otlpEndpoint: string | undefined;
-  /** OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL: http/protobuf (the specification's default) or http/json. */
-  otlpProtocol: 'http/protobuf' | 'http/json';
+  /** OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL: http/protobuf (the specification's default), http/json or grpc. */
+  otlpProtocol: OtlpProtocol;
   /** OTEL_EXPORTER_OTLP_(TRACES_)HEADERS: `name=value` pairs, comma-separated, values percent-decoded. */
   otlpHeaders: Record<string, string>;
   serviceName: string;
   /** OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG (the ratio of the traceidratio samplers, 0 to 1). */
   sampler: { name: TraceSampler; ratio: number };
 }
+
+export const OTLP_PROTOCOLS = ['http/protobuf', 'http/json', 'grpc'] as const;
+export type OtlpProtocol = typeof OTLP_PROTOCOLS[number];
 
 export const TRACE_SAMPLERS = ['always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio'] as const;
 export type TraceSampler = typeof TRACE_SAMPLERS[number];
@@ -100,17 +103,21 @@ export interface MetricsConfig {
   /** METRICS_HOST, METRICS_PORT: the listener of `GET /metrics`, apart from the API's port (default HOST, 9464). */
   host: string;
   port: number;
-  /** OTEL_EXPORTER_OTLP_METRICS_ENDPOINT (a full URL), or OTEL_EXPORTER_OTLP_ENDPOINT + /v1/metrics; undefined: the exporter's default. */
+  /**
+   * OTEL_EXPORTER_OTLP_METRICS_ENDPOINT (a full URL), or OTEL_EXPORTER_OTLP_ENDPOINT + /v1/metrics (as it is over grpc);
+   * undefined: the exporter's default.
+   */
   otlpEndpoint: string | undefined;
-  /** OTEL_EXPORTER_OTLP_METRICS_PROTOCOL (or OTEL_EXPORTER_OTLP_PROTOCOL): http/protobuf (default) or http/json. */
-  otlpProtocol: 'http/protobuf' | 'http/json';
+  /** OTEL_EXPORTER_OTLP_METRICS_PROTOCOL (or OTEL_EXPORTER_OTLP_PROTOCOL): http/protobuf (default), http/json or grpc. */
+  otlpProtocol: OtlpProtocol;
+  /** OTEL_EXPORTER_OTLP_METRICS_HEADERS (or OTEL_EXPORTER_OTLP_HEADERS), read as the traces' are. */
+  otlpHeaders: Record<string, string>;
   /** OTEL_METRIC_EXPORT_INTERVAL and OTEL_METRIC_EXPORT_TIMEOUT, in milliseconds. */
   exportIntervalMs: number;
   exportTimeoutMs: number;
 }
 
 const METRICS_EXPORTERS = ['none', 'prometheus', 'otlp'] as const;
-const METRICS_PROTOCOLS = ['http/protobuf', 'http/json'] as const;
 
 const CLUSTER_SETTINGS = ['CLUSTER_NODE_ID', 'CLUSTER_INTERNAL_ADDRESS', 'CLUSTER_INTERNAL_PORT', 'CLUSTER_HEARTBEAT_MS',
   'CLUSTER_DEAD_AFTER_MS', 'CLUSTER_LEASE_MS', 'CLUSTER_SHARDS', 'CLUSTER_SECRET'] as const;
@@ -193,7 +200,8 @@ export function loadConfig(env: Env = process.env): Config {
   const webhookDisableAfterExpired = read.integer('WEBHOOK_DISABLE_AFTER_EXPIRED', 0, 0, 1_000_000);
   const cluster = readCluster(read, env, problems, { port, databaseUrl, redisUrl });
 
-  if (problems.length > 0) throw new ConfigError(problems);
+  // A setting read for traces and metrics both (OTEL_EXPORTER_OTLP_ENDPOINT…) is reported once.
+  if (problems.length > 0) throw new ConfigError([...new Set(problems)]);
   return {
     port, host, baseUrl: baseUrl.replace(/\/$/, ''), databaseUrl, redisUrl, dataDir, logLevel, bodyLimitBytes,
     allowUwsFallback, shutdownTimeoutMs, actorIdleMs, groupCommit: { windowMs, maxBatch },
@@ -228,7 +236,8 @@ function readMetrics(read: EnvReader, env: Env, problems: string[], host: string
   const otlp = exporters.includes('otlp');
   const signalEndpoint = otlp ? read.optionalUrl('OTEL_EXPORTER_OTLP_METRICS_ENDPOINT', ['http:', 'https:']) : undefined;
   const baseEndpoint = otlp && signalEndpoint === undefined ? read.optionalUrl('OTEL_EXPORTER_OTLP_ENDPOINT', ['http:', 'https:']) : undefined;
-  let otlpProtocol: MetricsConfig['otlpProtocol'] = 'http/protobuf';
+  let otlpProtocol: OtlpProtocol = 'http/protobuf';
+  let otlpHeaders: Record<string, string> = {};
   if (otlp) {
     const own = read.optionalString('OTEL_EXPORTER_OTLP_METRICS_PROTOCOL');
     const shared = read.optionalString('OTEL_EXPORTER_OTLP_PROTOCOL');
@@ -236,16 +245,23 @@ function readMetrics(read: EnvReader, env: Env, problems: string[], host: string
     // The shared setting, when traces read it too, is refused once, by readTelemetry.
     const reportedByTraces = own === undefined && !env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL?.trim();
     if (value !== undefined) {
-      if ((METRICS_PROTOCOLS as readonly string[]).includes(value)) otlpProtocol = value as MetricsConfig['otlpProtocol'];
-      else if (!reportedByTraces) problems.push(`${name}=${JSON.stringify(value)}: metrics are exported over ${METRICS_PROTOCOLS.join(' or ')} only`);
+      if ((OTLP_PROTOCOLS as readonly string[]).includes(value)) otlpProtocol = value as OtlpProtocol;
+      else if (!reportedByTraces) problems.push(`${name}=${JSON.stringify(value)}: metrics are exported over http/protobuf, http/json or grpc only`);
+    }
+    const headersName = env.OTEL_EXPORTER_OTLP_METRICS_HEADERS?.trim() ? 'OTEL_EXPORTER_OTLP_METRICS_HEADERS' : 'OTEL_EXPORTER_OTLP_HEADERS';
+    otlpHeaders = parseOtlpHeaders(headersName, read.optionalString(headersName), problems);
+    if (otlpProtocol === 'grpc') {
+      const endpointName = signalEndpoint !== undefined ? 'OTEL_EXPORTER_OTLP_METRICS_ENDPOINT' : 'OTEL_EXPORTER_OTLP_ENDPOINT';
+      checkGrpc(read, problems, 'METRICS', { name: endpointName, url: signalEndpoint ?? baseEndpoint }, { name: headersName, headers: otlpHeaders });
     }
   }
   const exportIntervalMs = read.integer('OTEL_METRIC_EXPORT_INTERVAL', 60_000, 100, 86_400_000);
   // The timeout defaults to 30 s, or the interval when that is shorter; one given longer than the interval is refused.
   const exportTimeoutMs = read.integer('OTEL_METRIC_EXPORT_TIMEOUT', Math.min(30_000, exportIntervalMs), 100, 600_000);
   if (otlp && exportTimeoutMs > exportIntervalMs) problems.push(`OTEL_METRIC_EXPORT_TIMEOUT=${exportTimeoutMs}: must not exceed OTEL_METRIC_EXPORT_INTERVAL (${exportIntervalMs})`);
-  const otlpEndpoint = signalEndpoint ?? (baseEndpoint === undefined ? undefined : `${baseEndpoint.replace(/\/+$/, '')}/v1/metrics`);
-  return { exporters, host: metricsHost, port, otlpEndpoint, otlpProtocol, exportIntervalMs, exportTimeoutMs };
+  // Over HTTP the shared endpoint is a base the signal's path is appended to; over gRPC it is used as it is.
+  const otlpEndpoint = signalEndpoint ?? (baseEndpoint === undefined || otlpProtocol === 'grpc' ? baseEndpoint : `${baseEndpoint.replace(/\/+$/, '')}/v1/metrics`);
+  return { exporters, host: metricsHost, port, otlpEndpoint, otlpProtocol, otlpHeaders, exportIntervalMs, exportTimeoutMs };
 }
 
 /**
@@ -257,19 +273,16 @@ function readTelemetry(read: EnvReader, env: Env, problems: string[]): Telemetry
   const endpointSet = Boolean(env.OTEL_EXPORTER_OTLP_ENDPOINT?.trim() || env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?.trim());
   const sdkDisabled = read.boolean('OTEL_SDK_DISABLED', false);
   const tracesExporter = sdkDisabled ? 'none' : read.oneOf('OTEL_TRACES_EXPORTER', ['none', 'otlp', 'console'] as const, endpointSet ? 'otlp' : 'none');
-  const otlpEndpoint = read.optionalUrl('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', ['http:', 'https:'])
-    ?? read.optionalUrl('OTEL_EXPORTER_OTLP_ENDPOINT', ['http:', 'https:']);
-  const protocols = ['http/protobuf', 'http/json'] as const;
+  const signalEndpoint = read.optionalUrl('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', ['http:', 'https:']);
+  const otlpEndpoint = signalEndpoint ?? read.optionalUrl('OTEL_EXPORTER_OTLP_ENDPOINT', ['http:', 'https:']);
   const protocolName = env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL?.trim() ? 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL' : 'OTEL_EXPORTER_OTLP_PROTOCOL';
-  const protocol = read.optionalString(protocolName);
-  let otlpProtocol: TelemetryConfig['otlpProtocol'] = 'http/protobuf';
-  if (protocol !== undefined) {
-    if ((protocols as readonly string[]).includes(protocol)) otlpProtocol = protocol as TelemetryConfig['otlpProtocol'];
-    else if (protocol === 'grpc') problems.push(`${protocolName}="grpc": OTLP over gRPC is not supported; use http/protobuf (port 4318 of a collector) or http/json`);
-    else problems.push(`${protocolName}=${JSON.stringify(protocol)}: expected one of ${protocols.join(', ')}`);
-  }
+  const otlpProtocol = read.oneOf(protocolName, OTLP_PROTOCOLS, 'http/protobuf');
   const headersName = env.OTEL_EXPORTER_OTLP_TRACES_HEADERS?.trim() ? 'OTEL_EXPORTER_OTLP_TRACES_HEADERS' : 'OTEL_EXPORTER_OTLP_HEADERS';
   const otlpHeaders = parseOtlpHeaders(headersName, read.optionalString(headersName), problems);
+  if (otlpProtocol === 'grpc' && tracesExporter === 'otlp') {
+    const endpointName = signalEndpoint !== undefined ? 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT' : 'OTEL_EXPORTER_OTLP_ENDPOINT';
+    checkGrpc(read, problems, 'TRACES', { name: endpointName, url: otlpEndpoint }, { name: headersName, headers: otlpHeaders });
+  }
   const serviceName = read.string('OTEL_SERVICE_NAME', 'generation-service');
   const samplerName = read.oneOf('OTEL_TRACES_SAMPLER', TRACE_SAMPLERS, 'parentbased_always_on');
   const samplerArg = read.optionalString('OTEL_TRACES_SAMPLER_ARG');
@@ -289,6 +302,27 @@ function readTelemetry(read: EnvReader, env: Env, problems: string[]): Telemetry
   }
   parseOtlpHeaders('OTEL_RESOURCE_ATTRIBUTES', read.optionalString('OTEL_RESOURCE_ATTRIBUTES'), problems, /^[^\s=,]+$/);
   return { tracesExporter, otlpEndpoint, otlpProtocol, otlpHeaders, serviceName, sampler: { name: samplerName, ratio } };
+}
+
+/**
+ * What OTLP over gRPC asks beyond HTTP's settings. The endpoint is a scheme, host and port: a path would be
+ * dropped by the exporter, so it is refused. TLS follows the scheme (http:// plaintext, https:// TLS), as the
+ * specification says once a scheme is given; OTEL_EXPORTER_OTLP_INSECURE=true beside an https:// endpoint
+ * contradicts it. Headers go as gRPC metadata, whose names and values are narrower than HTTP's.
+ */
+function checkGrpc(read: EnvReader, problems: string[], signal: 'TRACES' | 'METRICS', endpoint: { name: string; url: string | undefined }, headers: { name: string; headers: Record<string, string> }): void {
+  const pathname = endpoint.url === undefined ? '/' : new URL(endpoint.url).pathname;
+  if (pathname !== '/' && pathname !== '') problems.push(`${endpoint.name}: over grpc the endpoint is a scheme, host and port only, without a path (${JSON.stringify(pathname)})`);
+  const insecureName = read.optionalString(`OTEL_EXPORTER_OTLP_${signal}_INSECURE`) !== undefined ? `OTEL_EXPORTER_OTLP_${signal}_INSECURE` : 'OTEL_EXPORTER_OTLP_INSECURE';
+  if (read.boolean(insecureName, false) && endpoint.url?.startsWith('https:')) {
+    problems.push(`${insecureName}=true: ${endpoint.name} asks for TLS with its https:// scheme; give an http:// URL for a plaintext connection`);
+  }
+  for (const [key, value] of Object.entries(headers.headers)) {
+    // The value is not repeated: a credential, often.
+    if (!/^[0-9a-z_.-]+$/.test(key) || key.endsWith('-bin') || !/^[\x20-\x7e]*$/.test(value)) {
+      problems.push(`${headers.name}: over grpc a header name is made of a-z, 0-9, '-', '_' and '.' (not ending in -bin) and its value of printable ASCII; ${JSON.stringify(key)} is not`);
+    }
+  }
 }
 
 const SDK_INTEGER_SETTINGS = [

@@ -9,6 +9,7 @@ import {
 } from '@opentelemetry/sdk-trace-base';
 import { OTLPTraceExporter as OtlpJsonTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { OTLPTraceExporter as OtlpProtobufTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
+import { OTLPTraceExporter as OtlpGrpcTraceExporter } from '@opentelemetry/exporter-trace-otlp-grpc';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import type { Instrumentation } from '@opentelemetry/instrumentation';
 import { PgInstrumentation } from '@opentelemetry/instrumentation-pg';
@@ -16,6 +17,7 @@ import { UndiciInstrumentation } from '@opentelemetry/instrumentation-undici';
 import { RedisInstrumentation } from '@opentelemetry/instrumentation-redis';
 import type { Config, TelemetryConfig } from './config.ts';
 import { redactedUrl } from './tracing.ts';
+import { grpcMetadata } from './otlp-grpc.ts';
 import { statementOperation } from '../persistence/traced-pglite.ts';
 
 export interface Telemetry {
@@ -95,6 +97,10 @@ function samplerOf(sampler: TelemetryConfig['sampler']): Sampler {
 }
 
 function otlpExporter(config: TelemetryConfig): SpanExporter {
+  if (config.otlpProtocol === 'grpc') {
+    // The endpoint as it is (no /v1/traces over gRPC); none given, the exporter's http://localhost:4317.
+    return new OtlpGrpcTraceExporter({ ...(config.otlpEndpoint ? { url: config.otlpEndpoint } : {}), metadata: grpcMetadata(config.otlpHeaders) });
+  }
   const url = otlpUrl(config.otlpEndpoint);
   const options = { ...(url ? { url } : {}), headers: config.otlpHeaders };
   return config.otlpProtocol === 'http/json' ? new OtlpJsonTraceExporter(options) : new OtlpProtobufTraceExporter(options);

@@ -4,9 +4,11 @@ import { MeterProvider, PeriodicExportingMetricReader, type IMetricReader, type 
 import { PrometheusExporter } from '@opentelemetry/exporter-prometheus';
 import { OTLPMetricExporter as OtlpJsonExporter } from '@opentelemetry/exporter-metrics-otlp-http';
 import { OTLPMetricExporter as OtlpProtobufExporter } from '@opentelemetry/exporter-metrics-otlp-proto';
+import { OTLPMetricExporter as OtlpGrpcExporter } from '@opentelemetry/exporter-metrics-otlp-grpc';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import type { MetricsConfig } from '../config.ts';
 import type { Logger } from '../logger.ts';
+import { grpcMetadata } from '../otlp-grpc.ts';
 import { HttpMetrics } from './http.ts';
 import { ActorMetrics } from './actors.ts';
 import { PersistenceMetrics, type PoolCounts } from './persistence.ts';
@@ -134,5 +136,9 @@ export function startMetrics(config: MetricsConfig, options: MetricsOptions): Me
 
 function otlpExporter(config: MetricsConfig): Pushed {
   const options = { url: config.otlpEndpoint, timeoutMillis: config.exportTimeoutMs };
-  return config.otlpProtocol === 'http/json' ? new OtlpJsonExporter(options) : new OtlpProtobufExporter(options);
+  switch (config.otlpProtocol) {
+    case 'grpc': return new OtlpGrpcExporter({ ...options, metadata: grpcMetadata(config.otlpHeaders) });
+    case 'http/json': return new OtlpJsonExporter({ ...options, headers: config.otlpHeaders });
+    case 'http/protobuf': return new OtlpProtobufExporter({ ...options, headers: config.otlpHeaders });
+  }
 }

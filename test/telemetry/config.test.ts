@@ -24,6 +24,9 @@ t.test('the OTEL_* settings: defaults, and each value read', async (t) => {
     serviceName: 'gen-eu', sampler: { name: 'parentbased_traceidratio', ratio: 0.25 },
   });
   t.equal(loadConfig({ OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'http/protobuf' }).telemetry.otlpProtocol, 'http/protobuf', 'the traces-specific setting wins');
+  const grpc = loadConfig({ OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc', OTEL_EXPORTER_OTLP_ENDPOINT: 'https://collector:4317', OTEL_EXPORTER_OTLP_HEADERS: 'api-key=s3cret' }).telemetry;
+  t.match(grpc, { tracesExporter: 'otlp', otlpProtocol: 'grpc', otlpEndpoint: 'https://collector:4317', otlpHeaders: { 'api-key': 's3cret' } }, 'grpc: the endpoint is kept as it is');
+  t.equal(loadConfig({ OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'grpc', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4317/', OTEL_EXPORTER_OTLP_INSECURE: 'true' }).telemetry.otlpProtocol, 'grpc', 'a plaintext endpoint may say INSECURE=true');
   t.equal(loadConfig({ OTEL_SDK_DISABLED: 'true', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318' }).telemetry.tracesExporter, 'none', 'OTEL_SDK_DISABLED turns tracing off');
   t.equal(loadConfig({ ACCESS_LOG: 'false' }).accessLog, false);
   t.equal(loadConfig({}).accessLog, true, 'the access log is on by default');
@@ -31,8 +34,12 @@ t.test('the OTEL_* settings: defaults, and each value read', async (t) => {
 
 t.test('a bad OTEL_* value stops start-up with its own message', async (t) => {
   const cases: Array<[Record<string, string>, RegExp]> = [
-    [{ OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' }, /OTEL_EXPORTER_OTLP_PROTOCOL="grpc": OTLP over gRPC is not supported; use http\/protobuf/],
+    [{ OTEL_EXPORTER_OTLP_PROTOCOL: 'bogus' }, /OTEL_EXPORTER_OTLP_PROTOCOL="bogus": expected one of http\/protobuf, http\/json, grpc/],
     [{ OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'thrift' }, /OTEL_EXPORTER_OTLP_TRACES_PROTOCOL="thrift": expected one of http\/protobuf, http\/json/],
+    [{ OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc', OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://collector:4317/v1/traces' }, /^OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: over grpc the endpoint is a scheme, host and port only, without a path \("\/v1\/traces"\)$/],
+    [{ OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc', OTEL_EXPORTER_OTLP_ENDPOINT: 'https://collector:4317', OTEL_EXPORTER_OTLP_INSECURE: 'true' }, /^OTEL_EXPORTER_OTLP_INSECURE=true: OTEL_EXPORTER_OTLP_ENDPOINT asks for TLS with its https:\/\/ scheme/],
+    [{ OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4317', OTEL_EXPORTER_OTLP_TRACES_INSECURE: 'maybe' }, /^OTEL_EXPORTER_OTLP_TRACES_INSECURE="maybe": expected true or false/],
+    [{ OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4317', OTEL_EXPORTER_OTLP_HEADERS: 'x~key=1' }, /^OTEL_EXPORTER_OTLP_HEADERS: over grpc a header name is made of a-z, 0-9, '-', '_' and '.' \(not ending in -bin\) and its value of printable ASCII; "x~key" is not$/],
     [{ OTEL_TRACES_SAMPLER: 'bogus' }, /OTEL_TRACES_SAMPLER="bogus": expected one of always_on, always_off, traceidratio/],
     [{ OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: '1.5' }, /OTEL_TRACES_SAMPLER_ARG="1.5": expected a ratio from 0 to 1/],
     [{ OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: 'half' }, /OTEL_TRACES_SAMPLER_ARG="half": expected a ratio from 0 to 1/],
@@ -53,15 +60,19 @@ t.test('a bad OTEL_* value stops start-up with its own message', async (t) => {
     t.match(problems[0], message);
   }
   t.notMatch(problemsOf({ OTEL_EXPORTER_OTLP_HEADERS: 'authorization=Bearer%20topsecret,x' }).join('\n'), /topsecret/, 'a header value is never repeated in a message');
+  const accented = problemsOf({ OTEL_TRACES_EXPORTER: 'otlp', OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc', OTEL_EXPORTER_OTLP_HEADERS: 'authorization=topsecr%C3%A9t' });
+  t.match(accented, [/^OTEL_EXPORTER_OTLP_HEADERS: over grpc .* "authorization" is not$/], 'over grpc a value must be printable ASCII');
+  t.notMatch(accented.join('\n'), /topsecr/, 'and is not repeated either');
+  t.same(problemsOf({ OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4317/v1/traces', OTEL_TRACES_EXPORTER: 'none' }), [], 'the gRPC checks wait for an OTLP exporter');
 });
 
-t.test('npm start with OTEL_EXPORTER_OTLP_PROTOCOL=grpc exits 78 with the reason', async (t) => {
+t.test('npm start with an unknown OTEL_EXPORTER_OTLP_PROTOCOL exits 78 with the reason', async (t) => {
   const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'gs-otel-config-'));
   t.teardown(() => fs.rm(dataDir, { recursive: true, force: true }));
-  const child = startNode(t, 'app/main.ts', { OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc', OTEL_TRACES_SAMPLER: 'bogus', DATA_DIR: dataDir, PORT: '0' });
+  const child = startNode(t, 'app/main.ts', { OTEL_EXPORTER_OTLP_PROTOCOL: 'bogus', OTEL_TRACES_SAMPLER: 'bogus', DATA_DIR: dataDir, PORT: '0' });
   const { code } = await child.exited;
   t.equal(code, 78);
-  t.match(child.stderr(), /OTEL_EXPORTER_OTLP_PROTOCOL="grpc"/);
+  t.match(child.stderr(), /OTEL_EXPORTER_OTLP_PROTOCOL="bogus"/);
   t.match(child.stderr(), /OTEL_TRACES_SAMPLER="bogus"/);
   t.same(await fs.readdir(dataDir), [], 'nothing was opened');
 });
