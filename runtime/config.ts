@@ -64,6 +64,7 @@ export interface Config {
 /** Tracing: the OTEL_* settings the service reads (docs/observability.md), each validated. */
 export interface TelemetryConfig {
   tracesExporter: 'none' | 'otlp' | 'console';
+  /** OTEL_EXPORTER_OTLP_TRACES_ENDPOINT as it is, or OTEL_EXPORTER_OTLP_ENDPOINT + /v1/traces (as it is over grpc); undefined: the exporter's default. */
   otlpEndpoint: string | undefined;
   /** OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL: http/protobuf (the specification's default), http/json or grpc. */
   otlpProtocol: OtlpProtocol;
@@ -274,9 +275,12 @@ function readTelemetry(read: EnvReader, env: Env, problems: string[]): Telemetry
   const sdkDisabled = read.boolean('OTEL_SDK_DISABLED', false);
   const tracesExporter = sdkDisabled ? 'none' : read.oneOf('OTEL_TRACES_EXPORTER', ['none', 'otlp', 'console'] as const, endpointSet ? 'otlp' : 'none');
   const signalEndpoint = read.optionalUrl('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', ['http:', 'https:']);
-  const otlpEndpoint = signalEndpoint ?? read.optionalUrl('OTEL_EXPORTER_OTLP_ENDPOINT', ['http:', 'https:']);
+  const baseEndpoint = read.optionalUrl('OTEL_EXPORTER_OTLP_ENDPOINT', ['http:', 'https:']);
   const protocolName = env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL?.trim() ? 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL' : 'OTEL_EXPORTER_OTLP_PROTOCOL';
   const otlpProtocol = read.oneOf(protocolName, OTLP_PROTOCOLS, 'http/protobuf');
+  // The per-signal endpoint is used as it is; the shared one is a base, to which OTLP/HTTP appends the signal's path.
+  const otlpEndpoint = signalEndpoint ?? (baseEndpoint === undefined || otlpProtocol === 'grpc' || baseEndpoint.endsWith('/v1/traces')
+    ? baseEndpoint : `${baseEndpoint.replace(/\/+$/, '')}/v1/traces`);
   const headersName = env.OTEL_EXPORTER_OTLP_TRACES_HEADERS?.trim() ? 'OTEL_EXPORTER_OTLP_TRACES_HEADERS' : 'OTEL_EXPORTER_OTLP_HEADERS';
   const otlpHeaders = parseOtlpHeaders(headersName, read.optionalString(headersName), problems);
   if (otlpProtocol === 'grpc' && tracesExporter === 'otlp') {

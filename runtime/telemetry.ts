@@ -101,15 +101,8 @@ function otlpExporter(config: TelemetryConfig): SpanExporter {
     // The endpoint as it is (no /v1/traces over gRPC); none given, the exporter's http://localhost:4317.
     return new OtlpGrpcTraceExporter({ ...(config.otlpEndpoint ? { url: config.otlpEndpoint } : {}), metadata: grpcMetadata(config.otlpHeaders) });
   }
-  const url = otlpUrl(config.otlpEndpoint);
-  const options = { ...(url ? { url } : {}), headers: config.otlpHeaders };
+  const options = { ...(config.otlpEndpoint ? { url: config.otlpEndpoint } : {}), headers: config.otlpHeaders };
   return config.otlpProtocol === 'http/json' ? new OtlpJsonTraceExporter(options) : new OtlpProtobufTraceExporter(options);
-}
-
-function otlpUrl(endpoint: string | undefined): string | undefined {
-  if (!endpoint) return undefined;
-  // OTEL_EXPORTER_OTLP_ENDPOINT is a base; the traces path is appended as the specification says.
-  return endpoint.endsWith('/v1/traces') ? endpoint : `${endpoint.replace(/\/$/, '')}/v1/traces`;
 }
 
 /**

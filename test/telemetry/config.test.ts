@@ -20,9 +20,11 @@ t.test('the OTEL_* settings: defaults, and each value read', async (t) => {
     OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.25', OTEL_SERVICE_NAME: 'gen-eu',
   }).telemetry;
   t.same(read, {
-    tracesExporter: 'otlp', otlpEndpoint: 'http://collector:4318', otlpProtocol: 'http/json', otlpHeaders: { 'api-key': 's=cret', 'x-tenant': 'a' },
+    tracesExporter: 'otlp', otlpEndpoint: 'http://collector:4318/v1/traces', otlpProtocol: 'http/json', otlpHeaders: { 'api-key': 's=cret', 'x-tenant': 'a' },
     serviceName: 'gen-eu', sampler: { name: 'parentbased_traceidratio', ratio: 0.25 },
   });
+  t.equal(loadConfig({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://collector:4318/custom/traces' }).telemetry.otlpEndpoint, 'http://collector:4318/custom/traces', 'the traces endpoint is used as it is');
+  t.equal(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318/base/' }).telemetry.otlpEndpoint, 'http://collector:4318/base/v1/traces', 'the shared endpoint is a base: /v1/traces is appended');
   t.equal(loadConfig({ OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'http/protobuf' }).telemetry.otlpProtocol, 'http/protobuf', 'the traces-specific setting wins');
   const grpc = loadConfig({ OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc', OTEL_EXPORTER_OTLP_ENDPOINT: 'https://collector:4317', OTEL_EXPORTER_OTLP_HEADERS: 'api-key=s3cret' }).telemetry;
   t.match(grpc, { tracesExporter: 'otlp', otlpProtocol: 'grpc', otlpEndpoint: 'https://collector:4317', otlpHeaders: { 'api-key': 's3cret' } }, 'grpc: the endpoint is kept as it is');

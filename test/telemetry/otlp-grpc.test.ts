@@ -66,7 +66,7 @@ t.test('the reverse: metrics over gRPC at the shared endpoint (used as it is), t
   const server = await startTestServer(t, {
     env: {
       OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc', OTEL_EXPORTER_OTLP_ENDPOINT: grpcCollector.url,
-      OTEL_TRACES_EXPORTER: 'otlp', OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'http/json', OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: httpCollector.url, ...METRICS_EVERY_200_MS,
+      OTEL_TRACES_EXPORTER: 'otlp', OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'http/json', OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: `${httpCollector.url}/v1/traces`, ...METRICS_EVERY_200_MS,
     },
   });
   t.equal((await server.fetch('/v1')).status, 200);
@@ -75,6 +75,6 @@ t.test('the reverse: metrics over gRPC at the shared endpoint (used as it is), t
   await server.stop();
   const traces = httpCollector.received.filter((r) => r.path === '/v1/traces').map((r) => JSON.parse(r.body.toString('utf8')));
   const spans = traces.flatMap((body) => body.resourceSpans.flatMap((rs: any) => rs.scopeSpans.flatMap((ss: any) => ss.spans.map((s: any) => s.name))));
-  t.ok(spans.includes('GET /v1'), 'the span went over HTTP as JSON, to the traces endpoint with /v1/traces');
+  t.ok(spans.includes('GET /v1'), 'the span went over HTTP as JSON, to the traces endpoint as it was given');
   t.same(grpcCollector.received.filter((r) => r.path !== METRICS_EXPORT), [], 'no spans over gRPC');
 });
