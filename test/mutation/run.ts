@@ -6,7 +6,7 @@
  *
  *   npm run mutate                     every module
  *   npm run mutate -- --area auth      one area (or --file <part of a path>)
- *   npm run mutate -- --survivors      only the survivors of the last run (.data/mutation/last.json)
+ *   npm run mutate -- --survivors      only the last run's survivors and mutants it did not have (.data/mutation/last.json)
  *   npm run mutate -- --list           the mutants, without running anything
  *   npm run mutate -- --jobs 2         two modules at once (never two whose tests load each other's file)
  *
@@ -116,10 +116,11 @@ async function main(): Promise<void> {
   restoreLeftovers();
   const previous: Result[] = args.survivors && existsSync(lastRun) ? JSON.parse(readFileSync(lastRun, 'utf8')).results : [];
   const rerun = new Set(previous.filter((r) => r.outcome === 'survived').map((r) => r.id));
+  const known = new Set(previous.map((r) => r.id));
   const modules = MODULES.filter((m) => (!args.area || m.area === args.area) && (!args.file || m.file.includes(args.file)));
   const plan: Array<{ module: MutatedModule; original: string; mutants: Mutant[] }> = modules.map((module) => {
     const original = readFileSync(path.join(root, module.file), 'utf8');
-    const mutants = mutantsOf(module, original).filter((m) => !args.survivors || rerun.has(m.id));
+    const mutants = mutantsOf(module, original).filter((m) => !args.survivors || rerun.has(m.id) || !known.has(m.id));
     return { module, original, mutants };
   });
   if (args.list) {
