@@ -90,3 +90,29 @@ t.test('a failed attempt counts against the address and the account; a success a
   t.equal(await remaining('login-fail:addr:203.0.113.1', LOGIN_THROTTLE.perAddress), LOGIN_THROTTLE.perAddress - 1);
   t.equal(await remaining('login-fail:acct:a@x', LOGIN_THROTTLE.perAccount), LOGIN_THROTTLE.perAccount - 1);
 });
+
+t.test('the limits are the documented ones (docs/api.md "Login throttling")', async (t) => {
+  t.same({ ...LOGIN_THROTTLE }, {
+    freeFailures: 5, firstWaitMs: 1_000, maxWaitMs: 900_000, forgetAfterMs: 86_400_000, windowMs: 900_000, perAddress: 50, perAccount: 20,
+  });
+});
+
+t.test('attempts are forgotten 24 hours after the last; waits stop doubling at 15 minutes', async (t) => {
+  const { clock, attempt } = setup();
+  let answer: 'ok' | number = 'ok';
+  // Fail and wait as told until the wait stops growing.
+  for (let i = 0; i < 40 && answer !== 900; i++) {
+    answer = await attempt('a@x', '203.0.113.1');
+    if (answer !== 'ok' && answer !== 900) clock.advance(answer * 1000);
+  }
+  t.equal(answer, 900, 'the wait grows to 15 minutes');
+  clock.advance(900_000);
+  t.equal(await attempt('a@x', '203.0.113.1'), 'ok', 'after it');
+  t.equal(await attempt('a@x', '203.0.113.1'), 900, 'and stops there');
+  clock.advance(86_400_000 - 1);
+  t.equal(await attempt('a@x', '203.0.113.1'), 'ok', 'a moment before 24 hours: past the wait, still counted');
+  t.equal(await attempt('a@x', '203.0.113.1'), 900, 'so the next waits the longest');
+  clock.advance(86_400_000);
+  t.equal(await attempt('a@x', '203.0.113.1'), 'ok', '24 hours after the last: forgotten');
+  t.equal(await attempt('a@x', '203.0.113.1'), 'ok', 'free attempts again');
+});

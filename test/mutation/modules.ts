@@ -32,6 +32,6 @@ export const MODULES: MutatedModule[] = [
   },
   { area: 'auth', file: 'runtime/lru.ts', tests: ['test/unit/lru.test.ts', 'test/identity/key-cache.test.ts'] },
   { area: 'auth', file: 'http/auth/limiter.ts', tests: ['test/identity/limiter.test.ts', 'test/unit/rate-window.test.ts', 'test/identity/login-attempt.test.ts'] },
-  { area: 'auth', file: 'http/auth/attempt-store.ts', tests: ['test/identity/attempt-store.test.ts', 'test/identity/login-attempt.test.ts'] },
+  { area: 'auth', file: 'http/auth/attempt-store.ts', tests: ['test/identity/attempt-store.test.ts', 'test/identity/attempt-store-sweep.test.ts', 'test/identity/login-attempt.test.ts'] },
   { area: 'auth', file: 'http/auth/login-throttle.ts', tests: ['test/identity/attempt-store.test.ts', 'test/identity/login-attempt.test.ts'] },
 ];

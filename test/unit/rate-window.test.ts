@@ -27,3 +27,21 @@ t.test('the memory limiter sweeps windows that have passed every 4096 new counte
   limiter.hit('last', 10, 1_000);
   t.equal(limiter.size(), 1, 'the 4096th sweeps every counter whose window has passed');
 });
+
+t.test('the memory limiter sweeps every sweepEvery new counters, and counts again from zero after a sweep', async (t) => {
+  const clock = new ManualClock(Date.UTC(2026, 0, 1));
+  const limiter = new MemoryRateLimiter(clock, 3);
+  limiter.hit('a', 10, 1_000);
+  clock.advance(1_000); // a's window has passed
+  limiter.hit('b', 10, 60_000);
+  limiter.hit('b', 10, 60_000);
+  t.equal(limiter.size(), 2, 'two new counters: no sweep yet');
+  limiter.hit('c', 10, 60_000);
+  t.equal(limiter.size(), 2, 'the third sweeps the passed window and keeps the current ones');
+  clock.advance(60_000);
+  limiter.hit('d', 10, 1_000);
+  limiter.hit('e', 10, 1_000);
+  t.equal(limiter.size(), 4, 'the count starts again after a sweep');
+  limiter.hit('f', 10, 1_000);
+  t.equal(limiter.size(), 3);
+});
