@@ -227,3 +227,12 @@ t.test('a long run of mixed steps keeps every balance equal to its ledger and ne
   }
   t.same(balances(b.account), sumLedger(b.ledger), 'the balances are the sum of the ledger');
 });
+
+t.test('a single cent from the wallet is checked like any other amount', async (t) => {
+  const account = emptyAccount();
+  t.match(reserve(account, 'gen_1', 1, 'wallet', 1), { ok: false, code: 'wallet_pending_minimum' }, 'an inactive wallet pays not even one cent');
+  const b = book(t);
+  b.apply(deposit(b.account, WALLET_MINIMUM_DEPOSIT_CENTS, 'dep'), 'deposit');
+  b.apply(reserve(b.account, 'gen_1', WALLET_MINIMUM_DEPOSIT_CENTS, 'wallet', 1), 'all of it');
+  t.match(reserve(b.account, 'gen_2', 1, 'wallet', 1), { ok: false, code: 'wallet_insufficient_balance' }, 'an empty wallet pays not even one cent');
+});
