@@ -1,6 +1,6 @@
 import t, { type Test } from 'tap';
 import {
-  capture, deposit, emptyAccount, grant, release, reserve, reserveWithinCap, sumLedger, WALLET_MINIMUM_DEPOSIT_CENTS,
+  capture, defaultWalletSettings, deposit, emptyAccount, grant, release, reserve, reserveWithinCap, sumLedger, WALLET_MINIMUM_DEPOSIT_CENTS,
   type Account, type LedgerEntry, type MoneyDecision,
 } from '../../actors/workspace/account.ts';
 
@@ -235,4 +235,10 @@ t.test('a single cent from the wallet is checked like any other amount', async (
   b.apply(deposit(b.account, WALLET_MINIMUM_DEPOSIT_CENTS, 'dep'), 'deposit');
   b.apply(reserve(b.account, 'gen_1', WALLET_MINIMUM_DEPOSIT_CENTS, 'wallet', 1), 'all of it');
   t.match(reserve(b.account, 'gen_2', 1, 'wallet', 1), { ok: false, code: 'wallet_insufficient_balance' }, 'an empty wallet pays not even one cent');
+});
+
+t.test('a new wallet: auto-recharge off with nothing set, no monthly cap', async (t) => {
+  t.same(defaultWalletSettings(), { autoRecharge: { enabled: false, thresholdCents: 0, amountCents: 0 }, monthlySpendCapCents: null });
+  t.equal(defaultWalletSettings().autoRecharge.thresholdCents, 0);
+  t.equal(defaultWalletSettings().autoRecharge.amountCents, 0);
 });
