@@ -1,6 +1,7 @@
 import t, { type Test } from 'tap';
 import {
-  capture, defaultWalletSettings, deposit, emptyAccount, grant, release, reserve, reserveWithinCap, sumLedger, WALLET_MINIMUM_DEPOSIT_CENTS,
+  capture, checkWalletSettings, defaultWalletSettings, deposit, emptyAccount, grant, needsAutoRecharge, release, reserve, reserveWithinCap,
+  spendChange, sumLedger, WALLET_MINIMUM_DEPOSIT_CENTS,
   type Account, type LedgerEntry, type MoneyDecision,
 } from '../../actors/workspace/account.ts';
 
@@ -241,4 +242,40 @@ t.test('a new wallet: auto-recharge off with nothing set, no monthly cap', async
   t.same(defaultWalletSettings(), { autoRecharge: { enabled: false, thresholdCents: 0, amountCents: 0 }, monthlySpendCapCents: null });
   t.equal(defaultWalletSettings().autoRecharge.thresholdCents, 0);
   t.equal(defaultWalletSettings().autoRecharge.amountCents, 0);
+});
+
+t.test('the caps apply from the first cent taken from the wallet', async (t) => {
+  const b = book(t);
+  b.apply(deposit(b.account, 5_000, 'dep'), 'deposit');
+  const month = { month: '2026-01', spentCents: 0 };
+  t.match(reserveWithinCap(b.account, 'gen_1', 1, 'wallet', 1, 0, month), { ok: false, code: 'wallet_insufficient_balance' }, 'a monthly cap of 0 refuses one cent');
+  const keyCap = { capCents: 0, spentCents: 0, message: (n: number) => `key needs ${n}` };
+  t.match(reserveWithinCap(b.account, 'gen_1', 1, 'wallet', 1, null, month, keyCap), { ok: false, message: 'key needs 1' }, 'a key cap of 0 refuses one cent');
+});
+
+t.test('the month\'s spend moves with reservations and releases only', async (t) => {
+  const b = book(t);
+  const grants = b.apply(grant(b.account, 10, 'g'), 'grant');
+  const deposits = b.apply(deposit(b.account, 2_000, 'dep'), 'deposit');
+  const reserves = b.apply(reserve(b.account, 'gen_1', 30, 'auto', 10), 'reserve');
+  const captures = b.apply(capture(b.account, 'gen_1'), 'capture');
+  t.equal(spendChange(grants), 0, 'a grant');
+  t.equal(spendChange(deposits), 0, 'a deposit');
+  t.equal(spendChange(reserves), 200, 'a reservation of 200 cents');
+  t.equal(spendChange(captures), 0, 'a capture (the money already left at the reservation)');
+  b.apply(reserve(b.account, 'gen_2', 10, 'wallet', 10), 'reserve');
+  t.equal(spendChange(b.apply(release(b.account, 'gen_2'), 'release')), -100, 'a release gives it back');
+});
+
+t.test('wallet settings at their boundaries', async (t) => {
+  const settings = (autoRecharge: { enabled: boolean; thresholdCents: number; amountCents: number }, monthlySpendCapCents: number | null = null) => ({ autoRecharge, monthlySpendCapCents });
+  t.equal(checkWalletSettings(settings({ enabled: true, thresholdCents: 1, amountCents: WALLET_MINIMUM_DEPOSIT_CENTS })), undefined, 'a threshold of one cent and a recharge of the minimum');
+  t.equal(checkWalletSettings(settings({ enabled: false, thresholdCents: 100_000_000, amountCents: 100_000_000 }, 100_000_000)), undefined, '100000000 cents is allowed');
+  t.match(checkWalletSettings(settings({ enabled: false, thresholdCents: 100_000_001, amountCents: 0 })), /^autoRecharge\.thresholdCents: /, 'one more is not');
+  t.match(checkWalletSettings(settings({ enabled: false, thresholdCents: 0, amountCents: 0 }, 100_000_001)), /^monthlySpendCapCents: /);
+  t.match(checkWalletSettings(settings({ enabled: true, thresholdCents: 0, amountCents: WALLET_MINIMUM_DEPOSIT_CENTS })), /^autoRecharge\.thresholdCents: must be above 0/);
+  const active = deposit(emptyAccount(), WALLET_MINIMUM_DEPOSIT_CENTS, 'd');
+  if (!active.ok) return t.fail('deposit refused');
+  t.equal(needsAutoRecharge(active.account, settings({ enabled: true, thresholdCents: 5_000, amountCents: WALLET_MINIMUM_DEPOSIT_CENTS }), false), true, 'a recharge of exactly the minimum is started');
+  t.equal(needsAutoRecharge(active.account, settings({ enabled: true, thresholdCents: 5_000, amountCents: WALLET_MINIMUM_DEPOSIT_CENTS - 1 }), false), false, 'one cent less is not');
 });

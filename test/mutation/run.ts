@@ -100,7 +100,8 @@ function closureOf(file: string, seen = new Set<string>()): Set<string> {
 
 /** Runs one test file on PGlite; whether it passed, or 'timeout'. */
 function runTest(file: string, timeoutMs: number, log?: string): Promise<boolean | 'timeout'> {
-  const env = { ...process.env };
+  // The project's per-file timeout (package.json "tap"), which a file run by node alone would not get.
+  const env: NodeJS.ProcessEnv = { ...process.env, TAP_TIMEOUT: '180' };
   delete env.TEST_DATABASE_URL;
   delete env.TEST_REDIS_URL;
   return new Promise((resolve) => {
