@@ -8,6 +8,7 @@
  *   npm run mutate -- --area auth      one area (or --file <part of a path>)
  *   npm run mutate -- --survivors      only the last run's survivors and mutants it did not have (.data/mutation/last.json)
  *   npm run mutate -- --list           the mutants, without running anything
+ *   npm run mutate -- --report         the last run's report again (after explaining survivors, say)
  *   npm run mutate -- --jobs 2         two modules at once (never two whose tests load each other's file)
  *
  * The original of the file being mutated is kept in .data/mutation/backup/ until it is restored, and put
@@ -30,6 +31,7 @@ const lastRun = path.join(workDir, 'last.json');
 const { values: args } = parseArgs({
   options: {
     area: { type: 'string' }, file: { type: 'string' }, survivors: { type: 'boolean' }, list: { type: 'boolean' }, jobs: { type: 'string' },
+    report: { type: 'boolean' },
   },
 });
 
@@ -113,8 +115,26 @@ function runTest(file: string, timeoutMs: number, log?: string): Promise<boolean
   });
 }
 
+/** One run at a time: a second would take the first one's mutated file for a leftover and restore it under it. */
+function lock(): void {
+  const file = path.join(workDir, 'lock');
+  if (existsSync(file)) {
+    const pid = Number(readFileSync(file, 'utf8'));
+    let alive = false;
+    try { process.kill(pid, 0); alive = true; } catch { /* gone */ }
+    if (alive && pid !== process.pid) throw new Error(`another run (pid ${pid}) is under way`);
+  }
+  mkdirSync(workDir, { recursive: true });
+  writeFileSync(file, String(process.pid));
+  process.on('exit', () => rmSync(file, { force: true }));
+}
+
 async function main(): Promise<void> {
-  restoreLeftovers();
+  if (args.report) return report(JSON.parse(readFileSync(lastRun, 'utf8')).results);
+  if (!args.list) {
+    lock();
+    restoreLeftovers();
+  }
   const previous: Result[] = args.survivors && existsSync(lastRun) ? JSON.parse(readFileSync(lastRun, 'utf8')).results : [];
   const rerun = new Set(previous.filter((r) => r.outcome === 'survived').map((r) => r.id));
   const known = new Set(previous.map((r) => r.id));
