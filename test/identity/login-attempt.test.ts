@@ -2,7 +2,7 @@ import t from 'tap';
 import { ManualClock } from '../../runtime/clock.ts';
 import { MemoryRateLimiter } from '../../http/auth/limiter.ts';
 import { AttemptContentionError, MemoryAttemptStore, type AttemptStore } from '../../http/auth/attempt-store.ts';
-import { beginLoginAttempt, LOGIN_THROTTLE, type LoginThrottleDeps } from '../../http/auth/login-throttle.ts';
+import { beginLoginAttempt, decideAttempt, LOGIN_THROTTLE, type LoginThrottleDeps } from '../../http/auth/login-throttle.ts';
 import { ApiError } from '../../http/errors.ts';
 
 // The throttle over its memory back ends, in process: the rules of login-throttle.test.ts without a server.
@@ -115,4 +115,11 @@ t.test('attempts are forgotten 24 hours after the last; waits stop doubling at 1
   clock.advance(86_400_000);
   t.equal(await attempt('a@x', '203.0.113.1'), 'ok', '24 hours after the last: forgotten');
   t.equal(await attempt('a@x', '203.0.113.1'), 'ok', 'free attempts again');
+});
+
+t.test('under attack, an address whose last attempt fell at the very start of the window waits for its end', async (t) => {
+  const start = Date.UTC(2026, 0, 1);
+  const window = { start, end: start + LOGIN_THROTTLE.windowMs };
+  t.same(decideAttempt({ count: 1, last: start }, start + 10, window).result, { allowed: false, retryAt: window.end });
+  t.same(decideAttempt({ count: 1, last: start - 1 }, start + 10, window).result, { allowed: true }, 'a millisecond before it does not count');
 });

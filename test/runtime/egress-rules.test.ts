@@ -1,6 +1,8 @@
 import t from 'tap';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import type ipaddr from 'ipaddr.js';
-import { checkUrlSyntax, embeddedIPv4, isPublicAddress, parseAddress } from '../../runtime/egress.ts';
+import { checkUrlSyntax, embeddedIPv4, fetchGuarded, isPublicAddress, parseAddress } from '../../runtime/egress.ts';
 
 t.test('a URL carrying a user name or a password alone is refused as having credentials', async (t) => {
   for (const url of ['https://user@example.com/', 'https://:secret@example.com/', 'https://user:secret@example.com/']) {
@@ -42,4 +44,27 @@ t.test('ranges are told by their whole prefix, not by one group of it', async (t
   t.same(carries('2001:4860::8888'), [], '2001 followed by anything but 0 is not Teredo');
   t.same(carries('::ffff:0:7f00:1'), ['127.0.0.1'], 'IPv4-translated');
   t.same(carries('0:0:0:1:ffff:0:7f00:1'), [], 'but not with a non-zero group before it');
+});
+
+t.test('a Location header is followed only on a redirect status, and a redirect without one is the answer', async (t) => {
+  const server = http.createServer((req, res) => {
+    if (req.url === '/located') {
+      res.writeHead(201, { location: '/elsewhere' });
+      return res.end('created');
+    }
+    if (req.url === '/bare-redirect') {
+      res.writeHead(302);
+      return res.end('no location');
+    }
+    res.end('elsewhere');
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const options = { maxBytes: 1000, timeoutMs: 5000, allowLoopback: true };
+  const created = await fetchGuarded(`${origin}/located`, options);
+  t.equal(created.status, 201, 'a 201 with a Location is the answer');
+  t.equal(created.body.toString(), 'created');
+  const bare = await fetchGuarded(`${origin}/bare-redirect`, options);
+  t.equal(bare.status, 302, 'a 302 without a Location is the answer');
 });
