@@ -183,3 +183,23 @@ t.test('resume past the attempt limit fails with attempts_exhausted and releases
   t.same(last.effects, [{ type: 'release_credits' }, { type: 'free_slot' }, { type: 'emit', event: 'generation.failed' }]);
   t.notOk(decide(drive(at.queued), { type: 'resume', maxAttempts: MAX_ATTEMPTS }, T0).ok, 'a queued job is not resumed: it waits for a slot');
 });
+
+t.test('the attempts_exhausted message counts the attempts in words that agree with the number', async (t) => {
+  const once = decide(drive(at.reserved), { type: 'resume', maxAttempts: 1 }, T0);
+  t.ok(once.ok);
+  if (once.ok) t.match(once.state.errorMessage, /handed to its provider 1 time \(the limit is 1\)/);
+  const twice = decide(drive([...at.reserved, { type: 'resume', maxAttempts: 2 }]), { type: 'resume', maxAttempts: 2 }, T0);
+  t.ok(twice.ok);
+  if (twice.ok) t.match(twice.state.errorMessage, /handed to its provider 2 times \(the limit is 2\)/);
+});
+
+t.test('cancel asks the provider to stop only a job it holds under a known id', async (t) => {
+  const cancelAtProvider = (commands: GenerationCommand[]) => {
+    const decision = decide(drive(commands), { type: 'cancel', by: 'user' }, T0);
+    return decision.ok ? decision.effects.filter((e) => e.type === 'cancel_at_provider') : 'refused';
+  };
+  t.same(cancelAtProvider(at.submitted), [{ type: 'cancel_at_provider', providerJobId: 'p1' }], 'submitted under p1');
+  t.same(cancelAtProvider(at.running), [{ type: 'cancel_at_provider', providerJobId: 'p1' }], 'running under p1');
+  t.same(cancelAtProvider([...at.submitted, { type: 'resume', maxAttempts: 3 }]), [], 'resubmitted after a restart, no id yet: nothing to stop');
+  t.same(cancelAtProvider(at.reserved), [], 'reserved: not at the provider yet');
+});

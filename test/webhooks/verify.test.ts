@@ -71,3 +71,30 @@ t.test('a fixed secret, timestamp and body sign to a known signature, which both
   t.throws(() => verifyWebhook(body, otherT, secret, { now }), { code: 'signature_mismatch' }, 'the verifier refuses the signature under another timestamp');
   t.throws(() => exported.verifyWebhook(body, otherT, secret, { now }), { code: 'signature_mismatch' }, 'the exported verifier refuses the signature under another timestamp');
 });
+
+t.test('the verifier\'s edges: tolerance boundary, header parts, bodies that are JSON but not an event', async (t) => {
+  const secret = 'whsec_edges';
+  const T = 1767225600;
+  const signed = (body: string) => ({ body, header: signatureHeader(secret, body, T) });
+  const { body, header } = signed('{"id":"dlv_1","event":"generation.completed"}');
+  const code = (fn: () => unknown) => {
+    try { fn(); return 'ok'; } catch (error) {
+      t.equal((error as Error).name, 'WebhookVerificationError', 'the error is named for what it is');
+      return (error as WebhookVerificationError).code;
+    }
+  };
+  // The clock is read in whole seconds, rounded down: 300.999 s after t is 300 s, within the default tolerance.
+  t.equal(code(() => verifyWebhook(body, header, secret, { now: (T + 300) * 1000 + 999 })), 'ok', 'exactly 300 s late is within tolerance');
+  t.equal(code(() => verifyWebhook(body, header, secret, { now: (T - 300) * 1000 })), 'ok', 'exactly 300 s early is within tolerance');
+  t.equal(code(() => verifyWebhook(body, header, secret, { now: (T + 301) * 1000 })), 'timestamp_out_of_tolerance');
+  const now = T * 1000;
+  t.equal(code(() => verifyWebhook(body, `${header},tt`, secret, { now })), 'ok', 'a part without "=" is ignored');
+  t.equal(code(() => verifyWebhook(body, `${header},=x`, secret, { now })), 'ok', 'a part with an empty name is ignored');
+  t.equal(code(() => verifyWebhook(body, header.replace('v1=', 'v0='), secret, { now })), 'malformed_header', 'a signature under another version is not a v1');
+  t.equal(code(() => verifyWebhook(body, `t=${T}`, secret, { now })), 'malformed_header', 't without v1');
+  t.equal(code(() => verifyWebhook(body, header.replace(`t=${T},`, ''), secret, { now })), 'malformed_header', 'v1 without t');
+  for (const notAnEvent of ['null', '42', '"dlv_1"', '[]', '{"id":"dlv_1"}', '{"event":"generation.completed"}', '{"id":1,"event":"generation.completed"}', '{"id":"dlv_1","event":true}']) {
+    const one = signed(notAnEvent);
+    t.equal(code(() => verifyWebhook(one.body, one.header, secret, { now })), 'invalid_body', `${notAnEvent} is not an event`);
+  }
+});
