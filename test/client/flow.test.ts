@@ -1,7 +1,7 @@
 import t from 'tap';
 import { ApiError, WaitTimeoutError, type Generation } from '@generation-service/client';
 import { verifyWebhook, WebhookVerificationError } from '@generation-service/client/webhooks';
-import { startTestServer } from '../helpers/server.ts';
+import { sharedTestServer, startTestServer } from '../helpers/server.ts';
 import { startReceiver } from '../webhooks/support.ts';
 import { sdkTenant, thrown } from './support.ts';
 
@@ -10,7 +10,7 @@ const ENV = { ALLOW_PRIVATE_EGRESS: 'true', LOCAL_PROVIDER_LATENCY_MS: '0', RATE
 const TEXT = { mode: 'text_to_text', model: 'local/text-mini', params: { prompt: 'Say hello' } } as const;
 
 t.test('with only the SDK and a key: create, wait, read, list, usage, credits, wallet, webhooks', async (t) => {
-  const server = await startTestServer(t, { env: ENV });
+  const server = await sharedTestServer(ENV);
   const receiver = await startReceiver(t);
   const { sdk, sent, workspaceId } = await sdkTenant(server);
 
@@ -76,7 +76,7 @@ t.test('with only the SDK and a key: create, wait, read, list, usage, credits, w
 });
 
 t.test('for await walks every page of a list, a few items at a time', async (t) => {
-  const server = await startTestServer(t, { env: ENV });
+  const server = await sharedTestServer(ENV);
   const { sdk, sent } = await sdkTenant(server);
   const ids: string[] = [];
   for (let i = 0; i < 5; i++) ids.push((await sdk.generations.create({ ...TEXT, project: 'paged' })).id);
@@ -102,7 +102,7 @@ t.test('for await walks every page of a list, a few items at a time', async (t) 
 });
 
 t.test('answers other than 2xx raise ApiError with code, message, requestId and status', async (t) => {
-  const server = await startTestServer(t, { env: ENV });
+  const server = await sharedTestServer(ENV);
   const { sdk, sent } = await sdkTenant(server);
   const other = await sdkTenant(server);
 
@@ -136,7 +136,7 @@ t.test('answers other than 2xx raise ApiError with code, message, requestId and 
 });
 
 t.test('creates carry an Idempotency-Key: a given one replays, automatic ones are new each time', async (t) => {
-  const server = await startTestServer(t, { env: ENV });
+  const server = await sharedTestServer(ENV);
   const { sdk, sent } = await sdkTenant(server);
 
   const first = await sdk.generations.create(TEXT, { idempotencyKey: 'order-1' });

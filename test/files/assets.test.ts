@@ -1,6 +1,6 @@
 import t from 'tap';
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
-import { startTestServer } from '../helpers/server.ts';
+import { sharedTestServer } from '../helpers/server.ts';
 import { authMatrix, createKey, signUp } from '../helpers/identity.ts';
 import { makePng } from '../helpers/files.ts';
 import { isError, rows } from '../identity/support.ts';
@@ -13,7 +13,7 @@ const wav = () => Buffer.concat([Buffer.from('RIFF'), Buffer.from([36, 0, 0, 0])
 const mp4 = () => Buffer.concat([Buffer.from([0, 0, 0, 24]), Buffer.from('ftypisom'), Buffer.alloc(12)]);
 
 t.test('list: newest first, filters by favorite, mediaType and sourceGenerationId, cursor pages', async (t) => {
-  const server = await startTestServer(t);
+  const server = await sharedTestServer();
   const owner = await signUp(server);
   const auth = { cookie: owner.cookie };
   const ws = owner.workspaceId;
@@ -66,7 +66,7 @@ t.test('list: newest first, filters by favorite, mediaType and sourceGenerationI
 });
 
 t.test('PATCH sets favorite and name; bad patches are refused', async (t) => {
-  const server = await startTestServer(t);
+  const server = await sharedTestServer();
   const owner = await signUp(server);
   const auth = { cookie: owner.cookie };
   const asset = await uploadAsset(server, auth, owner.workspaceId, makePng());
@@ -86,7 +86,7 @@ t.test('PATCH sets favorite and name; bad patches are refused', async (t) => {
 });
 
 t.test('scopes: assets.read reads, files.write writes, usage.read sees storage', async (t) => {
-  const server = await startTestServer(t);
+  const server = await sharedTestServer();
   const owner = await signUp(server);
   const ws = owner.workspaceId;
   const asset = await uploadAsset(server, { cookie: owner.cookie }, ws, makePng());
@@ -107,6 +107,6 @@ t.test('scopes: assets.read reads, files.write writes, usage.read sees storage',
 });
 
 t.test('auth matrix over the files and assets routes', async (t) => {
-  const server = await startTestServer(t);
+  const server = await sharedTestServer();
   await authMatrix(t, server, (route) => route.tags.includes('files') || route.tags.includes('assets'));
 });

@@ -1,6 +1,6 @@
 import t from 'tap';
 import { ManualClock } from '../../runtime/clock.ts';
-import { startTestServer } from '../helpers/server.ts';
+import { sharedTestServer, startTestServer } from '../helpers/server.ts';
 import { createKey, signUp } from '../helpers/identity.ts';
 import { makePng } from '../helpers/files.ts';
 import { isError, rows } from '../identity/support.ts';
@@ -44,7 +44,7 @@ t.test('upload-url refuses bad declarations with validation_error, and plan limi
 });
 
 t.test('the signed PUT refuses forged, tampered, mistyped, wrongly sized and reused uploads', async (t) => {
-  const server = await startTestServer(t);
+  const server = await sharedTestServer();
   const owner = await signUp(server);
   const auth = { cookie: owner.cookie };
   const ws = owner.workspaceId;
@@ -132,7 +132,7 @@ t.test('expired upload and download URLs are refused (clock moved past them)', a
 });
 
 t.test('a download URL cannot be altered to fetch another object', async (t) => {
-  const server = await startTestServer(t);
+  const server = await sharedTestServer();
   const owner = await signUp(server);
   const auth = { cookie: owner.cookie };
   const ws = owner.workspaceId;
@@ -173,7 +173,7 @@ t.test('upload-complete sniffs the bytes: a text file named .png is refused and 
 });
 
 t.test('isolation: another workspace\'s uploads and assets are not found, and its keys are refused', async (t) => {
-  const server = await startTestServer(t);
+  const server = await sharedTestServer();
   const a = await signUp(server);
   const b = await signUp(server);
   const keyA = await createKey(server, a.cookie, a.workspaceId, ['all']);

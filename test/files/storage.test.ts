@@ -1,5 +1,5 @@
 import t from 'tap';
-import { startTestServer } from '../helpers/server.ts';
+import { sharedTestServer } from '../helpers/server.ts';
 import { signUp } from '../helpers/identity.ts';
 import { pngOfSize } from '../helpers/files.ts';
 import { isError, rows } from '../identity/support.ts';
@@ -14,7 +14,7 @@ async function accounts(server: Parameters<typeof rows>[0], workspaceId: string)
 }
 
 t.test('storage stays exact under concurrent uploads and deletes', async (t) => {
-  const server = await startTestServer(t);
+  const server = await sharedTestServer();
   const owner = await signUp(server);
   const auth = { cookie: owner.cookie };
   const ws = owner.workspaceId;
@@ -42,7 +42,7 @@ t.test('storage stays exact under concurrent uploads and deletes', async (t) => 
 });
 
 t.test('the storage limit holds under concurrent completions: exactly the files that fit are kept', async (t) => {
-  const server = await startTestServer(t);
+  const server = await sharedTestServer();
   const owner = await signUp(server);
   const auth = { cookie: owner.cookie };
   const ws = owner.workspaceId;

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { startTestServer, type TestServer } from '../helpers/server.ts';
+import { sharedTestServer, startTestServer, type TestServer } from '../helpers/server.ts';
 import { createKey, signUp, withCookie, withKey } from '../helpers/identity.ts';
 import { setPlan } from './support.ts';
 import { createGeneration, isTerminal, ledgerByGeneration, moneyOf, serverQuery, waitFor } from './flow.ts';
@@ -22,7 +22,7 @@ const reservesOf = (server: TestServer, workspaceId: string) =>
   count(server, `select count(*)::int8 as n from credit_ledger where workspace_id = ? and kind = 'reserve'`, [workspaceId]);
 
 t.test('a batch creates every item; each job runs to succeeded with one reserve and one capture', async (t) => {
-  const server = await startTestServer(t, { env: ENV });
+  const server = await sharedTestServer(ENV);
   const user = await signUp(server);
   await setPlan(server, user.workspaceId, 'team');
   const { key } = await createKey(server, user.cookie, user.workspaceId, ['generations.write', 'generations.read']);
@@ -72,7 +72,7 @@ t.test('a batch creates every item; each job runs to succeeded with one reserve 
 });
 
 t.test('items are refused on their own: validation, unknown model, plan, credits; the others are created', async (t) => {
-  const server = await startTestServer(t, { env: ENV });
+  const server = await sharedTestServer(ENV);
   const user = await signUp(server);
   const { key } = await createKey(server, user.cookie, user.workspaceId, ['generations.write', 'generations.read']);
   // The free plan opens with 100 credits; image-fast with four images costs 16.
@@ -139,7 +139,7 @@ t.test('the unfinished-job cap applies per item', async (t) => {
 });
 
 t.test('idempotency per item: replay, conflict, the same key twice in one batch, and the same key as the single create', async (t) => {
-  const server = await startTestServer(t, { env: ENV });
+  const server = await sharedTestServer(ENV);
   const user = await signUp(server);
   const other = await signUp(server);
   const { key } = await createKey(server, user.cookie, user.workspaceId, ['generations.write', 'generations.read']);
@@ -234,7 +234,7 @@ t.test('request-level limits: item count, body size, shape, the emergency stop',
 });
 
 t.test('tenant isolation: another workspace cannot create in, nor read, a workspace\'s batch', async (t) => {
-  const server = await startTestServer(t, { env: ENV });
+  const server = await sharedTestServer(ENV);
   const owner = await signUp(server);
   const stranger = await signUp(server);
   const { key: strangerKey } = await createKey(server, stranger.cookie, stranger.workspaceId, ['all']);

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { startTestServer, type TestServer } from '../helpers/server.ts';
+import { sharedTestServer, startTestServer, type TestServer } from '../helpers/server.ts';
 import { createKey, signUp, withKey } from '../helpers/identity.ts';
 
 interface Gen { id: string; status: string; credits: number; textOutput: string | null; outputAssetIds: string[]; errorCode: string | null; timeline: Array<{ status: string }> }
@@ -28,7 +28,7 @@ async function balances(server: TestServer, workspaceId: string) {
 }
 
 t.test('a text generation runs queued → reserved → submitted → running → succeeded and captures its credits', async (t) => {
-  const server = await startTestServer(t, { env: { LOCAL_PROVIDER_LATENCY_MS: '0' } });
+  const server = await sharedTestServer({ LOCAL_PROVIDER_LATENCY_MS: '0' });
   const user = await signUp(server);
   const { key, id: keyId } = await createKey(server, user.cookie, user.workspaceId, ['generations.write', 'generations.read']);
 
@@ -51,7 +51,7 @@ t.test('a text generation runs queued → reserved → submitted → running →
 });
 
 t.test('an image generation stores its PNG outputs as assets of the workspace', async (t) => {
-  const server = await startTestServer(t, { env: { LOCAL_PROVIDER_LATENCY_MS: '0' } });
+  const server = await sharedTestServer({ LOCAL_PROVIDER_LATENCY_MS: '0' });
   const user = await signUp(server);
   const { key } = await createKey(server, user.cookie, user.workspaceId, ['all']);
   const created = await create(server, key, user.workspaceId, { mode: 'text_to_image', model: 'local/image-fast', params: { prompt: 'a lighthouse', numImages: 2, aspectRatio: '16:9' } });
@@ -71,7 +71,7 @@ t.test('an image generation stores its PNG outputs as assets of the workspace', 
 });
 
 t.test('refusals: unknown model, mode mismatch, bad params, inputs by mode, credits and plan limits', async (t) => {
-  const server = await startTestServer(t, { env: { LOCAL_PROVIDER_LATENCY_MS: '0' } });
+  const server = await sharedTestServer({ LOCAL_PROVIDER_LATENCY_MS: '0' });
   const user = await signUp(server);
   const { key } = await createKey(server, user.cookie, user.workspaceId, ['all']);
   const cases: Array<[Record<string, unknown>, number, string, RegExp]> = [

@@ -2,12 +2,12 @@ import t from 'tap';
 import { Ajv } from 'ajv';
 import { ManualClock } from '../../runtime/clock.ts';
 import { PLANS } from '../../domain/plans.ts';
-import { startTestServer } from '../helpers/server.ts';
+import { sharedTestServer, startTestServer } from '../helpers/server.ts';
 import { createKey, signUp, uniqueEmail } from '../helpers/identity.ts';
 import { authMatrix, generationRow, get, insertGenerations, setPlan } from './support.ts';
 
 t.test('GET /v1/models follows the workspace plan: free, then pro', async (t) => {
-  const server = await startTestServer(t);
+  const server = await sharedTestServer();
   const owner = await signUp(server);
   const key = await createKey(server, owner.cookie, owner.workspaceId, ['generations.read']);
   const offered = server.services.catalog.offered();
@@ -49,7 +49,7 @@ t.test('GET /v1/models follows the workspace plan: free, then pro', async (t) =>
 });
 
 t.test('every parameterSchema is a JSON Schema that accepts the sample and refuses what the spec forbids', async (t) => {
-  const server = await startTestServer(t);
+  const server = await sharedTestServer();
   const owner = await signUp(server);
   const res = await get(server, `/v1/models?workspaceId=${owner.workspaceId}`, owner.cookie);
   t.equal(res.status, 200, 'a member\'s session names the workspace');
@@ -74,7 +74,7 @@ t.test('every parameterSchema is a JSON Schema that accepts the sample and refus
 });
 
 t.test('GET /v1/models: who may call it', async (t) => {
-  const server = await startTestServer(t);
+  const server = await sharedTestServer();
   const owner = await signUp(server);
   const other = await signUp(server, { email: uniqueEmail('other') });
   await authMatrix(t, server, owner, other, { path: '/v1/models', scopes: ['generations.read'] });

@@ -1,5 +1,5 @@
 import t, { type Test } from 'tap';
-import { startTestServer, type TestServer } from '../helpers/server.ts';
+import { sharedTestServer, type TestServer } from '../helpers/server.ts';
 import { createKey, signUp, uniqueEmail } from '../helpers/identity.ts';
 import { newId } from '../../persistence/ids.ts';
 import type { GenerationRow } from '../../persistence/entities/generation.ts';
@@ -34,7 +34,7 @@ async function allPages(t: Test, server: TestServer, path: string, credential: s
 
 /** A workspace with 30 generations spread over modes, statuses, projects and five days. */
 async function seeded(t: Test) {
-  const server = await startTestServer(t);
+  const server = await sharedTestServer();
   const owner = await signUp(server);
   const key = await createKey(server, owner.cookie, owner.workspaceId, ['generations.read']);
   const rows: GenerationRow[] = [];
@@ -67,7 +67,7 @@ t.test('the list pages newest first through every row, without duplicates or gap
 });
 
 t.test('rows within one millisecond are paged by their exact time, then id', async (t) => {
-  const server = await startTestServer(t);
+  const server = await sharedTestServer();
   const owner = await signUp(server);
   const key = await createKey(server, owner.cookie, owner.workspaceId, ['generations.read']);
   // Written with microseconds (as SQL now() would): a cursor cut to milliseconds would skip some of them.
@@ -157,7 +157,7 @@ t.test('bad filters and cursors are 400 validation_error naming the field', asyn
 });
 
 t.test('the detail has every field of the spec and the timeline; nothing internal leaks; long data URLs are not echoed', async (t) => {
-  const server = await startTestServer(t);
+  const server = await sharedTestServer();
   const owner = await signUp(server);
   const key = await createKey(server, owner.cookie, owner.workspaceId, ['generations.read']);
   const at = (s: number) => new Date(T0 + s * 1000).toISOString();
@@ -200,7 +200,7 @@ t.test('the detail has every field of the spec and the timeline; nothing interna
 });
 
 t.test('tenant isolation: another workspace\'s generation is 404 like a missing one, and no list shows it', async (t) => {
-  const server = await startTestServer(t);
+  const server = await sharedTestServer();
   const owner = await signUp(server);
   const stranger = await signUp(server);
   const key = await createKey(server, owner.cookie, owner.workspaceId, ['generations.read']);
@@ -246,7 +246,7 @@ t.test('tenant isolation: another workspace\'s generation is 404 like a missing 
 });
 
 t.test('scopes and credentials: the auth matrix of the generation reads', async (t) => {
-  const server = await startTestServer(t);
+  const server = await sharedTestServer();
   const owner = await signUp(server);
   const other = await signUp(server, { email: uniqueEmail('other') });
   const [row] = await insertGenerations(server, [generationRow(owner.workspaceId)]);

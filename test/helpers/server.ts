@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import type { Test } from 'tap';
+import tap, { type Test } from 'tap';
 import type { SpanExporter } from '@opentelemetry/sdk-trace-base';
 import type { DestinationStream } from 'pino';
 import { loadConfig, type Config } from '../../runtime/config.ts';
@@ -77,4 +77,22 @@ export async function startTestServer(t: Test, options: TestServerOptions = {}):
       return { status: response.status, body: text ? JSON.parse(text) : undefined, headers: response.headers };
     },
   };
+}
+
+const shared = new Map<string, Promise<TestServer>>();
+
+/**
+ * One server for the whole file, started by the first test that asks and stopped when the file ends, for tests
+ * that sign up their own users and workspaces and so never see each other's data: a start costs far more
+ * than most tests. Servers with other `env` are others. A test that counts or changes something global
+ * (every user, a clock, a switch) starts its own with startTestServer.
+ */
+export function sharedTestServer(env: Record<string, string> = {}): Promise<TestServer> {
+  const key = JSON.stringify(Object.entries(env).sort());
+  let server = shared.get(key);
+  if (!server) {
+    server = startTestServer(tap, { env });
+    shared.set(key, server);
+  }
+  return server;
 }

@@ -4,7 +4,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { startTestServer } from '../helpers/server.ts';
+import { sharedTestServer } from '../helpers/server.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const BIN = path.join(ROOT, 'node_modules', '.bin');
@@ -46,7 +46,7 @@ async function spectral(file: string): Promise<Problem[]> {
 }
 
 t.test('the served OpenAPI document passes Redocly (recommended) and Spectral (spectral:oas) within the budget', async (t) => {
-  const server = await startTestServer(t);
+  const server = await sharedTestServer();
   const { status, body } = await server.json('/v1/openapi.json');
   t.equal(status, 200);
   const dir = await mkdtemp(path.join(tmpdir(), 'openapi-lint-'));
@@ -63,7 +63,7 @@ t.test('the served OpenAPI document passes Redocly (recommended) and Spectral (s
 });
 
 t.test('every operation has a summary, a description and its error responses; every tag a description', async (t) => {
-  const server = await startTestServer(t);
+  const server = await sharedTestServer();
   const doc = (await server.json('/v1/openapi.json')).body;
   for (const tag of doc.tags) t.ok(tag.description, `tag ${tag.name} has a description`);
   for (const [route, item] of Object.entries<Record<string, any>>(doc.paths)) {

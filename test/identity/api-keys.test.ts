@@ -1,6 +1,6 @@
 import t from 'tap';
 import { ManualClock } from '../../runtime/clock.ts';
-import { startTestServer, type TestServer } from '../helpers/server.ts';
+import { sharedTestServer, startTestServer, type TestServer } from '../helpers/server.ts';
 import { createKey, signUp, withCookie, withKey } from '../helpers/identity.ts';
 import { sha256Hex } from '../../http/auth/tokens.ts';
 
@@ -18,7 +18,7 @@ function useKey(server: TestServer, key: string, workspaceId: string) {
 }
 
 t.test('create returns the plaintext once; only its SHA-256 is stored; list shows the prefix and never the secret', async (t) => {
-  const server = await startTestServer(t);
+  const server = await sharedTestServer();
   const owner = await signUp(server);
   const res = await send(server, 'POST', '/v1/api-keys', withCookie(owner.cookie), {
     workspaceId: owner.workspaceId, name: '  CI deploys ', scopes: ['generations.write', 'generations.read'],
@@ -53,7 +53,7 @@ t.test('create returns the plaintext once; only its SHA-256 is stored; list show
 });
 
 t.test('list pages newest first with a cursor', async (t) => {
-  const server = await startTestServer(t);
+  const server = await sharedTestServer();
   const owner = await signUp(server);
   const ids: string[] = [];
   for (let i = 0; i < 5; i++) ids.push((await createKey(server, owner.cookie, owner.workspaceId, ['all'], { name: `k${i}` })).id);
@@ -151,7 +151,7 @@ t.test('update changes name, scopes and expiry; the change applies to the very n
 });
 
 t.test('revocation (PATCH revoked or DELETE) takes effect on the very next request despite the cache', async (t) => {
-  const server = await startTestServer(t);
+  const server = await sharedTestServer();
   const owner = await signUp(server);
   const a = await createKey(server, owner.cookie, owner.workspaceId);
   const b = await createKey(server, owner.cookie, owner.workspaceId);

@@ -1,12 +1,12 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
-import { startTestServer } from '../helpers/server.ts';
+import { sharedTestServer } from '../helpers/server.ts';
 import { createKey, logIn, signUp } from '../helpers/identity.ts';
 import { addMember, call, generation, isError, rows, storedAsset, workspaceState } from './support.ts';
 
 t.test('a data export is a JSON file of the user\'s data, never a secret, downloadable by its owner only', async (t) => {
-  const server = await startTestServer(t);
+  const server = await sharedTestServer();
   const ada = await signUp(server, { name: 'Ada' });
   await logIn(server, ada.email, ada.password);
   const bob = await signUp(server, { name: 'Bob' });
@@ -62,7 +62,7 @@ t.test('a data export is a JSON file of the user\'s data, never a secret, downlo
 });
 
 t.test('deleting the account is refused with 409 while it owns a workspace with other members', async (t) => {
-  const server = await startTestServer(t);
+  const server = await sharedTestServer();
   const ada = await signUp(server);
   const bob = await signUp(server);
   const team = (await call(server, ada.cookie, 'POST', '/v1/workspaces', { name: 'Shared' })).body.id;
@@ -91,7 +91,7 @@ t.test('deleting the account is refused with 409 while it owns a workspace with 
 });
 
 t.test('deleting the account removes the user, sessions, personal data and solely owned workspaces, and keeps shared ones', async (t) => {
-  const server = await startTestServer(t);
+  const server = await sharedTestServer();
   const ada = await signUp(server);
   const secondSession = await logIn(server, ada.email, ada.password);
   const bob = await signUp(server);

@@ -1,6 +1,6 @@
 import t from 'tap';
 import { ManualClock } from '../../runtime/clock.ts';
-import { startTestServer, type TestServer } from '../helpers/server.ts';
+import { sharedTestServer, startTestServer, type TestServer } from '../helpers/server.ts';
 import { logIn, sessionCookieOf, signUp, uniqueEmail, withCookie } from '../helpers/identity.ts';
 import { sha256Hex } from '../../http/auth/tokens.ts';
 
@@ -20,7 +20,7 @@ async function whoAmI(server: TestServer, cookie: string) {
 }
 
 t.test('sign-up creates the user, a personal workspace they own on the free plan, a password account and a session', async (t) => {
-  const server = await startTestServer(t);
+  const server = await sharedTestServer();
   const email = uniqueEmail('Signup').replace('signup', 'SignUp');
   const res = await post(server, '/v1/auth/signup', { email: `  ${email}`.trim(), password: 'correct horse battery', name: ' Ada Lovelace ' });
   t.equal(res.status, 201);
@@ -80,7 +80,7 @@ t.test('sign-up refuses bad input and a taken e-mail, and then changes nothing',
 });
 
 t.test('login starts a new session; an unknown e-mail and a wrong password get the same 401', async (t) => {
-  const server = await startTestServer(t);
+  const server = await sharedTestServer();
   const user = await signUp(server, { password: 'the right password' });
   const res = await post(server, '/v1/auth/login', { email: user.email.toUpperCase(), password: 'the right password' });
   t.equal(res.status, 200);
@@ -103,7 +103,7 @@ t.test('login starts a new session; an unknown e-mail and a wrong password get t
 });
 
 t.test('a session cookie works until logout; logout deletes the session, so the cookie is dead', async (t) => {
-  const server = await startTestServer(t);
+  const server = await sharedTestServer();
   const user = await signUp(server);
   const second = await logIn(server, user.email, user.password);
   const res = await whoAmI(server, user.cookie);
@@ -118,7 +118,7 @@ t.test('a session cookie works until logout; logout deletes the session, so the 
 });
 
 t.test('missing, malformed and unknown session cookies are 401', async (t) => {
-  const server = await startTestServer(t);
+  const server = await sharedTestServer();
   for (const cookie of [undefined, 'gs_session=', 'gs_session=short', `gs_session=${'A'.repeat(43)}`, 'other=1']) {
     const res = await server.json('/v1/auth/logout', { method: 'POST', headers: cookie ? { cookie } : {} });
     t.equal(res.status, 401, String(cookie));

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { startTestServer, type TestServer } from '../helpers/server.ts';
+import { sharedTestServer, type TestServer } from '../helpers/server.ts';
 import { signUp, type SignedUp } from '../helpers/identity.ts';
 import { addMember, call, isError, rows, workspaceState } from './support.ts';
 
@@ -22,7 +22,7 @@ async function roleOf(server: TestServer, workspaceId: string, user: SignedUp): 
 }
 
 t.test('any member lists the members with their roles, newest first, page by page', async (t) => {
-  const server = await startTestServer(t);
+  const server = await sharedTestServer();
   const { owner, admin, member, other, id } = await team(server);
   const all: any[] = [];
   let cursor: string | null = null;
@@ -44,7 +44,7 @@ t.test('any member lists the members with their roles, newest first, page by pag
 });
 
 t.test('owners and admins change roles; members cannot; the owner\'s role changes only by transfer', async (t) => {
-  const server = await startTestServer(t);
+  const server = await sharedTestServer();
   const { owner, admin, member, other, id } = await team(server);
 
   const promoted = await call(server, owner.cookie, 'PATCH', `/v1/workspaces/${id}/members/${member.userId}`, { role: 'admin' });
@@ -71,7 +71,7 @@ t.test('owners and admins change roles; members cannot; the owner\'s role change
 });
 
 t.test('removing members: by owners and admins, or oneself; never the owner', async (t) => {
-  const server = await startTestServer(t);
+  const server = await sharedTestServer();
   const { owner, admin, member, other, id } = await team(server);
 
   const before = await workspaceState(server, id);
@@ -92,7 +92,7 @@ t.test('removing members: by owners and admins, or oneself; never the owner', as
 });
 
 t.test('ownership moves only to an existing member, and only by the owner', async (t) => {
-  const server = await startTestServer(t);
+  const server = await sharedTestServer();
   const { owner, admin, member, id } = await team(server);
   const stranger = await signUp(server);
 
@@ -120,7 +120,7 @@ t.test('ownership moves only to an existing member, and only by the owner', asyn
 });
 
 t.test('leaving: anyone but the owner', async (t) => {
-  const server = await startTestServer(t);
+  const server = await sharedTestServer();
   const { owner, admin, id } = await team(server);
   const before = await workspaceState(server, id);
   isError(t, await call(server, owner.cookie, 'POST', `/v1/workspaces/${id}/leave`), 409, 'conflict', /transfer/);

@@ -1,10 +1,10 @@
 import t from 'tap';
-import { startTestServer } from '../helpers/server.ts';
+import { sharedTestServer, startTestServer } from '../helpers/server.ts';
 import { createKey, signUp } from '../helpers/identity.ts';
 import { addMember, call, generation, isError, rows, storedAsset, workspaceState } from './support.ts';
 
 t.test('create, list, read and rename a workspace', async (t) => {
-  const server = await startTestServer(t);
+  const server = await sharedTestServer();
   const ada = await signUp(server, { name: 'Ada' });
 
   const created = await call(server, ada.cookie, 'POST', '/v1/workspaces', { name: '  Research  ' });
@@ -34,7 +34,7 @@ t.test('create, list, read and rename a workspace', async (t) => {
 });
 
 t.test('the list pages with a cursor, newest first, and shows only the caller\'s workspaces', async (t) => {
-  const server = await startTestServer(t);
+  const server = await sharedTestServer();
   const ada = await signUp(server);
   const bob = await signUp(server);
   await call(server, bob.cookie, 'POST', '/v1/workspaces', { name: 'Not Ada\'s' });
@@ -95,7 +95,7 @@ t.test('bad input is refused with the envelope and changes nothing', async (t) =
 });
 
 t.test('roles: members read, owners and admins rename, only the owner deletes', async (t) => {
-  const server = await startTestServer(t);
+  const server = await sharedTestServer();
   const owner = await signUp(server);
   const admin = await signUp(server);
   const member = await signUp(server);
@@ -132,7 +132,7 @@ t.test('roles: members read, owners and admins rename, only the owner deletes', 
 });
 
 t.test('a user of workspace A acting on workspace B gets 404 and nothing changes', async (t) => {
-  const server = await startTestServer(t);
+  const server = await sharedTestServer();
   const alice = await signUp(server);
   const mallory = await signUp(server);
   const victim = await signUp(server);
@@ -225,7 +225,7 @@ t.test('API keys read their own workspace only; settings and people are for sign
 });
 
 t.test('deletion is refused with 409 while a generation is not finished, and then takes the workspace\'s keys with it', async (t) => {
-  const server = await startTestServer(t);
+  const server = await sharedTestServer();
   const ada = await signUp(server);
   const id = (await call(server, ada.cookie, 'POST', '/v1/workspaces', { name: 'Busy' })).body.id;
   const key = await createKey(server, ada.cookie, id, ['all']);

@@ -1,10 +1,10 @@
 import t from 'tap';
-import { startTestServer } from '../helpers/server.ts';
+import { sharedTestServer } from '../helpers/server.ts';
 import { createKey, signUp } from '../helpers/identity.ts';
 import { checkBooks, completeCheckout, get, MONEY_ENV, post, sendEvent, signedEvent } from './support.ts';
 
 t.test('credits: balance and ledger, a top-up paid at the local checkout grants its credits once', async (t) => {
-  const server = await startTestServer(t, { env: MONEY_ENV });
+  const server = await sharedTestServer(MONEY_ENV);
   const owner = await signUp(server);
   const key = await createKey(server, owner.cookie, owner.workspaceId, ['usage.read', 'wallet.write']);
 
@@ -53,7 +53,7 @@ t.test('credits: balance and ledger, a top-up paid at the local checkout grants 
 });
 
 t.test('a declined checkout fails the order; an event applied once by id; signatures are checked before anything', async (t) => {
-  const server = await startTestServer(t, { env: MONEY_ENV });
+  const server = await sharedTestServer(MONEY_ENV);
   const owner = await signUp(server);
 
   const declined = await post(server, '/v1/credits/top-ups', owner.cookie, { workspaceId: owner.workspaceId, credits: 100 });
@@ -90,7 +90,7 @@ t.test('a declined checkout fails the order; an event applied once by id; signat
 });
 
 t.test('credits: refusals, scopes and tenant isolation', async (t) => {
-  const server = await startTestServer(t, { env: MONEY_ENV });
+  const server = await sharedTestServer(MONEY_ENV);
   const a = await signUp(server);
   const b = await signUp(server);
   const readOnly = await createKey(server, a.cookie, a.workspaceId, ['usage.read']);
@@ -123,7 +123,7 @@ t.test('credits: refusals, scopes and tenant isolation', async (t) => {
 });
 
 t.test('the provider event endpoint: unknown provider, size limit', async (t) => {
-  const server = await startTestServer(t, { env: MONEY_ENV });
+  const server = await sharedTestServer(MONEY_ENV);
   const event = signedEvent('pay_x', 'payment.succeeded');
   const unknown = await server.json('/v1/billing/events/stripe', { method: 'POST', headers: { 'content-type': 'application/json', 'x-billing-signature': event.signature }, body: event.raw });
   t.match(unknown, { status: 404, body: { error: { code: 'not_found' } } });

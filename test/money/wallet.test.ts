@@ -1,5 +1,5 @@
 import t from 'tap';
-import { startTestServer, type TestServer } from '../helpers/server.ts';
+import { sharedTestServer, type TestServer } from '../helpers/server.ts';
 import { createKey, signUp } from '../helpers/identity.ts';
 import { checkBooks, completeCheckout, get, MONEY_ENV, post } from './support.ts';
 
@@ -26,7 +26,7 @@ async function deposit(server: TestServer, credential: string, workspaceId: stri
 }
 
 t.test('each paymentMode with each refusal, the wallet activated by a first 10-dollar deposit, and usage that adds up', async (t) => {
-  const server = await startTestServer(t, { env: MONEY_ENV });
+  const server = await sharedTestServer(MONEY_ENV);
   const owner = await signUp(server);
   const { key, id: keyId } = await createKey(server, owner.cookie, owner.workspaceId, ['all']);
   const ws = owner.workspaceId;
@@ -98,7 +98,7 @@ t.test('each paymentMode with each refusal, the wallet activated by a first 10-d
 });
 
 t.test('wallet settings: the monthly spend cap refuses, auto-recharge deposits from the saved card', async (t) => {
-  const server = await startTestServer(t, { env: MONEY_ENV });
+  const server = await sharedTestServer(MONEY_ENV);
   const owner = await signUp(server);
   const ws = owner.workspaceId;
   const writer = await createKey(server, owner.cookie, ws, ['wallet.write', 'generations.write', 'generations.read']);
@@ -148,7 +148,7 @@ t.test('wallet settings: the monthly spend cap refuses, auto-recharge deposits f
 });
 
 t.test('wallet: refusals and tenant isolation', async (t) => {
-  const server = await startTestServer(t, { env: MONEY_ENV });
+  const server = await sharedTestServer(MONEY_ENV);
   const a = await signUp(server);
   const b = await signUp(server);
   const keyB = await createKey(server, b.cookie, b.workspaceId, ['all']);

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { startTestServer } from '../helpers/server.ts';
+import { sharedTestServer, startTestServer } from '../helpers/server.ts';
 import { authMatrix, createKey, signUp } from '../helpers/identity.ts';
 import { addMember, call, isError, rows } from '../identity/support.ts';
 import { MAX_ENDPOINTS_PER_WORKSPACE } from '../../actors/webhook/enqueue.ts';
@@ -7,7 +7,7 @@ import { MAX_ENDPOINTS_PER_WORKSPACE } from '../../actors/webhook/enqueue.ts';
 const EVENTS = ['generation.completed', 'generation.failed', 'generation.cancelled', 'generation.expired'];
 
 t.test('create, list, update and delete an endpoint with a key; the secret is shown once and stored sealed', async (t) => {
-  const server = await startTestServer(t, { env: { ALLOW_PRIVATE_EGRESS: 'true' } });
+  const server = await sharedTestServer({ ALLOW_PRIVATE_EGRESS: 'true' });
   const user = await signUp(server);
   const { key } = await createKey(server, user.cookie, user.workspaceId, ['webhooks.manage']);
 
@@ -101,7 +101,7 @@ t.test('refusals: unknown event names, bad URLs, private addresses through the e
 });
 
 t.test('sessions: owners and admins manage webhooks, members may not, strangers see nothing', async (t) => {
-  const server = await startTestServer(t, { env: { ALLOW_PRIVATE_EGRESS: 'true' } });
+  const server = await sharedTestServer({ ALLOW_PRIVATE_EGRESS: 'true' });
   const owner = await signUp(server);
   const admin = await signUp(server);
   const member = await signUp(server);
@@ -134,7 +134,7 @@ t.test('sessions: owners and admins manage webhooks, members may not, strangers 
 });
 
 t.test('tenant isolation: a key of another workspace never sees or touches an endpoint', async (t) => {
-  const server = await startTestServer(t, { env: { ALLOW_PRIVATE_EGRESS: 'true' } });
+  const server = await sharedTestServer({ ALLOW_PRIVATE_EGRESS: 'true' });
   const a = await signUp(server);
   const b = await signUp(server);
   const keyA = (await createKey(server, a.cookie, a.workspaceId, ['webhooks.manage'])).key;

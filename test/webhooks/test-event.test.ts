@@ -3,7 +3,7 @@ import t from 'tap';
 import { Webhook } from 'standardwebhooks';
 import { ManualClock } from '../../runtime/clock.ts';
 import { newId } from '../../persistence/ids.ts';
-import { startTestServer, type TestServer } from '../helpers/server.ts';
+import { sharedTestServer, startTestServer, type TestServer } from '../helpers/server.ts';
 import { createKey, withKey } from '../helpers/identity.ts';
 import { verifyWebhook } from '../../client/src/webhooks.ts';
 import { cancelGeneration, createEndpoint, createGeneration, deliveries, historyWhen, startReceiver, tenant, type Tenant } from './support.ts';
@@ -12,7 +12,7 @@ const sendTest = (server: TestServer, who: Tenant, id: string) =>
   server.json(`/v1/webhooks/${id}/test?workspaceId=${who.workspaceId}`, { method: 'POST', headers: withKey(who.key) });
 
 t.test('a test event is signed and sent now; the answer is the attempt\'s outcome; it is in no history', async (t) => {
-  const server = await startTestServer(t, { env: { ALLOW_PRIVATE_EGRESS: 'true' } });
+  const server = await sharedTestServer({ ALLOW_PRIVATE_EGRESS: 'true' });
   const receiver = await startReceiver(t);
   receiver.behave((i) => ({ status: i === 0 ? 204 : 503 }));
   const who = await tenant(server);
@@ -78,7 +78,7 @@ t.test('a test event does not wait for, overtake in the record, or reorder the e
 });
 
 t.test('a standard-scheme endpoint\'s test event verifies with the standardwebhooks package', async (t) => {
-  const server = await startTestServer(t, { env: { ALLOW_PRIVATE_EGRESS: 'true' } });
+  const server = await sharedTestServer({ ALLOW_PRIVATE_EGRESS: 'true' });
   const receiver = await startReceiver(t);
   const who = await tenant(server);
   const created = await server.json('/v1/webhooks', {
@@ -111,7 +111,7 @@ t.test('the egress guard applies: a private address is refused at connect time a
 });
 
 t.test('refused: another workspace\'s endpoint, a missing one, a deleted one, a key without webhooks.manage', async (t) => {
-  const server = await startTestServer(t, { env: { ALLOW_PRIVATE_EGRESS: 'true' } });
+  const server = await sharedTestServer({ ALLOW_PRIVATE_EGRESS: 'true' });
   const receiver = await startReceiver(t);
   const who = await tenant(server);
   const endpoint = await createEndpoint(server, who, receiver.url);
