@@ -30,7 +30,7 @@ t.test('values are read and normalised', async (t) => {
   t.equal(config.redisUrl, 'redis://cache:6379');
   t.equal(config.allowUwsFallback, true);
   t.equal(config.telemetry.tracesExporter, 'otlp', 'an OTLP endpoint turns the exporter on');
-  t.equal(config.telemetry.otlpEndpoint, 'http://collector:4318');
+  t.equal(config.telemetry.otlpEndpoint, 'http://collector:4318/v1/traces', 'the shared endpoint is a base: the traces path is appended');
   t.equal(loadConfig({ HOST: '0.0.0.0', PORT: '1234' }).baseUrl, 'http://localhost:1234');
 });
 
