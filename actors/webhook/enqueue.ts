@@ -64,7 +64,7 @@ export async function writeEventDeliveries(em: SqlEntityManager, events: Settled
   );
   if (counted.length === 0) return endpointsOf;
   const counts = new Map(counted.map((c) => [`${c.workspace_id} ${c.event_type}`, Math.min(Number(c.n), MAX_ENDPOINTS_PER_WORKSPACE)]));
-  const rows = [];
+  const rows: EventDeliveryRows[] = [];
   for (const e of events) {
     const eventType = EVENT_OF[e.status];
     const count = counts.get(`${e.generation.workspaceId} ${eventType}`) ?? 0;
@@ -73,13 +73,33 @@ export async function writeEventDeliveries(em: SqlEntityManager, events: Settled
     const { event, data, createdAt: created } = eventBody(e.generation, e.status, createdAt);
     rows.push({
       generation_id: e.generation.id, workspace_id: e.generation.workspaceId, event_type: event, created_at: createdAt, trace_parent: e.traceParent ?? null, event_id: e.eventId ?? null,
-      // The body after its id, so each delivery's body is `{"id":"dlv_…",` + this, exactly as it will be signed.
       rest: JSON.stringify({ event, data, createdAt: created }).slice(1),
-      // In creation order, so each endpoint's deliveries sort by id in the order of their events.
       ids: Array.from({ length: count }, () => newId('dlv', e.at)),
     });
   }
   if (rows.length === 0) return endpointsOf;
+  return insertDeliveries(em, events, rows);
+}
+
+/** The deliveries to make for one event of one generation: one per subscribed endpoint counted. */
+export interface EventDeliveryRows {
+  generation_id: string;
+  workspace_id: string;
+  event_type: string;
+  event_id: string | null;
+  created_at: Date;
+  trace_parent: string | null;
+  /** The body after its id, so each delivery's body is `{"id":"dlv_…",` + this, exactly as it will be signed. */
+  rest: string;
+  /** In creation order, so each endpoint's deliveries sort by id in the order of their events. */
+  ids: string[];
+}
+
+/**
+ * One INSERT … SELECT of the deliveries of many events (at most one per generation) over the active endpoints
+ * subscribed to each. Returns, per event (same order as `events`), the endpoints that got one.
+ */
+export async function insertDeliveries(em: SqlEntityManager, events: Array<{ generation: { id: string } }>, rows: EventDeliveryRows[]): Promise<string[][]> {
   // An endpoint made since the count (beyond the ids made) waits for the next event: never a delivery without an id.
   const inserted = await em.execute<Array<{ generation_id: string; endpoint_id: string }>>(
     `insert into webhook_deliveries (id, endpoint_id, workspace_id, generation_id, event_type, event_id, body, status, attempts, attempt_count, next_attempt_at, created_at, updated_at, trace_parent)
@@ -95,6 +115,7 @@ export async function writeEventDeliveries(em: SqlEntityManager, events: Settled
      returning generation_id, endpoint_id`,
     [JSON.stringify(rows)],
   );
+  const endpointsOf: string[][] = events.map(() => []);
   const index = new Map(events.map((e, i) => [e.generation.id, i]));
   for (const row of inserted) endpointsOf[index.get(row.generation_id)!]!.push(row.endpoint_id);
   return endpointsOf;

@@ -1,7 +1,7 @@
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import type { GenerationRow } from '../../persistence/entities/generation.ts';
 import { newId } from '../../persistence/ids.ts';
-import { MAX_ENDPOINTS_PER_WORKSPACE } from './enqueue.ts';
+import { insertDeliveries, MAX_ENDPOINTS_PER_WORKSPACE, type EventDeliveryRows } from './enqueue.ts';
 import { holdSubscriptions } from './subscription-lock.ts';
 
 /**
@@ -69,33 +69,17 @@ export async function writeStartedDeliveries(em: SqlEntityManager, events: Start
   );
   if (counted.length === 0) return endpointsOf;
   const counts = new Map(counted.map((c) => [c.workspace_id, Math.min(Number(c.n), MAX_ENDPOINTS_PER_WORKSPACE)]));
-  const rows = [];
+  const rows: EventDeliveryRows[] = [];
   for (const e of events) {
     const count = counts.get(e.generation.workspaceId) ?? 0;
     if (count === 0) continue;
     const createdAt = new Date(e.at);
     rows.push({
-      generation_id: e.generation.id, workspace_id: e.generation.workspaceId, created_at: createdAt, trace_parent: e.traceParent,
+      generation_id: e.generation.id, workspace_id: e.generation.workspaceId, event_type: STARTED_EVENT, event_id: null, created_at: createdAt, trace_parent: e.traceParent,
       rest: JSON.stringify(startedEventBody(e.generation, createdAt)).slice(1),
       ids: Array.from({ length: count }, () => newId('dlv', e.at)),
     });
   }
   if (rows.length === 0) return endpointsOf;
-  const inserted = await em.execute<Array<{ generation_id: string; endpoint_id: string }>>(
-    `insert into webhook_deliveries (id, endpoint_id, workspace_id, generation_id, event_type, body, status, attempts, attempt_count, next_attempt_at, created_at, updated_at, trace_parent)
-     select m.delivery_id, m.endpoint_id, m.workspace_id, m.generation_id, '${STARTED_EVENT}', '{"id":"' || m.delivery_id || '",' || m.rest,
-       'pending', '[]'::jsonb, 0, m.created_at, m.created_at, m.created_at, m.trace_parent
-     from (
-       select e.id as endpoint_id, s.workspace_id, s.generation_id, s.rest, s.created_at, s.trace_parent,
-         s.ids ->> ((row_number() over (partition by s.generation_id order by e.id))::int - 1) as delivery_id
-       from jsonb_to_recordset(?::jsonb) as s(generation_id text, workspace_id text, rest text, created_at timestamptz, ids jsonb, trace_parent text)
-       join webhook_endpoints e on e.workspace_id = s.workspace_id and ${SUBSCRIBED}
-     ) m
-     where m.delivery_id is not null
-     returning generation_id, endpoint_id`,
-    [JSON.stringify(rows)],
-  );
-  const index = new Map(events.map((e, i) => [e.generation.id, i]));
-  for (const row of inserted) endpointsOf[index.get(row.generation_id)!]!.push(row.endpoint_id);
-  return endpointsOf;
+  return insertDeliveries(em, events, rows);
 }
