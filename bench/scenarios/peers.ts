@@ -178,8 +178,12 @@ async function cpuProfileNotes(label: string, pid: number): Promise<string[]> {
   return [`CPU profile of ${label}: no profile found in ${dir}`];
 }
 
-/** (a) The service: POST /v1/generations (201 once committed), done when `succeeded` in its database. */
-async function serviceSystem(ctx: BenchContext, clustered: boolean): Promise<System> {
+/**
+ * (a) The service, done when `succeeded` in its database: one POST /v1/generations per job (201 once
+ * committed), or, `batched`, POST /v1/generations/batch with BATCH jobs a call like the peers' batched
+ * inserts (its 200 once every accepted item is committed; refused items are sent again).
+ */
+async function serviceSystem(ctx: BenchContext, clustered: boolean, batched = false): Promise<System> {
   const db = await scratchDatabase();
   const cleanup: Array<() => Promise<void>> = [() => db.drop()];
   try {
@@ -194,7 +198,7 @@ async function serviceSystem(ctx: BenchContext, clustered: boolean): Promise<Sys
         BILLING_SIGNING_SECRET: 'bench-billing-secret-shared-by-all-nodes-0123', BLOB_SIGNING_SECRET: 'bench-blob-secret-shared-by-all-nodes-0123456789', DATA_DIR: dataDir,
       });
     }
-    const name = clustered ? 'service, CLUSTER=true, 1 node (PostgreSQL + Redis)' : 'service (PostgreSQL)';
+    const name = clustered ? 'service, CLUSTER=true, 1 node (PostgreSQL + Redis)' : `service (PostgreSQL)${batched ? ', batches of 100' : ', one create per job'}`;
     const server = await ctx.startService(name, env);
     cleanup.unshift(() => server.stop());
     if (clustered) {
@@ -212,28 +216,38 @@ async function serviceSystem(ctx: BenchContext, clustered: boolean): Promise<Sys
     const ids = workspaces.map((w) => w.workspaceId);
     const agent = new Agent({ connections: PRODUCERS });
     cleanup.unshift(() => agent.close());
-    const url = `${server.url}/v1/generations`;
+    const url = `${server.url}/v1/generations${batched ? '/batch' : ''}`;
     const headers = workspaces.map((w) => ({ authorization: `Bearer ${w.key}`, 'content-type': 'application/json' }));
+    const item = JSON.parse(workspaces[0]!.body) as Record<string, unknown>;
+    delete item.workspaceId;
+    /** The body of a batch of `n` jobs for workspace `i`. */
+    const batchBody = (i: number, n: number) => JSON.stringify({ workspaceId: workspaces[i]!.workspaceId, items: Array.from({ length: n }, () => item) });
     let next = 0;
     const enqueueMs: number[] = [];
     return {
       name,
       storePids: backendsOf(db),
       enqueueMs,
-      durable: 'yes: 201 after the job and its credit reservation are committed (synchronous_commit on)',
-      settings: `one POST per job, ${WORKSPACES} team-plan workspaces in turn, LOCAL_PROVIDER_LATENCY_MS=0${clustered ? ', one cluster node owning all shards' : ''}`,
+      durable: batched
+        ? 'yes: 200 after every accepted job of the batch and its credit reservation are committed (synchronous_commit on)'
+        : 'yes: 201 after the job and its credit reservation are committed (synchronous_commit on)',
+      settings: `${batched ? `POST /v1/generations/batch with ${BATCH} jobs a call` : 'one POST /v1/generations per job'}, ${WORKSPACES} team-plan workspaces in turn, LOCAL_PROVIDER_LATENCY_MS=0${clustered ? ', one cluster node owning all shards' : ''}`,
       workerPid: server.pid,
       async produce(_p, count) {
         let refused = 0;
         for (let sent = 0; sent < count;) {
           const i = next++ % workspaces.length;
           const sentAt = performance.now();
-          const res = await request(url, { method: 'POST', headers: headers[i], body: workspaces[i]!.body, dispatcher: agent });
+          const n = batched ? Math.min(BATCH, count - sent) : 1;
+          const res = await request(url, { method: 'POST', headers: headers[i], body: batched ? batchBody(i, n) : workspaces[i]!.body, dispatcher: agent });
           const text = await res.body.text();
           enqueueMs.push(performance.now() - sentAt);
-          if (res.statusCode === 201) sent++;
-          else if (++refused > 1000) throw new Error(`${name}: creates refused: ${res.statusCode} ${text}`);
-          else await sleep(5);
+          const created = res.statusCode === 201 ? 1 : res.statusCode === 200 && batched ? (JSON.parse(text) as { created: number }).created : 0;
+          sent += created;
+          if (created === n) continue;
+          refused += n - created;
+          if (refused > 1000) throw new Error(`${name}: creates refused: ${res.statusCode} ${text.slice(0, 2000)}`);
+          await sleep(5);
         }
         return refused;
       },
@@ -493,6 +507,7 @@ export const peers: Scenario = {
   async run(ctx) {
     const makers: Array<[string, () => Promise<System>]> = [
       ['service', () => serviceSystem(ctx, false)],
+      ['service-batch', () => serviceSystem(ctx, false, true)],
       ['service-cluster', () => serviceSystem(ctx, true)],
       ['pg-boss', () => pgBossSystem()],
       ['graphile-worker', () => graphileSystem(false)],
@@ -501,14 +516,15 @@ export const peers: Scenario = {
       ['bullmq-durable', () => bullmqSystem(true)],
     ];
     const only = process.env.BENCH_PEERS_SYSTEMS?.split(',').map((s) => s.trim()).filter(Boolean);
-    // BENCH_PEERS_SYSTEMS (comma-separated keys) runs only those, and the service always.
-    const chosen = makers.filter(([key]) => !only?.length || only.includes(key) || key === 'service');
+    // BENCH_PEERS_SYSTEMS (comma-separated keys) runs only those, and the service's two rounds always.
+    const always = new Set(['service', 'service-batch']);
+    const chosen = makers.filter(([key]) => !only?.length || only.includes(key) || always.has(key));
     const measured: Array<Measured & { key: string }> = [];
     const notes: string[] = [];
     try {
       // A peer (or the clustered service) that fails is left out with its error in the notes; the service must not fail.
       const failedOut = async (m: Measured & { key: string }, error: Error) => {
-        if (m.key === 'service') throw error;
+        if (always.has(m.key)) throw error;
         ctx.log(`peers: ${m.key} left out: ${error.message}`);
         notes.push(`${m.system.name} left out of the figures: ${error.message}`);
         measured.splice(measured.indexOf(m), 1);
@@ -548,10 +564,12 @@ export const peers: Scenario = {
       measured.reverse();
     }
     const by = (key: string) => measured.find((m) => m.key === key);
-    const service = summary(by('service')!);
-    const ratioTo = (key: string) => {
+    // The figure compared is the batched round: the peers enqueue BATCH jobs a call too.
+    const service = summary(by('service-batch')!);
+    const single = summary(by('service')!);
+    const ratioTo = (key: string, of = service) => {
       const m = by(key);
-      return m ? round(service.reqPerSec / summary(m).reqPerSec, 2) : undefined;
+      return m ? round(of.reqPerSec / summary(m).reqPerSec, 2) : undefined;
     };
     const pgBoss = by('pg-boss');
     return {
@@ -561,8 +579,10 @@ export const peers: Scenario = {
       notes: [
         `each system: ${JOBS} jobs from ${PRODUCERS} concurrent producers, as fast as the system takes them, no-op work, timed from the first enqueue to the last job done in the system's store (read every ${POLL_MS} ms); median of ${ROUNDS} rounds taken in turn over the systems, after a warm-up of ${WARMUP_JOBS} jobs each`,
         ...measured.map(describe),
-        `service ÷ pg-boss: ${ratioTo('pg-boss') ?? '-'} (target ≥ 2); service ÷ BullMQ: ${ratioTo('bullmq') ?? '-'} (target ≥ 0.5; BullMQ on a Redis without persistence is not durable)${by('bullmq-durable') ? `; service ÷ BullMQ with appendfsync always: ${ratioTo('bullmq-durable')}` : ''}`
-          + `${by('graphile-worker-fast') ? `; service ÷ graphile-worker (fast): ${ratioTo('graphile-worker-fast')}` : ''}${by('service-cluster') ? `; clustered ÷ single: ${round(summary(by('service-cluster')!).reqPerSec / service.reqPerSec, 2)}` : ''}`,
+        `service with batches of ${BATCH} (like the peers' batched inserts; the figure of the table) ÷ pg-boss: ${ratioTo('pg-boss') ?? '-'} (target ≥ 2); ÷ BullMQ: ${ratioTo('bullmq') ?? '-'} (target ≥ 0.5; BullMQ on a Redis without persistence is not durable)${by('bullmq-durable') ? `; ÷ BullMQ with appendfsync always: ${ratioTo('bullmq-durable')}` : ''}`
+          + `${by('graphile-worker-fast') ? `; ÷ graphile-worker (fast): ${ratioTo('graphile-worker-fast')}` : ''}; batches ÷ one create per job: ${round(service.reqPerSec / single.reqPerSec, 2)}`,
+        `service with one create per job ÷ pg-boss: ${ratioTo('pg-boss', single) ?? '-'}; ÷ BullMQ: ${ratioTo('bullmq', single) ?? '-'}${by('graphile-worker') ? `; ÷ graphile-worker (defaults, addJob() per job): ${ratioTo('graphile-worker', single)}` : ''}`
+          + `${by('service-cluster') ? `; clustered (one create per job) ÷ single node: ${round(summary(by('service-cluster')!).reqPerSec / single.reqPerSec, 2)}` : ''}`,
         `the service's jobs go to ${WORKSPACES} team-plan workspaces in turn: one workspace runs 50 jobs at once and refuses creates past 500 unfinished, which 10,000 jobs sent without waiting would pass; the peers have no such per-tenant limits`,
         `CPU per job: the worker process is the one running the jobs (the service's own process; the peer's worker process); the store is the PostgreSQL backends connected to the system's scratch database (its producers', its workers' and the harness's count queries, alike for all) or the durable BullMQ's own redis-server (the shared Redis is not counted); "whole machine" counts every process, other helpers' load included, so it is only a rough bound`,
         ...notes,
