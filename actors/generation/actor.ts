@@ -2,7 +2,8 @@ import { context, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
 import type { ActorBehavior, ActorContext, Outcome } from '../../runtime/actor-behavior.ts';
 import { serviceTracer } from '../../runtime/tracing.ts';
 import type { Timer } from '../../runtime/clock.ts';
-import { GenerationEntity, type GenerationRow } from '../../persistence/entities/generation.ts';
+import { generationRowOf, type GenerationRow } from '../../persistence/entities/generation.ts';
+import { boundQuery } from '../../persistence/bound-query.ts';
 import { DatabaseUnavailableError, isDatabaseUnreachable, untilReachable } from '../../persistence/availability.ts';
 import { depsOf } from '../deps.ts';
 import type { GenerationSettlement, SettleReply } from '../workspace/protocol.ts';
@@ -41,8 +42,8 @@ export const generationActor: ActorBehavior<GenerationActorState, GenerationMess
   kind: 'gen',
 
   async load(ctx) {
-    const row = await ctx.db.em().findOne(GenerationEntity, { id: ctx.id });
-    return { row: row ?? undefined };
+    const [raw] = await boundQuery<Record<string, unknown>>(ctx.db.em(), 'select * from generations where id = ?', [ctx.id]);
+    return { row: raw ? generationRowOf(raw) : undefined };
   },
 
   seed: (msg) => ((msg.type === 'reserve' || msg.type === 'recover') && msg.row ? { row: msg.row } : undefined),

@@ -338,12 +338,16 @@ async function settle(
   state.spend = { month: spend.month, spentCents: spend.spentCents + spendChange(money.entries) };
   // A terminal job holds no slot: not the one it held (heldSlot), nor one granted a moment ago whose
   // `reserve` it will never take (it ended while queued, e.g. cancelled or expired).
-  state.active.delete(generationId);
+  // An active job is not in the queue (schedule takes it out): only one that ended while queued is looked for there.
+  if (!state.active.delete(generationId)) {
+    const queued = state.queue.indexOf(generationId);
+    if (queued >= 0) state.queue.splice(queued, 1);
+  }
   state.heldRecovered.delete(generationId);
-  state.queue = state.queue.filter((id) => id !== generationId);
   state.deadlineOf.delete(generationId);
   state.providerOf.delete(generationId);
   state.traceOf.delete(generationId);
+  state.fresh.delete(generationId);
   depsOf(ctx).capacity.release(generationId);
   const keyJob = state.keyJobs.get(generationId);
   state.keyJobs.delete(generationId);
@@ -367,8 +371,6 @@ async function settle(
  */
 function schedule(state: WorkspaceState, ctx: ActorContext): void {
   const { generationPaused, handingOver, capacity } = depsOf(ctx);
-  const fresh = state.fresh;
-  state.fresh = new Map();
   if (generationPaused() || handingOver?.(state.workspaceId)) return;
   for (const id of state.heldRecovered) ctx.actors.tell('gen', id, { type: 'recover' });
   state.heldRecovered.clear();
@@ -382,7 +384,8 @@ function schedule(state: WorkspaceState, ctx: ActorContext): void {
     }
     state.active.add(id);
     state.deadlineOf.delete(id);
-    const row = fresh.get(id);
+    const row = state.fresh.get(id);
+    state.fresh.delete(id);
     withJobContext(state.traceOf.get(id), () => ctx.actors.tell('gen', id, { type: 'reserve', row }));
     state.traceOf.delete(id);
   }

@@ -24,7 +24,11 @@ export interface WorkspaceState {
   deadlineOf: Map<string, number>;
   expiryTimer: Timer | undefined;
   expiryAt: number | undefined;
-  /** Rows just committed, handed to their generation actor if the next schedule starts them. */
+  /**
+   * The rows of the jobs created by this actor and still queued, handed to their generation actor when
+   * they start, so it need not read its row back. At most the plan's unfinished jobs (QUEUE_FACTOR × its
+   * concurrency); jobs queued before a restart have none here, and their actor loads its row.
+   */
   fresh: Map<string, GenerationRow>;
   /** The provider of each job queued or active, for the providers' capacity. */
   providerOf: Map<string, string>;
