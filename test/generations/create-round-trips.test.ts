@@ -54,3 +54,45 @@ t.test('a durable create commits in BEGIN, one statement, COMMIT; a job\'s progr
   t.equal(settle.length, 1, 'one transaction settled the job');
   t.notOk(settle[0]?.some((sql) => /^select txid_current/.test(sql)), 'which reads its id in one of its own statements');
 });
+
+/**
+ * A job that waits in its workspace's queue (here behind the local provider's one slot) starts from the row its
+ * create committed, kept by its workspace actor: its generation actor does not read it back.
+ */
+t.test('a job that waited in the queue starts without reading its row back', async (t) => {
+  const server = await startTestServer(t, { env: { LOCAL_PROVIDER_LATENCY_MS: '400', LOCAL_PROVIDER_MAX_CONCURRENT_JOBS: '1' } });
+  const account = await signUp(server);
+  const { key } = await createKey(server, account.cookie, account.workspaceId, ['generations.write', 'generations.read']);
+  const body = { mode: 'text_to_text', model: 'local/text-mini', params: { prompt: 'wait for the slot' } };
+  const query = serverQuery(server);
+  const finished = async (id: string) => {
+    for (;;) {
+      const [row] = await query<{ status: string }>('select status from generations where id = ?', [id]);
+      if (row && TERMINAL.includes(row.status)) return row.status;
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+  };
+  // The workspace's actor loaded first, by a job run to its end.
+  const first = await createGeneration(server, key, account.workspaceId, body);
+  t.equal(await finished(first.body.id), 'succeeded');
+
+  const seen: string[] = [];
+  const knex = server.services.db.em().getKnex();
+  const listener = (q: { sql: string }) => { seen.push(q.sql.trim().replace(/\s+/g, ' ')); };
+  knex.on('query', listener);
+  t.teardown(() => { knex.off('query', listener); });
+  const running = await createGeneration(server, key, account.workspaceId, body);
+  const waiting = await createGeneration(server, key, account.workspaceId, body);
+  t.equal(running.status, 201);
+  t.equal(waiting.status, 201);
+  t.equal(await finished(running.body.id), 'succeeded');
+  t.equal(await finished(waiting.body.id), 'succeeded');
+  knex.off('query', listener);
+
+  const [a] = await query<{ completed_at: Date }>('select completed_at from generations where id = ?', [running.body.id]);
+  const [b] = await query<{ timeline: Array<{ status: string; at: string }> }>('select timeline from generations where id = ?', [waiting.body.id]);
+  const reserved = b!.timeline.find((e) => e.status === 'reserved');
+  t.ok(reserved && Date.parse(reserved.at) >= new Date(a!.completed_at).getTime(), 'the second job waited in the queue until the first ended');
+  const reads = seen.filter((sql) => /^select .*from "?generations"?/i.test(sql) && !sql.startsWith('select status from') && !sql.startsWith('select completed_at'));
+  t.same(reads, [], 'no generation row was read back by its actor');
+});
