@@ -1,14 +1,20 @@
-import { randomBytes } from 'node:crypto';
+import { randomFillSync } from 'node:crypto';
 
 /** The id prefixes of DECISIONS.md ("Ids, times, money"), plus `evt` for webhook events, `ses` for sessions, `exp` for data exports and `upl` for upload intents. */
 export type IdPrefix = 'evt' | 'gen' | 'ast' | 'key' | 'whk' | 'dlv' | 'ws' | 'usr' | 'inv' | 'txn' | 'dep' | 'top' | 'pay' | 'sub' | 'ses' | 'exp' | 'upl';
 
 // Crockford base32 in lower case: its characters are in ASCII order, so ids sort as text in time order.
 const ALPHABET = '0123456789abcdefghjkmnpqrstvwxyz';
-const RANDOM_MASK = (1n << 80n) - 1n;
+/** The random part is 80 bits, kept as two 40-bit halves (numbers, exact below 2^53): no BigInt per id. */
+const HALF = 2 ** 40;
 
 let lastTime = -1;
-let lastRandom = 0n;
+let lastHigh = 0;
+let lastLow = 0;
+
+/** Random bytes drawn from the CSPRNG a few thousand at a time: one call per 256 ids, not one per id. */
+const pool = Buffer.alloc(10 * 256);
+let poolAt = pool.length;
 
 /**
  * `usr_01jh…`: a ULID-like id (48-bit millisecond time, 80 random bits, 26 characters) behind the prefix.
@@ -17,16 +23,29 @@ let lastRandom = 0n;
  */
 export function newId(prefix: IdPrefix, now: number = Date.now()): string {
   let time = Math.max(0, Math.floor(now));
-  let random: bigint;
+  let high: number;
+  let low: number;
   if (time <= lastTime) {
     time = lastTime;
-    random = (lastRandom + 1n) & RANDOM_MASK;
+    high = lastHigh;
+    low = lastLow + 1;
+    if (low === HALF) {
+      low = 0;
+      high = (high + 1) % HALF;
+    }
   } else {
-    random = BigInt(`0x${randomBytes(10).toString('hex')}`);
+    if (poolAt === pool.length) {
+      randomFillSync(pool);
+      poolAt = 0;
+    }
+    high = pool.readUIntBE(poolAt, 5);
+    low = pool.readUIntBE(poolAt + 5, 5);
+    poolAt += 10;
   }
   lastTime = time;
-  lastRandom = random;
-  return `${prefix}_${encode(BigInt(time), 10)}${encode(random, 16)}`;
+  lastHigh = high;
+  lastLow = low;
+  return `${prefix}_${encode(time, 10)}${encode(high, 8)}${encode(low, 8)}`;
 }
 
 /** The creation time encoded in an id made by newId, in milliseconds. */
@@ -37,11 +56,11 @@ export function idTime(id: string): number {
   return value;
 }
 
-function encode(value: bigint, length: number): string {
+function encode(value: number, length: number): string {
   let text = '';
   for (let i = 0; i < length; i++) {
-    text = ALPHABET[Number(value & 31n)]! + text;
-    value >>= 5n;
+    text = ALPHABET[value % 32]! + text;
+    value = Math.floor(value / 32);
   }
   return text;
 }
