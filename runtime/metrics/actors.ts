@@ -1,6 +1,5 @@
-import type { Counter } from '@opentelemetry/api';
 import type { FastHistogram } from './histograms.ts';
-import { AttributeCache, secondsHistogram, type Instruments } from './instruments.ts';
+import { AttributeCache, FastCounter, secondsHistogram, type Instruments } from './instruments.ts';
 
 /** What the actor directory reports per kind, read when metrics are collected. */
 export interface ActorCensus {
@@ -11,13 +10,13 @@ export interface ActorCensus {
 /** Actor metrics: messages and their processing time by kind, passivations; live actors and mailbox depth observed. */
 export class ActorMetrics {
   private readonly processing: FastHistogram;
-  private readonly passivations: Counter;
+  private readonly passivations: FastCounter<{ 'actor.kind': string }>;
   private readonly kinds = new AttributeCache<{ 'actor.kind': string }>();
   private directory: ActorCensus | undefined;
 
   constructor(instruments: Instruments) {
     this.processing = secondsHistogram(instruments, 'gs.actor.message.duration', 'Time an actor took to handle one message (its count is the messages handled), by actor kind.');
-    this.passivations = instruments.meter.createCounter('gs.actor.passivations', { description: 'Actors stopped (idle, finished, or their shard left this node), by actor kind.', unit: '{actor}' });
+    this.passivations = new FastCounter(instruments, 'gs.actor.passivations', { description: 'Actors stopped (idle, finished, or their shard left this node), by actor kind.', unit: '{actor}' });
     const live = instruments.meter.createObservableGauge('gs.actor.live', { description: 'Live actors, by actor kind.', unit: '{actor}' });
     const depth = instruments.meter.createObservableGauge('gs.actor.mailbox.depth', { description: 'Messages waiting in the mailboxes or being handled, by actor kind.', unit: '{message}' });
     instruments.meter.addBatchObservableCallback((result) => {
@@ -39,7 +38,7 @@ export class ActorMetrics {
   }
 
   passivated(kind: string): void {
-    this.passivations.add(1, this.attributesOf(kind));
+    this.passivations.add(1, kind, () => this.attributesOf(kind));
   }
 
   private attributesOf(kind: string): { 'actor.kind': string } {

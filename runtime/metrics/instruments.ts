@@ -36,3 +36,37 @@ export class AttributeCache<A extends Attributes> {
     return attributes;
   }
 }
+
+/** Series a FastCounter keeps apart; past them, adds go to one overflow series (as the SDK's cardinality limit does). */
+const COUNTER_SERIES_LIMIT = 2_000;
+const OVERFLOW: Attributes = Object.freeze({ 'otel.metric.overflow': true });
+
+/**
+ * A monotonic counter for the hot path: an add is one map update by a key the caller already has, and the
+ * SDK sees the totals only when metrics are collected (an observable counter), so it does not hash each
+ * add's attributes. Exported as the SDK's own counter would be (a cumulative monotonic sum).
+ */
+export class FastCounter<A extends Attributes> {
+  private readonly series = new Map<string, { attributes: Attributes; value: number }>();
+
+  constructor(instruments: Instruments, name: string, options: { description: string; unit: string }) {
+    const counter = instruments.meter.createObservableCounter(name, options);
+    counter.addCallback((result) => {
+      for (const { attributes, value } of this.series.values()) result.observe(value, attributes);
+    });
+  }
+
+  /** Adds `value` to the series `key` (one key per distinct attributes); `attributes` are made only for a new series. */
+  add(value: number, key: string, attributes: () => A): void {
+    let series = this.series.get(key);
+    if (series === undefined) {
+      if (this.series.size >= COUNTER_SERIES_LIMIT) key = '\u0000overflow';
+      series = this.series.get(key);
+      if (series === undefined) {
+        series = { attributes: key === '\u0000overflow' ? OVERFLOW : attributes(), value: 0 };
+        this.series.set(key, series);
+      }
+    }
+    series.value += value;
+  }
+}

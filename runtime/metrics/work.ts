@@ -1,6 +1,5 @@
-import type { Counter } from '@opentelemetry/api';
 import type { FastHistogram } from './histograms.ts';
-import { AttributeCache, LONG_SECONDS_BUCKETS, secondsHistogram, type Instruments } from './instruments.ts';
+import { AttributeCache, FastCounter, LONG_SECONDS_BUCKETS, secondsHistogram, type Instruments } from './instruments.ts';
 
 /** Statuses the generations gauge reports (0 when none): the unfinished ones. Finished jobs are counted by transitions. */
 const ACTIVE_STATUSES = ['queued', 'reserved', 'submitted', 'running'];
@@ -20,15 +19,14 @@ export type ProviderCallOutcome = 'succeeded' | 'failed' | 'refused';
 
 /** Generations, provider calls and webhook attempts. */
 export class WorkMetrics {
-  private readonly transitions: Counter;
+  private readonly transitions: FastCounter<Record<string, string>>;
   private readonly providerDuration: FastHistogram;
   private readonly attemptDuration: FastHistogram;
-  private readonly transitionAttributes = new AttributeCache<Record<string, string>>();
   private readonly providerAttributes = new AttributeCache<Record<string, string>>();
   private readonly attemptAttributes = new AttributeCache<Record<string, string>>();
 
   constructor(instruments: Instruments, sources: WorkSources, onError: (error: unknown) => void) {
-    this.transitions = instruments.meter.createCounter('gs.generation.transitions', { description: 'Generation status changes, by status left (`new` for a created job) and status entered.', unit: '{transition}' });
+    this.transitions = new FastCounter(instruments, 'gs.generation.transitions', { description: 'Generation status changes, by status left (`new` for a created job) and status entered.', unit: '{transition}' });
     this.providerDuration = secondsHistogram(instruments, 'gs.provider.call.duration', 'Provider jobs from submission to their result (its count is the calls), by provider and outcome.', LONG_SECONDS_BUCKETS);
     this.attemptDuration = secondsHistogram(instruments, 'gs.webhook.attempt.duration', 'Webhook delivery attempts (its count is the attempts), by outcome.');
     const generations = instruments.meter.createObservableGauge('gs.generations', { description: 'Unfinished generations in the database, by status.', unit: '{generation}' });
@@ -45,7 +43,7 @@ export class WorkMetrics {
   }
 
   generationTransition(from: string, to: string): void {
-    this.transitions.add(1, this.transitionAttributes.get(`${from} ${to}`, () => ({ 'generation.status.from': from, 'generation.status.to': to })));
+    this.transitions.add(1, `${from} ${to}`, () => ({ 'generation.status.from': from, 'generation.status.to': to }));
   }
 
   providerCall(provider: string, outcome: ProviderCallOutcome, seconds: number): void {
