@@ -249,11 +249,17 @@ export class ActorDirectory implements ActorMessenger {
     const behavior = this.behaviors.get(kind);
     const supervisor = this.supervisors.get(kind);
     if (!behavior || !supervisor) throw new Error(`unknown actor kind ${kind}`);
+    const parentLogger = this.deps.logger;
+    let logger: Logger | undefined;
     const ctx: ActorContext = {
       kind,
       id,
       clock: this.deps.clock,
-      logger: this.deps.logger.child({ actor: key }),
+      // Made on first use: most actors (a job's) never log, and a pino child costs its bindings' serialisation.
+      get logger() {
+        logger ??= parentLogger.child({ actor: key });
+        return logger;
+      },
       db: this.deps.db,
       writer: this.deps.writer,
       actors: this,
