@@ -37,8 +37,8 @@ export class AttributeCache<A extends Attributes> {
   }
 }
 
-/** Series a FastCounter keeps apart; past them, adds go to one overflow series (as the SDK's cardinality limit does). */
-const COUNTER_SERIES_LIMIT = 2_000;
+/** Series a FastCounter keeps apart; past them, adds go to one overflow series: with it, the 2,000 series of the SDK's cardinality limit. */
+const COUNTER_SERIES_LIMIT = 1_999;
 const OVERFLOW: Attributes = Object.freeze({ 'otel.metric.overflow': true });
 
 /**
