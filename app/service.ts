@@ -127,7 +127,7 @@ export async function startService(options: StartOptions): Promise<RunningServic
   const shardHost = cluster ? new ShardHost({
     shardCount: cluster.shards, logger, drainMs: config.shutdownTimeoutMs, retryMs: cluster.heartbeatMs,
     recoverShard: (scope) => [
-      generationRecovery(db, actors, scope), webhookRecovery(db, actors, scope),
+      generationRecovery(db, actors, clock, scope), webhookRecovery(db, actors, scope),
       { name: `subscription renewals of shard ${scope.shard}`, run: () => renewals.start(scope) },
     ],
     retire: (matches, drainMs) => actors.retireWorkspaces(matches, drainMs),
@@ -355,7 +355,7 @@ export async function startService(options: StartOptions): Promise<RunningServic
 
   const recoveryTasks: RecoveryTask[] = clusterNode && shardHost
     ? [{ name: 'cluster shards', run: async () => { await clusterNode.start(); await shardHost.recovered(); return clusterNode.ownedShards().length; } }]
-    : [generationRecovery(db, actors), webhookRecovery(db, actors), { name: 'subscription renewals', run: () => renewals.start() }];
+    : [generationRecovery(db, actors, clock), webhookRecovery(db, actors), { name: 'subscription renewals', run: () => renewals.start() }];
 
   // Recovery runs after listening so probes see 503 until it is done.
   const recovered = runRecovery([...recoveryTasks, ...(options.recovery ?? [])], logger).then(

@@ -1,7 +1,7 @@
 import type { Method, RouteDef } from './route.ts';
 import { compileBody, compileResponse, compileText, type Validator } from './validation.ts';
 
-/** A route with its validators compiled once, at registration. */
+/** A route with its validators, each compiled once, when first used. */
 export interface CompiledRoute {
   def: RouteDef;
   segments: string[];
@@ -9,7 +9,41 @@ export interface CompiledRoute {
   validateParams?: Validator;
   validateQuery?: Validator;
   validateBody?: Validator;
-  validateResponse: Map<number, Validator>;
+  validateResponse: ResponseValidators;
+}
+
+/**
+ * A route's response validators by status, each compiled when first used: compiling every route's
+ * schemas at start-up took a few hundred milliseconds of every start, for answers most processes never give.
+ */
+export class ResponseValidators {
+  private readonly compiled = new Map<number, Validator>();
+
+  constructor(private readonly schemas: RouteDef['responses']) {}
+
+  get(status: number): Validator | undefined {
+    let validator = this.compiled.get(status);
+    if (validator) return validator;
+    const schema = this.schemas[status];
+    if (!schema) return undefined;
+    validator = compileResponse(schema);
+    this.compiled.set(status, validator);
+    return validator;
+  }
+}
+
+/** `key` of `target` is `compile()`'s result, made on first read (undefined when there is nothing to compile). */
+function compiledOnFirstUse<K extends 'validateParams' | 'validateQuery' | 'validateBody'>(target: CompiledRoute, key: K, compile: (() => Validator) | undefined): void {
+  if (!compile) return;
+  Object.defineProperty(target, key, {
+    configurable: true,
+    enumerable: true,
+    get() {
+      const value = compile();
+      Object.defineProperty(target, key, { value, enumerable: true });
+      return value;
+    },
+  });
 }
 
 export type Match =
@@ -33,17 +67,11 @@ export class Router {
     if (this.routes.some((r) => r.def.method === def.method && r.def.path === def.path)) {
       throw new Error(`duplicate route ${def.method} ${def.path}`);
     }
-    const compiled: CompiledRoute = {
-      def,
-      segments,
-      paramNames,
-      validateParams: def.params ? compileText(def.params) : undefined,
-      validateQuery: def.query ? compileText(def.query) : undefined,
-      validateBody: def.body ? compileBody(def.body) : undefined,
-      validateResponse: new Map(
-        Object.entries(def.responses).flatMap(([status, schema]) => (schema ? [[Number(status), compileResponse(schema)] as const] : [])),
-      ),
-    };
+    const compiled: CompiledRoute = { def, segments, paramNames, validateResponse: new ResponseValidators(def.responses) };
+    const { params, query, body } = def;
+    compiledOnFirstUse(compiled, 'validateParams', params && (() => compileText(params)));
+    compiledOnFirstUse(compiled, 'validateQuery', query && (() => compileText(query)));
+    compiledOnFirstUse(compiled, 'validateBody', body && (() => compileBody(body)));
     this.routes.push(compiled);
     if (paramNames.length === 0) {
       this.staticRoutes.set(`${def.method} ${def.path}`, { kind: 'found', route: compiled, params: NO_PARAMS });

@@ -46,9 +46,10 @@ export interface ActorBehavior<S, M, R = unknown> {
   receive(state: S, msg: M, ctx: ActorContext): Promise<Outcome<S, R>>;
   /**
    * The state carried by the message that spawns the actor, if it carries one (the writer of a row it
-   * just committed hands it over), in place of `load`. Never used after a crash or a failed write.
+   * just committed hands it over, or a reader of many actors' rows hands each its own), in place of `load`.
+   * Never used after a crash or a failed write.
    */
-  seed?(msg: M): S | undefined;
+  seed?(msg: M, ctx: ActorContext): S | undefined;
   /**
    * The workspace the actor belongs to, from its state (cluster mode: its shard decides which node runs
    * it). Kind `ws` is the workspace itself and needs none; undefined when the state names none (no such row).

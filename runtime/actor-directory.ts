@@ -280,7 +280,7 @@ export class ActorDirectory implements ActorMessenger {
         if (entry.durable > 0) await new Promise<void>((resolve) => entry.durableWaiters.push(resolve));
         // A load that finds the database unreachable waits for it: the message (perhaps a provider's
         // one-time report) is handled once the database is back, not lost with a crash.
-        state = (!slot && !entry.stale ? behavior.seed?.(envelope.msg) : undefined) ?? await untilReachable(this.deps.db, () => behavior.load(ctx), () => this.stopped);
+        state = (!slot && !entry.stale ? behavior.seed?.(envelope.msg, ctx) : undefined) ?? await untilReachable(this.deps.db, () => behavior.load(ctx), () => this.stopped);
         entry.stale = false;
       }
       let claim: Lease | undefined;

@@ -1,10 +1,12 @@
 import type { ActorMessenger } from '../../runtime/actor-behavior.ts';
 import { DirectoryStoppedError } from '../../runtime/actor-directory.ts';
 import type { RecoveryTask } from '../../runtime/recovery.ts';
+import type { Clock } from '../../runtime/clock.ts';
 import type { Database } from '../../persistence/database.ts';
 import { shardOfSql } from '../../persistence/cluster/shard-sql.ts';
 import type { GenerationRow } from '../../persistence/entities/generation.ts';
 import { jobContextOf, withJobContext, type JobContext } from '../../runtime/tracing.ts';
+import { readWorkspaces } from '../workspace/load.ts';
 
 /** Jobs in flight read per statement at recovery, and handed over to their provider together. */
 const RECOVERY_PAGE = 1_000;
@@ -30,12 +32,13 @@ export function shardCondition(column: string, scope: ShardScope | undefined): {
  *
  * The workspaces of jobs in flight load first: loading takes back the plan's concurrency slots and the
  * providers' capacity those jobs hold, before any of them reaches a provider and before a queued job is
- * let start beside them. Each job in flight gets its actor with its row, read here in pages of a thousand
+ * let start beside them. They are read together, a hundred per five statements (actors/workspace/load.ts),
+ * and each actor is made from its record. Each job in flight gets its actor with its row, read here in pages of a thousand
  * (not one read per actor), and the pages are handed over one after the other, starting at once. Queued jobs need no actor of their own until they
  * start: their workspace's actor loads them with their deadlines (those already past expire at once) when
  * it is told to schedule, after the service reports ready, so thousands of queued jobs cost one id each.
  */
-export function generationRecovery(db: Database, actors: ActorMessenger, scope?: ShardScope): RecoveryTask {
+export function generationRecovery(db: Database, actors: ActorMessenger, clock: Clock, scope?: ShardScope): RecoveryTask {
   return {
     name: scope ? `generations of shard ${scope.shard}` : 'generations',
     async run() {
@@ -61,7 +64,7 @@ export function generationRecovery(db: Database, actors: ActorMessenger, scope?:
         for (const row of rows) told.add(row.id);
         const fresh = [...new Set(rows.map((row) => row.workspaceId))].filter((workspaceId) => !loaded.has(workspaceId));
         for (const workspaceId of fresh) loaded.add(workspaceId);
-        await Promise.all(fresh.map((workspaceId) => actors.ask('ws', workspaceId, { type: 'balances' })));
+        await loadWorkspaces(db, actors, clock, fresh);
         if (rows.length > 0) pages.push(rows);
         if (page.length < RECOVERY_PAGE || rows.length === 0) break;
         const last = rows[rows.length - 1]!;
@@ -81,6 +84,20 @@ export function generationRecovery(db: Database, actors: ActorMessenger, scope?:
       return told.size + waiting.reduce((sum, row) => sum + Number(row.n), 0);
     },
   };
+}
+
+/** Workspaces read together per statement when a restart loads those of its jobs in flight. */
+const WORKSPACES_PER_READ = 100;
+
+/**
+ * Loads the workspaces' actors from records read together, a hundred workspaces in five statements
+ * (each actor would otherwise read its own with five): an actor already running keeps its state.
+ */
+async function loadWorkspaces(db: Database, actors: ActorMessenger, clock: Clock, workspaceIds: string[]): Promise<void> {
+  for (let i = 0; i < workspaceIds.length; i += WORKSPACES_PER_READ) {
+    const records = await readWorkspaces(db.em(), workspaceIds.slice(i, i + WORKSPACES_PER_READ), clock.now());
+    await Promise.all([...records.values()].map((record) => actors.ask('ws', record.workspaceId, { type: 'preloaded', record })));
+  }
 }
 
 /** Tells each job of each page to recover, a page once the previous one has been handled. */

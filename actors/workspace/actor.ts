@@ -1,27 +1,25 @@
 import type { ActorBehavior, ActorContext, Outcome } from '../../runtime/actor-behavior.ts';
 import { planOf, type PlanEntitlements } from '../../domain/plans.ts';
 import { newId } from '../../persistence/ids.ts';
-import { WorkspaceEntity } from '../../persistence/entities/workspace.ts';
 import type { GenerationRow } from '../../persistence/entities/generation.ts';
-import { CreditLedgerEntity, IdempotencyKeyEntity, WorkspaceAccountEntity } from '../../persistence/entities/workspace-account.ts';
+import { CreditLedgerEntity, IdempotencyKeyEntity } from '../../persistence/entities/workspace-account.ts';
 import { depsOf } from '../deps.ts';
 import { capture, emptyAccount, grant, release, reserveWithinCap, spendAt, spendChange } from './account.ts';
 import type { WorkspaceState } from './state.ts';
 import type { IdempotencyEntry } from './idempotency-cache.ts';
 import { writeMoney } from './money-writes.ts';
 import { creationsOf } from './creations.ts';
-import { IdempotencyCache } from './idempotency-cache.ts';
-import { chargeKey, dayStart, keyLimitsUsage, monthStart, patchKeyLimits, refuseByKey, settleKey, walletCapOf, type KeyJob, type KeyLimitsPatch } from './key-limits.ts';
+import { chargeKey, keyLimitsUsage, patchKeyLimits, refuseByKey, settleKey, walletCapOf, type KeyLimitsPatch } from './key-limits.ts';
 import { loadKeySpends } from './key-spend-writes.ts';
+import { readWorkspaces, workspaceStateOf, type WorkspaceRecord } from './load.ts';
 import { writeSettlement, type Settlement } from './settlements.ts';
 import type { Balances, CreateItem, CreateReply, SettleReply, GenerationDraft, GenerationSettlement, KeyLimitsReply, KeyUsageReply, WorkspaceMessage } from './protocol.ts';
-import { applyPaymentEvent, autoRecharge, cancelSubscription, loadWalletState, maybeAutoRecharge, renewSubscription, updateWalletSettings, walletSnapshot } from './payments.ts';
-import { captureJobContext, jobContextOf, withJobContext } from '../../runtime/tracing.ts';
+import { applyPaymentEvent, autoRecharge, cancelSubscription, maybeAutoRecharge, renewSubscription, updateWalletSettings, walletSnapshot } from './payments.ts';
+import { captureJobContext, withJobContext } from '../../runtime/tracing.ts';
 
 /** A workspace may hold this many times its plan's concurrency in jobs not yet finished (queued or active). */
 export const QUEUE_FACTOR = 10;
 const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
-const ACTIVE = ['queued', 'reserved', 'submitted', 'running'];
 
 /**
  * The single writer of a workspace's credits and wallet, and its job scheduler: reserves at creation,
@@ -32,79 +30,16 @@ export const workspaceActor: ActorBehavior<WorkspaceState, WorkspaceMessage, unk
   kind: 'ws',
 
   async load(ctx) {
-    const em = ctx.db.em();
-    const workspace = await em.findOne(WorkspaceEntity, { id: ctx.id });
-    const plan = planOf(workspace?.plan ?? 'free');
-    let row = await em.findOne(WorkspaceAccountEntity, { workspaceId: ctx.id });
-    if (!row && workspace) {
-      await openAccount(ctx, plan);
-      row = await ctx.db.em().findOne(WorkspaceAccountEntity, { workspaceId: ctx.id });
+    let record = (await readWorkspaces(ctx.db.em(), [ctx.id], ctx.clock.now())).get(ctx.id)!;
+    if (!record.account && record.exists) {
+      await openAccount(ctx, planOf(record.plan ?? 'free'));
+      record = (await readWorkspaces(ctx.db.em(), [ctx.id], ctx.clock.now())).get(ctx.id)!;
     }
-    const account = row
-      ? {
-          availableCredits: Number(row.availableCredits), reservedCredits: Number(row.reservedCredits),
-          walletCents: Number(row.walletCents), reservedWalletCents: Number(row.reservedWalletCents),
-          walletActivated: row.walletActivated, reservations: {},
-        }
-      : emptyAccount();
-    // Each unfinished job holds what its ledger `reserve` entry took; its terminal status commits with the capture or release.
-    const open = await em.execute<Array<{
-      id: string; status: string; provider: string; queue_deadline: Date | string; reserved_credits: number | null; reserved_wallet_cents: number | null;
-      api_key_id: string | null; created_at: Date | string; credits: number; trace_context: unknown;
-    }>>(
-      `select g.id, g.status, g.provider, g.queue_deadline, l.reserved_credits, l.reserved_wallet_cents, g.api_key_id, g.created_at, g.credits, g.trace_context
-       from generations g left join credit_ledger l on l.workspace_id = g.workspace_id and l.kind = 'reserve' and l.generation_id = g.id
-       where g.workspace_id = ? and g.status in (?, ?, ?, ?) order by g.created_at, g.id`,
-      [ctx.id, ...ACTIVE],
-    );
-    for (const g of open) {
-      if (g.reserved_credits !== null) account.reservations[g.id] = { credits: Number(g.reserved_credits), walletCents: Number(g.reserved_wallet_cents) };
-    }
-    const { capacity } = depsOf(ctx);
-    for (const g of open) if (g.status !== 'queued') capacity.hold(g.provider, g.id);
-    const queued = open.filter((g) => g.status === 'queued');
-    // The keys of unfinished jobs, each job counted as its create counted it (its price and wallet part, in its creation's day and month).
-    const keyJobs = new Map<string, KeyJob>();
-    for (const g of open) {
-      if (g.api_key_id === null) continue;
-      const created = new Date(g.created_at).getTime();
-      const held = g.reserved_credits !== null;
-      keyJobs.set(g.id, {
-        keyId: g.api_key_id, day: dayStart(created), month: monthStart(created),
-        credits: held ? Number(g.credits) : 0, walletCents: held ? Number(g.reserved_wallet_cents) : 0,
-      });
-    }
-    const keys = await loadKeySpends(ctx, [...new Set([...keyJobs.values()].map((j) => j.keyId))], ctx.clock.now());
-    for (const job of keyJobs.values()) {
-      const key = keys.get(job.keyId);
-      if (key) key.unfinished++;
-    }
-    const state: WorkspaceState = {
-      workspaceId: ctx.id,
-      plan,
-      account,
-      active: new Set(open.filter((g) => g.status !== 'queued').map((g) => g.id)),
-      queue: queued.map((g) => g.id),
-      heldRecovered: new Set(),
-      deadlineOf: new Map(queued.map((g) => [g.id, new Date(g.queue_deadline).getTime()])),
-      expiryTimer: undefined,
-      expiryAt: undefined,
-      fresh: new Map(),
-      providerOf: new Map(open.map((g) => [g.id, g.provider])),
-      traceOf: new Map(queued.flatMap((g) => {
-        const job = jobContextOf(g.trace_context);
-        return job ? [[g.id, job] as const] : [];
-      })),
-      creating: 0,
-      idempotency: new IdempotencyCache(),
-      ...await loadWalletState(ctx),
-      recharging: false,
-      keys,
-      keyJobs,
-    };
-    armExpiry(state, ctx);
-    return state;
+    return loaded(record, ctx);
   },
+
+  // A restart reads the workspaces of its jobs in flight together (recovery) and hands each its record.
+  seed: (msg, ctx) => (msg.type === 'preloaded' && (msg.record.account || !msg.record.exists) ? loaded(msg.record, ctx) : undefined),
 
   async receive(state, msg, ctx): Promise<Outcome<WorkspaceState, unknown>> {
     switch (msg.type) {
@@ -132,6 +67,7 @@ export const workspaceActor: ActorBehavior<WorkspaceState, WorkspaceMessage, unk
       case 'expire_queued':
         expireQueued(state, ctx);
         return { state };
+      case 'preloaded':
       case 'balances': {
         const { availableCredits, reservedCredits, walletCents, reservedWalletCents, walletActivated } = state.account;
         const reply: Balances = { availableCredits, reservedCredits, walletCents, reservedWalletCents, walletActivated, activeJobs: state.active.size, queuedJobs: state.queue.length };
@@ -396,6 +332,12 @@ function schedule(state: WorkspaceState, ctx: ActorContext): void {
  * Arms the workspace's one queue timer: for `deadline` (a job just queued) if it is earlier than the one
  * armed, or else for the earliest deadline of the jobs still waiting.
  */
+function loaded(record: WorkspaceRecord, ctx: ActorContext): WorkspaceState {
+  const state = workspaceStateOf(record, ctx);
+  armExpiry(state, ctx);
+  return state;
+}
+
 function armExpiry(state: WorkspaceState, ctx: ActorContext, deadline?: number): void {
   if (deadline !== undefined) {
     if (state.expiryAt !== undefined && state.expiryAt <= deadline) return;

@@ -27,7 +27,7 @@ export function keySpendWrite(deltas: KeySpendDelta[]): AlongsideWrite | undefin
   };
 }
 
-interface KeyRow {
+export interface KeyRow {
   id: string;
   credit_budget: number | null;
   wallet_spend_cap_cents: number | null;

@@ -7,8 +7,8 @@ import { addMonth, nextPeriodEnd, periodGrantReference } from '../billing/period
 import type { ProviderEvent } from '../billing/provider.ts';
 import type { RenewReply } from '../billing/renewals.ts';
 import {
-  checkWalletSettings, defaultWalletSettings, deposit, grant, monthOf, needsAutoRecharge, spendAt,
-  type MonthlySpend, type MoneyDecision, type WalletSettings,
+  checkWalletSettings, deposit, grant, needsAutoRecharge, spendAt,
+  type MoneyDecision, type WalletSettings,
 } from './account.ts';
 import type { PaymentEventReply, WalletSettingsPatch, WalletSnapshot } from './protocol.ts';
 import { writeMoney } from './money-writes.ts';
@@ -30,26 +30,6 @@ interface PaymentRow {
   plan: string | null;
   amount_cents: number;
   status: string;
-}
-
-/** The wallet's settings and this month's spend, read when the actor loads. */
-export async function loadWalletState(ctx: ActorContext): Promise<{ wallet: WalletSettings; spend: MonthlySpend }> {
-  const em = ctx.db.em();
-  const now = ctx.clock.now();
-  const [settings] = await em.execute<Array<{ e: boolean; t: number; a: number; cap: number | null }>>(
-    `select auto_recharge_enabled as e, auto_recharge_threshold_cents as t, auto_recharge_amount_cents as a, monthly_spend_cap_cents as cap
-       from workspace_accounts where workspace_id = ?`, [ctx.id]);
-  const month = monthOf(now);
-  const [spent] = await em.execute<Array<{ spent: string | number | null }>>(
-    `select coalesce(sum(-wallet_cents), 0) as spent from credit_ledger
-      where workspace_id = ? and kind in ('reserve', 'release') and wallet_cents <> 0 and created_at >= ?`,
-    [ctx.id, new Date(`${month}-01T00:00:00Z`)]);
-  return {
-    wallet: settings
-      ? { autoRecharge: { enabled: settings.e, thresholdCents: Number(settings.t), amountCents: Number(settings.a) }, monthlySpendCapCents: settings.cap === null ? null : Number(settings.cap) }
-      : defaultWalletSettings(),
-    spend: { month, spentCents: Number(spent?.spent ?? 0) },
-  };
 }
 
 async function recordEvent(em: SqlEntityManager, provider: string, event: ProviderEvent, workspaceId: string, applied: boolean, at: Date): Promise<void> {

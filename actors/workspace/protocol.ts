@@ -1,6 +1,7 @@
 import type { GenerationRow } from '../../persistence/entities/generation.ts';
 import type { MonthlySpend, MoneyRefusal, PaymentMode, WalletSettings } from './account.ts';
 import type { ProviderEvent } from '../billing/provider.ts';
+import type { WorkspaceRecord } from './load.ts';
 import type { KeyLimits, KeyLimitsPatch, KeyLimitsUsage } from './key-limits.ts';
 
 /** A generation as the HTTP layer asks for it; the workspace actor prices, reserves and stores it. */
@@ -50,6 +51,8 @@ export type WorkspaceMessage =
   /** The workspace's queue timer fired: queued jobs past their deadline expire. */
   | { type: 'expire_queued' }
   | { type: 'balances' }
+  /** Spawns the actor from a record read beside others' (a restart's recovery), answered like `balances`. */
+  | { type: 'preloaded'; record: WorkspaceRecord }
   /** A verified payment-provider event about one of the workspace's payments; applied once. */
   | { type: 'payment_event'; provider: string; event: ProviderEvent }
   /** A subscription's period ended: renew it (charging the saved card) or end it. */

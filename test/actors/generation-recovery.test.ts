@@ -46,9 +46,9 @@ t.test('recovery resumes the jobs in flight, and wakes the workspaces without an
       `insert into generations (id, workspace_id, mode, model_id, status, params, inputs, payment_mode, credits, provider, timeline, queue_deadline, created_at, updated_at)
        values (?, ?, 'text_to_text', 'local/text-mini', ?, '{}', '{}', 'credits', 1, 'local', '[]', now(), now(), now())`, [id, ws, status]);
   }
-  t.equal(await generationRecovery(db, actors).run(), 6, 'six unfinished jobs');
+  t.equal(await generationRecovery(db, actors, systemClock).run(), 6, 'six unfinished jobs');
   await actors.drain();
   t.same(seen.filter((s) => s.startsWith('gen:')).sort(), ['gen:gen_1:recover', 'gen:gen_2:recover', 'gen:gen_3:recover'], 'only the jobs in flight get an actor');
-  t.same(seen.filter((s) => s.startsWith('ws:')).sort(), ['ws:ws_busy:balances', 'ws:ws_busy:schedule', 'ws:ws_waiting:schedule'], 'each workspace with unfinished jobs is woken; the one with jobs in flight first loads');
+  t.same(seen.filter((s) => s.startsWith('ws:')).sort(), ['ws:ws_busy:preloaded', 'ws:ws_busy:schedule', 'ws:ws_waiting:schedule'], 'each workspace with unfinished jobs is woken; the one with jobs in flight first loads, from the record read with the others');
   t.equal(actors.liveCount('gen'), 3);
 });

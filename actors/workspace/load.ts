@@ -1,0 +1,217 @@
+import type { SqlEntityManager } from '@mikro-orm/postgresql';
+import type { ActorContext } from '../../runtime/actor-behavior.ts';
+import { jobContextOf } from '../../runtime/tracing.ts';
+import { planOf } from '../../domain/plans.ts';
+import { boundQuery } from '../../persistence/bound-query.ts';
+import { depsOf } from '../deps.ts';
+import { defaultWalletSettings, emptyAccount, monthOf, type Account } from './account.ts';
+import { IdempotencyCache } from './idempotency-cache.ts';
+import { dayStart, monthStart, type KeyJob, type KeySpend } from './key-limits.ts';
+import { limitsOfRow, type KeyRow } from './key-spend-writes.ts';
+import type { WorkspaceState } from './state.ts';
+
+/** Statuses of the jobs a workspace holds in memory: queued, or holding one of its plan's slots. */
+export const UNFINISHED = ['queued', 'reserved', 'submitted', 'running'] as const;
+
+/** One unfinished job as the workspace reads it: its slot, provider, deadline, and what it reserved. */
+interface OpenJob {
+  id: string;
+  workspace_id: string;
+  status: string;
+  provider: string;
+  queue_deadline: Date | string;
+  reserved_credits: number | string | null;
+  reserved_wallet_cents: number | string | null;
+  api_key_id: string | null;
+  created_at: Date | string;
+  credits: number | string;
+  trace_context: unknown;
+}
+
+/** An OpenJob as the statement sends it: its columns in order. */
+type OpenJobTuple = [string, string, string, string, number | null, number | null, string | null, string, number, unknown];
+
+interface AccountRow {
+  id: string;
+  plan: string | null;
+  has_account: boolean;
+  available_credits: number | string | null;
+  reserved_credits: number | string | null;
+  wallet_cents: number | string | null;
+  reserved_wallet_cents: number | string | null;
+  wallet_activated: boolean | null;
+  auto_recharge_enabled: boolean | null;
+  auto_recharge_threshold_cents: number | string | null;
+  auto_recharge_amount_cents: number | string | null;
+  monthly_spend_cap_cents: number | string | null;
+  workspace_exists: boolean;
+}
+
+/**
+ * What a workspace actor is made from, read from the database: the workspace's plan, its account and
+ * wallet settings, its unfinished jobs with their reservations, the limits and current spend of those
+ * jobs' keys, and its wallet spending of the month, all as of `now`.
+ */
+export interface WorkspaceRecord {
+  workspaceId: string;
+  now: number;
+  /** The workspace row exists (a workspace without one loads with the free plan and an empty account). */
+  exists: boolean;
+  plan: string | null;
+  account: AccountRow | undefined;
+  open: OpenJob[];
+  keys: Map<string, KeySpend>;
+  walletSpentCents: number;
+}
+
+const idList = (ids: Iterable<string>) => JSON.stringify([...ids]);
+
+/**
+ * The records of many workspaces in five statements, whatever their number (a restart loads the
+ * workspaces of every job in flight at once, not each with statements of its own); one workspace's
+ * record costs the same five.
+ */
+export async function readWorkspaces(em: SqlEntityManager, workspaceIds: string[], now: number): Promise<Map<string, WorkspaceRecord>> {
+  const records = new Map<string, WorkspaceRecord>();
+  if (workspaceIds.length === 0) return records;
+  const ids = idList(workspaceIds);
+  const accounts = await boundQuery<AccountRow>(em,
+    `select ids.id, w.plan, w.id is not null as workspace_exists, a.workspace_id is not null as has_account,
+            a.available_credits, a.reserved_credits, a.wallet_cents, a.reserved_wallet_cents, a.wallet_activated,
+            a.auto_recharge_enabled, a.auto_recharge_threshold_cents, a.auto_recharge_amount_cents, a.monthly_spend_cap_cents
+       from jsonb_array_elements_text(?::jsonb) as ids(id)
+       left join workspaces w on w.id = ids.id
+       left join workspace_accounts a on a.workspace_id = ids.id`, [ids]);
+  for (const row of accounts) {
+    records.set(row.id, { workspaceId: row.id, now, exists: row.workspace_exists, plan: row.plan, account: row.has_account ? row : undefined, open: [], keys: new Map(), walletSpentCents: 0 });
+  }
+  // Each unfinished job holds what its ledger `reserve` entry took; its terminal status commits with the capture or release.
+  // One JSON array per workspace rather than a row per job: a restart reads tens of thousands of them, and
+  // parsing one JSON text costs far less than decoding as many rows (PGlite decodes rows in JavaScript).
+  const open = await boundQuery<{ workspace_id: string; jobs: string }>(em,
+    `select g.workspace_id, json_agg(json_build_array(g.id, g.status, g.provider, g.queue_deadline, l.reserved_credits, l.reserved_wallet_cents,
+              g.api_key_id, g.created_at, g.credits, case when g.status = 'queued' then g.trace_context end) order by g.created_at, g.id)::text as jobs
+       from generations g
+       left join credit_ledger l on l.workspace_id = g.workspace_id and l.kind = 'reserve' and l.generation_id = g.id
+      where g.workspace_id in (select jsonb_array_elements_text(?::jsonb)) and g.status in ('queued', 'reserved', 'submitted', 'running')
+      group by g.workspace_id`, [ids]);
+  for (const { workspace_id: workspaceId, jobs } of open) {
+    const record = records.get(workspaceId);
+    if (!record) continue;
+    for (const [id, status, provider, queueDeadline, reservedCredits, reservedWalletCents, apiKeyId, createdAt, credits, traceContext] of JSON.parse(jobs) as OpenJobTuple[]) {
+      record.open.push({
+        id, workspace_id: workspaceId, status, provider, queue_deadline: queueDeadline, reserved_credits: reservedCredits, reserved_wallet_cents: reservedWalletCents,
+        api_key_id: apiKeyId, created_at: createdAt, credits, trace_context: traceContext,
+      });
+    }
+  }
+
+  // The limits and current day's and month's spend of the keys of those jobs (a key of another workspace is not found).
+  const keyOwner = new Map<string, string>();
+  for (const record of records.values()) for (const job of record.open) if (job.api_key_id !== null) keyOwner.set(job.api_key_id, job.workspace_id);
+  const day = dayStart(now);
+  const month = monthStart(now);
+  if (keyOwner.size > 0) {
+    const keyIds = idList(keyOwner.keys());
+    const keys = await boundQuery<KeyRow & { workspace_id: string }>(em,
+      `select id, workspace_id, credit_budget, wallet_spend_cap_cents, budget_period, max_concurrent_generations, allowed_models
+         from api_keys where id in (select jsonb_array_elements_text(?::jsonb))`, [keyIds]);
+    for (const row of keys) {
+      if (keyOwner.get(row.id) !== row.workspace_id) continue;
+      records.get(row.workspace_id)?.keys.set(row.id, {
+        limits: limitsOfRow(row), day: { start: day, credits: 0, walletCents: 0 }, month: { start: month, credits: 0, walletCents: 0 }, unfinished: 0,
+      });
+    }
+    const spends = await boundQuery<{ key_id: string; period: string; credits: number | string; wallet_cents: number | string }>(em,
+      `select key_id, period, credits, wallet_cents from api_key_spend
+        where key_id in (select jsonb_array_elements_text(?::jsonb))
+          and ((period = 'day' and period_start = ?::date) or (period = 'month' and period_start = ?::date))`, [keyIds, day, month]);
+    for (const s of spends) {
+      const owner = keyOwner.get(s.key_id);
+      const key = owner === undefined ? undefined : records.get(owner)?.keys.get(s.key_id);
+      if (!key) continue;
+      const period = s.period === 'day' ? 'day' : 'month';
+      key[period] = { start: period === 'day' ? day : month, credits: Number(s.credits), walletCents: Number(s.wallet_cents) };
+    }
+  }
+
+  // Wallet money spent this UTC month: reservations less releases, through the index of the entries that moved wallet money.
+  const spent = await boundQuery<{ workspace_id: string; spent: number | string }>(em,
+    `select workspace_id, coalesce(sum(-wallet_cents), 0) as spent from credit_ledger
+      where workspace_id in (select jsonb_array_elements_text(?::jsonb)) and kind in ('reserve', 'release') and wallet_cents <> 0 and created_at >= ?
+      group by workspace_id`, [ids, new Date(`${monthOf(now)}-01T00:00:00Z`)]);
+  for (const row of spent) {
+    const record = records.get(row.workspace_id);
+    if (record) record.walletSpentCents = Number(row.spent);
+  }
+  return records;
+}
+
+const num = (value: number | string | null | undefined, otherwise = 0): number => (value === null || value === undefined ? otherwise : Number(value));
+
+/**
+ * The actor's state from its record. Takes back the providers' capacity its jobs in flight hold; the
+ * caller arms the queue's expiry timer.
+ */
+export function workspaceStateOf(record: WorkspaceRecord, ctx: ActorContext): WorkspaceState {
+  const row = record.account;
+  const account: Account = row
+    ? {
+        availableCredits: num(row.available_credits), reservedCredits: num(row.reserved_credits),
+        walletCents: num(row.wallet_cents), reservedWalletCents: num(row.reserved_wallet_cents),
+        walletActivated: row.wallet_activated === true, reservations: {},
+      }
+    : emptyAccount();
+  const { open } = record;
+  for (const g of open) {
+    if (g.reserved_credits !== null) account.reservations[g.id] = { credits: Number(g.reserved_credits), walletCents: Number(g.reserved_wallet_cents) };
+  }
+  const { capacity } = depsOf(ctx);
+  for (const g of open) if (g.status !== 'queued') capacity.hold(g.provider, g.id);
+  const queued = open.filter((g) => g.status === 'queued');
+  // The keys of unfinished jobs, each job counted as its create counted it (its price and wallet part, in its creation's day and month).
+  const keyJobs = new Map<string, KeyJob>();
+  for (const g of open) {
+    if (g.api_key_id === null) continue;
+    const created = new Date(g.created_at).getTime();
+    const held = g.reserved_credits !== null;
+    keyJobs.set(g.id, {
+      keyId: g.api_key_id, day: dayStart(created), month: monthStart(created),
+      credits: held ? Number(g.credits) : 0, walletCents: held ? Number(g.reserved_wallet_cents) : 0,
+    });
+  }
+  const keys = new Map(record.keys);
+  for (const job of keyJobs.values()) {
+    const key = keys.get(job.keyId);
+    if (key) key.unfinished++;
+  }
+  return {
+    workspaceId: record.workspaceId,
+    plan: planOf(record.plan ?? 'free'),
+    account,
+    active: new Set(open.filter((g) => g.status !== 'queued').map((g) => g.id)),
+    queue: queued.map((g) => g.id),
+    heldRecovered: new Set(),
+    deadlineOf: new Map(queued.map((g) => [g.id, new Date(g.queue_deadline).getTime()])),
+    expiryTimer: undefined,
+    expiryAt: undefined,
+    fresh: new Map(),
+    providerOf: new Map(open.map((g) => [g.id, g.provider])),
+    traceOf: new Map(queued.flatMap((g) => {
+      const job = jobContextOf(g.trace_context);
+      return job ? [[g.id, job] as const] : [];
+    })),
+    creating: 0,
+    idempotency: new IdempotencyCache(),
+    wallet: row
+      ? {
+          autoRecharge: { enabled: row.auto_recharge_enabled === true, thresholdCents: num(row.auto_recharge_threshold_cents), amountCents: num(row.auto_recharge_amount_cents) },
+          monthlySpendCapCents: row.monthly_spend_cap_cents === null ? null : Number(row.monthly_spend_cap_cents),
+        }
+      : defaultWalletSettings(),
+    spend: { month: monthOf(record.now), spentCents: record.walletSpentCents },
+    recharging: false,
+    keys,
+    keyJobs,
+  };
+}
