@@ -100,9 +100,17 @@ async function loadWorkspaces(db: Database, actors: ActorMessenger, clock: Clock
   }
 }
 
-/** Tells each job of each page to recover, a page once the previous one has been handled. */
+/**
+ * Jobs handed over at a time. Each hand-over is an actor made, a write and a provider call: a hundred at a
+ * time leave the event loop free between them, so requests that arrive right after ready (a create, a
+ * readiness probe) are answered between hand-overs, not after a thousand of them.
+ */
+const HAND_OVER_GROUP = 100;
+
+/** Tells each job of each page to recover, a hundred once the previous hundred have been handled. */
 async function resumeInPages(actors: ActorMessenger, pages: GenerationRow[][], contexts: Map<string, JobContext>): Promise<void> {
-  for (const page of pages) {
+  const groups = pages.flatMap((page) => Array.from({ length: Math.ceil(page.length / HAND_OVER_GROUP) }, (_, i) => page.slice(i * HAND_OVER_GROUP, (i + 1) * HAND_OVER_GROUP)));
+  for (const page of groups) {
     const results = await Promise.allSettled(page.map(async (row) =>
       withJobContext(contexts.get(row.id), () => actors.ask('gen', row.id, { type: 'recover', row }, HAND_OVER_TIMEOUT_MS))));
     // The actor system has stopped (the service is stopping): what is left is recovered by the next start.
