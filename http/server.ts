@@ -225,7 +225,11 @@ class RequestPipeline {
     if (this.accessLog) this.started = performance.now();
     const { method, headers } = this.incoming;
     const parent = headers.traceparent ? propagation.extract(ROOT_CONTEXT, headers) : ROOT_CONTEXT;
-    this.span = this.services.tracer.startSpan(method, { kind: SpanKind.SERVER, attributes: serverSpanAttributes(this.incoming) }, parent);
+    // The attributes are set once the span exists: none of the samplers the service offers reads them, and
+    // given at creation the SDK would copy and check them twice more. A span sampled out records none.
+    const span = this.services.tracer.startSpan(method, { kind: SpanKind.SERVER }, parent);
+    if (span.isRecording()) span.setAttributes(serverSpanAttributes(this.incoming));
+    this.span = span;
     const pending = runInRequest(this.requestId, guardedRun, this, trace.setSpan(parent, this.span));
     if (pending) return pending.then(() => this.finish());
     this.finish();
@@ -433,7 +437,6 @@ class RequestPipeline {
       throw new Error(`response of ${route.def.method} ${route.def.path} does not match its schema: ${describeErrors('response', validate.errors)}`);
     }
     this.status = status;
-    this.span?.setAttribute('http.response.status_code', status);
     if (reply.sse) {
       if (this.state.aborted || this.state.finished || this.streams.draining) {
         reply.sse.cancel();
@@ -553,6 +556,17 @@ function redactedQuery(rawQuery: string): string {
   }).join('&');
 }
 
+/** The last Host header parsed, and what it gave: clients send the same one request after request. */
+let lastHost: { host: string; address?: string; port?: number } = { host: '' };
+
+/** server.address and server.port of a Host header (`name`, `name:port`, `[v6]:port`). */
+function serverOfHost(host: string): { address?: string; port?: number } {
+  if (lastHost.host === host) return lastHost;
+  const match = /^(\[[^\]]*\]|[^:]*)(?::(\d+))?$/.exec(host);
+  lastHost = match ? { host, address: match[1]!.replace(/^\[|\]$/g, ''), ...(match[2] ? { port: Number(match[2]) } : {}) } : { host };
+  return lastHost;
+}
+
 /** The server span's request attributes (HTTP semantic conventions); the Host header gives server.address and server.port. */
 function serverSpanAttributes(incoming: Incoming): Record<string, string | number> {
   const { method, path, rawQuery, headers, remoteAddress } = incoming;
@@ -562,11 +576,9 @@ function serverSpanAttributes(incoming: Incoming): Record<string, string | numbe
   if (rawQuery !== '') attributes['url.query'] = redactedQuery(rawQuery);
   const host = headers.host;
   if (host) {
-    const match = /^(\[[^\]]*\]|[^:]*)(?::(\d+))?$/.exec(host);
-    if (match) {
-      attributes['server.address'] = match[1]!.replace(/^\[|\]$/g, '');
-      if (match[2]) attributes['server.port'] = Number(match[2]);
-    }
+    const server = serverOfHost(host);
+    if (server.address !== undefined) attributes['server.address'] = server.address;
+    if (server.port !== undefined) attributes['server.port'] = server.port;
   }
   if (remoteAddress) attributes['client.address'] = remoteAddress;
   const userAgent = headers['user-agent'];
