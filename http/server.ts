@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { context, propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Span } from '@opentelemetry/api';
+import { propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Span } from '@opentelemetry/api';
 import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import { ApiError, ERRORS, isApiError } from './errors.ts';
 import { assertKeyWorkspace, authenticate, type Authentication } from './auth/authenticate.ts';
@@ -11,7 +11,7 @@ import { describeErrors, unstorableProblem } from './validation.ts';
 import { loadUws, readFallbackRequest, readNativeRequest, type RequestHead } from './uws.ts';
 import { RequestBodyStream, sendStream } from './body-stream.ts';
 import type { Services } from './services.ts';
-import { requestScope } from '../runtime/request-scope.ts';
+import { runInRequest } from '../runtime/request-scope.ts';
 import { availabilityOf, DatabaseUnavailableError, isDatabaseUnreachable } from '../persistence/availability.ts';
 import { ShardNotOwnedError } from '../runtime/actor-directory.ts';
 import { FORWARDED_HEADER, type ClusterRouting, type RemotePlacement } from '../runtime/cluster/routing.ts';
@@ -81,7 +81,8 @@ export function createHttpServer(services: Services, routes: RouteDef[], options
   const accessLog = services.config.accessLog && services.logger.isLevelEnabled('info');
   // The request scope (log lines carry the request id) costs a promise hook on every promise made while
   // any scope is alive; a silent logger has no use for it. A request answered without awaiting makes none.
-  const scoped = services.logger.level !== 'silent';
+  // Tracing on, the scope holds the trace context as well, so it is entered anyway.
+  const scoped = tracing || services.logger.level !== 'silent';
   const app: TemplatedApp = uws.App();
   const router = new Router();
   for (const route of routes) router.add(route);
@@ -116,7 +117,7 @@ export function createHttpServer(services: Services, routes: RouteDef[], options
 
     const pipeline = new RequestPipeline(services, router, streams, res, state, head, requestId, tracing, dashboard, accessLog);
     const started = metrics ? performance.now() : 0;
-    const pending = scoped ? requestScope.run({ requestId }, runPipeline, pipeline) : pipeline.run();
+    const pending = tracing ? pipeline.runTraced() : scoped ? runInRequest(requestId, runPipeline, pipeline) : pipeline.run();
     if (metrics) {
       // The route template, never the URL: a bounded set of series. A client gone unanswered counts as status 0.
       const measure = () => {
@@ -164,6 +165,10 @@ function runPipeline(pipeline: RequestPipeline): Promise<void> | undefined {
   return pipeline.run();
 }
 
+function guardedRun(pipeline: RequestPipeline): Promise<void> | undefined {
+  return pipeline.guarded();
+}
+
 type Incoming = RequestHead;
 
 /**
@@ -202,19 +207,30 @@ class RequestPipeline {
     private readonly accessLog: boolean,
   ) {}
 
+  /** The request untraced, in the request scope the caller set (if any). */
   run(): Promise<void> | undefined {
     if (this.accessLog) this.started = performance.now();
-    if (!this.tracing) {
-      if (!this.accessLog) return this.guarded();
-      const pending = this.guarded();
-      if (pending) return pending.then(() => this.logAccess());
-      this.logAccess();
-      return undefined;
-    }
+    if (!this.accessLog) return this.guarded();
+    const pending = this.guarded();
+    if (pending) return pending.then(() => this.logAccess());
+    this.logAccess();
+    return undefined;
+  }
+
+  /**
+   * The request in its server span: the span is started, then the request runs in a scope holding both its
+   * id and the span's context (one store entered, not one for each).
+   */
+  runTraced(): Promise<void> | undefined {
+    if (this.accessLog) this.started = performance.now();
     const { method, headers } = this.incoming;
     const parent = headers.traceparent ? propagation.extract(ROOT_CONTEXT, headers) : ROOT_CONTEXT;
-    this.span = this.services.tracer.startSpan(method, { kind: SpanKind.SERVER, attributes: serverSpanAttributes(this.incoming) }, parent);
-    const pending = context.with(trace.setSpan(parent, this.span), () => this.guarded());
+    // The attributes are set once the span exists: none of the samplers the service offers reads them, and
+    // given at creation the SDK would copy and check them twice more. A span sampled out records none.
+    const span = this.services.tracer.startSpan(method, { kind: SpanKind.SERVER }, parent);
+    if (span.isRecording()) span.setAttributes(serverSpanAttributes(this.incoming));
+    this.span = span;
+    const pending = runInRequest(this.requestId, guardedRun, this, trace.setSpan(parent, this.span));
     if (pending) return pending.then(() => this.finish());
     this.finish();
     return undefined;
@@ -257,7 +273,7 @@ class RequestPipeline {
   }
 
   /** handle(), with every error turned into its answer. */
-  private guarded(): Promise<void> | undefined {
+  guarded(): Promise<void> | undefined {
     let pending: Promise<void> | undefined;
     try {
       pending = this.handle();
@@ -421,7 +437,6 @@ class RequestPipeline {
       throw new Error(`response of ${route.def.method} ${route.def.path} does not match its schema: ${describeErrors('response', validate.errors)}`);
     }
     this.status = status;
-    this.span?.setAttribute('http.response.status_code', status);
     if (reply.sse) {
       if (this.state.aborted || this.state.finished || this.streams.draining) {
         reply.sse.cancel();
@@ -541,6 +556,17 @@ function redactedQuery(rawQuery: string): string {
   }).join('&');
 }
 
+/** The last Host header parsed, and what it gave: clients send the same one request after request. */
+let lastHost: { host: string; address?: string; port?: number } = { host: '' };
+
+/** server.address and server.port of a Host header (`name`, `name:port`, `[v6]:port`). */
+function serverOfHost(host: string): { address?: string; port?: number } {
+  if (lastHost.host === host) return lastHost;
+  const match = /^(\[[^\]]*\]|[^:]*)(?::(\d+))?$/.exec(host);
+  lastHost = match ? { host, address: match[1]!.replace(/^\[|\]$/g, ''), ...(match[2] ? { port: Number(match[2]) } : {}) } : { host };
+  return lastHost;
+}
+
 /** The server span's request attributes (HTTP semantic conventions); the Host header gives server.address and server.port. */
 function serverSpanAttributes(incoming: Incoming): Record<string, string | number> {
   const { method, path, rawQuery, headers, remoteAddress } = incoming;
@@ -550,11 +576,9 @@ function serverSpanAttributes(incoming: Incoming): Record<string, string | numbe
   if (rawQuery !== '') attributes['url.query'] = redactedQuery(rawQuery);
   const host = headers.host;
   if (host) {
-    const match = /^(\[[^\]]*\]|[^:]*)(?::(\d+))?$/.exec(host);
-    if (match) {
-      attributes['server.address'] = match[1]!.replace(/^\[|\]$/g, '');
-      if (match[2]) attributes['server.port'] = Number(match[2]);
-    }
+    const server = serverOfHost(host);
+    if (server.address !== undefined) attributes['server.address'] = server.address;
+    if (server.port !== undefined) attributes['server.port'] = server.port;
   }
   if (remoteAddress) attributes['client.address'] = remoteAddress;
   const userAgent = headers['user-agent'];

@@ -1,9 +1,10 @@
 import nact, { type Ref } from 'nact';
-import { context, SpanKind, SpanStatusCode, trace, type Tracer } from '@opentelemetry/api';
+import { SpanKind, SpanStatusCode, trace, type Tracer } from '@opentelemetry/api';
 import type { ActorBehavior, ActorContext, ActorMessenger } from './actor-behavior.ts';
 import type { Clock, Timer } from './clock.ts';
 import type { Logger } from './logger.ts';
 import { inRequestScopeOf, traceContextOf, wrap, type Envelope, type Reply } from './envelope.ts';
+import { runInRequest } from './request-scope.ts';
 import type { Database } from '../persistence/database.ts';
 import { WriterClosedError, type SnapshotWriter } from '../persistence/snapshot-writer.ts';
 import { availabilityOf, DatabaseUnavailableError, isDatabaseUnreachable, untilReachable } from '../persistence/availability.ts';
@@ -346,7 +347,8 @@ export class ActorDirectory implements ActorMessenger {
         attributes: { 'actor.kind': kind, 'actor.id': id, 'actor.message': type },
       }, parent);
       try {
-        return await context.with(trace.setSpan(parent, span), () => inRequestScopeOf(envelope, () => handle(slot, envelope)));
+        // The message's request and its span's context, entered as one scope.
+        return await runInRequest(envelope.requestId, () => handle(slot, envelope), undefined, trace.setSpan(parent, span));
       } catch (error) {
         span.recordException(error as Error);
         span.setStatus({ code: SpanStatusCode.ERROR });

@@ -1,6 +1,6 @@
 import { context, propagation, ROOT_CONTEXT, type Context } from '@opentelemetry/api';
 import type { Ref } from 'nact';
-import { requestScope } from './request-scope.ts';
+import { currentRequestId, runInRequest } from './request-scope.ts';
 
 /**
  * The reply an asking caller receives: a value, or the news that the actor crashed on its message
@@ -27,7 +27,7 @@ export function wrap<M>(msg: M, replyTo?: Ref<Reply<unknown>>, tracing = true): 
     propagation.inject(context.active(), carrier);
   }
   const envelope: Envelope<M> = replyTo ? { msg, trace: carrier, replyTo } : { msg, trace: carrier };
-  const requestId = requestScope.getStore()?.requestId;
+  const requestId = currentRequestId();
   if (requestId !== undefined) envelope.requestId = requestId;
   return envelope;
 }
@@ -38,10 +38,7 @@ export function wrap<M>(msg: M, replyTo?: Ref<Reply<unknown>>, tracing = true): 
  * carry the id of another request (or of none, when it has one).
  */
 export function inRequestScopeOf<T>(envelope: Envelope<unknown>, run: () => T): T {
-  const current = requestScope.getStore();
-  const requestId = envelope.requestId;
-  if (requestId === undefined) return current === undefined ? run() : requestScope.exit(run);
-  return current?.requestId === requestId ? run() : requestScope.run({ requestId }, run);
+  return runInRequest(envelope.requestId, run, undefined);
 }
 
 export function traceContextOf(envelope: Envelope<unknown>): Context {

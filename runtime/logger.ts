@@ -1,7 +1,7 @@
 import { pino, type Logger } from 'pino';
 import { trace } from '@opentelemetry/api';
 import type { LogLevel } from './config.ts';
-import { requestScope } from './request-scope.ts';
+import { currentRequestId } from './request-scope.ts';
 
 export type { Logger };
 
@@ -35,7 +35,7 @@ export function createLogger(level: LogLevel, destination?: pino.DestinationStre
     base: { service: 'generation-service' },
     timestamp: pino.stdTimeFunctions.isoTime,
     mixin() {
-      const requestId = requestScope.getStore()?.requestId;
+      const requestId = currentRequestId();
       const span = trace.getActiveSpan();
       if (!span) return requestId ? { requestId } : {};
       const { traceId, spanId } = span.spanContext();

@@ -17,6 +17,7 @@ import { UndiciInstrumentation } from '@opentelemetry/instrumentation-undici';
 import { RedisInstrumentation } from '@opentelemetry/instrumentation-redis';
 import type { Config, TelemetryConfig } from './config.ts';
 import { redactedUrl } from './tracing.ts';
+import { RequestScopeContextManager } from './request-scope.ts';
 import { grpcMetadata } from './otlp-grpc.ts';
 import { statementOperation } from '../persistence/traced-pglite.ts';
 
@@ -60,6 +61,8 @@ export function startTelemetry(config: Config['telemetry'], options: TelemetryOp
       'service.instance.id': INSTANCE_ID,
     }),
     sampler: samplerOf(config.sampler),
+    // The trace context is kept in the request scope's store (runtime/request-scope.ts).
+    contextManager: new RequestScopeContextManager(),
     spanProcessors: processors,
     instrumentations,
     metricReaders: [],

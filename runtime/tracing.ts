@@ -1,5 +1,5 @@
 import { context, propagation, ROOT_CONTEXT, trace, type Context } from '@opentelemetry/api';
-import { requestScope } from './request-scope.ts';
+import { currentRequestId, runInRequest } from './request-scope.ts';
 
 /** The tracer of the service's own spans (the no-op one while tracing is off). */
 export function serviceTracer() {
@@ -18,7 +18,7 @@ export interface JobContext {
 
 /** The job context of the work running now; null when it is in no trace and no request. */
 export function captureJobContext(active: Context = context.active()): JobContext | null {
-  const requestId = requestScope.getStore()?.requestId;
+  const requestId = currentRequestId();
   const carrier: Record<string, string> = {};
   if (trace.getSpanContext(active)) propagation.inject(active, carrier);
   if (!carrier.traceparent) return null;
@@ -50,9 +50,7 @@ export function withJobContext<T>(job: JobContext | null | undefined, fn: () => 
   const restored = job
     ? propagation.extract(ROOT_CONTEXT, job.tracestate ? { traceparent: job.traceparent, tracestate: job.tracestate } : { traceparent: job.traceparent })
     : ROOT_CONTEXT;
-  const inTrace = () => context.with(restored, fn);
-  if (job?.requestId !== undefined) return requestScope.run({ requestId: job.requestId }, inTrace);
-  return requestScope.getStore() === undefined ? inTrace() : requestScope.exit(inTrace);
+  return runInRequest(job?.requestId, () => context.with(restored, fn), undefined);
 }
 
 function safeParse(text: string): unknown {
