@@ -4,7 +4,7 @@ import type { RecoveryTask } from '../../runtime/recovery.ts';
 import type { Clock } from '../../runtime/clock.ts';
 import type { Database } from '../../persistence/database.ts';
 import { shardOfSql } from '../../persistence/cluster/shard-sql.ts';
-import type { GenerationRow } from '../../persistence/entities/generation.ts';
+import { generationRowOf, type GenerationRow } from '../../persistence/entities/generation.ts';
 import { jobContextOf, withJobContext, type JobContext } from '../../runtime/tracing.ts';
 import { readWorkspaces } from '../workspace/load.ts';
 
@@ -56,7 +56,7 @@ export function generationRecovery(db: Database, actors: ActorMessenger, clock: 
            ${after ? 'and (created_at, id) > (?, ?)' : ''} order by created_at, id limit ?`,
           [...only.params, ...(after ? [after.createdAt, after.id] : []), RECOVERY_PAGE]);
         // A time read back to the millisecond may bring a row of the last page again: each job is told once.
-        const rows = page.map(generationOf).filter((row) => !told.has(row.id));
+        const rows = page.map(generationRowOf).filter((row) => !told.has(row.id));
         for (const raw of page) {
           const job = jobContextOf(raw.trace_context);
           if (job) contexts.set(raw.id as string, job);
@@ -116,25 +116,4 @@ async function resumeInPages(actors: ActorMessenger, pages: GenerationRow[][], c
     // The actor system has stopped (the service is stopping): what is left is recovered by the next start.
     if (results.some((result) => result.status === 'rejected' && result.reason instanceof DirectoryStoppedError)) return;
   }
-}
-
-const json = <T>(value: unknown): T => (typeof value === 'string' ? JSON.parse(value) : value) as T;
-const date = (value: unknown): Date => (value instanceof Date ? value : new Date(value as string));
-const dateOrNull = (value: unknown): Date | null => (value === null || value === undefined ? null : date(value));
-
-/**
- * A generation as its actor holds it, from a row of `select *`: a plain object (what a create seeds its
- * actor with), without the ORM's entity mapping, which cost most of the CPU of recovering 10,000 jobs.
- */
-function generationOf(raw: Record<string, unknown>): GenerationRow {
-  return {
-    id: raw.id as string, workspaceId: raw.workspace_id as string, apiKeyId: (raw.api_key_id ?? null) as string | null,
-    userId: (raw.user_id ?? null) as string | null, mode: raw.mode as string, modelId: raw.model_id as string, status: raw.status as string,
-    params: json(raw.params), inputs: json(raw.inputs), paymentMode: raw.payment_mode as string, credits: Number(raw.credits),
-    project: (raw.project ?? null) as string | null, idempotencyKey: (raw.idempotency_key ?? null) as string | null, provider: raw.provider as string,
-    providerJobId: (raw.provider_job_id ?? null) as string | null, attempts: Number(raw.attempts), textOutput: (raw.text_output ?? null) as string | null,
-    outputAssetIds: json(raw.output_asset_ids), errorCode: (raw.error_code ?? null) as string | null, errorMessage: (raw.error_message ?? null) as string | null,
-    timeline: json(raw.timeline), queueDeadline: date(raw.queue_deadline), createdAt: date(raw.created_at), updatedAt: date(raw.updated_at),
-    startedAt: dateOrNull(raw.started_at), completedAt: dateOrNull(raw.completed_at),
-  };
 }
