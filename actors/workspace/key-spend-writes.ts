@@ -1,4 +1,6 @@
+import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import type { ActorContext } from '../../runtime/actor-behavior.ts';
+import { boundQuery } from '../../persistence/bound-query.ts';
 import type { AlongsideWrite } from './money-writes.ts';
 import { dayStart, monthStart, type BudgetPeriod, type KeyLimits, type KeySpend, type KeySpendDelta } from './key-limits.ts';
 
@@ -48,32 +50,29 @@ export function limitsOfRow(row: KeyRow): KeyLimits {
 }
 
 /**
- * The limits and current day's and month's spend of the workspace's keys among `keyIds`, in two queries.
- * A key of another workspace, or none, is not found (its creates go on without key limits: the caller has
- * authenticated it for this workspace, so that happens only to a key deleted meanwhile).
+ * The limits and current day's and month's spend of keys, in two statements, whatever their number: each
+ * key of `owners` (key id → the workspace it must belong to) found in that workspace. A key of another
+ * workspace, or none, is not found (its creates go on without key limits: the caller has authenticated it
+ * for this workspace, so that happens only to a key deleted meanwhile).
  */
-export async function loadKeySpends(ctx: ActorContext, keyIds: string[], now: number): Promise<Map<string, KeySpend>> {
+export async function readKeySpends(em: SqlEntityManager, owners: Map<string, string>, now: number): Promise<Map<string, KeySpend>> {
   const found = new Map<string, KeySpend>();
-  if (keyIds.length === 0) return found;
-  const em = ctx.db.em();
-  const marks = keyIds.map(() => '?').join(', ');
-  const keys = await em.execute<KeyRow[]>(
-    `select id, credit_budget, wallet_spend_cap_cents, budget_period, max_concurrent_generations, allowed_models
-       from api_keys where workspace_id = ? and id in (${marks})`,
-    [ctx.id, ...keyIds],
-  );
+  if (owners.size === 0) return found;
+  const keys = await boundQuery<KeyRow & { workspace_id: string }>(em,
+    `select id, workspace_id, credit_budget, wallet_spend_cap_cents, budget_period, max_concurrent_generations, allowed_models
+       from api_keys where id in (select jsonb_array_elements_text(?::jsonb))`, [JSON.stringify([...owners.keys()])]);
   const day = dayStart(now);
   const month = monthStart(now);
   for (const row of keys) {
+    if (owners.get(row.id) !== row.workspace_id) continue;
     found.set(row.id, { limits: limitsOfRow(row), day: { start: day, credits: 0, walletCents: 0 }, month: { start: month, credits: 0, walletCents: 0 }, unfinished: 0 });
   }
   if (found.size === 0) return found;
-  const spends = await em.execute<Array<{ key_id: string; period: string; credits: number | string; wallet_cents: number | string }>>(
+  const spends = await boundQuery<{ key_id: string; period: string; credits: number | string; wallet_cents: number | string }>(em,
     `select key_id, period, credits, wallet_cents from api_key_spend
-      where key_id in (${[...found.keys()].map(() => '?').join(', ')})
+      where key_id in (select jsonb_array_elements_text(?::jsonb))
         and ((period = 'day' and period_start = ?::date) or (period = 'month' and period_start = ?::date))`,
-    [...found.keys(), day, month],
-  );
+    [JSON.stringify([...found.keys()]), day, month]);
   for (const s of spends) {
     const key = found.get(s.key_id);
     if (!key) continue;
@@ -81,4 +80,9 @@ export async function loadKeySpends(ctx: ActorContext, keyIds: string[], now: nu
     key[period] = { start: period === 'day' ? day : month, credits: Number(s.credits), walletCents: Number(s.wallet_cents) };
   }
   return found;
+}
+
+/** The limits and current spend of the workspace's keys among `keyIds` (readKeySpends). */
+export function loadKeySpends(ctx: ActorContext, keyIds: string[], now: number): Promise<Map<string, KeySpend>> {
+  return readKeySpends(ctx.db.em(), new Map(keyIds.map((id) => [id, ctx.id])), now);
 }

@@ -7,7 +7,7 @@ import { depsOf } from '../deps.ts';
 import { defaultWalletSettings, emptyAccount, monthOf, type Account } from './account.ts';
 import { IdempotencyCache } from './idempotency-cache.ts';
 import { dayStart, monthStart, type KeyJob, type KeySpend } from './key-limits.ts';
-import { limitsOfRow, type KeyRow } from './key-spend-writes.ts';
+import { readKeySpends } from './key-spend-writes.ts';
 import type { WorkspaceState } from './state.ts';
 
 /** Statuses of the jobs a workspace holds in memory: queued, or holding one of its plan's slots. */
@@ -109,31 +109,7 @@ export async function readWorkspaces(em: SqlEntityManager, workspaceIds: string[
   // The limits and current day's and month's spend of the keys of those jobs (a key of another workspace is not found).
   const keyOwner = new Map<string, string>();
   for (const record of records.values()) for (const job of record.open) if (job.api_key_id !== null) keyOwner.set(job.api_key_id, job.workspace_id);
-  const day = dayStart(now);
-  const month = monthStart(now);
-  if (keyOwner.size > 0) {
-    const keyIds = idList(keyOwner.keys());
-    const keys = await boundQuery<KeyRow & { workspace_id: string }>(em,
-      `select id, workspace_id, credit_budget, wallet_spend_cap_cents, budget_period, max_concurrent_generations, allowed_models
-         from api_keys where id in (select jsonb_array_elements_text(?::jsonb))`, [keyIds]);
-    for (const row of keys) {
-      if (keyOwner.get(row.id) !== row.workspace_id) continue;
-      records.get(row.workspace_id)?.keys.set(row.id, {
-        limits: limitsOfRow(row), day: { start: day, credits: 0, walletCents: 0 }, month: { start: month, credits: 0, walletCents: 0 }, unfinished: 0,
-      });
-    }
-    const spends = await boundQuery<{ key_id: string; period: string; credits: number | string; wallet_cents: number | string }>(em,
-      `select key_id, period, credits, wallet_cents from api_key_spend
-        where key_id in (select jsonb_array_elements_text(?::jsonb))
-          and ((period = 'day' and period_start = ?::date) or (period = 'month' and period_start = ?::date))`, [keyIds, day, month]);
-    for (const s of spends) {
-      const owner = keyOwner.get(s.key_id);
-      const key = owner === undefined ? undefined : records.get(owner)?.keys.get(s.key_id);
-      if (!key) continue;
-      const period = s.period === 'day' ? 'day' : 'month';
-      key[period] = { start: period === 'day' ? day : month, credits: Number(s.credits), walletCents: Number(s.wallet_cents) };
-    }
-  }
+  for (const [keyId, spend] of await readKeySpends(em, keyOwner, now)) records.get(keyOwner.get(keyId)!)?.keys.set(keyId, spend);
 
   // Wallet money spent this UTC month: reservations less releases, through the index of the entries that moved wallet money.
   const spent = await boundQuery<{ workspace_id: string; spent: number | string }>(em,
