@@ -33,10 +33,11 @@ export function shardCondition(column: string, scope: ShardScope | undefined): {
  * The workspaces of jobs in flight load first: loading takes back the plan's concurrency slots and the
  * providers' capacity those jobs hold, before any of them reaches a provider and before a queued job is
  * let start beside them. They are read together, a hundred per five statements (actors/workspace/load.ts),
- * and each actor is made from its record. Each job in flight gets its actor with its row, read here in pages of a thousand
- * (not one read per actor), and the pages are handed over one after the other, starting at once. Queued jobs need no actor of their own until they
- * start: their workspace's actor loads them with their deadlines (those already past expire at once) when
- * it is told to schedule, after the service reports ready, so thousands of queued jobs cost one id each.
+ * and each actor is made from its record. Each job in flight gets its actor with its row, read here in
+ * pages of a thousand (not one read per actor), and is handed over at once (resumeInPages). Queued jobs
+ * need no actor of their own until they start: their workspace's actor loads them with their deadlines
+ * (those already past expire at once) when it is told to schedule, after the service reports ready, so
+ * thousands of queued jobs cost one id each.
  */
 export function generationRecovery(db: Database, actors: ActorMessenger, clock: Clock, scope?: ShardScope): RecoveryTask {
   return {

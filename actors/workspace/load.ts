@@ -10,9 +10,6 @@ import { dayStart, monthStart, type KeyJob, type KeySpend } from './key-limits.t
 import { readKeySpends } from './key-spend-writes.ts';
 import type { WorkspaceState } from './state.ts';
 
-/** Statuses of the jobs a workspace holds in memory: queued, or holding one of its plan's slots. */
-export const UNFINISHED = ['queued', 'reserved', 'submitted', 'running'] as const;
-
 /** One unfinished job as the workspace reads it: its slot, provider, deadline, and what it reserved. */
 interface OpenJob {
   id: string;
@@ -64,8 +61,6 @@ export interface WorkspaceRecord {
   walletSpentCents: number;
 }
 
-const idList = (ids: Iterable<string>) => JSON.stringify([...ids]);
-
 /**
  * The records of many workspaces in five statements, whatever their number (a restart loads the
  * workspaces of every job in flight at once, not each with statements of its own); one workspace's
@@ -74,7 +69,7 @@ const idList = (ids: Iterable<string>) => JSON.stringify([...ids]);
 export async function readWorkspaces(em: SqlEntityManager, workspaceIds: string[], now: number): Promise<Map<string, WorkspaceRecord>> {
   const records = new Map<string, WorkspaceRecord>();
   if (workspaceIds.length === 0) return records;
-  const ids = idList(workspaceIds);
+  const ids = JSON.stringify(workspaceIds);
   const accounts = await boundQuery<AccountRow>(em,
     `select ids.id, w.plan, w.id is not null as workspace_exists, a.workspace_id is not null as has_account,
             a.available_credits, a.reserved_credits, a.wallet_cents, a.reserved_wallet_cents, a.wallet_activated,
@@ -123,7 +118,7 @@ export async function readWorkspaces(em: SqlEntityManager, workspaceIds: string[
   return records;
 }
 
-const num = (value: number | string | null | undefined, otherwise = 0): number => (value === null || value === undefined ? otherwise : Number(value));
+const num = (value: number | string | null | undefined): number => (value === null || value === undefined ? 0 : Number(value));
 
 /**
  * The actor's state from its record. Takes back the providers' capacity its jobs in flight hold; the
