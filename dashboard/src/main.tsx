@@ -1,5 +1,5 @@
 import { render } from 'preact';
-import { useEffect, useState } from 'preact/hooks';
+import { useEffect, useLayoutEffect, useState } from 'preact/hooks';
 import { messageOf } from './api.ts';
 import { navigate, usePath } from './router.ts';
 import { chooseWorkspace, refreshSession, signOut, useSession } from './session.ts';
@@ -52,7 +52,8 @@ function App() {
     const title = /^\/generations\/./.test(path) ? 'Generation' : TITLES[path] ?? 'Dashboard';
     document.title = `${title} · Generation Service`;
   }, [path]);
-  useEffect(() => {
+  // A layout effect: the address changes in the same turn as the page it names is drawn, never after it.
+  useLayoutEffect(() => {
     if (session.status === 'signed-out' && path !== '/login' && path !== '/signup') navigate('/login', true);
     if (session.status === 'signed-in' && (path === '/login' || path === '/signup')) navigate('/', true);
   }, [session.status, path]);
