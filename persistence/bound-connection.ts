@@ -1,6 +1,7 @@
 import { AbstractSqlConnection, AbstractSqlDriver, PostgreSqlConnection, PostgreSqlPlatform, type Configuration } from '@mikro-orm/postgresql';
 import { PGliteConnection } from 'mikro-orm-pglite';
 import { bindStatement } from './bound-sql.ts';
+import { DirectTransaction } from './direct-transaction.ts';
 
 type ExecuteArgs = Parameters<AbstractSqlConnection['execute']>;
 type ConnectionClass = abstract new (...args: any[]) => AbstractSqlConnection;
@@ -25,6 +26,8 @@ function bindingParameters<Base extends ConnectionClass>(Base: Base) {
       }
       sql = this.config.get('onQuery')(sql, values as unknown[]);
       const bound = values.length === 0 ? undefined : bindStatement(this.platform, sql, values);
+      // A statement of a direct transaction (a batch of strict writes) runs on its connection, outside the ORM.
+      if (ctx instanceof DirectTransaction) return this.transformRawResult(await ctx.raw(bound?.sql ?? sql, bound?.bindings ?? []), method);
       return this.executeQuery(sql, async () => {
         const query = bound ? this.getKnex().raw(bound.sql, bound.bindings as never[]) : this.getKnex().raw(sql);
         if (ctx) query.transacting(ctx as never);

@@ -4,6 +4,7 @@ import type { Database } from './database.ts';
 import { availabilityOf, isDatabaseUnreachable, pause, type DatabaseAvailability } from './availability.ts';
 import { currentWriteClaim, WriteClaims, type WriteFence } from './write-claims.ts';
 import { notedTransactionId } from './transaction-id.ts';
+import { DirectTransaction } from './direct-transaction.ts';
 
 /** One actor's writes; runs inside the batch's transaction and must touch only the database. */
 export type WriteUnit = (em: SqlEntityManager) => Promise<void>;
@@ -300,30 +301,41 @@ export class SnapshotWriter {
   /** Commits the batch in one transaction, trying again while the database cannot be reached (unless closing). */
   private async commitBatch(batch: Pending[]): Promise<void> {
     const postgres = this.db.kind === 'postgres';
+    // A batch of strict units writes only through statements: it needs no unit of work, and runs on a
+    // direct transaction (about a third of the CPU of the ORM's). Any other batch runs in the ORM's own.
+    const strict = batch.every((p) => p.strict);
     for (let attempt = 0; ; attempt++) {
       let txid: string | undefined;
+      const inTransaction = async (em: SqlEntityManager): Promise<void> => {
+        for (const pending of batch) await pending.unit(em);
+        if (!strict) await em.flush();
+        // A unit that caught the error of a failed statement leaves the transaction aborted, and the
+        // server then answers COMMIT with a silent ROLLBACK: one more statement makes such a batch fail
+        // here instead of acknowledging writes that were never committed. On PostgreSQL that statement
+        // also notes the transaction's id, in case the connection is lost during COMMIT. In cluster mode
+        // the fence is that statement (it reads the id too), the last before COMMIT.
+        let fencedTxid: string | undefined;
+        if (this.options.fence) {
+          const claims = new WriteClaims();
+          for (const pending of batch) claims.addAll(pending.claims);
+          // One call for every shard of the batch, in shard order: a node that lost one cannot commit.
+          if (claims.size > 0) fencedTxid = (await this.options.fence(em, claims.sorted())) ?? undefined;
+        }
+        // A batch of strict units (each failed statement threw) needs no check statement: a unit's own
+        // statement may have read the id already (noteTransactionId), and then the writer asks nothing more.
+        if (postgres) txid = fencedTxid ?? (strict ? notedTransactionId(em) : undefined) ?? (await em.execute<Array<{ id: string }>>('select txid_current()::text as id'))[0]!.id;
+        else if (!strict) await em.execute('select 1');
+      };
       try {
-        await this.db.em().transactional(async (em) => {
-          for (const pending of batch) await pending.unit(em);
-          if (!batch.every((p) => p.strict)) await em.flush();
-          // A unit that caught the error of a failed statement leaves the transaction aborted, and the
-          // server then answers COMMIT with a silent ROLLBACK: one more statement makes such a batch fail
-          // here instead of acknowledging writes that were never committed. On PostgreSQL that statement
-          // also notes the transaction's id, in case the connection is lost during COMMIT. In cluster mode
-          // the fence is that statement (it reads the id too), the last before COMMIT.
-          let fencedTxid: string | undefined;
-          if (this.options.fence) {
-            const claims = new WriteClaims();
-            for (const pending of batch) claims.addAll(pending.claims);
-            // One call for every shard of the batch, in shard order: a node that lost one cannot commit.
-            if (claims.size > 0) fencedTxid = (await this.options.fence(em, claims.sorted())) ?? undefined;
-          }
-          // A batch of strict units (each failed statement threw) needs no check statement: a unit's own
-          // statement may have read the id already (noteTransactionId), and then the writer asks nothing more.
-          const strict = batch.every((p) => p.strict);
-          if (postgres) txid = fencedTxid ?? (strict ? notedTransactionId(em) : undefined) ?? (await em.execute<Array<{ id: string }>>('select txid_current()::text as id'))[0]!.id;
-          else if (!strict) await em.execute('select 1');
-        });
+        if (strict) {
+          await DirectTransaction.run(this.db.em().getKnex(), (tx) => {
+            const em = this.db.em();
+            em.setTransactionContext(tx as never);
+            return inTransaction(em);
+          });
+        } else {
+          await this.db.em().transactional(inTransaction);
+        }
         this.availability.up();
         return;
       } catch (error) {

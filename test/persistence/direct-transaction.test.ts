@@ -1,0 +1,97 @@
+import t from 'tap';
+import { trace } from '@opentelemetry/api';
+import { openDatabase } from '../../persistence/database.ts';
+import { DirectTransaction, directTransactionOf } from '../../persistence/direct-transaction.ts';
+import { SnapshotWriter } from '../../persistence/snapshot-writer.ts';
+import { boundQuery } from '../../persistence/bound-query.ts';
+import { noteTransactionId, notedTransactionId, TXID_COLUMN } from '../../persistence/transaction-id.ts';
+import { freshDatabaseUrl } from '../helpers/database.ts';
+
+const fresh = await freshDatabaseUrl();
+const db = await openDatabase({ databaseUrl: fresh.url, dataDir: '.data/test' });
+t.teardown(async () => {
+  await db.close();
+  await fresh.drop();
+});
+
+const insert = `insert into actor_snapshots (kind, id, version, state, updated_at) values (?, ?, 1, ?::jsonb, now())`;
+
+async function idsOf(kind: string): Promise<string[]> {
+  const rows = await db.em().execute<Array<{ id: string }>>('select id from actor_snapshots where kind = ? order by id', [kind]);
+  return rows.map((r) => r.id);
+}
+
+/** An entity manager writing in `tx`, as the snapshot writer hands one to strict units. */
+function emIn(tx: DirectTransaction) {
+  const em = db.em();
+  em.setTransactionContext(tx as never);
+  return em;
+}
+
+t.test('em.execute and boundQuery run in the direct transaction: each sees the other\'s rows, others see them after COMMIT', async (t) => {
+  await DirectTransaction.run(db.em().getKnex(), async (tx) => {
+    const em = emIn(tx);
+    t.equal(directTransactionOf(em), tx, 'the entity manager names its transaction');
+    t.ok(em.isInTransaction(), 'and counts as in a transaction');
+    await em.execute(insert, ['dt-commit', 'a', JSON.stringify({ n: 1 })]);
+    await boundQuery(em, insert, ['dt-commit', 'b', JSON.stringify({ n: 2 })]);
+    const seen = await boundQuery<{ id: string; n: number }>(em, `select id, (state->>'n')::int as n from actor_snapshots where kind = ? order by id`, ['dt-commit']);
+    t.same(seen, [{ id: 'a', n: 1 }, { id: 'b', n: 2 }], 'both writes seen inside, values bound as they were given');
+    if (db.kind === 'postgres') t.same(await idsOf('dt-commit'), [], 'not seen by another connection before COMMIT');
+  });
+  t.same(await idsOf('dt-commit'), ['a', 'b'], 'committed');
+});
+
+t.test('a body that throws rolls back every statement of the transaction', async (t) => {
+  await t.rejects(DirectTransaction.run(db.em().getKnex(), async (tx) => {
+    const em = emIn(tx);
+    await em.execute(insert, ['dt-rollback', 'a', '{}']);
+    await boundQuery(em, insert, ['dt-rollback', 'b', '{}']);
+    throw new Error('the unit changed its mind');
+  }), { message: 'the unit changed its mind' });
+  t.same(await idsOf('dt-rollback'), [], 'nothing committed');
+  // The pooled connection went back clean: the next transaction commits.
+  await DirectTransaction.run(db.em().getKnex(), (tx) => emIn(tx).execute(insert, ['dt-rollback', 'c', '{}']).then(() => undefined));
+  t.same(await idsOf('dt-rollback'), ['c'], 'and the next one on the pool commits');
+});
+
+t.test('a failed statement throws the database\'s own error and leaves nothing behind', async (t) => {
+  await t.rejects(DirectTransaction.run(db.em().getKnex(), async (tx) => {
+    const em = emIn(tx);
+    await boundQuery(em, insert, ['dt-failed', 'a', '{}']);
+    await boundQuery(em, insert, ['dt-failed', 'a', '{}']);
+  }), { code: '23505' }, 'a unique violation, with its SQLSTATE');
+  t.same(await idsOf('dt-failed'), []);
+});
+
+t.test('the transaction id a statement returns is noted for the transaction', { skip: db.kind !== 'postgres' && 'txid_current is read on PostgreSQL only' }, async (t) => {
+  await DirectTransaction.run(db.em().getKnex(), async (tx) => {
+    const em = emIn(tx);
+    const [row] = await boundQuery<{ txid: string }>(em, `${insert} returning ${TXID_COLUMN}`, ['dt-txid', 'a', '{}']);
+    noteTransactionId(em, row!.txid);
+    t.match(notedTransactionId(em), /^\d+$/);
+    const [again] = await em.execute<Array<{ id: string }>>('select txid_current()::text as id');
+    t.equal(notedTransactionId(em), again!.id, 'the same transaction for both statements');
+  });
+});
+
+t.test('the snapshot writer commits a batch of strict units in one direct transaction, and a failing batch not at all', async (t) => {
+  const writer = new SnapshotWriter(db, { windowMs: 5, maxBatch: 64, tracer: trace.getTracer('test') });
+  const seenIn: Array<DirectTransaction | undefined> = [];
+  const unit = (id: string) => async (em: Parameters<Parameters<SnapshotWriter['write']>[0]>[0]) => {
+    seenIn.push(directTransactionOf(em));
+    await boundQuery(em, insert, ['dt-writer', id, '{}']);
+  };
+  await Promise.all(['a', 'b', 'c'].map((id) => writer.write(unit(id), { strict: true })));
+  t.equal(seenIn.length, 3);
+  t.ok(seenIn[0], 'a strict unit writes in a direct transaction');
+  t.ok(seenIn.every((tx) => tx === seenIn[0]), 'one transaction for the batch');
+  t.same(await idsOf('dt-writer'), ['a', 'b', 'c']);
+
+  // A unit that is not strict gets the ORM's transaction.
+  let ormTx: unknown;
+  await writer.write(async (em) => { ormTx = em.getTransactionContext(); });
+  t.ok(ormTx, 'a unit that is not strict still writes in a transaction');
+  t.notOk(ormTx instanceof DirectTransaction, 'the ORM\'s own');
+  await writer.close();
+});
