@@ -1,4 +1,5 @@
 import t from 'tap';
+import pg from 'pg';
 import { trace } from '@opentelemetry/api';
 import { openDatabase } from '../../persistence/database.ts';
 import { DirectTransaction, directTransactionOf } from '../../persistence/direct-transaction.ts';
@@ -94,4 +95,32 @@ t.test('the snapshot writer commits a batch of strict units in one direct transa
   t.ok(ormTx, 'a unit that is not strict still writes in a transaction');
   t.notOk(ormTx instanceof DirectTransaction, 'the ORM\'s own');
   await writer.close();
+});
+
+t.test('on PostgreSQL BEGIN goes with the first statement: a transaction of one statement is two round trips', { skip: db.kind !== 'postgres' && 'PGlite runs in the process' }, async (t) => {
+  const sent: string[] = [];
+  const original = pg.Client.prototype.query;
+  pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
+    const first = args[0] as { text?: string; sql?: string } | string;
+    sent.push(typeof first === 'string' ? first : first.text ?? String(first));
+    return (original as (...a: unknown[]) => unknown).apply(this, args);
+  } as typeof original;
+  t.teardown(() => { pg.Client.prototype.query = original; });
+  const rows = await DirectTransaction.run(db.em().getKnex(), (tx) => boundQuery<{ id: string }>(emIn(tx), `${insert} returning id`, ['dt-pipelined', 'a', '{}']));
+  pg.Client.prototype.query = original;
+  t.same(rows, [{ id: 'a' }], 'the first statement\'s own rows, not BEGIN\'s');
+  t.equal(sent.length, 2, `two round trips: ${JSON.stringify(sent.map((s) => s.slice(0, 40)))}`);
+  t.match(sent[0], /^insert into actor_snapshots/, 'the statement, with BEGIN before it in the same write');
+  t.equal(sent[1]!.toLowerCase(), 'commit');
+  t.same(await idsOf('dt-pipelined'), ['a'], 'committed');
+
+  // A first statement that fails: its error, nothing committed, and the connection serves the next transaction.
+  await t.rejects(DirectTransaction.run(db.em().getKnex(), (tx) => boundQuery(emIn(tx), insert, ['dt-pipelined', 'a', '{}'])), { code: '23505' });
+  await t.rejects(DirectTransaction.run(db.em().getKnex(), (tx) => boundQuery(emIn(tx), 'select no_such_column from actor_snapshots', [])), { code: '42703' });
+  const again = await DirectTransaction.run(db.em().getKnex(), async (tx) => {
+    await boundQuery(emIn(tx), insert, ['dt-pipelined', 'b', '{}']);
+    return boundQuery<{ n: string }>(emIn(tx), 'select count(*)::text as n from actor_snapshots where kind = ?', ['dt-pipelined']);
+  });
+  t.same(again, [{ n: '2' }], 'the next transaction sees its own row and the committed one');
+  t.same(await idsOf('dt-pipelined'), ['a', 'b']);
 });
