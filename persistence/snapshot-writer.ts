@@ -328,8 +328,8 @@ export class SnapshotWriter {
       };
       try {
         if (strict) {
-          await DirectTransaction.run(this.db.em().getKnex(), (tx) => {
-            const em = this.db.em();
+          const em = this.db.em();
+          await DirectTransaction.run(em.getKnex(), (tx) => {
             em.setTransactionContext(tx as never);
             return inTransaction(em);
           });

@@ -50,14 +50,9 @@ async function writeProgress(em: SqlEntityManager, rows: Progress[]): Promise<vo
   started.forEach((r, i) => { r.endpointIds = endpoints[i]; });
 }
 
-/**
- * Two lanes: a transition updates only its own generation's row (its actor sends the next one after this
- * one committed), so a batch may commit beside another, and a job's steps need not wait behind the
- * settlements and creates committing at the same moment.
- */
-const PROGRESS_LANES = 2;
-
 /** Persists a non-terminal transition; resolves once committed. */
 export function writeProgressOf(writer: SnapshotWriter, progress: Progress): Promise<void> {
-  return bulkWriteOf(writer, writeProgress, PROGRESS_LANES).add(progress);
+  // One lane, the writer's own: a job's reserved then commits with or after the settlement that freed its
+  // slot, never before it, so a crash between them cannot leave more jobs running than the plan allows.
+  return bulkWriteOf(writer, writeProgress).add(progress);
 }
