@@ -13,7 +13,9 @@ type ConnectionClass = abstract new (...args: any[]) => AbstractSqlConnection;
 function bindingParameters<Base extends ConnectionClass>(Base: Base) {
   abstract class Bound extends Base {
     override async execute(...[queryOrKnex, params = [], method = 'all', ctx, loggerContext]: ExecuteArgs): Promise<any> {
-      await this.ensureConnection();
+      // A direct transaction holds its connection already. Its statements are sent without a wait before
+      // them, so those asked for together go in one round trip (direct-transaction.ts).
+      if (!(ctx instanceof DirectTransaction)) await this.ensureConnection();
       let sql: string;
       let values: readonly unknown[] = params;
       if (typeof queryOrKnex === 'string') {

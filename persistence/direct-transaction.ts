@@ -1,5 +1,9 @@
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import pg from 'pg';
+import { createRequire } from 'node:module';
+
+/** pg's own conversion of a value for the wire (Dates, Buffers, arrays, objects as JSON), as its Query applies it. */
+const { prepareValue } = createRequire(import.meta.url)('pg/lib/utils.js') as { prepareValue: (value: unknown) => unknown };
 
 type Knex = ReturnType<SqlEntityManager['getKnex']>;
 
@@ -14,42 +18,62 @@ interface KnexClient {
   emit(event: 'query', query: object): void;
 }
 
-type DriverResult = { rows: unknown[]; rowCount?: number | null };
+type DriverResult = { rows: unknown[]; rowCount?: number | null; command?: string };
 
-/** The driver's message writer of a pg connection (the methods pg's own Query uses to prepare a statement). */
+/** The driver's message writer of a pg connection (the methods pg's own Query uses to send a statement). */
 interface WireConnection {
   parse(message: { text: string }): void;
-  bind(message: Record<string, never>): void;
+  bind(message: { values?: unknown[] }): void;
+  describe(message: { type: 'P'; name: string }): void;
   execute(message: Record<string, never>): void;
+  sync(): void;
+}
+
+/** A statement waiting for its pipeline: its text with `$n` placeholders, its values ready for the wire. */
+interface Queued {
+  text: string;
+  values: unknown[];
+  resolve: (result: DriverResult) => void;
+  reject: (error: unknown) => void;
 }
 
 /**
- * A statement sent in the same network write as the BEGIN before it, with pg's extended query protocol:
- * Parse/Bind/Execute of BEGIN with no Sync, then the statement's Parse/Bind/Describe/Execute/Sync. The
- * server runs them in order and answers with one ReadyForQuery, so the pair costs one round trip instead
- * of two; should BEGIN fail, the server skips the statement and reports that error. A Query of pg's own,
- * told to skip BEGIN's CommandComplete, so its result is the statement's alone.
+ * Statements sent in one network write with pg's extended query protocol and answered with one
+ * ReadyForQuery: Parse/Bind/Describe/Execute of each, then one Sync (BEGIN first, with no Describe, when
+ * it is the transaction's first write). The server runs them in order; should one fail, it skips the
+ * rest and reports that error, so none after it takes effect. A Query of pg's own, whose results are
+ * one per statement (as pg gives a multi-statement simple query's), BEGIN's left out.
  */
-class BeginThenQuery extends (pg.Query as unknown as new (config: object) => {
+class PipelineQuery extends (pg.Query as unknown as new (config: object) => {
   prepare(connection: WireConnection): void;
   handleCommandComplete(message: unknown, connection: unknown): void;
 }) {
-  private begun = false;
+  private beginAnswered: boolean;
 
-  constructor(text: string, values: unknown[], callback: (error: Error | null, result: DriverResult) => void) {
-    super({ text, values, queryMode: 'extended', callback });
+  constructor(private readonly begin: boolean, private readonly statements: readonly Queued[], callback: (error: Error | null, result: DriverResult | DriverResult[]) => void) {
+    // pg's checks want a text: the first statement's (what the query's spans and logs show).
+    super({ text: statements[0]!.text, queryMode: 'extended', callback });
+    this.beginAnswered = !begin;
   }
 
   override prepare(connection: WireConnection): void {
-    connection.parse({ text: 'begin' });
-    connection.bind({});
-    connection.execute({});
-    super.prepare(connection);
+    if (this.begin) {
+      connection.parse({ text: 'begin' });
+      connection.bind({});
+      connection.execute({});
+    }
+    for (const statement of this.statements) {
+      connection.parse({ text: statement.text });
+      connection.bind({ values: statement.values });
+      connection.describe({ type: 'P', name: '' });
+      connection.execute({});
+    }
+    connection.sync();
   }
 
   override handleCommandComplete(message: unknown, connection: unknown): void {
-    if (!this.begun) {
-      this.begun = true;
+    if (!this.beginAnswered) {
+      this.beginAnswered = true;
       return;
     }
     super.handleCommandComplete(message, connection);
@@ -58,15 +82,21 @@ class BeginThenQuery extends (pg.Query as unknown as new (config: object) => {
 
 let transactions = 0;
 
+function noop(): void {}
+
 /**
  * A write transaction on one pooled connection, without the ORM's unit of work: BEGIN, the statements,
  * COMMIT, sent by the query builder's own client (placeholders bound by the driver). It serves the batches
  * of strict units (SnapshotWriter), which write only through statements: measured on PostgreSQL, an ORM
- * transaction around one statement cost about 1.3 ms of CPU, this one about 0.4 ms. On PostgreSQL the
- * BEGIN goes in the same network write as the first statement (BeginThenQuery): a transaction of one
- * statement is two round trips, not three. COMMIT stays a round trip of its own, after the statements'
- * answers: a transaction whose connection is lost before then never committed, and one lost during COMMIT
- * is looked up by the id its statements read (SnapshotWriter).
+ * transaction around one statement cost about 1.3 ms of CPU, this one about 0.4 ms.
+ *
+ * On PostgreSQL the statements are pipelined: every statement asked for in the same turn of the event loop
+ * (before any of them is awaited: `Promise.all`, or calls made without `await` between them) goes in one
+ * network write and costs one round trip together (PipelineQuery), and BEGIN goes with the first of them.
+ * A transaction of one statement is two round trips; a settlement's five or six statements are two too.
+ * COMMIT stays a round trip of its own, after every statement's answer: a transaction whose connection is
+ * lost before then never committed, and one lost during COMMIT is looked up by the id its statements read
+ * (SnapshotWriter). Once a statement fails the transaction is aborted, and every later one fails too.
  *
  * An entity manager whose transaction context is a DirectTransaction runs `em.execute` and `boundQuery`
  * on it (bound-connection.ts, bound-query.ts); nothing else of the ORM may be used with it.
@@ -74,8 +104,17 @@ let transactions = 0;
 export class DirectTransaction {
   /** BEGIN not yet sent: it goes with the first statement. */
   private beginPending = true;
+  /** Statements asked for in this turn of the event loop, sent together at its end (PostgreSQL). */
+  private queued: Queued[] = [];
+  /** The last statement sent (PGlite, which runs them one at a time in the order asked). */
+  private tail: Promise<unknown> = Promise.resolve();
+  private readonly client: KnexClient;
+  /** The first statement that failed, if one did. */
+  private failed: { error: unknown } | undefined;
 
-  private constructor(private readonly knex: Knex, private readonly connection: { __knexTxId?: string }) {}
+  private constructor(private readonly knex: Knex, private readonly connection: { __knexTxId?: string }) {
+    this.client = knex.client as unknown as KnexClient;
+  }
 
   /** Runs `body` in a transaction of its own: committed if it resolves, rolled back if it throws. */
   static async run<T>(knex: Knex, body: (tx: DirectTransaction) => Promise<T>): Promise<T> {
@@ -86,12 +125,18 @@ export class DirectTransaction {
     const tx = new DirectTransaction(knex, connection);
     try {
       const result = await body(tx);
+      // A statement failed and the body went on (it caught the error): the server would turn COMMIT into a
+      // ROLLBACK without a word, so the transaction fails here with that statement's error.
+      if (tx.failed) throw tx.failed.error;
       // A body that ran no statement has nothing to commit (and no BEGIN was sent).
-      if (!tx.beginPending) await tx.send('commit', []);
+      if (!tx.beginPending) {
+        const done = await tx.raw('commit');
+        if (done.command === 'ROLLBACK') throw new Error('the transaction was aborted: COMMIT rolled it back');
+      }
       return result;
     } catch (error) {
       // A connection that broke is not asked again: the pool drops it when it next validates it.
-      if (!tx.beginPending) await tx.send('rollback', []).catch(() => undefined);
+      if (!tx.beginPending) await tx.raw('rollback').catch(noop);
       throw error;
     } finally {
       delete connection.__knexTxId;
@@ -100,33 +145,62 @@ export class DirectTransaction {
   }
 
   /** One statement, `?` placeholders bound by the driver; the driver's own result (rows, rowCount). */
-  async raw(sql: string, params: readonly unknown[] = []): Promise<DriverResult> {
+  raw(sql: string, params: readonly unknown[] = []): Promise<DriverResult> {
     const compiled = params.length === 0 ? { sql, bindings: [] as unknown[] } : this.knex.raw(sql, params as never[]).toSQL();
-    if (!this.beginPending) return this.send(compiled.sql, compiled.bindings);
-    this.beginPending = false;
-    if (this.connection instanceof pg.Client) return this.sendAfterBegin(compiled.sql, compiled.bindings);
-    // PGlite runs in the process: no round trip to save.
-    await this.send('begin', []);
-    return this.send(compiled.sql, compiled.bindings);
-  }
-
-  private async send(sql: string, bindings: readonly unknown[]): Promise<DriverResult> {
-    const client = this.knex.client as unknown as KnexClient;
-    const done = await client.query(this.connection, { sql, bindings, method: 'raw' });
-    return done.response as DriverResult;
-  }
-
-  private sendAfterBegin(sql: string, bindings: readonly unknown[]): Promise<DriverResult> {
-    const client = this.knex.client as unknown as KnexClient;
-    const text = client.positionBindings(sql);
-    const values = client.prepBindings(bindings);
-    // The query builder's events, as for any statement it sends: BEGIN, then the statement.
-    const { __knexTxId } = this.connection;
-    client.emit('query', { __knexTxId, sql: 'begin', bindings: [], method: 'raw' });
-    client.emit('query', { __knexTxId, sql: text, bindings: values, method: 'raw' });
-    return new Promise((resolve, reject) => {
-      (this.connection as pg.Client).query(new BeginThenQuery(text, values, (error, result) => (error ? reject(error) : resolve(result))) as never);
+    if (!(this.connection instanceof pg.Client)) return this.inOrder(compiled.sql, compiled.bindings);
+    let values: unknown[];
+    try {
+      values = this.client.prepBindings(compiled.bindings).map((value) => prepareValue(value));
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    const answered = new Promise<DriverResult>((resolve, reject) => {
+      if (this.queued.length === 0) queueMicrotask(() => this.sendQueued());
+      this.queued.push({ text: this.client.positionBindings(compiled.sql), values, resolve, reject });
     });
+    return this.noted(answered);
+  }
+
+  /**
+   * The caller awaits its own statement; one it did not await must not end the process when it fails. The
+   * first failure is kept: the transaction fails with it even if the body caught it.
+   */
+  private noted(answered: Promise<DriverResult>): Promise<DriverResult> {
+    answered.catch((error: unknown) => { this.failed ??= { error }; });
+    return answered;
+  }
+
+  /** PGlite runs in the process (no round trip to save): each statement once the one before has answered. */
+  private inOrder(sql: string, bindings: readonly unknown[]): Promise<DriverResult> {
+    const begin = this.beginPending;
+    this.beginPending = false;
+    const send = async () => {
+      if (begin) await this.client.query(this.connection, { sql: 'begin', bindings: [], method: 'raw' });
+      return (await this.client.query(this.connection, { sql, bindings, method: 'raw' })).response as DriverResult;
+    };
+    const answered = this.tail.then(send, send);
+    this.tail = answered.catch(noop);
+    return this.noted(answered);
+  }
+
+  private sendQueued(): void {
+    const statements = this.queued;
+    this.queued = [];
+    const begin = this.beginPending;
+    this.beginPending = false;
+    // The query builder's events, as for any statement it sends.
+    const { __knexTxId } = this.connection;
+    if (begin) this.client.emit('query', { __knexTxId, sql: 'begin', bindings: [], method: 'raw' });
+    for (const s of statements) this.client.emit('query', { __knexTxId, sql: s.text, bindings: s.values, method: 'raw' });
+    const query = new PipelineQuery(begin, statements, (error, result) => {
+      if (error) {
+        for (const s of statements) s.reject(error);
+        return;
+      }
+      const results = Array.isArray(result) ? result : [result];
+      statements.forEach((s, i) => s.resolve(results[i] ?? { rows: [], rowCount: 0 }));
+    });
+    (this.connection as pg.Client).query(query as never);
   }
 }
 

@@ -142,7 +142,9 @@ async function providerUpdate(state: GenerationActorState, row: GenerationRow, u
       }
       let done: Awaited<ReturnType<typeof transition>>;
       try {
-        done = await transition(state, current, { type: 'succeed', outputs: { textOutput: update.textOutput, outputAssetIds: prepared.assetIds } }, ctx, [prepared.write]);
+        // Outputs without files (text) write nothing more: the settlement's statements then all go together.
+        const alsoWrite = prepared.assetIds.length > 0 ? [prepared.write] : [];
+        done = await transition(state, current, { type: 'succeed', outputs: { textOutput: update.textOutput, outputAssetIds: prepared.assetIds } }, ctx, alsoWrite);
       } catch (error) {
         // The service is stopping with the database unreachable: whether the settlement committed is not known,
         // so its files stay (the next start finds the job in flight).
@@ -201,6 +203,7 @@ async function transition(
       errorMessage: next.errorMessage,
       timeline: next.timeline,
       alsoWrite,
+      generation: updated,
       event: { generation: updated, status: next.status as TerminalStatus, at: now, traceParent: currentTraceparent() },
     };
     const heldSlot = decision.effects.some((e) => e.type === 'free_slot');

@@ -52,16 +52,17 @@ export async function writeEventDeliveries(em: SqlEntityManager, events: Settled
     const eventType = EVENT_OF[e.status];
     return [`${e.generation.workspaceId} ${eventType}`, { workspace_id: e.generation.workspaceId, event_type: eventType }];
   })).values()];
-  // An endpoint being created now is either seen by both statements below or made after this commit.
-  await holdSubscriptions(em, events.map((e) => e.generation.workspaceId));
-  // Most workspaces have no endpoint: then this is the last statement.
-  const counted = await em.execute<Array<{ workspace_id: string; event_type: string; n: number | string }>>(
+  // An endpoint being created now is either seen by both statements below or made after this commit. The
+  // lock and the count are asked for together (in one round trip on PostgreSQL, direct-transaction.ts); the
+  // server runs them in order, and the count reads with a snapshot taken once the lock is held.
+  // Most workspaces have no endpoint: then the count is the last statement.
+  const [, counted] = await Promise.all([holdSubscriptions(em, events.map((e) => e.generation.workspaceId)), em.execute<Array<{ workspace_id: string; event_type: string; n: number | string }>>(
     `select w.workspace_id, w.event_type, count(*) as n
      from jsonb_to_recordset(?::jsonb) as w(workspace_id text, event_type text)
      join webhook_endpoints e on e.workspace_id = w.workspace_id and e.status = 'active' and e.deleted_at is null and e.event_types @> jsonb_build_array(w.event_type)
      group by w.workspace_id, w.event_type`,
     [JSON.stringify(wanted)],
-  );
+  )]);
   if (counted.length === 0) return endpointsOf;
   const counts = new Map(counted.map((c) => [`${c.workspace_id} ${c.event_type}`, Math.min(Number(c.n), MAX_ENDPOINTS_PER_WORKSPACE)]));
   const rows: EventDeliveryRows[] = [];

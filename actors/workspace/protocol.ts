@@ -34,6 +34,8 @@ export interface GenerationSettlement {
   alsoWrite?: Array<(em: import('@mikro-orm/postgresql').SqlEntityManager) => Promise<void>>;
   /** The terminal event, whose webhook deliveries commit with it (SPEC.md section 6). */
   event?: import('../webhook/enqueue.ts').SettledEvent;
+  /** What the usage rollups need of the generation, fixed at its creation: its key, its creation time and its price. */
+  generation: Pick<GenerationRow, 'apiKeyId' | 'createdAt' | 'credits'>;
 }
 
 export type WorkspaceMessage =

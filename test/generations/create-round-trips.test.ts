@@ -96,3 +96,57 @@ t.test('a job that waited in the queue starts without reading its row back', asy
   const reads = seen.filter((sql) => /^select .*from "?generations"?/i.test(sql) && !sql.startsWith('select status from') && !sql.startsWith('select completed_at'));
   t.same(reads, [], 'no generation row was read back by its actor');
 });
+
+/**
+ * On PostgreSQL the statements of a transaction asked for together go in one network write
+ * (persistence/direct-transaction.ts): a settlement's UPDATE, money, usage rollup, event and webhook lookups
+ * are one round trip with its BEGIN, then COMMIT. Counted on the driver's own calls.
+ */
+t.test('a settlement is two round trips: its statements with BEGIN, then COMMIT', { skip: !process.env.TEST_DATABASE_URL && 'PGlite runs in the process: no round trip to count' }, async (t) => {
+  const server = await startTestServer(t, { env: { LOCAL_PROVIDER_LATENCY_MS: '0' } });
+  const pg = (await import('pg')).default;
+  const account = await signUp(server);
+  const { key } = await createKey(server, account.cookie, account.workspaceId, ['generations.write', 'generations.read']);
+  const body = { mode: 'text_to_text', model: 'local/text-mini', params: { prompt: 'count my round trips' } };
+  const query = serverQuery(server);
+  const finished = async (id: string) => {
+    for (;;) {
+      const [row] = await query<{ status: string }>('select status from generations where id = ?', [id]);
+      if (row && TERMINAL.includes(row.status)) return row.status;
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+  };
+  const first = await createGeneration(server, key, account.workspaceId, body);
+  t.equal(await finished(first.body.id), 'succeeded');
+
+  const calls: Array<{ client: object; text: string }> = [];
+  const original = pg.Client.prototype.query;
+  pg.Client.prototype.query = function (this: object, ...args: unknown[]) {
+    const first = args[0] as { text?: string } | string;
+    calls.push({ client: this, text: (typeof first === 'string' ? first : first.text ?? '').trim().replace(/\s+/g, ' ') });
+    return (original as (...a: unknown[]) => unknown).apply(this, args);
+  } as typeof original;
+  t.teardown(() => { pg.Client.prototype.query = original; });
+  const statements: Array<{ sql: string; tx: string | undefined }> = [];
+  const knex = server.services.db.em().getKnex();
+  const listener = (q: { sql: string; __knexTxId?: string }) => { statements.push({ sql: q.sql.trim().replace(/\s+/g, ' '), tx: q.__knexTxId }); };
+  knex.on('query', listener);
+  t.teardown(() => { knex.off('query', listener); });
+  const created = await createGeneration(server, key, account.workspaceId, body);
+  t.equal(await finished(created.body.id), 'succeeded');
+  pg.Client.prototype.query = original;
+  knex.off('query', listener);
+
+  const settleSql = /^update generations g set status = v\.status, completed_at/;
+  const at = calls.findIndex((c) => settleSql.test(c.text));
+  t.ok(at >= 0, 'the settlement was sent');
+  const sameClient = calls.filter((c) => c.client === calls[at]!.client);
+  const i = sameClient.indexOf(calls[at]!);
+  t.notSame(sameClient[i - 1]?.text.toLowerCase(), 'begin', 'BEGIN went in the same write as the statements');
+  t.equal(sameClient[i + 1]?.text.toLowerCase(), 'commit', 'and COMMIT is the next round trip');
+  const tx = statements.find((s) => settleSql.test(s.sql))?.tx;
+  const inTx = statements.filter((s) => s.tx === tx).map((s) => s.sql.split(' ')[0]!.toLowerCase());
+  t.ok(inTx.length >= 6, `the transaction's statements: ${JSON.stringify(inTx)}`);
+  t.equal(inTx[0], 'begin');
+  t.equal(inTx.at(-1), 'commit');
+});

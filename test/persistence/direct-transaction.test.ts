@@ -124,3 +124,54 @@ t.test('on PostgreSQL BEGIN goes with the first statement: a transaction of one 
   t.same(again, [{ n: '2' }], 'the next transaction sees its own row and the committed one');
   t.same(await idsOf('dt-pipelined'), ['a', 'b']);
 });
+
+t.test('statements asked for together go in one round trip, in order; one that fails fails the rest and the transaction', { skip: db.kind !== 'postgres' && 'PGlite runs in the process' }, async (t) => {
+  const sent: string[] = [];
+  const original = pg.Client.prototype.query;
+  pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
+    const first = args[0] as { text?: string } | string;
+    sent.push(typeof first === 'string' ? first : first.text ?? String(first));
+    return (original as (...a: unknown[]) => unknown).apply(this, args);
+  } as typeof original;
+  t.teardown(() => { pg.Client.prototype.query = original; });
+  const results = await DirectTransaction.run(db.em().getKnex(), (tx) => {
+    const em = emIn(tx);
+    return Promise.all([
+      boundQuery<{ id: string }>(em, `${insert} returning id`, ['dt-together', 'a', JSON.stringify({ n: 1 })]),
+      em.execute(insert, ['dt-together', 'b', JSON.stringify({ n: 2 })]),
+      boundQuery<{ n: string }>(em, 'select count(*)::text as n from actor_snapshots where kind = ?', ['dt-together']),
+      boundQuery<{ d: Date }>(em, 'select ?::timestamptz as d', [new Date('2026-01-02T03:04:05.678Z')]),
+    ]);
+  });
+  pg.Client.prototype.query = original;
+  t.same(results[0], [{ id: 'a' }], 'each statement gets its own rows');
+  t.same(results[2], [{ n: '2' }], 'a statement sees the ones asked for before it: they ran in order');
+  t.equal(new Date(results[3][0]!.d).toISOString(), '2026-01-02T03:04:05.678Z', 'values go to the wire as pg sends them');
+  t.equal(sent.length, 2, `four statements and BEGIN in one round trip, COMMIT in another: ${JSON.stringify(sent.map((s) => s.slice(0, 30)))}`);
+  t.same(await idsOf('dt-together'), ['a', 'b']);
+
+  let outcomes: PromiseSettledResult<unknown>[] = [];
+  await t.rejects(DirectTransaction.run(db.em().getKnex(), async (tx) => {
+    const em = emIn(tx);
+    outcomes = await Promise.allSettled([
+      boundQuery(em, insert, ['dt-together', 'c', '{}']),
+      boundQuery(em, insert, ['dt-together', 'a', '{}']),
+      boundQuery(em, insert, ['dt-together', 'd', '{}']),
+    ]);
+  }), { code: '23505' }, 'a body that caught the failure still fails, with the statement\'s error: no COMMIT that silently rolls back');
+  const [c, a, d] = outcomes;
+  t.equal(a?.status, 'rejected', 'the duplicate failed');
+  t.equal((a as PromiseRejectedResult).reason?.code, '23505');
+  t.equal(d?.status, 'rejected', 'the statement after it did not run');
+  t.equal(c?.status, 'rejected', 'and the one before it, in the same write, is reported with it');
+  t.same(await idsOf('dt-together'), ['a', 'b'], 'nothing of that transaction was kept');
+});
+
+t.test('a body that catches a failed statement and goes on fails all the same', async (t) => {
+  await t.rejects(DirectTransaction.run(db.em().getKnex(), async (tx) => {
+    const em = emIn(tx);
+    await boundQuery(em, insert, ['dt-caught', 'a', '{}']);
+    await boundQuery(em, insert, ['dt-caught', 'a', '{}']).catch(() => undefined);
+  }), { code: '23505' });
+  t.same(await idsOf('dt-caught'), [], 'nothing committed');
+});
