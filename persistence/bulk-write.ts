@@ -9,6 +9,8 @@ export type BulkApply<R> = (em: SqlEntityManager, rows: R[]) => Promise<void>;
 // (SnapshotWriter's WriteOptions).
 
 interface Gathering<R> {
+  /** Its place in the writer's queue: gatherings of every BulkWrite are numbered in the order they queue. */
+  position: number;
   rows: R[];
   committed: Promise<void>;
   writer: SnapshotWriter;
@@ -20,6 +22,14 @@ interface Gathering<R> {
 
 /** Rows gathered for one statement beyond which the writer commits without waiting for its window to end. */
 const HURRY_ROWS = 32;
+
+let positions = 0;
+
+/** A row added: its commit, and the queue position of the unit that writes it. */
+export interface Added {
+  committed: Promise<void>;
+  position: number;
+}
 
 /**
  * Rows of one kind that many actors write in the same group commit, written together: the first row
@@ -41,9 +51,19 @@ export class BulkWrite<R> {
   constructor(private readonly writer: SnapshotWriter, private readonly apply: BulkApply<R>, private readonly lanes = 1) {}
 
   add(row: R): Promise<void> {
+    return this.addAfter(row).committed;
+  }
+
+  /**
+   * Adds a row whose write must not run before the unit at queue position `after` (an earlier row of the same
+   * thing written by another BulkWrite of the same lane): it joins the gathering only if that gathering queued
+   * after it, else it starts a new one, queued behind. The writer runs its queue in order, so the row then
+   * commits in the same transaction after that unit's statements, or in a later one.
+   */
+  addAfter(row: R, after = 0): Added {
     let gathering = this.open;
-    if (!gathering) {
-      const created: Gathering<R> = { rows: [], committed: Promise.resolve(), writer: this.pickLane(), claims: new WriteClaims(), waits: [] };
+    if (!gathering || gathering.position < after) {
+      const created: Gathering<R> = { position: ++positions, rows: [], committed: Promise.resolve(), writer: this.pickLane(), claims: new WriteClaims(), waits: [] };
       created.committed = created.writer.write(async (em) => {
         // Rows added from now on belong to the next batch.
         if (this.open === created) this.open = undefined;
@@ -59,7 +79,8 @@ export class BulkWrite<R> {
     gathering.rows.push(row);
     if (gathering.rows.length === HURRY_ROWS) gathering.writer.hurry();
     const rows = gathering.rows;
-    return gathering.committed.catch((error: unknown) => (rows.length === 1 ? Promise.reject(error) : this.alone(row, claim)));
+    const committed = gathering.committed.catch((error: unknown) => (rows.length === 1 ? Promise.reject(error) : this.alone(row, claim)));
+    return { committed, position: gathering.position };
   }
 
   /** An idle lane if there is one, else the next in turn. */

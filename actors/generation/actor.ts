@@ -31,6 +31,8 @@ export interface GenerationActorState {
   timer?: Timer;
   /** Ends the provider span of the attempt in flight, if it has not ended (the job ended without its provider's last word). */
   endProviderSpan?: (outcome: TerminalStatus, errorCode?: string) => void;
+  /** The queue position of the last progress write not awaited (submitted, running): the settlement goes behind it. */
+  progressAt?: number;
 }
 
 /**
@@ -207,12 +209,29 @@ async function transition(
       event: { generation: updated, status: next.status as TerminalStatus, at: now, traceParent: currentTraceparent() },
     };
     const heldSlot = decision.effects.some((e) => e.type === 'free_slot');
-    const settled = await ctx.actors.ask<SettleReply>('ws', row.workspaceId, { type: 'settle', generationId: row.id, money, settlement, heldSlot }, SETTLE_WAIT_MS);
+    const after = state.progressAt;
+    const settled = await ctx.actors.ask<SettleReply>('ws', row.workspaceId, { type: 'settle', generationId: row.id, money, settlement, heldSlot, after }, SETTLE_WAIT_MS);
     for (const endpointId of settled.endpointIds) ctx.actors.tell('whk', endpointId, { type: 'wake' });
   } else {
     const progress = { from: row.status, row: updated, traceParent: next.status === 'running' ? currentTraceparent() : null, endpointIds: undefined as string[] | undefined };
-    await writeProgressOf(ctx.writer, progress);
-    for (const endpointId of progress.endpointIds ?? []) ctx.actors.tell('whk', endpointId, { type: 'wake' });
+    const written = writeProgressOf(ctx.writer, progress);
+    const woken = written.committed.then(() => {
+      for (const endpointId of progress.endpointIds ?? []) ctx.actors.tell('whk', endpointId, { type: 'wake' });
+    });
+    if (decision.effects.some((e) => e.type !== 'poll_provider')) {
+      // Its effects (the provider's call) need the transition durable first: a restart then finds the attempt.
+      await woken;
+      state.progressAt = undefined;
+    } else {
+      // Submitted and running change nothing outside: the actor goes on while they commit, in order (one
+      // lane), and its settlement is queued behind them. Streams see each once committed; a crash before
+      // then finds the job as last committed, and resumes it as any job in flight.
+      state.progressAt = written.position;
+      const live = depsOf(ctx).live;
+      void woken.then(() => live?.publish(updated), (error: unknown) => {
+        ctx.logger.warn({ err: error, generationId: row.id, status: next.status }, 'a progress write failed: the job goes on, its settlement writes its whole timeline');
+      });
+    }
   }
   state.row = updated;
   if (isTerminal(next.status)) {
@@ -221,7 +240,7 @@ async function transition(
   }
   depsOf(ctx).metrics?.generationTransition(row.status, next.status);
   // Committed (the progress write, or the settlement the workspace actor answered): streams may show it.
-  depsOf(ctx).live?.publish(updated);
+  if (state.progressAt === undefined || isTerminal(next.status)) depsOf(ctx).live?.publish(updated);
   for (const effect of decision.effects) perform(effect, state, updated, ctx);
   return { applied: true, result: { state, passivate: isTerminal(next.status) } };
 }

@@ -48,7 +48,7 @@ export const workspaceActor: ActorBehavior<WorkspaceState, WorkspaceMessage, unk
       case 'create_batch':
         return createBatch(state, msg.items, ctx);
       case 'settle':
-        return settle(state, msg.generationId, msg.money, msg.settlement, msg.heldSlot, ctx);
+        return settle(state, msg.generationId, msg.money, msg.settlement, msg.heldSlot, ctx, msg.after);
       case 'slot_declined':
         state.active.delete(msg.generationId);
         state.heldRecovered.delete(msg.generationId);
@@ -264,6 +264,7 @@ async function settle(
   settlement: GenerationSettlement,
   heldSlot: boolean,
   ctx: ActorContext,
+  after?: number,
 ): Promise<Outcome<WorkspaceState, unknown>> {
   const money = kind === 'capture' ? capture(state.account, generationId) : release(state.account, generationId);
   if (!money.ok) throw new Error(`settling ${generationId} was refused: ${money.message}`);
@@ -294,7 +295,7 @@ async function settle(
     generationId, settlement, updatedAt: at, money: { workspaceId: state.workspaceId, entries: money.entries, at }, endpointIds: [],
     keySpendDeltas: keySpend,
   };
-  const written = writeSettlement(ctx.writer, row);
+  const written = writeSettlement(ctx.writer, row, after);
   schedule(state, ctx);
   return { state, replyWhenDurable: written.then((): SettleReply => ({ settled: true, endpointIds: row.endpointIds })) };
 }

@@ -42,7 +42,8 @@ export type WorkspaceMessage =
   | { type: 'create'; draft: GenerationDraft; idempotency?: { key: string; hash: string } }
   /** Several creates in one message (POST /v1/generations/batch): answered with one CreateReply per item, in order. */
   | { type: 'create_batch'; items: CreateItem[] }
-  | { type: 'settle'; generationId: string; money: 'capture' | 'release'; settlement: GenerationSettlement; heldSlot: boolean }
+  /** `after`: the queue position of the generation's last progress write, not yet known to have committed (the settlement goes behind it). */
+  | { type: 'settle'; generationId: string; money: 'capture' | 'release'; settlement: GenerationSettlement; heldSlot: boolean; after?: number }
   | { type: 'slot_declined'; generationId: string }
   | { type: 'schedule' }
   /**

@@ -82,9 +82,12 @@ function usageOf({ generationId, settlement, money }: Settlement): UsageDelta {
   return delta;
 }
 
-/** Writes a settlement with the others of its group commit; resolves once committed. */
-export function writeSettlement(writer: SnapshotWriter, settlement: Settlement): Promise<void> {
-  return bulkWriteOf(writer, writeSettlements).add(settlement);
+/**
+ * Writes a settlement with the others of its group commit; resolves once committed. `after`: the queue
+ * position of its generation's last progress write (progress-writes.ts), which it must not overtake.
+ */
+export function writeSettlement(writer: SnapshotWriter, settlement: Settlement, after?: number): Promise<void> {
+  return bulkWriteOf(writer, writeSettlements).addAfter(settlement, after).committed;
 }
 
 export type { SettledEvent };

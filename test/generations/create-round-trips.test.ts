@@ -47,9 +47,17 @@ t.test('a durable create commits in BEGIN, one statement, COMMIT; a job\'s progr
   const creates = txOf(/^with alongside_0 as \(insert into generations/);
   t.equal(creates.length, 1, 'one transaction wrote the generation');
   t.same(creates[0]?.map((sql) => sql.split(' ')[0]!.toLowerCase().replace(/;$/, '')), ['begin', 'with', 'commit'], `the create's transaction: ${JSON.stringify(creates[0]?.map((s) => s.slice(0, 60)))}`);
-  const progress = txOf(/^update generations g set status = v\.status, timeline = v\.timeline/);
-  t.equal(progress.length, 3, 'reserved, submitted and running: one transaction each');
-  for (const sqls of progress) t.equal(sqls.length, 3, `a progress write is BEGIN, one statement, COMMIT: ${JSON.stringify(sqls.map((s) => s.slice(0, 60)))}`);
+  const progressSql = /^update generations g set status = v\.status, timeline = v\.timeline/;
+  const progress = txOf(progressSql);
+  // Reserved is awaited before the provider is called; submitted and running are not, and share a
+  // transaction with each other or with the settlement when they are queued while a commit is in flight.
+  t.ok(progress.length >= 1 && progress.length <= 3, `reserved, submitted and running in one to three transactions: ${progress.length}`);
+  t.same(progress[0]?.map((sql) => sql.split(' ')[0]!.toLowerCase()), ['begin', 'update', 'commit'], 'reserved is BEGIN, one statement, COMMIT');
+  for (const sqls of progress) {
+    t.equal(sqls.filter((sql) => progressSql.test(sql)).length, 1, `one UPDATE for the progress of a transaction, whatever its rows: ${JSON.stringify(sqls.map((s) => s.slice(0, 60)))}`);
+    t.equal(sqls[0], 'begin');
+    t.equal(sqls.at(-1), 'commit');
+  }
   const settle = txOf(/^update generations g set status = v\.status, completed_at/);
   t.equal(settle.length, 1, 'one transaction settled the job');
   t.notOk(settle[0]?.some((sql) => /^select txid_current/.test(sql)), 'which reads its id in one of its own statements');
