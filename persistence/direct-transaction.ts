@@ -22,8 +22,8 @@ type DriverResult = { rows: unknown[]; rowCount?: number | null; command?: strin
 
 /** The driver's message writer of a pg connection (the methods pg's own Query uses to send a statement). */
 interface WireConnection {
-  parse(message: { text: string }): void;
-  bind(message: { values?: unknown[] }): void;
+  parse(message: { text: string; name?: string }): void;
+  bind(message: { statement?: string; values?: unknown[] }): void;
   describe(message: { type: 'P'; name: string }): void;
   execute(message: Record<string, never>): void;
   sync(): void;
@@ -37,6 +37,12 @@ interface Queued {
   reject: (error: unknown) => void;
 }
 
+/** Statements a connection keeps prepared (by text) beyond which further ones are sent unnamed. */
+const NAMED_PER_CONNECTION = 256;
+let statementNames = 0;
+/** Per pooled connection: the statements prepared on it, text → name. */
+const preparedOn = new WeakMap<object, Map<string, string>>();
+
 /**
  * Statements sent in one network write with pg's extended query protocol and answered with one
  * ReadyForQuery: Parse/Bind/Describe/Execute of each, then one Sync (BEGIN first, with no Describe, when
@@ -49,8 +55,15 @@ class PipelineQuery extends (pg.Query as unknown as new (config: object) => {
   handleCommandComplete(message: unknown, connection: unknown): void;
 }) {
   private beginAnswered: boolean;
+  /** The texts this query prepared first: forgotten if it fails (the server may have skipped their Parse). */
+  readonly preparedHere: string[] = [];
 
-  constructor(private readonly begin: boolean, private readonly statements: readonly Queued[], callback: (error: Error | null, result: DriverResult | DriverResult[]) => void) {
+  constructor(
+    private readonly begin: boolean,
+    private readonly statements: readonly Queued[],
+    private readonly prepared: Map<string, string>,
+    callback: (error: Error | null, result: DriverResult | DriverResult[]) => void,
+  ) {
     // pg's checks want a text: the first statement's (what the query's spans and logs show).
     super({ text: statements[0]!.text, queryMode: 'extended', callback });
     this.beginAnswered = !begin;
@@ -63,8 +76,20 @@ class PipelineQuery extends (pg.Query as unknown as new (config: object) => {
       connection.execute({});
     }
     for (const statement of this.statements) {
-      connection.parse({ text: statement.text });
-      connection.bind({ values: statement.values });
+      // A statement is parsed and planned once per connection (a named prepared statement, which the server
+      // plans generically once that costs no more), then only bound: about a third of a write's server time.
+      let name = this.prepared.get(statement.text);
+      if (name === undefined) {
+        if (this.prepared.size < NAMED_PER_CONNECTION) {
+          name = `gs_dt_${++statementNames}`;
+          this.prepared.set(statement.text, name);
+          this.preparedHere.push(statement.text);
+        } else {
+          name = '';
+        }
+        connection.parse({ text: statement.text, name });
+      }
+      connection.bind({ statement: name, values: statement.values });
       connection.describe({ type: 'P', name: '' });
       connection.execute({});
     }
@@ -192,8 +217,16 @@ export class DirectTransaction {
     const { __knexTxId } = this.connection;
     if (begin) this.client.emit('query', { __knexTxId, sql: 'begin', bindings: [], method: 'raw' });
     for (const s of statements) this.client.emit('query', { __knexTxId, sql: s.text, bindings: s.values, method: 'raw' });
-    const query = new PipelineQuery(begin, statements, (error, result) => {
+    let prepared = preparedOn.get(this.connection);
+    if (!prepared) {
+      prepared = new Map();
+      preparedOn.set(this.connection, prepared);
+    }
+    const query: PipelineQuery = new PipelineQuery(begin, statements, prepared, (error, result) => {
       if (error) {
+        // Parsed or skipped, the statements this write prepared get new names next time (one the server did
+        // parse stays, unused, until the connection closes).
+        for (const text of query.preparedHere) prepared.delete(text);
         for (const s of statements) s.reject(error);
         return;
       }

@@ -162,6 +162,15 @@ async function endToEnd(ctx: BenchContext, db: ScratchDatabase, server: ExtraSer
     await new Promise((resolve) => setTimeout(resolve, 200));
   }
   const done = rows.filter((r) => r.status === 'succeeded').map((r) => Number(r.ms)).sort((a, b) => a - b);
+  // Where the time goes: each step of the succeeded jobs' timelines (queued → reserved → submitted → running → succeeded).
+  const steps = (await db.query<{ step: string; p50: number; p99: number }>(
+    `select s.status as step, percentile_cont(0.5) within group (order by s.ms) as p50, percentile_cont(0.99) within group (order by s.ms) as p99
+       from generations g,
+       lateral (select e->>'status' as status, n,
+                       extract(epoch from ((e->>'at')::timestamptz - lag((e->>'at')::timestamptz) over (order by n))) * 1000 as ms
+                  from jsonb_array_elements(g.timeline) with ordinality as t(e, n)) s
+      where g.id = any($1) and g.status = 'succeeded' and s.ms is not null
+      group by s.status order by min(s.n)`, [run.ids])).rows;
   return {
     offered: STEADY_RATE,
     jobsPerSec: round(done.length / wallS, 1),
@@ -174,6 +183,7 @@ async function endToEnd(ctx: BenchContext, db: ScratchDatabase, server: ExtraSer
     max: quantile(done, 100),
     answerP50: quantile(run.answerMs, 50),
     answerP99: quantile(run.answerMs, 99),
+    steps: steps.map((st) => `→ ${st.step} p50 ${round(Number(st.p50), 1)} ms, p99 ${round(Number(st.p99), 1)} ms`).join('; '),
     cpuUsPerJob: cpuBefore !== undefined && cpuAfter !== undefined && done.length > 0 ? round(((cpuAfter - cpuBefore) * 1e6) / done.length, 1) : undefined,
   };
 }
@@ -242,6 +252,7 @@ function latencyScenario(mode: Mode): Scenario {
           notes: [
             `${mode.label}; one client in a closed loop over ${RATE_WORKSPACES} team-plan workspaces whose 50 job slots were taken first, jobs held (provider latency 10 minutes), so each create queues its job: ${round(rate, 1)} creates/s ÷ pgbench ${round(pgbench.tps, 1)} tps = ${(rate / pgbench.tps).toFixed(2)} (target ≥ 0.5)`,
             `create → succeeded at a steady ${STEADY_RATE} jobs/s (one team-plan workspace, local provider at zero latency, the jobs' created_at to completed_at): p50 ${e2e.p50} ms, p90 ${e2e.p90} ms, p99 ${e2e.p99} ms, max ${e2e.max} ms; ${P99_TARGET_MS} ms ÷ p99 = ${(P99_TARGET_MS / e2e.p99).toFixed(2)} (target ≥ 1); ${e2e.jobsPerSec} jobs/s done, service CPU ${e2e.cpuUsPerJob ?? '?'} µs per job`,
+            `the steps of those jobs (timeline): ${e2e.steps}`,
             `the 201 of those creates: p50 ${e2e.answerP50} ms, p99 ${e2e.answerP99} ms; ${e2e.notSucceeded} jobs did not succeed, ${e2e.createErrors} creates were refused`,
           ],
         };

@@ -175,3 +175,17 @@ t.test('a body that catches a failed statement and goes on fails all the same', 
   }), { code: '23505' });
   t.same(await idsOf('dt-caught'), [], 'nothing committed');
 });
+
+t.test('a statement whose first Parse the server skipped (an earlier one failed) is parsed again next time', { skip: db.kind !== 'postgres' && 'PGlite runs in the process' }, async (t) => {
+  for (let i = 0; i < 6; i++) {
+    const text = `select ?::int + ${i} as n`;
+    await t.rejects(DirectTransaction.run(db.em().getKnex(), (tx) => {
+      const em = emIn(tx);
+      return Promise.all([boundQuery(em, 'select no_such_column from actor_snapshots', []), boundQuery(em, text, [1])]);
+    }), { code: '42703' });
+    const rows = await DirectTransaction.run(db.em().getKnex(), (tx) => boundQuery<{ n: number }>(emIn(tx), text, [1]));
+    t.same(rows, [{ n: 1 + i }], `statement ${i} runs on the connection that skipped it`);
+    const again = await DirectTransaction.run(db.em().getKnex(), (tx) => boundQuery<{ n: number }>(emIn(tx), text, [2]));
+    t.same(again, [{ n: 2 + i }], 'and again, prepared');
+  }
+});
