@@ -48,7 +48,7 @@ export const generationActor: ActorBehavior<GenerationActorState, GenerationMess
     return { row: raw ? generationRowOf(raw) : undefined };
   },
 
-  seed: (msg) => ((msg.type === 'reserve' || msg.type === 'recover') && msg.row ? { row: msg.row } : undefined),
+  seed: (msg) => ((msg.type === 'reserve' || msg.type === 'recover' || msg.type === 'start') && msg.row ? { row: msg.row } : undefined),
 
   workspaceOf: (state) => state.row?.workspaceId,
 
@@ -77,6 +77,8 @@ export const generationActor: ActorBehavior<GenerationActorState, GenerationMess
         if (!outcome.applied) ctx.actors.tell('ws', row.workspaceId, { type: 'slot_declined', generationId: row.id });
         return outcome.result;
       }
+      case 'start':
+        return start(state, row, ctx);
       case 'cancel': {
         const outcome = await transition(state, row, { type: 'cancel', by: msg.by }, ctx);
         const reply: CancelReply = outcome.applied ? { kind: 'cancelled', generation: state.row! } : { kind: 'conflict', status: state.row!.status };
@@ -117,6 +119,26 @@ async function recover(state: GenerationActorState, row: GenerationRow, ctx: Act
     return { state, passivate: true };
   }
   return (await transition(state, row, { type: 'resume', maxAttempts: MAX_ATTEMPTS }, ctx)).result;
+}
+
+/**
+ * A job its workspace reserved in its creation's transaction (a slot was free): durable as reserved, its
+ * attempt counted, so it goes to its provider with no write of its own. Should its shard be handed over
+ * meanwhile, the next owner resumes it as after a restart; should generation be paused, it waits as a job
+ * recovered during a pause does.
+ */
+function start(state: GenerationActorState, row: GenerationRow, ctx: ActorContext): Outcome<GenerationActorState, unknown> {
+  if (row.status !== 'reserved') return { state };
+  const deps = depsOf(ctx);
+  if (deps.handingOver?.(row.workspaceId)) return { state, passivate: true };
+  if (deps.generationPaused()) {
+    ctx.actors.tell('ws', row.workspaceId, { type: 'hold_recovered', generationId: row.id });
+    return { state, passivate: true };
+  }
+  deps.metrics?.generationTransition('queued', 'reserved');
+  deps.live?.publish(row);
+  state.endProviderSpan = submit(row, ctx);
+  return { state };
 }
 
 async function providerUpdate(state: GenerationActorState, row: GenerationRow, update: ProviderUpdate, ctx: ActorContext): Promise<Outcome<GenerationActorState, unknown>> {

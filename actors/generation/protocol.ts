@@ -9,6 +9,8 @@ export type GenerationMessage =
    * so its new actor need not read it back.
    */
   | { type: 'reserve'; row?: GenerationRow }
+  /** Reserved in its creation's transaction (its workspace had a free slot): handed to its provider at once. */
+  | { type: 'start'; row: GenerationRow }
   | { type: 'cancel'; by: 'user' | 'operator' }
   /** The queue deadline timer fired. */
   | { type: 'expire' }

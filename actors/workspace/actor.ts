@@ -8,7 +8,8 @@ import { capture, emptyAccount, grant, release, reserveWithinCap, spendAt, spend
 import type { WorkspaceState } from './state.ts';
 import type { IdempotencyEntry } from './idempotency-cache.ts';
 import { writeMoney } from './money-writes.ts';
-import { creationsOf } from './creations.ts';
+import { creationsOf, reservedCreationsOf, type Creation } from './creations.ts';
+import { decide, type GenerationState, type TimelineEntry } from '../generation/state.ts';
 import { chargeKey, keyLimitsUsage, patchKeyLimits, refuseByKey, settleKey, walletCapOf, type KeyLimitsPatch } from './key-limits.ts';
 import { loadKeySpends } from './key-spend-writes.ts';
 import { readWorkspaces, workspaceStateOf, type WorkspaceRecord } from './load.ts';
@@ -185,7 +186,8 @@ function admit(
     return refuse('plan_limit_reached', `Model ${draft.modelId} is not available on the ${state.plan.name} plan.`);
   }
   const limit = state.plan.concurrentJobs * QUEUE_FACTOR;
-  if (state.active.size + state.queue.length + state.creating >= limit) {
+  // Jobs reserved at their creation are active already: the ones still being created to queue count apart.
+  if (state.active.size + state.queue.length + state.creatingQueued >= limit) {
     return refuse('plan_limit_reached', `The ${state.plan.name} plan allows ${limit} unfinished jobs at a time (${state.plan.concurrentJobs} running).`);
   }
 
@@ -226,16 +228,20 @@ function admit(
 
   // Kept with the job: it starts (perhaps after a restart) in the trace of the request that made it.
   const traceContext = captureJobContext();
-  const written = creationsOf(ctx.writer).add({
+  const creation = {
     generation,
     traceContext,
     money: { workspaceId: state.workspaceId, entries, at },
     keySpend,
     idempotency: idempotency && { key: idempotency.key, hash: idempotency.hash, expiresAt: new Date(keyExpiresAt) },
-  });
+  };
+  if (takesSlotAtCreation(state, id, draft.provider, ctx)) return createReserved(state, creation, idempotency, keyExpiresAt, ctx);
+  state.creatingQueued++;
+  const written = creationsOf(ctx.writer).add(creation);
   return written.then(
     (): CreateReply => {
       state.creating--;
+      state.creatingQueued--;
       state.queue.push(id);
       state.providerOf.set(id, draft.provider);
       state.deadlineOf.set(id, generation.queueDeadline.getTime());
@@ -251,10 +257,69 @@ function admit(
     },
     (error: unknown) => {
       state.creating--;
+      state.creatingQueued--;
       if (idempotency) state.idempotency.forget(idempotency.key);
       throw error;
     },
   );
+}
+
+/**
+ * Whether a new job takes a slot at once, reserved in its creation's transaction: the plan has a free slot,
+ * no job waits for one (queued, being created to queue, or recovered during a pause), generation runs, the
+ * shard stays here, and the job's provider has room (acquired here). Saves the job a commit of its own
+ * before its provider is called.
+ */
+function takesSlotAtCreation(state: WorkspaceState, id: string, provider: string, ctx: ActorContext): boolean {
+  const { generationPaused, handingOver, capacity } = depsOf(ctx);
+  if (state.active.size >= state.plan.concurrentJobs || state.queue.length > 0 || state.creatingQueued > 0 || state.heldRecovered.size > 0) return false;
+  if (generationPaused() || handingOver?.(state.workspaceId)) return false;
+  if (!capacity.tryAcquire(provider, id, state.workspaceId)) return false;
+  state.active.add(id);
+  return true;
+}
+
+/**
+ * A create whose job holds its slot from the start: its row is written reserved (its first attempt counted,
+ * its timeline queued then reserved), behind the workspace's last settlement, and its actor hands it to its
+ * provider once committed. The answer is the job as created, queued, as SPEC.md's first transition has it.
+ */
+function createReserved(
+  state: WorkspaceState,
+  creation: Creation,
+  idempotency: { key: string; hash: string } | undefined,
+  keyExpiresAt: number,
+  ctx: ActorContext,
+): Promise<CreateReply> {
+  const queued = creation.generation;
+  const reserved = decide(machineOfNew(queued), { type: 'reserve' }, queued.createdAt.getTime());
+  if (!reserved.ok) throw new Error(`a new job could not be reserved: ${reserved.message}`);
+  const row: GenerationRow = { ...queued, status: reserved.state.status, attempts: reserved.state.attempts, timeline: reserved.state.timeline };
+  const written = reservedCreationsOf(ctx.writer).addAfter({ ...creation, generation: row, answer: queued }, state.lastSettlement).committed;
+  return written.then(
+    (): CreateReply => {
+      state.creating--;
+      depsOf(ctx).live?.publish(queued);
+      if (idempotency) state.idempotency.remember(idempotency.key, { hash: idempotency.hash, expiresAt: keyExpiresAt, result: { status: 201, generation: queued } });
+      depsOf(ctx).metrics?.generationTransition('new', 'queued');
+      withJobContext(creation.traceContext ?? undefined, () => ctx.actors.tell('gen', row.id, { type: 'start', row }));
+      return { kind: 'created', generation: queued };
+    },
+    (error: unknown) => {
+      state.creating--;
+      state.active.delete(row.id);
+      depsOf(ctx).capacity.release(row.id);
+      if (idempotency) state.idempotency.forget(idempotency.key);
+      // The slot it held is free again.
+      ctx.actors.tell('ws', state.workspaceId, { type: 'schedule' });
+      throw error;
+    },
+  );
+}
+
+/** The state machine's view of a job just created (queued, no attempt yet). */
+function machineOfNew(row: GenerationRow): GenerationState {
+  return { status: 'queued', queueDeadline: row.queueDeadline.getTime(), attempts: 0, outputAssetIds: [], timeline: row.timeline as TimelineEntry[] };
 }
 
 async function settle(
@@ -295,7 +360,9 @@ async function settle(
     generationId, settlement, updatedAt: at, money: { workspaceId: state.workspaceId, entries: money.entries, at }, endpointIds: [],
     keySpendDeltas: keySpend,
   };
-  const written = writeSettlement(ctx.writer, row, after);
+  const added = writeSettlement(ctx.writer, row, after);
+  state.lastSettlement = added.position;
+  const written = added.committed;
   schedule(state, ctx);
   return { state, replyWhenDurable: written.then((): SettleReply => ({ settled: true, endpointIds: row.endpointIds })) };
 }

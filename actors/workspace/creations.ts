@@ -11,7 +11,10 @@ import { statusFigure, usageDay, usageUpsert } from '../../persistence/usage-rol
 
 /** What creating one generation writes: the row, its reservation, and its Idempotency-Key if it has one. */
 export interface Creation {
+  /** The row written: queued, or already reserved when its workspace had a free slot (reservedCreationsOf). */
   generation: GenerationRow;
+  /** The create's answer, kept with its Idempotency-Key: the job as created (queued). Default: `generation`. */
+  answer?: GenerationRow;
   money: MoneyChange;
   /** What the generation counts against its API key's spend (actors/workspace/key-limits.ts). */
   keySpend?: KeySpendDelta[];
@@ -55,7 +58,7 @@ async function writeCreations(em: SqlEntityManager, creations: Creation[]): Prom
   }, ...(usage ? [usage] : []), ...(keySpend ? [keySpend] : [])]);
   const keys = creations.flatMap((c) => c.idempotency ? [{
     workspace_id: c.generation.workspaceId, key: c.idempotency.key, request_hash: c.idempotency.hash, response_status: 201,
-    response_body: c.generation, created_at: c.generation.createdAt, expires_at: c.idempotency.expiresAt,
+    response_body: c.answer ?? c.generation, created_at: c.generation.createdAt, expires_at: c.idempotency.expiresAt,
   }] : []);
   if (keys.length === 0) return;
   // A key used again after it expired takes the place of its old row. One workspace never has two
@@ -70,6 +73,17 @@ async function writeCreations(em: SqlEntityManager, creations: Creation[]): Prom
      where idempotency_keys.expires_at <= excluded.created_at`,
     [JSON.stringify(keys)],
   );
+}
+
+/**
+ * The creations of jobs reserved in their creation's transaction: in the writer's own lane, each queued behind
+ * its workspace's last settlement (BulkWrite.addAfter), whose freed slot it may hold, so that no crash can
+ * leave the new job reserved and the old one still running.
+ */
+const writeReservedCreations = (em: SqlEntityManager, creations: Creation[]) => writeCreations(em, creations);
+
+export function reservedCreationsOf(writer: SnapshotWriter): BulkWrite<Creation> {
+  return bulkWriteOf(writer, writeReservedCreations);
 }
 
 /** The creations of a writer (one per service): every create of a group commit shares its statements. */

@@ -173,6 +173,8 @@ export function workspaceStateOf(record: WorkspaceRecord, ctx: ActorContext): Wo
       return job ? [[g.id, job] as const] : [];
     })),
     creating: 0,
+    creatingQueued: 0,
+    lastSettlement: 0,
     idempotency: new IdempotencyCache(),
     wallet: row
       ? {

@@ -1,5 +1,5 @@
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
-import { bulkWriteOf } from '../../persistence/bulk-write.ts';
+import { bulkWriteOf, type Added } from '../../persistence/bulk-write.ts';
 import type { SnapshotWriter } from '../../persistence/snapshot-writer.ts';
 import { writeEventDeliveries, type SettledEvent } from '../webhook/enqueue.ts';
 import { writeGenerationEvents } from '../webhook/events.ts';
@@ -86,8 +86,8 @@ function usageOf({ generationId, settlement, money }: Settlement): UsageDelta {
  * Writes a settlement with the others of its group commit; resolves once committed. `after`: the queue
  * position of its generation's last progress write (progress-writes.ts), which it must not overtake.
  */
-export function writeSettlement(writer: SnapshotWriter, settlement: Settlement, after?: number): Promise<void> {
-  return bulkWriteOf(writer, writeSettlements).addAfter(settlement, after).committed;
+export function writeSettlement(writer: SnapshotWriter, settlement: Settlement, after?: number): Added {
+  return bulkWriteOf(writer, writeSettlements).addAfter(settlement, after);
 }
 
 export type { SettledEvent };

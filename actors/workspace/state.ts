@@ -39,6 +39,13 @@ export interface WorkspaceState {
   traceOf: Map<string, JobContext>;
   /** Creations accepted but not yet committed. */
   creating: number;
+  /** Of those, the ones whose job will queue (not reserved at creation): a later create may not start before them. */
+  creatingQueued: number;
+  /**
+   * The queue position (BulkWrite) of this workspace's last settlement: a job reserved in its creation's
+   * transaction may hold the slot that settlement freed, so its creation is queued behind it.
+   */
+  lastSettlement: number;
   /** Idempotency-Keys of creates in flight, and the most recently used completed ones. */
   idempotency: IdempotencyCache;
   wallet: WalletSettings;

@@ -10,7 +10,7 @@ interface Seen { sql: string; tx: string | undefined }
  * reservation go in one statement, which also reads the transaction's id (no check statement after it).
  * Counted with knex's query events, grouped by transaction.
  */
-t.test('a durable create commits in BEGIN, one statement, COMMIT; a job\'s progress writes likewise', async (t) => {
+t.test('a durable create commits in BEGIN, one statement, COMMIT, and a job with a free slot is reserved in it', async (t) => {
   const server = await startTestServer(t, { env: { LOCAL_PROVIDER_LATENCY_MS: '0' } });
   const account = await signUp(server);
   const { key } = await createKey(server, account.cookie, account.workspaceId, ['generations.write', 'generations.read']);
@@ -49,15 +49,19 @@ t.test('a durable create commits in BEGIN, one statement, COMMIT; a job\'s progr
   t.same(creates[0]?.map((sql) => sql.split(' ')[0]!.toLowerCase().replace(/;$/, '')), ['begin', 'with', 'commit'], `the create's transaction: ${JSON.stringify(creates[0]?.map((s) => s.slice(0, 60)))}`);
   const progressSql = /^update generations g set status = v\.status, timeline = v\.timeline/;
   const progress = txOf(progressSql);
-  // Reserved is awaited before the provider is called; submitted and running are not, and share a
-  // transaction with each other or with the settlement when they are queued while a commit is in flight.
-  t.ok(progress.length >= 1 && progress.length <= 3, `reserved, submitted and running in one to three transactions: ${progress.length}`);
-  t.same(progress[0]?.map((sql) => sql.split(' ')[0]!.toLowerCase()), ['begin', 'update', 'commit'], 'reserved is BEGIN, one statement, COMMIT');
+  // A slot was free: the job was reserved in its create's transaction. Submitted and running are not
+  // awaited, and share a transaction with each other or with the settlement when queued while a commit is in flight.
+  t.ok(progress.length <= 2, `submitted and running in at most two transactions: ${progress.length}`);
   for (const sqls of progress) {
     t.equal(sqls.filter((sql) => progressSql.test(sql)).length, 1, `one UPDATE for the progress of a transaction, whatever its rows: ${JSON.stringify(sqls.map((s) => s.slice(0, 60)))}`);
-    t.equal(sqls[0], 'begin');
+    t.equal(sqls[0]!.replace(/;$/, ''), 'begin');
     t.equal(sqls.at(-1), 'commit');
   }
+  const [job] = await query<{ timeline: Array<{ status: string; at: string }>; attempts: number }>('select timeline, attempts from generations where id = ?', [created.body.id]);
+  t.same(job!.timeline.slice(0, 2).map((e) => e.status), ['queued', 'reserved'], 'queued, then reserved');
+  t.equal(job!.timeline[1]!.at, job!.timeline[0]!.at, 'reserved when created, in the same transaction');
+  t.equal(job!.attempts, 1, 'its one attempt counted');
+  t.equal(created.body.status, 'queued', 'the 201 shows the job as created');
   const settle = txOf(/^update generations g set status = v\.status, completed_at/);
   t.equal(settle.length, 1, 'one transaction settled the job');
   t.notOk(settle[0]?.some((sql) => /^select txid_current/.test(sql)), 'which reads its id in one of its own statements');
