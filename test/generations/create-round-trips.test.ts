@@ -5,6 +5,17 @@ import { createGeneration, serverQuery, TERMINAL } from './flow.ts';
 
 interface Seen { sql: string; tx: string | undefined }
 
+/** The terminal status of a job, once it has one (read from the database every `pollMs`). */
+function endOf(query: ReturnType<typeof serverQuery>, pollMs: number) {
+  return async (id: string): Promise<string> => {
+    for (;;) {
+      const [row] = await query<{ status: string }>('select status from generations where id = ?', [id]);
+      if (row && TERMINAL.includes(row.status)) return row.status;
+      await new Promise((resolve) => setTimeout(resolve, pollMs));
+    }
+  };
+}
+
 /**
  * A create is one round trip to the database besides BEGIN and COMMIT: its generation row, its usage rollup and its credit
  * reservation go in one statement, which also reads the transaction's id (no check statement after it).
@@ -77,13 +88,7 @@ t.test('a job that waited in the queue starts without reading its row back', asy
   const { key } = await createKey(server, account.cookie, account.workspaceId, ['generations.write', 'generations.read']);
   const body = { mode: 'text_to_text', model: 'local/text-mini', params: { prompt: 'wait for the slot' } };
   const query = serverQuery(server);
-  const finished = async (id: string) => {
-    for (;;) {
-      const [row] = await query<{ status: string }>('select status from generations where id = ?', [id]);
-      if (row && TERMINAL.includes(row.status)) return row.status;
-      await new Promise((resolve) => setTimeout(resolve, 10));
-    }
-  };
+  const finished = endOf(query, 10);
   // The workspace's actor loaded first, by a job run to its end.
   const first = await createGeneration(server, key, account.workspaceId, body);
   t.equal(await finished(first.body.id), 'succeeded');
@@ -121,13 +126,7 @@ t.test('a settlement is two round trips: its statements with BEGIN, then COMMIT'
   const { key } = await createKey(server, account.cookie, account.workspaceId, ['generations.write', 'generations.read']);
   const body = { mode: 'text_to_text', model: 'local/text-mini', params: { prompt: 'count my round trips' } };
   const query = serverQuery(server);
-  const finished = async (id: string) => {
-    for (;;) {
-      const [row] = await query<{ status: string }>('select status from generations where id = ?', [id]);
-      if (row && TERMINAL.includes(row.status)) return row.status;
-      await new Promise((resolve) => setTimeout(resolve, 5));
-    }
-  };
+  const finished = endOf(query, 5);
   const first = await createGeneration(server, key, account.workspaceId, body);
   t.equal(await finished(first.body.id), 'succeeded');
 
