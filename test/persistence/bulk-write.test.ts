@@ -111,3 +111,24 @@ t.test('boundQuery runs in the transaction of the entity manager it is given', a
   t.same(await ids(kind), [], 'rolled back with the transaction');
   await writer.close();
 });
+
+t.test('addAfter: a row that must follow another kind\'s unit never joins a gathering queued before it', async (t) => {
+  const writer = new SnapshotWriter(db, options({ windowMs: 20 }));
+  const order: string[] = [];
+  const recording = (name: string) => async (_em: SqlEntityManager, rows: string[]) => { order.push(`${name}:${rows.join(',')}`); };
+  const settlements = new BulkWrite<string>(writer, recording('settle'));
+  const creations = new BulkWrite<string>(writer, recording('create'));
+  // A creation gathering opens first; then a settlement queues behind it.
+  const early = creations.addAfter('c1');
+  const settled = settlements.addAfter('s1');
+  t.ok(settled.position > early.position, 'gatherings are numbered in queue order');
+  // A creation that may hold the slot s1 frees must not commit before s1: it starts a gathering of its own.
+  const late = creations.addAfter('c2', settled.position);
+  t.ok(late.position > settled.position, 'queued behind the settlement');
+  // One with no such constraint joins the open gathering, the newest.
+  const joined = creations.addAfter('c3');
+  t.equal(joined.position, late.position, 'later rows join the newest gathering');
+  await Promise.all([early.committed, settled.committed, late.committed, joined.committed]);
+  t.same(order, ['create:c1', 'settle:s1', 'create:c2,c3'], 'units run in queue order');
+  await writer.close();
+});
