@@ -115,7 +115,7 @@ function noop(): void {}
  * of strict units (SnapshotWriter), which write only through statements: measured on PostgreSQL, an ORM
  * transaction around one statement cost about 1.3 ms of CPU, this one about 0.4 ms.
  *
- * On PostgreSQL the statements are pipelined: every statement asked for in the same turn of the event loop
+ * On PostgreSQL the statements are pipelined: every statement asked for before the running code yields
  * (before any of them is awaited: `Promise.all`, or calls made without `await` between them) goes in one
  * network write and costs one round trip together (PipelineQuery), and BEGIN goes with the first of them.
  * A transaction of one statement is two round trips; a settlement's five or six statements are two too.
@@ -129,7 +129,7 @@ function noop(): void {}
 export class DirectTransaction {
   /** BEGIN not yet sent: it goes with the first statement. */
   private beginPending = true;
-  /** Statements asked for in this turn of the event loop, sent together at its end (PostgreSQL). */
+  /** Statements asked for since the last send, sent together once the code now running yields (a microtask; PostgreSQL). */
   private queued: Queued[] = [];
   /** The last statement sent (PGlite, which runs them one at a time in the order asked). */
   private tail: Promise<unknown> = Promise.resolve();

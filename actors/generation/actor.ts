@@ -215,6 +215,8 @@ async function transition(
     updatedAt: at,
   };
 
+  // Submitted and running are shown to streams by their own commit's callback, not below.
+  let shownOnCommit = false;
   if (isTerminal(next.status)) {
     const money = decision.effects.some((e) => e.type === 'capture_credits') ? 'capture' : 'release';
     // The event's webhook deliveries commit with the terminal state (SPEC.md section 6).
@@ -249,6 +251,7 @@ async function transition(
       // lane), and its settlement is queued behind them. Streams see each once committed; a crash before
       // then finds the job as last committed, and resumes it as any job in flight.
       state.progressAt = written.position;
+      shownOnCommit = true;
       const live = depsOf(ctx).live;
       void woken.then(() => live?.publish(updated), (error: unknown) => {
         ctx.logger.warn({ err: error, generationId: row.id, status: next.status }, 'a progress write failed: the job goes on, its settlement writes its whole timeline');
@@ -262,7 +265,7 @@ async function transition(
   }
   depsOf(ctx).metrics?.generationTransition(row.status, next.status);
   // Committed (the progress write, or the settlement the workspace actor answered): streams may show it.
-  if (state.progressAt === undefined || isTerminal(next.status)) depsOf(ctx).live?.publish(updated);
+  if (!shownOnCommit) depsOf(ctx).live?.publish(updated);
   for (const effect of decision.effects) perform(effect, state, updated, ctx);
   return { applied: true, result: { state, passivate: isTerminal(next.status) } };
 }
