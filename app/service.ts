@@ -110,11 +110,11 @@ export async function startService(options: StartOptions): Promise<RunningServic
   if (engine === 'uws-fallback' && !config.allowUwsFallback) {
     throw new StartupError('uWebSockets.js could not load its native addon and fell back to its slow pure-Node emulation; set ALLOW_UWS_FALLBACK=true to run on it anyway.');
   }
-  const telemetry = startTelemetry(config.telemetry, { exporter: options.spanExporter, serviceVersion: packageJson.version });
+  const telemetry = await startTelemetry(config.telemetry, { exporter: options.spanExporter, serviceVersion: packageJson.version });
   const logger = createLogger(config.logLevel, options.logDestination);
   const clock = options.clock ?? systemClock;
   const db = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, pglite: options.pglite });
-  const metrics = startMetrics(config.metrics, { serviceName: config.telemetry.serviceName, version: packageJson.version, logger });
+  const metrics = await startMetrics(config.metrics, { serviceName: config.telemetry.serviceName, version: packageJson.version, logger });
   metrics?.observe({ pool: () => poolCounts(db), activeGenerations: () => activeGenerationCounts(db), pendingDeliveries: () => pendingDeliveryCount(db) });
   const cluster = config.cluster;
   // Cluster mode: every batch of actor writes is fenced on the shard leases its actors run under.

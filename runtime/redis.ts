@@ -1,4 +1,4 @@
-import { createClient } from 'redis';
+import type { createClient } from 'redis';
 import type { Logger } from './logger.ts';
 
 export type RedisClient = ReturnType<typeof createClient>;
@@ -10,6 +10,8 @@ const CONNECT_TIMEOUT_MS = 5_000;
  * so a Redis outage shows as errors the callers handle, not as hung requests.
  */
 export async function connectRedis(url: string, logger: Logger): Promise<RedisClient> {
+  // Loaded on first use: without REDIS_URL the client (about 550 modules) is never needed.
+  const { createClient } = await import('redis');
   const client = createClient({
     url,
     disableOfflineQueue: true,

@@ -1,6 +1,6 @@
 /**
  * The tracing work of one request, in isolation from the server: `node --import tsx bench/micro/span-cost.ts`.
- * The SDK is started as the service starts it (runtime/telemetry.ts: batch processor, OTLP exporter made to
+ * The SDK is started as the service starts it (runtime/telemetry-sdk.ts: batch processor, OTLP exporter made to
  * drop what it gets, as bench/servers/noop-trace-export.ts does), and each step is timed in a loop (CPU µs per
  * call, the last of three rounds). What it shows is the floor the SDK sets: a span started and ended, nothing
  * else, costs more than the rest of the request's tracing together.
@@ -10,7 +10,7 @@ import { ROOT_CONTEXT, SpanKind, trace } from '@opentelemetry/api';
 import { runInRequest } from '../../runtime/request-scope.ts';
 import { startTelemetry } from '../../runtime/telemetry.ts';
 
-const telemetry = startTelemetry({
+const telemetry = await startTelemetry({
   tracesExporter: 'otlp', otlpEndpoint: 'http://127.0.0.1:9/v1/traces', otlpProtocol: 'http/protobuf', otlpHeaders: {},
   serviceName: 'span-cost', sampler: { name: 'parentbased_always_on', ratio: 1 },
 });

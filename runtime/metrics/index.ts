@@ -2,9 +2,6 @@ import http from 'node:http';
 import type { Meter } from '@opentelemetry/api';
 import { MeterProvider, PeriodicExportingMetricReader, type IMetricReader, type PushMetricExporter as Pushed } from '@opentelemetry/sdk-metrics';
 import { PrometheusExporter } from '@opentelemetry/exporter-prometheus';
-import { OTLPMetricExporter as OtlpJsonExporter } from '@opentelemetry/exporter-metrics-otlp-http';
-import { OTLPMetricExporter as OtlpProtobufExporter } from '@opentelemetry/exporter-metrics-otlp-proto';
-import { OTLPMetricExporter as OtlpGrpcExporter } from '@opentelemetry/exporter-metrics-otlp-grpc';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import type { MetricsConfig } from '../config.ts';
 import type { Logger } from '../logger.ts';
@@ -51,7 +48,8 @@ export class Metrics {
   private server: http.Server | undefined;
   private sources: MetricSources | undefined;
 
-  constructor(private readonly config: MetricsConfig, private readonly options: MetricsOptions) {
+  /** `pushed`: the OTLP exporter when config.exporters has 'otlp' (startMetrics loads and makes it). */
+  constructor(private readonly config: MetricsConfig, private readonly options: MetricsOptions, pushed?: Pushed) {
     // The hot-path histograms (histograms.ts) are collected by every reader beside the SDK's instruments.
     const histograms = new HistogramSet({ name: 'generation-service', version: options.version });
     const readers: IMetricReader[] = [];
@@ -59,9 +57,9 @@ export class Metrics {
       this.prometheus = new PrometheusExporter({ preventServerStart: true, withoutScopeInfo: true, metricProducers: [histograms] });
       readers.push(this.prometheus);
     }
-    if (config.exporters.includes('otlp')) {
+    if (pushed) {
       readers.push(new PeriodicExportingMetricReader({
-        exporter: otlpExporter(config), exportIntervalMillis: config.exportIntervalMs, exportTimeoutMillis: config.exportTimeoutMs, metricProducers: [histograms],
+        exporter: pushed, exportIntervalMillis: config.exportIntervalMs, exportTimeoutMillis: config.exportTimeoutMs, metricProducers: [histograms],
       }));
     }
     this.provider = new MeterProvider({
@@ -129,16 +127,26 @@ export class Metrics {
 }
 
 /** The metrics of the service, or undefined when OTEL_METRICS_EXPORTER=none. */
-export function startMetrics(config: MetricsConfig, options: MetricsOptions): Metrics | undefined {
+export async function startMetrics(config: MetricsConfig, options: MetricsOptions): Promise<Metrics | undefined> {
   if (config.exporters.length === 0) return undefined;
-  return new Metrics(config, options);
+  return new Metrics(config, options, config.exporters.includes('otlp') ? await otlpExporter(config) : undefined);
 }
 
-function otlpExporter(config: MetricsConfig): Pushed {
+/** The OTLP exporter of the configured protocol, its package loaded only then (each pulls in a transport). */
+async function otlpExporter(config: MetricsConfig): Promise<Pushed> {
   const options = { url: config.otlpEndpoint, timeoutMillis: config.exportTimeoutMs };
   switch (config.otlpProtocol) {
-    case 'grpc': return new OtlpGrpcExporter({ ...options, metadata: grpcMetadata(config.otlpHeaders) });
-    case 'http/json': return new OtlpJsonExporter({ ...options, headers: config.otlpHeaders });
-    case 'http/protobuf': return new OtlpProtobufExporter({ ...options, headers: config.otlpHeaders });
+    case 'grpc': {
+      const { OTLPMetricExporter } = await import('@opentelemetry/exporter-metrics-otlp-grpc');
+      return new OTLPMetricExporter({ ...options, metadata: grpcMetadata(config.otlpHeaders) });
+    }
+    case 'http/json': {
+      const { OTLPMetricExporter } = await import('@opentelemetry/exporter-metrics-otlp-http');
+      return new OTLPMetricExporter({ ...options, headers: config.otlpHeaders });
+    }
+    case 'http/protobuf': {
+      const { OTLPMetricExporter } = await import('@opentelemetry/exporter-metrics-otlp-proto');
+      return new OTLPMetricExporter({ ...options, headers: config.otlpHeaders });
+    }
   }
 }
