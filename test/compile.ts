@@ -6,7 +6,7 @@
  * directory finds what it finds in the repository. Last it writes `.build/.taprc`: the package's tap
  * configuration, for the compiled files and without the tsx loader.
  *
- * Why (docs/testing.md): with a loader's hooks registered, Node 20 sends each module it loads to the hooks'
+ * Why (README.md, Tests): with a loader's hooks registered, Node 20 sends each module it loads to the hooks'
  * thread and back; for the service's module graph (about 300 of our files, 2,000 of its dependencies') that
  * cost each test process about 4 s of CPU more than loading the same graph compiled.
  * `npx tap test/x.test.ts` still runs a file from its source through tsx.
