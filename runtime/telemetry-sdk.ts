@@ -46,7 +46,7 @@ export function startTracing(config: Config['telemetry'], options: TelemetryOpti
   const processors: SpanProcessor[] = [];
   if (options.exporter) processors.push(new SimpleSpanProcessor(options.exporter));
   else if (config.tracesExporter === 'otlp') processors.push(new BatchSpanProcessor(otlpExporter(config)));
-  else processors.push(new SimpleSpanProcessor(new ConsoleSpanExporter()));
+  else if (config.tracesExporter === 'console') processors.push(new SimpleSpanProcessor(new ConsoleSpanExporter()));
   const instrumentations = clientInstrumentations();
   // Traces only: left unset, metricReaders and logRecordProcessors default to OTLP exporters aimed at
   // localhost:4318, which nothing here configured.

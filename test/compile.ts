@@ -17,7 +17,7 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
-export const OUT = path.join(ROOT, '.build');
+const OUT = path.join(ROOT, '.build');
 /** Not mirrored: the output itself, git's data, and what tests and tap write while they run. */
 const SKIP = new Set(['.build', '.git', '.data', '.tap', 'coverage']);
 
