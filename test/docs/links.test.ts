@@ -1,8 +1,8 @@
 import t from 'tap';
 import fs from 'node:fs';
 import path from 'node:path';
-import { REPOSITORY as ROOT } from '../helpers/repository.ts';
 
+const ROOT = path.resolve(import.meta.dirname, '..', '..');
 const DOCS = path.join(ROOT, 'docs');
 const pages = fs.readdirSync(DOCS).filter((file) => file.endsWith('.md')).map((file) => path.join(DOCS, file));
 const sources = [path.join(ROOT, 'README.md'), path.join(ROOT, 'client/README.md'), ...pages];

@@ -1,8 +1,8 @@
 import t from 'tap';
 import fs from 'node:fs';
 import path from 'node:path';
-import { REPOSITORY as ROOT } from '../helpers/repository.ts';
 
+const ROOT = path.resolve(import.meta.dirname, '..', '..');
 const doc = fs.readFileSync(path.join(ROOT, 'docs/observability.md'), 'utf8');
 const dashboard = JSON.parse(fs.readFileSync(path.join(ROOT, 'docs/grafana-dashboard.json'), 'utf8')) as { panels: Array<{ targets?: Array<{ expr: string }> }> };
 const source = fs.readdirSync(path.join(ROOT, 'runtime/metrics')).map((file) => fs.readFileSync(path.join(ROOT, 'runtime/metrics', file), 'utf8')).join('\n');

@@ -8,7 +8,7 @@ import { DEFAULT_SWITCH_POLL_MS } from '../../runtime/switches.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
 import { freshDatabaseUrl } from '../helpers/database.ts';
 import { createKey, signUp } from '../helpers/identity.ts';
-import { ROOT, scriptArgs } from '../fixtures/child.ts';
+import { ROOT } from '../fixtures/child.ts';
 import { get } from './support.ts';
 
 interface Ran {
@@ -17,9 +17,9 @@ interface Ran {
   stderr: string;
 }
 
-/** `npm run ops -- …` as a child process (app/ops.ts, scriptArgs) with exactly this environment. */
+/** `npm run ops -- …` as a child process (node --import tsx app/ops.ts …) with exactly this environment. */
 function ops(args: string[], env: Record<string, string>): { done: Promise<Ran>; finished: () => boolean } {
-  const child = spawn(process.execPath, [...scriptArgs('app/ops.ts'), ...args], {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'app/ops.ts', ...args], {
     cwd: ROOT, env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', LOG_LEVEL: 'silent', ...env }, stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stdout = '';

@@ -6,7 +6,7 @@ import { newId } from '../../persistence/ids.ts';
 import { startTestServer } from '../helpers/server.ts';
 import { durableStorage } from '../helpers/database.ts';
 import { createKey, signUp } from '../helpers/identity.ts';
-import { ROOT, scriptArgs } from '../fixtures/child.ts';
+import { ROOT } from '../fixtures/child.ts';
 import { generationRow, insertGenerations } from './support.ts';
 import { cancelGeneration, createGeneration, getGeneration, moneyOf, serverQuery, waitFor } from './flow.ts';
 
@@ -14,7 +14,7 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** `npm run ops -- <args>` as a child process, moving the server's clock meanwhile so its poll (and mailbox) runs. */
 async function ops(clock: ManualClock, args: string[], env: Record<string, string>): Promise<{ code: number | null; stderr: string }> {
-  const child = spawn(process.execPath, [...scriptArgs('app/ops.ts'), ...args], {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'app/ops.ts', ...args], {
     cwd: ROOT, env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', LOG_LEVEL: 'silent', ...env }, stdio: ['ignore', 'ignore', 'pipe'],
   });
   let stderr = '';

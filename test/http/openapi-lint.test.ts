@@ -3,9 +3,10 @@ import { execFile } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { sharedTestServer } from '../helpers/server.ts';
-import { REPOSITORY as ROOT } from '../helpers/repository.ts';
 
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const BIN = path.join(ROOT, 'node_modules', '.bin');
 /** The lint budget of the served document: no errors, and at most this many warnings from both linters together. */
 const MAX_WARNINGS = 10;

@@ -1,9 +1,10 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import ts from 'typescript';
-import { REPOSITORY as ROOT } from '../helpers/repository.ts';
 
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 
 /** The layers, top first: a file imports from its own layer or one below it, never above, never outside. */
 const LAYERS = ['app', 'http', 'actors', 'providers', 'runtime', 'persistence', 'domain'];
