@@ -123,14 +123,14 @@ async function recover(state: GenerationActorState, row: GenerationRow, ctx: Act
 
 /**
  * A job its workspace reserved in its creation's transaction (a slot was free): durable as reserved, its
- * attempt counted, so it goes to its provider with no write of its own. Should its shard be handed over
- * meanwhile, the next owner resumes it as after a restart; should generation be paused, it waits as a job
- * recovered during a pause does.
+ * attempt counted, so it goes to its provider with no write of its own. It goes even when its shard has
+ * begun to drain since: its slot was taken before, and the drain counts a reserved job as in flight and
+ * waits for it to end (left reserved here, it would hold the drain, and so the handover, until the drain's
+ * deadline). Should generation be paused, it waits as a job recovered during a pause does.
  */
 function start(state: GenerationActorState, row: GenerationRow, ctx: ActorContext): Outcome<GenerationActorState, unknown> {
   if (row.status !== 'reserved') return { state };
   const deps = depsOf(ctx);
-  if (deps.handingOver?.(row.workspaceId)) return { state, passivate: true };
   if (deps.generationPaused()) {
     ctx.actors.tell('ws', row.workspaceId, { type: 'hold_recovered', generationId: row.id });
     return { state, passivate: true };

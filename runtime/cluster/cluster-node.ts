@@ -251,7 +251,9 @@ export class ClusterNode extends EventEmitter<ClusterNodeEvents> {
     for (const lease of leases) {
       if (this.held.get(lease.shard) !== lease) continue;
       if (renewed.has(`${lease.shard}:${lease.epoch}`)) lease.deadline = sentAt + this.options.leaseMs;
-      else this.lose(lease, 'lease-lost');
+      // A shard being given up may have been handed over between this renewal's read and now: its handover
+      // says what became of it (handed over, released or lost), and its local deadline still bounds it.
+      else if (!this.handingOver.has(lease.shard)) this.lose(lease, 'lease-lost');
     }
   }
 

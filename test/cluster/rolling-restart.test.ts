@@ -51,6 +51,7 @@ t.test('rolling restart of three nodes under load: no create lost, none executed
     return { workspaceId: user.workspaceId, key };
   }));
   let stop = false;
+  t.teardown(() => { stop = true; }); // a failed step ends the load too, rather than leave it running to the file's timeout
   let unavailable = 0;
   let refusedConnections = 0;
   let capRefusals = 0;

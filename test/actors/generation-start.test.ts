@@ -1,0 +1,72 @@
+import t from 'tap';
+import { trace } from '@opentelemetry/api';
+import { ActorDirectory } from '../../runtime/actor-directory.ts';
+import { systemClock } from '../../runtime/clock.ts';
+import { createLogger } from '../../runtime/logger.ts';
+import { openDatabase } from '../../persistence/database.ts';
+import { SnapshotWriter } from '../../persistence/snapshot-writer.ts';
+import { generationRowOf } from '../../persistence/entities/generation.ts';
+import { generationActor } from '../../actors/generation/actor.ts';
+import { ProviderRegistry, type ProviderJob } from '../../providers/provider.ts';
+
+/**
+ * A job reserved in its creation's transaction goes to its provider when its workspace says start, also
+ * once its shard has begun to drain: the drain counts a reserved job as in flight and waits for it, so a
+ * job left reserved would hold the handover back until the drain's deadline. While generation is paused
+ * it waits instead, its workspace told to hold it.
+ */
+t.test('a job reserved at its creation starts while its shard drains; it waits while generation is paused', async (t) => {
+  const db = await openDatabase({ databaseUrl: 'memory://', dataDir: '.data/test' });
+  const writer = new SnapshotWriter(db, { windowMs: 5, maxBatch: 100, tracer: trace.getTracer('test') });
+  const actors = new ActorDirectory({ clock: systemClock, logger: createLogger('silent'), db, writer, tracer: trace.getTracer('test'), tracing: false, idleMs: 60_000 });
+  t.teardown(async () => {
+    await actors.stop();
+    await writer.close();
+    await db.close();
+  });
+  const submitted: string[] = [];
+  const told: string[] = [];
+  let paused = false;
+  actors.register({
+    kind: 'ws',
+    load: async () => ({}),
+    async receive(state, msg: { type: string; generationId?: string }, ctx) {
+      told.push(`${ctx.id}:${msg.type}:${msg.generationId}`);
+      return { state };
+    },
+  });
+  actors.register(generationActor);
+  actors.provideDeps({
+    providers: new ProviderRegistry().add({
+      name: 'local',
+      async submit(job: ProviderJob) {
+        submitted.push(job.generationId);
+        return { providerJobId: `p_${job.generationId}` };
+      },
+      cancel() {},
+    }),
+    inputs: { resolve: async () => ({}) },
+    generationPaused: () => paused,
+    handingOver: () => true,
+  });
+  const em = db.em();
+  await em.execute(`insert into workspaces (id, name, plan, created_at, updated_at) values ('ws_1', 'ws_1', 'pro', now(), now())`);
+  const reserved = async (id: string) => {
+    await em.execute(
+      `insert into generations (id, workspace_id, mode, model_id, status, attempts, params, inputs, payment_mode, credits, provider, timeline, queue_deadline, created_at, updated_at)
+       values (?, 'ws_1', 'text_to_text', 'local/text-mini', 'reserved', 1, '{}', '{}', 'credits', 1, 'local', '[]', now() + interval '10 minutes', now(), now())`, [id]);
+    const [raw] = await em.execute<Record<string, unknown>[]>('select * from generations where id = ?', [id]);
+    return generationRowOf(raw!);
+  };
+
+  actors.tell('gen', 'gen_1', { type: 'start', row: await reserved('gen_1') });
+  await actors.drain();
+  for (let i = 0; i < 100 && submitted.length === 0; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+  t.same(submitted, ['gen_1'], 'handed to its provider although its shard is draining');
+
+  paused = true;
+  actors.tell('gen', 'gen_2', { type: 'start', row: await reserved('gen_2') });
+  await actors.drain();
+  t.same(submitted, ['gen_1'], 'not while generation is paused');
+  t.ok(told.includes('ws_1:hold_recovered:gen_2'), 'its workspace holds it until the stop is lifted');
+});
