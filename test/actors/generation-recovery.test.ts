@@ -1,12 +1,8 @@
 import t from 'tap';
-import { trace } from '@opentelemetry/api';
-import { ActorDirectory } from '../../runtime/actor-directory.ts';
 import type { ActorBehavior } from '../../runtime/actor-behavior.ts';
 import { systemClock } from '../../runtime/clock.ts';
-import { createLogger } from '../../runtime/logger.ts';
-import { openDatabase } from '../../persistence/database.ts';
-import { SnapshotWriter } from '../../persistence/snapshot-writer.ts';
 import { generationRecovery } from '../../actors/generation/recovery.ts';
+import { actorTestbed } from '../helpers/actors.ts';
 
 /**
  * What the recovery of unfinished generations asks of the actors (probe kinds in place of the real ones):
@@ -14,14 +10,7 @@ import { generationRecovery } from '../../actors/generation/recovery.ts';
  * loads it with its deadline, so thousands of queued jobs cost no actor each.
  */
 t.test('recovery resumes the jobs in flight, and wakes the workspaces without an actor per queued job', async (t) => {
-  const db = await openDatabase({ databaseUrl: 'memory://', dataDir: '.data/test' });
-  const writer = new SnapshotWriter(db, { windowMs: 5, maxBatch: 100, tracer: trace.getTracer('test') });
-  const actors = new ActorDirectory({ clock: systemClock, logger: createLogger('silent'), db, writer, tracer: trace.getTracer('test'), tracing: false, idleMs: 60_000 });
-  t.teardown(async () => {
-    await actors.stop();
-    await writer.close();
-    await db.close();
-  });
+  const { db, actors } = await actorTestbed(t);
   const seen: string[] = [];
   const probe = (kind: string): ActorBehavior<object, { type: string }, unknown> => ({
     kind,

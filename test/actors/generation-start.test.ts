@@ -1,13 +1,8 @@
 import t from 'tap';
-import { trace } from '@opentelemetry/api';
-import { ActorDirectory } from '../../runtime/actor-directory.ts';
-import { systemClock } from '../../runtime/clock.ts';
-import { createLogger } from '../../runtime/logger.ts';
-import { openDatabase } from '../../persistence/database.ts';
-import { SnapshotWriter } from '../../persistence/snapshot-writer.ts';
 import { generationRowOf } from '../../persistence/entities/generation.ts';
 import { generationActor } from '../../actors/generation/actor.ts';
 import { ProviderRegistry, type ProviderJob } from '../../providers/provider.ts';
+import { actorTestbed } from '../helpers/actors.ts';
 
 /**
  * A job reserved in its creation's transaction goes to its provider when its workspace says start, also
@@ -16,14 +11,7 @@ import { ProviderRegistry, type ProviderJob } from '../../providers/provider.ts'
  * it waits instead, its workspace told to hold it.
  */
 t.test('a job reserved at its creation starts while its shard drains; it waits while generation is paused', async (t) => {
-  const db = await openDatabase({ databaseUrl: 'memory://', dataDir: '.data/test' });
-  const writer = new SnapshotWriter(db, { windowMs: 5, maxBatch: 100, tracer: trace.getTracer('test') });
-  const actors = new ActorDirectory({ clock: systemClock, logger: createLogger('silent'), db, writer, tracer: trace.getTracer('test'), tracing: false, idleMs: 60_000 });
-  t.teardown(async () => {
-    await actors.stop();
-    await writer.close();
-    await db.close();
-  });
+  const { db, actors } = await actorTestbed(t);
   const submitted: string[] = [];
   const told: string[] = [];
   let paused = false;

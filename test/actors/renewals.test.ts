@@ -1,28 +1,18 @@
 import t from 'tap';
-import { trace } from '@opentelemetry/api';
-import { ActorDirectory } from '../../runtime/actor-directory.ts';
 import type { ActorBehavior } from '../../runtime/actor-behavior.ts';
 import { ManualClock } from '../../runtime/clock.ts';
 import { createLogger } from '../../runtime/logger.ts';
-import { openDatabase } from '../../persistence/database.ts';
-import { SnapshotWriter } from '../../persistence/snapshot-writer.ts';
 import { RenewalScheduler, type RenewReply } from '../../actors/billing/renewals.ts';
+import { actorTestbed } from '../helpers/actors.ts';
 
 /**
  * Cluster mode: a shard lost takes its subscriptions' renewal timers with it (the next owner schedules
  * them when it gains the shard); the timers of the workspaces still run here fire as before.
  */
 t.test('cancelWhere drops the renewal timers of the matching workspaces only', async (t) => {
-  const db = await openDatabase({ databaseUrl: 'memory://', dataDir: '.data/test' });
-  const writer = new SnapshotWriter(db, { windowMs: 5, maxBatch: 100, tracer: trace.getTracer('test') });
   const clock = new ManualClock();
   const logger = createLogger('silent');
-  const actors = new ActorDirectory({ clock, logger, db, writer, tracer: trace.getTracer('test'), tracing: false, idleMs: 60_000 });
-  t.teardown(async () => {
-    await actors.stop();
-    await writer.close();
-    await db.close();
-  });
+  const { db, actors } = await actorTestbed(t, { clock });
   // A workspace kind that notes each renewal asked of it and ends the subscription.
   const renewed: string[] = [];
   const ws: ActorBehavior<object, { type: 'renew'; subscriptionId: string }, RenewReply> = {

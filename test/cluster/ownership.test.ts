@@ -1,14 +1,10 @@
 import t from 'tap';
-import { trace } from '@opentelemetry/api';
-import { ActorDirectory, ShardNotOwnedError } from '../../runtime/actor-directory.ts';
+import { ShardNotOwnedError } from '../../runtime/actor-directory.ts';
 import type { ActorBehavior } from '../../runtime/actor-behavior.ts';
-import { systemClock } from '../../runtime/clock.ts';
-import { createLogger } from '../../runtime/logger.ts';
-import { openDatabase } from '../../persistence/database.ts';
-import { SnapshotWriter } from '../../persistence/snapshot-writer.ts';
 import { bulkWriteOf } from '../../persistence/bulk-write.ts';
 import type { Lease } from '../../persistence/cluster/leases.ts';
 import { FencedOutError } from '../../persistence/cluster/fence.ts';
+import { actorTestbed } from '../helpers/actors.ts';
 
 /**
  * The directory in cluster mode, on PGlite with a recording fence: an actor runs only while its
@@ -16,18 +12,11 @@ import { FencedOutError } from '../../persistence/cluster/fence.ts';
  * batch's fence with that lease.
  */
 t.test('actors run only for owned workspaces, and their writes carry the lease to the fence', async (t) => {
-  const db = await openDatabase({ databaseUrl: 'memory://', dataDir: '.data/test' });
   const fenced: Lease[][] = [];
-  const writer = new SnapshotWriter(db, { windowMs: 5, maxBatch: 100, tracer: trace.getTracer('test'), fence: async (_em, claims) => { fenced.push(claims); } });
   const leases = new Map<string, Lease>([['w1', { shard: 1, epoch: 7 }], ['w2', { shard: 2, epoch: 3 }]]);
-  const actors = new ActorDirectory({
-    clock: systemClock, logger: createLogger('silent'), db, writer, tracer: trace.getTracer('test'), tracing: false, idleMs: 60_000,
+  const { writer, actors } = await actorTestbed(t, {
+    fence: async (_em, claims) => { fenced.push(claims); },
     ownership: { claimFor: (workspaceId) => leases.get(workspaceId) },
-  });
-  t.teardown(async () => {
-    await actors.stop();
-    await writer.close();
-    await db.close();
   });
   const rows = bulkWriteOf<number>(writer, async (em) => { await em.execute('select 1'); });
   const ws: ActorBehavior<{ n: number }, { type: 'write' | 'bulk' }, number> = {
@@ -79,17 +68,10 @@ t.test('actors run only for owned workspaces, and their writes carry the lease t
 });
 
 t.test('a write fenced out (the shard moved on before it committed) is answered as a shard not owned, not as a crash', async (t) => {
-  const db = await openDatabase({ databaseUrl: 'memory://', dataDir: '.data/test' });
   // The database refuses the batch's claims, as cluster_fence does once another node holds the shard.
-  const writer = new SnapshotWriter(db, { windowMs: 5, maxBatch: 100, tracer: trace.getTracer('test'), fence: async (_em, claims) => { throw new FencedOutError('me', claims); } });
-  const actors = new ActorDirectory({
-    clock: systemClock, logger: createLogger('silent'), db, writer, tracer: trace.getTracer('test'), tracing: false, idleMs: 60_000,
+  const { actors } = await actorTestbed(t, {
+    fence: async (_em, claims) => { throw new FencedOutError('me', claims); },
     ownership: { claimFor: () => ({ shard: 1, epoch: 7 }) },
-  });
-  t.teardown(async () => {
-    await actors.stop();
-    await writer.close();
-    await db.close();
   });
   const ws: ActorBehavior<object, { type: 'inline' | 'deferred' }, string> = {
     kind: 'ws',
