@@ -1,13 +1,12 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { MikroORM } from '@mikro-orm/core';
-import { Migrator } from '@mikro-orm/migrations';
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { PGlite } from '@electric-sql/pglite';
 import { tracePglite } from './traced-pglite.ts';
 import pg from 'pg';
 import { entities } from './entities/index.ts';
-import { migrations } from './migrations/index.ts';
+import { MIGRATION_NAMES } from './migrations/names.ts';
 import { BoundPGliteDriver, BoundPostgreSqlDriver } from './bound-connection.ts';
 
 export type DatabaseKind = 'pglite' | 'postgres';
@@ -39,8 +38,8 @@ export interface DatabaseOptions {
 export async function openDatabase(options: DatabaseOptions): Promise<Database> {
   const common = {
     entities,
-    extensions: [Migrator],
-    migrations: { migrationsList: migrations, transactional: true, allOrNothing: true, snapshot: false, silent: true },
+    // The list of migrations is given, with the migrator, only when one is missing (bringUpToDate below).
+    migrations: { transactional: true, allOrNothing: true, snapshot: false, silent: true },
     discovery: { warnWhenNoEntities: false },
     allowGlobalContext: false,
     debug: false,
@@ -76,9 +75,7 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
   }
 
   try {
-    if (options.migrate === false) { /* migrated by the caller's main pool */ }
-    else if (kind === 'postgres') await underMigrationLock(options.databaseUrl!, () => orm.getMigrator().up());
-    else await orm.getMigrator().up();
+    if (options.migrate !== false) await bringUpToDate(orm, kind === 'postgres' ? options.databaseUrl! : undefined);
   } catch (error) {
     await orm.close(true);
     await pglite?.close();
@@ -97,6 +94,30 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
       await pglite?.close();
     },
   };
+}
+
+/**
+ * Applies the migrations missing from the database. A database already up to date (every start but the
+ * first after an upgrade) is told by one read of the migrations table: the migrator and the migrations'
+ * classes (umzug and its dependencies, some 300 modules) are loaded only when there is something to apply.
+ * On PostgreSQL, under the migration lock.
+ */
+async function bringUpToDate(orm: MikroORM, postgresUrl: string | undefined): Promise<void> {
+  if (await upToDate(orm)) return;
+  const [{ Migrator }, { migrations }] = await Promise.all([import('@mikro-orm/migrations'), import('./migrations/index.ts')]);
+  orm.config.set('migrations', { ...orm.config.get('migrations'), migrationsList: migrations });
+  const up = () => new Migrator(orm.em as SqlEntityManager).up();
+  if (postgresUrl) await underMigrationLock(postgresUrl, up);
+  else await up();
+}
+
+/** Whether every migration is recorded as applied; false too when the table does not exist yet. */
+async function upToDate(orm: MikroORM): Promise<boolean> {
+  const table = orm.config.get('migrations').tableName ?? 'mikro_orm_migrations';
+  const rows = await (orm.em.fork() as SqlEntityManager).execute<{ name: string }[]>(`select name from ${table}`).catch(() => undefined);
+  if (!rows) return false;
+  const applied = new Set(rows.map((row) => row.name));
+  return MIGRATION_NAMES.every((name) => applied.has(name));
 }
 
 /** Key of the advisory lock that serialises migrations between processes sharing one database. */

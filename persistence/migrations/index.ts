@@ -13,22 +13,26 @@ import { Migration0014KeyLimits } from './0014-key-limits.ts';
 import { Migration0015WebhookOperations } from './0015-webhook-operations.ts';
 import { Migration0016WebhookSigning } from './0016-webhook-signing.ts';
 import { Migration0017TraceContext } from './0017-trace-context.ts';
+import type { Migration } from '@mikro-orm/migrations';
+import { MIGRATION_NAMES, type MigrationName } from './names.ts';
 
-/** Applied in this order at start-up; a migration, once landed, is never edited, only followed. */
-export const migrations = [
-  { name: '0001-foundation', class: Migration0001Foundation },
-  { name: '0002-identity', class: Migration0002Identity },
-  { name: '0005-generations', class: Migration0005Generations },
-  { name: '0006-assets', class: Migration0006Assets },
-  { name: '0007-webhooks', class: Migration0007Webhooks },
-  { name: '0008-money', class: Migration0008Money },
-  { name: '0009-reservations', class: Migration0009Reservations },
-  { name: '0010-attempts', class: Migration0010Attempts },
-  { name: '0011-cluster', class: Migration0011Cluster },
-  { name: '0012-usage-rollups', class: Migration0012UsageRollups },
-  { name: '0013-unfinished-indexes', class: Migration0013UnfinishedIndexes },
-  { name: '0014-key-limits', class: Migration0014KeyLimits },
-  { name: '0015-webhook-operations', class: Migration0015WebhookOperations },
-  { name: '0016-webhook-signing', class: Migration0016WebhookSigning },
-  { name: '0017-trace-context', class: Migration0017TraceContext },
-];
+const classes: Record<MigrationName, new (...args: any[]) => Migration> = {
+  '0001-foundation': Migration0001Foundation,
+  '0002-identity': Migration0002Identity,
+  '0005-generations': Migration0005Generations,
+  '0006-assets': Migration0006Assets,
+  '0007-webhooks': Migration0007Webhooks,
+  '0008-money': Migration0008Money,
+  '0009-reservations': Migration0009Reservations,
+  '0010-attempts': Migration0010Attempts,
+  '0011-cluster': Migration0011Cluster,
+  '0012-usage-rollups': Migration0012UsageRollups,
+  '0013-unfinished-indexes': Migration0013UnfinishedIndexes,
+  '0014-key-limits': Migration0014KeyLimits,
+  '0015-webhook-operations': Migration0015WebhookOperations,
+  '0016-webhook-signing': Migration0016WebhookSigning,
+  '0017-trace-context': Migration0017TraceContext,
+};
+
+/** Applied in the order of MIGRATION_NAMES at start-up, when one is missing from the database. */
+export const migrations = MIGRATION_NAMES.map((name) => ({ name, class: classes[name] }));
