@@ -30,16 +30,14 @@ t.test('a new database gets every migration, recorded in order; one missing is a
   let db = await openDatabase({ databaseUrl: undefined, dataDir });
   t.same(await recorded(db), [...MIGRATION_NAMES], 'all of them, in order');
   t.ok(await hasTraceContext(db));
-  // As a database from before the last migration: its change and its record gone.
-  const last = MIGRATION_NAMES.at(-1)!;
-  t.equal(last, '0017-trace-context', 'this test undoes the last migration by hand: update it with each new one');
+  // As a database that never got 0017 (whichever migrations follow it): its change and its record gone.
   await db.em().execute('alter table generations drop column trace_context');
-  await db.em().execute('delete from mikro_orm_migrations where name = ?', [last]);
+  await db.em().execute('delete from mikro_orm_migrations where name = ?', ['0017-trace-context']);
   await db.close();
 
   db = await openDatabase({ databaseUrl: undefined, dataDir });
   t.teardown(() => db.close());
-  t.same(await recorded(db), [...MIGRATION_NAMES], 'the missing one recorded again');
+  t.same([...(await recorded(db))].sort(), [...MIGRATION_NAMES].sort(), 'the missing one recorded again');
   t.ok(await hasTraceContext(db), 'and applied');
 });
 
