@@ -49,7 +49,7 @@ t.test('a job reserved at its creation starts while its shard drains; it waits w
 
   actors.tell('gen', 'gen_1', { type: 'start', row: await reserved('gen_1') });
   await actors.drain();
-  for (let i = 0; i < 100 && submitted.length === 0; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+  for (let i = 0; i < 500 && submitted.length === 0; i++) await new Promise((resolve) => setTimeout(resolve, 10));
   t.same(submitted, ['gen_1'], 'handed to its provider although its shard is draining');
 
   paused = true;
