@@ -6,6 +6,11 @@ import { uniqueEmail } from '../helpers/identity.ts';
 import { eventually, startReceiver } from '../webhooks/support.ts';
 import { CHROMIUM, ensureDashboardBuilt, freePort, openBrowser, screenshot } from './support.ts';
 
+// Page-side: an image matched by the selector has loaded. A function, not an expression: Playwright evaluates it
+// once and then calls it on each poll, where the page's Content-Security-Policy (no 'unsafe-eval') refuses a
+// string evaluated again.
+const imageShown = `(selector) => { const img = document.querySelector(selector); return img !== null && img.complete && img.naturalWidth > 0; }`;
+
 /**
  * The web dashboard in a real browser (Debian's Chromium through playwright-core), against the real service:
  * sign up, an API key shown once, a text-to-image generation from the playground followed live to succeeded
@@ -128,7 +133,7 @@ if (!fs.existsSync(CHROMIUM)) {
     const image = page.locator(`img[data-asset-id]`);
     await image.waitFor();
     // (page functions as strings: this project type-checks for Node, without the DOM's types)
-    await page.waitForFunction(`(() => { const img = document.querySelector('img[data-asset-id]'); return img !== null && img.complete && img.naturalWidth > 0; })()`);
+    await page.waitForFunction(imageShown, 'img[data-asset-id]');
     const size = await page.evaluate(`(() => { const img = document.querySelector('img[data-asset-id]'); return { width: img.naturalWidth, height: img.naturalHeight }; })()`) as { width: number; height: number };
     t.ok(size.width > 0 && size.height > 0, `the output image is loaded and drawn (${size.width}×${size.height})`);
     const timeline = await page.locator('.timeline [data-status]').evaluateAll((items) => items.map((item) => item.getAttribute('data-status')));
@@ -160,7 +165,8 @@ if (!fs.existsSync(CHROMIUM)) {
     const asset = await server.json(`/v1/assets/${uploadedId}?workspaceId=${workspaceId}`, { headers: { authorization: `Bearer ${key}` } });
     t.match(asset.body, { contentType: 'image/png', bytes: png.length, name: 'pixel.png', mediaType: 'image' }, 'the asset holds the file the browser sent');
     await page.locator(`article[data-asset-id="${uploadedId}"] img`).waitFor();
-    await page.waitForFunction(`(() => { const img = document.querySelector('article[data-asset-id="${uploadedId}"] img'); return img !== null && img.complete && img.naturalWidth === 8; })()`);
+    await page.waitForFunction(imageShown, `article[data-asset-id="${uploadedId}"] img`);
+    t.equal(await page.evaluate(`document.querySelector('article[data-asset-id="${uploadedId}"] img').naturalWidth`), 8, 'at its own width');
     t.pass('the uploaded image is shown in the grid');
     await screenshot(page, 'assets');
 
