@@ -62,6 +62,7 @@ import { ShardOwners } from '../runtime/cluster/shard-owners.ts';
 import { fenceShards } from '../persistence/cluster/fence.ts';
 import { ownerAddressOf } from '../persistence/cluster/leases.ts';
 import { startDeliveryRetention } from '../actors/webhook/retention.ts';
+import { startIdempotencyKeyPurge } from '../actors/workspace/idempotency-retention.ts';
 import { LiveEvents } from '../runtime/live-events.ts';
 import { toGenerationDetailOut } from '../http/routes/generations/shape.ts';
 
@@ -264,9 +265,12 @@ export async function startService(options: StartOptions): Promise<RunningServic
   });
   actors.register(webhookEndpointActor);
   // Cluster mode: each node prunes the endpoints of the shards it owns at the time, so each once in the cluster.
-  const webhookRetention = startDeliveryRetention(db, clock, logger, cluster
+  const ownedNow = cluster
     ? () => ({ shards: clusterNode?.ownedShards().map((lease) => lease.shard) ?? [], shardCount: cluster.shards })
-    : undefined);
+    : undefined;
+  const webhookRetention = startDeliveryRetention(db, clock, logger, ownedNow);
+  // Stored Idempotency-Keys past their 24 hours, likewise each by the node that owns its workspace.
+  const idempotencyPurge = startIdempotencyKeyPurge(db, clock, logger, ownedNow);
   const services: Services = {
     config, publicUrl: config.baseUrl, version: packageJson.version, engine, clock, logger, tracer: telemetry.tracer, metrics, db, writer, actors, health,
     redis, limiter, loginAttempts, keyCache, keyUsage, blobs, switches, catalog, webhookSecrets,
@@ -276,6 +280,7 @@ export async function startService(options: StartOptions): Promise<RunningServic
     renewals.stop();
     await sharedCapacity?.close();
     await webhookRetention.stop();
+    await idempotencyPurge.stop();
     await switches.stop();
     await blobs.close();
     await keyUsage.close();

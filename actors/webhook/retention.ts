@@ -1,7 +1,8 @@
-import type { Clock, Timer } from '../../runtime/clock.ts';
+import type { Clock } from '../../runtime/clock.ts';
+import { startPeriodicJob, type PeriodicJob } from '../../runtime/periodic-job.ts';
 import type { Logger } from '../../runtime/logger.ts';
 import type { Database } from '../../persistence/database.ts';
-import { shardOfSql } from '../../persistence/cluster/shard-sql.ts';
+import { ownedShardsSql, type OwnedShards } from '../../persistence/cluster/shard-sql.ts';
 import { EVENT_RETENTION_MS } from './events.ts';
 import { RECOVER_KEY_TTL_MS, RECOVER_WINDOW_MS } from './recover.ts';
 
@@ -12,11 +13,7 @@ export const RETENTION_INTERVAL_MS = 10 * 60_000;
 /** A deleted endpoint's row and history are purged this long after its deletion. */
 export const DELETED_ENDPOINT_TTL_MS = 7 * 24 * 3_600_000;
 
-/** Cluster mode: the shards this node owns now; only their workspaces' endpoints are pruned here. */
-export interface OwnedShards {
-  shards: number[];
-  shardCount: number;
-}
+export type { OwnedShards } from '../../persistence/cluster/shard-sql.ts';
 
 /**
  * Keeps the deliveries table bounded: beyond the 100 most recent deliveries of an endpoint, finished ones
@@ -28,9 +25,7 @@ export interface OwnedShards {
  */
 export async function pruneDeliveries(db: Database, now: number, owned?: OwnedShards): Promise<{ deliveries: number; endpoints: number; events: number }> {
   if (owned && owned.shards.length === 0) return { deliveries: 0, endpoints: 0, events: 0 };
-  const only = owned
-    ? { sql: ` and ${shardOfSql('workspace_id')} in (select value::int4 from jsonb_array_elements_text(?::jsonb))`, params: [owned.shardCount, JSON.stringify(owned.shards)] }
-    : { sql: '', params: [] };
+  const only = ownedShardsSql('workspace_id', owned);
   const em = db.em();
   const deliveries = await em.execute<Array<{ id: string }>>(
     `delete from webhook_deliveries d using (
@@ -58,40 +53,9 @@ export async function pruneDeliveries(db: Database, now: number, owned?: OwnedSh
  * Runs pruneDeliveries every RETENTION_INTERVAL_MS on the service clock; stop() ends it. Cluster mode:
  * `owned` gives the shards this node owns at each run (each node prunes its own endpoints).
  */
-export function startDeliveryRetention(db: Database, clock: Clock, logger: Logger, owned?: () => OwnedShards): { stop(): Promise<void>; runNow(): Promise<void> } {
-  let timer: Timer | undefined;
-  let stopped = false;
-  let running: Promise<void> = Promise.resolve();
-  let queued = false;
-  const run = () => {
-    // Runs that fall due while one waits to start are one run (a clock moved by days fires many at once).
-    if (queued) return running;
-    queued = true;
-    running = running.then(async () => {
-      queued = false;
-      if (stopped) return;
-      try {
-        const removed = await pruneDeliveries(db, clock.now(), owned?.());
-        if (removed.deliveries > 0 || removed.endpoints > 0 || removed.events > 0) logger.info(removed, 'webhook retention: pruned');
-      } catch (error) {
-        logger.warn({ err: error }, 'webhook retention failed; it runs again at the next interval');
-      }
-    });
-    return running;
-  };
-  const arm = () => {
-    timer = clock.setTimer(() => {
-      void run();
-      if (!stopped) arm();
-    }, RETENTION_INTERVAL_MS);
-  };
-  arm();
-  return {
-    async stop() {
-      stopped = true;
-      timer?.cancel();
-      await running;
-    },
-    runNow: run,
-  };
+export function startDeliveryRetention(db: Database, clock: Clock, logger: Logger, owned?: () => OwnedShards): PeriodicJob {
+  return startPeriodicJob(clock, logger, 'webhook retention', RETENTION_INTERVAL_MS, async () => {
+    const removed = await pruneDeliveries(db, clock.now(), owned?.());
+    if (removed.deliveries > 0 || removed.endpoints > 0 || removed.events > 0) logger.info(removed, 'webhook retention: pruned');
+  });
 }

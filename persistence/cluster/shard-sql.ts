@@ -8,3 +8,18 @@ export function shardOfSql(column: string): string {
   if (!/^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)?$/.test(column)) throw new Error(`not a column name: ${column}`);
   return `(('x' || encode(substr(sha256(convert_to(${column}, 'UTF8')), 1, 4), 'hex'))::bit(32)::bigint % ?::int4)::int4`;
 }
+
+/** Cluster mode: the shards this node owns now; periodic clean-ups touch only their workspaces' rows. */
+export interface OwnedShards {
+  shards: number[];
+  shardCount: number;
+}
+
+/**
+ * ` and <the column's shard is one of owned's>` and its parameters, to append to a where clause; nothing
+ * without `owned` (a single node owns every workspace).
+ */
+export function ownedShardsSql(column: string, owned: OwnedShards | undefined): { sql: string; params: unknown[] } {
+  if (!owned) return { sql: '', params: [] };
+  return { sql: ` and ${shardOfSql(column)} in (select value::int4 from jsonb_array_elements_text(?::jsonb))`, params: [owned.shardCount, JSON.stringify(owned.shards)] };
+}

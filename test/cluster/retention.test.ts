@@ -5,6 +5,7 @@ import { shardOf } from '../../runtime/cluster/shard.ts';
 import { createLogger } from '../../runtime/logger.ts';
 import { systemClock } from '../../runtime/clock.ts';
 import { DELETED_ENDPOINT_TTL_MS, DELIVERIES_KEPT, startDeliveryRetention } from '../../actors/webhook/retention.ts';
+import { purgeExpiredIdempotencyKeys } from '../../actors/workspace/idempotency-retention.ts';
 import { clusterDatabase, eventually, NEEDS_POSTGRES } from './support.ts';
 
 const SHARDS = 8;
@@ -97,4 +98,33 @@ t.test('a node that owns no shard prunes nothing; without a cluster everything i
   await single.runNow();
   t.same(await state(db, first), { deliveries: DELIVERIES_KEPT, deletedEndpoint: false });
   t.same(await state(db, second), { deliveries: DELIVERIES_KEPT, deletedEndpoint: false });
+});
+
+t.test('cluster mode: each node purges the expired Idempotency-Keys of the shards it owns, and only those', { skip: NEEDS_POSTGRES }, async (t) => {
+  const db = await clusterDatabase(t);
+  const owned = (shards: number[]) => ({ shards, shardCount: SHARDS });
+  // Two workspaces in different shards, each with an expired key and one still in its day.
+  const ids: string[] = [];
+  for (let i = 0; ids.length < 2; i++) {
+    const id = `ws_keys_${i}`;
+    if (ids.every((other) => shardOf(other, SHARDS) !== shardOf(id, SHARDS))) ids.push(id);
+  }
+  const now = Date.now();
+  for (const id of ids) {
+    await db.em().execute(`insert into workspaces (id, name, plan, created_at, updated_at) values (?, ?, 'pro', now(), now())`, [id, id]);
+    await db.em().execute(
+      `insert into idempotency_keys (workspace_id, key, request_hash, response_status, response_body, created_at, expires_at)
+       values (?, 'expired', 'h', 201, '{}', ?, ?), (?, 'live', 'h', 201, '{}', ?, ?)`,
+      [id, new Date(now - 2 * 86_400_000), new Date(now - 60_000), id, new Date(now - 60_000), new Date(now + 86_400_000)],
+    );
+  }
+  const keysOf = async (id: string) => (await db.em().execute<Array<{ key: string }>>('select key from idempotency_keys where workspace_id = ? order by key', [id])).map((row) => row.key);
+  const [first, second] = ids as [string, string];
+
+  t.equal(await purgeExpiredIdempotencyKeys(db, now, owned([])), 0, 'a node that owns no shard purges nothing');
+  t.equal(await purgeExpiredIdempotencyKeys(db, now, owned([shardOf(first, SHARDS)])), 1);
+  t.same(await keysOf(first), ['live'], "the owner of the first workspace's shard purged its expired key");
+  t.same(await keysOf(second), ['expired', 'live'], 'and left the other shard alone');
+  t.equal(await purgeExpiredIdempotencyKeys(db, now), 1, 'without a cluster, every workspace');
+  t.same(await keysOf(second), ['live']);
 });

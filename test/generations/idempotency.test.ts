@@ -3,6 +3,7 @@ import { ManualClock } from '../../runtime/clock.ts';
 import { startTestServer } from '../helpers/server.ts';
 import { createKey, signUp } from '../helpers/identity.ts';
 import { createGeneration, moneyOf, serverQuery } from './flow.ts';
+import { IDEMPOTENCY_PURGE_INTERVAL_MS, purgeExpiredIdempotencyKeys } from '../../actors/workspace/idempotency-retention.ts';
 
 t.test('Idempotency-Key: replay, conflict, concurrent requests, and scope to the workspace', async (t) => {
   const server = await startTestServer(t, { env: { LOCAL_PROVIDER_LATENCY_MS: '0' } });
@@ -134,4 +135,42 @@ t.test('a key is kept 24 hours: after that the same key and body make a new job'
   t.equal(again.body.id, fresh.body.id);
   const [count] = await serverQuery(server)<{ n: string }>('select count(*)::int8 as n from generations where workspace_id = ?', [user.workspaceId]);
   t.equal(Number(count!.n), 2);
+});
+
+t.test('stored keys past their 24 hours are purged by the service, a page at a time; keys still in their day stay', async (t) => {
+  const clock = new ManualClock(Date.UTC(2026, 8, 1, 8, 0, 0));
+  const server = await startTestServer(t, { clock, env: { LOCAL_PROVIDER_LATENCY_MS: '0', RATE_LIMIT_FREE: '100000' } });
+  const user = await signUp(server);
+  const { key } = await createKey(server, user.cookie, user.workspaceId, ['generations.write', 'generations.read']);
+  const query = serverQuery(server);
+  const stored = async () => (await query<{ key: string }>('select key from idempotency_keys where workspace_id = ? order by key', [user.workspaceId])).map((row) => row.key);
+  const body = { mode: 'text_to_text', model: 'local/text-mini', params: { prompt: 'kept a day' } };
+  t.equal((await createGeneration(server, key, user.workspaceId, body, { 'idempotency-key': 'purge-old' })).status, 201);
+  clock.advance(12 * 3_600_000);
+  t.equal((await createGeneration(server, key, user.workspaceId, body, { 'idempotency-key': 'purge-new' })).status, 201);
+  t.same(await stored(), ['purge-new', 'purge-old']);
+
+  // The purge runs every IDEMPOTENCY_PURGE_INTERVAL_MS: one falls due between the old key's expiry and the new one's.
+  clock.advance(12 * 3_600_000 + IDEMPOTENCY_PURGE_INTERVAL_MS);
+  let left = await stored();
+  for (let i = 0; i < 200 && left.length > 1; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 25));
+    left = await stored();
+  }
+  t.same(left, ['purge-new'], 'the expired key is gone from the database; the other is kept');
+  const replay = await createGeneration(server, key, user.workspaceId, body, { 'idempotency-key': 'purge-new' });
+  t.equal(replay.headers.get('idempotent-replayed'), 'true', 'the kept key still replays');
+  const reused = await createGeneration(server, key, user.workspaceId, { ...body, params: { prompt: 'another body' } }, { 'idempotency-key': 'purge-old' });
+  t.equal(reused.status, 201, 'the purged key, sent again with another body, is a new request');
+  t.equal(reused.headers.get('idempotent-replayed'), null);
+
+  // A backlog goes a page at a time (here pages of 2): every expired key, none of the others.
+  const now = clock.now();
+  await query(
+    `insert into idempotency_keys (workspace_id, key, request_hash, response_status, response_body, created_at, expires_at)
+     select ?, 'backlog-' || n, 'h', 201, '{}', ?, ? from generate_series(1, 5) as n`,
+    [user.workspaceId, new Date(now - 2 * 86_400_000), new Date(now - 86_400_000)],
+  );
+  t.equal(await purgeExpiredIdempotencyKeys(server.services.db, now, undefined, 2), 5, 'five purged in three pages');
+  t.same(await stored(), ['purge-new', 'purge-old'], 'the keys still in their day are left');
 });
