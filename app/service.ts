@@ -63,6 +63,7 @@ import { fenceShards } from '../persistence/cluster/fence.ts';
 import { ownerAddressOf } from '../persistence/cluster/leases.ts';
 import { startDeliveryRetention } from '../actors/webhook/retention.ts';
 import { startIdempotencyKeyPurge } from '../actors/workspace/idempotency-retention.ts';
+import { startSessionPurge } from '../http/auth/session-retention.ts';
 import { LiveEvents } from '../runtime/live-events.ts';
 import { toGenerationDetailOut } from '../http/routes/generations/shape.ts';
 
@@ -271,6 +272,8 @@ export async function startService(options: StartOptions): Promise<RunningServic
   const webhookRetention = startDeliveryRetention(db, clock, logger, ownedNow);
   // Stored Idempotency-Keys past their 24 hours, likewise each by the node that owns its workspace.
   const idempotencyPurge = startIdempotencyKeyPurge(db, clock, logger, ownedNow);
+  // Sessions past their expiry whose cookie never came back (every node; each row is deleted once).
+  const sessionPurge = startSessionPurge(db, clock, logger);
   const services: Services = {
     config, publicUrl: config.baseUrl, version: packageJson.version, engine, clock, logger, tracer: telemetry.tracer, metrics, db, writer, actors, health,
     redis, limiter, loginAttempts, keyCache, keyUsage, blobs, switches, catalog, webhookSecrets,
@@ -281,6 +284,7 @@ export async function startService(options: StartOptions): Promise<RunningServic
     await sharedCapacity?.close();
     await webhookRetention.stop();
     await idempotencyPurge.stop();
+    await sessionPurge.stop();
     await switches.stop();
     await blobs.close();
     await keyUsage.close();

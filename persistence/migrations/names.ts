@@ -19,6 +19,7 @@ export const MIGRATION_NAMES = [
   '0015-webhook-operations',
   '0016-webhook-signing',
   '0017-trace-context',
+  '0018-session-expiry',
 ] as const;
 
 export type MigrationName = (typeof MIGRATION_NAMES)[number];

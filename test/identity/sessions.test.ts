@@ -3,6 +3,7 @@ import { ManualClock } from '../../runtime/clock.ts';
 import { sharedTestServer, startTestServer, type TestServer } from '../helpers/server.ts';
 import { logIn, sessionCookieOf, signUp, uniqueEmail, withCookie } from '../helpers/identity.ts';
 import { sha256Hex } from '../../http/auth/tokens.ts';
+import { purgeExpiredSessions, SESSION_PURGE_INTERVAL_MS } from '../../http/auth/session-retention.ts';
 
 const json = { 'content-type': 'application/json' };
 
@@ -141,6 +142,35 @@ t.test('sessions expire after SESSION_TTL_HOURS; an expired one is refused and d
   const left = await rows(server, 'select id from sessions where user_id = ?', [user.userId]);
   t.equal(left.length, 1, 'the expired session row is gone, the younger one stays');
   t.equal((await whoAmI(server, second)).status, 204);
+});
+
+t.test('expired sessions whose cookie never comes back are purged by the service; live ones stay', async (t) => {
+  const clock = new ManualClock();
+  const server = await startTestServer(t, { clock, env: { SESSION_TTL_HOURS: '2' } });
+  const early = await signUp(server);
+  clock.advance(3_600_000);
+  const late = await signUp(server);
+  const left = async () => (await rows<{ user_id: string }>(server, 'select user_id from sessions where user_id in (?, ?)', [early.userId, late.userId])).map((row) => row.user_id);
+  t.same((await left()).sort(), [early.userId, late.userId].sort());
+  // The early session expires at 2 h, the late one at 3 h; a purge (every SESSION_PURGE_INTERVAL_MS) falls due between.
+  clock.advance(3_600_000 + SESSION_PURGE_INTERVAL_MS);
+  let now = await left();
+  for (let i = 0; i < 200 && now.length > 1; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 25));
+    now = await left();
+  }
+  t.same(now, [late.userId], 'the expired session is gone though its cookie never came back');
+  t.equal((await server.json('/v1/me', { headers: { cookie: late.cookie } })).status, 200, 'the live one still works');
+  t.equal((await server.json('/v1/me', { headers: { cookie: early.cookie } })).status, 401);
+
+  // A backlog goes a page at a time (pages of 2 here), and only what expired.
+  await server.services.db.em().execute(
+    `insert into sessions (id, user_id, token_hash, created_at, expires_at, last_seen_at)
+     select 'ses_backlog_' || n, ?, 'hash-' || n, ?, ?, ? from generate_series(1, 5) as n`,
+    [late.userId, new Date(clock.now() - 7_200_000), new Date(clock.now() - 1), new Date(clock.now() - 7_200_000)],
+  );
+  t.equal(await purgeExpiredSessions(server.services.db, clock.now(), 2), 5);
+  t.same(await left(), [late.userId]);
 });
 
 t.test('the cookie is Secure when the base URL is https', async (t) => {
