@@ -4,6 +4,7 @@ import type { OutputStore } from './generation/output-store.ts';
 import type { InputResolver } from './generation/input-resolver.ts';
 import type { PaymentProvider } from './billing/provider.ts';
 import type { ProviderCapacity } from './generation/provider-capacity.ts';
+import type { HeldJobs } from './generation/held-jobs.ts';
 import type { WebhookDeps } from './webhook/deps.ts';
 import type { WorkMetrics } from '../runtime/metrics/index.ts';
 import type { PublishedRow } from '../runtime/live-events.ts';
@@ -21,6 +22,8 @@ export interface ActorDeps {
    * then wait (the next owner starts them), so the jobs in flight can end here before the handover.
    */
   handingOver?(workspaceId: string): boolean;
+  /** Cluster mode: the jobs in flight this node holds during the emergency stop, left out of a drain's count. */
+  held?: HeldJobs;
   outputs: OutputStore;
   inputs: InputResolver;
   /** Provider slots across workspaces (each provider's maxConcurrentJobs). */

@@ -16,6 +16,7 @@ import { workspaceActor } from '../actors/workspace/actor.ts';
 import { generationActor } from '../actors/generation/actor.ts';
 import { generationRecovery } from '../actors/generation/recovery.ts';
 import { jobsInFlightByShard } from '../actors/generation/in-flight-by-shard.ts';
+import { HeldJobs } from '../actors/generation/held-jobs.ts';
 import { nudgeQueuedWorkspaces } from '../actors/generation/resume.ts';
 import { ProviderCapacity } from '../actors/generation/provider-capacity.ts';
 import { SharedProviderCapacity, staleSlotsAmong } from '../actors/generation/shared-provider-capacity.ts';
@@ -126,6 +127,8 @@ export async function startService(options: StartOptions): Promise<RunningServic
   // Cluster mode: recovery per shard gained, actors only for the workspaces of owned shards.
   let actors: ActorDirectory;
   const webhookAttempts = new InFlightCounter();
+  // Jobs recovered during the emergency stop and held at no provider: a drain does not wait for them.
+  const heldJobs = cluster ? new HeldJobs() : undefined;
   const shardHost = cluster ? new ShardHost({
     shardCount: cluster.shards, logger, drainMs: config.shutdownTimeoutMs, retryMs: cluster.heartbeatMs,
     recoverShard: (scope) => [
@@ -133,7 +136,8 @@ export async function startService(options: StartOptions): Promise<RunningServic
       { name: `subscription renewals of shard ${scope.shard}`, run: () => renewals.start(scope) },
     ],
     retire: (matches, drainMs) => actors.retireWorkspaces(matches, drainMs),
-    jobsInFlight: jobsInFlightByShard(db, cluster.shards),
+    jobsInFlight: jobsInFlightByShard(db, cluster.shards, undefined, heldJobs),
+    shardLost: (matches) => heldJobs?.forget(matches),
     attemptsInFlight: (matches) => webhookAttempts.count(matches),
     flushWrites: () => writer.flush(),
   }) : undefined;
@@ -234,6 +238,7 @@ export async function startService(options: StartOptions): Promise<RunningServic
     queueTimeoutMs: config.generations.queueTimeoutMs,
     generationPaused: () => switches.generationPaused().paused,
     handingOver: shardHost ? (workspaceId) => shardHost.handingOver(workspaceId) : undefined,
+    held: heldJobs,
     outputs: blobOutputStore(blobs, db, () => clock.now()),
     inputs: blobInputResolver(blobs, db, guardedFetcher({ maxBytes: MAX_INPUT_BYTES, timeoutMs: 30_000, allowPrivate: config.allowPrivateEgress, allowLoopback: config.allowLoopbackEgress })),
     // A plan change changes the rate limit cached with each key record of the workspace: dropped here at

@@ -57,6 +57,7 @@ export const generationActor: ActorBehavior<GenerationActorState, GenerationMess
     if (!row) return { state, reply: msg.type === 'cancel' ? ({ kind: 'not_found' } satisfies CancelReply) : undefined, passivate: true };
     const status = row.status as GenerationStatus;
     if (isTerminal(status)) {
+      depsOf(ctx).held?.release(row.id);
       // A slot granted after the job ended (e.g. expired at recovery) goes back at once.
       if (msg.type === 'reserve') ctx.actors.tell('ws', row.workspaceId, { type: 'slot_declined', generationId: row.id });
       // A provider that accepted the job after it ended (cancelled while its inputs were fetched) stops it.
@@ -81,6 +82,7 @@ export const generationActor: ActorBehavior<GenerationActorState, GenerationMess
         return start(state, row, ctx);
       case 'cancel': {
         const outcome = await transition(state, row, { type: 'cancel', by: msg.by }, ctx);
+        if (outcome.applied) depsOf(ctx).held?.release(row.id);
         const reply: CancelReply = outcome.applied ? { kind: 'cancelled', generation: state.row! } : { kind: 'conflict', status: state.row!.status };
         return { ...outcome.result, reply };
       }
@@ -113,11 +115,14 @@ async function recover(state: GenerationActorState, row: GenerationRow, ctx: Act
     if (ctx.clock.now() >= row.queueDeadline.getTime()) return (await transition(state, row, { type: 'expire' }, ctx)).result;
     return { state, passivate: true };
   }
-  if (depsOf(ctx).generationPaused() && row.attempts < MAX_ATTEMPTS) {
+  const deps = depsOf(ctx);
+  if (deps.generationPaused() && row.attempts < MAX_ATTEMPTS) {
     ctx.logger.info({ generationId: row.id, status: row.status }, 'a job in flight at the restart waits for the emergency stop to be lifted');
-    ctx.actors.tell('ws', row.workspaceId, { type: 'hold_recovered', generationId: row.id });
+    hold(row, ctx);
     return { state, passivate: true };
   }
+  // Decided now, before any write: a drain from here on waits for it.
+  deps.held?.release(row.id);
   return (await transition(state, row, { type: 'resume', maxAttempts: MAX_ATTEMPTS }, ctx)).result;
 }
 
@@ -132,13 +137,23 @@ function start(state: GenerationActorState, row: GenerationRow, ctx: ActorContex
   if (row.status !== 'reserved') return { state };
   const deps = depsOf(ctx);
   if (deps.generationPaused()) {
-    ctx.actors.tell('ws', row.workspaceId, { type: 'hold_recovered', generationId: row.id });
+    hold(row, ctx);
     return { state, passivate: true };
   }
+  deps.held?.release(row.id);
   deps.metrics?.generationTransition('queued', 'reserved');
   deps.live?.publish(row);
   state.endProviderSpan = submit(row, ctx);
   return { state };
+}
+
+/**
+ * A job in flight (in the database) that goes to no provider while generation is paused: its workspace lets
+ * it go once the stop is lifted; meanwhile a drain of its shard does not wait for it (held-jobs.ts).
+ */
+function hold(row: GenerationRow, ctx: ActorContext): void {
+  depsOf(ctx).held?.hold(row.id, row.workspaceId);
+  ctx.actors.tell('ws', row.workspaceId, { type: 'hold_recovered', generationId: row.id });
 }
 
 async function providerUpdate(state: GenerationActorState, row: GenerationRow, update: ProviderUpdate, ctx: ActorContext): Promise<Outcome<GenerationActorState, unknown>> {

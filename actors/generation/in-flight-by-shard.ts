@@ -1,5 +1,6 @@
 import type { Database } from '../../persistence/database.ts';
 import { shardOfSql } from '../../persistence/cluster/shard-sql.ts';
+import type { HeldJobs } from './held-jobs.ts';
 import type { ShardScope } from './recovery.ts';
 
 /** How long one count serves the shards' drains that ask meanwhile. */
@@ -11,25 +12,37 @@ const MAX_AGE_MS = 100;
  * statement counts every shard's at once and serves every drain that asks within maxAgeMs: a node giving
  * up forty shards at once (two nodes joining) makes a few statements a second, not forty times as many,
  * each of which reads every unfinished job of the database.
+ *
+ * With `held`, the jobs this node holds during the emergency stop (at no provider: nothing would end them)
+ * are left out. A count made before one of them was released to its provider is never used after.
  */
-export function jobsInFlightByShard(db: Database, shardCount: number, maxAgeMs = MAX_AGE_MS): (scope: ShardScope) => Promise<number> {
-  let last: { at: number; counts: Promise<Map<number, number>> } | undefined;
+export function jobsInFlightByShard(db: Database, shardCount: number, maxAgeMs = MAX_AGE_MS, held?: HeldJobs): (scope: ShardScope) => Promise<number> {
+  let last: { at: number; version: number; counts: Promise<Map<number, number>> } | undefined;
   const load = async (): Promise<Map<number, number>> => {
+    const heldIds = held?.ids() ?? [];
     const rows = await db.em().execute<Array<{ shard: number | string; n: number | string }>>(
       `select ${shardOfSql('workspace_id')} as shard, count(*) as n from generations
-        where status in ('reserved', 'submitted', 'running') group by 1`, [shardCount]);
+        where status in ('reserved', 'submitted', 'running')
+          ${heldIds.length > 0 ? 'and id not in (select jsonb_array_elements_text(?::jsonb))' : ''}
+        group by 1`, heldIds.length > 0 ? [shardCount, JSON.stringify(heldIds)] : [shardCount]);
     return new Map(rows.map((row) => [Number(row.shard), Number(row.n)]));
   };
   return async (scope) => {
     if (scope.shardCount !== shardCount) throw new RangeError(`jobs in flight are counted over ${shardCount} shards, not ${scope.shardCount}`);
-    const now = Date.now();
-    if (!last || now - last.at >= maxAgeMs) {
-      const counts = load();
-      const entry = { at: now, counts };
-      last = entry;
-      // A failed count is not kept: the next caller asks again.
-      counts.catch(() => { if (last === entry) last = undefined; });
+    for (;;) {
+      const now = Date.now();
+      const version = held?.version ?? 0;
+      if (!last || now - last.at >= maxAgeMs || last.version !== version) {
+        const counts = load();
+        const entry = { at: now, version, counts };
+        last = entry;
+        // A failed count is not kept: the next caller asks again.
+        counts.catch(() => { if (last === entry) last = undefined; });
+      }
+      const entry = last;
+      const count = (await entry.counts).get(scope.shard) ?? 0;
+      // A job released while the count ran may have been left out as held: count again.
+      if (entry.version === (held?.version ?? 0)) return count;
     }
-    return (await last.counts).get(scope.shard) ?? 0;
   };
 }

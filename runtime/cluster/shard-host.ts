@@ -24,6 +24,8 @@ export interface ShardHostOptions {
   jobsInFlight?: (scope: { shard: number; shardCount: number }) => Promise<number>;
   /** How many webhook attempts of the workspaces that match are on the wire. */
   attemptsInFlight?: (matches: (workspaceId: string) => boolean) => number;
+  /** Told when a shard is lost, whatever the reason, after its actors were told to stop: per-shard state of the node goes. */
+  shardLost?: (matches: (workspaceId: string) => boolean) => void;
   /** First wait before a failed recovery of a gained shard is tried again (doubling, at most 30 s). */
   retryMs: number;
 }
@@ -137,6 +139,8 @@ export class ShardHost implements ActorOwnership {
 
   private lost(lease: Lease, reason: ShardLossReason): void {
     this.options.logger.info({ shard: lease.shard, epoch: lease.epoch, reason }, 'shard lost');
-    void this.options.retire((workspaceId) => this.shardOf(workspaceId) === lease.shard, 0);
+    const matches = (workspaceId: string) => this.shardOf(workspaceId) === lease.shard;
+    void this.options.retire(matches, 0);
+    this.options.shardLost?.(matches);
   }
 }

@@ -3,6 +3,7 @@ import { generationRowOf } from '../../persistence/entities/generation.ts';
 import { generationActor } from '../../actors/generation/actor.ts';
 import { ProviderRegistry, type ProviderJob } from '../../providers/provider.ts';
 import { actorTestbed } from '../helpers/actors.ts';
+import { HeldJobs } from '../../actors/generation/held-jobs.ts';
 
 /**
  * A job reserved in its creation's transaction goes to its provider when its workspace says start, also
@@ -15,6 +16,7 @@ t.test('a job reserved at its creation starts while its shard drains; it waits w
   const submitted: string[] = [];
   const told: string[] = [];
   let paused = false;
+  const held = new HeldJobs();
   actors.register({
     kind: 'ws',
     load: async () => ({}),
@@ -36,6 +38,7 @@ t.test('a job reserved at its creation starts while its shard drains; it waits w
     inputs: { resolve: async () => ({}) },
     generationPaused: () => paused,
     handingOver: () => true,
+    held,
   });
   const em = db.em();
   await em.execute(`insert into workspaces (id, name, plan, created_at, updated_at) values ('ws_1', 'ws_1', 'pro', now(), now())`);
@@ -43,6 +46,9 @@ t.test('a job reserved at its creation starts while its shard drains; it waits w
     await em.execute(
       `insert into generations (id, workspace_id, mode, model_id, status, attempts, params, inputs, payment_mode, credits, provider, timeline, queue_deadline, created_at, updated_at)
        values (?, 'ws_1', 'text_to_text', 'local/text-mini', 'reserved', 1, '{}', '{}', 'credits', 1, 'local', '[]', now() + interval '10 minutes', now(), now())`, [id]);
+    return rowOf(id);
+  };
+  const rowOf = async (id: string) => {
     const [raw] = await em.execute<Record<string, unknown>[]>('select * from generations where id = ?', [id]);
     return generationRowOf(raw!);
   };
@@ -57,4 +63,15 @@ t.test('a job reserved at its creation starts while its shard drains; it waits w
   await actors.drain();
   t.same(submitted, ['gen_1'], 'not while generation is paused');
   t.ok(told.includes('ws_1:hold_recovered:gen_2'), 'its workspace holds it until the stop is lifted');
+  t.same(held.ids(), ['gen_2'], 'held: a drain of its shard does not wait for it');
+
+  // The stop is lifted: its workspace tells it to recover, and it goes to its provider, no longer held.
+  paused = false;
+  const version = held.version;
+  actors.tell('gen', 'gen_2', { type: 'recover', row: await rowOf('gen_2') });
+  await actors.drain();
+  for (let i = 0; i < 500 && submitted.length < 2; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+  t.same(submitted, ['gen_1', 'gen_2'], 'handed to its provider once the stop is lifted');
+  t.same(held.ids(), [], 'released: a drain counts it again');
+  t.ok(held.version > version, 'the release moves the version, so no count made before it is used after');
 });
