@@ -3,10 +3,11 @@ import type { Logger } from '../../runtime/logger.ts';
 import { startPeriodicJob, type PeriodicJob } from '../../runtime/periodic-job.ts';
 import type { Database } from '../../persistence/database.ts';
 import { ownedShardsSql, type OwnedShards } from '../../persistence/cluster/shard-sql.ts';
+import { deleteInPages } from '../../persistence/paged-delete.ts';
 
 /** How often expired Idempotency-Keys are purged. */
 export const IDEMPOTENCY_PURGE_INTERVAL_MS = 10 * 60_000;
-/** Keys deleted per statement: a backlog of millions goes in short transactions, not one long one. */
+/** Keys deleted per statement. */
 export const IDEMPOTENCY_PURGE_PAGE = 5_000;
 
 /**
@@ -20,19 +21,13 @@ export async function purgeExpiredIdempotencyKeys(db: Database, now: number, own
   if (owned && owned.shards.length === 0) return 0;
   const only = ownedShardsSql('workspace_id', owned);
   const before = new Date(now);
-  let purged = 0;
-  for (;;) {
-    const gone = await db.em().execute<Array<{ key: string }>>(
-      `delete from idempotency_keys k using (
-         select workspace_id, key from idempotency_keys where expires_at <= ?${only.sql} order by expires_at limit ?
-       ) expired
-       where k.workspace_id = expired.workspace_id and k.key = expired.key and k.expires_at <= ?
-       returning k.key`,
-      [before, ...only.params, page, before],
-    );
-    purged += gone.length;
-    if (gone.length < page) return purged;
-  }
+  // The expiry is asked again of each row deleted: a key written afresh meanwhile no longer matches.
+  return deleteInPages(db,
+    `delete from idempotency_keys k
+      where k.expires_at <= ? and (k.workspace_id, k.key) in (
+        select workspace_id, key from idempotency_keys where expires_at <= ?${only.sql} order by expires_at limit ?)
+      returning k.key`,
+    [before, before, ...only.params], page);
 }
 
 /**

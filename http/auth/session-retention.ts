@@ -2,6 +2,7 @@ import type { Clock } from '../../runtime/clock.ts';
 import type { Logger } from '../../runtime/logger.ts';
 import { startPeriodicJob, type PeriodicJob } from '../../runtime/periodic-job.ts';
 import type { Database } from '../../persistence/database.ts';
+import { deleteInPages } from '../../persistence/paged-delete.ts';
 
 /** How often expired sessions are purged. */
 export const SESSION_PURGE_INTERVAL_MS = 10 * 60_000;
@@ -16,18 +17,9 @@ export const SESSION_PURGE_PAGE = 5_000;
  * may all run it. Returns how many went.
  */
 export async function purgeExpiredSessions(db: Database, now: number, page = SESSION_PURGE_PAGE): Promise<number> {
-  const before = new Date(now);
-  let purged = 0;
-  for (;;) {
-    const gone = await db.em().execute<Array<{ id: string }>>(
-      `delete from sessions where id in (
-         select id from sessions where expires_at < ? order by expires_at limit ? for update skip locked
-       ) returning id`,
-      [before, page],
-    );
-    purged += gone.length;
-    if (gone.length < page) return purged;
-  }
+  return deleteInPages(db,
+    'delete from sessions where id in (select id from sessions where expires_at < ? order by expires_at limit ? for update skip locked) returning id',
+    [new Date(now)], page);
 }
 
 /** Runs purgeExpiredSessions every SESSION_PURGE_INTERVAL_MS on the service clock. */
