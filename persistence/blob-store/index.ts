@@ -1,6 +1,6 @@
 import path from 'node:path';
 import { LocalBlobStore } from './local.ts';
-import { S3BlobStore, type S3Options } from './s3.ts';
+import type { S3Options } from './s3.ts';
 import { loadSigningSecret, UrlSigner } from './signing.ts';
 import type { BlobStore } from './types.ts';
 
@@ -13,7 +13,11 @@ export type BlobStoreOptions =
 
 /** Builds the blob store configuration chose; `now` is the service clock, which URLs expire by. */
 export async function createBlobStore(options: BlobStoreOptions, now: () => number): Promise<BlobStore> {
-  if (options.kind === 's3') return new S3BlobStore(options, now);
+  if (options.kind === 's3') {
+    // The AWS SDK (about 200 ms of CPU to load) only when S3 is configured, not on every start.
+    const { S3BlobStore } = await import('./s3.ts');
+    return new S3BlobStore(options, now);
+  }
   const secret = await loadSigningSecret(options.signingSecret, options.dataDir);
   return new LocalBlobStore(path.join(options.dataDir, 'blobs'), new UrlSigner(secret), options.baseUrl, now);
 }

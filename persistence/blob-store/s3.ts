@@ -4,6 +4,7 @@ import { Upload } from '@aws-sdk/lib-storage';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import type { BlobInfo, BlobStore, DownloadGrant, PresignedDownload, PresignedUpload, UploadGrant } from './types.ts';
 import { isValidKey } from './types.ts';
+import { contentDisposition } from './content-disposition.ts';
 
 export interface S3Options {
   bucket: string;
@@ -136,11 +137,4 @@ function checkKey(key: string): void {
 function isMissing(error: unknown): boolean {
   if (!(error instanceof S3ServiceException)) return false;
   return error.name === 'NoSuchKey' || error.name === 'NotFound' || error.$metadata.httpStatusCode === 404;
-}
-
-/** `attachment`, with the file name in both the plain and the RFC 5987 form. */
-export function contentDisposition(filename: string | undefined): string {
-  if (!filename) return 'attachment';
-  const plain = filename.replace(/[^\x20-\x7e]|["\\]/g, '_');
-  return `attachment; filename="${plain}"; filename*=UTF-8''${encodeURIComponent(filename)}`;
 }

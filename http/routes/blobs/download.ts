@@ -2,7 +2,7 @@ import { Type } from '@sinclair/typebox';
 import { ApiError } from '../../errors.ts';
 import { defineRoute } from '../../route.ts';
 import { LOCAL_DOWNLOAD_PATH, LocalBlobStore } from '../../../persistence/blob-store/local.ts';
-import { contentDisposition } from '../../../persistence/blob-store/s3.ts';
+import { contentDisposition } from '../../../persistence/blob-store/content-disposition.ts';
 
 export const SignedDownloadQuery = Type.Object({
   key: Type.String({ minLength: 1, maxLength: 300 }),
