@@ -1,5 +1,4 @@
 import { AbstractSqlConnection, AbstractSqlDriver, PostgreSqlConnection, PostgreSqlPlatform, type Configuration } from '@mikro-orm/postgresql';
-import { PGliteConnection } from 'mikro-orm-pglite';
 import { bindStatement } from './bound-sql.ts';
 import { DirectTransaction } from './direct-transaction.ts';
 
@@ -10,7 +9,7 @@ type ConnectionClass = abstract new (...args: any[]) => AbstractSqlConnection;
  * A connection whose statements carry their values as driver parameters (see bound-sql.ts): every query
  * MikroORM builds, every `em.execute`, and the unit of work's own writes.
  */
-function bindingParameters<Base extends ConnectionClass>(Base: Base) {
+export function bindingParameters<Base extends ConnectionClass>(Base: Base) {
   abstract class Bound extends Base {
     override async execute(...[queryOrKnex, params = [], method = 'all', ctx, loggerContext]: ExecuteArgs): Promise<any> {
       // A direct transaction holds its connection already. Its statements are sent without a wait before
@@ -41,16 +40,9 @@ function bindingParameters<Base extends ConnectionClass>(Base: Base) {
 }
 
 export class BoundPostgreSqlConnection extends bindingParameters(PostgreSqlConnection) {}
-export class BoundPGliteConnection extends bindingParameters(PGliteConnection) {}
 
 export class BoundPostgreSqlDriver extends AbstractSqlDriver<BoundPostgreSqlConnection> {
   constructor(config: Configuration) {
     super(config, new PostgreSqlPlatform(), BoundPostgreSqlConnection, ['knex', 'pg']);
-  }
-}
-
-export class BoundPGliteDriver extends AbstractSqlDriver<BoundPGliteConnection> {
-  constructor(config: Configuration) {
-    super(config, new PostgreSqlPlatform(), BoundPGliteConnection, ['knex', '@electric-sql/pglite', '@harryplusplus/knex-pglite']);
   }
 }

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Test } from 'tap';
 import pg from 'pg';
-import { PGlite } from '@electric-sql/pglite';
+import type { PGlite } from '@electric-sql/pglite';
 import { openDatabase } from '../../persistence/database.ts';
 
 const MIGRATIONS_DIR = fileURLToPath(new URL('../../persistence/migrations/', import.meta.url));
@@ -113,6 +113,7 @@ export async function migratedPglite(): Promise<PGlite> {
     pgliteImage = undefined;
     throw error;
   });
+  const { PGlite } = await import('@electric-sql/pglite');
   return new PGlite({ loadDataDir: await pgliteImage });
 }
 
@@ -126,6 +127,7 @@ async function pgliteImageFile(): Promise<Blob> {
   const file = path.join(os.tmpdir(), `gs-test-pglite-${manifest.version}-${await migrationsHash()}.tar`);
   const kept = await fs.readFile(file).catch(() => undefined);
   if (kept) return new Blob([kept]);
+  const { PGlite } = await import('@electric-sql/pglite');
   const seed = new PGlite();
   const db = await openDatabase({ databaseUrl: 'memory://', dataDir: '.data/test', pglite: seed });
   let image: Blob;
