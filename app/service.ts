@@ -136,7 +136,7 @@ export async function startService(options: StartOptions): Promise<RunningServic
       { name: `subscription renewals of shard ${scope.shard}`, run: () => renewals.start(scope) },
     ],
     retire: (matches, drainMs) => actors.retireWorkspaces(matches, drainMs),
-    jobsInFlight: jobsInFlightByShard(db, cluster.shards, undefined, heldJobs),
+    jobsInFlight: jobsInFlightByShard(db, cluster.shards, { held: heldJobs }),
     shardLost: (matches) => heldJobs?.forget(matches),
     attemptsInFlight: (matches) => webhookAttempts.count(matches),
     flushWrites: () => writer.flush(),

@@ -16,7 +16,8 @@ const MAX_AGE_MS = 100;
  * With `held`, the jobs this node holds during the emergency stop (at no provider: nothing would end them)
  * are left out. A count made before one of them was released to its provider is never used after.
  */
-export function jobsInFlightByShard(db: Database, shardCount: number, maxAgeMs = MAX_AGE_MS, held?: HeldJobs): (scope: ShardScope) => Promise<number> {
+export function jobsInFlightByShard(db: Database, shardCount: number, options: { maxAgeMs?: number; held?: HeldJobs } = {}): (scope: ShardScope) => Promise<number> {
+  const { maxAgeMs = MAX_AGE_MS, held } = options;
   let last: { at: number; version: number; counts: Promise<Map<number, number>> } | undefined;
   const load = async (): Promise<Map<number, number>> => {
     const heldIds = held?.ids() ?? [];

@@ -28,13 +28,13 @@ t.test("the jobs in flight of each shard, counted for every shard in one stateme
     const shard = shardOf(workspaceId, SHARDS);
     expected.set(shard, (expected.get(shard) ?? 0) + 3 * (i % 4));
   }
-  const fresh = jobsInFlightByShard(db, SHARDS, 0);
+  const fresh = jobsInFlightByShard(db, SHARDS, { maxAgeMs: 0 });
   for (let shard = 0; shard < SHARDS; shard++) {
     t.equal(await fresh({ shard, shardCount: SHARDS }), expected.get(shard) ?? 0, `shard ${shard}`);
   }
 
   // Within maxAgeMs every shard's answer comes from the same count: a job started since is not seen yet.
-  const shared = jobsInFlightByShard(db, SHARDS, 3_600_000);
+  const shared = jobsInFlightByShard(db, SHARDS, { maxAgeMs: 3_600_000 });
   const shard = shardOf('ws_inflight_1', SHARDS);
   const before = await shared({ shard, shardCount: SHARDS });
   await addJobs(db, 'ws_inflight_1', ['running', 'running'], 'b');
@@ -51,7 +51,7 @@ t.test('jobs held during the emergency stop are left out of the count; once rele
   const scope = { shard: shardOf(workspaceId, SHARDS), shardCount: SHARDS };
   const held = new HeldJobs();
   // A count shared for an hour: only a release makes it count afresh.
-  const count = jobsInFlightByShard(db, SHARDS, 3_600_000, held);
+  const count = jobsInFlightByShard(db, SHARDS, { maxAgeMs: 3_600_000, held });
   held.hold(`gen_${workspaceId}_a1`, workspaceId);
   held.hold(`gen_${workspaceId}_a2`, workspaceId);
   t.equal(await count(scope), 1, 'the two held jobs are not waited for; the third is');
