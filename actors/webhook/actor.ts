@@ -103,12 +103,16 @@ async function pump(state: EndpointActorState, ctx: ActorContext): Promise<Outco
 
 async function refill(state: EndpointActorState, ctx: ActorContext): Promise<void> {
   state.unread = false;
+  // Deliveries whose outcome is being written when the read begins: the read may find them still pending,
+  // and their write may commit (and leave `settling`) before its rows come back. Skipped by this set, taken
+  // now, they are never queued (and posted) again.
+  const settling = new Set(state.settling);
   // Read together with the other endpoints that ran out at the same time: one statement for many.
-  const rows = await pendingReaderFor(ctx.db).read(ctx.id, QUEUE_BATCH + state.settling.size);
+  const rows = await pendingReaderFor(ctx.db).read(ctx.id, QUEUE_BATCH + settling.size);
   // A full batch may have left deliveries behind: read again when this one is done.
-  if (rows.length >= QUEUE_BATCH + state.settling.size) state.unread = true;
+  if (rows.length >= QUEUE_BATCH + settling.size) state.unread = true;
   for (const row of rows) {
-    if (state.settling.has(row.id)) continue;
+    if (settling.has(row.id)) continue;
     const attempts = typeof row.attempts === 'string' ? JSON.parse(row.attempts) as DeliveryAttempt[] : row.attempts;
     state.queue.push({
       id: row.id,
