@@ -265,28 +265,14 @@ export class SnapshotWriter {
     }, parent);
     if (waits.length > 1) for (const wait of waits) wait.addLink({ context: span.spanContext() });
     const started = performance.now();
-    // The batch's span ends before the waits it served: each wait, its parent or linked, ends after it.
-    let ended = false;
-    const endSpan = () => {
-      if (ended) return;
-      ended = true;
-      span.end();
-    };
     try {
       // Its statements (pg instrumentation, PGlite's spans) are its children.
       await context.with(trace.setSpan(parent, span), () => this.commitBatch(batch));
-      this.record(batch.length, started);
-      span.setStatus({ code: SpanStatusCode.OK });
-      endSpan();
-      for (const pending of batch) {
-        for (const wait of pending.waits) wait.end();
-        pending.resolve();
-      }
     } catch (error) {
       span.recordException(error as Error);
       span.setStatus({ code: SpanStatusCode.ERROR });
       span.setAttribute('error.type', errorType(error));
-      endSpan();
+      span.end();
       if (batch.length === 1 || isDatabaseUnreachable(error)) {
         // Unreachable here means the writer is closing: every unit fails alike.
         this.stats.failedUnits += batch.length;
@@ -302,8 +288,15 @@ export class SnapshotWriter {
         // Isolate the failing write: every other unit gets its own transaction.
         for (const pending of batch) await this.commit([pending]);
       }
-    } finally {
-      endSpan();
+      return;
+    }
+    this.record(batch.length, started);
+    span.setStatus({ code: SpanStatusCode.OK });
+    // The batch's span ends before the waits it served: each wait, its parent or linked, ends after it.
+    span.end();
+    for (const pending of batch) {
+      for (const wait of pending.waits) wait.end();
+      pending.resolve();
     }
   }
 
