@@ -1,10 +1,23 @@
 import type { Span } from '@opentelemetry/api';
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
-import type { SnapshotWriter } from './snapshot-writer.ts';
+import type { SnapshotWriter, WriteOptions } from './snapshot-writer.ts';
 import { currentWriteClaim, WriteClaims } from './write-claims.ts';
 
 /** Writes many rows of one kind with a constant number of statements. */
 export type BulkApply<R> = (em: SqlEntityManager, rows: R[]) => Promise<void>;
+
+/** Whether the rows of a unit whose connection was lost were committed (SnapshotWriter's CommitProbe). */
+export type BulkProbe<R> = (em: SqlEntityManager, rows: R[]) => Promise<boolean>;
+
+export interface BulkWriteOptions<R> {
+  /** Lanes of the writer the batches go to (see below); default 1. */
+  lanes?: number;
+  /**
+   * An apply that asks for all its statements at once and decides nothing from their answers (every failure
+   * is a statement's) may have a probe: its batches then commit in one round trip (WriteOptions.probe).
+   */
+  probe?: BulkProbe<R>;
+}
 // An apply lets every failed statement throw and writes only through statements: its units are strict
 // (SnapshotWriter's WriteOptions).
 
@@ -48,7 +61,18 @@ export class BulkWrite<R> {
   private open: Gathering<R> | undefined;
   private next = 0;
 
-  constructor(private readonly writer: SnapshotWriter, private readonly apply: BulkApply<R>, private readonly lanes = 1) {}
+  private readonly lanes: number;
+  private readonly probe: BulkProbe<R> | undefined;
+
+  constructor(private readonly writer: SnapshotWriter, private readonly apply: BulkApply<R>, options: BulkWriteOptions<R> = {}) {
+    this.lanes = options.lanes ?? 1;
+    this.probe = options.probe;
+  }
+
+  private probeOf(rows: R[]): WriteOptions['probe'] {
+    const probe = this.probe;
+    return probe && ((em) => probe(em, rows));
+  }
 
   add(row: R): Promise<void> {
     return this.addAfter(row).committed;
@@ -68,7 +92,7 @@ export class BulkWrite<R> {
         // Rows added from now on belong to the next batch.
         if (this.open === created) this.open = undefined;
         await this.apply(em, created.rows);
-      }, { strict: true, claims: created.claims, waits: created.waits });
+      }, { strict: true, claims: created.claims, waits: created.waits, probe: this.probeOf(created.rows) });
       this.open = created;
       gathering = created;
     }
@@ -98,14 +122,14 @@ export class BulkWrite<R> {
   }
 
   private alone(row: R, claim: ReturnType<typeof currentWriteClaim>): Promise<void> {
-    return this.writer.write((em) => this.apply(em, [row]), { strict: true, claims: new WriteClaims().add(claim) });
+    return this.writer.write((em) => this.apply(em, [row]), { strict: true, claims: new WriteClaims().add(claim), probe: this.probeOf([row]) });
   }
 }
 
 const shared = new WeakMap<SnapshotWriter, Map<unknown, unknown>>();
 
 /** The one BulkWrite of `apply` on a writer (one writer per service), so every actor's rows of that kind gather together. */
-export function bulkWriteOf<R>(writer: SnapshotWriter, apply: BulkApply<R>, lanes = 1): BulkWrite<R> {
+export function bulkWriteOf<R>(writer: SnapshotWriter, apply: BulkApply<R>, options: BulkWriteOptions<R> = {}): BulkWrite<R> {
   let kinds = shared.get(writer);
   if (!kinds) {
     kinds = new Map();
@@ -113,7 +137,7 @@ export function bulkWriteOf<R>(writer: SnapshotWriter, apply: BulkApply<R>, lane
   }
   let bulk = kinds.get(apply) as BulkWrite<R> | undefined;
   if (!bulk) {
-    bulk = new BulkWrite(writer, apply, lanes);
+    bulk = new BulkWrite(writer, apply, options);
     kinds.set(apply, bulk);
   }
   return bulk;

@@ -107,6 +107,19 @@ class PipelineQuery extends (pg.Query as unknown as new (config: object) => {
 
 let transactions = 0;
 
+export interface RunOptions {
+  /**
+   * PostgreSQL: COMMIT goes in the same network write as the statements the body asks for before it first
+   * yields, so the whole transaction is one round trip. For bodies that ask for every statement at once and
+   * decide nothing from their answers: a failure must be the server's (a statement's error), since COMMIT is
+   * on its way before any answer is back; a statement asked for later is refused (it would run after COMMIT).
+   * A connection lost after the write leaves the outcome unknown, and no statement's answer (such as the
+   * transaction's id) may have come back: the caller needs another way to learn it (SnapshotWriter's probes).
+   * Ignored on PGlite, which has no round trip to save.
+   */
+  commitWithStatements?: boolean;
+}
+
 function noop(): void {}
 
 /**
@@ -136,19 +149,36 @@ export class DirectTransaction {
   private readonly client: KnexClient;
   /** The first statement that failed, if one did. */
   private failed: { error: unknown } | undefined;
+  /** COMMIT is queued behind the statements (RunOptions.commitWithStatements): no statement may follow it. */
+  private commitQueued = false;
 
   private constructor(private readonly knex: Knex, private readonly connection: { __knexTxId?: string }) {
     this.client = knex.client as unknown as KnexClient;
   }
 
   /** Runs `body` in a transaction of its own: committed if it resolves, rolled back if it throws. */
-  static async run<T>(knex: Knex, body: (tx: DirectTransaction) => Promise<T>): Promise<T> {
+  static async run<T>(knex: Knex, body: (tx: DirectTransaction) => Promise<T>, options: RunOptions = {}): Promise<T> {
     const client = knex.client as unknown as KnexClient;
     const connection = await client.acquireConnection() as { __knexTxId?: string };
     // Named as the query builder names its transactions, so its query events group this one's statements.
     connection.__knexTxId = `direct${++transactions}`;
     const tx = new DirectTransaction(knex, connection);
     try {
+      if (options.commitWithStatements && connection instanceof pg.Client) {
+        // COMMIT joins the statements the body asked for before it yielded: one network write, one answer.
+        // Should a statement fail, the server skips what follows it, COMMIT too, and the rollback below ends it.
+        const answered = body(tx);
+        const committed = tx.raw('commit');
+        tx.commitQueued = true;
+        // Both settle before anything else is sent: a ROLLBACK must not overtake a COMMIT still on its way.
+        const [ran, commit] = await Promise.allSettled([answered, committed]);
+        tx.commitQueued = false;
+        if (commit.status === 'rejected') throw ran.status === 'rejected' ? ran.reason : commit.reason;
+        if (commit.value.command === 'ROLLBACK') throw tx.failed?.error ?? new Error('the transaction was aborted: COMMIT rolled it back');
+        // Committed: a body that failed all the same broke the contract above (it decided something too late).
+        if (ran.status === 'rejected') throw new Error('the transaction committed, but its body failed after COMMIT was sent', { cause: ran.reason });
+        return ran.value;
+      }
       const result = await body(tx);
       // A statement failed and the body went on (it caught the error): the server would turn COMMIT into a
       // ROLLBACK without a word, so the transaction fails here with that statement's error.
@@ -171,6 +201,10 @@ export class DirectTransaction {
 
   /** One statement, `?` placeholders bound by the driver; the driver's own result (rows, rowCount). */
   raw(sql: string, params: readonly unknown[] = []): Promise<DriverResult> {
+    if (this.commitQueued) {
+      // It would run after COMMIT, outside the transaction: refused, and the transaction fails with it.
+      return this.noted(Promise.reject(new Error(`a statement was asked for after its transaction's COMMIT was sent with the statements: ${sql.slice(0, 80)}`)));
+    }
     const compiled = params.length === 0 ? { sql, bindings: [] as unknown[] } : this.knex.raw(sql, params as never[]).toSQL();
     if (!(this.connection instanceof pg.Client)) return this.inOrder(compiled.sql, compiled.bindings);
     let values: unknown[];

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { context, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Span, type Tracer } from '@opentelemetry/api';
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import type { Database } from './database.ts';
@@ -5,6 +6,7 @@ import { availabilityOf, isDatabaseUnreachable, pause, type DatabaseAvailability
 import { currentWriteClaim, WriteClaims, type WriteFence } from './write-claims.ts';
 import { notedTransactionId } from './transaction-id.ts';
 import { DirectTransaction } from './direct-transaction.ts';
+import { boundQuery } from './bound-query.ts';
 
 /** One actor's writes; runs inside the batch's transaction and must touch only the database. */
 export type WriteUnit = (em: SqlEntityManager) => Promise<void>;
@@ -43,7 +45,14 @@ interface Pending {
   waits: Span[];
   strict: boolean;
   claims: WriteClaims | undefined;
+  probe: CommitProbe | undefined;
 }
+
+/**
+ * Whether a unit's writes committed, read in a transaction of its own (em) once the database answers again:
+ * for instance, whether a row the unit inserts exists.
+ */
+export type CommitProbe = (em: SqlEntityManager) => Promise<boolean>;
 
 export interface WriteOptions {
   /**
@@ -59,6 +68,13 @@ export interface WriteOptions {
   claims?: WriteClaims;
   /** The wait spans of the callers a shared unit serves, added to until it commits (default: the caller's own). */
   waits?: Span[];
+  /**
+   * A strict unit that asks for all its statements at once (before it first awaits) and decides nothing from
+   * their answers, so that every way it can fail is a statement's error. On PostgreSQL a batch of such units
+   * only sends COMMIT with their statements: one round trip (DirectTransaction's commitWithStatements). Should
+   * the connection be lost then, the writer learns what became of the batch from the probe of its first unit.
+   */
+  probe?: CommitProbe;
 }
 
 export class WriterClosedError extends Error {
@@ -118,7 +134,7 @@ export class SnapshotWriter {
         waits = wait ? [wait] : [];
       }
       const claims = options.claims ?? (this.options.fence ? claimsOfCaller() : undefined);
-      this.queue.push({ unit, resolve, reject, waits, strict: options.strict === true, claims });
+      this.queue.push({ unit, resolve, reject, waits, strict: options.strict === true, claims, probe: options.probe });
       this.schedule();
     });
     const settled = written.then(noop, noop);
@@ -306,50 +322,104 @@ export class SnapshotWriter {
     // A batch of strict units writes only through statements: it needs no unit of work, and runs on a
     // direct transaction (about a third of the CPU of the ORM's). Any other batch runs in the ORM's own.
     const strict = batch.every((p) => p.strict);
-    for (let attempt = 0; ; attempt++) {
-      let txid: string | undefined;
-      const inTransaction = async (em: SqlEntityManager): Promise<void> => {
-        for (const pending of batch) await pending.unit(em);
-        if (!strict) await em.flush();
-        // A unit that caught the error of a failed statement leaves the transaction aborted, and the
-        // server then answers COMMIT with a silent ROLLBACK: one more statement makes such a batch fail
-        // here instead of acknowledging writes that were never committed. On PostgreSQL that statement
-        // also notes the transaction's id, in case the connection is lost during COMMIT. In cluster mode
-        // the fence is that statement (it reads the id too), the last before COMMIT.
-        let fencedTxid: string | undefined;
-        if (this.options.fence) {
-          const claims = new WriteClaims();
-          for (const pending of batch) claims.addAll(pending.claims);
-          // One call for every shard of the batch, in shard order: a node that lost one cannot commit.
-          if (claims.size > 0) fencedTxid = (await this.options.fence(em, claims.sorted())) ?? undefined;
-        }
-        // A batch of strict units (each failed statement threw) needs no check statement: a unit's own
-        // statement may have read the id already (noteTransactionId), and then the writer asks nothing more.
-        if (postgres) txid = fencedTxid ?? (strict ? notedTransactionId(em) : undefined) ?? (await em.execute<Array<{ id: string }>>('select txid_current()::text as id'))[0]!.id;
-        else if (!strict) await em.execute('select 1');
-      };
+    // A batch whose units all have a probe commits in one round trip.
+    if (postgres && strict && batch.every((p) => p.probe)) return this.commitInOneRoundTrip(batch);
+    let txid: string | undefined;
+    const inTransaction = async (em: SqlEntityManager): Promise<void> => {
+      for (const pending of batch) await pending.unit(em);
+      if (!strict) await em.flush();
+      // A unit that caught the error of a failed statement leaves the transaction aborted, and the
+      // server then answers COMMIT with a silent ROLLBACK: one more statement makes such a batch fail
+      // here instead of acknowledging writes that were never committed. On PostgreSQL that statement
+      // also notes the transaction's id, in case the connection is lost during COMMIT. In cluster mode
+      // the fence is that statement (it reads the id too), the last before COMMIT.
+      let fencedTxid: string | undefined;
+      if (this.options.fence) {
+        const claims = new WriteClaims();
+        for (const pending of batch) claims.addAll(pending.claims);
+        // One call for every shard of the batch, in shard order: a node that lost one cannot commit.
+        if (claims.size > 0) fencedTxid = (await this.options.fence(em, claims.sorted())) ?? undefined;
+      }
+      // A batch of strict units (each failed statement threw) needs no check statement: a unit's own
+      // statement may have read the id already (noteTransactionId), and then the writer asks nothing more.
+      if (postgres) txid = fencedTxid ?? (strict ? notedTransactionId(em) : undefined) ?? (await em.execute<Array<{ id: string }>>('select txid_current()::text as id'))[0]!.id;
+      else if (!strict) await em.execute('select 1');
+    };
+    return this.untilCommitted(async () => {
+      txid = undefined;
+      if (strict) {
+        const em = this.db.em();
+        await DirectTransaction.run(em.getKnex(), (tx) => {
+          em.setTransactionContext(tx as never);
+          return inTransaction(em);
+        });
+      } else {
+        await this.db.em().transactional(inTransaction);
+      }
+    }, (lost) => txid !== undefined && this.committedAnyway(txid, lost));
+  }
+
+  /**
+   * A batch of probed units: each asks for its statements now, then the fence (cluster mode), then COMMIT, all
+   * in one network write. A unit refused by the fence or failing fails the whole transaction on the server.
+   * If the connection is lost, the transaction's id is not known (the answers come back only after COMMIT):
+   * once the database answers again, the first unit's probe tells whether the batch committed, asked under
+   * the batch's advisory lock, which a transaction the server is still running holds until it ends.
+   */
+  private commitInOneRoundTrip(batch: Pending[]): Promise<void> {
+    const lockKey = batchLockKey();
+    const claims = new WriteClaims();
+    for (const pending of batch) claims.addAll(pending.claims);
+    return this.untilCommitted(async () => {
+      const em = this.db.em();
+      await DirectTransaction.run(em.getKnex(), (tx) => {
+        em.setTransactionContext(tx as never);
+        const asked: Array<Promise<unknown>> = [boundQuery(em, 'select pg_advisory_xact_lock(?::bigint)', [lockKey])];
+        for (const pending of batch) asked.push(pending.unit(em));
+        if (this.options.fence && claims.size > 0) asked.push(this.options.fence(em, claims.sorted()));
+        return Promise.all(asked);
+      }, { commitWithStatements: true });
+    }, (lost) => this.probedAnyway(batch[0]!.probe!, lockKey, lost));
+  }
+
+  /**
+   * Runs `attempt` until it commits, trying again while the database cannot be reached (unless closing).
+   * After a failure that lost the connection, `inDoubt` tells whether the attempt committed all the same.
+   */
+  private async untilCommitted(attempt: () => Promise<void>, inDoubt: (lost: unknown) => boolean | Promise<boolean>): Promise<void> {
+    for (let n = 0; ; n++) {
       try {
-        if (strict) {
-          const em = this.db.em();
-          await DirectTransaction.run(em.getKnex(), (tx) => {
-            em.setTransactionContext(tx as never);
-            return inTransaction(em);
-          });
-        } else {
-          await this.db.em().transactional(inTransaction);
-        }
+        await attempt();
         this.availability.up();
         return;
       } catch (error) {
         if (!isDatabaseUnreachable(error) || this.closing) throw error;
         this.availability.down(error);
         this.stats.retries++;
-        if (txid !== undefined && await this.committedAnyway(txid, error)) {
+        if (await inDoubt(error)) {
           this.availability.up();
           return;
         }
-        await this.backoff(attempt);
+        await this.backoff(n);
         if (this.closing) throw error;
+      }
+    }
+  }
+
+  /** Whether a batch that lost its connection committed: its probe, asked once its advisory lock is free. */
+  private async probedAnyway(probe: CommitProbe, lockKey: string, lost: unknown): Promise<boolean> {
+    for (let attempt = 0; ; attempt++) {
+      await this.backoff(attempt);
+      if (this.closing) throw lost;
+      try {
+        return await this.db.em().transactional(async (em) => {
+          // Waits for the batch's transaction, should the server still be running it; then reads what it left.
+          await boundQuery(em, 'select pg_advisory_xact_lock(?::bigint)', [lockKey]);
+          return probe(em);
+        });
+      } catch (error) {
+        if (!isDatabaseUnreachable(error)) throw lost;
+        this.availability.down(error);
       }
     }
   }
@@ -389,6 +459,15 @@ export class SnapshotWriter {
 }
 
 function noop(): void {}
+
+/** Where this process's advisory lock keys start: random, so two processes' keys meet only by a 2⁻⁶⁴-scale chance. */
+const lockKeyBase = randomBytes(8).readBigInt64BE();
+let lockKeys = 0n;
+
+/** An advisory lock key (bigint, as text) of one batch: the next of this process's. */
+function batchLockKey(): string {
+  return BigInt.asIntN(64, lockKeyBase + ++lockKeys).toString();
+}
 
 /** error.type: the driver's SQLSTATE when there is one, else the error's class name. */
 function errorType(error: unknown): string {

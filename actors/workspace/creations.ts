@@ -43,36 +43,47 @@ function generationColumns(g: GenerationRow, traceContext: JobContext | null | u
 }
 
 /**
- * The creates of one group commit in two statements whatever their number: the generation rows, their usage
- * rollups and the money of all their workspaces (writeMoneyChanges, one statement), and the Idempotency-Keys if any.
+ * The creates of one group commit in one statement whatever their number: the generation rows, their usage
+ * rollups, their key spend, their Idempotency-Keys if any and the money of all their workspaces
+ * (writeMoneyChanges). It decides nothing from the answer (the server checks the accounts), so its batches
+ * may send COMMIT along (creationProbe).
  */
-async function writeCreations(em: SqlEntityManager, creations: Creation[]): Promise<void> {
+function writeCreations(em: SqlEntityManager, creations: Creation[]): Promise<void> {
   const usage = usageUpsert(creations.map(({ generation: g }) => ({
     workspaceId: g.workspaceId, apiKeyId: g.apiKeyId, day: usageDay(g.createdAt), total: 1, [statusFigure(g.status)]: 1,
   })));
   const keySpend = keySpendWrite(creations.flatMap((c) => c.keySpend ?? []));
-  // The rows and their rollups ride in the money's statement: one round trip for all three.
-  await writeMoneyChanges(em, creations.map((c) => c.money), [{
-    sql: `insert into generations (${GENERATION_COLUMNS}) select ${GENERATION_COLUMNS} from jsonb_populate_recordset(null::generations, ?::jsonb)`,
-    params: [JSON.stringify(creations.map((c) => generationColumns(c.generation, c.traceContext)))],
-  }, ...(usage ? [usage] : []), ...(keySpend ? [keySpend] : [])]);
   const keys = creations.flatMap((c) => c.idempotency ? [{
     workspace_id: c.generation.workspaceId, key: c.idempotency.key, request_hash: c.idempotency.hash, response_status: 201,
     response_body: c.answer ?? c.generation, created_at: c.generation.createdAt, expires_at: c.idempotency.expiresAt,
   }] : []);
-  if (keys.length === 0) return;
   // A key used again after it expired takes the place of its old row. One workspace never has two
   // creates with the same key in flight (its actor refuses the second), so no two rows here collide.
-  await boundQuery(em,
-    `insert into idempotency_keys (workspace_id, key, request_hash, response_status, response_body, created_at, expires_at)
+  const idempotency = keys.length === 0 ? [] : [{
+    sql: `insert into idempotency_keys (workspace_id, key, request_hash, response_status, response_body, created_at, expires_at)
      select k.workspace_id, k.key, k.request_hash, k.response_status, k.response_body, k.created_at, k.expires_at
      from jsonb_to_recordset(?::jsonb) as k(workspace_id text, key text, request_hash text, response_status integer, response_body jsonb,
        created_at timestamptz, expires_at timestamptz)
      on conflict (workspace_id, key) do update set request_hash = excluded.request_hash, response_status = excluded.response_status,
        response_body = excluded.response_body, created_at = excluded.created_at, expires_at = excluded.expires_at
      where idempotency_keys.expires_at <= excluded.created_at`,
-    [JSON.stringify(keys)],
-  );
+    params: [JSON.stringify(keys)],
+  }];
+  // The rows, their rollups and keys ride in the money's statement: one round trip for all.
+  return writeMoneyChanges(em, creations.map((c) => c.money), [{
+    sql: `insert into generations (${GENERATION_COLUMNS}) select ${GENERATION_COLUMNS} from jsonb_populate_recordset(null::generations, ?::jsonb)`,
+    params: [JSON.stringify(creations.map((c) => generationColumns(c.generation, c.traceContext)))],
+  }, ...(usage ? [usage] : []), ...(keySpend ? [keySpend] : []), ...idempotency]);
+}
+
+/**
+ * Whether creations whose transaction lost its connection were committed: their rows are written together
+ * or not at all, so the first generation's row tells.
+ */
+async function creationProbe(em: SqlEntityManager, creations: Creation[]): Promise<boolean> {
+  const first = creations[0];
+  if (!first) return false;
+  return (await boundQuery(em, 'select 1 from generations where id = ?', [first.generation.id])).length > 0;
 }
 
 /**
@@ -83,12 +94,12 @@ async function writeCreations(em: SqlEntityManager, creations: Creation[]): Prom
 const writeReservedCreations = (em: SqlEntityManager, creations: Creation[]) => writeCreations(em, creations);
 
 export function reservedCreationsOf(writer: SnapshotWriter): BulkWrite<Creation> {
-  return bulkWriteOf(writer, writeReservedCreations);
+  return bulkWriteOf(writer, writeReservedCreations, { probe: creationProbe });
 }
 
 /** The creations of a writer (one per service): every create of a group commit shares its statements. */
 export function creationsOf(writer: SnapshotWriter): BulkWrite<Creation> {
   // Two lanes: creations only insert new rows and move balances by deltas, so a batch may commit while
   // the previous one still is.
-  return bulkWriteOf(writer, writeCreations, CREATION_LANES);
+  return bulkWriteOf(writer, writeCreations, { lanes: CREATION_LANES, probe: creationProbe });
 }

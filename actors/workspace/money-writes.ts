@@ -96,14 +96,19 @@ export async function writeMoneyChanges(em: SqlEntityManager, changes: MoneyChan
          wallet_cents integer, reserved_wallet_cents integer, generation_id text, reference text, created_at timestamptz)
        where e.workspace_id in (select workspace_id from account)
        returning id)
-     select (select count(*) from account) as accounts, (select count(*) from entry) as entries, ${TXID_COLUMN}`,
+     select (select count(*) from account) as accounts, (select count(*) from entry) as entries, ${TXID_COLUMN},
+       write_check((select count(*) from account) = ?::bigint and (select count(*) from entry) = ?::bigint, ?) as checked`,
     // Sorted, so transactions that commit side by side (creations have lanes) lock accounts in the same order.
-    [...alongsideParams, JSON.stringify([...accounts.values()].sort((a, b) => (a.workspace_id < b.workspace_id ? -1 : 1))), JSON.stringify(ledger)],
+    [...alongsideParams, JSON.stringify([...accounts.values()].sort((a, b) => (a.workspace_id < b.workspace_id ? -1 : 1))), JSON.stringify(ledger),
+      accounts.size, ledger.length, noAccount([...accounts.keys()])],
   );
+  // The server checked every account was there (write_check raises otherwise), so the statement fails, and its
+  // transaction with it, even when COMMIT was sent along (creations); this check only restates it.
   const result = rows[0];
   noteTransactionId(em, result?.txid);
-  if (!result || Number(result.accounts) !== accounts.size || Number(result.entries) !== ledger.length) {
-    const names = [...accounts.keys()];
-    throw new Error(`no account for ${names.length === 1 ? `workspace ${names[0]}` : `some of the workspaces ${names.join(', ')}`}`);
-  }
+  if (!result || Number(result.accounts) !== accounts.size || Number(result.entries) !== ledger.length) throw new Error(noAccount([...accounts.keys()]));
+}
+
+function noAccount(names: string[]): string {
+  return `no account for ${names.length === 1 ? `workspace ${names[0]}` : `some of the workspaces ${names.join(', ')}`}`;
 }

@@ -14,6 +14,7 @@ import { Migration0015WebhookOperations } from './0015-webhook-operations.ts';
 import { Migration0016WebhookSigning } from './0016-webhook-signing.ts';
 import { Migration0017TraceContext } from './0017-trace-context.ts';
 import { Migration0018SessionExpiry } from './0018-session-expiry.ts';
+import { Migration0019WriteChecks } from './0019-write-checks.ts';
 import type { Migration } from '@mikro-orm/migrations';
 import { MIGRATION_NAMES, type MigrationName } from './names.ts';
 
@@ -34,6 +35,7 @@ const classes: Record<MigrationName, new (...args: any[]) => Migration> = {
   '0016-webhook-signing': Migration0016WebhookSigning,
   '0017-trace-context': Migration0017TraceContext,
   '0018-session-expiry': Migration0018SessionExpiry,
+  '0019-write-checks': Migration0019WriteChecks,
 };
 
 /** Applied in the order of MIGRATION_NAMES at start-up, when one is missing from the database. */

@@ -20,6 +20,7 @@ export const MIGRATION_NAMES = [
   '0016-webhook-signing',
   '0017-trace-context',
   '0018-session-expiry',
+  '0019-write-checks',
 ] as const;
 
 export type MigrationName = (typeof MIGRATION_NAMES)[number];

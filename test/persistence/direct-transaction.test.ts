@@ -189,3 +189,49 @@ t.test('a statement whose first Parse the server skipped (an earlier one failed)
     t.same(again, [{ n: 2 + i }], 'and again, prepared');
   }
 });
+
+t.test('commitWithStatements: COMMIT goes in the same write as the statements, and the transaction is one round trip', { skip: db.kind !== 'postgres' && 'PGlite runs in the process' }, async (t) => {
+  const writes: string[][] = [];
+  const original = pg.Client.prototype.query;
+  pg.Client.prototype.query = function (this: object, ...args: unknown[]) {
+    const first = args[0] as { text?: string; statements?: Array<{ text: string }> } | string;
+    writes.push(typeof first === 'string' ? [first] : first.statements ? first.statements.map((s) => s.text) : [first.text ?? '']);
+    return (original as (...a: unknown[]) => unknown).apply(this, args);
+  } as typeof original;
+  try {
+    await DirectTransaction.run(db.em().getKnex(), (tx) => {
+      const em = emIn(tx);
+      return Promise.all([boundQuery(em, insert, ['dt-one-trip', 'a', '{}']), em.execute(insert, ['dt-one-trip', 'b', '{}'])]);
+    }, { commitWithStatements: true });
+  } finally {
+    pg.Client.prototype.query = original;
+  }
+  t.equal(writes.length, 1, `one write: ${JSON.stringify(writes)}`);
+  t.same(writes[0]!.map((text) => text.trim().split(/\s+/)[0]!.toLowerCase()), ['insert', 'insert', 'commit'], 'both statements, then COMMIT');
+  t.same(await idsOf('dt-one-trip'), ['a', 'b'], 'committed');
+});
+
+t.test('commitWithStatements: a statement that fails takes COMMIT with it; nothing is committed and the connection is clean', { skip: db.kind !== 'postgres' && 'PGlite runs in the process' }, async (t) => {
+  await t.rejects(DirectTransaction.run(db.em().getKnex(), (tx) => {
+    const em = emIn(tx);
+    return Promise.all([
+      boundQuery(em, insert, ['dt-one-trip-fail', 'a', '{}']),
+      boundQuery(em, 'select write_check(?, ?)', [false, 'refused on the server']),
+    ]);
+  }, { commitWithStatements: true }), { code: 'GSW01', message: 'refused on the server' });
+  t.same(await idsOf('dt-one-trip-fail'), [], 'nothing committed');
+  await DirectTransaction.run(db.em().getKnex(), (tx) => boundQuery(emIn(tx), insert, ['dt-one-trip-fail', 'b', '{}']), { commitWithStatements: true });
+  t.same(await idsOf('dt-one-trip-fail'), ['b'], 'the next transaction on the pool commits');
+});
+
+t.test('commitWithStatements: a statement asked for after COMMIT was sent is refused, and the run fails', { skip: db.kind !== 'postgres' && 'PGlite runs in the process' }, async (t) => {
+  let late: Promise<unknown> | undefined;
+  await t.rejects(DirectTransaction.run(db.em().getKnex(), async (tx) => {
+    const em = emIn(tx);
+    await boundQuery(em, insert, ['dt-one-trip-late', 'a', '{}']);
+    late = boundQuery(em, insert, ['dt-one-trip-late', 'b', '{}']);
+    await late;
+  }, { commitWithStatements: true }), { message: /committed, but its body failed/ });
+  await t.rejects(late!, { message: /after its transaction's COMMIT was sent/ }, 'the late statement itself is refused');
+  t.same(await idsOf('dt-one-trip-late'), ['a'], 'what was asked for with COMMIT committed; the late statement never ran');
+});

@@ -6,6 +6,7 @@ import { SnapshotWriter, type SnapshotWriterOptions } from '../../persistence/sn
 import { availabilityOf, isDatabaseUnreachable } from '../../persistence/availability.ts';
 import { freshDatabaseUrl } from '../helpers/database.ts';
 import { startPgProxy } from '../helpers/pg-proxy.ts';
+import { boundQuery } from '../../persistence/bound-query.ts';
 import { startTestServer } from '../helpers/server.ts';
 import { createKey, signUp } from '../helpers/identity.ts';
 
@@ -86,6 +87,62 @@ if (!process.env.TEST_DATABASE_URL) {
     t.ok(writer.stats.retries >= 1);
     t.equal(writer.stats.failedUnits, 0);
     await writer.close();
+  });
+
+  /**
+   * Units with a probe commit in one round trip (COMMIT sent with their statements), so a lost connection
+   * leaves no transaction id to look up: the first unit's probe tells. Each unit's statement names its kind in
+   * a comment, so that the statement is parsed (and seen by the proxy) whatever its connection prepared before.
+   */
+  const probed = (kind: string, id: string) => ({
+    unit: (em: SqlEntityManager) => boundQuery(em, `/* ${kind} */ insert into actor_snapshots (kind, id, version, state, updated_at) values (?, ?, 1, '{}'::jsonb, now())`, [kind, id]).then(() => undefined),
+    options: { strict: true, probe: async (em: SqlEntityManager) => (await boundQuery(em, 'select 1 from actor_snapshots where kind = ? and id = ?', [kind, id])).length > 0 },
+  });
+
+  t.test('one round trip: the answer lost after the server committed; the probe finds the batch committed, and it is not applied again', async (t) => {
+    const writer = new SnapshotWriter(db, options());
+    const kind = newKind();
+    const cut = proxy.cutAt(new RegExp(`/\\* ${kind} \\*/`), 'after');
+    const written = Promise.all(['a', 'b', 'c'].map((id) => { const p = probed(kind, id); return writer.write(p.unit, p.options); }));
+    await cut;
+    await t.resolves(written, 'every waiter is answered');
+    t.same(await ids(kind), ['a', 'b', 'c'], 'each row once');
+    t.ok(writer.stats.retries >= 1, 'the lost connection was noticed');
+    t.equal(writer.stats.failedUnits, 0, 'no unit failed (applied again, the inserts would have hit their primary key)');
+    await writer.close();
+  });
+
+  t.test('one round trip: the connection lost before the statements reached the server; the probe finds nothing, and the batch commits once', async (t) => {
+    const writer = new SnapshotWriter(db, options());
+    const kind = newKind();
+    const cut = proxy.cutAt(new RegExp(`/\\* ${kind} \\*/`), 'before');
+    const written = Promise.all(['a', 'b'].map((id) => { const p = probed(kind, id); return writer.write(p.unit, p.options); }));
+    await cut;
+    await t.resolves(written);
+    t.same(await ids(kind), ['a', 'b']);
+    t.ok(writer.stats.retries >= 1);
+    t.equal(writer.stats.failedUnits, 0);
+    await writer.close();
+  });
+
+  t.test('one round trip: a create answered although its connection was lost after COMMIT (HTTP, PostgreSQL)', async (t) => {
+    const server = await startTestServer(t, { databaseUrl: proxy.url, env: { LOCAL_PROVIDER_LATENCY_MS: '60000' } });
+    const account = await signUp(server);
+    const { key } = await createKey(server, account.cookie, account.workspaceId, ['generations.write', 'generations.read']);
+    const body = JSON.stringify({ workspaceId: account.workspaceId, mode: 'text_to_text', model: 'local/text-mini', params: { prompt: 'lost answer' } });
+    const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
+    // The server's first create: its statement is parsed on its connection (later ones are only bound), so the proxy
+    // sees it, and cuts the connection once the server answers (COMMIT's answer comes with the statement's).
+    const cut = proxy.cutAt(/alongside_0 as \(insert into generations/, 'after');
+    const created = server.json<{ id: string }>('/v1/generations', { method: 'POST', headers, body });
+    const res = await created;
+    t.equal(res.status, 201, 'answered 201');
+    t.equal(proxy.cuts > 0, true, 'a connection was cut');
+    await cut;
+    const rows = await db.em().execute<Array<{ n: string }>>('select count(*) as n from generations where id = ?', [res.body.id]);
+    t.equal(Number(rows[0]!.n), 1, 'the generation exists once');
+    const reserve = await db.em().execute<Array<{ n: string }>>(`select count(*) as n from credit_ledger where generation_id = ? and kind = 'reserve'`, [res.body.id]);
+    t.equal(Number(reserve[0]!.n), 1, 'and its reservation once');
   });
 
   t.test('while the database cannot be reached, writes wait instead of failing, and commit once it is back', async (t) => {
