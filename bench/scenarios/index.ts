@@ -38,6 +38,10 @@ scenarios.push(peers);
 import { restartHistoryPglite, restartHistoryPostgres } from './restart-history.ts';
 scenarios.push(restartHistoryPglite, restartHistoryPostgres);
 
+// GET /v1/usage with 1,000 jobs in its range vs 121,000: the same latency whatever the history (PostgreSQL).
+import { usageHistory } from './usage-history.ts';
+scenarios.push(usageHistory);
+
 // One client's latency on PostgreSQL: creates in a loop vs pgbench's one client, create → succeeded p99 at 200 jobs/s.
 import { latency, latencyCluster } from './latency.ts';
 scenarios.push(latency, latencyCluster);
