@@ -2,6 +2,7 @@ import t from 'tap';
 import { startTestServer } from '../helpers/server.ts';
 import { createKey, signUp } from '../helpers/identity.ts';
 import { createGeneration, serverQuery, TERMINAL } from './flow.ts';
+import { recordDriverWrites } from '../helpers/driver-writes.ts';
 
 interface Seen { sql: string; tx: string | undefined }
 
@@ -124,7 +125,6 @@ t.test('a job that waited in the queue starts without reading its row back', asy
  */
 t.test('a settlement is two round trips: its statements with BEGIN, then COMMIT', { skip: !process.env.TEST_DATABASE_URL && 'PGlite runs in the process: no round trip to count' }, async (t) => {
   const server = await startTestServer(t, { env: { LOCAL_PROVIDER_LATENCY_MS: '0' } });
-  const pg = (await import('pg')).default;
   const account = await signUp(server);
   const { key } = await createKey(server, account.cookie, account.workspaceId, ['generations.write', 'generations.read']);
   const body = { mode: 'text_to_text', model: 'local/text-mini', params: { prompt: 'count my round trips' } };
@@ -133,14 +133,7 @@ t.test('a settlement is two round trips: its statements with BEGIN, then COMMIT'
   const first = await createGeneration(server, key, account.workspaceId, body);
   t.equal(await finished(first.body.id), 'succeeded');
 
-  const calls: Array<{ client: object; text: string }> = [];
-  const original = pg.Client.prototype.query;
-  pg.Client.prototype.query = function (this: object, ...args: unknown[]) {
-    const first = args[0] as { text?: string } | string;
-    calls.push({ client: this, text: (typeof first === 'string' ? first : first.text ?? '').trim().replace(/\s+/g, ' ') });
-    return (original as (...a: unknown[]) => unknown).apply(this, args);
-  } as typeof original;
-  t.teardown(() => { pg.Client.prototype.query = original; });
+  const recorded = recordDriverWrites(t);
   const statements: Array<{ sql: string; tx: string | undefined }> = [];
   const knex = server.services.db.em().getKnex();
   const listener = (q: { sql: string; __knexTxId?: string }) => { statements.push({ sql: q.sql.trim().replace(/\s+/g, ' '), tx: q.__knexTxId }); };
@@ -148,8 +141,9 @@ t.test('a settlement is two round trips: its statements with BEGIN, then COMMIT'
   t.teardown(() => { knex.off('query', listener); });
   const created = await createGeneration(server, key, account.workspaceId, body);
   t.equal(await finished(created.body.id), 'succeeded');
-  pg.Client.prototype.query = original;
+  recorded.stop();
   knex.off('query', listener);
+  const calls = recorded.writes.map((w) => ({ client: w.client, text: w.texts[0]! }));
 
   const settleSql = /^update generations g set status = v\.status, completed_at/;
   const at = calls.findIndex((c) => settleSql.test(c.text));
@@ -173,24 +167,16 @@ t.test('a settlement is two round trips: its statements with BEGIN, then COMMIT'
 t.test('a create is one round trip: its statements and COMMIT in one write', { skip: !process.env.TEST_DATABASE_URL && 'PGlite runs in the process: no round trip to count' }, async (t) => {
   // Jobs held at the provider, so that the creates below only queue (a free slot would be reserved in lane 0).
   const server = await startTestServer(t, { env: { LOCAL_PROVIDER_LATENCY_MS: '60000' } });
-  const pg = (await import('pg')).default;
   const account = await signUp(server);
   const { key } = await createKey(server, account.cookie, account.workspaceId, ['generations.write', 'generations.read']);
   const body = { mode: 'text_to_text', model: 'local/text-mini', params: { prompt: 'one round trip' } };
   t.equal((await createGeneration(server, key, account.workspaceId, body)).status, 201, 'a first job loads the workspace');
 
-  const calls: Array<{ client: object; texts: string[] }> = [];
-  const original = pg.Client.prototype.query;
-  pg.Client.prototype.query = function (this: object, ...args: unknown[]) {
-    const first = args[0] as { text?: string; statements?: Array<{ text: string }> } | string;
-    const texts = typeof first === 'string' ? [first] : first.statements ? first.statements.map((s) => s.text) : [first.text ?? ''];
-    calls.push({ client: this, texts: texts.map((text) => text.trim().replace(/\s+/g, ' ')) });
-    return (original as (...a: unknown[]) => unknown).apply(this, args);
-  } as typeof original;
-  t.teardown(() => { pg.Client.prototype.query = original; });
+  const recorded = recordDriverWrites(t);
   const plain = await createGeneration(server, key, account.workspaceId, body);
   const keyed = await createGeneration(server, key, account.workspaceId, body, { 'idempotency-key': 'one-round-trip-1' });
-  pg.Client.prototype.query = original;
+  recorded.stop();
+  const calls = recorded.writes;
   t.equal(plain.status, 201);
   t.equal(keyed.status, 201);
 

@@ -1,5 +1,4 @@
 import t from 'tap';
-import pg from 'pg';
 import { trace } from '@opentelemetry/api';
 import { openDatabase } from '../../persistence/database.ts';
 import { DirectTransaction, directTransactionOf } from '../../persistence/direct-transaction.ts';
@@ -7,6 +6,7 @@ import { SnapshotWriter } from '../../persistence/snapshot-writer.ts';
 import { boundQuery } from '../../persistence/bound-query.ts';
 import { noteTransactionId, notedTransactionId, TXID_COLUMN } from '../../persistence/transaction-id.ts';
 import { freshDatabaseUrl } from '../helpers/database.ts';
+import { recordDriverWrites } from '../helpers/driver-writes.ts';
 
 const fresh = await freshDatabaseUrl();
 const db = await openDatabase({ databaseUrl: fresh.url, dataDir: '.data/test' });
@@ -98,16 +98,10 @@ t.test('the snapshot writer commits a batch of strict units in one direct transa
 });
 
 t.test('on PostgreSQL BEGIN goes with the first statement: a transaction of one statement is two round trips', { skip: db.kind !== 'postgres' && 'PGlite runs in the process' }, async (t) => {
-  const sent: string[] = [];
-  const original = pg.Client.prototype.query;
-  pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
-    const first = args[0] as { text?: string; sql?: string } | string;
-    sent.push(typeof first === 'string' ? first : first.text ?? String(first));
-    return (original as (...a: unknown[]) => unknown).apply(this, args);
-  } as typeof original;
-  t.teardown(() => { pg.Client.prototype.query = original; });
+  const recorded = recordDriverWrites(t);
   const rows = await DirectTransaction.run(db.em().getKnex(), (tx) => boundQuery<{ id: string }>(emIn(tx), `${insert} returning id`, ['dt-pipelined', 'a', '{}']));
-  pg.Client.prototype.query = original;
+  recorded.stop();
+  const sent = recorded.writes.map((w) => w.texts[0]!);
   t.same(rows, [{ id: 'a' }], 'the first statement\'s own rows, not BEGIN\'s');
   t.equal(sent.length, 2, `two round trips: ${JSON.stringify(sent.map((s) => s.slice(0, 40)))}`);
   t.match(sent[0], /^insert into actor_snapshots/, 'the statement, with BEGIN before it in the same write');
@@ -126,14 +120,7 @@ t.test('on PostgreSQL BEGIN goes with the first statement: a transaction of one 
 });
 
 t.test('statements asked for together go in one round trip, in order; one that fails fails the rest and the transaction', { skip: db.kind !== 'postgres' && 'PGlite runs in the process' }, async (t) => {
-  const sent: string[] = [];
-  const original = pg.Client.prototype.query;
-  pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
-    const first = args[0] as { text?: string } | string;
-    sent.push(typeof first === 'string' ? first : first.text ?? String(first));
-    return (original as (...a: unknown[]) => unknown).apply(this, args);
-  } as typeof original;
-  t.teardown(() => { pg.Client.prototype.query = original; });
+  const recorded = recordDriverWrites(t);
   const results = await DirectTransaction.run(db.em().getKnex(), (tx) => {
     const em = emIn(tx);
     return Promise.all([
@@ -143,7 +130,8 @@ t.test('statements asked for together go in one round trip, in order; one that f
       boundQuery<{ d: Date }>(em, 'select ?::timestamptz as d', [new Date('2026-01-02T03:04:05.678Z')]),
     ]);
   });
-  pg.Client.prototype.query = original;
+  recorded.stop();
+  const sent = recorded.writes.map((w) => w.texts[0]!);
   t.same(results[0], [{ id: 'a' }], 'each statement gets its own rows');
   t.same(results[2], [{ n: '2' }], 'a statement sees the ones asked for before it: they ran in order');
   t.equal(new Date(results[3][0]!.d).toISOString(), '2026-01-02T03:04:05.678Z', 'values go to the wire as pg sends them');
@@ -191,21 +179,13 @@ t.test('a statement whose first Parse the server skipped (an earlier one failed)
 });
 
 t.test('commitWithStatements: COMMIT goes in the same write as the statements, and the transaction is one round trip', { skip: db.kind !== 'postgres' && 'PGlite runs in the process' }, async (t) => {
-  const writes: string[][] = [];
-  const original = pg.Client.prototype.query;
-  pg.Client.prototype.query = function (this: object, ...args: unknown[]) {
-    const first = args[0] as { text?: string; statements?: Array<{ text: string }> } | string;
-    writes.push(typeof first === 'string' ? [first] : first.statements ? first.statements.map((s) => s.text) : [first.text ?? '']);
-    return (original as (...a: unknown[]) => unknown).apply(this, args);
-  } as typeof original;
-  try {
-    await DirectTransaction.run(db.em().getKnex(), (tx) => {
-      const em = emIn(tx);
-      return Promise.all([boundQuery(em, insert, ['dt-one-trip', 'a', '{}']), em.execute(insert, ['dt-one-trip', 'b', '{}'])]);
-    }, { commitWithStatements: true });
-  } finally {
-    pg.Client.prototype.query = original;
-  }
+  const recorded = recordDriverWrites(t);
+  await DirectTransaction.run(db.em().getKnex(), (tx) => {
+    const em = emIn(tx);
+    return Promise.all([boundQuery(em, insert, ['dt-one-trip', 'a', '{}']), em.execute(insert, ['dt-one-trip', 'b', '{}'])]);
+  }, { commitWithStatements: true });
+  recorded.stop();
+  const writes = recorded.writes.map((w) => w.texts);
   t.equal(writes.length, 1, `one write: ${JSON.stringify(writes)}`);
   t.same(writes[0]!.map((text) => text.trim().split(/\s+/)[0]!.toLowerCase()), ['insert', 'insert', 'commit'], 'both statements, then COMMIT');
   t.same(await idsOf('dt-one-trip'), ['a', 'b'], 'committed');
