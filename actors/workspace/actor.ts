@@ -281,8 +281,11 @@ function takesSlotAtCreation(state: WorkspaceState, id: string, provider: string
 
 /**
  * A create whose job holds its slot from the start: its row is written reserved (its first attempt counted,
- * its timeline queued then reserved), behind the workspace's last settlement, and its actor hands it to its
- * provider once committed. The answer is the job as created, queued, as SPEC.md's first transition has it.
+ * its timeline queued then reserved), and its actor hands it to its provider once committed. The answer is
+ * the job as created, queued, as SPEC.md's first transition has it. The slot it takes may be one that a
+ * settlement not yet committed freed: its creation is then queued behind the workspace's last settlement, so
+ * that no crash can leave the new job reserved and the old one still running. Otherwise (the workspace within
+ * its plan even counting those slots as taken) it goes with the other creates, in either of their lanes.
  */
 function createReserved(
   state: WorkspaceState,
@@ -295,7 +298,10 @@ function createReserved(
   const reserved = decide(machineOfNew(queued), { type: 'reserve' }, queued.createdAt.getTime());
   if (!reserved.ok) throw new Error(`a new job could not be reserved: ${reserved.message}`);
   const row: GenerationRow = { ...queued, status: reserved.state.status, attempts: reserved.state.attempts, timeline: reserved.state.timeline };
-  const written = reservedCreationsOf(ctx.writer).addAfter({ ...creation, generation: row, answer: queued }, state.lastSettlement).committed;
+  const reservedCreation = { ...creation, generation: row, answer: queued };
+  const written = state.active.size + state.freesInFlight <= state.plan.concurrentJobs
+    ? creationsOf(ctx.writer).add(reservedCreation)
+    : reservedCreationsOf(ctx.writer).addAfter(reservedCreation, state.lastSettlement).committed;
   return written.then(
     (): CreateReply => {
       state.creating--;
@@ -341,7 +347,8 @@ async function settle(
   // A terminal job holds no slot: not the one it held (heldSlot), nor one granted a moment ago whose
   // `reserve` it will never take (it ended while queued, e.g. cancelled or expired).
   // An active job is not in the queue (schedule takes it out): only one that ended while queued is looked for there.
-  if (!state.active.delete(generationId)) {
+  const freedSlot = state.active.delete(generationId);
+  if (!freedSlot) {
     const queued = state.queue.indexOf(generationId);
     if (queued >= 0) state.queue.splice(queued, 1);
   }
@@ -363,6 +370,11 @@ async function settle(
   const added = writeSettlement(ctx.writer, row, after);
   state.lastSettlement = added.position;
   const written = added.committed;
+  if (freedSlot) {
+    state.freesInFlight++;
+    const settled = () => { state.freesInFlight--; };
+    added.committed.then(settled, settled);
+  }
   schedule(state, ctx);
   return { state, replyWhenDurable: written.then((): SettleReply => ({ settled: true, endpointIds: row.endpointIds })) };
 }

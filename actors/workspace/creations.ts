@@ -87,9 +87,10 @@ async function creationProbe(em: SqlEntityManager, creations: Creation[]): Promi
 }
 
 /**
- * The creations of jobs reserved in their creation's transaction: in the writer's own lane, each queued behind
- * its workspace's last settlement (BulkWrite.addAfter), whose freed slot it may hold, so that no crash can
- * leave the new job reserved and the old one still running.
+ * The creations of jobs reserved in their creation's transaction that may hold a slot freed by a settlement not
+ * yet committed: in the writer's own lane, each queued behind its workspace's last settlement
+ * (BulkWrite.addAfter), so that no crash can leave the new job reserved and the old one still running. The
+ * others go with the queued ones (creationsOf).
  */
 const writeReservedCreations = (em: SqlEntityManager, creations: Creation[]) => writeCreations(em, creations);
 

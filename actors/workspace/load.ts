@@ -175,6 +175,7 @@ export function workspaceStateOf(record: WorkspaceRecord, ctx: ActorContext): Wo
     creating: 0,
     creatingQueued: 0,
     lastSettlement: 0,
+    freesInFlight: 0,
     idempotency: new IdempotencyCache(),
     wallet: row
       ? {

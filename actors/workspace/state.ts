@@ -46,6 +46,11 @@ export interface WorkspaceState {
    * transaction may hold the slot that settlement freed, so its creation is queued behind it.
    */
   lastSettlement: number;
+  /**
+   * Slots freed in memory by settlements not yet committed: a job reserved at creation waits behind the last
+   * settlement only when, counting these as still taken, the workspace would hold more jobs than its plan allows.
+   */
+  freesInFlight: number;
   /** Idempotency-Keys of creates in flight, and the most recently used completed ones. */
   idempotency: IdempotencyCache;
   wallet: WalletSettings;
