@@ -373,7 +373,7 @@ async function settle(
   if (freedSlot) {
     state.freesInFlight++;
     const settled = () => { state.freesInFlight--; };
-    added.committed.then(settled, settled);
+    written.then(settled, settled);
   }
   schedule(state, ctx);
   return { state, replyWhenDurable: written.then((): SettleReply => ({ settled: true, endpointIds: row.endpointIds })) };

@@ -43,7 +43,7 @@ export interface WorkspaceState {
   creatingQueued: number;
   /**
    * The queue position (BulkWrite) of this workspace's last settlement: a job reserved in its creation's
-   * transaction may hold the slot that settlement freed, so its creation is queued behind it.
+   * transaction that may hold the slot a settlement freed is queued behind it (see freesInFlight).
    */
   lastSettlement: number;
   /**
