@@ -1,4 +1,4 @@
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { trace } from '@opentelemetry/api';
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { openDatabase } from '../../persistence/database.ts';
@@ -49,46 +49,6 @@ if (!process.env.TEST_DATABASE_URL) {
     for (let i = 0; i < 1_000 && !condition(); i++) await new Promise((resolve) => setTimeout(resolve, 10));
   };
 
-  t.test('a COMMIT whose answer is lost after the server committed: the waiters are answered, the batch is not applied again', async (t) => {
-    const writer = new SnapshotWriter(db, options());
-    const kind = newKind();
-    const cut = proxy.cutAt(/^\s*commit/i, 'after');
-    const written = Promise.all(['a', 'b', 'c'].map((id) => writer.write(put(kind, id))));
-    await cut;
-    await t.resolves(written, 'every waiter is answered');
-    t.same(await ids(kind), ['a', 'b', 'c'], 'each row once');
-    t.ok(writer.stats.retries >= 1, 'the lost connection was noticed');
-    t.equal(writer.stats.failedUnits, 0, 'no unit failed (applied again, the inserts would have hit their primary key)');
-    await writer.close();
-  });
-
-  t.test('a connection lost in the middle of a batch: the same batch is tried again and commits once', async (t) => {
-    const writer = new SnapshotWriter(db, options());
-    const kind = newKind();
-    const cut = proxy.cutAt(/insert into actor_snapshots/i, 'before');
-    const written = Promise.all(['a', 'b', 'c'].map((id) => writer.write(put(kind, id))));
-    await cut;
-    await t.resolves(written);
-    t.same(await ids(kind), ['a', 'b', 'c']);
-    t.ok(writer.stats.retries >= 1);
-    t.equal(writer.stats.failedUnits, 0);
-    await writer.close();
-  });
-
-  t.test('a connection lost at BEGIN (a dead pooled connection): the batch is tried again and commits once', async (t) => {
-    const writer = new SnapshotWriter(db, options());
-    const kind = newKind();
-    // knex then runs the units on a transaction it has already marked complete: they fail with its own error.
-    const cut = proxy.cutAt(/^\s*begin/i, 'before');
-    const written = Promise.all(['a', 'b'].map((id) => writer.write(put(kind, id))));
-    await cut;
-    await t.resolves(written);
-    t.same(await ids(kind), ['a', 'b']);
-    t.ok(writer.stats.retries >= 1);
-    t.equal(writer.stats.failedUnits, 0);
-    await writer.close();
-  });
-
   /**
    * Units with a probe commit in one round trip (COMMIT sent with their statements), so a lost connection
    * leaves no transaction id to look up: the first unit's probe tells. Each unit's statement names its kind in
@@ -99,31 +59,43 @@ if (!process.env.TEST_DATABASE_URL) {
     options: { strict: true, probe: async (em: SqlEntityManager) => (await boundQuery(em, 'select 1 from actor_snapshots where kind = ? and id = ?', [kind, id])).length > 0 },
   });
 
-  t.test('one round trip: the answer lost after the server committed; the probe finds the batch committed, and it is not applied again', async (t) => {
+  /**
+   * Writes rows `rowIds` of a new kind (with probes: in one round trip) while the proxy cuts the connection
+   * where `cutOf` says, then checks that every waiter was answered, each row written once, the loss noticed,
+   * and no unit failed.
+   */
+  const writeThroughCut = async (t: Test, rowIds: string[], cutOf: (kind: string) => [RegExp, 'before' | 'after'], withProbes = false) => {
     const writer = new SnapshotWriter(db, options());
     const kind = newKind();
-    const cut = proxy.cutAt(new RegExp(`/\\* ${kind} \\*/`), 'after');
-    const written = Promise.all(['a', 'b', 'c'].map((id) => { const p = probed(kind, id); return writer.write(p.unit, p.options); }));
+    const cut = proxy.cutAt(...cutOf(kind));
+    const written = Promise.all(rowIds.map((id) => {
+      if (!withProbes) return writer.write(put(kind, id));
+      const p = probed(kind, id);
+      return writer.write(p.unit, p.options);
+    }));
     await cut;
     await t.resolves(written, 'every waiter is answered');
-    t.same(await ids(kind), ['a', 'b', 'c'], 'each row once');
+    t.same(await ids(kind), rowIds, 'each row once');
     t.ok(writer.stats.retries >= 1, 'the lost connection was noticed');
     t.equal(writer.stats.failedUnits, 0, 'no unit failed (applied again, the inserts would have hit their primary key)');
     await writer.close();
-  });
+  };
 
-  t.test('one round trip: the connection lost before the statements reached the server; the probe finds nothing, and the batch commits once', async (t) => {
-    const writer = new SnapshotWriter(db, options());
-    const kind = newKind();
-    const cut = proxy.cutAt(new RegExp(`/\\* ${kind} \\*/`), 'before');
-    const written = Promise.all(['a', 'b'].map((id) => { const p = probed(kind, id); return writer.write(p.unit, p.options); }));
-    await cut;
-    await t.resolves(written);
-    t.same(await ids(kind), ['a', 'b']);
-    t.ok(writer.stats.retries >= 1);
-    t.equal(writer.stats.failedUnits, 0);
-    await writer.close();
-  });
+  t.test('a COMMIT whose answer is lost after the server committed: the waiters are answered, the batch is not applied again', (t) =>
+    writeThroughCut(t, ['a', 'b', 'c'], () => [/^\s*commit/i, 'after']));
+
+  t.test('a connection lost in the middle of a batch: the same batch is tried again and commits once', (t) =>
+    writeThroughCut(t, ['a', 'b', 'c'], () => [/insert into actor_snapshots/i, 'before']));
+
+  // knex then runs the units on a transaction it has already marked complete: they fail with its own error.
+  t.test('a connection lost at BEGIN (a dead pooled connection): the batch is tried again and commits once', (t) =>
+    writeThroughCut(t, ['a', 'b'], () => [/^\s*begin/i, 'before']));
+
+  t.test('one round trip: the answer lost after the server committed; the probe finds the batch committed, and it is not applied again', (t) =>
+    writeThroughCut(t, ['a', 'b', 'c'], (kind) => [new RegExp(`/\\* ${kind} \\*/`), 'after'], true));
+
+  t.test('one round trip: the connection lost before the statements reached the server; the probe finds nothing, and the batch commits once', (t) =>
+    writeThroughCut(t, ['a', 'b'], (kind) => [new RegExp(`/\\* ${kind} \\*/`), 'before'], true));
 
   t.test('one round trip: a create answered although its connection was lost after COMMIT (HTTP, PostgreSQL)', async (t) => {
     const server = await startTestServer(t, { databaseUrl: proxy.url, env: { LOCAL_PROVIDER_LATENCY_MS: '60000' } });
