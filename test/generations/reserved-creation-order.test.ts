@@ -15,10 +15,8 @@ const ONLY_POSTGRES = { skip: process.env.TEST_DATABASE_URL ? false : 'PostgreSQ
 /** Running half the latency in, done at the whole: the lock is taken between the two. */
 const ENV = { LOCAL_PROVIDER_LATENCY_MS: '8000', RATE_LIMIT_FREE: '100000' };
 
-interface Held { side: pg.Client; release(): Promise<void> }
-
-/** Locks the rows of `ids` (running) from another connection, and waits until their settlements wait on the lock. */
-async function holdSettlements(t: Test, server: TestServer, who: Tenant, ids: string[]): Promise<Held> {
+/** Locks the rows of `ids` (running) from another connection, and waits until their settlements wait on the lock; `release` commits it. */
+async function holdSettlements(t: Test, server: TestServer, who: Tenant, ids: string[]): Promise<{ release(): Promise<void> }> {
   for (const id of ids) await eventually(async () => ((await getGeneration(server, who, id)).status === 'running' ? true : undefined), `${id} running`);
   const side = new pg.Client({ connectionString: server.config.databaseUrl });
   await side.connect();
@@ -36,7 +34,7 @@ async function holdSettlements(t: Test, server: TestServer, who: Tenant, ids: st
     const { rows } = await side.query(`select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`);
     return rows[0].n > 0 ? true : undefined;
   }, 'a settlement waits on the lock');
-  return { side, release };
+  return { release };
 }
 
 /** A create sent now, and whether it has been answered yet. */
