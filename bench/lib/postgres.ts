@@ -4,6 +4,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
+import { processesCpuSeconds } from './processes.ts';
 
 /** The PostgreSQL server the Postgres scenarios use (a scratch database is made on it per scenario). */
 export function benchPostgresUrl(): string {
@@ -17,6 +18,11 @@ export interface ScratchDatabase {
   query<R extends pg.QueryResultRow = pg.QueryResultRow>(sql: string, params?: unknown[]): Promise<pg.QueryResult<R>>;
   /** Closes the pool and drops the database (after the servers using it stopped). */
   drop(): Promise<void>;
+}
+
+/** The PostgreSQL backends connected to a scratch database now (their CPU is readable in /proc when PostgreSQL runs on this machine). */
+export async function backendPids(db: ScratchDatabase): Promise<number[]> {
+  return (await db.query<{ pid: number }>('select pid from pg_stat_activity where datname = $1', [db.name])).rows.map((r) => r.pid);
 }
 
 /** A new, empty database on the bench server, dropped by drop(). */
@@ -58,26 +64,45 @@ export interface PgbenchResult {
   latencyMsAverage: number;
   transactions: number;
   command: string;
+  /**
+   * CPU seconds its backend(s) used, where asked for (runPgbench's `backendsOf`) and readable: read every
+   * BACKEND_SAMPLE_MS while it runs, so the last interval before each backend ends (at most that long) is not counted.
+   */
+  backendCpuSeconds?: number;
 }
+
+const BACKEND_SAMPLE_MS = 100;
 
 /**
  * pgbench (PGBENCH, default `pgbench` on PATH) running `script` (one transaction per run of the script)
  * on `databaseUrl` for `durationS` seconds with `clients` connections, with synchronous_commit on for its
  * sessions (PGOPTIONS), so every commit waits for its WAL flush as the service's commits do.
  */
-export async function runPgbench(databaseUrl: string, script: string, clients: number, durationS: number): Promise<PgbenchResult> {
+export async function runPgbench(databaseUrl: string, script: string, clients: number, durationS: number, backendsOf?: ScratchDatabase): Promise<PgbenchResult> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'gs-pgbench-'));
   try {
     const file = path.join(dir, 'script.sql');
     await writeFile(file, script);
     const bin = process.env.PGBENCH?.trim() || 'pgbench';
     const args = ['-n', '-f', file, '-c', String(clients), '-j', String(Math.min(clients, 2)), '-T', String(durationS), databaseUrl];
+    // Its backends are the ones of the database that were not there before it started (application_name is pgbench's).
+    const before = backendsOf ? new Set(await backendPids(backendsOf)) : undefined;
+    const seen = new Map<number, number>();
+    let sampling = true;
+    const sampler = (async () => {
+      while (backendsOf && sampling) {
+        const pids = (await backendPids(backendsOf)).filter((pid) => !before!.has(pid));
+        for (const [pid, s] of processesCpuSeconds(pids)) seen.set(pid, s);
+        await new Promise((resolve) => setTimeout(resolve, BACKEND_SAMPLE_MS));
+      }
+    })();
     const output = await new Promise<string>((resolve, reject) => {
       execFile(bin, args, { env: { ...process.env, PGOPTIONS: '-c synchronous_commit=on' }, timeout: (durationS + 60) * 1000 }, (error, stdout, stderr) => {
         if (error) reject(new Error(`${bin} failed: ${error.message}\n${stderr}`));
         else resolve(stdout);
       });
-    });
+    }).finally(() => { sampling = false; });
+    await sampler;
     const tps = /tps = ([\d.]+)/.exec(output);
     const latency = /latency average = ([\d.]+) ms/.exec(output);
     const transactions = /number of transactions actually processed: (\d+)/.exec(output);
@@ -88,6 +113,7 @@ export async function runPgbench(databaseUrl: string, script: string, clients: n
       latencyMsAverage: latency ? Number(latency[1]) : NaN,
       transactions: transactions ? Number(transactions[1]) : 0,
       command: `pgbench ${args.slice(0, -1).join(' ').replace(file, '<one insert>')}`,
+      ...(backendsOf && seen.size > 0 ? { backendCpuSeconds: [...seen.values()].reduce((a, b) => a + b, 0) } : {}),
     };
   } finally {
     await rm(dir, { recursive: true, force: true });

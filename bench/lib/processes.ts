@@ -145,6 +145,24 @@ export function processCpuSeconds(pid: number): number | undefined {
   }
 }
 
+/** CPU seconds of each of these processes now (those gone or unreadable left out). */
+export function processesCpuSeconds(pids: number[]): Map<number, number> {
+  const out = new Map<number, number>();
+  for (const pid of pids) {
+    const s = processCpuSeconds(pid);
+    if (s !== undefined) out.set(pid, s);
+  }
+  return out;
+}
+
+/** CPU used between two readings of processesCpuSeconds; a process that appeared in between counts from its start (its whole life was in between). */
+export function cpuBetween(before: Map<number, number> | undefined, after: Map<number, number> | undefined): number | undefined {
+  if (!before || !after) return undefined;
+  let sum = 0;
+  for (const [pid, s] of after) sum += s - (before.get(pid) ?? 0);
+  return sum;
+}
+
 /** Busy CPU seconds of the whole machine (all cores, every process); undefined where /proc is not available. */
 export function systemBusyCpuSeconds(): number | undefined {
   try {

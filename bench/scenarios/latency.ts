@@ -4,8 +4,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { Agent, request } from 'undici';
 import { round } from '../lib/load.ts';
-import { runPgbench, scratchDatabase, type ScratchDatabase } from '../lib/postgres.ts';
-import { freePort, processCpuSeconds } from '../lib/processes.ts';
+import { backendPids, runPgbench, scratchDatabase, type PgbenchResult, type ScratchDatabase } from '../lib/postgres.ts';
+import { cpuBetween, freePort, processCpuSeconds, processesCpuSeconds } from '../lib/processes.ts';
 import type { BenchContext, ExtraServer, LoadSummary, Scenario } from '../lib/types.ts';
 import { measuredSummary } from '../lib/types.ts';
 import { benchWorkspaces } from './generations.ts';
@@ -188,6 +188,23 @@ async function endToEnd(ctx: BenchContext, db: ScratchDatabase, server: ExtraSer
   };
 }
 
+/**
+ * (a) Where one client's time goes: the database's CPU per create (its backends, while the loop ran) against
+ * pgbench's per insert, and the rate that CPU alone would allow were the service and its client free
+ * (each create waits for its own statements: in a closed loop of one, nothing overlaps them).
+ */
+function databaseShare(rate: number, creates: number, dbCpuS: number | undefined, serviceCpuS: number | undefined, pgbench: PgbenchResult): string[] {
+  if (dbCpuS === undefined || creates === 0) return [];
+  const perCreateUs = (dbCpuS * 1e6) / creates;
+  const perInsertUs = pgbench.backendCpuSeconds === undefined || pgbench.transactions === 0 ? undefined : (pgbench.backendCpuSeconds * 1e6) / pgbench.transactions;
+  const ceiling = 1e6 / perCreateUs;
+  return [
+    `one client, per create: the database's backends ${Math.round(perCreateUs)} µs of CPU${perInsertUs === undefined ? '' : ` (pgbench's backend per insert: ${Math.round(perInsertUs)} µs)`}, `
+      + `the service ${serviceCpuS === undefined ? '?' : Math.round((serviceCpuS * 1e6) / creates)} µs, ${round(1e6 / rate, 0)} µs of wall time in all; `
+      + `were the service and its client free, the database's CPU alone would allow ${Math.round(ceiling)} creates/s, ${(ceiling / pgbench.tps).toFixed(2)} of pgbench's one client`,
+  ];
+}
+
 function latencyScenario(mode: Mode): Scenario {
   return {
     name: mode.cluster ? 'latency-cluster' : 'latency',
@@ -207,8 +224,10 @@ function latencyScenario(mode: Mode): Scenario {
         ctx.log(`one client: every workspace's ${TEAM_CONCURRENCY} slots taken; ${ctx.options.warmupS} s warm-up, then ${ctx.options.durationS} s measured`);
         await oneClient(server.url, workspaces, ctx.options.warmupS);
         const cpuBefore = processCpuSeconds(server.pid);
+        const dbBefore = processesCpuSeconds(await backendPids(rateDb));
         const single = await oneClient(server.url, workspaces, ctx.options.durationS);
         const cpuAfter = processCpuSeconds(server.pid);
+        const dbCpuS = cpuBetween(dbBefore, processesCpuSeconds(await backendPids(rateDb)));
         await server.stop();
         server = undefined;
         const rate = single.ok / single.wallS;
@@ -224,7 +243,7 @@ function latencyScenario(mode: Mode): Scenario {
         ctx.log(`steady ${STEADY_RATE}/s: create→succeeded p50 ${e2e.p50} ms, p99 ${e2e.p99} ms (201 p50 ${e2e.answerP50} ms, p99 ${e2e.answerP99} ms), ${e2e.notSucceeded} not succeeded, ${e2e.createErrors} refused`);
 
         await rateDb.query('create table if not exists bench_rows (id bigserial primary key, payload text not null, created_at timestamptz not null default now())');
-        const pgbench = await runPgbench(rateDb.url, INSERT_SCRIPT, 1, ctx.options.durationS);
+        const pgbench = await runPgbench(rateDb.url, INSERT_SCRIPT, 1, ctx.options.durationS, rateDb);
         ctx.log(`pgbench, 1 client: ${Math.round(pgbench.tps)} tps`);
 
         const result: LoadSummary = measuredSummary({
@@ -250,6 +269,7 @@ function latencyScenario(mode: Mode): Scenario {
           baseline,
           target: 0.5,
           notes: [
+            ...databaseShare(rate, single.ok, dbCpuS, cpuS, pgbench),
             `${mode.label}; one client in a closed loop over ${RATE_WORKSPACES} team-plan workspaces whose 50 job slots were taken first, jobs held (provider latency 10 minutes), so each create queues its job: ${round(rate, 1)} creates/s ÷ pgbench ${round(pgbench.tps, 1)} tps = ${(rate / pgbench.tps).toFixed(2)} (target ≥ 0.5)`,
             `create → succeeded at a steady ${STEADY_RATE} jobs/s (one team-plan workspace, local provider at zero latency, the jobs' created_at to completed_at): p50 ${e2e.p50} ms, p90 ${e2e.p90} ms, p99 ${e2e.p99} ms, max ${e2e.max} ms; ${P99_TARGET_MS} ms ÷ p99 = ${(P99_TARGET_MS / e2e.p99).toFixed(2)} (target ≥ 1); ${e2e.jobsPerSec} jobs/s done, service CPU ${e2e.cpuUsPerJob ?? '?'} µs per job`,
             `the steps of those jobs (timeline): ${e2e.steps}`,

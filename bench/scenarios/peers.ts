@@ -7,8 +7,8 @@ import pg from 'pg';
 import { Agent, request } from 'undici';
 import { profileOf, summariseProfile } from '../lib/cpu-profile.ts';
 import { round } from '../lib/load.ts';
-import { scratchDatabase, type ScratchDatabase } from '../lib/postgres.ts';
-import { freePort, processCpuSeconds, startNodeServer, stopServer, systemBusyCpuSeconds, waitUntilReady, type ChildServer } from '../lib/processes.ts';
+import { backendPids, scratchDatabase, type ScratchDatabase } from '../lib/postgres.ts';
+import { cpuBetween, freePort, processCpuSeconds, processesCpuSeconds, startNodeServer, stopServer, systemBusyCpuSeconds, waitUntilReady, type ChildServer } from '../lib/processes.ts';
 import type { BenchContext, LoadSummary, Scenario } from '../lib/types.ts';
 import { measuredSummary } from '../lib/types.ts';
 import { benchWorkspaces } from './generations.ts';
@@ -91,21 +91,7 @@ const median = (values: number[]) => {
 
 /** CPU seconds of each of the store's processes now. */
 async function storeCpu(system: System): Promise<Map<number, number> | undefined> {
-  if (!system.storePids) return undefined;
-  const out = new Map<number, number>();
-  for (const pid of await system.storePids()) {
-    const s = processCpuSeconds(pid);
-    if (s !== undefined) out.set(pid, s);
-  }
-  return out;
-}
-
-/** CPU used between two readings; a process that appeared in between counts from its start (its whole life was in between). */
-function cpuBetween(before: Map<number, number> | undefined, after: Map<number, number> | undefined): number | undefined {
-  if (!before || !after) return undefined;
-  let sum = 0;
-  for (const [pid, s] of after) sum += s - (before.get(pid) ?? 0);
-  return sum;
+  return system.storePids ? processesCpuSeconds(await system.storePids()) : undefined;
 }
 
 async function runRound(system: System, jobs: number): Promise<Round> {
@@ -145,11 +131,6 @@ async function runRound(system: System, jobs: number): Promise<Round> {
     refused: refusals.reduce((a, b) => a + b, 0),
     failed: now.failed - before.failed,
   };
-}
-
-/** The PostgreSQL backends connected to a scratch database (readable in /proc when PostgreSQL runs on this machine). */
-function backendsOf(db: ScratchDatabase): () => Promise<number[]> {
-  return async () => (await db.query<{ pid: number }>('select pid from pg_stat_activity where datname = $1', [db.name])).rows.map((r) => r.pid);
 }
 
 async function startWorker(name: string, env: Record<string, string>): Promise<ChildServer> {
@@ -226,7 +207,7 @@ async function serviceSystem(ctx: BenchContext, clustered: boolean, batched = fa
     const enqueueMs: number[] = [];
     return {
       name,
-      storePids: backendsOf(db),
+      storePids: () => backendPids(db),
       enqueueMs,
       durable: batched
         ? 'yes: 200 after every accepted job of the batch and its credit reservation are committed (synchronous_commit on)'
@@ -291,7 +272,7 @@ async function pgBossSystem(): Promise<System> {
     const w = worker;
     return {
       name: 'pg-boss 10.4.2',
-      storePids: backendsOf(db),
+      storePids: () => backendPids(db),
       durable: 'yes: rows in PostgreSQL, committed with synchronous_commit on',
       settings: `insert() in batches of ${BATCH}; ${PG_BOSS_WORKERS} work() workers, batchSize ${PG_BOSS_BATCH}, pollingIntervalSeconds 0.5 (its minimum)`,
       workerPid: w.pid,
@@ -336,7 +317,7 @@ async function graphileSystem(fast: boolean): Promise<System> {
     const payload = { prompt: 'Say hello in five words.' };
     return {
       name: `graphile-worker 0.17.3${fast ? ', fast settings' : ', defaults'}`,
-      storePids: backendsOf(db),
+      storePids: () => backendPids(db),
       durable: 'yes: rows in PostgreSQL, committed with synchronous_commit on',
       settings: fast
         ? `addJobs() in batches of ${BATCH}; concurrency 24, maxPoolSize 25, localQueue.size 500, completeJobBatchDelay 0, failJobBatchDelay 0 (its Performance page)`
