@@ -85,7 +85,7 @@ export async function runPgbench(databaseUrl: string, script: string, clients: n
     await writeFile(file, script);
     const bin = process.env.PGBENCH?.trim() || 'pgbench';
     const args = ['-n', '-f', file, '-c', String(clients), '-j', String(Math.min(clients, 2)), '-T', String(durationS), databaseUrl];
-    // Its backends are the ones of the database that were not there before it started (application_name is pgbench's).
+    // Its backends are the ones of the database that were not there before it started.
     const before = backendsOf ? new Set(await backendPids(backendsOf)) : undefined;
     const seen = new Map<number, number>();
     let sampling = true;

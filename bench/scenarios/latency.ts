@@ -269,8 +269,8 @@ function latencyScenario(mode: Mode): Scenario {
           baseline,
           target: 0.5,
           notes: [
-            ...databaseShare(rate, single.ok, dbCpuS, cpuS, pgbench),
             `${mode.label}; one client in a closed loop over ${RATE_WORKSPACES} team-plan workspaces whose 50 job slots were taken first, jobs held (provider latency 10 minutes), so each create queues its job: ${round(rate, 1)} creates/s ÷ pgbench ${round(pgbench.tps, 1)} tps = ${(rate / pgbench.tps).toFixed(2)} (target ≥ 0.5)`,
+            ...databaseShare(rate, single.ok, dbCpuS, cpuS, pgbench),
             `create → succeeded at a steady ${STEADY_RATE} jobs/s (one team-plan workspace, local provider at zero latency, the jobs' created_at to completed_at): p50 ${e2e.p50} ms, p90 ${e2e.p90} ms, p99 ${e2e.p99} ms, max ${e2e.max} ms; ${P99_TARGET_MS} ms ÷ p99 = ${(P99_TARGET_MS / e2e.p99).toFixed(2)} (target ≥ 1); ${e2e.jobsPerSec} jobs/s done, service CPU ${e2e.cpuUsPerJob ?? '?'} µs per job`,
             `the steps of those jobs (timeline): ${e2e.steps}`,
             `the 201 of those creates: p50 ${e2e.answerP50} ms, p99 ${e2e.answerP99} ms; ${e2e.notSucceeded} jobs did not succeed, ${e2e.createErrors} creates were refused`,
