@@ -74,6 +74,30 @@ export interface PgbenchResult {
 const BACKEND_SAMPLE_MS = 100;
 
 /**
+ * Reads, every BACKEND_SAMPLE_MS until stopped, the CPU of the backends of `db` that were not there when it
+ * started (those of a client started right after). `stop` gives their total, or undefined when none could be
+ * read or a reading failed.
+ */
+async function sampleNewBackends(db: ScratchDatabase): Promise<{ stop(): Promise<number | undefined> }> {
+  const before = new Set(await backendPids(db));
+  const seen = new Map<number, number>();
+  let sampling = true;
+  const loop = (async () => {
+    while (sampling) {
+      for (const [pid, s] of processesCpuSeconds((await backendPids(db)).filter((pid) => !before.has(pid)))) seen.set(pid, s);
+      await new Promise((resolve) => setTimeout(resolve, BACKEND_SAMPLE_MS));
+    }
+  })().then(() => true, () => false);
+  return {
+    async stop() {
+      sampling = false;
+      const ok = await loop;
+      return ok && seen.size > 0 ? [...seen.values()].reduce((a, b) => a + b, 0) : undefined;
+    },
+  };
+}
+
+/**
  * pgbench (PGBENCH, default `pgbench` on PATH) running `script` (one transaction per run of the script)
  * on `databaseUrl` for `durationS` seconds with `clients` connections, with synchronous_commit on for its
  * sessions (PGOPTIONS), so every commit waits for its WAL flush as the service's commits do.
@@ -85,24 +109,19 @@ export async function runPgbench(databaseUrl: string, script: string, clients: n
     await writeFile(file, script);
     const bin = process.env.PGBENCH?.trim() || 'pgbench';
     const args = ['-n', '-f', file, '-c', String(clients), '-j', String(Math.min(clients, 2)), '-T', String(durationS), databaseUrl];
-    // Its backends are the ones of the database that were not there before it started.
-    const before = backendsOf ? new Set(await backendPids(backendsOf)) : undefined;
-    const seen = new Map<number, number>();
-    let sampling = true;
-    const sampler = (async () => {
-      while (backendsOf && sampling) {
-        const pids = (await backendPids(backendsOf)).filter((pid) => !before!.has(pid));
-        for (const [pid, s] of processesCpuSeconds(pids)) seen.set(pid, s);
-        await new Promise((resolve) => setTimeout(resolve, BACKEND_SAMPLE_MS));
-      }
-    })();
-    const output = await new Promise<string>((resolve, reject) => {
-      execFile(bin, args, { env: { ...process.env, PGOPTIONS: '-c synchronous_commit=on' }, timeout: (durationS + 60) * 1000 }, (error, stdout, stderr) => {
-        if (error) reject(new Error(`${bin} failed: ${error.message}\n${stderr}`));
-        else resolve(stdout);
+    const backends = backendsOf ? await sampleNewBackends(backendsOf) : undefined;
+    let output: string;
+    let backendCpuSeconds: number | undefined;
+    try {
+      output = await new Promise<string>((resolve, reject) => {
+        execFile(bin, args, { env: { ...process.env, PGOPTIONS: '-c synchronous_commit=on' }, timeout: (durationS + 60) * 1000 }, (error, stdout, stderr) => {
+          if (error) reject(new Error(`${bin} failed: ${error.message}\n${stderr}`));
+          else resolve(stdout);
+        });
       });
-    }).finally(() => { sampling = false; });
-    await sampler;
+    } finally {
+      backendCpuSeconds = await backends?.stop();
+    }
     const tps = /tps = ([\d.]+)/.exec(output);
     const latency = /latency average = ([\d.]+) ms/.exec(output);
     const transactions = /number of transactions actually processed: (\d+)/.exec(output);
@@ -113,7 +132,7 @@ export async function runPgbench(databaseUrl: string, script: string, clients: n
       latencyMsAverage: latency ? Number(latency[1]) : NaN,
       transactions: transactions ? Number(transactions[1]) : 0,
       command: `pgbench ${args.slice(0, -1).join(' ').replace(file, '<one insert>')}`,
-      ...(backendsOf && seen.size > 0 ? { backendCpuSeconds: [...seen.values()].reduce((a, b) => a + b, 0) } : {}),
+      ...(backendCpuSeconds === undefined ? {} : { backendCpuSeconds }),
     };
   } finally {
     await rm(dir, { recursive: true, force: true });
