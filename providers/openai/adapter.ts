@@ -1,0 +1,230 @@
+import { randomUUID } from 'node:crypto';
+import OpenAI, { RateLimitError, toFile } from 'openai';
+import {
+  PROVIDER_ERROR_CODES, ProviderFailure,
+  type AdapterContext, type AdapterJob, type AdapterUpdate, type InputFile, type ProviderAdapter, type Report,
+} from '../adapter.ts';
+import { boundedFetch } from './bounded-fetch.ts';
+import type { OpenAiDeploymentTarget } from './deployment.ts';
+import { failureOf, rateLimitWaitMs } from './failures.ts';
+import { chatUpdate, imagesUpdate, speechUpdate } from './outputs.ts';
+import { chatRequest, imageCount, imageGenerateRequest, imageResponseFormat, imageSize, speechRequest } from './requests.ts';
+import type { OpenAiSettings } from './settings.ts';
+
+/**
+ * OpenAI and OpenAI-compatible servers (vLLM, Ollama, llama.cpp's server, LM Studio) through the official
+ * `openai` client: chat completions (text_to_text), images/generations (text_to_image), images/edits
+ * (image_to_image) and audio/speech (text_to_audio).
+ *
+ * Each job is one HTTP call that answers with the result, so the provider job id is ours
+ * (`openai_<uuid>`, also sent as X-Client-Request-Id) and nothing can be looked up later: `resume` of a job
+ * this process no longer holds fails it (OPENAI_RESUME_LOST). The client's own retries are off; a 429 is
+ * waited out here, up to the job's deadline. Every answer is read whole, bounded in bytes and time, by
+ * boundedFetch before the client parses it.
+ */
+export const OPENAI_MODES = ['text_to_text', 'text_to_image', 'image_to_image', 'text_to_audio'] as const;
+
+/** The failure of a job resumed after its request was lost with the process that made it. */
+export const OPENAI_RESUME_LOST = {
+  code: PROVIDER_ERROR_CODES.error,
+  message: (providerJobId: string) =>
+    `The request ${providerJobId} to OpenAI was in flight when the service stopped; OpenAI answers within that request and keeps no job to look up, so its outcome is lost.`,
+};
+
+interface Running {
+  controller: AbortController;
+  report: Report;
+}
+
+export function createOpenAiAdapter(
+  settings: OpenAiSettings,
+  deployment: { id: string; target: OpenAiDeploymentTarget },
+  context: AdapterContext,
+): ProviderAdapter {
+  const target = deployment.target;
+  const secrets = [settings.apiKey];
+  const timeoutMs = settings.timeoutMs ?? context.requestTimeoutMs;
+  const client = new OpenAI({
+    apiKey: settings.apiKey,
+    baseURL: settings.baseUrl,
+    // Passed explicitly so that the client reads nothing from the environment itself.
+    organization: settings.organization ?? null,
+    project: null,
+    webhookSecret: null,
+    maxRetries: 0,
+    timeout: timeoutMs,
+    logLevel: 'off',
+  });
+  const jobs = new Map<string, Running>();
+  let closed = false;
+
+  /** The client for one call: its answer bounded to `maxBytes`, the call to what is left before the deadline. */
+  function clientFor(job: AdapterJob, maxBytes: number): { api: OpenAI; ms: number } {
+    const left = job.deadline - context.now();
+    if (left <= 0) throw new ProviderFailure(PROVIDER_ERROR_CODES.timeout, 'The job reached its deadline before OpenAI answered.');
+    const ms = Math.max(1, Math.min(timeoutMs, left));
+    return { api: client.withOptions({ fetch: boundedFetch(maxBytes, ms), timeout: ms }), ms };
+  }
+
+  /** Calls `call` again after each 429 for as long as its wait ends before the deadline. */
+  async function waitingOutRateLimits<T>(providerJobId: string, job: AdapterJob, signal: AbortSignal, call: () => Promise<T>): Promise<T> {
+    for (;;) {
+      try {
+        return await call();
+      } catch (error) {
+        if (!(error instanceof RateLimitError)) throw error;
+        const wait = rateLimitWaitMs(error, context.now());
+        if (wait === undefined || context.now() + wait >= job.deadline || signal.aborted) throw error;
+        jobs.get(providerJobId)?.report({ type: 'progress', detail: `OpenAI answered 429 (rate limited); trying again in ${wait} ms.` });
+        await sleep(wait, signal);
+        if (signal.aborted) throw error;
+      }
+    }
+  }
+
+  async function make(providerJobId: string, job: AdapterJob, signal: AbortSignal): Promise<AdapterUpdate> {
+    const options = { signal, headers: { 'X-Client-Request-Id': providerJobId } };
+    const call = <T>(maxBytes: number, request: (api: OpenAI) => Promise<T>) =>
+      waitingOutRateLimits(providerJobId, job, signal, () => request(clientFor(job, maxBytes).api));
+    switch (job.mode) {
+      case 'text_to_text': {
+        const body = chatRequest(target, job.params);
+        const answer = await call(context.maxResponseBytes, (api) => api.chat.completions.create(body, options));
+        return chatUpdate(answer, secrets);
+      }
+      case 'text_to_image': {
+        const body = imageGenerateRequest(target, job.params);
+        const answer = await call(context.maxResponseBytes, (api) => api.images.generate(body, options));
+        return imagesUpdate(answer, imageLimits(job, signal), secrets);
+      }
+      case 'image_to_image': {
+        const answer = await call(context.maxResponseBytes, async (api) => api.images.edit(await editBody(job), options));
+        return imagesUpdate(answer, imageLimits(job, signal), secrets);
+      }
+      case 'text_to_audio': {
+        const { body, contentType } = speechRequest(target, job.params);
+        const bytes = await call(context.maxOutputBytes, async (api) => Buffer.from(await (await api.audio.speech.create(body, options)).arrayBuffer()));
+        return speechUpdate(bytes, contentType, context.maxOutputBytes);
+      }
+      default:
+        throw new ProviderFailure(PROVIDER_ERROR_CODES.inputRejected, `The openai adapter does not make ${job.mode}.`);
+    }
+  }
+
+  function imageLimits(job: AdapterJob, signal: AbortSignal) {
+    return { count: imageCount(job.params), maxOutputBytes: context.maxOutputBytes, fetchOutput: context.fetchOutput, signal };
+  }
+
+  /** The edit's multipart fields: one `image` file, or `image[]` for several (the client names them so). */
+  async function editBody(job: AdapterJob) {
+    const images = await Promise.all(job.inputs.images.map((file, i) => asUpload(file, `image-${i + 1}`)));
+    const responseFormat = imageResponseFormat(target);
+    return {
+      model: target.model,
+      prompt: String(job.params.prompt ?? ''),
+      image: images.length === 1 ? images[0]! : images,
+      ...(job.inputs.mask ? { mask: await asUpload(job.inputs.mask, 'mask') } : {}),
+      n: imageCount(job.params),
+      size: imageSize(target, job.params) as '1024x1024', // the edit's size type is narrower than the generation's
+      ...(responseFormat ? { response_format: responseFormat } : {}),
+      ...(target.quality && target.quality !== 'hd' ? { quality: target.quality } : {}),
+    };
+  }
+
+  /** Checks what can be refused before any call, so that submit throws it. */
+  function refusalOf(job: AdapterJob): ProviderFailure | undefined {
+    if (!(OPENAI_MODES as readonly string[]).includes(job.mode)) {
+      return new ProviderFailure(PROVIDER_ERROR_CODES.inputRejected, `The openai adapter does not make ${job.mode} (it makes ${OPENAI_MODES.join(', ')}).`);
+    }
+    try {
+      if (job.mode === 'text_to_image' || job.mode === 'image_to_image') imageSize(target, job.params);
+      if (job.mode === 'text_to_audio') speechRequest(target, job.params);
+    } catch (error) {
+      if (error instanceof ProviderFailure) return error;
+      throw error;
+    }
+    if (job.mode === 'image_to_image' && job.inputs.images.length === 0) {
+      return new ProviderFailure(PROVIDER_ERROR_CODES.inputRejected, 'An image edit needs at least one input image.');
+    }
+    return undefined;
+  }
+
+  /** Runs the job's one call and reports its end once, unless it was cancelled or the adapter closed. */
+  function start(providerJobId: string, job: AdapterJob): void {
+    const running = jobs.get(providerJobId);
+    if (!running || running.controller.signal.aborted) return;
+    running.report({ type: 'running' });
+    make(providerJobId, job, running.controller.signal).then(
+      (update) => finish(providerJobId, update),
+      (error: unknown) => {
+        const failure = failureOf(error, secrets);
+        finish(providerJobId, { type: 'failed', errorCode: failure.code, errorMessage: failure.message });
+      },
+    );
+  }
+
+  function finish(providerJobId: string, update: AdapterUpdate): void {
+    const running = jobs.get(providerJobId);
+    if (!running || running.controller.signal.aborted) return;
+    jobs.delete(providerJobId);
+    running.report(update);
+  }
+
+  return {
+    kind: 'openai',
+    ...(settings.maxConcurrentJobs ? { maxConcurrentJobs: settings.maxConcurrentJobs } : {}),
+
+    async submit(job, report) {
+      if (closed) throw new ProviderFailure(PROVIDER_ERROR_CODES.unavailable, 'The openai adapter is closed.');
+      const refusal = refusalOf(job);
+      if (refusal) throw refusal;
+      const providerJobId = `openai_${randomUUID()}`;
+      jobs.set(providerJobId, { controller: new AbortController(), report });
+      // The call goes out on a later turn: the caller stores the id first.
+      setImmediate(() => start(providerJobId, job));
+      return { providerJobId };
+    },
+
+    resume(providerJobId, _job, report) {
+      const running = jobs.get(providerJobId);
+      if (running) {
+        // Still in flight in this process: its answer goes to the new follower.
+        running.report = report;
+        return;
+      }
+      setImmediate(() => {
+        if (!closed) report({ type: 'failed', errorCode: OPENAI_RESUME_LOST.code, errorMessage: OPENAI_RESUME_LOST.message(providerJobId) });
+      });
+    },
+
+    async cancel(providerJobId) {
+      const running = jobs.get(providerJobId);
+      if (!running) return;
+      jobs.delete(providerJobId);
+      running.controller.abort();
+    },
+
+    async close() {
+      closed = true;
+      for (const running of jobs.values()) running.controller.abort();
+      jobs.clear();
+    },
+  };
+}
+
+async function asUpload(file: InputFile, name: string) {
+  const extension = file.contentType.split('/')[1]?.replace('jpeg', 'jpg') ?? 'bin';
+  return toFile(file.bytes, `${name}.${extension}`, { type: file.contentType });
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(done, ms);
+    function done() {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    }
+    signal.addEventListener('abort', done, { once: true });
+  });
+}
