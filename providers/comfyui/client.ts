@@ -1,5 +1,6 @@
 import { PROVIDER_ERROR_CODES, ProviderFailure, retryAfterMs, upstreamMessage, type AdapterContext, type InputFile } from '../adapter.ts';
 import { requestUpstream, retryingRateLimits, statusFailure, type UpstreamRequest, type UpstreamResponse } from '../upstream-http.ts';
+import { FormData } from 'undici';
 import { requestBinary } from './upstream-binary.ts';
 import { isObject, readHistory, type HistoryReading, type OutputRef } from './history.ts';
 import type { ComfyuiSettings } from './settings.ts';
@@ -37,6 +38,7 @@ export class ComfyuiClient {
     const response = await this.withRateLimits(() => {
       const form = new FormData();
       form.append('image', new Blob([new Uint8Array(file.bytes)], { type: file.contentType }), filename);
+      // undici's own FormData: the global one is another copy of undici's class, which its request() does not take.
       // Our file names are the generation's own, so a resubmitted job overwrites rather than piling up copies.
       form.append('overwrite', 'true');
       form.append('type', 'input');

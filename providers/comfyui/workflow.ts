@@ -25,6 +25,9 @@ export const PARAM_PLACEHOLDERS = [
   'systemPrompt', 'temperature', 'maxTokens', 'durationSeconds', 'width', 'height',
 ];
 
+/** Optional texts a job may leave out: an empty string says "nothing to avoid". */
+const OPTIONAL_TEXT = ['negativePrompt', 'systemPrompt'];
+
 const PLACEHOLDER = /\{\{\s*([A-Za-z][A-Za-z0-9_]*)\s*\}\}/g;
 const WHOLE = /^\{\{\s*([A-Za-z][A-Za-z0-9_]*)\s*\}\}$/;
 
@@ -89,7 +92,8 @@ export function checkWorkflow(json: unknown, known: ReadonlySet<string>, outputN
 /**
  * Where each placeholder's value comes from: the job's mapped input, then its params, then the
  * deployment's defaults, then the uploaded files; a seed nobody gave is drawn at random (a seed is only
- * promised to repeat an output when the caller sets it). A placeholder without a value refuses the job.
+ * promised to repeat an output when the caller sets it), a negative or system prompt left out is empty.
+ * Any other placeholder without a value refuses the job.
  */
 export function placeholderValues(
   template: WorkflowTemplate,
@@ -102,6 +106,7 @@ export function placeholderValues(
       : sources.input[name] ?? sources.params[name] ?? sources.defaults?.[name];
     if (value !== undefined && value !== null) values[name] = value;
     else if (name === 'seed') values[name] = randomInt(0, 2 ** 31 - 1);
+    else if (OPTIONAL_TEXT.includes(name)) values[name] = '';
     else missing.push(name);
   }
   if (missing.length > 0) {
