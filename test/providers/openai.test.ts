@@ -126,3 +126,68 @@ t.test('text_to_image on dall-e-3 answering URLs: each fetched through the egres
   t.same(requestOf(providerJobId).body, { model: 'dall-e-3', prompt: 'a lighthouse at dawn', n: 1, size: '1024x1792', response_format: 'url', quality: 'hd', style: 'natural' });
   await adapter.close();
 });
+
+t.test('image_to_image: one image as `image`, a PNG mask, multipart as documented', async (t) => {
+  const adapter = adapterFor({ model: 'gpt-image-1' });
+  const rec = recorder();
+  const image = { bytes: makePng(64, 64), contentType: 'image/png' };
+  const mask = { bytes: makePng(64, 64), contentType: 'image/png' };
+  const { providerJobId } = await adapter.submit(jobFor('image_to_image', { aspectRatio: '3:4', numImages: 2 }, { images: [image], mask }), rec.report);
+  const end = succeeded(await rec.ended);
+  t.equal(end.files.length, 2);
+  t.same(imageDimensions(end.files[0]!.bytes), { width: 1024, height: 1536 });
+  const request = requestOf(providerJobId);
+  t.equal(request.path, '/images/edits');
+  t.match(request.contentType, /^multipart\/form-data; boundary=/);
+  const sent = request.body as Record<string, any>;
+  t.same([sent.model, sent.prompt, sent.n, sent.size], ['gpt-image-1', 'a lighthouse at dawn', '2', '1024x1536']);
+  t.equal(sent.response_format, undefined);
+  t.equal(sent.image.type, 'image/png');
+  t.ok(Buffer.compare(sent.image.bytes, image.bytes) === 0, 'the image bytes as given');
+  t.equal(sent.mask.type, 'image/png');
+  await adapter.close();
+});
+
+t.test('image_to_image: several images go as image[]; dall-e-2 gets b64_json', async (t) => {
+  const adapter = adapterFor({ model: 'gpt-image-1' });
+  const rec = recorder();
+  const images = [{ bytes: makePng(32, 32), contentType: 'image/png' }, { bytes: makePng(48, 32), contentType: 'image/png' }];
+  const { providerJobId } = await adapter.submit(jobFor('image_to_image', {}, { images }), rec.report);
+  succeeded(await rec.ended);
+  const sent = requestOf(providerJobId).body as Record<string, any>;
+  t.equal(sent.image, undefined);
+  t.equal(sent['image[]'].length, 2);
+
+  const dalle = adapterFor({ model: 'dall-e-2' });
+  const rec2 = recorder();
+  const second = await dalle.submit(jobFor('image_to_image', {}, { images: [images[0]!] }), rec2.report);
+  t.same(imageDimensions(succeeded(await rec2.ended).files[0]!.bytes), { width: 1024, height: 1024 });
+  t.equal((requestOf(second.providerJobId).body as Record<string, any>).response_format, 'b64_json');
+  await adapter.close();
+  await dalle.close();
+});
+
+t.test('text_to_audio: each format asked for, checked by its magic bytes; voices mapped', async (t) => {
+  const adapter = adapterFor({ model: 'tts-1' });
+  const cases = [
+    { format: 'mp3', voice: 'ember', upstream: 'coral', responseFormat: 'mp3', type: 'audio/mpeg', magic: (b: Buffer) => b.subarray(0, 3).toString('latin1') === 'ID3' || (b[0] === 0xff && (b[1]! & 0xe0) === 0xe0) },
+    { format: 'wav', voice: 'sage', upstream: 'sage', responseFormat: 'wav', type: 'audio/wav', magic: (b: Buffer) => b.subarray(0, 4).toString('latin1') === 'RIFF' && b.subarray(8, 12).toString('latin1') === 'WAVE' },
+    { format: 'ogg', voice: 'nova', upstream: 'nova', responseFormat: 'opus', type: 'audio/ogg', magic: (b: Buffer) => b.subarray(0, 4).toString('latin1') === 'OggS' && b.includes(Buffer.from('OpusHead')) },
+  ];
+  for (const c of cases) {
+    const rec = recorder();
+    const { providerJobId } = await adapter.submit(jobFor('text_to_audio', { prompt: 'Hello there', voice: c.voice, format: c.format, speed: 1.25 }), rec.report);
+    const [file] = succeeded(await rec.ended).files;
+    t.equal(file!.contentType, c.type, c.format);
+    t.equal(file!.mediaType, 'audio');
+    t.ok(c.magic(file!.bytes), `${c.format}: the container's magic bytes`);
+    t.same(requestOf(providerJobId).body, { model: 'tts-1', input: 'Hello there', voice: c.upstream, response_format: c.responseFormat, speed: 1.25 });
+  }
+  const custom = adapterFor({ model: 'gpt-4o-mini-tts', voices: { alloy: 'marin' } });
+  const rec = recorder();
+  const { providerJobId } = await custom.submit(jobFor('text_to_audio', { voice: 'alloy' }), rec.report);
+  succeeded(await rec.ended);
+  t.equal(requestOf(providerJobId).body?.voice, 'marin', 'a deployment\'s own voice map');
+  await adapter.close();
+  await custom.close();
+});
