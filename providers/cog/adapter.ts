@@ -28,6 +28,8 @@ export function createCogAdapter(
   const follows = new Map<string, Follow>();
   const waiting = new Map<string, AbortController>();
   const MAX_BUSY_WAIT_MS = 30_000;
+  /** Runs a backstop PUT may start again for one job (see rePut). */
+  const MAX_RESTARTS = 1;
 
   const secretsOf = (id: string) => [settings.webhookSecret, settings.webhookAuthToken ?? '', jobToken(settings.webhookSecret, id)];
   const predictionUrl = (id: string) => `${base}/predictions/${encodeURIComponent(id)}`;
@@ -147,8 +149,17 @@ export function createCogAdapter(
           return;
         }
         if (!isTerminal(prediction.status)) {
-          if (state.running && prediction.status === 'starting') {
-            state.report({ type: 'progress', detail: 'Cog had no record of this prediction (it ended, or never arrived, while no process followed it): it runs again under the same id.' });
+          if (startedAfresh(response.json) || (state.running && prediction.status === 'starting')) {
+            // The run this job had is gone (it ended and its end never arrived, or the container restarted): Cog just
+            // started another under the same id. Once is a lost webhook; twice means the webhooks do not get here.
+            state.restarts++;
+            if (state.restarts > MAX_RESTARTS) {
+              finish(state);
+              void cancelQuietly(state.id);
+              state.report({ type: 'failed', errorCode: PROVIDER_ERROR_CODES.error, errorMessage: 'Cog ended this prediction again without its end reaching this service (are its webhooks able to reach the events URL?); it was cancelled.' });
+              return;
+            }
+            state.report({ type: 'progress', detail: 'Cog had no run of this prediction (it ended without its end reaching this service, or the container restarted): it runs again under the same id.' });
           }
           state.rePut = true;
         }
@@ -262,6 +273,8 @@ class Follow {
   asking = false;
   /** A re-PUT was answered with a run in progress, which may be a second run if the first had ended. */
   rePut = false;
+  /** Runs Cog started again because a re-PUT found none. */
+  restarts = 0;
   timer: NodeJS.Timeout | undefined;
 
   constructor(
@@ -277,6 +290,15 @@ class Follow {
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
   }
+}
+
+/**
+ * Coglet answers a PUT that starts a run with `{id, status: "starting"}` alone, and one that joins a run in
+ * flight with its whole state, which always holds `logs` (routes.rs); the earlier Python server answers both
+ * with the whole state, so only a `starting` after `processing` tells it there.
+ */
+function startedAfresh(body: unknown): boolean {
+  return typeof body === 'object' && body !== null && !('logs' in body);
 }
 
 function sleep(ms: number, signal: AbortSignal): Promise<void> {

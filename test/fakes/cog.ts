@@ -63,6 +63,8 @@ export interface CogFakeKnobs {
   putAnswers: CannedAnswer[];
   /** deliver: as Cog; drop: none arrive; duplicate: each twice; completedFirst: the start webhook after the end. */
   webhooks: 'deliver' | 'drop' | 'duplicate' | 'completedFirst';
+  /** Webhooks lost on the way (the receiver never sees them); `run` counts the id's runs from 1. */
+  loseWebhook?: (webhook: { id: string; status: string; run: number }) => boolean;
   /** The container's WEBHOOK_AUTH_TOKEN. */
   webhookAuthToken?: string;
 }
@@ -78,6 +80,9 @@ interface Prediction {
   webhook?: string;
   filter: Set<WebhookEvent>;
   heldStart?: Record<string, unknown>;
+  run: number;
+  /** finish() called before the model began: it ends as soon as it does. */
+  finishWith?: { output?: unknown; error?: string };
   ended: Promise<void>;
   end: () => void;
   timer?: NodeJS.Timeout;
@@ -133,7 +138,8 @@ export async function startCogFake(knobs: Partial<CogFakeKnobs> = {}): Promise<C
     inFlight: (id) => predictions.has(id),
     finish: (id, result) => {
       const prediction = predictions.get(id);
-      if (prediction && prediction.status === 'processing') end(prediction, result.error !== undefined ? 'failed' : 'succeeded', result);
+      if (prediction?.status === 'processing') end(prediction, result.error !== undefined ? 'failed' : 'succeeded', result);
+      else if (prediction?.status === 'starting') prediction.finishWith = result;
     },
     settled: async (id) => {
       while (predictions.has(id) || !settling.has(id)) await pause(5);
@@ -167,6 +173,7 @@ export async function startCogFake(knobs: Partial<CogFakeKnobs> = {}): Promise<C
 
   async function post(prediction: Prediction, body: Record<string, unknown>, terminal: boolean): Promise<void> {
     if (!prediction.webhook || closed) return;
+    if (settings.loseWebhook?.({ id: prediction.id, status: String(body.status), run: prediction.run })) return;
     const headers: Record<string, string> = { 'content-type': 'application/json', 'user-agent': `coglet/${COGLET_VERSION}` };
     if (settings.webhookAuthToken) headers.authorization = `Bearer ${settings.webhookAuthToken}`;
     for (let attempt = 0; ; attempt++) {
@@ -211,10 +218,12 @@ export async function startCogFake(knobs: Partial<CogFakeKnobs> = {}): Promise<C
   function startRun(id: string, input: Record<string, unknown>, webhook: string | undefined, filter: Set<WebhookEvent>): Prediction {
     let resolveEnd = () => {};
     const ended = new Promise<void>((resolve) => { resolveEnd = resolve; });
-    const prediction: Prediction = { id, input, status: 'starting', logs: '', startedAt: Date.now(), filter, ended, end: resolveEnd, ...(webhook ? { webhook } : {}) };
+    bump(fake.runs, id);
+    const prediction: Prediction = {
+      id, input, status: 'starting', logs: '', startedAt: Date.now(), filter, ended, end: resolveEnd, run: fake.runs.get(id)!, ...(webhook ? { webhook } : {}),
+    };
     predictions.set(id, prediction);
     settling.delete(id);
-    bump(fake.runs, id);
     later(5, () => {
       if (prediction.status !== 'starting') return;
       prediction.status = 'processing';
@@ -244,7 +253,8 @@ export async function startCogFake(knobs: Partial<CogFakeKnobs> = {}): Promise<C
         prediction.logs = run.logs;
         void sendWebhook(prediction, 'logs');
       }
-      if (run.hold) return;
+      if (run.hold && prediction.finishWith) run = { ...prediction.finishWith };
+      else if (run.hold) return;
       prediction.timer = later(run.durationMs ?? 20, () => {
         if (prediction.status !== 'processing') return;
         end(prediction, run.error !== undefined ? 'failed' : 'succeeded', run);

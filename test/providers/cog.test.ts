@@ -119,3 +119,210 @@ t.test('text_to_image: PUT with the generation id, followed by webhooks, the dat
   t.same(h.route.accepted.map((event) => event.providerJobId), [j.generationId, j.generationId], 'start and completed, verified');
   t.same(h.route.refused, []);
 });
+
+t.test('text_to_text: a list of strings (a yielding model) is joined into textOutput; a plain string is kept', async (t) => {
+  const h = await harness(t, { model: (input) => ({ output: input.stream ? ['Onions', ' bloom', ' softly'] : 'One onion.' }) });
+  const adapter = h.adapter();
+  const streamed = recorder();
+  await adapter.submit(job('text_to_text', { prompt: 'haiku', stream: true }), streamed.report);
+  t.match(await streamed.end(), { type: 'succeeded', textOutput: 'Onions bloom softly', files: [] });
+  const plain = recorder();
+  await adapter.submit(job('text_to_text', { prompt: 'one line' }), plain.report);
+  t.match(await plain.end(), { type: 'succeeded', textOutput: 'One onion.', files: [] });
+  const notText = await startCogFakeJob(t, 'text_to_text', { output: { a: 1 } });
+  t.match(notText, { type: 'failed', errorCode: 'provider_bad_response' });
+});
+
+/** One job against a fresh fake whose model answers `run`; the terminal update. */
+async function startCogFakeJob(t: Test, mode: Mode, run: Record<string, unknown>, context: Partial<AdapterContext> = {}) {
+  const h = await harness(t, { model: () => run });
+  const r = recorder();
+  await h.adapter({ context }).submit(job(mode), r.report);
+  return r.end();
+}
+
+t.test('text_to_audio: a WAV data URL becomes an audio file', async (t) => {
+  const end = await startCogFakeJob(t, 'text_to_audio', { output: dataUrl('audio/wav', wav()) });
+  t.equal(end.type, 'succeeded');
+  if (end.type !== 'succeeded') return;
+  const file = end.files[0]!;
+  t.equal(file.bytes.subarray(0, 4).toString('latin1'), 'RIFF');
+  t.equal(file.bytes.subarray(8, 12).toString('latin1'), 'WAVE');
+  t.match(file, { contentType: 'audio/wav', mediaType: 'audio' });
+});
+
+t.test('image_to_image: the input image goes to the deployment\'s input as a data URL; the output is decoded', async (t) => {
+  const source = await png(4, 4);
+  const result = await png(16, 9);
+  const h = await harness(t, { fileInputs: ['init_image'], requiredInputs: ['prompt', 'init_image'], model: () => ({ output: dataUrl('image/png', result) }) });
+  const adapter = h.adapter({ target: { imageInput: 'init_image' } });
+  const j = job('image_to_image', { prompt: 'sharper', strength: 0.6 }, { inputs: { images: [{ bytes: source, contentType: 'image/png' }], videos: [] } });
+  const r = recorder();
+  await adapter.submit(j, r.report);
+  const end = await r.end();
+  t.equal(end.type, 'succeeded');
+  const got = h.fake.inputs.get(j.generationId)!;
+  t.ok(Buffer.compare(got.files.init_image!.bytes, source) === 0, 'the model got the input image\'s bytes');
+  t.equal(got.files.init_image!.contentType, 'image/png');
+  t.equal(got.input.strength, 0.6, 'the mapped input rides along');
+  if (end.type === 'succeeded') t.same(imageDimensions(end.files[0]!.bytes), { width: 16, height: 9 });
+});
+
+t.test('an input the model requires and did not get: submit throws provider_input_rejected with Cog\'s words', async (t) => {
+  const h = await harness(t, { requiredInputs: ['prompt', 'seed'] });
+  const error = await h.adapter().submit(job('text_to_image'), recorder().report).catch((e: unknown) => e);
+  t.match(error, { name: 'ProviderFailure', code: 'provider_input_rejected', message: /422.*body\.input\.seed: Field required/ });
+  t.equal(h.fake.runs.size, 0, 'nothing ran');
+});
+
+t.test('an uploaded output (--upload-url) is fetched through the egress guard; an expired one fails the job', async (t) => {
+  const image = await png(5, 5);
+  const h = await harness(t, {
+    model: (_input, id) => {
+      h.fake.uploads.set(`${id}.png`, image);
+      return { output: `${h.fake.url}/uploads/${id}.png` };
+    },
+  });
+  const adapter = h.adapter();
+  const ok = recorder();
+  await adapter.submit(job('text_to_image'), ok.report);
+  const end = await ok.end();
+  t.match(end, { type: 'succeeded', files: [{ contentType: 'image/png', width: 5, height: 5 }] });
+
+  h.fake.knobs.model = () => ({ output: `${h.fake.url}/uploads/expired.png` });
+  const expired = recorder();
+  await adapter.submit(job('text_to_image'), expired.report);
+  t.match(await expired.end(), { type: 'failed', errorCode: 'provider_output_fetch_failed', errorMessage: /404/ });
+
+  const blocked = recorder();
+  h.fake.knobs.model = () => ({ output: 'http://10.0.0.1/secret.png' });
+  await adapter.submit(job('text_to_image'), blocked.report);
+  t.match(await blocked.end(), { type: 'failed', errorCode: 'provider_output_fetch_failed' }, 'a private address is refused by the guard');
+});
+
+t.test('outputs over the limit fail: a data URL as a bad response, a URL as a failed fetch', async (t) => {
+  const big = Buffer.concat([await png(2, 2), Buffer.alloc(70 * 1024)]);
+  const inline = await startCogFakeJob(t, 'text_to_image', { output: dataUrl('image/png', big) });
+  t.match(inline, { type: 'failed', errorCode: 'provider_bad_response', errorMessage: /larger than 65536 bytes/ });
+
+  const h = await harness(t, { model: () => ({ output: `${h.fake.url}/uploads/big.png` }) });
+  h.fake.uploads.set('big.png', big);
+  const r = recorder();
+  await h.adapter().submit(job('text_to_image'), r.report);
+  t.match(await r.end(), { type: 'failed', errorCode: 'provider_output_fetch_failed' });
+
+  const notImage = await startCogFakeJob(t, 'text_to_image', { output: dataUrl('image/png', Buffer.from('not a picture')) });
+  t.match(notImage, { type: 'failed', errorCode: 'provider_bad_response' }, 'bytes that are no image');
+  const text = await startCogFakeJob(t, 'text_to_image', { output: 'just words' });
+  t.match(text, { type: 'failed', errorCode: 'provider_bad_response', errorMessage: /no image file/ });
+});
+
+t.test('a model that raised: failed with provider_error and the model\'s message', async (t) => {
+  const end = await startCogFakeJob(t, 'text_to_image', { error: 'CUDA out of memory' });
+  t.match(end, { type: 'failed', errorCode: 'provider_error', errorMessage: /The model failed: CUDA out of memory/ });
+});
+
+t.test('409 while every slot is busy: the job waits and is taken once the slot frees', async (t) => {
+  const h = await harness(t, { model: (input) => (input.prompt === 'first' ? { hold: true } : { output: 'done' }) });
+  const adapter = h.adapter();
+  const first = job('text_to_text', { prompt: 'first' });
+  await adapter.submit(first, recorder().report);
+  const second = job('text_to_text', { prompt: 'second' });
+  const r = recorder();
+  const submitted = adapter.submit(second, r.report);
+  await r.until((updates) => updates.some((u) => u.type === 'progress' && /409.*At capacity/.test(u.detail)));
+  t.notOk(h.fake.runs.has(second.generationId), 'not started while busy');
+  h.fake.finish(first.generationId, { output: 'one' });
+  t.same(await submitted, { providerJobId: second.generationId });
+  t.match(await r.end(), { type: 'succeeded', textOutput: 'done' });
+  t.equal(h.fake.runs.get(second.generationId), 1);
+  t.ok((h.fake.puts.get(second.generationId) ?? 0) >= 2, 'PUT again after the 409');
+});
+
+t.test('409 until the deadline: submit fails with provider_rate_limited and Cog\'s words', async (t) => {
+  const h = await harness(t, { model: () => ({ hold: true }) });
+  const adapter = h.adapter();
+  await adapter.submit(job('text_to_text'), recorder().report);
+  const error = await adapter.submit(job('text_to_text', {}, { deadline: Date.now() + 150 }), recorder().report).catch((e: unknown) => e);
+  t.match(error, { code: 'provider_rate_limited', message: /409.*At capacity - all prediction slots busy/ });
+});
+
+t.test('503 while setup runs: the job waits for the model to be ready', async (t) => {
+  const h = await harness(t, { ready: false, model: () => ({ output: 'ready now' }) });
+  const adapter = h.adapter();
+  const r = recorder();
+  const submitted = adapter.submit(job('text_to_text'), r.report);
+  await r.until((updates) => updates.some((u) => u.type === 'progress' && /503.*Setup has not finished/.test(u.detail)));
+  h.fake.knobs.ready = true;
+  await submitted;
+  t.match(await r.end(), { type: 'succeeded', textOutput: 'ready now' });
+  const late = await harness(t, { ready: false });
+  const error = await late.adapter().submit(job('text_to_text', {}, { deadline: Date.now() + 100 }), recorder().report).catch((e: unknown) => e);
+  t.match(error, { code: 'provider_unavailable', message: /503/ });
+});
+
+t.test('429 with Retry-After (a proxy in front of Cog): the job waits, then is taken; past the deadline it fails', async (t) => {
+  const h = await harness(t, { model: () => ({ output: 'after the wait' }) });
+  h.fake.knobs.putAnswers.push({ status: 429, headers: { 'retry-after': '0.05' }, body: '{"detail":"slow down"}' });
+  const adapter = h.adapter();
+  const j = job('text_to_text');
+  const r = recorder();
+  await adapter.submit(j, r.report);
+  t.match(await r.end(), { type: 'succeeded', textOutput: 'after the wait' });
+  t.ok(r.updates.some((u) => u.type === 'progress' && /429/.test(u.detail)), 'the wait is on the timeline');
+  t.notOk(r.updates.some((u) => u.type === 'failed'), 'never failed while waiting');
+  t.equal(h.fake.puts.get(j.generationId), 2);
+  t.equal(h.fake.runs.get(j.generationId), 1);
+
+  h.fake.knobs.putAnswers.push({ status: 429, headers: { 'retry-after': '60' }, body: '{"detail":"slow down"}' });
+  const error = await adapter.submit(job('text_to_text'), recorder().report).catch((e: unknown) => e);
+  t.match(error, { code: 'provider_rate_limited', message: /429: slow down/ });
+});
+
+t.test('5xx, a hang, malformed JSON, an unreachable server, a server that is not Cog', async (t) => {
+  const h = await harness(t);
+  const adapter = h.adapter();
+  const submitError = (j = job('text_to_text')) => adapter.submit(j, recorder().report).catch((e: unknown) => e);
+
+  h.fake.knobs.putAnswers.push({ status: 500, body: '{"error":"worker crashed"}' });
+  t.match(await submitError(), { code: 'provider_error', message: /500: worker crashed/ });
+  h.fake.knobs.putAnswers.push({ status: 502, body: '<html>bad gateway</html>' });
+  t.match(await submitError(), { code: 'provider_unavailable', message: /502/ });
+  h.fake.knobs.putAnswers.push({ status: 202, body: '{"id": "x", "status": ' });
+  t.match(await submitError(), { code: 'provider_bad_response' });
+
+  const hung = job('text_to_text');
+  h.fake.knobs.putAnswers.push('hang');
+  t.match(await submitError(hung), { code: 'provider_timeout', message: /400 ms/ });
+  await waitFor(() => h.fake.cancels.has(hung.generationId));
+  t.pass('a PUT that timed out is followed by a cancel (it may have started the run)');
+
+  const notCog = h.adapter({ target: { baseUrl: `${h.fake.url}/elsewhere` } });
+  t.match(await notCog.submit(job('text_to_text'), recorder().report).catch((e: unknown) => e), { code: 'provider_error', message: /404.*Cog container/ });
+
+  const gone = h.adapter({ settings: { baseUrl: 'http://127.0.0.1:1' } });
+  t.match(await gone.submit(job('text_to_text'), recorder().report).catch((e: unknown) => e), { code: 'provider_unavailable' });
+});
+
+t.test('the webhook secret and a job\'s token never appear in a failure message', async (t) => {
+  const h = await harness(t);
+  const adapter = h.adapter({ settings: { webhookAuthToken: 'container-auth-token-0123456789' } });
+  const j = job('text_to_text');
+  const { jobToken } = await import('../../providers/cog/webhook.ts');
+  const token = jobToken(SECRET, j.generationId);
+  h.fake.knobs.putAnswers.push({ status: 400, body: JSON.stringify({ error: `bad webhook ${h.route.url}?job=${j.generationId}&token=${token} secret=${SECRET} auth=container-auth-token-0123456789` }) });
+  const error = await adapter.submit(j, recorder().report).catch((e: unknown) => e) as Error;
+  t.match(error, { code: 'provider_input_rejected' });
+  t.notMatch(error.message, token);
+  t.notMatch(error.message, SECRET);
+  t.notMatch(error.message, 'container-auth-token-0123456789');
+  t.match(error.message, /\[redacted\]/);
+});
+
+async function waitFor(done: () => boolean, guardMs = 5_000): Promise<void> {
+  const stop = Date.now() + guardMs;
+  while (!done()) {
+    if (Date.now() > stop) throw new Error('condition not met');
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
