@@ -130,6 +130,8 @@ export interface FakeComfyui {
   history: Map<string, Record<string, unknown>>;
   /** The next `times` requests to `route` misbehave. */
   misbehave(route: Route, how: Misbehaviour): void;
+  /** Forgets the misbehaviours not yet used. */
+  behave(): void;
   /** While paused no queued prompt starts. */
   paused: boolean;
   /** Progress steps a sampler reports (each a `progress` message). */
@@ -193,6 +195,7 @@ export async function startFakeComfyui(options: { apiKey?: string } = {}): Promi
       for (let i = 0; i < (how.times ?? 1); i++) list.push(how);
       misbehaviours.set(route, list);
     },
+    behave() { misbehaviours.clear(); },
     holdNext() { holdNext = true; },
     release() { releaseHold?.(); releaseHold = undefined; },
     failNext(error: ExecutionError) { nextError = error; },
