@@ -81,6 +81,8 @@ export interface ReplicateFake {
   file(name: string, bytes: Buffer): string;
   removeFile(name: string): void;
   misbehave(kind: RequestKind, ...behaviours: Misbehaviour[]): void;
+  /** Drops every misbehaviour still queued. */
+  calm(): void;
   /** Every accepted create, in order. */
   creates: RecordedCreate[];
   /** Creates accepted for a job, keyed by its input's `prompt`. */
@@ -336,6 +338,7 @@ export async function startReplicateFake(options: { token: string; webhookSecret
     },
     removeFile: (name) => { files.delete(name); },
     misbehave: (kind, ...behaviours) => { queue[kind].push(...behaviours); },
+    calm() { for (const kind of Object.keys(queue) as RequestKind[]) queue[kind] = []; },
     creates,
     submissions: (prompt) => creates.filter((c) => (c.body.input as Record<string, unknown>).prompt === prompt).length,
     counts,

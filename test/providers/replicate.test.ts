@@ -263,6 +263,22 @@ t.test('what is refused, and why', async (t) => {
     await adapter.close();
   });
 
+  t.test('Replicate unreachable while polling until past the deadline: the last failure\'s code, and a cancel sent', async (t) => {
+    fake.scenario('model:acme/outage', { end: { status: 'succeeded', output: 'x' } });
+    const adapter = adapterFor(fake, { model: 'acme/outage' }, { requestTimeoutMs: 100 });
+    fake.misbehave('get', ...Array.from({ length: 200 }, () => ({ status: 503 })));
+    const cancels = fake.counts.cancel;
+    const rec = recorder();
+    await adapter.submit(jobFor({ deadline: Date.now() + 300 }), rec.report);
+    const end = failed(await rec.ended);
+    t.equal(end.errorCode, 'provider_unavailable');
+    t.match(end.errorMessage, /503/);
+    await sleep(50);
+    t.ok(fake.counts.cancel > cancels, 'asked Replicate to stop it');
+    fake.calm();
+    await adapter.close();
+  });
+
   t.test('an output larger than allowed: provider_output_fetch_failed', async (t) => {
     const url = fake.file('huge.png', Buffer.concat([png(4, 4), Buffer.alloc(300 * 1024)]));
     fake.scenario('model:acme/huge', { end: { status: 'succeeded', output: url } });
