@@ -48,6 +48,10 @@ export function resultFailure(response: UpstreamResponse, secrets: readonly stri
     return new ProviderFailure(PROVIDER_ERROR_CODES.contentPolicy, `fal's content checker refused the job (${response.status}): ${said}`);
   }
   if (response.status === 400 && /cancel/i.test(text)) return new ProviderFailure(PROVIDER_ERROR_CODES.cancelled, `The job was cancelled at fal: ${said}`);
+  const errorType = (response.json as { error_type?: unknown } | null | undefined)?.error_type;
+  if (errorType === 'request_timeout' || errorType === 'startup_timeout') {
+    return new ProviderFailure(PROVIDER_ERROR_CODES.timeout, `fal gave up on the job (${response.status}): ${said}`);
+  }
   return statusFailure(response, text, secrets);
 }
 
