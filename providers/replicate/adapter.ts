@@ -29,7 +29,8 @@ export function createReplicateAdapter(
   const route = createRoute(deployment.target);
   const closing = new AbortController();
   const follows = new Map<string, Follow>();
-  const sendsWebhooks = context.eventsUrl !== undefined && settings.webhookSecret !== undefined;
+  // Replicate takes HTTPS webhook URLs only; with a plain-http service URL (development) we poll.
+  const sendsWebhooks = context.eventsUrl?.startsWith('https://') === true && settings.webhookSecret !== undefined;
   // How long past the job's deadline we keep asking: Cancel-After ends the prediction at the deadline,
   // and its canceled/aborted state needs a poll or an event to reach us.
   const graceMs = 3 * context.pollIntervalMs + context.requestTimeoutMs;

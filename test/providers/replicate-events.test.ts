@@ -102,6 +102,21 @@ t.test('following by events', async (t) => {
     await adapter.close();
   });
 
+  t.test('no webhook is asked for without a secret, or with an events URL that is not HTTPS', async (t) => {
+    fake.scenario('model:acme/unhooked', { end: { status: 'succeeded', output: 'x' } });
+    const noSecret = adapterFor(fake, { model: 'acme/unhooked' }, { eventsUrl: EVENTS_URL });
+    const plainHttp = adapterFor(fake, { model: 'acme/unhooked' }, { eventsUrl: 'http://localhost:3000/v1/providers/r/events' }, { webhookSecret: SECRET });
+    for (const adapter of [noSecret, plainHttp]) {
+      const rec = recorder();
+      const { providerJobId } = await adapter.submit(jobFor({ mode: 'text_to_text' }), rec.report);
+      const create = fake.creates.find((c) => c.predictionId === providerJobId)!;
+      t.equal(create.body.webhook, undefined);
+      t.equal(create.body.webhook_events_filter, undefined);
+      t.equal((await rec.ended).type, 'succeeded', 'followed by polling');
+      await adapter.close();
+    }
+  });
+
   t.test('events alone carry the job to its end, with no poll', async (t) => {
     const url = fake.file('evented.png', png(12, 12));
     fake.scenario('model:acme/evented', { advance: 'manual', end: { status: 'succeeded', output: [url] } });
