@@ -44,7 +44,9 @@ async function harness(t: Test, knobs: Partial<CogFakeKnobs> = {}): Promise<Harn
     eventsUrl: route.url,
     maxResponseBytes: 1 << 20,
     maxOutputBytes: 64 * 1024,
-    pollIntervalMs: 40,
+    // The backstop re-PUT only where a test is about it: a re-PUT landing between a run's end and its
+    // webhook starts a second run (as Cog does), which would make run counts depend on timing.
+    pollIntervalMs: 60_000,
     requestTimeoutMs: 400,
     now: () => Date.now(),
   };
@@ -92,8 +94,7 @@ function recorder() {
 t.test('text_to_image: PUT with the generation id, followed by webhooks, the data URL decoded', async (t) => {
   const image = await png(8, 6);
   const h = await harness(t, { model: () => ({ output: [dataUrl('image/png', image)] }) });
-  // A backstop that never comes due: the webhooks alone carry the job.
-  const adapter = h.adapter({ context: { pollIntervalMs: 60_000 } });
+  const adapter = h.adapter();
   const j = job('text_to_image');
   const r = recorder();
   const { providerJobId } = await adapter.submit(j, r.report);
@@ -326,3 +327,177 @@ async function waitFor(done: () => boolean, guardMs = 5_000): Promise<void> {
     await new Promise((resolve) => setTimeout(resolve, 10));
   }
 }
+
+t.test('events: a wrong or missing token is refused; repeated and out-of-order webhooks leave one outcome', async (t) => {
+  const h = await harness(t, { webhooks: 'duplicate', model: () => ({ output: 'twice told' }) });
+  const adapter = h.adapter({ context: { pollIntervalMs: 60_000 } });
+  const r = recorder();
+  const j = job('text_to_text');
+  await adapter.submit(j, r.report);
+  t.match(await r.end(), { type: 'succeeded', textOutput: 'twice told' });
+  await h.fake.settled(j.generationId);
+  t.ok(h.route.duplicates >= 2, 'the repeats were recognised by their event id');
+  t.equal(r.terminal().length, 1, 'one outcome');
+
+  const body = Buffer.from(JSON.stringify({ id: j.generationId, status: 'succeeded', output: 'forged', logs: '', metrics: {} }));
+  const event = (query: Record<string, string | undefined>) => ({ headers: { 'content-type': 'application/json' }, body, query, now: Date.now() });
+  const { jobToken } = await import('../../providers/cog/webhook.ts');
+  t.match(adapter.verifyEvent!(event({ job: j.generationId })), { ok: false, message: /no job or token/ });
+  t.match(adapter.verifyEvent!(event({ job: j.generationId, token: 'ab'.repeat(32) })), { ok: false, message: /token is wrong/ });
+  t.match(adapter.verifyEvent!(event({ job: 'gen_other', token: jobToken(SECRET, 'gen_other') })), { ok: false, message: /does not match/ }, 'another job\'s token');
+  t.match(adapter.verifyEvent!(event({ job: j.generationId, token: jobToken('another-secret-of-at-least-32-chars!!', j.generationId) })), { ok: false });
+  t.match(adapter.verifyEvent!(event({ job: j.generationId, token: jobToken(SECRET, j.generationId) })), { ok: true, providerJobId: j.generationId });
+
+  const ordered = await harness(t, { webhooks: 'completedFirst', model: () => ({ output: 'late start' }) });
+  const late = ordered.adapter({ context: { pollIntervalMs: 60_000 } });
+  const o = recorder();
+  const k = job('text_to_text');
+  await late.submit(k, o.report);
+  await ordered.fake.settled(k.generationId);
+  await waitFor(() => ordered.route.accepted.length === 2);
+  t.match(o.terminal(), [{ type: 'succeeded', textOutput: 'late start' }]);
+  t.notOk(o.updates.slice(o.updates.indexOf(o.terminal()[0]!)).some((u) => u.type === 'running'), 'the start that came after the end changed nothing');
+});
+
+t.test('events refused at the route: a forged webhook posted to the events URL never reaches the job', async (t) => {
+  const h = await harness(t, { model: () => ({ hold: true }), webhookAuthToken: 'container-auth-token-0123456789' });
+  const adapter = h.adapter({ settings: { webhookAuthToken: 'container-auth-token-0123456789' }, context: { pollIntervalMs: 60_000 } });
+  const j = job('text_to_text');
+  const r = recorder();
+  await adapter.submit(j, r.report);
+  await r.until((updates) => updates.some((u) => u.type === 'running'));
+  const { request } = await import('undici');
+  const { jobToken } = await import('../../providers/cog/webhook.ts');
+  const forged = JSON.stringify({ id: j.generationId, status: 'failed', error: 'forged', logs: '', metrics: {} });
+  const url = `${h.route.url}?job=${j.generationId}&token=${jobToken(SECRET, j.generationId)}`;
+  const noAuth = await request(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: forged });
+  t.equal(noAuth.statusCode, 401, 'the right token without the container\'s Authorization is refused');
+  await noAuth.body.dump();
+  const badToken = await request(`${h.route.url}?job=${j.generationId}&token=${'0'.repeat(64)}`, {
+    method: 'POST', headers: { 'content-type': 'application/json', authorization: 'Bearer container-auth-token-0123456789' }, body: forged,
+  });
+  t.equal(badToken.statusCode, 401);
+  await badToken.body.dump();
+  h.fake.finish(j.generationId, { output: 'real' });
+  t.match(await r.end(), { type: 'succeeded', textOutput: 'real' }, 'the real end, signed by the container');
+  t.equal(h.route.refused.length, 2);
+});
+
+t.test('the backstop: a lost start webhook is made up by a re-PUT, which Cog answers with the run in flight', async (t) => {
+  const h = await harness(t, { model: () => ({ hold: true }), loseWebhook: ({ status }) => status === 'processing' });
+  const adapter = h.adapter({ context: { pollIntervalMs: 200 } });
+  const j = job('text_to_text');
+  const r = recorder();
+  await adapter.submit(j, r.report);
+  await r.until((updates) => updates.some((u) => u.type === 'running'));
+  t.ok((h.fake.puts.get(j.generationId) ?? 0) >= 2, 'running was learnt from a re-PUT');
+  h.fake.finish(j.generationId, { output: 'held and done' });
+  t.match(await r.end(), { type: 'succeeded', textOutput: 'held and done' });
+  t.equal(h.fake.runs.get(j.generationId), 1, 'the re-PUTs joined the run: exactly one run');
+});
+
+t.test('the backstop: a lost end makes Cog run the prediction again (it forgets ended ones); a second loss fails the job', async (t) => {
+  const h = await harness(t, { model: () => ({ output: 'second run', durationMs: 1 }), loseWebhook: ({ status, run }) => status === 'succeeded' && run === 1 });
+  const adapter = h.adapter({ context: { pollIntervalMs: 200 } });
+  const j = job('text_to_text');
+  const r = recorder();
+  await adapter.submit(j, r.report);
+  t.match(await r.end(), { type: 'succeeded', textOutput: 'second run' });
+  t.equal(h.fake.runs.get(j.generationId), 2, 'exactly what Cog does: the re-PUT of an ended id is a second run');
+  t.ok(r.updates.some((u) => u.type === 'progress' && /runs again under the same id/.test(u.detail)));
+
+  const lost = await harness(t, { model: () => ({ output: 'never heard' }), webhooks: 'drop' });
+  const k = job('text_to_text');
+  const l = recorder();
+  await lost.adapter({ context: { pollIntervalMs: 40 } }).submit(k, l.report);
+  t.match(await l.end(), { type: 'failed', errorCode: 'provider_error', errorMessage: /webhooks/ });
+  t.equal(lost.fake.runs.get(k.generationId), 3, 'the first run, one restart, and the run the failure cancelled');
+  await waitFor(() => lost.fake.cancels.has(k.generationId));
+});
+
+t.test('resume after a crash: a re-PUT of the same id joins the run in flight (one run), followed to its end', async (t) => {
+  const h = await harness(t, { model: () => ({ hold: true }) });
+  const before = h.adapter();
+  const j = job('text_to_image');
+  await before.submit(j, recorder().report);
+  await waitFor(() => h.fake.inFlight(j.generationId) && h.fake.inputs.has(j.generationId));
+  await before.close(); // the process dies: nothing follows the job now
+
+  const after = h.adapter();
+  const r = recorder();
+  after.resume(j.generationId, j, r.report);
+  await r.until((updates) => updates.some((u) => u.type === 'running'));
+  t.equal(h.fake.puts.get(j.generationId), 2, 'one PUT at submit, one at resume');
+  t.equal(h.fake.runs.get(j.generationId), 1, 'Cog answered the resume with the run in flight: no second run');
+  h.fake.finish(j.generationId, { output: dataUrl('image/png', await png(3, 2)) });
+  t.match(await r.end(), { type: 'succeeded', files: [{ width: 3, height: 2 }] });
+  t.equal(h.fake.runs.get(j.generationId), 1);
+  await waitFor(() => h.fake.cancels.get(j.generationId) === 1);
+  t.pass('the re-PUT may have started a run, so the end is followed by a cancel (answered 404)');
+});
+
+t.test('resume of a job that ended while no process followed it: Cog runs it again, once', async (t) => {
+  const h = await harness(t, { model: () => ({ output: 'ran while down', durationMs: 1 }) });
+  h.route.answers.push(503, 503, 503, 503, 503); // the service is down: the end is not delivered
+  const before = h.adapter();
+  const j = job('text_to_text');
+  await before.submit(j, recorder().report);
+  await before.close();
+  await h.fake.settled(j.generationId);
+  const after = h.adapter();
+  const r = recorder();
+  after.resume(j.generationId, j, r.report);
+  t.match(await r.end(), { type: 'succeeded', textOutput: 'ran while down' });
+  t.equal(h.fake.runs.get(j.generationId), 2, 'Cog keeps no record of an ended prediction');
+});
+
+t.test('cancel in every state: waiting for a slot, starting, processing, ended, unknown; nothing throws', async (t) => {
+  const h = await harness(t, { model: (input) => (input.prompt === 'hold' ? { hold: true } : { output: 'quick' }) });
+  const adapter = h.adapter();
+
+  const holding = job('text_to_text', { prompt: 'hold' });
+  const r = recorder();
+  await adapter.submit(holding, r.report);
+  const waiting = job('text_to_text', { prompt: 'hold' });
+  const waitingSubmit = adapter.submit(waiting, recorder().report).catch((e: unknown) => e);
+  await waitFor(() => (h.fake.puts.get(waiting.generationId) ?? 0) >= 1);
+  await adapter.cancel(waiting.generationId);
+  t.match(await waitingSubmit, { code: 'provider_cancelled' }, 'a job waiting for a slot stops waiting');
+  t.equal(h.fake.cancels.get(waiting.generationId), 1, 'and Cog is told (404: it never ran)');
+  t.notOk(h.fake.runs.has(waiting.generationId));
+
+  await adapter.cancel(holding.generationId);
+  t.equal(h.fake.cancels.get(holding.generationId), 1);
+  t.notOk(h.fake.inFlight(holding.generationId), 'the run in flight was canceled at Cog');
+  await h.fake.settled(holding.generationId);
+  t.same(r.terminal(), [], 'a cancelled job reports no outcome of its own');
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  t.equal(h.fake.runs.get(holding.generationId), 1, 'no backstop PUT brought it back');
+
+  const starting = job('text_to_text', { prompt: 'hold' });
+  await adapter.submit(starting, recorder().report);
+  await adapter.cancel(starting.generationId);
+  t.notOk(h.fake.inFlight(starting.generationId), 'canceled while starting');
+
+  const done = job('text_to_text', { prompt: 'quick' });
+  const d = recorder();
+  await adapter.submit(done, d.report);
+  await d.end();
+  await adapter.cancel(done.generationId);
+  await adapter.cancel('gen_never_seen');
+  t.equal(h.fake.cancels.get('gen_never_seen'), 1, 'unknown ids are answered 404 and nothing throws');
+
+  const gone = h.adapter({ settings: { baseUrl: 'http://127.0.0.1:1' } });
+  await gone.cancel('gen_unreachable');
+  t.pass('an unreachable Cog does not throw either');
+});
+
+t.test('the deadline passes while the model runs: provider_timeout, and the run is cancelled', async (t) => {
+  const h = await harness(t, { model: () => ({ hold: true }) });
+  const j = job('text_to_text', {}, { deadline: Date.now() + 150 });
+  const r = recorder();
+  await h.adapter({ context: { pollIntervalMs: 40 } }).submit(j, r.report);
+  t.match(await r.end(), { type: 'failed', errorCode: 'provider_timeout' });
+  await waitFor(() => h.fake.cancels.get(j.generationId) === 1);
+  t.equal(h.fake.runs.get(j.generationId), 1);
+});
