@@ -420,7 +420,7 @@ t.test('resume after a crash: a re-PUT of the same id joins the run in flight (o
   const before = h.adapter();
   const j = job('text_to_image');
   await before.submit(j, recorder().report);
-  await waitFor(() => h.fake.inFlight(j.generationId) && h.fake.inputs.has(j.generationId));
+  await waitFor(() => h.fake.inFlight(j.generationId) && h.route.accepted.length === 1);
   await before.close(); // the process dies: nothing follows the job now
 
   const after = h.adapter();
