@@ -1,4 +1,5 @@
 import t from 'tap';
+import type { Test } from 'tap';
 import { createComfyuiAdapter } from '../../providers/comfyui/adapter.ts';
 import { WORKFLOWS, comfyContext, comfyJob, startFakeComfyui, updateLog } from '../fakes/comfyui.ts';
 
@@ -8,7 +9,7 @@ t.teardown(() => fake.close());
 const settings = { baseUrl: fake.url, apiKey: KEY };
 const deployment = { id: 'sd15', target: { workflow: WORKFLOWS.textToImage, defaults: { steps: 20 } } };
 
-function adapterFor(t: Tap.Test, context = comfyContext(), withSettings: { baseUrl: string; apiKey?: string } = settings) {
+function adapterFor(t: Test, context = comfyContext(), withSettings: { baseUrl: string; apiKey?: string } = settings) {
   const adapter = createComfyuiAdapter(withSettings, deployment, context);
   t.teardown(() => adapter.close());
   return adapter;
