@@ -63,7 +63,8 @@ export function createOpenAiAdapter(
     const left = job.deadline - context.now();
     if (left <= 0) throw new ProviderFailure(PROVIDER_ERROR_CODES.timeout, 'The job reached its deadline before OpenAI answered.');
     const ms = Math.max(1, Math.min(timeoutMs, left));
-    return { api: client.withOptions({ fetch: boundedFetch(maxBytes, ms), timeout: ms }), ms };
+    // The client's own timer runs a little longer, so that boundedFetch's (which covers the body too) fires first.
+    return { api: client.withOptions({ fetch: boundedFetch(maxBytes, ms), timeout: ms + 1_000 }), ms };
   }
 
   /** Calls `call` again after each 429 for as long as its wait ends before the deadline. */

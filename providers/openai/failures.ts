@@ -24,7 +24,7 @@ export function failureOf(error: unknown, secrets: readonly string[]): ProviderF
 
 /** OpenAI's refusals on safety grounds: DALL·E's content_policy_violation, the GPT image models' moderation_blocked. */
 const POLICY_CODES = new Set(['content_policy_violation', 'moderation_blocked']);
-const POLICY_WORDS = /safety system|content (management )?policy|moderation/i;
+const POLICY_WORDS = /safety system|content (management )?policy|(rejected|flagged|blocked) by (our |the )?moderation/i;
 
 function statusFailureOf(error: APIError, secrets: readonly string[]): ProviderFailure {
   const status = error.status as number;
