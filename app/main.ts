@@ -11,7 +11,7 @@ async function main(): Promise<void> {
   } catch (error) {
     if (error instanceof StartupError) {
       process.stderr.write(`cannot start: ${error.message}\n`);
-      process.exit(1);
+      process.exit(error.exitCode);
     }
     throw error;
   }
@@ -50,6 +50,10 @@ async function main(): Promise<void> {
       process.exit(1);
     });
   };
+  // SIGHUP: read the catalog file again (it is also followed as it changes; docs/catalog.md).
+  process.on('SIGHUP', () => {
+    void services.catalogSource.reload().then((result) => services.logger.info({ signal: 'SIGHUP', ...result }, 'catalog reload'));
+  });
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
 }

@@ -47,7 +47,7 @@ import { KeyCache } from '../http/auth/key-cache.ts';
 import { RedisKeyInvalidationBus } from '../http/auth/key-invalidation.ts';
 import { KeyUsageRecorder } from '../http/auth/key-usage.ts';
 import { ServiceSwitches } from '../runtime/switches.ts';
-import { ModelCatalog } from '../domain/catalog/index.ts';
+import { CatalogSource, readCatalogFileSync } from '../runtime/catalog-source.ts';
 import { createBlobStore } from '../persistence/blob-store/index.ts';
 import { LocalPaymentProvider } from '../actors/billing/local/provider.ts';
 import { RenewalScheduler } from '../actors/billing/renewals.ts';
@@ -100,11 +100,15 @@ export interface RunningService {
 }
 
 export class StartupError extends Error {
-  constructor(message: string) {
+  /** The exit code `npm start` ends with: 78 (configuration) for a catalog that cannot be served, 1 otherwise. */
+  constructor(message: string, readonly exitCode = 1) {
     super(message);
     this.name = 'StartupError';
   }
 }
+
+/** Provider kinds the catalog may name. */
+const PROVIDER_KINDS = ['local', 'openai', 'replicate', 'cog', 'fal', 'comfyui'] as const;
 
 /** Builds every resource from configuration, in one place, and starts the service. */
 export async function startService(options: StartOptions): Promise<RunningService> {
@@ -112,6 +116,16 @@ export async function startService(options: StartOptions): Promise<RunningServic
   const { engine } = loadUws();
   if (engine === 'uws-fallback' && !config.allowUwsFallback) {
     throw new StartupError('uWebSockets.js could not load its native addon and fell back to its slow pure-Node emulation; set ALLOW_UWS_FALLBACK=true to run on it anyway.');
+  }
+  // The catalog first: a file that cannot be served stops the start before anything opens.
+  const catalogBuild = {
+    knownProviders: new Set<string>(PROVIDER_KINDS),
+    configuredProviders: new Set<string>(['local', ...(config.openai ? ['openai'] : [])]),
+    requestsPerMinuteOverrides: config.rateLimitOverrides,
+  };
+  const firstCatalog = readCatalogFileSync(config.catalog.file, catalogBuild);
+  if (!firstCatalog.ok) {
+    throw new StartupError(`the catalog file ${config.catalog.file} has ${firstCatalog.problems.length} problem${firstCatalog.problems.length === 1 ? '' : 's'}:\n  ${firstCatalog.problems.join('\n  ')}`, 78);
   }
   const telemetry = await startTelemetry(config.telemetry, { exporter: options.spanExporter, serviceVersion: packageJson.version });
   const logger = createLogger(config.logLevel, options.logDestination);
@@ -169,7 +183,7 @@ export async function startService(options: StartOptions): Promise<RunningServic
   live ??= await startLiveEvents(undefined);
   const limiter: RateLimiter = redis ? new RedisRateLimiter(redis, clock, config.redisKeyPrefix) : new MemoryRateLimiter(clock);
   const loginAttempts: AttemptStore = redis ? new RedisAttemptStore(redis, config.redisKeyPrefix) : new MemoryAttemptStore(clock);
-  const keyCache = new KeyCache({ db, clock, logger, rateLimits: config.rateLimits, bus: keyBus });
+  const keyCache = new KeyCache({ db, clock, logger, plans: () => catalogSource.current, bus: keyBus });
   keyBus?.listen((keyHash) => keyCache.drop(keyHash));
   const keyUsage = new KeyUsageRecorder({ db, clock, logger });
   // The local blob store's URLs point at the service; with PORT=0 its address is known only once listening.
@@ -219,8 +233,22 @@ export async function startService(options: StartOptions): Promise<RunningServic
       fetchOutput: guardedFetcher({ maxBytes: MAX_INPUT_BYTES, timeoutMs, allowPrivate: config.allowPrivateEgress, allowLoopback: config.allowLoopbackEgress }),
     })));
   }
-  // Models whose provider this service runs: local always, openai/* when OPENAI_BASE_URL is set.
-  const catalog = new ModelCatalog(undefined, (provider) => providers.has(provider));
+  // The catalog served, reloaded on SIGHUP and when its file changes; each request reads the one current then.
+  const catalogSource = new CatalogSource(firstCatalog.catalog, {
+    file: config.catalog.file, build: catalogBuild, pollMs: config.catalog.pollMs,
+    onRefused: (problems) => {
+      metrics?.catalog.reloaded('refused');
+      logger.error({ file: config.catalog.file, problems }, 'the catalog file was refused; the catalog served stays as it was');
+    },
+    onChanged: (catalog) => {
+      metrics?.catalog.reloaded('applied');
+      // Cached key records carry their plan's rate limit: read again with the new plans.
+      keyCache.clear();
+      logger.info({ file: config.catalog.file, version: catalog.version, models: catalog.all().length, plans: catalog.plans().length }, 'catalog reloaded');
+    },
+  });
+  metrics?.catalog.observe(() => catalogSource.current.version);
+  catalogSource.start();
   const limitOf = (name: string) => providers.get(name)?.maxConcurrentJobs;
   const wakeWorkspace = (workspaceId: string) => actors.tell('ws', workspaceId, { type: 'schedule' });
   // Cluster mode: each provider's limit holds across the nodes (a Redis set of the jobs holding its slots).
@@ -232,14 +260,14 @@ export async function startService(options: StartOptions): Promise<RunningServic
   const capacity = sharedCapacity ?? new ProviderCapacity(limitOf, wakeWorkspace);
   const actorDeps: ActorDeps = {
     live,
-    catalog,
+    get catalog() { return catalogSource.current; },
     providers,
     capacity,
     queueTimeoutMs: config.generations.queueTimeoutMs,
     generationPaused: () => switches.generationPaused().paused,
     handingOver: shardHost ? (workspaceId) => shardHost.handingOver(workspaceId) : undefined,
     held: heldJobs,
-    outputs: blobOutputStore(blobs, db, () => clock.now()),
+    outputs: blobOutputStore(blobs, db, () => clock.now(), () => catalogSource.current),
     inputs: blobInputResolver(blobs, db, guardedFetcher({ maxBytes: MAX_INPUT_BYTES, timeoutMs: 30_000, allowPrivate: config.allowPrivateEgress, allowLoopback: config.allowLoopbackEgress })),
     // A plan change changes the rate limit cached with each key record of the workspace: dropped here at
     // once, and on the other nodes through the invalidation bus (one message per key of the workspace).
@@ -281,10 +309,12 @@ export async function startService(options: StartOptions): Promise<RunningServic
   const sessionPurge = startSessionPurge(db, clock, logger);
   const services: Services = {
     config, publicUrl: config.baseUrl, version: packageJson.version, engine, clock, logger, tracer: telemetry.tracer, metrics, db, writer, actors, health,
-    redis, limiter, loginAttempts, keyCache, keyUsage, blobs, switches, catalog, webhookSecrets,
+    redis, limiter, loginAttempts, keyCache, keyUsage, blobs, switches, webhookSecrets, catalogSource,
+    get catalog() { return catalogSource.current; },
     billing: { provider: paymentProvider, local: paymentProvider, renewals }, live,
   };
   const closeShared = async () => {
+    catalogSource.stop();
     renewals.stop();
     await sharedCapacity?.close();
     await webhookRetention.stop();

@@ -13,6 +13,7 @@ import type { KeyCache } from './auth/key-cache.ts';
 import type { KeyUsageRecorder } from './auth/key-usage.ts';
 import type { ServiceSwitches } from '../runtime/switches.ts';
 import type { ModelCatalog } from '../domain/catalog/index.ts';
+import type { CatalogSource } from '../runtime/catalog-source.ts';
 import type { BlobStore } from '../persistence/blob-store/types.ts';
 import type { PaymentProvider } from '../actors/billing/provider.ts';
 import type { LocalPaymentProvider } from '../actors/billing/local/provider.ts';
@@ -62,8 +63,10 @@ export interface Services {
   blobs: BlobStore;
   /** Operator switches (the emergency stop), refreshed from the database every 2 s; read synchronously. */
   switches: ServiceSwitches;
-  /** The model catalog with compiled parameter schemas; `offered()` lists the models this service runs. */
-  catalog: ModelCatalog;
+  /** The catalog served now (plans, models, prices, deployments); read it once per request, it may be replaced between two. */
+  readonly catalog: ModelCatalog;
+  /** Where the catalog comes from, and its reloads. */
+  catalogSource: CatalogSource;
   /** The payment provider; `local` is set when it is the built-in one (its pages are routes of this service). */
   billing: { provider: PaymentProvider; local: LocalPaymentProvider | undefined; renewals: RenewalScheduler };
   /** Seals webhook endpoints' signing secrets at rest (key: WEBHOOK_SECRET_KEY or generated under DATA_DIR). */

@@ -21,7 +21,8 @@ export interface OutputFile {
 /** What a provider reports about a job it accepted; failures are data, never exceptions. */
 export type ProviderUpdate =
   | { type: 'running' }
-  | { type: 'succeeded'; textOutput?: string; files: OutputFile[] }
+  /** `usage`: the tokens a text job used, as the provider counted them (a token-priced job is charged by them). */
+  | { type: 'succeeded'; textOutput?: string; files: OutputFile[]; usage?: { inputTokens: number; outputTokens: number } }
   | { type: 'failed'; errorCode: string; errorMessage: string };
 
 /**

@@ -1,6 +1,8 @@
 import os from 'node:os';
 import path from 'node:path';
-import { DEFAULT_REQUESTS_PER_MINUTE, PLAN_IDS, REQUESTS_PER_MINUTE_ENV, type PlanId } from '../domain/plans.ts';
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { REQUESTS_PER_MINUTE_ENV } from '../domain/plans.ts';
 
 /** Everything the service reads from its environment, validated once at start-up. */
 export interface Config {
@@ -27,8 +29,10 @@ export interface Config {
   /** Origins besides baseUrl's that may make cookie-authenticated writes (ALLOWED_ORIGINS, comma-separated). */
   allowedOrigins: string[];
   sessionTtlHours: number;
-  /** Requests per minute per API key, by plan. */
-  rateLimits: Record<PlanId, number>;
+  /** Requests per minute per API key for the plans whose RATE_LIMIT_<PLAN> is set; the catalog's plans say the rest. */
+  rateLimitOverrides: Record<string, number>;
+  /** The catalog file (CATALOG_FILE; default the shipped catalog/default.yaml) and how often it is looked at besides file events (CATALOG_POLL_MS). */
+  catalog: { file: string; pollMs: number };
   /** Where asset bytes live: files under dataDir (default), or an S3-compatible bucket when S3_BUCKET is set. */
   blobStore: BlobStoreConfig;
   /** ALLOW_PRIVATE_EGRESS: fetched URLs may reach loopback and private addresses (development and tests only). */
@@ -175,8 +179,13 @@ export function loadConfig(env: Env = process.env): Config {
   const redisKeyPrefix = read.string('REDIS_KEY_PREFIX', 'gs:');
   const allowedOrigins = read.origins('ALLOWED_ORIGINS');
   const sessionTtlHours = read.integer('SESSION_TTL_HOURS', 14 * 24, 1, 24 * 365);
-  const rateLimits = Object.fromEntries(PLAN_IDS.map((plan) =>
-    [plan, read.integer(REQUESTS_PER_MINUTE_ENV[plan], DEFAULT_REQUESTS_PER_MINUTE[plan], 1, 1_000_000)])) as Record<PlanId, number>;
+  const rateLimitOverrides: Record<string, number> = {};
+  for (const [plan, name] of Object.entries(REQUESTS_PER_MINUTE_ENV)) {
+    if (env[name] !== undefined) rateLimitOverrides[plan] = read.integer(name, 1, 1, 1_000_000);
+  }
+  const catalogFile = path.resolve(read.string('CATALOG_FILE', shippedCatalogFile()));
+  if (env.CATALOG_FILE !== undefined && !existsSync(catalogFile)) problems.push(`CATALOG_FILE: no file at ${catalogFile}`);
+  const catalog = { file: catalogFile, pollMs: read.integer('CATALOG_POLL_MS', 1_000, 50, 3_600_000) };
 
   const blobStore = readBlobStore(read, env, problems);
   const allowPrivateEgress = read.boolean('ALLOW_PRIVATE_EGRESS', false);
@@ -206,7 +215,7 @@ export function loadConfig(env: Env = process.env): Config {
   return {
     port, host, baseUrl: baseUrl.replace(/\/$/, ''), databaseUrl, redisUrl, dataDir, logLevel, bodyLimitBytes,
     allowUwsFallback, shutdownTimeoutMs, actorIdleMs, groupCommit: { windowMs, maxBatch },
-    telemetry, metrics, accessLog, redisKeyPrefix, allowedOrigins, sessionTtlHours, rateLimits,
+    telemetry, metrics, accessLog, redisKeyPrefix, allowedOrigins, sessionTtlHours, rateLimitOverrides, catalog,
     blobStore, allowPrivateEgress, allowLoopbackEgress,
     generations: { queueTimeoutMs, localLatencyMs, localFailureRate: localFailurePercent / 100, localMaxConcurrentJobs: localMaxConcurrentJobs || undefined },
     billing: { provider: paymentProvider, signingSecret: billingSecret },
@@ -543,4 +552,13 @@ function hostOf(url: string): string {
   } catch {
     return '';
   }
+}
+
+/** The catalog shipped with the service: catalog/default.yaml at the repository's top (from the sources or a compiled build under dist/). */
+export function shippedCatalogFile(): string {
+  for (const relative of ['../catalog/default.yaml', '../../catalog/default.yaml']) {
+    const file = fileURLToPath(new URL(relative, import.meta.url));
+    if (existsSync(file)) return file;
+  }
+  return fileURLToPath(new URL('../catalog/default.yaml', import.meta.url));
 }

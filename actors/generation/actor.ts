@@ -8,6 +8,7 @@ import { DatabaseUnavailableError, isDatabaseUnreachable, untilReachable } from 
 import { depsOf } from '../deps.ts';
 import type { GenerationSettlement, SettleReply } from '../workspace/protocol.ts';
 import type { Mode } from '../../domain/catalog/models.ts';
+import { inputTokenBound } from '../../domain/catalog/pricing.ts';
 import { InputError } from './input-resolver.ts';
 import { OutputsOverStorageLimitError } from './blob-outputs.ts';
 import type { PreparedOutputs } from './output-store.ts';
@@ -167,7 +168,9 @@ async function providerUpdate(state: GenerationActorState, row: GenerationRow, u
         const started = await transition(state, row, { type: 'started' }, ctx);
         if (!started.applied) return started.result;
       }
-      const current = state.row!;
+      // A token-priced job is charged by the tokens its provider reported (or, when it reported none, by their
+      // upper bounds: the prompt's bytes in, the answer's bytes out).
+      const current: GenerationRow = state.row!.tokenTerms ? { ...state.row!, usage: usageOf(update, state.row!) } : state.row!;
       let prepared: PreparedOutputs;
       try {
         // The provider reports once: reads that find the database unreachable are made again once it is back.
@@ -250,6 +253,7 @@ async function transition(
     const heldSlot = decision.effects.some((e) => e.type === 'free_slot');
     const after = state.progressAt;
     const settled = await ctx.actors.ask<SettleReply>('ws', row.workspaceId, { type: 'settle', generationId: row.id, money, settlement, heldSlot, after }, SETTLE_WAIT_MS);
+    if (money === 'capture' && row.tokenTerms) updated.credits = settled.credits;
     for (const endpointId of settled.endpointIds) ctx.actors.tell('whk', endpointId, { type: 'wake' });
   } else {
     const progress = { from: row.status, row: updated, traceParent: next.status === 'running' ? currentTraceparent() : null, endpointIds: undefined as string[] | undefined };
@@ -306,6 +310,15 @@ function perform(effect: GenerationEffect, state: GenerationActorState, row: Gen
       // Done with the terminal write (money, slot, webhook deliveries) or by the provider's own reports.
       return;
   }
+}
+
+/** The tokens a succeeded text job used: as its provider reported, or their upper bounds when it did not. */
+function usageOf(update: Extract<ProviderUpdate, { type: 'succeeded' }>, row: GenerationRow): NonNullable<GenerationRow['usage']> {
+  const whole = (n: unknown) => (typeof n === 'number' && Number.isSafeInteger(n) && n >= 0 ? n : undefined);
+  const input = whole(update.usage?.inputTokens);
+  const output = whole(update.usage?.outputTokens);
+  if (input !== undefined && output !== undefined) return { inputTokens: input, outputTokens: output };
+  return { inputTokens: inputTokenBound(row.params), outputTokens: Buffer.byteLength(update.textOutput ?? '', 'utf8') };
 }
 
 /** A provider's report with its text made storable: a NUL in an answer must not make the job's write fail. */

@@ -4,6 +4,7 @@ import { assetStorageKey, type BlobStore } from '../../persistence/blob-store/ty
 import { createAsset, storageLimitOf, storageUsage } from '../../persistence/assets/store.ts';
 import type { OutputStore, PreparedOutputs } from './output-store.ts';
 import type { OutputFile } from '../../providers/provider.ts';
+import type { PlanBook } from '../../domain/plans.ts';
 
 export class OutputsOverStorageLimitError extends Error {
   constructor(readonly usedBytes: number, readonly limitBytes: number, readonly neededBytes: number) {
@@ -13,13 +14,13 @@ export class OutputsOverStorageLimitError extends Error {
 }
 
 /** Output files go to the blob store first; their asset rows join the generation's terminal transaction. */
-export function blobOutputStore(blobs: BlobStore, db: { em(): SqlEntityManager }, now: () => number): OutputStore {
+export function blobOutputStore(blobs: BlobStore, db: { em(): SqlEntityManager }, now: () => number, plans: () => PlanBook): OutputStore {
   return {
     async prepare(workspaceId: string, generationId: string, files: OutputFile[]): Promise<PreparedOutputs> {
       if (files.length === 0) return { assetIds: [], write: async () => {}, discard: async () => {} };
       const needed = files.reduce((sum, f) => sum + f.bytes.length, 0);
       const em = db.em();
-      const [usage, limit] = await Promise.all([storageUsage(em, workspaceId), storageLimitOf(em, workspaceId)]);
+      const [usage, limit] = await Promise.all([storageUsage(em, workspaceId), storageLimitOf(em, workspaceId, plans())]);
       if (usage.usedBytes + needed > limit) throw new OutputsOverStorageLimitError(usage.usedBytes, limit, needed);
 
       const stored: Array<{ id: string; key: string; file: OutputFile }> = [];
@@ -41,7 +42,7 @@ export function blobOutputStore(blobs: BlobStore, db: { em(): SqlEntityManager }
             await createAsset(em, {
               id, workspaceId, mediaType: file.mediaType, contentType: file.contentType, bytes: file.bytes.length,
               width: file.width ?? null, height: file.height ?? null, durationSeconds: file.durationSeconds ?? null,
-              sourceGenerationId: generationId, storageKey: key, createdAt: new Date(now()),
+              sourceGenerationId: generationId, storageKey: key, createdAt: new Date(now()), limitBytes: limit,
             });
           }
         },

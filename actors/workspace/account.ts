@@ -20,6 +20,11 @@ export interface Account {
   /** Set once a first deposit of at least the minimum has cleared; wallet payments need it. */
   walletActivated: boolean;
   /**
+   * The fraction of a credit (billionths) the workspace's token-priced jobs used and were not charged yet:
+   * taken into the next such job's charge (domain/catalog/pricing.ts), so rounding never drifts.
+   */
+  tokenCarryNano: bigint;
+  /**
    * The open reservations by generation. One object is shared by an account and every account a decision
    * derives from it, and an ok decision updates it in place: the caller then uses only the new account
    * (as it must anyway). A reservation thus costs O(1), not a copy of every job still open; a refused
@@ -51,7 +56,7 @@ export type MoneyDecision =
 export const WALLET_MINIMUM_DEPOSIT_CENTS = 1_000;
 
 export function emptyAccount(): Account {
-  return { availableCredits: 0, reservedCredits: 0, walletCents: 0, reservedWalletCents: 0, walletActivated: false, reservations: {} };
+  return { availableCredits: 0, reservedCredits: 0, walletCents: 0, reservedWalletCents: 0, walletActivated: false, tokenCarryNano: 0n, reservations: {} };
 }
 
 function entry(kind: LedgerKind, change: Partial<Omit<LedgerEntry, 'kind'>>): LedgerEntry {
@@ -138,6 +143,28 @@ function settle(account: Account, generationId: string, kind: 'capture' | 'relea
     credits: back ? held.credits : 0,
     walletCents: back ? held.walletCents : 0,
   })];
+  return { ok: true, account: apply(account, entries, account.reservations), entries };
+}
+
+/**
+ * Spends `credits` of the `reserved` credits a generation held and gives the rest back (a token-priced job
+ * that used less than it reserved): the spent part from its reserved credits first, then from its reserved
+ * wallet cents at the rate it was reserved at. Two entries: the capture, and the release of the rest.
+ */
+export function capturePart(account: Account, generationId: string, credits: number, reserved: number): MoneyDecision {
+  const held = account.reservations[generationId];
+  if (!held) return { ok: true, account, entries: [] };
+  if (!Number.isInteger(credits) || credits < 0 || credits > reserved) throw new Error(`a capture must be a whole number of credits up to the ${reserved} reserved, got ${credits}`);
+  delete account.reservations[generationId];
+  const fromCredits = Math.min(credits, held.credits);
+  const walletCredits = reserved - held.credits;
+  const walletCents = walletCredits > 0 ? ((credits - fromCredits) * held.walletCents) / walletCredits : 0;
+  const entries = [entry('capture', { generationId, reservedCredits: -fromCredits, reservedWalletCents: -walletCents })];
+  const backCredits = held.credits - fromCredits;
+  const backCents = held.walletCents - walletCents;
+  if (backCredits > 0 || backCents > 0) {
+    entries.push(entry('release', { generationId, reservedCredits: -backCredits, credits: backCredits, reservedWalletCents: -backCents, walletCents: backCents }));
+  }
   return { ok: true, account: apply(account, entries, account.reservations), entries };
 }
 

@@ -1,10 +1,11 @@
 import type { ActorBehavior, ActorContext, Outcome } from '../../runtime/actor-behavior.ts';
-import { planOf, type PlanEntitlements } from '../../domain/plans.ts';
+import type { PlanEntitlements } from '../../domain/plans.ts';
 import { newId } from '../../persistence/ids.ts';
 import type { GenerationRow } from '../../persistence/entities/generation.ts';
 import { CreditLedgerEntity, IdempotencyKeyEntity } from '../../persistence/entities/workspace-account.ts';
 import { depsOf } from '../deps.ts';
-import { capture, emptyAccount, grant, release, reserveWithinCap, spendAt, spendChange } from './account.ts';
+import { capture, capturePart, emptyAccount, grant, release, reserveWithinCap, spendAt, spendChange } from './account.ts';
+import { tokenCharge } from '../../domain/catalog/pricing.ts';
 import type { WorkspaceState } from './state.ts';
 import type { IdempotencyEntry } from './idempotency-cache.ts';
 import { writeMoney } from './money-writes.ts';
@@ -33,7 +34,8 @@ export const workspaceActor: ActorBehavior<WorkspaceState, WorkspaceMessage, unk
   async load(ctx) {
     let record = (await readWorkspaces(ctx.db.em(), [ctx.id], ctx.clock.now())).get(ctx.id)!;
     if (!record.account && record.exists) {
-      await openAccount(ctx, planOf(record.plan ?? 'free'));
+      const plans = depsOf(ctx).catalog;
+      await openAccount(ctx, plans.plan(record.plan ?? plans.defaultPlan().id));
       record = (await readWorkspaces(ctx.db.em(), [ctx.id], ctx.clock.now())).get(ctx.id)!;
     }
     return loaded(record, ctx);
@@ -43,6 +45,8 @@ export const workspaceActor: ActorBehavior<WorkspaceState, WorkspaceMessage, unk
   seed: (msg, ctx) => (msg.type === 'preloaded' && (msg.record.account || !msg.record.exists) ? loaded(msg.record, ctx) : undefined),
 
   async receive(state, msg, ctx): Promise<Outcome<WorkspaceState, unknown>> {
+    // The plan as the catalog served now says it (a reload may have changed its limits).
+    state.plan = depsOf(ctx).catalog.plan(state.plan.id);
     switch (msg.type) {
       case 'create':
         return create(state, msg.draft, msg.idempotency, ctx);
@@ -206,7 +210,7 @@ function admit(
   const generation: GenerationRow = {
     id, workspaceId: draft.workspaceId, apiKeyId: draft.apiKeyId, userId: draft.userId, mode: draft.mode, modelId: draft.modelId,
     status: 'queued', params: draft.params, inputs: draft.inputs, paymentMode: draft.paymentMode, credits: draft.credits,
-    project: draft.project, idempotencyKey: idempotency?.key ?? null, provider: draft.provider, providerJobId: null, attempts: 0,
+    project: draft.project, idempotencyKey: idempotency?.key ?? null, provider: draft.provider, deploymentId: draft.deploymentId, tokenTerms: draft.tokenTerms, usage: null, providerJobId: null, attempts: 0,
     textOutput: null, outputAssetIds: [], errorCode: null, errorMessage: null,
     timeline: [{ status: 'queued', at: at.toISOString() }],
     queueDeadline: new Date(now + depsOf(ctx).queueTimeoutMs), createdAt: at, updatedAt: at, startedAt: null, completedAt: null,
@@ -332,13 +336,31 @@ async function settle(
   state: WorkspaceState,
   generationId: string,
   kind: 'capture' | 'release',
-  settlement: GenerationSettlement,
+  asked: GenerationSettlement,
   heldSlot: boolean,
   ctx: ActorContext,
   after?: number,
 ): Promise<Outcome<WorkspaceState, unknown>> {
-  const money = kind === 'capture' ? capture(state.account, generationId) : release(state.account, generationId);
+  const terms = asked.generation.tokenTerms;
+  let settlement = asked;
+  let carry: bigint | undefined;
+  let money;
+  if (kind === 'capture' && terms) {
+    // A token-priced job is charged what it used (its carry taken in), the rest of its reservation released.
+    const reserved = asked.generation.credits;
+    const charge = tokenCharge(terms, asked.generation.usage ?? { inputTokens: 0, outputTokens: 0 }, reserved, state.account.tokenCarryNano);
+    money = capturePart(state.account, generationId, charge.credits, reserved);
+    carry = charge.carryNano;
+    settlement = {
+      ...asked, generation: { ...asked.generation, credits: charge.credits },
+      ...(asked.event ? { event: { ...asked.event, generation: { ...asked.event.generation, credits: charge.credits } } } : {}),
+    };
+  } else {
+    money = kind === 'capture' ? capture(state.account, generationId) : release(state.account, generationId);
+  }
   if (!money.ok) throw new Error(`settling ${generationId} was refused: ${money.message}`);
+  const carryDelta = carry === undefined || money.entries.length === 0 ? 0 : Number(carry - state.account.tokenCarryNano);
+  if (carry !== undefined && money.entries.length > 0) money.account.tokenCarryNano = carry;
   const now = ctx.clock.now();
   const at = new Date(now);
   state.account = money.account;
@@ -360,11 +382,15 @@ async function settle(
   depsOf(ctx).capacity.release(generationId);
   const keyJob = state.keyJobs.get(generationId);
   state.keyJobs.delete(generationId);
-  const released = money.entries.some((e) => e.kind === 'release');
-  const keySpend = keyJob ? settleKey(state.keys.get(keyJob.keyId), keyJob, state.workspaceId, released) : [];
+  const released = money.entries.find((e) => e.kind === 'release');
+  // What the settlement gave back leaves the key's spend: the whole job on a release, the unused part of a token-priced capture.
+  const back = !keyJob || !released ? undefined
+    : kind === 'release' ? { credits: keyJob.credits, walletCents: keyJob.walletCents }
+      : { credits: keyJob.credits - settlement.generation.credits, walletCents: released.walletCents };
+  const keySpend = keyJob ? settleKey(state.keys.get(keyJob.keyId), keyJob, state.workspaceId, back) : [];
 
   const row: Settlement = {
-    generationId, settlement, updatedAt: at, money: { workspaceId: state.workspaceId, entries: money.entries, at }, endpointIds: [],
+    generationId, settlement, updatedAt: at, money: { workspaceId: state.workspaceId, entries: money.entries, at, tokenCarryNano: carryDelta }, endpointIds: [],
     keySpendDeltas: keySpend,
   };
   const added = writeSettlement(ctx.writer, row, after);
@@ -376,7 +402,8 @@ async function settle(
     written.then(settled, settled);
   }
   schedule(state, ctx);
-  return { state, replyWhenDurable: written.then((): SettleReply => ({ settled: true, endpointIds: row.endpointIds })) };
+  const charged = kind === 'capture' ? settlement.generation.credits : 0;
+  return { state, replyWhenDurable: written.then((): SettleReply => ({ settled: true, endpointIds: row.endpointIds, credits: charged })) };
 }
 
 /**

@@ -28,12 +28,12 @@ const CREATION_LANES = 2;
 const GENERATION_COLUMNS = [
   'id', 'workspace_id', 'api_key_id', 'user_id', 'mode', 'model_id', 'status', 'params', 'inputs', 'payment_mode', 'credits', 'project',
   'idempotency_key', 'provider', 'provider_job_id', 'attempts', 'text_output', 'output_asset_ids', 'error_code', 'error_message', 'timeline',
-  'queue_deadline', 'created_at', 'updated_at', 'started_at', 'completed_at', 'trace_context',
+  'queue_deadline', 'created_at', 'updated_at', 'started_at', 'completed_at', 'trace_context', 'deployment_id', 'token_terms',
 ].join(', ');
 
 function generationColumns(g: GenerationRow, traceContext: JobContext | null | undefined): Record<string, unknown> {
   return {
-    trace_context: traceContext ?? null,
+    trace_context: traceContext ?? null, deployment_id: g.deploymentId, token_terms: g.tokenTerms,
     id: g.id, workspace_id: g.workspaceId, api_key_id: g.apiKeyId, user_id: g.userId, mode: g.mode, model_id: g.modelId, status: g.status,
     params: g.params, inputs: g.inputs, payment_mode: g.paymentMode, credits: g.credits, project: g.project, idempotency_key: g.idempotencyKey,
     provider: g.provider, provider_job_id: g.providerJobId, attempts: g.attempts, text_output: g.textOutput, output_asset_ids: g.outputAssetIds, error_code: g.errorCode,

@@ -154,14 +154,19 @@ export function chargeKey(key: KeySpend, keyId: string, workspaceId: string, cre
  * A key's generation finished (in place): one less unfinished and, if its money was released, its price and
  * wallet part back to the periods it was counted in (in memory only while they are still current).
  */
-export function settleKey(key: KeySpend | undefined, job: KeyJob, workspaceId: string, released: boolean): KeySpendDelta[] {
+/**
+ * A job of the key ended: it no longer counts as unfinished, and what its settlement gave back (all of it on a
+ * release, the unused part of a token-priced job's reservation on its capture) leaves the key's spend.
+ */
+export function settleKey(key: KeySpend | undefined, job: KeyJob, workspaceId: string, back: { credits: number; walletCents: number } | undefined): KeySpendDelta[] {
   if (key) key.unfinished = Math.max(0, key.unfinished - 1);
-  if (!released) return [];
+  if (!back || (back.credits === 0 && back.walletCents === 0)) return [];
+  const given = { ...job, credits: back.credits, walletCents: back.walletCents };
   if (key) {
-    if (key.day.start === job.day) key.day = { ...key.day, credits: key.day.credits - job.credits, walletCents: key.day.walletCents - job.walletCents };
-    if (key.month.start === job.month) key.month = { ...key.month, credits: key.month.credits - job.credits, walletCents: key.month.walletCents - job.walletCents };
+    if (key.day.start === job.day) key.day = { ...key.day, credits: key.day.credits - given.credits, walletCents: key.day.walletCents - given.walletCents };
+    if (key.month.start === job.month) key.month = { ...key.month, credits: key.month.credits - given.credits, walletCents: key.month.walletCents - given.walletCents };
   }
-  return spendDeltas(job, workspaceId, -1);
+  return spendDeltas(given, workspaceId, -1);
 }
 
 function spendDeltas(job: KeyJob, workspaceId: string, sign: 1 | -1): KeySpendDelta[] {

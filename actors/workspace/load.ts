@@ -1,7 +1,6 @@
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import type { ActorContext } from '../../runtime/actor-behavior.ts';
 import { jobContextOf } from '../../runtime/tracing.ts';
-import { planOf } from '../../domain/plans.ts';
 import { boundQuery } from '../../persistence/bound-query.ts';
 import { depsOf } from '../deps.ts';
 import { defaultWalletSettings, emptyAccount, monthOf, type Account } from './account.ts';
@@ -37,6 +36,7 @@ interface AccountRow {
   wallet_cents: number | string | null;
   reserved_wallet_cents: number | string | null;
   wallet_activated: boolean | null;
+  token_carry_nano: number | string | null;
   auto_recharge_enabled: boolean | null;
   auto_recharge_threshold_cents: number | string | null;
   auto_recharge_amount_cents: number | string | null;
@@ -72,7 +72,7 @@ export async function readWorkspaces(em: SqlEntityManager, workspaceIds: string[
   const ids = JSON.stringify(workspaceIds);
   const accounts = await boundQuery<AccountRow>(em,
     `select ids.id, w.plan, w.id is not null as workspace_exists, a.workspace_id is not null as has_account,
-            a.available_credits, a.reserved_credits, a.wallet_cents, a.reserved_wallet_cents, a.wallet_activated,
+            a.available_credits, a.reserved_credits, a.wallet_cents, a.reserved_wallet_cents, a.wallet_activated, a.token_carry_nano,
             a.auto_recharge_enabled, a.auto_recharge_threshold_cents, a.auto_recharge_amount_cents, a.monthly_spend_cap_cents
        from jsonb_array_elements_text(?::jsonb) as ids(id)
        left join workspaces w on w.id = ids.id
@@ -130,7 +130,7 @@ export function workspaceStateOf(record: WorkspaceRecord, ctx: ActorContext): Wo
     ? {
         availableCredits: num(row.available_credits), reservedCredits: num(row.reserved_credits),
         walletCents: num(row.wallet_cents), reservedWalletCents: num(row.reserved_wallet_cents),
-        walletActivated: row.wallet_activated === true, reservations: {},
+        walletActivated: row.wallet_activated === true, tokenCarryNano: BigInt(row.token_carry_nano ?? 0), reservations: {},
       }
     : emptyAccount();
   const { open } = record;
@@ -158,7 +158,7 @@ export function workspaceStateOf(record: WorkspaceRecord, ctx: ActorContext): Wo
   }
   return {
     workspaceId: record.workspaceId,
-    plan: planOf(record.plan ?? 'free'),
+    plan: depsOf(ctx).catalog.plan(record.plan ?? depsOf(ctx).catalog.defaultPlan().id),
     account,
     active: new Set(open.filter((g) => g.status !== 'queued').map((g) => g.id)),
     queue: queued.map((g) => g.id),

@@ -12,6 +12,8 @@ export interface MoneyChange {
   workspaceId: string;
   entries: LedgerEntry[];
   at: Date;
+  /** How the account's token carry moves (billionths of a credit; always within ±1 credit), with a token-priced job's capture. */
+  tokenCarryNano?: number;
 }
 
 /** The balances move by deltas, so each write is right on its own, whatever commits beside it. */
@@ -30,6 +32,7 @@ interface AccountDelta {
   reserved_credits: number;
   wallet_cents: number;
   reserved_wallet_cents: number;
+  token_carry_nano: number;
   updated_at: string;
 }
 
@@ -59,9 +62,10 @@ export async function writeMoneyChanges(em: SqlEntityManager, changes: MoneyChan
     const at = change.at.toISOString();
     let delta = accounts.get(change.workspaceId);
     if (!delta) {
-      delta = { workspace_id: change.workspaceId, credits: 0, reserved_credits: 0, wallet_cents: 0, reserved_wallet_cents: 0, updated_at: at };
+      delta = { workspace_id: change.workspaceId, credits: 0, reserved_credits: 0, wallet_cents: 0, reserved_wallet_cents: 0, token_carry_nano: 0, updated_at: at };
       accounts.set(change.workspaceId, delta);
     }
+    delta.token_carry_nano += change.tokenCarryNano ?? 0;
     for (const e of change.entries) {
       delta.credits += e.credits;
       delta.reserved_credits += e.reservedCredits;
@@ -81,12 +85,12 @@ export async function writeMoneyChanges(em: SqlEntityManager, changes: MoneyChan
   const rows = await boundQuery<{ txid: string }>(em,
     `with ${ctes ? `${ctes},` : ''} delta as (
        select * from jsonb_to_recordset(?::jsonb) as d(workspace_id text, credits bigint, reserved_credits bigint, wallet_cents bigint,
-         reserved_wallet_cents bigint, updated_at timestamptz)),
+         reserved_wallet_cents bigint, token_carry_nano bigint, updated_at timestamptz)),
      account as (
        update workspace_accounts a set
          available_credits = a.available_credits + delta.credits, reserved_credits = a.reserved_credits + delta.reserved_credits,
          wallet_cents = a.wallet_cents + delta.wallet_cents, reserved_wallet_cents = a.reserved_wallet_cents + delta.reserved_wallet_cents,
-         updated_at = delta.updated_at
+         token_carry_nano = a.token_carry_nano + delta.token_carry_nano, updated_at = delta.updated_at
        from delta where a.workspace_id = delta.workspace_id
        returning a.workspace_id),
      entry as (

@@ -1,6 +1,5 @@
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import type { ActorContext, Outcome } from '../../runtime/actor-behavior.ts';
-import { planOf, PLANS } from '../../domain/plans.ts';
 import { newId } from '../../persistence/ids.ts';
 import { depsOf } from '../deps.ts';
 import { addMonth, nextPeriodEnd, periodGrantReference } from '../billing/period.ts';
@@ -82,7 +81,7 @@ export async function applyPaymentEvent(state: WorkspaceState, provider: string,
       return { state, reply: { applied: true } };
     }
     case 'subscription': {
-      const plan = planOf(payment.plan ?? 'free');
+      const plan = depsOf(ctx).catalog.plan(payment.plan ?? depsOf(ctx).catalog.defaultPlan().id);
       const subscriptionId = payment.order_id;
       const start = at.getTime();
       const end = addMonth(start);
@@ -117,16 +116,18 @@ export async function renewSubscription(state: WorkspaceState, subscriptionId: s
   if (now < end) return { state, reply: { nextAt: end } };
 
   const endTo = async (status: 'canceled' | 'past_due') => {
+    // Back to the catalog's default plan (free in the shipped one).
+    const fallback = depsOf(ctx).catalog.defaultPlan().id;
     await ctx.writer.write(async (em) => {
       await em.execute('update subscriptions set status = ?, ended_at = ?, updated_at = ? where id = ? and status = ?', [status, new Date(end), at, sub.id, 'active'], 'run');
-      await em.execute(`update workspaces set plan = 'free', updated_at = ? where id = ?`, [at, state.workspaceId], 'run');
+      await em.execute('update workspaces set plan = ?, updated_at = ? where id = ?', [fallback, at, state.workspaceId], 'run');
     });
-    changePlan(state, 'free', ctx);
+    changePlan(state, fallback, ctx);
     return { state, reply: { nextAt: null } };
   };
   if (sub.cancel_at_period_end) return endTo('canceled');
 
-  const plan = planOf(sub.plan);
+  const plan = depsOf(ctx).catalog.plan(sub.plan);
   const paymentId = newId('pay', now);
   const description = `${plan.name} plan, period from ${new Date(end).toISOString().slice(0, 10)}`;
   const provider = depsOf(ctx).billing.provider;
@@ -269,9 +270,8 @@ async function settlePayment(em: SqlEntityManager, paymentId: string, status: 's
 }
 
 function changePlan(state: WorkspaceState, plan: string, ctx: ActorContext): void {
-  state.plan = planOf(plan);
+  state.plan = depsOf(ctx).catalog.plan(plan);
   depsOf(ctx).billing.planChanged(state.workspaceId);
   ctx.actors.tell('ws', state.workspaceId, { type: 'schedule' });
 }
 
-export const SUBSCRIBABLE_PLANS = Object.values(PLANS).filter((plan) => plan.monthlyPriceCents > 0).map((plan) => plan.id);

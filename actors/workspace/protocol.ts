@@ -1,3 +1,4 @@
+import type { TokenTerms } from '../../domain/catalog/pricing.ts';
 import type { GenerationRow } from '../../persistence/entities/generation.ts';
 import type { MonthlySpend, MoneyRefusal, PaymentMode, WalletSettings } from './account.ts';
 import type { ProviderEvent } from '../billing/provider.ts';
@@ -12,9 +13,14 @@ export interface GenerationDraft {
   mode: string;
   modelId: string;
   provider: string;
+  /** The catalog deployment that runs it, chosen at creation and kept. */
+  deploymentId: string;
+  /** A token-priced model's price at creation; null for the other units. */
+  tokenTerms: TokenTerms | null;
   params: Record<string, unknown>;
   inputs: Record<string, unknown>;
   paymentMode: PaymentMode;
+  /** What is reserved: the whole price, or for a token-priced model the most the job can cost. */
   credits: number;
   project: string | null;
   /** The model's plans, so access is checked against the workspace's current plan. */
@@ -34,8 +40,12 @@ export interface GenerationSettlement {
   alsoWrite?: Array<(em: import('@mikro-orm/postgresql').SqlEntityManager) => Promise<void>>;
   /** The terminal event, whose webhook deliveries commit with it (SPEC.md section 6). */
   event?: import('../webhook/enqueue.ts').SettledEvent;
-  /** What the usage rollups need of the generation, fixed at its creation: its key, its creation time and its price. */
-  generation: Pick<GenerationRow, 'apiKeyId' | 'createdAt' | 'credits'>;
+  /**
+   * What the usage rollups need of the generation, fixed at its creation: its key, its creation time and its
+   * price (reserved credits), and a token-priced job's price terms. The workspace sets `credits` to what a
+   * token-priced job was charged.
+   */
+  generation: Pick<GenerationRow, 'apiKeyId' | 'createdAt' | 'credits' | 'tokenTerms' | 'usage'>;
 }
 
 export type WorkspaceMessage =
@@ -108,6 +118,8 @@ export type CreateReply =
 export interface SettleReply {
   settled: true;
   endpointIds: string[];
+  /** What the job was charged: its reserved credits, or for a token-priced job what it used (0 when released). */
+  credits: number;
 }
 
 export interface Balances {

@@ -34,14 +34,16 @@ export interface Settlement {
 async function writeSettlements(em: SqlEntityManager, rows: Settlement[]): Promise<void> {
   const updated = boundQuery<{ id: string }>(em,
     `update generations g set status = v.status, completed_at = v.completed_at, updated_at = v.updated_at, text_output = v.text_output,
-       output_asset_ids = v.output_asset_ids, error_code = v.error_code, error_message = v.error_message, timeline = v.timeline
+       output_asset_ids = v.output_asset_ids, error_code = v.error_code, error_message = v.error_message, timeline = v.timeline,
+       credits = v.credits, usage = coalesce(v.usage, g.usage)
      from jsonb_to_recordset(?::jsonb) as v(id text, status text, completed_at timestamptz, updated_at timestamptz, text_output text,
-       output_asset_ids jsonb, error_code text, error_message text, timeline jsonb)
+       output_asset_ids jsonb, error_code text, error_message text, timeline jsonb, credits integer, usage jsonb)
      where g.id = v.id and g.status in ('queued', 'reserved', 'submitted', 'running')
      returning g.id`,
     [JSON.stringify(rows.map(({ generationId, settlement: s, updatedAt }) => ({
       id: generationId, status: s.status, completed_at: s.completedAt, updated_at: updatedAt, text_output: s.textOutput ?? null,
       output_asset_ids: s.outputAssetIds, error_code: s.errorCode ?? null, error_message: s.errorMessage ?? null, timeline: s.timeline,
+      credits: s.generation.credits, usage: s.generation.usage ?? null,
     })))],
   );
   // The keys' give-backs summed into one write (one statement may not touch a row twice).

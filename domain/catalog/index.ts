@@ -1,8 +1,11 @@
 import { Ajv, type ValidateFunction } from 'ajv';
-import type { PlanId } from '../plans.ts';
-import { MODELS, MODES, type Mode, type ModelRecord } from './models.ts';
+import type { PlanBook, PlanEntitlements } from '../plans.ts';
+import type { BuiltCatalog, DeploymentRecord, ModelRecord } from './build.ts';
+import { MODES, type Mode } from './modes.ts';
+import { isTokenPrice, reservationOf, tokenTermsOf, type TokenTerms } from './pricing.ts';
 
-export { MODELS, MODES, type Mode, type ModelRecord };
+export { MODES, type Mode, type ModelRecord, type DeploymentRecord };
+export { buildCatalog, type BuiltCatalog, type CatalogProblem, type BuildOptions } from './build.ts';
 
 export type ParamsCheck = { ok: true; params: Record<string, unknown> } | { ok: false; message: string };
 
@@ -11,16 +14,29 @@ interface Entry {
   validate: ValidateFunction;
 }
 
-/** The catalog with each model's parameterSchema compiled once, when the catalog loads. */
-export class ModelCatalog {
+/**
+ * One version of the catalog, as the service serves it: the plans and the models with their prices and
+ * deployments, each model's parameterSchema compiled once, when the catalog loads. A new file makes a new
+ * ModelCatalog; a request works with the one that was current when it began (runtime/catalog-source.ts).
+ */
+export class ModelCatalog implements PlanBook {
+  readonly version: string;
   private readonly byId = new Map<string, Entry>();
+  private readonly planById = new Map<string, PlanEntitlements>();
+  private readonly deploymentById = new Map<string, DeploymentRecord>();
+  private readonly offeredModels: ModelRecord[];
+  private readonly defaultPlanId: string;
 
-  constructor(models: ModelRecord[] = MODELS, private readonly providersAvailable: (provider: ModelRecord['provider']) => boolean = () => true) {
+  constructor(built: BuiltCatalog) {
+    this.version = built.version;
+    this.defaultPlanId = built.defaultPlan;
     const ajv = new Ajv({ allErrors: false, useDefaults: true, strict: false, coerceTypes: false });
-    for (const model of models) {
-      if (this.byId.has(model.id)) throw new Error(`duplicate model id ${model.id}`);
+    for (const plan of built.plans) this.planById.set(plan.id, plan);
+    for (const model of built.models) {
       this.byId.set(model.id, { model, validate: ajv.compile(model.parameterSchema) });
+      for (const deployment of model.deployments) this.deploymentById.set(deployment.id, deployment);
     }
+    this.offeredModels = built.models.filter((model) => model.deployments.some((d) => d.available));
   }
 
   get(id: string): ModelRecord | undefined {
@@ -31,13 +47,46 @@ export class ModelCatalog {
     return [...this.byId.values()].map((e) => e.model);
   }
 
-  /** Models whose provider is configured on this service. */
+  /** Models with a deployment whose provider is configured on this service. */
   offered(): ModelRecord[] {
-    return this.all().filter((m) => this.providersAvailable(m.provider));
+    return this.offeredModels;
   }
 
-  isAllowed(model: ModelRecord, plan: PlanId): boolean {
+  isOffered(model: ModelRecord): boolean {
+    return model.deployments.some((d) => d.available);
+  }
+
+  /** The deployment a new job of the model goes to: the first whose provider is configured. */
+  deploymentFor(model: ModelRecord): DeploymentRecord | undefined {
+    return model.deployments.find((d) => d.available);
+  }
+
+  deployment(id: string): DeploymentRecord | undefined {
+    return this.deploymentById.get(id);
+  }
+
+  deployments(): DeploymentRecord[] {
+    return [...this.deploymentById.values()];
+  }
+
+  isAllowed(model: ModelRecord, plan: string): boolean {
     return model.plans.includes(plan);
+  }
+
+  plan(id: string): PlanEntitlements {
+    return this.planById.get(id) ?? this.planById.get(this.defaultPlanId)!;
+  }
+
+  hasPlan(id: string): boolean {
+    return this.planById.has(id);
+  }
+
+  plans(): PlanEntitlements[] {
+    return [...this.planById.values()];
+  }
+
+  defaultPlan(): PlanEntitlements {
+    return this.planById.get(this.defaultPlanId)!;
   }
 
   /** Validates (and fills defaults into) a copy of the params; the message names the field. */
@@ -60,15 +109,13 @@ export class ModelCatalog {
     return { ok: false, message: `${field}: ${error.message ?? 'is not valid'}` };
   }
 
-  /** Credits a job costs: the model's price per unit times the units the params ask for. */
+  /** Credits a job reserves at creation: its whole price, or for a token-priced model the most it can cost. */
   price(model: ModelRecord, params: Record<string, unknown>): number {
-    switch (model.pricing.per) {
-      case 'job':
-        return model.pricing.credits;
-      case 'image':
-        return model.pricing.credits * (typeof params.numImages === 'number' ? params.numImages : 1);
-      case 'second':
-        return model.pricing.credits * Math.ceil(typeof params.durationSeconds === 'number' ? params.durationSeconds : 1);
-    }
+    return reservationOf(model.price, params);
+  }
+
+  /** The token price a job keeps from its creation; undefined for a model not priced per token. */
+  tokenTerms(model: ModelRecord): TokenTerms | undefined {
+    return isTokenPrice(model.price) ? tokenTermsOf(model.price) : undefined;
   }
 }

@@ -1,6 +1,6 @@
 import type { Clock } from '../../runtime/clock.ts';
 import type { Logger } from '../../runtime/logger.ts';
-import { requestsPerMinute, type PlanId } from '../../domain/plans.ts';
+import type { PlanBook } from '../../domain/plans.ts';
 import type { Database } from '../../persistence/database.ts';
 import type { Principal, Scope } from './principal.ts';
 import { Lru } from '../../runtime/lru.ts';
@@ -28,7 +28,8 @@ export interface KeyCacheOptions {
   db: Database;
   clock: Clock;
   logger: Logger;
-  rateLimits: Readonly<Record<PlanId, number>>;
+  /** The plans served now (the catalog): a key's rate limit is its workspace plan's. */
+  plans(): PlanBook;
   bus?: KeyInvalidationBus;
   maxEntries?: number;
   ttlMs?: number;
@@ -128,7 +129,7 @@ export class KeyCache {
       scopes: new Set(scopes),
       expiresAt: row.expires_at === null ? null : new Date(row.expires_at).getTime(),
       revoked: row.revoked_at !== null,
-      requestsPerMinute: requestsPerMinute(this.options.rateLimits, row.plan),
+      requestsPerMinute: this.options.plans().plan(row.plan).requestsPerMinute,
     };
   }
 }

@@ -2,7 +2,6 @@
  * The file types the service keeps as assets, what their first bytes look like, and the image sizes that
  * can be read from them. Pure functions: no I/O.
  */
-import type { PlanId } from '../../domain/plans.ts';
 import type { MediaType } from '../entities/asset.ts';
 
 interface FileType {
@@ -43,16 +42,6 @@ export function canonicalContentType(declared: string): string | undefined {
 export function mediaTypeOf(contentType: string): MediaType | undefined {
   return FILE_TYPES[contentType]?.mediaType;
 }
-
-/**
- * Which media types each plan may upload: images everywhere (image modes); video where a video_to_video
- * model is offered (team); audio on paid plans. Generation outputs are not limited by this table.
- */
-export const UPLOAD_MEDIA_TYPES: Readonly<Record<PlanId, readonly MediaType[]>> = {
-  free: ['image'],
-  pro: ['image', 'audio'],
-  team: ['image', 'video', 'audio'],
-};
 
 /** The content type a known extension of `filename` stands for, if any. */
 export function contentTypeOfFilename(filename: string): string | undefined {

@@ -14,7 +14,7 @@
  * so used bytes always equal the sum over the workspace's assets and never pass the limit.
  */
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
-import { planOf } from '../../domain/plans.ts';
+import type { PlanBook } from '../../domain/plans.ts';
 import { newId } from '../ids.ts';
 import type { Asset, MediaType } from '../entities/asset.ts';
 import { ADD_ASSET_BYTES } from '../usage-rollups.ts';
@@ -34,8 +34,8 @@ export interface NewAsset {
   storageKey: string;
   /** Defaults to now. */
   createdAt?: Date;
-  /** The workspace's storage limit when the caller already knows its plan; else read from the workspace. */
-  limitBytes?: number;
+  /** The workspace's storage limit, from its plan (storageLimitOf). */
+  limitBytes: number;
 }
 
 export interface StorageRefusal {
@@ -55,16 +55,16 @@ export class StorageLimitError extends Error {
 
 const COUNT_COLUMN: Record<MediaType, string> = { image: 'image_count', video: 'video_count', audio: 'audio_count' };
 
-/** The workspace's storage limit, from its plan. */
-export async function storageLimitOf(em: SqlEntityManager, workspaceId: string): Promise<number> {
+/** The workspace's storage limit, from its plan in the catalog served. */
+export async function storageLimitOf(em: SqlEntityManager, workspaceId: string, plans: PlanBook): Promise<number> {
   const [row] = await em.execute<Array<{ plan: string }>>('select plan from workspaces where id = ?', [workspaceId]);
-  return planOf(row?.plan ?? 'free').storageBytes;
+  return plans.plan(row?.plan ?? plans.defaultPlan().id).storageBytes;
 }
 
 /** Adds the asset in `em`'s transaction, or returns why not (plan storage limit) having changed nothing. */
 export async function tryCreateAsset(em: SqlEntityManager, input: NewAsset): Promise<{ ok: true; asset: Asset } | StorageRefusal> {
   if (!Number.isSafeInteger(input.bytes) || input.bytes < 0) throw new RangeError(`asset bytes must be a whole number >= 0, got ${input.bytes}`);
-  const limit = input.limitBytes ?? (await storageLimitOf(em, input.workspaceId));
+  const limit = input.limitBytes;
   const reserved = await addStorage(em, input.workspaceId, input.mediaType, input.bytes, limit);
   if (!reserved.ok) return { ok: false, reason: 'storage_limit', usedBytes: reserved.usedBytes, limitBytes: limit, requestedBytes: input.bytes };
   const now = input.createdAt ?? new Date();

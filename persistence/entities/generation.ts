@@ -15,6 +15,12 @@ export interface GenerationRow {
   project: string | null;
   idempotencyKey: string | null;
   provider: string;
+  /** The catalog deployment it was created for; null for jobs created before deployments were data. */
+  deploymentId: string | null;
+  /** A token-priced job's price as it was at its creation (millionths of a credit per 1,000 tokens); null otherwise. */
+  tokenTerms: { inputMicroPer1k: number; outputMicroPer1k: number } | null;
+  /** The tokens its provider reported using (text), once it ended. */
+  usage: { inputTokens: number; outputTokens: number } | null;
   providerJobId: string | null;
   /** Times the job was handed to its provider, counted before each hand-over (a restart hands it over again). */
   attempts: number;
@@ -48,6 +54,9 @@ export const GenerationEntity = new EntitySchema<GenerationRow>({
     project: { type: 'string', nullable: true },
     idempotencyKey: { type: 'string', fieldName: 'idempotency_key', nullable: true },
     provider: { type: 'string' },
+    deploymentId: { type: 'string', fieldName: 'deployment_id', nullable: true },
+    tokenTerms: { type: 'json', fieldName: 'token_terms', nullable: true },
+    usage: { type: 'json', nullable: true },
     providerJobId: { type: 'string', fieldName: 'provider_job_id', nullable: true },
     attempts: { type: 'integer', default: 0 },
     textOutput: { type: 'text', fieldName: 'text_output', nullable: true },
@@ -77,6 +86,8 @@ export function generationRowOf(raw: Record<string, unknown>): GenerationRow {
     userId: (raw.user_id ?? null) as string | null, mode: raw.mode as string, modelId: raw.model_id as string, status: raw.status as string,
     params: json(raw.params), inputs: json(raw.inputs), paymentMode: raw.payment_mode as string, credits: Number(raw.credits),
     project: (raw.project ?? null) as string | null, idempotencyKey: (raw.idempotency_key ?? null) as string | null, provider: raw.provider as string,
+    deploymentId: (raw.deployment_id ?? null) as string | null, tokenTerms: raw.token_terms == null ? null : json(raw.token_terms),
+    usage: raw.usage == null ? null : json(raw.usage),
     providerJobId: (raw.provider_job_id ?? null) as string | null, attempts: Number(raw.attempts), textOutput: (raw.text_output ?? null) as string | null,
     outputAssetIds: json(raw.output_asset_ids), errorCode: (raw.error_code ?? null) as string | null, errorMessage: (raw.error_message ?? null) as string | null,
     timeline: json(raw.timeline), queueDeadline: date(raw.queue_deadline), createdAt: date(raw.created_at), updatedAt: date(raw.updated_at),

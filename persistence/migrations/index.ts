@@ -15,6 +15,7 @@ import { Migration0016WebhookSigning } from './0016-webhook-signing.ts';
 import { Migration0017TraceContext } from './0017-trace-context.ts';
 import { Migration0018SessionExpiry } from './0018-session-expiry.ts';
 import { Migration0019WriteChecks } from './0019-write-checks.ts';
+import { Migration0020CatalogPricing } from './0020-catalog-pricing.ts';
 import type { Migration } from '@mikro-orm/migrations';
 import { MIGRATION_NAMES, type MigrationName } from './names.ts';
 
@@ -36,6 +37,7 @@ const classes: Record<MigrationName, new (...args: any[]) => Migration> = {
   '0017-trace-context': Migration0017TraceContext,
   '0018-session-expiry': Migration0018SessionExpiry,
   '0019-write-checks': Migration0019WriteChecks,
+  '0020-catalog-pricing': Migration0020CatalogPricing,
 };
 
 /** Applied in the order of MIGRATION_NAMES at start-up, when one is missing from the database. */

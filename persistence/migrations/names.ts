@@ -21,6 +21,7 @@ export const MIGRATION_NAMES = [
   '0017-trace-context',
   '0018-session-expiry',
   '0019-write-checks',
+  '0020-catalog-pricing',
 ] as const;
 
 export type MigrationName = (typeof MIGRATION_NAMES)[number];

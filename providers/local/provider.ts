@@ -62,7 +62,8 @@ export function localProvider(options: LocalProviderOptions): Provider {
     }
     try {
       const out = await makeOutputs(job.mode, job.params, job.inputs, options.outputs);
-      return { type: 'succeeded', textOutput: out.text, files: out.files };
+      const usage = out.usage && { inputTokens: out.usage.promptTokens, outputTokens: out.usage.completionTokens };
+      return { type: 'succeeded', textOutput: out.text, files: out.files, ...(usage ? { usage } : {}) };
     } catch (error) {
       if (error instanceof LocalOutputError) {
         return { type: 'failed', errorCode: error.code === 'invalid_input' ? 'invalid_input' : error.code === 'invalid_params' ? 'invalid_params' : 'provider_error', errorMessage: error.message };

@@ -11,12 +11,13 @@ import { ActorMetrics } from './actors.ts';
 import { PersistenceMetrics, type PoolCounts } from './persistence.ts';
 import { WorkMetrics, type WorkSources } from './work.ts';
 import { ClusterMetrics } from './cluster.ts';
+import { CatalogMetrics } from './catalog.ts';
 import { observeProcess } from './process.ts';
 import { HistogramSet } from './histograms.ts';
 import type { Instruments } from './instruments.ts';
 
 export type { WebhookAttemptOutcome, ProviderCallOutcome } from './work.ts';
-export type { HttpMetrics, ActorMetrics, PersistenceMetrics, WorkMetrics, ClusterMetrics };
+export type { HttpMetrics, ActorMetrics, PersistenceMetrics, WorkMetrics, ClusterMetrics, CatalogMetrics };
 
 /** Where the observed gauges read from; given once the service has built those parts. */
 export interface MetricSources extends WorkSources {
@@ -42,6 +43,7 @@ export class Metrics {
   readonly persistence: PersistenceMetrics;
   readonly work: WorkMetrics;
   readonly cluster: ClusterMetrics;
+  readonly catalog: CatalogMetrics;
   private readonly provider: MeterProvider;
   private readonly prometheus: PrometheusExporter | undefined;
   private readonly stopProcess: () => void;
@@ -77,6 +79,7 @@ export class Metrics {
       pendingDeliveries: () => this.sources ? this.sources.pendingDeliveries() : Promise.resolve(0),
     }, failed);
     this.cluster = new ClusterMetrics(instruments);
+    this.catalog = new CatalogMetrics(instruments);
     this.stopProcess = observeProcess(meter);
   }
 

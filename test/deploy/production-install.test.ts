@@ -170,7 +170,7 @@ t.test('the production build runs on its production dependencies alone', { skip 
   }
   t.equal(status, 'succeeded', 'it succeeds');
 
-  const delivery = await Promise.race([hooks.next(), new Promise<undefined>((resolve) => setTimeout(resolve, 30_000))]);
+  const delivery = await Promise.race([hooks.next(), new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), 30_000))]);
   t.ok(delivery, 'its webhook is delivered');
   if (delivery) {
     const event = verifyWebhook(delivery.body, delivery.headers[SIGNATURE_HEADER], endpoint.body.secret);

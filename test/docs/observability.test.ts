@@ -29,7 +29,7 @@ t.test('every metric the code defines is documented, under the name Prometheus g
   for (const name of defined) {
     t.ok(rows.has(name) || (name === 'nodejs.eventloop.delay.max' && rows.has('nodejs.eventloop.delay.p99')), `${name} is in the table of docs/observability.md`);
   }
-  for (const [otel, prometheus] of rows) t.equal(prometheus, otel.replace(/\./g, '_').replace(/^process_cpu_time$/, 'process_cpu_time_total').replace(/(refusals|passivations|transitions|handovers)$/, '$1_total'), `${otel} → ${prometheus}`);
+  for (const [otel, prometheus] of rows) t.equal(prometheus, otel.replace(/\./g, '_').replace(/^process_cpu_time$/, 'process_cpu_time_total').replace(/(refusals|passivations|transitions|handovers|reloads)$/, '$1_total'), `${otel} → ${prometheus}`);
 });
 
 t.test('the Grafana dashboard queries only documented metrics, and covers the starting queries', async (t) => {

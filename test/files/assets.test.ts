@@ -31,7 +31,7 @@ t.test('list: newest first, filters by favorite, mediaType and sourceGenerationI
     const png = makePng(8, 8);
     await server.services.blobs.put(storageKey, png, 'image/png');
     await server.services.db.em().transactional((em) => createAsset(em as SqlEntityManager, {
-      id, workspaceId: ws, mediaType: 'image', contentType: 'image/png', bytes: png.length, width: 8, height: 8, sourceGenerationId: generationId, storageKey,
+      id, workspaceId: ws, mediaType: 'image', contentType: 'image/png', bytes: png.length, width: 8, height: 8, sourceGenerationId: generationId, storageKey, limitBytes: Number.MAX_SAFE_INTEGER,
     }));
     outputs.push(id);
   }

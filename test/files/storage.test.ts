@@ -4,7 +4,7 @@ import { signUp } from '../helpers/identity.ts';
 import { pngOfSize } from '../helpers/files.ts';
 import { isError, rows } from '../identity/support.ts';
 import { call, complete, putBytes, requestUpload, uploadAsset } from './support.ts';
-import { PLANS } from '../../domain/plans.ts';
+import { shippedCatalog } from '../helpers/catalog.ts';
 
 /** What the storage account says, next to what the assets add up to. */
 async function accounts(server: Parameters<typeof rows>[0], workspaceId: string) {
@@ -46,7 +46,7 @@ t.test('the storage limit holds under concurrent completions: exactly the files 
   const owner = await signUp(server);
   const auth = { cookie: owner.cookie };
   const ws = owner.workspaceId;
-  const limit = PLANS.free.storageBytes;
+  const limit = shippedCatalog().plan('free').storageBytes;
   const size = 1000;
   // The workspace is 5 files short of full (set directly: uploading a gibibyte would only slow the test).
   await rows(server, 'insert into workspace_storage (workspace_id, used_bytes) values (?, ?)', [ws, limit - 5 * size]);

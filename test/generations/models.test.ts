@@ -1,10 +1,18 @@
 import t from 'tap';
 import { Ajv } from 'ajv';
 import { ManualClock } from '../../runtime/clock.ts';
-import { PLANS } from '../../domain/plans.ts';
 import { sharedTestServer, startTestServer } from '../helpers/server.ts';
 import { createKey, signUp, uniqueEmail } from '../helpers/identity.ts';
 import { authMatrix, generationRow, get, insertGenerations, setPlan } from './support.ts';
+
+const MiB = 1024 * 1024;
+const GiB = 1024 * MiB;
+/** The plans of the shipped catalog (catalog/default.yaml), as they were before plans were data. */
+const SHIPPED_PLANS = {
+  free: { name: 'Free', monthlyPriceCents: 0, monthlyCredits: 100, centsPerCredit: 5, concurrentJobs: 2, storageBytes: 1 * GiB, maxFileBytes: 25 * MiB },
+  pro: { name: 'Pro', monthlyPriceCents: 2_900, monthlyCredits: 3_000, centsPerCredit: 4, concurrentJobs: 10, storageBytes: 50 * GiB, maxFileBytes: 200 * MiB },
+  team: { name: 'Team', monthlyPriceCents: 9_900, monthlyCredits: 12_000, centsPerCredit: 3, concurrentJobs: 50, storageBytes: 500 * GiB, maxFileBytes: 1 * GiB },
+};
 
 t.test('GET /v1/models follows the workspace plan: free, then pro', async (t) => {
   const server = await sharedTestServer();
@@ -21,8 +29,8 @@ t.test('GET /v1/models follows the workspace plan: free, then pro', async (t) =>
   for (const model of free.body.data) {
     const record = offered.find((m) => m.id === model.id)!;
     t.equal(model.available, record.plans.includes('free'), `${model.id}: available on free iff the catalog says so`);
-    t.equal(model.walletCentsPerCredit, PLANS.free.centsPerCredit);
-    t.same(model.pricing, record.pricing);
+    t.equal(model.walletCentsPerCredit, SHIPPED_PLANS.free.centsPerCredit);
+    t.same(model.pricing, record.price);
     t.same(model.plans, record.plans);
     t.match(model, { name: record.name, mode: record.mode, provider: record.provider, maker: record.maker, description: record.description });
   }
@@ -41,7 +49,7 @@ t.test('GET /v1/models follows the workspace plan: free, then pro', async (t) =>
   t.equal(byId(pro.body, 'local/text-pro').available, true, 'pro unlocks paid models');
   t.equal(byId(pro.body, 'local/video-short').available, true);
   t.equal(byId(pro.body, 'local/video-restyle').available, false, 'team-only stays unavailable on pro');
-  t.ok(pro.body.data.every((m: { walletCentsPerCredit: number }) => m.walletCentsPerCredit === PLANS.pro.centsPerCredit));
+  t.ok(pro.body.data.every((m: { walletCentsPerCredit: number }) => m.walletCentsPerCredit === SHIPPED_PLANS.pro.centsPerCredit));
 
   await setPlan(server, owner.workspaceId, 'team');
   const team = await get(server, `/v1/models?workspaceId=${owner.workspaceId}`, key.key);
@@ -113,7 +121,7 @@ t.test('public endpoints answer without credentials', async (t) => {
   t.equal(plans.status, 200);
   t.same(plans.body.data.map((p: { id: string }) => p.id), ['free', 'pro', 'team']);
   for (const plan of plans.body.data) {
-    const entitlements = PLANS[plan.id as keyof typeof PLANS];
+    const entitlements = SHIPPED_PLANS[plan.id as keyof typeof SHIPPED_PLANS];
     t.match(plan, {
       name: entitlements.name, monthlyPriceCents: entitlements.monthlyPriceCents, currency: 'usd', monthlyCredits: entitlements.monthlyCredits,
       walletCentsPerCredit: entitlements.centsPerCredit, concurrentJobs: entitlements.concurrentJobs, storageBytes: entitlements.storageBytes,

@@ -2,7 +2,6 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import t from 'tap';
 import { ManualClock } from '../../runtime/clock.ts';
-import { MODELS } from '../../domain/catalog/models.ts';
 import { sniffContentType, imageDimensions } from '../../providers/local/outputs.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
 import { createKey, signUp, withKey } from '../helpers/identity.ts';
@@ -99,7 +98,7 @@ t.test('every mode runs end to end through HTTP to succeeded, with real outputs 
   let spent = 0;
   const ids: string[] = [];
   for (const c of cases) {
-    const model = MODELS.find((m) => m.id === c.model)!;
+    const model = server.services.catalog.get(c.model)!;
     modes.add(model.mode);
     const created = await createGeneration(server, key, user.workspaceId, { mode: model.mode, model: c.model, params: c.params, inputs: c.inputs, paymentMode: 'credits' });
     t.equal(created.status, 201, `${c.model}: ${JSON.stringify(created.body).slice(0, 300)}`);

@@ -1,7 +1,9 @@
 import t, { type Test } from 'tap';
 import { ManualClock } from '../../runtime/clock.ts';
 import { createLogger } from '../../runtime/logger.ts';
-import { DEFAULT_REQUESTS_PER_MINUTE } from '../../domain/plans.ts';
+import { shippedCatalog } from '../helpers/catalog.ts';
+
+const SHIPPED = shippedCatalog();
 import { openDatabase, type Database } from '../../persistence/database.ts';
 import { freshDatabaseUrl } from '../helpers/database.ts';
 import { KeyCache } from '../../http/auth/key-cache.ts';
@@ -21,7 +23,7 @@ async function insertKey(db: Database, id: string, hash: string, extra = ''): Pr
 }
 
 function cache(db: Database, clock: ManualClock, maxEntries = 100) {
-  return new KeyCache({ db, clock, logger: createLogger('silent'), rateLimits: DEFAULT_REQUESTS_PER_MINUTE, maxEntries, ttlMs: 60_000 });
+  return new KeyCache({ db, clock, logger: createLogger('silent'), plans: () => SHIPPED, maxEntries, ttlMs: 60_000 });
 }
 
 t.test('records come from memory until the TTL, then from the database again', async (t) => {

@@ -67,6 +67,6 @@ export async function storedAsset(server: TestServer, workspaceId: string): Prom
   const storageKey = assetStorageKey(workspaceId, id);
   const png = Buffer.from('89504e470d0a1a0a', 'hex');
   await server.services.blobs.put(storageKey, png, 'image/png');
-  await server.services.db.em().transactional((tx) => createAsset(tx, { id, workspaceId, mediaType: 'image', contentType: 'image/png', bytes: png.length, storageKey }));
+  await server.services.db.em().transactional((tx) => createAsset(tx, { id, workspaceId, mediaType: 'image', contentType: 'image/png', bytes: png.length, storageKey, limitBytes: Number.MAX_SAFE_INTEGER }));
   return storageKey;
 }

@@ -32,7 +32,7 @@ function book(t: Test, start = emptyAccount()) {
 }
 
 t.test('an empty account holds nothing and its wallet is not active', async (t) => {
-  t.same(emptyAccount(), { availableCredits: 0, reservedCredits: 0, walletCents: 0, reservedWalletCents: 0, walletActivated: false, reservations: {} });
+  t.same(emptyAccount(), { availableCredits: 0, reservedCredits: 0, walletCents: 0, reservedWalletCents: 0, walletActivated: false, tokenCarryNano: 0n, reservations: {} });
   t.same(sumLedger([]), balances(emptyAccount()));
 });
 

@@ -38,12 +38,12 @@ t.test('release gives back to the periods the job was counted in, and only while
   const k = key();
   const { job, deltas } = chargeKey(k, 'key_1', 'ws_1', 4, 20, JUNE_10);
   t.same(deltas.map((d) => [d.period, d.start, d.credits, d.walletCents]), [['day', '2026-06-10', 4, 20], ['month', '2026-06-01', 4, 20]]);
-  const captured = settleKey(k, job, 'ws_1', false);
+  const captured = settleKey(k, job, 'ws_1', undefined);
   t.same(captured, [], 'a capture changes no spend');
   t.equal(k.unfinished, 0);
   const again = chargeKey(k, 'key_1', 'ws_1', 1, 0, JUNE_10);
   chargeKey(k, 'key_1', 'ws_1', 1, 0, JUNE_10 + 2 * 3_600_000);
-  t.same(settleKey(k, again.job, 'ws_1', true).map((d) => [d.period, d.start, d.credits]), [['day', '2026-06-10', -1], ['month', '2026-06-01', -1]], 'rows of its own periods');
+  t.same(settleKey(k, again.job, 'ws_1', { credits: again.job.credits, walletCents: again.job.walletCents }).map((d) => [d.period, d.start, d.credits]), [['day', '2026-06-10', -1], ['month', '2026-06-01', -1]], 'rows of its own periods');
   t.same(k.day, { start: '2026-06-11', credits: 1, walletCents: 0 }, 'today untouched by a job of yesterday');
   t.equal(k.month.credits, 5, 'the month gets it back');
 });

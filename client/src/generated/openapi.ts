@@ -1588,6 +1588,10 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
+                        catalog: {
+                            /** @description The version (a hash of the content) of the catalog this node serves; every node of a cluster should show the same. */
+                            version: string;
+                        };
                         checks: {
                             /** @constant */
                             database: "ok";
@@ -3328,11 +3332,8 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": {
-                    /**
-                     * @description A paid plan (pro, team).
-                     * @enum {string}
-                     */
-                    plan: "free" | "pro" | "team";
+                    /** @description A paid plan of the catalog (GET /v1/plans; pro and team in the shipped one). */
+                    plan: string;
                     workspaceId: string;
                 };
             };
@@ -3983,8 +3984,8 @@ export interface operations {
                             concurrentJobs: number;
                             /** @constant */
                             currency: "usd";
-                            /** @enum {string} */
-                            id: "free" | "pro" | "team";
+                            /** @description The plan id (the catalog's; free, pro and team in the shipped one). */
+                            id: string;
                             /** @description Largest single upload. */
                             maxFileBytes: number;
                             /** @description Ids of the models the plan may use (of those this service runs). */
@@ -4272,7 +4273,7 @@ export interface operations {
                             name: string;
                         }[];
                         models: {
-                            /** @description What one job costs with the default params (e.g. one image, the default duration). */
+                            /** @description What one job costs with the default params (e.g. one image, the default duration); for a model priced per token, what a job with an empty prompt and the default maxTokens reserves. */
                             credits: number;
                             description: string;
                             /** @description Pass as `model` when creating a generation. */
@@ -4289,7 +4290,8 @@ export interface operations {
                                 [key: string]: unknown;
                             };
                             /** @description The plans that may use the model. */
-                            plans: ("free" | "pro" | "team")[];
+                            plans: string[];
+                            /** @description The price and its unit (docs/money.md). */
                             pricing: {
                                 /** @description Credits per unit. */
                                 credits: number;
@@ -4298,8 +4300,18 @@ export interface operations {
                                  * @enum {string}
                                  */
                                 per: "job" | "image" | "second";
+                            } | {
+                                /** @description Credits per 1,000 input tokens. */
+                                inputPer1k: number;
+                                /** @description Credits per 1,000 output tokens. */
+                                outputPer1k: number;
+                                /**
+                                 * @description Per 1,000 tokens: the most a job can cost is reserved at creation, what its provider reports is charged when it ends.
+                                 * @constant
+                                 */
+                                per: "tokens";
                             };
-                            /** @description `local` (built in) or `openai` (an OpenAI-compatible server). */
+                            /** @description The provider that runs it: `local` (built in), `openai`, `replicate`, `cog`, `fal` or `comfyui`. */
                             provider: string;
                             sample: {
                                 note: string;
@@ -7086,7 +7098,7 @@ export interface operations {
                         data: {
                             /** @description Whether the workspace's plan may use the model (otherwise creation is 422 plan_limit_reached). */
                             available: boolean;
-                            /** @description What one job costs with the default params (e.g. one image, the default duration). */
+                            /** @description What one job costs with the default params (e.g. one image, the default duration); for a model priced per token, what a job with an empty prompt and the default maxTokens reserves. */
                             credits: number;
                             description: string;
                             /** @description Pass as `model` when creating a generation. */
@@ -7103,7 +7115,8 @@ export interface operations {
                                 [key: string]: unknown;
                             };
                             /** @description The plans that may use the model. */
-                            plans: ("free" | "pro" | "team")[];
+                            plans: string[];
+                            /** @description The price and its unit (docs/money.md). */
                             pricing: {
                                 /** @description Credits per unit. */
                                 credits: number;
@@ -7112,14 +7125,24 @@ export interface operations {
                                  * @enum {string}
                                  */
                                 per: "job" | "image" | "second";
+                            } | {
+                                /** @description Credits per 1,000 input tokens. */
+                                inputPer1k: number;
+                                /** @description Credits per 1,000 output tokens. */
+                                outputPer1k: number;
+                                /**
+                                 * @description Per 1,000 tokens: the most a job can cost is reserved at creation, what its provider reports is charged when it ends.
+                                 * @constant
+                                 */
+                                per: "tokens";
                             };
-                            /** @description `local` (built in) or `openai` (an OpenAI-compatible server). */
+                            /** @description The provider that runs it: `local` (built in), `openai`, `replicate`, `cog`, `fal` or `comfyui`. */
                             provider: string;
                             /** @description What one credit costs on this plan when paid from the wallet, in US cents. */
                             walletCentsPerCredit: number;
                         }[];
-                        /** @enum {string} */
-                        plan: "free" | "pro" | "team";
+                        /** @description A plan id of the catalog (free, pro and team in the shipped one). */
+                        plan: string;
                         workspaceId: string;
                     };
                 };
@@ -7207,7 +7230,7 @@ export interface operations {
                 content: {
                     "application/json": {
                         data: {
-                            /** @description What one job costs with the default params (e.g. one image, the default duration). */
+                            /** @description What one job costs with the default params (e.g. one image, the default duration); for a model priced per token, what a job with an empty prompt and the default maxTokens reserves. */
                             credits: number;
                             description: string;
                             /** @description Pass as `model` when creating a generation. */
@@ -7224,7 +7247,8 @@ export interface operations {
                                 [key: string]: unknown;
                             };
                             /** @description The plans that may use the model. */
-                            plans: ("free" | "pro" | "team")[];
+                            plans: string[];
+                            /** @description The price and its unit (docs/money.md). */
                             pricing: {
                                 /** @description Credits per unit. */
                                 credits: number;
@@ -7233,8 +7257,18 @@ export interface operations {
                                  * @enum {string}
                                  */
                                 per: "job" | "image" | "second";
+                            } | {
+                                /** @description Credits per 1,000 input tokens. */
+                                inputPer1k: number;
+                                /** @description Credits per 1,000 output tokens. */
+                                outputPer1k: number;
+                                /**
+                                 * @description Per 1,000 tokens: the most a job can cost is reserved at creation, what its provider reports is charged when it ends.
+                                 * @constant
+                                 */
+                                per: "tokens";
                             };
-                            /** @description `local` (built in) or `openai` (an OpenAI-compatible server). */
+                            /** @description The provider that runs it: `local` (built in), `openai`, `replicate`, `cog`, `fal` or `comfyui`. */
                             provider: string;
                             sample: {
                                 note: string;
@@ -7307,8 +7341,8 @@ export interface operations {
                             concurrentJobs: number;
                             /** @constant */
                             currency: "usd";
-                            /** @enum {string} */
-                            id: "free" | "pro" | "team";
+                            /** @description The plan id (the catalog's; free, pro and team in the shipped one). */
+                            id: string;
                             /** @description Largest single upload. */
                             maxFileBytes: number;
                             /** @description Ids of the models the plan may use (of those this service runs). */

@@ -32,7 +32,7 @@ export const signup = defineRoute({
     const now = services.clock.now();
     const at = new Date(now);
     const user: User = { id: newId('usr', now), email, name, passwordHash, createdAt: at, updatedAt: at };
-    const workspace: Workspace = { id: newId('ws', now), name: `${name}'s workspace`.slice(0, 100), plan: 'free', personal: true, createdAt: at, updatedAt: at };
+    const workspace: Workspace = { id: newId('ws', now), name: `${name}'s workspace`.slice(0, 100), plan: services.catalog.defaultPlan().id, personal: true, createdAt: at, updatedAt: at };
     const owner: WorkspaceMember = { workspaceId: workspace.id, userId: user.id, role: 'owner', createdAt: at };
     try {
       await services.db.em().transactional(async (tx) => {

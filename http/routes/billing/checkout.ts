@@ -1,7 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import { ApiError } from '../../errors.ts';
 import { defineRoute } from '../../route.ts';
-import { PLAN_IDS, PLANS, isPlanId } from '../../../domain/plans.ts';
 import { newId } from '../../../persistence/ids.ts';
 import { moneyWorkspace } from './access.ts';
 import { insertPendingPayment } from './orders.ts';
@@ -9,7 +8,7 @@ import { CheckoutFields, WorkspaceIdField } from './shapes.ts';
 
 export const CheckoutIn = Type.Object({
   workspaceId: WorkspaceIdField,
-  plan: Type.Unsafe<string>({ type: 'string', enum: [...PLAN_IDS], description: 'A paid plan (pro, team).' }),
+  plan: Type.String({ minLength: 1, maxLength: 128, description: 'A paid plan of the catalog (GET /v1/plans; pro and team in the shipped one).' }),
 }, { additionalProperties: false });
 
 export const CheckoutOut = Type.Object({
@@ -35,10 +34,11 @@ export const createCheckout = defineRoute({
   handler: async ({ auth, body, services }) => {
     const em = services.db.em();
     const workspace = await moneyWorkspace(em, auth, body.workspaceId, { action: 'manage billing', keyScopes: ['wallet.write'] });
-    if (!isPlanId(body.plan)) throw new ApiError('validation_error', 'body.plan: unknown plan');
-    const plan = PLANS[body.plan];
+    const catalog = services.catalog;
+    if (!catalog.hasPlan(body.plan)) throw new ApiError('validation_error', `body.plan: unknown plan "${body.plan}" (one of ${catalog.plans().map((p) => p.id).join(', ')})`);
+    const plan = catalog.plan(body.plan);
     if (plan.monthlyPriceCents === 0) {
-      throw new ApiError('validation_error', 'body.plan: the free plan needs no checkout; cancel the subscription (POST /v1/billing/cancel) to return to it at the end of the period');
+      throw new ApiError('validation_error', `body.plan: the ${plan.name} plan needs no checkout; cancel the subscription (POST /v1/billing/cancel) to return to the ${catalog.defaultPlan().name} plan at the end of the period`);
     }
     const [active] = await em.execute<Array<{ plan: string }>>(`select plan from subscriptions where workspace_id = ? and status = 'active'`, [workspace.id]);
     if (active?.plan === plan.id) throw new ApiError('conflict', `The workspace already subscribes to the ${plan.name} plan.`);

@@ -1,6 +1,5 @@
 import { Type } from '@sinclair/typebox';
 import { defineRoute } from '../../route.ts';
-import { planOf, requestsPerMinute } from '../../../domain/plans.ts';
 import { moneyWorkspace } from './access.ts';
 import type { Row } from './keyset.ts';
 import { SubscriptionOut, toSubscriptionOut, WorkspaceIdField } from './shapes.ts';
@@ -31,8 +30,9 @@ export const getSubscription = defineRoute({
     const em = services.db.em();
     const workspace = await moneyWorkspace(em, auth, query.workspaceId);
     const [row] = await em.execute<Row[]>(`select * from subscriptions where workspace_id = ? and status = 'active'`, [workspace.id]);
-    const plan = planOf(workspace.plan);
-    const offered = services.catalog.offered();
+    const catalog = services.catalog;
+    const plan = catalog.plan(workspace.plan);
+    const offered = catalog.offered();
     return {
       body: {
         workspaceId: workspace.id,
@@ -42,8 +42,8 @@ export const getSubscription = defineRoute({
         entitlements: {
           id: plan.id, name: plan.name, monthlyPriceCents: plan.monthlyPriceCents, currency: 'usd' as const, monthlyCredits: plan.monthlyCredits,
           walletCentsPerCredit: plan.centsPerCredit, concurrentJobs: plan.concurrentJobs, storageBytes: plan.storageBytes, maxFileBytes: plan.maxFileBytes,
-          requestsPerMinute: requestsPerMinute(services.config.rateLimits, plan.id),
-          models: offered.filter((model) => services.catalog.isAllowed(model, plan.id)).map((model) => model.id),
+          requestsPerMinute: plan.requestsPerMinute,
+          models: offered.filter((model) => catalog.isAllowed(model, plan.id)).map((model) => model.id),
         },
       },
     };

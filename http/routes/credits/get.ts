@@ -1,6 +1,5 @@
 import { Type } from '@sinclair/typebox';
 import { defineRoute } from '../../route.ts';
-import { planOf } from '../../../domain/plans.ts';
 import type { Balances } from '../../../actors/workspace/protocol.ts';
 import { moneyWorkspace } from '../billing/access.ts';
 import { LedgerEntryOut, toLedgerEntryOut, WorkspaceIdField } from '../billing/shapes.ts';
@@ -38,7 +37,7 @@ export const getWorkspaceCredits = defineRoute({
     return {
       body: {
         workspaceId: workspace.id,
-        plan: planOf(workspace.plan).id,
+        plan: services.catalog.plan(workspace.plan).id,
         availableCredits: Number(account?.available_credits ?? 0),
         reservedCredits: Number(account?.reserved_credits ?? 0),
         ledger: ledger.map(toLedgerEntryOut),

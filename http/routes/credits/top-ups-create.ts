@@ -1,6 +1,5 @@
 import { Type } from '@sinclair/typebox';
 import { defineRoute } from '../../route.ts';
-import { planOf } from '../../../domain/plans.ts';
 import { newId } from '../../../persistence/ids.ts';
 import { moneyWorkspace } from '../billing/access.ts';
 import { insertPendingPayment } from '../billing/orders.ts';
@@ -30,7 +29,7 @@ export const createCreditTopUp = defineRoute({
   handler: async ({ auth, body, services }) => {
     const em = services.db.em();
     const workspace = await moneyWorkspace(em, auth, body.workspaceId, { action: 'buy credits' });
-    const plan = planOf(workspace.plan);
+    const plan = services.catalog.plan(workspace.plan);
     const now = services.clock.now();
     const at = new Date(now);
     const id = newId('top', now);

@@ -2,7 +2,6 @@ import { ApiError } from '../../errors.ts';
 import { defineRoute } from '../../route.ts';
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { newId } from '../../../persistence/ids.ts';
-import { planOf } from '../../../domain/plans.ts';
 import { UploadEntity } from '../../../persistence/entities/upload.ts';
 import { canonicalContentType, imageSize, SNIFF_BYTES, sniffContentType } from '../../../persistence/assets/media.ts';
 import { StorageLimitError, createAsset } from '../../../persistence/assets/store.ts';
@@ -73,7 +72,7 @@ export const completeUpload = defineRoute({
           name: upload.filename,
           storageKey: key,
           createdAt: new Date(now),
-          limitBytes: planOf(workspace.plan).storageBytes,
+          limitBytes: services.catalog.plan(workspace.plan).storageBytes,
         });
       });
     } catch (error) {

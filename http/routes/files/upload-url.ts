@@ -1,8 +1,7 @@
 import { ApiError } from '../../errors.ts';
 import { defineRoute } from '../../route.ts';
-import { planOf, isPlanId } from '../../../domain/plans.ts';
 import { newId } from '../../../persistence/ids.ts';
-import { canonicalContentType, contentTypeOfFilename, mediaTypeOf, UPLOAD_MEDIA_TYPES } from '../../../persistence/assets/media.ts';
+import { canonicalContentType, contentTypeOfFilename, mediaTypeOf } from '../../../persistence/assets/media.ts';
 import { storageUsage } from '../../../persistence/assets/store.ts';
 import { sweepAbandonedUploads } from '../../../persistence/assets/uploads.ts';
 import { uploadStorageKey } from '../../../persistence/blob-store/types.ts';
@@ -35,8 +34,8 @@ export const createUploadUrl = defineRoute({
 
     const em = services.db.em();
     const { workspace } = await openFilesWorkspace(em, auth, body.workspaceId);
-    const plan = planOf(workspace.plan);
-    const allowed = UPLOAD_MEDIA_TYPES[isPlanId(workspace.plan) ? workspace.plan : 'free'];
+    const plan = services.catalog.plan(workspace.plan);
+    const allowed = plan.uploadMediaTypes;
     if (!allowed.includes(mediaType)) {
       throw new ApiError('plan_limit_reached', `The ${plan.name} plan does not allow ${mediaType} uploads (it allows ${allowed.join(', ')}).`);
     }

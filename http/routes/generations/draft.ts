@@ -3,6 +3,7 @@ import { ApiError } from '../../errors.ts';
 import type { Principal } from '../../route.ts';
 import type { Services } from '../../services.ts';
 import type { Mode, ModelRecord } from '../../../domain/catalog/models.ts';
+import type { ModelCatalog } from '../../../domain/catalog/index.ts';
 import type { GenerationDraft } from '../../../actors/workspace/protocol.ts';
 import { checkInputs, type GenerationInputsIn } from './inputs.ts';
 import type { PaymentMode } from './shape.ts';
@@ -25,24 +26,26 @@ export interface GenerationRequest {
 export interface CheckedModel {
   model: ModelRecord;
   params: Record<string, unknown>;
+  /** The catalog the request was checked against: its price and deployment are the job's, whatever reloads meanwhile. */
+  catalog: ModelCatalog;
 }
 
 /** Checks what a request asks of the catalog (no I/O); throws the validation_error it answers. */
 export function checkModel(services: Services, request: GenerationRequest): CheckedModel {
   const { catalog } = services;
   const model = catalog.get(request.model);
-  if (!model || !catalog.offered().includes(model)) throw new ApiError('validation_error', `model: unknown model "${request.model}"; see GET /v1/models`);
+  if (!model || !catalog.isOffered(model)) throw new ApiError('validation_error', `model: unknown model "${request.model}"; see GET /v1/models`);
   if (model.mode !== request.mode) throw new ApiError('validation_error', `mode: model ${model.id} makes ${model.mode}, not ${request.mode}`);
   const params = catalog.checkParams(model.id, request.params ?? {});
   if (!params.ok) throw new ApiError('validation_error', params.message);
-  return { model, params: params.params };
+  return { model, params: params.params, catalog };
 }
 
 /**
  * The draft the workspace actor prices and reserves, once its inputs are checked (of the workspace and right
  * for the mode; throws validation_error). The caller has already checked it may act in the workspace.
  */
-export async function draftOf(services: Services, auth: Principal | undefined, request: GenerationRequest, { model, params }: CheckedModel): Promise<GenerationDraft> {
+export async function draftOf(services: Services, auth: Principal | undefined, request: GenerationRequest, { model, params, catalog }: CheckedModel): Promise<GenerationDraft> {
   const inputs = await checkInputs(() => services.db.em(), request.workspaceId, model.mode as Mode, request.inputs ?? {});
   return {
     workspaceId: request.workspaceId,
@@ -51,10 +54,12 @@ export async function draftOf(services: Services, auth: Principal | undefined, r
     mode: model.mode,
     modelId: model.id,
     provider: model.provider,
+    deploymentId: catalog.deploymentFor(model)!.id,
+    tokenTerms: catalog.tokenTerms(model) ?? null,
     params,
     inputs: inputs as Record<string, unknown>,
     paymentMode: request.paymentMode ?? 'credits',
-    credits: services.catalog.price(model, params),
+    credits: catalog.price(model, params),
     project: request.project ?? null,
     modelPlans: model.plans,
   };

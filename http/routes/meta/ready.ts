@@ -8,6 +8,9 @@ const PING_TIMEOUT_MS = 2_000;
 export const Readiness = Type.Object({
   status: Type.Literal('ready'),
   checks: Type.Object({ database: Type.Literal('ok'), recovery: Type.Literal('done') }),
+  catalog: Type.Object({
+    version: Type.String({ description: 'The version (a hash of the content) of the catalog this node serves; every node of a cluster should show the same.' }),
+  }, { additionalProperties: false }),
 }, { additionalProperties: false });
 
 export const getReadiness = defineRoute({
@@ -35,7 +38,7 @@ export const getReadiness = defineRoute({
       throw new ApiError('not_ready', availability.available ? 'The database does not answer.' : 'The database cannot be reached.');
     }
     availability.up();
-    return { body: { status: 'ready', checks: { database: 'ok', recovery: 'done' } } };
+    return { body: { status: 'ready', checks: { database: 'ok', recovery: 'done' }, catalog: { version: services.catalog.version } } };
   },
 });
 

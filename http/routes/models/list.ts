@@ -1,6 +1,5 @@
 import { Type } from '@sinclair/typebox';
 import { defineRoute } from '../../route.ts';
-import { isPlanId, type PlanId } from '../../../domain/plans.ts';
 import { readWorkspace } from '../generations/access.ts';
 import { ModelListOut, once, toModelOut, type ModelOut } from './shape.ts';
 
@@ -20,9 +19,10 @@ export const listModels = defineRoute({
   responses: { 200: ModelListOut },
   handler: async ({ auth, query, services }) => {
     const workspace = await readWorkspace(services.db.em(), auth, query.workspaceId);
-    const plan: PlanId = isPlanId(workspace.plan) ? workspace.plan : 'free';
     const catalog = services.catalog;
+    const plan = catalog.plan(workspace.plan).id;
     const data = once(catalog, `models:${plan}`, (): ModelOut[] => catalog.offered().map((model) => toModelOut(catalog, model, plan)));
-    return { body: { workspaceId: workspace.id, plan, data } };
+    // The catalog's version, and the plan the answer is for (a plan change changes the answer too).
+    return { headers: { ETag: `"${catalog.version}-${plan}"` }, body: { workspaceId: workspace.id, plan, data } };
   },
 });

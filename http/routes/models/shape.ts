@@ -1,26 +1,32 @@
 import { Type, type Static } from '@sinclair/typebox';
 import type { ModelCatalog, ModelRecord } from '../../../domain/catalog/index.ts';
-import { PLAN_IDS, PLANS, type PlanId } from '../../../domain/plans.ts';
 import { GenerationMode } from '../generations/shape.ts';
 
 /** Response shapes of the model catalog (plan-aware and public), with their mappers from catalog records. */
 
-const PlanName = Type.Unsafe<PlanId>({ type: 'string', enum: [...PLAN_IDS] });
+const PlanName = Type.String({ description: 'A plan id of the catalog (free, pro and team in the shipped one).' });
 
-export const Pricing = Type.Object({
-  credits: Type.Integer({ minimum: 1, description: 'Credits per unit.' }),
-  per: Type.Unsafe<'job' | 'image' | 'second'>({ type: 'string', enum: ['job', 'image', 'second'], description: 'The unit: a job, each image, or each started second of output.' }),
-}, { additionalProperties: false });
+export const Pricing = Type.Union([
+  Type.Object({
+    credits: Type.Integer({ minimum: 0, description: 'Credits per unit.' }),
+    per: Type.Unsafe<'job' | 'image' | 'second'>({ type: 'string', enum: ['job', 'image', 'second'], description: 'The unit: a job, each image, or each started second of output.' }),
+  }, { additionalProperties: false }),
+  Type.Object({
+    per: Type.Literal('tokens', { description: 'Per 1,000 tokens: the most a job can cost is reserved at creation, what its provider reports is charged when it ends.' }),
+    inputPer1k: Type.Number({ minimum: 0, description: 'Credits per 1,000 input tokens.' }),
+    outputPer1k: Type.Number({ minimum: 0, description: 'Credits per 1,000 output tokens.' }),
+  }, { additionalProperties: false }),
+], { description: 'The price and its unit (docs/money.md).' });
 
 const modelFields = {
   id: Type.String({ description: 'Pass as `model` when creating a generation.' }),
   name: Type.String(),
   mode: GenerationMode,
-  provider: Type.String({ description: '`local` (built in) or `openai` (an OpenAI-compatible server).' }),
+  provider: Type.String({ description: 'The provider that runs it: `local` (built in), `openai`, `replicate`, `cog`, `fal` or `comfyui`.' }),
   maker: Type.String(),
   description: Type.String(),
   pricing: Pricing,
-  credits: Type.Integer({ minimum: 1, description: 'What one job costs with the default params (e.g. one image, the default duration).' }),
+  credits: Type.Integer({ minimum: 0, description: 'What one job costs with the default params (e.g. one image, the default duration); for a model priced per token, what a job with an empty prompt and the default maxTokens reserves.' }),
   plans: Type.Array(PlanName, { description: 'The plans that may use the model.' }),
 };
 
@@ -73,18 +79,18 @@ function baseOf(catalog: ModelCatalog, model: ModelRecord) {
     provider: model.provider,
     maker: model.maker,
     description: model.description,
-    pricing: { credits: model.pricing.credits, per: model.pricing.per },
+    pricing: { ...model.price },
     credits: catalog.price(model, defaultParams(model)),
     plans: [...model.plans],
   };
 }
 
-export function toModelOut(catalog: ModelCatalog, model: ModelRecord, plan: PlanId): ModelOut {
+export function toModelOut(catalog: ModelCatalog, model: ModelRecord, plan: string): ModelOut {
   return {
     ...baseOf(catalog, model),
     parameterSchema: plainSchema(model),
     available: catalog.isAllowed(model, plan),
-    walletCentsPerCredit: PLANS[plan].centsPerCredit,
+    walletCentsPerCredit: catalog.plan(plan).centsPerCredit,
   };
 }
 
@@ -92,7 +98,7 @@ export function toPublicModelOut(catalog: ModelCatalog, model: ModelRecord): Pub
   return { ...baseOf(catalog, model), parameterSchema: plainSchema(model), sample: { ...model.sample } };
 }
 
-/** The catalog never changes while the service runs: each view is built once per catalog (and plan). */
+/** A catalog never changes once loaded (a reload makes a new one): each view is built once per catalog (and plan). */
 const built = new WeakMap<ModelCatalog, Map<string, unknown>>();
 
 export function once<T>(catalog: ModelCatalog, key: string, build: () => T): T {

@@ -1,9 +1,8 @@
 import { Type } from '@sinclair/typebox';
 import { defineRoute } from '../../route.ts';
-import { PLAN_IDS, PLANS, requestsPerMinute } from '../../../domain/plans.ts';
 
 export const PlanOut = Type.Object({
-  id: Type.Unsafe<string>({ type: 'string', enum: [...PLAN_IDS] }),
+  id: Type.String({ description: 'The plan id (the catalog\'s; free, pro and team in the shipped one).' }),
   name: Type.String(),
   monthlyPriceCents: Type.Integer({ minimum: 0, description: 'Subscription price per month, in US cents.' }),
   currency: Type.Literal('usd'),
@@ -28,9 +27,10 @@ export const listPlans = defineRoute({
   access: 'public',
   responses: { 200: PlansOut },
   handler: ({ services }) => {
-    const offered = services.catalog.offered();
-    const data = PLAN_IDS.map((id) => {
-      const plan = PLANS[id];
+    const catalog = services.catalog;
+    const offered = catalog.offered();
+    const data = catalog.plans().map((plan) => {
+      const id = plan.id;
       return {
         id,
         name: plan.name,
@@ -41,8 +41,8 @@ export const listPlans = defineRoute({
         concurrentJobs: plan.concurrentJobs,
         storageBytes: plan.storageBytes,
         maxFileBytes: plan.maxFileBytes,
-        requestsPerMinute: requestsPerMinute(services.config.rateLimits, id),
-        models: offered.filter((model) => services.catalog.isAllowed(model, id)).map((model) => model.id),
+        requestsPerMinute: plan.requestsPerMinute,
+        models: offered.filter((model) => catalog.isAllowed(model, id)).map((model) => model.id),
       };
     });
     return { headers: { 'Cache-Control': 'public, max-age=60' }, body: { data } };

@@ -1,9 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import { defineRoute } from '../../route.ts';
-import { planOf } from '../../../domain/plans.ts';
 import { storageUsage } from '../../../persistence/assets/store.ts';
-import { UPLOAD_MEDIA_TYPES } from '../../../persistence/assets/media.ts';
-import { isPlanId } from '../../../domain/plans.ts';
 import { openFilesWorkspace } from '../assets/access.ts';
 import { MediaTypeName } from '../assets/shapes.ts';
 
@@ -33,7 +30,7 @@ export const getWorkspaceStorage = defineRoute({
   handler: async ({ auth, params, services }) => {
     const em = services.db.em();
     const { workspace } = await openFilesWorkspace(em, auth, params.workspaceId);
-    const plan = planOf(workspace.plan);
+    const plan = services.catalog.plan(workspace.plan);
     const usage = await storageUsage(em, workspace.id);
     return {
       body: {
@@ -43,7 +40,7 @@ export const getWorkspaceStorage = defineRoute({
         limitBytes: plan.storageBytes,
         availableBytes: Math.max(0, plan.storageBytes - usage.usedBytes),
         maxFileBytes: plan.maxFileBytes,
-        uploadMediaTypes: [...UPLOAD_MEDIA_TYPES[isPlanId(workspace.plan) ? workspace.plan : 'free']],
+        uploadMediaTypes: [...plan.uploadMediaTypes],
         counts: usage.counts,
       },
     };

@@ -21,6 +21,6 @@ export const getWallet = defineRoute({
   handler: async ({ auth, query, services }) => {
     const workspace = await moneyWorkspace(services.db.em(), auth, query.workspaceId);
     const wallet = await services.actors.ask<WalletSnapshot>('ws', workspace.id, { type: 'wallet' });
-    return { body: toWalletOut(workspace.id, workspace.plan, wallet) };
+    return { body: toWalletOut(workspace.id, services.catalog.plan(workspace.plan), wallet) };
   },
 });

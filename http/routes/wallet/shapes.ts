@@ -1,5 +1,5 @@
+import type { PlanEntitlements } from '../../../domain/plans.ts';
 import { Type } from '@sinclair/typebox';
-import { planOf } from '../../../domain/plans.ts';
 import { WALLET_MINIMUM_DEPOSIT_CENTS } from '../../../actors/workspace/account.ts';
 import type { WalletSnapshot } from '../../../actors/workspace/protocol.ts';
 
@@ -30,10 +30,10 @@ export const WalletOut = Type.Object({
   autoRechargeUnderWay: Type.Boolean(),
 }, { additionalProperties: false });
 
-export function toWalletOut(workspaceId: string, plan: string, wallet: WalletSnapshot) {
+export function toWalletOut(workspaceId: string, plan: PlanEntitlements, wallet: WalletSnapshot) {
   return {
     workspaceId, currency: 'usd' as const, balanceCents: wallet.balanceCents, reservedCents: wallet.reservedCents, activated: wallet.activated,
-    minimumDepositCents: WALLET_MINIMUM_DEPOSIT_CENTS, centsPerCredit: planOf(plan).centsPerCredit,
+    minimumDepositCents: WALLET_MINIMUM_DEPOSIT_CENTS, centsPerCredit: plan.centsPerCredit,
     settings: wallet.settings, monthlySpend: wallet.monthlySpend, autoRechargeUnderWay: wallet.autoRechargeUnderWay,
   };
 }

@@ -39,6 +39,6 @@ export const updateWallet = defineRoute({
     };
     const reply = await services.actors.ask<WalletSnapshot | { refused: string }>('ws', workspace.id, { type: 'wallet_settings', patch });
     if ('refused' in reply) throw new ApiError('validation_error', `body.${reply.refused}`);
-    return { body: toWalletOut(workspace.id, workspace.plan, reply) };
+    return { body: toWalletOut(workspace.id, services.catalog.plan(workspace.plan), reply) };
   },
 });

@@ -1,0 +1,179 @@
+import { readFileSync, statSync, watch, type FSWatcher } from 'node:fs';
+import { readFile, stat } from 'node:fs/promises';
+import path from 'node:path';
+import { LineCounter, parseDocument, isNode, type Document } from 'yaml';
+import { buildCatalog, ModelCatalog, type BuildOptions, type CatalogProblem } from '../domain/catalog/index.ts';
+
+/** A catalog file larger than this is refused (it is a few kilobytes; thousands of models fit in a few MiB). */
+export const MAX_CATALOG_BYTES = 8 * 1024 * 1024;
+
+export type CatalogRead = { ok: true; catalog: ModelCatalog } | { ok: false; problems: string[] };
+
+/**
+ * Parses a catalog file's text (JSON when its name ends in .json, YAML otherwise) and builds it. Each
+ * problem reads `path (line N): reason`, the line where the YAML says it.
+ */
+export function parseCatalog(text: string, fileName: string, options: BuildOptions): CatalogRead {
+  let document: unknown;
+  let yaml: Document | undefined;
+  const lines = new LineCounter();
+  if (fileName.endsWith('.json')) {
+    try {
+      document = JSON.parse(text);
+    } catch (error) {
+      return { ok: false, problems: [`${fileName}: not valid JSON: ${(error as Error).message}`] };
+    }
+  } else {
+    yaml = parseDocument(text, { lineCounter: lines, uniqueKeys: true, prettyErrors: true });
+    if (yaml.errors.length > 0) return { ok: false, problems: yaml.errors.map((e) => `${fileName}: not valid YAML: ${e.message.split('\n')[0]}`) };
+    document = yaml.toJS({ maxAliasCount: 100 });
+  }
+  const built = buildCatalog(document, options);
+  if (!built.ok) return { ok: false, problems: built.problems.map((p) => describe(p, yaml, lines)) };
+  return { ok: true, catalog: new ModelCatalog(built.catalog) };
+}
+
+function describe(problem: CatalogProblem, yaml: Document | undefined, lines: LineCounter): string {
+  const where = problem.path.length === 0 ? '(top)' : problem.path.map((p, i) => (typeof p === 'number' ? `[${p}]` : `${i === 0 ? '' : '.'}${p}`)).join('');
+  let line = '';
+  if (yaml) {
+    // The deepest node the path reaches (a missing field points at its parent).
+    for (let n = problem.path.length; n >= 0; n--) {
+      const node = yaml.getIn(problem.path.slice(0, n), true);
+      if (isNode(node) && node.range) {
+        line = ` (line ${lines.linePos(node.range[0]).line})`;
+        break;
+      }
+    }
+  }
+  return `${where}${line}: ${problem.message}`;
+}
+
+/** Reads and builds a catalog file at start-up (synchronously: nothing runs before it). */
+export function readCatalogFileSync(file: string, options: BuildOptions): CatalogRead {
+  let bytes: Buffer;
+  try {
+    if (statSync(file).size > MAX_CATALOG_BYTES) return { ok: false, problems: [`${file}: larger than ${MAX_CATALOG_BYTES} bytes`] };
+    bytes = readFileSync(file);
+  } catch (error) {
+    return { ok: false, problems: [`${file}: cannot be read: ${(error as Error).message}`] };
+  }
+  return parseCatalog(bytes.toString('utf8'), file, options);
+}
+
+export interface CatalogSourceOptions {
+  file: string;
+  build: BuildOptions;
+  /** How often the file's size and time are looked at, besides the file-system events that may be missed (ConfigMap swaps, network mounts). */
+  pollMs: number;
+  /** Told of each refused file's problems (they go to the log). */
+  onRefused(problems: string[]): void;
+  /** Told of each new catalog served. */
+  onChanged?(catalog: ModelCatalog): void;
+}
+
+export type ReloadOutcome = { outcome: 'applied'; version: string } | { outcome: 'unchanged'; version: string } | { outcome: 'refused'; problems: string[] };
+
+/**
+ * The catalog a node serves, and its reloads: on SIGHUP (app/main.ts calls reload), when the file changes
+ * (a watch on its folder, which also sees a file replaced by rename), and at a slow poll as a backstop. A
+ * valid file replaces the catalog at once for new requests; an invalid one is refused and the old one stays.
+ */
+export class CatalogSource {
+  private served: ModelCatalog;
+  private watcher: FSWatcher | undefined;
+  private poll: NodeJS.Timeout | undefined;
+  private lastSeen = '';
+  private reloading: Promise<ReloadOutcome> | undefined;
+  private again = false;
+  readonly counts = { applied: 0, refused: 0 };
+
+  constructor(initial: ModelCatalog, private readonly options: CatalogSourceOptions) {
+    this.served = initial;
+  }
+
+  get current(): ModelCatalog {
+    return this.served;
+  }
+
+  /** Starts following the file. */
+  start(): void {
+    const { file, pollMs } = this.options;
+    void this.fingerprint().then((seen) => { this.lastSeen = seen; });
+    try {
+      this.watcher = watch(path.dirname(path.resolve(file)), { persistent: false }, (_event, name) => {
+        if (!name || name === path.basename(file) || name.startsWith('..')) void this.reloadIfChanged();
+      });
+      this.watcher.on('error', () => undefined);
+    } catch {
+      // No watch on this file system: the poll alone follows the file.
+    }
+    this.poll = setInterval(() => void this.reloadIfChanged(), pollMs);
+    this.poll.unref();
+  }
+
+  stop(): void {
+    this.watcher?.close();
+    if (this.poll) clearInterval(this.poll);
+  }
+
+  /** Reads the file again now; reloads asked for while one runs are folded into one more after it. */
+  reload(): Promise<ReloadOutcome> {
+    if (this.reloading) {
+      this.again = true;
+      return this.reloading;
+    }
+    this.reloading = this.readNow().finally(() => {
+      this.reloading = undefined;
+      if (this.again) {
+        this.again = false;
+        void this.reload();
+      }
+    });
+    return this.reloading;
+  }
+
+  private async reloadIfChanged(): Promise<void> {
+    const seen = await this.fingerprint();
+    if (seen === this.lastSeen) return;
+    await this.reload();
+  }
+
+  /** Size, time and inode of the file: cheap to read at every poll. */
+  private async fingerprint(): Promise<string> {
+    try {
+      const s = await stat(this.options.file);
+      return `${s.size}:${s.mtimeMs}:${s.ino}`;
+    } catch {
+      return 'missing';
+    }
+  }
+
+  private async readNow(): Promise<ReloadOutcome> {
+    const { file, build } = this.options;
+    const seen = await this.fingerprint();
+    let text: string;
+    try {
+      const bytes = await readFile(file);
+      if (bytes.length > MAX_CATALOG_BYTES) return this.refuse(seen, [`${file}: larger than ${MAX_CATALOG_BYTES} bytes`]);
+      text = bytes.toString('utf8');
+    } catch (error) {
+      return this.refuse(seen, [`${file}: cannot be read: ${(error as Error).message}`]);
+    }
+    this.lastSeen = seen;
+    const read = parseCatalog(text, file, build);
+    if (!read.ok) return this.refuse(seen, read.problems);
+    if (read.catalog.version === this.served.version) return { outcome: 'unchanged', version: this.served.version };
+    this.served = read.catalog;
+    this.counts.applied++;
+    this.options.onChanged?.(read.catalog);
+    return { outcome: 'applied', version: read.catalog.version };
+  }
+
+  private refuse(seen: string, problems: string[]): ReloadOutcome {
+    this.lastSeen = seen;
+    this.counts.refused++;
+    this.options.onRefused(problems);
+    return { outcome: 'refused', problems };
+  }
+}
