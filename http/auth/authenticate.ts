@@ -34,7 +34,8 @@ const NONE: Authentication = { principal: undefined, headers: undefined };
 /**
  * Resolves the caller of a request according to the route's access (see Access in http/route.ts),
  * before its body is read, or throws the error the caller gets. For keys, in this order: the key
- * itself (401), its rate limit (429), dashboard-only routes (403), scope (403); the workspace check
+ * itself (401), its rate limit (429), dashboard-only routes (403), scope (403, the route's access and
+ * what it asks of keys beyond it, RouteDef.keys), all before the body is validated; the workspace check
  * (403) follows once the body is read (assertKeyWorkspace). For sessions: the session (401), then
  * the Origin of writes (403).
  * A key found in the cache with the in-memory limiter is resolved synchronously (no promise made):
@@ -92,6 +93,14 @@ function authorizeKey(services: Services, route: RouteDef, key: KeyRecord, heade
   }
   if (typeof route.access === 'object' && !grants(key.scopes, route.access.scopes)) {
     throw new ApiError('forbidden', `The API key lacks the scope this endpoint needs: ${route.access.scopes.join(' or ')}.`, headers);
+  }
+  // What the route asks of keys beyond its access (RouteDef.keys) is refused here too, before the body is
+  // validated: a key the handler would refuse must not learn the body's rules from a 400 first.
+  if (route.keys === 'refused') {
+    throw new ApiError('forbidden', 'API keys cannot call this endpoint; it is for people, signed in.', headers);
+  }
+  if (typeof route.keys === 'object' && !grants(key.scopes, route.keys.scopes)) {
+    throw new ApiError('forbidden', `The API key lacks the scope this endpoint needs: ${route.keys.scopes.join(' or ')}.`, headers);
   }
   return { principal: key.principal, headers };
 }
