@@ -1,9 +1,7 @@
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
+import { channel } from 'node:diagnostics_channel';
 import pg from 'pg';
-import { createRequire } from 'node:module';
-
-/** pg's own conversion of a value for the wire (Dates, Buffers, arrays, objects as JSON), as its Query applies it. */
-const { prepareValue } = createRequire(import.meta.url)('pg/lib/utils.js') as { prepareValue: (value: unknown) => unknown };
+import { sendPipeline, wireValues, type DriverResult } from './pg-pipeline.ts';
 
 type Knex = ReturnType<SqlEntityManager['getKnex']>;
 
@@ -18,17 +16,6 @@ interface KnexClient {
   emit(event: 'query', query: object): void;
 }
 
-type DriverResult = { rows: unknown[]; rowCount?: number | null; command?: string };
-
-/** The driver's message writer of a pg connection (the methods pg's own Query uses to send a statement). */
-interface WireConnection {
-  parse(message: { text: string; name?: string }): void;
-  bind(message: { statement?: string; values?: unknown[] }): void;
-  describe(message: { type: 'P'; name: string }): void;
-  execute(message: Record<string, never>): void;
-  sync(): void;
-}
-
 /** A statement waiting for its pipeline: its text with `$n` placeholders, its values ready for the wire. */
 interface Queued {
   text: string;
@@ -37,73 +24,17 @@ interface Queued {
   reject: (error: unknown) => void;
 }
 
-/** Statements a connection keeps prepared (by text) beyond which further ones are sent unnamed. */
-const NAMED_PER_CONNECTION = 256;
-let statementNames = 0;
-/** Per pooled connection: the statements prepared on it, text → name. */
-const preparedOn = new WeakMap<object, Map<string, string>>();
+/** What directStatements publishes: a statement as sent, and the number of its direct transaction. */
+export interface DirectStatement {
+  transaction: number;
+  sql: string;
+}
 
 /**
- * Statements sent in one network write with pg's extended query protocol and answered with one
- * ReadyForQuery: Parse/Bind/Describe/Execute of each, then one Sync (BEGIN first, with no Describe, when
- * it is the transaction's first write). The server runs them in order; should one fail, it skips the
- * rest and reports that error, so none after it takes effect. A Query of pg's own, whose results are
- * one per statement (as pg gives a multi-statement simple query's), BEGIN's left out.
+ * Every statement a direct transaction sends, BEGIN, COMMIT and ROLLBACK included, with its transaction's
+ * number: which statements one transaction ran, for tests and diagnostics (nothing is built without a subscriber).
  */
-class PipelineQuery extends (pg.Query as unknown as new (config: object) => {
-  prepare(connection: WireConnection): void;
-  handleCommandComplete(message: unknown, connection: unknown): void;
-}) {
-  private beginAnswered: boolean;
-  /** The texts this query prepared first: forgotten if it fails (the server may have skipped their Parse). */
-  readonly preparedHere: string[] = [];
-
-  constructor(
-    private readonly begin: boolean,
-    private readonly statements: readonly Queued[],
-    private readonly prepared: Map<string, string>,
-    callback: (error: Error | null, result: DriverResult | DriverResult[]) => void,
-  ) {
-    // pg's checks want a text: the first statement's (what the query's spans and logs show).
-    super({ text: statements[0]!.text, queryMode: 'extended', callback });
-    this.beginAnswered = !begin;
-  }
-
-  override prepare(connection: WireConnection): void {
-    if (this.begin) {
-      connection.parse({ text: 'begin' });
-      connection.bind({});
-      connection.execute({});
-    }
-    for (const statement of this.statements) {
-      // A statement is parsed and planned once per connection (a named prepared statement, which the server
-      // plans generically once that costs no more), then only bound: about a third of a write's server time.
-      let name = this.prepared.get(statement.text);
-      if (name === undefined) {
-        if (this.prepared.size < NAMED_PER_CONNECTION) {
-          name = `gs_dt_${++statementNames}`;
-          this.prepared.set(statement.text, name);
-          this.preparedHere.push(statement.text);
-        } else {
-          name = '';
-        }
-        connection.parse({ text: statement.text, name });
-      }
-      connection.bind({ statement: name, values: statement.values });
-      connection.describe({ type: 'P', name: '' });
-      connection.execute({});
-    }
-    connection.sync();
-  }
-
-  override handleCommandComplete(message: unknown, connection: unknown): void {
-    if (!this.beginAnswered) {
-      this.beginAnswered = true;
-      return;
-    }
-    super.handleCommandComplete(message, connection);
-  }
-}
+export const directStatements = channel('gs.db.direct-statement');
 
 let transactions = 0;
 
@@ -130,7 +61,7 @@ function noop(): void {}
  *
  * On PostgreSQL the statements are pipelined: every statement asked for before the running code yields
  * (before any of them is awaited: `Promise.all`, or calls made without `await` between them) goes in one
- * network write and costs one round trip together (PipelineQuery), and BEGIN goes with the first of them.
+ * network write and costs one round trip together (pg-pipeline.ts), and BEGIN goes with the first of them.
  * A transaction of one statement is two round trips; a settlement's five or six statements are two too.
  * COMMIT stays a round trip of its own, after every statement's answer: a transaction whose connection is
  * lost before then never committed, and one lost during COMMIT is looked up by the id its statements read
@@ -152,16 +83,17 @@ export class DirectTransaction {
   /** COMMIT is queued behind the statements (RunOptions.commitWithStatements): no statement may follow it. */
   private commitQueued = false;
 
-  private constructor(private readonly knex: Knex, private readonly connection: { __knexTxId?: string }) {
+  /** This transaction's number in directStatements. */
+  private readonly number = ++transactions;
+
+  private constructor(private readonly knex: Knex, private readonly connection: object) {
     this.client = knex.client as unknown as KnexClient;
   }
 
   /** Runs `body` in a transaction of its own: committed if it resolves, rolled back if it throws. */
   static async run<T>(knex: Knex, body: (tx: DirectTransaction) => Promise<T>, options: RunOptions = {}): Promise<T> {
     const client = knex.client as unknown as KnexClient;
-    const connection = await client.acquireConnection() as { __knexTxId?: string };
-    // Named as the query builder names its transactions, so its query events group this one's statements.
-    connection.__knexTxId = `direct${++transactions}`;
+    const connection = await client.acquireConnection() as object;
     const tx = new DirectTransaction(knex, connection);
     try {
       if (options.commitWithStatements && connection instanceof pg.Client) {
@@ -194,7 +126,6 @@ export class DirectTransaction {
       if (!tx.beginPending) await tx.raw('rollback').catch(noop);
       throw error;
     } finally {
-      delete connection.__knexTxId;
       await client.releaseConnection(connection);
     }
   }
@@ -209,7 +140,7 @@ export class DirectTransaction {
     if (!(this.connection instanceof pg.Client)) return this.inOrder(compiled.sql, compiled.bindings);
     let values: unknown[];
     try {
-      values = this.client.prepBindings(compiled.bindings).map((value) => prepareValue(value));
+      values = wireValues(this.client.prepBindings(compiled.bindings));
     } catch (error) {
       return Promise.reject(error);
     }
@@ -234,7 +165,12 @@ export class DirectTransaction {
     const begin = this.beginPending;
     this.beginPending = false;
     const send = async () => {
-      if (begin) await this.client.query(this.connection, { sql: 'begin', bindings: [], method: 'raw' });
+      // The query builder's client sends its own query events.
+      if (begin) {
+        this.published('begin');
+        await this.client.query(this.connection, { sql: 'begin', bindings: [], method: 'raw' });
+      }
+      this.published(sql);
       return (await this.client.query(this.connection, { sql, bindings, method: 'raw' })).response as DriverResult;
     };
     const answered = this.tail.then(send, send);
@@ -247,27 +183,22 @@ export class DirectTransaction {
     this.queued = [];
     const begin = this.beginPending;
     this.beginPending = false;
-    // The query builder's events, as for any statement it sends.
-    const { __knexTxId } = this.connection;
-    if (begin) this.client.emit('query', { __knexTxId, sql: 'begin', bindings: [], method: 'raw' });
-    for (const s of statements) this.client.emit('query', { __knexTxId, sql: s.text, bindings: s.values, method: 'raw' });
-    let prepared = preparedOn.get(this.connection);
-    if (!prepared) {
-      prepared = new Map();
-      preparedOn.set(this.connection, prepared);
-    }
-    const query: PipelineQuery = new PipelineQuery(begin, statements, prepared, (error, result) => {
-      if (error) {
-        // Parsed or skipped, the statements this write prepared get new names next time (one the server did
-        // parse stays, unused, until the connection closes).
-        for (const text of query.preparedHere) prepared.delete(text);
-        for (const s of statements) s.reject(error);
-        return;
-      }
-      const results = Array.isArray(result) ? result : [result];
-      statements.forEach((s, i) => s.resolve(results[i] ?? { rows: [], rowCount: 0 }));
-    });
-    (this.connection as pg.Client).query(query as never);
+    if (begin) this.sent('begin', []);
+    for (const s of statements) this.sent(s.text, s.values);
+    sendPipeline(this.connection as pg.Client, begin, statements).then(
+      (results) => statements.forEach((s, i) => s.resolve(results[i]!)),
+      (error: unknown) => { for (const s of statements) s.reject(error); },
+    );
+  }
+
+  /** A statement of a pipeline on its way: the query builder's event, as for any statement it sends, and directStatements'. */
+  private sent(sql: string, bindings: readonly unknown[]): void {
+    this.client.emit('query', { sql, bindings, method: 'raw' });
+    this.published(sql);
+  }
+
+  private published(sql: string): void {
+    if (directStatements.hasSubscribers) directStatements.publish({ transaction: this.number, sql } satisfies DirectStatement);
   }
 }
 

@@ -1,10 +1,22 @@
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { startTestServer } from '../helpers/server.ts';
 import { createKey, signUp } from '../helpers/identity.ts';
 import { createGeneration, serverQuery, TERMINAL } from './flow.ts';
 import { recordDriverWrites } from '../helpers/driver-writes.ts';
+import { directStatements, type DirectStatement } from '../../persistence/direct-transaction.ts';
 
-interface Seen { sql: string; tx: string | undefined }
+/**
+ * The statements of the service's write transactions (direct transactions: creates, progress, settlements),
+ * each with its transaction's number, as they are sent; until the end of `t` or `stop()`.
+ */
+function recordTransactions(t: Test): { seen: DirectStatement[]; stop(): void } {
+  const seen: DirectStatement[] = [];
+  const listener = (message: unknown) => { seen.push(message as DirectStatement); };
+  directStatements.subscribe(listener);
+  const stop = () => { directStatements.unsubscribe(listener); };
+  t.teardown(stop);
+  return { seen, stop };
+}
 
 /** The terminal status of a job, once it has one (read from the database every `pollMs`). */
 function endOf(query: ReturnType<typeof serverQuery>, pollMs: number) {
@@ -20,7 +32,7 @@ function endOf(query: ReturnType<typeof serverQuery>, pollMs: number) {
 /**
  * A create is one statement besides BEGIN and COMMIT: its generation row, its usage rollup and its credit
  * reservation go in one statement, which also reads the transaction's id (no check statement after it).
- * Counted with knex's query events, grouped by transaction.
+ * Counted with the statements the write transactions send, grouped by transaction.
  */
 t.test('a durable create commits in BEGIN, one statement, COMMIT, and a job with a free slot is reserved in it', async (t) => {
   const server = await startTestServer(t, { env: { LOCAL_PROVIDER_LATENCY_MS: '0' } });
@@ -43,18 +55,14 @@ t.test('a durable create commits in BEGIN, one statement, COMMIT, and a job with
   t.equal(first.status, 201);
   await finished(first.body.id);
 
-  const seen: Seen[] = [];
-  const knex = server.services.db.em().getKnex();
-  const listener = (q: { sql: string; __knexTxId?: string }) => { seen.push({ sql: q.sql, tx: q.__knexTxId }); };
-  knex.on('query', listener);
-  t.teardown(() => { knex.off('query', listener); });
+  const recorded = recordTransactions(t);
   const created = await createGeneration(server, key, account.workspaceId, body);
   t.equal(created.status, 201);
   await finished(created.body.id);
-  knex.off('query', listener);
+  recorded.stop();
 
-  const byTx = new Map<string, string[]>();
-  for (const s of seen) if (s.tx) byTx.set(s.tx, [...(byTx.get(s.tx) ?? []), s.sql.trim().replace(/\s+/g, ' ')]);
+  const byTx = new Map<number, string[]>();
+  for (const s of recorded.seen) byTx.set(s.transaction, [...(byTx.get(s.transaction) ?? []), s.sql.trim().replace(/\s+/g, ' ')]);
   const txOf = (pattern: RegExp) => [...byTx.values()].filter((sqls) => sqls.some((sql) => pattern.test(sql)));
   const creates = txOf(/^with alongside_0 as \(insert into generations/);
   t.equal(creates.length, 1, 'one transaction wrote the generation');
@@ -134,15 +142,12 @@ t.test('a settlement is two round trips: its statements with BEGIN, then COMMIT'
   t.equal(await finished(first.body.id), 'succeeded');
 
   const recorded = recordDriverWrites(t);
-  const statements: Array<{ sql: string; tx: string | undefined }> = [];
-  const knex = server.services.db.em().getKnex();
-  const listener = (q: { sql: string; __knexTxId?: string }) => { statements.push({ sql: q.sql.trim().replace(/\s+/g, ' '), tx: q.__knexTxId }); };
-  knex.on('query', listener);
-  t.teardown(() => { knex.off('query', listener); });
+  const transactions = recordTransactions(t);
   const created = await createGeneration(server, key, account.workspaceId, body);
   t.equal(await finished(created.body.id), 'succeeded');
   recorded.stop();
-  knex.off('query', listener);
+  transactions.stop();
+  const statements = transactions.seen.map((s) => ({ sql: s.sql.trim().replace(/\s+/g, ' '), tx: s.transaction }));
   const calls = recorded.writes.map((w) => ({ client: w.client, text: w.texts[0]! }));
 
   const settleSql = /^update generations g set status = v\.status, completed_at/;
