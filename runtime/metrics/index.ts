@@ -12,12 +12,13 @@ import { PersistenceMetrics, type PoolCounts } from './persistence.ts';
 import { WorkMetrics, type WorkSources } from './work.ts';
 import { ClusterMetrics } from './cluster.ts';
 import { CatalogMetrics } from './catalog.ts';
+import { BreakerMetrics } from './breakers.ts';
 import { observeProcess } from './process.ts';
 import { HistogramSet } from './histograms.ts';
 import type { Instruments } from './instruments.ts';
 
 export type { WebhookAttemptOutcome, ProviderCallOutcome } from './work.ts';
-export type { HttpMetrics, ActorMetrics, PersistenceMetrics, WorkMetrics, ClusterMetrics, CatalogMetrics };
+export type { HttpMetrics, ActorMetrics, PersistenceMetrics, WorkMetrics, ClusterMetrics, CatalogMetrics, BreakerMetrics };
 
 /** Where the observed gauges read from; given once the service has built those parts. */
 export interface MetricSources extends WorkSources {
@@ -44,6 +45,7 @@ export class Metrics {
   readonly work: WorkMetrics;
   readonly cluster: ClusterMetrics;
   readonly catalog: CatalogMetrics;
+  readonly breakers: BreakerMetrics;
   private readonly provider: MeterProvider;
   private readonly prometheus: PrometheusExporter | undefined;
   private readonly stopProcess: () => void;
@@ -80,6 +82,7 @@ export class Metrics {
     }, failed);
     this.cluster = new ClusterMetrics(instruments);
     this.catalog = new CatalogMetrics(instruments);
+    this.breakers = new BreakerMetrics(instruments, failed);
     this.stopProcess = observeProcess(meter);
   }
 

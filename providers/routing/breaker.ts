@@ -1,0 +1,248 @@
+import { PROVIDER_ERROR_CODES } from '../adapter.ts';
+
+/**
+ * A passive circuit breaker of one provider deployment, as data and pure functions: no I/O, time passed in.
+ * Jobs themselves are the evidence (no paid health probes). docs/routing.md tells the states and settings.
+ *
+ *   closed ──(failure ratio over the window, a Retry-After, an auth failure)──▶ open
+ *   open ──(cool-down over: the first caller takes the one ticket)──▶ half_open
+ *   half_open ──(the ticket's job succeeded)──▶ closed
+ *   half_open ──(the ticket's job failed: cool-down doubled, capped)──▶ open
+ *
+ * The memory store applies these functions; the Redis store runs the same rules in Lua (redis-breaker-store.ts),
+ * and one test suite holds both to the same behaviour.
+ */
+
+export type BreakerStatus = 'closed' | 'open' | 'half_open';
+
+export interface BreakerSettings {
+  /** The sliding window outcomes are counted over, milliseconds. */
+  windowMs: number;
+  /** Counted outcomes the window must hold before its failure ratio may open the breaker. */
+  minCalls: number;
+  /** Failures over counted outcomes at or above which the breaker opens (0 < ratio ≤ 1). */
+  failureRatio: number;
+  /** The first cool-down after an opening by failures, milliseconds. */
+  cooldownMs: number;
+  /** Each failed half-open job doubles the cool-down, up to this. */
+  maxCooldownMs: number;
+  /** A half-open ticket whose job has not reported in this long is given to the next caller (its node may have died). */
+  probeTimeoutMs: number;
+  /** The longest a `Retry-After` may keep the breaker open (a provider asking for a day gets this). */
+  maxRetryAfterMs: number;
+  /** `provider_auth_failed` opens at once (a wrong or revoked key fails every job), instead of counting in the ratio. */
+  openOnAuthFailure: boolean;
+}
+
+export const DEFAULT_BREAKER_SETTINGS: Readonly<BreakerSettings> = Object.freeze({
+  windowMs: 60_000,
+  minCalls: 10,
+  failureRatio: 0.5,
+  cooldownMs: 30_000,
+  maxCooldownMs: 10 * 60_000,
+  probeTimeoutMs: 10 * 60_000,
+  maxRetryAfterMs: 60 * 60_000,
+  openOnAuthFailure: true,
+});
+
+/**
+ * The codes that say something about the deployment's health. Every other code (the input refused, content
+ * policy, our own validation, an output we could not fetch, a cancel) is neither a failure nor a success.
+ */
+export const COUNTED_FAILURES: ReadonlySet<string> = new Set([
+  PROVIDER_ERROR_CODES.rateLimited,
+  PROVIDER_ERROR_CODES.unavailable,
+  PROVIDER_ERROR_CODES.timeout,
+  PROVIDER_ERROR_CODES.error,
+  PROVIDER_ERROR_CODES.badResponse,
+  PROVIDER_ERROR_CODES.authFailed,
+]);
+
+/** A job's outcome as the router reports it. `retryAfterMs`: the `Retry-After` of a 429, when there was one. */
+export type JobOutcome = { ok: true } | { ok: false; errorCode: string; retryAfterMs?: number };
+
+/** What an outcome means to the breaker. */
+export type Verdict =
+  | { kind: 'success' }
+  | { kind: 'neutral' }
+  | { kind: 'failure'; retryAfterMs: number | undefined; atOnce: boolean };
+
+export function verdictOf(outcome: JobOutcome, settings: BreakerSettings): Verdict {
+  if (outcome.ok) return { kind: 'success' };
+  if (!COUNTED_FAILURES.has(outcome.errorCode)) return { kind: 'neutral' };
+  const retryAfter = outcome.errorCode === PROVIDER_ERROR_CODES.rateLimited && outcome.retryAfterMs !== undefined && Number.isFinite(outcome.retryAfterMs)
+    ? Math.min(Math.max(0, Math.round(outcome.retryAfterMs)), settings.maxRetryAfterMs)
+    : undefined;
+  return { kind: 'failure', retryAfterMs: retryAfter, atOnce: settings.openOnAuthFailure && outcome.errorCode === PROVIDER_ERROR_CODES.authFailed };
+}
+
+/** One counted outcome in the window. */
+export interface WindowEntry {
+  at: number;
+  failed: boolean;
+}
+
+/** A deployment's breaker, as stored. A deployment never seen is `closedBreaker()`. */
+export interface BreakerRecord {
+  status: BreakerStatus;
+  /** Closed: the counted outcomes of the window, oldest first (emptied when the breaker opens). */
+  window: WindowEntry[];
+  /** Open: until when no job goes (epoch ms). */
+  openUntil: number | null;
+  /** The cool-down of the last opening by failures; the next failed half-open job doubles it. 0 once closed. */
+  cooldownMs: number;
+  /** Half-open: the ticket of the one job let through, and when it was taken. */
+  ticket: string | null;
+  ticketAt: number | null;
+}
+
+export function closedBreaker(): BreakerRecord {
+  return { status: 'closed', window: [], openUntil: null, cooldownMs: 0, ticket: null, ticketAt: null };
+}
+
+export interface Transition {
+  from: BreakerStatus;
+  to: BreakerStatus;
+}
+
+export type Admission =
+  | { allowed: true; ticket?: string }
+  /** `retryAt`: when the cool-down ends (open), null while another caller's half-open job runs. */
+  | { allowed: false; status: 'open' | 'half_open'; retryAt: number | null };
+
+export interface Step<R = undefined> {
+  record: BreakerRecord;
+  transition?: Transition;
+  result: R;
+}
+
+/**
+ * Before a job goes to the deployment: closed lets it go; open refuses it until the cool-down ends; the first
+ * caller after that gets `ticket` (half-open) and every other is refused until that job reports, or until
+ * `probeTimeoutMs` passes without a report.
+ */
+export function admit(record: BreakerRecord, now: number, settings: BreakerSettings, ticket: string): Step<Admission> {
+  switch (record.status) {
+    case 'closed':
+      return { record, result: { allowed: true } };
+    case 'open':
+      if (record.openUntil !== null && now < record.openUntil) return { record, result: { allowed: false, status: 'open', retryAt: record.openUntil } };
+      return { record: { ...record, status: 'half_open', openUntil: null, ticket, ticketAt: now }, transition: { from: 'open', to: 'half_open' }, result: { allowed: true, ticket } };
+    case 'half_open':
+      if (record.ticket !== null && record.ticketAt !== null && now - record.ticketAt < settings.probeTimeoutMs) {
+        return { record, result: { allowed: false, status: 'half_open', retryAt: null } };
+      }
+      return { record: { ...record, ticket, ticketAt: now }, result: { allowed: true, ticket } };
+  }
+}
+
+/**
+ * A job's outcome. `ticket`: the one its admission gave, if any; in half-open only the ticket's job decides.
+ * A `Retry-After` is the provider's own word, so it opens (or keeps open) the breaker for exactly that long
+ * whoever reports it, and never shortens an opening already longer.
+ */
+export function recordOutcome(record: BreakerRecord, verdict: Verdict, now: number, settings: BreakerSettings, ticket?: string): Step {
+  const holdsTicket = ticket !== undefined && record.ticket !== null && record.ticket === ticket;
+  switch (record.status) {
+    case 'closed': {
+      if (verdict.kind === 'neutral') return { record, result: undefined };
+      const window = [...pruned(record.window, now, settings), { at: now, failed: verdict.kind === 'failure' }];
+      if (verdict.kind === 'failure') {
+        if (verdict.retryAfterMs !== undefined) return opened(record, 'closed', now + verdict.retryAfterMs, record.cooldownMs);
+        if (verdict.atOnce) return opened(record, 'closed', now + settings.cooldownMs, settings.cooldownMs);
+        const failures = window.filter((entry) => entry.failed).length;
+        if (window.length >= settings.minCalls && failures / window.length >= settings.failureRatio) {
+          return opened(record, 'closed', now + settings.cooldownMs, settings.cooldownMs);
+        }
+      }
+      return { record: { ...record, window }, result: undefined };
+    }
+    case 'open':
+      // Jobs sent before the opening end now; only a Retry-After moves the opening (later, never sooner).
+      if (verdict.kind === 'failure' && verdict.retryAfterMs !== undefined && (record.openUntil === null || now + verdict.retryAfterMs > record.openUntil)) {
+        return { record: { ...record, openUntil: now + verdict.retryAfterMs }, result: undefined };
+      }
+      return { record, result: undefined };
+    case 'half_open':
+      if (holdsTicket) {
+        if (verdict.kind === 'success') return { record: closedBreaker(), transition: { from: 'half_open', to: 'closed' }, result: undefined };
+        // Caused by its input: it says nothing of the deployment, so the next caller probes instead.
+        if (verdict.kind === 'neutral') return { record: { ...record, ticket: null, ticketAt: null }, result: undefined };
+        const cooldown = nextCooldown(record.cooldownMs, settings);
+        return opened(record, 'half_open', now + (verdict.retryAfterMs ?? cooldown), cooldown);
+      }
+      if (verdict.kind === 'failure' && verdict.retryAfterMs !== undefined) return opened(record, 'half_open', now + verdict.retryAfterMs, record.cooldownMs);
+      return { record, result: undefined };
+  }
+}
+
+/** What an operator reads of a breaker at `now`: an open breaker whose cool-down is over shows as half-open. */
+export interface BreakerView {
+  status: BreakerStatus;
+  /** Counted outcomes in the window now (closed only; an open breaker starts a new window when it closes). */
+  calls: number;
+  failures: number;
+  /** failures / calls, 0 when there are none. */
+  failureRatio: number;
+  openUntil: number | null;
+  cooldownMs: number;
+  /** Half-open: a job holds the ticket. */
+  probing: boolean;
+}
+
+export function viewOf(record: BreakerRecord, now: number, settings: BreakerSettings): BreakerView {
+  const window = record.status === 'closed' ? pruned(record.window, now, settings) : [];
+  return viewFrom(record, window.length, window.filter((entry) => entry.failed).length, now, settings);
+}
+
+/** The view from a stored state and its window's counts (the Redis store counts with its sorted sets). */
+export function viewFrom(
+  state: Pick<BreakerRecord, 'status' | 'openUntil' | 'cooldownMs' | 'ticketAt'>, calls: number, failures: number, now: number, settings: BreakerSettings,
+): BreakerView {
+  const cooledDown = state.status === 'open' && state.openUntil !== null && now >= state.openUntil;
+  return {
+    status: cooledDown ? 'half_open' : state.status,
+    calls: state.status === 'closed' ? calls : 0,
+    failures: state.status === 'closed' ? failures : 0,
+    failureRatio: state.status === 'closed' && calls > 0 ? failures / calls : 0,
+    openUntil: state.status === 'open' && !cooledDown ? state.openUntil : null,
+    cooldownMs: state.cooldownMs,
+    probing: state.status === 'half_open' && state.ticketAt !== null && now - state.ticketAt < settings.probeTimeoutMs,
+  };
+}
+
+export function nextCooldown(current: number, settings: BreakerSettings): number {
+  return current <= 0 ? settings.cooldownMs : Math.min(current * 2, settings.maxCooldownMs);
+}
+
+function opened(record: BreakerRecord, from: BreakerStatus, until: number, cooldownMs: number): Step {
+  return {
+    record: { ...record, status: 'open', window: [], openUntil: until, cooldownMs, ticket: null, ticketAt: null },
+    transition: { from, to: 'open' },
+    result: undefined,
+  };
+}
+
+function pruned(window: WindowEntry[], now: number, settings: BreakerSettings): WindowEntry[] {
+  const since = now - settings.windowMs;
+  let first = 0;
+  while (first < window.length && window[first]!.at <= since) first++;
+  return first === 0 ? window : window.slice(first);
+}
+
+/** Settings with every value checked; a wrong one is a programming or configuration error, said at once. */
+export function breakerSettings(overrides: Partial<BreakerSettings> = {}, base: BreakerSettings = DEFAULT_BREAKER_SETTINGS): BreakerSettings {
+  const settings = { ...base, ...stripUndefined(overrides) };
+  const positive = (name: keyof BreakerSettings) => {
+    const value = settings[name];
+    if (typeof value !== 'number' || !Number.isInteger(value) || value < 1) throw new RangeError(`breaker setting ${name}: a whole number of at least 1 expected, got ${String(value)}`);
+  };
+  for (const name of ['windowMs', 'minCalls', 'cooldownMs', 'maxCooldownMs', 'probeTimeoutMs', 'maxRetryAfterMs'] as const) positive(name);
+  if (!(settings.failureRatio > 0 && settings.failureRatio <= 1)) throw new RangeError(`breaker setting failureRatio: above 0 and at most 1 expected, got ${settings.failureRatio}`);
+  if (settings.maxCooldownMs < settings.cooldownMs) throw new RangeError('breaker setting maxCooldownMs: must be at least cooldownMs');
+  return settings;
+}
+
+function stripUndefined<T extends object>(value: Partial<T>): Partial<T> {
+  return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as Partial<T>;
+}
