@@ -1,61 +1,90 @@
+import { FairQueue, type Grant } from './fair-queue.ts';
+
 /**
  * How many jobs each provider has in flight, across all workspaces, against the limit it declares
- * (Provider.maxConcurrentJobs). Workspace actors take a provider slot when they let a queued job start
- * and give it back when the job ends; a workspace refused a slot is told to schedule again when one frees.
+ * (Provider.maxConcurrentJobs), and who gets its next free slot: the workspaces waiting for a full
+ * provider share it by weighted fair queuing (fair-queue.ts; weights are the plans' fairShareWeight).
+ * Workspace actors take a slot when they let a queued job start and give it back when the job ends; a
+ * workspace refused one waits with its oldest job's ask, and a freed slot is granted to one waiting
+ * workspace (held for that job) which is then told to schedule again: no wake-up of every waiter.
  * In memory, per process: the limit applies to each node's jobs.
  */
 export class ProviderCapacity {
-  protected readonly held = new Map<string, Set<string>>();
-  protected readonly providerOf = new Map<string, string>();
-  protected readonly waiting = new Map<string, Set<string>>();
+  /** Providers with a limit: their slots and the asks waiting for them. */
+  private readonly queues = new Map<string, FairQueue>();
+  /** Providers without a limit: only counted. */
+  private readonly counted = new Map<string, Set<string>>();
+  /** The provider of each job that holds a slot or asked for one. */
+  private readonly providerOf = new Map<string, string>();
 
   constructor(
     protected readonly limitOf: (provider: string) => number | undefined,
-    /** Called with each workspace that waited for this provider when one of its slots frees. */
+    /** Called with the workspace a slot was granted to: its actor schedules again and takes it. */
     protected readonly wake: (workspaceId: string) => void,
   ) {}
 
-  /** Takes a slot for the job if the provider has one free; otherwise the workspace waits for one. */
-  tryAcquire(provider: string, generationId: string, workspaceId: string): boolean {
-    const held = this.setOf(provider);
-    if (held.has(generationId)) return true;
+  /**
+   * Takes a slot for the job if it was granted one, or if one is free and nobody waits; otherwise the
+   * workspace waits, this job's ask queued (unless an earlier job of the workspace's waits already).
+   * `weight`: the workspace's plan's fairShareWeight.
+   */
+  tryAcquire(provider: string, generationId: string, workspaceId: string, weight = 1): boolean {
     const limit = this.limitOf(provider);
-    if (limit !== undefined && held.size >= limit) {
-      let waiting = this.waiting.get(provider);
-      if (!waiting) this.waiting.set(provider, (waiting = new Set()));
-      waiting.add(workspaceId);
-      return false;
-    }
-    held.add(generationId);
+    if (limit === undefined) return this.count(provider, generationId);
+    const { holds, grants } = this.queueOf(provider).ask(workspaceId, generationId, weight, limit);
+    this.providerOf.set(generationId, provider);
+    this.wakeGranted(grants);
+    return holds;
+  }
+
+  /**
+   * Takes a slot for a job being created only if the fair order allows it now (a free slot, nobody
+   * waiting); never makes the workspace wait (the job then queues and asks when it is scheduled).
+   */
+  acquireIfFree(provider: string, generationId: string, workspaceId: string, weight = 1): boolean {
+    const limit = this.limitOf(provider);
+    if (limit === undefined) return this.count(provider, generationId);
+    if (!this.queueOf(provider).takeIfFree(workspaceId, generationId, weight, limit)) return false;
     this.providerOf.set(generationId, provider);
     return true;
   }
 
   /** Counts a job already in flight (a workspace actor reloading its state), whatever the limit. */
   hold(provider: string, generationId: string): void {
-    this.setOf(provider).add(generationId);
+    if (this.limitOf(provider) === undefined) this.count(provider, generationId);
+    else this.queueOf(provider).hold(generationId);
     this.providerOf.set(generationId, provider);
   }
 
-  /** Gives the job's slot back, if it held one, and wakes the workspaces waiting for that provider. */
+  /** Gives the job's slot back (or withdraws its ask) and grants the free slots to the next workspaces. */
   release(generationId: string): void {
     const provider = this.providerOf.get(generationId);
     if (provider === undefined) return;
     this.providerOf.delete(generationId);
-    this.held.get(provider)?.delete(generationId);
-    const waiting = this.waiting.get(provider);
-    if (!waiting || waiting.size === 0) return;
-    this.waiting.delete(provider);
-    for (const workspaceId of waiting) this.wake(workspaceId);
+    if (this.counted.get(provider)?.delete(generationId)) return;
+    const queue = this.queues.get(provider);
+    if (queue) this.wakeGranted(queue.release(generationId, this.limitOf(provider) ?? Number.POSITIVE_INFINITY));
   }
 
   inFlight(provider: string): number {
-    return this.held.get(provider)?.size ?? 0;
+    return (this.queues.get(provider)?.holding ?? 0) + (this.counted.get(provider)?.size ?? 0);
   }
 
-  protected setOf(provider: string): Set<string> {
-    let held = this.held.get(provider);
-    if (!held) this.held.set(provider, (held = new Set()));
-    return held;
+  private count(provider: string, generationId: string): boolean {
+    let jobs = this.counted.get(provider);
+    if (!jobs) this.counted.set(provider, (jobs = new Set()));
+    jobs.add(generationId);
+    this.providerOf.set(generationId, provider);
+    return true;
+  }
+
+  private queueOf(provider: string): FairQueue {
+    let queue = this.queues.get(provider);
+    if (!queue) this.queues.set(provider, (queue = new FairQueue()));
+    return queue;
+  }
+
+  private wakeGranted(grants: Grant[]): void {
+    for (const grant of grants) this.wake(grant.workspaceId);
   }
 }

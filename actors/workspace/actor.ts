@@ -278,7 +278,8 @@ function takesSlotAtCreation(state: WorkspaceState, id: string, provider: string
   const { generationPaused, handingOver, capacity } = depsOf(ctx);
   if (state.active.size >= state.plan.concurrentJobs || state.queue.length > 0 || state.creatingQueued > 0 || state.heldRecovered.size > 0) return false;
   if (generationPaused() || handingOver?.(state.workspaceId)) return false;
-  if (!capacity.tryAcquire(provider, id, state.workspaceId)) return false;
+  // Only a free slot nobody waits for: otherwise the job queues and asks in its turn (docs/generations.md, Fair shares).
+  if (!capacity.acquireIfFree(provider, id, state.workspaceId, state.plan.fairShareWeight)) return false;
   state.active.add(id);
   return true;
 }
@@ -409,8 +410,8 @@ async function settle(
 /**
  * Starts queued jobs, oldest first, while the plan's concurrency allows and generation is not paused. A job
  * whose provider is at its capacity stays queued (jobs of other providers behind it may start); the
- * provider's capacity tells this actor to schedule again when a slot frees. Jobs recovered during a pause
- * (which already hold their slot and capacity) are let go first.
+ * provider's capacity grants this workspace a slot in fair order and tells it to schedule again. Jobs
+ * recovered during a pause (which already hold their slot and capacity) are let go first.
  */
 function schedule(state: WorkspaceState, ctx: ActorContext): void {
   const { generationPaused, handingOver, capacity } = depsOf(ctx);
@@ -421,7 +422,7 @@ function schedule(state: WorkspaceState, ctx: ActorContext): void {
   while (state.active.size < state.plan.concurrentJobs && state.queue.length > 0) {
     const id = state.queue.shift()!;
     const provider = state.providerOf.get(id);
-    if (provider !== undefined && !capacity.tryAcquire(provider, id, state.workspaceId)) {
+    if (provider !== undefined && !capacity.tryAcquire(provider, id, state.workspaceId, state.plan.fairShareWeight)) {
       waiting.push(id);
       continue;
     }
