@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { RedisClient } from '../../runtime/redis.ts';
 import { viewFrom, type Admission, type BreakerSettings, type BreakerStatus, type BreakerView, type Transition, type Verdict } from './breaker.ts';
-import type { BreakerBackend } from './breaker-store.ts';
+import type { BreakerBackend } from './breaker-backend.ts';
 
 /*
  * The rules of breaker.ts in Lua, one script per operation, so each is atomic in Redis: two nodes recording at
