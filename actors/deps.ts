@@ -1,4 +1,4 @@
-import type { ModelCatalog } from '../domain/catalog/index.ts';
+import type { DeploymentRecord, ModelCatalog } from '../domain/catalog/index.ts';
 import type { ProviderRegistry } from '../providers/provider.ts';
 import type { OutputStore } from './generation/output-store.ts';
 import type { InputResolver } from './generation/input-resolver.ts';
@@ -13,6 +13,10 @@ import type { PublishedRow } from '../runtime/live-events.ts';
 export interface ActorDeps {
   catalog: ModelCatalog;
   providers: ProviderRegistry;
+  /** A deployment by id: the catalog's, or one a reload removed (its jobs finish on it). */
+  deployment(id: string): DeploymentRecord | undefined;
+  /** A job's time at its provider: its deadline is this long after it is handed over (PROVIDER_JOB_TIMEOUT_MS). */
+  providerJobTimeoutMs: number;
   /** Queued jobs expire after this long (DECISIONS.md: 10 minutes by default). */
   queueTimeoutMs: number;
   /** Whether the operator paused generation platform-wide; queued jobs then wait. */

@@ -22,7 +22,9 @@ import { ProviderCapacity } from '../actors/generation/provider-capacity.ts';
 import { SharedProviderCapacity, staleSlotsAmong } from '../actors/generation/shared-provider-capacity.ts';
 import { ProviderRegistry } from '../providers/provider.ts';
 import { localProvider } from '../providers/local/provider.ts';
-import { openAiProvider } from '../providers/openai/provider.ts';
+import { ADAPTER_KINDS, kindLimit, readProviderSettings, targetProblems } from '../providers/kinds.ts';
+import { DeploymentAdapters } from '../providers/deployment-adapters.ts';
+import type { DeploymentRecord, ModelCatalog } from '../domain/catalog/index.ts';
 import { blobOutputStore } from '../actors/generation/blob-outputs.ts';
 import { blobInputResolver, MAX_INPUT_BYTES } from '../actors/generation/blob-inputs.ts';
 import { guardedFetcher } from '../runtime/egress.ts';
@@ -107,8 +109,8 @@ export class StartupError extends Error {
   }
 }
 
-/** Provider kinds the catalog may name. */
-const PROVIDER_KINDS = ['local', 'openai', 'replicate', 'cog', 'fal', 'comfyui'] as const;
+/** Provider kinds the catalog may name: the built-in local one and the adapters' (providers/kinds.ts). */
+const PROVIDER_KINDS = ['local', ...Object.keys(ADAPTER_KINDS)];
 
 /** Builds every resource from configuration, in one place, and starts the service. */
 export async function startService(options: StartOptions): Promise<RunningService> {
@@ -117,11 +119,15 @@ export async function startService(options: StartOptions): Promise<RunningServic
   if (engine === 'uws-fallback' && !config.allowUwsFallback) {
     throw new StartupError('uWebSockets.js could not load its native addon and fell back to its slow pure-Node emulation; set ALLOW_UWS_FALLBACK=true to run on it anyway.');
   }
-  // The catalog first: a file that cannot be served stops the start before anything opens.
+  // Each provider kind's settings, then the catalog: either wrong stops the start before anything opens.
+  const kinds = readProviderSettings(config.env);
+  if (kinds.problems.length > 0) throw new StartupError(`provider settings:\n  ${kinds.problems.join('\n  ')}`, 78);
   const catalogBuild = {
     knownProviders: new Set<string>(PROVIDER_KINDS),
-    configuredProviders: new Set<string>(['local', ...(config.openai ? ['openai'] : [])]),
+    configuredProviders: new Set<string>(['local', ...kinds.settings.keys()]),
     requestsPerMinuteOverrides: config.rateLimitOverrides,
+    targetProblems,
+    env: config.env,
   };
   const firstCatalog = readCatalogFileSync(config.catalog.file, catalogBuild);
   if (!firstCatalog.ok) {
@@ -226,13 +232,32 @@ export async function startService(options: StartOptions): Promise<RunningServic
   // Payments: the built-in local provider; its checkout and portal pages are served by this service.
   const paymentProvider = new LocalPaymentProvider({ secret: billingSecret, baseUrl: () => services.publicUrl, clock });
   const renewals = new RenewalScheduler({ clock, logger, db, actors });
-  if (config.openai) {
-    const { baseUrl, apiKey, chatModel, imageModel, timeoutMs, maxConcurrentJobs } = config.openai;
-    providers.add(metered(openAiProvider({
-      baseUrl, apiKey, chatModel, imageModel, timeoutMs, maxConcurrentJobs,
-      fetchOutput: guardedFetcher({ maxBytes: MAX_INPUT_BYTES, timeoutMs, allowPrivate: config.allowPrivateEgress, allowLoopback: config.allowLoopbackEgress }),
-    })));
-  }
+  // The real providers: an adapter per catalog deployment, made when a job first needs it (docs/providers.md).
+  const deploymentAdapters = new DeploymentAdapters({
+    settings: kinds.settings, metered, now: () => clock.now(), jobTimeoutMs: config.providers.jobTimeoutMs,
+    deployment: (id) => deploymentBook.get(id),
+    context: (deploymentId) => ({
+      fetchOutput: guardedFetcher({
+        maxBytes: config.providers.maxOutputBytes, timeoutMs: config.providers.requestTimeoutMs,
+        allowPrivate: config.allowPrivateEgress, allowLoopback: config.allowLoopbackEgress,
+      }),
+      eventsUrl: `${config.baseUrl}/v1/providers/${encodeURIComponent(deploymentId)}/events`,
+      maxResponseBytes: config.providers.maxResponseBytes, maxOutputBytes: config.providers.maxOutputBytes,
+      pollIntervalMs: config.providers.pollMs, requestTimeoutMs: config.providers.requestTimeoutMs, now: () => clock.now(),
+    }),
+  });
+  for (const [kind, settings] of kinds.settings) providers.addKind(kind, kindLimit(kind, settings));
+  providers.serveDeployments((id) => deploymentAdapters.get(id));
+  // Every deployment of every catalog served since the start: a job of one a reload removed finishes on it.
+  const deploymentBook = new Map<string, DeploymentRecord>();
+  const remember = (catalog: ModelCatalog) => {
+    for (const deployment of catalog.deployments()) {
+      const before = deploymentBook.get(deployment.id);
+      deploymentBook.set(deployment.id, deployment);
+      if (before && JSON.stringify(before.target) !== JSON.stringify(deployment.target)) deploymentAdapters.retire(deployment.id);
+    }
+  };
+  remember(firstCatalog.catalog);
   // The catalog served, reloaded on SIGHUP and when its file changes; each request reads the one current then.
   const catalogSource = new CatalogSource(firstCatalog.catalog, {
     file: config.catalog.file, build: catalogBuild, pollMs: config.catalog.pollMs,
@@ -242,6 +267,7 @@ export async function startService(options: StartOptions): Promise<RunningServic
     },
     onChanged: (catalog) => {
       metrics?.catalog.reloaded('applied');
+      remember(catalog);
       // Cached key records carry their plan's rate limit: read again with the new plans.
       keyCache.clear();
       logger.info({ file: config.catalog.file, version: catalog.version, models: catalog.all().length, plans: catalog.plans().length }, 'catalog reloaded');
@@ -249,7 +275,7 @@ export async function startService(options: StartOptions): Promise<RunningServic
   });
   metrics?.catalog.observe(() => catalogSource.current.version);
   catalogSource.start();
-  const limitOf = (name: string) => providers.get(name)?.maxConcurrentJobs;
+  const limitOf = (name: string) => providers.limitOf(name);
   const wakeWorkspace = (workspaceId: string) => actors.tell('ws', workspaceId, { type: 'schedule' });
   // Cluster mode: each provider's limit holds across the nodes (a Redis set of the jobs holding its slots).
   // Each node sweeps the stale slots of the jobs of its own shards (and of jobs gone from the database).
@@ -262,6 +288,8 @@ export async function startService(options: StartOptions): Promise<RunningServic
     live,
     get catalog() { return catalogSource.current; },
     providers,
+    deployment: (id) => deploymentBook.get(id),
+    providerJobTimeoutMs: config.providers.jobTimeoutMs,
     capacity,
     queueTimeoutMs: config.generations.queueTimeoutMs,
     generationPaused: () => switches.generationPaused().paused,
@@ -309,12 +337,13 @@ export async function startService(options: StartOptions): Promise<RunningServic
   const sessionPurge = startSessionPurge(db, clock, logger);
   const services: Services = {
     config, publicUrl: config.baseUrl, version: packageJson.version, engine, clock, logger, tracer: telemetry.tracer, metrics, db, writer, actors, health,
-    redis, limiter, loginAttempts, keyCache, keyUsage, blobs, switches, webhookSecrets, catalogSource,
+    redis, limiter, loginAttempts, keyCache, keyUsage, blobs, switches, webhookSecrets, catalogSource, providers,
     get catalog() { return catalogSource.current; },
     billing: { provider: paymentProvider, local: paymentProvider, renewals }, live,
   };
   const closeShared = async () => {
     catalogSource.stop();
+    await deploymentAdapters.close();
     renewals.stop();
     await sharedCapacity?.close();
     await webhookRetention.stop();

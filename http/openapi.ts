@@ -14,6 +14,7 @@ export const TAGS: Record<string, string> = {
   'api-keys': 'API keys of a workspace: create, list, change, revoke, and see their usage. Managed from the dashboard only, by owners and admins.',
   models: 'The model catalog as a workspace\'s plan sees it.',
   generations: 'Generation jobs: create (one or a batch), list, read, cancel, and the platform-wide pause.',
+  providers: 'Where providers (Replicate, fal, Cog) send their events about the jobs of a catalog deployment; each signed, checked before anything changes.',
   files: 'Uploads: a signed URL to put a file to, then completion, which makes it an asset.',
   assets: 'Assets of a workspace (uploads and generation outputs), their download URLs and the storage they use.',
   credits: 'Credits of a workspace: balance, ledger, and top-up orders paid through the payment provider.',

@@ -14,6 +14,7 @@ import type { KeyUsageRecorder } from './auth/key-usage.ts';
 import type { ServiceSwitches } from '../runtime/switches.ts';
 import type { ModelCatalog } from '../domain/catalog/index.ts';
 import type { CatalogSource } from '../runtime/catalog-source.ts';
+import type { ProviderRegistry } from '../providers/provider.ts';
 import type { BlobStore } from '../persistence/blob-store/types.ts';
 import type { PaymentProvider } from '../actors/billing/provider.ts';
 import type { LocalPaymentProvider } from '../actors/billing/local/provider.ts';
@@ -22,6 +23,7 @@ import type { SecretBox } from '../persistence/secret-box.ts';
 import type { ClusterRouting } from '../runtime/cluster/routing.ts';
 import type { Metrics } from '../runtime/metrics/index.ts';
 import type { LiveEvents } from '../runtime/live-events.ts';
+import type { Breakers } from '../providers/routing/breaker-store.ts';
 
 export type Engine = 'uws-native' | 'uws-fallback';
 
@@ -67,6 +69,10 @@ export interface Services {
   readonly catalog: ModelCatalog;
   /** Where the catalog comes from, and its reloads. */
   catalogSource: CatalogSource;
+  /** Circuit breakers of the provider deployments (docs/routing.md): the router asks and records; GET /v1/breakers reads. */
+  breakers: Breakers;
+  /** The providers jobs run on (inbound provider events are checked by their deployment's). */
+  providers: ProviderRegistry;
   /** The payment provider; `local` is set when it is the built-in one (its pages are routes of this service). */
   billing: { provider: PaymentProvider; local: LocalPaymentProvider | undefined; renewals: RenewalScheduler };
   /** Seals webhook endpoints' signing secrets at rest (key: WEBHOOK_SECRET_KEY or generated under DATA_DIR). */

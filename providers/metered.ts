@@ -1,5 +1,5 @@
 import type { WorkMetrics } from '../runtime/metrics/index.ts';
-import type { Provider } from './provider.ts';
+import type { Provider, ProviderUpdate } from './provider.ts';
 
 /**
  * The provider, with each job it is handed measured from submission to its result: `succeeded` or
@@ -7,17 +7,31 @@ import type { Provider } from './provider.ts';
  * first) is not counted.
  */
 export function meteredProvider(provider: Provider, metrics: WorkMetrics): Provider {
+  const timed = (report: (update: ProviderUpdate) => void) => {
+    const started = performance.now();
+    let done = false;
+    return (update: ProviderUpdate) => {
+      if (!done && (update.type === 'succeeded' || update.type === 'failed')) {
+        done = true;
+        metrics.providerCall(provider.name, update.type, (performance.now() - started) / 1000);
+      }
+      report(update);
+    };
+  };
   return {
     name: provider.name,
     maxConcurrentJobs: provider.maxConcurrentJobs,
     cancel: (providerJobId) => provider.cancel(providerJobId),
+    ...(provider.resume ? { resume: (providerJobId, job, report) => provider.resume!(providerJobId, job, timed(report)) } : {}),
+    ...(provider.verifyEvent ? { verifyEvent: provider.verifyEvent.bind(provider) } : {}),
+    ...(provider.deliverEvent ? { deliverEvent: provider.deliverEvent.bind(provider) } : {}),
     async submit(job, report) {
       const started = performance.now();
       let done = false;
       const seconds = () => (performance.now() - started) / 1000;
       try {
         return await provider.submit(job, (update) => {
-          if (!done && update.type !== 'running') {
+          if (!done && (update.type === 'succeeded' || update.type === 'failed')) {
             done = true;
             metrics.providerCall(provider.name, update.type, seconds());
           }

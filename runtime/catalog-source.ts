@@ -13,7 +13,7 @@ export type CatalogRead = { ok: true; catalog: ModelCatalog } | { ok: false; pro
  * Parses a catalog file's text (JSON when its name ends in .json, YAML otherwise) and builds it. Each
  * problem reads `path (line N): reason`, the line where the YAML says it.
  */
-export function parseCatalog(text: string, fileName: string, options: BuildOptions): CatalogRead {
+export function parseCatalog(text: string, fileName: string, options: BuildOptions & { env?: Readonly<Record<string, string | undefined>> }): CatalogRead {
   let document: unknown;
   let yaml: Document | undefined;
   const lines = new LineCounter();
@@ -28,9 +28,32 @@ export function parseCatalog(text: string, fileName: string, options: BuildOptio
     if (yaml.errors.length > 0) return { ok: false, problems: yaml.errors.map((e) => `${fileName}: not valid YAML: ${e.message.split('\n')[0]}`) };
     document = yaml.toJS({ maxAliasCount: 100 });
   }
+  const unset: string[] = [];
+  document = interpolate(document, options.env ?? {}, unset);
+  if (unset.length > 0) return { ok: false, problems: [...new Set(unset)].map((name) => `${fileName}: names \${${name}}, which is not set (give it a default: \${${name}:-value})`) };
   const built = buildCatalog(document, options);
   if (!built.ok) return { ok: false, problems: built.problems.map((p) => describe(p, yaml, lines)) };
   return { ok: true, catalog: new ModelCatalog(built.catalog) };
+}
+
+/**
+ * `${NAME}` and `${NAME:-default}` in the file's strings become the environment's value (or the default), so
+ * values that differ between installations (an upstream model's name) need not be edited into the file. A
+ * string that is only the reference keeps the value's text; the version is of the result.
+ */
+function interpolate(value: unknown, env: Readonly<Record<string, string | undefined>>, unset: string[]): unknown {
+  if (typeof value === 'string') {
+    return value.replace(/\$\{([A-Z_][A-Z0-9_]*)(?::-([^}]*))?\}/g, (_all, name: string, fallback: string | undefined) => {
+      const given = env[name];
+      if (given !== undefined && given !== '') return given;
+      if (fallback !== undefined) return fallback;
+      unset.push(name);
+      return '';
+    });
+  }
+  if (Array.isArray(value)) return value.map((item) => interpolate(item, env, unset));
+  if (value && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, interpolate(v, env, unset)]));
+  return value;
 }
 
 function describe(problem: CatalogProblem, yaml: Document | undefined, lines: LineCounter): string {
@@ -50,7 +73,7 @@ function describe(problem: CatalogProblem, yaml: Document | undefined, lines: Li
 }
 
 /** Reads and builds a catalog file at start-up (synchronously: nothing runs before it). */
-export function readCatalogFileSync(file: string, options: BuildOptions): CatalogRead {
+export function readCatalogFileSync(file: string, options: Parameters<typeof parseCatalog>[2]): CatalogRead {
   let bytes: Buffer;
   try {
     if (statSync(file).size > MAX_CATALOG_BYTES) return { ok: false, problems: [`${file}: larger than ${MAX_CATALOG_BYTES} bytes`] };
@@ -63,7 +86,7 @@ export function readCatalogFileSync(file: string, options: BuildOptions): Catalo
 
 export interface CatalogSourceOptions {
   file: string;
-  build: BuildOptions;
+  build: Parameters<typeof parseCatalog>[2];
   /** How often the file's size and time are looked at, besides the file-system events that may be missed (ConfigMap swaps, network mounts). */
   pollMs: number;
   /** Told of each refused file's problems (they go to the log). */

@@ -59,8 +59,16 @@ export interface Config {
    * ping; maxBufferBytes (STREAM_MAX_BUFFER_BYTES), the events that may wait for a slow reader before it is cut off.
    */
   streams: { pingMs: number; maxBufferBytes: number };
-  /** The OpenAI-compatible provider, when OPENAI_BASE_URL is set (its models are offered only then). */
-  openai: OpenAiConfig | undefined;
+  /**
+   * What every provider adapter is given (docs/providers.md): jobTimeoutMs (PROVIDER_JOB_TIMEOUT_MS), a job's
+   * time at its provider, its deadline; pollMs (PROVIDER_POLL_MS), the polling backstop's interval;
+   * requestTimeoutMs (PROVIDER_REQUEST_TIMEOUT_MS), each call's bound; maxResponseBytes and maxOutputBytes
+   * (PROVIDER_MAX_RESPONSE_BYTES, PROVIDER_MAX_OUTPUT_BYTES), the largest answer and output file accepted.
+   * Each kind's own settings (keys, base URLs, webhook secrets) are read by its adapter from `env`.
+   */
+  providers: { jobTimeoutMs: number; pollMs: number; requestTimeoutMs: number; maxResponseBytes: number; maxOutputBytes: number };
+  /** The environment the configuration was read from (the provider kinds read their own settings from it). */
+  env: Readonly<Record<string, string | undefined>>;
   /** Cluster mode (CLUSTER=true, PostgreSQL and Redis only); undefined for a single node. */
   cluster: ClusterConfig | undefined;
 }
@@ -127,15 +135,6 @@ const METRICS_EXPORTERS = ['none', 'prometheus', 'otlp'] as const;
 const CLUSTER_SETTINGS = ['CLUSTER_NODE_ID', 'CLUSTER_INTERNAL_ADDRESS', 'CLUSTER_INTERNAL_PORT', 'CLUSTER_HEARTBEAT_MS',
   'CLUSTER_DEAD_AFTER_MS', 'CLUSTER_LEASE_MS', 'CLUSTER_SHARDS', 'CLUSTER_SECRET'] as const;
 
-export interface OpenAiConfig {
-  baseUrl: string;
-  apiKey: string;
-  chatModel: string;
-  imageModel: string;
-  timeoutMs: number;
-  /** Jobs in flight at once on that server; undefined for no limit. */
-  maxConcurrentJobs: number | undefined;
-}
 
 export type BlobStoreConfig =
   /** signingSecret: BLOB_SIGNING_SECRET; unset, one is generated and kept under dataDir. */
@@ -200,7 +199,13 @@ export function loadConfig(env: Env = process.env): Config {
   const billingSecret = read.optionalString('BILLING_SIGNING_SECRET');
   if (billingSecret !== undefined && billingSecret.length < 32) problems.push('BILLING_SIGNING_SECRET: must be at least 32 characters');
   const localMaxConcurrentJobs = read.integer('LOCAL_PROVIDER_MAX_CONCURRENT_JOBS', 0, 0, 1_000_000);
-  const openai = readOpenAi(read, problems);
+  const providers = {
+    jobTimeoutMs: read.integer('PROVIDER_JOB_TIMEOUT_MS', 30 * 60_000, 1_000, 7 * 24 * 3_600_000),
+    pollMs: read.integer('PROVIDER_POLL_MS', 2_000, 10, 600_000),
+    requestTimeoutMs: read.integer('PROVIDER_REQUEST_TIMEOUT_MS', 120_000, 100, 3_600_000),
+    maxResponseBytes: read.integer('PROVIDER_MAX_RESPONSE_BYTES', 64 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
+    maxOutputBytes: read.integer('PROVIDER_MAX_OUTPUT_BYTES', 512 * 1024 * 1024, 1024, 8 * 1024 * 1024 * 1024),
+  };
   const webhookSecretKey = read.optionalString('WEBHOOK_SECRET_KEY');
   if (webhookSecretKey !== undefined && webhookSecretKey.length < 32) problems.push('WEBHOOK_SECRET_KEY: must be at least 32 characters');
   const webhookTimeoutMs = read.integer('WEBHOOK_TIMEOUT_MS', 10_000, 10, 60_000);
@@ -219,7 +224,8 @@ export function loadConfig(env: Env = process.env): Config {
     blobStore, allowPrivateEgress, allowLoopbackEgress,
     generations: { queueTimeoutMs, localLatencyMs, localFailureRate: localFailurePercent / 100, localMaxConcurrentJobs: localMaxConcurrentJobs || undefined },
     billing: { provider: paymentProvider, signingSecret: billingSecret },
-    openai,
+    providers,
+    env: { ...env },
     webhooks: { secretKey: webhookSecretKey, timeoutMs: webhookTimeoutMs, autoDisable: { afterMs: webhookDisableAfterMs, afterExpired: webhookDisableAfterExpired } },
     streams: { pingMs: streamPingMs, maxBufferBytes: streamMaxBufferBytes },
     cluster,
@@ -410,20 +416,6 @@ function readCluster(read: EnvReader, env: Env, problems: string[], base: { port
   return { nodeId, internalAddress, internalPort, heartbeatMs, deadAfterMs, leaseMs, shards, secret };
 }
 
-function readOpenAi(read: EnvReader, problems: string[]): OpenAiConfig | undefined {
-  const baseUrl = read.optionalUrl('OPENAI_BASE_URL', ['http:', 'https:']);
-  const apiKey = read.optionalString('OPENAI_API_KEY');
-  const chatModel = read.string('OPENAI_CHAT_MODEL', 'gpt-4o-mini');
-  const imageModel = read.string('OPENAI_IMAGE_MODEL', 'dall-e-3');
-  const timeoutMs = read.integer('OPENAI_TIMEOUT_MS', 120_000, 100, 3_600_000);
-  const maxConcurrentJobs = read.integer('OPENAI_MAX_CONCURRENT_JOBS', 0, 0, 1_000_000);
-  if (baseUrl === undefined) return undefined;
-  if (apiKey === undefined) {
-    problems.push('OPENAI_API_KEY: required when OPENAI_BASE_URL is set');
-    return undefined;
-  }
-  return { baseUrl: baseUrl.replace(/\/+$/, ''), apiKey, chatModel, imageModel, timeoutMs, maxConcurrentJobs: maxConcurrentJobs || undefined };
-}
 
 function readBlobStore(read: EnvReader, env: Env, problems: string[]): BlobStoreConfig {
   const bucket = read.optionalString('S3_BUCKET');

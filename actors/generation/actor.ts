@@ -13,7 +13,9 @@ import { InputError } from './input-resolver.ts';
 import { OutputsOverStorageLimitError } from './blob-outputs.ts';
 import type { PreparedOutputs } from './output-store.ts';
 import type { CancelReply, GenerationMessage } from './protocol.ts';
-import type { ProviderUpdate } from '../../providers/provider.ts';
+import type { ProviderJob, ProviderUpdate } from '../../providers/provider.ts';
+import { ProviderFailure } from '../../providers/adapter.ts';
+import { upstreamInput } from '../../domain/catalog/input-mapping.ts';
 import { writeProgressOf } from './progress-writes.ts';
 import { decide, isTerminal, MAX_ATTEMPTS, type GenerationCommand, type GenerationEffect, type GenerationState, type GenerationStatus, type TerminalStatus, type TimelineEntry } from './state.ts';
 import { storableText } from '../../persistence/storable-text.ts';
@@ -62,7 +64,7 @@ export const generationActor: ActorBehavior<GenerationActorState, GenerationMess
       // A slot granted after the job ended (e.g. expired at recovery) goes back at once.
       if (msg.type === 'reserve') ctx.actors.tell('ws', row.workspaceId, { type: 'slot_declined', generationId: row.id });
       // A provider that accepted the job after it ended (cancelled while its inputs were fetched) stops it.
-      if (msg.type === 'submitted') depsOf(ctx).providers.get(row.provider)?.cancel(msg.providerJobId);
+      if (msg.type === 'submitted') depsOf(ctx).providers.forJob(row)?.cancel(msg.providerJobId);
       return { state, reply: msg.type === 'cancel' ? ({ kind: 'conflict', status } satisfies CancelReply) : undefined, passivate: true };
     }
     switch (msg.type) {
@@ -98,6 +100,11 @@ export const generationActor: ActorBehavior<GenerationActorState, GenerationMess
         return (await transition(state, row, { type: 'fail', errorCode: msg.errorCode, errorMessage: msg.errorMessage }, ctx)).result;
       case 'provider_update':
         return providerUpdate(state, row, msg.update, ctx);
+      case 'provider_event': {
+        // Only for the job its provider runs under that id now; the adapter following it reports what it means.
+        if (row.providerJobId === msg.providerJobId) depsOf(ctx).providers.forJob(row)?.deliverEvent?.(msg.providerJobId, msg.payload);
+        return { state };
+      }
     }
   },
 };
@@ -124,7 +131,8 @@ async function recover(state: GenerationActorState, row: GenerationRow, ctx: Act
   }
   // Decided now, before any write: a drain from here on waits for it.
   deps.held?.release(row.id);
-  return (await transition(state, row, { type: 'resume', maxAttempts: MAX_ATTEMPTS }, ctx)).result;
+  const lookUp = deps.providers.forJob(row)?.resume !== undefined;
+  return (await transition(state, row, { type: 'resume', maxAttempts: MAX_ATTEMPTS, lookUp }, ctx)).result;
 }
 
 /**
@@ -161,6 +169,8 @@ async function providerUpdate(state: GenerationActorState, row: GenerationRow, u
   switch (update.type) {
     case 'running':
       return (await transition(state, row, { type: 'started' }, ctx)).result;
+    case 'progress':
+      return (await transition(state, row, { type: 'note', detail: update.detail }, ctx)).result;
     case 'failed':
       return (await transition(state, row, { type: 'fail', errorCode: update.errorCode, errorMessage: update.errorMessage }, ctx)).result;
     case 'succeeded': {
@@ -299,8 +309,11 @@ function perform(effect: GenerationEffect, state: GenerationActorState, row: Gen
     case 'submit_to_provider':
       state.endProviderSpan = submit(row, ctx);
       return;
+    case 'follow_at_provider':
+      state.endProviderSpan = submit(row, ctx, effect.providerJobId);
+      return;
     case 'cancel_at_provider':
-      deps.providers.get(row.provider)?.cancel(effect.providerJobId);
+      deps.providers.forJob(row)?.cancel(effect.providerJobId);
       return;
     case 'poll_provider':
     case 'capture_credits':
@@ -326,6 +339,8 @@ function storableUpdate(update: ProviderUpdate): ProviderUpdate {
   switch (update.type) {
     case 'running':
       return update;
+    case 'progress':
+      return { ...update, detail: storableText(update.detail) };
     case 'failed':
       return { ...update, errorCode: storableText(update.errorCode), errorMessage: storableText(update.errorMessage) };
     case 'succeeded':
@@ -334,13 +349,14 @@ function storableUpdate(update: ProviderUpdate): ProviderUpdate {
 }
 
 /**
- * Hands the job to its provider without blocking the actor: results come back as messages. Returns what ends
- * the provider span when the job ends some other way (cancelled, timed out, failed here).
+ * Hands the job to its provider without blocking the actor, or, with `following`, follows the job its provider
+ * accepted under that id before a restart (never submitting it again): results come back as messages.
+ * Returns what ends the provider span when the job ends some other way (cancelled, timed out, failed here).
  */
-function submit(row: GenerationRow, ctx: ActorContext): GenerationActorState['endProviderSpan'] {
+function submit(row: GenerationRow, ctx: ActorContext, following?: string): GenerationActorState['endProviderSpan'] {
   const deps = depsOf(ctx);
   const tell = (msg: GenerationMessage) => ctx.actors.tell('gen', row.id, msg);
-  const provider = deps.providers.get(row.provider);
+  const provider = deps.providers.forJob(row);
   if (!provider) {
     tell({ type: 'submit_failed', errorCode: 'provider_unavailable', errorMessage: `The provider ${row.provider} is not configured on this service.` });
     return undefined;
@@ -348,9 +364,12 @@ function submit(row: GenerationRow, ctx: ActorContext): GenerationActorState['en
   // One span from the hand-over to the provider's last word (or its refusal): the provider's own HTTP calls
   // (undici instrumentation) and the inputs fetched for it are its children. The local provider, which
   // works in this process, has no other span.
-  const span = serviceTracer().startSpan(`provider ${provider.name}`, {
+  const span = serviceTracer().startSpan(`provider ${provider.name}${following ? ' resume' : ''}`, {
     kind: SpanKind.CLIENT,
-    attributes: { 'gen_ai.provider.name': provider.name, 'gen_ai.request.model': row.modelId, 'gen_ai.operation.name': row.mode, 'generation.id': row.id },
+    attributes: {
+      'gen_ai.provider.name': provider.name, 'gen_ai.request.model': row.modelId, 'gen_ai.operation.name': row.mode, 'generation.id': row.id,
+      ...(row.deploymentId ? { 'generation.deployment': row.deploymentId } : {}), ...(following ? { 'provider.job.id': following } : {}),
+    },
   });
   const end = (errorType?: string) => {
     if (!span.isRecording()) return;
@@ -363,18 +382,29 @@ function submit(row: GenerationRow, ctx: ActorContext): GenerationActorState['en
   void context.with(trace.setSpan(context.active(), span), async () => {
     try {
       const inputs = await untilReachable(ctx.db, () => deps.inputs.resolve(row.workspaceId, row.inputs));
-      const { providerJobId } = await provider.submit(
-        { generationId: row.id, mode: row.mode as Mode, modelId: row.modelId, params: row.params, inputs },
-        (update) => {
-          if (update.type === 'succeeded') end();
-          else if (update.type === 'failed') end(update.errorCode);
-          tell({ type: 'provider_update', update: storableUpdate(update) });
-        },
-      );
+      const deployment = row.deploymentId !== null ? deps.deployment(row.deploymentId) : undefined;
+      const job: ProviderJob = {
+        generationId: row.id, mode: row.mode as Mode, modelId: row.modelId, params: row.params, inputs,
+        input: upstreamInput(deployment?.input, row.params), deadline: ctx.clock.now() + deps.providerJobTimeoutMs,
+      };
+      const report = (update: ProviderUpdate) => {
+        if (update.type === 'succeeded') end();
+        else if (update.type === 'failed') end(update.errorCode);
+        tell({ type: 'provider_update', update: storableUpdate(update) });
+      };
+      if (following !== undefined && provider.resume) {
+        provider.resume(following, job, report);
+        return;
+      }
+      const { providerJobId } = await provider.submit(job, report);
       span.setAttribute('provider.job.id', providerJobId);
       tell({ type: 'submitted', providerJobId: storableText(providerJobId) });
     } catch (error) {
       if (error instanceof InputError) {
+        end(error.code);
+        tell({ type: 'submit_failed', errorCode: error.code, errorMessage: storableText(error.message) });
+      } else if (error instanceof ProviderFailure) {
+        // The provider refused the job: its failure, as our code and its own words.
         end(error.code);
         tell({ type: 'submit_failed', errorCode: error.code, errorMessage: storableText(error.message) });
       } else {

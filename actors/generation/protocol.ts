@@ -16,7 +16,9 @@ export type GenerationMessage =
   | { type: 'expire' }
   | { type: 'submitted'; providerJobId: string }
   | { type: 'submit_failed'; errorCode: string; errorMessage: string }
-  | { type: 'provider_update'; update: ProviderUpdate };
+  | { type: 'provider_update'; update: ProviderUpdate }
+  /** An inbound event of its provider, verified by the node that received it (http/routes/providers/events.ts). */
+  | { type: 'provider_event'; providerJobId: string; payload: unknown };
 
 export type CancelReply =
   | { kind: 'cancelled'; generation: GenerationRow }

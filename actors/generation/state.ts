@@ -4,9 +4,10 @@
  * non-terminal state) and expired (queued past its deadline). `decide` never does I/O: it returns the
  * next state and the effects the actor must perform.
  *
- * A job in flight when the service stopped (reserved, submitted or running) is handed to its provider
- * again after the restart (`resume`): its status stays where it was, its reservation stays, and each
- * hand-over counts as one attempt. Past MAX_ATTEMPTS it fails with `attempts_exhausted` instead.
+ * A job in flight when the service stopped (reserved, submitted or running) resumes after the restart
+ * (`resume`): one whose provider accepted it (its provider job id written) and can look it up is followed
+ * there, never handed over again; any other is handed to its provider again, its status where it was, its
+ * reservation kept, each hand-over one attempt. Past MAX_ATTEMPTS it fails with `attempts_exhausted` instead.
  */
 export const GENERATION_STATUSES = ['queued', 'reserved', 'submitted', 'running', 'succeeded', 'failed', 'cancelled', 'expired'] as const;
 export type GenerationStatus = (typeof GENERATION_STATUSES)[number];
@@ -36,6 +37,9 @@ export interface TimelineEntry {
 /** Hand-overs to the provider a job may have, the first included, before a restart fails it instead. */
 export const MAX_ATTEMPTS = 3;
 
+/** Provider notes (queue positions, log lines) a job's timeline keeps per status. */
+export const MAX_NOTES = 20;
+
 export interface GenerationOutputs {
   textOutput?: string;
   outputAssetIds: string[];
@@ -59,8 +63,13 @@ export interface GenerationState {
 
 export type GenerationCommand =
   | { type: 'reserve' }
-  /** After a restart, for a job that was in flight: hand it to its provider again, or fail it past the limit. */
-  | { type: 'resume'; maxAttempts: number }
+  /**
+   * After a restart, for a job that was in flight: follow it at its provider when it can be looked up there
+   * (`lookUp`: its provider keeps jobs it accepted), else hand it over again, or fail it past the limit.
+   */
+  | { type: 'resume'; maxAttempts: number; lookUp: boolean }
+  /** Something for the timeline from the provider (a queue position, log lines); no change of state. */
+  | { type: 'note'; detail: string }
   | { type: 'submitted'; providerJobId: string }
   | { type: 'started' }
   | { type: 'succeed'; outputs: GenerationOutputs }
@@ -70,6 +79,8 @@ export type GenerationCommand =
 
 export type GenerationEffect =
   | { type: 'submit_to_provider' }
+  /** Follow the job its provider accepted before the restart, by its provider job id. */
+  | { type: 'follow_at_provider'; providerJobId: string }
   | { type: 'poll_provider' }
   | { type: 'cancel_at_provider'; providerJobId: string }
   | { type: 'capture_credits' }
@@ -85,6 +96,7 @@ export type Decision =
 const FROM: Record<GenerationCommand['type'], readonly GenerationStatus[]> = {
   reserve: ['queued'],
   resume: ['reserved', 'submitted', 'running'],
+  note: ['submitted', 'running'],
   // From submitted or running: the provider took a job handed to it again after a restart.
   submitted: ['reserved', 'submitted', 'running'],
   started: ['submitted'],
@@ -121,6 +133,9 @@ export function decide(state: GenerationState, command: GenerationCommand, now: 
     case 'reserve':
       return move('reserved', { attempts: state.attempts + 1 }, [{ type: 'cancel_queue_timer' }, { type: 'submit_to_provider' }]);
     case 'resume': {
+      if (command.lookUp && state.providerJobId && state.status !== 'reserved') {
+        return move(state.status, {}, [{ type: 'follow_at_provider', providerJobId: state.providerJobId }], 'followed at its provider after a restart');
+      }
       if (state.attempts >= command.maxAttempts) {
         return decide(state, {
           type: 'fail', errorCode: 'attempts_exhausted',
@@ -130,6 +145,13 @@ export function decide(state: GenerationState, command: GenerationCommand, now: 
       // The status stays: it never goes back. The old provider job id belonged to the stopped process.
       const attempts = state.attempts + 1;
       return move(state.status, { attempts, providerJobId: undefined }, [{ type: 'submit_to_provider' }], `resubmitted after a restart (attempt ${attempts} of ${command.maxAttempts})`);
+    }
+    case 'note': {
+      // A job's notes are bounded: the last one repeated, or past MAX_NOTES, is left out.
+      const notes = state.timeline.filter((e) => e.detail !== undefined && e.status === state.status).length;
+      const last = state.timeline[state.timeline.length - 1];
+      if (notes >= MAX_NOTES || last?.detail === command.detail) return { ok: false, reason: 'conflict', message: 'note left out' };
+      return move(state.status, {}, [], command.detail.slice(0, 500));
     }
     case 'submitted':
       if (state.status !== 'reserved') return { ok: true, state: { ...state, providerJobId: command.providerJobId }, effects: [{ type: 'poll_provider' }] };

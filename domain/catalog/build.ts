@@ -47,6 +47,8 @@ export interface BuildOptions {
   configuredProviders: ReadonlySet<string>;
   /** Per-plan request limits set by environment (RATE_LIMIT_FREE, ...), which win over the file's. */
   requestsPerMinuteOverrides?: Readonly<Record<string, number>>;
+  /** The problems of a deployment's `target` for its provider kind (each kind's own schema). */
+  targetProblems?: (provider: string, target: Record<string, unknown>) => string[];
 }
 
 export interface BuiltCatalog {
@@ -162,7 +164,6 @@ function modelOf(
   }
   const offered = Object.keys(properties);
   if (model.price.per === 'tokens' && !offered.includes('maxTokens')) push(['parameters'], 'a model priced per token must offer maxTokens (its reservation is bounded by it)');
-  if (model.price.per === 'image' && !offered.includes('numImages')) push(['price', 'per'], 'priced per image, the model must offer numImages');
   if (model.price.per === 'second' && !offered.includes('durationSeconds')) push(['price', 'per'], 'priced per second, the model must offer durationSeconds');
 
   const deployments: DeploymentRecord[] = [];
@@ -176,6 +177,7 @@ function modelOf(
     if (known && !configured && !deployment.optional) {
       push([...where, 'provider'], `provider "${deployment.provider}" is not configured on this service (set its settings, or mark the deployment optional)`);
     }
+    if (known) for (const problem of options.targetProblems?.(deployment.provider, deployment.target ?? {}) ?? []) push([...where, 'target'], problem);
     checkMapping(deployment, offered, (path, message) => push([...where, ...path], message));
     deployments.push({
       id: deployment.id, modelId: model.id, provider: deployment.provider, target: deployment.target ?? {}, input: deployment.input,

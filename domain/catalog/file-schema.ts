@@ -73,7 +73,7 @@ export const InputMappingSpec = Strict({
 export type InputMappingSpec = Static<typeof InputMappingSpec>;
 
 export const DeploymentSpec = Strict({
-  id: Id('Unique across the catalog; jobs remember it.'),
+  id: Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9][A-Za-z0-9._-]*$', description: 'Unique across the catalog; jobs remember it, and its provider\'s events come to /v1/providers/{id}/events.' }),
   provider: Type.String({ minLength: 1, maxLength: 64, description: 'The adapter: local, openai, replicate, cog, fal, comfyui.' }),
   target: Type.Optional(Type.Record(Type.String(), Type.Unknown(), { description: 'What the provider runs: its model, version, deployment, app or workflow (per provider).' })),
   input: Type.Optional(InputMappingSpec),

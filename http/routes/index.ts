@@ -19,10 +19,12 @@ import { cancelGeneration } from './generations/cancel.ts';
 import { creditRoutes } from './credits/index.ts';
 import { walletRoutes } from './wallet/index.ts';
 import { billingRoutes } from './billing/index.ts';
+import { providerRoutes } from './providers/index.ts';
 import { getUsage } from './usage/get.ts';
 import { webhookRoutes } from './webhooks/index.ts';
 import { streamRoutes } from './streams/index.ts';
 import { eventRoutes } from './events/index.ts';
+import { listBreakers } from './breakers/list.ts';
 import { acceptWorkspaceField } from '../workspace-field.ts';
 
 /** The route table: a route exists, is validated and is documented by being listed here. */
@@ -34,8 +36,8 @@ export function routeTable(extra: RouteDef[] = []): RouteDef[] {
     ...workspaceRoutes, ...accountRoutes,
     ...fileRoutes,
     ...publicRoutes, ...modelRoutes, ...generationReadRoutes, createGeneration, createGenerationBatch, cancelGeneration,
-    ...creditRoutes, ...walletRoutes, ...billingRoutes, getUsage,
-    ...webhookRoutes, ...eventRoutes,
+    ...creditRoutes, ...walletRoutes, ...billingRoutes, ...providerRoutes, getUsage,
+    ...webhookRoutes, ...eventRoutes, listBreakers,
     ...streamRoutes,
     ...extra,
   ];

@@ -16,6 +16,7 @@ import { Migration0017TraceContext } from './0017-trace-context.ts';
 import { Migration0018SessionExpiry } from './0018-session-expiry.ts';
 import { Migration0019WriteChecks } from './0019-write-checks.ts';
 import { Migration0020CatalogPricing } from './0020-catalog-pricing.ts';
+import { Migration0021ProviderJobIndex } from './0021-provider-job-index.ts';
 import type { Migration } from '@mikro-orm/migrations';
 import { MIGRATION_NAMES, type MigrationName } from './names.ts';
 
@@ -38,6 +39,7 @@ const classes: Record<MigrationName, new (...args: any[]) => Migration> = {
   '0018-session-expiry': Migration0018SessionExpiry,
   '0019-write-checks': Migration0019WriteChecks,
   '0020-catalog-pricing': Migration0020CatalogPricing,
+  '0021-provider-job-index': Migration0021ProviderJobIndex,
 };
 
 /** Applied in the order of MIGRATION_NAMES at start-up, when one is missing from the database. */

@@ -22,6 +22,7 @@ export const MIGRATION_NAMES = [
   '0018-session-expiry',
   '0019-write-checks',
   '0020-catalog-pricing',
+  '0021-provider-job-index',
 ] as const;
 
 export type MigrationName = (typeof MIGRATION_NAMES)[number];

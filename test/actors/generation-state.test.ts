@@ -1,6 +1,6 @@
 import t from 'tap';
 import {
-  decide, initialState, isTerminal, GENERATION_STATUSES, MAX_ATTEMPTS, TERMINAL_STATUSES,
+  decide, initialState, isTerminal, GENERATION_STATUSES, MAX_ATTEMPTS, MAX_NOTES, TERMINAL_STATUSES,
   type GenerationCommand, type GenerationState, type GenerationStatus,
 } from '../../actors/generation/state.ts';
 
@@ -106,11 +106,12 @@ t.test('every out-of-order step is refused and leaves the state as it was', asyn
   const commands: GenerationCommand[] = [
     { type: 'reserve' }, { type: 'submitted', providerJobId: 'p' }, { type: 'started' },
     { type: 'succeed', outputs: { outputAssetIds: [] } }, { type: 'fail', errorCode: 'x', errorMessage: 'y' },
-    { type: 'cancel', by: 'operator' }, { type: 'expire' }, { type: 'resume', maxAttempts: MAX_ATTEMPTS },
+    { type: 'cancel', by: 'operator' }, { type: 'expire' }, { type: 'resume', maxAttempts: MAX_ATTEMPTS, lookUp: false },
+    { type: 'note', detail: 'n' },
   ];
   const allowed: Record<GenerationCommand['type'], GenerationStatus[]> = {
     reserve: ['queued'], submitted: ['reserved', 'submitted', 'running'], started: ['submitted'], succeed: ['running'],
-    resume: ['reserved', 'submitted', 'running'],
+    resume: ['reserved', 'submitted', 'running'], note: ['submitted', 'running'],
     fail: ['queued', 'reserved', 'submitted', 'running'], cancel: ['queued', 'reserved', 'submitted', 'running'], expire: ['queued'],
   };
   for (const status of GENERATION_STATUSES) {
@@ -133,7 +134,7 @@ t.test('resume after a restart: an in-flight job is handed to its provider again
   t.equal(drive(at.reserved).attempts, 1, 'reserving counts the first hand-over, before it is made');
   for (const status of ['reserved', 'submitted', 'running'] as const) {
     const before = drive(at[status]);
-    const decision = decide(before, { type: 'resume', maxAttempts: 3 }, T0 + 5);
+    const decision = decide(before, { type: 'resume', maxAttempts: 3, lookUp: false }, T0 + 5);
     t.ok(decision.ok, `resume from ${status}`);
     if (!decision.ok) continue;
     t.equal(decision.state.status, status, 'the status never goes back');
@@ -144,7 +145,7 @@ t.test('resume after a restart: an in-flight job is handed to its provider again
   }
   // The provider takes the job again: a job still reserved moves on, one further along keeps its status and learns the new id.
   const resubmitted = (status: 'reserved' | 'submitted' | 'running') => {
-    const d = decide(drive(at[status]), { type: 'resume', maxAttempts: 3 }, T0);
+    const d = decide(drive(at[status]), { type: 'resume', maxAttempts: 3, lookUp: false }, T0);
     if (!d.ok) throw new Error(d.message);
     return d.state;
   };
@@ -167,12 +168,12 @@ t.test('resume past the attempt limit fails with attempts_exhausted and releases
   t.equal(MAX_ATTEMPTS, 3, 'the documented limit');
   let state = drive(at.running);
   for (let attempt = 2; attempt <= MAX_ATTEMPTS; attempt++) {
-    const d = decide(state, { type: 'resume', maxAttempts: MAX_ATTEMPTS }, T0);
+    const d = decide(state, { type: 'resume', maxAttempts: MAX_ATTEMPTS, lookUp: false }, T0);
     if (!d.ok) throw new Error(d.message);
     t.equal(d.state.attempts, attempt);
     state = d.state;
   }
-  const last = decide(state, { type: 'resume', maxAttempts: MAX_ATTEMPTS }, T0);
+  const last = decide(state, { type: 'resume', maxAttempts: MAX_ATTEMPTS, lookUp: false }, T0);
   t.ok(last.ok);
   if (!last.ok) return;
   t.equal(last.state.status, 'failed');
@@ -181,14 +182,14 @@ t.test('resume past the attempt limit fails with attempts_exhausted and releases
   t.notMatch(last.state.errorMessage, /;/);
   t.equal(last.state.attempts, MAX_ATTEMPTS, 'no attempt is counted for a hand-over not made');
   t.same(last.effects, [{ type: 'release_credits' }, { type: 'free_slot' }, { type: 'emit', event: 'generation.failed' }]);
-  t.notOk(decide(drive(at.queued), { type: 'resume', maxAttempts: MAX_ATTEMPTS }, T0).ok, 'a queued job is not resumed: it waits for a slot');
+  t.notOk(decide(drive(at.queued), { type: 'resume', maxAttempts: MAX_ATTEMPTS, lookUp: false }, T0).ok, 'a queued job is not resumed: it waits for a slot');
 });
 
 t.test('the attempts_exhausted message counts the attempts in words that agree with the number', async (t) => {
-  const once = decide(drive(at.reserved), { type: 'resume', maxAttempts: 1 }, T0);
+  const once = decide(drive(at.reserved), { type: 'resume', maxAttempts: 1, lookUp: false }, T0);
   t.ok(once.ok);
   if (once.ok) t.match(once.state.errorMessage, /handed to its provider 1 time \(the limit is 1\)/);
-  const twice = decide(drive([...at.reserved, { type: 'resume', maxAttempts: 2 }]), { type: 'resume', maxAttempts: 2 }, T0);
+  const twice = decide(drive([...at.reserved, { type: 'resume', maxAttempts: 2, lookUp: false }]), { type: 'resume', maxAttempts: 2, lookUp: false }, T0);
   t.ok(twice.ok);
   if (twice.ok) t.match(twice.state.errorMessage, /handed to its provider 2 times \(the limit is 2\)/);
 });
@@ -200,6 +201,45 @@ t.test('cancel asks the provider to stop only a job it holds under a known id', 
   };
   t.same(cancelAtProvider(at.submitted), [{ type: 'cancel_at_provider', providerJobId: 'p1' }], 'submitted under p1');
   t.same(cancelAtProvider(at.running), [{ type: 'cancel_at_provider', providerJobId: 'p1' }], 'running under p1');
-  t.same(cancelAtProvider([...at.submitted, { type: 'resume', maxAttempts: 3 }]), [], 'resubmitted after a restart, no id yet: nothing to stop');
+  t.same(cancelAtProvider([...at.submitted, { type: 'resume', maxAttempts: 3, lookUp: false }]), [], 'resubmitted after a restart, no id yet: nothing to stop');
   t.same(cancelAtProvider(at.reserved), [], 'reserved: not at the provider yet');
+});
+
+t.test('a job its provider can look up is followed after a restart, never handed over again', async (t) => {
+  for (const status of ['submitted', 'running'] as const) {
+    const before = drive(at[status]);
+    const d = decide(before, { type: 'resume', maxAttempts: MAX_ATTEMPTS, lookUp: true }, T0 + 5);
+    t.ok(d.ok, status);
+    if (!d.ok) continue;
+    t.same(d.effects, [{ type: 'follow_at_provider', providerJobId: 'p1' }], `${status}: followed under its id`);
+    t.equal(d.state.attempts, before.attempts, 'no new attempt is counted');
+    t.equal(d.state.providerJobId, 'p1', 'its id is kept');
+    t.equal(d.state.status, status, 'its status stays');
+    t.equal(d.state.timeline.at(-1)?.detail, 'followed at its provider after a restart');
+  }
+  // Reserved: the provider never accepted it (no id written): handed over as before.
+  const reserved = decide(drive(at.reserved), { type: 'resume', maxAttempts: MAX_ATTEMPTS, lookUp: true }, T0);
+  t.ok(reserved.ok && reserved.effects.some((e) => e.type === 'submit_to_provider'), 'reserved: handed over');
+  // Even past the attempts a followed job is not failed: following it costs no new run.
+  let state = drive(at.running);
+  state = { ...state, attempts: MAX_ATTEMPTS };
+  const followed = decide(state, { type: 'resume', maxAttempts: MAX_ATTEMPTS, lookUp: true }, T0);
+  t.ok(followed.ok && followed.state.status === 'running', 'past the attempts, still followed');
+});
+
+t.test('provider notes go into the timeline, bounded, without a change of state', async (t) => {
+  const running = drive(at.running);
+  const noted = decide(running, { type: 'note', detail: 'queue position 3' }, T0);
+  t.ok(noted.ok);
+  if (!noted.ok) return;
+  t.same(noted.effects, [], 'no effect');
+  t.same(noted.state.timeline.at(-1), { status: 'running', at: new Date(T0).toISOString(), detail: 'queue position 3' });
+  t.notOk(decide(noted.state, { type: 'note', detail: 'queue position 3' }, T0).ok, 'the same note twice in a row is left out');
+  let state = noted.state;
+  for (let i = 0; i < 40; i++) {
+    const d = decide(state, { type: 'note', detail: `line ${i}` }, T0);
+    if (d.ok) state = d.state;
+  }
+  t.equal(state.timeline.filter((e) => e.status === 'running' && e.detail !== undefined).length, MAX_NOTES, `at most ${MAX_NOTES} notes per status`);
+  t.notOk(decide(drive(at.reserved), { type: 'note', detail: 'x' }, T0).ok, 'no note before the provider has the job');
 });

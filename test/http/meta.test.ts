@@ -31,7 +31,8 @@ t.test('GET /health/ready is 503 until recovery has finished, then 200', async (
   await server.recovered;
   const after = await server.json('/health/ready');
   t.equal(after.status, 200);
-  t.same(after.body, { status: 'ready', checks: { database: 'ok', recovery: 'done' } });
+  t.same(after.body, { status: 'ready', checks: { database: 'ok', recovery: 'done' }, catalog: { version: server.services.catalog.version } });
+  t.match(after.body.catalog.version, /^[0-9a-f]{16}$/, 'the catalog version, a hash');
 });
 
 t.test('GET /health/ready is 503 when recovery failed, and when the database does not answer', async (t) => {

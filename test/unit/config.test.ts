@@ -1,4 +1,5 @@
 import t from 'tap';
+import { readProviderSettings } from '../../providers/kinds.ts';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -52,14 +53,17 @@ t.test('every bad value is reported at once, each with its own message', async (
   }
 });
 
-t.test('the OpenAI-compatible provider: off unless OPENAI_BASE_URL is set; the key is then required', async (t) => {
-  t.equal(loadConfig({}).openai, undefined);
-  t.same(loadConfig({ OPENAI_BASE_URL: 'http://127.0.0.1:9999/v1/', OPENAI_API_KEY: 'sk-x', OPENAI_MAX_CONCURRENT_JOBS: '4' }).openai, {
-    baseUrl: 'http://127.0.0.1:9999/v1', apiKey: 'sk-x', chatModel: 'gpt-4o-mini', imageModel: 'dall-e-3', timeoutMs: 120_000, maxConcurrentJobs: 4,
-  });
-  t.equal(loadConfig({ OPENAI_BASE_URL: 'https://x.example/v1', OPENAI_API_KEY: 'k' }).openai?.maxConcurrentJobs, undefined, '0 or unset: no limit');
-  t.throws(() => loadConfig({ OPENAI_BASE_URL: 'https://x.example/v1' }), /OPENAI_API_KEY: required when OPENAI_BASE_URL is set/);
-  t.throws(() => loadConfig({ OPENAI_BASE_URL: 'ftp://x', OPENAI_API_KEY: 'k', OPENAI_TIMEOUT_MS: '5' }), /OPENAI_BASE_URL[\s\S]*OPENAI_TIMEOUT_MS|OPENAI_TIMEOUT_MS[\s\S]*OPENAI_BASE_URL/);
+t.test('provider kinds: each off unless configured; every problem of every kind named, no secret in it', async (t) => {
+  t.same([...readProviderSettings({}).settings.keys()], [], 'nothing configured: only the built-in local provider runs jobs');
+  const configured = readProviderSettings({ OPENAI_BASE_URL: 'http://127.0.0.1:9999/v1/', OPENAI_API_KEY: 'sk-x', REPLICATE_API_TOKEN: 'r8_abc' });
+  t.same([...configured.settings.keys()].sort(), ['openai', 'replicate']);
+  t.same(configured.problems, []);
+  const wrong = readProviderSettings({ OPENAI_BASE_URL: 'https://x.example/v1', FAL_KEY: 'k', FAL_WEBHOOK_JWKS: 'not json {', COG_BASE_URL: 'http://cog:5000' });
+  t.match(wrong.problems.join('\n'), /OPENAI_API_KEY/);
+  t.match(wrong.problems.join('\n'), /FAL_WEBHOOK_JWKS/);
+  t.match(wrong.problems.join('\n'), /COG_WEBHOOK_SECRET/);
+  t.notOk(wrong.settings.has('openai') || wrong.settings.has('cog'), 'a kind with a problem is not configured');
+  t.notOk(wrong.problems.join('\n').includes('not json {'), 'no value of a secret in a problem');
   t.equal(loadConfig({ LOCAL_PROVIDER_MAX_CONCURRENT_JOBS: '3' }).generations.localMaxConcurrentJobs, 3);
   t.equal(loadConfig({}).generations.localMaxConcurrentJobs, undefined);
 });

@@ -974,6 +974,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/providers/{deployment}/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A provider's events about the jobs of one catalog deployment (Replicate, fal, Cog webhooks), verified before anything changes
+         * @description Where a provider sends its events about the jobs of one catalog deployment: Replicate's Standard Webhooks signature (webhook-id, webhook-timestamp, webhook-signature), fal's ED25519 signature (X-Fal-Webhook-*), or Cog's per-job token in the query. A bad signature is 400 and changes nothing; an event for an unknown job is acknowledged and ignored; any node takes an event and hands it to the node that runs the job.
+         */
+        post: operations["receiveProviderJobEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/stats/public": {
         parameters: {
             query?: never;
@@ -7360,6 +7380,80 @@ export interface operations {
                             walletCentsPerCredit: number;
                         }[];
                     };
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    receiveProviderJobEvent: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                deployment: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/octet-stream": string;
+            };
+        };
+        responses: {
+            "4XX": components["responses"]["ClientError"];
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description false for an event this node already took, or one about a job it does not know (acknowledged and ignored). */
+                        applied: boolean;
+                        /** @constant */
+                        received: true;
+                    };
+                };
+            };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not found. Codes: `not_found`: no such resource, or one the caller may not see (answered exactly as a missing one). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The request body is too large. Codes: `payload_too_large`: The request body is too large. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
             /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
