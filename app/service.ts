@@ -68,6 +68,7 @@ import { startDeliveryRetention } from '../actors/webhook/retention.ts';
 import { startIdempotencyKeyPurge } from '../actors/workspace/idempotency-retention.ts';
 import { startSessionPurge } from '../http/auth/session-retention.ts';
 import { LiveEvents } from '../runtime/live-events.ts';
+import { createBreakers } from '../providers/routing/breaker-store.ts';
 import { toGenerationDetailOut } from '../http/routes/generations/shape.ts';
 
 /** Connections of the cluster node's own pool (rounds run one at a time; handovers beside them). */
@@ -339,6 +340,8 @@ export async function startService(options: StartOptions): Promise<RunningServic
     config, publicUrl: config.baseUrl, version: packageJson.version, engine, clock, logger, tracer: telemetry.tracer, metrics, db, writer, actors, health,
     redis, limiter, loginAttempts, keyCache, keyUsage, blobs, switches, webhookSecrets, catalogSource, providers,
     get catalog() { return catalogSource.current; },
+    // Circuit breakers of the deployments, shared through Redis when there is one (docs/routing.md).
+    breakers: createBreakers({ redis, prefix: config.redisKeyPrefix, clock, logger, metrics: metrics?.breakers, deployments: () => catalogSource.current.deployments().map((d) => d.id) }),
     billing: { provider: paymentProvider, local: paymentProvider, renewals }, live,
   };
   const closeShared = async () => {

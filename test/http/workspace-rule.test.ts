@@ -35,9 +35,9 @@ t.test('every route that acts on a workspace declares workspaceId in its query a
       t.ok(JSON.stringify(operation?.requestBody ?? {}).includes('"workspaceId"'), `${where}: workspaceId in the documented body`);
     }
   }
-  // What the rule leaves out acts on no workspace: the caller's own account, the platform-wide stop, public routes.
+  // What the rule leaves out acts on no workspace: the caller's own account, the platform-wide stop and breakers, public routes.
   const exempt = routes.filter((r) => !actsOnWorkspace(r) && r.access !== 'public').map((r) => `${r.method} ${r.path}`);
-  for (const where of exempt) t.match(where, /^(GET|POST|PATCH|DELETE) \/v1\/(me|invitations\/accept|generations\/emergency-stop|auth\/logout|workspaces$)/, `${where} is exempt`);
+  for (const where of exempt) t.match(where, /^(GET|POST|PATCH|DELETE) \/v1\/(me|invitations\/accept|generations\/emergency-stop|breakers$|auth\/logout|workspaces$)/, `${where} is exempt`);
 });
 
 t.test('walked over the route table: a key naming no workspace is refused; workspaceId in the query or in the body is accepted', async (t) => {
