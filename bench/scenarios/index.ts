@@ -46,6 +46,10 @@ scenarios.push(usageHistory);
 import { latency, latencyCluster } from './latency.ts';
 scenarios.push(latency, latencyCluster);
 
+// One outside client's sequential creates through Node's fetch, against the latency scenario's client and a bare socket.
+import { clientLatency } from './client-latency.ts';
+scenarios.push(clientLatency);
+
 // The cost of observability: metrics on vs off and tracing on vs off, GET /v1 and creates, each pair in the same run.
 // Tracing is measured twice: spans to a no-op exporter (the request path's cost), and exported by OTLP.
 import { metricsCostCreate, metricsCostIdentity, tracingCostCreate, tracingCostIdentity, tracingExportCostCreate, tracingExportCostIdentity } from './observability.ts';
@@ -53,3 +57,7 @@ scenarios.push(metricsCostIdentity, tracingCostIdentity, tracingExportCostIdenti
 // Live streams: memory per idle SSE stream (10,000 held) and the fan-out rate, vs raw uWS holding SSE responses.
 import { streams } from './streams.ts';
 scenarios.push(streams);
+
+// Fair shares of one provider slot: a workspace's single job behind another's 20 (job-times), and 1,000 grants between weights 3 and 1.
+import { fairness, fairnessWeights } from './fairness.ts';
+scenarios.push(fairness, fairnessWeights);

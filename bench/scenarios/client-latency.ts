@@ -1,0 +1,221 @@
+import net from 'node:net';
+import { Agent, request } from 'undici';
+import { round } from '../lib/load.ts';
+import { backendPids, scratchDatabase, type ScratchDatabase } from '../lib/postgres.ts';
+import { processCpuSeconds, processesCpuSeconds } from '../lib/processes.ts';
+import type { ExtraServer, LoadSummary, Scenario } from '../lib/types.ts';
+import { measuredSummary } from '../lib/types.ts';
+import { benchWorkspaces } from './generations.ts';
+
+type BenchWorkspace = Awaited<ReturnType<typeof benchWorkspaces>>[number];
+
+/**
+ * One outside client as users run one, on PostgreSQL: Node's global fetch (undici inside, keep-alive), one
+ * create after another with a Bearer key and a JSON body, jobs held at the provider so they stay unfinished.
+ * In the same run and on the same service, the same creates from the `latency` scenario's client (undici's
+ * request on an Agent of one connection) and from a bare socket writing HTTP/1.1 by hand (no client library:
+ * what is left is the service's own time and the loopback).
+ *
+ * The creates go to one team-plan workspace at a time, as one user's would: the first 50 of each take its
+ * job slots (their jobs start and are held), the rest queue; after CREATES_PER_WORKSPACE the next
+ * workspace takes over (a workspace holds 500 unfinished jobs). The clients take workspaces in turn, so the
+ * drift of a shared machine falls on each alike.
+ */
+const CREATES_PER_WORKSPACE = Number(process.env.BENCH_CLIENT_LATENCY_CREATES ?? 450);
+/** The p50 an outside client's sequential creates should stay under on an idle machine. */
+const P50_TARGET_MS = 1.5;
+const WORKSPACES_AT_ONCE = 8;
+
+type ClientName = 'fetch' | 'undici' | 'socket';
+
+/** One create; resolves with the answer's status once its whole body is read. */
+type Create = (ws: BenchWorkspace) => Promise<number>;
+
+interface Client {
+  name: ClientName;
+  create: Create;
+  close(): Promise<void>;
+}
+
+function fetchClient(url: string): Client {
+  return {
+    name: 'fetch',
+    async create(ws) {
+      const res = await fetch(`${url}/v1/generations`, {
+        method: 'POST', headers: { authorization: `Bearer ${ws.key}`, 'content-type': 'application/json' }, body: ws.body,
+      });
+      await res.text();
+      return res.status;
+    },
+    close: async () => {},
+  };
+}
+
+/** The `latency` scenario's client. */
+function undiciClient(url: string): Client {
+  const agent = new Agent({ connections: 1 });
+  return {
+    name: 'undici',
+    async create(ws) {
+      const res = await request(`${url}/v1/generations`, {
+        method: 'POST', headers: { authorization: `Bearer ${ws.key}`, 'content-type': 'application/json' }, body: ws.body, dispatcher: agent,
+      });
+      await res.body.dump();
+      return res.statusCode;
+    },
+    close: () => agent.close(),
+  };
+}
+
+/** HTTP/1.1 written by hand on one kept-alive socket (answers have a Content-Length: the service's do). */
+async function socketClient(url: string): Promise<Client> {
+  const { hostname, port } = new URL(url);
+  const socket = net.connect(Number(port), hostname);
+  socket.setNoDelay(true);
+  await new Promise<void>((resolve, reject) => socket.once('connect', resolve).once('error', reject));
+  let received: Buffer = Buffer.alloc(0);
+  let answered: ((status: number) => void) | undefined;
+  let failed: ((error: Error) => void) | undefined;
+  socket.on('data', (chunk: Buffer) => {
+    received = received.length === 0 ? chunk : Buffer.concat([received, chunk]);
+    const end = received.indexOf('\r\n\r\n');
+    if (end < 0) return;
+    const head = received.subarray(0, end).toString('latin1');
+    const length = Number(/\r\ncontent-length: *(\d+)/i.exec(head)?.[1] ?? 0);
+    if (received.length < end + 4 + length) return;
+    received = received.subarray(end + 4 + length);
+    answered?.(Number(head.slice(9, 12)));
+  });
+  socket.on('error', (error) => failed?.(error));
+  socket.on('close', () => failed?.(new Error('the service closed the connection')));
+  return {
+    name: 'socket',
+    create: (ws) => new Promise<number>((resolve, reject) => {
+      answered = resolve;
+      failed = reject;
+      socket.write(`POST /v1/generations HTTP/1.1\r\nhost: ${hostname}:${port}\r\nauthorization: Bearer ${ws.key}\r\n`
+        + `content-type: application/json\r\ncontent-length: ${Buffer.byteLength(ws.body)}\r\n\r\n${ws.body}`);
+    }),
+    close: async () => { socket.destroy(); },
+  };
+}
+
+interface Tally {
+  latencies: number[];
+  errors: number;
+  wallS: number;
+  creates: number;
+  serviceCpuS: number;
+  databaseCpuS: number;
+  clientCpuUs: number;
+}
+
+const emptyTally = (): Tally => ({ latencies: [], errors: 0, wallS: 0, creates: 0, serviceCpuS: 0, databaseCpuS: 0, clientCpuUs: 0 });
+
+/** Fills one workspace with `count` creates from `client`, one after another; adds to `tally`. */
+async function fillWorkspace(client: Client, ws: BenchWorkspace, count: number, server: ExtraServer, db: ScratchDatabase, tally: Tally): Promise<void> {
+  const backends = await backendPids(db);
+  const dbBefore = processesCpuSeconds(backends);
+  const serviceBefore = processCpuSeconds(server.pid);
+  const clientBefore = process.cpuUsage();
+  const t0 = performance.now();
+  for (let i = 0; i < count; i++) {
+    const sent = performance.now();
+    try {
+      const status = await client.create(ws);
+      if (status === 201) tally.latencies.push(performance.now() - sent);
+      else tally.errors++;
+    } catch {
+      tally.errors++;
+    }
+  }
+  tally.wallS += (performance.now() - t0) / 1000;
+  tally.creates += count;
+  const clientCpu = process.cpuUsage(clientBefore);
+  tally.clientCpuUs += clientCpu.user + clientCpu.system;
+  const serviceAfter = processCpuSeconds(server.pid);
+  if (serviceBefore !== undefined && serviceAfter !== undefined) tally.serviceCpuS += serviceAfter - serviceBefore;
+  const dbAfter = processesCpuSeconds(backends);
+  for (const [pid, s] of dbAfter) tally.databaseCpuS += s - (dbBefore.get(pid) ?? s);
+}
+
+function quantile(sorted: number[], p: number): number {
+  return round(sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN, 2);
+}
+
+function figures(t: Tally) {
+  const sorted = [...t.latencies].sort((a, b) => a - b);
+  const perCreate = (s: number) => (t.creates === 0 ? NaN : Math.round((s * 1e6) / t.creates));
+  return {
+    rate: t.wallS === 0 ? 0 : t.latencies.length / t.wallS,
+    p50: quantile(sorted, 50), p90: quantile(sorted, 90), p99: quantile(sorted, 99), max: quantile(sorted, 100),
+    mean: round(sorted.reduce((a, b) => a + b, 0) / Math.max(1, sorted.length), 2),
+    serviceUs: perCreate(t.serviceCpuS), databaseUs: perCreate(t.databaseCpuS), clientUs: t.creates === 0 ? NaN : Math.round(t.clientCpuUs / t.creates),
+  };
+}
+
+function summary(name: string, t: Tally): LoadSummary {
+  const f = figures(t);
+  return measuredSummary({
+    title: `one client (${name}), sequential durable POST /v1/generations, keep-alive (PostgreSQL)`,
+    url: '/v1/generations', method: 'POST', connections: 1, durationS: round(t.wallS, 2), reqPerSec: round(f.rate, 1),
+    totalRequests: t.latencies.length, latencyMs: { mean: f.mean, p50: f.p50, p90: f.p90, p99: f.p99, max: f.max },
+    errors: t.errors, serverCpuUsPerRequest: f.serviceUs,
+  });
+}
+
+export const clientLatency: Scenario = {
+  name: 'client-latency',
+  description: `one outside client's sequential creates through Node's fetch vs the latency scenario's client and a bare socket, same service and run (PostgreSQL, jobs held)`,
+  async run(ctx) {
+    const db = await scratchDatabase();
+    let server: ExtraServer | undefined;
+    const clients: Client[] = [];
+    try {
+      server = await ctx.startService('service (client latency, provider latency 10 minutes)', {
+        DATABASE_URL: db.url, RATE_LIMIT_TEAM: '1000000', LOCAL_PROVIDER_LATENCY_MS: '600000',
+      });
+      clients.push(fetchClient(server.url), undiciClient(server.url), await socketClient(server.url));
+      const spare: BenchWorkspace[] = [];
+      let used = 0;
+      const nextWorkspace = async (): Promise<BenchWorkspace> => {
+        if (spare.length === 0) spare.push(...await benchWorkspaces(server!, db, WORKSPACES_AT_ONCE));
+        used++;
+        return spare.shift()!;
+      };
+      // Warm-up (discarded): one workspace's worth from each client.
+      for (const client of clients) await fillWorkspace(client, await nextWorkspace(), Math.min(CREATES_PER_WORKSPACE, 200), server, db, emptyTally());
+      const tallies = new Map<ClientName, Tally>(clients.map((c) => [c.name, emptyTally()]));
+      ctx.log(`client latency: ${CREATES_PER_WORKSPACE} creates per workspace, clients in turn, until each has run ${ctx.options.durationS} s`);
+      while ([...tallies.values()].some((t) => t.wallS < ctx.options.durationS)) {
+        for (const client of clients) {
+          const tally = tallies.get(client.name)!;
+          if (tally.wallS < ctx.options.durationS) await fillWorkspace(client, await nextWorkspace(), CREATES_PER_WORKSPACE, server, db, tally);
+        }
+      }
+      const [viaFetch, viaUndici, viaSocket] = (['fetch', 'undici', 'socket'] as const).map((n) => figures(tallies.get(n)!));
+      for (const [name, f] of [['fetch', viaFetch!], ['undici', viaUndici!], ['socket', viaSocket!]] as const) {
+        ctx.log(`client latency, ${name}: ${Math.round(f.rate)} creates/s, p50 ${f.p50} ms, p90 ${f.p90} ms, p99 ${f.p99} ms; CPU per create: service ${f.serviceUs} µs, database ${f.databaseUs} µs, client ${f.clientUs} µs`);
+      }
+      const result = summary('Node fetch', tallies.get('fetch')!);
+      const baseline = summary("undici request, the latency scenario's client", tallies.get('undici')!);
+      const line = (name: string, f: ReturnType<typeof figures>) => `${name}: ${round(f.rate, 1)} creates/s, p50 ${f.p50} ms, p90 ${f.p90} ms, p99 ${f.p99} ms, max ${f.max} ms; `
+        + `CPU per create: the service ${f.serviceUs} µs, the database's backends ${f.databaseUs} µs, the client ${f.clientUs} µs`;
+      return {
+        result,
+        baseline,
+        notes: [
+          `${used} team-plan workspaces, ${CREATES_PER_WORKSPACE} creates into each from one client (its first 50 jobs start and are held by a 10-minute provider latency, the rest queue), the three clients in turn, each measured for ${ctx.options.durationS} s at least`,
+          line('Node fetch', viaFetch!),
+          line("undici request (the latency scenario's client)", viaUndici!),
+          line('a bare socket (HTTP/1.1 by hand: the service and the loopback alone)', viaSocket!),
+          `fetch ÷ undici request: creates/s ${(viaFetch!.rate / viaUndici!.rate).toFixed(2)}, p50 ${(viaFetch!.p50 / viaUndici!.p50).toFixed(2)}×; fetch p50 ${viaFetch!.p50} ms against ${P50_TARGET_MS} ms: ${viaFetch!.p50 <= P50_TARGET_MS ? 'met' : 'not met'} (the target is for an idle machine: see the run's load average)`,
+        ],
+      };
+    } finally {
+      for (const client of clients) await client.close().catch(() => {});
+      await server?.stop();
+      await db.drop();
+    }
+  },
+};
