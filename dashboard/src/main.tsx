@@ -12,6 +12,7 @@ import { GenerationPage, GenerationsPage } from './pages/generations.tsx';
 import { AssetsPage } from './pages/assets.tsx';
 import { WebhooksPage } from './pages/webhooks.tsx';
 import { UsagePage } from './pages/usage.tsx';
+import { ProviderHealthPage } from './pages/provider-health.tsx';
 
 const NAV: Array<[path: string, label: string]> = [
   ['/', 'Usage'],
@@ -21,11 +22,12 @@ const NAV: Array<[path: string, label: string]> = [
   ['/keys', 'API keys'],
   ['/webhooks', 'Webhooks'],
   ['/workspaces', 'Workspaces'],
+  ['/provider-health', 'Provider health'],
 ];
 
 const TITLES: Record<string, string> = {
   '/': 'Usage', '/playground': 'Playground', '/generations': 'Generations', '/assets': 'Assets', '/keys': 'API keys',
-  '/webhooks': 'Webhooks', '/workspaces': 'Workspaces', '/login': 'Log in', '/signup': 'Sign up',
+  '/webhooks': 'Webhooks', '/workspaces': 'Workspaces', '/provider-health': 'Provider health', '/login': 'Log in', '/signup': 'Sign up',
 };
 
 function Page({ path }: { path: string }) {
@@ -39,6 +41,7 @@ function Page({ path }: { path: string }) {
     case '/keys': return <KeysPage />;
     case '/webhooks': return <WebhooksPage />;
     case '/workspaces': return <WorkspacesPage />;
+    case '/provider-health': return <ProviderHealthPage />;
     default: return <main><h1>Not found</h1><p>There is no page at {path}. <Link href="/">Go to the dashboard</Link>.</p></main>;
   }
 }

@@ -498,6 +498,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/breakers": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The circuit breaker of every provider deployment (operator information; any valid key or session)
+         * @description Each catalog deployment's circuit breaker as the cluster shares it: its state, the failures in its window and when an open one lets a job through again. Like the emergency stop's state, any valid API key or session may read it; it names no upstream target and no secret.
+         */
+        get: operations["listBreakers"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/catalog/public": {
         parameters: {
             query?: never;
@@ -4267,6 +4287,89 @@ export interface operations {
             default: components["responses"]["Error"];
         };
     };
+    listBreakers: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            "4XX": components["responses"]["ClientError"];
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * Format: date-time
+                         * @description The time of the reading.
+                         */
+                        at: string;
+                        /** @description Every deployment of the catalog, in its order. */
+                        breakers: {
+                            /** @description Counted outcomes in the sliding window now (closed only). */
+                            calls: number;
+                            /** @description The cool-down of the last opening by failures (doubled by each failed half-open job); 0 once closed. */
+                            cooldownMs: number;
+                            /** @description The catalog deployment. */
+                            deploymentId: string;
+                            /** @description failures / calls, 0 when there are none. */
+                            failureRatio: number;
+                            /** @description Of those, failures. */
+                            failures: number;
+                            /** @description The model it serves. */
+                            modelId: string;
+                            /** @description While open: when the cool-down ends. */
+                            openUntil: string | null;
+                            /** @description Half-open: a job holds the one ticket and its outcome is awaited. */
+                            probing: boolean;
+                            /** @description Its provider kind (`local`, `openai`, `replicate`, `cog`, `fal`, `comfyui`). */
+                            provider: string;
+                            /** @description `closed`: jobs go; `open`: none go until `openUntil`; `half_open`: the cool-down is over and one job at a time is let through to try it. */
+                            state: "closed" | "open" | "half_open";
+                        }[];
+                    };
+                };
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: The service cannot serve this request right now (its database is unreachable, or the workspace is moving between nodes); retry shortly. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
     getPublicCatalog: {
         parameters: {
             query?: never;
@@ -5183,6 +5286,13 @@ export interface operations {
                              * @description Last change of state.
                              */
                             updatedAt: string;
+                            /** @description A token-priced generation's tokens, once it succeeded; what its `credits` were charged by. */
+                            usage?: {
+                                /** @description Tokens of the prompt and system prompt. */
+                                inputTokens: number;
+                                /** @description Tokens of the answer. */
+                                outputTokens: number;
+                            };
                             workspaceId: string;
                         }[];
                         /** @description Pass as cursor for the next page; null on the last page. */
@@ -5378,6 +5488,13 @@ export interface operations {
                          * @description Last change of state.
                          */
                         updatedAt: string;
+                        /** @description A token-priced generation's tokens, once it succeeded; what its `credits` were charged by. */
+                        usage?: {
+                            /** @description Tokens of the prompt and system prompt. */
+                            inputTokens: number;
+                            /** @description Tokens of the answer. */
+                            outputTokens: number;
+                        };
                         workspaceId: string;
                     };
                 };
@@ -5583,6 +5700,13 @@ export interface operations {
                          * @description Last change of state.
                          */
                         updatedAt: string;
+                        /** @description A token-priced generation's tokens, once it succeeded; what its `credits` were charged by. */
+                        usage?: {
+                            /** @description Tokens of the prompt and system prompt. */
+                            inputTokens: number;
+                            /** @description Tokens of the answer. */
+                            outputTokens: number;
+                        };
                         workspaceId: string;
                     };
                 };
@@ -5754,6 +5878,13 @@ export interface operations {
                          * @description Last change of state.
                          */
                         updatedAt: string;
+                        /** @description A token-priced generation's tokens, once it succeeded; what its `credits` were charged by. */
+                        usage?: {
+                            /** @description Tokens of the prompt and system prompt. */
+                            inputTokens: number;
+                            /** @description Tokens of the answer. */
+                            outputTokens: number;
+                        };
                         workspaceId: string;
                     };
                 };
@@ -6077,6 +6208,13 @@ export interface operations {
                                  * @description Last change of state.
                                  */
                                 updatedAt: string;
+                                /** @description A token-priced generation's tokens, once it succeeded; what its `credits` were charged by. */
+                                usage?: {
+                                    /** @description Tokens of the prompt and system prompt. */
+                                    inputTokens: number;
+                                    /** @description Tokens of the answer. */
+                                    outputTokens: number;
+                                };
                                 workspaceId: string;
                             };
                             /** @description True when the item repeats an earlier request with the same idempotencyKey: `body` is its generation. */
