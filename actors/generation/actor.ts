@@ -101,8 +101,10 @@ export const generationActor: ActorBehavior<GenerationActorState, GenerationMess
       case 'provider_update':
         return providerUpdate(state, row, msg.update, ctx);
       case 'provider_event': {
-        // Only for the job its provider runs under that id now; the adapter following it reports what it means.
-        if (row.providerJobId === msg.providerJobId) depsOf(ctx).providers.forJob(row)?.deliverEvent?.(msg.providerJobId, msg.payload);
+        // Only for the job its provider runs under that id now; the adapter following it reports what it means. A
+        // provider that runs the job under our own id (Cog) may send its first event before that id is written.
+        const ours = row.providerJobId === msg.providerJobId || (row.providerJobId === null && msg.providerJobId === row.id);
+        if (ours) depsOf(ctx).providers.forJob(row)?.deliverEvent?.(msg.providerJobId, msg.payload);
         return { state };
       }
     }

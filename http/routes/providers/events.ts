@@ -38,8 +38,12 @@ export const receiveProviderJobEvent = defineRoute({
     const query = Object.fromEntries(new URLSearchParams(ctx.rawQuery));
     const verified = provider.verifyEvent({ headers: lowerCased(headers), body: raw, query, now: services.clock.now() });
     if (!verified.ok) throw new ApiError('validation_error', `The event was refused: ${verified.message}`);
+    // A provider that runs the job under our own id (Cog) may post its start before the id is written (the
+    // answer to its submission and the event race): the job, still reserved, is found by that id too.
     const [job] = await boundQuery<{ id: string; workspace_id: string }>(services.db.em(),
-      `select id, workspace_id from generations where provider_job_id = ? and deployment_id = ? and status in ('submitted', 'running')`, [verified.providerJobId, params.deployment]);
+      `select id, workspace_id from generations where deployment_id = ? and (
+         (provider_job_id = ? and status in ('submitted', 'running')) or (id = ? and provider_job_id is null and status = 'reserved'))`,
+      [params.deployment, verified.providerJobId, verified.providerJobId]);
     if (!job) return { body: { received: true, applied: false } };
     // Cluster mode: the node that runs the job's workspace takes it; the very bytes received go there.
     const elsewhere = await placeReadBody(ctx, job.workspace_id, raw);
