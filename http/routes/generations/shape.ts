@@ -38,6 +38,12 @@ export const TimelineEntryOut = Type.Object({
   detail: Type.Optional(Type.String({ description: 'Why, when there is more to say (e.g. who cancelled, the provider error).' })),
 }, { additionalProperties: false });
 
+/** The tokens a text generation used, as its provider reported them (or their upper bounds when it reported none). */
+export const TokenUsageOut = Type.Object({
+  inputTokens: Type.Integer({ minimum: 0, description: 'Tokens of the prompt and system prompt.' }),
+  outputTokens: Type.Integer({ minimum: 0, description: 'Tokens of the answer.' }),
+}, { additionalProperties: false, description: 'A token-priced generation\'s tokens, once it succeeded; what its `credits` were charged by.' });
+
 const generationFields = {
   id: Type.String({ description: 'gen_…' }),
   workspaceId: Type.String(),
@@ -58,6 +64,7 @@ const generationFields = {
   inputs: GenerationInputsOut,
   paymentMode: PaymentModeName,
   project: Nullable(Type.String(), 'Free label given at creation; a list filter.'),
+  usage: Type.Optional(TokenUsageOut),
 };
 
 /** A generation as lists show it. */
@@ -127,6 +134,7 @@ export function toGenerationOut(row: GenerationRow): GenerationOut {
     inputs: toInputsOut(row.inputs),
     paymentMode: row.paymentMode as GenerationOut['paymentMode'],
     project: row.project ?? null,
+    ...(row.usage ? { usage: { inputTokens: row.usage.inputTokens, outputTokens: row.usage.outputTokens } } : {}),
   };
 }
 
