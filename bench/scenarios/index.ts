@@ -61,3 +61,7 @@ scenarios.push(streams);
 // Fair shares of one provider slot: a workspace's single job behind another's 20 (job-times), and 1,000 grants between weights 3 and 1.
 import { fairness, fairnessWeights } from './fairness.ts';
 scenarios.push(fairness, fairnessWeights);
+
+// Jobs through real provider adapters (Replicate by webhook, OpenAI chat) against their fakes, each ÷ a bare undici client of the same fake.
+import { providers } from './providers.ts';
+scenarios.push(providers);
