@@ -44,10 +44,13 @@ export function writeTestCatalog(t: Test, models: TestModel[]): string {
 }
 
 /** An output asset's bytes, through GET /v1/assets/{id}/download and the link it answers. */
-export async function downloadAsset(server: Pick<TestServer, 'json'>, key: string, workspaceId: string, assetId: string): Promise<Buffer> {
+export async function downloadAsset(server: TestServer, key: string, workspaceId: string, assetId: string): Promise<Buffer> {
   const link = await server.json<{ url: string }>(`/v1/assets/${assetId}/download?workspaceId=${workspaceId}`, { headers: withKey(key) });
   if (link.status !== 200) throw new Error(`download link of ${assetId}: ${link.status} ${JSON.stringify(link.body)}`);
-  const response = await fetch(link.body.url);
+  // A link to the service itself (the local blob store) is followed on the address the test reaches it at: its
+  // public BASE_URL may be one that only a proxy in front of it answers.
+  const url = new URL(link.body.url);
+  const response = url.origin === new URL(server.config.baseUrl).origin ? await server.fetch(`${url.pathname}${url.search}`) : await fetch(url);
   if (response.status !== 200) throw new Error(`download of ${assetId}: ${response.status}`);
   return Buffer.from(await response.arrayBuffer());
 }
