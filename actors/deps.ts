@@ -1,4 +1,5 @@
 import type { DeploymentRecord, ModelCatalog } from '../domain/catalog/index.ts';
+import type { Breakers } from '../providers/routing/breaker-store.ts';
 import type { ProviderRegistry } from '../providers/provider.ts';
 import type { OutputStore } from './generation/output-store.ts';
 import type { InputResolver } from './generation/input-resolver.ts';
@@ -17,6 +18,8 @@ export interface ActorDeps {
   deployment(id: string): DeploymentRecord | undefined;
   /** A job's time at its provider: its deadline is this long after it is handed over (PROVIDER_JOB_TIMEOUT_MS). */
   providerJobTimeoutMs: number;
+  /** The deployments' circuit breakers (docs/routing.md): asked before each hand-over, told of each attempt's end. */
+  breakers?: Breakers;
   /** Queued jobs expire after this long (DECISIONS.md: 10 minutes by default). */
   queueTimeoutMs: number;
   /** Whether the operator paused generation platform-wide; queued jobs then wait. */

@@ -285,7 +285,13 @@ export async function startService(options: StartOptions): Promise<RunningServic
     finished: (ids) => staleSlotsAmong(db, ids, { shards: clusterNode?.ownedShards().map((lease) => lease.shard) ?? [], shardCount: cluster.shards }),
   }) : undefined;
   const capacity = sharedCapacity ?? new ProviderCapacity(limitOf, wakeWorkspace);
+  // Circuit breakers of the deployments, shared through Redis when there is one (docs/routing.md).
+  const breakers = createBreakers({
+    redis, prefix: config.redisKeyPrefix, clock, logger, metrics: metrics?.breakers, deployments: () => catalogSource.current.deployments().map((d) => d.id),
+    settings: { deployments: (id) => deploymentBook.get(id)?.breaker },
+  });
   const actorDeps: ActorDeps = {
+    breakers,
     live,
     get catalog() { return catalogSource.current; },
     providers,
@@ -340,8 +346,7 @@ export async function startService(options: StartOptions): Promise<RunningServic
     config, publicUrl: config.baseUrl, version: packageJson.version, engine, clock, logger, tracer: telemetry.tracer, metrics, db, writer, actors, health,
     redis, limiter, loginAttempts, keyCache, keyUsage, blobs, switches, webhookSecrets, catalogSource, providers,
     get catalog() { return catalogSource.current; },
-    // Circuit breakers of the deployments, shared through Redis when there is one (docs/routing.md).
-    breakers: createBreakers({ redis, prefix: config.redisKeyPrefix, clock, logger, metrics: metrics?.breakers, deployments: () => catalogSource.current.deployments().map((d) => d.id) }),
+    breakers,
     billing: { provider: paymentProvider, local: paymentProvider, renewals }, live,
   };
   const closeShared = async () => {

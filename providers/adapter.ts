@@ -1,5 +1,4 @@
 import type { Mode } from '../domain/catalog/models.ts';
-import type { OutputFile } from './provider.ts';
 
 /**
  * The contract of a real provider's adapter (Replicate, Cog, fal, OpenAI, ComfyUI). One adapter instance
@@ -60,6 +59,15 @@ export interface AdapterJob {
   inputs: { images: InputFile[]; videos: InputFile[]; mask?: InputFile };
   /** Epoch milliseconds by which the job must be over (Replicate's Cancel-After; 429 waits end there). */
   deadline: number;
+}
+
+export interface OutputFile {
+  bytes: Buffer;
+  contentType: string;
+  mediaType: 'image' | 'audio' | 'video';
+  width?: number;
+  height?: number;
+  durationSeconds?: number;
 }
 
 export interface InputFile {

@@ -1,5 +1,5 @@
 import type { Mode } from '../domain/catalog/models.ts';
-import type { InboundEvent, VerifiedEvent } from './adapter.ts';
+import type { InboundEvent, OutputFile, VerifiedEvent } from './adapter.ts';
 
 /** What a provider is asked to make. Inputs are already fetched and checked. */
 export interface ProviderJob {
@@ -14,14 +14,7 @@ export interface ProviderJob {
   deadline?: number;
 }
 
-export interface OutputFile {
-  bytes: Buffer;
-  contentType: string;
-  mediaType: 'image' | 'audio' | 'video';
-  width?: number;
-  height?: number;
-  durationSeconds?: number;
-}
+export type { OutputFile } from './adapter.ts';
 
 /** What a provider reports about a job it accepted; failures are data, never exceptions. */
 export type ProviderUpdate =

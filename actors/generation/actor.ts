@@ -9,6 +9,8 @@ import { depsOf } from '../deps.ts';
 import type { GenerationSettlement, SettleReply } from '../workspace/protocol.ts';
 import type { Mode } from '../../domain/catalog/models.ts';
 import { inputTokenBound } from '../../domain/catalog/pricing.ts';
+import { chooseDeployment, isRetriable, withinBudget, type JobNeeds } from '../../domain/catalog/routing.ts';
+import type { DeploymentRecord } from '../../domain/catalog/index.ts';
 import { InputError } from './input-resolver.ts';
 import { OutputsOverStorageLimitError } from './blob-outputs.ts';
 import type { PreparedOutputs } from './output-store.ts';
@@ -97,9 +99,16 @@ export const generationActor: ActorBehavior<GenerationActorState, GenerationMess
       case 'submitted':
         return (await transition(state, row, { type: 'submitted', providerJobId: msg.providerJobId }, ctx)).result;
       case 'submit_failed':
-        return (await transition(state, row, { type: 'fail', errorCode: msg.errorCode, errorMessage: msg.errorMessage }, ctx)).result;
+        return failOrReroute(state, row, msg.errorCode, msg.errorMessage, ctx);
       case 'provider_update':
         return providerUpdate(state, row, msg.update, ctx);
+      case 'breaker_open':
+        return breakerOpen(state, row, msg.deploymentId, msg.retryAt, ctx);
+      case 'retry_submit':
+        if (row.status === 'reserved' || row.status === 'submitted' || row.status === 'running') {
+          if (row.providerJobId === null) state.endProviderSpan = submit(row, ctx);
+        }
+        return { state };
       case 'provider_event': {
         // Only for the job its provider runs under that id now; the adapter following it reports what it means. A
         // provider that runs the job under our own id (Cog) may send its first event before that id is written.
@@ -174,7 +183,7 @@ async function providerUpdate(state: GenerationActorState, row: GenerationRow, u
     case 'progress':
       return (await transition(state, row, { type: 'note', detail: update.detail }, ctx)).result;
     case 'failed':
-      return (await transition(state, row, { type: 'fail', errorCode: update.errorCode, errorMessage: update.errorMessage }, ctx)).result;
+      return failOrReroute(state, row, update.errorCode, update.errorMessage, ctx);
     case 'succeeded': {
       if (row.status === 'submitted') {
         const started = await transition(state, row, { type: 'started' }, ctx);
@@ -215,6 +224,80 @@ async function providerUpdate(state: GenerationActorState, row: GenerationRow, u
 }
 
 /**
+ * An attempt failed. When another deployment of the model could fix it (docs/routing.md: a retriable failure,
+ * a deployment that serves every parameter and input the job uses, not tried yet, its breaker closed, within the
+ * model's budget) the job moves there, charged once whatever the attempts; otherwise this is its failure.
+ */
+async function failOrReroute(state: GenerationActorState, row: GenerationRow, errorCode: string, errorMessage: string, ctx: ActorContext): Promise<Outcome<GenerationActorState, unknown>> {
+  const next = fallbackFor(row, errorCode, ctx);
+  if (next) {
+    const detail = `attempt on ${row.deploymentId} failed: ${errorCode}: ${errorMessage.slice(0, 200)}; trying ${next.id}`;
+    const moved = await transition(state, row, { type: 'reroute', deploymentId: next.id, provider: next.provider, detail }, ctx);
+    if (moved.applied) return moved.result;
+  }
+  return (await transition(state, row, { type: 'fail', errorCode, errorMessage }, ctx)).result;
+}
+
+/** The deployments a job was tried on, from its timeline's reroute notes, and the one it is on. */
+export function triedDeployments(row: Pick<GenerationRow, 'timeline' | 'deploymentId'>): Set<string> {
+  const tried = new Set<string>();
+  for (const entry of row.timeline) {
+    const match = /^attempt on (\S+) failed:/.exec(entry.detail ?? '');
+    if (match) tried.add(match[1]!);
+  }
+  if (row.deploymentId !== null) tried.add(row.deploymentId);
+  return tried;
+}
+
+function fallbackFor(row: GenerationRow, errorCode: string, ctx: ActorContext): DeploymentRecord | undefined {
+  if (!isRetriable(errorCode) || row.deploymentId === null) return undefined;
+  const deps = depsOf(ctx);
+  const model = deps.catalog.get(row.modelId);
+  if (!model || model.deployments.length < 2) return undefined;
+  const tried = triedDeployments(row);
+  const since = (row.startedAt ?? row.createdAt).getTime();
+  if (!withinBudget(model.routing, tried.size, ctx.clock.now() - since)) return undefined;
+  const inputs = row.inputs as Record<string, unknown[] | undefined>;
+  const has = (...names: string[]) => names.some((name) => Array.isArray(inputs[name]) && inputs[name]!.length > 0);
+  const needs: JobNeeds = {
+    parameters: Object.keys(row.params),
+    inputs: [...(has('imageAssetIds', 'imageUrls') ? ['image' as const] : []), ...(has('videoAssetIds', 'videoUrls') ? ['video' as const] : [])],
+  };
+  // Breakers are asked at the hand-over itself (submit): an open one sends the job on from there.
+  return chooseDeployment(model, needs, tried, { allows: () => true, inFlight: () => 0, random: Math.random });
+}
+
+/** Longest wait between two looks at a closed breaker, while every deployment of a job's model is open. */
+const BREAKER_WAIT_MAX_MS = 5_000;
+
+/**
+ * Its deployment's breaker is open: another deployment of the model that serves the job, if one is left;
+ * otherwise the job waits (it keeps its slot) and is handed over again when the breaker's cool-down ends, up
+ * to its deadline at its provider (PROVIDER_JOB_TIMEOUT_MS after its first hand-over), then fails.
+ */
+async function breakerOpen(state: GenerationActorState, row: GenerationRow, deploymentId: string, retryAt: number | null, ctx: ActorContext): Promise<Outcome<GenerationActorState, unknown>> {
+  if (row.deploymentId !== deploymentId || row.providerJobId !== null) return { state };
+  const next = fallbackFor(row, 'provider_unavailable', ctx);
+  if (next) {
+    const detail = `attempt on ${deploymentId} failed: provider_unavailable: its circuit breaker is open; trying ${next.id}`;
+    const moved = await transition(state, row, { type: 'reroute', deploymentId: next.id, provider: next.provider, detail }, ctx);
+    if (moved.applied) return moved.result;
+  }
+  const now = ctx.clock.now();
+  const deadline = (row.startedAt ?? row.createdAt).getTime() + depsOf(ctx).providerJobTimeoutMs;
+  if (now >= deadline) {
+    return (await transition(state, row, {
+      type: 'fail', errorCode: 'provider_unavailable',
+      errorMessage: `Every deployment of ${row.modelId} this job can run on stayed unavailable (circuit breaker open) until its deadline.`,
+    }, ctx)).result;
+  }
+  const wait = Math.max(50, Math.min(BREAKER_WAIT_MAX_MS, (retryAt ?? now + 1_000) - now, deadline - now));
+  state.timer?.cancel();
+  state.timer = ctx.clock.setTimer(() => ctx.actors.tell('gen', row.id, { type: 'retry_submit' }), wait);
+  return { state };
+}
+
+/**
  * Applies one command: decides, persists (terminal states through the workspace actor, with the money),
  * then performs the effects. A refused command changes nothing.
  */
@@ -235,6 +318,8 @@ async function transition(
     status: next.status,
     timeline: next.timeline,
     providerJobId: next.providerJobId ?? null,
+    provider: next.provider ?? row.provider,
+    deploymentId: next.deploymentId ?? row.deploymentId,
     attempts: next.attempts,
     startedAt: next.startedAt ? new Date(next.startedAt) : row.startedAt,
     completedAt: next.completedAt ? new Date(next.completedAt) : row.completedAt,
@@ -394,11 +479,40 @@ function submit(row: GenerationRow, ctx: ActorContext, following?: string): Gene
         else if (update.type === 'failed') end(update.errorCode);
         tell({ type: 'provider_update', update: storableUpdate(update) });
       };
+      // Each attempt's end is told to its deployment's breaker once (with the half-open ticket, if it had one).
+      let ticket: string | undefined;
+      let told = false;
+      const outcome = (result: { ok: true } | { ok: false; errorCode: string }) => {
+        if (told || row.deploymentId === null || !deps.breakers) return;
+        told = true;
+        void deps.breakers.record(row.deploymentId, result, ticket);
+      };
+      const counted = (next: (update: ProviderUpdate) => void) => (update: ProviderUpdate) => {
+        if (update.type === 'succeeded') outcome({ ok: true });
+        else if (update.type === 'failed') outcome({ ok: false, errorCode: update.errorCode });
+        next(update);
+      };
       if (following !== undefined && provider.resume) {
-        provider.resume(following, job, report);
+        provider.resume(following, job, counted(report));
         return;
       }
-      const { providerJobId } = await provider.submit(job, report);
+      // The deployment's breaker first: an open one hands the job on (breakerOpen) before any call is made.
+      if (row.deploymentId !== null && deps.breakers) {
+        const admission = await deps.breakers.admit(row.deploymentId);
+        if (!admission.allowed) {
+          end('breaker_open');
+          tell({ type: 'breaker_open', deploymentId: row.deploymentId, retryAt: admission.retryAt });
+          return;
+        }
+        ticket = admission.ticket;
+      }
+      let providerJobId: string;
+      try {
+        ({ providerJobId } = await provider.submit(job, counted(report)));
+      } catch (error) {
+        if (error instanceof ProviderFailure) outcome({ ok: false, errorCode: error.code });
+        throw error;
+      }
       span.setAttribute('provider.job.id', providerJobId);
       tell({ type: 'submitted', providerJobId: storableText(providerJobId) });
     } catch (error) {
@@ -437,6 +551,8 @@ function machineOf(row: GenerationRow): GenerationState {
     startedAt: row.startedAt?.toISOString(),
     completedAt: row.completedAt?.toISOString(),
     providerJobId: row.providerJobId ?? undefined,
+    deploymentId: row.deploymentId ?? undefined,
+    provider: row.provider,
     attempts: row.attempts,
     textOutput: row.textOutput ?? undefined,
     outputAssetIds: row.outputAssetIds ?? [],

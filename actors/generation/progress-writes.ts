@@ -35,12 +35,15 @@ async function writeProgress(em: SqlEntityManager, all: Progress[]): Promise<voi
   }
   const rows = [...merged.values()];
   const changed = await boundQuery<{ id: string; txid: string; started_wanted: boolean }>(em,
-    `update generations g set status = v.status, timeline = v.timeline, provider_job_id = v.provider_job_id, attempts = v.attempts, started_at = v.started_at, updated_at = v.updated_at
-     from jsonb_to_recordset(?::jsonb) as v(id text, from_status text, status text, timeline jsonb, provider_job_id text, attempts integer, started_at timestamptz, updated_at timestamptz)
+    `update generations g set status = v.status, timeline = v.timeline, provider_job_id = v.provider_job_id, attempts = v.attempts, started_at = v.started_at, updated_at = v.updated_at,
+       provider = v.provider, deployment_id = v.deployment_id
+     from jsonb_to_recordset(?::jsonb) as v(id text, from_status text, status text, timeline jsonb, provider_job_id text, attempts integer, started_at timestamptz,
+       updated_at timestamptz, provider text, deployment_id text)
      where g.id = v.id and g.status = v.from_status
      returning g.id, ${TXID_COLUMN}, v.status = 'running' and v.from_status <> 'running' and ${STARTED_WANTED} as started_wanted`,
     [JSON.stringify(rows.map(({ from, last: { row } }) => ({
       id: row.id, from_status: from, status: row.status, timeline: row.timeline, provider_job_id: row.providerJobId, attempts: row.attempts, started_at: row.startedAt, updated_at: row.updatedAt,
+      provider: row.provider, deployment_id: row.deploymentId,
     })))],
   );
   noteTransactionId(em, changed[0]?.txid);

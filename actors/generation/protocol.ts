@@ -17,6 +17,10 @@ export type GenerationMessage =
   | { type: 'submitted'; providerJobId: string }
   | { type: 'submit_failed'; errorCode: string; errorMessage: string }
   | { type: 'provider_update'; update: ProviderUpdate }
+  /** Its deployment's breaker refused the hand-over: another deployment, or a wait until `retryAt` (null: unknown). */
+  | { type: 'breaker_open'; deploymentId: string; retryAt: number | null }
+  /** A wait for a breaker to close ended: hand the job over again. */
+  | { type: 'retry_submit' }
   /** An inbound event of its provider, verified by the node that received it (http/routes/providers/events.ts). */
   | { type: 'provider_event'; providerJobId: string; payload: unknown };
 

@@ -52,6 +52,9 @@ export interface GenerationState {
   startedAt?: string;
   completedAt?: string;
   providerJobId?: string;
+  /** The catalog deployment it runs on, and its provider kind (a fallback moves it to another). */
+  deploymentId?: string;
+  provider?: string;
   /** Times the job was handed to its provider (counted before each hand-over is made). */
   attempts: number;
   textOutput?: string;
@@ -70,6 +73,11 @@ export type GenerationCommand =
   | { type: 'resume'; maxAttempts: number; lookUp: boolean }
   /** Something for the timeline from the provider (a queue position, log lines); no change of state. */
   | { type: 'note'; detail: string }
+  /**
+   * The attempt on its deployment failed in a way another deployment could fix: hand it to `deploymentId`
+   * (the router chose it, within the model's budget). The status stays; the timeline says what happened.
+   */
+  | { type: 'reroute'; deploymentId: string; provider: string; detail: string }
   | { type: 'submitted'; providerJobId: string }
   | { type: 'started' }
   | { type: 'succeed'; outputs: GenerationOutputs }
@@ -97,6 +105,7 @@ const FROM: Record<GenerationCommand['type'], readonly GenerationStatus[]> = {
   reserve: ['queued'],
   resume: ['reserved', 'submitted', 'running'],
   note: ['submitted', 'running'],
+  reroute: ['reserved', 'submitted', 'running'],
   // From submitted or running: the provider took a job handed to it again after a restart.
   submitted: ['reserved', 'submitted', 'running'],
   started: ['submitted'],
@@ -146,6 +155,9 @@ export function decide(state: GenerationState, command: GenerationCommand, now: 
       const attempts = state.attempts + 1;
       return move(state.status, { attempts, providerJobId: undefined }, [{ type: 'submit_to_provider' }], `resubmitted after a restart (attempt ${attempts} of ${command.maxAttempts})`);
     }
+    case 'reroute':
+      return move(state.status, { attempts: state.attempts + 1, providerJobId: undefined, deploymentId: command.deploymentId, provider: command.provider },
+        [{ type: 'submit_to_provider' }], command.detail.slice(0, 500));
     case 'note': {
       // A job's notes are bounded: the last one repeated, or past MAX_NOTES, is left out.
       const notes = state.timeline.filter((e) => e.detail !== undefined && e.status === state.status).length;

@@ -23,6 +23,22 @@ export interface DeploymentRecord {
   limits: { concurrency?: number; requestsPerMinute?: number };
   /** Whether its provider is configured on this service (an optional deployment may not be). */
   available: boolean;
+  weight: number;
+  /** Its circuit breaker's own settings (docs/routing.md), over the defaults. */
+  breaker: { windowMs?: number; minCalls?: number; failureRatio?: number; cooldownMs?: number; maxCooldownMs?: number };
+  /** What it honours; undefined: everything the model offers. */
+  capabilities: { parameters?: string[]; inputs?: Array<'image' | 'video' | 'mask'> };
+}
+
+export type RoutingStrategy = 'order' | 'weighted' | 'least-busy';
+
+/** How a model's jobs are spread over its deployments (domain/catalog/routing.ts). */
+export interface Routing {
+  strategy: RoutingStrategy;
+  /** Attempts a job may have on this model's deployments, the first included. */
+  maxAttempts: number;
+  /** Time from a job's first hand-over after which no new attempt starts. */
+  budgetMs: number;
 }
 
 export interface ModelRecord {
@@ -38,6 +54,7 @@ export interface ModelRecord {
   deployments: DeploymentRecord[];
   /** The provider kind of the deployment that runs it. */
   provider: string;
+  routing: Routing;
 }
 
 export interface BuildOptions {
@@ -181,8 +198,12 @@ function modelOf(
     checkMapping(deployment, offered, (path, message) => push([...where, ...path], message));
     deployments.push({
       id: deployment.id, modelId: model.id, provider: deployment.provider, target: deployment.target ?? {}, input: deployment.input,
-      limits: { ...deployment.limits }, available: known && configured,
+      limits: { ...deployment.limits }, available: known && configured, weight: deployment.weight ?? 1, breaker: { ...deployment.breaker },
+      capabilities: { ...deployment.capabilities },
     });
+    for (const name of deployment.capabilities?.parameters ?? []) {
+      if (!offered.includes(name)) push([...where, 'capabilities', 'parameters'], `names "${name}", which the model does not offer`);
+    }
   });
   if (problems.length > before) return undefined;
   let parameterSchemaOut: TSchema;
@@ -197,6 +218,11 @@ function modelOf(
   return {
     id: model.id, name: model.name, mode: model.mode, maker: model.maker, description: model.description, price: model.price, plans: [...model.plans],
     parameterSchema: parameterSchemaOut, sample: { ...model.sample }, deployments, provider: runs.provider,
+    routing: {
+      strategy: model.routing?.strategy ?? 'order',
+      maxAttempts: model.routing?.maxAttempts ?? Math.min(3, deployments.length),
+      budgetMs: model.routing?.budgetMs ?? 10 * 60_000,
+    },
   };
 }
 

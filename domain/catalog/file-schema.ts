@@ -79,6 +79,18 @@ export const DeploymentSpec = Strict({
   input: Type.Optional(InputMappingSpec),
   upstreamInputs: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 128 }), { description: 'The upstream\'s input names; when given, every mapped input must be one of them.' })),
   optional: Type.Optional(Type.Boolean({ description: 'Offered only when its provider is configured (otherwise an unconfigured provider is an error).' })),
+  weight: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000, description: 'Its share of the model\'s jobs under the weighted strategy (default 1).' })),
+  breaker: Type.Optional(Strict({
+    windowMs: Type.Optional(Type.Integer({ minimum: 100, maximum: 3_600_000 })),
+    minCalls: Type.Optional(Type.Integer({ minimum: 1, maximum: 100_000 })),
+    failureRatio: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 1 })),
+    cooldownMs: Type.Optional(Type.Integer({ minimum: 10, maximum: 86_400_000 })),
+    maxCooldownMs: Type.Optional(Type.Integer({ minimum: 10, maximum: 86_400_000 })),
+  }, 'Its circuit breaker\'s settings, each defaulting as docs/routing.md says.')),
+  capabilities: Type.Optional(Strict({
+    parameters: Type.Optional(Type.Array(Type.String({ minLength: 1 }), { description: 'The parameters it honours (default: all the model offers); a job using another never falls back to it.' })),
+    inputs: Type.Optional(Type.Array(Type.Unsafe<'image' | 'video' | 'mask'>({ type: 'string', enum: ['image', 'video', 'mask'] }), { description: 'The input files it takes (default: all).' })),
+  })),
   limits: Type.Optional(Strict({
     concurrency: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000 })),
     requestsPerMinute: Type.Optional(Type.Integer({ minimum: 1, maximum: 10_000_000 })),
@@ -97,6 +109,11 @@ export const ModelSpec = Strict({
   parameters: Type.Record(Type.String(), ParameterSpec, { description: 'Our standard parameters the model takes, each with its own bounds and default.' }),
   sample: Strict({ prompt: Text(4000), note: Text(500) }),
   deployments: Type.Array(DeploymentSpec, { minItems: 1 }),
+  routing: Type.Optional(Strict({
+    strategy: Type.Optional(Type.Unsafe<'order' | 'weighted' | 'least-busy'>({ type: 'string', enum: ['order', 'weighted', 'least-busy'], description: 'How a job\'s deployment is chosen (default order).' })),
+    maxAttempts: Type.Optional(Type.Integer({ minimum: 1, maximum: 20, description: 'Attempts a job may have on the model\'s deployments (default: one per deployment, at most 3).' })),
+    budgetMs: Type.Optional(Type.Integer({ minimum: 1000, maximum: 7 * 24 * 3_600_000, description: 'Time from a job\'s first hand-over after which no new attempt starts (default 10 minutes).' })),
+  })),
 });
 export type ModelSpec = Static<typeof ModelSpec>;
 

@@ -107,11 +107,11 @@ t.test('every out-of-order step is refused and leaves the state as it was', asyn
     { type: 'reserve' }, { type: 'submitted', providerJobId: 'p' }, { type: 'started' },
     { type: 'succeed', outputs: { outputAssetIds: [] } }, { type: 'fail', errorCode: 'x', errorMessage: 'y' },
     { type: 'cancel', by: 'operator' }, { type: 'expire' }, { type: 'resume', maxAttempts: MAX_ATTEMPTS, lookUp: false },
-    { type: 'note', detail: 'n' },
+    { type: 'note', detail: 'n' }, { type: 'reroute', deploymentId: 'd2', provider: 'local', detail: 'x' },
   ];
   const allowed: Record<GenerationCommand['type'], GenerationStatus[]> = {
     reserve: ['queued'], submitted: ['reserved', 'submitted', 'running'], started: ['submitted'], succeed: ['running'],
-    resume: ['reserved', 'submitted', 'running'], note: ['submitted', 'running'],
+    resume: ['reserved', 'submitted', 'running'], note: ['submitted', 'running'], reroute: ['reserved', 'submitted', 'running'],
     fail: ['queued', 'reserved', 'submitted', 'running'], cancel: ['queued', 'reserved', 'submitted', 'running'], expire: ['queued'],
   };
   for (const status of GENERATION_STATUSES) {
@@ -242,4 +242,17 @@ t.test('provider notes go into the timeline, bounded, without a change of state'
   }
   t.equal(state.timeline.filter((e) => e.status === 'running' && e.detail !== undefined).length, MAX_NOTES, `at most ${MAX_NOTES} notes per status`);
   t.notOk(decide(drive(at.reserved), { type: 'note', detail: 'x' }, T0).ok, 'no note before the provider has the job');
+});
+
+t.test('a reroute hands the job to another deployment: status kept, one more attempt, the old id dropped', async (t) => {
+  const running = drive(at.running);
+  const d = decide(running, { type: 'reroute', deploymentId: 'second', provider: 'replicate', detail: 'attempt on first failed: provider_unavailable: down; trying second' }, T0);
+  t.ok(d.ok);
+  if (!d.ok) return;
+  t.same(d.effects, [{ type: 'submit_to_provider' }]);
+  t.equal(d.state.status, 'running', 'the status never goes back');
+  t.equal(d.state.attempts, running.attempts + 1);
+  t.equal(d.state.providerJobId, undefined, 'the failed attempt\'s id is not the new one');
+  t.same([d.state.deploymentId, d.state.provider], ['second', 'replicate']);
+  t.match(d.state.timeline.at(-1), { status: 'running', detail: /^attempt on first failed: provider_unavailable/ });
 });
