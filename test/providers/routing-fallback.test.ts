@@ -16,6 +16,9 @@ import { png, startReplicateFake, TOKEN, VERSION } from '../fakes/replicate.ts';
 const fake = await startReplicateFake({ token: TOKEN });
 t.teardown(() => fake.close());
 fake.scenario(`version:${VERSION}`, { end: { status: 'succeeded', output: fake.file('out.png', png(16, 16)) } });
+// The deployment whose upstream is killed mid-run: its predictions stay processing until then.
+const HELD = 'b'.repeat(64);
+fake.scenario(`version:${HELD}`, { advance: 'manual', end: { status: 'succeeded', output: fake.file('held.png', png(16, 16)) } });
 
 const dir = mkdtempSync(path.join(tmpdir(), 'gs-routing-'));
 const file = path.join(dir, 'catalog.json');
@@ -35,6 +38,10 @@ writeFileSync(file, JSON.stringify({
     model('acme/seedless-second', {}, { capabilities: { parameters: ['prompt'] } }),
     model('acme/one-try', { maxAttempts: 1 }),
     model('acme/guarded', {}, {}),
+    { ...model('acme/killed', {}), deployments: [
+      { id: 'killed-replicate', provider: 'replicate', target: { version: HELD } },
+      { id: 'killed-local', provider: 'local' },
+    ] },
     {
       id: 'acme/solo', name: 'solo', mode: 'text_to_image', maker: 'acme', description: 'One deployment.', price: { per: 'image', credits: 5 }, plans: ['free'],
       parameters: { prompt: { required: true } }, sample: { prompt: 'x', note: 'n' },
@@ -46,7 +53,7 @@ writeFileSync(file, JSON.stringify({
 const server = await startTestServer(t, {
   env: {
     CATALOG_FILE: file, ALLOW_PRIVATE_EGRESS: 'true', LOCAL_PROVIDER_LATENCY_MS: '0',
-    REPLICATE_API_TOKEN: TOKEN, REPLICATE_BASE_URL: fake.baseUrl, PROVIDER_POLL_MS: '20', PROVIDER_JOB_TIMEOUT_MS: '5000',
+    REPLICATE_API_TOKEN: TOKEN, REPLICATE_BASE_URL: fake.baseUrl, PROVIDER_POLL_MS: '20', PROVIDER_JOB_TIMEOUT_MS: '4000', PROVIDER_REQUEST_TIMEOUT_MS: '1000',
   },
 });
 const user = await signUp(server);
@@ -122,7 +129,30 @@ t.test('every job charged once, at the model\'s price, whatever its attempts', a
   const money = await moneyOf(query, user.workspaceId);
   t.same(money.reservations, [], 'nothing left reserved');
   t.equal(money.available, money.ledgerAvailable, 'the balance equals the ledger');
-  t.equal(money.available, 100 - 5 * 8, 'eight jobs succeeded at 5 credits; the failed ones were released');
+  t.equal(money.available, 100 - 5 * 8, 'eight jobs succeeded at 5 credits so far; the failed ones were released');
   const ledger = await ledgerByGeneration(query, user.workspaceId);
   for (const entries of Object.values(ledger)) t.equal((entries.capture ?? 0) + (entries.release ?? 0), 1, 'settled once');
+});
+
+t.test('the upstream killed mid-run: jobs in flight there and new ones end on the other deployment, none lost, none charged twice', async (t) => {
+  const ids: string[] = [];
+  for (let i = 0; i < 3; i++) {
+    const created = await createGeneration(server, key, user.workspaceId, { mode: 'text_to_image', model: 'acme/killed', params: { prompt: `in flight ${i}` } });
+    t.equal(created.status, 201);
+    ids.push(created.body.id);
+  }
+  for (const id of ids) await waitFor(server, key, user.workspaceId, id, (g) => g.status === 'submitted' || g.status === 'running', 'at the provider');
+  const money = await moneyOf(serverQuery(server), user.workspaceId);
+  await fake.close();
+  const late = await createGeneration(server, key, user.workspaceId, { mode: 'text_to_image', model: 'acme/killed', params: { prompt: 'after the kill' } });
+  ids.push(late.body.id);
+  for (const id of ids) {
+    const done = await waitFor(server, key, user.workspaceId, id, isTerminal, 'a terminal state');
+    t.equal(done.status, 'succeeded', `${id}: ${done.errorCode} ${done.errorMessage}`);
+    t.match(done.timeline.find((e) => e.detail?.startsWith('attempt on'))?.detail, /^attempt on killed-replicate failed: provider_(unavailable|timeout|error): .*; trying killed-local$/, 'the failover in its timeline');
+  }
+  const after = await moneyOf(serverQuery(server), user.workspaceId);
+  t.equal(after.available, money.available - 5, 'the three in flight were already reserved; the late one adds one charge; each captured once');
+  t.same(after.reservations, []);
+  t.equal(after.available, after.ledgerAvailable, 'the balance equals the ledger');
 });
