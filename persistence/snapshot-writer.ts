@@ -117,6 +117,8 @@ export class SnapshotWriter {
 
   /** db.namespace of the batch spans: the database's name. */
   private readonly namespace: string;
+  /** The entity manager of this writer's direct transactions, made on first use (directEntityManager). */
+  private directEm: SqlEntityManager | undefined;
 
   constructor(private readonly db: Database, private readonly options: SnapshotWriterOptions) {
     this.availability = availabilityOf(db);
@@ -348,7 +350,7 @@ export class SnapshotWriter {
     return this.untilCommitted(async () => {
       txid = undefined;
       if (strict) {
-        const em = this.db.em();
+        const em = this.directEntityManager();
         await DirectTransaction.run(em.getKnex(), (tx) => {
           em.setTransactionContext(tx as never);
           return inTransaction(em);
@@ -371,7 +373,7 @@ export class SnapshotWriter {
     const claims = new WriteClaims();
     for (const pending of batch) claims.addAll(pending.claims);
     return this.untilCommitted(async () => {
-      const em = this.db.em();
+      const em = this.directEntityManager();
       await DirectTransaction.run(em.getKnex(), (tx) => {
         em.setTransactionContext(tx as never);
         const asked: Array<Promise<unknown>> = [boundQuery(em, 'select pg_advisory_xact_lock(?::bigint)', [lockKey])];
@@ -380,6 +382,18 @@ export class SnapshotWriter {
         return Promise.all(asked);
       }, { commitWithStatements: true });
     }, (lost) => this.probedAnyway(batch[0]!.probe!, lockKey, lost));
+  }
+
+  /**
+   * The entity manager a direct transaction of this writer runs on: one per writer (each lane is a writer of
+   * its own), kept from batch to batch instead of forked for each. A fork cost about 0.1 ms of every create's
+   * path on a loaded 2-core machine, before its statements could leave. Keeping it is safe: a writer commits
+   * one batch at a time, and a direct transaction's units write only through statements (strict), so the
+   * entity manager holds nothing between batches but the transaction context, which each batch sets anew.
+   */
+  private directEntityManager(): SqlEntityManager {
+    this.directEm ??= this.db.em();
+    return this.directEm;
   }
 
   /**
