@@ -40,10 +40,17 @@ export const receiveProviderJobEvent = defineRoute({
     if (!verified.ok) throw new ApiError('validation_error', `The event was refused: ${verified.message}`);
     // A provider that runs the job under our own id (Cog) may post its start before the id is written (the
     // answer to its submission and the event race): the job, still reserved, is found by that id too.
-    const [job] = await boundQuery<{ id: string; workspace_id: string }>(services.db.em(),
+    const find = async () => (await boundQuery<{ id: string; workspace_id: string }>(services.db.em(),
       `select id, workspace_id from generations where deployment_id = ? and (
          (provider_job_id = ? and status in ('submitted', 'running')) or (id = ? and provider_job_id is null and status = 'reserved'))`,
-      [params.deployment, verified.providerJobId, verified.providerJobId]);
+      [params.deployment, verified.providerJobId, verified.providerJobId]))[0];
+    // The write of a job's provider id is queued, not awaited, by its actor: an event that beats it is looked
+    // for once more after this node's queued writes commit.
+    let job = await find();
+    if (!job) {
+      await services.writer.flush();
+      job = await find();
+    }
     if (!job) return { body: { received: true, applied: false } };
     // Cluster mode: the node that runs the job's workspace takes it; the very bytes received go there.
     const elsewhere = await placeReadBody(ctx, job.workspace_id, raw);
