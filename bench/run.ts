@@ -221,7 +221,7 @@ async function main(): Promise<number> {
     const verdict = s.met ? 'target met' : 'target NOT met';
     process.stdout.write(`${s.name}: ratio ${s.ratio.toFixed(2)} (target ${s.targetAtMost ? '≤' : '≥'} ${s.target.toFixed(2)}): ${verdict}; CPU ratio ${s.cpuRatio?.toFixed(2) ?? '?'}${s.notes.length ? ` (${s.notes.join('; ')})` : ''}\n`);
   }
-  log(`results: ${written.json}, ${written.latestJson}, ${written.latestMd}${written.readme ? ', README.md' : full || memory ? ' (README.md lacks the bench markers: not updated)' : ' (README.md: its table is that of a full run, not updated)'}`);
+  log(`results: ${written.json}, ${written.latestJson}, ${written.latestMd}${written.readme ? ', bench/README.md' : full || memory ? ' (bench/README.md lacks the bench markers: not updated)' : ' (bench/README.md: its table is that of a full run, not updated)'}`);
   return failures.length > 0 ? 1 : 0;
 }
 

@@ -178,7 +178,7 @@ export interface Written {
 }
 
 /**
- * bench/results/<ISO timestamp>.json, latest.json, latest.md, and in README.md: the table between the bench
+ * bench/results/<ISO timestamp>.json, latest.json, latest.md, and in bench/README.md: the table between the bench
  * markers when the run was a full one (every scenario), so a run of a few scenarios does not replace the
  * whole table with them; and the soak's memory tables between the bench:memory markers whenever it ran.
  */
@@ -201,9 +201,9 @@ export function writeReport(report: Report, full: boolean): Written {
   return { json: stamped, latestJson, latestMd, readme: readme.length > 0 && readme.every(Boolean) };
 }
 
-/** Replaces what lies between `<!-- name:start -->` and `<!-- name:end -->`; leaves README.md alone (and does not create it) otherwise. */
+/** Replaces what lies between `<!-- name:start -->` and `<!-- name:end -->` of bench/README.md (its dated figures); leaves it alone (and does not create it) otherwise. */
 function updateReadme(name: string, content: string): boolean {
-  const readme = path.join(repoRoot, 'README.md');
+  const readme = path.join(repoRoot, 'bench', 'README.md');
   if (!existsSync(readme)) return false;
   const [START, END] = [`<!-- ${name}:start -->`, `<!-- ${name}:end -->`];
   const text = readFileSync(readme, 'utf8');
