@@ -65,3 +65,7 @@ scenarios.push(fairness, fairnessWeights);
 // Jobs through real provider adapters (Replicate by webhook, OpenAI chat) against their fakes, each ÷ a bare undici client of the same fake.
 import { providers } from './providers.ts';
 scenarios.push(providers);
+
+// Creates/s with a catalog of 2,000 models vs 20, same run: nothing on the request path may grow with the catalog.
+import { catalogSize } from './catalog-size.ts';
+scenarios.push(catalogSize);
