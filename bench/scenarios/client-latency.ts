@@ -1,7 +1,7 @@
 import net from 'node:net';
 import { Agent, request } from 'undici';
 import { round } from '../lib/load.ts';
-import { backendPids, scratchDatabase, type ScratchDatabase } from '../lib/postgres.ts';
+import { backendPids, runPgbench, scratchDatabase, type ScratchDatabase } from '../lib/postgres.ts';
 import { processCpuSeconds, processesCpuSeconds } from '../lib/processes.ts';
 import type { ExtraServer, LoadSummary, Scenario } from '../lib/types.ts';
 import { measuredSummary } from '../lib/types.ts';
@@ -25,6 +25,12 @@ const CREATES_PER_WORKSPACE = Number(process.env.BENCH_CLIENT_LATENCY_CREATES ??
 /** The p50 an outside client's sequential creates should stay under on an idle machine. */
 const P50_TARGET_MS = 1.5;
 const WORKSPACES_AT_ONCE = 8;
+/**
+ * pgbench's one-client one-row insert, run right after the clients: a gauge of how loaded the machine and its
+ * database were (about 0.22 ms each on this 2-core machine when idle), to read the run's figures against.
+ */
+const INSERT_SCRIPT = "insert into bench_rows (payload) values ('one durable row');\n";
+const GAUGE_S = 3;
 
 type ClientName = 'fetch' | 'undici' | 'socket';
 
@@ -194,6 +200,9 @@ export const clientLatency: Scenario = {
         }
       }
       const [viaFetch, viaUndici, viaSocket] = (['fetch', 'undici', 'socket'] as const).map((n) => figures(tallies.get(n)!));
+      await db.query('create table if not exists bench_rows (id bigserial primary key, payload text not null, created_at timestamptz not null default now())');
+      const gauge = await runPgbench(db.url, INSERT_SCRIPT, 1, GAUGE_S);
+      ctx.log(`client latency: pgbench's one-client insert right after: ${gauge.latencyMsAverage} ms average`);
       for (const [name, f] of [['fetch', viaFetch!], ['undici', viaUndici!], ['socket', viaSocket!]] as const) {
         ctx.log(`client latency, ${name}: ${Math.round(f.rate)} creates/s, p50 ${f.p50} ms, p90 ${f.p90} ms, p99 ${f.p99} ms; CPU per create: service ${f.serviceUs} µs, database ${f.databaseUs} µs, client ${f.clientUs} µs`);
       }
@@ -209,6 +218,7 @@ export const clientLatency: Scenario = {
           line('Node fetch', viaFetch!),
           line("undici request (the latency scenario's client)", viaUndici!),
           line('a bare socket (HTTP/1.1 by hand: the service and the loopback alone)', viaSocket!),
+          `pgbench's one-client one-row insert on the same database right after (${GAUGE_S} s): ${gauge.latencyMsAverage} ms average, ${Math.round(gauge.tps)} tps: the machine's load at the time`,
           `fetch ÷ undici request: creates/s ${(viaFetch!.rate / viaUndici!.rate).toFixed(2)}, p50 ${(viaFetch!.p50 / viaUndici!.p50).toFixed(2)}×; fetch p50 ${viaFetch!.p50} ms against ${P50_TARGET_MS} ms: ${viaFetch!.p50 <= P50_TARGET_MS ? 'met' : 'not met'} (the target is for an idle machine: see the run's load average)`,
         ],
       };
