@@ -20,7 +20,7 @@ export interface ActorDeps {
   providerJobTimeoutMs: number;
   /** The deployments' circuit breakers (docs/routing.md): asked before each hand-over, told of each attempt's end. */
   breakers?: Breakers;
-  /** Queued jobs expire after this long (DECISIONS.md: 10 minutes by default). */
+  /** Queued jobs expire after this long (QUEUE_TIMEOUT_MS, 10 minutes by default). */
   queueTimeoutMs: number;
   /** Whether the operator paused generation platform-wide; queued jobs then wait. */
   generationPaused(): boolean;

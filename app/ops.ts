@@ -9,7 +9,7 @@ import {
 import { openDatabase } from '../persistence/database.ts';
 
 /**
- * The operator's command line (DECISIONS.md "Emergency stop"), on the service's own database configuration
+ * The operator's command line (docs/operations.md, Emergency stop), on the service's own database configuration
  * (DATABASE_URL, DATA_DIR):
  *
  *   npm run ops -- pause "reason"   stop sending jobs to providers; POST /v1/generations answers 503 generation_paused

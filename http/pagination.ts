@@ -1,7 +1,7 @@
 import { Type, type TSchema } from '@sinclair/typebox';
 import { ApiError } from './errors.ts';
 
-/** DECISIONS.md "Lists": `limit` 1 to 100 (default 20) and an opaque `cursor`. Spread into a route's query schema. */
+/** docs/api.md "Lists": `limit` 1 to 100 (default 20) and an opaque `cursor`. Spread into a route's query schema. */
 export const PageQueryFields = {
   limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: 20, description: 'Items per page, 1 to 100.' })),
   cursor: Type.Optional(Type.String({ minLength: 1, maxLength: 512, description: 'The nextCursor of the previous page.' })),

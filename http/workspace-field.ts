@@ -4,10 +4,10 @@ import type { RouteDef } from './route.ts';
 import { workspacesNamed, type WorkspaceCarrier } from './auth/authenticate.ts';
 
 /**
- * One workspace rule for every route (SPEC.md: "Requests that act on a workspace carry workspaceId in
- * the body or the query"): a route that acts on a workspace accepts `workspaceId` in its query and, for
- * methods with a body, in its JSON body, wherever its own schemas put it. The named id is then copied to
- * whichever of the two the handler reads, so a handler sees one workspace whatever place the client chose.
+ * One workspace rule for every route (docs/api.md, Authentication of every request): a route that acts
+ * on a workspace accepts `workspaceId` in its query and, for methods with a body, in its JSON body,
+ * wherever its own schemas put it. The named id is then copied to whichever of the two the handler reads,
+ * so a handler sees one workspace whatever place the client chose.
  *
  * Routes it leaves as they are: public ones, and those declared `keyWorkspace: 'none'` (a session's own
  * account, the platform-wide emergency stop), which act on no workspace.

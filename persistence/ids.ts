@@ -1,6 +1,6 @@
 import { randomFillSync } from 'node:crypto';
 
-/** The id prefixes of DECISIONS.md ("Ids, times, money"), plus `evt` for webhook events, `ses` for sessions, `exp` for data exports and `upl` for upload intents. */
+/** The id prefixes of docs/api.md ("Ids, times, money"), plus `evt` for webhook events, `ses` for sessions, `exp` for data exports and `upl` for upload intents. */
 export type IdPrefix = 'evt' | 'gen' | 'ast' | 'key' | 'whk' | 'dlv' | 'ws' | 'usr' | 'inv' | 'txn' | 'dep' | 'top' | 'pay' | 'sub' | 'ses' | 'exp' | 'upl';
 
 // Crockford base32 in lower case: its characters are in ASCII order, so ids sort as text in time order.

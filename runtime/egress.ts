@@ -1,6 +1,6 @@
 /**
  * The egress guard: every request the service makes to a URL a client gave it (input files, webhooks) goes
- * through here (DECISIONS.md "Egress guard").
+ * through here (docs/assets.md, URL inputs and the egress guard).
  *
  * - http and https only; no credentials in the URL.
  * - The address is checked when the connection is made, on what DNS answered then (a custom `lookup` on the

@@ -6,7 +6,7 @@ import type { Logger } from './logger.ts';
 import type { Database } from '../persistence/database.ts';
 
 /**
- * Operator switches (DECISIONS.md "Emergency stop"). The truth is a row of `service_switches`; every
+ * Operator switches (docs/operations.md, Emergency stop). The truth is a row of `service_switches`; every
  * node reads it at start and then every few seconds, and answers from memory in between, so checking
  * the switch costs nothing on the request path. The ops command line (app/ops.ts) writes the row.
  *

@@ -334,7 +334,7 @@ async function transition(
   let shownOnCommit = false;
   if (isTerminal(next.status)) {
     const money = decision.effects.some((e) => e.type === 'capture_credits') ? 'capture' : 'release';
-    // The event's webhook deliveries commit with the terminal state (SPEC.md section 6).
+    // The event's webhook deliveries commit with the terminal state (docs/webhooks.md, Deliveries).
     const settlement: GenerationSettlement = {
       status: next.status as GenerationSettlement['status'],
       completedAt: next.completedAt ?? at.toISOString(),

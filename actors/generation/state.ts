@@ -1,5 +1,5 @@
 /**
- * The generation lifecycle as data and one pure function (SPEC.md section 3, DECISIONS.md "Generations"):
+ * The generation lifecycle as data and one pure function (docs/generations.md, States):
  * queued -> reserved -> submitted -> running -> succeeded | failed, plus cancelled (from any
  * non-terminal state) and expired (queued past its deadline). `decide` never does I/O: it returns the
  * next state and the effects the actor must perform.

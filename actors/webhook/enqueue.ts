@@ -7,7 +7,7 @@ import { holdSubscriptions } from './subscription-lock.ts';
 /** A workspace has at most this many webhook endpoints (deleted ones aside); creation takes the workspace lock to keep it so. */
 export const MAX_ENDPOINTS_PER_WORKSPACE = 20;
 
-/** The event body of SPEC.md section 6 without its `id` (each endpoint's delivery has its own). */
+/** The event body (docs/webhooks.md, What arrives) without its `id` (each endpoint's delivery has its own). */
 export function eventBody(generation: GenerationRow, status: TerminalStatus, createdAt: Date): { event: string; data: Record<string, unknown>; createdAt: string } {
   const data: Record<string, unknown> = {
     generationId: generation.id,

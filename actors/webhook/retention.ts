@@ -6,7 +6,7 @@ import { ownedShardsSql, type OwnedShards } from '../../persistence/cluster/shar
 import { EVENT_RETENTION_MS } from './events.ts';
 import { RECOVER_KEY_TTL_MS, RECOVER_WINDOW_MS } from './recover.ts';
 
-/** Deliveries kept per endpoint (SPEC.md section 8: up to 100 recent are listed). */
+/** Deliveries kept per endpoint: the 100 most recent are listed (docs/webhooks.md, Delivery history). */
 export const DELIVERIES_KEPT = 100;
 /** How often the retention job runs. */
 export const RETENTION_INTERVAL_MS = 10 * 60_000;

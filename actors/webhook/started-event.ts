@@ -5,7 +5,7 @@ import { insertDeliveries, MAX_ENDPOINTS_PER_WORKSPACE, type EventDeliveryRows }
 import { holdSubscriptions } from './subscription-lock.ts';
 
 /**
- * `generation.started`, an extension to SPEC.md section 6 (which sends terminal states only): the job is
+ * `generation.started`, sent beside the events of terminal states (docs/webhooks.md): the job is
  * running at its provider. Opt-in: only endpoints that name it in eventTypes get it, so the others
  * receive exactly the four terminal events, as before.
  */
@@ -19,7 +19,7 @@ export interface StartedEvent {
   traceParent: string | null;
 }
 
-/** The body of SPEC.md section 6 for a running job (its `id` comes first, per delivery): no outputs, no end yet. */
+/** The event body (docs/webhooks.md, What arrives) for a running job (its `id` comes first, per delivery): no outputs, no end yet. */
 export function startedEventBody(generation: GenerationRow, createdAt: Date): { event: string; data: Record<string, unknown>; createdAt: string } {
   return {
     event: STARTED_EVENT,

@@ -1,6 +1,6 @@
 /**
- * A webhook delivery's lifecycle as data and one pure function (SPEC.md sections 3, 6 and 8; DECISIONS.md
- * "Webhooks"): pending, then delivered, failed or expired. `decide` never does I/O: it returns the next
+ * A webhook delivery's lifecycle as data and one pure function (docs/webhooks.md, Deliveries): pending,
+ * then delivered, failed or expired. `decide` never does I/O: it returns the next
  * state and when the next attempt is due.
  */
 import type { DeliveryAttempt, DeliveryStatus } from '../../persistence/entities/webhook.ts';

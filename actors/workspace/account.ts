@@ -1,7 +1,6 @@
 /**
- * A workspace's money as data and pure functions (DECISIONS.md "Generations", "Credit and wallet
- * errors"): integer credits, integer cents, never negative, every change a ledger entry, and every
- * step idempotent per generation. The workspace actor persists the entries in the same transaction
+ * A workspace's money as data and pure functions (docs/money.md, docs/generations.md): integer credits,
+ * integer cents, never negative, every change a ledger entry, and every step idempotent per generation. The workspace actor persists the entries in the same transaction
  * as the balances, so a balance always equals the sum of its ledger.
  */
 export type PaymentMode = 'credits' | 'wallet' | 'auto';

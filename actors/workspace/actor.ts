@@ -287,7 +287,7 @@ function takesSlotAtCreation(state: WorkspaceState, id: string, provider: string
 /**
  * A create whose job holds its slot from the start: its row is written reserved (its first attempt counted,
  * its timeline queued then reserved), and its actor hands it to its provider once committed. The answer is
- * the job as created, queued, as SPEC.md's first transition has it. The slot it takes may be one that a
+ * the job as created, queued, its first state (docs/generations.md, States). The slot it takes may be one that a
  * settlement not yet committed freed: its creation is then queued behind the workspace's last settlement, so
  * that no crash can leave the new job reserved and the old one still running. Otherwise (the workspace within
  * its plan even counting those slots as taken) it goes with the other creates, in either of their lanes.

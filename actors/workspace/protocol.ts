@@ -38,7 +38,7 @@ export interface GenerationSettlement {
   timeline: GenerationRow['timeline'];
   /** Extra writes that belong to the same commit (output assets). */
   alsoWrite?: Array<(em: import('@mikro-orm/postgresql').SqlEntityManager) => Promise<void>>;
-  /** The terminal event, whose webhook deliveries commit with it (SPEC.md section 6). */
+  /** The terminal event, whose webhook deliveries commit with it (docs/webhooks.md, Deliveries). */
   event?: import('../webhook/enqueue.ts').SettledEvent;
   /**
    * What the usage rollups need of the generation, fixed at its creation: its key, its creation time and its

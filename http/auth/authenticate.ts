@@ -129,7 +129,7 @@ function limiterDown(services: Services, key: KeyRecord, error: unknown): undefi
   return undefined;
 }
 
-/** `all` grants everything; a wallet read (wallet.read) also accepts usage.read (DECISIONS.md). */
+/** `all` grants everything; a wallet read (wallet.read) also accepts usage.read (docs/auth-and-keys.md, Scopes). */
 export function grants(held: ReadonlySet<Scope>, required: readonly Scope[]): boolean {
   if (held.has('all')) return true;
   for (const scope of required) {

@@ -1,4 +1,4 @@
-/** The key scopes of SPEC.md section 5, plus wallet.read (DECISIONS.md). */
+/** The key scopes; what each grants is in docs/auth-and-keys.md (Scopes). */
 export const SCOPES = ['generations.write', 'generations.read', 'files.write', 'assets.read', 'usage.read', 'wallet.read', 'wallet.write', 'webhooks.manage', 'all'] as const;
 export type Scope = (typeof SCOPES)[number];
 

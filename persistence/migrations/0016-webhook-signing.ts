@@ -3,7 +3,7 @@ import { Migration } from '@mikro-orm/migrations';
 /**
  * Webhook signing: a scheme per endpoint, secret rotation with an overlap, and each delivery's trace context.
  *
- * - `webhook_endpoints.signature_scheme`: `x-service` (the X-Service-Signature of SPEC.md section 6, the
+ * - `webhook_endpoints.signature_scheme`: `x-service` (the X-Service-Signature of docs/webhooks.md, the
  *   default) or `standard` (the Standard Webhooks headers).
  * - `previous_secret_sealed` / `previous_secret_expires_at`: the secret a rotation replaced, sealed like the
  *   current one (bound to the same endpoint id), which still signs every delivery until it expires.

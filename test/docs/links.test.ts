@@ -47,7 +47,7 @@ t.test('every relative link of the README and the docs reaches a file, and a hea
       links += 1;
       const [file, anchor] = target.split('#') as [string, string | undefined];
       const destination = file === '' ? source : path.resolve(path.dirname(source), file);
-      // SPEC.md and its siblings are shipped beside the repository, not in it.
+      // A file outside the repository is not the repository's to check.
       if (path.relative(ROOT, destination).startsWith('..')) continue;
       const where = `${path.relative(ROOT, source)}: ${target}`;
       if (!fs.existsSync(destination)) {

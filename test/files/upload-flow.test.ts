@@ -7,7 +7,7 @@ import { startS3 } from '../helpers/s3.ts';
 import { call, complete, putBytes, requestUpload } from './support.ts';
 import { rows } from '../identity/support.ts';
 
-/** The four steps of SPEC.md "Files and assets", then everything one can do with the asset, on one back end. */
+/** The four steps of the upload flow (docs/assets.md), then everything one can do with the asset, on one back end. */
 async function wholeFlow(t: Test, server: TestServer, expectUrl: RegExp) {
   const owner = await signUp(server);
   const key = await createKey(server, owner.cookie, owner.workspaceId, ['files.write', 'assets.read', 'usage.read']);

@@ -79,7 +79,7 @@ export async function authMatrix(t: Test, server: TestServer, owner: SignedUp, o
   const ok = route.okStatus ?? 200;
   const naming = (workspaceId: string) => `${route.path}${route.path.includes('?') ? '&' : '?'}workspaceId=${workspaceId}`;
   const code = async (path: string, credential?: string) => {
-    // A key names its own workspace unless the case says otherwise (SPEC.md section 5, rule 7).
+    // A key names its own workspace unless the case says otherwise (docs/api.md, Authentication of every request).
     if (path === route.path && credential?.startsWith('gs_live_')) path = naming(owner.workspaceId);
     const response = await get(server, path, credential);
     return { status: response.status, code: response.body?.error?.code as string | undefined };

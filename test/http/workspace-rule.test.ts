@@ -5,7 +5,7 @@ import { actsOnWorkspace } from '../../http/workspace-field.ts';
 import type { RouteDef } from '../../http/route.ts';
 
 /**
- * One workspace rule on every route (SPEC.md: requests that act on a workspace carry workspaceId in the
+ * One workspace rule on every route (docs/api.md: requests that act on a workspace carry workspaceId in the
  * body or the query; with a key, every request must carry that workspace's id): walked over the route
  * table, then the cases that once differed from route to route.
  */

@@ -6,7 +6,7 @@ import {
   cancelGeneration, createEndpoint, createGeneration, deliveries, eventually, getGeneration, historyWhen, startReceiver, tenant,
 } from './support.ts';
 
-t.test('a completed generation is delivered once, signed, with the body of SPEC.md section 6, committed with the terminal state', async (t) => {
+t.test('a completed generation is delivered once, signed, with the event body of docs/webhooks.md, committed with the terminal state', async (t) => {
   const server = await startTestServer(t, { env: { ALLOW_PRIVATE_EGRESS: 'true', LOCAL_PROVIDER_LATENCY_MS: '0' } });
   const receiver = await startReceiver(t);
   const who = await tenant(server);

@@ -4706,7 +4706,7 @@ export interface operations {
                 limit?: number;
                 /** @description Events before this time. */
                 to?: string;
-                /** @description An event name: those of SPEC.md section 6; webhook_endpoint.disabled (another endpoint of the workspace was disabled by the service); generation.started, an opt-in extension sent only to endpoints that name it. */
+                /** @description An event name: generation.completed, generation.failed, generation.cancelled or generation.expired; webhook_endpoint.disabled (another endpoint of the workspace was disabled by the service); generation.started, an opt-in extension sent only to endpoints that name it. */
                 type?: "generation.completed" | "generation.failed" | "generation.cancelled" | "generation.expired" | "webhook_endpoint.disabled" | "generation.started";
                 /** @description The workspace; required when signed in, and an API key must name its own. */
                 workspaceId?: string;
@@ -4735,7 +4735,7 @@ export interface operations {
                             data: {
                                 [key: string]: unknown;
                             };
-                            /** @description An event name: those of SPEC.md section 6; webhook_endpoint.disabled (another endpoint of the workspace was disabled by the service); generation.started, an opt-in extension sent only to endpoints that name it. */
+                            /** @description An event name: generation.completed, generation.failed, generation.cancelled or generation.expired; webhook_endpoint.disabled (another endpoint of the workspace was disabled by the service); generation.started, an opt-in extension sent only to endpoints that name it. */
                             event: "generation.completed" | "generation.failed" | "generation.cancelled" | "generation.expired" | "webhook_endpoint.disabled" | "generation.started";
                             /** @description The generation of a generation event; null for an endpoint event. */
                             generationId: string | null;
@@ -5206,7 +5206,7 @@ export interface operations {
                 model?: string;
                 /** @description The project label given at creation. */
                 project?: string;
-                /** @description Generation state (SPEC.md section 3). */
+                /** @description Generation state: queued, reserved, submitted and running until it ends succeeded, failed, cancelled or expired. */
                 status?: "queued" | "reserved" | "submitted" | "running" | "succeeded" | "failed" | "cancelled" | "expired";
                 /** @description Created before: ISO 8601 date-time with a zone, or a UTC date (2026-01-31: up to the end of that day). */
                 to?: string;
@@ -5275,7 +5275,7 @@ export interface operations {
                             project: string | null;
                             startedAt: string | null;
                             /**
-                             * @description Generation state (SPEC.md section 3).
+                             * @description Generation state: queued, reserved, submitted and running until it ends succeeded, failed, cancelled or expired.
                              * @enum {string}
                              */
                             status: "queued" | "reserved" | "submitted" | "running" | "succeeded" | "failed" | "cancelled" | "expired";
@@ -5462,7 +5462,7 @@ export interface operations {
                         project: string | null;
                         startedAt: string | null;
                         /**
-                         * @description Generation state (SPEC.md section 3).
+                         * @description Generation state: queued, reserved, submitted and running until it ends succeeded, failed, cancelled or expired.
                          * @enum {string}
                          */
                         status: "queued" | "reserved" | "submitted" | "running" | "succeeded" | "failed" | "cancelled" | "expired";
@@ -5478,7 +5478,7 @@ export interface operations {
                             /** @description Why, when there is more to say (e.g. who cancelled, the provider error). */
                             detail?: string;
                             /**
-                             * @description Generation state (SPEC.md section 3).
+                             * @description Generation state: queued, reserved, submitted and running until it ends succeeded, failed, cancelled or expired.
                              * @enum {string}
                              */
                             status: "queued" | "reserved" | "submitted" | "running" | "succeeded" | "failed" | "cancelled" | "expired";
@@ -5674,7 +5674,7 @@ export interface operations {
                         project: string | null;
                         startedAt: string | null;
                         /**
-                         * @description Generation state (SPEC.md section 3).
+                         * @description Generation state: queued, reserved, submitted and running until it ends succeeded, failed, cancelled or expired.
                          * @enum {string}
                          */
                         status: "queued" | "reserved" | "submitted" | "running" | "succeeded" | "failed" | "cancelled" | "expired";
@@ -5690,7 +5690,7 @@ export interface operations {
                             /** @description Why, when there is more to say (e.g. who cancelled, the provider error). */
                             detail?: string;
                             /**
-                             * @description Generation state (SPEC.md section 3).
+                             * @description Generation state: queued, reserved, submitted and running until it ends succeeded, failed, cancelled or expired.
                              * @enum {string}
                              */
                             status: "queued" | "reserved" | "submitted" | "running" | "succeeded" | "failed" | "cancelled" | "expired";
@@ -5852,7 +5852,7 @@ export interface operations {
                         project: string | null;
                         startedAt: string | null;
                         /**
-                         * @description Generation state (SPEC.md section 3).
+                         * @description Generation state: queued, reserved, submitted and running until it ends succeeded, failed, cancelled or expired.
                          * @enum {string}
                          */
                         status: "queued" | "reserved" | "submitted" | "running" | "succeeded" | "failed" | "cancelled" | "expired";
@@ -5868,7 +5868,7 @@ export interface operations {
                             /** @description Why, when there is more to say (e.g. who cancelled, the provider error). */
                             detail?: string;
                             /**
-                             * @description Generation state (SPEC.md section 3).
+                             * @description Generation state: queued, reserved, submitted and running until it ends succeeded, failed, cancelled or expired.
                              * @enum {string}
                              */
                             status: "queued" | "reserved" | "submitted" | "running" | "succeeded" | "failed" | "cancelled" | "expired";
@@ -6182,7 +6182,7 @@ export interface operations {
                                 project: string | null;
                                 startedAt: string | null;
                                 /**
-                                 * @description Generation state (SPEC.md section 3).
+                                 * @description Generation state: queued, reserved, submitted and running until it ends succeeded, failed, cancelled or expired.
                                  * @enum {string}
                                  */
                                 status: "queued" | "reserved" | "submitted" | "running" | "succeeded" | "failed" | "cancelled" | "expired";
@@ -6198,7 +6198,7 @@ export interface operations {
                                     /** @description Why, when there is more to say (e.g. who cancelled, the provider error). */
                                     detail?: string;
                                     /**
-                                     * @description Generation state (SPEC.md section 3).
+                                     * @description Generation state: queued, reserved, submitted and running until it ends succeeded, failed, cancelled or expired.
                                      * @enum {string}
                                      */
                                     status: "queued" | "reserved" | "submitted" | "running" | "succeeded" | "failed" | "cancelled" | "expired";
@@ -8932,7 +8932,7 @@ export interface operations {
                              */
                             createdAt: string;
                             endpointId: string;
-                            /** @description An event name: those of SPEC.md section 6; webhook_endpoint.disabled (another endpoint of the workspace was disabled by the service); generation.started, an opt-in extension sent only to endpoints that name it. */
+                            /** @description An event name: generation.completed, generation.failed, generation.cancelled or generation.expired; webhook_endpoint.disabled (another endpoint of the workspace was disabled by the service); generation.started, an opt-in extension sent only to endpoints that name it. */
                             event: "generation.completed" | "generation.failed" | "generation.cancelled" | "generation.expired" | "webhook_endpoint.disabled" | "generation.started";
                             /** @description The event it carries (evt_…, GET /v1/events); null for deliveries made before events were kept. */
                             eventId: string | null;
@@ -9073,7 +9073,7 @@ export interface operations {
                          */
                         createdAt: string;
                         endpointId: string;
-                        /** @description An event name: those of SPEC.md section 6; webhook_endpoint.disabled (another endpoint of the workspace was disabled by the service); generation.started, an opt-in extension sent only to endpoints that name it. */
+                        /** @description An event name: generation.completed, generation.failed, generation.cancelled or generation.expired; webhook_endpoint.disabled (another endpoint of the workspace was disabled by the service); generation.started, an opt-in extension sent only to endpoints that name it. */
                         event: "generation.completed" | "generation.failed" | "generation.cancelled" | "generation.expired" | "webhook_endpoint.disabled" | "generation.started";
                         /** @description The event it carries (evt_…, GET /v1/events); null for deliveries made before events were kept. */
                         eventId: string | null;
@@ -9372,7 +9372,7 @@ export interface operations {
                          */
                         createdAt: string;
                         endpointId: string;
-                        /** @description An event name: those of SPEC.md section 6; webhook_endpoint.disabled (another endpoint of the workspace was disabled by the service); generation.started, an opt-in extension sent only to endpoints that name it. */
+                        /** @description An event name: generation.completed, generation.failed, generation.cancelled or generation.expired; webhook_endpoint.disabled (another endpoint of the workspace was disabled by the service); generation.started, an opt-in extension sent only to endpoints that name it. */
                         event: "generation.completed" | "generation.failed" | "generation.cancelled" | "generation.expired" | "webhook_endpoint.disabled" | "generation.started";
                         /** @description The event it carries (evt_…, GET /v1/events); null for deliveries made before events were kept. */
                         eventId: string | null;

@@ -5,5 +5,5 @@ import { updateApiKey } from './update.ts';
 import { deleteApiKey } from './delete.ts';
 import { getApiKeyUsage } from './usage.ts';
 
-/** API keys (SPEC.md section 4, "API keys"): dashboard sessions only. */
+/** API keys (docs/auth-and-keys.md, API keys): dashboard sessions only. */
 export const apiKeyRoutes: RouteDef[] = [listApiKeys, createApiKey, updateApiKey, deleteApiKey, getApiKeyUsage];

@@ -6,7 +6,7 @@ import type { ApiKey } from '../../../persistence/entities/api-key.ts';
 
 const Time = (description: string) => Type.String({ format: 'date-time', description });
 
-export const ScopeName = Type.Union(SCOPES.map((scope) => Type.Literal(scope)), { description: 'A key scope (SPEC.md section 5); `all` grants everything.' });
+export const ScopeName = Type.Union(SCOPES.map((scope) => Type.Literal(scope)), { description: 'A key scope; `all` grants everything.' });
 export const ScopeList = Type.Array(ScopeName, { minItems: 1, maxItems: SCOPES.length, uniqueItems: true });
 export const KeyName = Type.String({ minLength: 1, maxLength: 100, pattern: '\\S', description: '1 to 100 characters, not only spaces; trimmed.' });
 export const KeyExpiry = Type.Union([Time('When the key stops working; must be in the future.'), Type.Null()], { description: 'null: the key does not expire.' });

@@ -2,7 +2,7 @@ import { defineRoute } from '../../route.ts';
 import { openAsset } from './access.ts';
 import { AssetParams, AssetQuery, DownloadOut } from './shapes.ts';
 
-/** Download URLs work for 5 minutes (DECISIONS.md "Files and assets"). */
+/** Download URLs work for 5 minutes (docs/assets.md, Assets). */
 export const DOWNLOAD_URL_TTL_SECONDS = 5 * 60;
 
 export const getAssetDownload = defineRoute({

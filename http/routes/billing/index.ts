@@ -7,7 +7,7 @@ import { cancelSubscription } from './cancel.ts';
 import { receiveProviderEvent } from './events.ts';
 import { declineLocalCheckout, payLocalCheckout, showLocalCheckout } from './local-checkout.ts';
 
-/** Billing (SPEC.md section 4), the provider's event endpoint, and the local provider's own pages. */
+/** Billing (docs/money.md), the provider's event endpoint, and the local provider's own pages. */
 export const billingRoutes: RouteDef[] = [
   createCheckout, getSubscription, listPayments, createPortalSession, cancelSubscription,
   receiveProviderEvent, showLocalCheckout, payLocalCheckout, declineLocalCheckout, showLocalPortal,

@@ -10,7 +10,7 @@ import { getWorkspaceStorage } from '../storage/get.ts';
 import { putSignedUpload } from '../blobs/upload.ts';
 import { getSignedDownload } from '../blobs/download.ts';
 
-/** Files and assets (SPEC.md section 4), and the local blob store's signed upload and download URLs. */
+/** Files and assets (docs/assets.md), and the local blob store's signed upload and download URLs. */
 export const fileRoutes: RouteDef[] = [
   createUploadUrl, completeUpload,
   listAssets, getAsset, getAssetDownload, updateAsset, deleteAssetRoute,

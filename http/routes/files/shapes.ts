@@ -4,7 +4,7 @@ import { MediaTypeName, WorkspaceIdField } from '../assets/shapes.ts';
 
 /** Request and response shapes of the upload flow. */
 
-/** Upload URLs work for 15 minutes (DECISIONS.md "Files and assets"). */
+/** Upload URLs work for 15 minutes (docs/assets.md, The upload flow). */
 export const UPLOAD_URL_TTL_SECONDS = 15 * 60;
 /** An upload may still be completed this long after its URL expired; after that it is swept away. */
 export const UPLOAD_COMPLETE_GRACE_MS = 60 * 60 * 1000;

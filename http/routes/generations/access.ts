@@ -7,7 +7,7 @@ import { openWorkspace } from '../workspaces/access.ts';
 
 /**
  * The workspace a generations or models read is about. An API key reads its own workspace (naming another
- * is 403, SPEC.md section 5 rule 7; naming none is fine: a key has exactly one); a session must name a
+ * is 403, docs/api.md; naming none is fine: a key has exactly one); a session must name a
  * workspace it is a member of (404 otherwise, as for one that does not exist).
  */
 export async function readWorkspace(em: SqlEntityManager, auth: Principal | undefined, workspaceId: string | undefined): Promise<Workspace> {

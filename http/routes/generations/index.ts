@@ -3,5 +3,5 @@ import { getEmergencyStop } from './emergency-stop.ts';
 import { listGenerations } from './list.ts';
 import { getGeneration } from './get.ts';
 
-/** Generations (SPEC.md section 4, "Generations and models"): the reads and the emergency-stop state. */
+/** Generations (docs/generations.md): the reads and the emergency-stop state. */
 export const generationReadRoutes: RouteDef[] = [getEmergencyStop, listGenerations, getGeneration];

@@ -20,7 +20,7 @@ const TAKES: Record<Mode, { media: 'image' | 'video' | null; max: number }> = {
 };
 
 /**
- * Checks a generation's inputs against its mode (SPEC.md section 2): text modes take none; image modes
+ * Checks a generation's inputs against its mode (docs/generations.md): text modes take none; image modes
  * take imageAssetIds/imageUrls; video_to_video takes videoAssetIds/videoUrls; data URLs must declare the
  * matching mime type; asset ids must be assets of the same workspace, of the right media type.
  */

@@ -4,7 +4,7 @@ import { stringEnum } from '../../../domain/catalog/params.ts';
 import { GENERATION_STATUSES } from '../../../actors/generation/state.ts';
 import type { GenerationRow } from '../../../persistence/entities/generation.ts';
 
-/** The public shape of a generation (SPEC.md section 2) and the one mapper from a stored row to it. */
+/** The public shape of a generation (docs/generations.md, The generation resource) and the one mapper from a stored row to it. */
 
 export const PAYMENT_MODES = ['credits', 'wallet', 'auto'] as const;
 export type PaymentMode = (typeof PAYMENT_MODES)[number];
@@ -15,7 +15,7 @@ const Nullable = <T extends TSchema>(schema: T, description?: string) =>
   Type.Union([schema, Type.Null()], description ? { description } : {});
 
 export const GenerationMode = stringEnum(MODES, { description: 'One of the seven generation modes.' });
-export const GenerationStatusName = stringEnum(GENERATION_STATUSES, { description: 'Generation state (SPEC.md section 3).' });
+export const GenerationStatusName = stringEnum(GENERATION_STATUSES, { description: 'Generation state: queued, reserved, submitted and running until it ends succeeded, failed, cancelled or expired.' });
 export const PaymentModeName = stringEnum(PAYMENT_MODES, {
   description: '`credits` (plan and purchased credits), `wallet` (pay-as-you-go wallet), `auto` (credits first, then the wallet).',
 });

@@ -8,7 +8,7 @@ import { downloadExport } from './export-download.ts';
 import { listLinkedAccounts } from './accounts-list.ts';
 import { unlinkAccount } from './accounts-unlink.ts';
 
-/** The signed-in user's account (SPEC.md section 4, "Account"), plus the export download. */
+/** The signed-in user's account (docs/auth-and-keys.md, Account), plus the export download. */
 export const accountRoutes: RouteDef[] = [
   getMe, updateMe, deleteMe, changePassword, requestExport, downloadExport, listLinkedAccounts, unlinkAccount,
 ];

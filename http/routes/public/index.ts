@@ -4,5 +4,5 @@ import { listPublicModels } from './models.ts';
 import { getPublicCatalog } from './catalog.ts';
 import { getPublicStats } from './stats.ts';
 
-/** The public endpoints of SPEC.md section 4 "Meta and public", no authentication: plans, models, catalog, stats. */
+/** The public endpoints (docs/generations.md, Public endpoints), no authentication: plans, models, catalog, stats. */
 export const publicRoutes: RouteDef[] = [listPlans, listPublicModels, getPublicCatalog, getPublicStats];

@@ -35,7 +35,7 @@ export async function openEndpoint(em: SqlEntityManager, auth: Principal | undef
 }
 
 /**
- * The egress guard at creation (DECISIONS.md "Egress guard"): http(s), no credentials, and a host that
+ * The egress guard at creation (docs/webhooks.md, Where deliveries may go): http(s), no credentials, and a host that
  * resolves to public addresses only, unless private egress is allowed. Each delivery checks again at
  * connect time, so a name that later points inward is still refused.
  */

@@ -10,7 +10,7 @@ import { resendDelivery } from './resend.ts';
 import { recoverWebhook } from './recover.ts';
 import { replayWebhookEvent } from './replay.ts';
 
-/** Webhooks (SPEC.md section 4, "Webhooks"): scope webhooks.manage; sessions must be an owner or admin. */
+/** Webhooks (docs/webhooks.md): scope webhooks.manage; sessions must be an owner or admin. */
 export const webhookRoutes: RouteDef[] = [listWebhooks, createWebhook, updateWebhook, deleteWebhook, listDeliveries, rotateWebhookSecret, testWebhook];
 /** Operations on deliveries and events (docs/webhooks.md "Resend", "Recover", "Replay"). */
 webhookRoutes.push(resendDelivery, recoverWebhook, replayWebhookEvent);

@@ -8,7 +8,7 @@ const Time = (description: string) => Type.String({ format: 'date-time', descrip
 const WorkspaceIdField = Type.String({ minLength: 1, maxLength: 64, description: 'The workspace; an API key must name its own.' });
 
 export const EventType = Type.Union(SUBSCRIBABLE_EVENT_TYPES.map((name) => Type.Literal(name)), {
-  description: 'An event name: those of SPEC.md section 6; webhook_endpoint.disabled (another endpoint of the workspace was disabled by the service); generation.started, an opt-in extension sent only to endpoints that name it.',
+  description: 'An event name: generation.completed, generation.failed, generation.cancelled or generation.expired; webhook_endpoint.disabled (another endpoint of the workspace was disabled by the service); generation.started, an opt-in extension sent only to endpoints that name it.',
 });
 export const EventTypes = Type.Array(EventType, { minItems: 1, maxItems: SUBSCRIBABLE_EVENT_TYPES.length, uniqueItems: true });
 export const SignatureSchemeField = Type.Union([Type.Literal('x-service'), Type.Literal('standard')], {

@@ -19,7 +19,7 @@ export interface WorkspaceAccess {
 }
 
 /**
- * The workspace as the caller may see it. A key of another workspace is 403 (SPEC.md section 5, rule 7);
+ * The workspace as the caller may see it. A key of another workspace is 403 (docs/api.md, Authentication);
  * a user who is not a member gets 404, exactly as for a workspace that does not exist, so ids cannot be probed.
  * With `lock` (inside a transaction) the workspace row is taken FOR UPDATE first: changes to one workspace's
  * people are serialised, so what is checked next (who is owner, who is a member) still holds at commit.

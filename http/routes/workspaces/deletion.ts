@@ -19,7 +19,7 @@ import type { Services } from '../../services.ts';
 export type WorkspaceDeletionGuard = (tx: SqlEntityManager, workspaceId: string) => Promise<string | undefined>;
 
 /**
- * DECISIONS.md: no running generations. Any non-terminal generation (queued, reserved, submitted,
+ * No running generations (docs/auth-and-keys.md, Workspaces). Any non-terminal generation (queued, reserved, submitted,
  * running) holds credits and a provider job; deleting under it would strand both.
  */
 export const noRunningGenerations: WorkspaceDeletionGuard = async (tx, workspaceId) => {

@@ -14,7 +14,7 @@ import { listInvitations } from './invitations-list.ts';
 import { cancelInvitation } from './invitations-cancel.ts';
 import { acceptInvitation } from '../invitations/accept.ts';
 
-/** Workspaces, members and invitations (SPEC.md section 4, "Workspaces and members"). */
+/** Workspaces, members and invitations (docs/auth-and-keys.md). */
 export const workspaceRoutes: RouteDef[] = [
   listWorkspaces, createWorkspace, getWorkspace, updateWorkspace, deleteWorkspace,
   listMembers, updateMember, removeMember, transferOwnership, leaveWorkspace,

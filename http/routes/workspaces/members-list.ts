@@ -8,7 +8,7 @@ import { MemberOut, toMemberOut, WorkspaceParams } from './shapes.ts';
 
 const ListMembersQuery = Type.Object({ ...PageQueryFields }, { additionalProperties: false });
 
-/** Not in SPEC.md's table, but needed to find the user ids that role changes, removal and transfer take. */
+/** The members, with the user ids that role changes, removal and transfer take (docs/auth-and-keys.md, Members). */
 export const listMembers = defineRoute({
   method: 'GET',
   path: '/v1/workspaces/:workspaceId/members',
