@@ -63,6 +63,13 @@ if (!fs.existsSync(CHROMIUM)) {
     await screenshot(page, 'checkout');
     await page.goBack();
     await page.getByRole('heading', { name: 'Usage and credits' }).waitFor();
+    // each model's price on the workspace's plan, as GET /v1/models gives it from the catalog served
+    const prices = page.getByTestId('price-table');
+    await prices.locator('[data-model="local/text-mini"]').waitFor();
+    const textMini = await prices.locator('[data-model="local/text-mini"]').textContent();
+    t.match(textMini, /1 credit a job/, 'the price table shows a model\'s price on the plan');
+    t.match(textMini, /\$0\.05 a credit/, 'and what a credit costs from the wallet on it');
+    t.match(await prices.locator('[data-model="local/video-restyle"]').textContent(), /not on the free plan/, 'a model the plan lacks says so');
     await screenshot(page, 'usage');
     // a wallet top-up goes through the same checkout; paid, the money is in the wallet
     t.equal(await page.getByTestId('wallet-balance').textContent(), '$0.00', 'the wallet starts empty');

@@ -2,9 +2,40 @@ import { useState } from 'preact/hooks';
 import { api } from '../api.ts';
 import { currentWorkspaceId } from '../session.ts';
 import { bytes, ErrorBox, useLoad, when } from '../ui.tsx';
+import { priceText, type Pricing } from '../prices.ts';
 
 function dollars(cents: number): string {
   return `$${(cents / 100).toFixed(2)}`;
+}
+
+interface PricedModel { id: string; name: string; mode: string; pricing: Pricing; available: boolean; walletCentsPerCredit: number }
+
+/** What each model costs on the workspace's plan, read from GET /v1/models, so it follows the catalog the service serves. */
+function PriceTable({ workspaceId }: { workspaceId: string }) {
+  const models = useLoad(() => api<{ plan: string; data: PricedModel[] }>('GET', '/v1/models', { query: { workspaceId } }), [workspaceId]);
+  return (
+    <section aria-labelledby="prices-title">
+      <h2 id="prices-title">Prices on your plan</h2>
+      <ErrorBox error={models.error} />
+      {models.data && (
+        <div class="scroll">
+          <table data-testid="price-table">
+            <thead><tr><th scope="col">Model</th><th scope="col">Mode</th><th scope="col">Credits</th><th scope="col">From the wallet</th></tr></thead>
+            <tbody>
+              {models.data.data.map((model) => (
+                <tr key={model.id} data-model={model.id}>
+                  <td>{model.name} <span class="mono small muted">{model.id}</span></td>
+                  <td>{model.mode.replace(/_/g, ' ')}</td>
+                  <td>{model.available ? priceText(model.pricing) : <span class="muted">not on the {models.data!.plan} plan</span>}</td>
+                  <td>{model.available ? `${dollars(model.walletCentsPerCredit)} a credit` : ''}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
+    </section>
+  );
 }
 
 export function UsagePage() {
@@ -135,6 +166,7 @@ export function UsagePage() {
           </table>
         </div>
       )}
+      <PriceTable workspaceId={workspaceId} />
       <h2>Ledger</h2>
       {credits.data && (
         <div class="scroll">
