@@ -5,6 +5,7 @@ import { CatalogSpec, type DeploymentSpec, type ModelSpec, type PlanSpec } from 
 import { isParameterName, parameterSchema, paramsSchema } from './params.ts';
 import { microOf, type Price } from './pricing.ts';
 import { mappedInputNames } from './input-mapping.ts';
+import { paramsValidator } from './params-validator.ts';
 import type { Mode } from './modes.ts';
 import { QUEUE_FACTOR, type PlanEntitlements } from '../plans.ts';
 
@@ -209,7 +210,7 @@ function modelOf(
   let parameterSchemaOut: TSchema;
   try {
     parameterSchemaOut = paramsSchema(properties, required);
-    ajv.compile(parameterSchemaOut);
+    paramsValidator(parameterSchemaOut);
   } catch (error) {
     push(['parameters'], `do not make a valid schema: ${(error as Error).message}`);
     return undefined;

@@ -1,7 +1,8 @@
-import { Ajv, type ValidateFunction } from 'ajv';
+import type { ValidateFunction } from 'ajv';
 import type { PlanBook, PlanEntitlements } from '../plans.ts';
 import type { BuiltCatalog, DeploymentRecord, ModelRecord } from './build.ts';
 import { MODES, type Mode } from './modes.ts';
+import { paramsValidator } from './params-validator.ts';
 import { isTokenPrice, reservationOf, tokenTermsOf, type TokenTerms } from './pricing.ts';
 
 export { MODES, type Mode, type ModelRecord, type DeploymentRecord };
@@ -30,10 +31,9 @@ export class ModelCatalog implements PlanBook {
   constructor(built: BuiltCatalog) {
     this.version = built.version;
     this.defaultPlanId = built.defaultPlan;
-    const ajv = new Ajv({ allErrors: false, useDefaults: true, strict: false, coerceTypes: false });
     for (const plan of built.plans) this.planById.set(plan.id, plan);
     for (const model of built.models) {
-      this.byId.set(model.id, { model, validate: ajv.compile(model.parameterSchema) });
+      this.byId.set(model.id, { model, validate: paramsValidator(model.parameterSchema) });
       for (const deployment of model.deployments) this.deploymentById.set(deployment.id, deployment);
     }
     this.offeredModels = built.models.filter((model) => model.deployments.some((d) => d.available));
