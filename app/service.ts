@@ -225,7 +225,7 @@ export async function startService(options: StartOptions): Promise<RunningServic
   });
   await switches.start();
   // With metrics on, each provider's jobs are timed from submission to result (providers/metered.ts).
-  const metered = (provider: Parameters<ProviderRegistry['add']>[0]) => metrics ? meteredProvider(provider, metrics.work) : provider;
+  const metered = (provider: Parameters<ProviderRegistry['add']>[0], deployment?: string) => metrics ? meteredProvider(provider, metrics.work, deployment) : provider;
   const providers = new ProviderRegistry().add(metered(localProvider({
     clock, latencyMs: config.generations.localLatencyMs, failureRate: config.generations.localFailureRate,
     maxConcurrentJobs: config.generations.localMaxConcurrentJobs,

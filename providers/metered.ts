@@ -6,14 +6,14 @@ import type { Provider, ProviderUpdate } from './provider.ts';
  * `failed` as it reports, `refused` when submission throws. A job never reported on (the service stopped
  * first) is not counted.
  */
-export function meteredProvider(provider: Provider, metrics: WorkMetrics): Provider {
+export function meteredProvider(provider: Provider, metrics: WorkMetrics, deployment?: string): Provider {
   const timed = (report: (update: ProviderUpdate) => void) => {
     const started = performance.now();
     let done = false;
     return (update: ProviderUpdate) => {
       if (!done && (update.type === 'succeeded' || update.type === 'failed')) {
         done = true;
-        metrics.providerCall(provider.name, update.type, (performance.now() - started) / 1000);
+        metrics.providerCall(provider.name, update.type, (performance.now() - started) / 1000, deployment);
       }
       report(update);
     };
@@ -33,14 +33,14 @@ export function meteredProvider(provider: Provider, metrics: WorkMetrics): Provi
         return await provider.submit(job, (update) => {
           if (!done && (update.type === 'succeeded' || update.type === 'failed')) {
             done = true;
-            metrics.providerCall(provider.name, update.type, seconds());
+            metrics.providerCall(provider.name, update.type, seconds(), deployment);
           }
           report(update);
         });
       } catch (error) {
         if (!done) {
           done = true;
-          metrics.providerCall(provider.name, 'refused', seconds());
+          metrics.providerCall(provider.name, 'refused', seconds(), deployment);
         }
         throw error;
       }

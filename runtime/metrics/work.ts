@@ -46,8 +46,11 @@ export class WorkMetrics {
     this.transitions.add(1, `${from} ${to}`, () => ({ 'generation.status.from': from, 'generation.status.to': to }));
   }
 
-  providerCall(provider: string, outcome: ProviderCallOutcome, seconds: number): void {
-    this.providerDuration.record(seconds, this.providerAttributes.get(`${provider} ${outcome}`, () => ({ 'gs.provider': provider, 'gs.outcome': outcome })));
+  /** `deployment`: the catalog deployment the job ran on (absent for the built-in local provider's). */
+  providerCall(provider: string, outcome: ProviderCallOutcome, seconds: number, deployment?: string): void {
+    this.providerDuration.record(seconds, this.providerAttributes.get(`${provider} ${outcome} ${deployment ?? ''}`, () => ({
+      'gs.provider': provider, 'gs.outcome': outcome, ...(deployment ? { 'gs.deployment': deployment } : {}),
+    })));
   }
 
   webhookAttempt(outcome: WebhookAttemptOutcome, seconds: number): void {

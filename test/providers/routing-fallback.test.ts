@@ -124,6 +124,16 @@ t.test('an open breaker sends jobs on without calling the deployment; with every
   t.equal(fake.counts.create, before + 1, 'one create');
 });
 
+t.test('provider calls are measured by provider and deployment', async (t) => {
+  const text = await (await fetch(server.metricsUrl!)).text();
+  const count = (labels: Record<string, string>) => text.split('\n').filter((line) => line.startsWith('gs_provider_call_duration_count{')
+    && Object.entries(labels).every(([name, value]) => line.includes(`${name}="${value}"`))).map((line) => Number(line.split(' ').at(-1)));
+  t.ok(count({ gs_provider: 'replicate', gs_deployment: 'acme-both-replicate', gs_outcome: 'refused' })[0]! >= 1, 'the refused creates at one Replicate deployment');
+  t.ok(count({ gs_provider: 'replicate', gs_deployment: 'solo-replicate', gs_outcome: 'succeeded' })[0]! >= 1, 'another\'s succeeded job');
+  const local = text.split('\n').filter((line) => line.startsWith('gs_provider_call_duration_count{') && line.includes('gs_provider="local"'));
+  t.ok(local.length > 0 && local.every((line) => !line.includes('gs_deployment')), 'the local provider\'s, without a deployment label');
+});
+
 t.test('every job charged once, at the model\'s price, whatever its attempts', async (t) => {
   const query = serverQuery(server);
   const money = await moneyOf(query, user.workspaceId);
