@@ -6,7 +6,8 @@ function book(t: Test, state: { account: Account; ledger: LedgerEntry[] }, decis
   if (decision.ok) {
     state.account = decision.account;
     state.ledger.push(...decision.entries);
-    const { reservations: _r, walletActivated: _w, ...balances } = state.account;
+    // The token carry is a fraction of a credit not charged yet, not a balance of the ledger (docs/catalog.md#rounding).
+    const { reservations: _r, walletActivated: _w, tokenCarryNano: _c, ...balances } = state.account;
     t.same(balances, sumLedger(state.ledger), 'balances equal the ledger sum');
     for (const value of Object.values(balances)) t.ok(value >= 0, 'no balance is negative');
   }
