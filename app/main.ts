@@ -18,7 +18,7 @@ async function main(): Promise<void> {
   const { services } = service;
   services.logger.info({ url: service.url, database: services.db.kind, engine: services.engine }, 'listening');
   // For people: on stderr, so that stdout carries the JSON log lines alone (the 'listening' line above says the same).
-  process.stderr.write([
+  process.stderr.write(`${[
     '',
     `Generation Service ${services.version} listening on ${service.url}`,
     `  public base URL: ${services.publicUrl}`,
@@ -32,7 +32,7 @@ async function main(): Promise<void> {
     `  curl -si -H 'content-type: application/json' -d '{"email":"you@example.com","password":"a-long-password","name":"You"}' ${services.publicUrl}/v1/auth/signup`,
     'Emergency stop of all generation: npm run ops -- pause "reason" | resume | status (docs/operations.md)',
     '',
-  ].join('\n') + '\n');
+  ].join('\n')}\n`);
   if (config.cluster) {
     services.logger.info({ nodeId: config.cluster.nodeId, internalPort: config.cluster.internalPort, shards: config.cluster.shards }, 'cluster node');
   }

@@ -112,7 +112,7 @@ export function serveDashboard(dashboard: Dashboard, res: HttpResponse, state: R
 function sendFile(res: HttpResponse, state: ResponseState, requestId: string, file: StaticFile, headers: Record<string, string>): boolean {
   if (state.aborted || state.finished) return true;
   state.finished = true;
-  const notModified = headers['if-none-match'] !== undefined && headers['if-none-match'].split(',').some((tag) => tag.trim() === file.etag);
+  const notModified = headers['if-none-match']?.split(',').some((tag) => tag.trim() === file.etag);
   res.cork(() => {
     res.writeStatus(statusLine(notModified ? 304 : 200));
     res.writeHeader('X-Request-Id', requestId);

@@ -1,4 +1,4 @@
-import { AbstractSqlConnection, AbstractSqlDriver, PostgreSqlConnection, PostgreSqlPlatform, type Configuration } from '@mikro-orm/postgresql';
+import { type AbstractSqlConnection, AbstractSqlDriver, PostgreSqlConnection, PostgreSqlPlatform, type Configuration } from '@mikro-orm/postgresql';
 import { bindStatement } from './bound-sql.ts';
 import { DirectTransaction } from './direct-transaction.ts';
 

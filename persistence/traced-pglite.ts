@@ -18,7 +18,7 @@ export function tracePglite(instance: PGlite, namespace: string): void {
   const exec = instance.exec.bind(instance);
   const traced = <T>(sql: string, run: () => Promise<T>): Promise<T> => {
     const parent = trace.getSpan(context.active());
-    if (!parent || !parent.isRecording()) return run();
+    if (!parent?.isRecording()) return run();
     const operation = statementOperation(sql);
     const span = tracer.startSpan(operation, {
       kind: SpanKind.CLIENT,

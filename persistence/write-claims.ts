@@ -46,4 +46,5 @@ export class WriteClaims {
  * persistence/cluster/fence.ts). May answer the transaction's id (`txid_current()`) when it read it in
  * the same round trip, sparing the writer a statement of its own.
  */
+// biome-ignore lint/suspicious/noConfusingVoidType: a fence that answers nothing (Promise<void>) is as welcome as one that answers the id.
 export type WriteFence = (em: import('@mikro-orm/postgresql').SqlEntityManager, claims: Lease[]) => Promise<string | undefined | void>;

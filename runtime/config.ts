@@ -247,7 +247,7 @@ function readMetrics(read: EnvReader, env: Env, problems: string[], host: string
     else exporters = names.includes('none') ? [] : [...new Set(names as MetricsConfig['exporters'])];
   }
   const metricsHost = read.string('METRICS_HOST', host);
-  if (!/^[A-Za-z0-9.:\[\]-]{1,253}$/.test(metricsHost)) problems.push(`METRICS_HOST=${JSON.stringify(metricsHost)}: expected a host name or IP address`);
+  if (!/^[A-Za-z0-9.:[\]-]{1,253}$/.test(metricsHost)) problems.push(`METRICS_HOST=${JSON.stringify(metricsHost)}: expected a host name or IP address`);
   const port = read.integer('METRICS_PORT', 9464, 0, 65535);
   const otlp = exporters.includes('otlp');
   const signalEndpoint = otlp ? read.optionalUrl('OTEL_EXPORTER_OTLP_METRICS_ENDPOINT', ['http:', 'https:']) : undefined;
@@ -399,7 +399,7 @@ function readCluster(read: EnvReader, env: Env, problems: string[], base: { port
   const nodeId = read.string('CLUSTER_NODE_ID', `${os.hostname()}:${base.port}`);
   if (!/^[A-Za-z0-9._:-]{1,128}$/.test(nodeId)) problems.push(`CLUSTER_NODE_ID=${JSON.stringify(nodeId)}: expected 1 to 128 letters, digits, '.', '_', ':' or '-'`);
   const internalAddress = read.string('CLUSTER_INTERNAL_ADDRESS', os.hostname());
-  if (!/^[A-Za-z0-9.:\[\]-]{1,253}$/.test(internalAddress)) problems.push(`CLUSTER_INTERNAL_ADDRESS=${JSON.stringify(internalAddress)}: expected a host name or IP address`);
+  if (!/^[A-Za-z0-9.:[\]-]{1,253}$/.test(internalAddress)) problems.push(`CLUSTER_INTERNAL_ADDRESS=${JSON.stringify(internalAddress)}: expected a host name or IP address`);
   const internalPort = read.integer('CLUSTER_INTERNAL_PORT', 8081, 1, 65535);
   const heartbeatMs = read.integer('CLUSTER_HEARTBEAT_MS', 1000, 50, 60_000);
   const deadAfterMs = read.integer('CLUSTER_DEAD_AFTER_MS', 5000, 100, 600_000);

@@ -37,7 +37,7 @@ interface SwitchRow {
 }
 
 function toPause(row: SwitchRow | undefined): PauseState {
-  if (!row || !row.enabled) return NOT_PAUSED;
+  if (!row?.enabled) return NOT_PAUSED;
   return { paused: true, reason: row.reason, since: new Date(row.changed_at).toISOString() };
 }
 

@@ -3,9 +3,7 @@ import type { BlobStore } from '../../persistence/blob-store/types.ts';
 import { InputError, type InputResolver } from './input-resolver.ts';
 import { readLimited } from '../../runtime/read-limited.ts';
 
-export interface UrlFetcher {
-  (url: string): Promise<Buffer>;
-}
+export type UrlFetcher = (url: string) => Promise<Buffer>
 
 /** Largest input file read into memory for a provider. */
 export const MAX_INPUT_BYTES = 64 * 1024 * 1024;

@@ -338,7 +338,7 @@ async function settle(
   generationId: string,
   kind: 'capture' | 'release',
   asked: GenerationSettlement,
-  heldSlot: boolean,
+  _heldSlot: boolean,
   ctx: ActorContext,
   after?: number,
 ): Promise<Outcome<WorkspaceState, unknown>> {

@@ -111,7 +111,7 @@ export async function renewSubscription(state: WorkspaceState, subscriptionId: s
   const at = new Date(now);
   const [sub] = await em.execute<Array<{ id: string; plan: string; status: string; current_period_end: Date | string; cancel_at_period_end: boolean; created_at: Date | string }>>(
     'select id, plan, status, current_period_end, cancel_at_period_end, created_at from subscriptions where id = ? and workspace_id = ?', [subscriptionId, state.workspaceId]);
-  if (!sub || sub.status !== 'active') return { state, reply: { nextAt: null } };
+  if (sub?.status !== 'active') return { state, reply: { nextAt: null } };
   const end = new Date(sub.current_period_end).getTime();
   if (now < end) return { state, reply: { nextAt: end } };
 

@@ -7,7 +7,7 @@ import pg from 'pg';
 import { Agent, request } from 'undici';
 import { profileOf, summariseProfile } from '../lib/cpu-profile.ts';
 import { round } from '../lib/load.ts';
-import { backendPids, scratchDatabase, type ScratchDatabase } from '../lib/postgres.ts';
+import { backendPids, scratchDatabase, } from '../lib/postgres.ts';
 import { cpuBetween, freePort, processCpuSeconds, processesCpuSeconds, startNodeServer, stopServer, systemBusyCpuSeconds, waitUntilReady, type ChildServer } from '../lib/processes.ts';
 import type { BenchContext, LoadSummary, Scenario } from '../lib/types.ts';
 import { measuredSummary } from '../lib/types.ts';

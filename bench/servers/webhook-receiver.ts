@@ -26,9 +26,9 @@ uws.App()
   .post('/hook/*', (res) => {
     const entry = { res, aborted: false };
     res.onAborted(() => { entry.aborted = true; });
-    let size = 0;
+    let _size = 0;
     res.onData((chunk, isLast) => {
-      size += chunk.byteLength;
+      _size += chunk.byteLength;
       if (!isLast) return;
       received++;
       lastAt = performance.now();

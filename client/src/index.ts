@@ -45,6 +45,7 @@ export type CreateWebhookBody = Scoped<BodyOf<'createWebhook'>>;
 export type ClientPaths = {
   [P in keyof paths]: { [M in keyof paths[P]]: M extends 'parameters' ? paths[P][M] : WithOptionalWorkspace<paths[P][M]> };
 };
+// biome-ignore lint/complexity/noBannedTypes: `{}` is the point here: a key is required when the empty object is not assignable to it.
 type RequiredKeys<T> = { [K in keyof T]-?: {} extends Pick<T, K> ? never : K }[keyof T];
 type WithOptionalWorkspace<Op> = Op extends { parameters: infer Params }
   ? Omit<Op, 'parameters' | 'requestBody'> & { parameters: OptionalQueryWorkspace<Params> } & OptionalBodyWorkspace<Op>

@@ -24,7 +24,7 @@ export class GenerationFeed {
   private lastSent = -1;
   private done = false;
 
-  private constructor(private readonly services: Services, private row: GenerationRow) {}
+  private constructor(readonly _services: Services, private row: GenerationRow) {}
 
   /** The generation as the caller may see it; another workspace's answers 404, as a missing one (getGeneration's rules). */
   static async open(services: Services, auth: Principal | undefined, generationId: string, workspaceId: string | undefined): Promise<GenerationFeed> {

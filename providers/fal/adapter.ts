@@ -260,7 +260,7 @@ export function createFalAdapter(settings: FalSettings, deployment: { id: string
 
     deliverEvent(providerJobId, payload) {
       const f = follows.get(providerJobId);
-      if (!f || f.phase !== 'following') return;
+      if (f?.phase !== 'following') return;
       const delivery = (payload ?? {}) as { status?: unknown; payload?: unknown; error?: unknown; payload_error?: unknown };
       if (delivery.status === 'ERROR') return fail(f, webhookFailure(delivery, secrets));
       if (delivery.status !== 'OK') return;

@@ -74,7 +74,7 @@ async function download(url: unknown, index: number, context: AdapterContext, se
 
 function typed(bytes: Buffer, media: MediaKind, index: number): OutputFile {
   const contentType = sniffContentType(bytes);
-  if (!contentType || !contentType.startsWith(`${media}/`)) {
+  if (!contentType?.startsWith(`${media}/`)) {
     throw bad(`Output ${index + 1} of the fal result is not ${media === 'image' ? 'an' : 'a'} ${media} file (${contentType ?? 'unrecognised bytes'}).`);
   }
   const file: OutputFile = { bytes, contentType, mediaType: media };

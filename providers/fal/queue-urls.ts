@@ -49,7 +49,7 @@ export function parseProviderJobId(providerJobId: string): { app: string; reques
   const app = providerJobId.slice(0, at);
   const requestId = providerJobId.slice(at + 1);
   const endpoint = parseEndpointId(app);
-  if (!endpoint || endpoint.subpath !== '' || !/^[A-Za-z0-9_-]{1,128}$/.test(requestId)) return undefined;
+  if (endpoint?.subpath !== '' || !/^[A-Za-z0-9_-]{1,128}$/.test(requestId)) return undefined;
   return { app, requestId };
 }
 

@@ -79,7 +79,7 @@ function styleOf(systemPrompt: string): Style {
 
 /** Prompts that ask for a plain transformation of their own text get it done. */
 function instruction(prompt: string): string[] | undefined {
-  const m = /^\s*(echo|repeat|reverse|uppercase|lowercase|count the words in|count words in|count words)\s*[:\-]?\s*([\s\S]*)$/i.exec(prompt);
+  const m = /^\s*(echo|repeat|reverse|uppercase|lowercase|count the words in|count words in|count words)\s*[:-]?\s*([\s\S]*)$/i.exec(prompt);
   if (!m) return undefined;
   const verb = m[1]!.toLowerCase();
   const body = m[2]!.trim();

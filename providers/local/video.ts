@@ -141,7 +141,7 @@ async function videoCodecArgs(options?: LocalOutputOptions): Promise<string[]> {
 }
 
 const hex = (r: () => number, scale = 1) =>
-  '#' + Array.from({ length: 3 }, () => Math.round(r() * 255 * scale).toString(16).padStart(2, '0')).join('');
+  `#${Array.from({ length: 3 }, () => Math.round(r() * 255 * scale).toString(16).padStart(2, '0')).join('')}`;
 const tint = (r: () => number) => (0.35 + r() * 0.65).toFixed(3);
 
 /** A slow pan across the picture (direction from the PRNG), or a zoom towards its centre. */

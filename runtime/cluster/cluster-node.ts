@@ -294,7 +294,7 @@ export class ClusterNode extends EventEmitter<ClusterNodeEvents> {
     for (let shard = 0; shard < this.options.shardCount; shard++) {
       if (targets[shard] !== this.nodeId || this.held.has(shard)) continue;
       const row = rows.get(shard);
-      if (!row || !row.valid || (row.ownerNodeId === this.nodeId && row.ownerIncarnation !== this.incarnation)) {
+      if (!row?.valid || (row.ownerNodeId === this.nodeId && row.ownerIncarnation !== this.incarnation)) {
         toAcquire.push(shard);
       } else if (row.ownerNodeId === this.nodeId) {
         // Handed over to this incarnation by its previous owner: counted as held once renewed below.

@@ -63,7 +63,7 @@ export async function metricValue(metricsUrl: string, name: string, labels: Reco
 /** The catalog version a node serves (GET /health/ready). */
 export async function servedVersion(url: string): Promise<string | undefined> {
   const response = await fetch(`${url}/health/ready`).catch(() => undefined);
-  if (!response || response.status !== 200) return undefined;
+  if (response?.status !== 200) return undefined;
   return ((await response.json()) as { catalog?: { version?: string } }).catalog?.version;
 }
 

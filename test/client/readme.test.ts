@@ -11,7 +11,7 @@ const README = fileURLToPath(new URL('../../client/README.md', import.meta.url))
 
 t.test('client/README.md shows examples/quickstart.mjs as it is', async (t) => {
   const example = readFileSync(EXAMPLE, 'utf8');
-  t.ok(readFileSync(README, 'utf8').includes('```js\n' + example + '```\n'), 'the example file, verbatim, in a js block');
+  t.ok(readFileSync(README, 'utf8').includes(`\`\`\`js\n${example}\`\`\`\n`), 'the example file, verbatim, in a js block');
 });
 
 t.test('the README example runs with plain node against a real server', async (t) => {

@@ -253,7 +253,7 @@ if (!fs.existsSync(CHROMIUM)) {
       { generation: { ...done, status: 'running', textOutput: null, completedAt: null, timeline: [at('queued'), at('running')] } },
       { ...done, textOutput: 'the streamed answer', timeline: [at('queued'), at('running'), at('succeeded')] },
     ];
-    const sse = ': connected\n\n' + events.map((event, index) => `id: ${index + 1}\nevent: generation\ndata: ${JSON.stringify(event)}\n\n`).join('');
+    const sse = `: connected\n\n${events.map((event, index) => `id: ${index + 1}\nevent: generation\ndata: ${JSON.stringify(event)}\n\n`).join('')}`;
     await page.route('**/v1/generations/*/stream*', async (route) => {
       streamRequests.push(route.request().url());
       await route.fulfill({ status: 200, headers: { 'content-type': 'text/event-stream', 'cache-control': 'no-store' }, body: sse });

@@ -18,7 +18,7 @@ const used = new Set<string>();
 
 /** Compose's interpolation: ${NAME}, ${NAME:?message}, ${NAME:-default} (and without the colon), $$ for a dollar. */
 function interpolate(value: string, vars: Record<string, string>): string {
-  return value.replace(/\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?])([^}]*))?\}/g, (whole, name: string | undefined, op: string | undefined, arg: string | undefined) => {
+  return value.replace(/\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?])([^}]*))?\}/g, (_whole, name: string | undefined, op: string | undefined, arg: string | undefined) => {
     if (!name) return '$';
     used.add(name);
     const given = vars[name];

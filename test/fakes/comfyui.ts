@@ -44,6 +44,7 @@ interface NodeClass {
 const SAMPLERS = ['euler', 'euler_ancestral', 'dpmpp_2m'];
 const SCHEDULERS = ['normal', 'karras', 'simple'];
 const CHECKPOINTS = ['sd_xl_base_1.0.safetensors', 'v1-5-pruned-emaonly.safetensors'];
+// biome-ignore lint/correctness/noPrecisionLoss: ComfyUI's own bound for seeds, as its /object_info answers it (a JSON number past 2^53).
 const INT_MAX = 0xffffffffffffffff;
 
 export const NODES: Record<string, NodeClass> = {

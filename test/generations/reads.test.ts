@@ -33,7 +33,7 @@ async function allPages(t: Test, server: TestServer, path: string, credential: s
 }
 
 /** A workspace with 30 generations spread over modes, statuses, projects and five days. */
-async function seeded(t: Test) {
+async function seeded(_t: Test) {
   const server = await sharedTestServer();
   const owner = await signUp(server);
   const key = await createKey(server, owner.cookie, owner.workspaceId, ['generations.read']);

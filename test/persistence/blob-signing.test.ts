@@ -5,7 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { loadSigningSecret, UrlSigner } from '../../persistence/blob-store/signing.ts';
 import { createBlobStore } from '../../persistence/blob-store/index.ts';
-import { LocalBlobStore } from '../../persistence/blob-store/local.ts';
+import type { LocalBlobStore } from '../../persistence/blob-store/local.ts';
 
 async function tempDir(t: Test): Promise<string> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'blob-signing-'));

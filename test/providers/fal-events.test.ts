@@ -163,7 +163,7 @@ t.test('refused: a changed body, another key, an old or future timestamp, a miss
   })();
   const stale = fake.delivery(id, Date.now() - 6 * 60_000);
   const future = fake.delivery(id, Date.now() + 6 * 60_000);
-  const { ['x-fal-webhook-user-id']: _dropped, ...withoutUser } = genuine.headers;
+  const { 'x-fal-webhook-user-id': _dropped, ...withoutUser } = genuine.headers;
 
   const cases: Array<[string, InboundEvent, RegExp]> = [
     ['a changed body', eventOf(changed), /does not match/],

@@ -19,7 +19,7 @@ const succeeded = (update: AdapterUpdate) => {
   if (update.type !== 'succeeded') throw new Error(`expected succeeded, got ${JSON.stringify(update)}`);
   return update;
 };
-const failed = (update: AdapterUpdate) => {
+const _failed = (update: AdapterUpdate) => {
   if (update.type !== 'failed') throw new Error(`expected failed, got ${JSON.stringify(update)}`);
   return update;
 };

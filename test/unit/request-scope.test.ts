@@ -3,6 +3,7 @@ import { context, createContextKey, ROOT_CONTEXT, trace } from '@opentelemetry/a
 import { currentRequestId, RequestScopeContextManager, runInRequest } from '../../runtime/request-scope.ts';
 
 const KEY = createContextKey('test value');
+// biome-ignore lint/suspicious/noShadowRestrictedNames: the name says what it reads; Object.prototype.valueOf is not used here.
 const valueOf = () => context.active().getValue(KEY);
 
 t.test('the request scope and the trace context are one store: entering either keeps the other', async (t) => {

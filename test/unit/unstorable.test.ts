@@ -10,11 +10,11 @@ t.test('U+0000 and unpaired surrogates are unstorable; pairs and every other cha
 });
 
 t.test('the field named is the first bad string, by path, in objects, arrays and property names', async (t) => {
-  t.equal(unstorableProblem({ a: 'ok', b: { c: ['x', 'y\u0000'] } }, 'body'), 'body.b.c.1' + BAD);
-  t.equal(unstorableProblem({ params: { 'k\ud800': 'v' } }, 'body'), 'body.params (a property name)' + BAD);
-  t.equal(unstorableProblem({ id: 'a\u0000' }, 'path'), 'path.id' + BAD);
-  t.equal(unstorableProblem({ tags: ['a', 'b\u0000'] }, 'query'), 'query.tags.1' + BAD);
-  t.equal(unstorableProblem('a\u0000', 'Idempotency-Key'), 'Idempotency-Key' + BAD);
+  t.equal(unstorableProblem({ a: 'ok', b: { c: ['x', 'y\u0000'] } }, 'body'), `body.b.c.1${BAD}`);
+  t.equal(unstorableProblem({ params: { 'k\ud800': 'v' } }, 'body'), `body.params (a property name)${BAD}`);
+  t.equal(unstorableProblem({ id: 'a\u0000' }, 'path'), `path.id${BAD}`);
+  t.equal(unstorableProblem({ tags: ['a', 'b\u0000'] }, 'query'), `query.tags.1${BAD}`);
+  t.equal(unstorableProblem('a\u0000', 'Idempotency-Key'), `Idempotency-Key${BAD}`);
   t.equal(unstorableProblem({ a: 1, b: null, c: true, d: [1.5, null, { e: '😀' }] }, 'body'), undefined);
   t.equal(unstorableProblem(undefined, 'body'), undefined);
 });

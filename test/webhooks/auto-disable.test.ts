@@ -1,4 +1,4 @@
-import t, { type Test } from 'tap';
+import t from 'tap';
 import type { TestServer } from '../helpers/server.ts';
 import { call } from '../identity/support.ts';
 import {
@@ -20,7 +20,7 @@ t.test('an endpoint failing for 5 days (moved clock) is disabled with a reason; 
   const watcher = await startReceiver(t);
   const bystander = await startReceiver(t);
   const failing = await createEndpoint(server, who, dead.url, ['generation.cancelled']);
-  const told = await createEndpoint(server, who, watcher.url, ['webhook_endpoint.disabled']);
+  const _told = await createEndpoint(server, who, watcher.url, ['webhook_endpoint.disabled']);
   await createEndpoint(server, who, bystander.url, ['generation.cancelled']);
   const stranger = await tenant(server);
   const foreign = await startReceiver(t);

@@ -1,7 +1,7 @@
 import t from 'tap';
 import { ManualClock } from '../../runtime/clock.ts';
 import { startTestServer } from '../helpers/server.ts';
-import { verifyWebhook, WebhookVerificationError } from '../../client/src/webhooks.ts';
+import { verifyWebhook, type WebhookVerificationError } from '../../client/src/webhooks.ts';
 import {
   cancelGeneration, createEndpoint, createGeneration, deliveries, eventually, getGeneration, historyWhen, startReceiver, tenant,
 } from './support.ts';

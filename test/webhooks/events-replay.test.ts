@@ -1,4 +1,4 @@
-import t, { type Test } from 'tap';
+import t from 'tap';
 import type { TestServer } from '../helpers/server.ts';
 import { call, isError } from '../identity/support.ts';
 import { EVENT_RETENTION_MS } from '../../actors/webhook/events.ts';

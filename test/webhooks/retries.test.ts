@@ -2,11 +2,11 @@ import net from 'node:net';
 import t, { type Test } from 'tap';
 import { ManualClock } from '../../runtime/clock.ts';
 import { newId } from '../../persistence/ids.ts';
-import { startTestServer, type TestServer } from '../helpers/server.ts';
+import { startTestServer, } from '../helpers/server.ts';
 import { withKey } from '../helpers/identity.ts';
 import { verifyWebhook } from '../../client/src/webhooks.ts';
 import {
-  cancelledEvent, createEndpoint, deliveries, historyWhen, startOnManualClock, startReceiver, tenant, type Tenant,
+  cancelledEvent, createEndpoint, deliveries, historyWhen, startOnManualClock, startReceiver, tenant, 
 } from './support.ts';
 
 const BACKOFF = [30_000, 60_000, 120_000, 240_000];

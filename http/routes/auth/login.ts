@@ -24,7 +24,9 @@ export const login = defineRoute({
     const attempt = await beginLoginAttempt(services, email, remoteAddress);
     const user = await services.db.em().findOne(UserEntity, { email });
     // The same work and the same answer whether the account is unknown or the password wrong.
-    const valid = user?.passwordHash ? await verifyPassword(body.password, user.passwordHash) : (await burnPasswordCheck(body.password), false);
+    let valid = false;
+    if (user?.passwordHash) valid = await verifyPassword(body.password, user.passwordHash);
+    else await burnPasswordCheck(body.password);
     if (!user || !valid) {
       await attempt.failed();
       throw new ApiError('unauthenticated', 'The e-mail address or the password is not correct.');

@@ -20,7 +20,7 @@ interface PaymentView {
 /** The local provider and the payment a checkout link is for; a link with a wrong token is 404 like a missing payment. */
 async function checkoutPayment(services: Services, paymentId: string, token: string): Promise<{ local: LocalPaymentProvider; payment: PaymentView }> {
   const local = services.billing.local;
-  if (!local || !local.verifyCheckoutToken(paymentId, token)) throw new ApiError('not_found', 'No such checkout.');
+  if (!local?.verifyCheckoutToken(paymentId, token)) throw new ApiError('not_found', 'No such checkout.');
   const [payment] = await services.db.em().execute<PaymentView[]>(
     `select id, amount_cents, description, status from payments where id = ? and provider = 'local'`, [paymentId]);
   if (!payment) throw new ApiError('not_found', 'No such checkout.');

@@ -46,7 +46,7 @@ export const showLocalPortal = defineRoute({
   responses: { 200: null },
   handler: async ({ query, services }) => {
     const local = services.billing.local;
-    if (!local || !local.verifyPortal(query.workspaceId, Number(query.expires), query.token)) throw new ApiError('not_found', 'No such portal session, or it has expired.');
+    if (!local?.verifyPortal(query.workspaceId, Number(query.expires), query.token)) throw new ApiError('not_found', 'No such portal session, or it has expired.');
     const em = services.db.em();
     const subs = await em.execute<Array<{ plan: string; current_period_end: Date; cancel_at_period_end: boolean }>>(
       `select plan, current_period_end, cancel_at_period_end from subscriptions where workspace_id = ? and status = 'active'`, [query.workspaceId]);
