@@ -18,21 +18,23 @@ async function main(): Promise<void> {
   const { services } = service;
   services.logger.info({ url: service.url, database: services.db.kind, engine: services.engine }, 'listening');
   // For people: on stderr, so that stdout carries the JSON log lines alone (the 'listening' line above says the same).
-  process.stderr.write(`${[
-    '',
-    `Generation Service ${services.version} listening on ${service.url}`,
-    `  public base URL: ${services.publicUrl}`,
-    `  database: ${services.db.kind === 'pglite' ? (config.databaseUrl === 'memory://' ? 'PGlite (in memory)' : `PGlite in ${config.dataDir}`) : 'PostgreSQL'}`,
-    `  web dashboard: ${services.publicUrl}/ (open it at this address: the session's writes are accepted from this origin)`,
-    `  API description: ${services.publicUrl}/v1/openapi.json`,
-    `  readiness: ${services.publicUrl}/health/ready`,
-    ...(config.allowLoopbackEgress ? ['  development mode: webhook receivers and input URLs on this machine (loopback) are allowed'] : []),
-    '',
-    'Get started: paste the quick start of README.md, or sign up (the answer sets your session cookie; POST /v1/auth/login later):',
-    `  curl -si -H 'content-type: application/json' -d '{"email":"you@example.com","password":"a-long-password","name":"You"}' ${services.publicUrl}/v1/auth/signup`,
-    'Emergency stop of all generation: npm run ops -- pause "reason" | resume | status (docs/operations.md)',
-    '',
-  ].join('\n')}\n`);
+  process.stderr.write(
+    `${[
+      '',
+      `Generation Service ${services.version} listening on ${service.url}`,
+      `  public base URL: ${services.publicUrl}`,
+      `  database: ${services.db.kind === 'pglite' ? (config.databaseUrl === 'memory://' ? 'PGlite (in memory)' : `PGlite in ${config.dataDir}`) : 'PostgreSQL'}`,
+      `  web dashboard: ${services.publicUrl}/ (open it at this address: the session's writes are accepted from this origin)`,
+      `  API description: ${services.publicUrl}/v1/openapi.json`,
+      `  readiness: ${services.publicUrl}/health/ready`,
+      ...(config.allowLoopbackEgress ? ['  development mode: webhook receivers and input URLs on this machine (loopback) are allowed'] : []),
+      '',
+      'Get started: paste the quick start of README.md, or sign up (the answer sets your session cookie; POST /v1/auth/login later):',
+      `  curl -si -H 'content-type: application/json' -d '{"email":"you@example.com","password":"a-long-password","name":"You"}' ${services.publicUrl}/v1/auth/signup`,
+      'Emergency stop of all generation: npm run ops -- pause "reason" | resume | status (docs/operations.md)',
+      '',
+    ].join('\n')}\n`,
+  );
   if (config.cluster) {
     services.logger.info({ nodeId: config.cluster.nodeId, internalPort: config.cluster.internalPort, shards: config.cluster.shards }, 'cluster node');
   }
@@ -45,10 +47,13 @@ async function main(): Promise<void> {
       process.exit(130);
     }
     services.logger.info({ signal }, 'stopping gracefully');
-    service.stop().then(() => process.exit(0), (error: unknown) => {
-      services.logger.error({ err: error }, 'graceful stop failed');
-      process.exit(1);
-    });
+    service.stop().then(
+      () => process.exit(0),
+      (error: unknown) => {
+        services.logger.error({ err: error }, 'graceful stop failed');
+        process.exit(1);
+      },
+    );
   };
   // SIGHUP: read the catalog file again (it is also followed as it changes; docs/catalog.md).
   process.on('SIGHUP', () => {

@@ -3,8 +3,15 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import { loadConfigOrExit, type Config } from '../runtime/config.ts';
 import {
-  DEFAULT_SWITCH_POLL_MS, mailboxPaths, MAX_REASON_LENGTH, readGenerationPaused, writeAtomically, writeGenerationPaused,
-  type OpsAnswer, type OpsCommand, type PauseState,
+  DEFAULT_SWITCH_POLL_MS,
+  mailboxPaths,
+  MAX_REASON_LENGTH,
+  readGenerationPaused,
+  writeAtomically,
+  writeGenerationPaused,
+  type OpsAnswer,
+  type OpsCommand,
+  type PauseState,
 } from '../runtime/switches.ts';
 import { openDatabase } from '../persistence/database.ts';
 
@@ -108,10 +115,15 @@ async function viaMailbox(mailbox: ReturnType<typeof mailboxPaths>, command: Ops
     }
     if (Date.now() >= deadline) {
       // Withdraw it, unless the server is taking it right now (then its answer is lost, not its effect).
-      const withdrawn = await fs.rm(request).then(() => true, () => false);
-      throw new Error(withdrawn
-        ? `the server holding ${path.dirname(mailbox.dir)} did not take the command within ${waitMs} ms; nothing was changed`
-        : `the server took the command but did not answer within ${waitMs} ms; run "npm run ops -- status" to see the state`);
+      const withdrawn = await fs.rm(request).then(
+        () => true,
+        () => false,
+      );
+      throw new Error(
+        withdrawn
+          ? `the server holding ${path.dirname(mailbox.dir)} did not take the command within ${waitMs} ms; nothing was changed`
+          : `the server took the command but did not answer within ${waitMs} ms; run "npm run ops -- status" to see the state`,
+      );
     }
     await new Promise((resolve) => setTimeout(resolve, 50));
   }

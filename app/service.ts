@@ -104,7 +104,10 @@ export interface RunningService {
 
 export class StartupError extends Error {
   /** The exit code `npm start` ends with: 78 (configuration) for a catalog that cannot be served, 1 otherwise. */
-  constructor(message: string, readonly exitCode = 1) {
+  constructor(
+    message: string,
+    readonly exitCode = 1,
+  ) {
     super(message);
     this.name = 'StartupError';
   }
@@ -118,7 +121,9 @@ export async function startService(options: StartOptions): Promise<RunningServic
   const { config } = options;
   const { engine } = loadUws();
   if (engine === 'uws-fallback' && !config.allowUwsFallback) {
-    throw new StartupError('uWebSockets.js could not load its native addon and fell back to its slow pure-Node emulation; set ALLOW_UWS_FALLBACK=true to run on it anyway.');
+    throw new StartupError(
+      'uWebSockets.js could not load its native addon and fell back to its slow pure-Node emulation; set ALLOW_UWS_FALLBACK=true to run on it anyway.',
+    );
   }
   // Each provider kind's settings, then the catalog: either wrong stops the start before anything opens.
   const kinds = readProviderSettings(config.env);
@@ -132,7 +137,10 @@ export async function startService(options: StartOptions): Promise<RunningServic
   };
   const firstCatalog = readCatalogFileSync(config.catalog.file, catalogBuild);
   if (!firstCatalog.ok) {
-    throw new StartupError(`the catalog file ${config.catalog.file} has ${firstCatalog.problems.length} problem${firstCatalog.problems.length === 1 ? '' : 's'}:\n  ${firstCatalog.problems.join('\n  ')}`, 78);
+    throw new StartupError(
+      `the catalog file ${config.catalog.file} has ${firstCatalog.problems.length} problem${firstCatalog.problems.length === 1 ? '' : 's'}:\n  ${firstCatalog.problems.join('\n  ')}`,
+      78,
+    );
   }
   const telemetry = await startTelemetry(config.telemetry, { exporter: options.spanExporter, serviceVersion: packageJson.version });
   const logger = createLogger(config.logLevel, options.logDestination);
@@ -142,36 +150,65 @@ export async function startService(options: StartOptions): Promise<RunningServic
   metrics?.observe({ pool: () => poolCounts(db), activeGenerations: () => activeGenerationCounts(db), pendingDeliveries: () => pendingDeliveryCount(db) });
   const cluster = config.cluster;
   // Cluster mode: every batch of actor writes is fenced on the shard leases its actors run under.
-  const fence = cluster ? (em: Parameters<typeof fenceShards>[0], claims: Parameters<typeof fenceShards>[2]) => fenceShards(em, cluster.nodeId, claims, { holdLimitMs: cluster.leaseMs }) : undefined;
-  const writer = new SnapshotWriter(db, { windowMs: config.groupCommit.windowMs, maxBatch: config.groupCommit.maxBatch, tracer: telemetry.tracer, fence,
-    onCommit: metrics && ((size, seconds) => metrics.persistence.committed(size, seconds)) });
+  const fence = cluster
+    ? (em: Parameters<typeof fenceShards>[0], claims: Parameters<typeof fenceShards>[2]) =>
+        fenceShards(em, cluster.nodeId, claims, { holdLimitMs: cluster.leaseMs })
+    : undefined;
+  const writer = new SnapshotWriter(db, {
+    windowMs: config.groupCommit.windowMs,
+    maxBatch: config.groupCommit.maxBatch,
+    tracer: telemetry.tracer,
+    fence,
+    onCommit: metrics && ((size, seconds) => metrics.persistence.committed(size, seconds)),
+  });
   // Cluster mode: recovery per shard gained, actors only for the workspaces of owned shards.
   let actors: ActorDirectory;
   const webhookAttempts = new InFlightCounter();
   // Jobs recovered during the emergency stop and held at no provider: a drain does not wait for them.
   const heldJobs = cluster ? new HeldJobs() : undefined;
-  const shardHost = cluster ? new ShardHost({
-    shardCount: cluster.shards, logger, drainMs: config.shutdownTimeoutMs, retryMs: cluster.heartbeatMs,
-    recoverShard: (scope) => [
-      generationRecovery(db, actors, clock, scope), webhookRecovery(db, actors, scope),
-      { name: `subscription renewals of shard ${scope.shard}`, run: () => renewals.start(scope) },
-    ],
-    retire: (matches, drainMs) => actors.retireWorkspaces(matches, drainMs),
-    jobsInFlight: jobsInFlightByShard(db, cluster.shards, { held: heldJobs }),
-    shardLost: (matches) => heldJobs?.forget(matches),
-    attemptsInFlight: (matches) => webhookAttempts.count(matches),
-    flushWrites: () => writer.flush(),
-  }) : undefined;
-  actors = new ActorDirectory({ clock, logger, db, writer, tracer: telemetry.tracer, tracing: telemetry.enabled, idleMs: config.actorIdleMs, ownership: shardHost, metrics: metrics?.actors });
+  const shardHost = cluster
+    ? new ShardHost({
+        shardCount: cluster.shards,
+        logger,
+        drainMs: config.shutdownTimeoutMs,
+        retryMs: cluster.heartbeatMs,
+        recoverShard: (scope) => [
+          generationRecovery(db, actors, clock, scope),
+          webhookRecovery(db, actors, scope),
+          { name: `subscription renewals of shard ${scope.shard}`, run: () => renewals.start(scope) },
+        ],
+        retire: (matches, drainMs) => actors.retireWorkspaces(matches, drainMs),
+        jobsInFlight: jobsInFlightByShard(db, cluster.shards, { held: heldJobs }),
+        shardLost: (matches) => heldJobs?.forget(matches),
+        attemptsInFlight: (matches) => webhookAttempts.count(matches),
+        flushWrites: () => writer.flush(),
+      })
+    : undefined;
+  actors = new ActorDirectory({
+    clock,
+    logger,
+    db,
+    writer,
+    tracer: telemetry.tracer,
+    tracing: telemetry.enabled,
+    idleMs: config.actorIdleMs,
+    ownership: shardHost,
+    metrics: metrics?.actors,
+  });
   for (const behavior of options.behaviors ?? []) actors.register(behavior);
   const health = new HealthState();
   // Shared back ends when REDIS_URL is set, in-process ones otherwise: chosen here, once.
   let redis: RedisClient | undefined;
   let keyBus: RedisKeyInvalidationBus | undefined;
   // Live streams: transitions published after commit, in process, or through Redis pub/sub (docs/streaming.md).
-  const startLiveEvents = (client: RedisClient | undefined) => LiveEvents.start({
-    present: toGenerationDetailOut, now: () => clock.now(), logger, redis: client, channel: `${config.redisKeyPrefix}live-generations`,
-  });
+  const startLiveEvents = (client: RedisClient | undefined) =>
+    LiveEvents.start({
+      present: toGenerationDetailOut,
+      now: () => clock.now(),
+      logger,
+      redis: client,
+      channel: `${config.redisKeyPrefix}live-generations`,
+    });
   let live: LiveEvents | undefined;
   if (config.redisUrl) {
     try {
@@ -198,7 +235,10 @@ export async function startService(options: StartOptions): Promise<RunningServic
   let billingSecret: Buffer;
   let webhookSecrets: SecretBox;
   try {
-    billingSecret = await loadOrCreateSecret(config.billing.signingSecret, config.dataDir, { file: 'billing-signing-secret', envName: 'BILLING_SIGNING_SECRET' });
+    billingSecret = await loadOrCreateSecret(config.billing.signingSecret, config.dataDir, {
+      file: 'billing-signing-secret',
+      envName: 'BILLING_SIGNING_SECRET',
+    });
     // WEBHOOK_SECRET_KEY, or one generated once and kept under DATA_DIR, as for the blob signing secret.
     webhookSecrets = new SecretBox(
       await loadOrCreateSecret(config.webhooks.secretKey, config.dataDir, { file: 'webhook-secret-key', envName: 'WEBHOOK_SECRET_KEY' }),
@@ -221,30 +261,48 @@ export async function startService(options: StartOptions): Promise<RunningServic
   }
   // The emergency stop; on PGlite on disk the ops command reaches this server through <DATA_DIR>/ops.
   const switches = new ServiceSwitches({
-    db, clock, logger, mailboxDir: db.kind === 'pglite' && config.databaseUrl !== 'memory://' ? path.join(config.dataDir, 'ops') : undefined,
+    db,
+    clock,
+    logger,
+    mailboxDir: db.kind === 'pglite' && config.databaseUrl !== 'memory://' ? path.join(config.dataDir, 'ops') : undefined,
   });
   await switches.start();
   // With metrics on, each provider's jobs are timed from submission to result (providers/metered.ts).
-  const metered = (provider: Parameters<ProviderRegistry['add']>[0], deployment?: string) => metrics ? meteredProvider(provider, metrics.work, deployment) : provider;
-  const providers = new ProviderRegistry().add(metered(localProvider({
-    clock, latencyMs: config.generations.localLatencyMs, failureRate: config.generations.localFailureRate,
-    maxConcurrentJobs: config.generations.localMaxConcurrentJobs,
-  })));
+  const metered = (provider: Parameters<ProviderRegistry['add']>[0], deployment?: string) =>
+    metrics ? meteredProvider(provider, metrics.work, deployment) : provider;
+  const providers = new ProviderRegistry().add(
+    metered(
+      localProvider({
+        clock,
+        latencyMs: config.generations.localLatencyMs,
+        failureRate: config.generations.localFailureRate,
+        maxConcurrentJobs: config.generations.localMaxConcurrentJobs,
+      }),
+    ),
+  );
   // Payments: the built-in local provider; its checkout and portal pages are served by this service.
   const paymentProvider = new LocalPaymentProvider({ secret: billingSecret, baseUrl: () => services.publicUrl, clock });
   const renewals = new RenewalScheduler({ clock, logger, db, actors });
   // The real providers: an adapter per catalog deployment, made when a job first needs it (docs/providers.md).
   const deploymentAdapters = new DeploymentAdapters({
-    settings: kinds.settings, metered, now: () => clock.now(), jobTimeoutMs: config.providers.jobTimeoutMs,
+    settings: kinds.settings,
+    metered,
+    now: () => clock.now(),
+    jobTimeoutMs: config.providers.jobTimeoutMs,
     deployment: (id) => deploymentBook.get(id),
     context: (deploymentId) => ({
       fetchOutput: guardedFetcher({
-        maxBytes: config.providers.maxOutputBytes, timeoutMs: config.providers.requestTimeoutMs,
-        allowPrivate: config.allowPrivateEgress, allowLoopback: config.allowLoopbackEgress,
+        maxBytes: config.providers.maxOutputBytes,
+        timeoutMs: config.providers.requestTimeoutMs,
+        allowPrivate: config.allowPrivateEgress,
+        allowLoopback: config.allowLoopbackEgress,
       }),
       eventsUrl: `${config.baseUrl}/v1/providers/${encodeURIComponent(deploymentId)}/events`,
-      maxResponseBytes: config.providers.maxResponseBytes, maxOutputBytes: config.providers.maxOutputBytes,
-      pollIntervalMs: config.providers.pollMs, requestTimeoutMs: config.providers.requestTimeoutMs, now: () => clock.now(),
+      maxResponseBytes: config.providers.maxResponseBytes,
+      maxOutputBytes: config.providers.maxOutputBytes,
+      pollIntervalMs: config.providers.pollMs,
+      requestTimeoutMs: config.providers.requestTimeoutMs,
+      now: () => clock.now(),
     }),
   });
   for (const [kind, settings] of kinds.settings) providers.addKind(kind, kindLimit(kind, settings));
@@ -261,7 +319,9 @@ export async function startService(options: StartOptions): Promise<RunningServic
   remember(firstCatalog.catalog);
   // The catalog served, reloaded on SIGHUP and when its file changes; each request reads the one current then.
   const catalogSource = new CatalogSource(firstCatalog.catalog, {
-    file: config.catalog.file, build: catalogBuild, pollMs: config.catalog.pollMs,
+    file: config.catalog.file,
+    build: catalogBuild,
+    pollMs: config.catalog.pollMs,
     onRefused: (problems) => {
       metrics?.catalog.reloaded('refused');
       logger.error({ file: config.catalog.file, problems }, 'the catalog file was refused; the catalog served stays as it was');
@@ -280,20 +340,33 @@ export async function startService(options: StartOptions): Promise<RunningServic
   const wakeWorkspace = (workspaceId: string) => actors.tell('ws', workspaceId, { type: 'schedule' });
   // Cluster mode: each provider's limit holds across the nodes (a Redis set of the jobs holding its slots).
   // Each node sweeps the stale slots of the jobs of its own shards (and of jobs gone from the database).
-  const sharedCapacity = cluster && redis ? new SharedProviderCapacity(limitOf, wakeWorkspace, {
-    redis, prefix: config.redisKeyPrefix, logger, sweepMs: 30_000,
-    finished: (ids) => staleSlotsAmong(db, ids, { shards: clusterNode?.ownedShards().map((lease) => lease.shard) ?? [], shardCount: cluster.shards }),
-  }) : undefined;
+  const sharedCapacity =
+    cluster && redis
+      ? new SharedProviderCapacity(limitOf, wakeWorkspace, {
+          redis,
+          prefix: config.redisKeyPrefix,
+          logger,
+          sweepMs: 30_000,
+          finished: (ids) => staleSlotsAmong(db, ids, { shards: clusterNode?.ownedShards().map((lease) => lease.shard) ?? [], shardCount: cluster.shards }),
+        })
+      : undefined;
   const capacity = sharedCapacity ?? new ProviderCapacity(limitOf, wakeWorkspace);
   // Circuit breakers of the deployments, shared through Redis when there is one (docs/routing.md).
   const breakers = createBreakers({
-    redis, prefix: config.redisKeyPrefix, clock, logger, metrics: metrics?.breakers, deployments: () => catalogSource.current.deployments().map((d) => d.id),
+    redis,
+    prefix: config.redisKeyPrefix,
+    clock,
+    logger,
+    metrics: metrics?.breakers,
+    deployments: () => catalogSource.current.deployments().map((d) => d.id),
     settings: { deployments: (id) => deploymentBook.get(id)?.breaker },
   });
   const actorDeps: ActorDeps = {
     breakers,
     live,
-    get catalog() { return catalogSource.current; },
+    get catalog() {
+      return catalogSource.current;
+    },
     providers,
     deployment: (id) => deploymentBook.get(id),
     providerJobTimeoutMs: config.providers.jobTimeoutMs,
@@ -302,8 +375,17 @@ export async function startService(options: StartOptions): Promise<RunningServic
     generationPaused: () => switches.generationPaused().paused,
     handingOver: shardHost ? (workspaceId) => shardHost.handingOver(workspaceId) : undefined,
     held: heldJobs,
-    outputs: blobOutputStore(blobs, db, () => clock.now(), () => catalogSource.current),
-    inputs: blobInputResolver(blobs, db, guardedFetcher({ maxBytes: MAX_INPUT_BYTES, timeoutMs: 30_000, allowPrivate: config.allowPrivateEgress, allowLoopback: config.allowLoopbackEgress })),
+    outputs: blobOutputStore(
+      blobs,
+      db,
+      () => clock.now(),
+      () => catalogSource.current,
+    ),
+    inputs: blobInputResolver(
+      blobs,
+      db,
+      guardedFetcher({ maxBytes: MAX_INPUT_BYTES, timeoutMs: 30_000, allowPrivate: config.allowPrivateEgress, allowLoopback: config.allowLoopbackEgress }),
+    ),
     // A plan change changes the rate limit cached with each key record of the workspace: dropped here at
     // once, and on the other nodes through the invalidation bus (one message per key of the workspace).
     billing: {
@@ -312,14 +394,23 @@ export async function startService(options: StartOptions): Promise<RunningServic
       planChanged: (workspaceId) => {
         keyCache.clear();
         if (!keyBus) return;
-        void db.em().execute<Array<{ key_hash: string }>>('select key_hash from api_keys where workspace_id = ?', [workspaceId])
+        void db
+          .em()
+          .execute<Array<{ key_hash: string }>>('select key_hash from api_keys where workspace_id = ?', [workspaceId])
           .then((rows) => Promise.all(rows.map((row) => keyCache.invalidate(row.key_hash))))
-          .catch((error: unknown) => logger.warn({ err: error, workspaceId }, 'could not announce a plan change to other nodes; their key records expire within a minute'));
+          .catch((error: unknown) =>
+            logger.warn({ err: error, workspaceId }, 'could not announce a plan change to other nodes; their key records expire within a minute'),
+          );
       },
     },
     webhooks: {
-      secrets: webhookSecrets, timeoutMs: config.webhooks.timeoutMs, allowPrivateEgress: config.allowPrivateEgress, allowLoopbackEgress: config.allowLoopbackEgress,
-      tracer: telemetry.tracer, random: Math.random, attemptsInFlight: cluster ? webhookAttempts : undefined,
+      secrets: webhookSecrets,
+      timeoutMs: config.webhooks.timeoutMs,
+      allowPrivateEgress: config.allowPrivateEgress,
+      allowLoopbackEgress: config.allowLoopbackEgress,
+      tracer: telemetry.tracer,
+      random: Math.random,
+      attemptsInFlight: cluster ? webhookAttempts : undefined,
       autoDisable: config.webhooks.autoDisable,
     },
     metrics: metrics?.work,
@@ -330,24 +421,47 @@ export async function startService(options: StartOptions): Promise<RunningServic
   // Releasing the emergency stop starts queued jobs again at once, not at the next request.
   switches.onChange((state) => {
     if (state.paused) return;
-    nudgeQueuedWorkspaces(db, actors, shardHost ? (workspaceId) => shardHost.runsHere(workspaceId) : undefined).catch((error: unknown) => logger.error({ err: error }, 'resuming queued generations failed'));
+    nudgeQueuedWorkspaces(db, actors, shardHost ? (workspaceId) => shardHost.runsHere(workspaceId) : undefined).catch((error: unknown) =>
+      logger.error({ err: error }, 'resuming queued generations failed'),
+    );
   });
   actors.register(webhookEndpointActor);
   // Cluster mode: each node prunes the endpoints of the shards it owns at the time, so each once in the cluster.
-  const ownedNow = cluster
-    ? () => ({ shards: clusterNode?.ownedShards().map((lease) => lease.shard) ?? [], shardCount: cluster.shards })
-    : undefined;
+  const ownedNow = cluster ? () => ({ shards: clusterNode?.ownedShards().map((lease) => lease.shard) ?? [], shardCount: cluster.shards }) : undefined;
   const webhookRetention = startDeliveryRetention(db, clock, logger, ownedNow);
   // Stored Idempotency-Keys past their 24 hours, likewise each by the node that owns its workspace.
   const idempotencyPurge = startIdempotencyKeyPurge(db, clock, logger, ownedNow);
   // Sessions past their expiry whose cookie never came back (every node; each row is deleted once).
   const sessionPurge = startSessionPurge(db, clock, logger);
   const services: Services = {
-    config, publicUrl: config.baseUrl, version: packageJson.version, engine, clock, logger, tracer: telemetry.tracer, metrics, db, writer, actors, health,
-    redis, limiter, loginAttempts, keyCache, keyUsage, blobs, switches, webhookSecrets, catalogSource, providers,
-    get catalog() { return catalogSource.current; },
+    config,
+    publicUrl: config.baseUrl,
+    version: packageJson.version,
+    engine,
+    clock,
+    logger,
+    tracer: telemetry.tracer,
+    metrics,
+    db,
+    writer,
+    actors,
+    health,
+    redis,
+    limiter,
+    loginAttempts,
+    keyCache,
+    keyUsage,
+    blobs,
+    switches,
+    webhookSecrets,
+    catalogSource,
+    providers,
+    get catalog() {
+      return catalogSource.current;
+    },
     breakers,
-    billing: { provider: paymentProvider, local: paymentProvider, renewals }, live,
+    billing: { provider: paymentProvider, local: paymentProvider, renewals },
+    live,
   };
   const closeShared = async () => {
     catalogSource.stop();
@@ -380,10 +494,20 @@ export async function startService(options: StartOptions): Promise<RunningServic
       throw new StartupError(`database (the cluster node's connections): ${(error as Error).message}`);
     }
   }
-  const clusterNode = cluster && shardHost && membershipDb ? new ClusterNode({
-    db: membershipDb, nodeId: cluster.nodeId, address: `${cluster.internalAddress}:${cluster.internalPort}`, shardCount: cluster.shards,
-    heartbeatMs: cluster.heartbeatMs, deadAfterMs: cluster.deadAfterMs, leaseMs: cluster.leaseMs, logger, drain: shardHost.drain,
-  }) : undefined;
+  const clusterNode =
+    cluster && shardHost && membershipDb
+      ? new ClusterNode({
+          db: membershipDb,
+          nodeId: cluster.nodeId,
+          address: `${cluster.internalAddress}:${cluster.internalPort}`,
+          shardCount: cluster.shards,
+          heartbeatMs: cluster.heartbeatMs,
+          deadAfterMs: cluster.deadAfterMs,
+          leaseMs: cluster.leaseMs,
+          logger,
+          drain: shardHost.drain,
+        })
+      : undefined;
   if (clusterNode && shardHost && cluster) {
     shardHost.attach(clusterNode);
     // A lost shard's renewal timers go with it: its next owner scheduled them when it gained the shard.
@@ -434,13 +558,25 @@ export async function startService(options: StartOptions): Promise<RunningServic
   const url = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
   if (new URL(config.baseUrl).port === '0') services.publicUrl = url;
 
-  const recoveryTasks: RecoveryTask[] = clusterNode && shardHost
-    ? [{ name: 'cluster shards', run: async () => { await clusterNode.start(); await shardHost.recovered(); return clusterNode.ownedShards().length; } }]
-    : [generationRecovery(db, actors, clock), webhookRecovery(db, actors), { name: 'subscription renewals', run: () => renewals.start() }];
+  const recoveryTasks: RecoveryTask[] =
+    clusterNode && shardHost
+      ? [
+          {
+            name: 'cluster shards',
+            run: async () => {
+              await clusterNode.start();
+              await shardHost.recovered();
+              return clusterNode.ownedShards().length;
+            },
+          },
+        ]
+      : [generationRecovery(db, actors, clock), webhookRecovery(db, actors), { name: 'subscription renewals', run: () => renewals.start() }];
 
   // Recovery runs after listening so probes see 503 until it is done.
   const recovered = runRecovery([...recoveryTasks, ...(options.recovery ?? [])], logger).then(
-    () => { health.recovered = true; },
+    () => {
+      health.recovered = true;
+    },
     (error: unknown) => {
       health.recoveryError = (error as Error).message;
       logger.error({ err: error }, 'recovery failed; the service stays not ready');
@@ -455,9 +591,14 @@ export async function startService(options: StartOptions): Promise<RunningServic
       // Live streams would never end by themselves: closed now, each with a reconnect hint.
       http.closeStreams();
       await withDeadline(recovered, config.shutdownTimeoutMs, () => logger.warn('shutdown: recovery still running at the deadline'));
-      await withDeadline(http.idle(), config.shutdownTimeoutMs, () => logger.warn({ inFlight: http.inFlight() }, 'shutdown: requests still in flight at the deadline'));
+      await withDeadline(http.idle(), config.shutdownTimeoutMs, () =>
+        logger.warn({ inFlight: http.inFlight() }, 'shutdown: requests still in flight at the deadline'),
+      );
       // Each shard drained (mailboxes emptied, writes flushed, actors stopped), then handed over.
-      if (clusterNode) await clusterNode.stop().catch((error: unknown) => logger.error({ err: error }, 'shutdown: leaving the cluster failed; the others take its shards once its leases expire'));
+      if (clusterNode)
+        await clusterNode
+          .stop()
+          .catch((error: unknown) => logger.error({ err: error }, 'shutdown: leaving the cluster failed; the others take its shards once its leases expire'));
       await withDeadline(actors.stop(), config.shutdownTimeoutMs, () => logger.warn('shutdown: mailboxes not drained at the deadline'));
       await closeShared();
       // Writes still waiting for an unreachable database are given up (the next start recovers their jobs).
@@ -481,7 +622,10 @@ export async function startService(options: StartOptions): Promise<RunningServic
 async function withDeadline(work: Promise<void>, ms: number, onLate: () => void): Promise<void> {
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<void>((resolve) => {
-    timer = setTimeout(() => { onLate(); resolve(); }, ms);
+    timer = setTimeout(() => {
+      onLate();
+      resolve();
+    }, ms);
   });
   await Promise.race([work, late]);
   clearTimeout(timer);

@@ -2,9 +2,7 @@
 // loaded by autocannon from this process. See bench/README.md.
 import os from 'node:os';
 import { NOISY_BACKGROUND_CPU_PERCENT, runAutocannon, stopCurrentLoad } from './lib/load.ts';
-import {
-  freePort, killAllNow, startNodeServer, stopAll, tail, waitUntilReady, type ChildServer,
-} from './lib/processes.ts';
+import { freePort, killAllNow, startNodeServer, stopAll, tail, waitUntilReady, type ChildServer } from './lib/processes.ts';
 import { describeDatabase, describeMachine, markdownTable, memoryTables, writeReport, type Report, type ScenarioReport } from './lib/report.ts';
 import { stopServer } from './lib/processes.ts';
 import type { BenchContext, BenchOptions, ExtraServer, LoadRequest, LoadSummary } from './lib/types.ts';
@@ -93,7 +91,9 @@ async function main(): Promise<number> {
   const databaseUrl = process.env.BENCH_DATABASE_URL?.trim() || 'memory://';
   const startedAt = new Date().toISOString();
   const loadAverageAtStart = os.loadavg().map((l) => Math.round(l * 100) / 100);
-  log(`${selected.length} scenario(s): ${selected.map((s) => s.name).join(', ')}; ${options.connections} connections, pipelining ${options.pipelining}, ${options.warmupS} s warm-up + ${options.durationS} s per run; database ${describeDatabase(databaseUrl)}; load average ${loadAverageAtStart.join(' ')} on ${os.cpus().length} cores`);
+  log(
+    `${selected.length} scenario(s): ${selected.map((s) => s.name).join(', ')}; ${options.connections} connections, pipelining ${options.pipelining}, ${options.warmupS} s warm-up + ${options.durationS} s per run; database ${describeDatabase(databaseUrl)}; load average ${loadAverageAtStart.join(' ')} on ${os.cpus().length} cores`,
+  );
 
   const [basePort, servicePort] = [await freePort(), await freePort()];
   const baselineServer = startNodeServer('raw uWS hello-world', 'bench/servers/hello-uws.ts', basePort, {});
@@ -109,13 +109,12 @@ async function main(): Promise<number> {
     WEBHOOK_TIMEOUT_MS: '60000',
   };
   const service = startNodeServer('service', 'app/main.ts', servicePort, serviceEnv);
-  await Promise.all([
-    waitUntilReady(baselineServer, '/', READY_TIMEOUT_MS),
-    waitUntilReady(service, '/health/ready', READY_TIMEOUT_MS),
-  ]);
-  const identity = await (await fetch(`${service.url}/v1`)).json() as { engine?: string; version?: string };
+  await Promise.all([waitUntilReady(baselineServer, '/', READY_TIMEOUT_MS), waitUntilReady(service, '/health/ready', READY_TIMEOUT_MS)]);
+  const identity = (await (await fetch(`${service.url}/v1`)).json()) as { engine?: string; version?: string };
   const baselineEngine = baselineServer.output.map(parseReady).find((r) => r?.engine)?.engine ?? 'unknown';
-  log(`servers ready: baseline ${baselineServer.url} (pid ${baselineServer.pid}, ${baselineEngine}), service ${service.url} (pid ${service.pid}, ${identity.engine ?? 'unknown engine'})`);
+  log(
+    `servers ready: baseline ${baselineServer.url} (pid ${baselineServer.pid}, ${baselineEngine}), service ${service.url} (pid ${service.pid}, ${identity.engine ?? 'unknown engine'})`,
+  );
   if (identity.engine !== 'uws-native') log('warning: the service does not run on the native uWS addon; figures are not representative');
 
   const extraByPid = new Map<number, ChildServer>();
@@ -173,9 +172,10 @@ async function main(): Promise<number> {
       const outcome = await scenario.run(ctx);
       const against = outcome.baseline ?? baseline;
       const ratio = outcome.ratio ?? (against.reqPerSec > 0 ? outcome.result.reqPerSec / against.reqPerSec : 0);
-      const cpuRatio = against.serverCpuUsPerRequest && outcome.result.serverCpuUsPerRequest
-        ? Math.round((against.serverCpuUsPerRequest / outcome.result.serverCpuUsPerRequest) * 1000) / 1000
-        : undefined;
+      const cpuRatio =
+        against.serverCpuUsPerRequest && outcome.result.serverCpuUsPerRequest
+          ? Math.round((against.serverCpuUsPerRequest / outcome.result.serverCpuUsPerRequest) * 1000) / 1000
+          : undefined;
       const clean = outcome.result.errors === 0 && outcome.result.timeouts === 0 && outcome.result.non2xx === 0;
       reports.push({
         name: scenario.name,
@@ -219,9 +219,13 @@ async function main(): Promise<number> {
   for (const s of reports) {
     if (s.target === undefined) continue;
     const verdict = s.met ? 'target met' : 'target NOT met';
-    process.stdout.write(`${s.name}: ratio ${s.ratio.toFixed(2)} (target ${s.targetAtMost ? '≤' : '≥'} ${s.target.toFixed(2)}): ${verdict}; CPU ratio ${s.cpuRatio?.toFixed(2) ?? '?'}${s.notes.length ? ` (${s.notes.join('; ')})` : ''}\n`);
+    process.stdout.write(
+      `${s.name}: ratio ${s.ratio.toFixed(2)} (target ${s.targetAtMost ? '≤' : '≥'} ${s.target.toFixed(2)}): ${verdict}; CPU ratio ${s.cpuRatio?.toFixed(2) ?? '?'}${s.notes.length ? ` (${s.notes.join('; ')})` : ''}\n`,
+    );
   }
-  log(`results: ${written.json}, ${written.latestJson}, ${written.latestMd}${written.readme ? ', bench/README.md' : full || memory ? ' (bench/README.md lacks the bench markers: not updated)' : ' (bench/README.md: its table is that of a full run, not updated)'}`);
+  log(
+    `results: ${written.json}, ${written.latestJson}, ${written.latestMd}${written.readme ? ', bench/README.md' : full || memory ? ' (bench/README.md lacks the bench markers: not updated)' : ' (bench/README.md: its table is that of a full run, not updated)'}`,
+  );
   return failures.length > 0 ? 1 : 0;
 }
 
@@ -234,10 +238,12 @@ function parseReady(line: string): { engine?: string } | undefined {
 }
 
 function fmtSummary(s: LoadSummary): string {
-  return `${Math.round(s.reqPerSec)} req/s, p50 ${s.latencyMs.p50} ms, p99 ${s.latencyMs.p99} ms, `
-    + `${s.errors} errors, ${s.timeouts} timeouts, ${s.non2xx} non-2xx, `
-    + `CPU (% of a core): server ${s.serverCpuPercent ?? '?'}, load generator ${s.loadGeneratorCpuPercent}, other processes ${s.backgroundCpuPercent ?? '?'}; `
-    + `server ${s.serverCpuUsPerRequest ?? '?'} µs CPU/request`;
+  return (
+    `${Math.round(s.reqPerSec)} req/s, p50 ${s.latencyMs.p50} ms, p99 ${s.latencyMs.p99} ms, ` +
+    `${s.errors} errors, ${s.timeouts} timeouts, ${s.non2xx} non-2xx, ` +
+    `CPU (% of a core): server ${s.serverCpuPercent ?? '?'}, load generator ${s.loadGeneratorCpuPercent}, other processes ${s.backgroundCpuPercent ?? '?'}; ` +
+    `server ${s.serverCpuUsPerRequest ?? '?'} µs CPU/request`
+  );
 }
 
 main().then(
@@ -246,7 +252,7 @@ main().then(
     process.exit(code);
   },
   async (error: unknown) => {
-    process.stderr.write(`[bench] ${error instanceof UsageError ? error.message : (error as Error).stack ?? String(error)}\n`);
+    process.stderr.write(`[bench] ${error instanceof UsageError ? error.message : ((error as Error).stack ?? String(error))}\n`);
     await cleanup();
     process.exit(error instanceof UsageError ? 2 : 1);
   },

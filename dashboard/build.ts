@@ -39,10 +39,11 @@ export async function buildDashboard(outDir = DASHBOARD_DIST): Promise<{ files: 
   const script = names.find((name) => name.endsWith('.js'));
   const style = names.find((name) => name.endsWith('.css'));
   if (!script || !style) throw new Error('the dashboard build made no script or no stylesheet');
-  const html = '<!doctype html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-    + '<meta name="viewport" content="width=device-width, initial-scale=1">\n<title>Generation Service</title>\n'
-    + `<link rel="stylesheet" href="/${style}">\n<script type="module" src="/${script}"></script>\n</head>\n`
-    + '<body>\n<div id="app"></div>\n<noscript>The dashboard needs JavaScript. The API is at <a href="/v1">/v1</a>.</noscript>\n</body>\n</html>\n';
+  const html =
+    '<!doctype html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n' +
+    '<meta name="viewport" content="width=device-width, initial-scale=1">\n<title>Generation Service</title>\n' +
+    `<link rel="stylesheet" href="/${style}">\n<script type="module" src="/${script}"></script>\n</head>\n` +
+    '<body>\n<div id="app"></div>\n<noscript>The dashboard needs JavaScript. The API is at <a href="/v1">/v1</a>.</noscript>\n</body>\n</html>\n';
   await fs.writeFile(path.join(staging, 'index.html'), html);
   await fs.rm(outDir, { recursive: true, force: true });
   await fs.rename(staging, outDir);

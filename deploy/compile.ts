@@ -23,7 +23,10 @@ export async function compileService(outDir = DIST): Promise<{ typeErrors: numbe
   const staging = `${outDir}.tmp-${process.pid}`;
   await fs.rm(staging, { recursive: true, force: true });
   const tsc = path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
-  const run = spawnSync(process.execPath, [tsc, '-p', path.join(ROOT, 'tsconfig.build.json'), '--outDir', staging, '--pretty', 'false'], { cwd: ROOT, encoding: 'utf8' });
+  const run = spawnSync(process.execPath, [tsc, '-p', path.join(ROOT, 'tsconfig.build.json'), '--outDir', staging, '--pretty', 'false'], {
+    cwd: ROOT,
+    encoding: 'utf8',
+  });
   // tsc's exit status: 0 clean, 2 type errors but emitted, anything else nothing (or not everything) emitted.
   if (run.status !== 0 && run.status !== 2) throw new Error(`tsc failed (exit ${run.status ?? run.signal}):\n${run.stdout}${run.stderr}`);
   const typeErrors = (run.stdout.match(/error TS\d+/g) ?? []).length;
@@ -31,9 +34,14 @@ export async function compileService(outDir = DIST): Promise<{ typeErrors: numbe
   await fs.access(path.join(staging, 'app', 'main.js'));
 
   const pkg = JSON.parse(await fs.readFile(path.join(ROOT, 'package.json'), 'utf8')) as { name: string; version: string };
-  await fs.writeFile(path.join(staging, 'package.json'), `${JSON.stringify({ name: pkg.name, version: pkg.version, private: true, type: 'module' }, null, 2)}\n`);
+  await fs.writeFile(
+    path.join(staging, 'package.json'),
+    `${JSON.stringify({ name: pkg.name, version: pkg.version, private: true, type: 'module' }, null, 2)}\n`,
+  );
   const dashboard = path.join(ROOT, 'dashboard', 'dist');
-  await fs.access(path.join(dashboard, 'index.html')).catch(() => { throw new Error('dashboard/dist/index.html is missing: run npm run build:dashboard first'); });
+  await fs.access(path.join(dashboard, 'index.html')).catch(() => {
+    throw new Error('dashboard/dist/index.html is missing: run npm run build:dashboard first');
+  });
   await fs.cp(dashboard, path.join(staging, 'dashboard', 'dist'), { recursive: true });
   for (const folder of RUNTIME_FOLDERS) {
     if (await fs.stat(path.join(ROOT, folder)).catch(() => undefined)) await fs.cp(path.join(ROOT, folder), path.join(staging, folder), { recursive: true });

@@ -15,7 +15,12 @@ export class RequestBodyStream extends Readable {
   complete = false;
   received = 0;
 
-  constructor(private readonly res: HttpResponse, hasBody: boolean, state: ResponseState, gone: () => Error) {
+  constructor(
+    private readonly res: HttpResponse,
+    hasBody: boolean,
+    state: ResponseState,
+    gone: () => Error,
+  ) {
     super({ highWaterMark: 256 * 1024 });
     state.onAbort = () => this.destroy(gone());
     if (!hasBody) {
@@ -137,7 +142,11 @@ async function sendStreamOnFallback(res: HttpResponse, state: ResponseState, sou
       if (state.aborted) return;
       const chunk = data as Buffer;
       sent += chunk.length;
-      if (!response.write(chunk)) await new Promise<void>((resolve) => { response.once('drain', resolve); response.once('close', resolve); });
+      if (!response.write(chunk))
+        await new Promise<void>((resolve) => {
+          response.once('drain', resolve);
+          response.once('close', resolve);
+        });
     }
   } finally {
     source.destroy();

@@ -36,9 +36,17 @@ const CONTENT_TYPES: Record<string, string> = {
  * storage's download URLs (the service's own, or a bucket's), uploads PUT to presigned URLs; no framing.
  */
 export const DASHBOARD_CSP = [
-  "default-src 'self'", "script-src 'self'", "style-src 'self'", "img-src 'self' data: blob: http: https:",
-  "media-src 'self' blob: http: https:", "connect-src 'self' http: https:", "font-src 'self'", "object-src 'none'",
-  "base-uri 'none'", "form-action 'self'", "frame-ancestors 'none'",
+  "default-src 'self'",
+  "script-src 'self'",
+  "style-src 'self'",
+  "img-src 'self' data: blob: http: https:",
+  "media-src 'self' blob: http: https:",
+  "connect-src 'self' http: https:",
+  "font-src 'self'",
+  "object-src 'none'",
+  "base-uri 'none'",
+  "form-action 'self'",
+  "frame-ancestors 'none'",
 ].join('; ');
 
 interface StaticFile {
@@ -102,7 +110,14 @@ const RESERVED = ['/v1', '/health', '/metrics'];
  * Answers a GET from the dashboard: a file by its exact path, or index.html for an app route (a path whose
  * last segment has no dot). Returns false when it has nothing for the path; the caller answers 404 as the API does.
  */
-export function serveDashboard(dashboard: Dashboard, res: HttpResponse, state: ResponseState, requestId: string, urlPath: string, headers: Record<string, string>): boolean {
+export function serveDashboard(
+  dashboard: Dashboard,
+  res: HttpResponse,
+  state: ResponseState,
+  requestId: string,
+  urlPath: string,
+  headers: Record<string, string>,
+): boolean {
   const lastSegment = urlPath.slice(urlPath.lastIndexOf('/') + 1);
   const file = dashboard.files.get(urlPath) ?? (lastSegment.includes('.') ? undefined : dashboard.index);
   if (!file) return false;

@@ -20,7 +20,10 @@ export const ERRORS = {
   internal_error: { status: 500, message: 'Something went wrong on our side.' },
   generation_paused: { status: 503, message: 'Generation is paused platform-wide.' },
   not_ready: { status: 503, message: 'The service is not ready.' },
-  service_unavailable: { status: 503, message: 'The service cannot serve this request right now (its database is unreachable, or the workspace is moving between nodes); retry shortly.' },
+  service_unavailable: {
+    status: 503,
+    message: 'The service cannot serve this request right now (its database is unreachable, or the workspace is moving between nodes); retry shortly.',
+  },
 } as const satisfies Record<string, { status: number; message: string }>;
 
 export type ErrorCode = keyof typeof ERRORS;
@@ -28,7 +31,11 @@ export const ERROR_CODES = Object.keys(ERRORS) as ErrorCode[];
 
 export class ApiError extends Error {
   readonly status: number;
-  constructor(readonly code: ErrorCode, message?: string, readonly headers?: Record<string, string>) {
+  constructor(
+    readonly code: ErrorCode,
+    message?: string,
+    readonly headers?: Record<string, string>,
+  ) {
     super(message ?? ERRORS[code].message);
     this.name = 'ApiError';
     this.status = ERRORS[code].status;

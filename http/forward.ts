@@ -8,7 +8,18 @@ import type { Logger } from '../runtime/logger.ts';
 import { FORWARDED_HEADER, type ClusterRouting, type RemotePlacement } from '../runtime/cluster/routing.ts';
 
 /** Headers of one connection, never relayed by a forward (content-length is recomputed). */
-export const HOP_HEADERS = new Set(['host', 'connection', 'keep-alive', 'transfer-encoding', 'content-length', 'upgrade', 'proxy-connection', 'te', 'trailer', FORWARDED_HEADER]);
+export const HOP_HEADERS = new Set([
+  'host',
+  'connection',
+  'keep-alive',
+  'transfer-encoding',
+  'content-length',
+  'upgrade',
+  'proxy-connection',
+  'te',
+  'trailer',
+  FORWARDED_HEADER,
+]);
 
 export interface OutgoingRequest {
   method: string;
@@ -45,7 +56,11 @@ export async function forwardToOwner(cluster: ClusterRouting, logger: Logger, ow
   if (request.contentType !== undefined) outgoing['content-type'] = request.contentType;
   try {
     const answer = await undiciRequest(`http://${address}${request.target}`, {
-      method: request.method as 'POST', headers: outgoing, body: request.body, headersTimeout: 60_000, bodyTimeout: 60_000,
+      method: request.method as 'POST',
+      headers: outgoing,
+      body: request.body,
+      headersTimeout: 60_000,
+      bodyTimeout: 60_000,
     });
     if (answer.statusCode === 503) cluster.forwardFailed(owner);
     return { status: answer.statusCode, headers: answer.headers, body: Buffer.from(await answer.body.arrayBuffer()) };
@@ -89,7 +104,12 @@ export async function placeReadBody(ctx: RequestContext, workspaceId: string, bo
   const forwarded = signature !== undefined && cluster.verify(signature, ctx.method, target, body);
   if (placement.kind === 'unavailable' || forwarded) throw workspaceMoving();
   const answer = await forwardToOwner(cluster, ctx.services.logger, placement, {
-    method: ctx.method, target, headers: ctx.headers, body, requestId: ctx.requestId, tracing: true,
+    method: ctx.method,
+    target,
+    headers: ctx.headers,
+    body,
+    requestId: ctx.requestId,
+    tracing: true,
   });
   return { relayed: answer };
 }

@@ -12,14 +12,14 @@ export const TAGS: Record<string, string> = {
   account: 'The signed-in user: profile, password, sign-in methods, data export and account deletion. For people only; API keys are refused.',
   workspaces: 'Workspaces, their members, roles and invitations. Keys may read their own workspace; changes are made by people.',
   'api-keys': 'API keys of a workspace: create, list, change, revoke, and see their usage. Managed from the dashboard only, by owners and admins.',
-  models: 'The model catalog as a workspace\'s plan sees it.',
+  models: "The model catalog as a workspace's plan sees it.",
   generations: 'Generation jobs: create (one or a batch), list, read, cancel, and the platform-wide pause.',
   providers: 'Where providers (Replicate, fal, Cog) send their events about the jobs of a catalog deployment; each signed, checked before anything changes.',
   files: 'Uploads: a signed URL to put a file to, then completion, which makes it an asset.',
   assets: 'Assets of a workspace (uploads and generation outputs), their download URLs and the storage they use.',
   credits: 'Credits of a workspace: balance, ledger, and top-up orders paid through the payment provider.',
   wallet: 'The pay-as-you-go wallet: balance, deposits, transactions, auto-recharge and the monthly spend cap.',
-  billing: 'Subscriptions and payments: checkout, customer portal, cancellation, and the payment provider\'s signed events.',
+  billing: "Subscriptions and payments: checkout, customer portal, cancellation, and the payment provider's signed events.",
   usage: 'Usage summaries of a workspace, or of one API key.',
   webhooks: 'Webhook endpoints of a workspace and their signed deliveries.',
   public: 'Catalogs and statistics anyone may read, without credentials.',
@@ -43,7 +43,7 @@ const STATUS_TITLES: Record<number, string> = {
 const DERIVED_REASONS: Partial<Record<ErrorCode, string>> = {
   validation_error: 'a path parameter, query parameter or body that does not match its schema (the message names the field)',
   unauthenticated: 'no credentials, or a session or API key that is unknown, revoked or expired',
-  rate_limited: 'an API key past its plan\'s requests per minute (Retry-After and X-RateLimit-* headers)',
+  rate_limited: "an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers)",
   not_found: 'no such resource, or one the caller may not see (answered exactly as a missing one)',
   payload_too_large: 'a JSON body over the size limit',
   service_unavailable: 'the database cannot be reached, or the workspace is moving between nodes (Retry-After)',
@@ -63,9 +63,10 @@ export function buildOpenApi(routes: RouteDef[], info: { version: string; baseUr
     info: {
       title: 'Generation Service API',
       version: info.version,
-      description: 'Runs AI generation jobs for workspaces. Every error answers with the envelope {error:{code,message,requestId}}; '
-        + 'each operation lists the statuses and codes it can answer; `4XX` stands for the refusals any request can meet '
-        + '(method_not_allowed, uri_too_long, request_header_fields_too_large) and `default` for internal_error.',
+      description:
+        'Runs AI generation jobs for workspaces. Every error answers with the envelope {error:{code,message,requestId}}; ' +
+        'each operation lists the statuses and codes it can answer; `4XX` stands for the refusals any request can meet ' +
+        '(method_not_allowed, uri_too_long, request_header_fields_too_large) and `default` for internal_error.',
       license: { name: 'MIT', identifier: 'MIT' },
     },
     servers: [{ url: info.baseUrl }],
@@ -78,30 +79,49 @@ export function buildOpenApi(routes: RouteDef[], info: { version: string; baseUr
           type: 'http',
           scheme: 'bearer',
           bearerFormat: 'gs_live_ followed by 64 characters [A-Za-z0-9]',
-          description: 'An API key of one workspace: Authorization: Bearer <key>. In an operation\'s `security`, `apiKey: []` accepts any valid key, '
-            + 'and `apiKey: [scope]` (a role name, as OpenAPI 3.1 allows for schemes other than OAuth) accepts a key holding that scope; '
-            + 'the requirements are alternatives, so a key needs one of the scopes listed (`all` grants everything). An operation without '
-            + '`apiKey` refuses keys (403 forbidden). A key must also name its own workspace where the operation takes one.',
+          description:
+            "An API key of one workspace: Authorization: Bearer <key>. In an operation's `security`, `apiKey: []` accepts any valid key, " +
+            'and `apiKey: [scope]` (a role name, as OpenAPI 3.1 allows for schemes other than OAuth) accepts a key holding that scope; ' +
+            'the requirements are alternatives, so a key needs one of the scopes listed (`all` grants everything). An operation without ' +
+            '`apiKey` refuses keys (403 forbidden). A key must also name its own workspace where the operation takes one.',
         },
-        session: { type: 'apiKey', in: 'cookie', name: 'gs_session', description: 'Dashboard session, from POST /v1/auth/signup or /v1/auth/login. Writes with a session from a foreign Origin are 403.' },
+        session: {
+          type: 'apiKey',
+          in: 'cookie',
+          name: 'gs_session',
+          description: 'Dashboard session, from POST /v1/auth/signup or /v1/auth/login. Writes with a session from a foreign Origin are 403.',
+        },
       },
-      examples: Object.fromEntries(Object.entries(ERRORS).map(([code, e]) => [code, {
-        summary: `${code} (${e.status})`,
-        value: { error: { code, message: e.message, requestId: 'req_0123456789abcdef0123456789abcdef' } },
-      }])),
+      examples: Object.fromEntries(
+        Object.entries(ERRORS).map(([code, e]) => [
+          code,
+          {
+            summary: `${code} (${e.status})`,
+            value: { error: { code, message: e.message, requestId: 'req_0123456789abcdef0123456789abcdef' } },
+          },
+        ]),
+      ),
       headers: {
         RequestId: { description: 'The request id, also in the body.', schema: { type: 'string' } },
         RetryAfter: { description: 'Seconds to wait before retrying.', schema: { type: 'string' } },
       },
       responses: {
         ClientError: {
-          description: 'Any request can also be refused before it reaches an operation: method_not_allowed (405, with an Allow header), '
-            + 'uri_too_long (414), request_header_fields_too_large (431).',
+          description:
+            'Any request can also be refused before it reaches an operation: method_not_allowed (405, with an Allow header), ' +
+            'uri_too_long (414), request_header_fields_too_large (431).',
           headers: { 'X-Request-Id': { $ref: '#/components/headers/RequestId' } },
-          content: { 'application/json': { schema: { $ref: '#/components/schemas/ErrorEnvelope' }, examples: examplesOf(['method_not_allowed', 'uri_too_long', 'request_header_fields_too_large']) } },
+          content: {
+            'application/json': {
+              schema: { $ref: '#/components/schemas/ErrorEnvelope' },
+              examples: examplesOf(['method_not_allowed', 'uri_too_long', 'request_header_fields_too_large']),
+            },
+          },
         },
         Error: {
-          description: `An error. Codes: ${Object.entries(ERRORS).map(([code, e]) => `${code} (${e.status})`).join(', ')}.`,
+          description: `An error. Codes: ${Object.entries(ERRORS)
+            .map(([code, e]) => `${code} (${e.status})`)
+            .join(', ')}.`,
           headers: { 'X-Request-Id': { $ref: '#/components/headers/RequestId' } },
           content: { 'application/json': { schema: { $ref: '#/components/schemas/ErrorEnvelope' }, examples: examplesOf(['internal_error']) } },
         },
@@ -115,16 +135,20 @@ function examplesOf(codes: ErrorCode[]): Json {
 }
 
 function operation(route: RouteDef): Json {
-  const parameters = [
-    ...parametersOf(route.params, 'path'),
-    ...parametersOf(route.query, 'query'),
-  ];
+  const parameters = [...parametersOf(route.params, 'path'), ...parametersOf(route.query, 'query')];
   const responses: Json = {};
   for (const [status, schema] of Object.entries(route.responses)) {
     responses[status] = schema
       ? { description: 'Success', content: { 'application/json': { schema: plain(schema) } } }
       : route.eventStream && status === '200'
-        ? { description: 'A stream of Server-Sent Events (docs/streaming.md)', content: { 'text/event-stream': { schema: { type: 'string', description: 'Events: `id:`, `event:` and one `data:` line of JSON each; comments (`: ping`) while idle.' } } } }
+        ? {
+            description: 'A stream of Server-Sent Events (docs/streaming.md)',
+            content: {
+              'text/event-stream': {
+                schema: { type: 'string', description: 'Events: `id:`, `event:` and one `data:` line of JSON each; comments (`: ping`) while idle.' },
+              },
+            },
+          }
         : { description: 'Success, no body' };
   }
   for (const [status, codes] of errorsByStatus(route)) responses[status] = errorResponse(status, codes, route);
@@ -134,7 +158,8 @@ function operation(route: RouteDef): Json {
   if (route.description) op.description = route.description;
   if (parameters.length > 0) op.parameters = parameters;
   if (route.body) op.requestBody = { required: !route.bodyOptional, content: { 'application/json': { schema: plain(route.body) } } };
-  if (route.rawBody === 'stream') op.requestBody = { required: true, content: { 'application/octet-stream': { schema: { type: 'string', format: 'binary' } } } };
+  if (route.rawBody === 'stream')
+    op.requestBody = { required: true, content: { 'application/octet-stream': { schema: { type: 'string', format: 'binary' } } } };
   op.security = securityOf(route);
   return op;
 }
@@ -215,7 +240,7 @@ function reasonFor(code: ErrorCode, route: RouteDef): string {
     if (route.access !== 'public' && route.access !== 'dashboard' && route.keys !== 'refused' && (route.keyWorkspace ?? 'required') === 'required') {
       reasons.push('an API key naming another workspace than its own, or none');
     }
-    if (route.access !== 'public' && route.method !== 'GET') reasons.push('a session\'s write from a foreign Origin');
+    if (route.access !== 'public' && route.method !== 'GET') reasons.push("a session's write from a foreign Origin");
     if (route.errors?.includes('forbidden')) reasons.push('a check of the operation itself (see its description)');
     if (reasons.length > 0) return reasons.join('; or ');
   }

@@ -9,10 +9,13 @@ export const PageQueryFields = {
 
 /** `{ data, nextCursor }`, newest first; nextCursor is null on the last page. */
 export function Page<T extends TSchema>(item: T, description?: string) {
-  return Type.Object({
-    data: Type.Array(item),
-    nextCursor: Type.Union([Type.String(), Type.Null()], { description: 'Pass as cursor for the next page; null on the last page.' }),
-  }, { additionalProperties: false, ...(description ? { description } : {}) });
+  return Type.Object(
+    {
+      data: Type.Array(item),
+      nextCursor: Type.Union([Type.String(), Type.Null()], { description: 'Pass as cursor for the next page; null on the last page.' }),
+    },
+    { additionalProperties: false, ...(description ? { description } : {}) },
+  );
 }
 
 /** A cursor is the sort key of the last item shown, as base64url JSON; clients treat it as opaque. */

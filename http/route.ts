@@ -129,7 +129,12 @@ export interface RouteDef<
 }
 
 /** What `owner` sees: the raw request, before validation, and the database to look a row's workspace up. */
-export type OwnerOf = (request: { params: Record<string, string>; query: Record<string, unknown>; body: unknown; db: Database }) => string | undefined | Promise<string | undefined>;
+export type OwnerOf = (request: {
+  params: Record<string, string>;
+  query: Record<string, unknown>;
+  body: unknown;
+  db: Database;
+}) => string | undefined | Promise<string | undefined>;
 
 type StaticOr<S, Fallback> = S extends TSchema ? Static<S> : Fallback;
 

@@ -33,7 +33,11 @@ export class ResponseValidators {
 }
 
 /** `key` of `target` is `compile()`'s result, made on first read (undefined when there is nothing to compile). */
-function compiledOnFirstUse<K extends 'validateParams' | 'validateQuery' | 'validateBody'>(target: CompiledRoute, key: K, compile: (() => Validator) | undefined): void {
+function compiledOnFirstUse<K extends 'validateParams' | 'validateQuery' | 'validateBody'>(
+  target: CompiledRoute,
+  key: K,
+  compile: (() => Validator) | undefined,
+): void {
   if (!compile) return;
   Object.defineProperty(target, key, {
     configurable: true,

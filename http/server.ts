@@ -258,18 +258,21 @@ class RequestPipeline {
   private logAccess(): void {
     const principal = this.principal;
     const spanContext = this.span?.spanContext();
-    this.services.logger.info({
-      access: true,
-      method: this.incoming.method,
-      route: this.routeLabel,
-      status: this.status ?? 0,
-      durationMs: Math.round((performance.now() - this.started) * 1000) / 1000,
-      requestId: this.requestId,
-      ...(spanContext ? { traceId: spanContext.traceId, spanId: spanContext.spanId } : {}),
-      ...(principal?.kind === 'key' ? { keyId: principal.keyId } : {}),
-      ...(principal?.kind === 'session' ? { userId: principal.userId } : {}),
-      ...(this.workspaceId ? { workspaceId: this.workspaceId } : {}),
-    }, 'request');
+    this.services.logger.info(
+      {
+        access: true,
+        method: this.incoming.method,
+        route: this.routeLabel,
+        status: this.status ?? 0,
+        durationMs: Math.round((performance.now() - this.started) * 1000) / 1000,
+        requestId: this.requestId,
+        ...(spanContext ? { traceId: spanContext.traceId, spanId: spanContext.spanId } : {}),
+        ...(principal?.kind === 'key' ? { keyId: principal.keyId } : {}),
+        ...(principal?.kind === 'session' ? { userId: principal.userId } : {}),
+        ...(this.workspaceId ? { workspaceId: this.workspaceId } : {}),
+      },
+      'request',
+    );
   }
 
   /** handle(), with every error turned into its answer. */
@@ -303,7 +306,8 @@ class RequestPipeline {
       if (method === 'GET' && isDashboardPath(path)) {
         this.routeLabel = 'dashboard';
         if (serveDashboard(this.dashboard, this.res, this.state, requestId, path, headers)) return undefined;
-        if (path === '/' && !this.dashboard.index) throw new ApiError('not_found', 'The web dashboard is not built: run `npm run build:dashboard` (npm install does it).');
+        if (path === '/' && !this.dashboard.index)
+          throw new ApiError('not_found', 'The web dashboard is not built: run `npm run build:dashboard` (npm install does it).');
       }
       throw new ApiError('not_found', `No route for ${method} ${truncate(path)}.`);
     }
@@ -331,7 +335,12 @@ class RequestPipeline {
    * that does otherwise. A request another node forwarded is never forwarded again: if this node does not
    * run the workspace (any more), the answer is 503 and the client retries.
    */
-  private async placeInCluster(cluster: ClusterRouting, route: CompiledRoute, rawParams: Record<string, string>, reading: Promise<unknown> | undefined): Promise<void> {
+  private async placeInCluster(
+    cluster: ClusterRouting,
+    route: CompiledRoute,
+    rawParams: Record<string, string>,
+    reading: Promise<unknown> | undefined,
+  ): Promise<void> {
     const { method, path, rawQuery, headers } = this.incoming;
     let body: unknown;
     try {
@@ -364,8 +373,13 @@ class RequestPipeline {
   private async forward(cluster: ClusterRouting, owner: RemotePlacement, target: string, body: unknown): Promise<void> {
     const payload = body === undefined ? undefined : JSON.stringify(body);
     const answer = await forwardToOwner(cluster, this.services.logger, owner, {
-      method: this.incoming.method, target, headers: this.incoming.headers, body: payload, requestId: this.requestId,
-      contentType: payload === undefined ? undefined : 'application/json', tracing: this.tracing,
+      method: this.incoming.method,
+      target,
+      headers: this.incoming.headers,
+      body: payload,
+      requestId: this.requestId,
+      contentType: payload === undefined ? undefined : 'application/json',
+      tracing: this.tracing,
     });
     this.status = answer.status;
     relayAnswer(this.res, this.state, answer);
@@ -398,7 +412,8 @@ class RequestPipeline {
 
     if (route.validateParams && !route.validateParams(params)) throw new ApiError('validation_error', describeErrors('path', route.validateParams.errors));
     if (route.validateQuery && !route.validateQuery(query)) throw new ApiError('validation_error', describeErrors('query', route.validateQuery.errors));
-    if (route.validateBody && !(body === undefined && route.def.bodyOptional) && !route.validateBody(body)) throw new ApiError('validation_error', describeErrors('body', route.validateBody.errors));
+    if (route.validateBody && !(body === undefined && route.def.bodyOptional) && !route.validateBody(body))
+      throw new ApiError('validation_error', describeErrors('body', route.validateBody.errors));
 
     this.principal = authn.principal;
     this.workspaceId = authn.principal?.kind === 'key' ? authn.principal.workspaceId : workspaceNamed(params, query, body);
@@ -440,7 +455,8 @@ class RequestPipeline {
     if (reply.sse) {
       if (this.state.aborted || this.state.finished || this.streams.draining) {
         reply.sse.cancel();
-        if (!this.state.aborted && !this.state.finished) sendError(this.res, this.state, requestId, 'not_ready', 'The service is shutting down.', { 'Retry-After': '1' }, true);
+        if (!this.state.aborted && !this.state.finished)
+          sendError(this.res, this.state, requestId, 'not_ready', 'The service is shutting down.', { 'Retry-After': '1' }, true);
         return undefined;
       }
       const connection = new SseConnection(this.res, this.state, this.streams, this.services.config.streams.maxBufferBytes);
@@ -526,7 +542,15 @@ class RequestPipeline {
     this.status = 500;
     this.errorType = (error as Error | undefined)?.name || 'Error';
     this.services.logger.error({ err: error, route: this.routeLabel }, 'request failed');
-    sendError(this.res, this.state, requestId, 'internal_error', `Something went wrong on our side. Quote request id ${requestId} when reporting it.`, this.authHeaders, this.unreadBody());
+    sendError(
+      this.res,
+      this.state,
+      requestId,
+      'internal_error',
+      `Something went wrong on our side. Quote request id ${requestId} when reporting it.`,
+      this.authHeaders,
+      this.unreadBody(),
+    );
   }
 
   /** A streamed body the handler did not read to its end: the rest cannot be skipped, so the connection is closed. */
@@ -550,10 +574,13 @@ const SECRET_QUERY = /(?:token|sig|signature|secret|key|password|credential|auth
 /** url.query with the value of any parameter named like a secret replaced by REDACTED. */
 function redactedQuery(rawQuery: string): string {
   if (!SECRET_QUERY.test(rawQuery)) return rawQuery;
-  return rawQuery.split('&').map((pair) => {
-    const at = pair.indexOf('=');
-    return at !== -1 && SECRET_QUERY.test(pair.slice(0, at)) ? `${pair.slice(0, at)}=REDACTED` : pair;
-  }).join('&');
+  return rawQuery
+    .split('&')
+    .map((pair) => {
+      const at = pair.indexOf('=');
+      return at !== -1 && SECRET_QUERY.test(pair.slice(0, at)) ? `${pair.slice(0, at)}=REDACTED` : pair;
+    })
+    .join('&');
 }
 
 /** The last Host header parsed, and what it gave: clients send the same one request after request. */
@@ -571,7 +598,10 @@ function serverOfHost(host: string): { address?: string; port?: number } {
 function serverSpanAttributes(incoming: Incoming): Record<string, string | number> {
   const { method, path, rawQuery, headers, remoteAddress } = incoming;
   const attributes: Record<string, string | number> = {
-    'http.request.method': method, 'url.scheme': 'http', 'url.path': path, 'network.protocol.version': '1.1',
+    'http.request.method': method,
+    'url.scheme': 'http',
+    'url.path': path,
+    'network.protocol.version': '1.1',
   };
   if (rawQuery !== '') attributes['url.query'] = redactedQuery(rawQuery);
   const host = headers.host;
@@ -612,7 +642,10 @@ function parseJson(raw: Buffer, contentType: string | undefined): unknown {
 }
 
 /** Request headers whose values the service stores or looks up in the database. */
-const STORED_HEADERS: Array<[name: string, label: string]> = [['idempotency-key', 'Idempotency-Key'], ['user-agent', 'User-Agent']];
+const STORED_HEADERS: Array<[name: string, label: string]> = [
+  ['idempotency-key', 'Idempotency-Key'],
+  ['user-agent', 'User-Agent'],
+];
 
 /**
  * Every string a request carries (path parameters, query, the JSON body to any depth, the headers that are

@@ -4,7 +4,10 @@ import type { TSchema } from '@sinclair/typebox';
 import { isUnstorable } from '../persistence/storable-text.ts';
 
 // ajv-formats is CommonJS with a default export; under NodeNext its callable sits on .default.
-const addFormats = ((addFormatsModule as unknown as { default?: unknown }).default ?? addFormatsModule) as (ajv: Ajv, options?: { mode: 'fast' | 'full' }) => Ajv;
+const addFormats = ((addFormatsModule as unknown as { default?: unknown }).default ?? addFormatsModule) as (
+  ajv: Ajv,
+  options?: { mode: 'fast' | 'full' },
+) => Ajv;
 
 function createAjv(coerceTypes: boolean): Ajv {
   const ajv = new Ajv({ allErrors: false, coerceTypes, useDefaults: true, strict: false });
@@ -89,7 +92,7 @@ export function describeErrors(where: string, errors: ErrorObject[] | null | und
     case 'required':
       return `${where}${error.instancePath.replace(/\//g, '.')}.${String((error.params as { missingProperty: string }).missingProperty)}: is required`;
     case 'enum':
-      return `${field}: must be one of ${((error.params as { allowedValues: unknown[] }).allowedValues).map((v) => JSON.stringify(v)).join(', ')}`;
+      return `${field}: must be one of ${(error.params as { allowedValues: unknown[] }).allowedValues.map((v) => JSON.stringify(v)).join(', ')}`;
     default:
       return `${field}: ${error.message ?? 'is not valid'}`;
   }

@@ -12,7 +12,11 @@ import { workspacesNamed, type WorkspaceCarrier } from './auth/authenticate.ts';
  * Routes it leaves as they are: public ones, and those declared `keyWorkspace: 'none'` (a session's own
  * account, the platform-wide emergency stop), which act on no workspace.
  */
-const WorkspaceId = Type.String({ minLength: 1, maxLength: 64, description: 'The workspace the request acts on; required with an API key (its own workspace). Accepted in the query or the body.' });
+const WorkspaceId = Type.String({
+  minLength: 1,
+  maxLength: 64,
+  description: 'The workspace the request acts on; required with an API key (its own workspace). Accepted in the query or the body.',
+});
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 /** Routes whose handlers read workspaceId from the body (their own body schema declares it). */
 const readsBodyWorkspace = new WeakSet<RouteDef>();
@@ -25,7 +29,8 @@ export function actsOnWorkspace(route: RouteDef): boolean {
 function withWorkspace(schema: TSchema | undefined): TObject {
   if (schema === undefined) return Type.Object({ workspaceId: Type.Optional(WorkspaceId) }, { additionalProperties: false });
   const object = schema as TObject;
-  if (object.type !== 'object' || !object.properties) throw new Error(`a workspace route's query and body must be objects (${JSON.stringify(schema).slice(0, 80)})`);
+  if (object.type !== 'object' || !object.properties)
+    throw new Error(`a workspace route's query and body must be objects (${JSON.stringify(schema).slice(0, 80)})`);
   if ('workspaceId' in object.properties) return object;
   return { ...object, properties: { ...object.properties, workspaceId: Type.Optional(WorkspaceId) } } as TObject;
 }

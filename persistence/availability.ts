@@ -2,24 +2,37 @@ import type { Database } from './database.ts';
 
 /** Error codes of a database that cannot be reached: the socket's, and PostgreSQL's SQLSTATE (class 08 and the 57P0x shutdowns). */
 const UNREACHABLE_CODES = new Set([
-  'ECONNREFUSED', 'ECONNRESET', 'ECONNABORTED', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN',
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ECONNABORTED',
+  'ETIMEDOUT',
+  'EPIPE',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ENOTFOUND',
+  'EAI_AGAIN',
   // admin_shutdown, crash_shutdown, cannot_connect_now (starting up, shutting down, in recovery)
-  '57P01', '57P02', '57P03',
+  '57P01',
+  '57P02',
+  '57P03',
 ]);
 
 /** What pg, knex and the server say when the connection, not the statement, failed. */
-const UNREACHABLE_MESSAGES = new RegExp([
-  'Connection terminated',
-  'Connection ended unexpectedly',
-  'connection error and is not queryable',
-  'Client was closed and is not queryable',
-  'Timeout acquiring a connection',
-  'terminating connection due to administrator command',
-  'the database system is (?:starting up|shutting down|in recovery|not yet accepting connections)',
-  // knex, for a statement in a transaction whose BEGIN failed: the BEGIN's own error (a dead pooled
-  // connection) is not what the statement sees.
-  'Transaction query already complete',
-].join('|'), 'i');
+const UNREACHABLE_MESSAGES = new RegExp(
+  [
+    'Connection terminated',
+    'Connection ended unexpectedly',
+    'connection error and is not queryable',
+    'Client was closed and is not queryable',
+    'Timeout acquiring a connection',
+    'terminating connection due to administrator command',
+    'the database system is (?:starting up|shutting down|in recovery|not yet accepting connections)',
+    // knex, for a statement in a transaction whose BEGIN failed: the BEGIN's own error (a dead pooled
+    // connection) is not what the statement sees.
+    'Transaction query already complete',
+  ].join('|'),
+  'i',
+);
 
 /**
  * Whether an error means the database could not be reached (refused, reset or dropped connection, server
@@ -62,7 +75,10 @@ export class DatabaseAvailability {
   private probing = false;
   private closed = false;
 
-  constructor(private readonly ping: () => Promise<void>, private readonly now: () => number = Date.now) {}
+  constructor(
+    private readonly ping: () => Promise<void>,
+    private readonly now: () => number = Date.now,
+  ) {}
 
   get available(): boolean {
     return this.isUp;
@@ -185,6 +201,15 @@ export function pause(availability: DatabaseAvailability, attempt: number): Prom
 function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error('timed out')), ms);
-    promise.then((value) => { clearTimeout(timer); resolve(value); }, (error: unknown) => { clearTimeout(timer); reject(error); });
+    promise.then(
+      (value) => {
+        clearTimeout(timer);
+        resolve(value);
+      },
+      (error: unknown) => {
+        clearTimeout(timer);
+        reject(error);
+      },
+    );
   });
 }

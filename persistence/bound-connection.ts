@@ -29,11 +29,15 @@ export function bindingParameters<Base extends ConnectionClass>(Base: Base) {
       const bound = values.length === 0 ? undefined : bindStatement(this.platform, sql, values);
       // A statement of a direct transaction (a batch of strict writes) runs on its connection, outside the ORM.
       if (ctx instanceof DirectTransaction) return this.transformRawResult(await ctx.raw(bound?.sql ?? sql, bound?.bindings ?? []), method);
-      return this.executeQuery(sql, async () => {
-        const query = bound ? this.getKnex().raw(bound.sql, bound.bindings as never[]) : this.getKnex().raw(sql);
-        if (ctx) query.transacting(ctx as never);
-        return this.transformRawResult(await query, method);
-      }, { query: sql, params: values as unknown[], ...loggerContext });
+      return this.executeQuery(
+        sql,
+        async () => {
+          const query = bound ? this.getKnex().raw(bound.sql, bound.bindings as never[]) : this.getKnex().raw(sql);
+          if (ctx) query.transacting(ctx as never);
+          return this.transformRawResult(await query, method);
+        },
+        { query: sql, params: values as unknown[], ...loggerContext },
+      );
     }
   }
   return Bound;

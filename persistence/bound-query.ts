@@ -14,6 +14,6 @@ export async function boundQuery<T = Record<string, unknown>>(em: SqlEntityManag
   const query = em.getKnex().raw(sql, params as never[]);
   const trx = em.getTransactionContext();
   if (trx) query.transacting(trx);
-  const result = await query as unknown as { rows?: T[] } | T[];
+  const result = (await query) as unknown as { rows?: T[] } | T[];
   return Array.isArray(result) ? result : (result.rows ?? []);
 }

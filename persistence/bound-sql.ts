@@ -11,8 +11,13 @@ interface KnexRawLike {
 }
 
 function isKnexRaw(value: unknown): value is KnexRawLike {
-  return typeof value === 'object' && value !== null && 'client' in value
-    && ['Ref', 'Raw'].includes(value.constructor.name) && typeof (value as unknown as KnexRawLike).toSQL === 'function';
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    'client' in value &&
+    ['Ref', 'Raw'].includes(value.constructor.name) &&
+    typeof (value as unknown as KnexRawLike).toSQL === 'function'
+  );
 }
 
 /**

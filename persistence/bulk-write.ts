@@ -64,7 +64,11 @@ export class BulkWrite<R> {
   private readonly lanes: number;
   private readonly probe: BulkProbe<R> | undefined;
 
-  constructor(private readonly writer: SnapshotWriter, private readonly apply: BulkApply<R>, options: BulkWriteOptions<R> = {}) {
+  constructor(
+    private readonly writer: SnapshotWriter,
+    private readonly apply: BulkApply<R>,
+    options: BulkWriteOptions<R> = {},
+  ) {
     this.lanes = options.lanes ?? 1;
     this.probe = options.probe;
   }
@@ -87,12 +91,22 @@ export class BulkWrite<R> {
   addAfter(row: R, after = 0): Added {
     let gathering = this.open;
     if (!gathering || gathering.position < after) {
-      const created: Gathering<R> = { position: ++positions, rows: [], committed: Promise.resolve(), writer: this.pickLane(), claims: new WriteClaims(), waits: [] };
-      created.committed = created.writer.write(async (em) => {
-        // Rows added from now on belong to the next batch.
-        if (this.open === created) this.open = undefined;
-        await this.apply(em, created.rows);
-      }, { strict: true, claims: created.claims, waits: created.waits, probe: this.probeOf(created.rows) });
+      const created: Gathering<R> = {
+        position: ++positions,
+        rows: [],
+        committed: Promise.resolve(),
+        writer: this.pickLane(),
+        claims: new WriteClaims(),
+        waits: [],
+      };
+      created.committed = created.writer.write(
+        async (em) => {
+          // Rows added from now on belong to the next batch.
+          if (this.open === created) this.open = undefined;
+          await this.apply(em, created.rows);
+        },
+        { strict: true, claims: created.claims, waits: created.waits, probe: this.probeOf(created.rows) },
+      );
       this.open = created;
       gathering = created;
     }

@@ -65,7 +65,7 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
     }
     // PGlite and its driver (about 200 ms of CPU to load) only for the embedded database, not on PostgreSQL.
     const [{ PGlite }, { BoundPGliteDriver }] = await Promise.all([import('@electric-sql/pglite'), import('./bound-pglite.ts')]);
-    const instance = dir ? new PGlite(dir) : options.pglite ?? new PGlite();
+    const instance = dir ? new PGlite(dir) : (options.pglite ?? new PGlite());
     pglite = instance;
     tracePglite(instance, 'postgres');
     orm = await MikroORM.init({

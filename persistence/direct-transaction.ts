@@ -5,7 +5,11 @@ import { sendPipeline, wireValues, type DriverResult } from './pg-pipeline.ts';
 
 type Knex = ReturnType<SqlEntityManager['getKnex']>;
 
-interface QueryObject { sql: string; bindings: readonly unknown[]; method: string }
+interface QueryObject {
+  sql: string;
+  bindings: readonly unknown[];
+  method: string;
+}
 
 interface KnexClient {
   acquireConnection(): Promise<unknown>;
@@ -86,14 +90,17 @@ export class DirectTransaction {
   /** This transaction's number in directStatements. */
   private readonly number = ++transactions;
 
-  private constructor(private readonly knex: Knex, private readonly connection: object) {
+  private constructor(
+    private readonly knex: Knex,
+    private readonly connection: object,
+  ) {
     this.client = knex.client as unknown as KnexClient;
   }
 
   /** Runs `body` in a transaction of its own: committed if it resolves, rolled back if it throws. */
   static async run<T>(knex: Knex, body: (tx: DirectTransaction) => Promise<T>, options: RunOptions = {}): Promise<T> {
     const client = knex.client as unknown as KnexClient;
-    const connection = await client.acquireConnection() as object;
+    const connection = (await client.acquireConnection()) as object;
     const tx = new DirectTransaction(knex, connection);
     try {
       if (options.commitWithStatements && connection instanceof pg.Client) {
@@ -134,7 +141,9 @@ export class DirectTransaction {
   raw(sql: string, params: readonly unknown[] = []): Promise<DriverResult> {
     if (this.commitQueued) {
       // It would run after COMMIT, outside the transaction: refused, and the transaction fails with it.
-      return this.noted(Promise.reject(new Error(`a statement was asked for after its transaction's COMMIT was sent with the statements: ${sql.slice(0, 80)}`)));
+      return this.noted(
+        Promise.reject(new Error(`a statement was asked for after its transaction's COMMIT was sent with the statements: ${sql.slice(0, 80)}`)),
+      );
     }
     const compiled = params.length === 0 ? { sql, bindings: [] as unknown[] } : this.knex.raw(sql, params as never[]).toSQL();
     if (!(this.connection instanceof pg.Client)) return this.inOrder(compiled.sql, compiled.bindings);
@@ -156,7 +165,9 @@ export class DirectTransaction {
    * first failure is kept: the transaction fails with it even if the body caught it.
    */
   private noted(answered: Promise<DriverResult>): Promise<DriverResult> {
-    answered.catch((error: unknown) => { this.failed ??= { error }; });
+    answered.catch((error: unknown) => {
+      this.failed ??= { error };
+    });
     return answered;
   }
 
@@ -187,7 +198,9 @@ export class DirectTransaction {
     for (const s of statements) this.sent(s.text, s.values);
     sendPipeline(this.connection as pg.Client, begin, statements).then(
       (results) => statements.forEach((s, i) => s.resolve(results[i]!)),
-      (error: unknown) => { for (const s of statements) s.reject(error); },
+      (error: unknown) => {
+        for (const s of statements) s.reject(error);
+      },
     );
   }
 

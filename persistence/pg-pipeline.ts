@@ -61,7 +61,9 @@ const preparedOn = new WeakMap<object, Map<string, string>>();
  * runs them in order; should one fail, it skips the rest and reports that error, so none after it takes
  * effect. A Query of pg's own, whose results are one per statement, BEGIN's left out.
  */
-export class PipelineQuery extends (pg.Query as unknown as new (config: object) => {
+export class PipelineQuery extends (pg.Query as unknown as new (
+  config: object,
+) => {
   prepare(connection: WireConnection): void;
   handleCommandComplete(message: unknown, connection: unknown): void;
 }) {

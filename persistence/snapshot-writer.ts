@@ -120,10 +120,15 @@ export class SnapshotWriter {
   /** The entity manager of this writer's direct transactions, made on first use (directEntityManager). */
   private directEm: SqlEntityManager | undefined;
 
-  constructor(private readonly db: Database, private readonly options: SnapshotWriterOptions) {
+  constructor(
+    private readonly db: Database,
+    private readonly options: SnapshotWriterOptions,
+  ) {
     this.availability = availabilityOf(db);
     this.namespace = String(db.orm?.config.get('dbName') ?? '');
-    this.closingSignal = new Promise((resolve) => { this.signalClosing = resolve; });
+    this.closingSignal = new Promise((resolve) => {
+      this.signalClosing = resolve;
+    });
   }
 
   /** Resolves once the unit's writes are committed; rejects if they were rolled back. */
@@ -273,14 +278,20 @@ export class SnapshotWriter {
     // trace holds another request's commit as its own, and each shows its wait.
     const waits = batch.flatMap((p) => p.waits);
     const parent = waits.length === 1 ? trace.setSpan(ROOT_CONTEXT, waits[0]!) : ROOT_CONTEXT;
-    const span = this.options.tracer.startSpan('db.batch', {
-      kind: SpanKind.CLIENT,
-      links: waits.length > 1 ? waits.map((w) => ({ context: w.spanContext() })) : [],
-      attributes: {
-        'db.system.name': 'postgresql', 'db.namespace': this.namespace, 'db.operation.name': 'BATCH',
-        'db.operation.batch.size': batch.length,
+    const span = this.options.tracer.startSpan(
+      'db.batch',
+      {
+        kind: SpanKind.CLIENT,
+        links: waits.length > 1 ? waits.map((w) => ({ context: w.spanContext() })) : [],
+        attributes: {
+          'db.system.name': 'postgresql',
+          'db.namespace': this.namespace,
+          'db.operation.name': 'BATCH',
+          'db.operation.batch.size': batch.length,
+        },
       },
-    }, parent);
+      parent,
+    );
     if (waits.length > 1) for (const wait of waits) wait.addLink({ context: span.spanContext() });
     const started = performance.now();
     try {
@@ -344,21 +355,26 @@ export class SnapshotWriter {
       }
       // A batch of strict units (each failed statement threw) needs no check statement: a unit's own
       // statement may have read the id already (noteTransactionId), and then the writer asks nothing more.
-      if (postgres) txid = fencedTxid ?? (strict ? notedTransactionId(em) : undefined) ?? (await em.execute<Array<{ id: string }>>('select txid_current()::text as id'))[0]!.id;
+      if (postgres)
+        txid =
+          fencedTxid ?? (strict ? notedTransactionId(em) : undefined) ?? (await em.execute<Array<{ id: string }>>('select txid_current()::text as id'))[0]!.id;
       else if (!strict) await em.execute('select 1');
     };
-    return this.untilCommitted(async () => {
-      txid = undefined;
-      if (strict) {
-        const em = this.directEntityManager();
-        await DirectTransaction.run(em.getKnex(), (tx) => {
-          em.setTransactionContext(tx as never);
-          return inTransaction(em);
-        });
-      } else {
-        await this.db.em().transactional(inTransaction);
-      }
-    }, (lost) => txid !== undefined && this.committedAnyway(txid, lost));
+    return this.untilCommitted(
+      async () => {
+        txid = undefined;
+        if (strict) {
+          const em = this.directEntityManager();
+          await DirectTransaction.run(em.getKnex(), (tx) => {
+            em.setTransactionContext(tx as never);
+            return inTransaction(em);
+          });
+        } else {
+          await this.db.em().transactional(inTransaction);
+        }
+      },
+      (lost) => txid !== undefined && this.committedAnyway(txid, lost),
+    );
   }
 
   /**
@@ -372,16 +388,23 @@ export class SnapshotWriter {
     const lockKey = batchLockKey();
     const claims = new WriteClaims();
     for (const pending of batch) claims.addAll(pending.claims);
-    return this.untilCommitted(async () => {
-      const em = this.directEntityManager();
-      await DirectTransaction.run(em.getKnex(), (tx) => {
-        em.setTransactionContext(tx as never);
-        const asked: Array<Promise<unknown>> = [boundQuery(em, 'select pg_advisory_xact_lock(?::bigint)', [lockKey])];
-        for (const pending of batch) asked.push(pending.unit(em));
-        if (this.options.fence && claims.size > 0) asked.push(this.options.fence(em, claims.sorted()));
-        return Promise.all(asked);
-      }, { commitWithStatements: true });
-    }, (lost) => this.probedAnyway(batch[0]!.probe!, lockKey, lost));
+    return this.untilCommitted(
+      async () => {
+        const em = this.directEntityManager();
+        await DirectTransaction.run(
+          em.getKnex(),
+          (tx) => {
+            em.setTransactionContext(tx as never);
+            const asked: Array<Promise<unknown>> = [boundQuery(em, 'select pg_advisory_xact_lock(?::bigint)', [lockKey])];
+            for (const pending of batch) asked.push(pending.unit(em));
+            if (this.options.fence && claims.size > 0) asked.push(this.options.fence(em, claims.sorted()));
+            return Promise.all(asked);
+          },
+          { commitWithStatements: true },
+        );
+      },
+      (lost) => this.probedAnyway(batch[0]!.probe!, lockKey, lost),
+    );
   }
 
   /**
@@ -486,7 +509,7 @@ function batchLockKey(): string {
 /** error.type: the driver's SQLSTATE when there is one, else the error's class name. */
 function errorType(error: unknown): string {
   const code = (error as { code?: unknown } | undefined)?.code;
-  return typeof code === 'string' && code !== '' ? code : (error as Error | undefined)?.name ?? 'Error';
+  return typeof code === 'string' && code !== '' ? code : ((error as Error | undefined)?.name ?? 'Error');
 }
 
 function claimsOfCaller(): WriteClaims | undefined {

@@ -22,7 +22,12 @@ export function tracePglite(instance: PGlite, namespace: string): void {
     const operation = statementOperation(sql);
     const span = tracer.startSpan(operation, {
       kind: SpanKind.CLIENT,
-      attributes: { 'db.system.name': 'postgresql', 'db.namespace': namespace, 'db.operation.name': operation, 'db.query.text': sql.length > 2000 ? `${sql.slice(0, 2000)}…` : sql },
+      attributes: {
+        'db.system.name': 'postgresql',
+        'db.namespace': namespace,
+        'db.operation.name': operation,
+        'db.query.text': sql.length > 2000 ? `${sql.slice(0, 2000)}…` : sql,
+      },
     });
     return run().then(
       (result) => {

@@ -35,14 +35,28 @@ export interface UsageDelta extends Partial<UsageFigures> {
 
 const FIGURES = ['total', 'succeeded', 'failed', 'cancelled', 'expired', 'unfinished', 'credits', 'creditsFromBalance', 'costCents', 'outputBytes'] as const;
 const COLUMN: Record<keyof UsageFigures, string> = {
-  total: 'total', succeeded: 'succeeded', failed: 'failed', cancelled: 'cancelled', expired: 'expired', unfinished: 'unfinished',
-  credits: 'credits', creditsFromBalance: 'credits_from_balance', costCents: 'cost_cents', outputBytes: 'output_bytes',
+  total: 'total',
+  succeeded: 'succeeded',
+  failed: 'failed',
+  cancelled: 'cancelled',
+  expired: 'expired',
+  unfinished: 'unfinished',
+  credits: 'credits',
+  creditsFromBalance: 'credits_from_balance',
+  costCents: 'cost_cents',
+  outputBytes: 'output_bytes',
 };
 const COLUMNS = FIGURES.map((f) => COLUMN[f]);
 export const UNFINISHED_STATUSES = ['queued', 'reserved', 'submitted', 'running'];
 const STATUS_FIGURE: Record<string, keyof UsageFigures> = {
-  queued: 'unfinished', reserved: 'unfinished', submitted: 'unfinished', running: 'unfinished',
-  succeeded: 'succeeded', failed: 'failed', cancelled: 'cancelled', expired: 'expired',
+  queued: 'unfinished',
+  reserved: 'unfinished',
+  submitted: 'unfinished',
+  running: 'unfinished',
+  succeeded: 'succeeded',
+  failed: 'failed',
+  cancelled: 'cancelled',
+  expired: 'expired',
 };
 
 /** The figure a generation of this status counts in. */

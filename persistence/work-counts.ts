@@ -2,9 +2,11 @@ import type { Database } from './database.ts';
 
 /** Unfinished generations by status, across the database (the partial index of active jobs serves it). */
 export async function activeGenerationCounts(db: Database): Promise<Map<string, number>> {
-  const rows = await db.em().execute<Array<{ status: string; count: string | number }>>(
-    `select status, count(*) as count from generations where status in ('queued', 'reserved', 'submitted', 'running') group by status`,
-  );
+  const rows = await db
+    .em()
+    .execute<Array<{ status: string; count: string | number }>>(
+      `select status, count(*) as count from generations where status in ('queued', 'reserved', 'submitted', 'running') group by status`,
+    );
   return new Map(rows.map((row) => [row.status, Number(row.count)]));
 }
 

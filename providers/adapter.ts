@@ -100,14 +100,14 @@ export interface InboundEvent {
 
 export type VerifiedEvent =
   | {
-    ok: true;
-    /** The provider's job id this event is about. */
-    providerJobId: string;
-    /** A unique id of the event for de-duplication (Standard Webhooks' webhook-id, fal's request id + status). */
-    eventId: string;
-    /** What `deliverEvent` gets on the owning node (parsed body). */
-    payload: unknown;
-  }
+      ok: true;
+      /** The provider's job id this event is about. */
+      providerJobId: string;
+      /** A unique id of the event for de-duplication (Standard Webhooks' webhook-id, fal's request id + status). */
+      eventId: string;
+      /** What `deliverEvent` gets on the owning node (parsed body). */
+      payload: unknown;
+    }
   | { ok: false; message: string };
 
 /** Our error codes for upstream failures (docs/providers.md has the table). */
@@ -138,7 +138,10 @@ export type ProviderErrorCode = (typeof PROVIDER_ERROR_CODES)[keyof typeof PROVI
 
 /** A provider's refusal or failure, carried as data: the code is ours, the message the upstream's (trimmed). */
 export class ProviderFailure extends Error {
-  constructor(readonly code: ProviderErrorCode, message: string) {
+  constructor(
+    readonly code: ProviderErrorCode,
+    message: string,
+  ) {
     super(message);
     this.name = 'ProviderFailure';
   }

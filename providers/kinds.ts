@@ -38,19 +38,34 @@ const kind = <S, T>(k: Kind<S, T>) => k as Kind<unknown, unknown>;
 
 export const ADAPTER_KINDS: Record<string, Kind<unknown, unknown>> = {
   openai: kind<OpenAiSettings, OpenAiDeploymentTarget>({
-    parse: parseOpenAiSettings, target: openaiDeploymentTarget, create: createOpenAiAdapter, limit: (s) => s.maxConcurrentJobs,
+    parse: parseOpenAiSettings,
+    target: openaiDeploymentTarget,
+    create: createOpenAiAdapter,
+    limit: (s) => s.maxConcurrentJobs,
   }),
   replicate: kind<ReplicateSettings, ReplicateDeploymentTarget>({
-    parse: parseReplicateSettings, target: replicateDeploymentTarget, create: createReplicateAdapter, limit: (s) => s.maxConcurrentJobs,
+    parse: parseReplicateSettings,
+    target: replicateDeploymentTarget,
+    create: createReplicateAdapter,
+    limit: (s) => s.maxConcurrentJobs,
   }),
   cog: kind<CogSettings, CogDeploymentTarget>({
-    parse: parseCogSettings, target: cogDeploymentTarget, create: createCogAdapter, limit: (s) => s.maxConcurrentJobs,
+    parse: parseCogSettings,
+    target: cogDeploymentTarget,
+    create: createCogAdapter,
+    limit: (s) => s.maxConcurrentJobs,
   }),
   fal: kind<FalSettings, FalDeploymentTarget>({
-    parse: parseFalSettings, target: falDeploymentTarget, create: createFalAdapter, limit: (s) => s.maxConcurrentJobs,
+    parse: parseFalSettings,
+    target: falDeploymentTarget,
+    create: createFalAdapter,
+    limit: (s) => s.maxConcurrentJobs,
   }),
   comfyui: kind<ComfyuiSettings, ComfyuiDeploymentTarget>({
-    parse: parseComfyuiSettings, target: comfyuiDeploymentTarget, create: createComfyuiAdapter, limit: (s) => s.maxConcurrentJobs,
+    parse: parseComfyuiSettings,
+    target: comfyuiDeploymentTarget,
+    create: createComfyuiAdapter,
+    limit: (s) => s.maxConcurrentJobs,
     check: (target) => loadWorkflowTemplate(target).problems,
   }),
 };
@@ -83,7 +98,12 @@ export function targetProblems(provider: string, target: Record<string, unknown>
   return k.check?.(target) ?? [];
 }
 
-export function createAdapter(provider: string, settings: unknown, deployment: { id: string; target: Record<string, unknown> }, context: AdapterContext): ProviderAdapter {
+export function createAdapter(
+  provider: string,
+  settings: unknown,
+  deployment: { id: string; target: Record<string, unknown> },
+  context: AdapterContext,
+): ProviderAdapter {
   const k = ADAPTER_KINDS[provider];
   if (!k) throw new Error(`no adapter for provider kind ${provider}`);
   return k.create(settings, deployment, context);

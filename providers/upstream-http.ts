@@ -52,7 +52,11 @@ export async function requestUpstream(url: string, options: UpstreamRequest): Pr
   }
   let bytes: Buffer;
   try {
-    bytes = await readLimited(response.body, options.maxBytes, () => new ProviderFailure(PROVIDER_ERROR_CODES.badResponse, `The provider's answer is larger than ${options.maxBytes} bytes.`));
+    bytes = await readLimited(
+      response.body,
+      options.maxBytes,
+      () => new ProviderFailure(PROVIDER_ERROR_CODES.badResponse, `The provider's answer is larger than ${options.maxBytes} bytes.`),
+    );
   } catch (error) {
     if (error instanceof ProviderFailure) throw error;
     throw networkFailure(error, timeout.aborted, options.timeoutMs);
@@ -78,17 +82,25 @@ function networkFailure(error: unknown, timedOut: boolean, timeoutMs: number): P
   if (timedOut || name === 'TimeoutError' || /TIMEOUT/.test(code)) {
     return new ProviderFailure(PROVIDER_ERROR_CODES.timeout, `The provider did not answer within ${timeoutMs} ms.`);
   }
-  return new ProviderFailure(PROVIDER_ERROR_CODES.unavailable, `The provider could not be reached: ${upstreamMessage((error as Error).message ?? String(error))}`);
+  return new ProviderFailure(
+    PROVIDER_ERROR_CODES.unavailable,
+    `The provider could not be reached: ${upstreamMessage((error as Error).message ?? String(error))}`,
+  );
 }
 
 /** A non-2xx answer as our failure: 401/403 auth, 429 rate limited, 400/404/413/422 input, 5xx unavailable or error. */
 export function statusFailure(response: UpstreamResponse, upstreamText: string | undefined, secrets: readonly string[] = []): ProviderFailure {
   const said = upstreamText ? `: ${upstreamMessage(upstreamText, secrets)}` : '';
-  const code: ProviderErrorCode = response.status === 401 || response.status === 403 ? PROVIDER_ERROR_CODES.authFailed
-    : response.status === 429 ? PROVIDER_ERROR_CODES.rateLimited
-      : response.status === 502 || response.status === 503 || response.status === 504 ? PROVIDER_ERROR_CODES.unavailable
-        : response.status >= 500 ? PROVIDER_ERROR_CODES.error
-          : PROVIDER_ERROR_CODES.inputRejected;
+  const code: ProviderErrorCode =
+    response.status === 401 || response.status === 403
+      ? PROVIDER_ERROR_CODES.authFailed
+      : response.status === 429
+        ? PROVIDER_ERROR_CODES.rateLimited
+        : response.status === 502 || response.status === 503 || response.status === 504
+          ? PROVIDER_ERROR_CODES.unavailable
+          : response.status >= 500
+            ? PROVIDER_ERROR_CODES.error
+            : PROVIDER_ERROR_CODES.inputRejected;
   return new ProviderFailure(code, `The provider answered ${response.status}${said}.`);
 }
 
@@ -113,7 +125,14 @@ export async function retryingRateLimits(
     onWait(wait);
     await new Promise<void>((resolve) => {
       const timer = setTimeout(resolve, wait);
-      signal?.addEventListener('abort', () => { clearTimeout(timer); resolve(); }, { once: true });
+      signal?.addEventListener(
+        'abort',
+        () => {
+          clearTimeout(timer);
+          resolve();
+        },
+        { once: true },
+      );
     });
     if (signal?.aborted) return response;
   }

@@ -74,7 +74,10 @@ function actorName(id: string): string {
 }
 
 export class ActorCrashedError extends Error {
-  constructor(readonly key: string, cause: string) {
+  constructor(
+    readonly key: string,
+    cause: string,
+  ) {
     super(`actor ${key} crashed: ${cause}`);
     this.name = 'ActorCrashedError';
   }
@@ -127,7 +130,10 @@ export class ActorDirectory implements ActorMessenger {
   register<S, M, R>(behavior: ActorBehavior<S, M, R>): void {
     if (this.behaviors.has(behavior.kind)) throw new Error(`actor kind ${behavior.kind} is already registered`);
     this.behaviors.set(behavior.kind, behavior as ActorBehavior<unknown, unknown, unknown>);
-    this.supervisors.set(behavior.kind, nact.spawn(this.system, (state: unknown) => state, behavior.kind));
+    this.supervisors.set(
+      behavior.kind,
+      nact.spawn(this.system, (state: unknown) => state, behavior.kind),
+    );
   }
 
   async ask<R>(kind: string, id: string, msg: unknown, timeoutMs = this.deps.askTimeoutMs ?? 30_000): Promise<R> {
@@ -267,8 +273,17 @@ export class ActorDirectory implements ActorMessenger {
       deps: this.deps.actorDeps,
     };
     const entry: Entry = {
-      ref: undefined as unknown as Ref<Envelope<unknown>>, kind, id, pending: 0, lastActive: this.deps.clock.now(), passivate: false, stale: false, keepAlive: false,
-      durable: 0, durableWaiters: [], workspace: kind === 'ws' ? id : undefined,
+      ref: undefined as unknown as Ref<Envelope<unknown>>,
+      kind,
+      id,
+      pending: 0,
+      lastActive: this.deps.clock.now(),
+      passivate: false,
+      stale: false,
+      keepAlive: false,
+      durable: 0,
+      durableWaiters: [],
+      workspace: kind === 'ws' ? id : undefined,
     };
     const ownership = this.deps.ownership;
     const handle = async (slot: Slot, envelope: Envelope<unknown>): Promise<Slot> => {
@@ -281,7 +296,13 @@ export class ActorDirectory implements ActorMessenger {
         if (entry.durable > 0) await new Promise<void>((resolve) => entry.durableWaiters.push(resolve));
         // A load that finds the database unreachable waits for it: the message (perhaps a provider's
         // one-time report) is handled once the database is back, not lost with a crash.
-        state = (!slot && !entry.stale ? behavior.seed?.(envelope.msg, ctx) : undefined) ?? await untilReachable(this.deps.db, () => behavior.load(ctx), () => this.stopped);
+        state =
+          (!slot && !entry.stale ? behavior.seed?.(envelope.msg, ctx) : undefined) ??
+          (await untilReachable(
+            this.deps.db,
+            () => behavior.load(ctx),
+            () => this.stopped,
+          ));
         entry.stale = false;
       }
       let claim: Lease | undefined;
@@ -323,14 +344,16 @@ export class ActorDirectory implements ActorMessenger {
       return { loaded: true as const, state: outcome.state };
     };
     const metrics = this.deps.metrics;
-    const measured = metrics ? async (slot: Slot, envelope: Envelope<unknown>): Promise<Slot> => {
-      const started = performance.now();
-      try {
-        return await receive(slot, envelope);
-      } finally {
-        metrics.message(kind, (performance.now() - started) / 1000);
-      }
-    } : undefined;
+    const measured = metrics
+      ? async (slot: Slot, envelope: Envelope<unknown>): Promise<Slot> => {
+          const started = performance.now();
+          try {
+            return await receive(slot, envelope);
+          } finally {
+            metrics.message(kind, (performance.now() - started) / 1000);
+          }
+        }
+      : undefined;
     const receive = async (slot: Slot, envelope: Envelope<unknown>): Promise<Slot> => {
       this.stats.messages++;
       if (!this.tracing) {
@@ -342,10 +365,14 @@ export class ActorDirectory implements ActorMessenger {
       }
       const parent = traceContextOf(envelope);
       const type = typeof envelope.msg === 'object' && envelope.msg !== null && 'type' in envelope.msg ? String(envelope.msg.type) : 'message';
-      const span = this.deps.tracer.startSpan(`actor ${kind} ${type}`, {
-        kind: SpanKind.INTERNAL,
-        attributes: { 'actor.kind': kind, 'actor.id': id, 'actor.message': type },
-      }, parent);
+      const span = this.deps.tracer.startSpan(
+        `actor ${kind} ${type}`,
+        {
+          kind: SpanKind.INTERNAL,
+          attributes: { 'actor.kind': kind, 'actor.id': id, 'actor.message': type },
+        },
+        parent,
+      );
       try {
         // The message's request and its span's context, entered as one scope.
         return await runInRequest(envelope.requestId, () => handle(slot, envelope), undefined, trace.setSpan(parent, span));
@@ -414,9 +441,12 @@ export class ActorDirectory implements ActorMessenger {
   }
 
   private scheduleSweep(): void {
-    this.sweepTimer = this.deps.clock.setTimer(() => {
-      this.passivateIdle();
-      if (!this.stopped) this.scheduleSweep();
-    }, Math.max(10, Math.floor(this.deps.idleMs / 2)));
+    this.sweepTimer = this.deps.clock.setTimer(
+      () => {
+        this.passivateIdle();
+        if (!this.stopped) this.scheduleSweep();
+      },
+      Math.max(10, Math.floor(this.deps.idleMs / 2)),
+    );
   }
 }

@@ -29,7 +29,11 @@ export function parseCatalog(text: string, fileName: string, options: BuildOptio
   }
   const unset: string[] = [];
   document = interpolate(document, options.env ?? {}, unset);
-  if (unset.length > 0) return { ok: false, problems: [...new Set(unset)].map((name) => `${fileName}: names \${${name}}, which is not set (give it a default: \${${name}:-value})`) };
+  if (unset.length > 0)
+    return {
+      ok: false,
+      problems: [...new Set(unset)].map((name) => `${fileName}: names \${${name}}, which is not set (give it a default: \${${name}:-value})`),
+    };
   const built = buildCatalog(document, options);
   if (!built.ok) return { ok: false, problems: built.problems.map((p) => describe(p, yaml, lines)) };
   return { ok: true, catalog: new ModelCatalog(built.catalog) };
@@ -110,7 +114,10 @@ export class CatalogSource {
   private again = false;
   readonly counts = { applied: 0, refused: 0 };
 
-  constructor(initial: ModelCatalog, private readonly options: CatalogSourceOptions) {
+  constructor(
+    initial: ModelCatalog,
+    private readonly options: CatalogSourceOptions,
+  ) {
     this.served = initial;
   }
 

@@ -38,7 +38,11 @@ export class ManualClock implements Clock {
   setTimer(fn: () => void, delayMs: number): Timer {
     const timer: PendingTimer = { at: this.current + Math.max(0, delayMs), seq: this.seq++, fn, cancelled: false };
     this.timers.push(timer);
-    return { cancel: () => { timer.cancelled = true; } };
+    return {
+      cancel: () => {
+        timer.cancelled = true;
+      },
+    };
   }
 
   /** Moves time forward by ms, firing every timer that falls due on the way. */

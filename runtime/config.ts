@@ -88,10 +88,17 @@ export interface TelemetryConfig {
 }
 
 export const OTLP_PROTOCOLS = ['http/protobuf', 'http/json', 'grpc'] as const;
-export type OtlpProtocol = typeof OTLP_PROTOCOLS[number];
+export type OtlpProtocol = (typeof OTLP_PROTOCOLS)[number];
 
-export const TRACE_SAMPLERS = ['always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio'] as const;
-export type TraceSampler = typeof TRACE_SAMPLERS[number];
+export const TRACE_SAMPLERS = [
+  'always_on',
+  'always_off',
+  'traceidratio',
+  'parentbased_always_on',
+  'parentbased_always_off',
+  'parentbased_traceidratio',
+] as const;
+export type TraceSampler = (typeof TRACE_SAMPLERS)[number];
 
 /** One node of a cluster: its identity, where the others reach it, and the membership and lease timings. */
 export interface ClusterConfig {
@@ -132,14 +139,29 @@ export interface MetricsConfig {
 
 const METRICS_EXPORTERS = ['none', 'prometheus', 'otlp'] as const;
 
-const CLUSTER_SETTINGS = ['CLUSTER_NODE_ID', 'CLUSTER_INTERNAL_ADDRESS', 'CLUSTER_INTERNAL_PORT', 'CLUSTER_HEARTBEAT_MS',
-  'CLUSTER_DEAD_AFTER_MS', 'CLUSTER_LEASE_MS', 'CLUSTER_SHARDS', 'CLUSTER_SECRET'] as const;
-
+const CLUSTER_SETTINGS = [
+  'CLUSTER_NODE_ID',
+  'CLUSTER_INTERNAL_ADDRESS',
+  'CLUSTER_INTERNAL_PORT',
+  'CLUSTER_HEARTBEAT_MS',
+  'CLUSTER_DEAD_AFTER_MS',
+  'CLUSTER_LEASE_MS',
+  'CLUSTER_SHARDS',
+  'CLUSTER_SECRET',
+] as const;
 
 export type BlobStoreConfig =
   /** signingSecret: BLOB_SIGNING_SECRET; unset, one is generated and kept under dataDir. */
   | { kind: 'local'; signingSecret: string | undefined }
-  | { kind: 's3'; bucket: string; endpoint: string | undefined; region: string; accessKeyId: string | undefined; secretAccessKey: string | undefined; forcePathStyle: boolean };
+  | {
+      kind: 's3';
+      bucket: string;
+      endpoint: string | undefined;
+      region: string;
+      accessKeyId: string | undefined;
+      secretAccessKey: string | undefined;
+      forcePathStyle: boolean;
+    };
 
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
 const LOG_LEVELS: readonly LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
@@ -189,9 +211,8 @@ export function loadConfig(env: Env = process.env): Config {
   const blobStore = readBlobStore(read, env, problems);
   const allowPrivateEgress = read.boolean('ALLOW_PRIVATE_EGRESS', false);
   const loopbackEgress = read.oneOf('LOOPBACK_EGRESS', ['auto', 'true', 'false'] as const, 'auto');
-  const allowLoopbackEgress = loopbackEgress === 'auto'
-    ? isLoopbackHost(host) && isLoopbackHost(hostOf(baseUrl)) && env.NODE_ENV !== 'production'
-    : loopbackEgress === 'true';
+  const allowLoopbackEgress =
+    loopbackEgress === 'auto' ? isLoopbackHost(host) && isLoopbackHost(hostOf(baseUrl)) && env.NODE_ENV !== 'production' : loopbackEgress === 'true';
   const queueTimeoutMs = read.integer('QUEUE_TIMEOUT_MS', 10 * 60_000, 1_000, 7 * 24 * 3_600_000);
   const localLatencyMs = read.integer('LOCAL_PROVIDER_LATENCY_MS', 200, 0, 600_000);
   const localFailurePercent = read.integer('LOCAL_PROVIDER_FAILURE_PERCENT', 0, 0, 100);
@@ -218,15 +239,38 @@ export function loadConfig(env: Env = process.env): Config {
   // A setting read for traces and metrics both (OTEL_EXPORTER_OTLP_ENDPOINT…) is reported once.
   if (problems.length > 0) throw new ConfigError([...new Set(problems)]);
   return {
-    port, host, baseUrl: baseUrl.replace(/\/$/, ''), databaseUrl, redisUrl, dataDir, logLevel, bodyLimitBytes,
-    allowUwsFallback, shutdownTimeoutMs, actorIdleMs, groupCommit: { windowMs, maxBatch },
-    telemetry, metrics, accessLog, redisKeyPrefix, allowedOrigins, sessionTtlHours, rateLimitOverrides, catalog,
-    blobStore, allowPrivateEgress, allowLoopbackEgress,
+    port,
+    host,
+    baseUrl: baseUrl.replace(/\/$/, ''),
+    databaseUrl,
+    redisUrl,
+    dataDir,
+    logLevel,
+    bodyLimitBytes,
+    allowUwsFallback,
+    shutdownTimeoutMs,
+    actorIdleMs,
+    groupCommit: { windowMs, maxBatch },
+    telemetry,
+    metrics,
+    accessLog,
+    redisKeyPrefix,
+    allowedOrigins,
+    sessionTtlHours,
+    rateLimitOverrides,
+    catalog,
+    blobStore,
+    allowPrivateEgress,
+    allowLoopbackEgress,
     generations: { queueTimeoutMs, localLatencyMs, localFailureRate: localFailurePercent / 100, localMaxConcurrentJobs: localMaxConcurrentJobs || undefined },
     billing: { provider: paymentProvider, signingSecret: billingSecret },
     providers,
     env: { ...env },
-    webhooks: { secretKey: webhookSecretKey, timeoutMs: webhookTimeoutMs, autoDisable: { afterMs: webhookDisableAfterMs, afterExpired: webhookDisableAfterExpired } },
+    webhooks: {
+      secretKey: webhookSecretKey,
+      timeoutMs: webhookTimeoutMs,
+      autoDisable: { afterMs: webhookDisableAfterMs, afterExpired: webhookDisableAfterExpired },
+    },
     streams: { pingMs: streamPingMs, maxBufferBytes: streamMaxBufferBytes },
     cluster,
   };
@@ -240,10 +284,14 @@ function readMetrics(read: EnvReader, env: Env, problems: string[], host: string
   const listed = read.optionalString('OTEL_METRICS_EXPORTER');
   let exporters: MetricsConfig['exporters'] = env.OTEL_EXPORTER_OTLP_METRICS_ENDPOINT?.trim() ? ['prometheus', 'otlp'] : ['prometheus'];
   if (listed !== undefined) {
-    const names = listed.split(',').map((name) => name.trim()).filter(Boolean);
+    const names = listed
+      .split(',')
+      .map((name) => name.trim())
+      .filter(Boolean);
     const unknown = names.filter((name) => !(METRICS_EXPORTERS as readonly string[]).includes(name));
     if (unknown.length > 0) problems.push(`OTEL_METRICS_EXPORTER=${JSON.stringify(listed)}: expected none, or prometheus and/or otlp (comma-separated)`);
-    else if (names.length === 0 || (names.includes('none') && names.length > 1)) problems.push(`OTEL_METRICS_EXPORTER=${JSON.stringify(listed)}: none cannot be combined with another exporter`);
+    else if (names.length === 0 || (names.includes('none') && names.length > 1))
+      problems.push(`OTEL_METRICS_EXPORTER=${JSON.stringify(listed)}: none cannot be combined with another exporter`);
     else exporters = names.includes('none') ? [] : [...new Set(names as MetricsConfig['exporters'])];
   }
   const metricsHost = read.string('METRICS_HOST', host);
@@ -274,9 +322,11 @@ function readMetrics(read: EnvReader, env: Env, problems: string[], host: string
   const exportIntervalMs = read.integer('OTEL_METRIC_EXPORT_INTERVAL', 60_000, 100, 86_400_000);
   // The timeout defaults to 30 s, or the interval when that is shorter; one given longer than the interval is refused.
   const exportTimeoutMs = read.integer('OTEL_METRIC_EXPORT_TIMEOUT', Math.min(30_000, exportIntervalMs), 100, 600_000);
-  if (otlp && exportTimeoutMs > exportIntervalMs) problems.push(`OTEL_METRIC_EXPORT_TIMEOUT=${exportTimeoutMs}: must not exceed OTEL_METRIC_EXPORT_INTERVAL (${exportIntervalMs})`);
+  if (otlp && exportTimeoutMs > exportIntervalMs)
+    problems.push(`OTEL_METRIC_EXPORT_TIMEOUT=${exportTimeoutMs}: must not exceed OTEL_METRIC_EXPORT_INTERVAL (${exportIntervalMs})`);
   // Over HTTP the shared endpoint is a base the signal's path is appended to; over gRPC it is used as it is.
-  const otlpEndpoint = signalEndpoint ?? (baseEndpoint === undefined || otlpProtocol === 'grpc' ? baseEndpoint : `${baseEndpoint.replace(/\/+$/, '')}/v1/metrics`);
+  const otlpEndpoint =
+    signalEndpoint ?? (baseEndpoint === undefined || otlpProtocol === 'grpc' ? baseEndpoint : `${baseEndpoint.replace(/\/+$/, '')}/v1/metrics`);
   return { exporters, host: metricsHost, port, otlpEndpoint, otlpProtocol, otlpHeaders, exportIntervalMs, exportTimeoutMs };
 }
 
@@ -294,8 +344,11 @@ function readTelemetry(read: EnvReader, env: Env, problems: string[]): Telemetry
   const protocolName = env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL?.trim() ? 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL' : 'OTEL_EXPORTER_OTLP_PROTOCOL';
   const otlpProtocol = read.oneOf(protocolName, OTLP_PROTOCOLS, 'http/protobuf');
   // The per-signal endpoint is used as it is; the shared one is a base, to which OTLP/HTTP appends the signal's path.
-  const otlpEndpoint = signalEndpoint ?? (baseEndpoint === undefined || otlpProtocol === 'grpc' || baseEndpoint.endsWith('/v1/traces')
-    ? baseEndpoint : `${baseEndpoint.replace(/\/+$/, '')}/v1/traces`);
+  const otlpEndpoint =
+    signalEndpoint ??
+    (baseEndpoint === undefined || otlpProtocol === 'grpc' || baseEndpoint.endsWith('/v1/traces')
+      ? baseEndpoint
+      : `${baseEndpoint.replace(/\/+$/, '')}/v1/traces`);
   const headersName = env.OTEL_EXPORTER_OTLP_TRACES_HEADERS?.trim() ? 'OTEL_EXPORTER_OTLP_TRACES_HEADERS' : 'OTEL_EXPORTER_OTLP_HEADERS';
   const otlpHeaders = parseOtlpHeaders(headersName, read.optionalString(headersName), problems);
   if (otlpProtocol === 'grpc' && tracesExporter === 'otlp') {
@@ -308,15 +361,20 @@ function readTelemetry(read: EnvReader, env: Env, problems: string[]): Telemetry
   let ratio = 1;
   if (samplerArg !== undefined) {
     const value = Number(samplerArg);
-    if (!/^\d*\.?\d+(?:e-?\d+)?$/i.test(samplerArg) || !(value >= 0 && value <= 1)) problems.push(`OTEL_TRACES_SAMPLER_ARG=${JSON.stringify(samplerArg)}: expected a ratio from 0 to 1`);
-    else if (!samplerName.endsWith('traceidratio')) problems.push(`OTEL_TRACES_SAMPLER_ARG: only the traceidratio samplers take an argument, not ${samplerName}`);
+    if (!/^\d*\.?\d+(?:e-?\d+)?$/i.test(samplerArg) || !(value >= 0 && value <= 1))
+      problems.push(`OTEL_TRACES_SAMPLER_ARG=${JSON.stringify(samplerArg)}: expected a ratio from 0 to 1`);
+    else if (!samplerName.endsWith('traceidratio'))
+      problems.push(`OTEL_TRACES_SAMPLER_ARG: only the traceidratio samplers take an argument, not ${samplerName}`);
     else ratio = value;
   }
   // Read by the SDK itself (the batch processor, the exporter, the resource and propagator set-up): checked here.
   for (const name of SDK_INTEGER_SETTINGS) read.integer(name, 0, 0, 1_000_000_000);
   for (const name of ['OTEL_EXPORTER_OTLP_COMPRESSION', 'OTEL_EXPORTER_OTLP_TRACES_COMPRESSION']) read.oneOf(name, ['gzip', 'none'] as const, 'none');
   const propagators = read.optionalString('OTEL_PROPAGATORS');
-  for (const item of propagators?.split(',').map((p) => p.trim()).filter(Boolean) ?? []) {
+  for (const item of propagators
+    ?.split(',')
+    .map((p) => p.trim())
+    .filter(Boolean) ?? []) {
     if (!PROPAGATORS.includes(item)) problems.push(`OTEL_PROPAGATORS: ${JSON.stringify(item)} is not one of ${PROPAGATORS.join(', ')}`);
   }
   parseOtlpHeaders('OTEL_RESOURCE_ATTRIBUTES', read.optionalString('OTEL_RESOURCE_ATTRIBUTES'), problems, /^[^\s=,]+$/);
@@ -329,25 +387,44 @@ function readTelemetry(read: EnvReader, env: Env, problems: string[]): Telemetry
  * specification says once a scheme is given; OTEL_EXPORTER_OTLP_INSECURE=true beside an https:// endpoint
  * contradicts it. Headers go as gRPC metadata, whose names and values are narrower than HTTP's.
  */
-function checkGrpc(read: EnvReader, problems: string[], signal: 'TRACES' | 'METRICS', endpoint: { name: string; url: string | undefined }, headers: { name: string; headers: Record<string, string> }): void {
+function checkGrpc(
+  read: EnvReader,
+  problems: string[],
+  signal: 'TRACES' | 'METRICS',
+  endpoint: { name: string; url: string | undefined },
+  headers: { name: string; headers: Record<string, string> },
+): void {
   const pathname = endpoint.url === undefined ? '/' : new URL(endpoint.url).pathname;
-  if (pathname !== '/' && pathname !== '') problems.push(`${endpoint.name}: over grpc the endpoint is a scheme, host and port only, without a path (${JSON.stringify(pathname)})`);
-  const insecureName = read.optionalString(`OTEL_EXPORTER_OTLP_${signal}_INSECURE`) !== undefined ? `OTEL_EXPORTER_OTLP_${signal}_INSECURE` : 'OTEL_EXPORTER_OTLP_INSECURE';
+  if (pathname !== '/' && pathname !== '')
+    problems.push(`${endpoint.name}: over grpc the endpoint is a scheme, host and port only, without a path (${JSON.stringify(pathname)})`);
+  const insecureName =
+    read.optionalString(`OTEL_EXPORTER_OTLP_${signal}_INSECURE`) !== undefined ? `OTEL_EXPORTER_OTLP_${signal}_INSECURE` : 'OTEL_EXPORTER_OTLP_INSECURE';
   if (read.boolean(insecureName, false) && endpoint.url?.startsWith('https:')) {
     problems.push(`${insecureName}=true: ${endpoint.name} asks for TLS with its https:// scheme; give an http:// URL for a plaintext connection`);
   }
   for (const [key, value] of Object.entries(headers.headers)) {
     // The value is not repeated: a credential, often.
     if (!/^[0-9a-z_.-]+$/.test(key) || key.endsWith('-bin') || !/^[\x20-\x7e]*$/.test(value)) {
-      problems.push(`${headers.name}: over grpc a header name is made of a-z, 0-9, '-', '_' and '.' (not ending in -bin) and its value of printable ASCII; ${JSON.stringify(key)} is not`);
+      problems.push(
+        `${headers.name}: over grpc a header name is made of a-z, 0-9, '-', '_' and '.' (not ending in -bin) and its value of printable ASCII; ${JSON.stringify(key)} is not`,
+      );
     }
   }
 }
 
 const SDK_INTEGER_SETTINGS = [
-  'OTEL_BSP_SCHEDULE_DELAY', 'OTEL_BSP_EXPORT_TIMEOUT', 'OTEL_BSP_MAX_QUEUE_SIZE', 'OTEL_BSP_MAX_EXPORT_BATCH_SIZE',
-  'OTEL_EXPORTER_OTLP_TIMEOUT', 'OTEL_EXPORTER_OTLP_TRACES_TIMEOUT', 'OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT', 'OTEL_ATTRIBUTE_COUNT_LIMIT',
-  'OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT', 'OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT', 'OTEL_SPAN_EVENT_COUNT_LIMIT', 'OTEL_SPAN_LINK_COUNT_LIMIT',
+  'OTEL_BSP_SCHEDULE_DELAY',
+  'OTEL_BSP_EXPORT_TIMEOUT',
+  'OTEL_BSP_MAX_QUEUE_SIZE',
+  'OTEL_BSP_MAX_EXPORT_BATCH_SIZE',
+  'OTEL_EXPORTER_OTLP_TIMEOUT',
+  'OTEL_EXPORTER_OTLP_TRACES_TIMEOUT',
+  'OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT',
+  'OTEL_ATTRIBUTE_COUNT_LIMIT',
+  'OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT',
+  'OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT',
+  'OTEL_SPAN_EVENT_COUNT_LIMIT',
+  'OTEL_SPAN_LINK_COUNT_LIMIT',
 ];
 const PROPAGATORS = ['tracecontext', 'baggage', 'b3', 'b3multi', 'jaeger', 'none'];
 
@@ -355,7 +432,10 @@ const PROPAGATORS = ['tracecontext', 'baggage', 'b3', 'b3multi', 'jaeger', 'none
 function parseOtlpHeaders(name: string, value: string | undefined, problems: string[], keyPattern = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/): Record<string, string> {
   const headers: Record<string, string> = {};
   if (value === undefined) return headers;
-  for (const pair of value.split(',').map((p) => p.trim()).filter(Boolean)) {
+  for (const pair of value
+    .split(',')
+    .map((p) => p.trim())
+    .filter(Boolean)) {
     const at = pair.indexOf('=');
     const key = at > 0 ? pair.slice(0, at).trim() : '';
     let decoded: string | undefined;
@@ -375,14 +455,25 @@ function parseOtlpHeaders(name: string, value: string | undefined, problems: str
 }
 
 function headersPairIndex(all: string, pair: string): number {
-  return all.split(',').map((p) => p.trim()).filter(Boolean).indexOf(pair) + 1;
+  return (
+    all
+      .split(',')
+      .map((p) => p.trim())
+      .filter(Boolean)
+      .indexOf(pair) + 1
+  );
 }
 
 /**
  * CLUSTER=true and its settings. A cluster shares one PostgreSQL database and one Redis, so PGlite (which
  * one process owns) refuses any cluster setting, as does a setting given without CLUSTER=true.
  */
-function readCluster(read: EnvReader, env: Env, problems: string[], base: { port: number; databaseUrl: string | undefined; redisUrl: string | undefined }): ClusterConfig | undefined {
+function readCluster(
+  read: EnvReader,
+  env: Env,
+  problems: string[],
+  base: { port: number; databaseUrl: string | undefined; redisUrl: string | undefined },
+): ClusterConfig | undefined {
   const enabled = read.boolean('CLUSTER', false);
   const given = CLUSTER_SETTINGS.filter((name) => env[name] !== undefined && env[name]!.trim() !== '');
   const onPostgres = base.databaseUrl?.startsWith('postgres') ?? false;
@@ -397,25 +488,36 @@ function readCluster(read: EnvReader, env: Env, problems: string[], base: { port
   if (base.redisUrl === undefined) problems.push('CLUSTER=true: cluster mode needs REDIS_URL (rate limits, idempotency and shared state across nodes)');
 
   const nodeId = read.string('CLUSTER_NODE_ID', `${os.hostname()}:${base.port}`);
-  if (!/^[A-Za-z0-9._:-]{1,128}$/.test(nodeId)) problems.push(`CLUSTER_NODE_ID=${JSON.stringify(nodeId)}: expected 1 to 128 letters, digits, '.', '_', ':' or '-'`);
+  if (!/^[A-Za-z0-9._:-]{1,128}$/.test(nodeId))
+    problems.push(`CLUSTER_NODE_ID=${JSON.stringify(nodeId)}: expected 1 to 128 letters, digits, '.', '_', ':' or '-'`);
   const internalAddress = read.string('CLUSTER_INTERNAL_ADDRESS', os.hostname());
-  if (!/^[A-Za-z0-9.:[\]-]{1,253}$/.test(internalAddress)) problems.push(`CLUSTER_INTERNAL_ADDRESS=${JSON.stringify(internalAddress)}: expected a host name or IP address`);
+  if (!/^[A-Za-z0-9.:[\]-]{1,253}$/.test(internalAddress))
+    problems.push(`CLUSTER_INTERNAL_ADDRESS=${JSON.stringify(internalAddress)}: expected a host name or IP address`);
   const internalPort = read.integer('CLUSTER_INTERNAL_PORT', 8081, 1, 65535);
   const heartbeatMs = read.integer('CLUSTER_HEARTBEAT_MS', 1000, 50, 60_000);
   const deadAfterMs = read.integer('CLUSTER_DEAD_AFTER_MS', 5000, 100, 600_000);
   const leaseMs = read.integer('CLUSTER_LEASE_MS', deadAfterMs, 100, 600_000);
   const shards = read.integer('CLUSTER_SHARDS', 64, 1, 4096);
-  if (deadAfterMs < 2 * heartbeatMs) problems.push(`CLUSTER_DEAD_AFTER_MS=${deadAfterMs}: must be at least twice CLUSTER_HEARTBEAT_MS (${heartbeatMs}), so one late heartbeat does not kill a node`);
-  if (leaseMs < 2 * heartbeatMs) problems.push(`CLUSTER_LEASE_MS=${leaseMs}: must be at least twice CLUSTER_HEARTBEAT_MS (${heartbeatMs}), so a lease outlives one missed renewal`);
+  if (deadAfterMs < 2 * heartbeatMs)
+    problems.push(
+      `CLUSTER_DEAD_AFTER_MS=${deadAfterMs}: must be at least twice CLUSTER_HEARTBEAT_MS (${heartbeatMs}), so one late heartbeat does not kill a node`,
+    );
+  if (leaseMs < 2 * heartbeatMs)
+    problems.push(`CLUSTER_LEASE_MS=${leaseMs}: must be at least twice CLUSTER_HEARTBEAT_MS (${heartbeatMs}), so a lease outlives one missed renewal`);
   // Secrets a node would otherwise generate under its own DATA_DIR: every node must read what another sealed or signed.
   const shared = ['WEBHOOK_SECRET_KEY', 'BILLING_SIGNING_SECRET', ...(env.S3_BUCKET?.trim() ? [] : ['BLOB_SIGNING_SECRET'])];
   const missing = shared.filter((name) => !env[name]?.trim());
-  if (missing.length > 0) problems.push(`${missing.join(', ')}: required in cluster mode, the same on every node (a node would otherwise generate its own under DATA_DIR, which the others cannot read)`);
+  if (missing.length > 0)
+    problems.push(
+      `${missing.join(', ')}: required in cluster mode, the same on every node (a node would otherwise generate its own under DATA_DIR, which the others cannot read)`,
+    );
   const secret = read.optionalString('CLUSTER_SECRET') ?? '';
-  if (secret.length < 32) problems.push('CLUSTER_SECRET: required in cluster mode, at least 32 characters, the same on every node (it authenticates requests forwarded between nodes)');
+  if (secret.length < 32)
+    problems.push(
+      'CLUSTER_SECRET: required in cluster mode, at least 32 characters, the same on every node (it authenticates requests forwarded between nodes)',
+    );
   return { nodeId, internalAddress, internalPort, heartbeatMs, deadAfterMs, leaseMs, shards, secret };
 }
-
 
 function readBlobStore(read: EnvReader, env: Env, problems: string[]): BlobStoreConfig {
   const bucket = read.optionalString('S3_BUCKET');
@@ -439,7 +541,10 @@ function readBlobStore(read: EnvReader, env: Env, problems: string[]): BlobStore
 }
 
 class EnvReader {
-  constructor(private readonly env: Env, private readonly problems: string[]) {}
+  constructor(
+    private readonly env: Env,
+    private readonly problems: string[],
+  ) {}
 
   private raw(name: string): string | undefined {
     const value = this.env[name];
@@ -492,7 +597,10 @@ class EnvReader {
     const value = this.raw(name);
     if (value === undefined) return [];
     const origins: string[] = [];
-    for (const item of value.split(',').map((s) => s.trim()).filter(Boolean)) {
+    for (const item of value
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean)) {
       try {
         const parsed = new URL(item);
         if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') throw new Error('not http');

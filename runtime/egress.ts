@@ -23,11 +23,13 @@ import type { LookupAddress, LookupAllOptions, LookupOneOptions } from 'node:dns
 import ipaddr from 'ipaddr.js';
 import { Agent, type Dispatcher } from 'undici';
 
-export type EgressErrorCode =
-  | 'invalid_url' | 'blocked_address' | 'dns_failed' | 'too_many_redirects' | 'too_large' | 'timeout' | 'network_error';
+export type EgressErrorCode = 'invalid_url' | 'blocked_address' | 'dns_failed' | 'too_many_redirects' | 'too_large' | 'timeout' | 'network_error';
 
 export class EgressError extends Error {
-  constructor(readonly code: EgressErrorCode, message: string) {
+  constructor(
+    readonly code: EgressErrorCode,
+    message: string,
+  ) {
     super(message);
     this.name = 'EgressError';
   }
@@ -194,11 +196,22 @@ export async function fetchGuarded(url: string, options: GuardedRequest): Promis
   let body = options.body;
   for (let redirects = 0; ; redirects++) {
     const checked = checkedUrl(current, policy);
-    if (!checked.ok) throw new EgressError(checked.reason.startsWith('the address') ? 'blocked_address' : 'invalid_url', `${checked.reason}: ${shorten(current)}`);
+    if (!checked.ok)
+      throw new EgressError(checked.reason.startsWith('the address') ? 'blocked_address' : 'invalid_url', `${checked.reason}: ${shorten(current)}`);
     // With maxRedirects 0 (webhooks) a redirect is an answer like any other, returned as is; otherwise its
     // body is not read.
     const follows = maxRedirects > 0 ? isRedirect : never;
-    const answer = await exchange(dispatcher, checked.url, method, options.headers, body, options.maxBytes, deadline - performance.now(), options.timeoutMs, follows);
+    const answer = await exchange(
+      dispatcher,
+      checked.url,
+      method,
+      options.headers,
+      body,
+      options.maxBytes,
+      deadline - performance.now(),
+      options.timeoutMs,
+      follows,
+    );
     if (follows(answer.status, answer.headers)) {
       if (redirects >= maxRedirects) throw new EgressError('too_many_redirects', `more than ${maxRedirects} redirects from ${shorten(url)}`);
       current = new URL(answer.headers.location as string, checked.url).toString();
@@ -210,7 +223,14 @@ export async function fetchGuarded(url: string, options: GuardedRequest): Promis
     }
     const raw = answer.headers;
     // Flattened only if read (webhooks never read them).
-    return { status: answer.status, get headers() { return flattenHeaders(raw); }, body: answer.body, url: checked.url.toString() };
+    return {
+      status: answer.status,
+      get headers() {
+        return flattenHeaders(raw);
+      },
+      body: answer.body,
+      url: checked.url.toString(),
+    };
   }
 }
 
@@ -232,8 +252,15 @@ interface Answer {
 
 /** One request and its answer; see Exchange. */
 function exchange(
-  dispatcher: Agent, url: URL, method: Dispatcher.HttpMethod, headers: Record<string, string> | undefined, body: string | Buffer | undefined,
-  maxBytes: number, remainingMs: number, timeoutMs: number, headersOnly: (status: number, headers: ResponseHeaders) => boolean,
+  dispatcher: Agent,
+  url: URL,
+  method: Dispatcher.HttpMethod,
+  headers: Record<string, string> | undefined,
+  body: string | Buffer | undefined,
+  maxBytes: number,
+  remainingMs: number,
+  timeoutMs: number,
+  headersOnly: (status: number, headers: ResponseHeaders) => boolean,
 ): Promise<Answer> {
   return new Promise<Answer>((resolve, reject) => {
     const handler = new Exchange(resolve, reject, maxBytes, timeoutMs, headersOnly, remainingMs);
@@ -307,7 +334,11 @@ class Exchange implements Dispatcher.DispatchHandler {
 
   onResponseEnd(): void {
     const { chunks } = this;
-    this.settle(undefined, { status: this.status, headers: this.headers, body: chunks.length === 0 ? EMPTY : chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, this.received) });
+    this.settle(undefined, {
+      status: this.status,
+      headers: this.headers,
+      body: chunks.length === 0 ? EMPTY : chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, this.received),
+    });
   }
 
   onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
@@ -441,7 +472,10 @@ export function guardedLookup(allowAddress: AddressPolicy) {
       const list = addresses as LookupAddress[];
       const blocked = list.find((entry) => !allowAddress(entry.address));
       if (blocked) {
-        const refusal: NodeJS.ErrnoException = new EgressError('blocked_address', `${hostname} resolves to ${blocked.address}, which is not a public address${carried(blocked.address)}`);
+        const refusal: NodeJS.ErrnoException = new EgressError(
+          'blocked_address',
+          `${hostname} resolves to ${blocked.address}, which is not a public address${carried(blocked.address)}`,
+        );
         return callback(refusal, []);
       }
       if (list.length === 0) return callback(Object.assign(new Error(`${hostname} has no address`), { code: 'ENOTFOUND' }), []);

@@ -76,7 +76,11 @@ export class LiveEvents {
 
   /** `present` turns a committed row into the API's shape (the composition root gives the HTTP one). */
   static async start<R extends PublishedRow>(options: {
-    present: (row: R) => Record<string, unknown>; now: () => number; logger: Logger; redis?: RedisClient; channel: string;
+    present: (row: R) => Record<string, unknown>;
+    now: () => number;
+    logger: Logger;
+    redis?: RedisClient;
+    channel: string;
   }): Promise<LiveEvents> {
     const bus = new LiveEvents(options.present as (row: never) => Record<string, unknown>, options.now, options.logger, options.redis, options.channel);
     if (options.redis) {
@@ -122,9 +126,15 @@ export class LiveEvents {
     const last = row.timeline[seq];
     if (!last) return;
     const event: LiveTransition = {
-      workspaceId: row.workspaceId, generationId: row.id, seq, status: last.status, at: last.at,
+      workspaceId: row.workspaceId,
+      generationId: row.id,
+      seq,
+      status: last.status,
+      at: last.at,
       ...(last.detail !== undefined ? { detail: last.detail } : {}),
-      mode: row.mode, project: row.project, terminal: TERMINAL.has(row.status),
+      mode: row.mode,
+      project: row.project,
+      terminal: TERMINAL.has(row.status),
       generation: this.present(row as never),
     };
     this.published++;

@@ -10,8 +10,26 @@ export type { Logger };
  * wildcard a level): credentials by name, and the headers that carry them (`req.headers.authorization`,
  * `set-cookie`…). Passwords inside URLs (`postgres://user:secret@host`) are caught in the written line.
  */
-const SECRET_FIELDS = ['password', 'passwords', 'newPassword', 'currentPassword', 'authorization', 'cookie', '"set-cookie"', '"x-api-key"',
-  'key', 'apiKey', 'secret', 'signingSecret', 'secretKey', 'token', 'accessToken', 'refreshToken', 'clientSecret', 'secretAccessKey'];
+const SECRET_FIELDS = [
+  'password',
+  'passwords',
+  'newPassword',
+  'currentPassword',
+  'authorization',
+  'cookie',
+  '"set-cookie"',
+  '"x-api-key"',
+  'key',
+  'apiKey',
+  'secret',
+  'signingSecret',
+  'secretKey',
+  'token',
+  'accessToken',
+  'refreshToken',
+  'clientSecret',
+  'secretAccessKey',
+];
 export const REDACTED_PATHS = SECRET_FIELDS.flatMap((field) => {
   const at = field.startsWith('"') ? `[${field}]` : `.${field}`;
   return [field.startsWith('"') ? `[${field}]` : field, `*${at}`, `*.*${at}`];
@@ -30,17 +48,20 @@ export function withoutUrlPasswords(line: string): string {
 export function createLogger(level: LogLevel, destination?: pino.DestinationStream): Logger {
   const out = destination ?? pino.destination(1);
   const scrubbed: pino.DestinationStream = { write: (line: string) => out.write(withoutUrlPasswords(line)) };
-  return pino({
-    level,
-    base: { service: 'generation-service' },
-    timestamp: pino.stdTimeFunctions.isoTime,
-    mixin() {
-      const requestId = currentRequestId();
-      const span = trace.getActiveSpan();
-      if (!span) return requestId ? { requestId } : {};
-      const { traceId, spanId } = span.spanContext();
-      return requestId ? { requestId, traceId, spanId } : { traceId, spanId };
+  return pino(
+    {
+      level,
+      base: { service: 'generation-service' },
+      timestamp: pino.stdTimeFunctions.isoTime,
+      mixin() {
+        const requestId = currentRequestId();
+        const span = trace.getActiveSpan();
+        if (!span) return requestId ? { requestId } : {};
+        const { traceId, spanId } = span.spanContext();
+        return requestId ? { requestId, traceId, spanId } : { traceId, spanId };
+      },
+      redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
     },
-    redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
-  }, scrubbed);
+    scrubbed,
+  );
 }

@@ -29,7 +29,11 @@ export async function connectRedis(url: string, logger: Logger): Promise<RedisCl
   try {
     await Promise.race([connecting, timeout]);
   } catch (error) {
-    try { client.destroy(); } catch { /* already closed */ }
+    try {
+      client.destroy();
+    } catch {
+      /* already closed */
+    }
     throw error;
   }
   connected = true;

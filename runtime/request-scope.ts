@@ -30,9 +30,8 @@ export function currentRequestId(): string | undefined {
 export function runInRequest<A, R>(requestId: string | undefined, fn: (arg: A) => R, arg: A, traceContext?: Context): R {
   const current = storage.getStore();
   if (traceContext === undefined && current?.requestId === requestId) return fn(arg);
-  const scope: Scope = traceContext === undefined
-    ? { requestId, trace: current?.trace, epoch: current?.epoch ?? epoch }
-    : { requestId, trace: traceContext, epoch };
+  const scope: Scope =
+    traceContext === undefined ? { requestId, trace: current?.trace, epoch: current?.epoch ?? epoch } : { requestId, trace: traceContext, epoch };
   return storage.run(scope, fn, arg);
 }
 
@@ -47,7 +46,12 @@ export class RequestScopeContextManager extends AsyncLocalStorageContextManager 
     return scope?.trace !== undefined && scope.epoch === epoch ? scope.trace : ROOT_CONTEXT;
   }
 
-  override with<A extends unknown[], F extends (...args: A) => ReturnType<F>>(context: Context, fn: F, thisArg?: ThisParameterType<F>, ...args: A): ReturnType<F> {
+  override with<A extends unknown[], F extends (...args: A) => ReturnType<F>>(
+    context: Context,
+    fn: F,
+    thisArg?: ThisParameterType<F>,
+    ...args: A
+  ): ReturnType<F> {
     const callback = thisArg == null ? fn : fn.bind(thisArg);
     return storage.run({ requestId: storage.getStore()?.requestId, trace: context, epoch }, callback, ...args);
   }

@@ -4,8 +4,16 @@ import path from 'node:path';
 import { context, propagation, trace, type Span, type Tracer } from '@opentelemetry/api';
 import { NodeSDK } from '@opentelemetry/sdk-node';
 import {
-  AlwaysOffSampler, AlwaysOnSampler, BatchSpanProcessor, ConsoleSpanExporter, ParentBasedSampler, SimpleSpanProcessor, TraceIdRatioBasedSampler,
-  type Sampler, type SpanExporter, type SpanProcessor,
+  AlwaysOffSampler,
+  AlwaysOnSampler,
+  BatchSpanProcessor,
+  ConsoleSpanExporter,
+  ParentBasedSampler,
+  SimpleSpanProcessor,
+  TraceIdRatioBasedSampler,
+  type Sampler,
+  type SpanExporter,
+  type SpanProcessor,
 } from '@opentelemetry/sdk-trace-base';
 import { OTLPTraceExporter as OtlpJsonTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { OTLPTraceExporter as OtlpProtobufTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
@@ -87,12 +95,18 @@ export function startTracing(config: Config['telemetry'], options: TelemetryOpti
 function samplerOf(sampler: TelemetryConfig['sampler']): Sampler {
   const ratio = () => new TraceIdRatioBasedSampler(sampler.ratio);
   switch (sampler.name) {
-    case 'always_on': return new AlwaysOnSampler();
-    case 'always_off': return new AlwaysOffSampler();
-    case 'traceidratio': return ratio();
-    case 'parentbased_always_on': return new ParentBasedSampler({ root: new AlwaysOnSampler() });
-    case 'parentbased_always_off': return new ParentBasedSampler({ root: new AlwaysOffSampler() });
-    case 'parentbased_traceidratio': return new ParentBasedSampler({ root: ratio() });
+    case 'always_on':
+      return new AlwaysOnSampler();
+    case 'always_off':
+      return new AlwaysOffSampler();
+    case 'traceidratio':
+      return ratio();
+    case 'parentbased_always_on':
+      return new ParentBasedSampler({ root: new AlwaysOnSampler() });
+    case 'parentbased_always_off':
+      return new ParentBasedSampler({ root: new AlwaysOffSampler() });
+    case 'parentbased_traceidratio':
+      return new ParentBasedSampler({ root: ratio() });
   }
 }
 
@@ -155,7 +169,8 @@ function redactUrlAttributes(span: Span, url: string): void {
 function patchLoadedModules(instrumentations: Instrumentation[]): void {
   const require = createRequire(import.meta.url);
   for (const instrumentation of instrumentations) {
-    const definitions = (instrumentation as unknown as { getModuleDefinitions?: () => Array<{ name: string; files: Array<{ name: string }> }> }).getModuleDefinitions?.() ?? [];
+    const definitions =
+      (instrumentation as unknown as { getModuleDefinitions?: () => Array<{ name: string; files: Array<{ name: string }> }> }).getModuleDefinitions?.() ?? [];
     for (const definition of definitions) {
       let entry: string;
       try {
@@ -169,9 +184,13 @@ function patchLoadedModules(instrumentations: Instrumentation[]): void {
         for (const file of definition.files) {
           try {
             require(path.join(root, file.name.startsWith(`${definition.name}/`) ? file.name.slice(definition.name.length + 1) : file.name));
-          } catch { /* a file of another major version */ }
+          } catch {
+            /* a file of another major version */
+          }
         }
-      } catch { /* left unpatched: its spans are missing, nothing else */ }
+      } catch {
+        /* left unpatched: its spans are missing, nothing else */
+      }
     }
   }
 }

@@ -26,9 +26,12 @@ export class RenewalScheduler {
   /** Schedules every live subscription (cluster mode: those of one shard, just gained); returns how many. */
   async start(scope?: ShardScope): Promise<number> {
     const only = shardCondition('workspace_id', scope);
-    const rows = await this.deps.db.em().execute<Array<{ id: string; workspace_id: string; current_period_end: Date | string }>>(
-      `select id, workspace_id, current_period_end from subscriptions where status = 'active'${only.sql}`, only.params,
-    );
+    const rows = await this.deps.db
+      .em()
+      .execute<Array<{ id: string; workspace_id: string; current_period_end: Date | string }>>(
+        `select id, workspace_id, current_period_end from subscriptions where status = 'active'${only.sql}`,
+        only.params,
+      );
     for (const row of rows) this.schedule(row.workspace_id, row.id, new Date(row.current_period_end).getTime());
     return rows.length;
   }

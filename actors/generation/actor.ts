@@ -19,7 +19,17 @@ import type { ProviderJob, ProviderUpdate } from '../../providers/provider.ts';
 import { ProviderFailure } from '../../providers/adapter.ts';
 import { upstreamInput } from '../../domain/catalog/input-mapping.ts';
 import { writeProgressOf } from './progress-writes.ts';
-import { decide, isTerminal, MAX_ATTEMPTS, type GenerationCommand, type GenerationEffect, type GenerationState, type GenerationStatus, type TerminalStatus, type TimelineEntry } from './state.ts';
+import {
+  decide,
+  isTerminal,
+  MAX_ATTEMPTS,
+  type GenerationCommand,
+  type GenerationEffect,
+  type GenerationState,
+  type GenerationStatus,
+  type TerminalStatus,
+  type TimelineEntry,
+} from './state.ts';
 import { storableText } from '../../persistence/storable-text.ts';
 import { currentTraceparent } from '../webhook/trace-context.ts';
 
@@ -176,7 +186,12 @@ function hold(row: GenerationRow, ctx: ActorContext): void {
   ctx.actors.tell('ws', row.workspaceId, { type: 'hold_recovered', generationId: row.id });
 }
 
-async function providerUpdate(state: GenerationActorState, row: GenerationRow, update: ProviderUpdate, ctx: ActorContext): Promise<Outcome<GenerationActorState, unknown>> {
+async function providerUpdate(
+  state: GenerationActorState,
+  row: GenerationRow,
+  update: ProviderUpdate,
+  ctx: ActorContext,
+): Promise<Outcome<GenerationActorState, unknown>> {
   switch (update.type) {
     case 'running':
       return (await transition(state, row, { type: 'started' }, ctx)).result;
@@ -198,16 +213,30 @@ async function providerUpdate(state: GenerationActorState, row: GenerationRow, u
         prepared = await untilReachable(ctx.db, () => depsOf(ctx).outputs.prepare(current.workspaceId, current.id, update.files));
       } catch (error) {
         if (error instanceof OutputsOverStorageLimitError) {
-          return (await transition(state, current, { type: 'fail', errorCode: 'storage_limit_reached', errorMessage: `The workspace's storage is full: ${error.message}.` }, ctx)).result;
+          return (
+            await transition(
+              state,
+              current,
+              { type: 'fail', errorCode: 'storage_limit_reached', errorMessage: `The workspace's storage is full: ${error.message}.` },
+              ctx,
+            )
+          ).result;
         }
         ctx.logger.error({ err: error }, 'storing outputs failed');
-        return (await transition(state, current, { type: 'fail', errorCode: 'output_storage_failed', errorMessage: 'The outputs could not be stored.' }, ctx)).result;
+        return (await transition(state, current, { type: 'fail', errorCode: 'output_storage_failed', errorMessage: 'The outputs could not be stored.' }, ctx))
+          .result;
       }
       let done: Awaited<ReturnType<typeof transition>>;
       try {
         // Outputs without files (text) write nothing more: the settlement's statements then all go together.
         const alsoWrite = prepared.assetIds.length > 0 ? [prepared.write] : [];
-        done = await transition(state, current, { type: 'succeed', outputs: { textOutput: update.textOutput, outputAssetIds: prepared.assetIds } }, ctx, alsoWrite);
+        done = await transition(
+          state,
+          current,
+          { type: 'succeed', outputs: { textOutput: update.textOutput, outputAssetIds: prepared.assetIds } },
+          ctx,
+          alsoWrite,
+        );
       } catch (error) {
         // The service is stopping with the database unreachable: whether the settlement committed is not known,
         // so its files stay (the next start finds the job in flight).
@@ -215,7 +244,8 @@ async function providerUpdate(state: GenerationActorState, row: GenerationRow, u
         // The terminal commit failed (for example, storage filled up meanwhile): nothing of it was kept.
         await prepared.discard();
         ctx.logger.error({ err: error }, 'committing the outputs failed');
-        return (await transition(state, current, { type: 'fail', errorCode: 'output_storage_failed', errorMessage: 'The outputs could not be stored.' }, ctx)).result;
+        return (await transition(state, current, { type: 'fail', errorCode: 'output_storage_failed', errorMessage: 'The outputs could not be stored.' }, ctx))
+          .result;
       }
       if (!done.applied) await prepared.discard();
       return done.result;
@@ -228,7 +258,13 @@ async function providerUpdate(state: GenerationActorState, row: GenerationRow, u
  * a deployment that serves every parameter and input the job uses, not tried yet, its breaker closed, within the
  * model's budget) the job moves there, charged once whatever the attempts; otherwise this is its failure.
  */
-async function failOrReroute(state: GenerationActorState, row: GenerationRow, errorCode: string, errorMessage: string, ctx: ActorContext): Promise<Outcome<GenerationActorState, unknown>> {
+async function failOrReroute(
+  state: GenerationActorState,
+  row: GenerationRow,
+  errorCode: string,
+  errorMessage: string,
+  ctx: ActorContext,
+): Promise<Outcome<GenerationActorState, unknown>> {
   const next = fallbackFor(row, errorCode, ctx);
   if (next) {
     const detail = `attempt on ${row.deploymentId} failed: ${errorCode}: ${errorMessage.slice(0, 200)}; trying ${next.id}`;
@@ -275,7 +311,13 @@ const BREAKER_WAIT_MAX_MS = 5_000;
  * otherwise the job waits (it keeps its slot) and is handed over again when the breaker's cool-down ends, up
  * to its deadline at its provider (PROVIDER_JOB_TIMEOUT_MS after its first hand-over), then fails.
  */
-async function breakerOpen(state: GenerationActorState, row: GenerationRow, deploymentId: string, retryAt: number | null, ctx: ActorContext): Promise<Outcome<GenerationActorState, unknown>> {
+async function breakerOpen(
+  state: GenerationActorState,
+  row: GenerationRow,
+  deploymentId: string,
+  retryAt: number | null,
+  ctx: ActorContext,
+): Promise<Outcome<GenerationActorState, unknown>> {
   if (row.deploymentId !== deploymentId || row.providerJobId !== null) return { state };
   const next = fallbackFor(row, 'provider_unavailable', ctx);
   if (next) {
@@ -286,10 +328,18 @@ async function breakerOpen(state: GenerationActorState, row: GenerationRow, depl
   const now = ctx.clock.now();
   const deadline = (row.startedAt ?? row.createdAt).getTime() + depsOf(ctx).providerJobTimeoutMs;
   if (now >= deadline) {
-    return (await transition(state, row, {
-      type: 'fail', errorCode: 'provider_unavailable',
-      errorMessage: `Every deployment of ${row.modelId} this job can run on stayed unavailable (circuit breaker open) until its deadline.`,
-    }, ctx)).result;
+    return (
+      await transition(
+        state,
+        row,
+        {
+          type: 'fail',
+          errorCode: 'provider_unavailable',
+          errorMessage: `Every deployment of ${row.modelId} this job can run on stayed unavailable (circuit breaker open) until its deadline.`,
+        },
+        ctx,
+      )
+    ).result;
   }
   const wait = Math.max(50, Math.min(BREAKER_WAIT_MAX_MS, (retryAt ?? now + 1_000) - now, deadline - now));
   state.timer?.cancel();
@@ -349,11 +399,21 @@ async function transition(
     };
     const heldSlot = decision.effects.some((e) => e.type === 'free_slot');
     const after = state.progressAt;
-    const settled = await ctx.actors.ask<SettleReply>('ws', row.workspaceId, { type: 'settle', generationId: row.id, money, settlement, heldSlot, after }, SETTLE_WAIT_MS);
+    const settled = await ctx.actors.ask<SettleReply>(
+      'ws',
+      row.workspaceId,
+      { type: 'settle', generationId: row.id, money, settlement, heldSlot, after },
+      SETTLE_WAIT_MS,
+    );
     if (money === 'capture' && row.tokenTerms) updated.credits = settled.credits;
     for (const endpointId of settled.endpointIds) ctx.actors.tell('whk', endpointId, { type: 'wake' });
   } else {
-    const progress = { from: row.status, row: updated, traceParent: next.status === 'running' ? currentTraceparent() : null, endpointIds: undefined as string[] | undefined };
+    const progress = {
+      from: row.status,
+      row: updated,
+      traceParent: next.status === 'running' ? currentTraceparent() : null,
+      endpointIds: undefined as string[] | undefined,
+    };
     const written = writeProgressOf(ctx.writer, progress);
     const woken = written.committed.then(() => {
       for (const endpointId of progress.endpointIds ?? []) ctx.actors.tell('whk', endpointId, { type: 'wake' });
@@ -369,9 +429,15 @@ async function transition(
       state.progressAt = written.position;
       shownOnCommit = true;
       const live = depsOf(ctx).live;
-      void woken.then(() => live?.publish(updated), (error: unknown) => {
-        ctx.logger.warn({ err: error, generationId: row.id, status: next.status }, 'a progress write failed: the job goes on, its settlement writes its whole timeline');
-      });
+      void woken.then(
+        () => live?.publish(updated),
+        (error: unknown) => {
+          ctx.logger.warn(
+            { err: error, generationId: row.id, status: next.status },
+            'a progress write failed: the job goes on, its settlement writes its whole timeline',
+          );
+        },
+      );
     }
   }
   state.row = updated;
@@ -454,8 +520,12 @@ function submit(row: GenerationRow, ctx: ActorContext, following?: string): Gene
   const span = serviceTracer().startSpan(`provider ${provider.name}${following ? ' resume' : ''}`, {
     kind: SpanKind.CLIENT,
     attributes: {
-      'gen_ai.provider.name': provider.name, 'gen_ai.request.model': row.modelId, 'gen_ai.operation.name': row.mode, 'generation.id': row.id,
-      ...(row.deploymentId ? { 'generation.deployment': row.deploymentId } : {}), ...(following ? { 'provider.job.id': following } : {}),
+      'gen_ai.provider.name': provider.name,
+      'gen_ai.request.model': row.modelId,
+      'gen_ai.operation.name': row.mode,
+      'generation.id': row.id,
+      ...(row.deploymentId ? { 'generation.deployment': row.deploymentId } : {}),
+      ...(following ? { 'provider.job.id': following } : {}),
     },
   });
   const end = (errorType?: string) => {
@@ -471,8 +541,13 @@ function submit(row: GenerationRow, ctx: ActorContext, following?: string): Gene
       const inputs = await untilReachable(ctx.db, () => deps.inputs.resolve(row.workspaceId, row.inputs));
       const deployment = row.deploymentId !== null ? deps.deployment(row.deploymentId) : undefined;
       const job: ProviderJob = {
-        generationId: row.id, mode: row.mode as Mode, modelId: row.modelId, params: row.params, inputs,
-        input: upstreamInput(deployment?.input, row.params), deadline: ctx.clock.now() + deps.providerJobTimeoutMs,
+        generationId: row.id,
+        mode: row.mode as Mode,
+        modelId: row.modelId,
+        params: row.params,
+        inputs,
+        input: upstreamInput(deployment?.input, row.params),
+        deadline: ctx.clock.now() + deps.providerJobTimeoutMs,
       };
       const report = (update: ProviderUpdate) => {
         if (update.type === 'succeeded') end();
@@ -534,7 +609,7 @@ function submit(row: GenerationRow, ctx: ActorContext, following?: string): Gene
   return (outcome, errorCode) => {
     if (!span.isRecording()) return;
     span.setAttribute('generation.outcome', outcome);
-    end(outcome === 'succeeded' || outcome === 'cancelled' ? undefined : errorCode ?? outcome);
+    end(outcome === 'succeeded' || outcome === 'cancelled' ? undefined : (errorCode ?? outcome));
   };
 }
 

@@ -3,7 +3,7 @@ import type { BlobStore } from '../../persistence/blob-store/types.ts';
 import { InputError, type InputResolver } from './input-resolver.ts';
 import { readLimited } from '../../runtime/read-limited.ts';
 
-export type UrlFetcher = (url: string) => Promise<Buffer>
+export type UrlFetcher = (url: string) => Promise<Buffer>;
 
 /** Largest input file read into memory for a provider. */
 export const MAX_INPUT_BYTES = 64 * 1024 * 1024;
@@ -16,26 +16,33 @@ export function blobInputResolver(blobs: BlobStore, db: { em(): SqlEntityManager
   return {
     async resolve(workspaceId, inputs) {
       const images = [
-        ...await fromAssets(asList(inputs.imageAssetIds), 'image'),
-        ...await Promise.all(asList(inputs.imageUrls).map((url) => fromUrl(url))),
+        ...(await fromAssets(asList(inputs.imageAssetIds), 'image')),
+        ...(await Promise.all(asList(inputs.imageUrls).map((url) => fromUrl(url)))),
       ];
       const videos = [
-        ...await fromAssets(asList(inputs.videoAssetIds), 'video'),
-        ...await Promise.all(asList(inputs.videoUrls).map((url) => fromUrl(url))),
+        ...(await fromAssets(asList(inputs.videoAssetIds), 'video')),
+        ...(await Promise.all(asList(inputs.videoUrls).map((url) => fromUrl(url)))),
       ];
       return { images, videos };
 
       async function fromAssets(ids: string[], mediaType: 'image' | 'video'): Promise<Buffer[]> {
         if (ids.length === 0) return [];
-        const rows = await db.em().execute<Array<{ id: string; storage_key: string; media_type: string }>>(
-          'select id, storage_key, media_type from assets where workspace_id = ? and id in (?)', [workspaceId, ids]);
-        return Promise.all(ids.map(async (id) => {
-          const row = rows.find((r) => r.id === id);
-          if (!row || row.media_type !== mediaType) throw new InputError('input_unavailable', `Input asset ${id} is not a ${mediaType} of this workspace any more.`);
-          const stream = await blobs.get(row.storage_key);
-          if (!stream) throw new InputError('input_unavailable', `The bytes of input asset ${id} are missing.`);
-          return readLimited(stream, MAX_INPUT_BYTES, () => new InputError('input_too_large', `Input asset ${id} is larger than ${MAX_INPUT_BYTES} bytes.`));
-        }));
+        const rows = await db
+          .em()
+          .execute<Array<{ id: string; storage_key: string; media_type: string }>>(
+            'select id, storage_key, media_type from assets where workspace_id = ? and id in (?)',
+            [workspaceId, ids],
+          );
+        return Promise.all(
+          ids.map(async (id) => {
+            const row = rows.find((r) => r.id === id);
+            if (!row || row.media_type !== mediaType)
+              throw new InputError('input_unavailable', `Input asset ${id} is not a ${mediaType} of this workspace any more.`);
+            const stream = await blobs.get(row.storage_key);
+            if (!stream) throw new InputError('input_unavailable', `The bytes of input asset ${id} are missing.`);
+            return readLimited(stream, MAX_INPUT_BYTES, () => new InputError('input_too_large', `Input asset ${id} is larger than ${MAX_INPUT_BYTES} bytes.`));
+          }),
+        );
       }
     },
   };

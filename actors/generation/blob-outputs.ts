@@ -7,7 +7,11 @@ import type { OutputFile } from '../../providers/provider.ts';
 import type { PlanBook } from '../../domain/plans.ts';
 
 export class OutputsOverStorageLimitError extends Error {
-  constructor(readonly usedBytes: number, readonly limitBytes: number, readonly neededBytes: number) {
+  constructor(
+    readonly usedBytes: number,
+    readonly limitBytes: number,
+    readonly neededBytes: number,
+  ) {
     super(`the outputs need ${neededBytes} bytes; ${usedBytes} of ${limitBytes} bytes of storage are used`);
     this.name = 'OutputsOverStorageLimitError';
   }
@@ -40,9 +44,18 @@ export function blobOutputStore(blobs: BlobStore, db: { em(): SqlEntityManager }
         async write(em) {
           for (const { id, key, file } of stored) {
             await createAsset(em, {
-              id, workspaceId, mediaType: file.mediaType, contentType: file.contentType, bytes: file.bytes.length,
-              width: file.width ?? null, height: file.height ?? null, durationSeconds: file.durationSeconds ?? null,
-              sourceGenerationId: generationId, storageKey: key, createdAt: new Date(now()), limitBytes: limit,
+              id,
+              workspaceId,
+              mediaType: file.mediaType,
+              contentType: file.contentType,
+              bytes: file.bytes.length,
+              width: file.width ?? null,
+              height: file.height ?? null,
+              durationSeconds: file.durationSeconds ?? null,
+              sourceGenerationId: generationId,
+              storageKey: key,
+              createdAt: new Date(now()),
+              limitBytes: limit,
             });
           }
         },

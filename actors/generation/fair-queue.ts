@@ -132,7 +132,8 @@ export class FairQueue {
     return {
       virtualTime: this.virtualTime,
       tags: Object.fromEntries([...this.tags].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))),
-      asks: [...this.asks].map(([w, a]): [string, string, number, number] => [w, a.generationId, a.start, a.finish])
+      asks: [...this.asks]
+        .map(([w, a]): [string, string, number, number] => [w, a.generationId, a.start, a.finish])
         .sort((x, y) => x[3] - y[3] || (x[0] < y[0] ? -1 : x[0] > y[0] ? 1 : 0)),
       holders: [...this.holders.keys()].sort(),
     };

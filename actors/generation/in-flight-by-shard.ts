@@ -16,7 +16,11 @@ const MAX_AGE_MS = 100;
  * With `held`, the jobs this node holds during the emergency stop (at no provider: nothing would end them)
  * are left out. A count made before one of them was released to its provider is never used after.
  */
-export function jobsInFlightByShard(db: Database, shardCount: number, options: { maxAgeMs?: number; held?: HeldJobs } = {}): (scope: ShardScope) => Promise<number> {
+export function jobsInFlightByShard(
+  db: Database,
+  shardCount: number,
+  options: { maxAgeMs?: number; held?: HeldJobs } = {},
+): (scope: ShardScope) => Promise<number> {
   const { maxAgeMs = MAX_AGE_MS, held } = options;
   let last: { at: number; version: number; counts: Promise<Map<number, number>> } | undefined;
   const load = async (): Promise<Map<number, number>> => {
@@ -25,7 +29,9 @@ export function jobsInFlightByShard(db: Database, shardCount: number, options: {
       `select ${shardOfSql('workspace_id')} as shard, count(*) as n from generations
         where status in ('reserved', 'submitted', 'running')
           ${heldIds.length > 0 ? 'and id not in (select jsonb_array_elements_text(?::jsonb))' : ''}
-        group by 1`, heldIds.length > 0 ? [shardCount, JSON.stringify(heldIds)] : [shardCount]);
+        group by 1`,
+      heldIds.length > 0 ? [shardCount, JSON.stringify(heldIds)] : [shardCount],
+    );
     return new Map(rows.map((row) => [Number(row.shard), Number(row.n)]));
   };
   return async (scope) => {
@@ -38,7 +44,9 @@ export function jobsInFlightByShard(db: Database, shardCount: number, options: {
         const entry = { at: now, version, counts };
         last = entry;
         // A failed count is not kept: the next caller asks again.
-        counts.catch(() => { if (last === entry) last = undefined; });
+        counts.catch(() => {
+          if (last === entry) last = undefined;
+        });
       }
       const entry = last;
       const count = (await entry.counts).get(scope.shard) ?? 0;

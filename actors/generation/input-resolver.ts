@@ -5,7 +5,10 @@ export interface InputResolver {
 
 /** The error a generation fails with when an input cannot be used; its code becomes the generation's errorCode. */
 export class InputError extends Error {
-  constructor(readonly code: string, message: string) {
+  constructor(
+    readonly code: string,
+    message: string,
+  ) {
     super(message);
     this.name = 'InputError';
   }
@@ -14,11 +17,12 @@ export class InputError extends Error {
 /** Data URLs only; asset ids and http(s) URLs need the blob store and the egress guard. */
 export const dataUrlInputs: InputResolver = {
   async resolve(_workspaceId, inputs) {
-    const decode = (list: unknown) => (Array.isArray(list) ? list : []).map((value) => {
-      const match = typeof value === 'string' ? /^data:[^;,]+;base64,(.*)$/s.exec(value) : null;
-      if (!match) throw new InputError('input_unavailable', 'Only data URLs can be used as inputs on this service.');
-      return Buffer.from(match[1]!, 'base64');
-    });
+    const decode = (list: unknown) =>
+      (Array.isArray(list) ? list : []).map((value) => {
+        const match = typeof value === 'string' ? /^data:[^;,]+;base64,(.*)$/s.exec(value) : null;
+        if (!match) throw new InputError('input_unavailable', 'Only data URLs can be used as inputs on this service.');
+        return Buffer.from(match[1]!, 'base64');
+      });
     if ((Array.isArray(inputs.imageAssetIds) && inputs.imageAssetIds.length) || (Array.isArray(inputs.videoAssetIds) && inputs.videoAssetIds.length)) {
       throw new InputError('input_unavailable', 'Asset inputs need the blob store.');
     }

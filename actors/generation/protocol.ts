@@ -24,7 +24,4 @@ export type GenerationMessage =
   /** An inbound event of its provider, verified by the node that received it (http/routes/providers/events.ts). */
   | { type: 'provider_event'; providerJobId: string; payload: unknown };
 
-export type CancelReply =
-  | { kind: 'cancelled'; generation: GenerationRow }
-  | { kind: 'conflict'; status: string }
-  | { kind: 'not_found' };
+export type CancelReply = { kind: 'cancelled'; generation: GenerationRow } | { kind: 'conflict'; status: string } | { kind: 'not_found' };

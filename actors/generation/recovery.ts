@@ -51,11 +51,12 @@ export function generationRecovery(db: Database, actors: ActorMessenger, clock: 
       // Each job is taken up again in the trace of the request that created it.
       const contexts = new Map<string, JobContext>();
       // Read in pages (keyset on the unfinished jobs' index), so no one result holds every job in flight.
-      for (let after: { createdAt: Date; id: string } | undefined; ;) {
+      for (let after: { createdAt: Date; id: string } | undefined; ; ) {
         const page = await em.execute<Array<Record<string, unknown>>>(
           `select * from generations where status in ('reserved', 'submitted', 'running')${only.sql}
            ${after ? 'and (created_at, id) > (?, ?)' : ''} order by created_at, id limit ?`,
-          [...only.params, ...(after ? [after.createdAt, after.id] : []), RECOVERY_PAGE]);
+          [...only.params, ...(after ? [after.createdAt, after.id] : []), RECOVERY_PAGE],
+        );
         // A time read back to the millisecond may bring a row of the last page again: each job is told once.
         const rows = page.map(generationRowOf).filter((row) => !told.has(row.id));
         for (const raw of page) {
@@ -78,7 +79,9 @@ export function generationRecovery(db: Database, actors: ActorMessenger, clock: 
       const handOver = resumeInPages(actors, pages, contexts);
       if (scope) await handOver;
       const waiting = await em.execute<Array<{ workspace_id: string; n: number | string }>>(
-        `select workspace_id, count(*) as n from generations where status = 'queued'${only.sql} group by workspace_id`, only.params);
+        `select workspace_id, count(*) as n from generations where status = 'queued'${only.sql} group by workspace_id`,
+        only.params,
+      );
       const workspaces = new Set(loaded);
       for (const { workspace_id: workspaceId } of waiting) workspaces.add(workspaceId);
       for (const workspaceId of workspaces) actors.tell('ws', workspaceId, { type: 'schedule' });
@@ -119,7 +122,9 @@ async function resumeInPages(actors: ActorMessenger, pages: GenerationRow[][], c
   const handOver = (row: GenerationRow) => {
     const told = withJobContext(contexts.get(row.id), () => actors.ask('gen', row.id, { type: 'recover', row }, HAND_OVER_TIMEOUT_MS))
       // The actor system has stopped (the service is stopping): what is left is recovered by the next start.
-      .catch((error: unknown) => { if (error instanceof DirectoryStoppedError) stopped = true; })
+      .catch((error: unknown) => {
+        if (error instanceof DirectoryStoppedError) stopped = true;
+      })
       .finally(() => inFlight.delete(told));
     inFlight.add(told);
   };

@@ -13,8 +13,7 @@ export async function nudgeQueuedWorkspaces(
   /** Cluster mode: only the workspaces this node runs. */
   runsHere: (workspaceId: string) => boolean = () => true,
 ): Promise<number> {
-  const rows = await db.em().execute<Array<{ workspace_id: string }>>(
-    `select distinct workspace_id from generations where status = 'queued'`);
+  const rows = await db.em().execute<Array<{ workspace_id: string }>>(`select distinct workspace_id from generations where status = 'queued'`);
   const workspaces = new Set([...actors.liveIds('ws'), ...rows.map((r) => r.workspace_id)].filter(runsHere));
   for (const workspaceId of workspaces) actors.tell('ws', workspaceId, { type: 'schedule' });
   return workspaces.size;

@@ -198,7 +198,11 @@ export class SharedProviderCapacity extends ProviderCapacity {
   readonly listening: Promise<void>;
   private closed = false;
 
-  constructor(limitOf: (provider: string) => number | undefined, wake: (workspaceId: string) => void, private readonly options: SharedCapacityOptions) {
+  constructor(
+    limitOf: (provider: string) => number | undefined,
+    wake: (workspaceId: string) => void,
+    private readonly options: SharedCapacityOptions,
+  ) {
     super(limitOf, wake);
     this.pollMs = options.pollMs ?? POLL_MS;
     this.freedChannel = `${options.prefix}provider-slots-freed`;
@@ -288,9 +292,12 @@ export class SharedProviderCapacity extends ProviderCapacity {
     this.granted.delete(generationId);
     this.workspaceOf.delete(generationId);
     this.clearPending(generationId);
-    this.command(() => this.options.redis.eval(RELEASE, {
-      keys: this.keysOf(provider), arguments: [generationId, workspaceId, String(limit), provider, this.grantChannel, this.freedChannel],
-    }));
+    this.command(() =>
+      this.options.redis.eval(RELEASE, {
+        keys: this.keysOf(provider),
+        arguments: [generationId, workspaceId, String(limit), provider, this.grantChannel, this.freedChannel],
+      }),
+    );
   }
 
   /** Stops the timers and closes the subscriber connection. The asks stay in Redis: a workspace's next owner takes them over. */
@@ -323,23 +330,26 @@ export class SharedProviderCapacity extends ProviderCapacity {
     this.asking.add(generationId);
     pending.failed = false;
     const still = () => this.pending.get(`${workspaceId}\n${provider}`) === pending;
-    this.options.redis.eval(ACQUIRE, {
-      keys: this.keysOf(provider), arguments: [generationId, workspaceId, String(limit), String(costOf(weight)), provider, this.grantChannel],
-    }).then(
-      (reply) => {
-        this.asking.delete(generationId);
-        // Released meanwhile (its RELEASE ran after this script and gave back what it took), or granted by a notice.
-        if (!still()) return;
-        if (Number(reply) === 1) this.grantedHere(generationId, provider, workspaceId);
-        else this.schedulePoll();
-      },
-      (error: unknown) => {
-        this.asking.delete(generationId);
-        if (still()) pending.failed = true;
-        this.options.logger.warn({ err: error, provider }, 'provider slot: Redis did not answer; trying again');
-        this.schedulePoll();
-      },
-    );
+    this.options.redis
+      .eval(ACQUIRE, {
+        keys: this.keysOf(provider),
+        arguments: [generationId, workspaceId, String(limit), String(costOf(weight)), provider, this.grantChannel],
+      })
+      .then(
+        (reply) => {
+          this.asking.delete(generationId);
+          // Released meanwhile (its RELEASE ran after this script and gave back what it took), or granted by a notice.
+          if (!still()) return;
+          if (Number(reply) === 1) this.grantedHere(generationId, provider, workspaceId);
+          else this.schedulePoll();
+        },
+        (error: unknown) => {
+          this.asking.delete(generationId);
+          if (still()) pending.failed = true;
+          this.options.logger.warn({ err: error, provider }, 'provider slot: Redis did not answer; trying again');
+          this.schedulePoll();
+        },
+      );
   }
 
   /** Asks again for every ask of this node still waiting: a granted job is a member of the set by now. */

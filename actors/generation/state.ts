@@ -97,9 +97,7 @@ export type GenerationEffect =
   | { type: 'cancel_queue_timer' }
   | { type: 'emit'; event: GenerationEventName };
 
-export type Decision =
-  | { ok: true; state: GenerationState; effects: GenerationEffect[] }
-  | { ok: false; reason: 'conflict' | 'too_early'; message: string };
+export type Decision = { ok: true; state: GenerationState; effects: GenerationEffect[] } | { ok: false; reason: 'conflict' | 'too_early'; message: string };
 
 const FROM: Record<GenerationCommand['type'], readonly GenerationStatus[]> = {
   reserve: ['queued'],
@@ -146,18 +144,32 @@ export function decide(state: GenerationState, command: GenerationCommand, now: 
         return move(state.status, {}, [{ type: 'follow_at_provider', providerJobId: state.providerJobId }], 'followed at its provider after a restart');
       }
       if (state.attempts >= command.maxAttempts) {
-        return decide(state, {
-          type: 'fail', errorCode: 'attempts_exhausted',
-          errorMessage: `The service restarted while this job was in flight, and it had already been handed to its provider ${state.attempts} time${state.attempts === 1 ? '' : 's'} (the limit is ${command.maxAttempts}). Its credits were released.`,
-        }, now);
+        return decide(
+          state,
+          {
+            type: 'fail',
+            errorCode: 'attempts_exhausted',
+            errorMessage: `The service restarted while this job was in flight, and it had already been handed to its provider ${state.attempts} time${state.attempts === 1 ? '' : 's'} (the limit is ${command.maxAttempts}). Its credits were released.`,
+          },
+          now,
+        );
       }
       // The status stays: it never goes back. The old provider job id belonged to the stopped process.
       const attempts = state.attempts + 1;
-      return move(state.status, { attempts, providerJobId: undefined }, [{ type: 'submit_to_provider' }], `resubmitted after a restart (attempt ${attempts} of ${command.maxAttempts})`);
+      return move(
+        state.status,
+        { attempts, providerJobId: undefined },
+        [{ type: 'submit_to_provider' }],
+        `resubmitted after a restart (attempt ${attempts} of ${command.maxAttempts})`,
+      );
     }
     case 'reroute':
-      return move(state.status, { attempts: state.attempts + 1, providerJobId: undefined, deploymentId: command.deploymentId, provider: command.provider },
-        [{ type: 'submit_to_provider' }], command.detail.slice(0, 500));
+      return move(
+        state.status,
+        { attempts: state.attempts + 1, providerJobId: undefined, deploymentId: command.deploymentId, provider: command.provider },
+        [{ type: 'submit_to_provider' }],
+        command.detail.slice(0, 500),
+      );
     case 'note': {
       // A job's notes are bounded: the last one repeated, or past MAX_NOTES, is left out.
       const notes = state.timeline.filter((e) => e.detail !== undefined && e.status === state.status).length;
@@ -171,24 +183,38 @@ export function decide(state: GenerationState, command: GenerationCommand, now: 
     case 'started':
       return move('running', { startedAt: at }, [{ type: 'poll_provider' }]);
     case 'succeed':
-      return move('succeeded', { completedAt: at, textOutput: command.outputs.textOutput, outputAssetIds: command.outputs.outputAssetIds },
-        [{ type: 'capture_credits' }, { type: 'free_slot' }, { type: 'emit', event: 'generation.completed' }]);
+      return move('succeeded', { completedAt: at, textOutput: command.outputs.textOutput, outputAssetIds: command.outputs.outputAssetIds }, [
+        { type: 'capture_credits' },
+        { type: 'free_slot' },
+        { type: 'emit', event: 'generation.completed' },
+      ]);
     case 'fail':
-      return move('failed', { completedAt: at, errorCode: command.errorCode, errorMessage: command.errorMessage }, [
-        ...(state.status === 'queued' ? [{ type: 'cancel_queue_timer' } as const] : []),
-        { type: 'release_credits' },
-        ...(heldSlot ? [{ type: 'free_slot' } as const] : []),
-        { type: 'emit', event: 'generation.failed' },
-      ], command.errorCode);
+      return move(
+        'failed',
+        { completedAt: at, errorCode: command.errorCode, errorMessage: command.errorMessage },
+        [
+          ...(state.status === 'queued' ? [{ type: 'cancel_queue_timer' } as const] : []),
+          { type: 'release_credits' },
+          ...(heldSlot ? [{ type: 'free_slot' } as const] : []),
+          { type: 'emit', event: 'generation.failed' },
+        ],
+        command.errorCode,
+      );
     case 'cancel':
-      return move('cancelled', { completedAt: at }, [
-        ...(state.status === 'queued' ? [{ type: 'cancel_queue_timer' } as const] : []),
-        ...(state.providerJobId && (state.status === 'submitted' || state.status === 'running')
-          ? [{ type: 'cancel_at_provider', providerJobId: state.providerJobId } as const] : []),
-        { type: 'release_credits' },
-        ...(heldSlot ? [{ type: 'free_slot' } as const] : []),
-        { type: 'emit', event: 'generation.cancelled' },
-      ], `by ${command.by}`);
+      return move(
+        'cancelled',
+        { completedAt: at },
+        [
+          ...(state.status === 'queued' ? [{ type: 'cancel_queue_timer' } as const] : []),
+          ...(state.providerJobId && (state.status === 'submitted' || state.status === 'running')
+            ? [{ type: 'cancel_at_provider', providerJobId: state.providerJobId } as const]
+            : []),
+          { type: 'release_credits' },
+          ...(heldSlot ? [{ type: 'free_slot' } as const] : []),
+          { type: 'emit', event: 'generation.cancelled' },
+        ],
+        `by ${command.by}`,
+      );
     case 'expire':
       if (now < state.queueDeadline) return { ok: false, reason: 'too_early', message: 'the queue deadline has not passed' };
       return move('expired', { completedAt: at }, [{ type: 'release_credits' }, { type: 'emit', event: 'generation.expired' }]);

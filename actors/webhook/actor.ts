@@ -38,7 +38,8 @@ export const webhookEndpointActor: ActorBehavior<EndpointActorState, WebhookMess
     if (row) {
       const { secret, previousSecret, error } = openEndpointSecrets(row, depsOf(ctx).webhooks.secrets, ctx.clock.now());
       // A wrong WEBHOOK_SECRET_KEY: nothing can be signed, so nothing is sent (deliveries wait, pending).
-      if (error !== undefined) ctx.logger.error({ err: error, endpoint: row.id }, 'the signing secret of a webhook endpoint cannot be opened; check WEBHOOK_SECRET_KEY');
+      if (error !== undefined)
+        ctx.logger.error({ err: error, endpoint: row.id }, 'the signing secret of a webhook endpoint cannot be opened; check WEBHOOK_SECRET_KEY');
       endpoint = { ...row, secret, previousSecret };
     }
     return { endpoint, queue: [], inFlight: undefined, timer: undefined, settling: new Set(), epoch: ++epochs, unread: true };
@@ -113,7 +114,7 @@ async function refill(state: EndpointActorState, ctx: ActorContext): Promise<voi
   if (rows.length >= QUEUE_BATCH + settling.size) state.unread = true;
   for (const row of rows) {
     if (settling.has(row.id)) continue;
-    const attempts = typeof row.attempts === 'string' ? JSON.parse(row.attempts) as DeliveryAttempt[] : row.attempts;
+    const attempts = typeof row.attempts === 'string' ? (JSON.parse(row.attempts) as DeliveryAttempt[]) : row.attempts;
     state.queue.push({
       id: row.id,
       eventType: row.event_type,
@@ -130,21 +131,45 @@ async function refill(state: EndpointActorState, ctx: ActorContext): Promise<voi
 }
 
 /** One HTTP attempt beside the actor; its outcome comes back as a message. */
-function attempt(endpoint: WebhookEndpointRow & { secret: string; previousSecret: string | undefined }, delivery: QueuedDelivery, epoch: number, ctx: ActorContext): void {
+function attempt(
+  endpoint: WebhookEndpointRow & { secret: string; previousSecret: string | undefined },
+  delivery: QueuedDelivery,
+  epoch: number,
+  ctx: ActorContext,
+): void {
   const deps = depsOf(ctx).webhooks;
   const at = ctx.clock.now();
   // The generation's trace stored with the delivery, whatever message (a retry's timer, a wake after a restart) started this attempt.
-  const span = deps.tracer.startSpan('webhook attempt', {
-    kind: SpanKind.CLIENT,
-    attributes: {
-      'http.request.method': 'POST', 'url.full': redactedUrl(endpoint.url), ...serverOf(endpoint.url),
-      'webhook.endpoint.id': endpoint.id, 'webhook.delivery.id': delivery.id, 'webhook.event': delivery.eventType, 'webhook.attempt': delivery.state.attempts.length + 1,
+  const span = deps.tracer.startSpan(
+    'webhook attempt',
+    {
+      kind: SpanKind.CLIENT,
+      attributes: {
+        'http.request.method': 'POST',
+        'url.full': redactedUrl(endpoint.url),
+        ...serverOf(endpoint.url),
+        'webhook.endpoint.id': endpoint.id,
+        'webhook.delivery.id': delivery.id,
+        'webhook.event': delivery.eventType,
+        'webhook.attempt': delivery.state.attempts.length + 1,
+      },
     },
-  }, parentContextOf(delivery.traceParent) ?? context.active());
+    parentContextOf(delivery.traceParent) ?? context.active(),
+  );
   const headers: Record<string, string> = {
     'content-type': 'application/json',
     'user-agent': 'generation-service-webhooks/1',
-    ...signatureHeaders({ scheme: endpoint.signatureScheme, secret: endpoint.secret, previousSecret: endpoint.previousSecret, previousSecretExpiresAt: endpoint.previousSecretExpiresAt }, delivery.id, delivery.body, at),
+    ...signatureHeaders(
+      {
+        scheme: endpoint.signatureScheme,
+        secret: endpoint.secret,
+        previousSecret: endpoint.previousSecret,
+        previousSecretExpiresAt: endpoint.previousSecretExpiresAt,
+      },
+      delivery.id,
+      delivery.body,
+      at,
+    ),
     'x-service-event': delivery.eventType,
     'x-service-delivery': delivery.id,
     traceparent: traceparentOf(span.spanContext()),
@@ -152,27 +177,39 @@ function attempt(endpoint: WebhookEndpointRow & { secret: string; previousSecret
   const started = performance.now();
   deps.attemptsInFlight?.begin(endpoint.workspaceId);
   void fetchGuarded(endpoint.url, {
-    method: 'POST', headers, body: delivery.body, maxRedirects: 0, maxBytes: MAX_RESPONSE_BYTES,
-    timeoutMs: deps.timeoutMs, allowPrivate: deps.allowPrivateEgress, allowLoopback: deps.allowLoopbackEgress, connectionsPerOrigin: 'unlimited',
-  }).then(
-    (response): AttemptOutcome => ({ type: 'answered', status: response.status, durationMs: performance.now() - started }),
-    (error: unknown): AttemptOutcome => {
-      const durationMs = performance.now() - started;
-      const message = error instanceof EgressError ? `${error.code}: ${error.message}` : `network_error: ${(error as Error).message}`;
-      const refused = error instanceof EgressError && (error.code === 'blocked_address' || error.code === 'invalid_url');
-      return { type: refused ? 'refused' : 'error', error: message.slice(0, 500), durationMs };
-    },
-  ).then((outcome) => {
-    if (outcome.type === 'answered') span.setAttribute('http.response.status_code', outcome.status);
-    const ok = outcome.type === 'answered' && outcome.status >= 200 && outcome.status <= 299;
-    // error.type: the status of a non-2xx answer (a receiver answering 3xx did not take the event either), or what kept it from answering.
-    if (!ok) span.setAttribute('error.type', outcome.type === 'answered' ? String(outcome.status) : outcome.error.split(':')[0]!);
-    span.setStatus({ code: ok ? SpanStatusCode.OK : SpanStatusCode.ERROR });
-    span.end();
-    depsOf(ctx).metrics?.webhookAttempt(ok ? 'success' : outcome.type === 'answered' ? 'http_error' : outcome.type === 'refused' ? 'refused' : 'network_error', outcome.durationMs / 1000);
-    ctx.actors.tell('whk', ctx.id, { type: 'attempt_done', epoch, deliveryId: delivery.id, at, outcome });
-    deps.attemptsInFlight?.end(endpoint.workspaceId);
-  });
+    method: 'POST',
+    headers,
+    body: delivery.body,
+    maxRedirects: 0,
+    maxBytes: MAX_RESPONSE_BYTES,
+    timeoutMs: deps.timeoutMs,
+    allowPrivate: deps.allowPrivateEgress,
+    allowLoopback: deps.allowLoopbackEgress,
+    connectionsPerOrigin: 'unlimited',
+  })
+    .then(
+      (response): AttemptOutcome => ({ type: 'answered', status: response.status, durationMs: performance.now() - started }),
+      (error: unknown): AttemptOutcome => {
+        const durationMs = performance.now() - started;
+        const message = error instanceof EgressError ? `${error.code}: ${error.message}` : `network_error: ${(error as Error).message}`;
+        const refused = error instanceof EgressError && (error.code === 'blocked_address' || error.code === 'invalid_url');
+        return { type: refused ? 'refused' : 'error', error: message.slice(0, 500), durationMs };
+      },
+    )
+    .then((outcome) => {
+      if (outcome.type === 'answered') span.setAttribute('http.response.status_code', outcome.status);
+      const ok = outcome.type === 'answered' && outcome.status >= 200 && outcome.status <= 299;
+      // error.type: the status of a non-2xx answer (a receiver answering 3xx did not take the event either), or what kept it from answering.
+      if (!ok) span.setAttribute('error.type', outcome.type === 'answered' ? String(outcome.status) : outcome.error.split(':')[0]!);
+      span.setStatus({ code: ok ? SpanStatusCode.OK : SpanStatusCode.ERROR });
+      span.end();
+      depsOf(ctx).metrics?.webhookAttempt(
+        ok ? 'success' : outcome.type === 'answered' ? 'http_error' : outcome.type === 'refused' ? 'refused' : 'network_error',
+        outcome.durationMs / 1000,
+      );
+      ctx.actors.tell('whk', ctx.id, { type: 'attempt_done', epoch, deliveryId: delivery.id, at, outcome });
+      deps.attemptsInFlight?.end(endpoint.workspaceId);
+    });
 }
 
 async function attemptDone(
@@ -199,7 +236,10 @@ async function attemptDone(
   if (decision.state.status !== 'pending') {
     state.queue.shift();
     state.settling.add(head.id);
-    void written.then(() => state.settling.delete(head.id), () => state.settling.delete(head.id));
+    void written.then(
+      () => state.settling.delete(head.id),
+      () => state.settling.delete(head.id),
+    );
   }
   const next = await pump(state, ctx);
   // A failed write makes the actor reload from the database, so the delivery is sent again (at least once).
@@ -230,8 +270,12 @@ function disableItself(state: EndpointActorState, head: QueuedDelivery, verdict:
   const final = head.state.status === 'pending' ? decide(head.state, { type: 'endpoint_disabled' }) : { ok: true as const, state: head.state };
   if (!final.ok) throw new Error(`delivery ${head.id}: ${final.reason}`);
   state.endpoint = {
-    ...endpoint, status: 'disabled', disabledReason: reason, updatedAt: new Date(now),
-    failingSince: verdict.health.failingSince === undefined ? null : new Date(verdict.health.failingSince), consecutiveExpired: verdict.health.consecutiveExpired,
+    ...endpoint,
+    status: 'disabled',
+    disabledReason: reason,
+    updatedAt: new Date(now),
+    failingSince: verdict.health.failingSince === undefined ? null : new Date(verdict.health.failingSince),
+    consecutiveExpired: verdict.health.consecutiveExpired,
   };
   let woken: string[] = [];
   const written = failPending(state, 'endpoint_disabled', ctx, async (em) => {
@@ -251,20 +295,32 @@ function writeDelivery(id: string, next: DeliveryState, ctx: ActorContext): Prom
 
 function recordLateAttempt(id: string, at: number, outcome: AttemptOutcome, ctx: ActorContext): Promise<void> {
   return ctx.writer.write(async (em) => {
-    const rows = await em.execute<Array<{ attempts: DeliveryAttempt[] | string; status: DeliveryStatus }>>('select attempts, status from webhook_deliveries where id = ?', [id]);
+    const rows = await em.execute<Array<{ attempts: DeliveryAttempt[] | string; status: DeliveryStatus }>>(
+      'select attempts, status from webhook_deliveries where id = ?',
+      [id],
+    );
     const row = rows[0];
     if (!row) return;
-    const attempts = typeof row.attempts === 'string' ? JSON.parse(row.attempts) as DeliveryAttempt[] : row.attempts;
+    const attempts = typeof row.attempts === 'string' ? (JSON.parse(row.attempts) as DeliveryAttempt[]) : row.attempts;
     // Replayed on a copy in the pending state, only to shape the attempt record the same way.
     const replay = decide({ status: 'pending', attempts, nextAttemptAt: undefined, failureReason: undefined }, { type: 'attempted', at, outcome, jitter: 0 });
     if (!replay.ok) return;
-    await em.execute('update webhook_deliveries set attempts = ?::jsonb, attempt_count = ?, updated_at = ? where id = ? returning id',
-      [JSON.stringify(replay.state.attempts), replay.state.attempts.length, new Date(ctx.clock.now()), id]);
+    await em.execute('update webhook_deliveries set attempts = ?::jsonb, attempt_count = ?, updated_at = ? where id = ? returning id', [
+      JSON.stringify(replay.state.attempts),
+      replay.state.attempts.length,
+      new Date(ctx.clock.now()),
+      id,
+    ]);
   });
 }
 
 /** Every pending delivery of the endpoint becomes failed (disabled or deleted), in memory and in the database. */
-function failPending(state: EndpointActorState, reason: FailureReason, ctx: ActorContext, also?: (em: Parameters<Parameters<ActorContext['writer']['write']>[0]>[0]) => Promise<void>): Promise<void> {
+function failPending(
+  state: EndpointActorState,
+  reason: FailureReason,
+  ctx: ActorContext,
+  also?: (em: Parameters<Parameters<ActorContext['writer']['write']>[0]>[0]) => Promise<void>,
+): Promise<void> {
   state.timer?.cancel();
   state.timer = undefined;
   state.queue = [];
@@ -301,9 +357,21 @@ async function update(state: EndpointActorState, patch: EndpointPatch, ctx: Acto
          signature_scheme = ?, secret_sealed = ?, previous_secret_sealed = ?, previous_secret_expires_at = ?,
          disabled_reason = ?, failing_since = ?, consecutive_expired = ?
        where id = ? and deleted_at is null returning id`,
-      [next.url, next.description, JSON.stringify(next.eventTypes), next.status, at,
-        next.signatureScheme, next.secretSealed, next.previousSecretSealed, next.previousSecretExpiresAt,
-        next.disabledReason, next.failingSince, next.consecutiveExpired, endpoint.id],
+      [
+        next.url,
+        next.description,
+        JSON.stringify(next.eventTypes),
+        next.status,
+        at,
+        next.signatureScheme,
+        next.secretSealed,
+        next.previousSecretSealed,
+        next.previousSecretExpiresAt,
+        next.disabledReason,
+        next.failingSince,
+        next.consecutiveExpired,
+        endpoint.id,
+      ],
     );
   };
   state.endpoint = next;
@@ -312,7 +380,11 @@ async function update(state: EndpointActorState, patch: EndpointPatch, ctx: Acto
     return { state, replyWhenDurable: failPending(state, 'endpoint_disabled', ctx, writeEndpoint).then(() => row) };
   }
   const written = ctx.writer.write(writeEndpoint);
-  if (next.status === 'active' && endpoint.status !== 'active') void written.then(() => ctx.actors.tell('whk', ctx.id, { type: 'wake' }), () => {});
+  if (next.status === 'active' && endpoint.status !== 'active')
+    void written.then(
+      () => ctx.actors.tell('whk', ctx.id, { type: 'wake' }),
+      () => {},
+    );
   return { state, replyWhenDurable: written.then(() => row) };
 }
 
@@ -323,7 +395,10 @@ async function remove(state: EndpointActorState, ctx: ActorContext): Promise<Out
   state.endpoint = undefined;
   // The sealed secret is wiped with the endpoint; the row stays (without it) until the retention job purges it.
   const written = failPending(state, 'endpoint_deleted', ctx, async (em) => {
-    await em.execute("update webhook_endpoints set deleted_at = ?, updated_at = ?, secret_sealed = '', previous_secret_sealed = null, previous_secret_expires_at = null where id = ? and deleted_at is null returning id", [at, at, endpoint.id]);
+    await em.execute(
+      "update webhook_endpoints set deleted_at = ?, updated_at = ?, secret_sealed = '', previous_secret_sealed = null, previous_secret_expires_at = null where id = ? and deleted_at is null returning id",
+      [at, at, endpoint.id],
+    );
   });
   const { secret: _secret, previousSecret: _previous, ...row } = endpoint;
   return { state, replyWhenDurable: written.then(() => ({ ...row, deletedAt: at, updatedAt: at })), passivate: state.inFlight === undefined };

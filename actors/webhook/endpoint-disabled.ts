@@ -60,9 +60,16 @@ export async function writeEndpointDisabled(
 }
 
 /** The health columns after a change that needs no disabling (the first failed attempt, an expiry, a success after failures). */
-export async function writeEndpointHealth(em: SqlEntityManager, endpointId: string, health: { failingSince: number | undefined; consecutiveExpired: number }): Promise<void> {
-  await em.execute('update webhook_endpoints set failing_since = ?, consecutive_expired = ? where id = ? returning id',
-    [health.failingSince === undefined ? null : new Date(health.failingSince), health.consecutiveExpired, endpointId]);
+export async function writeEndpointHealth(
+  em: SqlEntityManager,
+  endpointId: string,
+  health: { failingSince: number | undefined; consecutiveExpired: number },
+): Promise<void> {
+  await em.execute('update webhook_endpoints set failing_since = ?, consecutive_expired = ? where id = ? returning id', [
+    health.failingSince === undefined ? null : new Date(health.failingSince),
+    health.consecutiveExpired,
+    endpointId,
+  ]);
 }
 
 /** A delivery's final state, written whatever it was (the disabling transaction settles the head delivery with it). */

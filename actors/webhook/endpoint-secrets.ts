@@ -13,7 +13,11 @@ export interface OpenedSecrets {
  * Opens the sealed secrets of an endpoint row. Both are bound to the endpoint id, so a rotation moves the
  * current sealed value to `previous` as it is. A previous secret whose overlap has ended is not opened.
  */
-export function openEndpointSecrets(row: Pick<WebhookEndpointRow, 'id' | 'secretSealed' | 'previousSecretSealed' | 'previousSecretExpiresAt'>, box: SecretBox, now: number): OpenedSecrets {
+export function openEndpointSecrets(
+  row: Pick<WebhookEndpointRow, 'id' | 'secretSealed' | 'previousSecretSealed' | 'previousSecretExpiresAt'>,
+  box: SecretBox,
+  now: number,
+): OpenedSecrets {
   let secret: string | undefined;
   let previousSecret: string | undefined;
   let error: unknown;

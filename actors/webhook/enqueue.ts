@@ -8,7 +8,11 @@ import { holdSubscriptions } from './subscription-lock.ts';
 export const MAX_ENDPOINTS_PER_WORKSPACE = 20;
 
 /** The event body (docs/webhooks.md, What arrives) without its `id` (each endpoint's delivery has its own). */
-export function eventBody(generation: GenerationRow, status: TerminalStatus, createdAt: Date): { event: string; data: Record<string, unknown>; createdAt: string } {
+export function eventBody(
+  generation: GenerationRow,
+  status: TerminalStatus,
+  createdAt: Date,
+): { event: string; data: Record<string, unknown>; createdAt: string } {
   const data: Record<string, unknown> = {
     generationId: generation.id,
     workspaceId: generation.workspaceId,
@@ -48,21 +52,31 @@ export interface SettledEvent {
 export async function writeEventDeliveries(em: SqlEntityManager, events: SettledEvent[]): Promise<string[][]> {
   const endpointsOf: string[][] = events.map(() => []);
   if (events.length === 0) return endpointsOf;
-  const wanted = [...new Map(events.map((e) => {
-    const eventType = EVENT_OF[e.status];
-    return [`${e.generation.workspaceId} ${eventType}`, { workspace_id: e.generation.workspaceId, event_type: eventType }];
-  })).values()];
+  const wanted = [
+    ...new Map(
+      events.map((e) => {
+        const eventType = EVENT_OF[e.status];
+        return [`${e.generation.workspaceId} ${eventType}`, { workspace_id: e.generation.workspaceId, event_type: eventType }];
+      }),
+    ).values(),
+  ];
   // An endpoint being created now is either seen by both statements below or made after this commit. The
   // lock and the count are asked for together (in one round trip on PostgreSQL, direct-transaction.ts); the
   // server runs them in order, and the count reads with a snapshot taken once the lock is held.
   // Most workspaces have no endpoint: then the count is the last statement.
-  const [, counted] = await Promise.all([holdSubscriptions(em, events.map((e) => e.generation.workspaceId)), em.execute<Array<{ workspace_id: string; event_type: string; n: number | string }>>(
-    `select w.workspace_id, w.event_type, count(*) as n
+  const [, counted] = await Promise.all([
+    holdSubscriptions(
+      em,
+      events.map((e) => e.generation.workspaceId),
+    ),
+    em.execute<Array<{ workspace_id: string; event_type: string; n: number | string }>>(
+      `select w.workspace_id, w.event_type, count(*) as n
      from jsonb_to_recordset(?::jsonb) as w(workspace_id text, event_type text)
      join webhook_endpoints e on e.workspace_id = w.workspace_id and e.status = 'active' and e.deleted_at is null and e.event_types @> jsonb_build_array(w.event_type)
      group by w.workspace_id, w.event_type`,
-    [JSON.stringify(wanted)],
-  )]);
+      [JSON.stringify(wanted)],
+    ),
+  ]);
   if (counted.length === 0) return endpointsOf;
   const counts = new Map(counted.map((c) => [`${c.workspace_id} ${c.event_type}`, Math.min(Number(c.n), MAX_ENDPOINTS_PER_WORKSPACE)]));
   const rows: EventDeliveryRows[] = [];
@@ -73,7 +87,12 @@ export async function writeEventDeliveries(em: SqlEntityManager, events: Settled
     const createdAt = new Date(e.at);
     const { event, data, createdAt: created } = eventBody(e.generation, e.status, createdAt);
     rows.push({
-      generation_id: e.generation.id, workspace_id: e.generation.workspaceId, event_type: event, created_at: createdAt, trace_parent: e.traceParent ?? null, event_id: e.eventId ?? null,
+      generation_id: e.generation.id,
+      workspace_id: e.generation.workspaceId,
+      event_type: event,
+      created_at: createdAt,
+      trace_parent: e.traceParent ?? null,
+      event_id: e.eventId ?? null,
       rest: JSON.stringify({ event, data, createdAt: created }).slice(1),
       ids: Array.from({ length: count }, () => newId('dlv', e.at)),
     });

@@ -46,9 +46,18 @@ export async function writeEvents(em: SqlEntityManager, events: EmittedEvent[]):
     `insert into webhook_events (id, workspace_id, generation_id, event_type, body_rest, created_at)
      select id, workspace_id, generation_id, event_type, body_rest, created_at
      from jsonb_to_recordset(?::jsonb) as v(id text, workspace_id text, generation_id text, event_type text, body_rest text, created_at timestamptz)`,
-    [JSON.stringify(events.map((e) => ({
-      id: e.id, workspace_id: e.workspaceId, generation_id: e.generationId, event_type: e.eventType, body_rest: e.rest, created_at: e.createdAt.toISOString(),
-    })))],
+    [
+      JSON.stringify(
+        events.map((e) => ({
+          id: e.id,
+          workspace_id: e.workspaceId,
+          generation_id: e.generationId,
+          event_type: e.eventType,
+          body_rest: e.rest,
+          created_at: e.createdAt.toISOString(),
+        })),
+      ),
+    ],
     'run',
   );
 }

@@ -57,42 +57,53 @@ export class DeliveryRecorder {
     if (!batch) {
       const rows = new Map<string, StateRecord>();
       const created: Batch = { rows, committed: Promise.resolve(), claims: new WriteClaims() };
-      created.committed = this.writer.writeAfter(GATHER_MS, async (em) => {
-        if (this.open === created) this.open = undefined;
-        // [id, at, responseStatus, durationMs, updated_at] of each delivery delivered at its first attempt.
-        const first: Array<[string, string, number, number, string]> = [];
-        const whole: StateRecord[] = [];
-        for (const row of rows.values()) {
-          const attempt = row.attempts[0];
-          if (row.status === 'delivered' && row.attempts.length === 1 && attempt!.attemptNumber === 1 && attempt!.error === null
-            && attempt!.responseStatus !== null && row.next_attempt_at === null && row.failure_reason === null) {
-            first.push([row.id, attempt!.at, attempt!.responseStatus, attempt!.durationMs, row.updated_at]);
-          } else {
-            whole.push(row);
+      created.committed = this.writer.writeAfter(
+        GATHER_MS,
+        async (em) => {
+          if (this.open === created) this.open = undefined;
+          // [id, at, responseStatus, durationMs, updated_at] of each delivery delivered at its first attempt.
+          const first: Array<[string, string, number, number, string]> = [];
+          const whole: StateRecord[] = [];
+          for (const row of rows.values()) {
+            const attempt = row.attempts[0];
+            if (
+              row.status === 'delivered' &&
+              row.attempts.length === 1 &&
+              attempt!.attemptNumber === 1 &&
+              attempt!.error === null &&
+              attempt!.responseStatus !== null &&
+              row.next_attempt_at === null &&
+              row.failure_reason === null
+            ) {
+              first.push([row.id, attempt!.at, attempt!.responseStatus, attempt!.durationMs, row.updated_at]);
+            } else {
+              whole.push(row);
+            }
           }
-        }
-        if (first.length > 0) {
-          await em.execute(
-            `update webhook_deliveries d set status = 'delivered',
+          if (first.length > 0) {
+            await em.execute(
+              `update webhook_deliveries d set status = 'delivered',
                attempts = jsonb_build_array(jsonb_build_object('attemptNumber', 1, 'at', v ->> 1, 'responseStatus', (v ->> 2)::integer, 'error', null, 'durationMs', (v ->> 3)::integer)),
                attempt_count = 1, next_attempt_at = null, failure_reason = null, updated_at = (v ->> 4)::timestamptz
              from jsonb_array_elements(?::jsonb) as v
              where d.id = v ->> 0 and d.status = 'pending' collate "C"`,
-            [JSON.stringify(first)],
-            'run',
-          );
-        }
-        if (whole.length > 0) {
-          await em.execute(
-            `update webhook_deliveries d set status = v.status, attempts = v.attempts, attempt_count = v.attempt_count,
+              [JSON.stringify(first)],
+              'run',
+            );
+          }
+          if (whole.length > 0) {
+            await em.execute(
+              `update webhook_deliveries d set status = v.status, attempts = v.attempts, attempt_count = v.attempt_count,
                next_attempt_at = v.next_attempt_at, failure_reason = v.failure_reason, updated_at = v.updated_at
              from jsonb_to_recordset(?::jsonb) as v(id text, status text, attempts jsonb, attempt_count integer, next_attempt_at timestamptz, failure_reason text, updated_at timestamptz)
              where d.id = v.id and d.status = 'pending' collate "C"`,
-            [JSON.stringify(whole)],
-            'run',
-          );
-        }
-      }, { claims: created.claims });
+              [JSON.stringify(whole)],
+              'run',
+            );
+          }
+        },
+        { claims: created.claims },
+      );
       this.open = created;
       batch = created;
     }

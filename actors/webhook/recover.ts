@@ -37,7 +37,12 @@ export async function recoverRange(em: SqlEntityManager, endpointId: string, sin
   );
   const more = rows.length > RECOVER_MAX_DELIVERIES;
   const taken = more ? rows.slice(0, RECOVER_MAX_DELIVERIES) : rows;
-  const ids = await insertResends(em, endpointId, taken.map((r) => r.id), now);
+  const ids = await insertResends(
+    em,
+    endpointId,
+    taken.map((r) => r.id),
+    now,
+  );
   return {
     endpointId,
     since: since.toISOString(),
@@ -56,7 +61,13 @@ export type KeyClaim = { kind: 'fresh' } | { kind: 'replay'; answer: RecoverAnsw
  * used by a request still running waits for it (the unique key), then answers as it did. A key older
  * than RECOVER_KEY_TTL_MS is taken afresh.
  */
-export async function claimRecoveryKey(em: SqlEntityManager, endpoint: { id: string; workspaceId: string }, key: string, hash: string, now: number): Promise<KeyClaim> {
+export async function claimRecoveryKey(
+  em: SqlEntityManager,
+  endpoint: { id: string; workspaceId: string },
+  key: string,
+  hash: string,
+  now: number,
+): Promise<KeyClaim> {
   const at = new Date(now);
   const claimed = await em.execute<Array<{ endpoint_id: string }>>(
     `insert into webhook_recoveries (endpoint_id, idempotency_key, workspace_id, request_hash, answer, created_at)
@@ -68,9 +79,11 @@ export async function claimRecoveryKey(em: SqlEntityManager, endpoint: { id: str
   );
   if (claimed.length > 0) return { kind: 'fresh' };
   const [earlier] = await em.execute<Array<{ request_hash: string; answer: RecoverAnswer | string }>>(
-    'select request_hash, answer from webhook_recoveries where endpoint_id = ? and idempotency_key = ?', [endpoint.id, key]);
+    'select request_hash, answer from webhook_recoveries where endpoint_id = ? and idempotency_key = ?',
+    [endpoint.id, key],
+  );
   if (!earlier || earlier.request_hash !== hash) return { kind: 'conflict' };
-  return { kind: 'replay', answer: typeof earlier.answer === 'string' ? JSON.parse(earlier.answer) as RecoverAnswer : earlier.answer };
+  return { kind: 'replay', answer: typeof earlier.answer === 'string' ? (JSON.parse(earlier.answer) as RecoverAnswer) : earlier.answer };
 }
 
 export async function storeRecoveryAnswer(em: SqlEntityManager, endpointId: string, key: string, answer: RecoverAnswer): Promise<void> {

@@ -13,8 +13,9 @@ export function webhookRecovery(db: Database, actors: ActorMessenger, scope?: Sh
     name: scope ? `webhook deliveries of shard ${scope.shard}` : 'webhook deliveries',
     async run() {
       const only = shardCondition('workspace_id', scope);
-      const rows = await db.em().execute<Array<{ endpoint_id: string }>>(
-        `select distinct endpoint_id from webhook_deliveries where status = 'pending'${only.sql}`, only.params);
+      const rows = await db
+        .em()
+        .execute<Array<{ endpoint_id: string }>>(`select distinct endpoint_id from webhook_deliveries where status = 'pending'${only.sql}`, only.params);
       for (const row of rows) actors.tell('whk', row.endpoint_id, { type: 'wake' });
       return rows.length;
     },

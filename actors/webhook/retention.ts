@@ -41,11 +41,14 @@ export async function pruneDeliveries(db: Database, now: number, owned?: OwnedSh
     `delete from webhook_endpoints where deleted_at is not null and deleted_at < ?${only.sql} returning id`,
     [new Date(now - DELETED_ENDPOINT_TTL_MS), ...only.params],
   );
-  const events = await em.execute<Array<{ id: string }>>(
-    `delete from webhook_events where created_at < ?${only.sql} returning id`,
-    [new Date(now - EVENT_RETENTION_MS), ...only.params],
-  );
-  await em.execute(`delete from webhook_recoveries where created_at < ?${only.sql} returning endpoint_id`, [new Date(now - RECOVER_KEY_TTL_MS), ...only.params]);
+  const events = await em.execute<Array<{ id: string }>>(`delete from webhook_events where created_at < ?${only.sql} returning id`, [
+    new Date(now - EVENT_RETENTION_MS),
+    ...only.params,
+  ]);
+  await em.execute(`delete from webhook_recoveries where created_at < ?${only.sql} returning endpoint_id`, [
+    new Date(now - RECOVER_KEY_TTL_MS),
+    ...only.params,
+  ]);
   return { deliveries: deliveries.length, endpoints: endpoints.length, events: events.length };
 }
 

@@ -43,6 +43,10 @@ export async function rotateSecret(
   state.endpoint = next;
   const { secret: _secret, previousSecret: _previous, ...row } = next;
   // Deliveries waiting because the secret could not be opened can go now.
-  if (endpoint.secret === undefined) void written.then(() => ctx.actors.tell('whk', ctx.id, { type: 'wake' }), () => {});
+  if (endpoint.secret === undefined)
+    void written.then(
+      () => ctx.actors.tell('whk', ctx.id, { type: 'wake' }),
+      () => {},
+    );
   return { state, replyWhenDurable: written.then(() => row) };
 }

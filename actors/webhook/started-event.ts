@@ -75,7 +75,12 @@ export async function writeStartedDeliveries(em: SqlEntityManager, events: Start
     if (count === 0) continue;
     const createdAt = new Date(e.at);
     rows.push({
-      generation_id: e.generation.id, workspace_id: e.generation.workspaceId, event_type: STARTED_EVENT, event_id: null, created_at: createdAt, trace_parent: e.traceParent,
+      generation_id: e.generation.id,
+      workspace_id: e.generation.workspaceId,
+      event_type: STARTED_EVENT,
+      event_id: null,
+      created_at: createdAt,
+      trace_parent: e.traceParent,
       rest: JSON.stringify(startedEventBody(e.generation, createdAt)).slice(1),
       ids: Array.from({ length: count }, () => newId('dlv', e.at)),
     });

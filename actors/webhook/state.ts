@@ -5,7 +5,13 @@
  */
 import type { DeliveryAttempt, DeliveryStatus } from '../../persistence/entities/webhook.ts';
 
-export const WEBHOOK_EVENT_TYPES = ['generation.completed', 'generation.failed', 'generation.cancelled', 'generation.expired', 'webhook_endpoint.disabled'] as const;
+export const WEBHOOK_EVENT_TYPES = [
+  'generation.completed',
+  'generation.failed',
+  'generation.cancelled',
+  'generation.expired',
+  'webhook_endpoint.disabled',
+] as const;
 /** What an endpoint may name in eventTypes: the events above and the opt-in extension generation.started. */
 export const SUBSCRIBABLE_EVENT_TYPES = [...WEBHOOK_EVENT_TYPES, 'generation.started'] as const;
 export type WebhookEventType = (typeof SUBSCRIBABLE_EVENT_TYPES)[number];
@@ -47,9 +53,7 @@ export type DeliveryEvent =
   | { type: 'endpoint_disabled' }
   | { type: 'endpoint_deleted' };
 
-export type DeliveryDecision =
-  | { ok: true; state: DeliveryState }
-  | { ok: false; reason: string };
+export type DeliveryDecision = { ok: true; state: DeliveryState } | { ok: false; reason: string };
 
 export function pendingDelivery(createdAt: number): DeliveryState {
   return { status: 'pending', attempts: [], nextAttemptAt: createdAt, failureReason: undefined };

@@ -13,8 +13,7 @@ import type { SqlEntityManager } from '@mikro-orm/postgresql';
 export async function holdSubscriptions(em: SqlEntityManager, workspaceIds: Iterable<string>): Promise<void> {
   const ids = [...new Set(workspaceIds)];
   if (ids.length === 0) return;
-  await em.execute(
-    'select id from workspaces where id in (select value from jsonb_array_elements_text(?::jsonb)) order by id for share',
-    [JSON.stringify(ids)],
-  );
+  await em.execute('select id from workspaces where id in (select value from jsonb_array_elements_text(?::jsonb)) order by id for share', [
+    JSON.stringify(ids),
+  ]);
 }

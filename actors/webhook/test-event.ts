@@ -59,7 +59,12 @@ export async function sendTestEvent(target: TestTarget, options: TestSendOptions
   const headers: Record<string, string> = {
     'content-type': 'application/json',
     'user-agent': 'generation-service-webhooks/1',
-    ...signatureHeaders({ scheme: target.signatureScheme, secret: target.secret, previousSecret: target.previousSecret, previousSecretExpiresAt: target.previousSecretExpiresAt }, id, body, options.now),
+    ...signatureHeaders(
+      { scheme: target.signatureScheme, secret: target.secret, previousSecret: target.previousSecret, previousSecretExpiresAt: target.previousSecretExpiresAt },
+      id,
+      body,
+      options.now,
+    ),
     'x-service-event': TEST_EVENT,
     'x-service-delivery': id,
   };
@@ -72,8 +77,14 @@ export async function sendTestEvent(target: TestTarget, options: TestSendOptions
   let outcome: Omit<TestOutcome, 'id' | 'event' | 'durationMs'>;
   try {
     const response = await fetchGuarded(target.url, {
-      method: 'POST', headers, body, maxRedirects: 0, maxBytes: MAX_RESPONSE_BYTES,
-      timeoutMs: options.timeoutMs, allowPrivate: options.allowPrivateEgress, allowLoopback: options.allowLoopbackEgress,
+      method: 'POST',
+      headers,
+      body,
+      maxRedirects: 0,
+      maxBytes: MAX_RESPONSE_BYTES,
+      timeoutMs: options.timeoutMs,
+      allowPrivate: options.allowPrivateEgress,
+      allowLoopback: options.allowLoopbackEgress,
     });
     const ok = response.status >= 200 && response.status <= 299;
     outcome = { delivered: ok, responseStatus: response.status, error: ok ? null : `the endpoint answered ${response.status}` };

@@ -48,9 +48,7 @@ export interface LedgerEntry {
 
 export type MoneyRefusal = 'insufficient_credits' | 'wallet_insufficient_balance' | 'wallet_pending_minimum';
 
-export type MoneyDecision =
-  | { ok: true; account: Account; entries: LedgerEntry[] }
-  | { ok: false; code: MoneyRefusal; message: string };
+export type MoneyDecision = { ok: true; account: Account; entries: LedgerEntry[] } | { ok: false; code: MoneyRefusal; message: string };
 
 export const WALLET_MINIMUM_DEPOSIT_CENTS = 1_000;
 
@@ -78,9 +76,7 @@ export function reserve(account: Account, generationId: string, credits: number,
   return commitReservation(account, generationId, planReservation(account, generationId, credits, mode, centsPerCredit));
 }
 
-type ReservationPlan =
-  | { ok: true; reservation: Reservation | undefined; entries: LedgerEntry[] }
-  | { ok: false; code: MoneyRefusal; message: string };
+type ReservationPlan = { ok: true; reservation: Reservation | undefined; entries: LedgerEntry[] } | { ok: false; code: MoneyRefusal; message: string };
 
 /** What reserving would do, without doing it; `reservation` is undefined when the generation already holds one. */
 function planReservation(account: Account, generationId: string, credits: number, mode: PaymentMode, centsPerCredit: number): ReservationPlan {
@@ -100,16 +96,26 @@ function planReservation(account: Account, generationId: string, credits: number
     if (walletCents > 0) {
       if (!account.walletActivated) {
         return mode === 'auto'
-          ? { ok: false, code: 'insufficient_credits', message: `This job costs ${credits} credits; ${account.availableCredits} are available and the wallet is not active.` }
+          ? {
+              ok: false,
+              code: 'insufficient_credits',
+              message: `This job costs ${credits} credits; ${account.availableCredits} are available and the wallet is not active.`,
+            }
           : { ok: false, code: 'wallet_pending_minimum', message: 'Wallet payments start after a first deposit of at least 10 dollars has cleared.' };
       }
       if (account.walletCents < walletCents) {
-        return { ok: false, code: 'wallet_insufficient_balance', message: `This job needs ${walletCents} cents from the wallet; ${account.walletCents} are available.` };
+        return {
+          ok: false,
+          code: 'wallet_insufficient_balance',
+          message: `This job needs ${walletCents} cents from the wallet; ${account.walletCents} are available.`,
+        };
       }
     }
   }
   const reservation = { credits: fromCredits, walletCents };
-  const entries = [entry('reserve', { generationId, credits: -fromCredits, reservedCredits: fromCredits, walletCents: -walletCents, reservedWalletCents: walletCents })];
+  const entries = [
+    entry('reserve', { generationId, credits: -fromCredits, reservedCredits: fromCredits, walletCents: -walletCents, reservedWalletCents: walletCents }),
+  ];
   return { ok: true, reservation, entries };
 }
 
@@ -135,13 +141,15 @@ function settle(account: Account, generationId: string, kind: 'capture' | 'relea
   if (!held) return { ok: true, account, entries: [] };
   delete account.reservations[generationId];
   const back = kind === 'release';
-  const entries = [entry(kind, {
-    generationId,
-    reservedCredits: -held.credits,
-    reservedWalletCents: -held.walletCents,
-    credits: back ? held.credits : 0,
-    walletCents: back ? held.walletCents : 0,
-  })];
+  const entries = [
+    entry(kind, {
+      generationId,
+      reservedCredits: -held.credits,
+      reservedWalletCents: -held.walletCents,
+      credits: back ? held.credits : 0,
+      walletCents: back ? held.walletCents : 0,
+    }),
+  ];
   return { ok: true, account: apply(account, entries, account.reservations), entries };
 }
 
@@ -153,7 +161,8 @@ function settle(account: Account, generationId: string, kind: 'capture' | 'relea
 export function capturePart(account: Account, generationId: string, credits: number, reserved: number): MoneyDecision {
   const held = account.reservations[generationId];
   if (!held) return { ok: true, account, entries: [] };
-  if (!Number.isInteger(credits) || credits < 0 || credits > reserved) throw new Error(`a capture must be a whole number of credits up to the ${reserved} reserved, got ${credits}`);
+  if (!Number.isInteger(credits) || credits < 0 || credits > reserved)
+    throw new Error(`a capture must be a whole number of credits up to the ${reserved} reserved, got ${credits}`);
   delete account.reservations[generationId];
   const fromCredits = Math.min(credits, held.credits);
   const walletCredits = reserved - held.credits;
@@ -162,7 +171,9 @@ export function capturePart(account: Account, generationId: string, credits: num
   const backCredits = held.credits - fromCredits;
   const backCents = held.walletCents - walletCents;
   if (backCredits > 0 || backCents > 0) {
-    entries.push(entry('release', { generationId, reservedCredits: -backCredits, credits: backCredits, reservedWalletCents: -backCents, walletCents: backCents }));
+    entries.push(
+      entry('release', { generationId, reservedCredits: -backCredits, credits: backCredits, reservedWalletCents: -backCents, walletCents: backCents }),
+    );
   }
   return { ok: true, account: apply(account, entries, account.reservations), entries };
 }
@@ -235,8 +246,14 @@ export interface KeyWalletCap {
  * refused as wallet_insufficient_balance (the cap makes that money unavailable this month).
  */
 export function reserveWithinCap(
-  account: Account, generationId: string, credits: number, mode: PaymentMode, centsPerCredit: number,
-  capCents: number | null, spend: MonthlySpend, keyCap?: KeyWalletCap,
+  account: Account,
+  generationId: string,
+  credits: number,
+  mode: PaymentMode,
+  centsPerCredit: number,
+  capCents: number | null,
+  spend: MonthlySpend,
+  keyCap?: KeyWalletCap,
 ): MoneyDecision {
   const plan = planReservation(account, generationId, credits, mode, centsPerCredit);
   if (!plan.ok || (capCents === null && !keyCap)) return commitReservation(account, generationId, plan);
@@ -246,7 +263,8 @@ export function reserveWithinCap(
   }
   if (capCents !== null && fromWallet > 0 && spend.spentCents + fromWallet > capCents) {
     return {
-      ok: false, code: 'wallet_insufficient_balance',
+      ok: false,
+      code: 'wallet_insufficient_balance',
       message: `This job needs ${fromWallet} cents from the wallet; the monthly spend cap of ${capCents} cents leaves ${Math.max(0, capCents - spend.spentCents)} this month.`,
     };
   }
@@ -263,17 +281,27 @@ export function spendChange(entries: LedgerEntry[]): number {
 /** Whether to start an automatic deposit: enabled, wallet active, balance under the threshold, none already under way. */
 export function needsAutoRecharge(account: Account, settings: WalletSettings, rechargeUnderWay: boolean): boolean {
   const auto = settings.autoRecharge;
-  return auto.enabled && !rechargeUnderWay && account.walletActivated && auto.amountCents >= WALLET_MINIMUM_DEPOSIT_CENTS
-    && account.walletCents < auto.thresholdCents;
+  return (
+    auto.enabled &&
+    !rechargeUnderWay &&
+    account.walletActivated &&
+    auto.amountCents >= WALLET_MINIMUM_DEPOSIT_CENTS &&
+    account.walletCents < auto.thresholdCents
+  );
 }
 
 /** Settings a client may store: whole cents, a recharge at least the minimum deposit when enabled. */
 export function checkWalletSettings(settings: WalletSettings): string | undefined {
   const { enabled, thresholdCents, amountCents } = settings.autoRecharge;
-  for (const [name, value] of [['autoRecharge.thresholdCents', thresholdCents], ['autoRecharge.amountCents', amountCents], ['monthlySpendCapCents', settings.monthlySpendCapCents ?? 0]] as const) {
+  for (const [name, value] of [
+    ['autoRecharge.thresholdCents', thresholdCents],
+    ['autoRecharge.amountCents', amountCents],
+    ['monthlySpendCapCents', settings.monthlySpendCapCents ?? 0],
+  ] as const) {
     if (!Number.isInteger(value) || value < 0 || value > 100_000_000) return `${name}: must be a whole number of cents from 0 to 100000000`;
   }
-  if (enabled && amountCents < WALLET_MINIMUM_DEPOSIT_CENTS) return `autoRecharge.amountCents: must be at least ${WALLET_MINIMUM_DEPOSIT_CENTS} cents when auto-recharge is enabled`;
+  if (enabled && amountCents < WALLET_MINIMUM_DEPOSIT_CENTS)
+    return `autoRecharge.amountCents: must be at least ${WALLET_MINIMUM_DEPOSIT_CENTS} cents when auto-recharge is enabled`;
   if (enabled && thresholdCents <= 0) return 'autoRecharge.thresholdCents: must be above 0 when auto-recharge is enabled';
   return undefined;
 }

@@ -15,7 +15,17 @@ import { chargeKey, keyLimitsUsage, patchKeyLimits, refuseByKey, settleKey, wall
 import { loadKeySpends } from './key-spend-writes.ts';
 import { readWorkspaces, workspaceStateOf, type WorkspaceRecord } from './load.ts';
 import { writeSettlement, type Settlement } from './settlements.ts';
-import type { Balances, CreateItem, CreateReply, SettleReply, GenerationDraft, GenerationSettlement, KeyLimitsReply, KeyUsageReply, WorkspaceMessage } from './protocol.ts';
+import type {
+  Balances,
+  CreateItem,
+  CreateReply,
+  SettleReply,
+  GenerationDraft,
+  GenerationSettlement,
+  KeyLimitsReply,
+  KeyUsageReply,
+  WorkspaceMessage,
+} from './protocol.ts';
 import { applyPaymentEvent, autoRecharge, cancelSubscription, maybeAutoRecharge, renewSubscription, updateWalletSettings, walletSnapshot } from './payments.ts';
 import { captureJobContext, withJobContext } from '../../runtime/tracing.ts';
 
@@ -75,7 +85,15 @@ export const workspaceActor: ActorBehavior<WorkspaceState, WorkspaceMessage, unk
       case 'preloaded':
       case 'balances': {
         const { availableCredits, reservedCredits, walletCents, reservedWalletCents, walletActivated } = state.account;
-        const reply: Balances = { availableCredits, reservedCredits, walletCents, reservedWalletCents, walletActivated, activeJobs: state.active.size, queuedJobs: state.queue.length };
+        const reply: Balances = {
+          availableCredits,
+          reservedCredits,
+          walletCents,
+          reservedWalletCents,
+          walletActivated,
+          activeJobs: state.active.size,
+          queuedJobs: state.queue.length,
+        };
         return { state, reply };
       }
       case 'payment_event':
@@ -134,16 +152,22 @@ async function createBatch(state: WorkspaceState, items: CreateItem[], ctx: Acto
   const unknown = [...new Set(items.flatMap((item) => (item.idempotency && !state.idempotency.get(item.idempotency.key, now) ? [item.idempotency.key] : [])))];
   const stored = unknown.length > 0 ? await findIdempotencyKeys(ctx, unknown) : new Map<string, IdempotencyEntry>();
   for (const [key, entry] of stored) if (!state.idempotency.get(key, now)) state.idempotency.remember(key, entry);
-  await ensureKeys(state, items.map((item) => item.draft.apiKeyId), ctx);
+  await ensureKeys(
+    state,
+    items.map((item) => item.draft.apiKeyId),
+    ctx,
+  );
 
   const takenHere = new Map<string, { hash: string; reply: CreateReply | Promise<CreateReply> }>();
   const replies: Array<CreateReply | Promise<CreateReply>> = [];
   for (const { draft, idempotency } of items) {
     const earlier = idempotency && takenHere.get(idempotency.key);
     if (idempotency && earlier) {
-      replies.push(earlier.hash !== idempotency.hash
-        ? { kind: 'refused', code: 'conflict', message: 'This Idempotency-Key was already used with a different request body.' }
-        : Promise.resolve(earlier.reply).then(asReplay));
+      replies.push(
+        earlier.hash !== idempotency.hash
+          ? { kind: 'refused', code: 'conflict', message: 'This Idempotency-Key was already used with a different request body.' }
+          : Promise.resolve(earlier.reply).then(asReplay),
+      );
       continue;
     }
     const seen = idempotency && state.idempotency.get(idempotency.key, now);
@@ -203,17 +227,47 @@ function admit(
   const id = newId('gen', now);
   const spend = spendAt(state.spend, now);
   const money = reserveWithinCap(
-    state.account, id, draft.credits, draft.paymentMode, state.plan.centsPerCredit, state.wallet.monthlySpendCapCents, spend, key && walletCapOf(key, now),
+    state.account,
+    id,
+    draft.credits,
+    draft.paymentMode,
+    state.plan.centsPerCredit,
+    state.wallet.monthlySpendCapCents,
+    spend,
+    key && walletCapOf(key, now),
   );
   if (!money.ok) return refuse(money.code, money.message);
   const at = new Date(now);
   const generation: GenerationRow = {
-    id, workspaceId: draft.workspaceId, apiKeyId: draft.apiKeyId, userId: draft.userId, mode: draft.mode, modelId: draft.modelId,
-    status: 'queued', params: draft.params, inputs: draft.inputs, paymentMode: draft.paymentMode, credits: draft.credits,
-    project: draft.project, idempotencyKey: idempotency?.key ?? null, provider: draft.provider, deploymentId: draft.deploymentId, tokenTerms: draft.tokenTerms, usage: null, providerJobId: null, attempts: 0,
-    textOutput: null, outputAssetIds: [], errorCode: null, errorMessage: null,
+    id,
+    workspaceId: draft.workspaceId,
+    apiKeyId: draft.apiKeyId,
+    userId: draft.userId,
+    mode: draft.mode,
+    modelId: draft.modelId,
+    status: 'queued',
+    params: draft.params,
+    inputs: draft.inputs,
+    paymentMode: draft.paymentMode,
+    credits: draft.credits,
+    project: draft.project,
+    idempotencyKey: idempotency?.key ?? null,
+    provider: draft.provider,
+    deploymentId: draft.deploymentId,
+    tokenTerms: draft.tokenTerms,
+    usage: null,
+    providerJobId: null,
+    attempts: 0,
+    textOutput: null,
+    outputAssetIds: [],
+    errorCode: null,
+    errorMessage: null,
     timeline: [{ status: 'queued', at: at.toISOString() }],
-    queueDeadline: new Date(now + depsOf(ctx).queueTimeoutMs), createdAt: at, updatedAt: at, startedAt: null, completedAt: null,
+    queueDeadline: new Date(now + depsOf(ctx).queueTimeoutMs),
+    createdAt: at,
+    updatedAt: at,
+    startedAt: null,
+    completedAt: null,
   };
   const entries = money.entries;
   state.account = money.account;
@@ -304,14 +358,16 @@ function createReserved(
   if (!reserved.ok) throw new Error(`a new job could not be reserved: ${reserved.message}`);
   const row: GenerationRow = { ...queued, status: reserved.state.status, attempts: reserved.state.attempts, timeline: reserved.state.timeline };
   const reservedCreation = { ...creation, generation: row, answer: queued };
-  const written = state.active.size + state.freesInFlight <= state.plan.concurrentJobs
-    ? creationsOf(ctx.writer).add(reservedCreation)
-    : reservedCreationsOf(ctx.writer).addAfter(reservedCreation, state.lastSettlement).committed;
+  const written =
+    state.active.size + state.freesInFlight <= state.plan.concurrentJobs
+      ? creationsOf(ctx.writer).add(reservedCreation)
+      : reservedCreationsOf(ctx.writer).addAfter(reservedCreation, state.lastSettlement).committed;
   return written.then(
     (): CreateReply => {
       state.creating--;
       depsOf(ctx).live?.publish(queued);
-      if (idempotency) state.idempotency.remember(idempotency.key, { hash: idempotency.hash, expiresAt: keyExpiresAt, result: { status: 201, generation: queued } });
+      if (idempotency)
+        state.idempotency.remember(idempotency.key, { hash: idempotency.hash, expiresAt: keyExpiresAt, result: { status: 201, generation: queued } });
       depsOf(ctx).metrics?.generationTransition('new', 'queued');
       withJobContext(creation.traceContext ?? undefined, () => ctx.actors.tell('gen', row.id, { type: 'start', row }));
       return { kind: 'created', generation: queued };
@@ -353,7 +409,8 @@ async function settle(
     money = capturePart(state.account, generationId, charge.credits, reserved);
     carry = charge.carryNano;
     settlement = {
-      ...asked, generation: { ...asked.generation, credits: charge.credits },
+      ...asked,
+      generation: { ...asked.generation, credits: charge.credits },
       ...(asked.event ? { event: { ...asked.event, generation: { ...asked.event.generation, credits: charge.credits } } } : {}),
     };
   } else {
@@ -385,13 +442,20 @@ async function settle(
   state.keyJobs.delete(generationId);
   const released = money.entries.find((e) => e.kind === 'release');
   // What the settlement gave back leaves the key's spend: the whole job on a release, the unused part of a token-priced capture.
-  const back = !keyJob || !released ? undefined
-    : kind === 'release' ? { credits: keyJob.credits, walletCents: keyJob.walletCents }
-      : { credits: keyJob.credits - settlement.generation.credits, walletCents: released.walletCents };
+  const back =
+    !keyJob || !released
+      ? undefined
+      : kind === 'release'
+        ? { credits: keyJob.credits, walletCents: keyJob.walletCents }
+        : { credits: keyJob.credits - settlement.generation.credits, walletCents: released.walletCents };
   const keySpend = keyJob ? settleKey(state.keys.get(keyJob.keyId), keyJob, state.workspaceId, back) : [];
 
   const row: Settlement = {
-    generationId, settlement, updatedAt: at, money: { workspaceId: state.workspaceId, entries: money.entries, at, tokenCarryNano: carryDelta }, endpointIds: [],
+    generationId,
+    settlement,
+    updatedAt: at,
+    money: { workspaceId: state.workspaceId, entries: money.entries, at, tokenCarryNano: carryDelta },
+    endpointIds: [],
     keySpendDeltas: keySpend,
   };
   const added = writeSettlement(ctx.writer, row, after);
@@ -399,7 +463,9 @@ async function settle(
   const written = added.committed;
   if (freedSlot) {
     state.freesInFlight++;
-    const settled = () => { state.freesInFlight--; };
+    const settled = () => {
+      state.freesInFlight--;
+    };
     written.then(settled, settled);
   }
   schedule(state, ctx);
@@ -503,8 +569,11 @@ async function findIdempotencyKeys(ctx: ActorContext, keys: string[]): Promise<M
     const date = (value: unknown) => (value === null || value === undefined ? null : new Date(value as string));
     const generation = {
       ...stored,
-      createdAt: date(stored.createdAt), updatedAt: date(stored.updatedAt), queueDeadline: date(stored.queueDeadline),
-      startedAt: date(stored.startedAt), completedAt: date(stored.completedAt),
+      createdAt: date(stored.createdAt),
+      updatedAt: date(stored.updatedAt),
+      queueDeadline: date(stored.queueDeadline),
+      startedAt: date(stored.startedAt),
+      completedAt: date(stored.completedAt),
     } as GenerationRow;
     found.set(row.key, { hash: row.requestHash, expiresAt: new Date(row.expiresAt).getTime(), result: { status: row.responseStatus, generation } });
   }
@@ -522,7 +591,12 @@ async function ensureKeys(state: WorkspaceState, keyIds: Array<string | null>, c
  * A change of a key's spending controls: written to its row, and in force for the next create (this actor
  * decides every create of the workspace, so none is decided against the old limits once this is applied).
  */
-async function changeKeyLimits(state: WorkspaceState, keyId: string, patch: KeyLimitsPatch, ctx: ActorContext): Promise<Outcome<WorkspaceState, KeyLimitsReply>> {
+async function changeKeyLimits(
+  state: WorkspaceState,
+  keyId: string,
+  patch: KeyLimitsPatch,
+  ctx: ActorContext,
+): Promise<Outcome<WorkspaceState, KeyLimitsReply>> {
   await ensureKeys(state, [keyId], ctx);
   const key = state.keys.get(keyId);
   if (!key) return { state, reply: { found: false } };
@@ -533,8 +607,16 @@ async function changeKeyLimits(state: WorkspaceState, keyId: string, patch: KeyL
     await em.execute(
       `update api_keys set credit_budget = ?, wallet_spend_cap_cents = ?, budget_period = ?, max_concurrent_generations = ?, allowed_models = ?::jsonb, updated_at = ?
         where id = ? and workspace_id = ?`,
-      [limits.creditBudget, limits.walletSpendCapCents, limits.period, limits.maxConcurrentGenerations,
-        limits.allowedModels === null ? null : JSON.stringify(limits.allowedModels), at, keyId, state.workspaceId],
+      [
+        limits.creditBudget,
+        limits.walletSpendCapCents,
+        limits.period,
+        limits.maxConcurrentGenerations,
+        limits.allowedModels === null ? null : JSON.stringify(limits.allowedModels),
+        at,
+        keyId,
+        state.workspaceId,
+      ],
       'run',
     );
   });

@@ -26,19 +26,68 @@ export interface Creation {
 const CREATION_LANES = 2;
 
 const GENERATION_COLUMNS = [
-  'id', 'workspace_id', 'api_key_id', 'user_id', 'mode', 'model_id', 'status', 'params', 'inputs', 'payment_mode', 'credits', 'project',
-  'idempotency_key', 'provider', 'provider_job_id', 'attempts', 'text_output', 'output_asset_ids', 'error_code', 'error_message', 'timeline',
-  'queue_deadline', 'created_at', 'updated_at', 'started_at', 'completed_at', 'trace_context', 'deployment_id', 'token_terms',
+  'id',
+  'workspace_id',
+  'api_key_id',
+  'user_id',
+  'mode',
+  'model_id',
+  'status',
+  'params',
+  'inputs',
+  'payment_mode',
+  'credits',
+  'project',
+  'idempotency_key',
+  'provider',
+  'provider_job_id',
+  'attempts',
+  'text_output',
+  'output_asset_ids',
+  'error_code',
+  'error_message',
+  'timeline',
+  'queue_deadline',
+  'created_at',
+  'updated_at',
+  'started_at',
+  'completed_at',
+  'trace_context',
+  'deployment_id',
+  'token_terms',
 ].join(', ');
 
 function generationColumns(g: GenerationRow, traceContext: JobContext | null | undefined): Record<string, unknown> {
   return {
-    trace_context: traceContext ?? null, deployment_id: g.deploymentId, token_terms: g.tokenTerms,
-    id: g.id, workspace_id: g.workspaceId, api_key_id: g.apiKeyId, user_id: g.userId, mode: g.mode, model_id: g.modelId, status: g.status,
-    params: g.params, inputs: g.inputs, payment_mode: g.paymentMode, credits: g.credits, project: g.project, idempotency_key: g.idempotencyKey,
-    provider: g.provider, provider_job_id: g.providerJobId, attempts: g.attempts, text_output: g.textOutput, output_asset_ids: g.outputAssetIds, error_code: g.errorCode,
-    error_message: g.errorMessage, timeline: g.timeline, queue_deadline: g.queueDeadline, created_at: g.createdAt, updated_at: g.updatedAt,
-    started_at: g.startedAt, completed_at: g.completedAt,
+    trace_context: traceContext ?? null,
+    deployment_id: g.deploymentId,
+    token_terms: g.tokenTerms,
+    id: g.id,
+    workspace_id: g.workspaceId,
+    api_key_id: g.apiKeyId,
+    user_id: g.userId,
+    mode: g.mode,
+    model_id: g.modelId,
+    status: g.status,
+    params: g.params,
+    inputs: g.inputs,
+    payment_mode: g.paymentMode,
+    credits: g.credits,
+    project: g.project,
+    idempotency_key: g.idempotencyKey,
+    provider: g.provider,
+    provider_job_id: g.providerJobId,
+    attempts: g.attempts,
+    text_output: g.textOutput,
+    output_asset_ids: g.outputAssetIds,
+    error_code: g.errorCode,
+    error_message: g.errorMessage,
+    timeline: g.timeline,
+    queue_deadline: g.queueDeadline,
+    created_at: g.createdAt,
+    updated_at: g.updatedAt,
+    started_at: g.startedAt,
+    completed_at: g.completedAt,
   };
 }
 
@@ -49,31 +98,62 @@ function generationColumns(g: GenerationRow, traceContext: JobContext | null | u
  * may send COMMIT along (creationProbe).
  */
 function writeCreations(em: SqlEntityManager, creations: Creation[]): Promise<void> {
-  const usage = usageUpsert(creations.map(({ generation: g }) => ({
-    workspaceId: g.workspaceId, apiKeyId: g.apiKeyId, day: usageDay(g.createdAt), total: 1, [statusFigure(g.status)]: 1,
-  })));
+  const usage = usageUpsert(
+    creations.map(({ generation: g }) => ({
+      workspaceId: g.workspaceId,
+      apiKeyId: g.apiKeyId,
+      day: usageDay(g.createdAt),
+      total: 1,
+      [statusFigure(g.status)]: 1,
+    })),
+  );
   const keySpend = keySpendWrite(creations.flatMap((c) => c.keySpend ?? []));
-  const keys = creations.flatMap((c) => c.idempotency ? [{
-    workspace_id: c.generation.workspaceId, key: c.idempotency.key, request_hash: c.idempotency.hash, response_status: 201,
-    response_body: c.answer ?? c.generation, created_at: c.generation.createdAt, expires_at: c.idempotency.expiresAt,
-  }] : []);
+  const keys = creations.flatMap((c) =>
+    c.idempotency
+      ? [
+          {
+            workspace_id: c.generation.workspaceId,
+            key: c.idempotency.key,
+            request_hash: c.idempotency.hash,
+            response_status: 201,
+            response_body: c.answer ?? c.generation,
+            created_at: c.generation.createdAt,
+            expires_at: c.idempotency.expiresAt,
+          },
+        ]
+      : [],
+  );
   // A key used again after it expired takes the place of its old row. One workspace never has two
   // creates with the same key in flight (its actor refuses the second), so no two rows here collide.
-  const idempotency = keys.length === 0 ? [] : [{
-    sql: `insert into idempotency_keys (workspace_id, key, request_hash, response_status, response_body, created_at, expires_at)
+  const idempotency =
+    keys.length === 0
+      ? []
+      : [
+          {
+            sql: `insert into idempotency_keys (workspace_id, key, request_hash, response_status, response_body, created_at, expires_at)
      select k.workspace_id, k.key, k.request_hash, k.response_status, k.response_body, k.created_at, k.expires_at
      from jsonb_to_recordset(?::jsonb) as k(workspace_id text, key text, request_hash text, response_status integer, response_body jsonb,
        created_at timestamptz, expires_at timestamptz)
      on conflict (workspace_id, key) do update set request_hash = excluded.request_hash, response_status = excluded.response_status,
        response_body = excluded.response_body, created_at = excluded.created_at, expires_at = excluded.expires_at
      where idempotency_keys.expires_at <= excluded.created_at`,
-    params: [JSON.stringify(keys)],
-  }];
+            params: [JSON.stringify(keys)],
+          },
+        ];
   // The rows, their rollups and keys ride in the money's statement: one round trip for all.
-  return writeMoneyChanges(em, creations.map((c) => c.money), [{
-    sql: `insert into generations (${GENERATION_COLUMNS}) select ${GENERATION_COLUMNS} from jsonb_populate_recordset(null::generations, ?::jsonb)`,
-    params: [JSON.stringify(creations.map((c) => generationColumns(c.generation, c.traceContext)))],
-  }, ...(usage ? [usage] : []), ...(keySpend ? [keySpend] : []), ...idempotency]);
+  return writeMoneyChanges(
+    em,
+    creations.map((c) => c.money),
+    [
+      {
+        sql: `insert into generations (${GENERATION_COLUMNS}) select ${GENERATION_COLUMNS} from jsonb_populate_recordset(null::generations, ?::jsonb)`,
+        params: [JSON.stringify(creations.map((c) => generationColumns(c.generation, c.traceContext)))],
+      },
+      ...(usage ? [usage] : []),
+      ...(keySpend ? [keySpend] : []),
+      ...idempotency,
+    ],
+  );
 }
 
 /**

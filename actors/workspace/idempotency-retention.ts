@@ -22,12 +22,15 @@ export async function purgeExpiredIdempotencyKeys(db: Database, now: number, own
   const only = ownedShardsSql('workspace_id', owned);
   const before = new Date(now);
   // The expiry is asked again of each row deleted: a key written afresh meanwhile no longer matches.
-  return deleteInPages(db,
+  return deleteInPages(
+    db,
     `delete from idempotency_keys k
       where k.expires_at <= ? and (k.workspace_id, k.key) in (
         select workspace_id, key from idempotency_keys where expires_at <= ?${only.sql} order by expires_at limit ?)
       returning k.key`,
-    [before, before, ...only.params], page);
+    [before, before, ...only.params],
+    page,
+  );
 }
 
 /**

@@ -74,9 +74,7 @@ export function periodStart(period: BudgetPeriod, now: number): string {
 /** When the period holding `now` ends (the next one starts), in ms since the epoch. */
 export function periodEnd(period: BudgetPeriod, now: number): number {
   const d = new Date(now);
-  return period === 'day'
-    ? Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), d.getUTCDate() + 1)
-    : Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + 1, 1);
+  return period === 'day' ? Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), d.getUTCDate() + 1) : Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + 1, 1);
 }
 
 /** The key's spend in `period` as of `now`: a new period starts again from zero. */
@@ -93,7 +91,10 @@ const PERIOD_WORD: Record<BudgetPeriod, string> = { day: 'daily', month: 'monthl
  * message if not. The wallet cap is checked once the payment is known (walletCapOf).
  */
 export function refuseByKey(
-  key: KeySpend, modelId: string, credits: number, now: number,
+  key: KeySpend,
+  modelId: string,
+  credits: number,
+  now: number,
 ): { code: 'plan_limit_reached' | 'insufficient_credits'; message: string } | undefined {
   const { limits } = key;
   if (limits.allowedModels !== null && !limits.allowedModels.includes(modelId)) {
@@ -112,9 +113,10 @@ export function refuseByKey(
       const resets = new Date(periodEnd(limits.period, now)).toISOString();
       return {
         code: 'insufficient_credits',
-        message: left === 0
-          ? `This API key's ${PERIOD_WORD[limits.period]} credit budget of ${limits.creditBudget} is spent; it resets at ${resets}.`
-          : `This job costs ${credits} credits; this API key's ${PERIOD_WORD[limits.period]} credit budget of ${limits.creditBudget} has ${left} left; it resets at ${resets}.`,
+        message:
+          left === 0
+            ? `This API key's ${PERIOD_WORD[limits.period]} credit budget of ${limits.creditBudget} is spent; it resets at ${resets}.`
+            : `This job costs ${credits} credits; this API key's ${PERIOD_WORD[limits.period]} credit budget of ${limits.creditBudget} has ${left} left; it resets at ${resets}.`,
       };
     }
   }
@@ -140,7 +142,14 @@ export function walletCapOf(key: KeySpend, now: number): { capCents: number; spe
  * Counts an accepted generation against its key (in place): its price and wallet part in the current day
  * and month, one more unfinished. Returns what it counted (to give back on release) and the rows' deltas.
  */
-export function chargeKey(key: KeySpend, keyId: string, workspaceId: string, credits: number, walletCents: number, now: number): { job: KeyJob; deltas: KeySpendDelta[] } {
+export function chargeKey(
+  key: KeySpend,
+  keyId: string,
+  workspaceId: string,
+  credits: number,
+  walletCents: number,
+  now: number,
+): { job: KeyJob; deltas: KeySpendDelta[] } {
   const day = spentIn(key, 'day', now);
   const month = spentIn(key, 'month', now);
   key.day = { start: day.start, credits: day.credits + credits, walletCents: day.walletCents + walletCents };
@@ -158,13 +167,19 @@ export function chargeKey(key: KeySpend, keyId: string, workspaceId: string, cre
  * A job of the key ended: it no longer counts as unfinished, and what its settlement gave back (all of it on a
  * release, the unused part of a token-priced job's reservation on its capture) leaves the key's spend.
  */
-export function settleKey(key: KeySpend | undefined, job: KeyJob, workspaceId: string, back: { credits: number; walletCents: number } | undefined): KeySpendDelta[] {
+export function settleKey(
+  key: KeySpend | undefined,
+  job: KeyJob,
+  workspaceId: string,
+  back: { credits: number; walletCents: number } | undefined,
+): KeySpendDelta[] {
   if (key) key.unfinished = Math.max(0, key.unfinished - 1);
   if (!back || (back.credits === 0 && back.walletCents === 0)) return [];
   const given = { ...job, credits: back.credits, walletCents: back.walletCents };
   if (key) {
     if (key.day.start === job.day) key.day = { ...key.day, credits: key.day.credits - given.credits, walletCents: key.day.walletCents - given.walletCents };
-    if (key.month.start === job.month) key.month = { ...key.month, credits: key.month.credits - given.credits, walletCents: key.month.walletCents - given.walletCents };
+    if (key.month.start === job.month)
+      key.month = { ...key.month, credits: key.month.credits - given.credits, walletCents: key.month.walletCents - given.walletCents };
   }
   return spendDeltas(given, workspaceId, -1);
 }
@@ -172,7 +187,12 @@ export function settleKey(key: KeySpend | undefined, job: KeyJob, workspaceId: s
 function spendDeltas(job: KeyJob, workspaceId: string, sign: 1 | -1): KeySpendDelta[] {
   if (job.credits === 0 && job.walletCents === 0) return [];
   return (['day', 'month'] as const).map((period) => ({
-    keyId: job.keyId, workspaceId, period, start: job[period], credits: sign * job.credits, walletCents: sign * job.walletCents,
+    keyId: job.keyId,
+    workspaceId,
+    period,
+    start: job[period],
+    credits: sign * job.credits,
+    walletCents: sign * job.walletCents,
   }));
 }
 
@@ -196,8 +216,12 @@ export function keyLimitsUsage(key: KeySpend, now: number): KeyLimitsUsage {
   const { limits } = key;
   const spend = spentIn(key, limits.period, now);
   const resetsAt = new Date(periodEnd(limits.period, now)).toISOString();
-  const figure = (limit: number | null, spent: number, resets: string | null): KeyLimitFigure =>
-    ({ limit, spent, remaining: limit === null ? null : Math.max(0, limit - spent), resetsAt: resets });
+  const figure = (limit: number | null, spent: number, resets: string | null): KeyLimitFigure => ({
+    limit,
+    spent,
+    remaining: limit === null ? null : Math.max(0, limit - spent),
+    resetsAt: resets,
+  });
   return {
     period: limits.period,
     creditBudget: figure(limits.creditBudget, spend.credits, resetsAt),

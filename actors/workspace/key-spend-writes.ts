@@ -13,11 +13,16 @@ export function keySpendWrite(deltas: KeySpendDelta[]): AlongsideWrite | undefin
   const rows = new Map<string, { key_id: string; workspace_id: string; period: BudgetPeriod; period_start: string; credits: number; wallet_cents: number }>();
   for (const d of deltas) {
     const id = `${d.keyId}\0${d.period}\0${d.start}`;
-    const row = rows.get(id) ?? rows.set(id, { key_id: d.keyId, workspace_id: d.workspaceId, period: d.period, period_start: d.start, credits: 0, wallet_cents: 0 }).get(id)!;
+    const row =
+      rows.get(id) ??
+      rows.set(id, { key_id: d.keyId, workspace_id: d.workspaceId, period: d.period, period_start: d.start, credits: 0, wallet_cents: 0 }).get(id)!;
     row.credits += d.credits;
     row.wallet_cents += d.walletCents;
   }
-  const changed = [...rows.entries()].filter(([, r]) => r.credits !== 0 || r.wallet_cents !== 0).sort(([a], [b]) => (a < b ? -1 : 1)).map(([, r]) => r);
+  const changed = [...rows.entries()]
+    .filter(([, r]) => r.credits !== 0 || r.wallet_cents !== 0)
+    .sort(([a], [b]) => (a < b ? -1 : 1))
+    .map(([, r]) => r);
   if (changed.length === 0) return undefined;
   return {
     sql: `insert into api_key_spend (key_id, workspace_id, period, period_start, credits, wallet_cents)
@@ -39,7 +44,7 @@ export interface KeyRow {
 }
 
 export function limitsOfRow(row: KeyRow): KeyLimits {
-  const models = typeof row.allowed_models === 'string' ? JSON.parse(row.allowed_models) as string[] : row.allowed_models;
+  const models = typeof row.allowed_models === 'string' ? (JSON.parse(row.allowed_models) as string[]) : row.allowed_models;
   return {
     creditBudget: row.credit_budget === null ? null : Number(row.credit_budget),
     walletSpendCapCents: row.wallet_spend_cap_cents === null ? null : Number(row.wallet_spend_cap_cents),
@@ -58,21 +63,31 @@ export function limitsOfRow(row: KeyRow): KeyLimits {
 export async function readKeySpends(em: SqlEntityManager, owners: Map<string, string>, now: number): Promise<Map<string, KeySpend>> {
   const found = new Map<string, KeySpend>();
   if (owners.size === 0) return found;
-  const keys = await boundQuery<KeyRow & { workspace_id: string }>(em,
+  const keys = await boundQuery<KeyRow & { workspace_id: string }>(
+    em,
     `select id, workspace_id, credit_budget, wallet_spend_cap_cents, budget_period, max_concurrent_generations, allowed_models
-       from api_keys where id in (select jsonb_array_elements_text(?::jsonb))`, [JSON.stringify([...owners.keys()])]);
+       from api_keys where id in (select jsonb_array_elements_text(?::jsonb))`,
+    [JSON.stringify([...owners.keys()])],
+  );
   const day = dayStart(now);
   const month = monthStart(now);
   for (const row of keys) {
     if (owners.get(row.id) !== row.workspace_id) continue;
-    found.set(row.id, { limits: limitsOfRow(row), day: { start: day, credits: 0, walletCents: 0 }, month: { start: month, credits: 0, walletCents: 0 }, unfinished: 0 });
+    found.set(row.id, {
+      limits: limitsOfRow(row),
+      day: { start: day, credits: 0, walletCents: 0 },
+      month: { start: month, credits: 0, walletCents: 0 },
+      unfinished: 0,
+    });
   }
   if (found.size === 0) return found;
-  const spends = await boundQuery<{ key_id: string; period: string; credits: number | string; wallet_cents: number | string }>(em,
+  const spends = await boundQuery<{ key_id: string; period: string; credits: number | string; wallet_cents: number | string }>(
+    em,
     `select key_id, period, credits, wallet_cents from api_key_spend
       where key_id in (select jsonb_array_elements_text(?::jsonb))
         and ((period = 'day' and period_start = ?::date) or (period = 'month' and period_start = ?::date))`,
-    [JSON.stringify([...found.keys()]), day, month]);
+    [JSON.stringify([...found.keys()]), day, month],
+  );
   for (const s of spends) {
     const key = found.get(s.key_id);
     if (!key) continue;

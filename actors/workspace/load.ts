@@ -70,33 +70,59 @@ export async function readWorkspaces(em: SqlEntityManager, workspaceIds: string[
   const records = new Map<string, WorkspaceRecord>();
   if (workspaceIds.length === 0) return records;
   const ids = JSON.stringify(workspaceIds);
-  const accounts = await boundQuery<AccountRow>(em,
+  const accounts = await boundQuery<AccountRow>(
+    em,
     `select ids.id, w.plan, w.id is not null as workspace_exists, a.workspace_id is not null as has_account,
             a.available_credits, a.reserved_credits, a.wallet_cents, a.reserved_wallet_cents, a.wallet_activated, a.token_carry_nano,
             a.auto_recharge_enabled, a.auto_recharge_threshold_cents, a.auto_recharge_amount_cents, a.monthly_spend_cap_cents
        from jsonb_array_elements_text(?::jsonb) as ids(id)
        left join workspaces w on w.id = ids.id
-       left join workspace_accounts a on a.workspace_id = ids.id`, [ids]);
+       left join workspace_accounts a on a.workspace_id = ids.id`,
+    [ids],
+  );
   for (const row of accounts) {
-    records.set(row.id, { workspaceId: row.id, now, exists: row.workspace_exists, plan: row.plan, account: row.has_account ? row : undefined, open: [], keys: new Map(), walletSpentCents: 0 });
+    records.set(row.id, {
+      workspaceId: row.id,
+      now,
+      exists: row.workspace_exists,
+      plan: row.plan,
+      account: row.has_account ? row : undefined,
+      open: [],
+      keys: new Map(),
+      walletSpentCents: 0,
+    });
   }
   // Each unfinished job holds what its ledger `reserve` entry took; its terminal status commits with the capture or release.
   // One JSON array per workspace rather than a row per job: a restart reads tens of thousands of them, and
   // parsing one JSON text costs far less than decoding as many rows (PGlite decodes rows in JavaScript).
-  const open = await boundQuery<{ workspace_id: string; jobs: string }>(em,
+  const open = await boundQuery<{ workspace_id: string; jobs: string }>(
+    em,
     `select g.workspace_id, json_agg(json_build_array(g.id, g.status, g.provider, g.queue_deadline, l.reserved_credits, l.reserved_wallet_cents,
               g.api_key_id, g.created_at, g.credits, case when g.status = 'queued' then g.trace_context end) order by g.created_at, g.id)::text as jobs
        from generations g
        left join credit_ledger l on l.workspace_id = g.workspace_id and l.kind = 'reserve' and l.generation_id = g.id
       where g.workspace_id in (select jsonb_array_elements_text(?::jsonb)) and g.status in ('queued', 'reserved', 'submitted', 'running')
-      group by g.workspace_id`, [ids]);
+      group by g.workspace_id`,
+    [ids],
+  );
   for (const { workspace_id: workspaceId, jobs } of open) {
     const record = records.get(workspaceId);
     if (!record) continue;
-    for (const [id, status, provider, queueDeadline, reservedCredits, reservedWalletCents, apiKeyId, createdAt, credits, traceContext] of JSON.parse(jobs) as OpenJobTuple[]) {
+    for (const [id, status, provider, queueDeadline, reservedCredits, reservedWalletCents, apiKeyId, createdAt, credits, traceContext] of JSON.parse(
+      jobs,
+    ) as OpenJobTuple[]) {
       record.open.push({
-        id, workspace_id: workspaceId, status, provider, queue_deadline: queueDeadline, reserved_credits: reservedCredits, reserved_wallet_cents: reservedWalletCents,
-        api_key_id: apiKeyId, created_at: createdAt, credits, trace_context: traceContext,
+        id,
+        workspace_id: workspaceId,
+        status,
+        provider,
+        queue_deadline: queueDeadline,
+        reserved_credits: reservedCredits,
+        reserved_wallet_cents: reservedWalletCents,
+        api_key_id: apiKeyId,
+        created_at: createdAt,
+        credits,
+        trace_context: traceContext,
       });
     }
   }
@@ -107,10 +133,13 @@ export async function readWorkspaces(em: SqlEntityManager, workspaceIds: string[
   for (const [keyId, spend] of await readKeySpends(em, keyOwner, now)) records.get(keyOwner.get(keyId)!)?.keys.set(keyId, spend);
 
   // Wallet money spent this UTC month: reservations less releases, through the index of the entries that moved wallet money.
-  const spent = await boundQuery<{ workspace_id: string; spent: number | string }>(em,
+  const spent = await boundQuery<{ workspace_id: string; spent: number | string }>(
+    em,
     `select workspace_id, coalesce(sum(-wallet_cents), 0) as spent from credit_ledger
       where workspace_id in (select jsonb_array_elements_text(?::jsonb)) and kind in ('reserve', 'release') and wallet_cents <> 0 and created_at >= ?
-      group by workspace_id`, [ids, new Date(`${monthOf(now)}-01T00:00:00Z`)]);
+      group by workspace_id`,
+    [ids, new Date(`${monthOf(now)}-01T00:00:00Z`)],
+  );
   for (const row of spent) {
     const record = records.get(row.workspace_id);
     if (record) record.walletSpentCents = Number(row.spent);
@@ -128,9 +157,13 @@ export function workspaceStateOf(record: WorkspaceRecord, ctx: ActorContext): Wo
   const row = record.account;
   const account: Account = row
     ? {
-        availableCredits: num(row.available_credits), reservedCredits: num(row.reserved_credits),
-        walletCents: num(row.wallet_cents), reservedWalletCents: num(row.reserved_wallet_cents),
-        walletActivated: row.wallet_activated === true, tokenCarryNano: BigInt(row.token_carry_nano ?? 0), reservations: {},
+        availableCredits: num(row.available_credits),
+        reservedCredits: num(row.reserved_credits),
+        walletCents: num(row.wallet_cents),
+        reservedWalletCents: num(row.reserved_wallet_cents),
+        walletActivated: row.wallet_activated === true,
+        tokenCarryNano: BigInt(row.token_carry_nano ?? 0),
+        reservations: {},
       }
     : emptyAccount();
   const { open } = record;
@@ -147,8 +180,11 @@ export function workspaceStateOf(record: WorkspaceRecord, ctx: ActorContext): Wo
     const created = new Date(g.created_at).getTime();
     const held = g.reserved_credits !== null;
     keyJobs.set(g.id, {
-      keyId: g.api_key_id, day: dayStart(created), month: monthStart(created),
-      credits: held ? Number(g.credits) : 0, walletCents: held ? Number(g.reserved_wallet_cents) : 0,
+      keyId: g.api_key_id,
+      day: dayStart(created),
+      month: monthStart(created),
+      credits: held ? Number(g.credits) : 0,
+      walletCents: held ? Number(g.reserved_wallet_cents) : 0,
     });
   }
   const keys = new Map(record.keys);
@@ -168,10 +204,12 @@ export function workspaceStateOf(record: WorkspaceRecord, ctx: ActorContext): Wo
     expiryAt: undefined,
     fresh: new Map(),
     providerOf: new Map(open.map((g) => [g.id, g.provider])),
-    traceOf: new Map(queued.flatMap((g) => {
-      const job = jobContextOf(g.trace_context);
-      return job ? [[g.id, job] as const] : [];
-    })),
+    traceOf: new Map(
+      queued.flatMap((g) => {
+        const job = jobContextOf(g.trace_context);
+        return job ? [[g.id, job] as const] : [];
+      }),
+    ),
     creating: 0,
     creatingQueued: 0,
     lastSettlement: 0,
@@ -179,7 +217,11 @@ export function workspaceStateOf(record: WorkspaceRecord, ctx: ActorContext): Wo
     idempotency: new IdempotencyCache(),
     wallet: row
       ? {
-          autoRecharge: { enabled: row.auto_recharge_enabled === true, thresholdCents: num(row.auto_recharge_threshold_cents), amountCents: num(row.auto_recharge_amount_cents) },
+          autoRecharge: {
+            enabled: row.auto_recharge_enabled === true,
+            thresholdCents: num(row.auto_recharge_threshold_cents),
+            amountCents: num(row.auto_recharge_amount_cents),
+          },
           monthlySpendCapCents: row.monthly_spend_cap_cents === null ? null : Number(row.monthly_spend_cap_cents),
         }
       : defaultWalletSettings(),

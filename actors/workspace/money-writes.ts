@@ -17,12 +17,7 @@ export interface MoneyChange {
 }
 
 /** The balances move by deltas, so each write is right on its own, whatever commits beside it. */
-export function writeMoney(
-  em: SqlEntityManager,
-  workspaceId: string,
-  entries: LedgerEntry[],
-  at: Date,
-): Promise<void> {
+export function writeMoney(em: SqlEntityManager, workspaceId: string, entries: LedgerEntry[], at: Date): Promise<void> {
   return writeMoneyChanges(em, [{ workspaceId, entries, at }]);
 }
 
@@ -62,7 +57,15 @@ export async function writeMoneyChanges(em: SqlEntityManager, changes: MoneyChan
     const at = change.at.toISOString();
     let delta = accounts.get(change.workspaceId);
     if (!delta) {
-      delta = { workspace_id: change.workspaceId, credits: 0, reserved_credits: 0, wallet_cents: 0, reserved_wallet_cents: 0, token_carry_nano: 0, updated_at: at };
+      delta = {
+        workspace_id: change.workspaceId,
+        credits: 0,
+        reserved_credits: 0,
+        wallet_cents: 0,
+        reserved_wallet_cents: 0,
+        token_carry_nano: 0,
+        updated_at: at,
+      };
       accounts.set(change.workspaceId, delta);
     }
     delta.token_carry_nano += change.tokenCarryNano ?? 0;
@@ -72,8 +75,16 @@ export async function writeMoneyChanges(em: SqlEntityManager, changes: MoneyChan
       delta.wallet_cents += e.walletCents;
       delta.reserved_wallet_cents += e.reservedWalletCents;
       ledger.push({
-        id: newId('txn', change.at.getTime()), workspace_id: change.workspaceId, kind: e.kind, credits: e.credits, reserved_credits: e.reservedCredits,
-        wallet_cents: e.walletCents, reserved_wallet_cents: e.reservedWalletCents, generation_id: e.generationId ?? null, reference: e.reference ?? null, created_at: at,
+        id: newId('txn', change.at.getTime()),
+        workspace_id: change.workspaceId,
+        kind: e.kind,
+        credits: e.credits,
+        reserved_credits: e.reservedCredits,
+        wallet_cents: e.walletCents,
+        reserved_wallet_cents: e.reservedWalletCents,
+        generation_id: e.generationId ?? null,
+        reference: e.reference ?? null,
+        created_at: at,
       });
     }
     if (at > delta.updated_at) delta.updated_at = at;
@@ -82,7 +93,8 @@ export async function writeMoneyChanges(em: SqlEntityManager, changes: MoneyChan
     if (alongside.length > 0) noteTransactionId(em, (await boundQuery<{ txid: string }>(em, `with ${ctes} select ${TXID_COLUMN}`, alongsideParams))[0]?.txid);
     return;
   }
-  const rows = await boundQuery<{ txid: string }>(em,
+  const rows = await boundQuery<{ txid: string }>(
+    em,
     `with ${ctes ? `${ctes},` : ''} delta as (
        select * from jsonb_to_recordset(?::jsonb) as d(workspace_id text, credits bigint, reserved_credits bigint, wallet_cents bigint,
          reserved_wallet_cents bigint, token_carry_nano bigint, updated_at timestamptz)),
@@ -102,8 +114,14 @@ export async function writeMoneyChanges(em: SqlEntityManager, changes: MoneyChan
        returning id)
      select ${TXID_COLUMN}, write_check((select count(*) from account) = ?::bigint and (select count(*) from entry) = ?::bigint, ?) as checked`,
     // Sorted, so transactions that commit side by side (creations have lanes) lock accounts in the same order.
-    [...alongsideParams, JSON.stringify([...accounts.values()].sort((a, b) => (a.workspace_id < b.workspace_id ? -1 : 1))), JSON.stringify(ledger),
-      accounts.size, ledger.length, noAccount([...accounts.keys()])],
+    [
+      ...alongsideParams,
+      JSON.stringify([...accounts.values()].sort((a, b) => (a.workspace_id < b.workspace_id ? -1 : 1))),
+      JSON.stringify(ledger),
+      accounts.size,
+      ledger.length,
+      noAccount([...accounts.keys()]),
+    ],
   );
   // The server checks every account was there (write_check raises otherwise): the statement fails, and its
   // transaction with it, even when COMMIT was sent along (creations).

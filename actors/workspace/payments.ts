@@ -5,10 +5,7 @@ import { depsOf } from '../deps.ts';
 import { addMonth, nextPeriodEnd, periodGrantReference } from '../billing/period.ts';
 import type { ProviderEvent } from '../billing/provider.ts';
 import type { RenewReply } from '../billing/renewals.ts';
-import {
-  checkWalletSettings, deposit, grant, needsAutoRecharge, spendAt,
-  type MoneyDecision, type WalletSettings,
-} from './account.ts';
+import { checkWalletSettings, deposit, grant, needsAutoRecharge, spendAt, type MoneyDecision, type WalletSettings } from './account.ts';
 import type { PaymentEventReply, WalletSettingsPatch, WalletSnapshot } from './protocol.ts';
 import { writeMoney } from './money-writes.ts';
 import type { WorkspaceState } from './state.ts';
@@ -35,10 +32,17 @@ async function recordEvent(em: SqlEntityManager, provider: string, event: Provid
   await em.execute(
     `insert into billing_events (id, provider, type, payment_id, workspace_id, applied, received_at) values (?, ?, ?, ?, ?, ?, ?)
      on conflict (id) do nothing`,
-    [event.id, provider, event.type, event.paymentId, workspaceId, applied, at], 'run');
+    [event.id, provider, event.type, event.paymentId, workspaceId, applied, at],
+    'run',
+  );
 }
 
-export async function applyPaymentEvent(state: WorkspaceState, provider: string, event: ProviderEvent, ctx: ActorContext): Promise<Outcome<WorkspaceState, PaymentEventReply>> {
+export async function applyPaymentEvent(
+  state: WorkspaceState,
+  provider: string,
+  event: ProviderEvent,
+  ctx: ActorContext,
+): Promise<Outcome<WorkspaceState, PaymentEventReply>> {
   const em = ctx.db.em();
   const at = new Date(ctx.clock.now());
   const seen = await em.execute<Array<{ id: string }>>('select id from billing_events where id = ?', [event.id]);
@@ -53,8 +57,10 @@ export async function applyPaymentEvent(state: WorkspaceState, provider: string,
     await ctx.writer.write(async (em) => {
       await recordEvent(em, provider, event, state.workspaceId, true, at);
       await settlePayment(em, payment.id, 'failed', at, event.failureReason ?? 'declined');
-      if (payment.purpose === 'credit_top_up') await em.execute(`update credit_top_ups set status = 'failed', completed_at = ? where id = ? and status = 'pending'`, [at, payment.order_id], 'run');
-      if (payment.purpose === 'wallet_deposit') await em.execute(`update wallet_deposits set status = 'failed', completed_at = ? where id = ? and status = 'pending'`, [at, payment.order_id], 'run');
+      if (payment.purpose === 'credit_top_up')
+        await em.execute(`update credit_top_ups set status = 'failed', completed_at = ? where id = ? and status = 'pending'`, [at, payment.order_id], 'run');
+      if (payment.purpose === 'wallet_deposit')
+        await em.execute(`update wallet_deposits set status = 'failed', completed_at = ? where id = ? and status = 'pending'`, [at, payment.order_id], 'run');
     });
     return { state, reply: { applied: true } };
   }
@@ -90,11 +96,17 @@ export async function applyPaymentEvent(state: WorkspaceState, provider: string,
         await recordEvent(em, provider, event, state.workspaceId, true, at);
         await settlePayment(em, payment.id, 'succeeded', at);
         // A new plan starts a new period at once; the subscription it replaces ends now (no proration).
-        await em.execute(`update subscriptions set status = 'replaced', ended_at = ?, updated_at = ? where workspace_id = ? and status = 'active'`, [at, at, state.workspaceId], 'run');
+        await em.execute(
+          `update subscriptions set status = 'replaced', ended_at = ?, updated_at = ? where workspace_id = ? and status = 'active'`,
+          [at, at, state.workspaceId],
+          'run',
+        );
         await em.execute(
           `insert into subscriptions (id, workspace_id, plan, status, current_period_start, current_period_end, cancel_at_period_end, created_at, updated_at)
            values (?, ?, ?, 'active', ?, ?, false, ?, ?)`,
-          [subscriptionId, state.workspaceId, plan.id, at, new Date(end), at, at], 'run');
+          [subscriptionId, state.workspaceId, plan.id, at, new Date(end), at, at],
+          'run',
+        );
         await em.execute('update workspaces set plan = ?, updated_at = ? where id = ?', [plan.id, at, state.workspaceId], 'run');
       });
       changePlan(state, plan.id, ctx);
@@ -109,8 +121,12 @@ export async function renewSubscription(state: WorkspaceState, subscriptionId: s
   const em = ctx.db.em();
   const now = ctx.clock.now();
   const at = new Date(now);
-  const [sub] = await em.execute<Array<{ id: string; plan: string; status: string; current_period_end: Date | string; cancel_at_period_end: boolean; created_at: Date | string }>>(
-    'select id, plan, status, current_period_end, cancel_at_period_end, created_at from subscriptions where id = ? and workspace_id = ?', [subscriptionId, state.workspaceId]);
+  const [sub] = await em.execute<
+    Array<{ id: string; plan: string; status: string; current_period_end: Date | string; cancel_at_period_end: boolean; created_at: Date | string }>
+  >('select id, plan, status, current_period_end, cancel_at_period_end, created_at from subscriptions where id = ? and workspace_id = ?', [
+    subscriptionId,
+    state.workspaceId,
+  ]);
   if (sub?.status !== 'active') return { state, reply: { nextAt: null } };
   const end = new Date(sub.current_period_end).getTime();
   if (now < end) return { state, reply: { nextAt: end } };
@@ -119,7 +135,11 @@ export async function renewSubscription(state: WorkspaceState, subscriptionId: s
     // Back to the catalog's default plan (free in the shipped one).
     const fallback = depsOf(ctx).catalog.defaultPlan().id;
     await ctx.writer.write(async (em) => {
-      await em.execute('update subscriptions set status = ?, ended_at = ?, updated_at = ? where id = ? and status = ?', [status, new Date(end), at, sub.id, 'active'], 'run');
+      await em.execute(
+        'update subscriptions set status = ?, ended_at = ?, updated_at = ? where id = ? and status = ?',
+        [status, new Date(end), at, sub.id, 'active'],
+        'run',
+      );
       await em.execute('update workspaces set plan = ?, updated_at = ? where id = ?', [fallback, at, state.workspaceId], 'run');
     });
     changePlan(state, fallback, ctx);
@@ -132,12 +152,17 @@ export async function renewSubscription(state: WorkspaceState, subscriptionId: s
   const description = `${plan.name} plan, period from ${new Date(end).toISOString().slice(0, 10)}`;
   const provider = depsOf(ctx).billing.provider;
   const charge = await provider.chargeSaved({ paymentId, workspaceId: state.workspaceId, amountCents: plan.monthlyPriceCents, description });
-  const insertPayment = (em: SqlEntityManager, status: 'succeeded' | 'failed', reason: string | null) => em.execute(
-    `insert into payments (id, workspace_id, provider, purpose, order_id, plan, amount_cents, status, description, failure_reason, created_at, completed_at)
+  const insertPayment = (em: SqlEntityManager, status: 'succeeded' | 'failed', reason: string | null) =>
+    em.execute(
+      `insert into payments (id, workspace_id, provider, purpose, order_id, plan, amount_cents, status, description, failure_reason, created_at, completed_at)
      values (?, ?, ?, 'subscription', ?, ?, ?, ?, ?, ?, ?, ?)`,
-    [paymentId, state.workspaceId, provider.id, sub.id, plan.id, plan.monthlyPriceCents, status, description, reason, at, at], 'run');
+      [paymentId, state.workspaceId, provider.id, sub.id, plan.id, plan.monthlyPriceCents, status, description, reason, at, at],
+      'run',
+    );
   if (!charge.ok) {
-    await ctx.writer.write(async (em) => { await insertPayment(em, 'failed', charge.reason); });
+    await ctx.writer.write(async (em) => {
+      await insertPayment(em, 'failed', charge.reason);
+    });
     return endTo('past_due');
   }
   const nextEnd = nextPeriodEnd(new Date(sub.created_at).getTime(), end);
@@ -146,7 +171,8 @@ export async function renewSubscription(state: WorkspaceState, subscriptionId: s
     await insertPayment(em, 'succeeded', null);
     const moved = await em.execute<Array<{ id: string }>>(
       `update subscriptions set current_period_start = ?, current_period_end = ?, updated_at = ? where id = ? and current_period_end = ? and status = 'active' returning id`,
-      [new Date(end), new Date(nextEnd), at, sub.id, new Date(end)]);
+      [new Date(end), new Date(nextEnd), at, sub.id, new Date(end)],
+    );
     if (moved.length !== 1) throw new Error(`subscription ${sub.id} moved while renewing`);
   });
   return { state, reply: { nextAt: nextEnd } };
@@ -170,7 +196,9 @@ export async function cancelSubscription(state: WorkspaceState, ctx: ActorContex
   let row: SubscriptionRow | null = null;
   await ctx.writer.write(async (em) => {
     const rows = await em.execute<SubscriptionRow[]>(
-      `update subscriptions set cancel_at_period_end = true, updated_at = ? where workspace_id = ? and status = 'active' returning *`, [at, state.workspaceId]);
+      `update subscriptions set cancel_at_period_end = true, updated_at = ? where workspace_id = ? and status = 'active' returning *`,
+      [at, state.workspaceId],
+    );
     row = rows[0] ?? null;
   });
   return { state, reply: row };
@@ -188,7 +216,11 @@ export function walletSnapshot(state: WorkspaceState, ctx: ActorContext): Outcom
   return { state, reply };
 }
 
-export async function updateWalletSettings(state: WorkspaceState, patch: WalletSettingsPatch, ctx: ActorContext): Promise<Outcome<WorkspaceState, WalletSnapshot | { refused: string }>> {
+export async function updateWalletSettings(
+  state: WorkspaceState,
+  patch: WalletSettingsPatch,
+  ctx: ActorContext,
+): Promise<Outcome<WorkspaceState, WalletSnapshot | { refused: string }>> {
   const at = new Date(ctx.clock.now());
   // Merged here, one message at a time, so concurrent partial updates do not undo each other.
   const settings: WalletSettings = {
@@ -201,7 +233,16 @@ export async function updateWalletSettings(state: WorkspaceState, patch: WalletS
     await em.execute(
       `update workspace_accounts set auto_recharge_enabled = ?, auto_recharge_threshold_cents = ?, auto_recharge_amount_cents = ?, monthly_spend_cap_cents = ?, updated_at = ?
         where workspace_id = ?`,
-      [settings.autoRecharge.enabled, settings.autoRecharge.thresholdCents, settings.autoRecharge.amountCents, settings.monthlySpendCapCents, at, state.workspaceId], 'run');
+      [
+        settings.autoRecharge.enabled,
+        settings.autoRecharge.thresholdCents,
+        settings.autoRecharge.amountCents,
+        settings.monthlySpendCapCents,
+        at,
+        state.workspaceId,
+      ],
+      'run',
+    );
   });
   state.wallet = settings;
   maybeAutoRecharge(state, ctx);
@@ -231,10 +272,25 @@ export async function autoRecharge(state: WorkspaceState, ctx: ActorContext): Pr
     await em.execute(
       `insert into payments (id, workspace_id, provider, purpose, order_id, plan, amount_cents, status, description, failure_reason, created_at, completed_at)
        values (?, ?, ?, 'wallet_deposit', ?, null, ?, ?, ?, ?, ?, ?)`,
-      [paymentId, state.workspaceId, provider.id, depositId, settings.amountCents, status === 'paid' ? 'succeeded' : 'failed', description, charge.ok ? null : charge.reason, at, at], 'run');
+      [
+        paymentId,
+        state.workspaceId,
+        provider.id,
+        depositId,
+        settings.amountCents,
+        status === 'paid' ? 'succeeded' : 'failed',
+        description,
+        charge.ok ? null : charge.reason,
+        at,
+        at,
+      ],
+      'run',
+    );
     await em.execute(
       `insert into wallet_deposits (id, workspace_id, amount_cents, source, status, payment_id, created_at, completed_at) values (?, ?, ?, 'auto_recharge', ?, ?, ?, ?)`,
-      [depositId, state.workspaceId, settings.amountCents, status, paymentId, at, at], 'run');
+      [depositId, state.workspaceId, settings.amountCents, status, paymentId, at, at],
+      'run',
+    );
   };
   if (!charge.ok) {
     // A declined card turns auto-recharge off, so it is not retried on every job.
@@ -250,7 +306,13 @@ export async function autoRecharge(state: WorkspaceState, ctx: ActorContext): Pr
 }
 
 /** Writes a money decision with its companion rows in one transaction, then makes it the actor's state. */
-async function commitMoney(state: WorkspaceState, ctx: ActorContext, money: MoneyDecision, at: Date, also: (em: SqlEntityManager) => Promise<unknown>): Promise<void> {
+async function commitMoney(
+  state: WorkspaceState,
+  ctx: ActorContext,
+  money: MoneyDecision,
+  at: Date,
+  also: (em: SqlEntityManager) => Promise<unknown>,
+): Promise<void> {
   if (!money.ok) throw new Error(money.message);
   const activates = money.account.walletActivated && !state.account.walletActivated;
   await ctx.writer.write(async (em) => {
@@ -265,7 +327,8 @@ async function commitMoney(state: WorkspaceState, ctx: ActorContext, money: Mone
 async function settlePayment(em: SqlEntityManager, paymentId: string, status: 'succeeded' | 'failed', at: Date, reason?: string): Promise<void> {
   const rows = await em.execute<Array<{ id: string }>>(
     `update payments set status = ?, completed_at = ?, failure_reason = ? where id = ? and status = 'pending' returning id`,
-    [status, at, reason ?? null, paymentId]);
+    [status, at, reason ?? null, paymentId],
+  );
   if (rows.length !== 1) throw new Error(`payment ${paymentId} is not pending`);
 }
 
@@ -274,4 +337,3 @@ function changePlan(state: WorkspaceState, plan: string, ctx: ActorContext): voi
   depsOf(ctx).billing.planChanged(state.workspaceId);
   ctx.actors.tell('ws', state.workspaceId, { type: 'schedule' });
 }
-

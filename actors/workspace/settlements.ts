@@ -32,7 +32,8 @@ export interface Settlement {
  * alone, so only that one fails.
  */
 async function writeSettlements(em: SqlEntityManager, rows: Settlement[]): Promise<void> {
-  const updated = boundQuery<{ id: string }>(em,
+  const updated = boundQuery<{ id: string }>(
+    em,
     `update generations g set status = v.status, completed_at = v.completed_at, updated_at = v.updated_at, text_output = v.text_output,
        output_asset_ids = v.output_asset_ids, error_code = v.error_code, error_message = v.error_message, timeline = v.timeline,
        credits = v.credits, usage = coalesce(v.usage, g.usage)
@@ -40,15 +41,31 @@ async function writeSettlements(em: SqlEntityManager, rows: Settlement[]): Promi
        output_asset_ids jsonb, error_code text, error_message text, timeline jsonb, credits integer, usage jsonb)
      where g.id = v.id and g.status in ('queued', 'reserved', 'submitted', 'running')
      returning g.id`,
-    [JSON.stringify(rows.map(({ generationId, settlement: s, updatedAt }) => ({
-      id: generationId, status: s.status, completed_at: s.completedAt, updated_at: updatedAt, text_output: s.textOutput ?? null,
-      output_asset_ids: s.outputAssetIds, error_code: s.errorCode ?? null, error_message: s.errorMessage ?? null, timeline: s.timeline,
-      credits: s.generation.credits, usage: s.generation.usage ?? null,
-    })))],
+    [
+      JSON.stringify(
+        rows.map(({ generationId, settlement: s, updatedAt }) => ({
+          id: generationId,
+          status: s.status,
+          completed_at: s.completedAt,
+          updated_at: updatedAt,
+          text_output: s.textOutput ?? null,
+          output_asset_ids: s.outputAssetIds,
+          error_code: s.errorCode ?? null,
+          error_message: s.errorMessage ?? null,
+          timeline: s.timeline,
+          credits: s.generation.credits,
+          usage: s.generation.usage ?? null,
+        })),
+      ),
+    ],
   );
   // The keys' give-backs summed into one write (one statement may not touch a row twice).
   const keySpend = keySpendWrite(rows.flatMap((r) => r.keySpendDeltas ?? []));
-  const money = writeMoneyChanges(em, rows.map((r) => r.money), keySpend ? [keySpend] : []);
+  const money = writeMoneyChanges(
+    em,
+    rows.map((r) => r.money),
+    keySpend ? [keySpend] : [],
+  );
   // Before the outputs: their bytes then go to rollup rows this transaction already holds.
   const usage = addUsage(em, rows.map(usageOf));
   const outputs = rows.flatMap((r) => r.settlement.alsoWrite ?? []);
@@ -60,7 +77,12 @@ async function writeSettlements(em: SqlEntityManager, rows: Settlement[]): Promi
   const [changed, , , , endpoints] = await Promise.all([updated, money, usage, writeGenerationEvents(em, events), writeEventDeliveries(em, events)]);
   if (changed.length !== rows.length) {
     const found = new Set(changed.map((c) => c.id));
-    throw new Error(`generation ${rows.filter((r) => !found.has(r.generationId)).map((r) => r.generationId).join(', ')} is not active any more`);
+    throw new Error(
+      `generation ${rows
+        .filter((r) => !found.has(r.generationId))
+        .map((r) => r.generationId)
+        .join(', ')} is not active any more`,
+    );
   }
   const byGeneration = new Map(events.map((e, i) => [e.generation.id, endpoints[i]!]));
   for (const row of rows) row.endpointIds = byGeneration.get(row.generationId) ?? [];

@@ -13,7 +13,7 @@ export async function signUp(serviceUrl: string): Promise<BenchAccount> {
     body: JSON.stringify({ email: `bench-${randomBytes(6).toString('hex')}@example.com`, password: `pw-${randomBytes(12).toString('hex')}`, name: 'Bench' }),
   });
   if (res.status !== 201) throw new Error(`sign-up failed: ${res.status} ${await res.text()}`);
-  const body = await res.json() as { workspace: { id: string } };
+  const body = (await res.json()) as { workspace: { id: string } };
   const cookie = /gs_session=[^;]*/.exec(res.headers.get('set-cookie') ?? '')?.[0];
   if (!cookie) throw new Error('no session cookie');
   return { cookie, workspaceId: body.workspace.id };

@@ -61,9 +61,10 @@ export async function runAutocannon(run: LoadRun): Promise<LoadSummary> {
   const systemAfter = systemBusyCpuSeconds();
   const serverCpuS = cpuBefore !== undefined && cpuAfter !== undefined ? cpuAfter - cpuBefore : undefined;
   const ownCpuS = (own.user + own.system) / 1e6;
-  const backgroundCpuS = serverCpuS !== undefined && systemBefore !== undefined && systemAfter !== undefined
-    ? Math.max(0, systemAfter - systemBefore - serverCpuS - ownCpuS)
-    : undefined;
+  const backgroundCpuS =
+    serverCpuS !== undefined && systemBefore !== undefined && systemAfter !== undefined
+      ? Math.max(0, systemAfter - systemBefore - serverCpuS - ownCpuS)
+      : undefined;
 
   const statusCodes: Record<string, number> = {};
   for (const [code, stat] of Object.entries(result.statusCodeStats ?? {})) statusCodes[code] = stat.count;

@@ -13,16 +13,19 @@ if (file) {
     if (collect) collect();
     const after = process.memoryUsage();
     const heap = v8.getHeapStatistics();
-    appendFileSync(file, `${JSON.stringify({
-      at: Date.now(),
-      rss: after.rss,
-      heapTotal: after.heapTotal,
-      heapUsed: after.heapUsed,
-      heapUsedBeforeGc: sampled.heapUsed,
-      external: after.external,
-      arrayBuffers: after.arrayBuffers,
-      mallocedMemory: heap.malloced_memory,
-      gc: Boolean(collect),
-    })}\n`);
+    appendFileSync(
+      file,
+      `${JSON.stringify({
+        at: Date.now(),
+        rss: after.rss,
+        heapTotal: after.heapTotal,
+        heapUsed: after.heapUsed,
+        heapUsedBeforeGc: sampled.heapUsed,
+        external: after.external,
+        arrayBuffers: after.arrayBuffers,
+        mallocedMemory: heap.malloced_memory,
+        gc: Boolean(collect),
+      })}\n`,
+    );
   });
 }

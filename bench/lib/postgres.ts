@@ -87,7 +87,10 @@ async function sampleNewBackends(db: ScratchDatabase): Promise<{ stop(): Promise
       for (const [pid, s] of processesCpuSeconds((await backendPids(db)).filter((pid) => !before.has(pid)))) seen.set(pid, s);
       await new Promise((resolve) => setTimeout(resolve, BACKEND_SAMPLE_MS));
     }
-  })().then(() => true, () => false);
+  })().then(
+    () => true,
+    () => false,
+  );
   return {
     async stop() {
       sampling = false;
@@ -102,7 +105,13 @@ async function sampleNewBackends(db: ScratchDatabase): Promise<{ stop(): Promise
  * on `databaseUrl` for `durationS` seconds with `clients` connections, with synchronous_commit on for its
  * sessions (PGOPTIONS), so every commit waits for its WAL flush as the service's commits do.
  */
-export async function runPgbench(databaseUrl: string, script: string, clients: number, durationS: number, backendsOf?: ScratchDatabase): Promise<PgbenchResult> {
+export async function runPgbench(
+  databaseUrl: string,
+  script: string,
+  clients: number,
+  durationS: number,
+  backendsOf?: ScratchDatabase,
+): Promise<PgbenchResult> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'gs-pgbench-'));
   try {
     const file = path.join(dir, 'script.sql');

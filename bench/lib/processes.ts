@@ -36,11 +36,23 @@ export function freePort(): Promise<number> {
 
 /** Starts `node --import tsx [nodeArgs] <script>` from the repository root, in its own process (nodeArgs may --import .ts files). */
 export function startNodeServer(name: string, script: string, port: number, env: Record<string, string>, nodeArgs: string[] = []): ChildServer {
-  const child = spawn(process.execPath, [...(process.env.BENCH_CPU_PROF_DIR ? ['--cpu-prof', '--cpu-prof-dir', process.env.BENCH_CPU_PROF_DIR] : []), '--import', 'tsx', '--import', orphanGuard, ...nodeArgs, script], {
-    cwd: repoRoot,
-    env: { ...process.env, ...env, HOST: '127.0.0.1', PORT: String(port) },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child = spawn(
+    process.execPath,
+    [
+      ...(process.env.BENCH_CPU_PROF_DIR ? ['--cpu-prof', '--cpu-prof-dir', process.env.BENCH_CPU_PROF_DIR] : []),
+      '--import',
+      'tsx',
+      '--import',
+      orphanGuard,
+      ...nodeArgs,
+      script,
+    ],
+    {
+      cwd: repoRoot,
+      env: { ...process.env, ...env, HOST: '127.0.0.1', PORT: String(port) },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   if (child.pid === undefined) throw new Error(`could not start ${name}`);
   const output: string[] = [];
   const keep = (chunk: Buffer) => {
@@ -59,11 +71,13 @@ export function startNodeServer(name: string, script: string, port: number, env:
     pid: child.pid,
     url: `http://127.0.0.1:${port}`,
     output,
-    exited: new Promise((resolve) => child.once('exit', (code, signal) => {
-      exited = true;
-      children.delete(server);
-      resolve(code ?? (signal ? 128 : null));
-    })),
+    exited: new Promise((resolve) =>
+      child.once('exit', (code, signal) => {
+        exited = true;
+        children.delete(server);
+        resolve(code ?? (signal ? 128 : null));
+      }),
+    ),
     hasExited: () => exited,
   };
   children.add(server);
@@ -90,7 +104,12 @@ export async function waitUntilReady(server: ChildServer, pathname: string, time
 }
 
 export function tail(server: ChildServer, lines = 30): string {
-  return server.output.slice(-lines).map((line) => `  | ${line}`).join('\n') || '  | (no output)';
+  return (
+    server.output
+      .slice(-lines)
+      .map((line) => `  | ${line}`)
+      .join('\n') || '  | (no output)'
+  );
 }
 
 /** SIGTERM, then SIGKILL after `graceMs` if it is still there. */
@@ -98,7 +117,9 @@ export async function stopServer(server: ChildServer, graceMs = 5_000): Promise<
   if (server.hasExited()) return;
   server.child.kill('SIGTERM');
   let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<'late'>((resolve) => { timer = setTimeout(() => resolve('late'), graceMs); });
+  const late = new Promise<'late'>((resolve) => {
+    timer = setTimeout(() => resolve('late'), graceMs);
+  });
   const outcome = await Promise.race([server.exited, late]);
   clearTimeout(timer);
   if (outcome === 'late' && !server.hasExited()) {
@@ -114,7 +135,11 @@ export async function stopAll(): Promise<void> {
 /** Last resort, synchronous (for process 'exit'): SIGKILL whatever is still running. */
 export function killAllNow(): void {
   for (const server of children) {
-    try { server.child.kill('SIGKILL'); } catch { /* already gone */ }
+    try {
+      server.child.kill('SIGKILL');
+    } catch {
+      /* already gone */
+    }
   }
 }
 
@@ -166,7 +191,9 @@ export function cpuBetween(before: Map<number, number> | undefined, after: Map<n
 /** Busy CPU seconds of the whole machine (all cores, every process); undefined where /proc is not available. */
 export function systemBusyCpuSeconds(): number | undefined {
   try {
-    const line = readFileSync('/proc/stat', 'utf8').split('\n').find((l) => l.startsWith('cpu '));
+    const line = readFileSync('/proc/stat', 'utf8')
+      .split('\n')
+      .find((l) => l.startsWith('cpu '));
     if (!line) return undefined;
     // user nice system idle iowait irq softirq steal (guest is already counted in user)
     const [user, nice, system, , , irq, softirq, steal] = line.trim().split(/\s+/).slice(1).map(Number);

@@ -72,17 +72,21 @@ export function describeDatabase(databaseUrl: string): string {
     const url = new URL(databaseUrl);
     if (url.protocol === 'memory:') return 'PGlite (in memory)';
     if (url.protocol === 'postgres:' || url.protocol === 'postgresql:') return `PostgreSQL (${url.host}${url.pathname})`;
-  } catch { /* fall through */ }
+  } catch {
+    /* fall through */
+  }
   return 'unknown';
 }
 
 export function machineLine(report: Report): string {
   const m = report.machine;
   const o = report.options;
-  return `Machine: ${m.cpuModel}, ${m.cpuCount} cores, ${round(m.totalMemoryBytes / 2 ** 30, 1)} GiB RAM, ${m.platform} ${m.kernel} (${m.arch}), Node ${m.nodeVersion}; `
-    + `service engine ${m.serviceEngine}, database ${m.database}; `
-    + `autocannon ${o.connections} connections, pipelining ${o.pipelining}, ${o.durationS} s per run after a ${o.warmupS} s warm-up; `
-    + `servers and load generator in separate processes on the same machine; load average at start ${m.loadAverageAtStart.map((l) => l.toFixed(2)).join(' ')}; run ${report.startedAt}.`;
+  return (
+    `Machine: ${m.cpuModel}, ${m.cpuCount} cores, ${round(m.totalMemoryBytes / 2 ** 30, 1)} GiB RAM, ${m.platform} ${m.kernel} (${m.arch}), Node ${m.nodeVersion}; ` +
+    `service engine ${m.serviceEngine}, database ${m.database}; ` +
+    `autocannon ${o.connections} connections, pipelining ${o.pipelining}, ${o.durationS} s per run after a ${o.warmupS} s warm-up; ` +
+    `servers and load generator in separate processes on the same machine; load average at start ${m.loadAverageAtStart.map((l) => l.toFixed(2)).join(' ')}; run ${report.startedAt}.`
+  );
 }
 
 /** Warnings about how far the figures can be trusted. */
@@ -90,11 +94,15 @@ export function caveats(report: Report): string[] {
   const out: string[] = [];
   const b = report.baseline;
   if (b.loadGeneratorCpuPercent >= 85 && (b.serverCpuPercent ?? 100) < 85) {
-    out.push(`The load generator was the bottleneck of the baseline (it used ${b.loadGeneratorCpuPercent}% of a core, the raw server ${b.serverCpuPercent}%): the req/s ratio can flatter the service; the CPU ratio is the sharper figure.`);
+    out.push(
+      `The load generator was the bottleneck of the baseline (it used ${b.loadGeneratorCpuPercent}% of a core, the raw server ${b.serverCpuPercent}%): the req/s ratio can flatter the service; the CPU ratio is the sharper figure.`,
+    );
   }
   const noisy = [b, ...report.scenarios.map((s) => s.result)].filter((r) => (r.backgroundCpuPercent ?? 0) > NOISY_BACKGROUND_CPU_PERCENT);
   if (noisy.length > 0) {
-    out.push(`Other processes used the CPU during ${noisy.map((r) => `${r.title} (${r.backgroundCpuPercent}% of a core)`).join(', ')}: those figures are noisy.`);
+    out.push(
+      `Other processes used the CPU during ${noisy.map((r) => `${r.title} (${r.backgroundCpuPercent}% of a core)`).join(', ')}: those figures are noisy.`,
+    );
   }
   return out;
 }
@@ -105,7 +113,19 @@ export function markdownTable(report: Report): string {
   const rows: string[][] = [];
   const b = report.baseline;
   const us = (r: LoadSummary) => (r.serverCpuUsPerRequest === undefined ? '?' : fmt(r.serverCpuUsPerRequest, 1));
-  rows.push([`baseline: raw uWS \`GET /\``, fmt(b.reqPerSec), fmt(b.latencyMs.p50), fmt(b.latencyMs.p99), '—', '—', '—', '—', `${b.errors + b.timeouts} / ${b.non2xx}`, us(b), '—']);
+  rows.push([
+    `baseline: raw uWS \`GET /\``,
+    fmt(b.reqPerSec),
+    fmt(b.latencyMs.p50),
+    fmt(b.latencyMs.p99),
+    '—',
+    '—',
+    '—',
+    '—',
+    `${b.errors + b.timeouts} / ${b.non2xx}`,
+    us(b),
+    '—',
+  ]);
   for (const s of report.scenarios) {
     const r = s.result;
     rows.push([
@@ -150,13 +170,33 @@ const MiB = (bytes: number) => fmt(bytes / 2 ** 20);
 
 /** The service's memory at the end of each minute of a soak, and the verdict. */
 export function memoryTable(name: string, memory: MemoryReport): string {
-  const header = ['minute', 'creates (201)', 'other answers', 'RSS MiB', 'heap used MiB (after GC)', 'heap used MiB (before GC)', 'heap total MiB', 'external MiB', 'arrayBuffers MiB', 'CPU µs/create', 'p50 / p99 ms'];
+  const header = [
+    'minute',
+    'creates (201)',
+    'other answers',
+    'RSS MiB',
+    'heap used MiB (after GC)',
+    'heap used MiB (before GC)',
+    'heap total MiB',
+    'external MiB',
+    'arrayBuffers MiB',
+    'CPU µs/create',
+    'p50 / p99 ms',
+  ];
   const rows = memory.minutes.map((m) => [
     `${m.minute}${m.phase === 'warm-up' ? ' (warm-up)' : ''}`,
     fmt(m.created),
-    Object.entries(m.otherAnswers).map(([k, v]) => `${k}: ${fmt(v)}`).join(', ') || '—',
-    MiB(m.rssBytes), MiB(m.heapUsedBytes), MiB(m.heapUsedBeforeGcBytes), MiB(m.heapTotalBytes), MiB(m.externalBytes), MiB(m.arrayBuffersBytes),
-    m.cpuUsPerCreate === undefined ? '?' : fmt(m.cpuUsPerCreate), `${m.latencyMs.p50} / ${m.latencyMs.p99}`,
+    Object.entries(m.otherAnswers)
+      .map(([k, v]) => `${k}: ${fmt(v)}`)
+      .join(', ') || '—',
+    MiB(m.rssBytes),
+    MiB(m.heapUsedBytes),
+    MiB(m.heapUsedBeforeGcBytes),
+    MiB(m.heapTotalBytes),
+    MiB(m.externalBytes),
+    MiB(m.arrayBuffersBytes),
+    m.cpuUsPerCreate === undefined ? '?' : fmt(m.cpuUsPerCreate),
+    `${m.latencyMs.p50} / ${m.latencyMs.p99}`,
   ]);
   return [
     `${name}: the service process at the end of each minute`,
@@ -194,10 +234,7 @@ export function writeReport(report: Report, full: boolean): Written {
   writeFileSync(stamped, json);
   writeFileSync(latestJson, json);
   writeFileSync(latestMd, `# Latest bench run\n\n${table}${memory ? `\n${memory}` : ''}`);
-  const readme = [
-    ...(full ? [updateReadme('bench', table)] : []),
-    ...(memory ? [updateReadme('bench:memory', memory)] : []),
-  ];
+  const readme = [...(full ? [updateReadme('bench', table)] : []), ...(memory ? [updateReadme('bench:memory', memory)] : [])];
   return { json: stamped, latestJson, latestMd, readme: readme.length > 0 && readme.every(Boolean) };
 }
 

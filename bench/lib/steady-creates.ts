@@ -26,7 +26,11 @@ async function payAtCheckout(checkoutUrl: string): Promise<void> {
   if (page.status !== 200) throw new Error(`checkout page: ${page.status} ${html}`);
   const action = /action="([^"]+\/pay\?token=[0-9a-f]+)"/.exec(html)?.[1];
   if (!action) throw new Error('no pay form on the checkout page');
-  const paid = await fetch(new URL(action.replace(/&amp;/g, '&'), checkoutUrl), { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: '' });
+  const paid = await fetch(new URL(action.replace(/&amp;/g, '&'), checkoutUrl), {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    body: '',
+  });
   const text = await paid.text();
   if (paid.status !== 200) throw new Error(`paying at the checkout: ${paid.status} ${text}`);
 }
@@ -48,7 +52,11 @@ export async function fundedWorkspaces(serviceUrl: string, count: number, credit
       await payAtCheckout(order.checkoutUrl);
     }
     const key = await createKey(serviceUrl, { cookie: account.cookie, workspaceId }, ['generations.write', 'generations.read']);
-    out.push({ workspaceId, key, body: JSON.stringify({ workspaceId, mode: 'text_to_text', model: SOAK_MODEL, params: { prompt: 'Say hello in five words.' } }) });
+    out.push({
+      workspaceId,
+      key,
+      body: JSON.stringify({ workspaceId, mode: 'text_to_text', model: SOAK_MODEL, params: { prompt: 'Say hello in five words.' } }),
+    });
   }
   return out;
 }

@@ -154,8 +154,8 @@ export interface Scenario {
 
 /** A LoadSummary for a measurement made without autocannon: no status codes, and a server CPU reading only if given. */
 export function measuredSummary(
-  figures: Pick<LoadSummary, 'title' | 'url' | 'method' | 'connections' | 'durationS' | 'reqPerSec' | 'totalRequests'>
-    & Partial<Pick<LoadSummary, 'latencyMs' | 'throughputBytesPerSec' | 'errors' | 'serverCpuPercent' | 'serverCpuUsPerRequest'>>,
+  figures: Pick<LoadSummary, 'title' | 'url' | 'method' | 'connections' | 'durationS' | 'reqPerSec' | 'totalRequests'> &
+    Partial<Pick<LoadSummary, 'latencyMs' | 'throughputBytesPerSec' | 'errors' | 'serverCpuPercent' | 'serverCpuUsPerRequest'>>,
 ): LoadSummary {
   return {
     pipelining: 1,

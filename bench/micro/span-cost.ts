@@ -11,23 +11,50 @@ import { runInRequest } from '../../runtime/request-scope.ts';
 import { startTelemetry } from '../../runtime/telemetry.ts';
 
 const telemetry = await startTelemetry({
-  tracesExporter: 'otlp', otlpEndpoint: 'http://127.0.0.1:9/v1/traces', otlpProtocol: 'http/protobuf', otlpHeaders: {},
-  serviceName: 'span-cost', sampler: { name: 'parentbased_always_on', ratio: 1 },
+  tracesExporter: 'otlp',
+  otlpEndpoint: 'http://127.0.0.1:9/v1/traces',
+  otlpProtocol: 'http/protobuf',
+  otlpHeaders: {},
+  serviceName: 'span-cost',
+  sampler: { name: 'parentbased_always_on', ratio: 1 },
 });
 const tracer = telemetry.tracer;
 /** What http/server.ts records on a GET /v1 from autocannon. */
 const attributes = () => ({
-  'http.request.method': 'GET', 'url.scheme': 'http', 'url.path': '/v1', 'network.protocol.version': '1.1',
-  'server.address': '127.0.0.1', 'server.port': 40123, 'client.address': '127.0.0.1', 'user_agent.original': 'autocannon',
+  'http.request.method': 'GET',
+  'url.scheme': 'http',
+  'url.path': '/v1',
+  'network.protocol.version': '1.1',
+  'server.address': '127.0.0.1',
+  'server.port': 40123,
+  'client.address': '127.0.0.1',
+  'user_agent.original': 'autocannon',
 });
 const work = () => 1;
 
 const steps: Record<string, () => void> = {
-  'request scope alone (tracing off)': () => { runInRequest('req_1', work, undefined); },
-  'span started and ended (SDK)': () => { tracer.startSpan('GET', { kind: SpanKind.SERVER }, ROOT_CONTEXT).end(); },
-  'the same, attributes at creation': () => { tracer.startSpan('GET', { kind: SpanKind.SERVER, attributes: attributes() }, ROOT_CONTEXT).end(); },
-  'the same, attributes set after': () => { const span = tracer.startSpan('GET', { kind: SpanKind.SERVER }, ROOT_CONTEXT); span.setAttributes(attributes()); span.end(); },
-  'trace.setSpan + request scope': () => { runInRequest('req_1', work, undefined, trace.setSpan(ROOT_CONTEXT, trace.wrapSpanContext({ traceId: '1'.repeat(32), spanId: '1'.repeat(16), traceFlags: 1 }))); },
+  'request scope alone (tracing off)': () => {
+    runInRequest('req_1', work, undefined);
+  },
+  'span started and ended (SDK)': () => {
+    tracer.startSpan('GET', { kind: SpanKind.SERVER }, ROOT_CONTEXT).end();
+  },
+  'the same, attributes at creation': () => {
+    tracer.startSpan('GET', { kind: SpanKind.SERVER, attributes: attributes() }, ROOT_CONTEXT).end();
+  },
+  'the same, attributes set after': () => {
+    const span = tracer.startSpan('GET', { kind: SpanKind.SERVER }, ROOT_CONTEXT);
+    span.setAttributes(attributes());
+    span.end();
+  },
+  'trace.setSpan + request scope': () => {
+    runInRequest(
+      'req_1',
+      work,
+      undefined,
+      trace.setSpan(ROOT_CONTEXT, trace.wrapSpanContext({ traceId: '1'.repeat(32), spanId: '1'.repeat(16), traceFlags: 1 })),
+    );
+  },
   'whole request (http/server.ts)': () => {
     const span = tracer.startSpan('GET', { kind: SpanKind.SERVER }, ROOT_CONTEXT);
     if (span.isRecording()) span.setAttributes(attributes());

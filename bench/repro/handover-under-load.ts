@@ -30,7 +30,11 @@ const LOAD = process.env.REPRO_LOAD === '1';
 const CLIENTS = Number(process.env.REPRO_CLIENTS ?? 32);
 
 const teardowns: Array<() => unknown> = [];
-const t = { teardown: (fn: () => unknown) => { teardowns.push(fn); } } as unknown as Test;
+const t = {
+  teardown: (fn: () => unknown) => {
+    teardowns.push(fn);
+  },
+} as unknown as Test;
 const started = Date.now();
 const log = (text: string) => console.log(`[${((Date.now() - started) / 1000).toFixed(1)} s] ${text}`);
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -39,17 +43,24 @@ const db = await scratchDatabase();
 const dataDir = await mkdtemp(path.join(os.tmpdir(), 'gs-repro-'));
 try {
   const env = clusterEnv(db.url, SHARDS, {
-    LOCAL_PROVIDER_LATENCY_MS: process.env.REPRO_LATENCY_MS ?? '600000', LOG_LEVEL: 'info', RATE_LIMIT_TEAM: '1000000',
-    CLUSTER_HEARTBEAT_MS: '1000', CLUSTER_DEAD_AFTER_MS: '5000', CLUSTER_LEASE_MS: '5000', SHUTDOWN_TIMEOUT_MS: '15000',
+    LOCAL_PROVIDER_LATENCY_MS: process.env.REPRO_LATENCY_MS ?? '600000',
+    LOG_LEVEL: 'info',
+    RATE_LIMIT_TEAM: '1000000',
+    CLUSTER_HEARTBEAT_MS: '1000',
+    CLUSTER_DEAD_AFTER_MS: '5000',
+    CLUSTER_LEASE_MS: '5000',
+    SHUTDOWN_TIMEOUT_MS: '15000',
   });
   const counts = async () => {
-    const { rows } = await db.query<{ owner: string; n: string }>('select owner_node_id as owner, count(*) as n from cluster_shard_leases where expires_at > now() group by 1 order by 1');
+    const { rows } = await db.query<{ owner: string; n: string }>(
+      'select owner_node_id as owner, count(*) as n from cluster_shard_leases where expires_at > now() group by 1 order by 1',
+    );
     return Object.fromEntries(rows.map((r) => [r.owner, Number(r.n)]));
   };
   const nodes: NodeProcess[] = [];
   for (const id of ['a', 'b']) nodes.push(await startClusterNode(t, id, env, dataDir));
   // Settled: 32/32 over two seconds (a shard handed over is adopted by its receiver at its next round).
-  for (let since = Infinity; ;) {
+  for (let since = Infinity; ; ) {
     const c = await counts();
     if (c.a !== 32 || c.b !== 32) since = Infinity;
     else if (since === Infinity) since = Date.now();
@@ -68,7 +79,12 @@ try {
       const node = nodes[(i + k) % 2]!;
       const ws = workspaces[(i + k * CLIENTS) % workspaces.length]!;
       try {
-        const res = await request(`${node.url}/v1/generations`, { method: 'POST', headers: { authorization: `Bearer ${ws.key}`, 'content-type': 'application/json' }, body: ws.body, dispatcher: agent });
+        const res = await request(`${node.url}/v1/generations`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${ws.key}`, 'content-type': 'application/json' },
+          body: ws.body,
+          dispatcher: agent,
+        });
         await res.body.dump();
         statuses[res.statusCode] = (statuses[res.statusCode] ?? 0) + 1;
         if (res.statusCode === 201) made++;
@@ -78,7 +94,14 @@ try {
     }
   });
   while (made < JOBS) await sleep(250);
-  const unfinished = async () => (await db.query<{ status: string; n: string }>(`select status, count(*) as n from generations where status in ('queued', 'reserved', 'submitted', 'running') group by 1 order by 1`)).rows.map((r) => `${r.status} ${r.n}`).join(', ');
+  const unfinished = async () =>
+    (
+      await db.query<{ status: string; n: string }>(
+        `select status, count(*) as n from generations where status in ('queued', 'reserved', 'submitted', 'running') group by 1 order by 1`,
+      )
+    ).rows
+      .map((r) => `${r.status} ${r.n}`)
+      .join(', ');
   log(`${made} jobs created; unfinished: ${await unfinished()}; load during the join: ${LOAD ? 'yes' : 'no'}`);
 
   const joinedAt = Date.now();
@@ -101,7 +124,11 @@ try {
     }
     await sleep(250);
   }
-  log(spreadAt ? `spread 22/21/21 ${((spreadAt - listeningAt) / 1000).toFixed(1)} s after c listened (${((spreadAt - joinedAt) / 1000).toFixed(1)} s after its process started)` : 'NOT spread after 240 s');
+  log(
+    spreadAt
+      ? `spread 22/21/21 ${((spreadAt - listeningAt) / 1000).toFixed(1)} s after c listened (${((spreadAt - joinedAt) / 1000).toFixed(1)} s after its process started)`
+      : 'NOT spread after 240 s',
+  );
   // Then watch a while longer: does the spread hold (a node starved by its recoveries may be declared dead)?
   const watchUntil = Date.now() + Number(process.env.REPRO_WATCH_MS ?? 30_000);
   while (Date.now() < watchUntil) {
@@ -119,7 +146,9 @@ try {
   log(`create answers: ${JSON.stringify(statuses)}; unfinished now: ${await unfinished()}`);
   if (process.env.REPRO_LOGS) for (const node of nodes) await writeFile(path.join(process.env.REPRO_LOGS, `${node.id}.log`), node.child.lines.join('\n'));
   for (const node of nodes) {
-    const drains = node.child.lines.filter((line) => /drained before handover|still in flight at the drain deadline|handover failed|shard lost|round failed|declared dead|expelled|debug/.test(line));
+    const drains = node.child.lines.filter((line) =>
+      /drained before handover|still in flight at the drain deadline|handover failed|shard lost|round failed|declared dead|expelled|debug/.test(line),
+    );
     const summary = new Map<string, number>();
     for (const line of drains) {
       const entry = JSON.parse(line) as { msg: string; reason?: string };
@@ -127,9 +156,15 @@ try {
       summary.set(msg, (summary.get(msg) ?? 0) + 1);
     }
     log(`${node.id}: ${JSON.stringify(Object.fromEntries(summary))}`);
-    const times = drains.map((line) => JSON.parse(line) as { time: string; msg: string }).filter((e) => e.msg === 'shard drained before handover').map((e) => Date.parse(e.time));
+    const times = drains
+      .map((line) => JSON.parse(line) as { time: string; msg: string })
+      .filter((e) => e.msg === 'shard drained before handover')
+      .map((e) => Date.parse(e.time));
     const late = times.filter((time) => time >= listeningAt);
-    if (late.length > 0) log(`${node.id}: ${late.length} drains ended between ${((late[0]! - listeningAt) / 1000).toFixed(1)} s and ${((late.at(-1)! - listeningAt) / 1000).toFixed(1)} s after c listened`);
+    if (late.length > 0)
+      log(
+        `${node.id}: ${late.length} drains ended between ${((late[0]! - listeningAt) / 1000).toFixed(1)} s and ${((late.at(-1)! - listeningAt) / 1000).toFixed(1)} s after c listened`,
+      );
   }
 } finally {
   for (const fn of teardowns.reverse()) await fn();

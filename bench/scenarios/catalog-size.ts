@@ -15,7 +15,11 @@ const SIZES = [20, 2_000] as const;
 const WORKSPACES = 8;
 const ROUNDS = 3;
 
-interface ModelSpec { id: string; deployments: Array<Record<string, unknown>>; [field: string]: unknown }
+interface ModelSpec {
+  id: string;
+  deployments: Array<Record<string, unknown>>;
+  [field: string]: unknown;
+}
 
 /** The shipped catalog grown to `size` models with copies of its small text model, as a JSON file. */
 function catalogOfSize(dir: string, size: number): { file: string; generated: string[] } {
@@ -39,16 +43,27 @@ async function run(ctx: BenchContext): Promise<ScenarioOutcome> {
     const setups = [];
     for (const size of SIZES) {
       const { file, generated } = catalogOfSize(dir, size);
-      const server = await ctx.startService(`service (catalog of ${size} models)`, { CATALOG_FILE: file, RATE_LIMIT_TEAM: '1000000', LOCAL_PROVIDER_LATENCY_MS: '0' });
+      const server = await ctx.startService(`service (catalog of ${size} models)`, {
+        CATALOG_FILE: file,
+        RATE_LIMIT_TEAM: '1000000',
+        LOCAL_PROVIDER_LATENCY_MS: '0',
+      });
       servers.push(server);
       const workspaces = await fundedWorkspaces(server.url, WORKSPACES, 1_000_000);
       // Workspace i names the generated model at i/WORKSPACES of the way through the catalog.
       const variants = workspaces.map((w, i) => ({
         headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' },
-        body: JSON.stringify({ workspaceId: w.workspaceId, mode: 'text_to_text', model: generated[Math.floor((i * generated.length) / WORKSPACES)], params: { prompt: 'Say hello in five words.' } }),
+        body: JSON.stringify({
+          workspaceId: w.workspaceId,
+          mode: 'text_to_text',
+          model: generated[Math.floor((i * generated.length) / WORKSPACES)],
+          params: { prompt: 'Say hello in five words.' },
+        }),
       }));
       // The models list of a large catalog, once: its first read builds the view kept for the catalog's life.
-      const listed = await fetch(`${server.url}/v1/models?workspaceId=${workspaces[0]!.workspaceId}`, { headers: { authorization: `Bearer ${workspaces[0]!.key}` } });
+      const listed = await fetch(`${server.url}/v1/models?workspaceId=${workspaces[0]!.workspaceId}`, {
+        headers: { authorization: `Bearer ${workspaces[0]!.key}` },
+      });
       const count = ((await listed.json()) as { data: unknown[] }).data.length;
       setups.push({ size, server, variants, count });
     }
@@ -56,10 +71,16 @@ async function run(ctx: BenchContext): Promise<ScenarioOutcome> {
     // Loaded in turn (small, large, small, large…), so the load other processes put on the machine falls on both alike.
     for (let round = 0; round < ROUNDS; round++) {
       for (const setup of setups) {
-        runs.get(setup.size)!.push(await ctx.load({
-          server: setup.server, path: '/v1/generations', method: 'POST', skipWarmup: round > 0, variants: setup.variants,
-          title: `POST /v1/generations (text job, run at once), catalog of ${setup.size} models, round ${round + 1}`,
-        }));
+        runs.get(setup.size)!.push(
+          await ctx.load({
+            server: setup.server,
+            path: '/v1/generations',
+            method: 'POST',
+            skipWarmup: round > 0,
+            variants: setup.variants,
+            title: `POST /v1/generations (text job, run at once), catalog of ${setup.size} models, round ${round + 1}`,
+          }),
+        );
       }
     }
     const best = (list: LoadSummary[]) => list.reduce((a, b) => (b.reqPerSec > a.reqPerSec ? b : a));
@@ -72,7 +93,13 @@ async function run(ctx: BenchContext): Promise<ScenarioOutcome> {
       baseline: small,
       target: 0.95,
       notes: [
-        `best of ${ROUNDS} interleaved runs each: ${small.reqPerSec} creates/s with ${SIZES[0]} models, ${large.reqPerSec} with ${SIZES[1]} (all runs: ${runs.get(SIZES[0])!.map((r) => r.reqPerSec).join(', ')} / ${runs.get(SIZES[1])!.map((r) => r.reqPerSec).join(', ')})`,
+        `best of ${ROUNDS} interleaved runs each: ${small.reqPerSec} creates/s with ${SIZES[0]} models, ${large.reqPerSec} with ${SIZES[1]} (all runs: ${runs
+          .get(SIZES[0])!
+          .map((r) => r.reqPerSec)
+          .join(', ')} / ${runs
+          .get(SIZES[1])!
+          .map((r) => r.reqPerSec)
+          .join(', ')})`,
         `server CPU per create, median of the runs: ${cpu(SIZES[0])} µs with ${SIZES[0]} models, ${cpu(SIZES[1])} µs with ${SIZES[1]}`,
         `GET /v1/models listed ${setups.map((s) => s.count).join(' and ')} models`,
         ...(non2xx > 0 ? [`non-2xx answers in these runs: ${non2xx}`] : []),
@@ -86,6 +113,7 @@ async function run(ctx: BenchContext): Promise<ScenarioOutcome> {
 
 export const catalogSize: Scenario = {
   name: 'catalog-size',
-  description: 'POST /v1/generations (Bearer key, text job run at once, 8 team workspaces, each naming a model spread over the catalog) with a catalog of 2,000 models vs 20, same run; target: at least 0.95',
+  description:
+    'POST /v1/generations (Bearer key, text job run at once, 8 team workspaces, each naming a model spread over the catalog) with a catalog of 2,000 models vs 20, same run; target: at least 0.95',
   run,
 };

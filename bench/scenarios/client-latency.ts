@@ -48,7 +48,9 @@ function fetchClient(url: string): Client {
     name: 'fetch',
     async create(ws) {
       const res = await fetch(`${url}/v1/generations`, {
-        method: 'POST', headers: { authorization: `Bearer ${ws.key}`, 'content-type': 'application/json' }, body: ws.body,
+        method: 'POST',
+        headers: { authorization: `Bearer ${ws.key}`, 'content-type': 'application/json' },
+        body: ws.body,
       });
       await res.text();
       return res.status;
@@ -64,7 +66,10 @@ function undiciClient(url: string): Client {
     name: 'undici',
     async create(ws) {
       const res = await request(`${url}/v1/generations`, {
-        method: 'POST', headers: { authorization: `Bearer ${ws.key}`, 'content-type': 'application/json' }, body: ws.body, dispatcher: agent,
+        method: 'POST',
+        headers: { authorization: `Bearer ${ws.key}`, 'content-type': 'application/json' },
+        body: ws.body,
+        dispatcher: agent,
       });
       await res.body.dump();
       return res.statusCode;
@@ -96,13 +101,18 @@ async function socketClient(url: string): Promise<Client> {
   socket.on('close', () => failed?.(new Error('the service closed the connection')));
   return {
     name: 'socket',
-    create: (ws) => new Promise<number>((resolve, reject) => {
-      answered = resolve;
-      failed = reject;
-      socket.write(`POST /v1/generations HTTP/1.1\r\nhost: ${hostname}:${port}\r\nauthorization: Bearer ${ws.key}\r\n`
-        + `content-type: application/json\r\ncontent-length: ${Buffer.byteLength(ws.body)}\r\n\r\n${ws.body}`);
-    }),
-    close: async () => { socket.destroy(); },
+    create: (ws) =>
+      new Promise<number>((resolve, reject) => {
+        answered = resolve;
+        failed = reject;
+        socket.write(
+          `POST /v1/generations HTTP/1.1\r\nhost: ${hostname}:${port}\r\nauthorization: Bearer ${ws.key}\r\n` +
+            `content-type: application/json\r\ncontent-length: ${Buffer.byteLength(ws.body)}\r\n\r\n${ws.body}`,
+        );
+      }),
+    close: async () => {
+      socket.destroy();
+    },
   };
 }
 
@@ -154,9 +164,14 @@ function figures(t: Tally) {
   const perCreate = (s: number) => (t.creates === 0 ? NaN : Math.round((s * 1e6) / t.creates));
   return {
     rate: t.wallS === 0 ? 0 : t.latencies.length / t.wallS,
-    p50: quantile(sorted, 50), p90: quantile(sorted, 90), p99: quantile(sorted, 99), max: quantile(sorted, 100),
+    p50: quantile(sorted, 50),
+    p90: quantile(sorted, 90),
+    p99: quantile(sorted, 99),
+    max: quantile(sorted, 100),
     mean: round(sorted.reduce((a, b) => a + b, 0) / Math.max(1, sorted.length), 2),
-    serviceUs: perCreate(t.serviceCpuS), databaseUs: perCreate(t.databaseCpuS), clientUs: t.creates === 0 ? NaN : Math.round(t.clientCpuUs / t.creates),
+    serviceUs: perCreate(t.serviceCpuS),
+    databaseUs: perCreate(t.databaseCpuS),
+    clientUs: t.creates === 0 ? NaN : Math.round(t.clientCpuUs / t.creates),
   };
 }
 
@@ -164,9 +179,15 @@ function summary(name: string, t: Tally): LoadSummary {
   const f = figures(t);
   return measuredSummary({
     title: `one client (${name}), sequential durable POST /v1/generations, keep-alive (PostgreSQL)`,
-    url: '/v1/generations', method: 'POST', connections: 1, durationS: round(t.wallS, 2), reqPerSec: round(f.rate, 1),
-    totalRequests: t.latencies.length, latencyMs: { mean: f.mean, p50: f.p50, p90: f.p90, p99: f.p99, max: f.max },
-    errors: t.errors, serverCpuUsPerRequest: f.serviceUs,
+    url: '/v1/generations',
+    method: 'POST',
+    connections: 1,
+    durationS: round(t.wallS, 2),
+    reqPerSec: round(f.rate, 1),
+    totalRequests: t.latencies.length,
+    latencyMs: { mean: f.mean, p50: f.p50, p90: f.p90, p99: f.p99, max: f.max },
+    errors: t.errors,
+    serverCpuUsPerRequest: f.serviceUs,
   });
 }
 
@@ -179,13 +200,15 @@ export const clientLatency: Scenario = {
     const clients: Client[] = [];
     try {
       server = await ctx.startService('service (client latency, provider latency 10 minutes)', {
-        DATABASE_URL: db.url, RATE_LIMIT_TEAM: '1000000', LOCAL_PROVIDER_LATENCY_MS: '600000',
+        DATABASE_URL: db.url,
+        RATE_LIMIT_TEAM: '1000000',
+        LOCAL_PROVIDER_LATENCY_MS: '600000',
       });
       clients.push(fetchClient(server.url), undiciClient(server.url), await socketClient(server.url));
       const spare: BenchWorkspace[] = [];
       let used = 0;
       const nextWorkspace = async (): Promise<BenchWorkspace> => {
-        if (spare.length === 0) spare.push(...await benchWorkspaces(server!, db, WORKSPACES_AT_ONCE));
+        if (spare.length === 0) spare.push(...(await benchWorkspaces(server!, db, WORKSPACES_AT_ONCE)));
         used++;
         return spare.shift()!;
       };
@@ -203,13 +226,20 @@ export const clientLatency: Scenario = {
       await db.query('create table if not exists bench_rows (id bigserial primary key, payload text not null, created_at timestamptz not null default now())');
       const gauge = await runPgbench(db.url, INSERT_SCRIPT, 1, GAUGE_S);
       ctx.log(`client latency: pgbench's one-client insert right after: ${gauge.latencyMsAverage} ms average`);
-      for (const [name, f] of [['fetch', viaFetch!], ['undici', viaUndici!], ['socket', viaSocket!]] as const) {
-        ctx.log(`client latency, ${name}: ${Math.round(f.rate)} creates/s, p50 ${f.p50} ms, p90 ${f.p90} ms, p99 ${f.p99} ms; CPU per create: service ${f.serviceUs} µs, database ${f.databaseUs} µs, client ${f.clientUs} µs`);
+      for (const [name, f] of [
+        ['fetch', viaFetch!],
+        ['undici', viaUndici!],
+        ['socket', viaSocket!],
+      ] as const) {
+        ctx.log(
+          `client latency, ${name}: ${Math.round(f.rate)} creates/s, p50 ${f.p50} ms, p90 ${f.p90} ms, p99 ${f.p99} ms; CPU per create: service ${f.serviceUs} µs, database ${f.databaseUs} µs, client ${f.clientUs} µs`,
+        );
       }
       const result = summary('Node fetch', tallies.get('fetch')!);
       const baseline = summary("undici request, the latency scenario's client", tallies.get('undici')!);
-      const line = (name: string, f: ReturnType<typeof figures>) => `${name}: ${round(f.rate, 1)} creates/s, p50 ${f.p50} ms, p90 ${f.p90} ms, p99 ${f.p99} ms, max ${f.max} ms; `
-        + `CPU per create: the service ${f.serviceUs} µs, the database's backends ${f.databaseUs} µs, the client ${f.clientUs} µs`;
+      const line = (name: string, f: ReturnType<typeof figures>) =>
+        `${name}: ${round(f.rate, 1)} creates/s, p50 ${f.p50} ms, p90 ${f.p90} ms, p99 ${f.p99} ms, max ${f.max} ms; ` +
+        `CPU per create: the service ${f.serviceUs} µs, the database's backends ${f.databaseUs} µs, the client ${f.clientUs} µs`;
       return {
         result,
         baseline,

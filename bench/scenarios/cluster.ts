@@ -26,22 +26,44 @@ const LATENCY_SAMPLES_PER_WORKSPACE = 100;
 const REQUESTS_PER_MINUTE = '1000000';
 const TERMINAL = `('succeeded', 'failed', 'cancelled', 'expired')`;
 
-interface Node { server: ExtraServer; id: string }
+interface Node {
+  server: ExtraServer;
+  id: string;
+}
 
 /** Starts `count` cluster nodes on the scratch database at once (they migrate and join together) and waits until the shards are spread. */
-async function startCluster(ctx: BenchContext, db: ScratchDatabase, label: string, count: number, env: Record<string, string>, dataDir: string, redisPrefix: string): Promise<Node[]> {
-  const nodes = await Promise.all(Array.from({ length: count }, async (_, i) => {
-    const id = `${label}-${i + 1}`;
-    const server = await ctx.startService(`cluster node ${id}`, {
-      ...env,
-      DATABASE_URL: db.url, REDIS_URL: process.env.BENCH_REDIS_URL?.trim() || 'redis://127.0.0.1:6379', REDIS_KEY_PREFIX: redisPrefix,
-      CLUSTER: 'true', CLUSTER_NODE_ID: id, CLUSTER_INTERNAL_ADDRESS: '127.0.0.1', CLUSTER_INTERNAL_PORT: String(await freePort()),
-      CLUSTER_SHARDS: String(SHARDS), CLUSTER_SECRET: `bench-cluster-secret-${'0123456789abcdef'.repeat(2)}`,
-      WEBHOOK_SECRET_KEY: 'bench-webhook-key-shared-by-all-nodes-0123456789', BILLING_SIGNING_SECRET: 'bench-billing-secret-shared-by-all-nodes-0123',
-      BLOB_SIGNING_SECRET: 'bench-blob-secret-shared-by-all-nodes-0123456789', DATA_DIR: dataDir, RATE_LIMIT_TEAM: REQUESTS_PER_MINUTE,
-    });
-    return { server, id };
-  }));
+async function startCluster(
+  ctx: BenchContext,
+  db: ScratchDatabase,
+  label: string,
+  count: number,
+  env: Record<string, string>,
+  dataDir: string,
+  redisPrefix: string,
+): Promise<Node[]> {
+  const nodes = await Promise.all(
+    Array.from({ length: count }, async (_, i) => {
+      const id = `${label}-${i + 1}`;
+      const server = await ctx.startService(`cluster node ${id}`, {
+        ...env,
+        DATABASE_URL: db.url,
+        REDIS_URL: process.env.BENCH_REDIS_URL?.trim() || 'redis://127.0.0.1:6379',
+        REDIS_KEY_PREFIX: redisPrefix,
+        CLUSTER: 'true',
+        CLUSTER_NODE_ID: id,
+        CLUSTER_INTERNAL_ADDRESS: '127.0.0.1',
+        CLUSTER_INTERNAL_PORT: String(await freePort()),
+        CLUSTER_SHARDS: String(SHARDS),
+        CLUSTER_SECRET: `bench-cluster-secret-${'0123456789abcdef'.repeat(2)}`,
+        WEBHOOK_SECRET_KEY: 'bench-webhook-key-shared-by-all-nodes-0123456789',
+        BILLING_SIGNING_SECRET: 'bench-billing-secret-shared-by-all-nodes-0123',
+        BLOB_SIGNING_SECRET: 'bench-blob-secret-shared-by-all-nodes-0123456789',
+        DATA_DIR: dataDir,
+        RATE_LIMIT_TEAM: REQUESTS_PER_MINUTE,
+      });
+      return { server, id };
+    }),
+  );
   const ids = nodes.map((n) => n.id);
   const deadline = Date.now() + 60_000;
   // Spread, then settled: the same owner and epoch for every shard over SETTLE_MS (a shard handed over is
@@ -51,18 +73,25 @@ async function startCluster(ctx: BenchContext, db: ScratchDatabase, label: strin
   for (;;) {
     const { rows } = await db.query<{ owner: string; n: string }>(
       `select owner_node_id as owner, count(*) as n from cluster_shard_leases
-        where owner_node_id = any($1) and expires_at > now() group by 1`, [ids]);
+        where owner_node_id = any($1) and expires_at > now() group by 1`,
+      [ids],
+    );
     const held = rows.reduce((sum, r) => sum + Number(r.n), 0);
     if (held === SHARDS && rows.length === count && rows.every((r) => Number(r.n) >= Math.floor(SHARDS / count))) {
       const view = JSON.stringify((await db.query('select shard, owner_node_id, epoch from cluster_shard_leases order by shard')).rows);
-      if (view !== lastView) { lastView = view; settledSince = Date.now(); }
+      if (view !== lastView) {
+        lastView = view;
+        settledSince = Date.now();
+      }
       if (Date.now() - settledSince! >= SETTLE_MS) break;
     } else {
       settledSince = undefined;
       lastView = '';
     }
     if (Date.now() > deadline) {
-      const leases = await db.query(`select owner_node_id, count(*) as n, bool_and(expires_at > now()) as live from cluster_shard_leases group by 1 order by 1`);
+      const leases = await db.query(
+        `select owner_node_id, count(*) as n, bool_and(expires_at > now()) as live from cluster_shard_leases group by 1 order by 1`,
+      );
       const members = await db.query(`select node_id, status, now() - heartbeat_at as silent from cluster_members order by 1`);
       throw new Error(`the shards did not spread over ${count} node(s): leases ${JSON.stringify(leases.rows)}, members ${JSON.stringify(members.rows)}`);
     }
@@ -114,7 +143,10 @@ async function creates(ctx: BenchContext, nodes: Node[], workspaces: Array<{ key
         await res.body.dump();
         if (phase !== 'measure') continue;
         statusCodes[res.statusCode] = (statusCodes[res.statusCode] ?? 0) + 1;
-        if (res.statusCode === 201) { ok++; latencies.push(performance.now() - sentAt); } else refused++;
+        if (res.statusCode === 201) {
+          ok++;
+          latencies.push(performance.now() - sentAt);
+        } else refused++;
       } catch {
         if (phase === 'measure') errors++;
       }
@@ -134,26 +166,52 @@ async function creates(ctx: BenchContext, nodes: Node[], workspaces: Array<{ key
   latencies.sort((a, b) => a - b);
   const cpuS = cpuBefore !== undefined && cpuAfter !== undefined ? cpuAfter - cpuBefore : undefined;
   const summary: LoadSummary = {
-    title, url: nodes.map((n) => n.server.url).join(' '), method: 'POST', connections: CLIENTS, pipelining: 1,
-    durationS: round(wallS, 2), reqPerSec: round(ok / wallS, 1), totalRequests: ok + refused,
-    latencyMs: { mean: round(latencies.reduce((a, b) => a + b, 0) / Math.max(1, latencies.length), 2), p50: quantile(latencies, 50), p90: quantile(latencies, 90), p99: quantile(latencies, 99), max: quantile(latencies, 100) },
-    throughputBytesPerSec: 0, errors, timeouts: 0, non2xx: refused, statusCodes,
+    title,
+    url: nodes.map((n) => n.server.url).join(' '),
+    method: 'POST',
+    connections: CLIENTS,
+    pipelining: 1,
+    durationS: round(wallS, 2),
+    reqPerSec: round(ok / wallS, 1),
+    totalRequests: ok + refused,
+    latencyMs: {
+      mean: round(latencies.reduce((a, b) => a + b, 0) / Math.max(1, latencies.length), 2),
+      p50: quantile(latencies, 50),
+      p90: quantile(latencies, 90),
+      p99: quantile(latencies, 99),
+      max: quantile(latencies, 100),
+    },
+    throughputBytesPerSec: 0,
+    errors,
+    timeouts: 0,
+    non2xx: refused,
+    statusCodes,
     serverCpuPercent: cpuS === undefined ? undefined : round((cpuS / wallS) * 100, 1),
     serverCpuUsPerRequest: cpuS === undefined || ok === 0 ? undefined : round((cpuS * 1e6) / ok, 2),
-    loadGeneratorCpuPercent: 0, backgroundCpuPercent: undefined,
+    loadGeneratorCpuPercent: 0,
+    backgroundCpuPercent: undefined,
   };
-  ctx.log(`${title}: ${summary.reqPerSec} creates/s, p50 ${summary.latencyMs.p50} ms, p99 ${summary.latencyMs.p99} ms, ${refused} refused, ${errors} errors, ${summary.serverCpuUsPerRequest ?? '?'} µs CPU per create (all nodes)`);
+  ctx.log(
+    `${title}: ${summary.reqPerSec} creates/s, p50 ${summary.latencyMs.p50} ms, p99 ${summary.latencyMs.p99} ms, ${refused} refused, ${errors} errors, ${summary.serverCpuUsPerRequest ?? '?'} µs CPU per create (all nodes)`,
+  );
   return summary;
 }
 
 /** Jobs per second from create to a terminal state (counted in the database), local provider at zero latency. */
-async function endToEnd(ctx: BenchContext, db: ScratchDatabase, nodes: Node[], workspaces: Array<{ workspaceId: string; key: string; body: string }>): Promise<{ jobsPerS: number; failed: number; refused: number; refusedBy: Record<string, number> }> {
+async function endToEnd(
+  ctx: BenchContext,
+  db: ScratchDatabase,
+  nodes: Node[],
+  workspaces: Array<{ workspaceId: string; key: string; body: string }>,
+): Promise<{ jobsPerS: number; failed: number; refused: number; refusedBy: Record<string, number> }> {
   const agent = new Agent({ connections: E2E_CLIENTS });
   const ids = workspaces.map((w) => w.workspaceId);
   const count = async () => {
     const { rows } = await db.query<{ all: string; done: string; failed: string }>(
       `select count(*) as all, count(*) filter (where status in ${TERMINAL}) as done, count(*) filter (where status in ('failed', 'cancelled', 'expired')) as failed
-         from generations where workspace_id = any($1)`, [ids]);
+         from generations where workspace_id = any($1)`,
+      [ids],
+    );
     return { all: Number(rows[0]!.all), done: Number(rows[0]!.done), failed: Number(rows[0]!.failed) };
   };
   let stop = false;
@@ -169,14 +227,20 @@ async function endToEnd(ctx: BenchContext, db: ScratchDatabase, nodes: Node[], w
   })();
   const clients = Array.from({ length: E2E_CLIENTS }, async (_, i) => {
     for (let k = 0; !stop; k++) {
-      if (unfinished >= E2E_MAX_OUTSTANDING) { await new Promise((resolve) => setTimeout(resolve, 2)); continue; }
+      if (unfinished >= E2E_MAX_OUTSTANDING) {
+        await new Promise((resolve) => setTimeout(resolve, 2));
+        continue;
+      }
       unfinished++;
       const node = nodes[(i + k) % nodes.length]!;
       const ws = workspaces[(i + k * E2E_CLIENTS) % workspaces.length]!;
       try {
         const res = await request(`${node.server.url}/v1/generations`, { method: 'POST', headers: jsonHeaders(ws.key), body: ws.body, dispatcher: agent });
         await res.body.dump();
-        if (res.statusCode !== 201) { refused++; refusedBy[res.statusCode] = (refusedBy[res.statusCode] ?? 0) + 1; }
+        if (res.statusCode !== 201) {
+          refused++;
+          refusedBy[res.statusCode] = (refusedBy[res.statusCode] ?? 0) + 1;
+        }
       } catch {
         refused++;
         refusedBy.error = (refusedBy.error ?? 0) + 1;
@@ -193,7 +257,9 @@ async function endToEnd(ctx: BenchContext, db: ScratchDatabase, nodes: Node[], w
   await Promise.all([poller, ...clients]);
   await agent.close();
   const jobsPerS = round((after.done - before.done) / wallS, 1);
-  ctx.log(`end to end on ${nodes.length} node(s): ${jobsPerS} jobs/s, ${after.failed - before.failed} not succeeded, ${refused} creates refused ${JSON.stringify(refusedBy)}`);
+  ctx.log(
+    `end to end on ${nodes.length} node(s): ${jobsPerS} jobs/s, ${after.failed - before.failed} not succeeded, ${refused} creates refused ${JSON.stringify(refusedBy)}`,
+  );
   return { jobsPerS, failed: after.failed - before.failed, refused, refusedBy };
 }
 
@@ -216,7 +282,10 @@ async function forwardedLatency(ctx: BenchContext, db: ScratchDatabase, nodes: N
       if (res.statusCode !== 201) bad++;
       else into?.push(performance.now() - sentAt);
     };
-    for (let i = 0; i < 10; i++) { await send(owner, undefined); await send(other, undefined); } // warm connections and code paths
+    for (let i = 0; i < 10; i++) {
+      await send(owner, undefined);
+      await send(other, undefined);
+    } // warm connections and code paths
     for (let i = 0; i < LATENCY_SAMPLES_PER_WORKSPACE; i++) {
       await send(owner, local);
       await send(other, forwarded);
@@ -226,11 +295,16 @@ async function forwardedLatency(ctx: BenchContext, db: ScratchDatabase, nodes: N
   local.sort((a, b) => a - b);
   forwarded.sort((a, b) => a - b);
   const figures = {
-    localP50: quantile(local, 50), localP99: quantile(local, 99),
-    forwardedP50: quantile(forwarded, 50), forwardedP99: quantile(forwarded, 99),
-    samples: local.length, bad,
+    localP50: quantile(local, 50),
+    localP99: quantile(local, 99),
+    forwardedP50: quantile(forwarded, 50),
+    forwardedP99: quantile(forwarded, 99),
+    samples: local.length,
+    bad,
   };
-  ctx.log(`forwarded vs local create, one at a time: p50 ${figures.forwardedP50} vs ${figures.localP50} ms, p99 ${figures.forwardedP99} vs ${figures.localP99} ms (${figures.samples} each, ${bad} not 201)`);
+  ctx.log(
+    `forwarded vs local create, one at a time: p50 ${figures.forwardedP50} vs ${figures.localP50} ms, p99 ${figures.forwardedP99} vs ${figures.localP99} ms (${figures.samples} each, ${bad} not 201)`,
+  );
   return figures;
 }
 
@@ -241,14 +315,20 @@ async function forwardedLatency(ctx: BenchContext, db: ScratchDatabase, nodes: N
  */
 export const cluster: Scenario = {
   name: 'cluster',
-  description: 'cluster mode (PostgreSQL + Redis): durable creates/s on 3 nodes vs 1 node, same database, clients round robin over the nodes; end-to-end jobs/s and forwarded-request latency in the notes',
+  description:
+    'cluster mode (PostgreSQL + Redis): durable creates/s on 3 nodes vs 1 node, same database, clients round robin over the nodes; end-to-end jobs/s and forwarded-request latency in the notes',
   budgetS: 600,
   async run(ctx) {
     const dataDir = await mkdtemp(path.join(os.tmpdir(), 'gs-bench-cluster-'));
     let nodes: Node[] = [];
     let db: ScratchDatabase | undefined;
     // Each phase on a scratch database (and Redis prefix) of its own, so no phase recovers the jobs another left.
-    const phase = async <T>(label: string, count: number, env: Record<string, string>, work: (db: ScratchDatabase, nodes: Node[]) => Promise<T>): Promise<T> => {
+    const phase = async <T>(
+      label: string,
+      count: number,
+      env: Record<string, string>,
+      work: (db: ScratchDatabase, nodes: Node[]) => Promise<T>,
+    ): Promise<T> => {
       db = await scratchDatabase();
       try {
         nodes = await startCluster(ctx, db, label, count, env, dataDir, `gs-bench-cluster-${randomBytes(4).toString('hex')}:`);
@@ -265,7 +345,9 @@ export const cluster: Scenario = {
       const instant = { LOCAL_PROVIDER_LATENCY_MS: '0' };
 
       // (a) durable creates, 1 node then 3 nodes; (c) forwarded vs local latency on the 3 nodes, before the load.
-      const one = await phase('one', 1, held, async (db, nodes) => creates(ctx, nodes, await benchWorkspaces(nodes[0]!.server, db, WORKSPACES), 'creates, 1 cluster node'));
+      const one = await phase('one', 1, held, async (db, nodes) =>
+        creates(ctx, nodes, await benchWorkspaces(nodes[0]!.server, db, WORKSPACES), 'creates, 1 cluster node'),
+      );
       const { three, latency } = await phase('three', 3, held, async (db, nodes) => {
         const provisioned = await benchWorkspaces(nodes[0]!.server, db, WORKSPACES + LATENCY_WORKSPACES);
         const latency = await forwardedLatency(ctx, db, nodes, provisioned.slice(WORKSPACES));
@@ -273,8 +355,12 @@ export const cluster: Scenario = {
         return { three, latency };
       });
       // (b) end to end, 1 node then 3 nodes.
-      const e2eOne = await phase('e2e-one', 1, instant, async (db, nodes) => endToEnd(ctx, db, nodes, await benchWorkspaces(nodes[0]!.server, db, E2E_WORKSPACES)));
-      const e2eThree = await phase('e2e-three', 3, instant, async (db, nodes) => endToEnd(ctx, db, nodes, await benchWorkspaces(nodes[0]!.server, db, E2E_WORKSPACES)));
+      const e2eOne = await phase('e2e-one', 1, instant, async (db, nodes) =>
+        endToEnd(ctx, db, nodes, await benchWorkspaces(nodes[0]!.server, db, E2E_WORKSPACES)),
+      );
+      const e2eThree = await phase('e2e-three', 3, instant, async (db, nodes) =>
+        endToEnd(ctx, db, nodes, await benchWorkspaces(nodes[0]!.server, db, E2E_WORKSPACES)),
+      );
 
       const ratio = (a: number, b: number) => (b > 0 ? round(a / b, 3) : 0);
       return {

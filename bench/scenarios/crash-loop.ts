@@ -11,7 +11,7 @@ import { measuredSummary } from '../lib/types.ts';
 const KILLS = Number(process.env.BENCH_CRASH_KILLS ?? 10);
 const ACKS_PER_CYCLE = 30;
 /** Free-plan workspaces (100 credits, 2 jobs at once, 20 unfinished each): enough credits for every cycle's jobs. */
-const WORKSPACES = Math.max(4, Math.ceil((KILLS + 1) * ACKS_PER_CYCLE / 60));
+const WORKSPACES = Math.max(4, Math.ceil(((KILLS + 1) * ACKS_PER_CYCLE) / 60));
 
 /**
  * The longer form of the fault test test/generations/crash-loop.test.ts: the service (app/main.ts)
@@ -25,8 +25,15 @@ async function run(ctx: BenchContext, postgres: boolean): Promise<ScenarioOutcom
   try {
     const start = async (): Promise<CrashService> => {
       const server = startNodeServer(`crash-loop service${postgres ? ' (PostgreSQL)' : ''}`, 'app/main.ts', await freePort(), {
-        LOG_LEVEL: 'warn', OTEL_TRACES_EXPORTER: 'none', DATA_DIR: dataDir, DATABASE_URL: db?.url ?? '', REDIS_URL: '',
-        ALLOW_PRIVATE_EGRESS: 'true', LOCAL_PROVIDER_LATENCY_MS: '300', LOCAL_PROVIDER_FAILURE_PERCENT: '10', RATE_LIMIT_FREE: '1000000',
+        LOG_LEVEL: 'warn',
+        OTEL_TRACES_EXPORTER: 'none',
+        DATA_DIR: dataDir,
+        DATABASE_URL: db?.url ?? '',
+        REDIS_URL: '',
+        ALLOW_PRIVATE_EGRESS: 'true',
+        LOCAL_PROVIDER_LATENCY_MS: '300',
+        LOCAL_PROVIDER_FAILURE_PERCENT: '10',
+        RATE_LIMIT_FREE: '1000000',
         SHUTDOWN_TIMEOUT_MS: '30000',
       });
       await waitUntilReady(server, '/health/ready', 120_000);
@@ -40,8 +47,14 @@ async function run(ctx: BenchContext, postgres: boolean): Promise<ScenarioOutcom
       };
     };
     const report = await crashLoop({
-      start, storage: { databaseUrl: db?.url, dataDir },
-      kills: KILLS, workspaces: WORKSPACES, clients: 8, acksPerCycle: ACKS_PER_CYCLE, cancelEvery: 9, settleTimeoutMs: 120_000,
+      start,
+      storage: { databaseUrl: db?.url, dataDir },
+      kills: KILLS,
+      workspaces: WORKSPACES,
+      clients: 8,
+      acksPerCycle: ACKS_PER_CYCLE,
+      cancelEvery: 9,
+      settleTimeoutMs: 120_000,
       log: (message) => ctx.log(`crash-loop: ${message}`),
     });
     ctx.log(`crash-loop: ${JSON.stringify(report)}`);
@@ -53,7 +66,8 @@ async function run(ctx: BenchContext, postgres: boolean): Promise<ScenarioOutcom
 }
 
 function outcome(r: CrashLoopReport, postgres: boolean): ScenarioOutcome {
-  const defects = r.lost + r.stuck + r.duplicateCharges + r.duplicateJobs + r.duplicateEvents + r.missingEvents + r.undelivered + r.wrongEvents + r.moneyProblems.length;
+  const defects =
+    r.lost + r.stuck + r.duplicateCharges + r.duplicateJobs + r.duplicateEvents + r.missingEvents + r.undelivered + r.wrongEvents + r.moneyProblems.length;
   return {
     result: measuredSummary({
       title: `kill -9 ×${r.kills} under creates${postgres ? ' (PostgreSQL)' : ' (PGlite on disk)'}: acknowledged jobs`,
@@ -66,9 +80,15 @@ function outcome(r: CrashLoopReport, postgres: boolean): ScenarioOutcome {
       errors: defects,
     }),
     notes: [
-      `kills survived ${r.kills}, jobs acknowledged ${r.acknowledged} (${r.generations} in the database: ${Object.entries(r.byStatus).map(([s, n]) => `${s} ${n}`).join(', ')}), stuck ${r.stuck}, lost ${r.lost}`,
+      `kills survived ${r.kills}, jobs acknowledged ${r.acknowledged} (${r.generations} in the database: ${Object.entries(r.byStatus)
+        .map(([s, n]) => `${s} ${n}`)
+        .join(', ')}), stuck ${r.stuck}, lost ${r.lost}`,
       `duplicates: charges ${r.duplicateCharges}, jobs per Idempotency-Key ${r.duplicateJobs}, events ${r.duplicateEvents}, deliveries received again ${r.duplicateDeliveries} (at least once)`,
-      `resubmitted after a kill ${r.resumed}, failed: ${Object.entries(r.failedBy).map(([c, n]) => `${c} ${n}`).join(', ') || 'none'}; creates cut off by a kill ${r.cutOff} (sent again), refused ${r.refused}`,
+      `resubmitted after a kill ${r.resumed}, failed: ${
+        Object.entries(r.failedBy)
+          .map(([c, n]) => `${c} ${n}`)
+          .join(', ') || 'none'
+      }; creates cut off by a kill ${r.cutOff} (sent again), refused ${r.refused}`,
       `events missing ${r.missingEvents}, not recorded delivered ${r.undelivered}, wrong ${r.wrongEvents}; books: ${r.moneyProblems.length === 0 ? 'balance = ledger sum = grants - captures, nothing reserved' : r.moneyProblems.slice(0, 5).join('; ')}`,
     ],
   };

@@ -27,7 +27,9 @@ interface Workspace {
 
 /** The shipped catalog with the team plan's fairShareWeight at 3 (pro keeps the default, 1). */
 async function weightedCatalog(dir: string): Promise<string> {
-  const catalog = parse(await readFile(path.join(import.meta.dirname, '../../catalog/default.yaml'), 'utf8')) as { plans: Array<{ id: string; fairShareWeight?: number }> };
+  const catalog = parse(await readFile(path.join(import.meta.dirname, '../../catalog/default.yaml'), 'utf8')) as {
+    plans: Array<{ id: string; fairShareWeight?: number }>;
+  };
   for (const plan of catalog.plans) if (plan.id === 'team') plan.fairShareWeight = 3;
   const file = path.join(dir, 'catalog.yaml');
   await writeFile(file, stringify(catalog));
@@ -40,7 +42,9 @@ async function workspaces(server: ExtraServer, db: ScratchDatabase, plans: strin
   const ids = [account.workspaceId];
   while (ids.length < plans.length) {
     const res = await fetch(`${server.url}/v1/workspaces`, {
-      method: 'POST', headers: { 'content-type': 'application/json', cookie: account.cookie }, body: JSON.stringify({ name: `fairness ${ids.length}` }),
+      method: 'POST',
+      headers: { 'content-type': 'application/json', cookie: account.cookie },
+      body: JSON.stringify({ name: `fairness ${ids.length}` }),
     });
     if (res.status !== 201) throw new Error(`creating a workspace: ${res.status} ${await res.text()}`);
     ids.push(((await res.json()) as { id: string }).id);
@@ -57,14 +61,16 @@ async function workspaces(server: ExtraServer, db: ScratchDatabase, plans: strin
     [ids, CREDITS],
   );
   const out: Workspace[] = [];
-  for (const id of ids) out.push({ id, key: await createKey(server.url, { cookie: account.cookie, workspaceId: id }, ['generations.write', 'generations.read']) });
+  for (const id of ids)
+    out.push({ id, key: await createKey(server.url, { cookie: account.cookie, workspaceId: id }, ['generations.write', 'generations.read']) });
   return out;
 }
 
 /** One create; undefined when the plan's unfinished-job cap refused it. */
 async function create(server: ExtraServer, ws: Workspace): Promise<string | undefined> {
   const res = await fetch(`${server.url}/v1/generations`, {
-    method: 'POST', headers: { authorization: `Bearer ${ws.key}`, 'content-type': 'application/json' },
+    method: 'POST',
+    headers: { authorization: `Bearer ${ws.key}`, 'content-type': 'application/json' },
     body: JSON.stringify({ workspaceId: ws.id, mode: 'text_to_text', model: MODEL, params: { prompt: 'Say hello in five words.' } }),
   });
   const text = await res.text();
@@ -77,10 +83,11 @@ async function create(server: ExtraServer, ws: Workspace): Promise<string | unde
 async function createBatch(server: ExtraServer, ws: Workspace, count: number): Promise<string[]> {
   const item = { mode: 'text_to_text', model: MODEL, params: { prompt: 'Say hello in five words.' } };
   const res = await fetch(`${server.url}/v1/generations/batch`, {
-    method: 'POST', headers: { authorization: `Bearer ${ws.key}`, 'content-type': 'application/json' },
+    method: 'POST',
+    headers: { authorization: `Bearer ${ws.key}`, 'content-type': 'application/json' },
     body: JSON.stringify({ workspaceId: ws.id, items: Array.from({ length: count }, () => item) }),
   });
-  const body = await res.json() as { created: number; results: Array<{ body: { id: string } }> };
+  const body = (await res.json()) as { created: number; results: Array<{ body: { id: string } }> };
   if (res.status !== 200 || body.created !== count) throw new Error(`POST /v1/generations/batch: ${res.status} ${JSON.stringify(body).slice(0, 500)}`);
   return body.results.map((r) => r.body.id);
 }
@@ -102,9 +109,14 @@ async function withService<T>(ctx: BenchContext, name: string, jobMs: number, me
   let server: ExtraServer | undefined;
   try {
     server = await ctx.startService(name, {
-      DATABASE_URL: db.url, REDIS_URL: '', CATALOG_FILE: await weightedCatalog(dir),
-      LOCAL_PROVIDER_MAX_CONCURRENT_JOBS: '1', LOCAL_PROVIDER_LATENCY_MS: String(jobMs), LOCAL_PROVIDER_FAILURE_PERCENT: '0',
-      RATE_LIMIT_PRO: '1000000', RATE_LIMIT_TEAM: '1000000',
+      DATABASE_URL: db.url,
+      REDIS_URL: '',
+      CATALOG_FILE: await weightedCatalog(dir),
+      LOCAL_PROVIDER_MAX_CONCURRENT_JOBS: '1',
+      LOCAL_PROVIDER_LATENCY_MS: String(jobMs),
+      LOCAL_PROVIDER_FAILURE_PERCENT: '0',
+      RATE_LIMIT_PRO: '1000000',
+      RATE_LIMIT_TEAM: '1000000',
     });
     return await measure(server, db);
   } finally {
@@ -116,7 +128,10 @@ async function withService<T>(ctx: BenchContext, name: string, jobMs: number, me
 
 /** When the job got its slot (its timeline's `reserved`), in ms. */
 async function reservedAt(db: ScratchDatabase, id: string): Promise<{ created: number; reserved: number | undefined }> {
-  const { rows } = await db.query<{ created_at: Date; timeline: Array<{ status: string; at: string }> }>('select created_at, timeline from generations where id = $1', [id]);
+  const { rows } = await db.query<{ created_at: Date; timeline: Array<{ status: string; at: string }> }>(
+    'select created_at, timeline from generations where id = $1',
+    [id],
+  );
   const at = rows[0]?.timeline.find((e) => e.status === 'reserved')?.at;
   return { created: rows[0]!.created_at.getTime(), reserved: at === undefined ? undefined : Date.parse(at) };
 }
@@ -134,12 +149,19 @@ async function runDelay(ctx: BenchContext): Promise<ScenarioOutcome> {
     const aTimes = await Promise.all(aJobs.slice(1).map((id) => reservedAt(db, id)));
     const waitingWhenBCame = aTimes.filter((r) => r.reserved === undefined || r.reserved > created).length;
     const aheadOfB = aTimes.filter((r) => r.reserved !== undefined && r.reserved > created && r.reserved < reserved!).length;
-    ctx.log(`fairness: b's job waited ${delayMs} ms (${round(delayMs / JOB_MS, 2)} job-times); a had ${waitingWhenBCame} jobs queued when it came, ${aheadOfB} of which started before it`);
+    ctx.log(
+      `fairness: b's job waited ${delayMs} ms (${round(delayMs / JOB_MS, 2)} job-times); a had ${waitingWhenBCame} jobs queued when it came, ${aheadOfB} of which started before it`,
+    );
     const jobTimes = round(delayMs / JOB_MS, 2);
     return {
       result: measuredSummary({
-        title: `b's single job behind a's ${BACKLOG} queued: start delay`, url: 'POST /v1/generations', method: 'POST', connections: 1,
-        durationS: round(delayMs / 1000, 3), reqPerSec: 0, totalRequests: BACKLOG + 2,
+        title: `b's single job behind a's ${BACKLOG} queued: start delay`,
+        url: 'POST /v1/generations',
+        method: 'POST',
+        connections: 1,
+        durationS: round(delayMs / 1000, 3),
+        reqPerSec: 0,
+        totalRequests: BACKLOG + 2,
         latencyMs: { mean: delayMs, p50: delayMs, p90: delayMs, p99: delayMs, max: delayMs },
       }),
       ratio: jobTimes,
@@ -159,7 +181,7 @@ async function runWeights(ctx: BenchContext): Promise<ScenarioOutcome> {
     const started = Date.now();
     // Each workspace keeps its queue full: a create refused by its plan's cap is tried again shortly.
     const fill = async (ws: Workspace, jobs: number) => {
-      for (let made = 0; made < jobs;) {
+      for (let made = 0; made < jobs; ) {
         if (await create(server, ws)) made++;
         else await sleep(10);
       }
@@ -172,11 +194,14 @@ async function runWeights(ctx: BenchContext): Promise<ScenarioOutcome> {
     // Counted from light's first job on (both backlogged from then): the next GRANTS slots, by the time each was reserved.
     const { rows: firstRows } = await db.query<{ at: Date }>('select min(created_at) as at from generations where workspace_id = $1', [light!.id]);
     const from = firstRows[0]!.at;
-    const reservedOrder = async () => (await db.query<{ workspace_id: string }>(
-      `select workspace_id from generations g, lateral (select (e->>'at')::timestamptz as at from jsonb_array_elements(g.timeline) e where e->>'status' = 'reserved') r
+    const reservedOrder = async () =>
+      (
+        await db.query<{ workspace_id: string }>(
+          `select workspace_id from generations g, lateral (select (e->>'at')::timestamptz as at from jsonb_array_elements(g.timeline) e where e->>'status' = 'reserved') r
         where g.workspace_id = any($1) and r.at >= $2 order by r.at, g.id limit $3`,
-      [[heavy!.id, light!.id], from, GRANTS],
-    )).rows;
+          [[heavy!.id, light!.id], from, GRANTS],
+        )
+      ).rows;
     await until(`${GRANTS} grants`, async () => (await reservedOrder()).length >= GRANTS, 300_000);
     const order = await reservedOrder();
     const seconds = (Date.now() - started) / 1000;
@@ -184,11 +209,18 @@ async function runWeights(ctx: BenchContext): Promise<ScenarioOutcome> {
     const lightGrants = order.length - heavyGrants;
     const share = lightGrants > 0 ? heavyGrants / lightGrants : Number.POSITIVE_INFINITY;
     const error = round(Math.abs(share - 3) / 3, 3);
-    ctx.log(`fairness-weights: of ${order.length} grants, ${heavyGrants} to the weight-3 workspace and ${lightGrants} to the weight-1 one (${round(share, 3)}:1, ${round(error * 100, 1)} % off 3:1) in ${round(seconds, 1)} s`);
+    ctx.log(
+      `fairness-weights: of ${order.length} grants, ${heavyGrants} to the weight-3 workspace and ${lightGrants} to the weight-1 one (${round(share, 3)}:1, ${round(error * 100, 1)} % off 3:1) in ${round(seconds, 1)} s`,
+    );
     return {
       result: measuredSummary({
-        title: `${GRANTS} grants between weights 3 and 1`, url: 'POST /v1/generations', method: 'POST', connections: 2,
-        durationS: round(seconds, 1), reqPerSec: round(order.length / seconds, 1), totalRequests: WEIGHTED_JOBS.heavy + WEIGHTED_JOBS.light,
+        title: `${GRANTS} grants between weights 3 and 1`,
+        url: 'POST /v1/generations',
+        method: 'POST',
+        connections: 2,
+        durationS: round(seconds, 1),
+        reqPerSec: round(order.length / seconds, 1),
+        totalRequests: WEIGHTED_JOBS.heavy + WEIGHTED_JOBS.light,
       }),
       ratio: error,
       target: 0.1,

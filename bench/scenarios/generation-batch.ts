@@ -30,7 +30,13 @@ interface Phase {
  * Sends every request of `bodies` (each creating `jobsPer` jobs) with `clients` in flight, and counts the jobs
  * created (201 answers, or 201 items of a batch). Wall-clock time from the first request to the last answer.
  */
-async function drive(server: ExtraServer, path: string, bodies: Array<{ key: string; body: string }>, clients: number, jobsOf: (status: number, body: any) => number): Promise<Phase> {
+async function drive(
+  server: ExtraServer,
+  path: string,
+  bodies: Array<{ key: string; body: string }>,
+  clients: number,
+  jobsOf: (status: number, body: any) => number,
+): Promise<Phase> {
   const agent = new Agent({ connections: clients });
   const latenciesMs: number[] = [];
   let next = 0;
@@ -39,26 +45,38 @@ async function drive(server: ExtraServer, path: string, bodies: Array<{ key: str
   const cpuBefore = processCpuSeconds(server.pid);
   const started = performance.now();
   try {
-    await Promise.all(Array.from({ length: clients }, async () => {
-      while (next < bodies.length) {
-        const { key, body } = bodies[next++]!;
-        const sent = performance.now();
-        const res = await request(`${server.url}${path}`, {
-          method: 'POST', dispatcher: agent, body, headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-        });
-        const answer = await res.body.json();
-        latenciesMs.push(performance.now() - sent);
-        const made = jobsOf(res.statusCode, answer);
-        jobs += made;
-        if (made === 0 && res.statusCode !== 200) refused++;
-      }
-    }));
+    await Promise.all(
+      Array.from({ length: clients }, async () => {
+        while (next < bodies.length) {
+          const { key, body } = bodies[next++]!;
+          const sent = performance.now();
+          const res = await request(`${server.url}${path}`, {
+            method: 'POST',
+            dispatcher: agent,
+            body,
+            headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+          });
+          const answer = await res.body.json();
+          latenciesMs.push(performance.now() - sent);
+          const made = jobsOf(res.statusCode, answer);
+          jobs += made;
+          if (made === 0 && res.statusCode !== 200) refused++;
+        }
+      }),
+    );
   } finally {
     await agent.close();
   }
   const seconds = (performance.now() - started) / 1000;
   const cpuAfter = processCpuSeconds(server.pid);
-  return { jobs, requests: bodies.length, seconds, cpuSeconds: cpuBefore === undefined || cpuAfter === undefined ? undefined : cpuAfter - cpuBefore, latenciesMs, refused };
+  return {
+    jobs,
+    requests: bodies.length,
+    seconds,
+    cpuSeconds: cpuBefore === undefined || cpuAfter === undefined ? undefined : cpuAfter - cpuBefore,
+    latenciesMs,
+    refused,
+  };
 }
 
 function percentile(sorted: number[], p: number): number {
@@ -101,7 +119,9 @@ export const generationBatch: Scenario = {
     let server: ExtraServer | undefined;
     try {
       server = await ctx.startService('service (PostgreSQL, jobs held)', {
-        DATABASE_URL: db.url, RATE_LIMIT_TEAM: '1000000', LOCAL_PROVIDER_LATENCY_MS: '600000',
+        DATABASE_URL: db.url,
+        RATE_LIMIT_TEAM: '1000000',
+        LOCAL_PROVIDER_LATENCY_MS: '600000',
       });
       // benchWorkspaces makes one probe job in the first workspace; it is not counted.
       const workspaces = await benchWorkspaces(server, db, 2 * WORKSPACES);
@@ -116,24 +136,32 @@ export const generationBatch: Scenario = {
       const batches: Array<{ key: string; body: string }> = [];
       for (let b = 0; b < JOBS_PER_WORKSPACE / BATCH_SIZE; b++) {
         for (const w of batchSet) {
-          batches.push({ key: w.key, body: JSON.stringify({ workspaceId: w.workspaceId, items: Array.from({ length: BATCH_SIZE }, (_, i) => item(b * BATCH_SIZE + i)) }) });
+          batches.push({
+            key: w.key,
+            body: JSON.stringify({ workspaceId: w.workspaceId, items: Array.from({ length: BATCH_SIZE }, (_, i) => item(b * BATCH_SIZE + i)) }),
+          });
         }
       }
       ctx.log(`single creates: ${singles.length} jobs in ${WORKSPACES} workspaces, ${SINGLE_CLIENTS} clients`);
       const single = await drive(server, '/v1/generations', singles, SINGLE_CLIENTS, (status) => (status === 201 ? 1 : 0));
       ctx.log(`single creates: ${single.jobs} jobs in ${single.seconds.toFixed(2)} s`);
       ctx.log(`batches: ${batches.length} × ${BATCH_SIZE} jobs in ${WORKSPACES} workspaces, ${BATCH_CLIENTS} clients`);
-      const batch = await drive(server, '/v1/generations/batch', batches, BATCH_CLIENTS,
-        (status, body) => (status === 200 ? (body as { created: number }).created : 0));
+      const batch = await drive(server, '/v1/generations/batch', batches, BATCH_CLIENTS, (status, body) =>
+        status === 200 ? (body as { created: number }).created : 0,
+      );
       ctx.log(`batches: ${batch.jobs} jobs in ${batch.seconds.toFixed(2)} s`);
 
-      const { rows } = await db.query<{ n: string }>('select count(*) as n from generations where workspace_id = any($1)', [batchSet.map((w) => w.workspaceId)]);
+      const { rows } = await db.query<{ n: string }>('select count(*) as n from generations where workspace_id = any($1)', [
+        batchSet.map((w) => w.workspaceId),
+      ]);
       const committed = Number(rows[0]!.n);
       if (committed < batch.jobs) throw new Error(`only ${committed} generations committed for ${batch.jobs} created through batches`);
       const result = summary(`service POST /v1/generations/batch, ${BATCH_SIZE} jobs a request (PostgreSQL)`, '/v1/generations/batch', BATCH_CLIENTS, batch);
       const baseline = summary('service POST /v1/generations, one job a request (PostgreSQL)', '/v1/generations', SINGLE_CLIENTS, single);
-      const cpuRatio = result.serverCpuUsPerRequest !== undefined && baseline.serverCpuUsPerRequest !== undefined
-        ? (baseline.serverCpuUsPerRequest / result.serverCpuUsPerRequest).toFixed(2) : 'n/a';
+      const cpuRatio =
+        result.serverCpuUsPerRequest !== undefined && baseline.serverCpuUsPerRequest !== undefined
+          ? (baseline.serverCpuUsPerRequest / result.serverCpuUsPerRequest).toFixed(2)
+          : 'n/a';
       return {
         result,
         baseline,

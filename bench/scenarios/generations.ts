@@ -45,7 +45,9 @@ export async function benchWorkspaces(server: ExtraServer, db: ScratchDatabase, 
   const ids = [account.workspaceId];
   while (ids.length < count) {
     const res = await fetch(`${server.url}/v1/workspaces`, {
-      method: 'POST', headers: { 'content-type': 'application/json', cookie: account.cookie }, body: JSON.stringify({ name: `bench ${ids.length}` }),
+      method: 'POST',
+      headers: { 'content-type': 'application/json', cookie: account.cookie },
+      body: JSON.stringify({ name: `bench ${ids.length}` }),
     });
     if (res.status !== 201) throw new Error(`creating a workspace: ${res.status} ${await res.text()}`);
     ids.push(((await res.json()) as { id: string }).id);
@@ -117,7 +119,9 @@ export const generationCreate: Scenario = {
     let server: ExtraServer | undefined;
     try {
       server = await ctx.startService('service (PostgreSQL, jobs held)', {
-        DATABASE_URL: db.url, RATE_LIMIT_TEAM: REQUESTS_PER_MINUTE, LOCAL_PROVIDER_LATENCY_MS: '600000',
+        DATABASE_URL: db.url,
+        RATE_LIMIT_TEAM: REQUESTS_PER_MINUTE,
+        LOCAL_PROVIDER_LATENCY_MS: '600000',
       });
       // Jobs are held, and a workspace holds at most 500 unfinished: creates go round robin over many.
       const workspaces = await benchWorkspaces(server, db, WORKSPACES);
@@ -134,7 +138,9 @@ export const generationCreate: Scenario = {
         warmed += warm.statusCodes['201'] ?? 0;
         const { rows } = await db.query<{ started: string; starting: string }>(
           `select count(*) filter (where status in ('submitted', 'running')) as started, count(*) filter (where status = 'reserved') as starting
-             from generations where workspace_id = any($1)`, [workspaces.map((w) => w.workspaceId)]);
+             from generations where workspace_id = any($1)`,
+          [workspaces.map((w) => w.workspaceId)],
+        );
         const started = Number(rows[0]!.started);
         ctx.log(`warm-up ${round}: ${started} of ${slots} job slots taken, ${rows[0]!.starting} jobs starting`);
         if (started >= slots && Number(rows[0]!.starting) === 0) break;
@@ -145,7 +151,10 @@ export const generationCreate: Scenario = {
       if (result.non2xx > 0) ctx.log(`answers by status: ${JSON.stringify(result.statusCodes)}`);
       await server.stop();
       server = undefined;
-      const committed = Number((await db.query<{ n: string }>('select count(*) as n from generations where workspace_id = any($1)', [workspaces.map((w) => w.workspaceId)])).rows[0]!.n);
+      const committed = Number(
+        (await db.query<{ n: string }>('select count(*) as n from generations where workspace_id = any($1)', [workspaces.map((w) => w.workspaceId)])).rows[0]!
+          .n,
+      );
       if (committed < answered) throw new Error(`only ${committed} generations committed for ${answered} 201 answers`);
 
       const single = await pgbenchInserts(ctx, db, 1);
@@ -181,16 +190,19 @@ const POLL_MS = 20;
  */
 export const generationEndToEnd: Scenario = {
   name: 'generation-end-to-end-postgres',
-  description: 'jobs/s from POST /v1/generations to succeeded, local provider at zero latency, team plan (50 concurrent), PostgreSQL; vs pgbench one-row durable insert, 1 client',
+  description:
+    'jobs/s from POST /v1/generations to succeeded, local provider at zero latency, team plan (50 concurrent), PostgreSQL; vs pgbench one-row durable insert, 1 client',
   async run(ctx) {
     const db = await scratchDatabase();
     let server: ExtraServer | undefined;
     const agent = new Agent({ connections: CREATORS });
     try {
       server = await ctx.startService('service (PostgreSQL, local provider at zero latency)', {
-        DATABASE_URL: db.url, RATE_LIMIT_TEAM: REQUESTS_PER_MINUTE, LOCAL_PROVIDER_LATENCY_MS: '0',
+        DATABASE_URL: db.url,
+        RATE_LIMIT_TEAM: REQUESTS_PER_MINUTE,
+        LOCAL_PROVIDER_LATENCY_MS: '0',
       });
-      const [ws] = await benchWorkspaces(server, db, 1) as [BenchWorkspace];
+      const [ws] = (await benchWorkspaces(server, db, 1)) as [BenchWorkspace];
       const url = `${server.url}/v1/generations`;
       const headers = jsonHeaders(ws.key);
 
@@ -202,7 +214,9 @@ export const generationEndToEnd: Scenario = {
         const { rows } = await db.query<{ done: string; failed: string }>(
           `select count(*) filter (where status in ('succeeded', 'failed', 'cancelled', 'expired')) as done,
                   count(*) filter (where status in ('failed', 'cancelled', 'expired')) as failed
-             from generations where workspace_id = $1`, [ws.workspaceId]);
+             from generations where workspace_id = $1`,
+          [ws.workspaceId],
+        );
         return { done: Number(rows[0]!.done), failed: Number(rows[0]!.failed) };
       };
       const poller = (async () => {
@@ -221,7 +235,10 @@ export const generationEndToEnd: Scenario = {
           try {
             const res = await request(url, { method: 'POST', headers, body: ws.body, dispatcher: agent });
             await res.body.dump();
-            if (res.statusCode !== 201) { createErrors++; created--; }
+            if (res.statusCode !== 201) {
+              createErrors++;
+              created--;
+            }
           } catch {
             createErrors++;
             created--;
@@ -246,7 +263,8 @@ export const generationEndToEnd: Scenario = {
       const { rows } = await db.query<{ ms: number }>(
         `select extract(epoch from (completed_at - created_at)) * 1000 as ms from generations
           where workspace_id = $1 and status = 'succeeded' and completed_at >= $2 and completed_at < $3 order by 1`,
-        [ws.workspaceId, startedAt, endedAt]);
+        [ws.workspaceId, startedAt, endedAt],
+      );
       const latencies = rows.map((r) => Number(r.ms));
       const at = (p: number) => round(latencies[Math.min(latencies.length - 1, Math.floor((p / 100) * latencies.length))] ?? 0, 1);
       const jobs = after.done - before.done;
@@ -261,7 +279,13 @@ export const generationEndToEnd: Scenario = {
         durationS: round(wallS, 2),
         reqPerSec: round(jobs / wallS, 1),
         totalRequests: jobs,
-        latencyMs: { mean: round(latencies.reduce((a, b) => a + b, 0) / Math.max(1, latencies.length), 1), p50: at(50), p90: at(90), p99: at(99), max: at(100) },
+        latencyMs: {
+          mean: round(latencies.reduce((a, b) => a + b, 0) / Math.max(1, latencies.length), 1),
+          p50: at(50),
+          p90: at(90),
+          p99: at(99),
+          max: at(100),
+        },
         throughputBytesPerSec: 0,
         errors: failed + createErrors,
         timeouts: 0,
@@ -272,7 +296,9 @@ export const generationEndToEnd: Scenario = {
         loadGeneratorCpuPercent: 0,
         backgroundCpuPercent: undefined,
       };
-      ctx.log(`end to end: ${jobs} jobs finished in ${wallS.toFixed(1)} s (${result.reqPerSec} jobs/s), ${failed} not succeeded, ${createErrors} creates refused; create→succeeded p50 ${result.latencyMs.p50} ms, p99 ${result.latencyMs.p99} ms; service CPU ${result.serverCpuUsPerRequest ?? '?'} µs per job`);
+      ctx.log(
+        `end to end: ${jobs} jobs finished in ${wallS.toFixed(1)} s (${result.reqPerSec} jobs/s), ${failed} not succeeded, ${createErrors} creates refused; create→succeeded p50 ${result.latencyMs.p50} ms, p99 ${result.latencyMs.p99} ms; service CPU ${result.serverCpuUsPerRequest ?? '?'} µs per job`,
+      );
       await server.stop();
       server = undefined;
       const single = await pgbenchInserts(ctx, db, 1);

@@ -52,7 +52,14 @@ scenarios.push(clientLatency);
 
 // The cost of observability: metrics on vs off and tracing on vs off, GET /v1 and creates, each pair in the same run.
 // Tracing is measured twice: spans to a no-op exporter (the request path's cost), and exported by OTLP.
-import { metricsCostCreate, metricsCostIdentity, tracingCostCreate, tracingCostIdentity, tracingExportCostCreate, tracingExportCostIdentity } from './observability.ts';
+import {
+  metricsCostCreate,
+  metricsCostIdentity,
+  tracingCostCreate,
+  tracingCostIdentity,
+  tracingExportCostCreate,
+  tracingExportCostIdentity,
+} from './observability.ts';
 scenarios.push(metricsCostIdentity, tracingCostIdentity, tracingExportCostIdentity, metricsCostCreate, tracingCostCreate, tracingExportCostCreate);
 // Live streams: memory per idle SSE stream (10,000 held) and the fan-out rate, vs raw uWS holding SSE responses.
 import { streams } from './streams.ts';

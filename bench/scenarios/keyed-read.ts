@@ -33,7 +33,14 @@ async function keyedRead(ctx: BenchContext, limiter: 'memory' | 'redis'): Promis
       throw new Error(`probe: ${probe.status}, X-RateLimit-Limit ${probe.headers.get('x-ratelimit-limit')}`);
     }
     const title = `service GET /v1/generations/emergency-stop, Bearer key, ${limiter === 'redis' ? 'Redis' : 'in-process'} limiter`;
-    await ctx.load({ server, path, headers: { authorization: `Bearer ${warmKey}` }, title: `${title} (warm-up)`, durationS: ctx.options.warmupS, skipWarmup: true });
+    await ctx.load({
+      server,
+      path,
+      headers: { authorization: `Bearer ${warmKey}` },
+      title: `${title} (warm-up)`,
+      durationS: ctx.options.warmupS,
+      skipWarmup: true,
+    });
     const result = await ctx.load({ server, path, headers: { authorization: `Bearer ${key}` }, title, skipWarmup: true });
     return {
       result,
@@ -47,7 +54,8 @@ async function keyedRead(ctx: BenchContext, limiter: 'memory' | 'redis'): Promis
 
 export const keyedReadMemory: Scenario = {
   name: 'keyed-read',
-  description: 'GET /v1/generations/emergency-stop with a Bearer API key (key cache, in-process rate limit, access check, usage count, small in-memory read) vs GET / on raw uWS',
+  description:
+    'GET /v1/generations/emergency-stop with a Bearer API key (key cache, in-process rate limit, access check, usage count, small in-memory read) vs GET / on raw uWS',
   run: (ctx) => keyedRead(ctx, 'memory'),
 };
 

@@ -40,10 +40,16 @@ async function startOne(ctx: BenchContext, db: ScratchDatabase, mode: Mode, prov
   const env: Record<string, string> = { DATABASE_URL: db.url, RATE_LIMIT_TEAM: REQUESTS_PER_MINUTE, LOCAL_PROVIDER_LATENCY_MS: String(providerLatencyMs) };
   if (mode.cluster) {
     Object.assign(env, {
-      REDIS_URL: process.env.BENCH_REDIS_URL?.trim() || 'redis://127.0.0.1:6379', REDIS_KEY_PREFIX: `gs-bench-latency-${randomBytes(4).toString('hex')}:`,
-      CLUSTER: 'true', CLUSTER_NODE_ID: 'latency-1', CLUSTER_INTERNAL_ADDRESS: '127.0.0.1', CLUSTER_INTERNAL_PORT: String(await freePort()),
-      CLUSTER_SECRET: `bench-cluster-secret-${'0123456789abcdef'.repeat(2)}`, WEBHOOK_SECRET_KEY: 'bench-webhook-key-shared-by-all-nodes-0123456789',
-      BILLING_SIGNING_SECRET: 'bench-billing-secret-shared-by-all-nodes-0123', BLOB_SIGNING_SECRET: 'bench-blob-secret-shared-by-all-nodes-0123456789',
+      REDIS_URL: process.env.BENCH_REDIS_URL?.trim() || 'redis://127.0.0.1:6379',
+      REDIS_KEY_PREFIX: `gs-bench-latency-${randomBytes(4).toString('hex')}:`,
+      CLUSTER: 'true',
+      CLUSTER_NODE_ID: 'latency-1',
+      CLUSTER_INTERNAL_ADDRESS: '127.0.0.1',
+      CLUSTER_INTERNAL_PORT: String(await freePort()),
+      CLUSTER_SECRET: `bench-cluster-secret-${'0123456789abcdef'.repeat(2)}`,
+      WEBHOOK_SECRET_KEY: 'bench-webhook-key-shared-by-all-nodes-0123456789',
+      BILLING_SIGNING_SECRET: 'bench-billing-secret-shared-by-all-nodes-0123',
+      BLOB_SIGNING_SECRET: 'bench-blob-secret-shared-by-all-nodes-0123456789',
       DATA_DIR: dataDir,
     });
   }
@@ -53,7 +59,8 @@ async function startOne(ctx: BenchContext, db: ScratchDatabase, mode: Mode, prov
     const deadline = Date.now() + 60_000;
     for (;;) {
       const { rows } = await db.query<{ n: string; total: string }>(
-        `select count(*) filter (where owner_node_id = 'latency-1' and expires_at > now()) as n, count(*) as total from cluster_shard_leases`);
+        `select count(*) filter (where owner_node_id = 'latency-1' and expires_at > now()) as n, count(*) as total from cluster_shard_leases`,
+      );
       if (Number(rows[0]!.total) > 0 && rows[0]!.n === rows[0]!.total) break;
       if (Date.now() > deadline) throw new Error('the cluster node did not take its shards');
       await new Promise((resolve) => setTimeout(resolve, 200));
@@ -71,14 +78,22 @@ async function takeEverySlot(url: string, workspaces: Array<{ workspaceId: strin
     const item = JSON.parse(ws.body) as Record<string, unknown>;
     delete item.workspaceId;
     const items = Array.from({ length: i === 0 ? TEAM_CONCURRENCY - 1 : TEAM_CONCURRENCY }, () => item);
-    const res = await request(`${url}/v1/generations/batch`, { method: 'POST', headers: jsonHeaders(ws.key), body: JSON.stringify({ workspaceId: ws.workspaceId, items }) });
-    const answer = await res.body.json() as { created?: number };
+    const res = await request(`${url}/v1/generations/batch`, {
+      method: 'POST',
+      headers: jsonHeaders(ws.key),
+      body: JSON.stringify({ workspaceId: ws.workspaceId, items }),
+    });
+    const answer = (await res.body.json()) as { created?: number };
     if (res.statusCode !== 200 || answer.created !== items.length) throw new Error(`filling the job slots: ${res.statusCode} ${JSON.stringify(answer)}`);
   }
 }
 
 /** (a) One client, closed loop, round robin over the workspaces, for `durationS`; answers other than 201 are errors. */
-async function oneClient(url: string, workspaces: Array<{ key: string; body: string }>, durationS: number): Promise<{ ok: number; errors: number; wallS: number; latencies: number[] }> {
+async function oneClient(
+  url: string,
+  workspaces: Array<{ key: string; body: string }>,
+  durationS: number,
+): Promise<{ ok: number; errors: number; wallS: number; latencies: number[] }> {
   const agent = new Agent({ connections: 1 });
   const latencies: number[] = [];
   let errors = 0;
@@ -118,7 +133,10 @@ async function steady(url: string, ws: { key: string; body: string }, seconds: n
     try {
       const res = await request(`${url}/v1/generations`, { method: 'POST', headers: jsonHeaders(ws.key), body: ws.body, dispatcher: agent });
       const text = await res.body.text();
-      if (res.statusCode !== 201) { errors++; return; }
+      if (res.statusCode !== 201) {
+        errors++;
+        return;
+      }
       answerMs.push(performance.now() - sent);
       ids.push((JSON.parse(text) as { id: string }).id);
     } catch {
@@ -130,7 +148,11 @@ async function steady(url: string, ws: { key: string; body: string }, seconds: n
   await new Promise<void>((resolve) => {
     const timer = setInterval(() => {
       const elapsed = performance.now() - t0;
-      if (elapsed >= seconds * 1000) { clearInterval(timer); resolve(); return; }
+      if (elapsed >= seconds * 1000) {
+        clearInterval(timer);
+        resolve();
+        return;
+      }
       const due = Math.floor((elapsed / 1000) * STEADY_RATE);
       while (issued < due) {
         issued++;
@@ -156,21 +178,32 @@ async function endToEnd(ctx: BenchContext, db: ScratchDatabase, server: ExtraSer
   const deadline = Date.now() + 30_000;
   let rows: Array<{ status: string; ms: number | null }> = [];
   for (;;) {
-    rows = (await db.query<{ status: string; ms: number | null }>(
-      `select status, extract(epoch from (completed_at - created_at)) * 1000 as ms from generations where id = any($1)`, [run.ids])).rows;
+    rows = (
+      await db.query<{ status: string; ms: number | null }>(
+        `select status, extract(epoch from (completed_at - created_at)) * 1000 as ms from generations where id = any($1)`,
+        [run.ids],
+      )
+    ).rows;
     if (rows.every((r) => ['succeeded', 'failed', 'cancelled', 'expired'].includes(r.status)) || Date.now() > deadline) break;
     await new Promise((resolve) => setTimeout(resolve, 200));
   }
-  const done = rows.filter((r) => r.status === 'succeeded').map((r) => Number(r.ms)).sort((a, b) => a - b);
+  const done = rows
+    .filter((r) => r.status === 'succeeded')
+    .map((r) => Number(r.ms))
+    .sort((a, b) => a - b);
   // Where the time goes: each step of the succeeded jobs' timelines (queued → reserved → submitted → running → succeeded).
-  const steps = (await db.query<{ step: string; p50: number; p99: number }>(
-    `select s.status as step, percentile_cont(0.5) within group (order by s.ms) as p50, percentile_cont(0.99) within group (order by s.ms) as p99
+  const steps = (
+    await db.query<{ step: string; p50: number; p99: number }>(
+      `select s.status as step, percentile_cont(0.5) within group (order by s.ms) as p50, percentile_cont(0.99) within group (order by s.ms) as p99
        from generations g,
        lateral (select e->>'status' as status, n,
                        extract(epoch from ((e->>'at')::timestamptz - lag((e->>'at')::timestamptz) over (order by n))) * 1000 as ms
                   from jsonb_array_elements(g.timeline) with ordinality as t(e, n)) s
       where g.id = any($1) and g.status = 'succeeded' and s.ms is not null
-      group by s.status order by min(s.n)`, [run.ids])).rows;
+      group by s.status order by min(s.n)`,
+      [run.ids],
+    )
+  ).rows;
   return {
     offered: STEADY_RATE,
     jobsPerSec: round(done.length / wallS, 1),
@@ -196,12 +229,13 @@ async function endToEnd(ctx: BenchContext, db: ScratchDatabase, server: ExtraSer
 function databaseShare(rate: number, creates: number, dbCpuS: number | undefined, serviceCpuS: number | undefined, pgbench: PgbenchResult): string[] {
   if (dbCpuS === undefined || creates === 0) return [];
   const perCreateUs = (dbCpuS * 1e6) / creates;
-  const perInsertUs = pgbench.backendCpuSeconds === undefined || pgbench.transactions === 0 ? undefined : (pgbench.backendCpuSeconds * 1e6) / pgbench.transactions;
+  const perInsertUs =
+    pgbench.backendCpuSeconds === undefined || pgbench.transactions === 0 ? undefined : (pgbench.backendCpuSeconds * 1e6) / pgbench.transactions;
   const ceiling = 1e6 / perCreateUs;
   return [
-    `one client, per create: the database's backends ${Math.round(perCreateUs)} µs of CPU${perInsertUs === undefined ? '' : ` (pgbench's backend per insert: ${Math.round(perInsertUs)} µs)`}, `
-      + `the service ${serviceCpuS === undefined ? '?' : Math.round((serviceCpuS * 1e6) / creates)} µs, ${round(1e6 / rate, 0)} µs of wall time in all; `
-      + `were the service and its client free, the database's CPU alone would allow ${Math.round(ceiling)} creates/s, ${(ceiling / pgbench.tps).toFixed(2)} of pgbench's one client`,
+    `one client, per create: the database's backends ${Math.round(perCreateUs)} µs of CPU${perInsertUs === undefined ? '' : ` (pgbench's backend per insert: ${Math.round(perInsertUs)} µs)`}, ` +
+      `the service ${serviceCpuS === undefined ? '?' : Math.round((serviceCpuS * 1e6) / creates)} µs, ${round(1e6 / rate, 0)} µs of wall time in all; ` +
+      `were the service and its client free, the database's CPU alone would allow ${Math.round(ceiling)} creates/s, ${(ceiling / pgbench.tps).toFixed(2)} of pgbench's one client`,
   ];
 }
 
@@ -232,7 +266,9 @@ function latencyScenario(mode: Mode): Scenario {
         server = undefined;
         const rate = single.ok / single.wallS;
         const cpuS = cpuBefore !== undefined && cpuAfter !== undefined ? cpuAfter - cpuBefore : undefined;
-        ctx.log(`one client: ${Math.round(rate)} creates/s, p50 ${quantile(single.latencies, 50)} ms, p99 ${quantile(single.latencies, 99)} ms, ${single.errors} errors`);
+        ctx.log(
+          `one client: ${Math.round(rate)} creates/s, p50 ${quantile(single.latencies, 50)} ms, p99 ${quantile(single.latencies, 99)} ms, ${single.errors} errors`,
+        );
 
         // (b) Steady 200 jobs/s into one team-plan workspace, provider at zero latency.
         server = await startOne(ctx, e2eDb, mode, 0, dataDir);
@@ -240,9 +276,13 @@ function latencyScenario(mode: Mode): Scenario {
         const e2e = await endToEnd(ctx, e2eDb, server, ws!);
         await server.stop();
         server = undefined;
-        ctx.log(`steady ${STEADY_RATE}/s: create→succeeded p50 ${e2e.p50} ms, p99 ${e2e.p99} ms (201 p50 ${e2e.answerP50} ms, p99 ${e2e.answerP99} ms), ${e2e.notSucceeded} not succeeded, ${e2e.createErrors} refused`);
+        ctx.log(
+          `steady ${STEADY_RATE}/s: create→succeeded p50 ${e2e.p50} ms, p99 ${e2e.p99} ms (201 p50 ${e2e.answerP50} ms, p99 ${e2e.answerP99} ms), ${e2e.notSucceeded} not succeeded, ${e2e.createErrors} refused`,
+        );
 
-        await rateDb.query('create table if not exists bench_rows (id bigserial primary key, payload text not null, created_at timestamptz not null default now())');
+        await rateDb.query(
+          'create table if not exists bench_rows (id bigserial primary key, payload text not null, created_at timestamptz not null default now())',
+        );
         const pgbench = await runPgbench(rateDb.url, INSERT_SCRIPT, 1, ctx.options.durationS, rateDb);
         ctx.log(`pgbench, 1 client: ${Math.round(pgbench.tps)} tps`);
 
@@ -254,14 +294,24 @@ function latencyScenario(mode: Mode): Scenario {
           durationS: round(single.wallS, 2),
           reqPerSec: round(rate, 1),
           totalRequests: single.ok,
-          latencyMs: { mean: round(single.latencies.reduce((a, b) => a + b, 0) / Math.max(1, single.ok), 2), p50: quantile(single.latencies, 50), p90: quantile(single.latencies, 90), p99: quantile(single.latencies, 99), max: quantile(single.latencies, 100) },
+          latencyMs: {
+            mean: round(single.latencies.reduce((a, b) => a + b, 0) / Math.max(1, single.ok), 2),
+            p50: quantile(single.latencies, 50),
+            p90: quantile(single.latencies, 90),
+            p99: quantile(single.latencies, 99),
+            max: quantile(single.latencies, 100),
+          },
           errors: single.errors + e2e.notSucceeded + e2e.createErrors,
           serverCpuUsPerRequest: cpuS === undefined || single.ok === 0 ? undefined : round((cpuS * 1e6) / single.ok, 1),
         });
         const baseline = measuredSummary({
           title: 'pgbench: one-row insert per transaction, synchronous_commit on, 1 client',
-          url: 'postgres (scratch database)', method: 'INSERT', connections: 1, durationS: ctx.options.durationS,
-          reqPerSec: round(pgbench.tps, 1), totalRequests: pgbench.transactions,
+          url: 'postgres (scratch database)',
+          method: 'INSERT',
+          connections: 1,
+          durationS: ctx.options.durationS,
+          reqPerSec: round(pgbench.tps, 1),
+          totalRequests: pgbench.transactions,
           latencyMs: { mean: pgbench.latencyMsAverage, p50: NaN, p90: NaN, p99: NaN, max: NaN },
         });
         return {

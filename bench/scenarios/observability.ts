@@ -28,12 +28,20 @@ async function otlpSink(): Promise<{ url: string; close(): Promise<void> }> {
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    close: () => new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => resolve()); }),
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
   };
 }
 
 function envOf(variant: Variant, sinkUrl: string): Record<string, string> {
-  const env: Record<string, string> = { OTEL_METRICS_EXPORTER: variant === 'metrics' ? 'prometheus' : 'none', RATE_LIMIT_TEAM: '1000000', LOCAL_PROVIDER_LATENCY_MS: '0' };
+  const env: Record<string, string> = {
+    OTEL_METRICS_EXPORTER: variant === 'metrics' ? 'prometheus' : 'none',
+    RATE_LIMIT_TEAM: '1000000',
+    LOCAL_PROVIDER_LATENCY_MS: '0',
+  };
   if (variant === 'tracing' || variant === 'tracing-export') Object.assign(env, { OTEL_TRACES_EXPORTER: 'otlp', OTEL_EXPORTER_OTLP_ENDPOINT: sinkUrl });
   return env;
 }
@@ -57,7 +65,11 @@ async function compare(ctx: BenchContext, variant: Exclude<Variant, 'off'>, work
   const servers: ExtraServer[] = [];
   try {
     const start = async (which: Variant) => {
-      const server = await ctx.startService(`service (${which === 'off' ? 'metrics and trace export off' : `${which} on`})`, envOf(which, sink.url), which === 'tracing' ? NOOP_EXPORT : []);
+      const server = await ctx.startService(
+        `service (${which === 'off' ? 'metrics and trace export off' : `${which} on`})`,
+        envOf(which, sink.url),
+        which === 'tracing' ? NOOP_EXPORT : [],
+      );
       servers.push(server);
       const label = LABELS[which];
       const workspaces = workload === 'create' ? await fundedWorkspaces(server.url, CREATE_WORKSPACES, 1_000_000) : [];
@@ -69,7 +81,11 @@ async function compare(ctx: BenchContext, variant: Exclude<Variant, 'off'>, work
       const title = `${workload === 'identity' ? 'GET /v1' : 'POST /v1/generations (text job, run at once)'}, ${run.label}, round ${round + 1}`;
       if (workload === 'identity') return ctx.load({ server: run.server, path: '/v1', title, skipWarmup: round > 0 });
       return ctx.load({
-        server: run.server, path: '/v1/generations', method: 'POST', title, skipWarmup: round > 0,
+        server: run.server,
+        path: '/v1/generations',
+        method: 'POST',
+        title,
+        skipWarmup: round > 0,
         variants: run.workspaces.map((w) => ({ headers: { authorization: `Bearer ${w.key}`, 'content-type': 'application/json' }, body: w.body })),
       });
     };

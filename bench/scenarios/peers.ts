@@ -7,8 +7,18 @@ import pg from 'pg';
 import { Agent, request } from 'undici';
 import { profileOf, summariseProfile } from '../lib/cpu-profile.ts';
 import { round } from '../lib/load.ts';
-import { backendPids, scratchDatabase, } from '../lib/postgres.ts';
-import { cpuBetween, freePort, processCpuSeconds, processesCpuSeconds, startNodeServer, stopServer, systemBusyCpuSeconds, waitUntilReady, type ChildServer } from '../lib/processes.ts';
+import { backendPids, scratchDatabase } from '../lib/postgres.ts';
+import {
+  cpuBetween,
+  freePort,
+  processCpuSeconds,
+  processesCpuSeconds,
+  startNodeServer,
+  stopServer,
+  systemBusyCpuSeconds,
+  waitUntilReady,
+  type ChildServer,
+} from '../lib/processes.ts';
 import type { BenchContext, LoadSummary, Scenario } from '../lib/types.ts';
 import { measuredSummary } from '../lib/types.ts';
 import { benchWorkspaces } from './generations.ts';
@@ -109,11 +119,16 @@ async function runRound(system: System, jobs: number): Promise<Round> {
   for (;;) {
     now = await system.finished();
     if (now.done + now.failed - before.done - before.failed >= jobs) break;
-    if (now.done + now.failed !== last) { last = now.done + now.failed; progressAt = performance.now(); }
+    if (now.done + now.failed !== last) {
+      last = now.done + now.failed;
+      progressAt = performance.now();
+    }
     // All enqueued and nothing finished for STALL_MS, or the round's limit: the jobs left are stuck.
     if (performance.now() - t0 > ROUND_TIMEOUT_MS || performance.now() - progressAt > STALL_MS) {
       const state = await system.diagnose?.().catch((error: Error) => error.message);
-      throw new Error(`${system.name}: ${now.done - before.done} of ${jobs} jobs done after ${Math.round((performance.now() - t0) / 1000)} s, the last ${Math.round((performance.now() - progressAt) / 1000)} s without one${state ? `; ${state}` : ''}`);
+      throw new Error(
+        `${system.name}: ${now.done - before.done} of ${jobs} jobs done after ${Math.round((performance.now() - t0) / 1000)} s, the last ${Math.round((performance.now() - progressAt) / 1000)} s without one${state ? `; ${state}` : ''}`,
+      );
     }
     await sleep(POLL_MS);
   }
@@ -148,8 +163,13 @@ async function cpuProfileNotes(label: string, pid: number): Promise<string[]> {
     if (file) {
       try {
         const { busyMs, startUpMs, shares } = await summariseProfile(file);
-        const top = shares.slice(0, 14).map((s) => `${s.category} ${s.percent} %`).join(', ');
-        return [`CPU profile of ${label}, self time by category (${busyMs} ms busy over its life, set-up of workspaces and warm-up included; ${startUpMs} ms more loading modules, left out): ${top}`];
+        const top = shares
+          .slice(0, 14)
+          .map((s) => `${s.category} ${s.percent} %`)
+          .join(', ');
+        return [
+          `CPU profile of ${label}, self time by category (${busyMs} ms busy over its life, set-up of workspaces and warm-up included; ${startUpMs} ms more loading modules, left out): ${top}`,
+        ];
       } catch {
         // Still being written.
       }
@@ -173,13 +193,22 @@ async function serviceSystem(ctx: BenchContext, clustered: boolean, batched = fa
       const dataDir = await mkdtemp(path.join(os.tmpdir(), 'gs-bench-peers-'));
       cleanup.unshift(() => rm(dataDir, { recursive: true, force: true }));
       Object.assign(env, {
-        REDIS_URL, REDIS_KEY_PREFIX: `gs-bench-peers-${randomBytes(4).toString('hex')}:`,
-        CLUSTER: 'true', CLUSTER_NODE_ID: 'peers-1', CLUSTER_INTERNAL_ADDRESS: '127.0.0.1', CLUSTER_INTERNAL_PORT: String(await freePort()),
-        CLUSTER_SECRET: `bench-cluster-secret-${'0123456789abcdef'.repeat(2)}`, WEBHOOK_SECRET_KEY: 'bench-webhook-key-shared-by-all-nodes-0123456789',
-        BILLING_SIGNING_SECRET: 'bench-billing-secret-shared-by-all-nodes-0123', BLOB_SIGNING_SECRET: 'bench-blob-secret-shared-by-all-nodes-0123456789', DATA_DIR: dataDir,
+        REDIS_URL,
+        REDIS_KEY_PREFIX: `gs-bench-peers-${randomBytes(4).toString('hex')}:`,
+        CLUSTER: 'true',
+        CLUSTER_NODE_ID: 'peers-1',
+        CLUSTER_INTERNAL_ADDRESS: '127.0.0.1',
+        CLUSTER_INTERNAL_PORT: String(await freePort()),
+        CLUSTER_SECRET: `bench-cluster-secret-${'0123456789abcdef'.repeat(2)}`,
+        WEBHOOK_SECRET_KEY: 'bench-webhook-key-shared-by-all-nodes-0123456789',
+        BILLING_SIGNING_SECRET: 'bench-billing-secret-shared-by-all-nodes-0123',
+        BLOB_SIGNING_SECRET: 'bench-blob-secret-shared-by-all-nodes-0123456789',
+        DATA_DIR: dataDir,
       });
     }
-    const name = clustered ? 'service, CLUSTER=true, 1 node (PostgreSQL + Redis)' : `service (PostgreSQL)${batched ? ', batches of 100' : ', one create per job'}`;
+    const name = clustered
+      ? 'service, CLUSTER=true, 1 node (PostgreSQL + Redis)'
+      : `service (PostgreSQL)${batched ? ', batches of 100' : ', one create per job'}`;
     const server = await ctx.startService(name, env);
     cleanup.unshift(() => server.stop());
     if (clustered) {
@@ -216,7 +245,7 @@ async function serviceSystem(ctx: BenchContext, clustered: boolean, batched = fa
       workerPid: server.pid,
       async produce(_p, count) {
         let refused = 0;
-        for (let sent = 0; sent < count;) {
+        for (let sent = 0; sent < count; ) {
           const i = next++ % workspaces.length;
           const sentAt = performance.now();
           const n = batched ? Math.min(BATCH, count - sent) : 1;
@@ -235,12 +264,16 @@ async function serviceSystem(ctx: BenchContext, clustered: boolean, batched = fa
       async finished() {
         const { rows } = await db.query<{ done: string; failed: string }>(
           `select count(*) filter (where status = 'succeeded') as done, count(*) filter (where status in ('failed', 'cancelled', 'expired')) as failed
-             from generations where workspace_id = any($1)`, [ids]);
+             from generations where workspace_id = any($1)`,
+          [ids],
+        );
         return { done: Number(rows[0]!.done), failed: Number(rows[0]!.failed) };
       },
       async diagnose() {
         const { rows } = await db.query<{ status: string; n: string; oldest: string }>(
-          `select status, count(*) as n, min(updated_at)::text as oldest from generations where workspace_id = any($1) group by status order by status`, [ids]);
+          `select status, count(*) as n, min(updated_at)::text as oldest from generations where workspace_id = any($1) group by status order by status`,
+          [ids],
+        );
         const leases = clustered
           ? `; shard leases ${JSON.stringify((await db.query(`select owner_node_id, count(*) as n, bool_and(expires_at > now()) as live, max(epoch) as epoch from cluster_shard_leases group by 1`)).rows)}`
           : '';
@@ -264,7 +297,12 @@ async function pgBossSystem(): Promise<System> {
   const db = await scratchDatabase();
   let worker: ChildServer | undefined;
   try {
-    worker = await startWorker('pg-boss workers', { PEER_SYSTEM: 'pg-boss', PEER_DATABASE_URL: db.url, PEER_PGBOSS_WORKERS: String(PG_BOSS_WORKERS), PEER_PGBOSS_BATCH: String(PG_BOSS_BATCH) });
+    worker = await startWorker('pg-boss workers', {
+      PEER_SYSTEM: 'pg-boss',
+      PEER_DATABASE_URL: db.url,
+      PEER_PGBOSS_WORKERS: String(PG_BOSS_WORKERS),
+      PEER_PGBOSS_BATCH: String(PG_BOSS_BATCH),
+    });
     const { default: PgBoss } = await import('pg-boss');
     const boss = new PgBoss({ connectionString: db.url, max: PRODUCERS, schedule: false, supervise: false, migrate: false });
     boss.on('error', () => {});
@@ -284,7 +322,9 @@ async function pgBossSystem(): Promise<System> {
       },
       async finished() {
         const { rows } = await db.query<{ done: string; failed: string }>(
-          `select count(*) filter (where state = 'completed') as done, count(*) filter (where state in ('failed', 'cancelled')) as failed from pgboss.job where name = $1`, [QUEUE]);
+          `select count(*) filter (where state = 'completed') as done, count(*) filter (where state in ('failed', 'cancelled')) as failed from pgboss.job where name = $1`,
+          [QUEUE],
+        );
         return { done: Number(rows[0]!.done), failed: Number(rows[0]!.failed) };
       },
       async stop() {
@@ -306,11 +346,16 @@ async function graphileSystem(fast: boolean): Promise<System> {
   const db = await scratchDatabase();
   let worker: ChildServer | undefined;
   try {
-    worker = await startWorker(`graphile-worker${fast ? ' (fast)' : ''}`, { PEER_SYSTEM: fast ? 'graphile-worker-fast' : 'graphile-worker', PEER_DATABASE_URL: db.url });
+    worker = await startWorker(`graphile-worker${fast ? ' (fast)' : ''}`, {
+      PEER_SYSTEM: fast ? 'graphile-worker-fast' : 'graphile-worker',
+      PEER_DATABASE_URL: db.url,
+    });
     const { makeWorkerUtils } = await import('graphile-worker');
     const pool = new pg.Pool({ connectionString: db.url, max: PRODUCERS });
     pool.on('error', () => {});
-    pool.on('connect', (client) => { client.on('error', () => {}); });
+    pool.on('connect', (client) => {
+      client.on('error', () => {});
+    });
     const utils = await makeWorkerUtils({ pgPool: pool });
     let added = 0;
     const w = worker;
@@ -341,7 +386,8 @@ async function graphileSystem(fast: boolean): Promise<System> {
       async finished() {
         // A job done is deleted; one that failed stays, with its error, to be retried.
         const { rows } = await db.query<{ left: string; failed: string }>(
-          `select count(*) as left, count(*) filter (where last_error is not null) as failed from graphile_worker._private_jobs`);
+          `select count(*) as left, count(*) filter (where last_error is not null) as failed from graphile_worker._private_jobs`,
+        );
         return { done: added - Number(rows[0]!.left), failed: Number(rows[0]!.failed) };
       },
       async stop() {
@@ -363,7 +409,11 @@ async function graphileSystem(fast: boolean): Promise<System> {
 async function durableRedis(): Promise<{ url: string; pid: number; stop(): Promise<void> }> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'gs-bench-redis-'));
   const port = await freePort();
-  const child: ChildProcess = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--appendonly', 'yes', '--appendfsync', 'always', '--save', ''], { stdio: 'ignore' });
+  const child: ChildProcess = spawn(
+    'redis-server',
+    ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--appendonly', 'yes', '--appendfsync', 'always', '--save', ''],
+    { stdio: 'ignore' },
+  );
   const exited = new Promise((resolve) => child.once('exit', resolve));
   const url = `redis://127.0.0.1:${port}`;
   const { createClient } = await import('redis');
@@ -377,7 +427,10 @@ async function durableRedis(): Promise<{ url: string; pid: number; stop(): Promi
       break;
     } catch {
       await client.disconnect().catch(() => {});
-      if (i > 50) { child.kill('SIGKILL'); throw new Error('redis-server (appendfsync always) did not start'); }
+      if (i > 50) {
+        child.kill('SIGKILL');
+        throw new Error('redis-server (appendfsync always) did not start');
+      }
       await sleep(100);
     }
   }
@@ -399,7 +452,12 @@ async function bullmqSystem(durable: boolean): Promise<System> {
   const prefix = `gs-bench-peers-${randomBytes(4).toString('hex')}`;
   let worker: ChildServer | undefined;
   try {
-    worker = await startWorker(`BullMQ worker${durable ? ' (appendfsync always)' : ''}`, { PEER_SYSTEM: 'bullmq', PEER_REDIS_URL: redisUrl, PEER_PREFIX: prefix, PEER_BULLMQ_CONCURRENCY: String(BULLMQ_CONCURRENCY) });
+    worker = await startWorker(`BullMQ worker${durable ? ' (appendfsync always)' : ''}`, {
+      PEER_SYSTEM: 'bullmq',
+      PEER_REDIS_URL: redisUrl,
+      PEER_PREFIX: prefix,
+      PEER_BULLMQ_CONCURRENCY: String(BULLMQ_CONCURRENCY),
+    });
     const { Queue } = await import('bullmq');
     const url = new URL(redisUrl);
     const queue = new Queue(QUEUE, { connection: { host: url.hostname, port: Number(url.port || 6379) }, prefix });
@@ -477,8 +535,10 @@ function describe(m: Measured): string {
   const at = (p: number) => round(latencies[Math.min(latencies.length - 1, Math.floor((p / 100) * latencies.length))] ?? 0, 1);
   const enqueueLatency = latencies.length > 0 ? ` (each enqueue p50 ${at(50)} ms, p99 ${at(99)} ms)` : '';
   const refused = m.rounds.reduce((a, r) => a + r.refused, 0);
-  return `${m.system.name}: ${s.reqPerSec} jobs/s (rounds ${rounds}), enqueued at ${enqueue} jobs/s${enqueueLatency}; CPU per job: worker process ${s.serverCpuUsPerRequest ?? '?'} µs${store}${machine}`
-    + `${s.errors > 0 ? `, ${s.errors} jobs failed` : ''}${refused > 0 ? `, ${refused} enqueues refused and sent again` : ''}; durable: ${m.system.durable}; settings: ${m.system.settings}`;
+  return (
+    `${m.system.name}: ${s.reqPerSec} jobs/s (rounds ${rounds}), enqueued at ${enqueue} jobs/s${enqueueLatency}; CPU per job: worker process ${s.serverCpuUsPerRequest ?? '?'} µs${store}${machine}` +
+    `${s.errors > 0 ? `, ${s.errors} jobs failed` : ''}${refused > 0 ? `, ${refused} enqueues refused and sent again` : ''}; durable: ${m.system.durable}; settings: ${m.system.settings}`
+  );
 }
 
 export const peers: Scenario = {
@@ -496,7 +556,9 @@ export const peers: Scenario = {
       ['bullmq', () => bullmqSystem(false)],
       ['bullmq-durable', () => bullmqSystem(true)],
     ];
-    const only = process.env.BENCH_PEERS_SYSTEMS?.split(',').map((s) => s.trim()).filter(Boolean);
+    const only = process.env.BENCH_PEERS_SYSTEMS?.split(',')
+      .map((s) => s.trim())
+      .filter(Boolean);
     // BENCH_PEERS_SYSTEMS (comma-separated keys) runs only those, and the service's two rounds always.
     const always = new Set(['service', 'service-batch']);
     const chosen = makers.filter(([key]) => !only?.length || only.includes(key) || always.has(key));
@@ -509,7 +571,7 @@ export const peers: Scenario = {
         ctx.log(`peers: ${m.key} left out: ${error.message}`);
         notes.push(`${m.system.name} left out of the figures: ${error.message}`);
         measured.splice(measured.indexOf(m), 1);
-        notes.push(...await m.system.stop().catch((e: Error) => [`${m.key}: cleanup failed: ${e.message}`]));
+        notes.push(...(await m.system.stop().catch((e: Error) => [`${m.key}: cleanup failed: ${e.message}`])));
       };
       for (const [key, make] of chosen) {
         ctx.log(`peers: setting up ${key}`);
@@ -534,14 +596,16 @@ export const peers: Scenario = {
             continue;
           }
           m.rounds.push(result);
-          ctx.log(`peers round ${r}: ${m.system.name}: ${result.jobs} jobs in ${result.seconds.toFixed(2)} s = ${Math.round(result.jobs / result.seconds)} jobs/s`
-            + ` (enqueued in ${result.enqueueSeconds.toFixed(2)} s), worker CPU ${result.workerCpuSeconds === undefined ? '?' : Math.round((result.workerCpuSeconds * 1e6) / result.jobs)} µs/job`
-            + `${result.storeCpuSeconds === undefined ? '' : `, store CPU ${Math.round((result.storeCpuSeconds * 1e6) / result.jobs)} µs/job`}`
-            + `${result.failed ? `, ${result.failed} failed` : ''}${result.refused ? `, ${result.refused} refused` : ''}`);
+          ctx.log(
+            `peers round ${r}: ${m.system.name}: ${result.jobs} jobs in ${result.seconds.toFixed(2)} s = ${Math.round(result.jobs / result.seconds)} jobs/s` +
+              ` (enqueued in ${result.enqueueSeconds.toFixed(2)} s), worker CPU ${result.workerCpuSeconds === undefined ? '?' : Math.round((result.workerCpuSeconds * 1e6) / result.jobs)} µs/job` +
+              `${result.storeCpuSeconds === undefined ? '' : `, store CPU ${Math.round((result.storeCpuSeconds * 1e6) / result.jobs)} µs/job`}` +
+              `${result.failed ? `, ${result.failed} failed` : ''}${result.refused ? `, ${result.refused} refused` : ''}`,
+          );
         }
       }
     } finally {
-      for (const m of measured.reverse()) notes.push(...await m.system.stop().catch((error: Error) => [`${m.key}: cleanup failed: ${error.message}`]));
+      for (const m of measured.reverse()) notes.push(...(await m.system.stop().catch((error: Error) => [`${m.key}: cleanup failed: ${error.message}`])));
       measured.reverse();
     }
     const by = (key: string) => measured.find((m) => m.key === key);
@@ -560,10 +624,10 @@ export const peers: Scenario = {
       notes: [
         `each system: ${JOBS} jobs from ${PRODUCERS} concurrent producers, as fast as the system takes them, no-op work, timed from the first enqueue to the last job done in the system's store (read every ${POLL_MS} ms); median of ${ROUNDS} rounds taken in turn over the systems, after a warm-up of ${WARMUP_JOBS} jobs each`,
         ...measured.map(describe),
-        `service with batches of ${BATCH} (like the peers' batched inserts; the figure of the table) ÷ pg-boss: ${ratioTo('pg-boss') ?? '-'} (target ≥ 2); ÷ BullMQ: ${ratioTo('bullmq') ?? '-'} (target ≥ 0.5; BullMQ on a Redis without persistence is not durable)${by('bullmq-durable') ? `; ÷ BullMQ with appendfsync always: ${ratioTo('bullmq-durable')}` : ''}`
-          + `${by('graphile-worker-fast') ? `; ÷ graphile-worker (fast): ${ratioTo('graphile-worker-fast')}` : ''}; batches ÷ one create per job: ${round(service.reqPerSec / single.reqPerSec, 2)}`,
-        `service with one create per job ÷ pg-boss: ${ratioTo('pg-boss', single) ?? '-'}; ÷ BullMQ: ${ratioTo('bullmq', single) ?? '-'}${by('graphile-worker') ? `; ÷ graphile-worker (defaults, addJob() per job): ${ratioTo('graphile-worker', single)}` : ''}`
-          + `${by('service-cluster') ? `; clustered (one create per job) ÷ single node: ${round(summary(by('service-cluster')!).reqPerSec / single.reqPerSec, 2)}` : ''}`,
+        `service with batches of ${BATCH} (like the peers' batched inserts; the figure of the table) ÷ pg-boss: ${ratioTo('pg-boss') ?? '-'} (target ≥ 2); ÷ BullMQ: ${ratioTo('bullmq') ?? '-'} (target ≥ 0.5; BullMQ on a Redis without persistence is not durable)${by('bullmq-durable') ? `; ÷ BullMQ with appendfsync always: ${ratioTo('bullmq-durable')}` : ''}` +
+          `${by('graphile-worker-fast') ? `; ÷ graphile-worker (fast): ${ratioTo('graphile-worker-fast')}` : ''}; batches ÷ one create per job: ${round(service.reqPerSec / single.reqPerSec, 2)}`,
+        `service with one create per job ÷ pg-boss: ${ratioTo('pg-boss', single) ?? '-'}; ÷ BullMQ: ${ratioTo('bullmq', single) ?? '-'}${by('graphile-worker') ? `; ÷ graphile-worker (defaults, addJob() per job): ${ratioTo('graphile-worker', single)}` : ''}` +
+          `${by('service-cluster') ? `; clustered (one create per job) ÷ single node: ${round(summary(by('service-cluster')!).reqPerSec / single.reqPerSec, 2)}` : ''}`,
         `the service's jobs go to ${WORKSPACES} team-plan workspaces in turn: one workspace runs 50 jobs at once and refuses creates past 500 unfinished, which 10,000 jobs sent without waiting would pass; the peers have no such per-tenant limits`,
         `CPU per job: the worker process is the one running the jobs (the service's own process; the peer's worker process); the store is the PostgreSQL backends connected to the system's scratch database (its producers', its workers' and the harness's count queries, alike for all) or the durable BullMQ's own redis-server (the shared Redis is not counted); "whole machine" counts every process, other helpers' load included, so it is only a rough bound`,
         ...notes,

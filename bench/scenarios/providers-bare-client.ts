@@ -41,7 +41,11 @@ let sequence = 0;
 // A webhook may come before the create's answer has been read: it waits here for its prediction's loop.
 const waiting = new Map<string, (prediction: Prediction) => void>();
 const early = new Map<string, Prediction>();
-interface Prediction { id: string; status: string; output?: unknown }
+interface Prediction {
+  id: string;
+  status: string;
+  output?: unknown;
+}
 
 function completed(prediction: Prediction): void {
   const resolve = waiting.get(prediction.id);
@@ -93,14 +97,21 @@ async function readLimited(stream: AsyncIterable<Buffer>, max: number): Promise<
 }
 
 async function replicateJob(): Promise<boolean> {
-  const body = JSON.stringify({ version: replicate.version, input: { prompt: `bare ${++sequence}` }, webhook: replicate.webhook, webhook_events_filter: ['completed'] });
+  const body = JSON.stringify({
+    version: replicate.version,
+    input: { prompt: `bare ${++sequence}` },
+    webhook: replicate.webhook,
+    webhook_events_filter: ['completed'],
+  });
   const res = await request(`${replicate.baseUrl}/predictions`, {
-    method: 'POST', dispatcher: agent, body,
+    method: 'POST',
+    dispatcher: agent,
+    body,
     headers: { authorization: `Bearer ${replicate.token}`, 'content-type': 'application/json', accept: 'application/json' },
   });
   const answer = JSON.parse((await readLimited(res.body, MAX_BODY_BYTES)).toString('utf8')) as Prediction;
   if (res.statusCode !== 201 || typeof answer.id !== 'string') return false;
-  const done = early.get(answer.id) ?? await webhookOf(answer.id);
+  const done = early.get(answer.id) ?? (await webhookOf(answer.id));
   early.delete(answer.id);
   if (done.status !== 'succeeded' || !Array.isArray(done.output)) return false;
   for (const url of done.output) {
@@ -114,7 +125,9 @@ async function replicateJob(): Promise<boolean> {
 async function openaiJob(): Promise<boolean> {
   const body = JSON.stringify({ model: openai.model, messages: [{ role: 'user', content: `Say hello in five words (${++sequence}).` }] });
   const res = await request(`${openai.baseUrl}/chat/completions`, {
-    method: 'POST', dispatcher: agent, body,
+    method: 'POST',
+    dispatcher: agent,
+    body,
     headers: { authorization: `Bearer ${openai.key}`, 'content-type': 'application/json', accept: 'application/json' },
   });
   const answer = JSON.parse((await readLimited(res.body, MAX_BODY_BYTES)).toString('utf8')) as { choices?: Array<{ message?: { content?: unknown } }> };
@@ -140,34 +153,36 @@ const server = http.createServer((req, res) => {
     res.writeHead(status, { 'content-type': 'application/json' });
     res.end(value === undefined ? undefined : JSON.stringify(value));
   };
-  readLimited(req, MAX_BODY_BYTES).then(async (body) => {
-    if (req.method === 'POST' && url.pathname === '/hooks/replicate') {
-      if (!verified(req.headers, body)) return reply(400, { error: 'bad signature' });
-      const prediction = JSON.parse(body.toString('utf8')) as Prediction;
-      if (typeof prediction.id !== 'string') return reply(400, { error: 'not a prediction' });
-      reply(200, { received: true });
-      if (['succeeded', 'failed', 'canceled', 'aborted'].includes(prediction.status)) completed(prediction);
-      return;
-    }
-    if (req.method === 'GET' && url.pathname === '/health/ready') return reply(200, { ready: true });
-    if (req.method === 'POST' && url.pathname === '/control/start') {
-      const kind = url.searchParams.get('kind');
-      const concurrency = Number(url.searchParams.get('concurrency'));
-      if (running || (kind !== 'replicate' && kind !== 'openai') || !(concurrency >= 1)) return reply(400, { error: 'bad start' });
-      jobs = [];
-      running = true;
-      agent = new Agent({ connections: concurrency, keepAliveTimeout: 30_000 });
-      loops = Array.from({ length: concurrency }, () => loop(kind === 'replicate' ? replicateJob : openaiJob));
-      return reply(200, { started: concurrency });
-    }
-    if (req.method === 'POST' && url.pathname === '/control/stop') {
-      running = false;
-      await Promise.all(loops);
-      await agent?.close();
-      return reply(200, { jobs });
-    }
-    reply(404, { error: 'not found' });
-  }).catch((error: unknown) => reply(500, { error: String(error) }));
+  readLimited(req, MAX_BODY_BYTES)
+    .then(async (body) => {
+      if (req.method === 'POST' && url.pathname === '/hooks/replicate') {
+        if (!verified(req.headers, body)) return reply(400, { error: 'bad signature' });
+        const prediction = JSON.parse(body.toString('utf8')) as Prediction;
+        if (typeof prediction.id !== 'string') return reply(400, { error: 'not a prediction' });
+        reply(200, { received: true });
+        if (['succeeded', 'failed', 'canceled', 'aborted'].includes(prediction.status)) completed(prediction);
+        return;
+      }
+      if (req.method === 'GET' && url.pathname === '/health/ready') return reply(200, { ready: true });
+      if (req.method === 'POST' && url.pathname === '/control/start') {
+        const kind = url.searchParams.get('kind');
+        const concurrency = Number(url.searchParams.get('concurrency'));
+        if (running || (kind !== 'replicate' && kind !== 'openai') || !(concurrency >= 1)) return reply(400, { error: 'bad start' });
+        jobs = [];
+        running = true;
+        agent = new Agent({ connections: concurrency, keepAliveTimeout: 30_000 });
+        loops = Array.from({ length: concurrency }, () => loop(kind === 'replicate' ? replicateJob : openaiJob));
+        return reply(200, { started: concurrency });
+      }
+      if (req.method === 'POST' && url.pathname === '/control/stop') {
+        running = false;
+        await Promise.all(loops);
+        await agent?.close();
+        return reply(200, { jobs });
+      }
+      reply(404, { error: 'not found' });
+    })
+    .catch((error: unknown) => reply(500, { error: String(error) }));
 });
 server.listen(Number(process.env.PORT ?? 0), process.env.HOST ?? '127.0.0.1');
 process.once('SIGTERM', () => {

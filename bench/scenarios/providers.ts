@@ -6,7 +6,15 @@ import { createKey, signUp } from '../lib/accounts.ts';
 import { round } from '../lib/load.ts';
 import { backendPids, runPgbench, scratchDatabase, type ScratchDatabase } from '../lib/postgres.ts';
 import {
-  cpuBetween, freePort, processCpuSeconds, processesCpuSeconds, startNodeServer, stopServer, systemBusyCpuSeconds, waitUntilReady, type ChildServer,
+  cpuBetween,
+  freePort,
+  processCpuSeconds,
+  processesCpuSeconds,
+  startNodeServer,
+  stopServer,
+  systemBusyCpuSeconds,
+  waitUntilReady,
+  type ChildServer,
 } from '../lib/processes.ts';
 import type { BenchContext, ExtraServer, LoadSummary, Scenario } from '../lib/types.ts';
 import { png, SECRET, startReplicateFake, TOKEN, VERSION, type ReplicateFake } from '../../test/fakes/replicate.ts';
@@ -53,19 +61,43 @@ type Job = [endedAt: number, ms: number, ok: 0 | 1, generationId?: string];
 function catalog(): unknown {
   return {
     defaultPlan: 'bench',
-    plans: [{
-      id: 'bench', name: 'Bench', monthlyPriceCents: 0, monthlyCredits: 1_000_000_000, centsPerCredit: 1,
-      concurrentJobs: Math.max(64, CONCURRENCY * 2), unfinishedJobs: 100_000, storageBytes: 1e12, maxFileBytes: 1e8, requestsPerMinute: 10_000_000,
-    }],
+    plans: [
+      {
+        id: 'bench',
+        name: 'Bench',
+        monthlyPriceCents: 0,
+        monthlyCredits: 1_000_000_000,
+        centsPerCredit: 1,
+        concurrentJobs: Math.max(64, CONCURRENCY * 2),
+        unfinishedJobs: 100_000,
+        storageBytes: 1e12,
+        maxFileBytes: 1e8,
+        requestsPerMinute: 10_000_000,
+      },
+    ],
     models: [
       {
-        id: 'bench/replicate-image', name: 'Replicate image', mode: 'text_to_image', maker: 'bench', description: 'An image model on Replicate.',
-        price: { per: 'image', credits: 1 }, plans: ['bench'], parameters: { prompt: { required: true } }, sample: { prompt: 'x', note: 'bench' },
+        id: 'bench/replicate-image',
+        name: 'Replicate image',
+        mode: 'text_to_image',
+        maker: 'bench',
+        description: 'An image model on Replicate.',
+        price: { per: 'image', credits: 1 },
+        plans: ['bench'],
+        parameters: { prompt: { required: true } },
+        sample: { prompt: 'x', note: 'bench' },
         deployments: [{ id: REPLICATE_DEPLOYMENT, provider: 'replicate', target: { version: VERSION } }],
       },
       {
-        id: 'bench/openai-chat', name: 'OpenAI chat', mode: 'text_to_text', maker: 'bench', description: 'Chat completions on OpenAI.',
-        price: { per: 'job', credits: 1 }, plans: ['bench'], parameters: { prompt: { required: true } }, sample: { prompt: 'x', note: 'bench' },
+        id: 'bench/openai-chat',
+        name: 'OpenAI chat',
+        mode: 'text_to_text',
+        maker: 'bench',
+        description: 'Chat completions on OpenAI.',
+        price: { per: 'job', credits: 1 },
+        plans: ['bench'],
+        parameters: { prompt: { required: true } },
+        sample: { prompt: 'x', note: 'bench' },
         deployments: [{ id: OPENAI_DEPLOYMENT, provider: 'openai', target: { model: OPENAI_MODEL } }],
       },
     ],
@@ -88,7 +120,10 @@ class Deliverer {
   private readonly timer: NodeJS.Timeout;
   private readonly pending = new Set<Promise<void>>();
 
-  constructor(private readonly fake: ReplicateFake, private readonly origins: Map<string, string>) {
+  constructor(
+    private readonly fake: ReplicateFake,
+    private readonly origins: Map<string, string>,
+  ) {
     // The fake has no hook on creates: its list is read every millisecond.
     this.timer = setInterval(() => this.drain(), 1);
   }
@@ -111,7 +146,7 @@ class Deliverer {
     for (let attempt = 0; ; attempt++) {
       try {
         const res = await request(url, { method: 'POST', headers, body, dispatcher: this.agent });
-        const ack = await res.body.json() as { applied?: boolean };
+        const ack = (await res.body.json()) as { applied?: boolean };
         if (res.statusCode !== 200) break;
         if (ack.applied !== false) {
           this.delivered++;
@@ -232,8 +267,10 @@ interface Workspace {
 }
 
 const BODIES: Record<Kind, (workspaceId: string, n: number) => string> = {
-  replicate: (workspaceId, n) => JSON.stringify({ workspaceId, mode: 'text_to_image', model: 'bench/replicate-image', params: { prompt: `a lighthouse at dusk ${n}` } }),
-  openai: (workspaceId, n) => JSON.stringify({ workspaceId, mode: 'text_to_text', model: 'bench/openai-chat', params: { prompt: `Say hello in five words (${n}).` } }),
+  replicate: (workspaceId, n) =>
+    JSON.stringify({ workspaceId, mode: 'text_to_image', model: 'bench/replicate-image', params: { prompt: `a lighthouse at dusk ${n}` } }),
+  openai: (workspaceId, n) =>
+    JSON.stringify({ workspaceId, mode: 'text_to_text', model: 'bench/openai-chat', params: { prompt: `Say hello in five words (${n}).` } }),
 };
 
 /** CONCURRENCY clients of the service, each creating a job and waiting for its terminal event before the next. */
@@ -251,7 +288,7 @@ function serviceDriver(server: ExtraServer, ws: Workspace, kind: Kind): Driver {
       let id: string | undefined;
       try {
         const res = await request(`${server.url}/v1/generations`, { method: 'POST', headers, body: BODIES[kind](ws.workspaceId, ++n), dispatcher: agent });
-        id = (await res.body.json() as { id?: string }).id;
+        id = ((await res.body.json()) as { id?: string }).id;
         if (res.statusCode === 201 && id) ok = (await ws.stream.until(id)) === 'succeeded';
       } catch {
         ok = false;
@@ -287,7 +324,7 @@ function bareDriver(bare: ChildServer, kind: Kind): Driver {
     },
     async stop() {
       const res = await request(`${bare.url}/control/stop`, { method: 'POST', bodyTimeout: 120_000, headersTimeout: 120_000 });
-      const answer = await res.body.json() as { jobs: Job[] };
+      const answer = (await res.body.json()) as { jobs: Job[] };
       if (res.statusCode !== 200) throw new Error(`bare client stop: ${res.statusCode} ${JSON.stringify(answer)}`);
       return answer.jobs;
     },
@@ -315,7 +352,9 @@ async function timelineSteps(db: ScratchDatabase, ids: string[]): Promise<string
                        extract(epoch from ((e->>'at')::timestamptz - lag((e->>'at')::timestamptz) over (order by n))) * 1000 as ms
                   from jsonb_array_elements(g.timeline) with ordinality as t(e, n)) s
       where g.id = any($1) and s.ms is not null
-      group by s.status order by min(s.n)`, [ids]);
+      group by s.status order by min(s.n)`,
+    [ids],
+  );
   return rows.map((r) => `→ ${r.step} ${round(Number(r.p50), 1)}/${round(Number(r.p99), 1)} ms`).join(', ');
 }
 
@@ -328,7 +367,14 @@ function quantile(sorted: number[], p: number): number {
  * CPU of the driver's process over it, of the database's backends (with `db`), of this process (the fakes,
  * the deliverer and, for the service, its clients) and of every other process (noise).
  */
-async function measure(ctx: BenchContext, title: string, driver: Driver, deliverer: Deliverer | undefined, db?: ScratchDatabase, idlePid?: number): Promise<Phase> {
+async function measure(
+  ctx: BenchContext,
+  title: string,
+  driver: Driver,
+  deliverer: Deliverer | undefined,
+  db?: ScratchDatabase,
+  idlePid?: number,
+): Promise<Phase> {
   await driver.start();
   await new Promise((resolve) => setTimeout(resolve, ctx.options.warmupS * 1000));
   deliverer?.take();
@@ -355,7 +401,8 @@ async function measure(ctx: BenchContext, title: string, driver: Driver, deliver
   const cpuS = cpuBefore !== undefined && cpuAfter !== undefined ? cpuAfter - cpuBefore : undefined;
   const ownS = (own.user + own.system) / 1e6;
   const idleS = idleBefore !== undefined && idleAfter !== undefined ? idleAfter - idleBefore : 0;
-  const backgroundS = cpuS !== undefined && systemBefore !== undefined && systemAfter !== undefined ? Math.max(0, systemAfter - systemBefore - cpuS - ownS - idleS) : undefined;
+  const backgroundS =
+    cpuS !== undefined && systemBefore !== undefined && systemAfter !== undefined ? Math.max(0, systemAfter - systemBefore - cpuS - ownS - idleS) : undefined;
   const idlePercent = idleBefore !== undefined && idleAfter !== undefined ? round((idleS / wallS) * 100, 1) : undefined;
   const databaseS = cpuBetween(backendsBefore, backendsAfter);
   const ids = ok.flatMap(([, , , id]) => (id ? [id] : []));
@@ -371,7 +418,10 @@ async function measure(ctx: BenchContext, title: string, driver: Driver, deliver
     totalRequests: ok.length,
     latencyMs: {
       mean: round(latencies.reduce((a, b) => a + b, 0) / Math.max(1, latencies.length), 2),
-      p50: quantile(latencies, 50), p90: quantile(latencies, 90), p99: quantile(latencies, 99), max: quantile(latencies, 100),
+      p50: quantile(latencies, 50),
+      p90: quantile(latencies, 90),
+      p99: quantile(latencies, 99),
+      max: quantile(latencies, 100),
     },
     throughputBytesPerSec: 0,
     errors: inWindow.length - ok.length,
@@ -383,12 +433,14 @@ async function measure(ctx: BenchContext, title: string, driver: Driver, deliver
     loadGeneratorCpuPercent: round((ownS / wallS) * 100, 1),
     backgroundCpuPercent: backgroundS === undefined ? undefined : round((backgroundS / wallS) * 100, 1),
   };
-  ctx.log(`${title}: ${summary.reqPerSec} jobs/s, p50 ${summary.latencyMs.p50} ms, p99 ${summary.latencyMs.p99} ms, ${summary.errors} not succeeded; `
-    + `CPU µs/job ${summary.serverCpuUsPerRequest ?? '?'} (process at ${summary.serverCpuPercent ?? '?'}% of a core)${databaseS === undefined || ok.length === 0 ? '' : `, database ${round((databaseS * 1e6) / ok.length, 1)} µs/job`}; `
-    + `this process ${summary.loadGeneratorCpuPercent}%, other processes ${summary.backgroundCpuPercent ?? '?'}%`
-    + `${deliveries ? `; webhooks applied ${deliveries.delivered}, early (sent again) ${deliveries.early}, given up ${deliveries.failed}` : ''}`
-    + `${steps ? `; timeline steps p50/p99 ${steps}` : ''}`
-    + `${idlePercent === undefined ? '' : `; the idle service process meanwhile ${idlePercent}% of a core`}`);
+  ctx.log(
+    `${title}: ${summary.reqPerSec} jobs/s, p50 ${summary.latencyMs.p50} ms, p99 ${summary.latencyMs.p99} ms, ${summary.errors} not succeeded; ` +
+      `CPU µs/job ${summary.serverCpuUsPerRequest ?? '?'} (process at ${summary.serverCpuPercent ?? '?'}% of a core)${databaseS === undefined || ok.length === 0 ? '' : `, database ${round((databaseS * 1e6) / ok.length, 1)} µs/job`}; ` +
+      `this process ${summary.loadGeneratorCpuPercent}%, other processes ${summary.backgroundCpuPercent ?? '?'}%` +
+      `${deliveries ? `; webhooks applied ${deliveries.delivered}, early (sent again) ${deliveries.early}, given up ${deliveries.failed}` : ''}` +
+      `${steps ? `; timeline steps p50/p99 ${steps}` : ''}` +
+      `${idlePercent === undefined ? '' : `; the idle service process meanwhile ${idlePercent}% of a core`}`,
+  );
   return {
     summary,
     failed: summary.errors,
@@ -412,31 +464,40 @@ const median = (rounds: Round[]) => [...rounds].sort((a, b) => a.ratio - b.ratio
 /** One job through the service, checked to its output: the model and its deployment work before anything is timed. */
 async function probe(server: ExtraServer, ws: Workspace, kind: Kind): Promise<void> {
   const res = await request(`${server.url}/v1/generations`, {
-    method: 'POST', headers: { authorization: `Bearer ${ws.key}`, 'content-type': 'application/json' }, body: BODIES[kind](ws.workspaceId, 0),
+    method: 'POST',
+    headers: { authorization: `Bearer ${ws.key}`, 'content-type': 'application/json' },
+    body: BODIES[kind](ws.workspaceId, 0),
   });
-  const created = await res.body.json() as { id?: string };
+  const created = (await res.body.json()) as { id?: string };
   if (res.statusCode !== 201 || !created.id) throw new Error(`probe ${kind}: ${res.statusCode} ${JSON.stringify(created)}`);
   const status = await ws.stream.until(created.id);
   const got = await request(`${server.url}/v1/generations/${created.id}?workspaceId=${ws.workspaceId}`, { headers: { authorization: `Bearer ${ws.key}` } });
-  const generation = await got.body.json() as { status?: string; outputAssetIds?: string[]; textOutput?: string; errorCode?: string; errorMessage?: string };
-  const produced = kind === 'replicate' ? generation.outputAssetIds?.length === 1 : typeof generation.textOutput === 'string' && generation.textOutput.length > 0;
+  const generation = (await got.body.json()) as { status?: string; outputAssetIds?: string[]; textOutput?: string; errorCode?: string; errorMessage?: string };
+  const produced =
+    kind === 'replicate' ? generation.outputAssetIds?.length === 1 : typeof generation.textOutput === 'string' && generation.textOutput.length > 0;
   if (status !== 'succeeded' || generation.status !== 'succeeded' || !produced) {
-    throw new Error(`probe ${kind}: ${status}, ${JSON.stringify({ status: generation.status, errorCode: generation.errorCode, errorMessage: generation.errorMessage })}`);
+    throw new Error(
+      `probe ${kind}: ${status}, ${JSON.stringify({ status: generation.status, errorCode: generation.errorCode, errorMessage: generation.errorMessage })}`,
+    );
   }
 }
 
 function describe(r: Round, kind: Kind): string {
   const s = r.service.summary;
   const b = r.bare.summary;
-  const early = r.service.deliveries && s.totalRequests > 0 ? `, ${round(r.service.deliveries.early / s.totalRequests, 2)} early deliveries sent again per job` : '';
-  return `${kind}: service ${s.reqPerSec} jobs/s (p50 ${s.latencyMs.p50} ms, p99 ${s.latencyMs.p99} ms; ${s.serverCpuUsPerRequest ?? '?'} µs CPU/job, database ${r.service.databaseUsPerJob ?? '?'} µs/job${early}; other processes ${s.backgroundCpuPercent ?? '?'}% of a core; timeline steps p50/p99 ${r.service.steps ?? '?'})`
-    + ` ÷ bare ${b.reqPerSec} jobs/s (p50 ${b.latencyMs.p50} ms; ${b.serverCpuUsPerRequest ?? '?'} µs CPU/job; other processes ${b.backgroundCpuPercent ?? '?'}%; the service process meanwhile, without jobs, ${r.bare.serviceIdlePercent ?? '?'}% of a core) = ${r.ratio.toFixed(2)}`
-    + `${r.commits ? `; pgbench one-row insert, 1 client, just before: ${r.commits}` : ''}`;
+  const early =
+    r.service.deliveries && s.totalRequests > 0 ? `, ${round(r.service.deliveries.early / s.totalRequests, 2)} early deliveries sent again per job` : '';
+  return (
+    `${kind}: service ${s.reqPerSec} jobs/s (p50 ${s.latencyMs.p50} ms, p99 ${s.latencyMs.p99} ms; ${s.serverCpuUsPerRequest ?? '?'} µs CPU/job, database ${r.service.databaseUsPerJob ?? '?'} µs/job${early}; other processes ${s.backgroundCpuPercent ?? '?'}% of a core; timeline steps p50/p99 ${r.service.steps ?? '?'})` +
+    ` ÷ bare ${b.reqPerSec} jobs/s (p50 ${b.latencyMs.p50} ms; ${b.serverCpuUsPerRequest ?? '?'} µs CPU/job; other processes ${b.backgroundCpuPercent ?? '?'}%; the service process meanwhile, without jobs, ${r.bare.serviceIdlePercent ?? '?'}% of a core) = ${r.ratio.toFixed(2)}` +
+    `${r.commits ? `; pgbench one-row insert, 1 client, just before: ${r.commits}` : ''}`
+  );
 }
 
 export const providers: Scenario = {
   name: 'providers',
-  description: 'jobs/s through real provider adapters (Replicate by webhook, OpenAI chat) against the fakes, each ÷ a bare undici client of the same fake, PostgreSQL',
+  description:
+    'jobs/s through real provider adapters (Replicate by webhook, OpenAI chat) against the fakes, each ÷ a bare undici client of the same fake, PostgreSQL',
   budgetS: 120,
   extraBudgetS: () => ROUNDS * 4 * (Number(process.env.BENCH_WARMUP_S ?? 2) + Number(process.env.BENCH_DURATION_S ?? 10) + 15),
   async run(ctx) {
@@ -456,28 +517,49 @@ export const providers: Scenario = {
       await writeFile(catalogFile, JSON.stringify(catalog()));
 
       const server = await ctx.startService('service (PostgreSQL, Replicate and OpenAI fakes)', {
-        DATABASE_URL: db.url, DATA_DIR: path.join(dir, 'data'), CATALOG_FILE: catalogFile, BASE_URL: SERVICE_BASE_URL,
-        REPLICATE_API_TOKEN: TOKEN, REPLICATE_BASE_URL: replicate.baseUrl, REPLICATE_WEBHOOK_SECRET: SECRET,
-        OPENAI_API_KEY: openai.apiKey, OPENAI_BASE_URL: openai.url,
+        DATABASE_URL: db.url,
+        DATA_DIR: path.join(dir, 'data'),
+        CATALOG_FILE: catalogFile,
+        BASE_URL: SERVICE_BASE_URL,
+        REPLICATE_API_TOKEN: TOKEN,
+        REPLICATE_BASE_URL: replicate.baseUrl,
+        REPLICATE_WEBHOOK_SECRET: SECRET,
+        OPENAI_API_KEY: openai.apiKey,
+        OPENAI_BASE_URL: openai.url,
         // The backstop poll never comes during a job: completion is the webhook's.
         PROVIDER_POLL_MS: '600000',
       });
       cleanups.push(() => server.stop());
       const bare = startNodeServer('bare provider clients', 'bench/scenarios/providers-bare-client.ts', await freePort(), {
-        BARE_REPLICATE_BASE_URL: replicate.baseUrl, BARE_REPLICATE_TOKEN: TOKEN, BARE_REPLICATE_SECRET: SECRET, BARE_REPLICATE_VERSION: VERSION,
-        BARE_WEBHOOK_URL, BARE_OPENAI_BASE_URL: openai.url, BARE_OPENAI_KEY: openai.apiKey, BARE_OPENAI_MODEL: OPENAI_MODEL,
+        BARE_REPLICATE_BASE_URL: replicate.baseUrl,
+        BARE_REPLICATE_TOKEN: TOKEN,
+        BARE_REPLICATE_SECRET: SECRET,
+        BARE_REPLICATE_VERSION: VERSION,
+        BARE_WEBHOOK_URL,
+        BARE_OPENAI_BASE_URL: openai.url,
+        BARE_OPENAI_KEY: openai.apiKey,
+        BARE_OPENAI_MODEL: OPENAI_MODEL,
       });
       cleanups.push(() => stopServer(bare));
       await waitUntilReady(bare, '/health/ready', 60_000);
 
-      const deliverer = new Deliverer(replicate, new Map([[new URL(SERVICE_BASE_URL).host, server.url], [new URL(BARE_WEBHOOK_URL).host, bare.url]]));
+      const deliverer = new Deliverer(
+        replicate,
+        new Map([
+          [new URL(SERVICE_BASE_URL).host, server.url],
+          [new URL(BARE_WEBHOOK_URL).host, bare.url],
+        ]),
+      );
       cleanups.push(() => deliverer.close());
 
       const account = await signUp(server.url);
       const key = await createKey(server.url, account, ['generations.write', 'generations.read']);
       const stream = new WorkspaceStream(server.url, key, account.workspaceId);
       cleanups.push(() => stream.close());
-      await Promise.race([stream.ready, new Promise((_, reject) => setTimeout(() => reject(new Error('the workspace event stream did not open in 30 s')), 30_000).unref())]);
+      await Promise.race([
+        stream.ready,
+        new Promise((_, reject) => setTimeout(() => reject(new Error('the workspace event stream did not open in 30 s')), 30_000).unref()),
+      ]);
       const ws: Workspace = { workspaceId: account.workspaceId, key, stream };
       await probe(server, ws, 'replicate');
       await probe(server, ws, 'openai');
@@ -499,18 +581,38 @@ export const providers: Scenario = {
         ctx.log(`round ${i}: pgbench one-row insert, 1 client: ${commits}`);
         for (const kind of ['replicate', 'openai'] as const) {
           const label = kind === 'replicate' ? 'Replicate create → webhook → output' : 'OpenAI POST /chat/completions';
-          const service = await measure(ctx, `service: ${label} (round ${i})`, serviceDriver(server, ws, kind), kind === 'replicate' ? deliverer : undefined, db);
-          const bareSide = await measure(ctx, `bare undici: ${label} (round ${i})`, bareDriver(bare, kind), kind === 'replicate' ? deliverer : undefined, undefined, server.pid);
+          const service = await measure(
+            ctx,
+            `service: ${label} (round ${i})`,
+            serviceDriver(server, ws, kind),
+            kind === 'replicate' ? deliverer : undefined,
+            db,
+          );
+          const bareSide = await measure(
+            ctx,
+            `bare undici: ${label} (round ${i})`,
+            bareDriver(bare, kind),
+            kind === 'replicate' ? deliverer : undefined,
+            undefined,
+            server.pid,
+          );
           // What the OpenAI fake records of each request is not needed here; kept, it would weigh on this process's GC.
           openai.received.length = 0;
-          rounds[kind].push({ service, bare: bareSide, ratio: bareSide.summary.reqPerSec > 0 ? round(service.summary.reqPerSec / bareSide.summary.reqPerSec, 3) : 0, commits });
+          rounds[kind].push({
+            service,
+            bare: bareSide,
+            ratio: bareSide.summary.reqPerSec > 0 ? round(service.summary.reqPerSec / bareSide.summary.reqPerSec, 3) : 0,
+            commits,
+          });
         }
       }
 
       const chosen = median(rounds.replicate);
       const chat = median(rounds.openai);
-      const cpuRatio = (r: Round) => (r.bare.summary.serverCpuUsPerRequest && r.service.summary.serverCpuUsPerRequest
-        ? (r.bare.summary.serverCpuUsPerRequest / r.service.summary.serverCpuUsPerRequest).toFixed(2) : '?');
+      const cpuRatio = (r: Round) =>
+        r.bare.summary.serverCpuUsPerRequest && r.service.summary.serverCpuUsPerRequest
+          ? (r.bare.summary.serverCpuUsPerRequest / r.service.summary.serverCpuUsPerRequest).toFixed(2)
+          : '?';
       const notFinished = [...rounds.replicate, ...rounds.openai].reduce((sum, r) => sum + r.service.failed + r.bare.failed, 0);
       return {
         result: chosen.service.summary,
@@ -523,7 +625,7 @@ export const providers: Scenario = {
           ...rounds.replicate.map((r, i) => `round ${i + 1}: ${describe(r, 'replicate')}`),
           ...rounds.openai.map((r, i) => `round ${i + 1}: ${describe(r, 'openai')}`),
           `jobs that did not succeed in the measured windows, both sides, every round: ${notFinished}`,
-          'the fakes, the webhook deliverer and the service\'s clients run in the harness process; a delivery the service acknowledges with applied: false (the prediction id not yet written) is sent again with the same webhook-id after 5, 10, 20, 40, then every 80 ms',
+          "the fakes, the webhook deliverer and the service's clients run in the harness process; a delivery the service acknowledges with applied: false (the prediction id not yet written) is sent again with the same webhook-id after 5, 10, 20, 40, then every 80 ms",
         ],
       };
     } finally {

@@ -30,9 +30,17 @@ async function run(ctx: BenchContext, postgres: boolean): Promise<ScenarioOutcom
   try {
     const start = async (latencyMs: number): Promise<HistoryService> => {
       const server = startNodeServer(`restart-history service${postgres ? ' (PostgreSQL)' : ''}`, 'app/main.ts', await freePort(), {
-        LOG_LEVEL: 'warn', OTEL_TRACES_EXPORTER: 'none', DATA_DIR: dataDir, DATABASE_URL: db?.url ?? '', REDIS_URL: '',
-        ALLOW_PRIVATE_EGRESS: 'true', LOCAL_PROVIDER_LATENCY_MS: String(latencyMs), RATE_LIMIT_TEAM: '1000000', RATE_LIMIT_FREE: '1000000',
-        SHUTDOWN_TIMEOUT_MS: '30000', QUEUE_TIMEOUT_MS: String(6 * 3_600_000),
+        LOG_LEVEL: 'warn',
+        OTEL_TRACES_EXPORTER: 'none',
+        DATA_DIR: dataDir,
+        DATABASE_URL: db?.url ?? '',
+        REDIS_URL: '',
+        ALLOW_PRIVATE_EGRESS: 'true',
+        LOCAL_PROVIDER_LATENCY_MS: String(latencyMs),
+        RATE_LIMIT_TEAM: '1000000',
+        RATE_LIMIT_FREE: '1000000',
+        SHUTDOWN_TIMEOUT_MS: '30000',
+        QUEUE_TIMEOUT_MS: String(6 * 3_600_000),
       });
       return {
         url: server.url,
@@ -45,7 +53,10 @@ async function run(ctx: BenchContext, postgres: boolean): Promise<ScenarioOutcom
       };
     };
     const report = await restartHistory({
-      start, storage: { databaseUrl: db?.url, dataDir }, size: SIZE, settleTimeoutMs: 900_000,
+      start,
+      storage: { databaseUrl: db?.url, dataDir },
+      size: SIZE,
+      settleTimeoutMs: 900_000,
       log: (message) => ctx.log(`restart-history: ${message}`),
     });
     ctx.log(`restart-history: ${JSON.stringify(report)}`);
@@ -58,12 +69,26 @@ async function run(ctx: BenchContext, postgres: boolean): Promise<ScenarioOutcom
 
 function outcome(r: RestartHistoryReport, postgres: boolean): ScenarioOutcome {
   const defects = r.stuck + r.openReservations + r.undelivered + r.notDeliveredInDb + r.moneyProblems.length;
-  const summary = (title: string, ms: number) => measuredSummary({
-    title, url: 'GET /health/ready', method: 'GET', connections: 1, durationS: ms / 1000, reqPerSec: ms > 0 ? Math.round(100_000 / ms) / 100 : 0, totalRequests: 1, errors: 0,
-  });
+  const summary = (title: string, ms: number) =>
+    measuredSummary({
+      title,
+      url: 'GET /health/ready',
+      method: 'GET',
+      connections: 1,
+      durationS: ms / 1000,
+      reqPerSec: ms > 0 ? Math.round(100_000 / ms) / 100 : 0,
+      totalRequests: 1,
+      errors: 0,
+    });
   const { size, empty, full } = r;
   return {
-    result: { ...summary(`restart after kill -9 on ${size.finished} finished, ${size.queued} queued, ${size.inFlight} in flight, ${size.pendingDeliveries} deliveries pending${postgres ? ' (PostgreSQL)' : ' (PGlite on disk)'}: s to ready`, full.readyMs), errors: defects },
+    result: {
+      ...summary(
+        `restart after kill -9 on ${size.finished} finished, ${size.queued} queued, ${size.inFlight} in flight, ${size.pendingDeliveries} deliveries pending${postgres ? ' (PostgreSQL)' : ' (PGlite on disk)'}: s to ready`,
+        full.readyMs,
+      ),
+      errors: defects,
+    },
     baseline: summary('the same restart on the almost empty database', empty.readyMs),
     ratio: Math.round((full.readyMs / empty.readyMs) * 100) / 100,
     target: 1.9,
@@ -79,7 +104,8 @@ function outcome(r: RestartHistoryReport, postgres: boolean): ScenarioOutcome {
 
 export const restartHistoryPglite: Scenario = {
   name: 'restart-history',
-  description: 'restart after kill -9 on a long history (finished, queued, in flight, deliveries pending), PGlite on disk: time to ready vs an almost empty database, RSS, resumption',
+  description:
+    'restart after kill -9 on a long history (finished, queued, in flight, deliveries pending), PGlite on disk: time to ready vs an almost empty database, RSS, resumption',
   budgetS: 1_800,
   run: (ctx) => run(ctx, false),
 };

@@ -50,7 +50,8 @@ const budget = () => {
  */
 export const soak: Scenario = {
   name: 'soak',
-  description: 'steady POST /v1/generations with a fresh Idempotency-Key each (4 team-plan workspaces, local provider) for BENCH_SOAK_MINUTES after a warm-up, PGlite on disk; the service\'s RSS and heap at the end of each minute',
+  description:
+    "steady POST /v1/generations with a fresh Idempotency-Key each (4 team-plan workspaces, local provider) for BENCH_SOAK_MINUTES after a warm-up, PGlite on disk; the service's RSS and heap at the end of each minute",
   extraBudgetS: budget,
   async run(ctx) {
     const dataDir = mkdtempSync(path.join(os.tmpdir(), 'gs-soak-'));
@@ -86,13 +87,21 @@ async function soakOn(ctx: BenchContext, database: string, env: Record<string, s
   let server: ExtraServer | undefined;
   let load: ReturnType<typeof steadyCreates> | undefined;
   try {
-    server = await ctx.startService(`service (${database}, memory probe)`, {
-      ...env, RATE_LIMIT_TEAM: REQUESTS_PER_MINUTE, BENCH_MEMORY_PROBE_FILE: probeFile,
-    }, ['--expose-gc', '--import', probeModule]);
+    server = await ctx.startService(
+      `service (${database}, memory probe)`,
+      {
+        ...env,
+        RATE_LIMIT_TEAM: REQUESTS_PER_MINUTE,
+        BENCH_MEMORY_PROBE_FILE: probeFile,
+      },
+      ['--expose-gc', '--import', probeModule],
+    );
     const total = options.warmupMinutes + options.minutes;
     const credits = Math.ceil((options.rate * total * 60 * 1.2) / WORKSPACES);
     const workspaces = await fundedWorkspaces(server.url, WORKSPACES, credits);
-    ctx.log(`soak (${database}): ${options.rate} creates/s for ${options.warmupMinutes} min of warm-up + ${options.minutes} min, ${WORKSPACES} team-plan workspaces with ${credits} credits each`);
+    ctx.log(
+      `soak (${database}): ${options.rate} creates/s for ${options.warmupMinutes} min of warm-up + ${options.minutes} min, ${WORKSPACES} team-plan workspaces with ${credits} credits each`,
+    );
 
     const pid = server.pid;
     const minutes: MemoryMinute[] = [];
@@ -104,13 +113,20 @@ async function soakOn(ctx: BenchContext, database: string, env: Record<string, s
       const counts = load.take();
       const cpuAfter = processCpuSeconds(pid);
       const memory = await readMemory(pid, probeFile);
-      const reading = minuteOf(minute, minute <= options.warmupMinutes ? 'warm-up' : 'measured', counts, memory,
-        cpuBefore === undefined || cpuAfter === undefined ? undefined : cpuAfter - cpuBefore);
+      const reading = minuteOf(
+        minute,
+        minute <= options.warmupMinutes ? 'warm-up' : 'measured',
+        counts,
+        memory,
+        cpuBefore === undefined || cpuAfter === undefined ? undefined : cpuAfter - cpuBefore,
+      );
       cpuBefore = processCpuSeconds(pid);
       minutes.push(reading);
-      ctx.log(`soak (${database}) minute ${minute}${reading.phase === 'warm-up' ? ' (warm-up)' : ''}: ${reading.created} created${Object.keys(reading.otherAnswers).length ? ` (other: ${JSON.stringify(reading.otherAnswers)})` : ''}, `
-        + `RSS ${mib(reading.rssBytes)} MiB, heap used ${mib(reading.heapUsedBytes)} MiB after GC (${mib(reading.heapUsedBeforeGcBytes)} before), heap total ${mib(reading.heapTotalBytes)} MiB, `
-        + `external ${mib(reading.externalBytes)} MiB, arrayBuffers ${mib(reading.arrayBuffersBytes)} MiB; ${reading.cpuUsPerCreate ?? '?'} µs CPU/create, p50 ${reading.latencyMs.p50} ms, p99 ${reading.latencyMs.p99} ms`);
+      ctx.log(
+        `soak (${database}) minute ${minute}${reading.phase === 'warm-up' ? ' (warm-up)' : ''}: ${reading.created} created${Object.keys(reading.otherAnswers).length ? ` (other: ${JSON.stringify(reading.otherAnswers)})` : ''}, ` +
+          `RSS ${mib(reading.rssBytes)} MiB, heap used ${mib(reading.heapUsedBytes)} MiB after GC (${mib(reading.heapUsedBeforeGcBytes)} before), heap total ${mib(reading.heapTotalBytes)} MiB, ` +
+          `external ${mib(reading.externalBytes)} MiB, arrayBuffers ${mib(reading.arrayBuffersBytes)} MiB; ${reading.cpuUsPerCreate ?? '?'} µs CPU/create, p50 ${reading.latencyMs.p50} ms, p99 ${reading.latencyMs.p99} ms`,
+      );
     }
     await load.stop();
     load = undefined;
@@ -164,7 +180,13 @@ async function readMemory(pid: number, file: string): Promise<ProbeLine & { vmRs
   }
 }
 
-function minuteOf(minute: number, phase: MemoryMinute['phase'], counts: CreateCounts, memory: ProbeLine & { vmRss: number }, cpuSeconds: number | undefined): MemoryMinute {
+function minuteOf(
+  minute: number,
+  phase: MemoryMinute['phase'],
+  counts: CreateCounts,
+  memory: ProbeLine & { vmRss: number },
+  cpuSeconds: number | undefined,
+): MemoryMinute {
   const created = counts.byStatus['201'] ?? 0;
   const otherAnswers: Record<string, number> = {};
   for (const [status, n] of Object.entries(counts.byStatus)) if (status !== '201') otherAnswers[status] = n;
@@ -173,7 +195,8 @@ function minuteOf(minute: number, phase: MemoryMinute['phase'], counts: CreateCo
   const sorted = [...counts.latenciesMs].sort((a, b) => a - b);
   const at = (p: number) => round(sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] ?? 0, 1);
   return {
-    minute, phase,
+    minute,
+    phase,
     rssBytes: memory.vmRss,
     heapUsedBytes: memory.heapUsed,
     heapUsedBeforeGcBytes: memory.heapUsedBeforeGc,
@@ -206,9 +229,10 @@ export function judge(minutes: MemoryMinute[], warmupMinutes: number): MemoryRep
   const heapLevel = heap[1] - heap[0] <= Math.max(LEVEL_SHARE * heap[0], HEAP_LEVEL_FLOOR_BYTES);
   const levelledOff = rssLevel && heapLevel;
   const range = (values: number[]) => `${mib(Math.min(...values))}-${mib(Math.max(...values))}`;
-  const verdict = `${levelledOff ? 'levelled off' : 'did NOT level off'} after the warm-up: RSS median ${mib(rss[0])} MiB over minutes ${first[0]?.minute}-${first.at(-1)?.minute} and ${mib(rss[1])} MiB over minutes ${second[0]?.minute}-${second.at(-1)?.minute} `
-    + `(${signedMib(rss[1] - rss[0])} MiB; readings ${range(measured.map((m) => m.rssBytes))} MiB; ${mib(reference.rssBytes)} at the end of the warm-up, ${mib(end.rssBytes)} at the end); `
-    + `heap used after GC ${mib(heap[0])} → ${mib(heap[1])} MiB (${signedMib(heap[1] - heap[0])}); external ${mib(reference.externalBytes)} → ${mib(end.externalBytes)} MiB`;
+  const verdict =
+    `${levelledOff ? 'levelled off' : 'did NOT level off'} after the warm-up: RSS median ${mib(rss[0])} MiB over minutes ${first[0]?.minute}-${first.at(-1)?.minute} and ${mib(rss[1])} MiB over minutes ${second[0]?.minute}-${second.at(-1)?.minute} ` +
+    `(${signedMib(rss[1] - rss[0])} MiB; readings ${range(measured.map((m) => m.rssBytes))} MiB; ${mib(reference.rssBytes)} at the end of the warm-up, ${mib(end.rssBytes)} at the end); ` +
+    `heap used after GC ${mib(heap[0])} → ${mib(heap[1])} MiB (${signedMib(heap[1] - heap[0])}); external ${mib(reference.externalBytes)} → ${mib(end.externalBytes)} MiB`;
   return {
     warmupMinutes,
     minutes,
@@ -228,20 +252,38 @@ function median(values: number[]): number {
 
 function summaryOf(title: string, url: string, minutes: MemoryMinute[]): LoadSummary {
   const created = minutes.reduce((sum, m) => sum + m.created, 0);
-  const other = minutes.reduce((sum, m) => sum + Object.entries(m.otherAnswers).filter(([k]) => /^\d+$/.test(k)).reduce((s, [, v]) => s + v, 0), 0);
+  const other = minutes.reduce(
+    (sum, m) =>
+      sum +
+      Object.entries(m.otherAnswers)
+        .filter(([k]) => /^\d+$/.test(k))
+        .reduce((s, [, v]) => s + v, 0),
+    0,
+  );
   const errors = minutes.reduce((sum, m) => sum + (m.otherAnswers.errors ?? 0), 0);
   const cpu = minutes.filter((m) => m.cpuUsPerCreate !== undefined);
   const cpuUs = cpu.length === minutes.length && created > 0 ? cpu.reduce((sum, m) => sum + m.cpuUsPerCreate! * m.created, 0) / created : undefined;
   const seconds = minutes.length * 60;
   return {
     ...measuredSummary({
-      title, url: `${url}/v1/generations`, method: 'POST', connections: 64, durationS: seconds,
-      reqPerSec: round(created / Math.max(1, seconds), 1), totalRequests: created + other,
+      title,
+      url: `${url}/v1/generations`,
+      method: 'POST',
+      connections: 64,
+      durationS: seconds,
+      reqPerSec: round(created / Math.max(1, seconds), 1),
+      totalRequests: created + other,
       // Latency per minute is in the memory table; here the worst minute's p50 and p99.
-      latencyMs: { mean: 0, p50: Math.max(0, ...minutes.map((m) => m.latencyMs.p50)), p90: 0, p99: Math.max(0, ...minutes.map((m) => m.latencyMs.p99)), max: 0 },
+      latencyMs: {
+        mean: 0,
+        p50: Math.max(0, ...minutes.map((m) => m.latencyMs.p50)),
+        p90: 0,
+        p99: Math.max(0, ...minutes.map((m) => m.latencyMs.p99)),
+        max: 0,
+      },
       errors,
       serverCpuUsPerRequest: cpuUs === undefined ? undefined : round(cpuUs, 2),
-      serverCpuPercent: cpuUs === undefined ? undefined : round((cpuUs * created) / 1e6 / seconds * 100, 1),
+      serverCpuPercent: cpuUs === undefined ? undefined : round(((cpuUs * created) / 1e6 / seconds) * 100, 1),
     }),
     non2xx: other,
   };

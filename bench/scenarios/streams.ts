@@ -40,7 +40,11 @@ function openStream(url: string, path: string, headers: Record<string, string>):
     });
     socket.once('error', reject);
     socket.once('connect', () => {
-      socket.write(`GET ${path} HTTP/1.1\r\nHost: ${hostname}\r\n${Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join('')}\r\n`);
+      socket.write(
+        `GET ${path} HTTP/1.1\r\nHost: ${hostname}\r\n${Object.entries(headers)
+          .map(([k, v]) => `${k}: ${v}\r\n`)
+          .join('')}\r\n`,
+      );
     });
   });
 }
@@ -48,7 +52,7 @@ function openStream(url: string, path: string, headers: Record<string, string>):
 async function openMany(count: number, open: () => Promise<Held>): Promise<Held[]> {
   const streams: Held[] = [];
   for (let i = 0; i < count; i += OPEN_BATCH) {
-    streams.push(...await Promise.all(Array.from({ length: Math.min(OPEN_BATCH, count - i) }, open)));
+    streams.push(...(await Promise.all(Array.from({ length: Math.min(OPEN_BATCH, count - i) }, open))));
   }
   return streams;
 }
@@ -102,29 +106,40 @@ export const streams: Scenario = {
         const after = processRssBytes(pid) ?? 0;
         closeAll(held);
         const perStream = (after - before) / IDLE_STREAMS;
-        ctx.log(`${name}: ${IDLE_STREAMS} streams open in ${openS.toFixed(1)} s, RSS ${(before / 1e6).toFixed(0)} → ${(after / 1e6).toFixed(0)} MB, ${(perStream / 1024).toFixed(1)} KiB per stream`);
+        ctx.log(
+          `${name}: ${IDLE_STREAMS} streams open in ${openS.toFixed(1)} s, RSS ${(before / 1e6).toFixed(0)} → ${(after / 1e6).toFixed(0)} MB, ${(perStream / 1024).toFixed(1)} KiB per stream`,
+        );
         return { perStream, openS, before, after };
       };
-      const serviceIdle = await measureIdle('service', service.pid, () => openStream(service.url, `/v1/events/stream?workspaceId=${idle.workspaceId}`, { authorization: `Bearer ${idleKey}` }));
+      const serviceIdle = await measureIdle('service', service.pid, () =>
+        openStream(service.url, `/v1/events/stream?workspaceId=${idle.workspaceId}`, { authorization: `Bearer ${idleKey}` }),
+      );
       const baselineIdle = await measureIdle('raw uWS', baseline.pid, () => openStream(baseline.url, '/sse', {}));
       await settle();
 
       // Fan-out: every transition of JOBS generations to FANOUT_STREAMS streams of the workspace.
-      const fan = await openMany(FANOUT_STREAMS, () => openStream(service.url, `/v1/events/stream?workspaceId=${busy.workspaceId}`, { authorization: `Bearer ${busyKey}` }));
+      const fan = await openMany(FANOUT_STREAMS, () =>
+        openStream(service.url, `/v1/events/stream?workspaceId=${busy.workspaceId}`, { authorization: `Bearer ${busyKey}` }),
+      );
       const started = Date.now();
-      const created = await Promise.all(Array.from({ length: JOBS }, async () => {
-        const res = await fetch(`${service.url}/v1/generations`, {
-          method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${busyKey}` },
-          body: JSON.stringify({ workspaceId: busy.workspaceId, mode: 'text_to_text', model: 'local/text-mini', params: { prompt: 'hello' } }),
-        });
-        if (res.status !== 201) throw new Error(`create: ${res.status} ${await res.text()}`);
-        return ((await res.json()) as { id: string }).id;
-      }));
+      const created = await Promise.all(
+        Array.from({ length: JOBS }, async () => {
+          const res = await fetch(`${service.url}/v1/generations`, {
+            method: 'POST',
+            headers: { 'content-type': 'application/json', authorization: `Bearer ${busyKey}` },
+            body: JSON.stringify({ workspaceId: busy.workspaceId, mode: 'text_to_text', model: 'local/text-mini', params: { prompt: 'hello' } }),
+          });
+          if (res.status !== 201) throw new Error(`create: ${res.status} ${await res.text()}`);
+          return ((await res.json()) as { id: string }).id;
+        }),
+      );
       const events = JOBS * 5;
       await until(() => fan.every((s) => s.transitions >= events), 'the service fan-out');
       const serviceS = (Date.now() - started) / 1000;
       closeAll(fan);
-      const sample = await (await fetch(`${service.url}/v1/generations/${created[0]}?workspaceId=${busy.workspaceId}`, { headers: { authorization: `Bearer ${busyKey}` } })).text();
+      const sample = await (
+        await fetch(`${service.url}/v1/generations/${created[0]}?workspaceId=${busy.workspaceId}`, { headers: { authorization: `Bearer ${busyKey}` } })
+      ).text();
       const body = `id: ${created[0]}.4\nevent: transition\ndata: ${JSON.stringify({ generationId: created[0], seq: 4, status: 'succeeded', at: new Date().toISOString(), mode: 'text_to_text', project: null, generation: JSON.parse(sample) })}\n\n`;
       await settle();
 
@@ -142,8 +157,24 @@ export const streams: Scenario = {
         `idle streams: ${IDLE_STREAMS} each; memory per stream ${(serviceIdle.perStream / 1024).toFixed(1)} KiB on the service (RSS ${(serviceIdle.before / 1e6).toFixed(0)} → ${(serviceIdle.after / 1e6).toFixed(0)} MB, opened in ${serviceIdle.openS.toFixed(1)} s) vs ${(baselineIdle.perStream / 1024).toFixed(1)} KiB on raw uWS (opened in ${baselineIdle.openS.toFixed(1)} s): ratio ${(serviceIdle.perStream / Math.max(1, baselineIdle.perStream)).toFixed(1)}`,
         `fan-out: ${events} transitions × ${FANOUT_STREAMS} streams = ${deliveries} deliveries of ~${body.length} bytes; service ${serviceRate.toFixed(0)}/s (from the first create to the last delivery: ${serviceS.toFixed(2)} s, jobs run included), raw uWS ${rawRate.toFixed(0)}/s (${rawS.toFixed(2)} s); the one client process that counts every event bounds both`,
       );
-      const result = measuredSummary({ title: 'service SSE fan-out (deliveries/s)', url: `${service.url}/v1/events/stream`, method: 'GET', connections: FANOUT_STREAMS, durationS: serviceS, reqPerSec: serviceRate, totalRequests: deliveries });
-      const base = measuredSummary({ title: 'raw uWS SSE fan-out (deliveries/s)', url: `${baseline.url}/sse`, method: 'GET', connections: FANOUT_STREAMS, durationS: rawS, reqPerSec: rawRate, totalRequests: deliveries });
+      const result = measuredSummary({
+        title: 'service SSE fan-out (deliveries/s)',
+        url: `${service.url}/v1/events/stream`,
+        method: 'GET',
+        connections: FANOUT_STREAMS,
+        durationS: serviceS,
+        reqPerSec: serviceRate,
+        totalRequests: deliveries,
+      });
+      const base = measuredSummary({
+        title: 'raw uWS SSE fan-out (deliveries/s)',
+        url: `${baseline.url}/sse`,
+        method: 'GET',
+        connections: FANOUT_STREAMS,
+        durationS: rawS,
+        reqPerSec: rawRate,
+        totalRequests: deliveries,
+      });
       return { result, baseline: base, notes };
     } finally {
       await stopServer(baseline);

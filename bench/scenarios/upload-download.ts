@@ -77,13 +77,25 @@ async function measure<T>(durationMs: number, transfers: Transfers<T>): Promise<
     run.untimedMs += performance.now() - at;
     const perItem = new Array<number>(items.length).fill(0);
     at = performance.now();
-    await pool(items, async (item, i) => { perItem[i]! += await timed(() => transfers.up(item)); }, run);
+    await pool(
+      items,
+      async (item, i) => {
+        perItem[i]! += await timed(() => transfers.up(item));
+      },
+      run,
+    );
     run.transferMs += performance.now() - at;
     at = performance.now();
     await transfers.between(items);
     run.untimedMs += performance.now() - at;
     at = performance.now();
-    await pool(items, async (item, i) => { perItem[i]! += await timed(() => transfers.down(item)); }, run);
+    await pool(
+      items,
+      async (item, i) => {
+        perItem[i]! += await timed(() => transfers.down(item));
+      },
+      run,
+    );
     run.transferMs += performance.now() - at;
     at = performance.now();
     await transfers.cleanUp(items);
@@ -97,16 +109,18 @@ async function measure<T>(durationMs: number, transfers: Transfers<T>): Promise<
 /** Runs `work` over `items`, WORKERS at a time. */
 async function pool<T>(items: T[], work: (item: T, index: number) => Promise<void>, run: Measured): Promise<void> {
   let next = 0;
-  await Promise.all(Array.from({ length: WORKERS }, async () => {
-    while (next < items.length) {
-      const index = next++;
-      try {
-        await work(items[index]!, index);
-      } catch {
-        run.errors++;
+  await Promise.all(
+    Array.from({ length: WORKERS }, async () => {
+      while (next < items.length) {
+        const index = next++;
+        try {
+          await work(items[index]!, index);
+        } catch {
+          run.errors++;
+        }
       }
-    }
-  }));
+    }),
+  );
 }
 
 async function timed(work: () => Promise<void>): Promise<number> {
@@ -115,18 +129,32 @@ async function timed(work: () => Promise<void>): Promise<number> {
   return performance.now() - at;
 }
 
-interface ServiceItem { uploadId: string; url: string; headers: Record<string, string>; assetId?: string; downloadUrl?: string }
+interface ServiceItem {
+  uploadId: string;
+  url: string;
+  headers: Record<string, string>;
+  assetId?: string;
+  downloadUrl?: string;
+}
 
 function serviceTransfers(serviceUrl: string, cookie: string, workspaceId: string, bytes: Buffer): Transfers<ServiceItem> {
   const json = async (method: string, pathname: string, body?: unknown) => {
-    const res = await fetch(`${serviceUrl}${pathname}`, { method, headers: { 'content-type': 'application/json', cookie }, ...(body ? { body: JSON.stringify(body) } : {}) });
+    const res = await fetch(`${serviceUrl}${pathname}`, {
+      method,
+      headers: { 'content-type': 'application/json', cookie },
+      ...(body ? { body: JSON.stringify(body) } : {}),
+    });
     const text = await res.text();
     if (res.status >= 300) throw new Error(`${method} ${pathname}: ${res.status} ${text}`);
     return text ? JSON.parse(text) : undefined;
   };
   return {
-    prepare: (count) => Promise.all(Array.from({ length: count }, () =>
-      json('POST', '/v1/files/upload-url', { workspaceId, filename: 'bench.png', contentType: 'image/png', bytes: bytes.length }))),
+    prepare: (count) =>
+      Promise.all(
+        Array.from({ length: count }, () =>
+          json('POST', '/v1/files/upload-url', { workspaceId, filename: 'bench.png', contentType: 'image/png', bytes: bytes.length }),
+        ),
+      ),
     // undici's request, not fetch: fetch's own overhead on a 1 MiB body would dwarf the service's.
     async up(item) {
       const res = await request(item.url, { method: 'PUT', headers: item.headers, body: bytes });
@@ -134,10 +162,12 @@ function serviceTransfers(serviceUrl: string, cookie: string, workspaceId: strin
       if (res.statusCode !== 200) throw new Error(`PUT: ${res.statusCode}`);
     },
     async between(items) {
-      await Promise.all(items.map(async (item) => {
-        item.assetId = (await json('POST', '/v1/files/upload-complete', { workspaceId, uploadId: item.uploadId })).id;
-        item.downloadUrl = (await json('GET', `/v1/assets/${item.assetId}/download`)).url;
-      }));
+      await Promise.all(
+        items.map(async (item) => {
+          item.assetId = (await json('POST', '/v1/files/upload-complete', { workspaceId, uploadId: item.uploadId })).id;
+          item.downloadUrl = (await json('GET', `/v1/assets/${item.assetId}/download`)).url;
+        }),
+      );
     },
     async down(item) {
       const res = await request(item.downloadUrl!);
@@ -159,7 +189,9 @@ function fsTransfers(dir: string, bytes: Buffer): Transfers<string> {
       const back = await fs.readFile(file);
       if (back.length !== bytes.length) throw new Error('short read');
     },
-    cleanUp: async (files) => { await Promise.all(files.map((file) => fs.rm(file, { force: true }))); },
+    cleanUp: async (files) => {
+      await Promise.all(files.map((file) => fs.rm(file, { force: true })));
+    },
   };
 }
 
@@ -192,7 +224,13 @@ function summary(title: string, url: string, run: Measured): LoadSummary {
     durationS: round(seconds),
     reqPerSec: round(seconds > 0 ? run.roundTrips / seconds : 0),
     totalRequests: run.roundTrips,
-    latencyMs: { mean: round(mean(sorted)), p50: round(percentile(sorted, 50)), p90: round(percentile(sorted, 90)), p99: round(percentile(sorted, 99)), max: round(sorted[sorted.length - 1] ?? 0) },
+    latencyMs: {
+      mean: round(mean(sorted)),
+      p50: round(percentile(sorted, 50)),
+      p90: round(percentile(sorted, 90)),
+      p99: round(percentile(sorted, 99)),
+      max: round(sorted[sorted.length - 1] ?? 0),
+    },
     throughputBytesPerSec: Math.round(seconds > 0 ? (run.roundTrips * 2 * FILE_BYTES) / seconds : 0),
     errors: run.errors,
   });

@@ -11,7 +11,9 @@ const CONNECTIONS = 16;
 /** Within this ratio of req/s, the read is taken as not growing with the history. */
 const TARGET = 0.8;
 
-interface Usage { generations: { total: number; succeeded: number } }
+interface Usage {
+  generations: { total: number; succeeded: number };
+}
 
 /**
  * GET /v1/usage over a range that holds the whole history, with 1,000 jobs in it and then with 121,000: the
@@ -25,13 +27,18 @@ async function run(ctx: BenchContext): Promise<ScenarioOutcome> {
   let server: ExtraServer | undefined;
   try {
     server = await ctx.startService('service (PostgreSQL)', {
-      DATABASE_URL: db.url, RATE_LIMIT_FREE: '1000000', RATE_LIMIT_TEAM: '1000000', LOCAL_PROVIDER_LATENCY_MS: '0',
+      DATABASE_URL: db.url,
+      RATE_LIMIT_FREE: '1000000',
+      RATE_LIMIT_TEAM: '1000000',
+      LOCAL_PROVIDER_LATENCY_MS: '0',
     });
     const account = await signUp(server.url);
     const key = await createKey(server.url, account, ['generations.write', 'generations.read', 'usage.read']);
     const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
     const seed = await fetch(`${server.url}/v1/generations`, {
-      method: 'POST', headers, body: JSON.stringify({ workspaceId: account.workspaceId, mode: 'text_to_text', model: 'local/text-mini', params: { prompt: 'seed' } }),
+      method: 'POST',
+      headers,
+      body: JSON.stringify({ workspaceId: account.workspaceId, mode: 'text_to_text', model: 'local/text-mini', params: { prompt: 'seed' } }),
     });
     if (seed.status !== 201) throw new Error(`the seed job: ${seed.status} ${await seed.text()}`);
     const seedId = ((await seed.json()) as { id: string }).id;
@@ -43,8 +50,9 @@ async function run(ctx: BenchContext): Promise<ScenarioOutcome> {
     const path = `/v1/usage?workspaceId=${account.workspaceId}&from=${encodeURIComponent(from)}&to=${encodeURIComponent(new Date(Date.now() + 3_600_000).toISOString())}`;
     const measure = async (jobs: number): Promise<LoadSummary> => {
       const res = await fetch(`${server!.url}${path}`, { headers });
-      const usage = await res.json() as Usage;
-      if (res.status !== 200 || usage.generations.total !== jobs) throw new Error(`GET /v1/usage: ${res.status}, total ${usage.generations?.total} where ${jobs} jobs are in the range`);
+      const usage = (await res.json()) as Usage;
+      if (res.status !== 200 || usage.generations.total !== jobs)
+        throw new Error(`GET /v1/usage: ${res.status}, total ${usage.generations?.total} where ${jobs} jobs are in the range`);
       return ctx.load({ server: server!, path, headers, connections: CONNECTIONS, title: `GET /v1/usage, ${jobs} jobs in the range` });
     };
 

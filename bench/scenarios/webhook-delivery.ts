@@ -62,13 +62,18 @@ async function measureDeliveries(ctx: BenchContext, serviceUrl: string, serviceP
   const receiver = startNodeServer('webhook receiver', 'bench/servers/webhook-receiver.ts', port, {});
   try {
     await waitUntilReady(receiver, '/', 30_000);
-    const control = async (path: string, method = 'POST') => (await fetch(`${receiver.url}/control/${path}`, { method })).json() as Promise<{ received: number; held: number; releasedAt: number; lastAt: number }>;
+    const control = async (path: string, method = 'POST') =>
+      (await fetch(`${receiver.url}/control/${path}`, { method })).json() as Promise<{ received: number; held: number; releasedAt: number; lastAt: number }>;
     const tenants = await Promise.all(Array.from({ length: WORKSPACES }, () => signUp(serviceUrl)));
     const endpoints: Array<{ url: string; secret: string }> = [];
     for (const [w, tenant] of tenants.entries()) {
       for (let e = 0; e < ENDPOINTS; e++) {
         const url = `${receiver.url}/hook/${w}-${e}`;
-        const created = await json(serviceUrl, tenant.cookie, 'POST', '/v1/webhooks', { workspaceId: tenant.workspaceId, url, eventTypes: ['generation.completed'] });
+        const created = await json(serviceUrl, tenant.cookie, 'POST', '/v1/webhooks', {
+          workspaceId: tenant.workspaceId,
+          url,
+          eventTypes: ['generation.completed'],
+        });
         endpoints.push({ url, secret: created.secret });
       }
     }
@@ -76,20 +81,49 @@ async function measureDeliveries(ctx: BenchContext, serviceUrl: string, serviceP
     const serviceRound = async (label: string) => {
       await control('reset');
       await control('hold');
-      const ids = await Promise.all(tenants.flatMap((tenant) => Array.from({ length: GENERATIONS }, async () =>
-        ({ tenant, id: (await json(serviceUrl, tenant.cookie, 'POST', '/v1/generations', { workspaceId: tenant.workspaceId, mode: 'text_to_text', model: 'local/text-mini', params: { prompt: 'bench' } })).id as string }))));
+      const ids = await Promise.all(
+        tenants.flatMap((tenant) =>
+          Array.from({ length: GENERATIONS }, async () => ({
+            tenant,
+            id: (
+              await json(serviceUrl, tenant.cookie, 'POST', '/v1/generations', {
+                workspaceId: tenant.workspaceId,
+                mode: 'text_to_text',
+                model: 'local/text-mini',
+                params: { prompt: 'bench' },
+              })
+            ).id as string,
+          })),
+        ),
+      );
       await waitForCompletion(serviceUrl, tenants, ids.length);
       const expected = ids.length * ENDPOINTS;
-      let stats = await until(async () => { const s = await control('stats', 'GET'); return s.held === endpoints.length ? s : undefined; }, 'every endpoint has its first delivery on the wire', 60_000);
+      let stats = await until(
+        async () => {
+          const s = await control('stats', 'GET');
+          return s.held === endpoints.length ? s : undefined;
+        },
+        'every endpoint has its first delivery on the wire',
+        60_000,
+      );
       // The service's CPU from the release until the last delivery is seen (read within 5 ms of it).
       const cpuBefore = processCpuSeconds(servicePid);
       await control('release');
-      stats = await until(async () => { const s = await control('stats', 'GET'); return s.received >= expected ? s : undefined; }, `${expected} deliveries`, 300_000);
+      stats = await until(
+        async () => {
+          const s = await control('stats', 'GET');
+          return s.received >= expected ? s : undefined;
+        },
+        `${expected} deliveries`,
+        300_000,
+      );
       const cpuAfter = processCpuSeconds(servicePid);
       const delivered = expected - endpoints.length;
       const seconds = (stats.lastAt - stats.releasedAt) / 1000;
       const cpuSeconds = cpuBefore === undefined || cpuAfter === undefined ? undefined : cpuAfter - cpuBefore;
-      ctx.log(`webhook-delivery ${label}: ${delivered} deliveries in ${seconds.toFixed(3)} s after the release = ${(delivered / seconds).toFixed(0)}/s${cpuNote({ delivered, seconds, cpuSeconds })}`);
+      ctx.log(
+        `webhook-delivery ${label}: ${delivered} deliveries in ${seconds.toFixed(3)} s after the release = ${(delivered / seconds).toFixed(0)}/s${cpuNote({ delivered, seconds, cpuSeconds })}`,
+      );
       return { delivered, seconds, cpuSeconds };
     };
 
@@ -101,26 +135,35 @@ async function measureDeliveries(ctx: BenchContext, serviceUrl: string, serviceP
       const cpuBefore = process.cpuUsage();
       const started = performance.now();
       let errors = 0;
-      await Promise.all(endpoints.map(async (endpoint) => {
-        for (let i = 0; i < perEndpoint; i++) {
-          const t = Math.floor(Date.now() / 1000);
-          const res = await request(endpoint.url, {
-            dispatcher: agent, method: 'POST', body,
-            headers: {
-              'content-type': 'application/json', 'x-service-signature': signatureHeader(endpoint.secret, body, t), 'x-service-event': 'generation.completed',
-              'x-service-delivery': `dlv_${randomBytes(13).toString('hex')}`, traceparent: `00-${randomBytes(16).toString('hex')}-${randomBytes(8).toString('hex')}-00`,
-            },
-          });
-          await res.body.dump();
-          if (res.statusCode < 200 || res.statusCode > 299) errors++;
-        }
-      }));
+      await Promise.all(
+        endpoints.map(async (endpoint) => {
+          for (let i = 0; i < perEndpoint; i++) {
+            const t = Math.floor(Date.now() / 1000);
+            const res = await request(endpoint.url, {
+              dispatcher: agent,
+              method: 'POST',
+              body,
+              headers: {
+                'content-type': 'application/json',
+                'x-service-signature': signatureHeader(endpoint.secret, body, t),
+                'x-service-event': 'generation.completed',
+                'x-service-delivery': `dlv_${randomBytes(13).toString('hex')}`,
+                traceparent: `00-${randomBytes(16).toString('hex')}-${randomBytes(8).toString('hex')}-00`,
+              },
+            });
+            await res.body.dump();
+            if (res.statusCode < 200 || res.statusCode > 299) errors++;
+          }
+        }),
+      );
       const seconds = (performance.now() - started) / 1000;
       const cpu = process.cpuUsage(cpuBefore);
       const cpuSeconds = (cpu.user + cpu.system) / 1e6;
       await agent.close();
       const delivered = endpoints.length * perEndpoint;
-      ctx.log(`webhook-delivery ${label}: ${delivered} posts in ${seconds.toFixed(3)} s = ${(delivered / seconds).toFixed(0)}/s${cpuNote({ delivered, seconds, cpuSeconds })}`);
+      ctx.log(
+        `webhook-delivery ${label}: ${delivered} posts in ${seconds.toFixed(3)} s = ${(delivered / seconds).toFixed(0)}/s${cpuNote({ delivered, seconds, cpuSeconds })}`,
+      );
       return { delivered, seconds, cpuSeconds, errors };
     };
 
@@ -151,22 +194,30 @@ async function measureDeliveries(ctx: BenchContext, serviceUrl: string, serviceP
 }
 
 async function json(serviceUrl: string, cookie: string, method: string, pathname: string, body?: unknown): Promise<any> {
-  const res = await fetch(`${serviceUrl}${pathname}`, { method, headers: { 'content-type': 'application/json', cookie }, ...(body ? { body: JSON.stringify(body) } : {}) });
+  const res = await fetch(`${serviceUrl}${pathname}`, {
+    method,
+    headers: { 'content-type': 'application/json', cookie },
+    ...(body ? { body: JSON.stringify(body) } : {}),
+  });
   const text = await res.text();
   if (res.status >= 300) throw new Error(`${method} ${pathname}: ${res.status} ${text}`);
   return text ? JSON.parse(text) : undefined;
 }
 
 async function waitForCompletion(serviceUrl: string, tenants: Array<{ cookie: string; workspaceId: string }>, total: number): Promise<void> {
-  await until(async () => {
-    let active = 0;
-    for (const tenant of tenants) {
-      for (const status of ['queued', 'reserved', 'submitted', 'running']) {
-        active += (await json(serviceUrl, tenant.cookie, 'GET', `/v1/generations?workspaceId=${tenant.workspaceId}&status=${status}&limit=100`)).data.length;
+  await until(
+    async () => {
+      let active = 0;
+      for (const tenant of tenants) {
+        for (const status of ['queued', 'reserved', 'submitted', 'running']) {
+          active += (await json(serviceUrl, tenant.cookie, 'GET', `/v1/generations?workspaceId=${tenant.workspaceId}&status=${status}&limit=100`)).data.length;
+        }
       }
-    }
-    return active === 0 ? true : undefined;
-  }, `${total} generations complete`, 120_000);
+      return active === 0 ? true : undefined;
+    },
+    `${total} generations complete`,
+    120_000,
+  );
 }
 
 async function until<T>(probe: () => Promise<T | undefined>, what: string, timeoutMs: number): Promise<T> {
@@ -185,8 +236,15 @@ function sampleBody(): string {
     id: `dlv_${randomBytes(13).toString('hex')}`,
     event: 'generation.completed',
     data: {
-      generationId: `gen_${randomBytes(13).toString('hex')}`, workspaceId: `ws_${randomBytes(13).toString('hex')}`, mode: 'text_to_text', modelId: 'local/text-mini',
-      status: 'succeeded', outputAssetIds: [], credits: 1, startedAt: new Date().toISOString(), completedAt: new Date().toISOString(),
+      generationId: `gen_${randomBytes(13).toString('hex')}`,
+      workspaceId: `ws_${randomBytes(13).toString('hex')}`,
+      mode: 'text_to_text',
+      modelId: 'local/text-mini',
+      status: 'succeeded',
+      outputAssetIds: [],
+      credits: 1,
+      startedAt: new Date().toISOString(),
+      completedAt: new Date().toISOString(),
     },
     createdAt: new Date().toISOString(),
   });

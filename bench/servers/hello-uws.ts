@@ -5,16 +5,15 @@ import type * as UWS from 'uWebSockets.js';
 
 const require = createRequire(import.meta.url);
 const uws = require('uWebSockets.js') as typeof UWS;
-const engine = Object.keys(require.cache).some((file) => /[\\/]uWebSockets\.js[\\/]binaries[\\/]uws_[^\\/]+\.node$/.test(file))
-  ? 'uws-native'
-  : 'uws-fallback';
+const engine = Object.keys(require.cache).some((file) => /[\\/]uWebSockets\.js[\\/]binaries[\\/]uws_[^\\/]+\.node$/.test(file)) ? 'uws-native' : 'uws-fallback';
 
 const host = process.env.HOST ?? '127.0.0.1';
 const port = Number(process.env.PORT ?? 0);
 const body = JSON.stringify({ hello: 'world' });
 
 let listenSocket: UWS.us_listen_socket | undefined;
-uws.App()
+uws
+  .App()
   .get('/', (res) => {
     res.cork(() => {
       res.writeHeader('Content-Type', 'application/json');

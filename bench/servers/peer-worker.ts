@@ -28,16 +28,16 @@ async function pgBoss(): Promise<Stop> {
 
 async function graphile(fast: boolean): Promise<Stop> {
   const { run, Logger } = await import('graphile-worker');
-  const logger = new Logger(() => (level, message) => { if (level === 'error') process.stderr.write(`graphile-worker: ${message}\n`); });
+  const logger = new Logger(() => (level, message) => {
+    if (level === 'error') process.stderr.write(`graphile-worker: ${message}\n`);
+  });
   const runner = await run({
     connectionString: process.env.PEER_DATABASE_URL,
     taskList: { [PEER_QUEUE]: async () => {} },
     logger,
     noHandleSignals: true,
     // The settings of its "Performance" page (concurrency 24, pool 25, local queue, batched completions); else its defaults.
-    ...(fast
-      ? { concurrency: 24, maxPoolSize: 25, preset: { worker: { localQueue: { size: 500 }, completeJobBatchDelay: 0, failJobBatchDelay: 0 } } }
-      : {}),
+    ...(fast ? { concurrency: 24, maxPoolSize: 25, preset: { worker: { localQueue: { size: 500 }, completeJobBatchDelay: 0, failJobBatchDelay: 0 } } } : {}),
   });
   return () => runner.stop();
 }
@@ -78,5 +78,11 @@ process.on('SIGTERM', () => {
   if (stopping) return;
   stopping = true;
   server.close();
-  stop().then(() => process.exit(0), (error) => { process.stderr.write(`peer-worker: ${(error as Error).message}\n`); process.exit(1); });
+  stop().then(
+    () => process.exit(0),
+    (error) => {
+      process.stderr.write(`peer-worker: ${(error as Error).message}\n`);
+      process.exit(1);
+    },
+  );
 });

@@ -13,7 +13,8 @@ const port = Number(process.env.PORT ?? 0);
 const held = new Set<UWS.HttpResponse>();
 
 let listenSocket: UWS.us_listen_socket | undefined;
-uws.App()
+uws
+  .App()
   .get('/', (res) => {
     res.cork(() => res.end(JSON.stringify({ streams: held.size })));
   })

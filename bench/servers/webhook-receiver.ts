@@ -22,10 +22,13 @@ function answer(res: UWS.HttpResponse): void {
 }
 
 let listenSocket: UWS.us_listen_socket | undefined;
-uws.App()
+uws
+  .App()
   .post('/hook/*', (res) => {
     const entry = { res, aborted: false };
-    res.onAborted(() => { entry.aborted = true; });
+    res.onAborted(() => {
+      entry.aborted = true;
+    });
     let _size = 0;
     res.onData((chunk, isLast) => {
       _size += chunk.byteLength;
@@ -58,7 +61,9 @@ uws.App()
       res.end(JSON.stringify({ received, held: parked.length, releasedAt, lastAt }));
     });
   })
-  .get('/', (res) => { res.end('{}'); })
+  .get('/', (res) => {
+    res.end('{}');
+  })
   .any('/*', (res) => {
     res.cork(() => res.writeStatus('404 Not Found').end());
   })

@@ -23,7 +23,10 @@ declare module 'autocannon' {
         path?: string;
         headers?: Record<string, string>;
         body?: string | Buffer;
-        setupRequest?(request: { method?: string; path?: string; headers?: Record<string, string>; body?: string | Buffer }, context: Record<string, unknown>): { method?: string; path?: string; headers?: Record<string, string>; body?: string | Buffer };
+        setupRequest?(
+          request: { method?: string; path?: string; headers?: Record<string, string>; body?: string | Buffer },
+          context: Record<string, unknown>,
+        ): { method?: string; path?: string; headers?: Record<string, string>; body?: string | Buffer };
       }>;
     }
 

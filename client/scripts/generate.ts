@@ -50,7 +50,7 @@ function workspaceTable(document: Json): string {
   }
   return [
     '/** Where each operation takes the workspaceId that createClient fills in: its query or its JSON body. */',
-    'export const workspaceIdIn: Readonly<Record<string, \'query\' | \'body\'>> = {',
+    "export const workspaceIdIn: Readonly<Record<string, 'query' | 'body'>> = {",
     ...rows,
     '};',
     '',

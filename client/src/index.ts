@@ -13,8 +13,7 @@ export type { components, operations, paths };
 
 type JsonOf<Op extends keyof operations, Status extends number> =
   operations[Op]['responses'] extends Record<Status, { content: { 'application/json': infer Body } }> ? Body : never;
-type BodyOf<Op extends keyof operations> =
-  operations[Op] extends { requestBody: { content: { 'application/json': infer Body } } } ? Body : never;
+type BodyOf<Op extends keyof operations> = operations[Op] extends { requestBody: { content: { 'application/json': infer Body } } } ? Body : never;
 type QueryOf<Op extends keyof operations> = NonNullable<operations[Op]['parameters']['query']>;
 /** A body or a query without workspaceId: the client fills in its own. */
 type Scoped<T> = Omit<T, 'workspaceId'> & { workspaceId?: string };
@@ -78,7 +77,13 @@ export class ApiError extends Error {
   /** Retry-After of the answer, in milliseconds, when it had one. */
   readonly retryAfterMs: number | undefined;
 
-  constructor(init: { code: ErrorCode | 'unexpected_response'; message: string; status: number; requestId?: string | undefined; retryAfterMs?: number | undefined }) {
+  constructor(init: {
+    code: ErrorCode | 'unexpected_response';
+    message: string;
+    status: number;
+    requestId?: string | undefined;
+    retryAfterMs?: number | undefined;
+  }) {
     super(init.message);
     this.name = 'ApiError';
     this.code = init.code;
@@ -90,12 +95,18 @@ export class ApiError extends Error {
   /** Builds the error of a response whose body has been parsed (or not: `body` undefined). */
   static from(response: Response, body: unknown): ApiError {
     const envelope = (body as { error?: { code?: unknown; message?: unknown; requestId?: unknown } } | undefined)?.error;
-    const requestId = typeof envelope?.requestId === 'string' ? envelope.requestId : response.headers.get('x-request-id') ?? undefined;
+    const requestId = typeof envelope?.requestId === 'string' ? envelope.requestId : (response.headers.get('x-request-id') ?? undefined);
     const retryAfterMs = parseRetryAfter(response.headers.get('retry-after'));
     if (envelope && typeof envelope.code === 'string' && typeof envelope.message === 'string') {
       return new ApiError({ code: envelope.code as ErrorCode, message: envelope.message, status: response.status, requestId, retryAfterMs });
     }
-    return new ApiError({ code: 'unexpected_response', message: `HTTP ${response.status} ${response.statusText}`.trim(), status: response.status, requestId, retryAfterMs });
+    return new ApiError({
+      code: 'unexpected_response',
+      message: `HTTP ${response.status} ${response.statusText}`.trim(),
+      status: response.status,
+      requestId,
+      retryAfterMs,
+    });
   }
 }
 
@@ -220,13 +231,11 @@ export function createClient(options: ClientOptions) {
     /** POST /v1/generations/batch; each item without an idempotencyKey gets a new one. */
     createBatch: async (items: GenerationBatchItem[]): Promise<GenerationBatchResult> =>
       unwrap(await raw.POST('/v1/generations/batch', { body: { items: items.map((item) => ({ idempotencyKey: newKey(), ...item })) } })),
-    get: async (id: string): Promise<Generation> =>
-      unwrap(await raw.GET('/v1/generations/{id}', { params: { path: { id } } })),
+    get: async (id: string): Promise<Generation> => unwrap(await raw.GET('/v1/generations/{id}', { params: { path: { id } } })),
     /** Every generation matching the query, newest first, fetched page by page (`limit` per page). */
     list: (query: ListGenerationsQuery = {}): Pages<GenerationListItem> =>
       pages((cursor) => raw.GET('/v1/generations', { params: { query: { ...query, ...(cursor ? { cursor } : {}) } } })),
-    cancel: async (id: string): Promise<Generation> =>
-      unwrap(await raw.POST('/v1/generations/{id}/cancel', { params: { path: { id } } })) as Generation,
+    cancel: async (id: string): Promise<Generation> => unwrap(await raw.POST('/v1/generations/{id}/cancel', { params: { path: { id } } })) as Generation,
     /** Polls GET /v1/generations/:id until the generation is succeeded, failed, cancelled or expired. */
     waitFor: async (id: string, wait: WaitOptions = {}): Promise<Generation> => {
       const timeoutMs = wait.timeoutMs ?? 600_000;
@@ -263,8 +272,7 @@ export function createClient(options: ClientOptions) {
       get: async (query: UsageQuery = {}): Promise<Usage> => unwrap(await raw.GET('/v1/usage', { params: { query } })),
     },
     credits: {
-      get: async (): Promise<Credits> =>
-        unwrap(await raw.GET('/v1/workspaces/{workspaceId}/credits', { params: { path: { workspaceId } } })),
+      get: async (): Promise<Credits> => unwrap(await raw.GET('/v1/workspaces/{workspaceId}/credits', { params: { path: { workspaceId } } })),
     },
     wallet: {
       get: async (): Promise<Wallet> => unwrap(await raw.GET('/v1/wallet', {})),

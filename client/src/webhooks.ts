@@ -77,13 +77,15 @@ export function verifyWebhook(
     const name = part.slice(0, eq).trim();
     const value = part.slice(eq + 1).trim();
     if (name === 't') {
-      if (timestamp !== undefined || !/^\d{1,12}$/.test(value)) throw new WebhookVerificationError('malformed_header', 'the header needs exactly one t=<unix seconds>');
+      if (timestamp !== undefined || !/^\d{1,12}$/.test(value))
+        throw new WebhookVerificationError('malformed_header', 'the header needs exactly one t=<unix seconds>');
       timestamp = Number(value);
     } else if (name === 'v1') {
       signatures.push(value);
     }
   }
-  if (timestamp === undefined || signatures.length === 0) throw new WebhookVerificationError('malformed_header', 'the header needs t=<unix seconds> and v1=<signature>');
+  if (timestamp === undefined || signatures.length === 0)
+    throw new WebhookVerificationError('malformed_header', 'the header needs t=<unix seconds> and v1=<signature>');
   const tolerance = options.toleranceSeconds ?? DEFAULT_TOLERANCE_SECONDS;
   const nowSeconds = Math.floor((options.now ?? Date.now()) / 1000);
   if (Math.abs(nowSeconds - timestamp) > tolerance) {
@@ -104,7 +106,12 @@ export function verifyWebhook(
   } catch {
     throw new WebhookVerificationError('invalid_body', 'the body is not JSON');
   }
-  if (typeof event !== 'object' || event === null || typeof (event as { id?: unknown }).id !== 'string' || typeof (event as { event?: unknown }).event !== 'string') {
+  if (
+    typeof event !== 'object' ||
+    event === null ||
+    typeof (event as { id?: unknown }).id !== 'string' ||
+    typeof (event as { event?: unknown }).event !== 'string'
+  ) {
     throw new WebhookVerificationError('invalid_body', 'the body is not an event');
   }
   return event as WebhookEvent;

@@ -3,7 +3,11 @@
  * becomes an ApiFailure carrying the error envelope's message, which the pages show as it is.
  */
 export class ApiFailure extends Error {
-  constructor(readonly status: number, readonly code: string, message: string) {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+  ) {
     super(message);
   }
 }

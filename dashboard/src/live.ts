@@ -70,7 +70,11 @@ export function watchGeneration(id: string, workspaceId: string, onUpdate: (gene
         while ((end = buffer.search(/\r?\n\r?\n/)) >= 0) {
           const block = buffer.slice(0, end);
           buffer = buffer.slice(end).replace(/^\r?\n\r?\n/, '');
-          const data = block.split(/\r?\n/).filter((line) => line.startsWith('data:')).map((line) => line.slice(5).replace(/^ /, '')).join('\n');
+          const data = block
+            .split(/\r?\n/)
+            .filter((line) => line.startsWith('data:'))
+            .map((line) => line.slice(5).replace(/^ /, ''))
+            .join('\n');
           if (data === '') continue;
           try {
             const generation = generationOf(JSON.parse(data));

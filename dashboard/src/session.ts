@@ -1,8 +1,18 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api, ApiFailure } from './api.ts';
 
-export interface User { id: string; email: string; name: string }
-export interface Workspace { id: string; name: string; plan: string; role: string | null; personal: boolean }
+export interface User {
+  id: string;
+  email: string;
+  name: string;
+}
+export interface Workspace {
+  id: string;
+  name: string;
+  plan: string;
+  role: string | null;
+  personal: boolean;
+}
 
 /** Who is signed in and which workspace the pages act on (remembered in localStorage). */
 interface SessionState {

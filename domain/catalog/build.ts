@@ -100,16 +100,23 @@ export function buildCatalog(document: unknown, options: BuildOptions): { ok: tr
     // A union (the price) that matches no branch: one message for it, not one per branch.
     const unions = errors.filter((e) => e.keyword === 'anyOf').map((e) => e.instancePath);
     const inUnion = (path: string) => unions.some((u) => path === u || path.startsWith(`${u}/`));
-    const problems = errors.filter((e) => e.keyword === 'anyOf' || !inUnion(e.instancePath)).map((error): CatalogProblem => {
-      const path = error.instancePath.split('/').slice(1).map((part) => (/^\d+$/.test(part) ? Number(part) : part.replace(/~1/g, '/').replace(/~0/g, '~')));
-      if (error.keyword === 'anyOf') return { path, message: 'must be { per: job | image | second, credits } or { per: tokens, inputPer1k, outputPer1k }' };
-      if (error.keyword === 'additionalProperties') {
-        return { path: [...path, String((error.params as { additionalProperty: string }).additionalProperty)], message: 'unknown field' };
-      }
-      if (error.keyword === 'required') return { path: [...path, String((error.params as { missingProperty: string }).missingProperty)], message: 'is required' };
-      if (error.keyword === 'enum') return { path, message: `must be one of ${(error.params as { allowedValues: unknown[] }).allowedValues.map((v) => JSON.stringify(v)).join(', ')}` };
-      return { path, message: error.message ?? 'is not valid' };
-    });
+    const problems = errors
+      .filter((e) => e.keyword === 'anyOf' || !inUnion(e.instancePath))
+      .map((error): CatalogProblem => {
+        const path = error.instancePath
+          .split('/')
+          .slice(1)
+          .map((part) => (/^\d+$/.test(part) ? Number(part) : part.replace(/~1/g, '/').replace(/~0/g, '~')));
+        if (error.keyword === 'anyOf') return { path, message: 'must be { per: job | image | second, credits } or { per: tokens, inputPer1k, outputPer1k }' };
+        if (error.keyword === 'additionalProperties') {
+          return { path: [...path, String((error.params as { additionalProperty: string }).additionalProperty)], message: 'unknown field' };
+        }
+        if (error.keyword === 'required')
+          return { path: [...path, String((error.params as { missingProperty: string }).missingProperty)], message: 'is required' };
+        if (error.keyword === 'enum')
+          return { path, message: `must be one of ${(error.params as { allowedValues: unknown[] }).allowedValues.map((v) => JSON.stringify(v)).join(', ')}` };
+        return { path, message: error.message ?? 'is not valid' };
+      });
     return { ok: false, problems: dedupe(problems) };
   }
   const spec = document as CatalogSpec;
@@ -137,22 +144,39 @@ export function buildCatalog(document: unknown, options: BuildOptions): { ok: tr
 
 function planOf(plan: PlanSpec, i: number, options: BuildOptions, problems: CatalogProblem[]): PlanEntitlements {
   const unfinishedJobs = plan.unfinishedJobs ?? plan.concurrentJobs * QUEUE_FACTOR;
-  if (unfinishedJobs < plan.concurrentJobs) problems.push({ path: ['plans', i, 'unfinishedJobs'], message: `must be at least concurrentJobs (${plan.concurrentJobs})` });
+  if (unfinishedJobs < plan.concurrentJobs)
+    problems.push({ path: ['plans', i, 'unfinishedJobs'], message: `must be at least concurrentJobs (${plan.concurrentJobs})` });
   if (plan.maxFileBytes > plan.storageBytes) problems.push({ path: ['plans', i, 'maxFileBytes'], message: `is above storageBytes (${plan.storageBytes})` });
   return {
-    id: plan.id, name: plan.name, monthlyPriceCents: plan.monthlyPriceCents, monthlyCredits: plan.monthlyCredits, centsPerCredit: plan.centsPerCredit,
-    concurrentJobs: plan.concurrentJobs, unfinishedJobs, storageBytes: plan.storageBytes, maxFileBytes: plan.maxFileBytes, uploadMediaTypes: plan.uploadMediaTypes ?? ['image'],
-    requestsPerMinute: options.requestsPerMinuteOverrides?.[plan.id] ?? plan.requestsPerMinute, fairShareWeight: plan.fairShareWeight ?? 1,
+    id: plan.id,
+    name: plan.name,
+    monthlyPriceCents: plan.monthlyPriceCents,
+    monthlyCredits: plan.monthlyCredits,
+    centsPerCredit: plan.centsPerCredit,
+    concurrentJobs: plan.concurrentJobs,
+    unfinishedJobs,
+    storageBytes: plan.storageBytes,
+    maxFileBytes: plan.maxFileBytes,
+    uploadMediaTypes: plan.uploadMediaTypes ?? ['image'],
+    requestsPerMinute: options.requestsPerMinuteOverrides?.[plan.id] ?? plan.requestsPerMinute,
+    fairShareWeight: plan.fairShareWeight ?? 1,
   };
 }
 
 function modelOf(
-  model: ModelSpec, at: Array<string | number>, planIds: Set<string>, deploymentIds: Set<string>, options: BuildOptions, problems: CatalogProblem[],
+  model: ModelSpec,
+  at: Array<string | number>,
+  planIds: Set<string>,
+  deploymentIds: Set<string>,
+  options: BuildOptions,
+  problems: CatalogProblem[],
 ): ModelRecord | undefined {
   const before = problems.length;
   const push = (path: Array<string | number>, message: string) => problems.push({ path: [...at, ...path], message });
   if (model.plans.length === 0) push(['plans'], `model ${model.id} is in no plan: name at least one`);
-  model.plans.forEach((plan, j) => { if (!planIds.has(plan)) push(['plans', j], `"${plan}" is not a plan of this file`); });
+  model.plans.forEach((plan, j) => {
+    if (!planIds.has(plan)) push(['plans', j], `"${plan}" is not a plan of this file`);
+  });
   if (new Set(model.plans).size !== model.plans.length) push(['plans'], 'names a plan twice');
 
   if (!UNITS_BY_MODE[model.mode].includes(model.price.per)) {
@@ -181,7 +205,8 @@ function modelOf(
     if (choice.required) required.push(name);
   }
   const offered = Object.keys(properties);
-  if (model.price.per === 'tokens' && !offered.includes('maxTokens')) push(['parameters'], 'a model priced per token must offer maxTokens (its reservation is bounded by it)');
+  if (model.price.per === 'tokens' && !offered.includes('maxTokens'))
+    push(['parameters'], 'a model priced per token must offer maxTokens (its reservation is bounded by it)');
   if (model.price.per === 'second' && !offered.includes('durationSeconds')) push(['price', 'per'], 'priced per second, the model must offer durationSeconds');
 
   const deployments: DeploymentRecord[] = [];
@@ -198,8 +223,15 @@ function modelOf(
     if (known) for (const problem of options.targetProblems?.(deployment.provider, deployment.target ?? {}) ?? []) push([...where, 'target'], problem);
     checkMapping(deployment, offered, (path, message) => push([...where, ...path], message));
     deployments.push({
-      id: deployment.id, modelId: model.id, provider: deployment.provider, target: deployment.target ?? {}, input: deployment.input,
-      limits: { ...deployment.limits }, available: known && configured, weight: deployment.weight ?? 1, breaker: { ...deployment.breaker },
+      id: deployment.id,
+      modelId: model.id,
+      provider: deployment.provider,
+      target: deployment.target ?? {},
+      input: deployment.input,
+      limits: { ...deployment.limits },
+      available: known && configured,
+      weight: deployment.weight ?? 1,
+      breaker: { ...deployment.breaker },
       capabilities: { ...deployment.capabilities },
     });
     for (const name of deployment.capabilities?.parameters ?? []) {
@@ -217,8 +249,17 @@ function modelOf(
   }
   const runs = deployments.find((d) => d.available) ?? deployments[0]!;
   return {
-    id: model.id, name: model.name, mode: model.mode, maker: model.maker, description: model.description, price: model.price, plans: [...model.plans],
-    parameterSchema: parameterSchemaOut, sample: { ...model.sample }, deployments, provider: runs.provider,
+    id: model.id,
+    name: model.name,
+    mode: model.mode,
+    maker: model.maker,
+    description: model.description,
+    price: model.price,
+    plans: [...model.plans],
+    parameterSchema: parameterSchemaOut,
+    sample: { ...model.sample },
+    deployments,
+    provider: runs.provider,
     routing: {
       strategy: model.routing?.strategy ?? 'order',
       maxAttempts: model.routing?.maxAttempts ?? Math.min(3, deployments.length),
@@ -253,7 +294,10 @@ function versionOf(document: unknown): string {
 function stableJson(value: unknown): string {
   if (Array.isArray(value)) return `[${value.map(stableJson).join(',')}]`;
   if (value && typeof value === 'object') {
-    return `{${Object.keys(value).sort().map((key) => `${JSON.stringify(key)}:${stableJson((value as Record<string, unknown>)[key])}`).join(',')}}`;
+    return `{${Object.keys(value)
+      .sort()
+      .map((key) => `${JSON.stringify(key)}:${stableJson((value as Record<string, unknown>)[key])}`)
+      .join(',')}}`;
   }
   return JSON.stringify(value);
 }

@@ -13,22 +13,32 @@ const Count = (description: string) => Type.Integer({ minimum: 0, maximum: Numbe
 const Strict = <T extends Record<string, TSchema>>(properties: T, description?: string) =>
   Type.Object(properties, { additionalProperties: false, ...(description ? { description } : {}) });
 
-export const PlanSpec = Strict({
-  id: Id('The plan id workspaces are on.'),
-  name: Text(100),
-  monthlyPriceCents: Count('Subscription price per month, in US cents (0: a plan without a subscription).'),
-  monthlyCredits: Count('Credits granted at the start of every period.'),
-  centsPerCredit: Count('What one credit costs from the pay-as-you-go wallet, in US cents.'),
-  concurrentJobs: Type.Integer({ minimum: 1, maximum: 100_000, description: 'Jobs past queued at one time.' }),
-  unfinishedJobs: Type.Optional(Type.Integer({ minimum: 1, maximum: 10_000_000, description: 'Jobs not finished (queued or active) at one time; default ten times concurrentJobs.' })),
-  storageBytes: Count('Bytes of assets the workspace may keep.'),
-  maxFileBytes: Count('Largest single upload.'),
-  uploadMediaTypes: Type.Optional(Type.Array(Type.Unsafe<'image' | 'video' | 'audio'>({ type: 'string', enum: ['image', 'video', 'audio'] }), {
-    uniqueItems: true, description: 'What the plan\'s workspaces may upload (default images only).',
-  })),
-  requestsPerMinute: Type.Integer({ minimum: 1, maximum: 10_000_000, description: 'Requests per minute per API key.' }),
-  fairShareWeight: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000, description: 'Share of a busy deployment this plan\'s workspaces get against others (default 1).' })),
-}, 'A plan: what it costs and allows.');
+export const PlanSpec = Strict(
+  {
+    id: Id('The plan id workspaces are on.'),
+    name: Text(100),
+    monthlyPriceCents: Count('Subscription price per month, in US cents (0: a plan without a subscription).'),
+    monthlyCredits: Count('Credits granted at the start of every period.'),
+    centsPerCredit: Count('What one credit costs from the pay-as-you-go wallet, in US cents.'),
+    concurrentJobs: Type.Integer({ minimum: 1, maximum: 100_000, description: 'Jobs past queued at one time.' }),
+    unfinishedJobs: Type.Optional(
+      Type.Integer({ minimum: 1, maximum: 10_000_000, description: 'Jobs not finished (queued or active) at one time; default ten times concurrentJobs.' }),
+    ),
+    storageBytes: Count('Bytes of assets the workspace may keep.'),
+    maxFileBytes: Count('Largest single upload.'),
+    uploadMediaTypes: Type.Optional(
+      Type.Array(Type.Unsafe<'image' | 'video' | 'audio'>({ type: 'string', enum: ['image', 'video', 'audio'] }), {
+        uniqueItems: true,
+        description: "What the plan's workspaces may upload (default images only).",
+      }),
+    ),
+    requestsPerMinute: Type.Integer({ minimum: 1, maximum: 10_000_000, description: 'Requests per minute per API key.' }),
+    fairShareWeight: Type.Optional(
+      Type.Integer({ minimum: 1, maximum: 1_000, description: "Share of a busy deployment this plan's workspaces get against others (default 1)." }),
+    ),
+  },
+  'A plan: what it costs and allows.',
+);
 export type PlanSpec = Static<typeof PlanSpec>;
 
 /** One of our standard parameters as a model offers it: its own bounds and default within the standard's. */
@@ -58,43 +68,86 @@ export type PriceSpec = Static<typeof PriceSpec>;
 
 /** How our parameters become the upstream's inputs. */
 export const InputMappingSpec = Strict({
-  rename: Type.Optional(Type.Record(Type.String({ minLength: 1 }), Type.String({ minLength: 1, maxLength: 128 }), { description: 'Our parameter → the upstream input it fills.' })),
-  fixed: Type.Optional(Type.Record(Type.String({ minLength: 1, maxLength: 128 }), Type.Unknown(), { description: 'Upstream inputs with a value of their own.' })),
+  rename: Type.Optional(
+    Type.Record(Type.String({ minLength: 1 }), Type.String({ minLength: 1, maxLength: 128 }), { description: 'Our parameter → the upstream input it fills.' }),
+  ),
+  fixed: Type.Optional(
+    Type.Record(Type.String({ minLength: 1, maxLength: 128 }), Type.Unknown(), { description: 'Upstream inputs with a value of their own.' }),
+  ),
   omit: Type.Optional(Type.Array(Type.String({ minLength: 1 }), { description: 'Our parameters the upstream does not get.' })),
-  aspectRatio: Type.Optional(Strict({
-    width: Type.String({ minLength: 1, maxLength: 128 }),
-    height: Type.String({ minLength: 1, maxLength: 128 }),
-    longSide: Type.Integer({ minimum: 64, maximum: 16_384, description: 'Pixels of the longer side; the other follows the ratio, a multiple of `multipleOf`.' }),
-    multipleOf: Type.Optional(Type.Integer({ minimum: 1, maximum: 256 })),
-  }, 'Our aspectRatio as two upstream inputs, width and height.')),
+  aspectRatio: Type.Optional(
+    Strict(
+      {
+        width: Type.String({ minLength: 1, maxLength: 128 }),
+        height: Type.String({ minLength: 1, maxLength: 128 }),
+        longSide: Type.Integer({
+          minimum: 64,
+          maximum: 16_384,
+          description: 'Pixels of the longer side; the other follows the ratio, a multiple of `multipleOf`.',
+        }),
+        multipleOf: Type.Optional(Type.Integer({ minimum: 1, maximum: 256 })),
+      },
+      'Our aspectRatio as two upstream inputs, width and height.',
+    ),
+  ),
   images: Type.Optional(Type.String({ minLength: 1, maxLength: 128, description: 'The upstream input that gets the input image(s).' })),
   videos: Type.Optional(Type.String({ minLength: 1, maxLength: 128, description: 'The upstream input that gets the input video.' })),
 });
 export type InputMappingSpec = Static<typeof InputMappingSpec>;
 
 export const DeploymentSpec = Strict({
-  id: Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9][A-Za-z0-9._-]*$', description: 'Unique across the catalog; jobs remember it, and its provider\'s events come to /v1/providers/{id}/events.' }),
+  id: Type.String({
+    minLength: 1,
+    maxLength: 64,
+    pattern: '^[A-Za-z0-9][A-Za-z0-9._-]*$',
+    description: "Unique across the catalog; jobs remember it, and its provider's events come to /v1/providers/{id}/events.",
+  }),
   provider: Type.String({ minLength: 1, maxLength: 64, description: 'The adapter: local, openai, replicate, cog, fal, comfyui.' }),
-  target: Type.Optional(Type.Record(Type.String(), Type.Unknown(), { description: 'What the provider runs: its model, version, deployment, app or workflow (per provider).' })),
+  target: Type.Optional(
+    Type.Record(Type.String(), Type.Unknown(), { description: 'What the provider runs: its model, version, deployment, app or workflow (per provider).' }),
+  ),
   input: Type.Optional(InputMappingSpec),
-  upstreamInputs: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 128 }), { description: 'The upstream\'s input names; when given, every mapped input must be one of them.' })),
+  upstreamInputs: Type.Optional(
+    Type.Array(Type.String({ minLength: 1, maxLength: 128 }), {
+      description: "The upstream's input names; when given, every mapped input must be one of them.",
+    }),
+  ),
   optional: Type.Optional(Type.Boolean({ description: 'Offered only when its provider is configured (otherwise an unconfigured provider is an error).' })),
-  weight: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000, description: 'Its share of the model\'s jobs under the weighted strategy (default 1).' })),
-  breaker: Type.Optional(Strict({
-    windowMs: Type.Optional(Type.Integer({ minimum: 100, maximum: 3_600_000 })),
-    minCalls: Type.Optional(Type.Integer({ minimum: 1, maximum: 100_000 })),
-    failureRatio: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 1 })),
-    cooldownMs: Type.Optional(Type.Integer({ minimum: 10, maximum: 86_400_000 })),
-    maxCooldownMs: Type.Optional(Type.Integer({ minimum: 10, maximum: 86_400_000 })),
-  }, 'Its circuit breaker\'s settings, each defaulting as docs/routing.md says.')),
-  capabilities: Type.Optional(Strict({
-    parameters: Type.Optional(Type.Array(Type.String({ minLength: 1 }), { description: 'The parameters it honours (default: all the model offers); a job using another never falls back to it.' })),
-    inputs: Type.Optional(Type.Array(Type.Unsafe<'image' | 'video' | 'mask'>({ type: 'string', enum: ['image', 'video', 'mask'] }), { description: 'The input files it takes (default: all).' })),
-  })),
-  limits: Type.Optional(Strict({
-    concurrency: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000 })),
-    requestsPerMinute: Type.Optional(Type.Integer({ minimum: 1, maximum: 10_000_000 })),
-  })),
+  weight: Type.Optional(
+    Type.Integer({ minimum: 1, maximum: 1_000_000, description: "Its share of the model's jobs under the weighted strategy (default 1)." }),
+  ),
+  breaker: Type.Optional(
+    Strict(
+      {
+        windowMs: Type.Optional(Type.Integer({ minimum: 100, maximum: 3_600_000 })),
+        minCalls: Type.Optional(Type.Integer({ minimum: 1, maximum: 100_000 })),
+        failureRatio: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 1 })),
+        cooldownMs: Type.Optional(Type.Integer({ minimum: 10, maximum: 86_400_000 })),
+        maxCooldownMs: Type.Optional(Type.Integer({ minimum: 10, maximum: 86_400_000 })),
+      },
+      "Its circuit breaker's settings, each defaulting as docs/routing.md says.",
+    ),
+  ),
+  capabilities: Type.Optional(
+    Strict({
+      parameters: Type.Optional(
+        Type.Array(Type.String({ minLength: 1 }), {
+          description: 'The parameters it honours (default: all the model offers); a job using another never falls back to it.',
+        }),
+      ),
+      inputs: Type.Optional(
+        Type.Array(Type.Unsafe<'image' | 'video' | 'mask'>({ type: 'string', enum: ['image', 'video', 'mask'] }), {
+          description: 'The input files it takes (default: all).',
+        }),
+      ),
+    }),
+  ),
+  limits: Type.Optional(
+    Strict({
+      concurrency: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000 })),
+      requestsPerMinute: Type.Optional(Type.Integer({ minimum: 1, maximum: 10_000_000 })),
+    }),
+  ),
 });
 export type DeploymentSpec = Static<typeof DeploymentSpec>;
 
@@ -109,11 +162,27 @@ export const ModelSpec = Strict({
   parameters: Type.Record(Type.String(), ParameterSpec, { description: 'Our standard parameters the model takes, each with its own bounds and default.' }),
   sample: Strict({ prompt: Text(4000), note: Text(500) }),
   deployments: Type.Array(DeploymentSpec, { minItems: 1 }),
-  routing: Type.Optional(Strict({
-    strategy: Type.Optional(Type.Unsafe<'order' | 'weighted' | 'least-busy'>({ type: 'string', enum: ['order', 'weighted', 'least-busy'], description: 'How a job\'s deployment is chosen (default order).' })),
-    maxAttempts: Type.Optional(Type.Integer({ minimum: 1, maximum: 20, description: 'Attempts a job may have on the model\'s deployments (default: one per deployment, at most 3).' })),
-    budgetMs: Type.Optional(Type.Integer({ minimum: 1000, maximum: 7 * 24 * 3_600_000, description: 'Time from a job\'s first hand-over after which no new attempt starts (default 10 minutes).' })),
-  })),
+  routing: Type.Optional(
+    Strict({
+      strategy: Type.Optional(
+        Type.Unsafe<'order' | 'weighted' | 'least-busy'>({
+          type: 'string',
+          enum: ['order', 'weighted', 'least-busy'],
+          description: "How a job's deployment is chosen (default order).",
+        }),
+      ),
+      maxAttempts: Type.Optional(
+        Type.Integer({ minimum: 1, maximum: 20, description: "Attempts a job may have on the model's deployments (default: one per deployment, at most 3)." }),
+      ),
+      budgetMs: Type.Optional(
+        Type.Integer({
+          minimum: 1000,
+          maximum: 7 * 24 * 3_600_000,
+          description: "Time from a job's first hand-over after which no new attempt starts (default 10 minutes).",
+        }),
+      ),
+    }),
+  ),
 });
 export type ModelSpec = Static<typeof ModelSpec>;
 

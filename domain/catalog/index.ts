@@ -99,9 +99,13 @@ export class ModelCatalog implements PlanBook {
     if (!error) return { ok: false, message: 'params: not valid' };
     const field = `params${error.instancePath.replace(/\//g, '.')}`;
     if (error.keyword === 'additionalProperties') {
-      return { ok: false, message: `${field}: unknown parameter "${String((error.params as { additionalProperty: string }).additionalProperty)}" for model ${modelId}` };
+      return {
+        ok: false,
+        message: `${field}: unknown parameter "${String((error.params as { additionalProperty: string }).additionalProperty)}" for model ${modelId}`,
+      };
     }
-    if (error.keyword === 'required') return { ok: false, message: `${field}.${String((error.params as { missingProperty: string }).missingProperty)}: is required` };
+    if (error.keyword === 'required')
+      return { ok: false, message: `${field}.${String((error.params as { missingProperty: string }).missingProperty)}: is required` };
     if (error.keyword === 'enum') {
       const allowed = (error.params as { allowedValues: unknown[] }).allowedValues.map((v) => JSON.stringify(v)).join(', ');
       return { ok: false, message: `${field}: must be one of ${allowed}` };

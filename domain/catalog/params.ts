@@ -71,7 +71,10 @@ export function parameterSchema(name: ParameterName, choice: ParameterChoice, pr
     if (value === undefined) return;
     const low = standard.minimum ?? standard.exclusiveMinimum;
     if (standard.kind === 'string' || standard.kind === 'enum') return problems.push(`${at}.${key}: ${name} is not a number`);
-    if ((low !== undefined && (value < low || (standard.exclusiveMinimum !== undefined && value <= standard.exclusiveMinimum))) || (standard.maximum !== undefined && value > standard.maximum)) {
+    if (
+      (low !== undefined && (value < low || (standard.exclusiveMinimum !== undefined && value <= standard.exclusiveMinimum))) ||
+      (standard.maximum !== undefined && value > standard.maximum)
+    ) {
       return problems.push(`${at}.${key}: ${value} is outside ${name}'s bounds (${low ?? '-∞'} to ${standard.maximum ?? '∞'})`);
     }
     if (standard.kind === 'integer' && !Number.isInteger(value)) return problems.push(`${at}.${key}: ${name} takes whole numbers`);
@@ -86,13 +89,19 @@ export function parameterSchema(name: ParameterName, choice: ParameterChoice, pr
       if (choice.maxLength !== undefined && standard.maxLength !== undefined && choice.maxLength > standard.maxLength) {
         problems.push(`${at}.maxLength: ${choice.maxLength} is above ${name}'s ${standard.maxLength}`);
       }
-      Object.assign(out, { type: 'string' }, standard.minLength !== undefined ? { minLength: standard.minLength } : {}, maxLength !== undefined ? { maxLength } : {});
+      Object.assign(
+        out,
+        { type: 'string' },
+        standard.minLength !== undefined ? { minLength: standard.minLength } : {},
+        maxLength !== undefined ? { maxLength } : {},
+      );
       break;
     }
     case 'enum': {
       if (choice.maxLength !== undefined) problems.push(`${at}.maxLength: ${name} is one of a list, it takes no maxLength`);
       const values = choice.enum ?? [...standard.values!];
-      for (const value of values) if (!standard.values!.includes(value)) problems.push(`${at}.enum: "${value}" is not a ${name} (${standard.values!.join(', ')})`);
+      for (const value of values)
+        if (!standard.values!.includes(value)) problems.push(`${at}.enum: "${value}" is not a ${name} (${standard.values!.join(', ')})`);
       Object.assign(out, { type: 'string', enum: values });
       break;
     }
@@ -111,7 +120,8 @@ export function parameterSchema(name: ParameterName, choice: ParameterChoice, pr
     if (!defaultFits(out, fallback)) problems.push(`${at}.default: ${JSON.stringify(fallback)} is not a valid ${name}`);
     out.default = fallback;
   }
-  const description = choice.description ?? (name === 'durationSeconds' ? `Length of the output in seconds, at most ${String(out.maximum)}.` : standard.description);
+  const description =
+    choice.description ?? (name === 'durationSeconds' ? `Length of the output in seconds, at most ${String(out.maximum)}.` : standard.description);
   if (description !== undefined) out.description = description;
   return Type.Unsafe(out);
 }

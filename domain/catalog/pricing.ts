@@ -12,9 +12,7 @@
  * than one credit above its exact cost. A job is never charged more than it reserved: a provider reporting
  * more tokens than the reservation allowed is charged the reservation (the excess, and the carry, forgiven).
  */
-export type Price =
-  | { per: 'job' | 'image' | 'second'; credits: number }
-  | { per: 'tokens'; inputPer1k: number; outputPer1k: number };
+export type Price = { per: 'job' | 'image' | 'second'; credits: number } | { per: 'tokens'; inputPer1k: number; outputPer1k: number };
 
 /** The price terms a token-priced job keeps from its creation (the catalog may change while it runs). */
 export interface TokenTerms {

@@ -11,7 +11,12 @@ export type { Routing, RoutingStrategy } from './build.ts';
  * content-policy refusal is the job's answer, wherever it runs: no fallback.
  */
 const RETRIABLE = new Set([
-  'provider_rate_limited', 'provider_unavailable', 'provider_timeout', 'provider_error', 'provider_bad_response', 'provider_auth_failed',
+  'provider_rate_limited',
+  'provider_unavailable',
+  'provider_timeout',
+  'provider_error',
+  'provider_bad_response',
+  'provider_auth_failed',
 ]);
 
 export function isRetriable(errorCode: string): boolean {

@@ -42,7 +42,10 @@ export class MemoryAttemptStore implements AttemptStore {
   private readonly entries = new Map<string, Entry>();
   private insertsSinceSweep = 0;
 
-  constructor(private readonly clock: Clock, private readonly sweepEvery = 4096) {}
+  constructor(
+    private readonly clock: Clock,
+    private readonly sweepEvery = 4096,
+  ) {}
 
   async update<T>(key: string, ttlMs: number, change: (current: AttemptRecord | undefined) => AttemptChange<T>): Promise<T> {
     const now = this.clock.now();

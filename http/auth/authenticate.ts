@@ -149,7 +149,11 @@ export function assertKeyWorkspace(route: RouteDef, authn: Authentication, reque
   const headers = authn.headers;
   const named = workspacesNamed(request);
   if (named.length === 0) {
-    throw new ApiError('forbidden', `Requests made with an API key must carry its workspace id (workspaceId ${principal.workspaceId}) in the body or the query.`, headers);
+    throw new ApiError(
+      'forbidden',
+      `Requests made with an API key must carry its workspace id (workspaceId ${principal.workspaceId}) in the body or the query.`,
+      headers,
+    );
   }
   if (named.some((id) => id !== principal.workspaceId)) {
     throw new ApiError('forbidden', 'This API key belongs to another workspace.', headers);

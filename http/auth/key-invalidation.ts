@@ -6,7 +6,11 @@ import type { KeyInvalidationBus } from './key-cache.ts';
 export class RedisKeyInvalidationBus implements KeyInvalidationBus {
   private listeners: Array<(keyHash: string) => void> = [];
 
-  private constructor(private readonly publisher: RedisClient, private readonly subscriber: RedisClient, private readonly channel: string) {}
+  private constructor(
+    private readonly publisher: RedisClient,
+    private readonly subscriber: RedisClient,
+    private readonly channel: string,
+  ) {}
 
   static async connect(redis: RedisClient, channel: string, logger: Logger): Promise<RedisKeyInvalidationBus> {
     // A subscribed connection can do nothing else, so it gets its own.

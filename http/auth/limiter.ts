@@ -49,7 +49,10 @@ export class MemoryRateLimiter implements RateLimiter {
   private readonly counters = new Map<string, Counter>();
   private insertsSinceSweep = 0;
 
-  constructor(private readonly clock: Clock, private readonly sweepEvery = 4096) {}
+  constructor(
+    private readonly clock: Clock,
+    private readonly sweepEvery = 4096,
+  ) {}
 
   hit(key: string, limit: number, windowMs: number): RateWindow {
     const now = this.clock.now();

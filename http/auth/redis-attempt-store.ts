@@ -21,7 +21,10 @@ const MAX_TRIES = 16;
  * the key holds now: the policy stays one function in TypeScript for both back ends.
  */
 export class RedisAttemptStore implements AttemptStore {
-  constructor(private readonly redis: RedisClient, private readonly prefix: string) {}
+  constructor(
+    private readonly redis: RedisClient,
+    private readonly prefix: string,
+  ) {}
 
   async update<T>(key: string, ttlMs: number, change: (current: AttemptRecord | undefined) => AttemptChange<T>): Promise<T> {
     const redisKey = this.keyOf(key);

@@ -28,7 +28,11 @@ export class RedisRateLimiter implements RateLimiter {
   private batches = new Map<string, Batch>();
   private scheduled = false;
 
-  constructor(private readonly redis: RedisClient, private readonly clock: Clock, private readonly prefix: string) {}
+  constructor(
+    private readonly redis: RedisClient,
+    private readonly clock: Clock,
+    private readonly prefix: string,
+  ) {}
 
   hit(key: string, limit: number, windowMs: number): Promise<RateWindow> {
     const now = this.clock.now();
@@ -46,7 +50,9 @@ export class RedisRateLimiter implements RateLimiter {
       }
     }
     const waiters = batch.waiters;
-    return new Promise((resolve, reject) => { waiters.push({ limit, resolve, reject }); });
+    return new Promise((resolve, reject) => {
+      waiters.push({ limit, resolve, reject });
+    });
   }
 
   async peek(key: string, limit: number, windowMs: number): Promise<RateWindow> {

@@ -17,9 +17,12 @@ export const SESSION_PURGE_PAGE = 5_000;
  * may all run it. Returns how many went.
  */
 export async function purgeExpiredSessions(db: Database, now: number, page = SESSION_PURGE_PAGE): Promise<number> {
-  return deleteInPages(db,
+  return deleteInPages(
+    db,
     'delete from sessions where id in (select id from sessions where expires_at < ? order by expires_at limit ? for update skip locked) returning id',
-    [new Date(now)], page);
+    [new Date(now)],
+    page,
+  );
 }
 
 /** Runs purgeExpiredSessions every SESSION_PURGE_INTERVAL_MS on the service clock. */

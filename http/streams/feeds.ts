@@ -24,7 +24,10 @@ export class GenerationFeed {
   private lastSent = -1;
   private done = false;
 
-  private constructor(readonly _services: Services, private row: GenerationRow) {}
+  private constructor(
+    readonly _services: Services,
+    private row: GenerationRow,
+  ) {}
 
   /** The generation as the caller may see it; another workspace's answers 404, as a missing one (getGeneration's rules). */
   static async open(services: Services, auth: Principal | undefined, generationId: string, workspaceId: string | undefined): Promise<GenerationFeed> {
@@ -33,9 +36,7 @@ export class GenerationFeed {
     }
     const em = services.db.em();
     const row = await em.findOne(GenerationEntity, { id: generationId });
-    const visible = row !== null
-      && (workspaceId === undefined || workspaceId === row.workspaceId)
-      && await canRead(em, auth, row.workspaceId);
+    const visible = row !== null && (workspaceId === undefined || workspaceId === row.workspaceId) && (await canRead(em, auth, row.workspaceId));
     if (!row || !visible) throw new ApiError('not_found', `No generation ${generationId}.`);
     const feed = new GenerationFeed(services, row);
     if (!TERMINAL.has(row.status)) {
@@ -106,7 +107,10 @@ export class GenerationFeed {
       event: 'transition',
       id: String(seq),
       data: {
-        generationId: this.row.id, seq, status: entry.status, at: entry.at,
+        generationId: this.row.id,
+        seq,
+        status: entry.status,
+        at: entry.at,
         ...(entry.detail !== undefined ? { detail: entry.detail } : {}),
         generation,
       },
@@ -134,7 +138,12 @@ export interface WorkspaceFilter {
 /** Parses a comma-separated list query value (`mode=text_to_image,image_to_image`). */
 export function listOf(value: string | undefined): Set<string> | undefined {
   if (value === undefined) return undefined;
-  return new Set(value.split(',').map((part) => part.trim()).filter((part) => part !== ''));
+  return new Set(
+    value
+      .split(',')
+      .map((part) => part.trim())
+      .filter((part) => part !== ''),
+  );
 }
 
 /**
@@ -145,7 +154,11 @@ export function listOf(value: string | undefined): Set<string> | undefined {
 export class WorkspaceFeed {
   private unlisten: (() => void) | undefined;
 
-  private constructor(private readonly services: Services, readonly workspaceId: string, private readonly filter: WorkspaceFilter) {}
+  private constructor(
+    private readonly services: Services,
+    readonly workspaceId: string,
+    private readonly filter: WorkspaceFilter,
+  ) {}
 
   static async open(services: Services, auth: Principal | undefined, workspaceId: string | undefined, filter: WorkspaceFilter): Promise<WorkspaceFeed> {
     const workspace = await readWorkspace(services.db.em(), auth, workspaceId);
@@ -157,7 +170,13 @@ export class WorkspaceFeed {
     const missed = lastEventId === undefined ? [] : live.since(this.workspaceId, lastEventId);
     sink.send({ event: 'ready', data: { workspaceId: this.workspaceId, window: WINDOW_EVENTS } });
     if (missed === undefined) {
-      sink.send({ event: 'reset', data: { workspaceId: this.workspaceId, message: `Event ${lastEventId} is no longer in this node's window: read the generations again (GET /v1/generations), then follow this stream.` } });
+      sink.send({
+        event: 'reset',
+        data: {
+          workspaceId: this.workspaceId,
+          message: `Event ${lastEventId} is no longer in this node's window: read the generations again (GET /v1/generations), then follow this stream.`,
+        },
+      });
     } else {
       for (const event of missed) this.deliver(sink, event);
     }
@@ -175,9 +194,14 @@ export class WorkspaceFeed {
       event: 'transition',
       id: eventIdOf(event),
       data: {
-        generationId: event.generationId, seq: event.seq, status: event.status, at: event.at,
+        generationId: event.generationId,
+        seq: event.seq,
+        status: event.status,
+        at: event.at,
         ...(event.detail !== undefined ? { detail: event.detail } : {}),
-        mode: event.mode, project: event.project, generation: event.generation,
+        mode: event.mode,
+        project: event.project,
+        generation: event.generation,
       },
     });
   }

@@ -94,7 +94,9 @@ export class SseConnection implements FrameSink, OpenStream {
 
   shutdown(retryMs: number): void {
     if (this.closed) return;
-    this.writeNow(`retry: ${retryMs}\n${renderFrame({ event: 'shutdown', data: { reason: 'The node is shutting down; reconnect with Last-Event-ID.', retryMs } })}`);
+    this.writeNow(
+      `retry: ${retryMs}\n${renderFrame({ event: 'shutdown', data: { reason: 'The node is shutting down; reconnect with Last-Event-ID.', retryMs } })}`,
+    );
     this.finish(true);
   }
 
@@ -131,7 +133,15 @@ export class SseConnection implements FrameSink, OpenStream {
   private cutOff(): void {
     this.queue = [];
     this.queued = 0;
-    this.writeNow(renderFrame({ event: 'cutoff', data: { reason: 'slow_reader', message: `The client read too slowly: more than ${this.maxBufferBytes} bytes of events waited. Reconnect with Last-Event-ID.` } }));
+    this.writeNow(
+      renderFrame({
+        event: 'cutoff',
+        data: {
+          reason: 'slow_reader',
+          message: `The client read too slowly: more than ${this.maxBufferBytes} bytes of events waited. Reconnect with Last-Event-ID.`,
+        },
+      }),
+    );
     this.finish(true);
   }
 

@@ -21,22 +21,31 @@ const MAX_SUBSCRIPTIONS = 100;
 
 /** What the WebSocket asks of a caller: what GET /v1/generations/:id/stream asks (authenticate() reads access). */
 const wsAccess = defineRoute({
-  method: 'GET', path: WS_PATH, operationId: 'webSocket', summary: 'WebSocket of live events', tags: ['streams'],
-  access: { scopes: ['generations.read'] }, responses: { 101: null }, handler: () => ({}),
+  method: 'GET',
+  path: WS_PATH,
+  operationId: 'webSocket',
+  summary: 'WebSocket of live events',
+  tags: ['streams'],
+  access: { scopes: ['generations.read'] },
+  responses: { 101: null },
+  handler: () => ({}),
 });
 
 const ClientMessage = Type.Union([
   Type.Object({ type: Type.Literal('auth'), apiKey: Type.String({ minLength: 1, maxLength: 200 }) }, { additionalProperties: false }),
-  Type.Object({
-    type: Type.Literal('subscribe'),
-    id: Type.String({ minLength: 1, maxLength: 64 }),
-    generationId: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
-    workspaceId: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
-    mode: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
-    status: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
-    project: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
-    lastEventId: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
-  }, { additionalProperties: false }),
+  Type.Object(
+    {
+      type: Type.Literal('subscribe'),
+      id: Type.String({ minLength: 1, maxLength: 64 }),
+      generationId: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
+      workspaceId: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
+      mode: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
+      status: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
+      project: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
+      lastEventId: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
+    },
+    { additionalProperties: false },
+  ),
   Type.Object({ type: Type.Literal('unsubscribe'), id: Type.String({ minLength: 1, maxLength: 64 }) }, { additionalProperties: false }),
 ]);
 type ClientMessage =
@@ -86,7 +95,10 @@ export function serveWebSockets(app: TemplatedApp, services: Services, hub: Stre
       if (connection.principal) {
         stream.sendJson({ type: 'authenticated' });
       } else {
-        connection.authTimer = setTimeout(() => refuse(ws, connection, 'unauthenticated', 'Authenticate first: send {"type":"auth","apiKey":"…"} or an Authorization header.'), AUTH_WAIT_MS);
+        connection.authTimer = setTimeout(
+          () => refuse(ws, connection, 'unauthenticated', 'Authenticate first: send {"type":"auth","apiKey":"…"} or an Authorization header.'),
+          AUTH_WAIT_MS,
+        );
         connection.authTimer.unref();
       }
     },
@@ -109,12 +121,16 @@ export function serveWebSockets(app: TemplatedApp, services: Services, hub: Stre
 /** Native addon: an Authorization header (or a session cookie) is checked before the upgrade, and refused with the error envelope. */
 function upgrade(services: Services, res: HttpResponse, req: HttpRequest, context: us_socket_context_t): void {
   const headers: Record<string, string> = {};
-  req.forEach((name, value) => { headers[name] = value; });
+  req.forEach((name, value) => {
+    headers[name] = value;
+  });
   const key = headers['sec-websocket-key'] ?? '';
   const protocol = headers['sec-websocket-protocol'] ?? '';
   const extensions = headers['sec-websocket-extensions'] ?? '';
   const state: ResponseState = { aborted: false, finished: false };
-  res.onAborted(() => { state.aborted = true; });
+  res.onAborted(() => {
+    state.aborted = true;
+  });
   const requestId = `ws_${Date.now().toString(36)}${Math.random().toString(36).slice(2, 8)}`;
   const accept = (principal: Principal | undefined) => {
     if (state.aborted) return;
@@ -153,7 +169,8 @@ async function onMessage(services: Services, ws: WebSocket<Connection>, text: st
   } catch {
     return refuse(ws, connection, 'validation_error', 'Messages are JSON objects.');
   }
-  if (!validateMessage(message)) return refuse(ws, connection, 'validation_error', 'Unknown message: see docs/streaming.md for auth, subscribe and unsubscribe.');
+  if (!validateMessage(message))
+    return refuse(ws, connection, 'validation_error', 'Unknown message: see docs/streaming.md for auth, subscribe and unsubscribe.');
   const msg = message as ClientMessage;
   const stream = connection.stream!;
   if (msg.type === 'auth') {
@@ -178,17 +195,21 @@ async function onMessage(services: Services, ws: WebSocket<Connection>, text: st
 
 async function subscribe(services: Services, connection: Connection, stream: WsStream, msg: Extract<ClientMessage, { type: 'subscribe' }>): Promise<void> {
   const fail = (error: unknown) => {
-    const envelope = isApiError(error) ? { code: error.code, message: error.message } : { code: 'internal_error', message: 'Something went wrong on our side.' };
+    const envelope = isApiError(error)
+      ? { code: error.code, message: error.message }
+      : { code: 'internal_error', message: 'Something went wrong on our side.' };
     if (!isApiError(error)) services.logger.error({ err: error }, 'websocket subscription failed');
     stream.sendJson({ type: 'error', subscription: msg.id, error: envelope });
   };
   try {
     if (connection.subscriptions.has(msg.id)) throw new ApiError('validation_error', `Subscription ${msg.id} exists already.`);
-    if (connection.subscriptions.size >= MAX_SUBSCRIPTIONS) throw new ApiError('validation_error', `At most ${MAX_SUBSCRIPTIONS} subscriptions per connection.`);
+    if (connection.subscriptions.size >= MAX_SUBSCRIPTIONS)
+      throw new ApiError('validation_error', `At most ${MAX_SUBSCRIPTIONS} subscriptions per connection.`);
     const principal = connection.principal!;
     // The workspace rule of the REST routes: a key names its own workspace.
     if (principal.kind === 'key') {
-      if (msg.workspaceId === undefined) throw new ApiError('forbidden', `Requests made with an API key must carry its workspace id (workspaceId ${principal.workspaceId}).`);
+      if (msg.workspaceId === undefined)
+        throw new ApiError('forbidden', `Requests made with an API key must carry its workspace id (workspaceId ${principal.workspaceId}).`);
       if (msg.workspaceId !== principal.workspaceId) throw new ApiError('forbidden', 'This API key belongs to another workspace.');
     }
     const sink = new SubscriptionSink(stream, msg.id, () => connection.subscriptions.delete(msg.id));
@@ -196,16 +217,35 @@ async function subscribe(services: Services, connection: Connection, stream: WsS
       const feed = await GenerationFeed.open(services, principal, msg.generationId, msg.workspaceId);
       if (connection.closed) return feed.cancel();
       const lastSeq = msg.lastEventId !== undefined && /^\d{1,6}$/.test(msg.lastEventId) ? Number(msg.lastEventId) : undefined;
-      connection.subscriptions.set(msg.id, { sink, stop: () => { feed.cancel(); sink.release(); } });
+      connection.subscriptions.set(msg.id, {
+        sink,
+        stop: () => {
+          feed.cancel();
+          sink.release();
+        },
+      });
       stream.sendJson({ type: 'subscribed', subscription: msg.id });
       feed.attach(sink, lastSeq);
     } else {
-      for (const [name, value, pattern] of [['mode', msg.mode, /^[a-z_]+(?:,[a-z_]+)*$/], ['status', msg.status, /^[a-z]+(?:,[a-z]+)*$/]] as const) {
+      for (const [name, value, pattern] of [
+        ['mode', msg.mode, /^[a-z_]+(?:,[a-z_]+)*$/],
+        ['status', msg.status, /^[a-z]+(?:,[a-z]+)*$/],
+      ] as const) {
         if (value !== undefined && !pattern.test(value)) throw new ApiError('validation_error', `${name}: a comma-separated list.`);
       }
-      const feed = await WorkspaceFeed.open(services, principal, msg.workspaceId, { modes: listOf(msg.mode), statuses: listOf(msg.status), project: msg.project });
+      const feed = await WorkspaceFeed.open(services, principal, msg.workspaceId, {
+        modes: listOf(msg.mode),
+        statuses: listOf(msg.status),
+        project: msg.project,
+      });
       if (connection.closed) return;
-      connection.subscriptions.set(msg.id, { sink, stop: () => { feed.stop(); sink.release(); } });
+      connection.subscriptions.set(msg.id, {
+        sink,
+        stop: () => {
+          feed.stop();
+          sink.release();
+        },
+      });
       stream.sendJson({ type: 'subscribed', subscription: msg.id });
       feed.attach(sink, msg.lastEventId);
     }
@@ -218,7 +258,11 @@ async function subscribe(services: Services, connection: Connection, stream: WsS
 class WsStream implements OpenStream {
   closed = false;
 
-  constructor(private readonly ws: WebSocket<Connection>, private readonly hub: StreamHub, private readonly maxBufferBytes: number) {}
+  constructor(
+    private readonly ws: WebSocket<Connection>,
+    private readonly hub: StreamHub,
+    private readonly maxBufferBytes: number,
+  ) {}
 
   sendJson(message: Record<string, unknown>): void {
     if (this.closed) return;
@@ -234,7 +278,11 @@ class WsStream implements OpenStream {
   }
 
   shutdown(retryMs: number): void {
-    this.close(WS_CLOSE.restart, { type: 'event', event: 'shutdown', data: { reason: 'The node is shutting down; reconnect and subscribe with lastEventId.', retryMs } });
+    this.close(WS_CLOSE.restart, {
+      type: 'event',
+      event: 'shutdown',
+      data: { reason: 'The node is shutting down; reconnect and subscribe with lastEventId.', retryMs },
+    });
   }
 
   private cutOff(): void {
@@ -257,7 +305,11 @@ class SubscriptionSink implements FrameSink {
   private listeners: Array<() => void> = [];
   private released = false;
 
-  constructor(private readonly stream: WsStream, private readonly id: string, private readonly forget: () => void) {}
+  constructor(
+    private readonly stream: WsStream,
+    private readonly id: string,
+    private readonly forget: () => void,
+  ) {}
 
   get closed(): boolean {
     return this.released || this.stream.closed;

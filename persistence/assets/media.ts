@@ -27,9 +27,14 @@ export const CONTENT_TYPES = Object.keys(FILE_TYPES);
 
 /** Other names clients commonly send for the same types. */
 const ALIASES: Readonly<Record<string, string>> = {
-  'image/jpg': 'image/jpeg', 'image/pjpeg': 'image/jpeg',
-  'audio/x-wav': 'audio/wav', 'audio/wave': 'audio/wav', 'audio/vnd.wave': 'audio/wav',
-  'audio/mp3': 'audio/mpeg', 'audio/x-mpeg': 'audio/mpeg', 'application/ogg': 'audio/ogg',
+  'image/jpg': 'image/jpeg',
+  'image/pjpeg': 'image/jpeg',
+  'audio/x-wav': 'audio/wav',
+  'audio/wave': 'audio/wav',
+  'audio/vnd.wave': 'audio/wav',
+  'audio/mp3': 'audio/mpeg',
+  'audio/x-mpeg': 'audio/mpeg',
+  'application/ogg': 'audio/ogg',
 };
 
 /** The canonical name of a declared content type (lower case, parameters dropped), or undefined if it is not kept. */

@@ -91,8 +91,21 @@ export async function tryCreateAsset(em: SqlEntityManager, input: NewAsset): Pro
          source_generation_id, storage_key, created_at, updated_at) values (?, ?, ?, ?, ?, ?, ?, ?, false, ?, ?, ?, ?, ?)
        returning workspace_id, source_generation_id, bytes)
      ${ADD_ASSET_BYTES}`,
-    [asset.id, asset.workspaceId, asset.mediaType, asset.contentType, asset.bytes, asset.width, asset.height, asset.durationSeconds,
-      asset.name, asset.sourceGenerationId, asset.storageKey, asset.createdAt, asset.updatedAt],
+    [
+      asset.id,
+      asset.workspaceId,
+      asset.mediaType,
+      asset.contentType,
+      asset.bytes,
+      asset.width,
+      asset.height,
+      asset.durationSeconds,
+      asset.name,
+      asset.sourceGenerationId,
+      asset.storageKey,
+      asset.createdAt,
+      asset.updatedAt,
+    ],
   );
   return { ok: true, asset };
 }
@@ -109,19 +122,30 @@ export async function createAsset(em: SqlEntityManager, input: NewAsset): Promis
  * (so the caller can delete its blob after the commit), or undefined when there was none: of two
  * concurrent deletes only one frees the bytes.
  */
-export async function deleteAsset(em: SqlEntityManager, workspaceId: string, assetId: string): Promise<{ storageKey: string; bytes: number; mediaType: MediaType } | undefined> {
+export async function deleteAsset(
+  em: SqlEntityManager,
+  workspaceId: string,
+  assetId: string,
+): Promise<{ storageKey: string; bytes: number; mediaType: MediaType } | undefined> {
   const [row] = await em.execute<Array<{ storage_key: string; bytes: string | number; media_type: MediaType; source_generation_id: string | null }>>(
-    'delete from assets where id = ? and workspace_id = ? returning storage_key, bytes, media_type, source_generation_id', [assetId, workspaceId]);
+    'delete from assets where id = ? and workspace_id = ? returning storage_key, bytes, media_type, source_generation_id',
+    [assetId, workspaceId],
+  );
   if (!row) return undefined;
   const bytes = Number(row.bytes);
   // A generation's output leaves its usage rollup; before the storage row, in the order a settlement locks them.
   if (row.source_generation_id !== null) {
-    await em.execute(`with changed as (select ?::text as workspace_id, ?::text as source_generation_id, ?::bigint as bytes) ${ADD_ASSET_BYTES}`,
-      [workspaceId, row.source_generation_id, -bytes]);
+    await em.execute(`with changed as (select ?::text as workspace_id, ?::text as source_generation_id, ?::bigint as bytes) ${ADD_ASSET_BYTES}`, [
+      workspaceId,
+      row.source_generation_id,
+      -bytes,
+    ]);
   }
   await em.execute(
     `update workspace_storage set used_bytes = used_bytes - ?, ${COUNT_COLUMN[row.media_type]} = ${COUNT_COLUMN[row.media_type]} - 1, updated_at = now()
-     where workspace_id = ?`, [bytes, workspaceId]);
+     where workspace_id = ?`,
+    [bytes, workspaceId],
+  );
   return { storageKey: row.storage_key, bytes, mediaType: row.media_type };
 }
 
@@ -132,14 +156,22 @@ export interface StorageUsage {
 
 export async function storageUsage(em: SqlEntityManager, workspaceId: string): Promise<StorageUsage> {
   const [row] = await em.execute<Array<{ used_bytes: string | number; image_count: number; video_count: number; audio_count: number }>>(
-    'select used_bytes, image_count, video_count, audio_count from workspace_storage where workspace_id = ?', [workspaceId]);
+    'select used_bytes, image_count, video_count, audio_count from workspace_storage where workspace_id = ?',
+    [workspaceId],
+  );
   return {
     usedBytes: Number(row?.used_bytes ?? 0),
     counts: { image: Number(row?.image_count ?? 0), video: Number(row?.video_count ?? 0), audio: Number(row?.audio_count ?? 0) },
   };
 }
 
-async function addStorage(em: SqlEntityManager, workspaceId: string, mediaType: MediaType, bytes: number, limit: number): Promise<{ ok: true } | { ok: false; usedBytes: number }> {
+async function addStorage(
+  em: SqlEntityManager,
+  workspaceId: string,
+  mediaType: MediaType,
+  bytes: number,
+  limit: number,
+): Promise<{ ok: true } | { ok: false; usedBytes: number }> {
   const column = COUNT_COLUMN[mediaType];
   // One statement: the first asset makes the row, later ones add to it; either only within the limit.
   const updated = await em.execute<Array<{ used_bytes: string | number }>>(
@@ -147,7 +179,9 @@ async function addStorage(em: SqlEntityManager, workspaceId: string, mediaType: 
        select ?, ?, 1, now() where ? <= ?
      on conflict (workspace_id) do update set used_bytes = s.used_bytes + excluded.used_bytes, ${column} = s.${column} + 1, updated_at = now()
        where s.used_bytes + excluded.used_bytes <= ?
-     returning used_bytes`, [workspaceId, bytes, bytes, limit, limit]);
+     returning used_bytes`,
+    [workspaceId, bytes, bytes, limit, limit],
+  );
   if (updated.length > 0) return { ok: true };
   const usage = await storageUsage(em, workspaceId);
   return { ok: false, usedBytes: usage.usedBytes };

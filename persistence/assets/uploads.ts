@@ -9,7 +9,8 @@ import type { BlobStore } from '../blob-store/types.ts';
 export async function sweepAbandonedUploads(em: SqlEntityManager, blobs: BlobStore, workspaceId: string, before: Date, limit = 10): Promise<number> {
   const stale = await em.execute<Array<{ id: string; storage_key: string }>>(
     'select id, storage_key from uploads where workspace_id = ? and completed_at is null and expires_at < ? order by expires_at limit ?',
-    [workspaceId, before, limit]);
+    [workspaceId, before, limit],
+  );
   for (const upload of stale) {
     await blobs.delete(upload.storage_key);
     await em.execute('delete from uploads where id = ? and completed_at is null', [upload.id]);
@@ -20,6 +21,8 @@ export async function sweepAbandonedUploads(em: SqlEntityManager, blobs: BlobSto
 /** Marks a pending upload completed by `assetId`, in `em`'s transaction; false if it was completed already. */
 export async function claimUpload(em: SqlEntityManager, uploadId: string, assetId: string, at: Date): Promise<boolean> {
   const claimed = await em.execute<Array<{ id: string }>>(
-    'update uploads set completed_at = ?, asset_id = ? where id = ? and completed_at is null returning id', [at, assetId, uploadId]);
+    'update uploads set completed_at = ?, asset_id = ? where id = ? and completed_at is null returning id',
+    [at, assetId, uploadId],
+  );
   return claimed.length > 0;
 }

@@ -7,9 +7,7 @@ import type { BlobStore } from './types.ts';
 export type { BlobStore, BlobInfo, PresignedUpload, PresignedDownload, UploadGrant, DownloadGrant } from './types.ts';
 export { assetStorageKey, uploadStorageKey } from './types.ts';
 
-export type BlobStoreOptions =
-  | { kind: 'local'; dataDir: string; baseUrl: () => string; signingSecret: string | undefined }
-  | ({ kind: 's3' } & S3Options);
+export type BlobStoreOptions = { kind: 'local'; dataDir: string; baseUrl: () => string; signingSecret: string | undefined } | ({ kind: 's3' } & S3Options);
 
 /** Builds the blob store configuration chose; `now` is the service clock, which URLs expire by. */
 export async function createBlobStore(options: BlobStoreOptions, now: () => number): Promise<BlobStore> {

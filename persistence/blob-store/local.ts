@@ -13,9 +13,21 @@ export const LOCAL_UPLOAD_PATH = '/v1/blobs/upload';
 export const LOCAL_DOWNLOAD_PATH = '/v1/blobs/download';
 
 /** The query of a signed upload URL: key, expiry (unix seconds), content type, exact length, signature. */
-export interface UploadQuery { key: string; exp: number; ct: string; len: number; sig: string }
+export interface UploadQuery {
+  key: string;
+  exp: number;
+  ct: string;
+  len: number;
+  sig: string;
+}
 /** The query of a signed download URL: key, expiry, content type served, file name offered ('' for none). */
-export interface DownloadQuery { key: string; exp: number; ct: string; fn: string; sig: string }
+export interface DownloadQuery {
+  key: string;
+  exp: number;
+  ct: string;
+  fn: string;
+  sig: string;
+}
 
 /** The streamed body was longer than the signed length: nothing was stored. */
 export class BlobTooLargeError extends Error {}
@@ -44,7 +56,12 @@ export class LocalBlobStore implements BlobStore {
     const exp = Math.floor(this.now() / 1000) + grant.expiresInSeconds;
     const sig = this.signer.sign(uploadFields(key, exp, grant.contentType, grant.bytes));
     const query = new URLSearchParams({ key, exp: String(exp), ct: grant.contentType, len: String(grant.bytes), sig });
-    return { url: `${this.baseUrl()}${LOCAL_UPLOAD_PATH}?${query}`, method: 'PUT', headers: { 'Content-Type': grant.contentType }, expiresAt: new Date(exp * 1000) };
+    return {
+      url: `${this.baseUrl()}${LOCAL_UPLOAD_PATH}?${query}`,
+      method: 'PUT',
+      headers: { 'Content-Type': grant.contentType },
+      expiresAt: new Date(exp * 1000),
+    };
   }
 
   async presignDownload(key: string, grant: DownloadGrant): Promise<PresignedDownload> {

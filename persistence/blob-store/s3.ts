@@ -28,7 +28,10 @@ export class S3BlobStore implements BlobStore {
   private readonly client: S3Client;
   private readonly bucket: string;
 
-  constructor(options: S3Options, private readonly now: () => number) {
+  constructor(
+    options: S3Options,
+    private readonly now: () => number,
+  ) {
     this.bucket = options.bucket;
     this.client = new S3Client({
       region: options.region,

@@ -6,7 +6,11 @@ export const FENCED_OUT_SQLSTATE = 'GSF01';
 
 /** A write was refused because its node no longer owns the shard at the epoch the write carries. */
 export class FencedOutError extends Error {
-  constructor(readonly nodeId: string, readonly claims: readonly Lease[], cause?: unknown) {
+  constructor(
+    readonly nodeId: string,
+    readonly claims: readonly Lease[],
+    cause?: unknown,
+  ) {
     super(`fenced out: node ${nodeId} no longer owns ${claims.map((c) => `shard ${c.shard} at epoch ${c.epoch}`).join(', ')}`, { cause });
     this.name = 'FencedOutError';
   }
@@ -50,8 +54,11 @@ export async function fenceShards(em: SqlEntityManager, nodeId: string, claims: 
   try {
     // The transaction's id comes back in the same round trip: the snapshot writer needs it before commit
     // (to learn, should the connection drop during COMMIT, whether it committed) and need not ask again.
-    const rows = await em.execute<Array<{ id: string }>>('select txid_current()::text as id, cluster_fence(?, ?::jsonb, ?)',
-      [nodeId, json, Math.max(1, Math.round(options.holdLimitMs))]);
+    const rows = await em.execute<Array<{ id: string }>>('select txid_current()::text as id, cluster_fence(?, ?::jsonb, ?)', [
+      nodeId,
+      json,
+      Math.max(1, Math.round(options.holdLimitMs)),
+    ]);
     return rows[0]?.id;
   } catch (error) {
     if (isFencedOut(error)) throw new FencedOutError(nodeId, claims, error);

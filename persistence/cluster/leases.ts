@@ -56,8 +56,7 @@ function toLease(row: { shard: number; epoch: string | number }): Lease {
 }
 
 const shardsJson = (shards: Iterable<number>) => JSON.stringify([...new Set(shards)].sort((a, b) => a - b));
-const leasesJson = (leases: Iterable<Lease>) =>
-  JSON.stringify([...leases].map(({ shard, epoch }) => ({ shard, epoch })).sort((a, b) => a.shard - b.shard));
+const leasesJson = (leases: Iterable<Lease>) => JSON.stringify([...leases].map(({ shard, epoch }) => ({ shard, epoch })).sort((a, b) => a.shard - b.shard));
 
 /**
  * Takes each of the shards that is free, expired, or still leased to an earlier incarnation of this node
@@ -65,7 +64,8 @@ const leasesJson = (leases: Iterable<Lease>) =>
  * acquirers racing over overlapping sets wait for each other instead of deadlocking.
  */
 export async function acquireShards(em: SqlEntityManager, member: MemberIdentity, shards: Iterable<number>, leaseMs: number): Promise<Lease[]> {
-  const rows = await em.execute<{ shard: number; epoch: string }[]>(`
+  const rows = await em.execute<{ shard: number; epoch: string }[]>(
+    `
     insert into cluster_shard_leases as l (shard, owner_node_id, owner_incarnation, epoch, expires_at, updated_at)
     select s.shard, ?, ?, 1, clock_timestamp() + ? * interval '1 millisecond', clock_timestamp()
     from (select value::integer as shard from jsonb_array_elements_text(?::jsonb)) as s
@@ -75,7 +75,9 @@ export async function acquireShards(em: SqlEntityManager, member: MemberIdentity
       epoch = l.epoch + 1, expires_at = excluded.expires_at, updated_at = excluded.updated_at
     where l.owner_node_id is null or l.expires_at <= clock_timestamp()
       or (l.owner_node_id = excluded.owner_node_id and l.owner_incarnation <> excluded.owner_incarnation)
-    returning l.shard, l.epoch`, [member.nodeId, member.incarnation, leaseMs, shardsJson(shards)]);
+    returning l.shard, l.epoch`,
+    [member.nodeId, member.incarnation, leaseMs, shardsJson(shards)],
+  );
   return rows.map(toLease).sort((a, b) => a.shard - b.shard);
 }
 
@@ -84,21 +86,27 @@ export async function acquireShards(em: SqlEntityManager, member: MemberIdentity
  * those renewed with their new expiry. A lease missing from the answer is lost (taken, or expired first).
  */
 export async function renewLeases(em: SqlEntityManager, member: MemberIdentity, leases: Iterable<Lease>, leaseMs: number): Promise<Lease[]> {
-  const rows = await em.execute<{ shard: number; epoch: string }[]>(`
+  const rows = await em.execute<{ shard: number; epoch: string }[]>(
+    `
     update cluster_shard_leases as l set expires_at = clock_timestamp() + ? * interval '1 millisecond', updated_at = clock_timestamp()
     from jsonb_to_recordset(?::jsonb) as c(shard integer, epoch bigint)
     where l.shard = c.shard and l.epoch = c.epoch and l.owner_node_id = ? and l.owner_incarnation = ?
       and l.expires_at > clock_timestamp()
-    returning l.shard, l.epoch`, [leaseMs, leasesJson(leases), member.nodeId, member.incarnation]);
+    returning l.shard, l.epoch`,
+    [leaseMs, leasesJson(leases), member.nodeId, member.incarnation],
+  );
   return rows.map(toLease).sort((a, b) => a.shard - b.shard);
 }
 
 /** Gives a shard up (free for anyone to acquire, at the next epoch); false if it was no longer held. */
 export async function releaseShard(em: SqlEntityManager, member: MemberIdentity, lease: Lease): Promise<boolean> {
-  const rows = await em.execute<{ shard: number }[]>(`
+  const rows = await em.execute<{ shard: number }[]>(
+    `
     update cluster_shard_leases set owner_node_id = null, owner_incarnation = null, expires_at = null, updated_at = clock_timestamp()
     where shard = ? and epoch = ? and owner_node_id = ? and owner_incarnation = ?
-    returning shard`, [lease.shard, lease.epoch, member.nodeId, member.incarnation]);
+    returning shard`,
+    [lease.shard, lease.epoch, member.nodeId, member.incarnation],
+  );
   return rows.length === 1;
 }
 
@@ -107,10 +115,13 @@ export async function releaseShard(em: SqlEntityManager, member: MemberIdentity,
  * adopted (a member leaving while another hands it shards); returns the shards released.
  */
 export async function releaseAllShards(em: SqlEntityManager, member: MemberIdentity): Promise<number[]> {
-  const rows = await em.execute<{ shard: number }[]>(`
+  const rows = await em.execute<{ shard: number }[]>(
+    `
     update cluster_shard_leases set owner_node_id = null, owner_incarnation = null, expires_at = null, updated_at = clock_timestamp()
     where owner_node_id = ? and owner_incarnation = ?
-    returning shard`, [member.nodeId, member.incarnation]);
+    returning shard`,
+    [member.nodeId, member.incarnation],
+  );
   return rows.map((row) => Number(row.shard)).sort((a, b) => a - b);
 }
 
@@ -120,13 +131,16 @@ export async function releaseAllShards(em: SqlEntityManager, member: MemberIdent
  * shard was no longer held or the member is not `up`.
  */
 export async function handOverShard(em: SqlEntityManager, from: MemberIdentity, lease: Lease, toNodeId: string, leaseMs: number): Promise<Lease | undefined> {
-  const rows = await em.execute<{ shard: number; epoch: string }[]>(`
+  const rows = await em.execute<{ shard: number; epoch: string }[]>(
+    `
     update cluster_shard_leases as l set owner_node_id = m.node_id, owner_incarnation = m.incarnation, epoch = l.epoch + 1,
       expires_at = clock_timestamp() + ? * interval '1 millisecond', updated_at = clock_timestamp()
     from cluster_members m
     where m.node_id = ? and m.status = 'up'
       and l.shard = ? and l.epoch = ? and l.owner_node_id = ? and l.owner_incarnation = ? and l.expires_at > clock_timestamp()
-    returning l.shard, l.epoch`, [leaseMs, toNodeId, lease.shard, lease.epoch, from.nodeId, from.incarnation]);
+    returning l.shard, l.epoch`,
+    [leaseMs, toNodeId, lease.shard, lease.epoch, from.nodeId, from.incarnation],
+  );
   return rows[0] ? toLease(rows[0]) : undefined;
 }
 
@@ -154,7 +168,8 @@ export async function ownerAddressOf(em: SqlEntityManager, shard: number): Promi
     `select m.node_id, m.address, l.epoch, ${REMAINING_MS} from cluster_shard_leases l
        join cluster_members m on m.node_id = l.owner_node_id and m.incarnation = l.owner_incarnation
      where l.shard = ? and l.expires_at > clock_timestamp() and m.status in ('up', 'leaving')`,
-    [shard]);
+    [shard],
+  );
   const row = rows[0];
   return row ? { nodeId: row.node_id, address: row.address, epoch: Number(row.epoch), remainingMs: Number(row.remaining_ms) } : undefined;
 }

@@ -52,12 +52,15 @@ function toMember(row: MemberRow): Member {
  * runs, learns at its next heartbeat that it is no longer a member.
  */
 export async function joinCluster(em: SqlEntityManager, member: MemberIdentity & { address: string; status?: 'joining' | 'up' }): Promise<Member> {
-  const rows = await em.execute<MemberRow[]>(`
+  const rows = await em.execute<MemberRow[]>(
+    `
     insert into cluster_members (node_id, incarnation, address, status, started_at, heartbeat_at)
     values (?, ?, ?, ?, clock_timestamp(), clock_timestamp())
     on conflict (node_id) do update set incarnation = excluded.incarnation, address = excluded.address,
       status = excluded.status, started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at
-    returning ${MEMBER_COLUMNS}`, [member.nodeId, member.incarnation, member.address, member.status ?? 'joining']);
+    returning ${MEMBER_COLUMNS}`,
+    [member.nodeId, member.incarnation, member.address, member.status ?? 'joining'],
+  );
   return toMember(rows[0]!);
 }
 
@@ -66,19 +69,25 @@ export async function joinCluster(em: SqlEntityManager, member: MemberIdentity &
  * incarnation's or it was declared dead: the process is then out of the cluster and must rejoin.
  */
 export async function heartbeat(em: SqlEntityManager, member: MemberIdentity): Promise<MemberStatus | undefined> {
-  const rows = await em.execute<{ status: MemberStatus }[]>(`
+  const rows = await em.execute<{ status: MemberStatus }[]>(
+    `
     update cluster_members set heartbeat_at = clock_timestamp()
     where node_id = ? and incarnation = ? and status <> 'dead'
-    returning status`, [member.nodeId, member.incarnation]);
+    returning status`,
+    [member.nodeId, member.incarnation],
+  );
   return rows[0]?.status;
 }
 
 /** Moves a live member to `up` or `leaving`; false when it is no longer this incarnation's or was declared dead. */
 export async function setMemberStatus(em: SqlEntityManager, member: MemberIdentity, status: 'up' | 'leaving'): Promise<boolean> {
-  const rows = await em.execute<{ node_id: string }[]>(`
+  const rows = await em.execute<{ node_id: string }[]>(
+    `
     update cluster_members set status = ?, heartbeat_at = clock_timestamp()
     where node_id = ? and incarnation = ? and status <> 'dead'
-    returning node_id`, [status, member.nodeId, member.incarnation]);
+    returning node_id`,
+    [status, member.nodeId, member.incarnation],
+  );
   return rows.length === 1;
 }
 
@@ -117,18 +126,24 @@ export async function listActiveMembers(em: SqlEntityManager): Promise<Member[]>
  * statement is idempotent); a member so marked cannot heartbeat again and must rejoin as a new incarnation.
  */
 export async function declareDead(em: SqlEntityManager, deadAfterMs: number): Promise<string[]> {
-  const rows = await em.execute<{ node_id: string }[]>(`
+  const rows = await em.execute<{ node_id: string }[]>(
+    `
     update cluster_members set status = 'dead'
     where status <> 'dead' and heartbeat_at <= clock_timestamp() - ? * interval '1 millisecond'
-    returning node_id`, [deadAfterMs]);
+    returning node_id`,
+    [deadAfterMs],
+  );
   return rows.map((row) => row.node_id).sort();
 }
 
 /** Deletes the rows of members dead for longer than olderThanMs (kept until then for diagnosis). */
 export async function purgeDead(em: SqlEntityManager, olderThanMs: number): Promise<number> {
-  const rows = await em.execute<{ node_id: string }[]>(`
+  const rows = await em.execute<{ node_id: string }[]>(
+    `
     delete from cluster_members
     where status = 'dead' and heartbeat_at <= clock_timestamp() - ? * interval '1 millisecond'
-    returning node_id`, [olderThanMs]);
+    returning node_id`,
+    [olderThanMs],
+  );
   return rows.length;
 }

@@ -21,5 +21,8 @@ export interface OwnedShards {
  */
 export function ownedShardsSql(column: string, owned: OwnedShards | undefined): { sql: string; params: unknown[] } {
   if (!owned) return { sql: '', params: [] };
-  return { sql: ` and ${shardOfSql(column)} in (select value::int4 from jsonb_array_elements_text(?::jsonb))`, params: [owned.shardCount, JSON.stringify(owned.shards)] };
+  return {
+    sql: ` and ${shardOfSql(column)} in (select value::int4 from jsonb_array_elements_text(?::jsonb))`,
+    params: [owned.shardCount, JSON.stringify(owned.shards)],
+  };
 }

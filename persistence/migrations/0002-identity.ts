@@ -117,7 +117,17 @@ export class Migration0002Identity extends Migration {
   }
 
   override async down(): Promise<void> {
-    for (const table of ['export_requests', 'api_key_usage', 'api_keys', 'invitations', 'workspace_members', 'workspaces', 'sessions', 'linked_accounts', 'users']) {
+    for (const table of [
+      'export_requests',
+      'api_key_usage',
+      'api_keys',
+      'invitations',
+      'workspace_members',
+      'workspaces',
+      'sessions',
+      'linked_accounts',
+      'users',
+    ]) {
       this.addSql(`drop table if exists ${table}`);
     }
   }

@@ -93,6 +93,7 @@ export class Migration0005Generations extends Migration {
   }
 
   override async down(): Promise<void> {
-    for (const table of ['service_switches', 'idempotency_keys', 'credit_ledger', 'workspace_accounts', 'generations']) this.addSql(`drop table if exists ${table}`);
+    for (const table of ['service_switches', 'idempotency_keys', 'credit_ledger', 'workspace_accounts', 'generations'])
+      this.addSql(`drop table if exists ${table}`);
   }
 }

@@ -9,7 +9,9 @@ import { Migration } from '@mikro-orm/migrations';
 export class Migration0010Attempts extends Migration {
   override async up(): Promise<void> {
     this.addSql('alter table generations add column attempts integer not null default 0');
-    this.addSql(`update generations set attempts = 1 where status in ('reserved', 'submitted', 'running') or provider_job_id is not null or started_at is not null`);
+    this.addSql(
+      `update generations set attempts = 1 where status in ('reserved', 'submitted', 'running') or provider_job_id is not null or started_at is not null`,
+    );
   }
 
   override async down(): Promise<void> {

@@ -14,8 +14,12 @@ import { Migration } from '@mikro-orm/migrations';
  */
 export class Migration0013UnfinishedIndexes extends Migration {
   override async up(): Promise<void> {
-    this.addSql(`create index generations_unfinished_ws_idx on generations (workspace_id, status) where status in ('queued', 'reserved', 'submitted', 'running')`);
-    this.addSql(`create index credit_ledger_wallet_spend_idx on credit_ledger (workspace_id, created_at) where kind in ('reserve', 'release') and wallet_cents <> 0`);
+    this.addSql(
+      `create index generations_unfinished_ws_idx on generations (workspace_id, status) where status in ('queued', 'reserved', 'submitted', 'running')`,
+    );
+    this.addSql(
+      `create index credit_ledger_wallet_spend_idx on credit_ledger (workspace_id, created_at) where kind in ('reserve', 'release') and wallet_cents <> 0`,
+    );
   }
 
   override async down(): Promise<void> {

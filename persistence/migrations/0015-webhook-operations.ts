@@ -56,6 +56,8 @@ export class Migration0015WebhookOperations extends Migration {
     this.addSql('drop index if exists webhook_deliveries_event_idx');
     this.addSql('drop index if exists webhook_deliveries_resend_idx');
     this.addSql('alter table webhook_deliveries drop column if exists event_id, drop column if exists resend_of');
-    this.addSql('alter table webhook_endpoints drop column if exists disabled_reason, drop column if exists failing_since, drop column if exists consecutive_expired');
+    this.addSql(
+      'alter table webhook_endpoints drop column if exists disabled_reason, drop column if exists failing_since, drop column if exists consecutive_expired',
+    );
   }
 }

@@ -1,7 +1,4 @@
-import {
-  PROVIDER_ERROR_CODES, ProviderFailure, upstreamMessage,
-  type AdapterContext, type AdapterJob, type ProviderAdapter, type Report,
-} from '../adapter.ts';
+import { PROVIDER_ERROR_CODES, ProviderFailure, upstreamMessage, type AdapterContext, type AdapterJob, type ProviderAdapter, type Report } from '../adapter.ts';
 import { requestUpstream, retryingRateLimits, statusFailure, type UpstreamResponse } from '../upstream-http.ts';
 import type { CogDeploymentTarget } from './deployment.ts';
 import { cogInput } from './inputs.ts';
@@ -19,11 +16,7 @@ import { jobToken, verifyCogEvent, webhookUrl } from './webhook.ts';
  * id that already ended runs it again; the adapter re-PUTs only while it has no terminal state, and cancels
  * a second run that such a re-PUT may have started once the first run's end arrives.
  */
-export function createCogAdapter(
-  settings: CogSettings,
-  deployment: { id: string; target: CogDeploymentTarget },
-  context: AdapterContext,
-): ProviderAdapter {
+export function createCogAdapter(settings: CogSettings, deployment: { id: string; target: CogDeploymentTarget }, context: AdapterContext): ProviderAdapter {
   const base = (deployment.target.baseUrl ?? settings.baseUrl).replace(/\/+$/, '');
   const follows = new Map<string, Follow>();
   const waiting = new Map<string, AbortController>();
@@ -67,10 +60,16 @@ export function createCogAdapter(
   function failureOf(id: string, response: UpstreamResponse): ProviderFailure {
     const said = cogErrorText(response.json, response.text);
     if (response.status === 404 || response.status === 405) {
-      return new ProviderFailure(PROVIDER_ERROR_CODES.error, `The server at the Cog base URL answered ${response.status} to PUT /predictions/{id}; is it a Cog container? ${upstreamMessage(said, secretsOf(id))}`);
+      return new ProviderFailure(
+        PROVIDER_ERROR_CODES.error,
+        `The server at the Cog base URL answered ${response.status} to PUT /predictions/{id}; is it a Cog container? ${upstreamMessage(said, secretsOf(id))}`,
+      );
     }
     if (response.status >= 200 && response.status < 300) {
-      return new ProviderFailure(PROVIDER_ERROR_CODES.badResponse, `Cog answered ${response.status} with something that is not a prediction: ${upstreamMessage(response.text.slice(0, 200), secretsOf(id))}`);
+      return new ProviderFailure(
+        PROVIDER_ERROR_CODES.badResponse,
+        `Cog answered ${response.status} with something that is not a prediction: ${upstreamMessage(response.text.slice(0, 200), secretsOf(id))}`,
+      );
     }
     return statusFailure(response, said, secretsOf(id));
   }
@@ -84,9 +83,12 @@ export function createCogAdapter(
       let response: UpstreamResponse;
       try {
         response = await retryingRateLimits(
-          () => put(id, body, signal), job.deadline, context.now,
+          () => put(id, body, signal),
+          job.deadline,
+          context.now,
           (ms) => report({ type: 'progress', detail: `Rate limited in front of Cog (429); trying again in ${ms} ms.` }),
-          settings.busyRetryMs, signal,
+          settings.busyRetryMs,
+          signal,
         );
       } catch (error) {
         if (signal.aborted) throw new ProviderFailure(PROVIDER_ERROR_CODES.cancelled, 'The job was cancelled before Cog took it.');
@@ -120,7 +122,11 @@ export function createCogAdapter(
       if (context.now() >= job.deadline) {
         finish(state);
         void cancelQuietly(id);
-        report({ type: 'failed', errorCode: PROVIDER_ERROR_CODES.timeout, errorMessage: 'The prediction did not end by the job\'s deadline; it was cancelled at Cog.' });
+        report({
+          type: 'failed',
+          errorCode: PROVIDER_ERROR_CODES.timeout,
+          errorMessage: "The prediction did not end by the job's deadline; it was cancelled at Cog.",
+        });
         return;
       }
       if (!state.asking && context.now() - state.lastHeard >= context.pollIntervalMs) void rePut(state);
@@ -156,17 +162,29 @@ export function createCogAdapter(
             if (state.restarts > MAX_RESTARTS) {
               finish(state);
               void cancelQuietly(state.id);
-              state.report({ type: 'failed', errorCode: PROVIDER_ERROR_CODES.error, errorMessage: 'Cog ended this prediction again without its end reaching this service (are its webhooks able to reach the events URL?); it was cancelled.' });
+              state.report({
+                type: 'failed',
+                errorCode: PROVIDER_ERROR_CODES.error,
+                errorMessage:
+                  'Cog ended this prediction again without its end reaching this service (are its webhooks able to reach the events URL?); it was cancelled.',
+              });
               return;
             }
-            state.report({ type: 'progress', detail: 'Cog had no run of this prediction (it ended without its end reaching this service, or the container restarted): it runs again under the same id.' });
+            state.report({
+              type: 'progress',
+              detail:
+                'Cog had no run of this prediction (it ended without its end reaching this service, or the container restarted): it runs again under the same id.',
+            });
           }
           state.rePut = true;
         }
         absorb(state, prediction, 'answer');
       } else if (response.status === 409 || response.status === 503 || response.status === 429 || response.status >= 500) {
         // 409 here: Cog does not run this id and every slot is busy; the next backstop asks again.
-        state.report({ type: 'progress', detail: `Cog answered ${response.status}: ${upstreamMessage(cogErrorText(response.json, response.text), secretsOf(state.id))}` });
+        state.report({
+          type: 'progress',
+          detail: `Cog answered ${response.status}: ${upstreamMessage(cogErrorText(response.json, response.text), secretsOf(state.id))}`,
+        });
       } else {
         const failure = failureOf(state.id, response);
         finish(state);
@@ -195,7 +213,11 @@ export function createCogAdapter(
     if (via === 'event' && state.rePut) void cancelQuietly(state.id);
     const { report } = state;
     if (prediction.status === 'failed') {
-      report({ type: 'failed', errorCode: PROVIDER_ERROR_CODES.error, errorMessage: `The model failed: ${upstreamMessage(prediction.error ?? 'Cog gave no error message.', secretsOf(state.id))}` });
+      report({
+        type: 'failed',
+        errorCode: PROVIDER_ERROR_CODES.error,
+        errorMessage: `The model failed: ${upstreamMessage(prediction.error ?? 'Cog gave no error message.', secretsOf(state.id))}`,
+      });
       return;
     }
     if (prediction.status === 'canceled') {
@@ -304,8 +326,14 @@ function startedAfresh(body: unknown): boolean {
 function sleep(ms: number, signal: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
     if (signal.aborted) return resolve();
-    const timer = setTimeout(() => { signal.removeEventListener('abort', onAbort); resolve(); }, ms);
-    const onAbort = () => { clearTimeout(timer); resolve(); };
+    const timer = setTimeout(() => {
+      signal.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    const onAbort = () => {
+      clearTimeout(timer);
+      resolve();
+    };
     signal.addEventListener('abort', onAbort, { once: true });
   });
 }

@@ -70,7 +70,10 @@ async function fetched(url: string, limits: OutputLimits): Promise<Buffer> {
   try {
     bytes = await limits.fetchOutput(url);
   } catch (error) {
-    throw new ProviderFailure(PROVIDER_ERROR_CODES.outputFetch, `An output file could not be fetched: ${upstreamMessage((error as Error).message ?? String(error))}`);
+    throw new ProviderFailure(
+      PROVIDER_ERROR_CODES.outputFetch,
+      `An output file could not be fetched: ${upstreamMessage((error as Error).message ?? String(error))}`,
+    );
   }
   if (bytes.length > limits.maxOutputBytes) {
     throw new ProviderFailure(PROVIDER_ERROR_CODES.outputFetch, `An output file is larger than ${limits.maxOutputBytes} bytes.`);

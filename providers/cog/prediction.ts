@@ -41,11 +41,13 @@ export function cogErrorText(json: unknown, text: string): string {
     if (typeof body.error === 'string' && body.error) return body.error;
     if (typeof body.detail === 'string' && body.detail) return body.detail;
     if (Array.isArray(body.detail)) {
-      return body.detail.map((entry) => {
-        const { loc, msg } = (entry ?? {}) as { loc?: unknown; msg?: unknown };
-        const where = Array.isArray(loc) ? loc.join('.') : '';
-        return `${where}${where ? ': ' : ''}${typeof msg === 'string' ? msg : JSON.stringify(entry)}`;
-      }).join('; ');
+      return body.detail
+        .map((entry) => {
+          const { loc, msg } = (entry ?? {}) as { loc?: unknown; msg?: unknown };
+          const where = Array.isArray(loc) ? loc.join('.') : '';
+          return `${where}${where ? ': ' : ''}${typeof msg === 'string' ? msg : JSON.stringify(entry)}`;
+        })
+        .join('; ');
     }
   }
   return text;

@@ -25,7 +25,7 @@ export function parseCogSettings(env: Record<string, string | undefined>): { set
 
   if (!isHttpUrl(baseUrl)) problems.push('COG_BASE_URL must be an http or https URL without credentials');
   const webhookSecret = env.COG_WEBHOOK_SECRET ?? '';
-  if (!webhookSecret) problems.push('COG_WEBHOOK_SECRET is required when COG_BASE_URL is set (it signs each job\'s webhook URL)');
+  if (!webhookSecret) problems.push("COG_WEBHOOK_SECRET is required when COG_BASE_URL is set (it signs each job's webhook URL)");
   else if (webhookSecret.length < MIN_SECRET_LENGTH) problems.push(`COG_WEBHOOK_SECRET must be at least ${MIN_SECRET_LENGTH} characters long`);
   const webhookAuthToken = env.COG_WEBHOOK_AUTH_TOKEN || undefined;
   const maxConcurrentJobs = positiveInteger(env, 'COG_MAX_CONCURRENT_JOBS', 1, problems);

@@ -22,22 +22,22 @@ export function verifyCogEvent(event: InboundEvent, secret: string, authToken?: 
   const job = event.query.job;
   const token = event.query.token;
   if (!job || !token) return { ok: false, message: 'The Cog event has no job or token in its query.' };
-  if (!sameSecret(token, jobToken(secret, job))) return { ok: false, message: 'The Cog event\'s token is wrong.' };
+  if (!sameSecret(token, jobToken(secret, job))) return { ok: false, message: "The Cog event's token is wrong." };
   if (authToken !== undefined && !sameSecret(event.headers.authorization ?? '', `Bearer ${authToken}`)) {
-    return { ok: false, message: 'The Cog event\'s Authorization header is missing or wrong.' };
+    return { ok: false, message: "The Cog event's Authorization header is missing or wrong." };
   }
   let payload: unknown;
   try {
     payload = JSON.parse(event.body.toString('utf8'));
   } catch {
-    return { ok: false, message: 'The Cog event\'s body is not JSON.' };
+    return { ok: false, message: "The Cog event's body is not JSON." };
   }
   const prediction = payload as { id?: unknown; status?: unknown };
   if (typeof payload !== 'object' || payload === null || typeof prediction.status !== 'string') {
-    return { ok: false, message: 'The Cog event\'s body is not a prediction.' };
+    return { ok: false, message: "The Cog event's body is not a prediction." };
   }
   // The token vouches for the job in the query; a body about another prediction is refused.
-  if (prediction.id !== job) return { ok: false, message: 'The Cog event\'s prediction id does not match its job.' };
+  if (prediction.id !== job) return { ok: false, message: "The Cog event's prediction id does not match its job." };
   // Cog sends no event id: the same state posted twice (a retried terminal webhook) gets the same one.
   const digest = createHash('sha256').update(event.body).digest('hex').slice(0, 32);
   return { ok: true, providerJobId: job, eventId: `${job}:${prediction.status}:${digest}`, payload };

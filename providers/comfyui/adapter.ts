@@ -51,9 +51,9 @@ export function createComfyuiAdapter(
 
   function follow(promptId: string, clientId: string, job: AdapterJob, report: Report): PromptFollower {
     followers.get(promptId)?.stop();
-    const follower = new PromptFollower(promptId, clientId, job, report,
-      { client, context, settings, socketAgent: agent, outputNodes, stopAtServer },
-      () => { if (followers.get(follower.promptId) === follower) followers.delete(follower.promptId); });
+    const follower = new PromptFollower(promptId, clientId, job, report, { client, context, settings, socketAgent: agent, outputNodes, stopAtServer }, () => {
+      if (followers.get(follower.promptId) === follower) followers.delete(follower.promptId);
+    });
     return follower;
   }
 
@@ -63,7 +63,8 @@ export function createComfyuiAdapter(
 
     async submit(job, report) {
       if (closed) throw new ProviderFailure(PROVIDER_ERROR_CODES.unavailable, 'The ComfyUI adapter is closed.');
-      if (!mediaTypeOf(job.mode)) throw new ProviderFailure(PROVIDER_ERROR_CODES.inputRejected, `A ComfyUI workflow makes files; mode ${job.mode} is not served.`);
+      if (!mediaTypeOf(job.mode))
+        throw new ProviderFailure(PROVIDER_ERROR_CODES.inputRejected, `A ComfyUI workflow makes files; mode ${job.mode} is not served.`);
       const onWait = (ms: number) => report({ type: 'progress', detail: `ComfyUI is rate limiting (429); waiting ${Math.ceil(ms / 1000)} s.` });
 
       const files: Record<string, string> = {};
@@ -91,7 +92,8 @@ export function createComfyuiAdapter(
         follower.stop();
         const code = (error as ProviderFailure).code;
         // An answer lost or garbled may hide a queued prompt: take it off (current servers kept our prompt_id).
-        if (code === PROVIDER_ERROR_CODES.timeout || code === PROVIDER_ERROR_CODES.badResponse || code === PROVIDER_ERROR_CODES.unavailable) void stopAtServer(wanted);
+        if (code === PROVIDER_ERROR_CODES.timeout || code === PROVIDER_ERROR_CODES.badResponse || code === PROVIDER_ERROR_CODES.unavailable)
+          void stopAtServer(wanted);
         throw error;
       }
       follower.promptId = promptId;
@@ -108,7 +110,11 @@ export function createComfyuiAdapter(
       if (closed) return;
       const { promptId, clientId } = parseJobId(providerJobId);
       if (!promptId) {
-        report({ type: 'failed', errorCode: PROVIDER_ERROR_CODES.error, errorMessage: `${JSON.stringify(providerJobId.slice(0, 100))} is not a ComfyUI job id.` });
+        report({
+          type: 'failed',
+          errorCode: PROVIDER_ERROR_CODES.error,
+          errorMessage: `${JSON.stringify(providerJobId.slice(0, 100))} is not a ComfyUI job id.`,
+        });
         return;
       }
       const follower = follow(promptId, clientId ?? randomUUID().replace(/-/g, ''), job, report);

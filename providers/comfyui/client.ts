@@ -21,7 +21,11 @@ export type OnWait = (ms: number) => void;
 
 /** A failure that may carry the 429's Retry-After, for a follower to wait out between polls. */
 export class ComfyuiFailure extends ProviderFailure {
-  constructor(code: ProviderFailure['code'], message: string, readonly retryAfterMs?: number) {
+  constructor(
+    code: ProviderFailure['code'],
+    message: string,
+    readonly retryAfterMs?: number,
+  ) {
     super(code, message);
   }
 }
@@ -29,21 +33,28 @@ export class ComfyuiFailure extends ProviderFailure {
 export class ComfyuiClient {
   private readonly secrets: string[];
 
-  constructor(private readonly settings: ComfyuiSettings, private readonly context: AdapterContext) {
+  constructor(
+    private readonly settings: ComfyuiSettings,
+    private readonly context: AdapterContext,
+  ) {
     this.secrets = settings.apiKey ? [settings.apiKey] : [];
   }
 
   /** `POST /upload/image` (multipart: image, overwrite, type=input); answers the name a LoadImage node takes. */
   async upload(file: InputFile, filename: string, deadline: number, onWait: OnWait): Promise<string> {
-    const response = await this.withRateLimits(() => {
-      const form = new FormData();
-      form.append('image', new Blob([new Uint8Array(file.bytes)], { type: file.contentType }), filename);
-      // undici's own FormData: the global one is another copy of undici's class, which its request() does not take.
-      // Our file names are the generation's own, so a resubmitted job overwrites rather than piling up copies.
-      form.append('overwrite', 'true');
-      form.append('type', 'input');
-      return this.call('POST', '/upload/image', { body: form });
-    }, deadline, onWait);
+    const response = await this.withRateLimits(
+      () => {
+        const form = new FormData();
+        form.append('image', new Blob([new Uint8Array(file.bytes)], { type: file.contentType }), filename);
+        // undici's own FormData: the global one is another copy of undici's class, which its request() does not take.
+        // Our file names are the generation's own, so a resubmitted job overwrites rather than piling up copies.
+        form.append('overwrite', 'true');
+        form.append('type', 'input');
+        return this.call('POST', '/upload/image', { body: form });
+      },
+      deadline,
+      onWait,
+    );
     if (response.status !== 200) throw this.failure(response, 'The upload of an input file was refused');
     const answer = response.json;
     if (!isObject(answer) || typeof answer.name !== 'string' || answer.name === '') {
@@ -62,7 +73,10 @@ export class ComfyuiClient {
     const body = JSON.stringify({ prompt: workflow, client_id: clientId, prompt_id: promptId });
     const response = await this.withRateLimits(() => this.call('POST', '/prompt', { body, json: true }), deadline, onWait);
     if (response.status === 400 && isObject(response.json) && 'error' in response.json) {
-      throw new ProviderFailure(PROVIDER_ERROR_CODES.inputRejected, upstreamMessage(`ComfyUI refused the workflow: ${describeRejection(response.json)}`, this.secrets));
+      throw new ProviderFailure(
+        PROVIDER_ERROR_CODES.inputRejected,
+        upstreamMessage(`ComfyUI refused the workflow: ${describeRejection(response.json)}`, this.secrets),
+      );
     }
     if (response.status !== 200) throw this.failure(response, 'The prompt was refused');
     const answer = response.json;
@@ -88,8 +102,8 @@ export class ComfyuiClient {
     if (!isObject(answer) || !Array.isArray(answer.queue_running) || !Array.isArray(answer.queue_pending)) {
       throw badResponse('the queue answer has no queue_running and queue_pending lists');
     }
-    const ids = (items: unknown[]) => items.map((item) => Array.isArray(item) && typeof item[1] === 'string' ? item[1] : undefined)
-      .filter((id): id is string => id !== undefined);
+    const ids = (items: unknown[]) =>
+      items.map((item) => (Array.isArray(item) && typeof item[1] === 'string' ? item[1] : undefined)).filter((id): id is string => id !== undefined);
     // Pending items run in order of their number (a heap in ComfyUI): sort so a position means something.
     const pending = [...answer.queue_pending].sort((a, b) => (Array.isArray(a) && Array.isArray(b) ? Number(a[0]) - Number(b[0]) : 0));
     return { running: ids(answer.queue_running), pending: ids(pending) };
@@ -123,7 +137,10 @@ export class ComfyuiClient {
     if (response.status === 401 || response.status === 403) throw this.failure(response, 'The output could not be fetched');
     if (response.status !== 200) {
       const gone = response.status === 404 ? ' (ComfyUI no longer has it)' : '';
-      throw new ProviderFailure(PROVIDER_ERROR_CODES.outputFetch, upstreamMessage(`The output ${ref.filename} could not be fetched: ComfyUI answered ${response.status}${gone}.`, this.secrets));
+      throw new ProviderFailure(
+        PROVIDER_ERROR_CODES.outputFetch,
+        upstreamMessage(`The output ${ref.filename} could not be fetched: ComfyUI answered ${response.status}${gone}.`, this.secrets),
+      );
     }
     return response.bytes!;
   }
@@ -167,7 +184,7 @@ export function describeRejection(answer: Record<string, unknown>): string {
     for (const [node, detail] of Object.entries(answer.node_errors)) {
       if (!isObject(detail)) continue;
       const errors = Array.isArray(detail.errors) ? detail.errors.filter(isObject) : [];
-      const said = errors.map((e) => typeof e.details === 'string' && e.details !== '' ? `${e.message}: ${e.details}` : String(e.message)).join('; ');
+      const said = errors.map((e) => (typeof e.details === 'string' && e.details !== '' ? `${e.message}: ${e.details}` : String(e.message))).join('; ');
       parts.push(`node ${node}${typeof detail.class_type === 'string' ? ` (${detail.class_type})` : ''}: ${said || 'invalid'}`);
     }
   }

@@ -15,16 +15,22 @@ const common = {
 };
 
 export const comfyuiDeploymentTarget = Type.Union([
-  Type.Object({
-    /** The workflow inline: the object "Save (API Format)" writes, node id → { class_type, inputs }. */
-    workflow: Type.Record(Type.String(), Type.Unknown()),
-    ...common,
-  }, { additionalProperties: false }),
-  Type.Object({
-    /** A file holding that JSON; a relative path is taken from the service's working directory. */
-    workflowFile: Type.String({ minLength: 1 }),
-    ...common,
-  }, { additionalProperties: false }),
+  Type.Object(
+    {
+      /** The workflow inline: the object "Save (API Format)" writes, node id → { class_type, inputs }. */
+      workflow: Type.Record(Type.String(), Type.Unknown()),
+      ...common,
+    },
+    { additionalProperties: false },
+  ),
+  Type.Object(
+    {
+      /** A file holding that JSON; a relative path is taken from the service's working directory. */
+      workflowFile: Type.String({ minLength: 1 }),
+      ...common,
+    },
+    { additionalProperties: false },
+  ),
 ]);
 
 export type ComfyuiDeploymentTarget = Static<typeof comfyuiDeploymentTarget>;

@@ -140,8 +140,9 @@ export class PromptFollower {
       if (this.deps.context.now() >= this.job.deadline) {
         await this.deps.stopAtServer(this.promptId);
         const last = this.lastFailure;
-        if (last && (last.code === PROVIDER_ERROR_CODES.unavailable || last.code === PROVIDER_ERROR_CODES.error)) this.fail(last.code, `${last.message} (until the job's deadline)`);
-        else this.fail(PROVIDER_ERROR_CODES.timeout, 'The prompt did not finish by the job\'s deadline; it was stopped at ComfyUI.');
+        if (last && (last.code === PROVIDER_ERROR_CODES.unavailable || last.code === PROVIDER_ERROR_CODES.error))
+          this.fail(last.code, `${last.message} (until the job's deadline)`);
+        else this.fail(PROVIDER_ERROR_CODES.timeout, "The prompt did not finish by the job's deadline; it was stopped at ComfyUI.");
         return;
       }
       await this.read();
@@ -178,7 +179,10 @@ export class PromptFollower {
       // Neither queued nor running: it ended between the two reads, or the server no longer knows it.
       reading = await client.history(this.promptId, outputNodes);
       if (reading.state === 'unfinished') {
-        this.fail(PROVIDER_ERROR_CODES.error, `ComfyUI no longer knows prompt ${this.promptId}: it is not queued, not running and not in its history (the server restarted or its history was cleared).`);
+        this.fail(
+          PROVIDER_ERROR_CODES.error,
+          `ComfyUI no longer knows prompt ${this.promptId}: it is not queued, not running and not in its history (the server restarted or its history was cleared).`,
+        );
         return;
       }
     }
@@ -204,15 +208,20 @@ export class PromptFollower {
     }
     // Named output nodes must all give the mode's kind of file; otherwise other saved files are left aside.
     if (refused.length > 0 && (this.deps.outputNodes || files.length === 0)) {
-      this.fail(PROVIDER_ERROR_CODES.badResponse, upstreamMessage(`ComfyUI's output is not ${mediaType === 'image' ? 'an image' : mediaType}: ${refused.join(', ')}.`));
+      this.fail(
+        PROVIDER_ERROR_CODES.badResponse,
+        upstreamMessage(`ComfyUI's output is not ${mediaType === 'image' ? 'an image' : mediaType}: ${refused.join(', ')}.`),
+      );
       return undefined;
     }
     return files;
   }
 
   private onCheckFailed(error: unknown): void {
-    const failure = error instanceof ProviderFailure ? error
-      : new ProviderFailure(PROVIDER_ERROR_CODES.error, upstreamMessage(`Following the prompt failed: ${(error as Error).message ?? String(error)}`));
+    const failure =
+      error instanceof ProviderFailure
+        ? error
+        : new ProviderFailure(PROVIDER_ERROR_CODES.error, upstreamMessage(`Following the prompt failed: ${(error as Error).message ?? String(error)}`));
     const code = failure.code;
     if (code === PROVIDER_ERROR_CODES.rateLimited) {
       const wait = (failure instanceof ComfyuiFailure ? failure.retryAfterMs : undefined) ?? this.deps.context.pollIntervalMs;
@@ -225,7 +234,12 @@ export class PromptFollower {
       return;
     }
     // Lasting failures end the job now; a server down, slow or failing for a moment is waited out until the deadline.
-    if (code === PROVIDER_ERROR_CODES.authFailed || code === PROVIDER_ERROR_CODES.badResponse || code === PROVIDER_ERROR_CODES.outputFetch || code === PROVIDER_ERROR_CODES.inputRejected) {
+    if (
+      code === PROVIDER_ERROR_CODES.authFailed ||
+      code === PROVIDER_ERROR_CODES.badResponse ||
+      code === PROVIDER_ERROR_CODES.outputFetch ||
+      code === PROVIDER_ERROR_CODES.inputRejected
+    ) {
       this.fail(code, failure.message);
       return;
     }

@@ -32,11 +32,11 @@ export function readHistory(answer: unknown, promptId: string, outputNodes?: rea
   if (isObject(status) && status.status_str !== 'success') {
     return malformed(`the history entry's status_str is ${JSON.stringify(status.status_str)}, neither success nor error`);
   }
-  if (status !== undefined && status !== null && !isObject(status)) return malformed('the history entry\'s status is not an object');
+  if (status !== undefined && status !== null && !isObject(status)) return malformed("the history entry's status is not an object");
   if (isObject(status) && status.completed === false) return { state: 'unfinished' };
 
   const outputs = entry.outputs ?? {};
-  if (!isObject(outputs)) return malformed('the history entry\'s outputs is not an object');
+  if (!isObject(outputs)) return malformed("the history entry's outputs is not an object");
   const files: OutputRef[] = [];
   for (const [node, output] of Object.entries(outputs)) {
     if (outputNodes && !outputNodes.includes(node)) continue;
@@ -49,16 +49,25 @@ export function readHistory(answer: unknown, promptId: string, outputNodes?: rea
         if (!isObject(item) || typeof item.filename !== 'string' || item.filename === '') {
           return malformed(`outputs.${node}.${list} holds an entry without a filename`);
         }
-        const ref = { node, filename: item.filename, subfolder: typeof item.subfolder === 'string' ? item.subfolder : '', type: typeof item.type === 'string' ? item.type : 'output' };
+        const ref = {
+          node,
+          filename: item.filename,
+          subfolder: typeof item.subfolder === 'string' ? item.subfolder : '',
+          type: typeof item.type === 'string' ? item.type : 'output',
+        };
         // Previews (type temp) are what the editor shows, not the workflow's result, unless the deployment names the node.
         if (outputNodes || ref.type === 'output') files.push(ref);
       }
     }
   }
   if (files.length === 0) {
-    return { state: 'failed', code: PROVIDER_ERROR_CODES.badResponse, message: outputNodes
-      ? `The prompt finished without a file from its output nodes (${outputNodes.join(', ')}).`
-      : 'The prompt finished without an output file (no node of the workflow saved one).' };
+    return {
+      state: 'failed',
+      code: PROVIDER_ERROR_CODES.badResponse,
+      message: outputNodes
+        ? `The prompt finished without a file from its output nodes (${outputNodes.join(', ')}).`
+        : 'The prompt finished without an output file (no node of the workflow saved one).',
+    };
   }
   return { state: 'succeeded', files };
 }

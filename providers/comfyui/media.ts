@@ -26,14 +26,20 @@ export function contentTypeOf(bytes: Buffer): string | undefined {
 export function typedOutput(bytes: Buffer, mediaType: MediaType): OutputFile | undefined {
   const contentType = contentTypeOf(bytes);
   if (!contentType) return undefined;
-  const fits = mediaType === 'image' ? contentType.startsWith('image/')
-    : mediaType === 'video' ? contentType.startsWith('video/') || contentType === 'image/gif' || contentType === 'image/webp'
-      : contentType.startsWith('audio/');
+  const fits =
+    mediaType === 'image'
+      ? contentType.startsWith('image/')
+      : mediaType === 'video'
+        ? contentType.startsWith('video/') || contentType === 'image/gif' || contentType === 'image/webp'
+        : contentType.startsWith('audio/');
   if (!fits) return undefined;
   const file: OutputFile = { bytes, contentType, mediaType };
   if (contentType.startsWith('image/')) {
     const size = imageDimensions(bytes);
-    if (size) { file.width = size.width; file.height = size.height; }
+    if (size) {
+      file.width = size.width;
+      file.height = size.height;
+    }
   }
   return file;
 }
@@ -41,8 +47,13 @@ export function typedOutput(bytes: Buffer, mediaType: MediaType): OutputFile | u
 /** Upload names: the generation's id and the file's place, with the extension LoadImage's checks expect. */
 export function uploadName(generationId: string, slot: string, contentType: string): string {
   const extension: Record<string, string> = {
-    'image/png': 'png', 'image/jpeg': 'jpg', 'image/webp': 'webp', 'image/gif': 'gif',
-    'video/mp4': 'mp4', 'video/webm': 'webm', 'video/quicktime': 'mov',
+    'image/png': 'png',
+    'image/jpeg': 'jpg',
+    'image/webp': 'webp',
+    'image/gif': 'gif',
+    'video/mp4': 'mp4',
+    'video/webm': 'webm',
+    'video/quicktime': 'mov',
   };
   const safe = generationId.replace(/[^A-Za-z0-9_-]/g, '_');
   return `${safe}-${slot}.${extension[contentType] ?? 'bin'}`;

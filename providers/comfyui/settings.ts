@@ -20,7 +20,7 @@ export function parseComfyuiSettings(env: Record<string, string | undefined>): {
   const maxText = env.COMFYUI_MAX_CONCURRENT_JOBS?.trim() ?? '';
 
   if (baseUrl === '') {
-    if (apiKey !== '') problems.push('COMFYUI_API_KEY is set but COMFYUI_BASE_URL is not: set the server\'s URL too, or unset the key.');
+    if (apiKey !== '') problems.push("COMFYUI_API_KEY is set but COMFYUI_BASE_URL is not: set the server's URL too, or unset the key.");
     if (maxText !== '') problems.push('COMFYUI_MAX_CONCURRENT_JOBS is set but COMFYUI_BASE_URL is not.');
     return { settings: undefined, problems };
   }

@@ -36,7 +36,11 @@ export async function requestBinary(url: string, options: UpstreamRequest): Prom
   }
   let bytes: Buffer;
   try {
-    bytes = await readLimited(response.body, options.maxBytes, () => new ProviderFailure(PROVIDER_ERROR_CODES.badResponse, `The provider's answer is larger than ${options.maxBytes} bytes.`));
+    bytes = await readLimited(
+      response.body,
+      options.maxBytes,
+      () => new ProviderFailure(PROVIDER_ERROR_CODES.badResponse, `The provider's answer is larger than ${options.maxBytes} bytes.`),
+    );
   } catch (error) {
     if (error instanceof ProviderFailure) throw error;
     throw networkFailure(error, timeout.aborted, options.timeoutMs);
@@ -54,5 +58,8 @@ function networkFailure(error: unknown, timedOut: boolean, timeoutMs: number): P
   if (timedOut || name === 'TimeoutError' || /TIMEOUT/.test(code)) {
     return new ProviderFailure(PROVIDER_ERROR_CODES.timeout, `The provider did not answer within ${timeoutMs} ms.`);
   }
-  return new ProviderFailure(PROVIDER_ERROR_CODES.unavailable, `The provider could not be reached: ${upstreamMessage((error as Error).message ?? String(error))}`);
+  return new ProviderFailure(
+    PROVIDER_ERROR_CODES.unavailable,
+    `The provider could not be reached: ${upstreamMessage((error as Error).message ?? String(error))}`,
+  );
 }

@@ -21,8 +21,21 @@ export interface WorkflowTemplate {
 export const FILE_PLACEHOLDERS = ['image', 'image2', 'image3', 'image4', 'mask', 'video'] as const;
 /** Our standard parameters (SPEC section 2), and the width and height a catalog mapping derives from aspectRatio. */
 export const PARAM_PLACEHOLDERS = [
-  'prompt', 'negativePrompt', 'seed', 'aspectRatio', 'strength', 'numImages', 'voice', 'speed', 'format',
-  'systemPrompt', 'temperature', 'maxTokens', 'durationSeconds', 'width', 'height',
+  'prompt',
+  'negativePrompt',
+  'seed',
+  'aspectRatio',
+  'strength',
+  'numImages',
+  'voice',
+  'speed',
+  'format',
+  'systemPrompt',
+  'temperature',
+  'maxTokens',
+  'durationSeconds',
+  'width',
+  'height',
 ];
 
 /** Optional texts a job may leave out: an empty string says "nothing to avoid". */
@@ -76,13 +89,18 @@ export function checkWorkflow(json: unknown, known: ReadonlySet<string>, outputN
       problems.push(`node ${id} (${node.class_type}) has no inputs object`);
       continue;
     }
-    walkStrings(node.inputs, (text, path) => {
-      for (const name of placeholdersIn(text)) {
-        placeholders.add(name);
-        if (!known.has(name)) problems.push(`node ${id} (${node.class_type}) input ${path} names an unknown placeholder {{${name}}}`);
-      }
-      if (text.replace(PLACEHOLDER, '').includes('{{')) problems.push(`node ${id} (${node.class_type}) input ${path} holds a malformed placeholder: ${text.slice(0, 80)}`);
-    }, '');
+    walkStrings(
+      node.inputs,
+      (text, path) => {
+        for (const name of placeholdersIn(text)) {
+          placeholders.add(name);
+          if (!known.has(name)) problems.push(`node ${id} (${node.class_type}) input ${path} names an unknown placeholder {{${name}}}`);
+        }
+        if (text.replace(PLACEHOLDER, '').includes('{{'))
+          problems.push(`node ${id} (${node.class_type}) input ${path} holds a malformed placeholder: ${text.slice(0, 80)}`);
+      },
+      '',
+    );
   }
   for (const id of outputNodes ?? []) if (!(id in record)) problems.push(`outputNodes names node ${id}, which the workflow does not have`);
   if (problems.length > 0) return { problems };
@@ -102,15 +120,16 @@ export function placeholderValues(
   const values: Record<string, unknown> = {};
   const missing: string[] = [];
   for (const name of template.placeholders) {
-    const value = (FILE_PLACEHOLDERS as readonly string[]).includes(name) ? sources.files[name]
-      : sources.input[name] ?? sources.params[name] ?? sources.defaults?.[name];
+    const value = (FILE_PLACEHOLDERS as readonly string[]).includes(name)
+      ? sources.files[name]
+      : (sources.input[name] ?? sources.params[name] ?? sources.defaults?.[name]);
     if (value !== undefined && value !== null) values[name] = value;
     else if (name === 'seed') values[name] = randomInt(0, 2 ** 31 - 1);
     else if (OPTIONAL_TEXT.includes(name)) values[name] = '';
     else missing.push(name);
   }
   if (missing.length > 0) {
-    const what = missing.map((name) => (FILE_PLACEHOLDERS as readonly string[]).includes(name) ? `an input file for {{${name}}}` : `a value for {{${name}}}`);
+    const what = missing.map((name) => ((FILE_PLACEHOLDERS as readonly string[]).includes(name) ? `an input file for {{${name}}}` : `a value for {{${name}}}`));
     throw new ProviderFailure(PROVIDER_ERROR_CODES.inputRejected, `The deployment's workflow needs ${what.join(', ')}, which the job does not give.`);
   }
   return values;

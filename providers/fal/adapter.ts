@@ -1,6 +1,14 @@
 import {
-  PROVIDER_ERROR_CODES, ProviderFailure, upstreamMessage,
-  type AdapterContext, type AdapterJob, type AdapterUpdate, type InboundEvent, type ProviderAdapter, type Report, type VerifiedEvent,
+  PROVIDER_ERROR_CODES,
+  ProviderFailure,
+  upstreamMessage,
+  type AdapterContext,
+  type AdapterJob,
+  type AdapterUpdate,
+  type InboundEvent,
+  type ProviderAdapter,
+  type Report,
+  type VerifiedEvent,
 } from '../adapter.ts';
 import { requestUpstream, retryingRateLimits, statusFailure, type UpstreamRequest, type UpstreamResponse } from '../upstream-http.ts';
 import type { FalDeploymentTarget } from './deployment.ts';
@@ -104,7 +112,13 @@ export function createFalAdapter(settings: FalSettings, deployment: { id: string
     }
     const status = (response.json as { status?: unknown } | undefined)?.status;
     if (status !== 'IN_QUEUE' && status !== 'IN_PROGRESS' && status !== 'COMPLETED') {
-      return pollTrouble(f, new ProviderFailure(PROVIDER_ERROR_CODES.badResponse, `fal's status answer is not one the API documents: ${upstreamMessage(response.text.slice(0, 200), secrets)}`));
+      return pollTrouble(
+        f,
+        new ProviderFailure(
+          PROVIDER_ERROR_CODES.badResponse,
+          `fal's status answer is not one the API documents: ${upstreamMessage(response.text.slice(0, 200), secrets)}`,
+        ),
+      );
     }
     f.pollFailures = 0;
     const answer = response.json as { queue_position?: unknown; logs?: unknown; response_url?: unknown };
@@ -130,7 +144,8 @@ export function createFalAdapter(settings: FalSettings, deployment: { id: string
   function reportLogs(f: Follow, logs: unknown): void {
     if (!Array.isArray(logs)) return;
     if (logs.length < f.logsSeen) f.logsSeen = 0;
-    const lines = logs.slice(f.logsSeen)
+    const lines = logs
+      .slice(f.logsSeen)
       .map((line) => (line as { message?: unknown } | null)?.message)
       .filter((message): message is string => typeof message === 'string' && message.trim() !== '');
     f.logsSeen = logs.length;
@@ -165,7 +180,11 @@ export function createFalAdapter(settings: FalSettings, deployment: { id: string
     }
     if (f.phase !== 'settling') return;
     if (response.status < 200 || response.status > 299) return fail(f, resultFailure(response, secrets));
-    if (response.json === undefined) return fail(f, new ProviderFailure(PROVIDER_ERROR_CODES.badResponse, `fal's result is not JSON: ${upstreamMessage(response.text.slice(0, 200), secrets)}`));
+    if (response.json === undefined)
+      return fail(
+        f,
+        new ProviderFailure(PROVIDER_ERROR_CODES.badResponse, `fal's result is not JSON: ${upstreamMessage(response.text.slice(0, 200), secrets)}`),
+      );
     await settleWith(f, response.json);
   }
 
@@ -192,7 +211,18 @@ export function createFalAdapter(settings: FalSettings, deployment: { id: string
   function follow(providerJobId: string, requestId: string, urls: QueueUrls, job: AdapterJob, report: Report, firstPollMs: number): void {
     const previous = follows.get(providerJobId);
     if (previous) end(previous);
-    const f: Follow = { providerJobId, requestId, urls, job, report, phase: 'following', running: false, logsSeen: 0, pollFailures: 0, abort: new AbortController() };
+    const f: Follow = {
+      providerJobId,
+      requestId,
+      urls,
+      job,
+      report,
+      phase: 'following',
+      running: false,
+      logsSeen: 0,
+      pollFailures: 0,
+      abort: new AbortController(),
+    };
     follows.set(providerJobId, f);
     schedule(f, firstPollMs);
   }
@@ -211,7 +241,10 @@ export function createFalAdapter(settings: FalSettings, deployment: { id: string
       const answer = response.json as { request_id?: unknown; status_url?: unknown; response_url?: unknown; cancel_url?: unknown } | undefined;
       const requestId = answer?.request_id;
       if (typeof requestId !== 'string' || !/^[A-Za-z0-9_-]{1,128}$/.test(requestId)) {
-        throw new ProviderFailure(PROVIDER_ERROR_CODES.badResponse, `fal's answer to the submission has no request_id: ${upstreamMessage(response.text.slice(0, 200), secrets)}`);
+        throw new ProviderFailure(
+          PROVIDER_ERROR_CODES.badResponse,
+          `fal's answer to the submission has no request_id: ${upstreamMessage(response.text.slice(0, 200), secrets)}`,
+        );
       }
       const rebuilt = queueUrls(settings.queueUrl, endpoint.app, requestId);
       const urls: QueueUrls = {
@@ -228,7 +261,11 @@ export function createFalAdapter(settings: FalSettings, deployment: { id: string
       if (closing.signal.aborted) return;
       const parsed = parseProviderJobId(providerJobId);
       if (!parsed) {
-        report({ type: 'failed', errorCode: PROVIDER_ERROR_CODES.error, errorMessage: `${JSON.stringify(providerJobId.slice(0, 200))} is not a fal job id (app:request_id).` });
+        report({
+          type: 'failed',
+          errorCode: PROVIDER_ERROR_CODES.error,
+          errorMessage: `${JSON.stringify(providerJobId.slice(0, 200))} is not a fal job id (app:request_id).`,
+        });
         return;
       }
       // Straight away: the job may have ended while nobody followed it.

@@ -11,15 +11,23 @@ const FIELD = Type.String({ pattern: '^[A-Za-z_][A-Za-z0-9_]{0,63}$' });
  * - `textField`: for text_to_text, the result's field holding the text (default: the first string among
  *   `output`, `text`, `response`).
  */
-export const falDeploymentTarget = Type.Object({
-  endpoint: Type.String({ pattern: '^[A-Za-z0-9][A-Za-z0-9_.-]*(/[A-Za-z0-9][A-Za-z0-9_.-]*)+$', maxLength: 256 }),
-  files: Type.Optional(Type.Object({
-    image: Type.Optional(FIELD),
-    images: Type.Optional(FIELD),
-    video: Type.Optional(FIELD),
-    mask: Type.Optional(FIELD),
-  }, { additionalProperties: false })),
-  textField: Type.Optional(FIELD),
-}, { additionalProperties: false });
+export const falDeploymentTarget = Type.Object(
+  {
+    endpoint: Type.String({ pattern: '^[A-Za-z0-9][A-Za-z0-9_.-]*(/[A-Za-z0-9][A-Za-z0-9_.-]*)+$', maxLength: 256 }),
+    files: Type.Optional(
+      Type.Object(
+        {
+          image: Type.Optional(FIELD),
+          images: Type.Optional(FIELD),
+          video: Type.Optional(FIELD),
+          mask: Type.Optional(FIELD),
+        },
+        { additionalProperties: false },
+      ),
+    ),
+    textField: Type.Optional(FIELD),
+  },
+  { additionalProperties: false },
+);
 
 export type FalDeploymentTarget = Static<typeof falDeploymentTarget>;

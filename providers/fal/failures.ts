@@ -16,12 +16,14 @@ export function detailText(body: unknown): string | undefined {
   let text: string | undefined;
   if (typeof detail === 'string') text = detail;
   else if (Array.isArray(detail)) {
-    text = detail.map((item) => {
-      const { loc, msg, type } = (item ?? {}) as { loc?: unknown; msg?: unknown; type?: unknown };
-      const where = Array.isArray(loc) ? loc.filter((part) => part !== 'body').join('.') : '';
-      const what = typeof msg === 'string' ? msg : typeof type === 'string' ? type : JSON.stringify(item);
-      return where ? `${where}: ${what}` : what;
-    }).join('; ');
+    text = detail
+      .map((item) => {
+        const { loc, msg, type } = (item ?? {}) as { loc?: unknown; msg?: unknown; type?: unknown };
+        const where = Array.isArray(loc) ? loc.filter((part) => part !== 'body').join('.') : '';
+        const what = typeof msg === 'string' ? msg : typeof type === 'string' ? type : JSON.stringify(item);
+        return where ? `${where}: ${what}` : what;
+      })
+      .join('; ');
   } else if (typeof message === 'string') text = message;
   if (text !== undefined && typeof errorType === 'string') text = `${text} (${errorType})`;
   return text;

@@ -27,7 +27,13 @@ export interface FalOutputs {
   files: OutputFile[];
 }
 
-export async function readOutputs(result: unknown, mode: Mode, textField: string | undefined, context: AdapterContext, secrets: readonly string[]): Promise<FalOutputs> {
+export async function readOutputs(
+  result: unknown,
+  mode: Mode,
+  textField: string | undefined,
+  context: AdapterContext,
+  secrets: readonly string[],
+): Promise<FalOutputs> {
   if (!result || typeof result !== 'object' || Array.isArray(result)) throw bad('The fal result is not a JSON object.');
   const fields = result as Record<string, unknown>;
   const media = mediaOf(mode);
@@ -59,13 +65,16 @@ async function download(url: unknown, index: number, context: AdapterContext, se
   if (url.startsWith('data:')) {
     const match = /^data:[^,;]*(?:;[^,;]*)*;base64,([A-Za-z0-9+/]*={0,2})$/.exec(url);
     if (!match) throw bad(`Output ${index + 1} of the fal result is a data URL that is not base64.`);
-    if (match[1]!.length / 4 * 3 > context.maxOutputBytes + 2) throw tooLarge(index, context);
+    if ((match[1]!.length / 4) * 3 > context.maxOutputBytes + 2) throw tooLarge(index, context);
     bytes = Buffer.from(match[1]!, 'base64');
   } else {
     try {
       bytes = await context.fetchOutput(url);
     } catch (error) {
-      throw new ProviderFailure(PROVIDER_ERROR_CODES.outputFetch, `Output ${index + 1} could not be fetched from ${hostOf(url)}: ${upstreamMessage((error as Error).message ?? String(error), secrets)}`);
+      throw new ProviderFailure(
+        PROVIDER_ERROR_CODES.outputFetch,
+        `Output ${index + 1} could not be fetched from ${hostOf(url)}: ${upstreamMessage((error as Error).message ?? String(error), secrets)}`,
+      );
     }
   }
   if (bytes.length > context.maxOutputBytes) throw tooLarge(index, context);

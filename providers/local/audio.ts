@@ -47,7 +47,12 @@ const VOICES: Record<Voice, { base: number; harmonics: number[]; vibrato: number
 export async function makeAudio(params: Params, options?: LocalOutputOptions): Promise<AudioFile> {
   const prompt = readString(params, 'prompt', { required: true })!;
   const maxSeconds = option(options, 'maxAudioSeconds');
-  const durationSeconds = readNumber(params, 'durationSeconds', { min: 0, max: maxSeconds, fallback: Math.min(DEFAULTS.audioSeconds, maxSeconds), exclusiveMin: true });
+  const durationSeconds = readNumber(params, 'durationSeconds', {
+    min: 0,
+    max: maxSeconds,
+    fallback: Math.min(DEFAULTS.audioSeconds, maxSeconds),
+    exclusiveMin: true,
+  });
   const voice = readEnum(params, 'voice', LOCAL_VOICES, 'alloy');
   const speed = readNumber(params, 'speed', { min: 0.25, max: 4, fallback: 1 });
   const format = readEnum(params, 'format', LOCAL_AUDIO_FORMATS, 'mp3');
@@ -76,13 +81,13 @@ export function encodeWav(samples: Int16Array, sampleRate: number): Buffer {
   out.writeUInt32LE(36 + dataBytes, 4);
   out.write('WAVE', 8, 'latin1');
   out.write('fmt ', 12, 'latin1');
-  out.writeUInt32LE(16, 16);          // fmt chunk size
-  out.writeUInt16LE(1, 20);           // PCM
-  out.writeUInt16LE(1, 22);           // mono
+  out.writeUInt32LE(16, 16); // fmt chunk size
+  out.writeUInt16LE(1, 20); // PCM
+  out.writeUInt16LE(1, 22); // mono
   out.writeUInt32LE(sampleRate, 24);
   out.writeUInt32LE(sampleRate * 2, 28); // byte rate
-  out.writeUInt16LE(2, 32);           // block align
-  out.writeUInt16LE(16, 34);          // bits per sample
+  out.writeUInt16LE(2, 32); // block align
+  out.writeUInt16LE(16, 34); // bits per sample
   out.write('data', 36, 'latin1');
   out.writeUInt32LE(dataBytes, 40);
   if (endianness() === 'LE') Buffer.from(samples.buffer, samples.byteOffset, dataBytes).copy(out, 44);
@@ -90,7 +95,12 @@ export function encodeWav(samples: Int16Array, sampleRate: number): Buffer {
   return out;
 }
 
-interface Syllable { start: number; length: number; pitch: number; weights: number[] }
+interface Syllable {
+  start: number;
+  length: number;
+  pitch: number;
+  weights: number[];
+}
 
 /** The phrase as timed syllables (seconds), and its length including the closing pause. */
 function phrase(prompt: string, voice: Voice, speed: number, seed: number): { syllables: Syllable[]; length: number } {
@@ -100,8 +110,14 @@ function phrase(prompt: string, voice: Voice, speed: number, seed: number): { sy
   let t = 0;
   let wordIndex = 0;
   for (const token of tokens) {
-    if (/^[.!?;:]$/.test(token)) { t += 0.28 / speed; continue; }
-    if (token === ',') { t += 0.14 / speed; continue; }
+    if (/^[.!?;:]$/.test(token)) {
+      t += 0.28 / speed;
+      continue;
+    }
+    if (token === ',') {
+      t += 0.14 / speed;
+      continue;
+    }
     const r = rng(hashOf('word', token.toLowerCase(), seed));
     const count = Math.max(1, Math.min(5, (token.match(/[aeiouyàáâäèéêëìíîïòóôöùúûü]+/giu) ?? []).length));
     const declination = 1 - 0.04 * (wordIndex % 6); // pitch drifts down through a clause, as speech does

@@ -8,12 +8,7 @@
  * - `encoder_failed`: ffmpeg ran and exited non-zero (the message carries the tail of its log);
  * - `encoder_timeout`: ffmpeg ran past its time-out and was killed.
  */
-export type LocalOutputErrorCode =
-  | 'invalid_params'
-  | 'invalid_input'
-  | 'encoder_unavailable'
-  | 'encoder_failed'
-  | 'encoder_timeout';
+export type LocalOutputErrorCode = 'invalid_params' | 'invalid_input' | 'encoder_unavailable' | 'encoder_failed' | 'encoder_timeout';
 
 export class LocalOutputError extends Error {
   override readonly name = 'LocalOutputError';
@@ -27,5 +22,4 @@ export class LocalOutputError extends Error {
   }
 }
 
-export const invalidParam = (field: string, message: string) =>
-  new LocalOutputError('invalid_params', `${field}: ${message}`, field);
+export const invalidParam = (field: string, message: string) => new LocalOutputError('invalid_params', `${field}: ${message}`, field);

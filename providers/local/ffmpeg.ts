@@ -53,18 +53,24 @@ export async function runFfmpeg(args: string[], run: FfmpegRun): Promise<{ stdou
     // npm may skip the package's own `chmod u+x` postinstall; make the binary runnable once and retry.
     if (err instanceof SpawnError && err.errno === 'EACCES' && !run.options?.ffmpegPath) {
       await chmod(path, 0o755).catch(() => undefined);
-      return spawnOnce(path, args, run).catch((again) => { throw again instanceof SpawnError ? unavailable(path, again) : again; });
+      return spawnOnce(path, args, run).catch((again) => {
+        throw again instanceof SpawnError ? unavailable(path, again) : again;
+      });
     }
     throw err instanceof SpawnError ? unavailable(path, err) : err;
   }
 }
 
 class SpawnError extends Error {
-  constructor(readonly errno: string | undefined, message: string) { super(message); }
+  constructor(
+    readonly errno: string | undefined,
+    message: string,
+  ) {
+    super(message);
+  }
 }
 
-const unavailable = (path: string, err: SpawnError) =>
-  new LocalOutputError('encoder_unavailable', `ffmpeg could not be started (${path}): ${err.message}`);
+const unavailable = (path: string, err: SpawnError) => new LocalOutputError('encoder_unavailable', `ffmpeg could not be started (${path}): ${err.message}`);
 
 function spawnOnce(path: string, args: string[], run: FfmpegRun): Promise<{ stdout: Buffer; stderr: string }> {
   const timeoutMs = run.timeoutMs ?? run.options?.ffmpegTimeoutMs ?? DEFAULTS.ffmpegTimeoutMs;
@@ -75,8 +81,17 @@ function spawnOnce(path: string, args: string[], run: FfmpegRun): Promise<{ stdo
     let stderr = '';
     let settled = false;
     let timedOut = false;
-    const finish = (fn: () => void) => { if (!settled) { settled = true; clearTimeout(timer); fn(); } };
-    const timer = setTimeout(() => { timedOut = true; child.kill('SIGKILL'); }, timeoutMs);
+    const finish = (fn: () => void) => {
+      if (!settled) {
+        settled = true;
+        clearTimeout(timer);
+        fn();
+      }
+    };
+    const timer = setTimeout(() => {
+      timedOut = true;
+      child.kill('SIGKILL');
+    }, timeoutMs);
 
     child.stdout!.on('data', (data: Buffer) => out.push(data));
     child.stderr!.on('data', (data: Buffer) => {
@@ -84,16 +99,18 @@ function spawnOnce(path: string, args: string[], run: FfmpegRun): Promise<{ stdo
       if (stderr.length > 2 * STDERR_KEEP) stderr = stderr.slice(-STDERR_KEEP);
     });
     child.on('error', (err: NodeJS.ErrnoException) => finish(() => reject(new SpawnError(err.code, err.message))));
-    child.on('close', (code, signal) => finish(() => {
-      if (timedOut) {
-        reject(new LocalOutputError('encoder_timeout', `${run.what}: ffmpeg did not finish within ${timeoutMs} ms and was stopped`));
-      } else if (code !== 0) {
-        const tail = stderr.trim().split('\n').slice(-4).join(' | ');
-        reject(new LocalOutputError('encoder_failed', `${run.what}: ffmpeg exited with ${code ?? signal}: ${tail}`));
-      } else {
-        resolve({ stdout: Buffer.concat(out), stderr });
-      }
-    }));
+    child.on('close', (code, signal) =>
+      finish(() => {
+        if (timedOut) {
+          reject(new LocalOutputError('encoder_timeout', `${run.what}: ffmpeg did not finish within ${timeoutMs} ms and was stopped`));
+        } else if (code !== 0) {
+          const tail = stderr.trim().split('\n').slice(-4).join(' | ');
+          reject(new LocalOutputError('encoder_failed', `${run.what}: ffmpeg exited with ${code ?? signal}: ${tail}`));
+        } else {
+          resolve({ stdout: Buffer.concat(out), stderr });
+        }
+      }),
+    );
     if (run.input && child.stdin) {
       // ffmpeg may stop reading early (bad input); its exit code tells why, so EPIPE is not the error to report.
       child.stdin.on('error', () => undefined);

@@ -25,8 +25,17 @@ import { runFfmpeg } from './ffmpeg.ts';
 import { encodePng } from './png.ts';
 import { hashOf, rng, type Rng } from './random.ts';
 import {
-  DEFAULTS, nearestAspectRatio, option, readAspectRatio, readNumber, readSeed, readString, sizeForAspectRatio,
-  type AspectRatio, type LocalOutputOptions, type Params,
+  DEFAULTS,
+  nearestAspectRatio,
+  option,
+  readAspectRatio,
+  readNumber,
+  readSeed,
+  readString,
+  sizeForAspectRatio,
+  type AspectRatio,
+  type LocalOutputOptions,
+  type Params,
 } from './params.ts';
 import { imageDimensions, sniffContentType } from './sniff.ts';
 
@@ -83,8 +92,13 @@ export async function makeImages(
   return outputs;
 }
 
-const png = async (width: number, height: number, rgb: Uint8Array): Promise<ImageFile> =>
-  ({ bytes: await encodePng(width, height, rgb), contentType: 'image/png', mediaType: 'image', width, height });
+const png = async (width: number, height: number, rgb: Uint8Array): Promise<ImageFile> => ({
+  bytes: await encodePng(width, height, rgb),
+  contentType: 'image/png',
+  mediaType: 'image',
+  width,
+  height,
+});
 
 /** Any image ffmpeg reads, scaled to cover width x height and centre-cropped, as RGB bytes. */
 async function decodeImage(bytes: Buffer, width: number, height: number, index: number, options?: LocalOutputOptions): Promise<Buffer> {
@@ -93,16 +107,30 @@ async function decodeImage(bytes: Buffer, width: number, height: number, index: 
   let stdout: Buffer;
   try {
     ({ stdout } = await runFfmpeg(
-      ['-loglevel', 'error', '-i', 'pipe:0', '-frames:v', '1',
-        '-vf', `scale=${width}:${height}:force_original_aspect_ratio=increase,crop=${width}:${height}`,
-        '-f', 'rawvideo', '-pix_fmt', 'rgb24', 'pipe:1'],
+      [
+        '-loglevel',
+        'error',
+        '-i',
+        'pipe:0',
+        '-frames:v',
+        '1',
+        '-vf',
+        `scale=${width}:${height}:force_original_aspect_ratio=increase,crop=${width}:${height}`,
+        '-f',
+        'rawvideo',
+        '-pix_fmt',
+        'rgb24',
+        'pipe:1',
+      ],
       { input: bytes, options, what: `decoding input image ${index}` },
     ));
   } catch (err) {
-    if (err instanceof LocalOutputError && err.code === 'encoder_failed') throw new LocalOutputError('invalid_input', `input image ${index} (${type}) could not be decoded: ${err.message}`);
+    if (err instanceof LocalOutputError && err.code === 'encoder_failed')
+      throw new LocalOutputError('invalid_input', `input image ${index} (${type}) could not be decoded: ${err.message}`);
     throw err;
   }
-  if (stdout.length !== width * height * 3) throw new LocalOutputError('invalid_input', `input image ${index} (${type}) decoded to ${stdout.length} bytes, expected ${width * height * 3}`);
+  if (stdout.length !== width * height * 3)
+    throw new LocalOutputError('invalid_input', `input image ${index} (${type}) decoded to ${stdout.length} bytes, expected ${width * height * 3}`);
   return stdout;
 }
 
@@ -165,7 +193,10 @@ export function paint(width: number, height: number, prompt: string, negativePro
     const u = x / scale;
     gradX[x] = (u - 0.5) * gx;
     glowX[x] = ((u - glow.x) / glow.radius) ** 2;
-    waves.forEach((w, i) => { columns[i]!.sin[x] = Math.sin(u * w.fx); columns[i]!.cos[x] = Math.cos(u * w.fx); });
+    waves.forEach((w, i) => {
+      columns[i]!.sin[x] = Math.sin(u * w.fx);
+      columns[i]!.cos[x] = Math.cos(u * w.fx);
+    });
   }
   // A 256-entry palette lookup for t in [0, 1].
   const lut = new Uint8Array(256 * 3);
@@ -197,4 +228,3 @@ export function paint(width: number, height: number, prompt: string, negativePro
   }
   return out;
 }
-

@@ -33,9 +33,7 @@ export { LOCAL_ASPECT_RATIOS, sizeForAspectRatio, type AspectRatio, type LocalOu
 export { LOCAL_AUDIO_FORMATS, LOCAL_VOICES } from './audio.ts';
 export { imageDimensions, sniffContentType } from './sniff.ts';
 
-export const LOCAL_MODES = [
-  'text_to_text', 'text_to_image', 'text_to_video', 'text_to_audio', 'image_to_image', 'image_to_video', 'video_to_video',
-] as const;
+export const LOCAL_MODES = ['text_to_text', 'text_to_image', 'text_to_video', 'text_to_audio', 'image_to_image', 'image_to_video', 'video_to_video'] as const;
 export type LocalMode = (typeof LOCAL_MODES)[number];
 
 /** The provider interface's output file: the local provider makes exactly what every provider reports. */

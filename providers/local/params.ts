@@ -25,10 +25,10 @@ export interface LocalOutputOptions {
   /** Frames per second of generated videos (default 24). */
   videoFps?: number;
   /** Caps on what one job may ask for. */
-  maxImages?: number;          // default 10
-  maxAudioSeconds?: number;    // default 30
-  maxVideoSeconds?: number;    // default 10
-  maxTokens?: number;          // default 4096
+  maxImages?: number; // default 10
+  maxAudioSeconds?: number; // default 30
+  maxVideoSeconds?: number; // default 10
+  maxTokens?: number; // default 4096
   /** PCM sample rate of audio outputs in Hz (default 22050). */
   audioSampleRate?: number;
   /** ffmpeg binary; default: the one shipped by @ffmpeg-installer/ffmpeg. */
@@ -124,7 +124,10 @@ export function nearestAspectRatio(width: number, height: number): AspectRatio {
   for (const ratio of LOCAL_ASPECT_RATIOS) {
     const [a, b] = ratio.split(':').map(Number) as [number, number];
     const distance = Math.abs(Math.log(a / b) - target);
-    if (distance < bestDistance) { best = ratio; bestDistance = distance; }
+    if (distance < bestDistance) {
+      best = ratio;
+      bestDistance = distance;
+    }
   }
   return best;
 }

@@ -56,14 +56,11 @@ export async function encodePng(width: number, height: number, rgb: Uint8Array):
     const src = y * stride;
     const dst = y * (stride + 1) + 1;
     raw[dst - 1] = 1; // Sub: each byte minus the byte of the pixel to its left
-    raw[dst] = rgb[src]!; raw[dst + 1] = rgb[src + 1]!; raw[dst + 2] = rgb[src + 2]!;
+    raw[dst] = rgb[src]!;
+    raw[dst + 1] = rgb[src + 1]!;
+    raw[dst + 2] = rgb[src + 2]!;
     for (let x = 3; x < stride; x++) raw[dst + x] = rgb[src + x]! - rgb[src + x - 3]!; // a Uint8Array wraps mod 256
   }
 
-  return Buffer.concat([
-    SIGNATURE,
-    chunk('IHDR', ihdr),
-    chunk('IDAT', await deflateAsync(raw, { level: 6 })),
-    chunk('IEND', Buffer.alloc(0)),
-  ]);
+  return Buffer.concat([SIGNATURE, chunk('IHDR', ihdr), chunk('IDAT', await deflateAsync(raw, { level: 6 })), chunk('IEND', Buffer.alloc(0))]);
 }

@@ -34,17 +34,21 @@ export function localProvider(options: LocalProviderOptions): Provider {
       const state = { timers: [] as Timer[], cancelled: false };
       jobs.set(providerJobId, state);
       const half = Math.floor(options.latencyMs / 2);
-      state.timers.push(later(() => {
-        if (state.cancelled) return;
-        report({ type: 'running' });
-        state.timers.push(later(() => {
+      state.timers.push(
+        later(() => {
           if (state.cancelled) return;
-          void run(job).then((update) => {
-            jobs.delete(providerJobId);
-            if (!state.cancelled) report(update);
-          });
-        }, options.latencyMs - half));
-      }, half));
+          report({ type: 'running' });
+          state.timers.push(
+            later(() => {
+              if (state.cancelled) return;
+              void run(job).then((update) => {
+                jobs.delete(providerJobId);
+                if (!state.cancelled) report(update);
+              });
+            }, options.latencyMs - half),
+          );
+        }, half),
+      );
       return { providerJobId };
     },
     cancel(providerJobId: string) {
@@ -66,7 +70,11 @@ export function localProvider(options: LocalProviderOptions): Provider {
       return { type: 'succeeded', textOutput: out.text, files: out.files, ...(usage ? { usage } : {}) };
     } catch (error) {
       if (error instanceof LocalOutputError) {
-        return { type: 'failed', errorCode: error.code === 'invalid_input' ? 'invalid_input' : error.code === 'invalid_params' ? 'invalid_params' : 'provider_error', errorMessage: error.message };
+        return {
+          type: 'failed',
+          errorCode: error.code === 'invalid_input' ? 'invalid_input' : error.code === 'invalid_params' ? 'invalid_params' : 'provider_error',
+          errorMessage: error.message,
+        };
       }
       return { type: 'failed', errorCode: 'provider_error', errorMessage: (error as Error).message };
     }

@@ -15,18 +15,26 @@ export function hashOf(...parts: Array<string | number | Uint8Array | undefined>
   };
   for (const part of parts) {
     const bytes =
-      part === undefined ? new Uint8Array(0)
-      : typeof part === 'string' ? Buffer.from(part, 'utf8')
-      : typeof part === 'number' ? Buffer.from(String(part), 'utf8')
-      : part;
+      part === undefined
+        ? new Uint8Array(0)
+        : typeof part === 'string'
+          ? Buffer.from(part, 'utf8')
+          : typeof part === 'number'
+            ? Buffer.from(String(part), 'utf8')
+            : part;
     const len = bytes.length;
-    mix(len); mix(len >>> 8); mix(len >>> 16); mix(len >>> 24);
+    mix(len);
+    mix(len >>> 8);
+    mix(len >>> 16);
+    mix(len >>> 24);
     mix(part === undefined ? 0 : typeof part === 'string' ? 1 : typeof part === 'number' ? 2 : 3);
     for (let i = 0; i < bytes.length; i++) mix(bytes[i]!);
   }
   // Final avalanche so nearby inputs give far-apart seeds.
-  h ^= h >>> 16; h = Math.imul(h, 0x85ebca6b) >>> 0;
-  h ^= h >>> 13; h = Math.imul(h, 0xc2b2ae35) >>> 0;
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x85ebca6b) >>> 0;
+  h ^= h >>> 13;
+  h = Math.imul(h, 0xc2b2ae35) >>> 0;
   h ^= h >>> 16;
   return h >>> 0;
 }

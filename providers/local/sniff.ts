@@ -60,7 +60,10 @@ export function imageDimensions(bytes: Uint8Array): { width: number; height: num
       while (at + 9 < buf.length) {
         if (buf[at] !== 0xff) return undefined;
         const marker = buf[at + 1]!;
-        if (marker === 0xff) { at += 1; continue; }
+        if (marker === 0xff) {
+          at += 1;
+          continue;
+        }
         // SOF0..SOF15 carry the frame size, except DHT (C4), JPG (C8) and DAC (CC).
         if (marker >= 0xc0 && marker <= 0xcf && marker !== 0xc4 && marker !== 0xc8 && marker !== 0xcc) {
           return { width: buf.readUInt16BE(at + 7), height: buf.readUInt16BE(at + 5) };

@@ -27,10 +27,12 @@ export interface TextOutput {
 }
 
 const STOP_WORDS = new Set(
-  ('a an and are as at be but by can could did do does for from had has have how i if in into is it its ' +
+  (
+    'a an and are as at be but by can could did do does for from had has have how i if in into is it its ' +
     'me my of on or our please should so than that the their them then there these they this to us was we ' +
     'were what when where which who why will with would you your about tell give write make explain describe ' +
-    'summarise summarize some any all one two three short long words sentences sentence paragraph').split(' '),
+    'summarise summarize some any all one two three short long words sentences sentence paragraph'
+  ).split(' '),
 );
 
 const countTokens = (text: string) => (text.match(/\S+/g) ?? []).length;
@@ -86,10 +88,14 @@ function instruction(prompt: string): string[] | undefined {
   if (body === '') return undefined;
   switch (verb) {
     case 'echo':
-    case 'repeat': return [body];
-    case 'reverse': return [body.split(/\s+/).reverse().join(' ')];
-    case 'uppercase': return [body.toUpperCase()];
-    case 'lowercase': return [body.toLowerCase()];
+    case 'repeat':
+      return [body];
+    case 'reverse':
+      return [body.split(/\s+/).reverse().join(' ')];
+    case 'uppercase':
+      return [body.toUpperCase()];
+    case 'lowercase':
+      return [body.toLowerCase()];
     default: {
       const n = countTokens(body);
       return [`The text has ${n} word${n === 1 ? '' : 's'}.`];
@@ -109,11 +115,14 @@ function keywordsOf(prompt: string): string[] {
     words.push(/^\p{Lu}\p{Ll}/u.test(word) && prompt.trimStart().startsWith(word) ? key : word);
   }
   // Longer words first (they carry the topic), ties in prompt order.
-  return words.map((w, i) => ({ w, i })).sort((a, b) => b.w.length - a.w.length || a.i - b.i).slice(0, 4).map((x) => x.w);
+  return words
+    .map((w, i) => ({ w, i }))
+    .sort((a, b) => b.w.length - a.w.length || a.i - b.i)
+    .slice(0, 4)
+    .map((x) => x.w);
 }
 
-const listOf = (items: string[]) =>
-  items.length <= 1 ? (items[0] ?? '') : `${items.slice(0, -1).join(', ')} and ${items[items.length - 1]}`;
+const listOf = (items: string[]) => (items.length <= 1 ? (items[0] ?? '') : `${items.slice(0, -1).join(', ')} and ${items[items.length - 1]}`);
 
 function answer(prompt: string, choose: <T>(items: readonly T[]) => T, r: Rng, temperature: number): string[] {
   const trimmed = prompt.trim().replace(/\s+/g, ' ');
@@ -154,11 +163,15 @@ function answer(prompt: string, choose: <T>(items: readonly T[]) => T, r: Rng, t
   );
   if (temperature > 1) {
     const extra = keywords.length ? pick(r, keywords) : main;
-    sentences.splice(3, 0, pick(r, [
-      `On a lighter note, ${extra} has surprised more than one expert.`,
-      `Curiously, ${extra} turns up in places one would not expect.`,
-      `One could even write a poem about ${extra}.`,
-    ]));
+    sentences.splice(
+      3,
+      0,
+      pick(r, [
+        `On a lighter note, ${extra} has surprised more than one expert.`,
+        `Curiously, ${extra} turns up in places one would not expect.`,
+        `One could even write a poem about ${extra}.`,
+      ]),
+    );
   }
   return sentences;
 }

@@ -32,8 +32,17 @@ import { paint } from './image.ts';
 import { encodePng } from './png.ts';
 import { hashOf, pick, rng } from './random.ts';
 import {
-  DEFAULTS, nearestAspectRatio, option, readAspectRatio, readNumber, readSeed, readString, sizeForAspectRatio,
-  type AspectRatio, type LocalOutputOptions, type Params,
+  DEFAULTS,
+  nearestAspectRatio,
+  option,
+  readAspectRatio,
+  readNumber,
+  readSeed,
+  readString,
+  sizeForAspectRatio,
+  type AspectRatio,
+  type LocalOutputOptions,
+  type Params,
 } from './params.ts';
 import { imageDimensions, sniffContentType } from './sniff.ts';
 
@@ -58,9 +67,10 @@ export async function makeVideo(
   const negativePrompt = readString(params, 'negativePrompt') ?? '';
   const seed = readSeed(params, prompt);
   const maxSeconds = option(options, 'maxVideoSeconds');
-  const requested = params.durationSeconds === undefined || params.durationSeconds === null
-    ? undefined
-    : readNumber(params, 'durationSeconds', { min: 0, max: maxSeconds, fallback: DEFAULTS.videoSeconds, exclusiveMin: true });
+  const requested =
+    params.durationSeconds === undefined || params.durationSeconds === null
+      ? undefined
+      : readNumber(params, 'durationSeconds', { min: 0, max: maxSeconds, fallback: DEFAULTS.videoSeconds, exclusiveMin: true });
   const fps = Math.round(option(options, 'videoFps'));
   const longSide = option(options, 'videoLongSide');
 
@@ -116,19 +126,23 @@ export async function makeVideo(
       // Cellular sources run on a quarter-size grid, scaled up so the cells read as blocks, not noise.
       const size = scene === 'testsrc2' ? `${width}x${height}` : `${Math.ceil(width / 4)}x${Math.ceil(height / 4)}`;
       const source =
-        scene === 'life' ? `life=s=${size}:r=${fps}:seed=${sourceSeed}:ratio=${(0.08 + r() * 0.2).toFixed(3)}:mold=10:life_color=${hex(r)}:death_color=${hex(r, 0.25)}:mold_color=${hex(r, 0.5)}`
-        : scene === 'cellauto' ? `cellauto=s=${size}:r=${fps}:rule=${pick(r, [18, 30, 45, 73, 90, 105, 110, 150])}:seed=${sourceSeed}:random_fill_ratio=0.5:scroll=1`
-        : `testsrc2=s=${size}:r=${fps}`;
+        scene === 'life'
+          ? `life=s=${size}:r=${fps}:seed=${sourceSeed}:ratio=${(0.08 + r() * 0.2).toFixed(3)}:mold=10:life_color=${hex(r)}:death_color=${hex(r, 0.25)}:mold_color=${hex(r, 0.5)}`
+          : scene === 'cellauto'
+            ? `cellauto=s=${size}:r=${fps}:rule=${pick(r, [18, 30, 45, 73, 90, 105, 110, 150])}:seed=${sourceSeed}:random_fill_ratio=0.5:scroll=1`
+            : `testsrc2=s=${size}:r=${fps}`;
       inputArgs = ['-f', 'lavfi', '-i', source];
       const grid = scene === 'testsrc2' ? '' : `scale=${width}:${height}:flags=neighbor,`;
-      filter = grid + (scene === 'cellauto'
-        ? `format=rgb24,colorchannelmixer=rr=${tint(r)}:gg=${tint(r)}:bb=${tint(r)}`
-        : `hue=H=${(r() * 2 * Math.PI).toFixed(3)}+${(r() * 1.2 - 0.6).toFixed(3)}*t`);
+      filter =
+        grid +
+        (scene === 'cellauto'
+          ? `format=rgb24,colorchannelmixer=rr=${tint(r)}:gg=${tint(r)}:bb=${tint(r)}`
+          : `hue=H=${(r() * 2 * Math.PI).toFixed(3)}+${(r() * 1.2 - 0.6).toFixed(3)}*t`);
     }
-    await runFfmpeg(
-      ['-loglevel', 'error', ...inputArgs, '-vf', `${filter},format=yuv420p`, '-frames:v', String(frames), '-r', String(fps), ...codec, out],
-      { options, what: `${mode} encoding` },
-    );
+    await runFfmpeg(['-loglevel', 'error', ...inputArgs, '-vf', `${filter},format=yuv420p`, '-frames:v', String(frames), '-r', String(fps), ...codec, out], {
+      options,
+      what: `${mode} encoding`,
+    });
     return { bytes: await readFile(out), contentType: 'video/mp4', mediaType: 'video', width, height, durationSeconds: frames / fps };
   }, options);
 }
@@ -141,7 +155,11 @@ async function videoCodecArgs(options?: LocalOutputOptions): Promise<string[]> {
 }
 
 const hex = (r: () => number, scale = 1) =>
-  `#${Array.from({ length: 3 }, () => Math.round(r() * 255 * scale).toString(16).padStart(2, '0')).join('')}`;
+  `#${Array.from({ length: 3 }, () =>
+    Math.round(r() * 255 * scale)
+      .toString(16)
+      .padStart(2, '0'),
+  ).join('')}`;
 const tint = (r: () => number) => (0.35 + r() * 0.65).toFixed(3);
 
 /** A slow pan across the picture (direction from the PRNG), or a zoom towards its centre. */
@@ -150,14 +168,18 @@ function motion(width: number, height: number, frames: number, fps: number, zoom
   if (zoom) {
     // Upscaled first so zoompan's whole-pixel steps do not jitter much.
     const [bw, bh] = [width * 2, height * 2];
-    return `scale=${bw}:${bh}:force_original_aspect_ratio=increase,crop=${bw}:${bh},` +
-      `zoompan=z='1+0.25*on/${frames}':x='iw/2-iw/zoom/2':y='ih/2-ih/zoom/2':d=1:s=${width}x${height}:fps=${fps}`;
+    return (
+      `scale=${bw}:${bh}:force_original_aspect_ratio=increase,crop=${bw}:${bh},` +
+      `zoompan=z='1+0.25*on/${frames}':x='iw/2-iw/zoom/2':y='ih/2-ih/zoom/2':d=1:s=${width}x${height}:fps=${fps}`
+    );
   }
   const [cw, ch] = [even(width * 1.2), even(height * 1.2)];
   const [fromX, fromY] = [r() < 0.5 ? 0 : 1, r() < 0.5 ? 0 : 1];
   const along = (from: number) => (from === 0 ? `t/${seconds.toFixed(4)}` : `(1-t/${seconds.toFixed(4)})`);
-  return `scale=${cw}:${ch}:force_original_aspect_ratio=increase,crop=${cw}:${ch},` +
-    `crop=${width}:${height}:x='(in_w-out_w)*min(1,${along(fromX)})':y='(in_h-out_h)*min(1,${along(fromY)})'`;
+  return (
+    `scale=${cw}:${ch}:force_original_aspect_ratio=increase,crop=${cw}:${ch},` +
+    `crop=${width}:${height}:x='(in_w-out_w)*min(1,${along(fromX)})':y='(in_h-out_h)*min(1,${along(fromY)})'`
+  );
 }
 
 /** Decodes the first frame of an input file, so a bad input fails as invalid_input rather than as an encoder failure. */
@@ -166,7 +188,8 @@ async function readable(file: string, what: string, options?: LocalOutputOptions
     const { stderr } = await runFfmpeg(['-i', file, '-map', '0:v:0', '-frames:v', '1', '-f', 'null', '-'], { options, what: `reading ${what}` });
     return parseMediaLog(stderr);
   } catch (err) {
-    if (err instanceof LocalOutputError && err.code === 'encoder_failed') throw new LocalOutputError('invalid_input', `${what} could not be decoded: ${err.message}`);
+    if (err instanceof LocalOutputError && err.code === 'encoder_failed')
+      throw new LocalOutputError('invalid_input', `${what} could not be decoded: ${err.message}`);
     throw err;
   }
 }
@@ -220,13 +243,29 @@ async function restyle(video: Buffer, job: Restyle, options?: LocalOutputOptions
     }
 
     await runFfmpeg(
-      ['-loglevel', 'error', '-i', input, '-map', '0:v:0', '-t', seconds.toFixed(3), '-vf', `${size},${look},format=yuv420p`, '-r', String(job.fps), ...job.codec, out],
+      [
+        '-loglevel',
+        'error',
+        '-i',
+        input,
+        '-map',
+        '0:v:0',
+        '-t',
+        seconds.toFixed(3),
+        '-vf',
+        `${size},${look},format=yuv420p`,
+        '-r',
+        String(job.fps),
+        ...job.codec,
+        out,
+      ],
       { options, what: 'video_to_video encoding' },
     );
     const bytes = await readFile(out);
     const { stderr } = await runFfmpeg(['-i', out, '-f', 'null', '-'], { options, what: 'reading the output video' });
     const made = parseMediaLog(stderr);
-    if (!made.width || !made.height || made.durationSeconds === undefined) throw new LocalOutputError('encoder_failed', 'video_to_video: the encoded video could not be read back');
+    if (!made.width || !made.height || made.durationSeconds === undefined)
+      throw new LocalOutputError('encoder_failed', 'video_to_video: the encoded video could not be read back');
     return { bytes, contentType: 'video/mp4', mediaType: 'video', width: made.width, height: made.height, durationSeconds: made.durationSeconds };
   }, options);
 }

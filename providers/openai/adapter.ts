@@ -1,8 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import OpenAI, { RateLimitError, toFile } from 'openai';
 import {
-  PROVIDER_ERROR_CODES, ProviderFailure,
-  type AdapterContext, type AdapterJob, type AdapterUpdate, type InputFile, type ProviderAdapter, type Report,
+  PROVIDER_ERROR_CODES,
+  ProviderFailure,
+  type AdapterContext,
+  type AdapterJob,
+  type AdapterUpdate,
+  type InputFile,
+  type ProviderAdapter,
+  type Report,
 } from '../adapter.ts';
 import { boundedFetch } from './bounded-fetch.ts';
 import type { OpenAiDeploymentTarget } from './deployment.ts';

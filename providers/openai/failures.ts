@@ -18,7 +18,8 @@ export function failureOf(error: unknown, secrets: readonly string[]): ProviderF
   }
   if (error instanceof APIError && typeof error.status === 'number') return statusFailureOf(error, secrets);
   // The client parses a 2xx JSON answer itself: a body that is not JSON surfaces as a SyntaxError.
-  if (error instanceof SyntaxError) return new ProviderFailure(PROVIDER_ERROR_CODES.badResponse, `The provider's answer is not valid JSON: ${upstreamMessage(error.message, secrets)}`);
+  if (error instanceof SyntaxError)
+    return new ProviderFailure(PROVIDER_ERROR_CODES.badResponse, `The provider's answer is not valid JSON: ${upstreamMessage(error.message, secrets)}`);
   return new ProviderFailure(PROVIDER_ERROR_CODES.error, upstreamMessage(error instanceof Error ? error.message : String(error), secrets));
 }
 
@@ -31,12 +32,18 @@ function statusFailureOf(error: APIError, secrets: readonly string[]): ProviderF
   const body = (error.error ?? undefined) as { message?: unknown; code?: unknown; type?: unknown } | undefined;
   const said = typeof body?.message === 'string' ? body.message : error.message.replace(/^\d{3}\s*/, '');
   const code = typeof body?.code === 'string' ? body.code : undefined;
-  const ours: ProviderErrorCode = status === 401 || status === 403 ? PROVIDER_ERROR_CODES.authFailed
-    : status === 429 ? PROVIDER_ERROR_CODES.rateLimited
-      : status === 400 && ((code !== undefined && POLICY_CODES.has(code)) || POLICY_WORDS.test(said)) ? PROVIDER_ERROR_CODES.contentPolicy
-        : status === 502 || status === 503 || status === 504 ? PROVIDER_ERROR_CODES.unavailable
-          : status >= 500 ? PROVIDER_ERROR_CODES.error
-            : PROVIDER_ERROR_CODES.inputRejected;
+  const ours: ProviderErrorCode =
+    status === 401 || status === 403
+      ? PROVIDER_ERROR_CODES.authFailed
+      : status === 429
+        ? PROVIDER_ERROR_CODES.rateLimited
+        : status === 400 && ((code !== undefined && POLICY_CODES.has(code)) || POLICY_WORDS.test(said))
+          ? PROVIDER_ERROR_CODES.contentPolicy
+          : status === 502 || status === 503 || status === 504
+            ? PROVIDER_ERROR_CODES.unavailable
+            : status >= 500
+              ? PROVIDER_ERROR_CODES.error
+              : PROVIDER_ERROR_CODES.inputRejected;
   const label = code ? `${status} (${upstreamMessage(code, secrets)})` : String(status);
   return new ProviderFailure(ours, `OpenAI answered ${label}: ${upstreamMessage(said || 'no message', secrets)}`);
 }

@@ -17,25 +17,25 @@ function tokenCount(value: unknown): number | undefined {
 export function chatUpdate(answer: unknown, secrets: readonly string[]): AdapterUpdate {
   const body = answer as { choices?: unknown; usage?: unknown } | null;
   if (!body || typeof body !== 'object' || !Array.isArray(body.choices) || body.choices.length === 0) {
-    throw bad('The provider\'s chat answer has no choices.');
+    throw bad("The provider's chat answer has no choices.");
   }
   const choice = body.choices[0] as { finish_reason?: unknown; message?: { content?: unknown; refusal?: unknown } };
   if (choice?.finish_reason === 'content_filter') {
-    throw new ProviderFailure(PROVIDER_ERROR_CODES.contentPolicy, 'OpenAI\'s content filter stopped the answer (finish_reason content_filter).');
+    throw new ProviderFailure(PROVIDER_ERROR_CODES.contentPolicy, "OpenAI's content filter stopped the answer (finish_reason content_filter).");
   }
   const refusal = choice?.message?.refusal;
   if (typeof refusal === 'string' && refusal) {
     throw new ProviderFailure(PROVIDER_ERROR_CODES.contentPolicy, `The model refused: ${upstreamMessage(refusal, secrets)}`);
   }
   const content = choice?.message?.content;
-  if (typeof content !== 'string') throw bad('The provider\'s chat answer has no choices[0].message.content.');
+  if (typeof content !== 'string') throw bad("The provider's chat answer has no choices[0].message.content.");
   let usage: TokenUsage | undefined;
   if (body.usage !== undefined && body.usage !== null) {
     const u = body.usage as { prompt_tokens?: unknown; completion_tokens?: unknown };
     const inputTokens = tokenCount(u.prompt_tokens);
     const outputTokens = tokenCount(u.completion_tokens);
     // The job's price follows the usage: a count we cannot read is not guessed.
-    if (inputTokens === undefined || outputTokens === undefined) throw bad('The provider\'s usage has no whole prompt_tokens and completion_tokens.');
+    if (inputTokens === undefined || outputTokens === undefined) throw bad("The provider's usage has no whole prompt_tokens and completion_tokens.");
     usage = { inputTokens, outputTokens };
   }
   return { type: 'succeeded', textOutput: content, files: [], ...(usage ? { usage } : {}) };
@@ -51,19 +51,22 @@ export interface ImageOutputLimits {
 export async function imagesUpdate(answer: unknown, limits: ImageOutputLimits, secrets: readonly string[]): Promise<AdapterUpdate> {
   const body = answer as { data?: unknown; usage?: unknown } | null;
   if (!body || typeof body !== 'object' || !Array.isArray(body.data) || body.data.length === 0) {
-    throw bad('The provider\'s answer has no images (data is empty).');
+    throw bad("The provider's answer has no images (data is empty).");
   }
   // Every image asked for is priced, so fewer is a failure, not a partial success.
   if (body.data.length < limits.count) throw bad(`The provider answered with ${body.data.length} of the ${limits.count} images asked for.`);
   const files: OutputFile[] = [];
   for (const item of body.data.slice(0, limits.count) as Array<{ b64_json?: unknown; url?: unknown }>) {
-    const bytes = typeof item?.b64_json === 'string' ? decodeBase64(item.b64_json, limits.maxOutputBytes)
-      : typeof item?.url === 'string' ? await fetchImage(item.url, limits, secrets)
-        : undefined;
-    if (!bytes) throw bad('An image in the provider\'s answer has neither b64_json nor url.');
+    const bytes =
+      typeof item?.b64_json === 'string'
+        ? decodeBase64(item.b64_json, limits.maxOutputBytes)
+        : typeof item?.url === 'string'
+          ? await fetchImage(item.url, limits, secrets)
+          : undefined;
+    if (!bytes) throw bad("An image in the provider's answer has neither b64_json nor url.");
     if (limits.signal.aborted) throw new ProviderFailure(PROVIDER_ERROR_CODES.cancelled, 'The job was stopped.');
     const contentType = sniffContentType(bytes);
-    if (!contentType?.startsWith('image/')) throw bad('An image in the provider\'s answer is not a PNG, JPEG, GIF or WEBP file.');
+    if (!contentType?.startsWith('image/')) throw bad("An image in the provider's answer is not a PNG, JPEG, GIF or WEBP file.");
     const size = imageDimensions(bytes);
     files.push({ bytes, contentType, mediaType: 'image', ...(size ? { width: size.width, height: size.height } : {}) });
   }
@@ -76,7 +79,7 @@ export async function imagesUpdate(answer: unknown, limits: ImageOutputLimits, s
 
 function decodeBase64(encoded: string, maxBytes: number): Buffer {
   const clean = encoded.replace(/\s+/g, '');
-  if (!/^[A-Za-z0-9+/]*={0,2}$/.test(clean) || clean.length % 4 === 1) throw bad('An image\'s b64_json in the provider\'s answer is not base64.');
+  if (!/^[A-Za-z0-9+/]*={0,2}$/.test(clean) || clean.length % 4 === 1) throw bad("An image's b64_json in the provider's answer is not base64.");
   if (Math.floor((clean.length * 3) / 4) - 2 > maxBytes) throw bad(`An image in the provider's answer is larger than ${maxBytes} bytes.`);
   return Buffer.from(clean, 'base64');
 }
@@ -85,7 +88,10 @@ async function fetchImage(url: string, limits: ImageOutputLimits, secrets: reado
   try {
     return await limits.fetchOutput(url);
   } catch (error) {
-    throw new ProviderFailure(PROVIDER_ERROR_CODES.outputFetch, `The image at the URL the provider gave could not be fetched: ${upstreamMessage((error as Error).message ?? String(error), secrets)}`);
+    throw new ProviderFailure(
+      PROVIDER_ERROR_CODES.outputFetch,
+      `The image at the URL the provider gave could not be fetched: ${upstreamMessage((error as Error).message ?? String(error), secrets)}`,
+    );
   }
 }
 

@@ -40,10 +40,7 @@ export function chatRequest(target: OpenAiDeploymentTarget, params: Record<strin
   const field = target.tokenLimitField ?? (REASONING_FAMILY.test(target.model) ? 'max_completion_tokens' : 'max_tokens');
   return {
     model: target.model,
-    messages: [
-      ...(system ? [{ role: 'system' as const, content: system }] : []),
-      { role: 'user' as const, content: text(params.prompt) },
-    ],
+    messages: [...(system ? [{ role: 'system' as const, content: system }] : []), { role: 'user' as const, content: text(params.prompt) }],
     ...(temperature !== undefined ? { temperature } : {}),
     ...(maxTokens !== undefined ? { [field]: maxTokens } : {}),
     ...(seed !== undefined ? { seed } : {}),
@@ -59,7 +56,15 @@ type ImageSize = NonNullable<ImageGenerateParamsNonStreaming['size']>;
 
 export function imageSize(target: OpenAiDeploymentTarget, params: Record<string, unknown>): ImageSize {
   const ratio = text(params.aspectRatio) || '1:1';
-  const table = target.sizes ?? (isGptImageModel(target.model) ? SIZES['gpt-image'] : /^dall-e-2$/i.test(target.model) ? SIZES['dall-e-2'] : /^dall-e-3$/i.test(target.model) ? SIZES['dall-e-3'] : SIZES['gpt-image']);
+  const table =
+    target.sizes ??
+    (isGptImageModel(target.model)
+      ? SIZES['gpt-image']
+      : /^dall-e-2$/i.test(target.model)
+        ? SIZES['dall-e-2']
+        : /^dall-e-3$/i.test(target.model)
+          ? SIZES['dall-e-3']
+          : SIZES['gpt-image']);
   const size = table[ratio];
   if (!size) throw refused(`The model ${target.model} has no image size for the aspect ratio ${ratio} (it takes ${Object.keys(table).join(', ')}).`);
   return size as ImageSize;

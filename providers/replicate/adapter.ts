@@ -1,6 +1,13 @@
 import {
-  PROVIDER_ERROR_CODES, ProviderFailure, upstreamMessage,
-  type AdapterContext, type AdapterJob, type InboundEvent, type ProviderAdapter, type Report, type VerifiedEvent,
+  PROVIDER_ERROR_CODES,
+  ProviderFailure,
+  upstreamMessage,
+  type AdapterContext,
+  type AdapterJob,
+  type InboundEvent,
+  type ProviderAdapter,
+  type Report,
+  type VerifiedEvent,
 } from '../adapter.ts';
 import { requestUpstream, retryingRateLimits, statusFailure, type UpstreamResponse } from '../upstream-http.ts';
 import { createRoute, type ReplicateDeploymentTarget } from './deployment.ts';
@@ -68,7 +75,10 @@ export function createReplicateAdapter(
   function follow(id: string, job: AdapterJob, report: Report, first?: Prediction): void {
     // A second resume of the same prediction replaces the first follower.
     const previous = follows.get(id);
-    if (previous) { previous.ended = true; clearTimeout(previous.timer); }
+    if (previous) {
+      previous.ended = true;
+      clearTimeout(previous.timer);
+    }
     const f: Follow = { id, job, report, running: false, ended: false, polling: false, lastTail: '', badAnswers: 0 };
     follows.set(id, f);
     // The first observation waits a turn, so that submit resolves (and the id is made durable) first.
@@ -107,10 +117,19 @@ export function createReplicateAdapter(
           observe(f, prediction);
         } else {
           f.badAnswers += 1;
-          f.lastFailure = new ProviderFailure(PROVIDER_ERROR_CODES.badResponse, `Replicate's answer for prediction ${f.id} is not that prediction: ${upstreamMessage(response.text.slice(0, 200), secrets)}`);
+          f.lastFailure = new ProviderFailure(
+            PROVIDER_ERROR_CODES.badResponse,
+            `Replicate's answer for prediction ${f.id} is not that prediction: ${upstreamMessage(response.text.slice(0, 200), secrets)}`,
+          );
         }
       } else if (response.status === 404) {
-        end(f, new ProviderFailure(PROVIDER_ERROR_CODES.error, `Replicate knows no prediction ${f.id}: ${upstreamMessage(problemDetail(response.json, response.text), secrets)}`));
+        end(
+          f,
+          new ProviderFailure(
+            PROVIDER_ERROR_CODES.error,
+            `Replicate knows no prediction ${f.id}: ${upstreamMessage(problemDetail(response.json, response.text), secrets)}`,
+          ),
+        );
       } else if (response.status === 401 || response.status === 403) {
         end(f, statusFailure(response, problemDetail(response.json, response.text), secrets));
       } else {
@@ -158,7 +177,12 @@ export function createReplicateAdapter(
     try {
       const result = await collectOutputs(f.job.mode, prediction.output, { fetchOutput: context.fetchOutput, maxOutputBytes: context.maxOutputBytes, secrets });
       const usage = tokenUsage(prediction.metrics);
-      tell(f, { type: 'succeeded', files: result.files, ...(result.textOutput === undefined ? {} : { textOutput: result.textOutput }), ...(usage ? { usage } : {}) });
+      tell(f, {
+        type: 'succeeded',
+        files: result.files,
+        ...(result.textOutput === undefined ? {} : { textOutput: result.textOutput }),
+        ...(usage ? { usage } : {}),
+      });
     } catch (error) {
       const failure = error instanceof ProviderFailure ? error : new ProviderFailure(PROVIDER_ERROR_CODES.badResponse, upstreamMessage(String(error), secrets));
       tell(f, { type: 'failed', errorCode: failure.code, errorMessage: failure.message });
@@ -200,7 +224,10 @@ export function createReplicateAdapter(
       if (response.status < 200 || response.status > 299) throw statusFailure(response, problemDetail(response.json, response.text), secrets);
       const prediction = readPrediction(response.json);
       if (!prediction) {
-        throw new ProviderFailure(PROVIDER_ERROR_CODES.badResponse, `Replicate's answer to the create is not a prediction: ${upstreamMessage(response.text.slice(0, 200), secrets)}`);
+        throw new ProviderFailure(
+          PROVIDER_ERROR_CODES.badResponse,
+          `Replicate's answer to the create is not a prediction: ${upstreamMessage(response.text.slice(0, 200), secrets)}`,
+        );
       }
       follow(prediction.id, job, report, prediction);
       return { providerJobId: prediction.id };

@@ -9,20 +9,28 @@ import { Type, type Static } from '@sinclair/typebox';
  */
 const ownerName = Type.String({ pattern: '^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$' });
 
-const files = Type.Optional(Type.Object({
-  /** The first input image, as one data URL. */
-  image: Type.Optional(Type.String({ minLength: 1 })),
-  /** Every input image, as an array of data URLs (models that take several reference images). */
-  images: Type.Optional(Type.String({ minLength: 1 })),
-  /** The first input video. */
-  video: Type.Optional(Type.String({ minLength: 1 })),
-  /** The mask (inpainting). */
-  mask: Type.Optional(Type.String({ minLength: 1 })),
-}, { additionalProperties: false }));
+const files = Type.Optional(
+  Type.Object(
+    {
+      /** The first input image, as one data URL. */
+      image: Type.Optional(Type.String({ minLength: 1 })),
+      /** Every input image, as an array of data URLs (models that take several reference images). */
+      images: Type.Optional(Type.String({ minLength: 1 })),
+      /** The first input video. */
+      video: Type.Optional(Type.String({ minLength: 1 })),
+      /** The mask (inpainting). */
+      mask: Type.Optional(Type.String({ minLength: 1 })),
+    },
+    { additionalProperties: false },
+  ),
+);
 
 export const replicateDeploymentTarget = Type.Union([
   Type.Object({ model: ownerName, files }, { additionalProperties: false }),
-  Type.Object({ version: Type.String({ pattern: '^([A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*:)?[0-9a-f]{64}$' }), files }, { additionalProperties: false }),
+  Type.Object(
+    { version: Type.String({ pattern: '^([A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*:)?[0-9a-f]{64}$' }), files },
+    { additionalProperties: false },
+  ),
   Type.Object({ deployment: ownerName, files }, { additionalProperties: false }),
 ]);
 

@@ -15,7 +15,10 @@ export function predictionInput(job: AdapterJob, target: ReplicateDeploymentTarg
   const { images, videos, mask } = job.inputs;
   const inlined = [...images, ...videos, ...(mask ? [mask] : [])].reduce((sum, file) => sum + file.bytes.length, 0);
   if (inlined > MAX_INLINE_INPUT_BYTES) {
-    throw new ProviderFailure(PROVIDER_ERROR_CODES.inputRejected, `The input files hold ${inlined} bytes; at most ${MAX_INLINE_INPUT_BYTES} are sent inline to Replicate.`);
+    throw new ProviderFailure(
+      PROVIDER_ERROR_CODES.inputRejected,
+      `The input files hold ${inlined} bytes; at most ${MAX_INLINE_INPUT_BYTES} are sent inline to Replicate.`,
+    );
   }
   if (fields.image && images[0]) input[fields.image] = dataUrl(images[0]);
   if (fields.images && images.length > 0) input[fields.images] = images.map(dataUrl);

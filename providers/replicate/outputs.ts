@@ -26,8 +26,13 @@ export interface Result {
 export async function collectOutputs(mode: Mode, output: unknown, limits: OutputLimits): Promise<Result> {
   if (mode === 'text_to_text') return { textOutput: textOf(output), files: [] };
   const urls = urlsIn(output);
-  if (urls.length === 0) throw new ProviderFailure(PROVIDER_ERROR_CODES.badResponse, `The prediction succeeded without an output file: ${upstreamMessage(JSON.stringify(output) ?? 'null', limits.secrets)}`);
-  if (urls.length > MAX_OUTPUT_FILES) throw new ProviderFailure(PROVIDER_ERROR_CODES.badResponse, `The prediction has ${urls.length} output files; at most ${MAX_OUTPUT_FILES} are taken.`);
+  if (urls.length === 0)
+    throw new ProviderFailure(
+      PROVIDER_ERROR_CODES.badResponse,
+      `The prediction succeeded without an output file: ${upstreamMessage(JSON.stringify(output) ?? 'null', limits.secrets)}`,
+    );
+  if (urls.length > MAX_OUTPUT_FILES)
+    throw new ProviderFailure(PROVIDER_ERROR_CODES.badResponse, `The prediction has ${urls.length} output files; at most ${MAX_OUTPUT_FILES} are taken.`);
   const files: OutputFile[] = [];
   for (const url of urls) files.push(typed(await download(url, limits)));
   return { files };
@@ -36,7 +41,10 @@ export async function collectOutputs(mode: Mode, output: unknown, limits: Output
 function textOf(output: unknown): string {
   if (typeof output === 'string') return output;
   if (Array.isArray(output) && output.every((token) => typeof token === 'string')) return output.join('');
-  throw new ProviderFailure(PROVIDER_ERROR_CODES.badResponse, 'The prediction of a language model has no text output (neither a string nor an array of strings).');
+  throw new ProviderFailure(
+    PROVIDER_ERROR_CODES.badResponse,
+    'The prediction of a language model has no text output (neither a string nor an array of strings).',
+  );
 }
 
 /** Every http(s) or data URL in the output, in order: a string, an array, or an object's values. */
@@ -55,7 +63,10 @@ async function download(url: string, limits: OutputLimits): Promise<Buffer> {
     try {
       bytes = await limits.fetchOutput(url);
     } catch (error) {
-      throw new ProviderFailure(PROVIDER_ERROR_CODES.outputFetch, `An output file could not be fetched: ${upstreamMessage((error as Error).message ?? String(error), limits.secrets)}`);
+      throw new ProviderFailure(
+        PROVIDER_ERROR_CODES.outputFetch,
+        `An output file could not be fetched: ${upstreamMessage((error as Error).message ?? String(error), limits.secrets)}`,
+      );
     }
   }
   if (bytes.length > limits.maxOutputBytes) {
@@ -68,7 +79,8 @@ async function download(url: string, limits: OutputLimits): Promise<Buffer> {
 function dataUrlBytes(url: string, maxBytes: number): Buffer {
   const comma = url.indexOf(',');
   if (comma < 0 || !/;base64$/i.test(url.slice(0, comma))) throw new ProviderFailure(PROVIDER_ERROR_CODES.badResponse, 'An output data URL is not base64.');
-  if ((url.length - comma - 1) * 0.75 > maxBytes + 3) throw new ProviderFailure(PROVIDER_ERROR_CODES.outputFetch, `An output file is larger than ${maxBytes} bytes.`);
+  if ((url.length - comma - 1) * 0.75 > maxBytes + 3)
+    throw new ProviderFailure(PROVIDER_ERROR_CODES.outputFetch, `An output file is larger than ${maxBytes} bytes.`);
   return Buffer.from(url.slice(comma + 1), 'base64');
 }
 

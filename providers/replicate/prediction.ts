@@ -27,12 +27,11 @@ export function readPrediction(json: unknown): Prediction | undefined {
     output: p.output ?? null,
     error: typeof p.error === 'string' ? p.error : p.error == null ? undefined : JSON.stringify(p.error),
     logs: typeof p.logs === 'string' ? p.logs : '',
-    metrics: typeof p.metrics === 'object' && p.metrics !== null ? p.metrics as Record<string, unknown> : {},
+    metrics: typeof p.metrics === 'object' && p.metrics !== null ? (p.metrics as Record<string, unknown>) : {},
   };
 }
 
-export const isTerminal = (status: PredictionStatus): boolean =>
-  status === 'succeeded' || status === 'failed' || status === 'canceled' || status === 'aborted';
+export const isTerminal = (status: PredictionStatus): boolean => status === 'succeeded' || status === 'failed' || status === 'canceled' || status === 'aborted';
 
 // The wordings safety checkers put in a failed prediction's error (the NSFW checker of the Stable
 // Diffusion family, the content moderation of hosted video and image models).
@@ -52,7 +51,10 @@ export function endFailure(prediction: Prediction, pastDeadline: boolean, secret
   if (pastDeadline) {
     return {
       code: PROVIDER_ERROR_CODES.timeout,
-      message: prediction.status === 'aborted' ? 'The prediction passed its deadline before it started (aborted).' : 'The prediction passed its deadline while running (canceled).',
+      message:
+        prediction.status === 'aborted'
+          ? 'The prediction passed its deadline before it started (aborted).'
+          : 'The prediction passed its deadline while running (canceled).',
     };
   }
   return { code: PROVIDER_ERROR_CODES.cancelled, message: `The prediction was ${prediction.status} at Replicate.` };
@@ -60,7 +62,11 @@ export function endFailure(prediction: Prediction, pastDeadline: boolean, secret
 
 /** The last few non-empty log lines, each trimmed, for the job's timeline; '' when there are none. */
 export function logTail(logs: string, secrets: readonly string[], lines = 3): string {
-  const tail = logs.split(/\r?\n|\r/).map((line) => line.trim()).filter((line) => line !== '').slice(-lines);
+  const tail = logs
+    .split(/\r?\n|\r/)
+    .map((line) => line.trim())
+    .filter((line) => line !== '')
+    .slice(-lines);
   return tail.map((line) => upstreamMessage(line, secrets).slice(0, 200)).join('\n');
 }
 

@@ -10,18 +10,14 @@ export const SIGNATURE_TOLERANCE_MS = 5 * 60 * 1000;
 
 export type SignatureVerdict = { ok: true; id: string } | { ok: false; message: string };
 
-export function verifyStandardWebhook(
-  secret: string,
-  headers: Record<string, string | undefined>,
-  body: Buffer,
-  now: number,
-): SignatureVerdict {
+export function verifyStandardWebhook(secret: string, headers: Record<string, string | undefined>, body: Buffer, now: number): SignatureVerdict {
   const id = headers['webhook-id'];
   const timestamp = headers['webhook-timestamp'];
   const signatures = headers['webhook-signature'];
   if (!id || !timestamp || !signatures) return { ok: false, message: 'webhook-id, webhook-timestamp and webhook-signature are required' };
   if (!/^\d{1,12}$/.test(timestamp)) return { ok: false, message: 'webhook-timestamp is not a number of seconds' };
-  if (Math.abs(now - Number(timestamp) * 1000) > SIGNATURE_TOLERANCE_MS) return { ok: false, message: 'webhook-timestamp is more than 5 minutes away from now' };
+  if (Math.abs(now - Number(timestamp) * 1000) > SIGNATURE_TOLERANCE_MS)
+    return { ok: false, message: 'webhook-timestamp is more than 5 minutes away from now' };
 
   const key = Buffer.from(secret.replace(/^whsec_/, ''), 'base64');
   const expected = createHmac('sha256', key).update(`${id}.${timestamp}.`).update(body).digest();

@@ -1,4 +1,15 @@
-import { admit, closedBreaker, recordOutcome, viewOf, type Admission, type BreakerRecord, type BreakerSettings, type BreakerView, type Transition, type Verdict } from './breaker.ts';
+import {
+  admit,
+  closedBreaker,
+  recordOutcome,
+  viewOf,
+  type Admission,
+  type BreakerRecord,
+  type BreakerSettings,
+  type BreakerView,
+  type Transition,
+  type Verdict,
+} from './breaker.ts';
 
 /**
  * Where breakers are kept: one operation per call, atomic for its deployment. The memory backend serves one
@@ -7,7 +18,14 @@ import { admit, closedBreaker, recordOutcome, viewOf, type Admission, type Break
 export interface BreakerBackend {
   readonly kind: 'memory' | 'redis';
   admit(deploymentId: string, now: number, settings: BreakerSettings, ticket: string): Promise<{ admission: Admission; transition?: Transition }>;
-  record(deploymentId: string, verdict: Verdict, now: number, settings: BreakerSettings, ticket: string | undefined, eventId: string): Promise<Transition | undefined>;
+  record(
+    deploymentId: string,
+    verdict: Verdict,
+    now: number,
+    settings: BreakerSettings,
+    ticket: string | undefined,
+    eventId: string,
+  ): Promise<Transition | undefined>;
   read(deploymentIds: readonly string[], now: number, settingsOf: (deploymentId: string) => BreakerSettings): Promise<BreakerView[]>;
 }
 

@@ -3,7 +3,16 @@ import type { Clock } from '../../runtime/clock.ts';
 import type { Logger } from '../../runtime/logger.ts';
 import type { RedisClient } from '../../runtime/redis.ts';
 import type { BreakerMetrics } from '../../runtime/metrics/breakers.ts';
-import { breakerSettings, verdictOf, DEFAULT_BREAKER_SETTINGS, type Admission, type BreakerSettings, type BreakerView, type JobOutcome, type Transition } from './breaker.ts';
+import {
+  breakerSettings,
+  verdictOf,
+  DEFAULT_BREAKER_SETTINGS,
+  type Admission,
+  type BreakerSettings,
+  type BreakerView,
+  type JobOutcome,
+  type Transition,
+} from './breaker.ts';
 import { MemoryBreakerBackend, type BreakerBackend } from './breaker-backend.ts';
 import { RedisBreakerBackend } from './redis-breaker-store.ts';
 
@@ -50,7 +59,10 @@ export class Breakers {
   private readonly defaults: BreakerSettings;
   readonly backend: BreakerBackend;
 
-  constructor(private readonly options: BreakersOptions, backend?: BreakerBackend) {
+  constructor(
+    private readonly options: BreakersOptions,
+    backend?: BreakerBackend,
+  ) {
     this.defaults = breakerSettings(options.settings?.defaults ?? {}, DEFAULT_BREAKER_SETTINGS);
     this.backend = backend ?? (options.redis ? new RedisBreakerBackend(options.redis, options.prefix) : new MemoryBreakerBackend());
     // Every deployment's own settings checked now, not at its first job.

@@ -62,17 +62,15 @@ export const COUNTED_FAILURES: ReadonlySet<string> = new Set([
 export type JobOutcome = { ok: true } | { ok: false; errorCode: string; retryAfterMs?: number };
 
 /** What an outcome means to the breaker. */
-export type Verdict =
-  | { kind: 'success' }
-  | { kind: 'neutral' }
-  | { kind: 'failure'; retryAfterMs: number | undefined; atOnce: boolean };
+export type Verdict = { kind: 'success' } | { kind: 'neutral' } | { kind: 'failure'; retryAfterMs: number | undefined; atOnce: boolean };
 
 export function verdictOf(outcome: JobOutcome, settings: BreakerSettings): Verdict {
   if (outcome.ok) return { kind: 'success' };
   if (!COUNTED_FAILURES.has(outcome.errorCode)) return { kind: 'neutral' };
-  const retryAfter = outcome.errorCode === PROVIDER_ERROR_CODES.rateLimited && outcome.retryAfterMs !== undefined && Number.isFinite(outcome.retryAfterMs)
-    ? Math.min(Math.max(0, Math.round(outcome.retryAfterMs)), settings.maxRetryAfterMs)
-    : undefined;
+  const retryAfter =
+    outcome.errorCode === PROVIDER_ERROR_CODES.rateLimited && outcome.retryAfterMs !== undefined && Number.isFinite(outcome.retryAfterMs)
+      ? Math.min(Math.max(0, Math.round(outcome.retryAfterMs)), settings.maxRetryAfterMs)
+      : undefined;
   return { kind: 'failure', retryAfterMs: retryAfter, atOnce: settings.openOnAuthFailure && outcome.errorCode === PROVIDER_ERROR_CODES.authFailed };
 }
 
@@ -127,7 +125,11 @@ export function admit(record: BreakerRecord, now: number, settings: BreakerSetti
       return { record, result: { allowed: true } };
     case 'open':
       if (record.openUntil !== null && now < record.openUntil) return { record, result: { allowed: false, status: 'open', retryAt: record.openUntil } };
-      return { record: { ...record, status: 'half_open', openUntil: null, ticket, ticketAt: now }, transition: { from: 'open', to: 'half_open' }, result: { allowed: true, ticket } };
+      return {
+        record: { ...record, status: 'half_open', openUntil: null, ticket, ticketAt: now },
+        transition: { from: 'open', to: 'half_open' },
+        result: { allowed: true, ticket },
+      };
     case 'half_open':
       if (record.ticket !== null && record.ticketAt !== null && now - record.ticketAt < settings.probeTimeoutMs) {
         return { record, result: { allowed: false, status: 'half_open', retryAt: null } };
@@ -197,7 +199,11 @@ export function viewOf(record: BreakerRecord, now: number, settings: BreakerSett
 
 /** The view from a stored state and its window's counts (the Redis store counts with its sorted sets). */
 export function viewFrom(
-  state: Pick<BreakerRecord, 'status' | 'openUntil' | 'cooldownMs' | 'ticketAt'>, calls: number, failures: number, now: number, settings: BreakerSettings,
+  state: Pick<BreakerRecord, 'status' | 'openUntil' | 'cooldownMs' | 'ticketAt'>,
+  calls: number,
+  failures: number,
+  now: number,
+  settings: BreakerSettings,
 ): BreakerView {
   const cooledDown = state.status === 'open' && state.openUntil !== null && now >= state.openUntil;
   return {
@@ -235,10 +241,12 @@ export function breakerSettings(overrides: Partial<BreakerSettings> = {}, base: 
   const settings = { ...base, ...stripUndefined(overrides) };
   const positive = (name: keyof BreakerSettings) => {
     const value = settings[name];
-    if (typeof value !== 'number' || !Number.isInteger(value) || value < 1) throw new RangeError(`breaker setting ${name}: a whole number of at least 1 expected, got ${String(value)}`);
+    if (typeof value !== 'number' || !Number.isInteger(value) || value < 1)
+      throw new RangeError(`breaker setting ${name}: a whole number of at least 1 expected, got ${String(value)}`);
   };
   for (const name of ['windowMs', 'minCalls', 'cooldownMs', 'maxCooldownMs', 'probeTimeoutMs', 'maxRetryAfterMs'] as const) positive(name);
-  if (!(settings.failureRatio > 0 && settings.failureRatio <= 1)) throw new RangeError(`breaker setting failureRatio: above 0 and at most 1 expected, got ${settings.failureRatio}`);
+  if (!(settings.failureRatio > 0 && settings.failureRatio <= 1))
+    throw new RangeError(`breaker setting failureRatio: above 0 and at most 1 expected, got ${settings.failureRatio}`);
   if (settings.maxCooldownMs < settings.cooldownMs) throw new RangeError('breaker setting maxCooldownMs: must be at least cooldownMs');
   return settings;
 }

@@ -135,41 +135,70 @@ export class RedisBreakerBackend implements BreakerBackend {
   readonly kind = 'redis';
   private readonly shas = new Map<string, string>();
 
-  constructor(private readonly redis: RedisClient, private readonly prefix: string) {}
+  constructor(
+    private readonly redis: RedisClient,
+    private readonly prefix: string,
+  ) {}
 
   async admit(deploymentId: string, now: number, settings: BreakerSettings, ticket: string): Promise<{ admission: Admission; transition?: Transition }> {
     const [hash] = keysOf(this.prefix, deploymentId);
-    const reply = await this.run(ADMIT, [hash], [String(now), String(settings.probeTimeoutMs), ticket, String(ttlOf(settings))]) as string[] | number[];
+    const reply = (await this.run(ADMIT, [hash], [String(now), String(settings.probeTimeoutMs), ticket, String(ttlOf(settings))])) as string[] | number[];
     const [allowed, granted, refused, retryAt, from] = reply.map(String) as [string, string, string, string, string];
     const transition: Transition | undefined = from ? { from: from as BreakerStatus, to: 'half_open' } : undefined;
     if (allowed === '1') return { admission: granted ? { allowed: true, ticket: granted } : { allowed: true }, transition };
     return { admission: { allowed: false, status: refused as 'open' | 'half_open', retryAt: retryAt ? Number(retryAt) : null } };
   }
 
-  async record(deploymentId: string, verdict: Verdict, now: number, settings: BreakerSettings, ticket: string | undefined, eventId: string): Promise<Transition | undefined> {
+  async record(
+    deploymentId: string,
+    verdict: Verdict,
+    now: number,
+    settings: BreakerSettings,
+    ticket: string | undefined,
+    eventId: string,
+  ): Promise<Transition | undefined> {
     const kind = verdict.kind === 'success' ? 's' : verdict.kind === 'neutral' ? 'n' : 'f';
     const failure = verdict.kind === 'failure' ? verdict : undefined;
-    const reply = await this.run(RECORD, keysOf(this.prefix, deploymentId), [
-      String(now), kind, failure?.retryAfterMs === undefined ? '' : String(failure.retryAfterMs), failure?.atOnce ? '1' : '0', ticket ?? '', eventId,
-      String(settings.windowMs), String(settings.minCalls), String(settings.failureRatio), String(settings.cooldownMs), String(settings.maxCooldownMs),
+    const reply = (await this.run(RECORD, keysOf(this.prefix, deploymentId), [
+      String(now),
+      kind,
+      failure?.retryAfterMs === undefined ? '' : String(failure.retryAfterMs),
+      failure?.atOnce ? '1' : '0',
+      ticket ?? '',
+      eventId,
+      String(settings.windowMs),
+      String(settings.minCalls),
+      String(settings.failureRatio),
+      String(settings.cooldownMs),
+      String(settings.maxCooldownMs),
       String(ttlOf(settings)),
-    ]) as string[];
+    ])) as string[];
     return reply.length === 2 ? { from: reply[0] as BreakerStatus, to: reply[1] as BreakerStatus } : undefined;
   }
 
   async read(deploymentIds: readonly string[], now: number, settingsOf: (deploymentId: string) => BreakerSettings): Promise<BreakerView[]> {
     if (deploymentIds.length === 0) return [];
     const settings = deploymentIds.map(settingsOf);
-    const reply = await this.run(READ, deploymentIds.flatMap((id) => keysOf(this.prefix, id)), [String(now), ...settings.map((s) => String(s.windowMs))]) as unknown[][];
+    const reply = (await this.run(
+      READ,
+      deploymentIds.flatMap((id) => keysOf(this.prefix, id)),
+      [String(now), ...settings.map((s) => String(s.windowMs))],
+    )) as unknown[][];
     return reply.map((row, i) => {
       const [status, openUntil, cooldownMs, ticketAt, successes, failures] = row.map(String) as [string, string, string, string, string, string];
       const calls = Number(successes) + Number(failures);
-      return viewFrom({
-        status: status as BreakerStatus,
-        openUntil: openUntil ? Number(openUntil) : null,
-        cooldownMs: cooldownMs ? Number(cooldownMs) : 0,
-        ticketAt: ticketAt ? Number(ticketAt) : null,
-      }, calls, Number(failures), now, settings[i]!);
+      return viewFrom(
+        {
+          status: status as BreakerStatus,
+          openUntil: openUntil ? Number(openUntil) : null,
+          cooldownMs: cooldownMs ? Number(cooldownMs) : 0,
+          ticketAt: ticketAt ? Number(ticketAt) : null,
+        },
+        calls,
+        Number(failures),
+        now,
+        settings[i]!,
+      );
     });
   }
 

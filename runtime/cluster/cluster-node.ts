@@ -2,8 +2,21 @@ import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import {
-  acquireShards, declareDead, handOverShard, heartbeat, joinCluster, leaveCluster, listActiveMembers, listLeases,
-  releaseAllShards, releaseShard, renewLeases, setMemberStatus, type Lease, type LeaseRow, type MemberIdentity,
+  acquireShards,
+  declareDead,
+  handOverShard,
+  heartbeat,
+  joinCluster,
+  leaveCluster,
+  listActiveMembers,
+  listLeases,
+  releaseAllShards,
+  releaseShard,
+  renewLeases,
+  setMemberStatus,
+  type Lease,
+  type LeaseRow,
+  type MemberIdentity,
 } from '../../persistence/cluster/index.ts';
 import { systemClock, type Clock, type Timer } from '../clock.ts';
 import type { Logger } from '../logger.ts';
@@ -123,7 +136,10 @@ export class ClusterNode extends EventEmitter<ClusterNodeEvents> {
 
   /** Shards held now, in order, with their epochs. */
   ownedShards(): Lease[] {
-    return [...this.held.keys()].sort((a, b) => a - b).map((shard) => this.owns(shard)).filter((lease) => lease !== undefined);
+    return [...this.held.keys()]
+      .sort((a, b) => a - b)
+      .map((shard) => this.owns(shard))
+      .filter((lease) => lease !== undefined);
   }
 
   /** Whether the shard is being drained before a handover (new work for it should wait or be refused). */
@@ -177,7 +193,11 @@ export class ClusterNode extends EventEmitter<ClusterNodeEvents> {
     if (await setMemberStatus(em, this.identity, 'leaving')) {
       const { live, owners } = await this.view(em);
       const others = live.filter((node) => node !== this.nodeId);
-      const targets = assignShards(this.options.shardCount, others, owners.map((owner) => (owner === this.nodeId ? undefined : owner)));
+      const targets = assignShards(
+        this.options.shardCount,
+        others,
+        owners.map((owner) => (owner === this.nodeId ? undefined : owner)),
+      );
       for (const lease of this.ownedShards()) this.giveUp(lease, targets[lease.shard]);
       await Promise.allSettled(this.handingOver.values());
     }
@@ -186,7 +206,7 @@ export class ClusterNode extends EventEmitter<ClusterNodeEvents> {
     this.timer = undefined;
     await this.rounds;
     for (const lease of [...this.held.values()]) {
-      this.lose(lease, await releaseShard(em, this.identity, lease) ? 'released' : 'lease-lost');
+      this.lose(lease, (await releaseShard(em, this.identity, lease)) ? 'released' : 'lease-lost');
     }
     await releaseAllShards(em, this.identity);
     await leaveCluster(em, this.identity);
@@ -197,9 +217,11 @@ export class ClusterNode extends EventEmitter<ClusterNodeEvents> {
     if (this.options.autoTick === false || this.closing) return;
     this.timer = this.clock.setTimer(() => {
       this.timer = undefined;
-      void this.tick().catch(() => {}).finally(() => {
-        if (this.timer === undefined) this.schedule();
-      });
+      void this.tick()
+        .catch(() => {})
+        .finally(() => {
+          if (this.timer === undefined) this.schedule();
+        });
     }, this.options.heartbeatMs);
   }
 
@@ -257,7 +279,9 @@ export class ClusterNode extends EventEmitter<ClusterNodeEvents> {
     }
   }
 
-  private async view(em: SqlEntityManager): Promise<{ live: string[]; owners: (string | undefined)[]; rows: Map<number, LeaseRow>; known: Map<number, KnownOwner> }> {
+  private async view(
+    em: SqlEntityManager,
+  ): Promise<{ live: string[]; owners: (string | undefined)[]; rows: Map<number, LeaseRow>; known: Map<number, KnownOwner> }> {
     const sentAt = this.clock.now();
     const [members, leases] = await Promise.all([listActiveMembers(em), listLeases(this.options.db.em())]);
     const owners: (string | undefined)[] = Array.from({ length: this.options.shardCount }, () => undefined);
@@ -336,7 +360,7 @@ export class ClusterNode extends EventEmitter<ClusterNodeEvents> {
       try {
         await this.options.drain?.(lease);
         const em = this.options.db.em();
-        if (target !== undefined && target !== this.nodeId && await handOverShard(em, this.identity, lease, target, this.options.leaseMs)) {
+        if (target !== undefined && target !== this.nodeId && (await handOverShard(em, this.identity, lease, target, this.options.leaseMs))) {
           this.lose(lease, 'handed-over');
         } else if (await releaseShard(em, this.identity, lease)) {
           this.lose(lease, 'released');

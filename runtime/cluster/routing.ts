@@ -81,5 +81,7 @@ export class ClusterRouting {
 
 /** SHA-256 (hex) of a body's bytes; a string is taken as its UTF-8 bytes, no body as the empty one. */
 function bodyDigest(body: Uint8Array | string | undefined): string {
-  return createHash('sha256').update(body ?? '').digest('hex');
+  return createHash('sha256')
+    .update(body ?? '')
+    .digest('hex');
 }

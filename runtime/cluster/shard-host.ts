@@ -100,7 +100,11 @@ export class ShardHost implements ActorOwnership {
       if ((inFlight === 0 && attempts === 0) || Date.now() >= deadline) break;
     }
     if (inFlight > 0) this.options.logger.warn({ shard: lease.shard, inFlight }, 'jobs still in flight at the drain deadline: the next owner resubmits them');
-    if (attempts > 0) this.options.logger.warn({ shard: lease.shard, attempts }, 'webhook attempts still on the wire at the drain deadline: the next owner may post them again');
+    if (attempts > 0)
+      this.options.logger.warn(
+        { shard: lease.shard, attempts },
+        'webhook attempts still on the wire at the drain deadline: the next owner may post them again',
+      );
     this.options.logger.info({ shard: lease.shard, epoch: lease.epoch, retired }, 'shard drained before handover');
   };
 
@@ -130,7 +134,10 @@ export class ShardHost implements ActorOwnership {
         return;
       } catch (error) {
         const held = this.node?.owns(lease.shard)?.epoch === lease.epoch;
-        this.options.logger.error({ err: error, shard: lease.shard, attempt }, held ? 'recovery of a gained shard failed; retrying' : 'recovery of a gained shard failed; the shard is gone');
+        this.options.logger.error(
+          { err: error, shard: lease.shard, attempt },
+          held ? 'recovery of a gained shard failed; retrying' : 'recovery of a gained shard failed; the shard is gone',
+        );
         if (!held) return;
         await new Promise((resolve) => setTimeout(resolve, Math.min(30_000, this.options.retryMs * 2 ** (attempt - 1))));
       }

@@ -32,7 +32,10 @@ export class ShardOwners {
   private generation = 0;
   private readonly dropped = new Map<number, number>();
 
-  constructor(private readonly lookup: OwnerLookup, private readonly clock: Clock = systemClock) {}
+  constructor(
+    private readonly lookup: OwnerLookup,
+    private readonly clock: Clock = systemClock,
+  ) {}
 
   /** Takes each round's view of the owners, and forgets a shard as soon as this node loses it. */
   attach(node: ClusterNode): void {
@@ -79,16 +82,18 @@ export class ShardOwners {
     const generation = this.generation;
     const dropped = this.dropped.get(shard) ?? 0;
     const sentAt = this.clock.now();
-    const reading = this.lookup(shard).then((row) => {
-      if (row === undefined) return undefined;
-      const owner = { nodeId: row.nodeId, address: row.address, epoch: row.epoch };
-      if (this.generation === generation && (this.dropped.get(shard) ?? 0) === dropped) {
-        this.known.set(shard, { ...owner, validUntil: sentAt + row.remainingMs });
-      }
-      return owner;
-    }).finally(() => {
-      if (this.reading.get(shard) === reading) this.reading.delete(shard);
-    });
+    const reading = this.lookup(shard)
+      .then((row) => {
+        if (row === undefined) return undefined;
+        const owner = { nodeId: row.nodeId, address: row.address, epoch: row.epoch };
+        if (this.generation === generation && (this.dropped.get(shard) ?? 0) === dropped) {
+          this.known.set(shard, { ...owner, validUntil: sentAt + row.remainingMs });
+        }
+        return owner;
+      })
+      .finally(() => {
+        if (this.reading.get(shard) === reading) this.reading.delete(shard);
+      });
     this.reading.set(shard, reading);
     return reading;
   }

@@ -15,18 +15,31 @@ export class ActorMetrics {
   private directory: ActorCensus | undefined;
 
   constructor(instruments: Instruments) {
-    this.processing = secondsHistogram(instruments, 'gs.actor.message.duration', 'Time an actor took to handle one message (its count is the messages handled), by actor kind.');
-    this.passivations = new FastCounter(instruments, 'gs.actor.passivations', { description: 'Actors stopped (idle, finished, or their shard left this node), by actor kind.', unit: '{actor}' });
+    this.processing = secondsHistogram(
+      instruments,
+      'gs.actor.message.duration',
+      'Time an actor took to handle one message (its count is the messages handled), by actor kind.',
+    );
+    this.passivations = new FastCounter(instruments, 'gs.actor.passivations', {
+      description: 'Actors stopped (idle, finished, or their shard left this node), by actor kind.',
+      unit: '{actor}',
+    });
     const live = instruments.meter.createObservableGauge('gs.actor.live', { description: 'Live actors, by actor kind.', unit: '{actor}' });
-    const depth = instruments.meter.createObservableGauge('gs.actor.mailbox.depth', { description: 'Messages waiting in the mailboxes or being handled, by actor kind.', unit: '{message}' });
-    instruments.meter.addBatchObservableCallback((result) => {
-      if (!this.directory) return;
-      for (const [kind, counts] of this.directory.census()) {
-        const attributes = this.attributesOf(kind);
-        result.observe(live, counts.live, attributes);
-        result.observe(depth, counts.pending, attributes);
-      }
-    }, [live, depth]);
+    const depth = instruments.meter.createObservableGauge('gs.actor.mailbox.depth', {
+      description: 'Messages waiting in the mailboxes or being handled, by actor kind.',
+      unit: '{message}',
+    });
+    instruments.meter.addBatchObservableCallback(
+      (result) => {
+        if (!this.directory) return;
+        for (const [kind, counts] of this.directory.census()) {
+          const attributes = this.attributesOf(kind);
+          result.observe(live, counts.live, attributes);
+          result.observe(depth, counts.pending, attributes);
+        }
+      },
+      [live, depth],
+    );
   }
 
   observe(directory: ActorCensus): void {

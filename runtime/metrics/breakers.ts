@@ -21,13 +21,14 @@ export class BreakerMetrics {
       unit: '{transition}',
     });
     const gauge = instruments.meter.createObservableGauge('gs.breaker.state', {
-      description: 'Each provider deployment\'s circuit breaker: 0 closed, 1 half-open, 2 open.',
+      description: "Each provider deployment's circuit breaker: 0 closed, 1 half-open, 2 open.",
       unit: '1',
     });
     gauge.addCallback(async (result) => {
       if (!this.source) return;
       try {
-        for (const { deploymentId, status } of await withDeadline(this.source())) result.observe(BREAKER_STATE_VALUES[status], { 'gs.deployment': deploymentId });
+        for (const { deploymentId, status } of await withDeadline(this.source()))
+          result.observe(BREAKER_STATE_VALUES[status], { 'gs.deployment': deploymentId });
       } catch (error) {
         onError(error);
       }

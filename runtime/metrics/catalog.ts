@@ -12,7 +12,10 @@ export class CatalogMetrics {
       description: 'Catalog file reloads, by outcome: applied (a new version served), unchanged, refused (invalid: the old catalog stays).',
       unit: '{reload}',
     });
-    const gauge = meter.createObservableGauge('gs.catalog.version', { description: 'The catalog version this node serves (1, labelled gs.version).', unit: '1' });
+    const gauge = meter.createObservableGauge('gs.catalog.version', {
+      description: 'The catalog version this node serves (1, labelled gs.version).',
+      unit: '1',
+    });
     gauge.addCallback((result) => {
       if (this.version) result.observe(1, { 'gs.version': this.version() });
     });
@@ -23,6 +26,9 @@ export class CatalogMetrics {
   }
 
   reloaded(outcome: 'applied' | 'unchanged' | 'refused'): void {
-    this.reloads.add(1, this.attributes.get(outcome, () => ({ 'gs.outcome': outcome })));
+    this.reloads.add(
+      1,
+      this.attributes.get(outcome, () => ({ 'gs.outcome': outcome })),
+    );
   }
 }

@@ -23,10 +23,16 @@ export class ClusterMetrics {
   }
 
   gained(): void {
-    this.changes.add(1, this.attributes.get('gained', () => ({ 'gs.direction': 'gained' })));
+    this.changes.add(
+      1,
+      this.attributes.get('gained', () => ({ 'gs.direction': 'gained' })),
+    );
   }
 
   lost(reason: string): void {
-    this.changes.add(1, this.attributes.get(`lost ${reason}`, () => ({ 'gs.direction': 'lost', 'gs.reason': reason })));
+    this.changes.add(
+      1,
+      this.attributes.get(`lost ${reason}`, () => ({ 'gs.direction': 'lost', 'gs.reason': reason })),
+    );
   }
 }

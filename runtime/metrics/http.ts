@@ -14,7 +14,10 @@ export class HttpMetrics {
 
   constructor(instruments: Instruments) {
     this.duration = secondsHistogram(instruments, 'http.server.request.duration', 'Duration of HTTP server requests, by route template, method and status.');
-    this.refusals = instruments.meter.createCounter('gs.rate_limit.refusals', { description: 'Requests refused with 429 rate_limited (per-key limit or sign-in throttle), by route template.', unit: '{request}' });
+    this.refusals = instruments.meter.createCounter('gs.rate_limit.refusals', {
+      description: 'Requests refused with 429 rate_limited (per-key limit or sign-in throttle), by route template.',
+      unit: '{request}',
+    });
   }
 
   /** `route` is the route template (`/v1/generations/{id}`) or `unmatched`; status 0 when the client left unanswered. */
@@ -22,12 +25,17 @@ export class HttpMetrics {
     // Clients choose the method: any other than the known ones is `_OTHER` (semantic conventions), so the series stay bounded.
     if (!KNOWN_METHODS.has(method)) method = '_OTHER';
     let byMethod = this.attributes.get(route);
-    if (byMethod === undefined) this.attributes.set(route, byMethod = new Map());
+    if (byMethod === undefined) this.attributes.set(route, (byMethod = new Map()));
     let byStatus = byMethod.get(method);
-    if (byStatus === undefined) byMethod.set(method, byStatus = new Map());
+    if (byStatus === undefined) byMethod.set(method, (byStatus = new Map()));
     let attributes = byStatus.get(status);
-    if (attributes === undefined) byStatus.set(status, attributes = { 'http.request.method': method, 'http.route': route, 'http.response.status_code': status });
+    if (attributes === undefined)
+      byStatus.set(status, (attributes = { 'http.request.method': method, 'http.route': route, 'http.response.status_code': status }));
     this.duration.record(seconds, attributes);
-    if (status === 429) this.refusals.add(1, this.routes.get(route, () => ({ 'http.route': route })));
+    if (status === 429)
+      this.refusals.add(
+        1,
+        this.routes.get(route, () => ({ 'http.route': route })),
+      );
   }
 }

@@ -53,7 +53,11 @@ export class Metrics {
   private sources: MetricSources | undefined;
 
   /** `pushed`: the OTLP exporter when config.exporters has 'otlp' (startMetrics loads and makes it). */
-  constructor(private readonly config: MetricsConfig, private readonly options: MetricsOptions, pushed?: Pushed) {
+  constructor(
+    private readonly config: MetricsConfig,
+    private readonly options: MetricsOptions,
+    pushed?: Pushed,
+  ) {
     // The hot-path histograms (histograms.ts) are collected by every reader beside the SDK's instruments.
     const histograms = new HistogramSet({ name: 'generation-service', version: options.version });
     const readers: IMetricReader[] = [];
@@ -62,9 +66,14 @@ export class Metrics {
       readers.push(this.prometheus);
     }
     if (pushed) {
-      readers.push(new PeriodicExportingMetricReader({
-        exporter: pushed, exportIntervalMillis: config.exportIntervalMs, exportTimeoutMillis: config.exportTimeoutMs, metricProducers: [histograms],
-      }));
+      readers.push(
+        new PeriodicExportingMetricReader({
+          exporter: pushed,
+          exportIntervalMillis: config.exportIntervalMs,
+          exportTimeoutMillis: config.exportTimeoutMs,
+          metricProducers: [histograms],
+        }),
+      );
     }
     this.provider = new MeterProvider({
       resource: resourceFromAttributes({ 'service.name': options.serviceName, 'service.version': options.version }),
@@ -76,10 +85,14 @@ export class Metrics {
     this.http = new HttpMetrics(instruments);
     this.actors = new ActorMetrics(instruments);
     this.persistence = new PersistenceMetrics(instruments, () => this.sources?.pool());
-    this.work = new WorkMetrics(instruments, {
-      activeGenerations: () => this.sources ? this.sources.activeGenerations() : Promise.resolve(new Map()),
-      pendingDeliveries: () => this.sources ? this.sources.pendingDeliveries() : Promise.resolve(0),
-    }, failed);
+    this.work = new WorkMetrics(
+      instruments,
+      {
+        activeGenerations: () => (this.sources ? this.sources.activeGenerations() : Promise.resolve(new Map())),
+        pendingDeliveries: () => (this.sources ? this.sources.pendingDeliveries() : Promise.resolve(0)),
+      },
+      failed,
+    );
     this.cluster = new ClusterMetrics(instruments);
     this.catalog = new CatalogMetrics(instruments);
     this.breakers = new BreakerMetrics(instruments, failed);

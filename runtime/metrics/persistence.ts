@@ -14,19 +14,37 @@ export class PersistenceMetrics {
   private readonly commitDuration: FastHistogram;
 
   constructor(instruments: Instruments, pool: () => PoolCounts | undefined) {
-    this.batchSize = instruments.histograms.histogram('gs.db.batch.size', 'Actor writes committed together in one group-commit transaction.', '{write}', COUNT_BUCKETS);
-    this.commitDuration = secondsHistogram(instruments, 'gs.db.commit.duration', 'Time from a group-commit batch starting to its transaction committing (retries while the database is unreachable included).');
-    const connections = instruments.meter.createObservableGauge('db.client.connection.count', { description: 'Connections of the database pool, by state (used, idle).', unit: '{connection}' });
-    const pending = instruments.meter.createObservableGauge('db.client.connection.pending_requests', { description: 'Requests waiting for a connection of the database pool.', unit: '{request}' });
+    this.batchSize = instruments.histograms.histogram(
+      'gs.db.batch.size',
+      'Actor writes committed together in one group-commit transaction.',
+      '{write}',
+      COUNT_BUCKETS,
+    );
+    this.commitDuration = secondsHistogram(
+      instruments,
+      'gs.db.commit.duration',
+      'Time from a group-commit batch starting to its transaction committing (retries while the database is unreachable included).',
+    );
+    const connections = instruments.meter.createObservableGauge('db.client.connection.count', {
+      description: 'Connections of the database pool, by state (used, idle).',
+      unit: '{connection}',
+    });
+    const pending = instruments.meter.createObservableGauge('db.client.connection.pending_requests', {
+      description: 'Requests waiting for a connection of the database pool.',
+      unit: '{request}',
+    });
     const used = { 'db.client.connection.state': 'used' };
     const idle = { 'db.client.connection.state': 'idle' };
-    instruments.meter.addBatchObservableCallback((result) => {
-      const counts = pool();
-      if (!counts) return;
-      result.observe(connections, counts.used, used);
-      result.observe(connections, counts.idle, idle);
-      result.observe(pending, counts.pending);
-    }, [connections, pending]);
+    instruments.meter.addBatchObservableCallback(
+      (result) => {
+        const counts = pool();
+        if (!counts) return;
+        result.observe(connections, counts.used, used);
+        result.observe(connections, counts.idle, idle);
+        result.observe(pending, counts.pending);
+      },
+      [connections, pending],
+    );
   }
 
   /** One batch committed: its size and how long it took. */

@@ -26,20 +26,37 @@ export class WorkMetrics {
   private readonly attemptAttributes = new AttributeCache<Record<string, string>>();
 
   constructor(instruments: Instruments, sources: WorkSources, onError: (error: unknown) => void) {
-    this.transitions = new FastCounter(instruments, 'gs.generation.transitions', { description: 'Generation status changes, by status left (`new` for a created job) and status entered.', unit: '{transition}' });
-    this.providerDuration = secondsHistogram(instruments, 'gs.provider.call.duration', 'Provider jobs from submission to their result (its count is the calls), by provider and outcome.', LONG_SECONDS_BUCKETS);
+    this.transitions = new FastCounter(instruments, 'gs.generation.transitions', {
+      description: 'Generation status changes, by status left (`new` for a created job) and status entered.',
+      unit: '{transition}',
+    });
+    this.providerDuration = secondsHistogram(
+      instruments,
+      'gs.provider.call.duration',
+      'Provider jobs from submission to their result (its count is the calls), by provider and outcome.',
+      LONG_SECONDS_BUCKETS,
+    );
     this.attemptDuration = secondsHistogram(instruments, 'gs.webhook.attempt.duration', 'Webhook delivery attempts (its count is the attempts), by outcome.');
-    const generations = instruments.meter.createObservableGauge('gs.generations', { description: 'Unfinished generations in the database, by status.', unit: '{generation}' });
-    const pending = instruments.meter.createObservableGauge('gs.webhook.deliveries.pending', { description: 'Webhook deliveries in the database waiting to be delivered (not yet succeeded or failed).', unit: '{delivery}' });
-    instruments.meter.addBatchObservableCallback(async (result) => {
-      try {
-        const [counts, waiting] = await withDeadline(Promise.all([sources.activeGenerations(), sources.pendingDeliveries()]));
-        for (const status of ACTIVE_STATUSES) result.observe(generations, counts.get(status) ?? 0, { 'generation.status': status });
-        result.observe(pending, waiting);
-      } catch (error) {
-        onError(error);
-      }
-    }, [generations, pending]);
+    const generations = instruments.meter.createObservableGauge('gs.generations', {
+      description: 'Unfinished generations in the database, by status.',
+      unit: '{generation}',
+    });
+    const pending = instruments.meter.createObservableGauge('gs.webhook.deliveries.pending', {
+      description: 'Webhook deliveries in the database waiting to be delivered (not yet succeeded or failed).',
+      unit: '{delivery}',
+    });
+    instruments.meter.addBatchObservableCallback(
+      async (result) => {
+        try {
+          const [counts, waiting] = await withDeadline(Promise.all([sources.activeGenerations(), sources.pendingDeliveries()]));
+          for (const status of ACTIVE_STATUSES) result.observe(generations, counts.get(status) ?? 0, { 'generation.status': status });
+          result.observe(pending, waiting);
+        } catch (error) {
+          onError(error);
+        }
+      },
+      [generations, pending],
+    );
   }
 
   generationTransition(from: string, to: string): void {
@@ -48,13 +65,21 @@ export class WorkMetrics {
 
   /** `deployment`: the catalog deployment the job ran on (absent for the built-in local provider's). */
   providerCall(provider: string, outcome: ProviderCallOutcome, seconds: number, deployment?: string): void {
-    this.providerDuration.record(seconds, this.providerAttributes.get(`${provider} ${outcome} ${deployment ?? ''}`, () => ({
-      'gs.provider': provider, 'gs.outcome': outcome, ...(deployment ? { 'gs.deployment': deployment } : {}),
-    })));
+    this.providerDuration.record(
+      seconds,
+      this.providerAttributes.get(`${provider} ${outcome} ${deployment ?? ''}`, () => ({
+        'gs.provider': provider,
+        'gs.outcome': outcome,
+        ...(deployment ? { 'gs.deployment': deployment } : {}),
+      })),
+    );
   }
 
   webhookAttempt(outcome: WebhookAttemptOutcome, seconds: number): void {
-    this.attemptDuration.record(seconds, this.attemptAttributes.get(outcome, () => ({ 'gs.outcome': outcome })));
+    this.attemptDuration.record(
+      seconds,
+      this.attemptAttributes.get(outcome, () => ({ 'gs.outcome': outcome })),
+    );
   }
 }
 

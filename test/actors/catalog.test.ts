@@ -40,7 +40,7 @@ t.test('params are validated against the model schema with the field named', asy
   }
   const original = { prompt: 'x' };
   catalog.checkParams('local/image-fast', original);
-  t.same(original, { prompt: 'x' }, 'the caller\'s object is not modified');
+  t.same(original, { prompt: 'x' }, "the caller's object is not modified");
 });
 
 t.test('price is per job, per image or per started second', async (t) => {

@@ -45,7 +45,9 @@ t.test('a job reserved at its creation starts while its shard drains; it waits w
   const reserved = async (id: string) => {
     await em.execute(
       `insert into generations (id, workspace_id, mode, model_id, status, attempts, params, inputs, payment_mode, credits, provider, timeline, queue_deadline, created_at, updated_at)
-       values (?, 'ws_1', 'text_to_text', 'local/text-mini', 'reserved', 1, '{}', '{}', 'credits', 1, 'local', '[]', now() + interval '10 minutes', now(), now())`, [id]);
+       values (?, 'ws_1', 'text_to_text', 'local/text-mini', 'reserved', 1, '{}', '{}', 'credits', 1, 'local', '[]', now() + interval '10 minutes', now(), now())`,
+      [id],
+    );
     return rowOf(id);
   };
   const rowOf = async (id: string) => {

@@ -1,7 +1,15 @@
 import t from 'tap';
 import {
-  decide, initialState, isTerminal, GENERATION_STATUSES, MAX_ATTEMPTS, MAX_NOTES, TERMINAL_STATUSES,
-  type GenerationCommand, type GenerationState, type GenerationStatus,
+  decide,
+  initialState,
+  isTerminal,
+  GENERATION_STATUSES,
+  MAX_ATTEMPTS,
+  MAX_NOTES,
+  TERMINAL_STATUSES,
+  type GenerationCommand,
+  type GenerationState,
+  type GenerationStatus,
 } from '../../actors/generation/state.ts';
 
 const T0 = Date.UTC(2026, 0, 1);
@@ -23,7 +31,12 @@ const at: Record<GenerationStatus, GenerationCommand[]> = {
   reserved: [{ type: 'reserve' }],
   submitted: [{ type: 'reserve' }, { type: 'submitted', providerJobId: 'p1' }],
   running: [{ type: 'reserve' }, { type: 'submitted', providerJobId: 'p1' }, { type: 'started' }],
-  succeeded: [{ type: 'reserve' }, { type: 'submitted', providerJobId: 'p1' }, { type: 'started' }, { type: 'succeed', outputs: { outputAssetIds: ['ast_1'] } }],
+  succeeded: [
+    { type: 'reserve' },
+    { type: 'submitted', providerJobId: 'p1' },
+    { type: 'started' },
+    { type: 'succeed', outputs: { outputAssetIds: ['ast_1'] } },
+  ],
   failed: [{ type: 'fail', errorCode: 'provider_error', errorMessage: 'boom' }],
   cancelled: [{ type: 'cancel', by: 'user' }],
   expired: [{ type: 'expire' }],
@@ -32,7 +45,10 @@ const at: Record<GenerationStatus, GenerationCommand[]> = {
 t.test('the happy path records every step in the timeline and ends with capture and the completed event', async (t) => {
   const state = drive(at.succeeded, T0 + TIMEOUT);
   t.equal(state.status, 'succeeded');
-  t.same(state.timeline.map((e) => e.status), ['queued', 'reserved', 'submitted', 'running', 'succeeded']);
+  t.same(
+    state.timeline.map((e) => e.status),
+    ['queued', 'reserved', 'submitted', 'running', 'succeeded'],
+  );
   t.same(state.outputAssetIds, ['ast_1']);
   t.ok(state.startedAt);
   t.ok(state.completedAt);
@@ -73,14 +89,26 @@ t.test('failure from any non-terminal state releases credits and carries its cod
     t.equal(decision.state.errorCode, 'provider_timeout');
     t.equal(decision.state.errorMessage, 'no answer in 60 s');
     t.ok(decision.effects.some((e) => e.type === 'release_credits'));
-    t.equal(decision.effects.some((e) => e.type === 'cancel_queue_timer'), status === 'queued', `the queue timer is cancelled only when failing from queued (${status})`);
-    t.equal(decision.effects.some((e) => e.type === 'free_slot'), status !== 'queued', `a slot is freed only if one was held (${status})`);
+    t.equal(
+      decision.effects.some((e) => e.type === 'cancel_queue_timer'),
+      status === 'queued',
+      `the queue timer is cancelled only when failing from queued (${status})`,
+    );
+    t.equal(
+      decision.effects.some((e) => e.type === 'free_slot'),
+      status !== 'queued',
+      `a slot is freed only if one was held (${status})`,
+    );
     t.same(decision.effects.at(-1), { type: 'emit', event: 'generation.failed' });
   }
   const fromQueued = decide(initialState(T0, TIMEOUT), { type: 'fail', errorCode: 'provider_error', errorMessage: 'boom' }, T0);
   t.ok(fromQueued.ok);
   if (fromQueued.ok) {
-    t.same(fromQueued.effects, [{ type: 'cancel_queue_timer' }, { type: 'release_credits' }, { type: 'emit', event: 'generation.failed' }], 'fail from queued: the timer is cancelled, credits released, the event emitted');
+    t.same(
+      fromQueued.effects,
+      [{ type: 'cancel_queue_timer' }, { type: 'release_credits' }, { type: 'emit', event: 'generation.failed' }],
+      'fail from queued: the timer is cancelled, credits released, the event emitted',
+    );
   }
 });
 
@@ -104,15 +132,28 @@ t.test('expiry: only from queued, only once the deadline has passed', async (t) 
 
 t.test('every out-of-order step is refused and leaves the state as it was', async (t) => {
   const commands: GenerationCommand[] = [
-    { type: 'reserve' }, { type: 'submitted', providerJobId: 'p' }, { type: 'started' },
-    { type: 'succeed', outputs: { outputAssetIds: [] } }, { type: 'fail', errorCode: 'x', errorMessage: 'y' },
-    { type: 'cancel', by: 'operator' }, { type: 'expire' }, { type: 'resume', maxAttempts: MAX_ATTEMPTS, lookUp: false },
-    { type: 'note', detail: 'n' }, { type: 'reroute', deploymentId: 'd2', provider: 'local', detail: 'x' },
+    { type: 'reserve' },
+    { type: 'submitted', providerJobId: 'p' },
+    { type: 'started' },
+    { type: 'succeed', outputs: { outputAssetIds: [] } },
+    { type: 'fail', errorCode: 'x', errorMessage: 'y' },
+    { type: 'cancel', by: 'operator' },
+    { type: 'expire' },
+    { type: 'resume', maxAttempts: MAX_ATTEMPTS, lookUp: false },
+    { type: 'note', detail: 'n' },
+    { type: 'reroute', deploymentId: 'd2', provider: 'local', detail: 'x' },
   ];
   const allowed: Record<GenerationCommand['type'], GenerationStatus[]> = {
-    reserve: ['queued'], submitted: ['reserved', 'submitted', 'running'], started: ['submitted'], succeed: ['running'],
-    resume: ['reserved', 'submitted', 'running'], note: ['submitted', 'running'], reroute: ['reserved', 'submitted', 'running'],
-    fail: ['queued', 'reserved', 'submitted', 'running'], cancel: ['queued', 'reserved', 'submitted', 'running'], expire: ['queued'],
+    reserve: ['queued'],
+    submitted: ['reserved', 'submitted', 'running'],
+    started: ['submitted'],
+    succeed: ['running'],
+    resume: ['reserved', 'submitted', 'running'],
+    note: ['submitted', 'running'],
+    reroute: ['reserved', 'submitted', 'running'],
+    fail: ['queued', 'reserved', 'submitted', 'running'],
+    cancel: ['queued', 'reserved', 'submitted', 'running'],
+    expire: ['queued'],
   };
   for (const status of GENERATION_STATUSES) {
     for (const command of commands) {
@@ -159,7 +200,12 @@ t.test('resume after a restart: an in-flight job is handed to its provider again
     t.equal(fromRunning.state.timeline.length, resubmitted('running').timeline.length, 'no timeline entry for a new provider id');
     const done = decide(fromRunning.state, { type: 'succeed', outputs: { outputAssetIds: [], textOutput: 'hi' } }, T0);
     t.ok(done.ok);
-    if (done.ok) t.same(done.effects.filter((e) => e.type === 'capture_credits'), [{ type: 'capture_credits' }], 'captured once, at the end');
+    if (done.ok)
+      t.same(
+        done.effects.filter((e) => e.type === 'capture_credits'),
+        [{ type: 'capture_credits' }],
+        'captured once, at the end',
+      );
   }
   t.notOk(decide(resubmitted('running'), { type: 'started' }, T0).ok, 'a running job re-run stays running when the provider says so again');
 });
@@ -246,13 +292,17 @@ t.test('provider notes go into the timeline, bounded, without a change of state'
 
 t.test('a reroute hands the job to another deployment: status kept, one more attempt, the old id dropped', async (t) => {
   const running = drive(at.running);
-  const d = decide(running, { type: 'reroute', deploymentId: 'second', provider: 'replicate', detail: 'attempt on first failed: provider_unavailable: down; trying second' }, T0);
+  const d = decide(
+    running,
+    { type: 'reroute', deploymentId: 'second', provider: 'replicate', detail: 'attempt on first failed: provider_unavailable: down; trying second' },
+    T0,
+  );
   t.ok(d.ok);
   if (!d.ok) return;
   t.same(d.effects, [{ type: 'submit_to_provider' }]);
   t.equal(d.state.status, 'running', 'the status never goes back');
   t.equal(d.state.attempts, running.attempts + 1);
-  t.equal(d.state.providerJobId, undefined, 'the failed attempt\'s id is not the new one');
+  t.equal(d.state.providerJobId, undefined, "the failed attempt's id is not the new one");
   t.same([d.state.deploymentId, d.state.provider], ['second', 'replicate']);
   t.match(d.state.timeline.at(-1), { status: 'running', detail: /^attempt on first failed: provider_unavailable/ });
 });

@@ -32,7 +32,11 @@ t.test('cancelWhere drops the renewal timers of the matching workspaces only', a
   renewals.schedule('ws_lost', 'sub_2', due);
   renewals.schedule('ws_kept', 'sub_3', due);
   t.equal(renewals.pending(), 3);
-  t.equal(renewals.cancelWhere((workspaceId) => workspaceId === 'ws_lost'), 2, 'the two timers of the lost workspace');
+  t.equal(
+    renewals.cancelWhere((workspaceId) => workspaceId === 'ws_lost'),
+    2,
+    'the two timers of the lost workspace',
+  );
   t.equal(renewals.pending(), 1);
 
   clock.advance(2 * 3_600_000);

@@ -24,7 +24,12 @@ t.test('the duration is recorded in whole milliseconds, never below zero', async
 });
 
 t.test('2xx is exactly 200 to 299', async (t) => {
-  for (const [status, outcome] of [[199, 'pending'], [200, 'delivered'], [299, 'delivered'], [300, 'pending']] as const) {
+  for (const [status, outcome] of [
+    [199, 'pending'],
+    [200, 'delivered'],
+    [299, 'delivered'],
+    [300, 'pending'],
+  ] as const) {
     const { status: got, record } = after({ type: 'answered', status, durationMs: 1 });
     t.equal(got, outcome, `${status}: ${outcome}`);
     t.equal(record.error, outcome === 'delivered' ? null : `the endpoint answered ${status}`);

@@ -11,7 +11,10 @@ function attempt(state: DeliveryState, outcome: AttemptOutcome, at: number, jitt
 }
 
 t.test('backoff: min(30 s × 2^(n-1), 1 h), plus up to 10% jitter', async (t) => {
-  t.same([1, 2, 3, 4, 5, 6, 7, 8, 9].map((n) => deliveryBackoff(n, 0)), [30_000, 60_000, 120_000, 240_000, 480_000, 960_000, 1_920_000, 3_600_000, 3_600_000]);
+  t.same(
+    [1, 2, 3, 4, 5, 6, 7, 8, 9].map((n) => deliveryBackoff(n, 0)),
+    [30_000, 60_000, 120_000, 240_000, 480_000, 960_000, 1_920_000, 3_600_000, 3_600_000],
+  );
   t.equal(deliveryBackoff(1, 1), 33_000, 'full jitter is +10%');
   t.equal(deliveryBackoff(8, 0.5), 3_780_000);
   t.equal(deliveryBackoff(1, 7), 33_000, 'jitter is clamped to 0..1');
@@ -28,7 +31,13 @@ t.test('any 2xx delivers; the attempt is recorded', async (t) => {
 });
 
 t.test('non-2xx, time-out and connection errors schedule the next attempt; the fifth failure expires', async (t) => {
-  const failures: AttemptOutcome[] = [answered(500), answered(302), { type: 'error', error: 'timeout: no answer', durationMs: 10_000 }, answered(404), { type: 'error', error: 'network_error: ECONNREFUSED', durationMs: 1 }];
+  const failures: AttemptOutcome[] = [
+    answered(500),
+    answered(302),
+    { type: 'error', error: 'timeout: no answer', durationMs: 10_000 },
+    answered(404),
+    { type: 'error', error: 'network_error: ECONNREFUSED', durationMs: 1 },
+  ];
   let state = pendingDelivery(T0);
   let at = T0;
   for (let n = 1; n <= MAX_ATTEMPTS; n++) {
@@ -43,7 +52,16 @@ t.test('non-2xx, time-out and connection errors schedule the next attempt; the f
   }
   t.equal(state.status, 'expired');
   t.equal(state.nextAttemptAt, undefined);
-  t.match(state.attempts.map((a) => [a.responseStatus, a.error]), [[500, 'the endpoint answered 500'], [302, 'the endpoint answered 302'], [null, /^timeout/], [404, 'the endpoint answered 404'], [null, /^network_error/]]);
+  t.match(
+    state.attempts.map((a) => [a.responseStatus, a.error]),
+    [
+      [500, 'the endpoint answered 500'],
+      [302, 'the endpoint answered 302'],
+      [null, /^timeout/],
+      [404, 'the endpoint answered 404'],
+      [null, /^network_error/],
+    ],
+  );
 });
 
 t.test('an egress refusal fails at once; disabling or deleting the endpoint fails a pending delivery', async (t) => {

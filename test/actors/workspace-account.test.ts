@@ -1,5 +1,16 @@
 import t, { type Test } from 'tap';
-import { capture, deposit, emptyAccount, grant, release, reserve, sumLedger, type Account, type LedgerEntry, type MoneyDecision } from '../../actors/workspace/account.ts';
+import {
+  capture,
+  deposit,
+  emptyAccount,
+  grant,
+  release,
+  reserve,
+  sumLedger,
+  type Account,
+  type LedgerEntry,
+  type MoneyDecision,
+} from '../../actors/workspace/account.ts';
 
 /** Applies a decision, keeping the ledger, and checks the invariant after every step. */
 function book(t: Test, state: { account: Account; ledger: LedgerEntry[] }, decision: MoneyDecision): MoneyDecision {
@@ -37,7 +48,10 @@ t.test('credits: reserve, capture, release, with refusals and idempotency', asyn
   book(t, s, release(s.account, 'gen_2'));
   t.same([s.account.availableCredits, s.account.reservedCredits], [40, 0], 'release gives it back');
   t.same((book(t, s, capture(s.account, 'gen_2')) as { entries: unknown[] }).entries, [], 'capture after release is a no-op');
-  t.same(s.ledger.map((e) => e.kind), ['grant', 'reserve', 'capture', 'reserve', 'release']);
+  t.same(
+    s.ledger.map((e) => e.kind),
+    ['grant', 'reserve', 'capture', 'reserve', 'release'],
+  );
 });
 
 t.test('wallet: pending minimum, insufficient balance, spend at the plan price per credit', async (t) => {

@@ -13,7 +13,9 @@ const OPTIONS = { knownProviders: new Set(['local']), configuredProviders: new S
 function catalogOf(size: number, price = 1): ModelCatalog {
   const models = Array.from({ length: size }, (_, i) => textModel(`acme/text-${i}`, { per: 'job', credits: price }, ['basic']));
   // One model with bounds of its own.
-  models.push(textModel('acme/short', { per: 'job', credits: price }, ['basic'], { parameters: { prompt: { required: true }, maxTokens: { maximum: 16, default: 8 } } }));
+  models.push(
+    textModel('acme/short', { per: 'job', credits: price }, ['basic'], { parameters: { prompt: { required: true }, maxTokens: { maximum: 16, default: 8 } } }),
+  );
   const built = buildCatalog({ defaultPlan: 'basic', plans: [plan('basic')], models }, OPTIONS);
   if (!built.ok) throw new Error(JSON.stringify(built.problems));
   return new ModelCatalog(built.catalog);
@@ -35,5 +37,9 @@ t.test('models sharing a validator still check their own bounds and fill their o
   t.same(catalog.checkParams('acme/short', { prompt: 'hi' }), { ok: true, params: { prompt: 'hi', maxTokens: 8 } });
   t.match(catalog.checkParams('acme/short', { prompt: 'hi', maxTokens: 100 }), { ok: false, message: /params\.maxTokens: must be <= 16/ });
   t.same(catalog.checkParams('acme/text-1', { prompt: 'hi', maxTokens: 100 }).ok, true, 'the shared schema allows what the other refuses');
-  t.match(catalog.checkParams('acme/text-2', { prompt: 'hi', colour: 'red' }), { ok: false, message: /unknown parameter "colour" for model acme\/text-2/ }, 'the message names the model asked for');
+  t.match(
+    catalog.checkParams('acme/text-2', { prompt: 'hi', colour: 'red' }),
+    { ok: false, message: /unknown parameter "colour" for model acme\/text-2/ },
+    'the message names the model asked for',
+  );
 });

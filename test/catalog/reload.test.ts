@@ -22,7 +22,12 @@ const second = {
   models: [writer(5), textModel('acme/newcomer', { per: 'job', credits: 11 }, ['basic', 'studio'])],
 };
 
-interface Sent { id?: string; status: number; sentAt: number; answeredAt: number }
+interface Sent {
+  id?: string;
+  status: number;
+  sentAt: number;
+  answeredAt: number;
+}
 
 t.test('a catalog swapped under continuous creates: no create fails, each job pays the price of its version, the new model and plan are served', async (t) => {
   const file = catalogFile(t, first);
@@ -40,7 +45,11 @@ t.test('a catalog swapped under continuous creates: no create fails, each job pa
     const i = n % 3;
     while (running) {
       const sentAt = performance.now();
-      const reply = await createGeneration(server, keys[i]!.key, users[i]!.workspaceId, { mode: 'text_to_text', model: 'acme/writer', params: { prompt: `job ${sent.length}` } });
+      const reply = await createGeneration(server, keys[i]!.key, users[i]!.workspaceId, {
+        mode: 'text_to_text',
+        model: 'acme/writer',
+        params: { prompt: `job ${sent.length}` },
+      });
       sent.push({ id: reply.status === 201 ? reply.body.id : undefined, status: reply.status, sentAt, answeredAt: performance.now() });
     }
   });
@@ -50,15 +59,26 @@ t.test('a catalog swapped under continuous creates: no create fails, each job pa
   file.swap(second);
   // The new model, asked for at once and again until it is created; and the version, polled meanwhile.
   const [newcomer, seenAt] = await Promise.all([
-    until('the new model created', async () => {
-      const reply = await createGeneration(server, keys[0]!.key, users[0]!.workspaceId, { mode: 'text_to_text', model: 'acme/newcomer', params: { prompt: 'new' } });
-      return reply.status === 201 ? { id: reply.body.id as string, at: performance.now() } : undefined;
-    }, 5_000, 5),
+    until(
+      'the new model created',
+      async () => {
+        const reply = await createGeneration(server, keys[0]!.key, users[0]!.workspaceId, {
+          mode: 'text_to_text',
+          model: 'acme/newcomer',
+          params: { prompt: 'new' },
+        });
+        return reply.status === 201 ? { id: reply.body.id as string, at: performance.now() } : undefined;
+      },
+      5_000,
+      5,
+    ),
     until('the new version reported', async () => ((await servedVersion(server.url)) !== v1 ? performance.now() : undefined), 5_000, 5),
   ]);
   const v2 = await servedVersion(server.url);
   t.not(v2, v1, '/health/ready reports the new version');
-  t.comment(`new version reported ${Math.round(seenAt - writtenAt)} ms after the rename; the new model created after ${Math.round(newcomer.at - writtenAt)} ms`);
+  t.comment(
+    `new version reported ${Math.round(seenAt - writtenAt)} ms after the rename; the new model created after ${Math.round(newcomer.at - writtenAt)} ms`,
+  );
   // How soon is a figure of the machine's load, not a verdict: the next test shows the file event alone reloads.
   t.pass(`the new model can be created ${Math.round(newcomer.at - writtenAt)} ms after the file change`);
   const countAtSwitch = sent.length;
@@ -67,12 +87,18 @@ t.test('a catalog swapped under continuous creates: no create fails, each job pa
   await Promise.all(clients);
 
   const refused = sent.filter((s) => s.status !== 201);
-  t.same(refused.filter((s) => !REFUSALS.has(s.status)).map((s) => s.status), [], 'every create answered 201 or a documented refusal');
+  t.same(
+    refused.filter((s) => !REFUSALS.has(s.status)).map((s) => s.status),
+    [],
+    'every create answered 201 or a documented refusal',
+  );
   t.equal(refused.length, 0, 'in fact every create was accepted (nothing in this workspace reaches a limit)');
 
   const query = serverQuery(server);
   const rows = await query<{ id: string; credits: number; deployment_id: string; status: string }>(
-    `select id, credits, deployment_id, status from generations where workspace_id in (?, ?, ?)`, users.map((u) => u.workspaceId));
+    `select id, credits, deployment_id, status from generations where workspace_id in (?, ?, ?)`,
+    users.map((u) => u.workspaceId),
+  );
   const byId = new Map(rows.map((r) => [r.id, r]));
   let before = 0;
   let after = 0;
@@ -91,20 +117,39 @@ t.test('a catalog swapped under continuous creates: no create fails, each job pa
     }
   }
   t.ok(before > 0 && after > 0, `jobs on both sides of the switch (${before} before, ${window} during, ${after} after)`);
-  t.equal(Number(byId.get(newcomer.id)!.credits), 11, 'the new model\'s job pays its price');
+  t.equal(Number(byId.get(newcomer.id)!.credits), 11, "the new model's job pays its price");
 
   const models = await server.json(`/v1/models?workspaceId=${users[0]!.workspaceId}`, { headers: { authorization: `Bearer ${keys[0]!.key}` } });
   t.equal(models.status, 200, JSON.stringify(models.body));
   t.equal(models.headers.get('etag'), `"${v2}-basic"`, 'the models list answers with the new version');
-  t.same(models.body.data.map((m: { id: string; credits: number }) => [m.id, m.credits]), [['acme/writer', 5], ['acme/newcomer', 11]], 'and the new prices and model');
+  t.same(
+    models.body.data.map((m: { id: string; credits: number }) => [m.id, m.credits]),
+    [
+      ['acme/writer', 5],
+      ['acme/newcomer', 11],
+    ],
+    'and the new prices and model',
+  );
   const plans = await server.json('/v1/plans');
-  t.same(plans.body.data.map((p: { id: string }) => p.id), ['basic', 'studio'], 'the new plan is listed');
+  t.same(
+    plans.body.data.map((p: { id: string }) => p.id),
+    ['basic', 'studio'],
+    'the new plan is listed',
+  );
 
   // Every job to its end, then the books: each workspace's balance is its ledger, every reservation settled.
-  await until('every job ended', async () => {
-    const open = await query<{ n: string }>(`select count(*)::int8 as n from generations where workspace_id in (?, ?, ?) and status not in ('succeeded', 'failed', 'cancelled', 'expired')`, users.map((u) => u.workspaceId));
-    return Number(open[0]!.n) === 0 ? true : undefined;
-  }, 20_000, 50);
+  await until(
+    'every job ended',
+    async () => {
+      const open = await query<{ n: string }>(
+        `select count(*)::int8 as n from generations where workspace_id in (?, ?, ?) and status not in ('succeeded', 'failed', 'cancelled', 'expired')`,
+        users.map((u) => u.workspaceId),
+      );
+      return Number(open[0]!.n) === 0 ? true : undefined;
+    },
+    20_000,
+    50,
+  );
   for (const user of users) {
     const money = await moneyOf(query, user.workspaceId);
     t.equal(money.available, money.ledgerAvailable, 'balance equals the ledger');
@@ -173,10 +218,23 @@ t.test('a model removed while one of its jobs runs and one waits: both finish on
 
   const done = [];
   for (const id of [running.body.id, queued.body.id]) done.push(await waitFor(server, key, user.workspaceId, id, isTerminal, 'its end'));
-  t.same(done.map((g) => [g.status, g.credits]), [['succeeded', 3], ['succeeded', 3]], 'both succeeded at the price they were created with');
+  t.same(
+    done.map((g) => [g.status, g.credits]),
+    [
+      ['succeeded', 3],
+      ['succeeded', 3],
+    ],
+    'both succeeded at the price they were created with',
+  );
   const query = serverQuery(server);
-  const rows = await query<{ id: string; deployment_id: string }>('select id, deployment_id from generations where workspace_id = ? order by created_at', [user.workspaceId]);
-  t.same(rows.map((r) => r.deployment_id), ['acme-retired-local', 'acme-retired-local'], 'on the deployment they were created for');
+  const rows = await query<{ id: string; deployment_id: string }>('select id, deployment_id from generations where workspace_id = ? order by created_at', [
+    user.workspaceId,
+  ]);
+  t.same(
+    rows.map((r) => r.deployment_id),
+    ['acme-retired-local', 'acme-retired-local'],
+    'on the deployment they were created for',
+  );
   const ledger = await ledgerByGeneration(query, user.workspaceId);
   for (const id of [running.body.id, queued.body.id]) t.same(ledger[id], { reserve: 1, capture: 1 }, `${id}: reserved and captured once`);
   const money = await moneyOf(query, user.workspaceId);

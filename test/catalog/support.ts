@@ -6,15 +6,30 @@ import type { Test } from 'tap';
 /** A plan of a test catalog: generous enough that no limit of it is what a test meets, unless it says so. */
 export function plan(id: string, extra: Record<string, unknown> = {}): Record<string, unknown> {
   return {
-    id, name: id[0]!.toUpperCase() + id.slice(1), monthlyPriceCents: 0, monthlyCredits: 1_000_000, centsPerCredit: 5,
-    concurrentJobs: 64, unfinishedJobs: 100_000, storageBytes: 1e9, maxFileBytes: 1e7, requestsPerMinute: 10_000_000, ...extra,
+    id,
+    name: id[0]!.toUpperCase() + id.slice(1),
+    monthlyPriceCents: 0,
+    monthlyCredits: 1_000_000,
+    centsPerCredit: 5,
+    concurrentJobs: 64,
+    unfinishedJobs: 100_000,
+    storageBytes: 1e9,
+    maxFileBytes: 1e7,
+    requestsPerMinute: 10_000_000,
+    ...extra,
   };
 }
 
 /** A text model on the built-in local provider, with its one deployment named after it. */
 export function textModel(id: string, price: Record<string, unknown>, plans: string[], extra: Record<string, unknown> = {}): Record<string, unknown> {
   return {
-    id, name: id, mode: 'text_to_text', maker: 'acme', description: `${id}, run by the local provider.`, price, plans,
+    id,
+    name: id,
+    mode: 'text_to_text',
+    maker: 'acme',
+    description: `${id}, run by the local provider.`,
+    price,
+    plans,
     parameters: { prompt: { required: true }, systemPrompt: {}, maxTokens: { maximum: 4096, default: 64 } },
     sample: { prompt: 'Say hello.', note: 'A test model.' },
     deployments: [{ id: `${id.replace(/\W/g, '-')}-local`, provider: 'local' }],

@@ -41,10 +41,14 @@ interface Books {
  */
 async function replay(t: Test, query: Query, workspaceId: string): Promise<Books> {
   const jobs = await query<{ id: string; status: string; credits: number; token_terms: unknown; usage: unknown }>(
-    'select id, status, credits, token_terms, usage from generations where workspace_id = ?', [workspaceId]);
+    'select id, status, credits, token_terms, usage from generations where workspace_id = ?',
+    [workspaceId],
+  );
   const byId = new Map(jobs.map((j) => [j.id, j]));
   const entries = await query<{ id: string; kind: string; generation_id: string; reserved_credits: number }>(
-    `select id, kind, generation_id, reserved_credits from credit_ledger where workspace_id = ? and generation_id is not null order by id`, [workspaceId]);
+    `select id, kind, generation_id, reserved_credits from credit_ledger where workspace_id = ? and generation_id is not null order by id`,
+    [workspaceId],
+  );
   const reservedOf = new Map(entries.filter((e) => e.kind === 'reserve').map((e) => [e.generation_id, Number(e.reserved_credits)]));
   let carry = 0n;
   const books: Books = { jobs: jobs.length, captured: 0, exactNano: 0n, chargedNano: 0n, carryNano: 0n };
@@ -64,7 +68,8 @@ async function replay(t: Test, query: Query, workspaceId: string): Promise<Books
       expected = owed / NANO;
       carry = owed - expected * NANO;
     }
-    if (BigInt(job.credits) !== expected && wrong++ < 5) t.fail(`${job.id}: charged ${job.credits}, floor(exact + carry) is ${expected} (usage ${JSON.stringify(usage)}, reserved ${reserved})`);
+    if (BigInt(job.credits) !== expected && wrong++ < 5)
+      t.fail(`${job.id}: charged ${job.credits}, floor(exact + carry) is ${expected} (usage ${JSON.stringify(usage)}, reserved ${reserved})`);
     books.captured++;
     books.exactNano += exact;
     books.chargedNano += BigInt(job.credits) * NANO;
@@ -72,7 +77,7 @@ async function replay(t: Test, query: Query, workspaceId: string): Promise<Books
   t.equal(wrong, 0, `each of the ${books.captured} charges is floor(exact + carry), replayed in the order written`);
   const [account] = await query<{ token_carry_nano: string }>('select token_carry_nano from workspace_accounts where workspace_id = ?', [workspaceId]);
   books.carryNano = BigInt(account!.token_carry_nano);
-  t.equal(books.carryNano, carry, 'the account\'s carry is the one the replay ends with');
+  t.equal(books.carryNano, carry, "the account's carry is the one the replay ends with");
   return books;
 }
 
@@ -83,7 +88,9 @@ async function booksBalance(t: Test, query: Query, workspaceId: string): Promise
   t.equal(money.reserved, 0, 'nothing left reserved');
   t.equal(money.ledgerReserved, 0, 'the ledger holds no reservation');
   const ledger = await ledgerByGeneration(query, workspaceId);
-  const odd = Object.entries(ledger).filter(([, kinds]) => kinds.reserve !== 1 || (kinds.capture ?? 0) + (kinds.release ?? 0) < 1 || (kinds.capture ?? 0) > 1 || (kinds.release ?? 0) > 1);
+  const odd = Object.entries(ledger).filter(
+    ([, kinds]) => kinds.reserve !== 1 || (kinds.capture ?? 0) + (kinds.release ?? 0) < 1 || (kinds.capture ?? 0) > 1 || (kinds.release ?? 0) > 1,
+  );
   t.same(odd, [], 'each job reserved once and settled once (a capture, with a release of the rest when it used less)');
 }
 
@@ -95,20 +102,38 @@ t.test('many concurrent token-priced jobs in several workspaces: each charge flo
   const keys = await Promise.all(users.map((u) => createKey(server, u.cookie, u.workspaceId, ['generations.write', 'generations.read'])));
   const ids: string[][] = users.map(() => []);
   // 3 workspaces × 25 jobs, all sent at once: prompts and maxTokens of many sizes, so exact costs differ.
-  await Promise.all(users.flatMap((user, w) => Array.from({ length: 25 }, async (_, n) => {
-    const prompt = `${'lorem ipsum dolor '.repeat(1 + ((n * 7) % 13))}job ${w}-${n}`;
-    const reply = await createGeneration(server, keys[w]!.key, user.workspaceId, { mode: 'text_to_text', model: 'acme/tokens', params: { prompt, maxTokens: 8 + ((n * 37) % 120) } });
-    if (reply.status !== 201) throw new Error(`create: ${reply.status} ${JSON.stringify(reply.body)}`);
-    ids[w]!.push(reply.body.id);
-  })));
+  await Promise.all(
+    users.flatMap((user, w) =>
+      Array.from({ length: 25 }, async (_, n) => {
+        const prompt = `${'lorem ipsum dolor '.repeat(1 + ((n * 7) % 13))}job ${w}-${n}`;
+        const reply = await createGeneration(server, keys[w]!.key, user.workspaceId, {
+          mode: 'text_to_text',
+          model: 'acme/tokens',
+          params: { prompt, maxTokens: 8 + ((n * 37) % 120) },
+        });
+        if (reply.status !== 201) throw new Error(`create: ${reply.status} ${JSON.stringify(reply.body)}`);
+        ids[w]!.push(reply.body.id);
+      }),
+    ),
+  );
   const query = serverQuery(server);
   const workspaceIds = users.map((u) => u.workspaceId);
-  const statuses = () => query<{ status: string; n: string }>('select status, count(*)::int8 as n from generations where workspace_id in (?, ?, ?) group by status', workspaceIds);
-  const ended = await until('every job ended', async () => {
-    const counts = await statuses();
-    return counts.every((c) => ['succeeded', 'failed', 'cancelled', 'expired'].includes(c.status)) ? counts : undefined;
-  }, 30_000, 50);
-  t.same(ended.map((c) => [c.status, Number(c.n)]), [['succeeded', 75]], 'every job succeeded');
+  const statuses = () =>
+    query<{ status: string; n: string }>('select status, count(*)::int8 as n from generations where workspace_id in (?, ?, ?) group by status', workspaceIds);
+  const ended = await until(
+    'every job ended',
+    async () => {
+      const counts = await statuses();
+      return counts.every((c) => ['succeeded', 'failed', 'cancelled', 'expired'].includes(c.status)) ? counts : undefined;
+    },
+    30_000,
+    50,
+  );
+  t.same(
+    ended.map((c) => [c.status, Number(c.n)]),
+    [['succeeded', 75]],
+    'every job succeeded',
+  );
   for (const user of users) {
     const books = await replay(t, query, user.workspaceId);
     t.equal(books.captured, 25, 'a capture per job');
@@ -118,7 +143,9 @@ t.test('many concurrent token-priced jobs in several workspaces: each charge flo
     await booksBalance(t, query, user.workspaceId);
   }
   // The answer's usage is the one stored and charged.
-  const [one] = await Promise.all([server.json(`/v1/generations/${ids[0]![0]}?workspaceId=${users[0]!.workspaceId}`, { headers: { authorization: `Bearer ${keys[0]!.key}` } })]);
+  const [one] = await Promise.all([
+    server.json(`/v1/generations/${ids[0]![0]}?workspaceId=${users[0]!.workspaceId}`, { headers: { authorization: `Bearer ${keys[0]!.key}` } }),
+  ]);
   t.ok(one!.body.usage && Number.isInteger(one!.body.usage.inputTokens) && one!.body.usage.inputTokens > 0, 'the generation shows the tokens it used');
 });
 
@@ -132,28 +159,44 @@ async function overCountingUpstream(t: Test, apiKey: string): Promise<{ url: str
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
-      const refuse = (status: number, message: string) => res.writeHead(status, { 'content-type': 'application/json' })
-        .end(JSON.stringify({ error: { message, type: 'invalid_request_error', param: null, code: null } }));
+      const refuse = (status: number, message: string) =>
+        res
+          .writeHead(status, { 'content-type': 'application/json' })
+          .end(JSON.stringify({ error: { message, type: 'invalid_request_error', param: null, code: null } }));
       if (req.headers.authorization !== `Bearer ${apiKey}`) return refuse(401, 'Incorrect API key provided.');
       if (req.method !== 'POST' || req.url !== '/v1/chat/completions') return refuse(404, `Invalid URL (${req.method} ${req.url})`);
       calls.push(Date.now());
       const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { model: string };
-      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({
-        id: `chatcmpl-${calls.length}`, object: 'chat.completion', created: Math.floor(Date.now() / 1000), model: body.model,
-        choices: [{ index: 0, message: { role: 'assistant', content: 'ok', refusal: null }, logprobs: null, finish_reason: 'stop' }],
-        usage: { prompt_tokens: 5_000_000, completion_tokens: 9_000_000, total_tokens: 14_000_000 },
-      }));
+      res.writeHead(200, { 'content-type': 'application/json' }).end(
+        JSON.stringify({
+          id: `chatcmpl-${calls.length}`,
+          object: 'chat.completion',
+          created: Math.floor(Date.now() / 1000),
+          model: body.model,
+          choices: [{ index: 0, message: { role: 'assistant', content: 'ok', refusal: null }, logprobs: null, finish_reason: 'stop' }],
+          usage: { prompt_tokens: 5_000_000, completion_tokens: 9_000_000, total_tokens: 14_000_000 },
+        }),
+      );
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.teardown(() => new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => resolve()); }));
+  t.teardown(
+    () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  );
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`, calls };
 }
 
 t.test('a provider reporting more tokens than reserved is charged the reservation, and the carry is forgiven', async (t) => {
   const apiKey = 'sk-test-overcount-0123456789';
   const upstream = await overCountingUpstream(t, apiKey);
-  const greedy = { ...textModel('acme/greedy', TOKEN_PRICE, ['basic']), deployments: [{ id: 'greedy-openai', provider: 'openai', target: { model: 'gpt-4o-mini' } }] };
+  const greedy = {
+    ...textModel('acme/greedy', TOKEN_PRICE, ['basic']),
+    deployments: [{ id: 'greedy-openai', provider: 'openai', target: { model: 'gpt-4o-mini' } }],
+  };
   const file = catalogFile(t, { defaultPlan: 'basic', plans: [plan('basic')], models: [tokenModel, greedy] });
   const server: TestServer = await startTestServer(t, {
     env: { CATALOG_FILE: file.file, LOCAL_PROVIDER_LATENCY_MS: '0', OPENAI_BASE_URL: upstream.url, OPENAI_API_KEY: apiKey, ALLOW_PRIVATE_EGRESS: 'true' },
@@ -170,7 +213,11 @@ t.test('a provider reporting more tokens than reserved is charged the reservatio
   // A local job first, so that the account holds a carry the capped job then forgives.
   const small = await run('acme/tokens', { prompt: 'one two three', maxTokens: 5 });
   t.equal(small.done.status, 'succeeded');
-  const carryOf = async () => BigInt((await query<{ token_carry_nano: string }>('select token_carry_nano from workspace_accounts where workspace_id = ?', [user.workspaceId]))[0]!.token_carry_nano);
+  const carryOf = async () =>
+    BigInt(
+      (await query<{ token_carry_nano: string }>('select token_carry_nano from workspace_accounts where workspace_id = ?', [user.workspaceId]))[0]!
+        .token_carry_nano,
+    );
   t.ok((await carryOf()) > 0n, 'a carry is held');
   const capped = await run('acme/greedy', { prompt: 'count generously', maxTokens: 100 });
   t.equal(capped.done.status, 'succeeded', JSON.stringify([capped.done.errorCode, capped.done.errorMessage]));
@@ -189,8 +236,14 @@ t.test('kill -9 with token-priced jobs in flight: each settles once after the re
   const file = catalogFile(t, { defaultPlan: 'basic', plans: [plan('basic', { concurrentJobs: 4 })], models: [tokenModel] });
   const serve = async () => {
     const child = startNode(t, 'test/fixtures/serve.ts', {
-      PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'warn', DATA_DIR: dataDir, DATABASE_URL: postgres?.url, CATALOG_FILE: file.file,
-      LOCAL_PROVIDER_LATENCY_MS: '600', SHUTDOWN_TIMEOUT_MS: '30000',
+      PORT: '0',
+      HOST: '127.0.0.1',
+      LOG_LEVEL: 'warn',
+      DATA_DIR: dataDir,
+      DATABASE_URL: postgres?.url,
+      CATALOG_FILE: file.file,
+      LOCAL_PROVIDER_LATENCY_MS: '600',
+      SHUTDOWN_TIMEOUT_MS: '30000',
       ...(process.env.TEST_REDIS_URL ? { REDIS_URL: process.env.TEST_REDIS_URL, REDIS_KEY_PREFIX: `test:token-crash-${process.pid}-${Date.now()}:` } : {}),
     });
     const url = (await child.line(/^listening (http:\/\/\S+)$/, 120_000))[1]!;
@@ -202,17 +255,32 @@ t.test('kill -9 with token-priced jobs in flight: each settles once after the re
   const ids: string[][] = [[], []];
   for (let n = 0; n < 10; n++) {
     for (const [w, user] of users.entries()) {
-      const reply = await createGeneration(first.client, keys[w]!.key, user.workspaceId, { mode: 'text_to_text', model: 'acme/tokens', params: { prompt: `${'alpha beta '.repeat(1 + n)}job ${n}`, maxTokens: 10 + n * 11 } });
+      const reply = await createGeneration(first.client, keys[w]!.key, user.workspaceId, {
+        mode: 'text_to_text',
+        model: 'acme/tokens',
+        params: { prompt: `${'alpha beta '.repeat(1 + n)}job ${n}`, maxTokens: 10 + n * 11 },
+      });
       t.equal(reply.status, 201);
       ids[w]!.push(reply.body.id);
     }
   }
   // Some finished, some with the provider, the rest queued: then kill -9.
-  const atKill = await until('jobs running in both workspaces', async () => {
-    const states = await Promise.all(users.map((u, w) => first.client.json<{ data: Array<{ status: string }> }>(`/v1/generations?workspaceId=${u.workspaceId}&limit=100`, { headers: { authorization: `Bearer ${keys[w]!.key}` } })));
-    const lists = states.map((s) => s.body.data.map((g) => g.status));
-    return lists.every((l) => l.includes('running') && l.includes('succeeded')) ? lists.flat() : undefined;
-  }, 30_000, 25);
+  const atKill = await until(
+    'jobs running in both workspaces',
+    async () => {
+      const states = await Promise.all(
+        users.map((u, w) =>
+          first.client.json<{ data: Array<{ status: string }> }>(`/v1/generations?workspaceId=${u.workspaceId}&limit=100`, {
+            headers: { authorization: `Bearer ${keys[w]!.key}` },
+          }),
+        ),
+      );
+      const lists = states.map((s) => s.body.data.map((g) => g.status));
+      return lists.every((l) => l.includes('running') && l.includes('succeeded')) ? lists.flat() : undefined;
+    },
+    30_000,
+    25,
+  );
   const inFlight = atKill.filter((s) => !isTerminal({ status: s } as never)).length;
   t.ok(inFlight > 0, `${inFlight} of the 20 jobs unfinished when the process is killed (${atKill.filter((s) => s === 'running').length} running)`);
   first.child.proc.kill('SIGKILL');
@@ -229,7 +297,10 @@ t.test('kill -9 with token-priced jobs in flight: each settles once after the re
   try {
     const query: Query = <R>(sql: string, params: unknown[]) => db.em().execute<R[]>(sql, params);
     for (const user of users) {
-      const statuses = await query<{ status: string; n: string }>('select status, count(*)::int8 as n from generations where workspace_id = ? group by status', [user.workspaceId]);
+      const statuses = await query<{ status: string; n: string }>(
+        'select status, count(*)::int8 as n from generations where workspace_id = ? group by status',
+        [user.workspaceId],
+      );
       t.comment(`after the restart: ${statuses.map((s) => `${s.n} ${s.status}`).join(', ')}`);
       const books = await replay(t, query, user.workspaceId);
       t.ok(books.captured > 0, `${books.captured} of the 10 jobs captured`);

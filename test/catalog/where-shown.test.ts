@@ -33,30 +33,74 @@ t.test('the models list, the public catalog and the plans follow the file; token
   const v1 = await servedVersion(server.url);
   let seen = await read();
   // A job with an empty prompt (8 tokens of messages) and the default 64 output tokens reserves 0.004 + 0.096, rounded up: 1.
-  t.same(summary(seen.models.body.data), [
-    ['acme/writer', { per: 'job', credits: 2 }, 2, true],
-    ['acme/chat', { per: 'tokens', inputPer1k: 0.5, outputPer1k: 1.5 }, 1, true],
-  ], 'GET /v1/models: each model\'s price, a token-priced one per 1,000 tokens each way');
+  t.same(
+    summary(seen.models.body.data),
+    [
+      ['acme/writer', { per: 'job', credits: 2 }, 2, true],
+      ['acme/chat', { per: 'tokens', inputPer1k: 0.5, outputPer1k: 1.5 }, 1, true],
+    ],
+    "GET /v1/models: each model's price, a token-priced one per 1,000 tokens each way",
+  );
   t.equal(seen.models.headers.get('etag'), `"${v1}-basic"`);
-  t.same(summary(seen.publicModels.body.data), [['acme/writer', { per: 'job', credits: 2 }, 2], ['acme/chat', { per: 'tokens', inputPer1k: 0.5, outputPer1k: 1.5 }, 1]], 'the public models');
-  t.same(seen.showcase.body.samples.map((s: { modelId: string }) => s.modelId), ['acme/writer', 'acme/chat'], 'the showcase\'s samples');
-  t.same(seen.plans.body.data.map((p: { id: string; models: string[] }) => [p.id, p.models]), [['basic', ['acme/writer', 'acme/chat']], ['pro', ['acme/chat']]], 'the plans and their models');
+  t.same(
+    summary(seen.publicModels.body.data),
+    [
+      ['acme/writer', { per: 'job', credits: 2 }, 2],
+      ['acme/chat', { per: 'tokens', inputPer1k: 0.5, outputPer1k: 1.5 }, 1],
+    ],
+    'the public models',
+  );
+  t.same(
+    seen.showcase.body.samples.map((s: { modelId: string }) => s.modelId),
+    ['acme/writer', 'acme/chat'],
+    "the showcase's samples",
+  );
+  t.same(
+    seen.plans.body.data.map((p: { id: string; models: string[] }) => [p.id, p.models]),
+    [
+      ['basic', ['acme/writer', 'acme/chat']],
+      ['pro', ['acme/chat']],
+    ],
+    'the plans and their models',
+  );
 
   file.swap(second);
   await until('the new version served', async () => ((await servedVersion(server.url)) !== v1 ? true : undefined));
   const v2 = await servedVersion(server.url);
   seen = await read();
-  t.same(summary(seen.models.body.data), [
-    ['acme/writer', { per: 'job', credits: 4 }, 4, true],
-    ['acme/poet', { per: 'tokens', inputPer1k: 0.25, outputPer1k: 2 }, 1, false],
-  ], 'the models list follows the file at once: a new price, a model gone, a new one (not on this plan)');
+  t.same(
+    summary(seen.models.body.data),
+    [
+      ['acme/writer', { per: 'job', credits: 4 }, 4, true],
+      ['acme/poet', { per: 'tokens', inputPer1k: 0.25, outputPer1k: 2 }, 1, false],
+    ],
+    'the models list follows the file at once: a new price, a model gone, a new one (not on this plan)',
+  );
   t.equal(seen.models.headers.get('etag'), `"${v2}-basic"`, 'under a new ETag');
-  t.same(summary(seen.publicModels.body.data), [['acme/writer', { per: 'job', credits: 4 }, 4], ['acme/poet', { per: 'tokens', inputPer1k: 0.25, outputPer1k: 2 }, 1]], 'so do the public models');
-  t.same(seen.showcase.body.models.map((m: { id: string }) => m.id), ['acme/writer', 'acme/poet'], 'and the showcase');
-  t.same(seen.plans.body.data.map((p: { id: string; models: string[] }) => [p.id, p.models]), [['basic', ['acme/writer']], ['pro', ['acme/poet']]], 'and the plans');
+  t.same(
+    summary(seen.publicModels.body.data),
+    [
+      ['acme/writer', { per: 'job', credits: 4 }, 4],
+      ['acme/poet', { per: 'tokens', inputPer1k: 0.25, outputPer1k: 2 }, 1],
+    ],
+    'so do the public models',
+  );
+  t.same(
+    seen.showcase.body.models.map((m: { id: string }) => m.id),
+    ['acme/writer', 'acme/poet'],
+    'and the showcase',
+  );
+  t.same(
+    seen.plans.body.data.map((p: { id: string; models: string[] }) => [p.id, p.models]),
+    [
+      ['basic', ['acme/writer']],
+      ['pro', ['acme/poet']],
+    ],
+    'and the plans',
+  );
 });
 
-t.test('the OpenAPI document\'s examples name no model and no price: nothing in it goes stale when the catalog changes', async (t) => {
+t.test("the OpenAPI document's examples name no model and no price: nothing in it goes stale when the catalog changes", async (t) => {
   const file = catalogFile(t, first);
   const server = await startTestServer(t, { env: { CATALOG_FILE: file.file } });
   const document = (await server.json('/v1/openapi.json')).body;
@@ -80,5 +124,9 @@ t.test('the dashboard says a price as its unit does', async (t) => {
   t.equal(priceText({ per: 'job', credits: 1 }), '1 credit a job');
   t.equal(priceText({ per: 'image', credits: 4 }), '4 credits an image');
   t.equal(priceText({ per: 'second', credits: 12 }), '12 credits a started second');
-  t.equal(priceText({ per: 'tokens', inputPer1k: 0.5, outputPer1k: 1.5 }), '0.5 per 1,000 input tokens · 1.5 per 1,000 output tokens', 'a token price per 1,000 tokens each way');
+  t.equal(
+    priceText({ per: 'tokens', inputPer1k: 0.5, outputPer1k: 1.5 }),
+    '0.5 per 1,000 input tokens · 1.5 per 1,000 output tokens',
+    'a token price per 1,000 tokens each way',
+  );
 });

@@ -30,7 +30,13 @@ t.test('a change of the document changes the generated files', async (t) => {
   t.not(after['openapi.ts'], before['openapi.ts'], 'a new body field shows in the types');
   t.match(after['openapi.ts'], /priority\?: number;/);
 
-  document.paths['/v1/things'] = { get: { operationId: 'listThings', parameters: [{ name: 'workspaceId', in: 'query', schema: { type: 'string' } }], responses: { 200: { description: 'ok' } } } };
+  document.paths['/v1/things'] = {
+    get: {
+      operationId: 'listThings',
+      parameters: [{ name: 'workspaceId', in: 'query', schema: { type: 'string' } }],
+      responses: { 200: { description: 'ok' } },
+    },
+  };
   const withRoute = await generatedFiles(document);
   t.match(withRoute['workspace.ts'], /'GET \/v1\/things': 'query'/, 'a new operation taking workspaceId is in the table');
 });

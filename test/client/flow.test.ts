@@ -15,12 +15,15 @@ t.test('with only the SDK and a key: create, wait, read, list, usage, credits, w
   const { sdk, sent, workspaceId } = await sdkTenant(server);
 
   const models = await sdk.models.list();
-  t.ok(models.some((m) => m.id === 'local/text-mini' && m.mode === 'text_to_text'), 'GET /v1/models with the workspaceId filled in');
-  t.equal(sent.at(-1)!.url.searchParams.get('workspaceId'), workspaceId, 'the query got the client\'s workspaceId');
+  t.ok(
+    models.some((m) => m.id === 'local/text-mini' && m.mode === 'text_to_text'),
+    'GET /v1/models with the workspaceId filled in',
+  );
+  t.equal(sent.at(-1)!.url.searchParams.get('workspaceId'), workspaceId, "the query got the client's workspaceId");
 
   const hook = await sdk.webhooks.create({ url: receiver.url, eventTypes: ['generation.completed'] });
   t.match(hook.secret, /^whsec_/, 'the signing secret, once');
-  t.equal(JSON.parse(sent.at(-1)!.body).workspaceId, workspaceId, 'the body got the client\'s workspaceId');
+  t.equal(JSON.parse(sent.at(-1)!.body).workspaceId, workspaceId, "the body got the client's workspaceId");
   const hooks = [];
   for await (const h of sdk.webhooks.list()) hooks.push(h.id);
   t.same(hooks, [hook.id]);
@@ -89,8 +92,14 @@ t.test('for await walks every page of a list, a few items at a time', async (t) 
   const pageRequests = sent.slice(before);
   t.equal(pageRequests.length, 3, 'three pages of at most 2');
   t.equal(pageRequests[0]!.url.searchParams.get('cursor'), null, 'the first page without a cursor');
-  t.ok(pageRequests.slice(1).every((s) => s.url.searchParams.get('cursor')), 'the next ones with the previous nextCursor');
-  t.ok(pageRequests.every((s) => s.url.searchParams.get('limit') === '2' && s.url.searchParams.get('project') === 'paged'), 'the query kept on every page');
+  t.ok(
+    pageRequests.slice(1).every((s) => s.url.searchParams.get('cursor')),
+    'the next ones with the previous nextCursor',
+  );
+  t.ok(
+    pageRequests.every((s) => s.url.searchParams.get('limit') === '2' && s.url.searchParams.get('project') === 'paged'),
+    'the query kept on every page',
+  );
 
   const sizes: number[] = [];
   for await (const page of sdk.generations.list({ project: 'paged', limit: 2 }).pages()) sizes.push(page.data.length);
@@ -120,7 +129,7 @@ t.test('answers other than 2xx raise ApiError with code, message, requestId and 
   t.equal(invalid.requestId, sent.at(-1)!.requestId);
 
   const foreign = await thrown(t, () => other.sdk.generations.get(created.id));
-  t.match(foreign, { code: 'not_found', status: 404 }, 'another workspace\'s generation is not found');
+  t.match(foreign, { code: 'not_found', status: 404 }, "another workspace's generation is not found");
   const forbidden = await thrown(t, async () => {
     for await (const _ of sdk.generations.list({ workspaceId: other.workspaceId })) break;
   });
@@ -143,12 +152,17 @@ t.test('creates carry an Idempotency-Key: a given one replays, automatic ones ar
   const again = await sdk.generations.create(TEXT, { idempotencyKey: 'order-1' });
   t.equal(again.id, first.id, 'the same key answers the same generation');
   const creates = () => sent.filter((s) => s.method === 'POST' && s.url.pathname === '/v1/generations');
-  t.same(creates().map((s) => s.headers.get('idempotency-key')), ['order-1', 'order-1']);
+  t.same(
+    creates().map((s) => s.headers.get('idempotency-key')),
+    ['order-1', 'order-1'],
+  );
 
   const a = await sdk.generations.create(TEXT);
   const b = await sdk.generations.create(TEXT);
   t.not(a.id, b.id, 'two calls without a key are two generations');
-  const [keyA, keyB] = creates().slice(2).map((s) => s.headers.get('idempotency-key'));
+  const [keyA, keyB] = creates()
+    .slice(2)
+    .map((s) => s.headers.get('idempotency-key'));
   t.match(keyA, /^[0-9a-f-]{36}$/, 'a key was set automatically');
   t.not(keyA, keyB, 'a new key for each call');
 

@@ -18,7 +18,8 @@ t.test('generation-service/webhooks/verify imports and verifies with plain node'
   const secret = 'whsec_plain_node';
   const body = JSON.stringify({ id: 'dlv_plain', event: 'generation.completed', data: { generationId: 'gen_1' }, createdAt: new Date().toISOString() });
   const header = signatureHeader(secret, body, Math.floor(Date.now() / 1000));
-  const result = await plainNode(`
+  const result = await plainNode(
+    `
     const { verifyWebhook, WebhookVerificationError } = await import('generation-service/webhooks/verify');
     const { BODY, HEADER, SECRET } = process.env;
     const event = verifyWebhook(BODY, HEADER, SECRET);
@@ -27,7 +28,9 @@ t.test('generation-service/webhooks/verify imports and verifies with plain node'
     catch (error) { tampered = error instanceof WebhookVerificationError ? error.code : String(error); }
     const resolved = import.meta.resolve('generation-service/webhooks/verify');
     console.log(JSON.stringify({ id: event.id, tampered, resolved, loaders: [...process.execArgv, process.env.NODE_OPTIONS ?? ''].filter((a) => a.startsWith('--') && /import|loader|require|tsx/.test(a)) }));
-  `, { BODY: body, HEADER: header, SECRET: secret });
+  `,
+    { BODY: body, HEADER: header, SECRET: secret },
+  );
   t.equal(result.id, 'dlv_plain', 'the signature of the service is accepted');
   t.equal(result.tampered, 'signature_mismatch', 'a tampered body is refused');
   t.match(result.resolved, /\/client\/dist\/webhooks\.js$/, 'resolved to built JavaScript');

@@ -10,18 +10,35 @@ t.test('a 429 is retried after Retry-After, with the same Idempotency-Key, and a
   // 30 seconds into a minute: a key over its limit is told Retry-After: 30.
   const clock = new ManualClock(Date.UTC(2026, 0, 1, 12, 0, 30));
   const server = await startTestServer(t, { clock, env: { RATE_LIMIT_FREE: '3' } });
-  t.equal(server.services.limiter.constructor.name, process.env.TEST_REDIS_URL ? 'RedisRateLimiter' : 'MemoryRateLimiter', 'the limiter of the back end under test');
+  t.equal(
+    server.services.limiter.constructor.name,
+    process.env.TEST_REDIS_URL ? 'RedisRateLimiter' : 'MemoryRateLimiter',
+    'the limiter of the back end under test',
+  );
   // The SDK waits through `sleep`; here waiting moves the service's clock instead of real time.
   const waits: number[] = [];
-  const { sdk, sent, key, workspaceId } = await sdkTenant(server, { sleep: async (ms) => { waits.push(ms); clock.advance(ms); } });
+  const { sdk, sent, key, workspaceId } = await sdkTenant(server, {
+    sleep: async (ms) => {
+      waits.push(ms);
+      clock.advance(ms);
+    },
+  });
 
   for (let i = 0; i < 3; i++) await sdk.models.list();
-  t.same(sent.map((s) => s.status), [200, 200, 200], 'the limit of 3 used up');
+  t.same(
+    sent.map((s) => s.status),
+    [200, 200, 200],
+    'the limit of 3 used up',
+  );
 
   const created = await sdk.generations.create(TEXT);
   t.equal(created.status, 'queued', 'the create went through on its retry');
   const creates = sent.filter((s) => s.url.pathname === '/v1/generations');
-  t.same(creates.map((s) => s.status), [429, 201], 'refused once, then created');
+  t.same(
+    creates.map((s) => s.status),
+    [429, 201],
+    'refused once, then created',
+  );
   t.same(waits, [30_000], 'waited what Retry-After said');
   t.ok(creates[0]!.headers.get('idempotency-key'), 'the create had a key');
   t.equal(creates[1]!.headers.get('idempotency-key'), creates[0]!.headers.get('idempotency-key'), 'the retry sent the same key');
@@ -34,8 +51,15 @@ t.test('a 429 is retried after Retry-After, with the same Idempotency-Key, and a
   const stuckSent: Sent[] = [];
   const stuckWaits: number[] = [];
   const bounded = createClient({
-    baseUrl: server.url, apiKey: key, workspaceId, maxRetries: 2, maxRetryDelayMs: 5_000,
-    fetch: recordingFetch(stuckSent), sleep: async (ms) => { stuckWaits.push(ms); },
+    baseUrl: server.url,
+    apiKey: key,
+    workspaceId,
+    maxRetries: 2,
+    maxRetryDelayMs: 5_000,
+    fetch: recordingFetch(stuckSent),
+    sleep: async (ms) => {
+      stuckWaits.push(ms);
+    },
   });
   const error = await thrown(t, () => bounded.generations.get(created.id));
   t.ok(error instanceof ApiError);
@@ -44,7 +68,16 @@ t.test('a 429 is retried after Retry-After, with the same Idempotency-Key, and a
   t.equal(stuckSent.length, 3, 'the first try and 2 retries');
   t.same(stuckWaits, [5_000, 5_000], 'Retry-After (60 s) capped at maxRetryDelayMs');
 
-  const noRetry = createClient({ baseUrl: server.url, apiKey: key, workspaceId, maxRetries: 0, fetch: recordingFetch(stuckSent), sleep: async () => { t.fail('no wait'); } });
+  const noRetry = createClient({
+    baseUrl: server.url,
+    apiKey: key,
+    workspaceId,
+    maxRetries: 0,
+    fetch: recordingFetch(stuckSent),
+    sleep: async () => {
+      t.fail('no wait');
+    },
+  });
   t.match(await thrown(t, () => noRetry.models.list()), { code: 'rate_limited', status: 429 }, 'maxRetries 0: the 429 at once');
   t.equal(stuckSent.length, 4);
 
@@ -59,12 +92,17 @@ t.test('a 503 is retried too; the delay without Retry-After is a capped exponent
   let refusals = 1;
   const waits: number[] = [];
   const { sdk, sent } = await sdkTenant(server, {
-    sleep: async (ms) => { waits.push(ms); },
+    sleep: async (ms) => {
+      waits.push(ms);
+    },
     fetch: async (request) => {
       const seen = { method: request.method, url: new URL(request.url), headers: request.headers, body: '', requestId: 'req_local' };
       if (refusals-- > 0) {
         sent.push({ ...seen, status: 503 });
-        return Response.json({ error: { code: 'service_unavailable', message: 'retry shortly', requestId: 'req_local' } }, { status: 503, headers: { 'retry-after': '2' } });
+        return Response.json(
+          { error: { code: 'service_unavailable', message: 'retry shortly', requestId: 'req_local' } },
+          { status: 503, headers: { 'retry-after': '2' } },
+        );
       }
       const response = await fetch(request);
       sent.push({ ...seen, status: response.status });
@@ -73,7 +111,10 @@ t.test('a 503 is retried too; the delay without Retry-After is a capped exponent
   });
   const models = await sdk.models.list();
   t.ok(models.length > 0);
-  t.same(sent.map((s) => s.status), [503, 200]);
+  t.same(
+    sent.map((s) => s.status),
+    [503, 200],
+  );
   t.same(waits, [2_000]);
 
   t.equal(parseRetryAfter('7'), 7_000);

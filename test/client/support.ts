@@ -43,7 +43,14 @@ export function recordingFetch(sent: Sent[]): (request: Request) => Promise<Resp
   return async (request) => {
     const body = request.body ? await request.clone().text() : '';
     const response = await fetch(request);
-    sent.push({ method: request.method, url: new URL(request.url), headers: request.headers, body, status: response.status, requestId: response.headers.get('x-request-id') });
+    sent.push({
+      method: request.method,
+      url: new URL(request.url),
+      headers: request.headers,
+      body,
+      status: response.status,
+      requestId: response.headers.get('x-request-id'),
+    });
     return response;
   };
 }

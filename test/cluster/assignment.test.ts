@@ -33,16 +33,26 @@ t.test('64 shards over 3 fresh nodes: 22, 21, 21, whatever order the nodes are l
 });
 
 t.test('a node joining takes only its share, from the fullest; a node leaving spreads only its own shards', async (t) => {
-  const three = assignShards(64, ['a', 'b', 'c'], Array.from({ length: 64 }, () => undefined));
+  const three = assignShards(
+    64,
+    ['a', 'b', 'c'],
+    Array.from({ length: 64 }, () => undefined),
+  );
   const four = assignShards(64, ['a', 'b', 'c', 'd'], three);
   t.same(countBy(four), { a: 16, b: 16, c: 16, d: 16 });
-  t.equal(moved(three, four), 16, 'exactly the new node\'s share moves');
-  t.ok(four.every((node, shard) => node === 'd' || node === three[shard]), 'nothing moves between the old nodes');
+  t.equal(moved(three, four), 16, "exactly the new node's share moves");
+  t.ok(
+    four.every((node, shard) => node === 'd' || node === three[shard]),
+    'nothing moves between the old nodes',
+  );
 
   const owners = three.map((node) => (node === 'b' ? undefined : node));
   const two = assignShards(64, ['a', 'c'], owners);
   t.same(countBy(two), { a: 32, c: 32 });
-  t.ok(two.every((node, shard) => owners[shard] === undefined || node === owners[shard]), 'survivors keep what they had');
+  t.ok(
+    two.every((node, shard) => owners[shard] === undefined || node === owners[shard]),
+    'survivors keep what they had',
+  );
 });
 
 t.test('property: always an even spread over live nodes, with the fewest moves possible', async (t) => {

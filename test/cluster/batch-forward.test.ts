@@ -18,12 +18,21 @@ t.test('a batch sent to a node that does not run the workspace is forwarded to i
   const other = nodes.find((node) => node.id !== ownerId) as NodeProcess;
   t.comment(`workspace on ${owner.id}; batch sent to ${other.id}`);
 
-  const items = Array.from({ length: 5 }, (_, i) => ({ mode: 'text_to_text', model: 'local/text-mini', params: { prompt: `forwarded ${i}` }, idempotencyKey: `fwd-${i}` }));
+  const items = Array.from({ length: 5 }, (_, i) => ({
+    mode: 'text_to_text',
+    model: 'local/text-mini',
+    params: { prompt: `forwarded ${i}` },
+    idempotencyKey: `fwd-${i}`,
+  }));
   items.push({ mode: 'text_to_text', model: 'local/nope', params: { prompt: 'x' }, idempotencyKey: 'fwd-bad' });
   // As a client should: a 503 (the workspace moving between nodes) is sent again after Retry-After.
   const send = async (node: NodeProcess): Promise<Reply> => {
     for (let attempt = 0; ; attempt++) {
-      const reply = await node.client.json('/v1/generations/batch', { method: 'POST', headers: withKey(key), body: JSON.stringify({ workspaceId: ws, items }) });
+      const reply = await node.client.json('/v1/generations/batch', {
+        method: 'POST',
+        headers: withKey(key),
+        body: JSON.stringify({ workspaceId: ws, items }),
+      });
       if (reply.status !== 503 || attempt === 10) return reply;
       await new Promise((resolve) => setTimeout(resolve, Number(reply.headers.get('retry-after') ?? '1') * 1000));
     }
@@ -36,18 +45,38 @@ t.test('a batch sent to a node that does not run the workspace is forwarded to i
 
   const ids = first.body.results.slice(0, 5).map((r: any) => r.body.id);
   const rows = await db.em().execute<Array<{ id: string; status: string }>>('select id, status from generations where workspace_id = ? order by id', [ws]);
-  t.same(rows.map((r) => r.id), ids, 'the five generations, committed');
+  t.same(
+    rows.map((r) => r.id),
+    ids,
+    'the five generations, committed',
+  );
   await eventually('the jobs to succeed', async () => {
-    const done = await db.em().execute<Array<{ n: string }>>(`select count(*)::int8 as n from generations where workspace_id = ? and status = 'succeeded'`, [ws]);
+    const done = await db
+      .em()
+      .execute<Array<{ n: string }>>(`select count(*)::int8 as n from generations where workspace_id = ? and status = 'succeeded'`, [ws]);
     return Number(done[0]!.n) === 5 ? true : undefined;
   });
-  const ledger = await db.em().execute<Array<{ kind: string; n: string }>>(
-    `select kind, count(*)::int8 as n from credit_ledger where workspace_id = ? and generation_id is not null group by kind order by kind`, [ws]);
-  t.same(ledger.map((r) => [r.kind, Number(r.n)]), [['capture', 5], ['reserve', 5]], 'one reserve and one capture per job, by the owner alone');
+  const ledger = await db
+    .em()
+    .execute<Array<{ kind: string; n: string }>>(
+      `select kind, count(*)::int8 as n from credit_ledger where workspace_id = ? and generation_id is not null group by kind order by kind`,
+      [ws],
+    );
+  t.same(
+    ledger.map((r) => [r.kind, Number(r.n)]),
+    [
+      ['capture', 5],
+      ['reserve', 5],
+    ],
+    'one reserve and one capture per job, by the owner alone',
+  );
 
   // The same batch again, to the owner this time: the keyed items replay what the forwarded batch made.
   const again = await send(owner);
   t.equal(again.status, 200);
   t.match(again.body, { created: 0, replayed: 5, refused: 1 });
-  t.same(again.body.results.slice(0, 5).map((r: any) => r.body.id), ids);
+  t.same(
+    again.body.results.slice(0, 5).map((r: any) => r.body.id),
+    ids,
+  );
 });

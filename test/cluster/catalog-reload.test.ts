@@ -14,7 +14,13 @@ const writer = (credits: number) => textModel('acme/writer', { per: 'job', credi
 t.test('two nodes serve the new catalog version once the file they read changes', { skip: NEEDS_POSTGRES_REDIS }, async (t) => {
   const file = catalogFile(t, { defaultPlan: 'basic', plans: [plan('basic')], models: [writer(2)] });
   const db = await clusterDatabase(t);
-  const { nodes } = await startCluster(t, db, ['catalog-a', 'catalog-b'], clusterEnv(db.url, SHARDS, { CATALOG_FILE: file.file, LOCAL_PROVIDER_LATENCY_MS: '0' }), SHARDS);
+  const { nodes } = await startCluster(
+    t,
+    db,
+    ['catalog-a', 'catalog-b'],
+    clusterEnv(db.url, SHARDS, { CATALOG_FILE: file.file, LOCAL_PROVIDER_LATENCY_MS: '0' }),
+    SHARDS,
+  );
   const before = await Promise.all(nodes.map((node) => servedVersion(node.url)));
   t.equal(before[0], before[1], 'both nodes serve one version');
 
@@ -23,22 +29,33 @@ t.test('two nodes serve the new catalog version once the file they read changes'
 
   const writtenAt = performance.now();
   file.swap({ defaultPlan: 'basic', plans: [plan('basic')], models: [writer(6), textModel('acme/newcomer', { per: 'job', credits: 9 }, ['basic'])] });
-  const seen = await Promise.all(nodes.map((node) => until(`${node.id} serves the new version`, async () => {
-    const version = await servedVersion(node.url);
-    return version !== undefined && version !== before[0] ? { version, afterMs: Math.round(performance.now() - writtenAt) } : undefined;
-  }, 20_000, 10)));
+  const seen = await Promise.all(
+    nodes.map((node) =>
+      until(
+        `${node.id} serves the new version`,
+        async () => {
+          const version = await servedVersion(node.url);
+          return version !== undefined && version !== before[0] ? { version, afterMs: Math.round(performance.now() - writtenAt) } : undefined;
+        },
+        20_000,
+        10,
+      ),
+    ),
+  );
   t.equal(seen[0]!.version, seen[1]!.version, 'both serve the same new version');
   t.pass(`${nodes[0]!.id} served it ${seen[0]!.afterMs} ms after the file changed, ${nodes[1]!.id} ${seen[1]!.afterMs} ms after`);
 
   for (const node of nodes) {
     const created = await node.client.json('/v1/generations', {
-      method: 'POST', headers: withKey(key, { 'content-type': 'application/json' }),
+      method: 'POST',
+      headers: withKey(key, { 'content-type': 'application/json' }),
       body: JSON.stringify({ workspaceId: user.workspaceId, mode: 'text_to_text', model: 'acme/newcomer', params: { prompt: `through ${node.id}` } }),
     });
     t.equal(created.status, 201, `the new model created through ${node.id}`);
     t.equal(created.body.credits, 9, 'at its price');
     const repriced = await node.client.json('/v1/generations', {
-      method: 'POST', headers: withKey(key, { 'content-type': 'application/json' }),
+      method: 'POST',
+      headers: withKey(key, { 'content-type': 'application/json' }),
       body: JSON.stringify({ workspaceId: user.workspaceId, mode: 'text_to_text', model: 'acme/writer', params: { prompt: `through ${node.id}` } }),
     });
     t.equal(repriced.body.credits, 6, `the changed price served by ${node.id}`);

@@ -54,14 +54,30 @@ t.test('three nodes spread 64 shards evenly; a graceful stop drains and hands it
   const drained: Lease[] = [];
   const a = makeNode(t, db, 'a');
   const b = makeNode(t, db, 'b');
-  const c = makeNode(t, db, 'c', { drain: async (lease) => { drained.push(lease); } });
+  const c = makeNode(t, db, 'c', {
+    drain: async (lease) => {
+      drained.push(lease);
+    },
+  });
   await Promise.all([a.node.start(), b.node.start(), c.node.start()]);
   const counts = await converged(db, [a.node, b.node, c.node], (n) => n.reduce((x, y) => x + y) === 64 && Math.max(...n) - Math.min(...n) <= 1);
   t.same([...counts].sort(), [21, 21, 22]);
-  t.same((await listMembers(db.em())).map((m) => [m.nodeId, m.status]).sort(), [['a', 'up'], ['b', 'up'], ['c', 'up']], 'the three are members, up');
+  t.same(
+    (await listMembers(db.em())).map((m) => [m.nodeId, m.status]).sort(),
+    [
+      ['a', 'up'],
+      ['b', 'up'],
+      ['c', 'up'],
+    ],
+    'the three are members, up',
+  );
   for (const w of [a, b, c]) {
     const gainedNow = w.gained.filter((g) => !w.lost.some((l) => l.lease.shard === g.shard && l.lease.epoch === g.epoch));
-    t.same(gainedNow.map((g) => g.shard).sort((x, y) => x - y), w.node.ownedShards().map((l) => l.shard), `${w.node.nodeId}: a gained event for each shard it holds`);
+    t.same(
+      gainedNow.map((g) => g.shard).sort((x, y) => x - y),
+      w.node.ownedShards().map((l) => l.shard),
+      `${w.node.nodeId}: a gained event for each shard it holds`,
+    );
   }
 
   drained.length = 0;
@@ -71,14 +87,19 @@ t.test('three nodes spread 64 shards evenly; a graceful stop drains and hands it
   await c.node.stop();
   t.equal(c.node.status, 'stopped');
   t.same(c.node.ownedShards(), []);
-  t.same(drained.map((l) => l.shard).sort((x, y) => x - y), leaving.map((l) => l.shard), 'each shard drained before it was given up');
+  t.same(
+    drained.map((l) => l.shard).sort((x, y) => x - y),
+    leaving.map((l) => l.shard),
+    'each shard drained before it was given up',
+  );
   const lostInStop = c.lost.slice(lostBefore).filter((l) => leaving.some((s) => s.shard === l.lease.shard));
   t.ok(lostInStop.length === leaving.length && lostInStop.every((l) => l.reason === 'handed-over'), 'handed over, not dropped');
   t.same((await listMembers(db.em())).map((m) => m.nodeId).sort(), ['a', 'b'], 'its member row is gone');
   const rows = await listLeases(db.em());
   for (const lease of leaving) {
     const row = rows.find((r) => r.shard === lease.shard)!;
-    if (!(row.valid && ['a', 'b'].includes(row.ownerNodeId!) && row.epoch === lease.epoch + 1)) t.fail(`shard ${lease.shard} was not handed over: ${JSON.stringify(row)}`);
+    if (!(row.valid && ['a', 'b'].includes(row.ownerNodeId!) && row.epoch === lease.epoch + 1))
+      t.fail(`shard ${lease.shard} was not handed over: ${JSON.stringify(row)}`);
   }
   t.same([...(await converged(db, [a.node, b.node], (n) => n[0] === 32 && n[1] === 32))], [32, 32], 'the survivors adopt them: 32 each');
 });
@@ -89,27 +110,35 @@ t.test('a renewal that missed shards just handed over: they are reported handed 
   // meanwhile renews b's leases and finds those shards no longer b's, before b hears that it handed them over.
   let stopping = false;
   let committed!: () => void;
-  const handedOver = new Promise<void>((resolve) => { committed = resolve; });
+  const handedOver = new Promise<void>((resolve) => {
+    committed = resolve;
+  });
   const lateHandovers = {
-    em: () => new Proxy(db.em(), {
-      get(target, name, receiver) {
-        if (name !== 'execute') return Reflect.get(target, name, receiver);
-        return async (sql: string, ...rest: unknown[]) => {
-          const result = await (target.execute as (...args: unknown[]) => Promise<unknown>)(sql, ...rest);
-          if (stopping && /epoch = l\.epoch \+ 1/.test(sql)) {
-            committed();
-            await sleep(300);
-          }
-          return result;
-        };
-      },
-    }),
+    em: () =>
+      new Proxy(db.em(), {
+        get(target, name, receiver) {
+          if (name !== 'execute') return Reflect.get(target, name, receiver);
+          return async (sql: string, ...rest: unknown[]) => {
+            const result = await (target.execute as (...args: unknown[]) => Promise<unknown>)(sql, ...rest);
+            if (stopping && /epoch = l\.epoch \+ 1/.test(sql)) {
+              committed();
+              await sleep(300);
+            }
+            return result;
+          };
+        },
+      }),
   };
   const a = makeNode(t, db, 'a');
   const b = makeNode(t, lateHandovers as unknown as Database, 'b', { autoTick: false });
   await Promise.all([a.node.start(), b.node.start()]);
   // b has no timer of its own: it takes its share (or hands a its own) over as many rounds as that needs.
-  await converged(db, [a.node, b.node], (n) => n[0] === 32 && n[1] === 32, () => b.node.tick());
+  await converged(
+    db,
+    [a.node, b.node],
+    (n) => n[0] === 32 && n[1] === 32,
+    () => b.node.tick(),
+  );
   const leaving = b.node.ownedShards();
   const lostBefore = b.lost.length;
   stopping = true;
@@ -121,7 +150,10 @@ t.test('a renewal that missed shards just handed over: they are reported handed 
   for (const { reason } of b.lost.slice(lostBefore)) reasons[reason] = (reasons[reason] ?? 0) + 1;
   t.same(reasons, { 'handed-over': leaving.length }, 'each of its 32 shards handed over, none reported lost');
   const rows = await listLeases(db.em());
-  t.ok(leaving.every((lease) => rows.find((r) => r.shard === lease.shard)?.ownerNodeId === 'a'), 'a holds them all');
+  t.ok(
+    leaving.every((lease) => rows.find((r) => r.shard === lease.shard)?.ownerNodeId === 'a'),
+    'a holds them all',
+  );
 });
 
 t.test('a node joining takes its even share from the others, with one handover per moved shard', { skip: NEEDS_POSTGRES }, async (t) => {
@@ -137,15 +169,20 @@ t.test('a node joining takes its even share from the others, with one handover p
   t.equal(counts[2], 21, 'the newcomer gets 21');
   const moved = (await listLeases(db.em())).filter((row) => row.ownerNodeId !== before.get(row.shard)!.ownerNodeId);
   t.equal(moved.length, 21, 'only its share moved');
-  t.ok(moved.every((row) => row.ownerNodeId === 'c' && row.epoch === before.get(row.shard)!.epoch + 1), 'each moved once, straight to it');
+  t.ok(
+    moved.every((row) => row.ownerNodeId === 'c' && row.epoch === before.get(row.shard)!.epoch + 1),
+    'each moved once, straight to it',
+  );
 });
 
-t.test('each round reports every shard\'s owner as read, with its address and epoch, for routing', { skip: NEEDS_POSTGRES }, async (t) => {
+t.test("each round reports every shard's owner as read, with its address and epoch, for routing", { skip: NEEDS_POSTGRES }, async (t) => {
   const db = await clusterDatabase(t);
   const a = makeNode(t, db, 'a');
   const b = makeNode(t, db, 'b');
   let seen: ReadonlyMap<number, KnownOwner> = new Map();
-  a.node.on('owners', (owners) => { seen = owners; });
+  a.node.on('owners', (owners) => {
+    seen = owners;
+  });
   await Promise.all([a.node.start(), b.node.start()]);
   await converged(db, [a.node, b.node], (n) => n[0] === 32 && n[1] === 32);
   const matchesTable = async () => {
@@ -155,12 +192,18 @@ t.test('each round reports every shard\'s owner as read, with its address and ep
     return rows.length === 64 && reported.join() === expected.join() ? reported : undefined;
   };
   await eventually('a round to report the table', matchesTable);
-  t.ok([...seen.values()].every((o) => o.validUntil > Date.now() && o.validUntil <= Date.now() + TIMINGS.leaseMs), 'each known until its lease would expire');
+  t.ok(
+    [...seen.values()].every((o) => o.validUntil > Date.now() && o.validUntil <= Date.now() + TIMINGS.leaseMs),
+    'each known until its lease would expire',
+  );
 
   await b.node.stop();
   await converged(db, [a.node], (n) => n[0] === 64);
   const after = await eventually('a round to report the handover', matchesTable);
-  t.ok(after.every((line) => line.includes(':a@')), 'every shard reported at a once b left');
+  t.ok(
+    after.every((line) => line.includes(':a@')),
+    'every shard reported at a once b left',
+  );
 });
 
 t.test('a paused node (its rounds and clock stopped past its lease) cannot commit a fenced write; it then rejoins', { skip: NEEDS_POSTGRES }, async (t) => {
@@ -180,10 +223,13 @@ t.test('a paused node (its rounds and clock stopped past its lease) cannot commi
   const stale = zombie.node.owns(3)!;
   t.ok(stale, 'the paused node still believes it owns shard 3');
 
-  const attempt = await db.em().transactional(async (tx) => {
-    await tx.execute('insert into fenced_writes (node_id, shard, epoch) values (?, ?, ?)', ['z', stale.shard, stale.epoch]);
-    await fenceShards(tx, 'z', [stale], { holdLimitMs: 5000 });
-  }).catch((error: unknown) => error);
+  const attempt = await db
+    .em()
+    .transactional(async (tx) => {
+      await tx.execute('insert into fenced_writes (node_id, shard, epoch) values (?, ?, ?)', ['z', stale.shard, stale.epoch]);
+      await fenceShards(tx, 'z', [stale], { holdLimitMs: 5000 });
+    })
+    .catch((error: unknown) => error);
   t.ok(attempt instanceof FencedOutError, 'its write is fenced out');
   t.same(await db.em().execute('select * from fenced_writes'), [], 'and nothing it wrote remains');
 
@@ -197,5 +243,8 @@ t.test('a paused node (its rounds and clock stopped past its lease) cannot commi
     await zombie.node.tick();
     return zombie.node.ownedShards().length === 32 ? true : undefined;
   });
-  t.ok(zombie.node.ownedShards().every((lease) => lease.epoch >= 3), 'at new epochs (taken at 2, handed back at 3)');
+  t.ok(
+    zombie.node.ownedShards().every((lease) => lease.epoch >= 3),
+    'at new epochs (taken at 2, handed back at 3)',
+  );
 });

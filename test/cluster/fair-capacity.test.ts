@@ -21,10 +21,14 @@ interface Node {
 async function node(t: Test, prefix: string, limit = 1, options: { sweepMs?: number; finished?: (ids: string[]) => Promise<string[]> } = {}): Promise<Node> {
   const redis = await connectRedis(process.env.TEST_REDIS_URL!, logger);
   const n: Node = { woken: [] } as unknown as Node;
-  n.capacity = new SharedProviderCapacity((provider) => (provider === 'p' ? limit : undefined), (workspaceId) => {
-    n.woken.push(workspaceId);
-    n.onWake?.(workspaceId);
-  }, { redis, prefix, logger, finished: options.finished ?? (async () => []), sweepMs: options.sweepMs ?? NO_POLL_MS, pollMs: NO_POLL_MS });
+  n.capacity = new SharedProviderCapacity(
+    (provider) => (provider === 'p' ? limit : undefined),
+    (workspaceId) => {
+      n.woken.push(workspaceId);
+      n.onWake?.(workspaceId);
+    },
+    { redis, prefix, logger, finished: options.finished ?? (async () => []), sweepMs: options.sweepMs ?? NO_POLL_MS, pollMs: NO_POLL_MS },
+  );
   t.teardown(async () => {
     await n.capacity.close();
     await closeRedis(redis);
@@ -42,7 +46,8 @@ async function inspector(t: Test): Promise<RedisClient> {
 /** Provider p's fair queue as Redis holds it, in FairQueue.snapshot()'s shape. */
 async function redisSnapshot(redis: RedisClient, prefix: string): Promise<ReturnType<FairQueue['snapshot']>> {
   const base = `${prefix}provider-slots:p`;
-  const tags = Object.entries(await redis.hGetAll(`${base}:tags`)).map(([w, f]): [string, number] => [w, Number(f)])
+  const tags = Object.entries(await redis.hGetAll(`${base}:tags`))
+    .map(([w, f]): [string, number] => [w, Number(f)])
     .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
   const waiting = await redis.zRangeWithScores(`${base}:waiting`, 0, -1);
   const asks = await redis.hGetAll(`${base}:asks`);
@@ -77,7 +82,11 @@ t.test('a slot freed on node 1 is granted to the workspace first in fair order, 
   await eventually("a2's ask", () => asked(redis, prefix, 'a', 'a2'), 10_000, 10);
   t.notOk(two.capacity.tryAcquire('p', 'b1', 'b'));
   await eventually("b1's ask", () => asked(redis, prefix, 'b', 'b1'), 10_000, 10);
-  t.same((await redisSnapshot(redis, prefix)).asks.map(([w]) => w), ['b', 'a'], 'b, which holds nothing, is ahead of a, which holds a slot');
+  t.same(
+    (await redisSnapshot(redis, prefix)).asks.map(([w]) => w),
+    ['b', 'a'],
+    'b, which holds nothing, is ahead of a, which holds a slot',
+  );
 
   one.woken.length = 0;
   one.capacity.release('a1');
@@ -142,7 +151,12 @@ t.test('two nodes grant in the order the pure fair queue does, with the same tag
     modelPump(w.id);
     pump(w.id);
     // The first ask of each workspace is answered by Redis: a grant (woken, started) or a queued ask.
-    await eventually(`${w.id}'s first ask answered`, async () => (started.some((j) => j.startsWith(w.id)) || await asked(redis, prefix, w.id, `${w.id}1`) ? true : undefined), 10_000, 5);
+    await eventually(
+      `${w.id}'s first ask answered`,
+      async () => (started.some((j) => j.startsWith(w.id)) || (await asked(redis, prefix, w.id, `${w.id}1`)) ? true : undefined),
+      10_000,
+      5,
+    );
     await settled(w.id);
   }
   t.same(started, modelStarted, 'the first jobs');

@@ -12,8 +12,12 @@ t.test('the cluster node heartbeats while the service pool is exhausted', { skip
   const server = await startTestServer(t, {
     databaseUrl: db.url,
     env: {
-      ...clusterEnv(db.url, 8), CLUSTER: 'true', CLUSTER_NODE_ID: 'solo', CLUSTER_INTERNAL_ADDRESS: '127.0.0.1',
-      CLUSTER_INTERNAL_PORT: String(await freePort()), LOG_LEVEL: 'silent',
+      ...clusterEnv(db.url, 8),
+      CLUSTER: 'true',
+      CLUSTER_NODE_ID: 'solo',
+      CLUSTER_INTERNAL_ADDRESS: '127.0.0.1',
+      CLUSTER_INTERNAL_PORT: String(await freePort()),
+      LOG_LEVEL: 'silent',
     },
   });
   await server.recovered;
@@ -25,7 +29,9 @@ t.test('the cluster node heartbeats while the service pool is exhausted', { skip
 
   // Twice as many sleeps as the service pool has connections (10): it stays exhausted for about four seconds.
   let blocked = true;
-  const sleeps = Promise.all(Array.from({ length: 20 }, () => server.services.db.em().execute('select pg_sleep(2)'))).finally(() => { blocked = false; });
+  const sleeps = Promise.all(Array.from({ length: 20 }, () => server.services.db.em().execute('select pg_sleep(2)'))).finally(() => {
+    blocked = false;
+  });
   await sleep(300);
   const seen = new Set<number>();
   while (blocked) {

@@ -13,18 +13,28 @@ import { actorTestbed } from '../helpers/actors.ts';
  */
 t.test('actors run only for owned workspaces, and their writes carry the lease to the fence', async (t) => {
   const fenced: Lease[][] = [];
-  const leases = new Map<string, Lease>([['w1', { shard: 1, epoch: 7 }], ['w2', { shard: 2, epoch: 3 }]]);
+  const leases = new Map<string, Lease>([
+    ['w1', { shard: 1, epoch: 7 }],
+    ['w2', { shard: 2, epoch: 3 }],
+  ]);
   const { writer, actors } = await actorTestbed(t, {
-    fence: async (_em, claims) => { fenced.push(claims); },
+    fence: async (_em, claims) => {
+      fenced.push(claims);
+    },
     ownership: { claimFor: (workspaceId) => leases.get(workspaceId) },
   });
-  const rows = bulkWriteOf<number>(writer, async (em) => { await em.execute('select 1'); });
+  const rows = bulkWriteOf<number>(writer, async (em) => {
+    await em.execute('select 1');
+  });
   const ws: ActorBehavior<{ n: number }, { type: 'write' | 'bulk' }, number> = {
     kind: 'ws',
     load: async () => ({ n: 0 }),
     async receive(state, msg, ctx) {
       if (msg.type === 'bulk') await rows.add(1);
-      else await ctx.writer.write(async (em) => { await em.execute('select 1'); });
+      else
+        await ctx.writer.write(async (em) => {
+          await em.execute('select 1');
+        });
       return { state: { n: state.n + 1 }, reply: state.n + 1 };
     },
   };
@@ -34,7 +44,9 @@ t.test('actors run only for owned workspaces, and their writes carry the lease t
     load: async (ctx) => ({ workspaceId: ctx.id.split('/')[0]! }),
     workspaceOf: (state) => state.workspaceId,
     async receive(state, _msg, ctx) {
-      await ctx.writer.write(async (em) => { await em.execute('select 1'); });
+      await ctx.writer.write(async (em) => {
+        await em.execute('select 1');
+      });
       return { state, reply: state.workspaceId };
     },
   };
@@ -42,11 +54,18 @@ t.test('actors run only for owned workspaces, and their writes carry the lease t
   actors.register(job);
 
   t.equal(await actors.ask('ws', 'w1', { type: 'write' }), 1);
-  t.same(fenced.at(-1), [{ shard: 1, epoch: 7 }], 'the write was fenced on w1\'s lease');
+  t.same(fenced.at(-1), [{ shard: 1, epoch: 7 }], "the write was fenced on w1's lease");
   await Promise.all([actors.ask('ws', 'w1', { type: 'bulk' }), actors.ask('ws', 'w2', { type: 'bulk' })]);
-  t.same(fenced.at(-1), [{ shard: 1, epoch: 7 }, { shard: 2, epoch: 3 }], 'one bulk unit of two workspaces: one fence with both leases, in shard order');
+  t.same(
+    fenced.at(-1),
+    [
+      { shard: 1, epoch: 7 },
+      { shard: 2, epoch: 3 },
+    ],
+    'one bulk unit of two workspaces: one fence with both leases, in shard order',
+  );
   t.equal(await actors.ask('job', 'w2/j1', { type: 'write' }), 'w2');
-  t.same(fenced.at(-1), [{ shard: 2, epoch: 3 }], 'a child actor writes under its workspace\'s lease');
+  t.same(fenced.at(-1), [{ shard: 2, epoch: 3 }], "a child actor writes under its workspace's lease");
 
   await t.rejects(actors.ask('ws', 'w3', { type: 'write' }), ShardNotOwnedError, 'a workspace of a shard not owned is refused');
   await t.rejects(actors.ask('job', 'w3/j1', { type: 'write' }), ShardNotOwnedError, 'and so are its children, once their workspace is known');
@@ -70,14 +89,18 @@ t.test('actors run only for owned workspaces, and their writes carry the lease t
 t.test('a write fenced out (the shard moved on before it committed) is answered as a shard not owned, not as a crash', async (t) => {
   // The database refuses the batch's claims, as cluster_fence does once another node holds the shard.
   const { actors } = await actorTestbed(t, {
-    fence: async (_em, claims) => { throw new FencedOutError('me', claims); },
+    fence: async (_em, claims) => {
+      throw new FencedOutError('me', claims);
+    },
     ownership: { claimFor: () => ({ shard: 1, epoch: 7 }) },
   });
   const ws: ActorBehavior<object, { type: 'inline' | 'deferred' }, string> = {
     kind: 'ws',
     load: async () => ({}),
     async receive(state, msg, ctx) {
-      const written = ctx.writer.write(async (em) => { await em.execute('select 1'); });
+      const written = ctx.writer.write(async (em) => {
+        await em.execute('select 1');
+      });
       if (msg.type === 'inline') {
         await written;
         return { state, reply: 'done' };

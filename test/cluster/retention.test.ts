@@ -38,49 +38,63 @@ async function state(db: Database, endpoints: { live: string; deleted: string })
 }
 
 function makeNode(t: Test, db: Database, nodeId: string): ClusterNode {
-  const node = new ClusterNode({ db, nodeId, address: `127.0.0.1:${9100 + nodeId.charCodeAt(0)}`, shardCount: SHARDS, heartbeatMs: 100, deadAfterMs: 1_500, leaseMs: 1_500 });
+  const node = new ClusterNode({
+    db,
+    nodeId,
+    address: `127.0.0.1:${9100 + nodeId.charCodeAt(0)}`,
+    shardCount: SHARDS,
+    heartbeatMs: 100,
+    deadAfterMs: 1_500,
+    leaseMs: 1_500,
+  });
   t.teardown(() => node.stop());
   return node;
 }
 
-t.test('cluster mode: each node prunes the webhook deliveries and deleted endpoints of the shards it owns, and only those', { skip: NEEDS_POSTGRES }, async (t) => {
-  const db = await clusterDatabase(t);
-  const a = makeNode(t, db, 'a');
-  const b = makeNode(t, db, 'b');
-  await Promise.all([a.start(), b.start()]);
-  await eventually('the shards to spread evenly over both nodes', () => (a.ownedShards().length === SHARDS / 2 && b.ownedShards().length === SHARDS / 2 ? true : undefined));
-  const shardsOfA = new Set(a.ownedShards().map((lease) => lease.shard));
-  // One workspace in a shard of each node.
-  let wsA: string | undefined;
-  let wsB: string | undefined;
-  for (let i = 0; wsA === undefined || wsB === undefined; i++) {
-    const id = `ws_retention_${i}`;
-    if (shardsOfA.has(shardOf(id, SHARDS))) wsA ??= id;
-    else wsB ??= id;
-  }
-  const ofA = await seedWorkspace(db, wsA);
-  const ofB = await seedWorkspace(db, wsB);
-  const logger = createLogger('silent');
-  const retentionOf = (node: ClusterNode) => {
-    const retention = startDeliveryRetention(db, systemClock, logger, () => ({ shards: node.ownedShards().map((lease) => lease.shard), shardCount: SHARDS }));
-    t.teardown(() => retention.stop());
-    return retention;
-  };
-  const retentionA = retentionOf(a);
-  const retentionB = retentionOf(b);
-  const before = { deliveries: DELIVERIES_KEPT + EXTRA, deletedEndpoint: true };
-  t.same(await state(db, ofA), before);
-  t.same(await state(db, ofB), before);
+t.test(
+  'cluster mode: each node prunes the webhook deliveries and deleted endpoints of the shards it owns, and only those',
+  { skip: NEEDS_POSTGRES },
+  async (t) => {
+    const db = await clusterDatabase(t);
+    const a = makeNode(t, db, 'a');
+    const b = makeNode(t, db, 'b');
+    await Promise.all([a.start(), b.start()]);
+    await eventually('the shards to spread evenly over both nodes', () =>
+      a.ownedShards().length === SHARDS / 2 && b.ownedShards().length === SHARDS / 2 ? true : undefined,
+    );
+    const shardsOfA = new Set(a.ownedShards().map((lease) => lease.shard));
+    // One workspace in a shard of each node.
+    let wsA: string | undefined;
+    let wsB: string | undefined;
+    for (let i = 0; wsA === undefined || wsB === undefined; i++) {
+      const id = `ws_retention_${i}`;
+      if (shardsOfA.has(shardOf(id, SHARDS))) wsA ??= id;
+      else wsB ??= id;
+    }
+    const ofA = await seedWorkspace(db, wsA);
+    const ofB = await seedWorkspace(db, wsB);
+    const logger = createLogger('silent');
+    const retentionOf = (node: ClusterNode) => {
+      const retention = startDeliveryRetention(db, systemClock, logger, () => ({ shards: node.ownedShards().map((lease) => lease.shard), shardCount: SHARDS }));
+      t.teardown(() => retention.stop());
+      return retention;
+    };
+    const retentionA = retentionOf(a);
+    const retentionB = retentionOf(b);
+    const before = { deliveries: DELIVERIES_KEPT + EXTRA, deletedEndpoint: true };
+    t.same(await state(db, ofA), before);
+    t.same(await state(db, ofB), before);
 
-  await retentionA.runNow();
-  t.same(await state(db, ofA), { deliveries: DELIVERIES_KEPT, deletedEndpoint: false }, "node a pruned its workspace's endpoint and purged its deleted one");
-  t.same(await state(db, ofB), before, "node a left the other node's workspace alone");
+    await retentionA.runNow();
+    t.same(await state(db, ofA), { deliveries: DELIVERIES_KEPT, deletedEndpoint: false }, "node a pruned its workspace's endpoint and purged its deleted one");
+    t.same(await state(db, ofB), before, "node a left the other node's workspace alone");
 
-  await retentionB.runNow();
-  t.same(await state(db, ofB), { deliveries: DELIVERIES_KEPT, deletedEndpoint: false }, 'node b pruned its own');
-  const [kept] = await db.em().execute<Array<{ oldest: string }>>('select min(id) as oldest from webhook_deliveries where endpoint_id = ?', [ofB.live]);
-  t.equal(kept!.oldest, `dlv_${wsB}_${String(EXTRA + 1).padStart(4, '0')}`, 'the most recent ones were kept');
-});
+    await retentionB.runNow();
+    t.same(await state(db, ofB), { deliveries: DELIVERIES_KEPT, deletedEndpoint: false }, 'node b pruned its own');
+    const [kept] = await db.em().execute<Array<{ oldest: string }>>('select min(id) as oldest from webhook_deliveries where endpoint_id = ?', [ofB.live]);
+    t.equal(kept!.oldest, `dlv_${wsB}_${String(EXTRA + 1).padStart(4, '0')}`, 'the most recent ones were kept');
+  },
+);
 
 t.test('a node that owns no shard prunes nothing; without a cluster everything is pruned', { skip: NEEDS_POSTGRES }, async (t) => {
   const db = await clusterDatabase(t);
@@ -118,7 +132,8 @@ t.test('cluster mode: each node purges the expired Idempotency-Keys of the shard
       [id, new Date(now - 2 * 86_400_000), new Date(now - 60_000), id, new Date(now - 60_000), new Date(now + 86_400_000)],
     );
   }
-  const keysOf = async (id: string) => (await db.em().execute<Array<{ key: string }>>('select key from idempotency_keys where workspace_id = ? order by key', [id])).map((row) => row.key);
+  const keysOf = async (id: string) =>
+    (await db.em().execute<Array<{ key: string }>>('select key from idempotency_keys where workspace_id = ? order by key', [id])).map((row) => row.key);
   const [first, second] = ids as [string, string];
 
   t.equal(await purgeExpiredIdempotencyKeys(db, now, owned([])), 0, 'a node that owns no shard purges nothing');

@@ -4,7 +4,17 @@ import { DELIVERY_HEADER } from '../../client/src/webhooks.ts';
 import { startReceiver } from '../webhooks/support.ts';
 import { createKey, signUp, withKey } from '../helpers/identity.ts';
 import {
-  clusterDatabase, clusterEnv, eventually, NEEDS_POSTGRES_REDIS, nodeReady, shardCounts, sleep, startCluster, startClusterNode, type NodeProcess, type Reply,
+  clusterDatabase,
+  clusterEnv,
+  eventually,
+  NEEDS_POSTGRES_REDIS,
+  nodeReady,
+  shardCounts,
+  sleep,
+  startCluster,
+  startClusterNode,
+  type NodeProcess,
+  type Reply,
 } from './support.ts';
 
 const SHARDS = 16;
@@ -18,7 +28,11 @@ t.test('rolling restart of three nodes under load: no create lost, none executed
   // Leases long enough that a loaded machine never loses one by a late renewal: every shard here moves by
   // a graceful handover, which must post no delivery twice and run no job twice.
   const env = clusterEnv(db.url, SHARDS, {
-    LOCAL_PROVIDER_LATENCY_MS: '300', SHUTDOWN_TIMEOUT_MS: '30000', CLUSTER_HEARTBEAT_MS: '500', CLUSTER_DEAD_AFTER_MS: '6000', CLUSTER_LEASE_MS: '6000',
+    LOCAL_PROVIDER_LATENCY_MS: '300',
+    SHUTDOWN_TIMEOUT_MS: '30000',
+    CLUSTER_HEARTBEAT_MS: '500',
+    CLUSTER_DEAD_AFTER_MS: '6000',
+    CLUSTER_LEASE_MS: '6000',
   });
   const receiver = await startReceiver(t);
   // The receiver answers each delivery after 250 ms, so that stops find attempts on the wire.
@@ -37,21 +51,31 @@ t.test('rolling restart of three nodes under load: no create lost, none executed
   // Three clients, each with its own workspace (whose shards the three nodes share out), creating jobs
   // round robin through every node with an Idempotency-Key; a 503 or a refused connection is retried on
   // the next node with the same key, until it is acknowledged.
-  const tenants = await Promise.all(nodes.map(async (node) => {
-    const user = await signUp(node.client);
-    const { key } = await createKey(node.client, user.cookie, user.workspaceId, ['all']);
-    for (;;) {
-      const endpoint = await node.client.json('/v1/webhooks', {
-        method: 'POST', headers: withKey(key), body: JSON.stringify({ workspaceId: user.workspaceId, url: receiver.url, eventTypes: ['generation.completed', 'generation.failed', 'generation.cancelled', 'generation.expired'] }),
-      });
-      if (endpoint.status === 201) break;
-      if (endpoint.status !== 503) throw new Error(`endpoint: ${endpoint.status} ${JSON.stringify(endpoint.body)}`);
-      await sleep(200);
-    }
-    return { workspaceId: user.workspaceId, key };
-  }));
+  const tenants = await Promise.all(
+    nodes.map(async (node) => {
+      const user = await signUp(node.client);
+      const { key } = await createKey(node.client, user.cookie, user.workspaceId, ['all']);
+      for (;;) {
+        const endpoint = await node.client.json('/v1/webhooks', {
+          method: 'POST',
+          headers: withKey(key),
+          body: JSON.stringify({
+            workspaceId: user.workspaceId,
+            url: receiver.url,
+            eventTypes: ['generation.completed', 'generation.failed', 'generation.cancelled', 'generation.expired'],
+          }),
+        });
+        if (endpoint.status === 201) break;
+        if (endpoint.status !== 503) throw new Error(`endpoint: ${endpoint.status} ${JSON.stringify(endpoint.body)}`);
+        await sleep(200);
+      }
+      return { workspaceId: user.workspaceId, key };
+    }),
+  );
   let stop = false;
-  t.teardown(() => { stop = true; }); // a failed step ends the load too, rather than leave it running to the file's timeout
+  t.teardown(() => {
+    stop = true;
+  }); // a failed step ends the load too, rather than leave it running to the file's timeout
   let unavailable = 0;
   let refusedConnections = 0;
   let capRefusals = 0;
@@ -65,7 +89,8 @@ t.test('rolling restart of three nodes under load: no create lost, none executed
       const body = JSON.stringify({ workspaceId: tenant.workspaceId, mode: 'text_to_text', model: 'local/text-mini', params: { prompt: `job ${key}` } });
       for (;;) {
         const node = nodes[turn++ % nodes.length]!;
-        const r: Reply | undefined = await node.client.json('/v1/generations', { method: 'POST', headers: withKey(tenant.key, { 'idempotency-key': key }), body })
+        const r: Reply | undefined = await node.client
+          .json('/v1/generations', { method: 'POST', headers: withKey(tenant.key, { 'idempotency-key': key }), body })
           .catch(() => undefined);
         if (r?.status === 201) {
           const seen = acknowledged.get(key);
@@ -105,27 +130,41 @@ t.test('rolling restart of three nodes under load: no create lost, none executed
     const restarted: NodeProcess = await startClusterNode(t, node.id, env, dataDir);
     nodes[i] = restarted;
     await nodeReady(restarted);
-    const counts = await eventually(`${node.id} holds its share of the shards again`, async () => {
-      const c = await shardCounts(db);
-      return Object.keys(c).length === 3 && Object.values(c).every((n) => n === 5 || n === 6) ? c : undefined;
-    }, 30_000, 50);
-    handovers.push(`${node.id}: stop ${exitedAt - stoppedAt} ms, back with ${counts[node.id]} shards ${Date.now() - exitedAt} ms after its exit (${acknowledged.size - before} creates acknowledged meanwhile)`);
+    const counts = await eventually(
+      `${node.id} holds its share of the shards again`,
+      async () => {
+        const c = await shardCounts(db);
+        return Object.keys(c).length === 3 && Object.values(c).every((n) => n === 5 || n === 6) ? c : undefined;
+      },
+      30_000,
+      50,
+    );
+    handovers.push(
+      `${node.id}: stop ${exitedAt - stoppedAt} ms, back with ${counts[node.id]} shards ${Date.now() - exitedAt} ms after its exit (${acknowledged.size - before} creates acknowledged meanwhile)`,
+    );
   }
   await sleep(500);
   stop = true;
   await load;
   t.comment(`handovers: ${handovers.join('; ')}`);
-  t.comment(`${acknowledged.size} creates acknowledged; retried: ${unavailable} after a 503, ${refusedConnections} after a refused connection; ${capRefusals} refused by the job cap`);
+  t.comment(
+    `${acknowledged.size} creates acknowledged; retried: ${unavailable} after a 503, ${refusedConnections} after a refused connection; ${capRefusals} refused by the job cap`,
+  );
   t.same(unexpected, [], 'every create was acknowledged (after retries), or refused by the job cap');
   t.ok(acknowledged.size > 0, 'the load ran');
 
   // Every acknowledged create exists, and only those: one generation per Idempotency-Key.
   const ids = new Set(acknowledged.values());
   t.equal(ids.size, acknowledged.size, 'each Idempotency-Key has its own generation');
-  const rows = await eventually('every job terminal', async () => {
-    const r = await db.em().execute<Array<{ id: string; status: string; attempts: number }>>('select id, status, attempts from generations');
-    return r.every((g) => TERMINAL.has(g.status)) ? r : undefined;
-  }, 60_000, 200);
+  const rows = await eventually(
+    'every job terminal',
+    async () => {
+      const r = await db.em().execute<Array<{ id: string; status: string; attempts: number }>>('select id, status, attempts from generations');
+      return r.every((g) => TERMINAL.has(g.status)) ? r : undefined;
+    },
+    60_000,
+    200,
+  );
   t.same(new Set(rows.map((g) => g.id)), ids, `the ${ids.size} acknowledged generations exist, and no other (none lost, none created twice)`);
   const statuses: Record<string, number> = {};
   for (const g of rows) statuses[g.status] = (statuses[g.status] ?? 0) + 1;
@@ -142,19 +181,34 @@ t.test('rolling restart of three nodes under load: no create lost, none executed
   const posts = new Map<string, number>();
   for (const r of receiver.received) posts.set(String(r.headers[DELIVERY_HEADER]), (posts.get(String(r.headers[DELIVERY_HEADER])) ?? 0) + 1);
   t.equal(posts.size, rows.length, `one delivery for each of the ${rows.length} jobs`);
-  t.same([...posts].filter(([, n]) => n > 1), [], 'no delivery was posted twice');
+  t.same(
+    [...posts].filter(([, n]) => n > 1),
+    [],
+    'no delivery was posted twice',
+  );
 
   // Money: one reserve and one capture or release per job, nothing reserved, each balance equals its ledger.
-  const ledger = await db.em().execute<Array<{ generation_id: string; kinds: string }>>(
-    `select generation_id, string_agg(kind, ',' order by kind) as kinds from credit_ledger where generation_id is not null group by generation_id`);
+  const ledger = await db
+    .em()
+    .execute<Array<{ generation_id: string; kinds: string }>>(
+      `select generation_id, string_agg(kind, ',' order by kind) as kinds from credit_ledger where generation_id is not null group by generation_id`,
+    );
   const settled = new Map(ledger.map((row) => [row.generation_id, row.kinds]));
   const badLedger = rows.filter((g) => !['capture,reserve', 'release,reserve'].includes(settled.get(g.id) ?? '')).map((g) => `${g.id}: ${settled.get(g.id)}`);
   t.same(badLedger, [], 'each job has one reserve and one capture or release in its ledger');
   for (const tenant of tenants) {
-    const [account] = await db.em().execute<Array<{ available_credits: string; reserved_credits: string }>>(
-      'select available_credits, reserved_credits from workspace_accounts where workspace_id = ?', [tenant.workspaceId]);
-    const [sum] = await db.em().execute<Array<{ credits: string; reserved: string }>>(
-      'select coalesce(sum(credits), 0)::int8 as credits, coalesce(sum(reserved_credits), 0)::int8 as reserved from credit_ledger where workspace_id = ?', [tenant.workspaceId]);
+    const [account] = await db
+      .em()
+      .execute<Array<{ available_credits: string; reserved_credits: string }>>(
+        'select available_credits, reserved_credits from workspace_accounts where workspace_id = ?',
+        [tenant.workspaceId],
+      );
+    const [sum] = await db
+      .em()
+      .execute<Array<{ credits: string; reserved: string }>>(
+        'select coalesce(sum(credits), 0)::int8 as credits, coalesce(sum(reserved_credits), 0)::int8 as reserved from credit_ledger where workspace_id = ?',
+        [tenant.workspaceId],
+      );
     t.same(
       { reserved: Number(account!.reserved_credits), ledgerReserved: Number(sum!.reserved), balance: Number(account!.available_credits) },
       { reserved: 0, ledgerReserved: 0, balance: Number(sum!.credits) },

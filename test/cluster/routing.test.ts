@@ -17,7 +17,10 @@ t.test('a forwarded request is recognised only with the shared secret, for its o
   t.ok(b.verify(header, 'POST', '/v1/generations?x=1', undefined), 'another node with the same secret accepts it');
   t.notOk(b.verify(header, 'POST', '/v1/generations?x=2', undefined), 'not for another target');
   t.notOk(b.verify(header, 'DELETE', '/v1/generations?x=1', undefined), 'not for another method');
-  t.notOk(routing('b', 'another-secret-of-at-least-32-chars!!', () => clock).verify(header, 'POST', '/v1/generations?x=1', undefined), 'not with another secret');
+  t.notOk(
+    routing('b', 'another-secret-of-at-least-32-chars!!', () => clock).verify(header, 'POST', '/v1/generations?x=1', undefined),
+    'not with another secret',
+  );
   t.notOk(b.verify(header.replace(/\.a\./, '.c.'), 'POST', '/v1/generations?x=1', undefined), 'not under another node id');
   t.notOk(b.verify('123.a.nothex', 'POST', '/v1/generations?x=1', undefined), 'a malformed header is refused');
   clock += 61_000;
@@ -35,7 +38,10 @@ t.test('the signature covers the exact bytes of the body', async (t) => {
   t.notOk(b.verify(header, 'POST', '/v1/wallet/top-ups', `${json} `), 'nor one with a byte added, even if it parses to the same value');
   t.notOk(b.verify(header, 'POST', '/v1/wallet/top-ups', undefined), 'nor the same request with its body removed');
   t.notOk(b.verify(a.sign('POST', '/v1/wallet/top-ups', undefined), 'POST', '/v1/wallet/top-ups', json), 'nor a body added to a request signed without one');
-  t.ok(b.verify(a.sign('GET', '/v1/wallet?workspaceId=ws_1', undefined), 'GET', '/v1/wallet?workspaceId=ws_1', Buffer.alloc(0)), 'no body and an empty body are the same bytes');
+  t.ok(
+    b.verify(a.sign('GET', '/v1/wallet?workspaceId=ws_1', undefined), 'GET', '/v1/wallet?workspaceId=ws_1', Buffer.alloc(0)),
+    'no body and an empty body are the same bytes',
+  );
 
   const event = Buffer.from('{"id":"evt_0123456789","type":"payment.succeeded","data":{"paymentId":"pay_1"}}\n\u00e9', 'utf8');
   const signed = a.sign('POST', '/v1/billing/events/local', event);
@@ -48,11 +54,21 @@ t.test('the signature covers the exact bytes of the body', async (t) => {
 t.test('placement: here, at the owner it knows without asking the database, and asked again after a failed forward', async (t) => {
   const clock = new ManualClock();
   const owned = new Set([0]);
-  const node = { nodeId: 'a', owns: (shard: number) => (owned.has(shard) ? { shard, epoch: 1 } : undefined), isHandingOver: () => false } as unknown as ClusterNode;
+  const node = {
+    nodeId: 'a',
+    owns: (shard: number) => (owned.has(shard) ? { shard, epoch: 1 } : undefined),
+    isHandingOver: () => false,
+  } as unknown as ClusterNode;
   const host = { shardOf: (workspaceId: string) => Number(workspaceId.slice(3)) } as unknown as ShardHost;
-  const table = new Map([[1, { nodeId: 'b', address: 'b:1', epoch: 3, remainingMs: 5_000 }], [2, { nodeId: 'a', address: 'a:1', epoch: 2, remainingMs: 5_000 }]]);
+  const table = new Map([
+    [1, { nodeId: 'b', address: 'b:1', epoch: 3, remainingMs: 5_000 }],
+    [2, { nodeId: 'a', address: 'a:1', epoch: 2, remainingMs: 5_000 }],
+  ]);
   const reads: number[] = [];
-  const owners = new ShardOwners(async (shard) => { reads.push(shard); return table.get(shard); }, clock);
+  const owners = new ShardOwners(async (shard) => {
+    reads.push(shard);
+    return table.get(shard);
+  }, clock);
   const routing = new ClusterRouting(owners, node, host, SECRET, () => clock.now());
 
   t.same(await routing.placement('ws_0'), { kind: 'here' });

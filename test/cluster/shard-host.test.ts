@@ -3,11 +3,18 @@ import { createLogger } from '../../runtime/logger.ts';
 import { ShardHost } from '../../runtime/cluster/shard-host.ts';
 import { shardOf } from '../../runtime/cluster/shard.ts';
 
-const host = (shardCount: number) => new ShardHost({
-  shardCount, logger: createLogger('silent'), recoverShard: () => [], retire: async () => 0, flushWrites: async () => {}, drainMs: 0, retryMs: 1_000,
-});
+const host = (shardCount: number) =>
+  new ShardHost({
+    shardCount,
+    logger: createLogger('silent'),
+    recoverShard: () => [],
+    retire: async () => 0,
+    flushWrites: async () => {},
+    drainMs: 0,
+    retryMs: 1_000,
+  });
 
-t.test('a workspace\'s shard is remembered, and always the one SHA-256 gives, also once the memo forgets', async (t) => {
+t.test("a workspace's shard is remembered, and always the one SHA-256 gives, also once the memo forgets", async (t) => {
   for (const count of [1, 64, 4096]) {
     const h = host(count);
     // More workspaces than the memo holds, asked in turn, then again in the reverse order and at random.
@@ -22,30 +29,51 @@ t.test('drain: a job that went in flight while the mailboxes emptied is waited f
   let inFlight = 0;
   const steps: string[] = [];
   const h = new ShardHost({
-    shardCount: 4, logger: createLogger('silent'), recoverShard: () => [], drainMs: 60_000, retryMs: 1_000,
+    shardCount: 4,
+    logger: createLogger('silent'),
+    recoverShard: () => [],
+    drainMs: 60_000,
+    retryMs: 1_000,
     jobsInFlight: async () => inFlight,
     retire: async () => {
       steps.push('retire');
       if (steps.filter((step) => step === 'retire').length === 1) {
         // A start decided before the drain began commits now and hands the job to its provider, which ends it a little later.
         inFlight = 1;
-        setTimeout(() => { inFlight = 0; steps.push('job ended'); }, 100);
+        setTimeout(() => {
+          inFlight = 0;
+          steps.push('job ended');
+        }, 100);
       }
       return 1;
     },
-    flushWrites: async () => { steps.push('flush'); },
+    flushWrites: async () => {
+      steps.push('flush');
+    },
   });
   await h.drain({ shard: 1, epoch: 1 });
-  t.same(steps, ['flush', 'retire', 'flush', 'job ended', 'retire', 'flush'], 'the handover commits what is queued, waits for the job, then retires and flushes again');
+  t.same(
+    steps,
+    ['flush', 'retire', 'flush', 'job ended', 'retire', 'flush'],
+    'the handover commits what is queued, waits for the job, then retires and flushes again',
+  );
 });
 
 t.test('drain: a job that never ends holds the handover back no longer than the drain allows', async (t) => {
   const warnings: string[] = [];
   const logger = createLogger('silent');
-  logger.warn = ((_: unknown, message: string) => { warnings.push(message); }) as typeof logger.warn;
+  logger.warn = ((_: unknown, message: string) => {
+    warnings.push(message);
+  }) as typeof logger.warn;
   const h = new ShardHost({
-    shardCount: 4, logger, recoverShard: () => [], drainMs: 200, retryMs: 1_000,
-    jobsInFlight: async () => 1, retire: async () => 0, flushWrites: async () => {},
+    shardCount: 4,
+    logger,
+    recoverShard: () => [],
+    drainMs: 200,
+    retryMs: 1_000,
+    jobsInFlight: async () => 1,
+    retire: async () => 0,
+    flushWrites: async () => {},
   });
   await h.drain({ shard: 1, epoch: 1 });
   t.same(warnings, ['jobs still in flight at the drain deadline: the next owner resubmits them']);

@@ -17,21 +17,33 @@ function fakeLookup(table: Map<number, ShardOwnerRow>) {
   };
   const hold = () => {
     let open!: () => void;
-    gate = new Promise((resolve) => { open = resolve; });
-    return () => { gate = undefined; open(); };
+    gate = new Promise((resolve) => {
+      open = resolve;
+    });
+    return () => {
+      gate = undefined;
+      open();
+    };
   };
   return { lookup, reads, hold };
 }
 
 const row = (nodeId: string, epoch: number, remainingMs = 5_000): ShardOwnerRow => ({ nodeId, address: `${nodeId}.internal:8081`, epoch, remainingMs });
 const known = (clock: ManualClock, entries: Array<[number, string, number, number?]>): Map<number, KnownOwner> =>
-  new Map(entries.map(([shard, nodeId, epoch, validMs = 5_000]) => [shard, { nodeId, address: `${nodeId}.internal:8081`, epoch, validUntil: clock.now() + validMs }]));
+  new Map(
+    entries.map(([shard, nodeId, epoch, validMs = 5_000]) => [shard, { nodeId, address: `${nodeId}.internal:8081`, epoch, validUntil: clock.now() + validMs }]),
+  );
 
-t.test('a round\'s view answers without reading; an unknown shard is read once and then remembered', async (t) => {
+t.test("a round's view answers without reading; an unknown shard is read once and then remembered", async (t) => {
   const clock = new ManualClock();
   const db = fakeLookup(new Map([[7, row('c', 4)]]));
   const owners = new ShardOwners(db.lookup, clock);
-  owners.replace(known(clock, [[1, 'a', 2], [2, 'b', 3]]));
+  owners.replace(
+    known(clock, [
+      [1, 'a', 2],
+      [2, 'b', 3],
+    ]),
+  );
   t.same(await owners.ownerOf(1), { nodeId: 'a', address: 'a.internal:8081', epoch: 2, validUntil: clock.now() + 5_000 });
   t.equal((await owners.ownerOf(2))!.nodeId, 'b');
   t.same(db.reads, [], 'no database read for a shard the round saw');
@@ -95,7 +107,10 @@ t.test('concurrent requests for an unknown shard share one read', async (t) => {
   const release = db.hold();
   const answers = Promise.all([owners.ownerOf(4), owners.ownerOf(4), owners.ownerOf(4)]);
   release();
-  t.same((await answers).map((o) => o?.nodeId), ['b', 'b', 'b']);
+  t.same(
+    (await answers).map((o) => o?.nodeId),
+    ['b', 'b', 'b'],
+  );
   t.same(db.reads, [4]);
 });
 
@@ -110,7 +125,7 @@ t.test('a read begun before a newer view or a forget does not write over it', as
   owners.replace(known(clock, [[5, 'new', 2]]));
   release();
   t.equal((await early)!.nodeId, 'old', 'the read answers its own caller');
-  t.equal((await owners.ownerOf(5))!.nodeId, 'new', 'the round\'s newer view is kept');
+  t.equal((await owners.ownerOf(5))!.nodeId, 'new', "the round's newer view is kept");
   t.same(db.reads, [5]);
 
   owners.forget(5, 'new');
@@ -144,10 +159,16 @@ t.test('attached to a node: each round replaces the view, and a shard this node 
   const owners = new ShardOwners(db.lookup, clock);
   const node = new EventEmitter() as unknown as ClusterNode;
   owners.attach(node);
-  node.emit('owners', known(clock, [[1, 'me', 7], [2, 'c', 1]]));
+  node.emit(
+    'owners',
+    known(clock, [
+      [1, 'me', 7],
+      [2, 'c', 1],
+    ]),
+  );
   t.equal((await owners.ownerOf(1))!.nodeId, 'me');
   node.emit('lost', { shard: 1, epoch: 7 }, 'handed-over');
   t.equal((await owners.ownerOf(1))!.nodeId, 'b', 'handed over: its next owner is read');
   node.emit('owners', known(clock, [[2, 'c', 1]]));
-  t.equal(owners.size, 1, 'a round\'s view replaces all that was known');
+  t.equal(owners.size, 1, "a round's view replaces all that was known");
 });

@@ -13,8 +13,12 @@ t.test('the shard of a workspace computed in SQL is the one computed in JavaScri
   });
   const ids = ['abc', 'ws_01J9ZK3V6Q1X2Y3Z4A5B6C7D8E', 'é-ünïcødé-✓', ...Array.from({ length: 300 }, (_, i) => `ws_${i}`)];
   for (const count of [1, 7, 64, 4096]) {
-    const rows = await db.em().execute<{ id: string; shard: number }[]>(
-      `select id, ${shardOfSql('id')} as shard from jsonb_array_elements_text(?::jsonb) as ids(id)`, [count, JSON.stringify(ids)]);
+    const rows = await db
+      .em()
+      .execute<{ id: string; shard: number }[]>(`select id, ${shardOfSql('id')} as shard from jsonb_array_elements_text(?::jsonb) as ids(id)`, [
+        count,
+        JSON.stringify(ids),
+      ]);
     const mismatches = rows.filter((row) => Number(row.shard) !== shardOf(row.id, count));
     t.same(mismatches, [], `${count} shards: all ${rows.length} ids agree`);
   }

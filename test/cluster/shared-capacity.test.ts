@@ -39,9 +39,18 @@ async function node(t: Test, prefix: string): Promise<Node> {
     },
   });
   const wakes = new EventEmitter();
-  const capacity = new SharedProviderCapacity((provider) => (provider === 'p' ? 1 : undefined), (workspaceId) => wakes.emit('wake', workspaceId), {
-    redis: observed, prefix, logger, finished: async () => [], sweepMs: NO_POLL_MS, pollMs: NO_POLL_MS,
-  });
+  const capacity = new SharedProviderCapacity(
+    (provider) => (provider === 'p' ? 1 : undefined),
+    (workspaceId) => wakes.emit('wake', workspaceId),
+    {
+      redis: observed,
+      prefix,
+      logger,
+      finished: async () => [],
+      sweepMs: NO_POLL_MS,
+      pollMs: NO_POLL_MS,
+    },
+  );
   t.teardown(async () => {
     await capacity.close();
     await closeRedis(redis);
@@ -58,7 +67,9 @@ function acquire(n: Node, generationId: string, workspaceId: string): Promise<vo
       n.wakes.off('wake', onWake);
       resolve();
     };
-    const onWake = (woken: string) => { if (woken === workspaceId) attempt(); };
+    const onWake = (woken: string) => {
+      if (woken === workspaceId) attempt();
+    };
     n.wakes.on('wake', onWake);
     attempt();
   });
@@ -77,7 +88,9 @@ t.test('a slot freed on one node wakes the workspace waiting for it on another a
   await acquire(a, 'gen_1', 'ws_a');
   t.same(await a.redis.sMembers(`${prefix}provider-slots:p`), ['gen_1']);
   let bHolds = false;
-  const waiting = acquire(b, 'gen_2', 'ws_b').then(() => { bHolds = true; });
+  const waiting = acquire(b, 'gen_2', 'ws_b').then(() => {
+    bHolds = true;
+  });
   await eventually("node b's request to be refused (the cluster's one slot is held)", () => (b.refused() > 0 ? true : undefined), 10_000, 10);
   t.notOk(bHolds, 'node b waits');
   t.same(heard, [], 'nothing freed yet, nothing said');
@@ -112,7 +125,9 @@ t.test('close() ends the subscription: a closed node is no longer woken, and its
   const listener = await connectRedis(process.env.TEST_REDIS_URL!, logger);
   t.teardown(() => closeRedis(listener));
   let heard = false;
-  await listener.subscribe(`${prefix}provider-slots-freed`, () => { heard = true; });
+  await listener.subscribe(`${prefix}provider-slots-freed`, () => {
+    heard = true;
+  });
   a.capacity.release('gen_1');
   await eventually('the notice of the freed slot', () => (heard ? true : undefined), 10_000, 10);
   t.same(woken, [], 'the closed node woke nobody');
@@ -131,10 +146,15 @@ t.test('the sweep of stale slots: each node takes the ended jobs of its own shar
       `insert into generations (id, workspace_id, mode, model_id, status, params, inputs, payment_mode, credits, provider, timeline, queue_deadline, created_at, updated_at)
        select ? || s, ?, 'text_to_text', 'local/text-mini', s, '{}', '{}', 'credits', 1, 'local', '[]', now(), now(), now()
          from unnest(array['running', 'succeeded', 'failed', 'queued']) as s`,
-      [`gen_${ws}_`, ws]);
+      [`gen_${ws}_`, ws],
+    );
   }
   const ids = [mine, theirs].flatMap((ws) => ['running', 'succeeded', 'failed', 'queued'].map((s) => `gen_${ws}_${s}`)).concat('gen_gone');
   const stale = await staleSlotsAmong(db, ids, { shards: [shardOf(mine, shards)], shardCount: shards });
-  t.same(stale.sort(), [`gen_${mine}_failed`, `gen_${mine}_succeeded`, 'gen_gone'].sort(), "the ended jobs of this node's shard, and the id gone; not the other shard's, nor unfinished ones");
+  t.same(
+    stale.sort(),
+    [`gen_${mine}_failed`, `gen_${mine}_succeeded`, 'gen_gone'].sort(),
+    "the ended jobs of this node's shard, and the id gone; not the other shard's, nor unfinished ones",
+  );
   t.same(await staleSlotsAmong(db, ids, { shards: [], shardCount: shards }), ['gen_gone'], 'a node without shards sweeps only ids gone');
 });

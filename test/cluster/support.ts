@@ -39,13 +39,22 @@ export async function eventually<T>(what: string, check: () => Promise<T | undef
 
 // ---- Real node processes (test/fixtures/serve.ts, the service as `npm start` runs it) ----
 
-export const NEEDS_POSTGRES_REDIS = process.env.TEST_DATABASE_URL && process.env.TEST_REDIS_URL
-  ? false : 'cluster mode needs PostgreSQL and Redis: set TEST_DATABASE_URL and TEST_REDIS_URL';
+export const NEEDS_POSTGRES_REDIS =
+  process.env.TEST_DATABASE_URL && process.env.TEST_REDIS_URL ? false : 'cluster mode needs PostgreSQL and Redis: set TEST_DATABASE_URL and TEST_REDIS_URL';
 
-export interface Reply { status: number; body: any; headers: Headers }
+export interface Reply {
+  status: number;
+  body: any;
+  headers: Headers;
+}
 
 /** One node process and a client over its public URL (the parts of TestServer the identity helpers use). */
-export interface NodeProcess { id: string; child: Child; url: string; client: TestServer }
+export interface NodeProcess {
+  id: string;
+  child: Child;
+  url: string;
+  client: TestServer;
+}
 
 export function clientOf(url: string): TestServer {
   return {
@@ -61,12 +70,21 @@ export function clientOf(url: string): TestServer {
 /** The environment every node of one test cluster shares (its own Redis prefix), with `extra` on top. */
 export function clusterEnv(databaseUrl: string, shards: number, extra: Record<string, string> = {}): Record<string, string> {
   return {
-    DATABASE_URL: databaseUrl, REDIS_URL: process.env.TEST_REDIS_URL!, REDIS_KEY_PREFIX: `gs-cluster-${process.pid}-${Date.now()}:`,
-    CLUSTER_SECRET: 'cluster-test-secret-0123456789abcdef', CLUSTER_SHARDS: String(shards),
-    WEBHOOK_SECRET_KEY: 'webhook-key-shared-by-all-nodes-0123456789', BILLING_SIGNING_SECRET: 'billing-secret-shared-by-all-nodes-01234',
+    DATABASE_URL: databaseUrl,
+    REDIS_URL: process.env.TEST_REDIS_URL!,
+    REDIS_KEY_PREFIX: `gs-cluster-${process.pid}-${Date.now()}:`,
+    CLUSTER_SECRET: 'cluster-test-secret-0123456789abcdef',
+    CLUSTER_SHARDS: String(shards),
+    WEBHOOK_SECRET_KEY: 'webhook-key-shared-by-all-nodes-0123456789',
+    BILLING_SIGNING_SECRET: 'billing-secret-shared-by-all-nodes-01234',
     BLOB_SIGNING_SECRET: 'blob-secret-shared-by-all-nodes-0123456789',
-    CLUSTER_HEARTBEAT_MS: '250', CLUSTER_DEAD_AFTER_MS: '1500', CLUSTER_LEASE_MS: '1500',
-    ALLOW_PRIVATE_EGRESS: 'true', LOG_LEVEL: 'warn', SHUTDOWN_TIMEOUT_MS: '5000', RATE_LIMIT_FREE: '100000',
+    CLUSTER_HEARTBEAT_MS: '250',
+    CLUSTER_DEAD_AFTER_MS: '1500',
+    CLUSTER_LEASE_MS: '1500',
+    ALLOW_PRIVATE_EGRESS: 'true',
+    LOG_LEVEL: 'warn',
+    SHUTDOWN_TIMEOUT_MS: '5000',
+    RATE_LIMIT_FREE: '100000',
     ...extra,
   };
 }
@@ -81,8 +99,14 @@ export async function clusterDataDir(t: Test): Promise<string> {
 /** Starts one node process under `id` (the same id again is a restart of that node); resolves once it listens. */
 export async function startClusterNode(t: Test, id: string, env: Record<string, string>, dataDir: string): Promise<NodeProcess> {
   const child = startNode(t, 'test/fixtures/serve.ts', {
-    ...env, CLUSTER: 'true', CLUSTER_NODE_ID: id, CLUSTER_INTERNAL_ADDRESS: '127.0.0.1', CLUSTER_INTERNAL_PORT: String(await freePort()),
-    PORT: '0', HOST: '127.0.0.1', DATA_DIR: path.join(dataDir, id),
+    ...env,
+    CLUSTER: 'true',
+    CLUSTER_NODE_ID: id,
+    CLUSTER_INTERNAL_ADDRESS: '127.0.0.1',
+    CLUSTER_INTERNAL_PORT: String(await freePort()),
+    PORT: '0',
+    HOST: '127.0.0.1',
+    DATA_DIR: path.join(dataDir, id),
   });
   const url = (await child.line(/^listening (\S+)/))[1]!;
   return { id, child, url, client: clientOf(url) };
@@ -90,7 +114,11 @@ export async function startClusterNode(t: Test, id: string, env: Record<string, 
 
 /** Resolves once the node answers 200 on /health/ready (up, and the shards it took at start-up recovered). */
 export function nodeReady(node: NodeProcess, timeoutMs = 30_000): Promise<true> {
-  return eventually(`${node.id} ready`, async () => ((await fetch(`${node.url}/health/ready`).catch(() => undefined))?.status === 200 ? true : undefined), timeoutMs);
+  return eventually(
+    `${node.id} ready`,
+    async () => ((await fetch(`${node.url}/health/ready`).catch(() => undefined))?.status === 200 ? true : undefined),
+    timeoutMs,
+  );
 }
 
 /** The number of valid leases each node holds. */
@@ -102,12 +130,18 @@ export async function shardCounts(db: Database): Promise<Record<string, number>>
 
 /** Resolves once the shards are spread over `nodes` nodes as evenly as possible. */
 export function evenlySpread(db: Database, shards: number, nodes: number, timeoutMs = 30_000): Promise<Record<string, number>> {
-  return eventually(`${shards} shards over ${nodes} nodes`, async () => {
-    const counts = Object.values(await shardCounts(db));
-    const low = Math.floor(shards / nodes);
-    return counts.length === nodes && counts.every((n) => n === low || n === low + 1) && counts.reduce((x, y) => x + y, 0) === shards
-      ? shardCounts(db) : undefined;
-  }, timeoutMs, 50);
+  return eventually(
+    `${shards} shards over ${nodes} nodes`,
+    async () => {
+      const counts = Object.values(await shardCounts(db));
+      const low = Math.floor(shards / nodes);
+      return counts.length === nodes && counts.every((n) => n === low || n === low + 1) && counts.reduce((x, y) => x + y, 0) === shards
+        ? shardCounts(db)
+        : undefined;
+    },
+    timeoutMs,
+    50,
+  );
 }
 
 /** The node holding the workspace's shard (a valid lease), if any. */
@@ -117,7 +151,13 @@ export async function ownerOf(db: Database, workspaceId: string, shards: number)
 }
 
 /** Starts the nodes and waits until each is ready and the shards are evenly spread. */
-export async function startCluster(t: Test, db: Database, ids: string[], env: Record<string, string>, shards: number): Promise<{ nodes: NodeProcess[]; dataDir: string }> {
+export async function startCluster(
+  t: Test,
+  db: Database,
+  ids: string[],
+  env: Record<string, string>,
+  shards: number,
+): Promise<{ nodes: NodeProcess[]; dataDir: string }> {
   const dataDir = await clusterDataDir(t);
   const nodes = await Promise.all(ids.map((id) => startClusterNode(t, id, env, dataDir)));
   await Promise.all(nodes.map((node) => nodeReady(node)));

@@ -30,7 +30,9 @@ if (!fs.existsSync(CHROMIUM)) {
     const { page } = await openBrowser(t);
     const pageErrors: string[] = [];
     page.on('pageerror', (error) => pageErrors.push(error.message));
-    page.on('console', (message) => { if (message.type() === 'error') pageErrors.push(message.text()); });
+    page.on('console', (message) => {
+      if (message.type() === 'error') pageErrors.push(message.text());
+    });
 
     // --- signed out: any page leads to the login page
     await page.goto(`${base}/keys`);
@@ -55,11 +57,17 @@ if (!fs.existsSync(CHROMIUM)) {
     const session = cookies.find((cookie) => cookie.name === 'gs_session');
     t.ok(session?.httpOnly, 'signed in with an HttpOnly session cookie');
     await page.locator('[data-plan="free"] h3').filter({ hasText: '(current)' }).waitFor();
-    t.ok(await page.getByRole('button', { name: /^Upgrade to / }).first().isVisible(), 'the plans are offered, the free one current');
+    t.ok(
+      await page
+        .getByRole('button', { name: /^Upgrade to / })
+        .first()
+        .isVisible(),
+      'the plans are offered, the free one current',
+    );
     await page.getByRole('button', { name: 'Upgrade to Pro' }).click();
     await page.waitForURL(/\/v1\/billing\/local\/checkout\/[^/]+$/);
     await page.getByRole('heading', { name: 'Checkout' }).waitFor();
-    t.pass('upgrading opens the payment provider\'s checkout (the local one here)');
+    t.pass("upgrading opens the payment provider's checkout (the local one here)");
     await screenshot(page, 'checkout');
     await page.goBack();
     await page.getByRole('heading', { name: 'Usage and credits' }).waitFor();
@@ -67,7 +75,7 @@ if (!fs.existsSync(CHROMIUM)) {
     const prices = page.getByTestId('price-table');
     await prices.locator('[data-model="local/text-mini"]').waitFor();
     const textMini = await prices.locator('[data-model="local/text-mini"]').textContent();
-    t.match(textMini, /1 credit a job/, 'the price table shows a model\'s price on the plan');
+    t.match(textMini, /1 credit a job/, "the price table shows a model's price on the plan");
     t.match(textMini, /\$0\.05 a credit/, 'and what a credit costs from the wallet on it');
     t.match(await prices.locator('[data-model="local/video-restyle"]').textContent(), /not on the free plan/, 'a model the plan lacks says so');
     await screenshot(page, 'usage');
@@ -81,11 +89,15 @@ if (!fs.existsSync(CHROMIUM)) {
     await screenshot(page, 'wallet-checkout');
     await page.getByRole('button', { name: 'Pay $25.00' }).click();
     await page.getByText(/paid\./).waitFor();
-    await eventually(async () => {
-      await page.goto(`${base}/`);
-      await page.getByTestId('wallet-balance').waitFor();
-      return (await page.getByTestId('wallet-balance').textContent()) === '$25.00' ? true : undefined;
-    }, 'the paid deposit is in the wallet', 60_000);
+    await eventually(
+      async () => {
+        await page.goto(`${base}/`);
+        await page.getByTestId('wallet-balance').waitFor();
+        return (await page.getByTestId('wallet-balance').textContent()) === '$25.00' ? true : undefined;
+      },
+      'the paid deposit is in the wallet',
+      60_000,
+    );
     t.match(await page.getByTestId('wallet-deposits').textContent(), /\$25\.00\s*checkout\s*paid/, 'and listed as a cleared deposit');
 
     // the workspace picker knows the personal workspace
@@ -99,7 +111,7 @@ if (!fs.existsSync(CHROMIUM)) {
     const invitee = uniqueEmail('invitee');
     await page.getByLabel('E-mail').fill(invitee);
     await page.getByRole('button', { name: 'Invite' }).click();
-    t.match(await page.getByTestId('invitation-token').textContent(), /\S{16,}/, 'an invitation\'s token is shown once');
+    t.match(await page.getByTestId('invitation-token').textContent(), /\S{16,}/, "an invitation's token is shown once");
     await page.getByRole('cell', { name: invitee }).waitFor();
     t.pass('and the pending invitation is listed');
     await screenshot(page, 'workspaces');
@@ -123,7 +135,7 @@ if (!fs.existsSync(CHROMIUM)) {
     await page.getByRole('cell', { name: 'browser key' }).waitFor();
     const listed = await page.content();
     t.notOk(listed.includes(key), 'nor after a reload: the list shows its prefix only');
-    t.ok(listed.includes(`${key.slice(0, 12)}…`), 'the list shows the key\'s prefix');
+    t.ok(listed.includes(`${key.slice(0, 12)}…`), "the list shows the key's prefix");
 
     // --- the playground: text to image, followed live to succeeded with the image shown
     await page.getByRole('link', { name: 'Playground' }).click();
@@ -141,18 +153,20 @@ if (!fs.existsSync(CHROMIUM)) {
     await image.waitFor();
     // (page functions as strings: this project type-checks for Node, without the DOM's types)
     await page.waitForFunction(imageShown, 'img[data-asset-id]');
-    const size = await page.evaluate(`(() => { const img = document.querySelector('img[data-asset-id]'); return { width: img.naturalWidth, height: img.naturalHeight }; })()`) as { width: number; height: number };
+    const size = (await page.evaluate(
+      `(() => { const img = document.querySelector('img[data-asset-id]'); return { width: img.naturalWidth, height: img.naturalHeight }; })()`,
+    )) as { width: number; height: number };
     t.ok(size.width > 0 && size.height > 0, `the output image is loaded and drawn (${size.width}×${size.height})`);
     const timeline = await page.locator('.timeline [data-status]').evaluateAll((items) => items.map((item) => item.getAttribute('data-status')));
     t.same(timeline[0], 'queued', 'the timeline starts at queued');
     t.same(timeline[timeline.length - 1], 'succeeded', 'and ends at succeeded');
     const detail = await server.json(`/v1/generations/${generationId}?workspaceId=${workspaceId}`, { headers: { authorization: `Bearer ${key}` } });
     t.equal(detail.body.status, 'succeeded', 'the API agrees');
-    t.equal(await image.getAttribute('data-asset-id'), detail.body.outputAssetIds[0], 'the image shown is the generation\'s output');
+    t.equal(await image.getAttribute('data-asset-id'), detail.body.outputAssetIds[0], "the image shown is the generation's output");
     await screenshot(page, 'generation');
     // a narrow screen: the page reflows without sideways scrolling
     await page.setViewportSize({ width: 390, height: 844 });
-    const overflow = await page.evaluate('document.documentElement.scrollWidth - window.innerWidth') as number;
+    const overflow = (await page.evaluate('document.documentElement.scrollWidth - window.innerWidth')) as number;
     t.ok(overflow <= 0, 'on a 390 px wide screen the generation page needs no sideways scrolling');
     await screenshot(page, 'generation-narrow');
     await page.setViewportSize({ width: 1280, height: 860 });
@@ -191,12 +205,20 @@ if (!fs.existsSync(CHROMIUM)) {
     });
     t.equal(created.status, 201, 'a generation made with the key');
     const [received] = await receiver.waitFor(1, 120_000);
-    t.equal(received!.body?.data?.id ?? received!.body?.data?.generation?.id ?? received!.body?.generationId ?? created.body.id, created.body.id, 'the receiver got its event');
-    await eventually(async () => {
-      await page.getByRole('button', { name: 'Refresh deliveries' }).click();
-      const row = page.getByTestId('deliveries').locator('tr', { hasText: created.body.id });
-      return (await row.count()) > 0 && (await row.locator('[data-status="delivered"]').count()) > 0 ? true : undefined;
-    }, 'the delivery shows as delivered on the webhooks page', 120_000);
+    t.equal(
+      received!.body?.data?.id ?? received!.body?.data?.generation?.id ?? received!.body?.generationId ?? created.body.id,
+      created.body.id,
+      'the receiver got its event',
+    );
+    await eventually(
+      async () => {
+        await page.getByRole('button', { name: 'Refresh deliveries' }).click();
+        const row = page.getByTestId('deliveries').locator('tr', { hasText: created.body.id });
+        return (await row.count()) > 0 && (await row.locator('[data-status="delivered"]').count()) > 0 ? true : undefined;
+      },
+      'the delivery shows as delivered on the webhooks page',
+      120_000,
+    );
     const row = page.getByTestId('deliveries').locator('tr', { hasText: created.body.id });
     t.match(await row.textContent(), /generation\.completed/, 'the delivery row names its event');
     t.match(await row.locator('.attempts').textContent(), /^200 · \d+ ms/, 'and its attempt, answered 200');
@@ -206,22 +228,29 @@ if (!fs.existsSync(CHROMIUM)) {
     await page.getByRole('button', { name: 'Send test event' }).click();
     const outcome = page.getByTestId('test-outcome');
     await outcome.waitFor();
-    t.match(await outcome.textContent(), /delivered · answered 200 · \d+ ms$/, 'the test event\'s outcome is shown: delivered, 200, its duration');
+    t.match(await outcome.textContent(), /delivered · answered 200 · \d+ ms$/, "the test event's outcome is shown: delivered, 200, its duration");
     const afterTest = await receiver.waitFor(2, 60_000);
     t.equal(afterTest[1]!.body?.event, 'webhook.test', 'the receiver got the signed webhook.test event');
     // resend: a new delivery of the same event appears in the list, and reaches the receiver with the same body id
     const originalId = await row.getAttribute('data-delivery-id');
     await row.getByRole('button', { name: 'Resend' }).click();
     const rows = page.getByTestId('deliveries').locator('tbody tr', { hasText: created.body.id });
-    await page.getByTestId('deliveries').locator('tbody tr', { hasText: `resend of ${originalId}` }).waitFor();
+    await page
+      .getByTestId('deliveries')
+      .locator('tbody tr', { hasText: `resend of ${originalId}` })
+      .waitFor();
     t.equal(await rows.count(), 2, 'after a resend the list shows a second delivery of the generation');
     const afterResend = await receiver.waitFor(3, 120_000);
     t.equal(afterResend[2]!.body?.id, received!.body?.id, 'the resend carries the original body (its id)');
-    await eventually(async () => {
-      await page.getByRole('button', { name: 'Refresh deliveries' }).click();
-      const resent = page.getByTestId('deliveries').locator('tbody tr', { hasText: `resend of ${originalId}` });
-      return (await resent.locator('[data-status="delivered"]').count()) > 0 ? true : undefined;
-    }, 'the resent delivery shows as delivered', 120_000);
+    await eventually(
+      async () => {
+        await page.getByRole('button', { name: 'Refresh deliveries' }).click();
+        const resent = page.getByTestId('deliveries').locator('tbody tr', { hasText: `resend of ${originalId}` });
+        return (await resent.locator('[data-status="delivered"]').count()) > 0 ? true : undefined;
+      },
+      'the resent delivery shows as delivered',
+      120_000,
+    );
     // rotation: a new secret, shown once with a copy button
     const firstSecret = await page.getByTestId('webhook-secret').textContent();
     await page.getByRole('button', { name: 'Rotate secret' }).click();
@@ -242,10 +271,14 @@ if (!fs.existsSync(CHROMIUM)) {
       headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
       body: JSON.stringify({ workspaceId, mode: 'text_to_text', model: 'local/text-mini', params: { prompt: 'stream me' } }),
     });
-    const done = await eventually(async () => {
-      const read = await server.json(`/v1/generations/${text.body.id}?workspaceId=${workspaceId}`, { headers: { authorization: `Bearer ${key}` } });
-      return read.body.status === 'succeeded' ? read.body : undefined;
-    }, 'the text generation succeeds', 120_000);
+    const done = await eventually(
+      async () => {
+        const read = await server.json(`/v1/generations/${text.body.id}?workspaceId=${workspaceId}`, { headers: { authorization: `Bearer ${key}` } });
+        return read.body.status === 'succeeded' ? read.body : undefined;
+      },
+      'the text generation succeeds',
+      120_000,
+    );
     const streamRequests: string[] = [];
     const at = (status: string) => ({ status, at: done.createdAt });
     const events = [
@@ -260,14 +293,22 @@ if (!fs.existsSync(CHROMIUM)) {
     });
     await page.goto(`${base}/generations/${text.body.id}`);
     await page.getByTestId('text-output').filter({ hasText: 'the streamed answer' }).waitFor();
-    t.equal(await page.locator('.status-line [data-status]').getAttribute('data-status'), 'succeeded', 'the stream\'s last state is shown');
-    t.same(await page.locator('.timeline [data-status]').evaluateAll((items) => items.map((item) => item.getAttribute('data-status'))), ['queued', 'running', 'succeeded'], 'with the timeline it carried');
+    t.equal(await page.locator('.status-line [data-status]').getAttribute('data-status'), 'succeeded', "the stream's last state is shown");
+    t.same(
+      await page.locator('.timeline [data-status]').evaluateAll((items) => items.map((item) => item.getAttribute('data-status'))),
+      ['queued', 'running', 'succeeded'],
+      'with the timeline it carried',
+    );
     t.equal(streamRequests.length, 1, 'one stream was opened');
     t.equal(new URL(streamRequests[0]!).searchParams.get('workspaceId'), workspaceId, 'naming the workspace');
     await page.unroute('**/v1/generations/*/stream*');
-    await page.route('**/v1/generations/*/stream*', (route) => route.fulfill({
-      status: 404, contentType: 'application/json; charset=utf-8', body: JSON.stringify({ error: { code: 'not_found', message: 'No route.', requestId: 'req_x' } }),
-    }));
+    await page.route('**/v1/generations/*/stream*', (route) =>
+      route.fulfill({
+        status: 404,
+        contentType: 'application/json; charset=utf-8',
+        body: JSON.stringify({ error: { code: 'not_found', message: 'No route.', requestId: 'req_x' } }),
+      }),
+    );
     await page.goto(`${base}/generations/${text.body.id}`);
     await page.getByTestId('text-output').filter({ hasText: done.textOutput }).waitFor();
     t.pass('without a stream (404), the page shows the generation as the detail reads it');
@@ -281,8 +322,12 @@ if (!fs.existsSync(CHROMIUM)) {
     await page.getByRole('button', { name: 'Log in' }).click();
     const alert = page.getByRole('alert');
     await alert.waitFor();
-    const refused = await server.json('/v1/auth/login', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email, password: 'not-the-password' }) });
-    t.equal(await alert.textContent(), refused.body.error.message, 'the login page shows the API\'s own message');
+    const refused = await server.json('/v1/auth/login', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ email, password: 'not-the-password' }),
+    });
+    t.equal(await alert.textContent(), refused.body.error.message, "the login page shows the API's own message");
     await screenshot(page, 'login-refused');
     await page.getByLabel('Password').fill(password);
     await page.getByRole('button', { name: 'Log in' }).click();
@@ -294,6 +339,10 @@ if (!fs.existsSync(CHROMIUM)) {
     await page.getByRole('heading', { name: 'Log in' }).waitFor();
     t.equal(new URL(page.url()).pathname, '/login', 'an ended session returns to /login');
 
-    t.same(pageErrors.filter((message) => !/status of 40[14]/.test(message)), [], 'no script errors in the page');
+    t.same(
+      pageErrors.filter((message) => !/status of 40[14]/.test(message)),
+      [],
+      'no script errors in the page',
+    );
   });
 }

@@ -12,7 +12,7 @@ if (!fs.existsSync(CHROMIUM)) {
   t.setTimeout(120_000);
   await ensureDashboardBuilt();
 
-  t.test('Provider health shows each deployment\'s breaker: open, half-open and closed', async (t) => {
+  t.test("Provider health shows each deployment's breaker: open, half-open and closed", async (t) => {
     const port = await freePort();
     const server = await startTestServer(t, { env: { PORT: String(port) } });
     const owner = await signUp(server);

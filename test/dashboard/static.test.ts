@@ -22,7 +22,7 @@ t.test('pages, files, caching and the API around them', async (t) => {
   t.equal(root.status, 200, 'GET / is the dashboard');
   t.equal(root.headers.get('content-type'), 'text/html; charset=utf-8');
   t.equal(root.headers.get('content-security-policy'), DASHBOARD_CSP, 'with its Content-Security-Policy');
-  t.match(root.headers.get('content-security-policy'), /script-src 'self'(;|$)/, 'which allows only the service\'s own scripts');
+  t.match(root.headers.get('content-security-policy'), /script-src 'self'(;|$)/, "which allows only the service's own scripts");
   t.equal(root.headers.get('x-frame-options'), 'DENY');
   t.equal(root.headers.get('x-content-type-options'), 'nosniff');
   t.equal(root.headers.get('cache-control'), 'no-cache', 'the page is revalidated on every load');
@@ -50,7 +50,7 @@ t.test('pages, files, caching and the API around them', async (t) => {
 
   const envelope = async (target: string, init?: RequestInit) => {
     const response = await server.fetch(target, init);
-    const body = await response.json() as { error: { code: string } };
+    const body = (await response.json()) as { error: { code: string } };
     return { status: response.status, type: response.headers.get('content-type'), body };
   };
   for (const target of ['/v1/nowhere', '/v1/generations/x/nowhere', '/health/nowhere', '/_app/missing.js', '/favicon.ico']) {
@@ -64,7 +64,14 @@ t.test('pages, files, caching and the API around them', async (t) => {
   t.equal((await server.json('/v1')).body.name, 'generation-service', 'the API root is still the API');
 
   // No request path reaches the file system: files are looked up by exact name among those built.
-  for (const target of ['/../package.json', '/%2e%2e/package.json', '/_app/../../package.json', '/..%2f..%2fpackage.json', '/_app/%2e%2e%2f%2e%2e%2fpackage.json', '//etc/passwd']) {
+  for (const target of [
+    '/../package.json',
+    '/%2e%2e/package.json',
+    '/_app/../../package.json',
+    '/..%2f..%2fpackage.json',
+    '/_app/%2e%2e%2f%2e%2e%2fpackage.json',
+    '//etc/passwd',
+  ]) {
     const answer = await rawRequest(Number(new URL(server.url).port), `GET ${target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`);
     t.notMatch(answer, /"name":\s*"generation-service"|root:x:0/, `${target}: no file outside the build`);
   }

@@ -23,7 +23,16 @@ export async function openBrowser(t: Test): Promise<{ context: BrowserContext; p
   const context = await chromium.launchPersistentContext(profile, {
     executablePath: CHROMIUM,
     headless: true,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    args: [
+      '--headless',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
     viewport: { width: 1280, height: 860 },
     timeout: 120_000,
   });
@@ -31,7 +40,7 @@ export async function openBrowser(t: Test): Promise<{ context: BrowserContext; p
     await context.close().catch(() => {});
     await fsp.rm(profile, { recursive: true, force: true });
   });
-  const page = context.pages()[0] ?? await context.newPage();
+  const page = context.pages()[0] ?? (await context.newPage());
   page.setDefaultTimeout(60_000);
   return { context, page };
 }

@@ -23,12 +23,15 @@ export interface ReadSettings {
 
 export function readSettings(env: Record<string, string>): ReadSettings {
   const read = new Set<string>();
-  const recording = new Proxy({ ...env }, {
-    get(target, name, receiver) {
-      if (typeof name === 'string') read.add(name);
-      return Reflect.get(target, name, receiver);
+  const recording = new Proxy(
+    { ...env },
+    {
+      get(target, name, receiver) {
+        if (typeof name === 'string') read.add(name);
+        return Reflect.get(target, name, receiver);
+      },
     },
-  });
+  );
   try {
     return { config: loadConfig(recording), problems: [], read };
   } catch (error) {
@@ -38,15 +41,35 @@ export function readSettings(env: Record<string, string>): ReadSettings {
 }
 
 /** Settings a cluster node must be given explicitly: their defaults are one machine's (host name, secrets generated under DATA_DIR). */
-const EXPLICIT = ['CLUSTER', 'CLUSTER_NODE_ID', 'CLUSTER_INTERNAL_ADDRESS', 'CLUSTER_SECRET', 'DATABASE_URL', 'REDIS_URL', 'WEBHOOK_SECRET_KEY', 'BILLING_SIGNING_SECRET', 'BASE_URL', 'HOST'];
+const EXPLICIT = [
+  'CLUSTER',
+  'CLUSTER_NODE_ID',
+  'CLUSTER_INTERNAL_ADDRESS',
+  'CLUSTER_SECRET',
+  'DATABASE_URL',
+  'REDIS_URL',
+  'WEBHOOK_SECRET_KEY',
+  'BILLING_SIGNING_SECRET',
+  'BASE_URL',
+  'HOST',
+];
 
 /** What must be the same on every node (docs/cluster.md, Settings). */
 function shared(config: Config): Record<string, unknown> {
   const { cluster } = config;
   return {
-    databaseUrl: config.databaseUrl, redisUrl: config.redisUrl, redisKeyPrefix: config.redisKeyPrefix, baseUrl: config.baseUrl,
-    clusterSecret: cluster?.secret, shards: cluster?.shards, heartbeatMs: cluster?.heartbeatMs, deadAfterMs: cluster?.deadAfterMs, leaseMs: cluster?.leaseMs,
-    webhookSecretKey: config.webhooks.secretKey, billingSigningSecret: config.billing.signingSecret, blobStore: config.blobStore,
+    databaseUrl: config.databaseUrl,
+    redisUrl: config.redisUrl,
+    redisKeyPrefix: config.redisKeyPrefix,
+    baseUrl: config.baseUrl,
+    clusterSecret: cluster?.secret,
+    shards: cluster?.shards,
+    heartbeatMs: cluster?.heartbeatMs,
+    deadAfterMs: cluster?.deadAfterMs,
+    leaseMs: cluster?.leaseMs,
+    webhookSecretKey: config.webhooks.secretKey,
+    billingSigningSecret: config.billing.signingSecret,
+    blobStore: config.blobStore,
   };
 }
 
@@ -60,7 +83,11 @@ export function checkClusterNodes(t: Test, nodes: NodeSettings[]): Config[] {
   const configs: Config[] = [];
   for (const node of nodes) {
     const { config, problems, read } = readSettings(node.env);
-    t.same(Object.keys(node.env).filter((name) => !read.has(name)), [], `${node.name}: every variable it sets is one the service reads`);
+    t.same(
+      Object.keys(node.env).filter((name) => !read.has(name)),
+      [],
+      `${node.name}: every variable it sets is one the service reads`,
+    );
     t.same(problems, [], `${node.name}: the service accepts its settings`);
     const local = config?.blobStore.kind === 'local';
     const missing = [...EXPLICIT, ...(local ? ['BLOB_SIGNING_SECRET'] : [])].filter((name) => !node.env[name]?.trim());
@@ -76,6 +103,7 @@ export function checkClusterNodes(t: Test, nodes: NodeSettings[]): Config[] {
   t.equal(new Set(ids).size, ids.length, `node ids are unique (${ids.join(', ')})`);
   const internal = configs.map((c) => `${c.cluster!.internalAddress}:${c.cluster!.internalPort}`);
   t.equal(new Set(internal).size, internal.length, `internal addresses are unique (${internal.join(', ')})`);
-  for (const config of configs.slice(1)) t.same(shared(config), shared(configs[0]!), `${config.cluster!.nodeId}: the shared settings are the same as ${ids[0]}'s`);
+  for (const config of configs.slice(1))
+    t.same(shared(config), shared(configs[0]!), `${config.cluster!.nodeId}: the shared settings are the same as ${ids[0]}'s`);
   return configs;
 }

@@ -22,7 +22,10 @@ t.test('the build stage runs the one build script, with the ffmpeg switch', asyn
   const runs = build.filter((i) => i.name === 'RUN').map((i) => i.args);
   t.equal(runs.length, 1, 'one RUN: the script does all the work, so the test of that script covers the image');
   t.match(runs[0], /^WITH_FFMPEG=\$\{WITH_FFMPEG\} deploy\/container\/build\.sh \/app$/, 'it is deploy/container/build.sh into /app');
-  t.ok(build.some((i) => i.name === 'ARG' && /^WITH_FFMPEG=true$/.test(i.args)), 'WITH_FFMPEG is a build argument, on by default');
+  t.ok(
+    build.some((i) => i.name === 'ARG' && /^WITH_FFMPEG=true$/.test(i.args)),
+    'WITH_FFMPEG is a build argument, on by default',
+  );
   t.ok((await fs.stat(path.join(ROOT, 'deploy/container/build.sh'))).mode & 0o100, 'the script is executable');
   const script = await fs.readFile(path.join(ROOT, 'deploy/container/build.sh'), 'utf8');
   t.match(script, /^npm ci\b/m, 'it installs from the lockfile');
@@ -32,8 +35,15 @@ t.test('the build stage runs the one build script, with the ffmpeg switch', asyn
 t.test('the run stage: the build output only, non-root, tini, a liveness check, the compiled service', async (t) => {
   const run = instructions.filter((i) => i.stage === 'run');
   const copies = run.filter((i) => i.name === 'COPY');
-  t.same(copies.map((c) => c.args), ['--from=build --chown=root:root /app /app'], 'one COPY: the build script\'s output (the code owned by root, read-only to the service)');
-  t.ok(run.some((i) => i.name === 'USER' && i.args === 'node'), 'runs as the unprivileged node user');
+  t.same(
+    copies.map((c) => c.args),
+    ['--from=build --chown=root:root /app /app'],
+    "one COPY: the build script's output (the code owned by root, read-only to the service)",
+  );
+  t.ok(
+    run.some((i) => i.name === 'USER' && i.args === 'node'),
+    'runs as the unprivileged node user',
+  );
   t.match(run.find((i) => i.name === 'ENTRYPOINT')?.args, /tini/, 'tini is PID 1, so SIGTERM reaches Node');
   t.match(run.find((i) => i.name === 'RUN')?.args, /install -y --no-install-recommends tini/, 'and is installed');
   t.match(run.find((i) => i.name === 'HEALTHCHECK')?.args, /\/health\/live/, 'the health check asks /health/live');

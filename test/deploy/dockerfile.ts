@@ -4,7 +4,11 @@ import { ROOT } from '../fixtures/child.ts';
 
 export const DOCKERFILE = path.join(ROOT, 'deploy/container/Dockerfile');
 
-export interface Instruction { stage: string; name: string; args: string }
+export interface Instruction {
+  stage: string;
+  name: string;
+  args: string;
+}
 
 /** The Dockerfile's instructions (continuation lines joined, comments dropped), each with the stage it is in. */
 export async function dockerfileInstructions(): Promise<Instruction[]> {

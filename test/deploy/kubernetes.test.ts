@@ -17,21 +17,36 @@ const KUBECTL = process.env.KUBECTL ?? '/usr/bin/kubectl';
 const rendered = spawnSync(KUBECTL, ['kustomize', path.join(ROOT, 'deploy/kubernetes')], { encoding: 'utf8' });
 const skip = rendered.error ? `kubectl is not available (${rendered.error.message})` : false;
 
-interface K8sObject { apiVersion: string; kind: string; metadata: { name: string; annotations?: Record<string, string>; labels?: Record<string, string> }; spec?: any; data?: Record<string, string>; stringData?: Record<string, string> }
-const objects = skip ? [] : parseAllDocuments(rendered.stdout).map((doc) => doc.toJS() as K8sObject).filter(Boolean);
+interface K8sObject {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string; annotations?: Record<string, string>; labels?: Record<string, string> };
+  spec?: any;
+  data?: Record<string, string>;
+  stringData?: Record<string, string>;
+}
+const objects = skip
+  ? []
+  : parseAllDocuments(rendered.stdout)
+      .map((doc) => doc.toJS() as K8sObject)
+      .filter(Boolean);
 const find = (kind: string, name?: string) => objects.find((o) => o.kind === kind && (name === undefined || o.metadata.name === name));
 
 t.test('kubectl kustomize renders the base', { skip }, async (t) => {
   t.equal(rendered.status, 0, rendered.stderr);
   t.same(objects.map((o) => `${o.kind}/${o.metadata.name}`).sort(), [
-    'ConfigMap/generation-service-catalog', 'PodDisruptionBudget/generation-service', 'Secret/generation-service-secrets',
-    'Service/generation-service', 'Service/generation-service-internal', 'StatefulSet/generation-service',
+    'ConfigMap/generation-service-catalog',
+    'PodDisruptionBudget/generation-service',
+    'Secret/generation-service-secrets',
+    'Service/generation-service',
+    'Service/generation-service-internal',
+    'StatefulSet/generation-service',
   ]);
 });
 
 t.test('every object is valid against the Kubernetes schemas', { skip }, async (t) => {
   for (const object of objects) {
-    const models = await import(`kubernetes-models/${object.apiVersion}`) as Record<string, new (data: unknown) => { validate(): void }>;
+    const models = (await import(`kubernetes-models/${object.apiVersion}`)) as Record<string, new (data: unknown) => { validate(): void }>;
     const Model = models[object.kind];
     if (!Model) {
       t.fail(`${object.apiVersion} ${object.kind}: no schema`);
@@ -53,7 +68,10 @@ function podEnv(statefulSet: K8sObject, ordinal: number, namespace: string): Rec
   const source = (kind: string, name: string) => {
     const object = find(kind, name);
     if (!object) throw new Error(`${kind}/${name} is not in the base`);
-    return { ...Object.fromEntries(Object.entries(object.data ?? {}).map(([k, v]) => [k, kind === 'Secret' ? Buffer.from(v, 'base64').toString() : v])), ...object.stringData };
+    return {
+      ...Object.fromEntries(Object.entries(object.data ?? {}).map(([k, v]) => [k, kind === 'Secret' ? Buffer.from(v, 'base64').toString() : v])),
+      ...object.stringData,
+    };
   };
   const env: Record<string, string> = {};
   for (const from of container.envFrom ?? []) {
@@ -61,11 +79,16 @@ function podEnv(statefulSet: K8sObject, ordinal: number, namespace: string): Rec
   }
   for (const item of container.env ?? []) {
     const ref = item.valueFrom;
-    const value = ref?.fieldRef ? pod[ref.fieldRef.fieldPath as keyof typeof pod]
-      : ref?.secretKeyRef ? source('Secret', ref.secretKeyRef.name)[ref.secretKeyRef.key]
-      : ref?.configMapKeyRef ? source('ConfigMap', ref.configMapKeyRef.name)[ref.configMapKeyRef.key]
-      // $(NAME) refers to a variable defined earlier in the list (or from envFrom); $$ escapes.
-      : String(item.value ?? '').replace(/\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)/g, (whole: string, name?: string) => name === undefined ? '$' : env[name] ?? whole);
+    const value = ref?.fieldRef
+      ? pod[ref.fieldRef.fieldPath as keyof typeof pod]
+      : ref?.secretKeyRef
+        ? source('Secret', ref.secretKeyRef.name)[ref.secretKeyRef.key]
+        : ref?.configMapKeyRef
+          ? source('ConfigMap', ref.configMapKeyRef.name)[ref.configMapKeyRef.key]
+          : // $(NAME) refers to a variable defined earlier in the list (or from envFrom); $$ escapes.
+            String(item.value ?? '').replace(/\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)/g, (whole: string, name?: string) =>
+              name === undefined ? '$' : (env[name] ?? whole),
+            );
     if (value === undefined) throw new Error(`${item.name}: nothing to read`);
     env[item.name] = value;
   }
@@ -92,13 +115,19 @@ t.test('the pods: settings the service reads, cluster mode complete, ids and int
   const configs = checkClusterNodes(t, nodes);
   for (const [ordinal, config] of configs.entries()) {
     t.equal(config.cluster?.nodeId, `${statefulSet.metadata.name}-${ordinal}`, `pod ${ordinal}: its node id is its pod name`);
-    t.equal(config.cluster?.internalAddress, `${statefulSet.metadata.name}-${ordinal}.${headless.metadata.name}`, `pod ${ordinal}: reached through the headless Service`);
+    t.equal(
+      config.cluster?.internalAddress,
+      `${statefulSet.metadata.name}-${ordinal}.${headless.metadata.name}`,
+      `pod ${ordinal}: reached through the headless Service`,
+    );
     t.equal(config.blobStore.kind, 's3', `pod ${ordinal}: blobs in a bucket every node reads`);
   }
   const shutdownMs = configs[0]?.shutdownTimeoutMs ?? Infinity;
   const preStopSeconds = Number(container.lifecycle?.preStop?.exec?.command?.at(-1) ?? 0);
-  t.ok(spec.terminationGracePeriodSeconds * 1000 > preStopSeconds * 1000 + shutdownMs,
-    `terminationGracePeriodSeconds (${spec.terminationGracePeriodSeconds}) is above the preStop pause (${preStopSeconds} s) plus SHUTDOWN_TIMEOUT_MS (${shutdownMs} ms)`);
+  t.ok(
+    spec.terminationGracePeriodSeconds * 1000 > preStopSeconds * 1000 + shutdownMs,
+    `terminationGracePeriodSeconds (${spec.terminationGracePeriodSeconds}) is above the preStop pause (${preStopSeconds} s) plus SHUTDOWN_TIMEOUT_MS (${shutdownMs} ms)`,
+  );
 });
 
 t.test('probes, ports, services, budget, resources, scraping', { skip }, async (t) => {
@@ -112,22 +141,42 @@ t.test('probes, ports, services, budget, resources, scraping', { skip }, async (
   t.equal(port('metrics'), Number(env.METRICS_PORT), 'the metrics port is METRICS_PORT');
   t.same(container.readinessProbe.httpGet, { path: '/health/ready', port: 'http' }, 'readiness on /health/ready');
   t.same(container.livenessProbe.httpGet, { path: '/health/live', port: 'http' }, 'liveness on /health/live');
-  t.ok(container.resources?.requests?.cpu && container.resources?.requests?.memory && container.resources?.limits?.memory, 'resources requested, memory limited');
+  t.ok(
+    container.resources?.requests?.cpu && container.resources?.requests?.memory && container.resources?.limits?.memory,
+    'resources requested, memory limited',
+  );
   t.equal(container.securityContext?.allowPrivilegeEscalation, false);
   t.equal(pod.spec.securityContext?.runAsNonRoot, true, 'not root');
 
   const headless = find('Service', statefulSet.spec.serviceName)!;
-  t.equal(headless.spec.clusterIP, 'None', 'the StatefulSet\'s Service is headless');
+  t.equal(headless.spec.clusterIP, 'None', "the StatefulSet's Service is headless");
   t.equal(headless.spec.publishNotReadyAddresses, true, 'and names pods before they are ready (a starting node already owns shards)');
-  t.same(headless.spec.ports.map((p: { targetPort: string }) => p.targetPort), ['internal'], 'it carries the node-to-node port');
+  t.same(
+    headless.spec.ports.map((p: { targetPort: string }) => p.targetPort),
+    ['internal'],
+    'it carries the node-to-node port',
+  );
   const client = find('Service', 'generation-service')!;
-  t.same(client.spec.ports.map((p: { targetPort: string }) => p.targetPort), ['http'], 'the client Service carries the API port');
+  t.same(
+    client.spec.ports.map((p: { targetPort: string }) => p.targetPort),
+    ['http'],
+    'the client Service carries the API port',
+  );
   const labels = pod.metadata.labels;
-  for (const selector of [client.spec.selector, headless.spec.selector, find('PodDisruptionBudget')!.spec.selector.matchLabels, statefulSet.spec.selector.matchLabels]) {
+  for (const selector of [
+    client.spec.selector,
+    headless.spec.selector,
+    find('PodDisruptionBudget')!.spec.selector.matchLabels,
+    statefulSet.spec.selector.matchLabels,
+  ]) {
     t.ok(selector && Object.entries(selector).every(([k, v]) => labels[k] === v), `selector ${JSON.stringify(selector)} matches the pods`);
   }
   t.equal(find('PodDisruptionBudget')!.spec.maxUnavailable, 1, 'one node at a time may be disrupted');
-  t.same(pod.metadata.annotations, { 'prometheus.io/scrape': 'true', 'prometheus.io/port': String(port('metrics')), 'prometheus.io/path': '/metrics' }, 'scraped on /metrics');
+  t.same(
+    pod.metadata.annotations,
+    { 'prometheus.io/scrape': 'true', 'prometheus.io/port': String(port('metrics')), 'prometheus.io/path': '/metrics' },
+    'scraped on /metrics',
+  );
 });
 
 t.test('the catalog ConfigMap is a valid placeholder: entries of the shipped catalog', { skip }, async (t) => {
@@ -135,9 +184,25 @@ t.test('the catalog ConfigMap is a valid placeholder: entries of the shipped cat
   t.match(text, /operator's catalog/, 'it says whose file it is');
   const placeholder = parse(text) as { defaultPlan: string; plans: Array<{ id: string }>; models: Array<{ id: string }> };
   const shipped = parse(await fs.readFile(path.join(ROOT, 'catalog/default.yaml'), 'utf8')) as typeof placeholder;
-  t.same(Object.keys(placeholder).sort(), Object.keys(shipped).filter((k) => k in placeholder).sort(), 'only sections the shipped catalog has');
+  t.same(
+    Object.keys(placeholder).sort(),
+    Object.keys(shipped)
+      .filter((k) => k in placeholder)
+      .sort(),
+    'only sections the shipped catalog has',
+  );
   t.equal(placeholder.defaultPlan, shipped.defaultPlan);
-  for (const plan of placeholder.plans) t.same(plan, shipped.plans.find((p) => p.id === plan.id), `plan ${plan.id} as shipped`);
+  for (const plan of placeholder.plans)
+    t.same(
+      plan,
+      shipped.plans.find((p) => p.id === plan.id),
+      `plan ${plan.id} as shipped`,
+    );
   t.ok(placeholder.models.length > 0, 'at least one model');
-  for (const model of placeholder.models) t.same(model, shipped.models.find((m) => m.id === model.id), `model ${model.id} as shipped`);
+  for (const model of placeholder.models)
+    t.same(
+      model,
+      shipped.models.find((m) => m.id === model.id),
+      `model ${model.id} as shipped`,
+    );
 });

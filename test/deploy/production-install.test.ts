@@ -30,7 +30,11 @@ t.setTimeout(600_000);
 const LEFT_OUT = /^(?:node_modules|\.data|dist|dist\.tmp-[^/]*|\.tap|coverage|client\/dist|dashboard\/dist|test\/artifacts)(?:\/|$)|(?:^|\/)node_modules\//;
 
 async function copyRepository(to: string): Promise<number> {
-  const listed = spawnSync('git', ['ls-files', '-z', '--cached', '--others', '--exclude-standard'], { cwd: ROOT, encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
+  const listed = spawnSync('git', ['ls-files', '-z', '--cached', '--others', '--exclude-standard'], {
+    cwd: ROOT,
+    encoding: 'utf8',
+    maxBuffer: 64 * 1024 * 1024,
+  });
   if (listed.status !== 0) throw new Error(`git ls-files failed: ${listed.stderr}`);
   let copied = 0;
   for (const file of new Set(listed.stdout.split('\0').filter(Boolean))) {
@@ -45,18 +49,29 @@ async function copyRepository(to: string): Promise<number> {
   return copied;
 }
 
-function run(command: string, args: string[], options: { cwd: string; env: Record<string, string> }): Promise<{ code: number | null; output: string; ms: number }> {
+function run(
+  command: string,
+  args: string[],
+  options: { cwd: string; env: Record<string, string> },
+): Promise<{ code: number | null; output: string; ms: number }> {
   const started = Date.now();
   return new Promise((resolve) => {
     const proc = spawn(command, args, { cwd: options.cwd, env: options.env, stdio: ['ignore', 'pipe', 'pipe'] });
     let output = '';
-    proc.stdout.on('data', (chunk) => { output += chunk; });
-    proc.stderr.on('data', (chunk) => { output += chunk; });
+    proc.stdout.on('data', (chunk) => {
+      output += chunk;
+    });
+    proc.stderr.on('data', (chunk) => {
+      output += chunk;
+    });
     proc.on('close', (code) => resolve({ code, output, ms: Date.now() - started }));
   });
 }
 
-interface Delivery { headers: http.IncomingHttpHeaders; body: Buffer }
+interface Delivery {
+  headers: http.IncomingHttpHeaders;
+  body: Buffer;
+}
 
 /** A webhook receiver on loopback that keeps every POST and answers 204. */
 async function receiver(t: Test): Promise<{ url: string; deliveries: Delivery[]; next(): Promise<Delivery> }> {
@@ -64,12 +79,14 @@ async function receiver(t: Test): Promise<{ url: string; deliveries: Delivery[];
   const waiters: Array<(delivery: Delivery) => void> = [];
   const server = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
-    req.on('data', (chunk: Buffer) => chunks.push(chunk)).on('end', () => {
-      const delivery = { headers: req.headers, body: Buffer.concat(chunks) };
-      deliveries.push(delivery);
-      waiters.shift()?.(delivery);
-      res.writeHead(204).end();
-    });
+    req
+      .on('data', (chunk: Buffer) => chunks.push(chunk))
+      .on('end', () => {
+        const delivery = { headers: req.headers, body: Buffer.concat(chunks) };
+        deliveries.push(delivery);
+        waiters.shift()?.(delivery);
+        res.writeHead(204).end();
+      });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())));
@@ -77,7 +94,7 @@ async function receiver(t: Test): Promise<{ url: string; deliveries: Delivery[];
   return {
     url: `http://127.0.0.1:${port}/hooks`,
     deliveries,
-    next: () => deliveries.length > 0 ? Promise.resolve(deliveries[0]!) : new Promise((resolve) => waiters.push(resolve)),
+    next: () => (deliveries.length > 0 ? Promise.resolve(deliveries[0]!) : new Promise((resolve) => waiters.push(resolve))),
   };
 }
 
@@ -86,7 +103,7 @@ t.test('the production build runs on its production dependencies alone', { skip 
   t.teardown(() => fs.rm(scratch, { recursive: true, force: true }));
   const source = path.join(scratch, 'src');
   const app = path.join(scratch, 'app');
-  t.ok(await copyRepository(source) > 100, 'the repository is copied');
+  t.ok((await copyRepository(source)) > 100, 'the repository is copied');
 
   // Offline from npm's cache when it holds the lockfile's packages; the registry otherwise.
   const buildEnv = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', npm_config_prefer_offline: 'true', npm_config_update_notifier: 'false' };
@@ -97,8 +114,20 @@ t.test('the production build runs on its production dependencies alone', { skip 
 
   // Every package the lockfile marks as wanted by development alone is gone (some devDependencies, such as yaml, a production package also needs).
   const lock = JSON.parse(await fs.readFile(path.join(app, 'package-lock.json'), 'utf8')) as { packages: Record<string, { dev?: boolean }> };
-  const devOnly = Object.entries(lock.packages).filter(([where, entry]) => entry.dev && where.startsWith('node_modules/')).map(([where]) => where);
-  const present = (await Promise.all(devOnly.map(async (where) => await fs.stat(path.join(app, where)).then(() => where, () => undefined)))).filter(Boolean);
+  const devOnly = Object.entries(lock.packages)
+    .filter(([where, entry]) => entry.dev && where.startsWith('node_modules/'))
+    .map(([where]) => where);
+  const present = (
+    await Promise.all(
+      devOnly.map(
+        async (where) =>
+          await fs.stat(path.join(app, where)).then(
+            () => where,
+            () => undefined,
+          ),
+      ),
+    )
+  ).filter(Boolean);
   t.ok(devOnly.length > 100, `the lockfile names the development packages (${devOnly.length})`);
   t.same(present, [], 'none of them is in the production node_modules');
   const installed = new Set(await fs.readdir(path.join(app, 'node_modules')));
@@ -111,16 +140,25 @@ t.test('the production build runs on its production dependencies alone', { skip 
   const postgres = process.env.TEST_DATABASE_URL ? await freshDatabaseUrl() : undefined;
   t.teardown(() => postgres?.drop());
   const env: Record<string, string> = {
-    PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '',
+    PATH: process.env.PATH ?? '',
+    HOME: process.env.HOME ?? '',
     // The image's settings, on loopback: a production service that may deliver to this test's receiver.
-    NODE_ENV: 'production', HOST: '127.0.0.1', PORT: '0', METRICS_PORT: '0', DATA_DIR: path.join(scratch, 'data'),
-    LOOPBACK_EGRESS: 'true', LOG_LEVEL: 'warn', LOCAL_PROVIDER_LATENCY_MS: '50',
+    NODE_ENV: 'production',
+    HOST: '127.0.0.1',
+    PORT: '0',
+    METRICS_PORT: '0',
+    DATA_DIR: path.join(scratch, 'data'),
+    LOOPBACK_EGRESS: 'true',
+    LOG_LEVEL: 'warn',
+    LOCAL_PROVIDER_LATENCY_MS: '50',
     ...(postgres ? { DATABASE_URL: postgres.url } : {}),
     ...(process.env.TEST_REDIS_URL ? { REDIS_URL: process.env.TEST_REDIS_URL, REDIS_KEY_PREFIX: `test:${randomBytes(6).toString('hex')}:` } : {}),
   };
   const [command, ...args] = await dockerfileCmd();
   const service = spawn(command === 'node' ? process.execPath : command!, args, { cwd: app, env, stdio: ['ignore', 'pipe', 'pipe'] });
-  t.teardown(() => { if (service.exitCode === null) service.kill('SIGKILL'); });
+  t.teardown(() => {
+    if (service.exitCode === null) service.kill('SIGKILL');
+  });
   let stderr = '';
   const exited = new Promise<number | null>((resolve) => service.on('close', (code) => resolve(code)));
   service.stdout.resume();
@@ -145,8 +183,12 @@ t.test('the production build runs on its production dependencies alone', { skip 
   t.equal((await fetch(`${url}/`)).status, 200, 'the dashboard is served from the compiled output');
 
   const json = async (method: string, route: string, headers: Record<string, string>, body?: unknown) => {
-    const answer = await fetch(`${url}${route}`, { method, headers: { ...headers, ...(body ? { 'content-type': 'application/json' } : {}) }, body: body ? JSON.stringify(body) : undefined });
-    return { status: answer.status, headers: answer.headers, body: await answer.json() as any };
+    const answer = await fetch(`${url}${route}`, {
+      method,
+      headers: { ...headers, ...(body ? { 'content-type': 'application/json' } : {}) },
+      body: body ? JSON.stringify(body) : undefined,
+    });
+    return { status: answer.status, headers: answer.headers, body: (await answer.json()) as any };
   };
   const signup = await json('POST', '/v1/auth/signup', {}, { email: 'ops@example.com', password: 'a-long-password', name: 'Ops' });
   t.equal(signup.status, 201, 'signed up');
@@ -174,7 +216,7 @@ t.test('the production build runs on its production dependencies alone', { skip 
   t.ok(delivery, 'its webhook is delivered');
   if (delivery) {
     const event = verifyWebhook(delivery.body, delivery.headers[SIGNATURE_HEADER], endpoint.body.secret);
-    t.equal(event.event, 'generation.completed', 'signed with the endpoint\'s secret');
+    t.equal(event.event, 'generation.completed', "signed with the endpoint's secret");
     t.equal((event.data as { generationId?: string }).generationId, created.body.id, 'about that generation');
   }
 

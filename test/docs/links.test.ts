@@ -4,7 +4,10 @@ import path from 'node:path';
 
 const ROOT = path.resolve(import.meta.dirname, '..', '..');
 const DOCS = path.join(ROOT, 'docs');
-const pages = fs.readdirSync(DOCS).filter((file) => file.endsWith('.md')).map((file) => path.join(DOCS, file));
+const pages = fs
+  .readdirSync(DOCS)
+  .filter((file) => file.endsWith('.md'))
+  .map((file) => path.join(DOCS, file));
 const sources = [path.join(ROOT, 'README.md'), path.join(ROOT, 'client/README.md'), ...pages];
 
 /** The text outside fenced code blocks, where `](…)` and `#` are Markdown. */
@@ -19,7 +22,10 @@ function anchors(file: string): Set<string> {
   for (const line of prose(fs.readFileSync(file, 'utf8')).split('\n')) {
     const heading = /^#{1,6}\s+(.*?)\s*$/.exec(line);
     if (!heading) continue;
-    const slug = heading[1]!.toLowerCase().replace(/[^\p{L}\p{N}_\- ]/gu, '').replace(/ /g, '-');
+    const slug = heading[1]!
+      .toLowerCase()
+      .replace(/[^\p{L}\p{N}_\- ]/gu, '')
+      .replace(/ /g, '-');
     const count = seen.get(slug) ?? 0;
     seen.set(slug, count + 1);
     out.add(count === 0 ? slug : `${slug}-${count}`);
@@ -54,7 +60,8 @@ t.test('every relative link of the README and the docs reaches a file, and a hea
         t.fail(`${where}: no such file`);
         continue;
       }
-      if (anchor !== undefined && destination.endsWith('.md')) t.ok(anchors(destination).has(anchor), `${where}: a heading of ${path.relative(ROOT, destination)}`);
+      if (anchor !== undefined && destination.endsWith('.md'))
+        t.ok(anchors(destination).has(anchor), `${where}: a heading of ${path.relative(ROOT, destination)}`);
     }
   }
   t.ok(links >= 100, `${links} relative links checked`);

@@ -4,8 +4,13 @@ import path from 'node:path';
 
 const ROOT = path.resolve(import.meta.dirname, '..', '..');
 const doc = fs.readFileSync(path.join(ROOT, 'docs/observability.md'), 'utf8');
-const dashboard = JSON.parse(fs.readFileSync(path.join(ROOT, 'docs/grafana-dashboard.json'), 'utf8')) as { panels: Array<{ targets?: Array<{ expr: string }> }> };
-const source = fs.readdirSync(path.join(ROOT, 'runtime/metrics')).map((file) => fs.readFileSync(path.join(ROOT, 'runtime/metrics', file), 'utf8')).join('\n');
+const dashboard = JSON.parse(fs.readFileSync(path.join(ROOT, 'docs/grafana-dashboard.json'), 'utf8')) as {
+  panels: Array<{ targets?: Array<{ expr: string }> }>;
+};
+const source = fs
+  .readdirSync(path.join(ROOT, 'runtime/metrics'))
+  .map((file) => fs.readFileSync(path.join(ROOT, 'runtime/metrics', file), 'utf8'))
+  .join('\n');
 
 /** The metric table of the page: OpenTelemetry name → Prometheus family. */
 function documented(): Map<string, string> {
@@ -24,12 +29,23 @@ function family(series: string): string {
 
 t.test('every metric the code defines is documented, under the name Prometheus gives it', async (t) => {
   const rows = documented();
-  const defined = [...source.matchAll(/(?:create\w+|histogram|secondsHistogram)\((?:instruments, )?'([a-z0-9_.]+)'/g)].map((m) => m[1]!);
+  const defined = [...source.matchAll(/(?:create\w+|histogram|secondsHistogram)\(\s*(?:instruments,\s*)?'([a-z0-9_.]+)'/g)].map((m) => m[1]!);
   t.ok(defined.length >= 20, `${defined.length} instruments found in runtime/metrics/`);
   for (const name of defined) {
-    t.ok(rows.has(name) || (name === 'nodejs.eventloop.delay.max' && rows.has('nodejs.eventloop.delay.p99')), `${name} is in the table of docs/observability.md`);
+    t.ok(
+      rows.has(name) || (name === 'nodejs.eventloop.delay.max' && rows.has('nodejs.eventloop.delay.p99')),
+      `${name} is in the table of docs/observability.md`,
+    );
   }
-  for (const [otel, prometheus] of rows) t.equal(prometheus, otel.replace(/\./g, '_').replace(/^process_cpu_time$/, 'process_cpu_time_total').replace(/(refusals|passivations|transitions|handovers|reloads)$/, '$1_total'), `${otel} → ${prometheus}`);
+  for (const [otel, prometheus] of rows)
+    t.equal(
+      prometheus,
+      otel
+        .replace(/\./g, '_')
+        .replace(/^process_cpu_time$/, 'process_cpu_time_total')
+        .replace(/(refusals|passivations|transitions|handovers|reloads)$/, '$1_total'),
+      `${otel} → ${prometheus}`,
+    );
 });
 
 t.test('the Grafana dashboard queries only documented metrics, and covers the starting queries', async (t) => {
@@ -40,5 +56,6 @@ t.test('the Grafana dashboard queries only documented metrics, and covers the st
   const bare = exprs.map((expr) => expr.replace(/\{[^}]*\}/g, '').replace(/\b(?:by|without) \([^)]*\)/g, ''));
   const used = new Set(bare.flatMap((expr) => [...expr.matchAll(/\b((?:gs|http|db|process|v8js|nodejs)_[a-z0-9_]+)\b/g)].map((m) => family(m[1]!))));
   for (const name of used) t.ok(families.has(name) || families.has(`${name}_total`) || name === 'nodejs_eventloop_delay_p99', `${name} is a documented metric`);
-  for (const needed of ['gs_actor_mailbox_depth', 'gs_db_commit_duration', 'gs_webhook_attempt_duration']) t.ok(used.has(needed), `the dashboard shows ${needed}`);
+  for (const needed of ['gs_actor_mailbox_depth', 'gs_db_commit_duration', 'gs_webhook_attempt_duration'])
+    t.ok(used.has(needed), `the dashboard shows ${needed}`);
 });

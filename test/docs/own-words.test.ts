@@ -53,9 +53,11 @@ t.test('no tracked .ts or .md file cites a document outside the repository', asy
   for (const file of files) {
     const absolute = path.join(ROOT, file);
     if (!fs.existsSync(absolute)) continue; // deleted in the working tree, not yet in git's list
-    fs.readFileSync(absolute, 'utf8').split('\n').forEach((line, index) => {
-      if (CITATION.test(line)) citations.push(`${file}:${index + 1}: ${line.trim().slice(0, 160)}`);
-    });
+    fs.readFileSync(absolute, 'utf8')
+      .split('\n')
+      .forEach((line, index) => {
+        if (CITATION.test(line)) citations.push(`${file}:${index + 1}: ${line.trim().slice(0, 160)}`);
+      });
   }
   t.same(citations, [], 'cite docs/ instead: the page of the area that says it');
 });

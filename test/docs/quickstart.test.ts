@@ -16,14 +16,22 @@ import { freePort } from '../helpers/ports.ts';
  */
 t.setTimeout(240_000);
 
-function run(command: string, args: string[], options: { cwd: string; env: Record<string, string> }): Promise<{ code: number | null; out: string; err: string; ms: number }> {
+function run(
+  command: string,
+  args: string[],
+  options: { cwd: string; env: Record<string, string> },
+): Promise<{ code: number | null; out: string; err: string; ms: number }> {
   const started = Date.now();
   return new Promise((resolve) => {
     const proc = spawn(command, args, { cwd: options.cwd, env: options.env });
     let out = '';
     let err = '';
-    proc.stdout.on('data', (chunk) => { out += chunk; });
-    proc.stderr.on('data', (chunk) => { err += chunk; });
+    proc.stdout.on('data', (chunk) => {
+      out += chunk;
+    });
+    proc.stderr.on('data', (chunk) => {
+      err += chunk;
+    });
     proc.on('close', (code) => resolve({ code, out, err, ms: Date.now() - started }));
   });
 }
@@ -33,7 +41,7 @@ const section = /<!-- quickstart:start -->([\s\S]*?)<!-- quickstart:end -->/.exe
 const block = /```sh\n([\s\S]*?)```/.exec(section)?.[1] ?? '';
 
 t.test('the quick start block is there, against the defaults of npm start', async (t) => {
-  t.match(block, /BASE=\$\{BASE:-http:\/\/127\.0\.0\.1:8080\}/, 'it talks to npm start\'s default address');
+  t.match(block, /BASE=\$\{BASE:-http:\/\/127\.0\.0\.1:8080\}/, "it talks to npm start's default address");
   t.notMatch(block, /-c jar\b|> ?jar\b/, 'no cookie jar in the working folder');
 });
 
@@ -46,10 +54,14 @@ t.test('npm start, then the quick start pasted twice; SIGTERM to npm stops the s
   let banner = '';
   let stdout = '';
   const exited = new Promise<number | null>((resolve) => npm.on('close', (code) => resolve(code)));
-  t.teardown(() => { if (npm.exitCode === null) npm.kill('SIGKILL'); });
+  t.teardown(() => {
+    if (npm.exitCode === null) npm.kill('SIGKILL');
+  });
   const url = await new Promise<string>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`no banner within 90 s:\n${banner}`)), 90_000);
-    npm.stdout.on('data', (chunk) => { stdout += chunk; });
+    npm.stdout.on('data', (chunk) => {
+      stdout += chunk;
+    });
     npm.stderr.on('data', (chunk) => {
       banner += chunk;
       const found = /listening on (http:\/\/\S+)/.exec(banner);
@@ -61,7 +73,7 @@ t.test('npm start, then the quick start pasted twice; SIGTERM to npm stops the s
   });
   t.match(banner, /development mode: webhook receivers and input URLs on this machine \(loopback\) are allowed/, 'the banner says development mode is on');
   t.match(banner, /curl -si .*\/v1\/auth\/signup/, 'and how to sign up');
-  t.match(banner, /npm run ops/, 'and where the operator\'s commands are');
+  t.match(banner, /npm run ops/, "and where the operator's commands are");
   for (let i = 0; i < 600; i++) {
     if ((await fetch(`${url}/health/ready`).catch(() => undefined))?.status === 200) break;
     await new Promise((resolve) => setTimeout(resolve, 50));
@@ -73,7 +85,10 @@ t.test('npm start, then the quick start pasted twice; SIGTERM to npm stops the s
     const folder = await fs.mkdtemp(path.join(os.tmpdir(), 'gs-quickstart-run-'));
     const tmp = await fs.mkdtemp(path.join(os.tmpdir(), 'gs-quickstart-tmp-'));
     t.teardown(() => Promise.all([fs.rm(folder, { recursive: true, force: true }), fs.rm(tmp, { recursive: true, force: true })]));
-    const result = await run('bash', ['-c', block], { cwd: folder, env: { PATH: env.PATH!, HOME: env.HOME!, TMPDIR: tmp, BASE: url, HOOK_PORT: String(await freePort()) } });
+    const result = await run('bash', ['-c', block], {
+      cwd: folder,
+      env: { PATH: env.PATH!, HOME: env.HOME!, TMPDIR: tmp, BASE: url, HOOK_PORT: String(await freePort()) },
+    });
     t.comment(`run ${round}: ${result.ms} ms`);
     t.equal(result.code, 0, `run ${round}: exits 0${result.code === 0 ? '' : `\n${result.out}\n${result.err}`}`);
     const downloaded = /^(gen_\w+) succeeded: (\d+) bytes in (\S+)$/m.exec(result.out);
@@ -88,7 +103,11 @@ t.test('npm start, then the quick start pasted twice; SIGTERM to npm stops the s
     t.ok(verified, `run ${round}: the receiver verified the signed webhook`);
     t.notMatch(result.out, /refused|no delivery/, `run ${round}: no delivery refused, none missing`);
     t.same(await fs.readdir(folder), [], `run ${round}: nothing left in the folder it ran in`);
-    t.same((await fs.readdir(tmp)).filter((name) => !name.endsWith('.png')), [], `run ${round}: its temporary files removed`);
+    t.same(
+      (await fs.readdir(tmp)).filter((name) => !name.endsWith('.png')),
+      [],
+      `run ${round}: its temporary files removed`,
+    );
   }
   t.equal(seen.size, 2, 'two runs, two generations');
   const after = (await run('git', ['status', '--porcelain', '--untracked-files=all'], { cwd: ROOT, env: { PATH: env.PATH! } })).out;
@@ -99,8 +118,24 @@ t.test('npm start, then the quick start pasted twice; SIGTERM to npm stops the s
   // npm's own "> generation-service start" header aside, every line the service wrote to stdout is JSON.
   const lines = stdout.split('\n').filter((line) => line.trim() !== '' && !line.startsWith('> '));
   t.ok(lines.length > 0, 'the service logged to stdout');
-  t.same(lines.filter((line) => { try { return typeof JSON.parse(line).level !== 'number'; } catch { return true; } }), [], 'stdout carries JSON log lines only');
-  t.ok(lines.some((line) => JSON.parse(line).msg === 'request'), 'with an access log line per request');
-  const still = await fetch(`${url}/v1`).then(() => true, () => false);
+  t.same(
+    lines.filter((line) => {
+      try {
+        return typeof JSON.parse(line).level !== 'number';
+      } catch {
+        return true;
+      }
+    }),
+    [],
+    'stdout carries JSON log lines only',
+  );
+  t.ok(
+    lines.some((line) => JSON.parse(line).msg === 'request'),
+    'with an access log line per request',
+  );
+  const still = await fetch(`${url}/v1`).then(
+    () => true,
+    () => false,
+  );
   t.notOk(still, 'and nothing listens on its port any more');
 });

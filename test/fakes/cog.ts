@@ -117,7 +117,14 @@ export function dataUrl(contentType: string, bytes: Buffer): string {
 
 export async function startCogFake(knobs: Partial<CogFakeKnobs> = {}): Promise<CogFake> {
   const settings: CogFakeKnobs = {
-    ready: true, slots: 1, model: () => ({ output: 'ok' }), fileInputs: [], requiredInputs: [], putAnswers: [], webhooks: 'deliver', ...knobs,
+    ready: true,
+    slots: 1,
+    model: () => ({ output: 'ok' }),
+    fileInputs: [],
+    requiredInputs: [],
+    putAnswers: [],
+    webhooks: 'deliver',
+    ...knobs,
   };
   const predictions = new Map<string, Prediction>();
   const settling = new Map<string, Promise<void>>();
@@ -155,7 +162,10 @@ export async function startCogFake(knobs: Partial<CogFakeKnobs> = {}): Promise<C
   };
 
   const later = (ms: number, fn: () => void) => {
-    const timer = setTimeout(() => { timers.delete(timer); if (!closed) fn(); }, ms);
+    const timer = setTimeout(() => {
+      timers.delete(timer);
+      if (!closed) fn();
+    }, ms);
     timers.add(timer);
     return timer;
   };
@@ -217,10 +227,21 @@ export async function startCogFake(knobs: Partial<CogFakeKnobs> = {}): Promise<C
 
   function startRun(id: string, input: Record<string, unknown>, webhook: string | undefined, filter: Set<WebhookEvent>): Prediction {
     let resolveEnd = () => {};
-    const ended = new Promise<void>((resolve) => { resolveEnd = resolve; });
+    const ended = new Promise<void>((resolve) => {
+      resolveEnd = resolve;
+    });
     bump(fake.runs, id);
     const prediction: Prediction = {
-      id, input, status: 'starting', logs: '', startedAt: Date.now(), filter, ended, end: resolveEnd, run: fake.runs.get(id)!, ...(webhook ? { webhook } : {}),
+      id,
+      input,
+      status: 'starting',
+      logs: '',
+      startedAt: Date.now(),
+      filter,
+      ended,
+      end: resolveEnd,
+      run: fake.runs.get(id)!,
+      ...(webhook ? { webhook } : {}),
     };
     predictions.set(id, prediction);
     settling.delete(id);
@@ -231,7 +252,7 @@ export async function startCogFake(knobs: Partial<CogFakeKnobs> = {}): Promise<C
       const files: Record<string, { contentType: string; bytes: Buffer }> = {};
       for (const name of settings.fileInputs) {
         if (!(name in input)) continue;
-        const values = Array.isArray(input[name]) ? input[name] as unknown[] : [input[name]];
+        const values = Array.isArray(input[name]) ? (input[name] as unknown[]) : [input[name]];
         for (const [index, value] of values.entries()) {
           const match = typeof value === 'string' ? /^data:([^;,]+)(?:;[^,]*)?;base64,(.*)$/s.exec(value) : null;
           if (!match && !(typeof value === 'string' && /^https?:\/\//.test(value))) {
@@ -268,7 +289,10 @@ export async function startCogFake(knobs: Partial<CogFakeKnobs> = {}): Promise<C
       if (!res.headersSent) text(res, 500, `fake error: ${(error as Error).message}`);
     });
   });
-  server.on('connection', (socket) => { sockets.add(socket); socket.on('close', () => sockets.delete(socket)); });
+  server.on('connection', (socket) => {
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+  });
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const url = new URL(req.url ?? '/', 'http://fake');
@@ -282,8 +306,14 @@ export async function startCogFake(knobs: Partial<CogFakeKnobs> = {}): Promise<C
 
     if (route.name === 'root') {
       return json(res, 200, {
-        cog_version: COGLET_VERSION, docs_url: '/docs', openapi_url: '/openapi.json', shutdown_url: '/shutdown', healthcheck_url: '/health-check',
-        predictions_url: '/predictions', predictions_idempotent_url: '/predictions/{prediction_id}', predictions_cancel_url: '/predictions/{prediction_id}/cancel',
+        cog_version: COGLET_VERSION,
+        docs_url: '/docs',
+        openapi_url: '/openapi.json',
+        shutdown_url: '/shutdown',
+        healthcheck_url: '/health-check',
+        predictions_url: '/predictions',
+        predictions_idempotent_url: '/predictions/{prediction_id}',
+        predictions_cancel_url: '/predictions/{prediction_id}/cancel',
       });
     }
     if (route.name === 'health') {
@@ -291,8 +321,14 @@ export async function startCogFake(knobs: Partial<CogFakeKnobs> = {}): Promise<C
       return json(res, 200, { status, version: { coglet: COGLET_VERSION } });
     }
     if (route.name === 'openapi') {
-      const properties = Object.fromEntries([...settings.requiredInputs, ...settings.fileInputs].map((name) => [name, settings.fileInputs.includes(name) ? { type: 'string', format: 'uri' } : {}]));
-      return json(res, 200, { openapi: '3.0.2', info: { title: 'Cog', version: '0.1.0' }, components: { schemas: { Input: { type: 'object', title: 'Input', required: settings.requiredInputs, properties } } } });
+      const properties = Object.fromEntries(
+        [...settings.requiredInputs, ...settings.fileInputs].map((name) => [name, settings.fileInputs.includes(name) ? { type: 'string', format: 'uri' } : {}]),
+      );
+      return json(res, 200, {
+        openapi: '3.0.2',
+        info: { title: 'Cog', version: '0.1.0' },
+        components: { schemas: { Input: { type: 'object', title: 'Input', required: settings.requiredInputs, properties } } },
+      });
     }
     if (route.name === 'shutdown') {
       await drain(req);
@@ -329,7 +365,7 @@ export async function startCogFake(knobs: Partial<CogFakeKnobs> = {}): Promise<C
     const parsed = parseRequest(req.headers['content-type'], body);
     if ('reject' in parsed) return text(res, parsed.reject.status, parsed.reject.message);
     const request = parsed.request;
-    const id = route.name === 'put' ? route.id : request.id ?? `pred_${process.hrtime.bigint().toString(16)}`;
+    const id = route.name === 'put' ? route.id : (request.id ?? `pred_${process.hrtime.bigint().toString(16)}`);
     if (route.name === 'put' && request.id !== undefined && request.id !== id) {
       return json(res, 422, { detail: [{ loc: ['body', 'id'], msg: 'prediction ID must match the ID supplied in the URL', type: 'value_error' }] });
     }
@@ -408,7 +444,8 @@ function parseRequest(contentType: string | undefined, body: Buffer): { request:
   if (raw.webhook_events_filter !== undefined) {
     if (!Array.isArray(raw.webhook_events_filter)) return wrong('webhook_events_filter: invalid type, expected a sequence');
     for (const event of raw.webhook_events_filter) {
-      if (!EVENTS.includes(event as WebhookEvent)) return wrong(`webhook_events_filter: unknown variant \`${String(event)}\`, expected one of \`start\`, \`output\`, \`logs\`, \`completed\``);
+      if (!EVENTS.includes(event as WebhookEvent))
+        return wrong(`webhook_events_filter: unknown variant \`${String(event)}\`, expected one of \`start\`, \`output\`, \`logs\`, \`completed\``);
     }
     filter = new Set(raw.webhook_events_filter as WebhookEvent[]);
   }
@@ -437,7 +474,9 @@ async function readBody(req: IncomingMessage): Promise<Buffer | 'too large'> {
 }
 
 async function drain(req: IncomingMessage): Promise<void> {
-  for await (const _ of req) { /* discard */ }
+  for await (const _ of req) {
+    /* discard */
+  }
 }
 
 function json(res: ServerResponse, status: number, body: unknown): void {
@@ -513,7 +552,10 @@ export async function startEventsRoute(): Promise<EventsRoute> {
       empty(res, 200);
     })();
   });
-  server.on('connection', (socket) => { sockets.add(socket); socket.on('close', () => sockets.delete(socket)); });
+  server.on('connection', (socket) => {
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+  });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   route.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1/providers/cog-test/events`;
   return route;

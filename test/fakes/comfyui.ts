@@ -56,9 +56,15 @@ export const NODES: Record<string, NodeClass> = {
   },
   KSampler: {
     inputs: {
-      model: { type: 'MODEL' }, seed: { type: 'INT', min: 0, max: INT_MAX }, steps: { type: 'INT', min: 1, max: 10000 },
-      cfg: { type: 'FLOAT', min: 0, max: 100 }, sampler_name: { type: SAMPLERS }, scheduler: { type: SCHEDULERS },
-      positive: { type: 'CONDITIONING' }, negative: { type: 'CONDITIONING' }, latent_image: { type: 'LATENT' },
+      model: { type: 'MODEL' },
+      seed: { type: 'INT', min: 0, max: INT_MAX },
+      steps: { type: 'INT', min: 1, max: 10000 },
+      cfg: { type: 'FLOAT', min: 0, max: 100 },
+      sampler_name: { type: SAMPLERS },
+      scheduler: { type: SCHEDULERS },
+      positive: { type: 'CONDITIONING' },
+      negative: { type: 'CONDITIONING' },
+      latent_image: { type: 'LATENT' },
       denoise: { type: 'FLOAT', min: 0, max: 1 },
     },
     returns: ['LATENT'],
@@ -74,16 +80,29 @@ export const NODES: Record<string, NodeClass> = {
   SaveImage: { inputs: { images: { type: 'IMAGE' }, filename_prefix: { type: 'STRING' } }, returns: [], output: 'images' },
   PreviewImage: { inputs: { images: { type: 'IMAGE' } }, returns: [], output: 'images' },
   SaveAnimatedWEBP: {
-    inputs: { images: { type: 'IMAGE' }, filename_prefix: { type: 'STRING' }, fps: { type: 'FLOAT', min: 0.01, max: 1000 }, lossless: { type: 'BOOLEAN' }, quality: { type: 'INT', min: 0, max: 100 }, method: { type: ['default', 'fastest', 'slowest'] } },
-    returns: [], output: 'images',
+    inputs: {
+      images: { type: 'IMAGE' },
+      filename_prefix: { type: 'STRING' },
+      fps: { type: 'FLOAT', min: 0.01, max: 1000 },
+      lossless: { type: 'BOOLEAN' },
+      quality: { type: 'INT', min: 0, max: 100 },
+      method: { type: ['default', 'fastest', 'slowest'] },
+    },
+    returns: [],
+    output: 'images',
   },
   VHS_VideoCombine: {
     inputs: {
-      images: { type: 'IMAGE' }, frame_rate: { type: 'FLOAT', min: 1 }, loop_count: { type: 'INT', min: 0, max: 100 },
-      filename_prefix: { type: 'STRING' }, format: { type: ['image/gif', 'image/webp', 'video/h264-mp4'] },
-      pingpong: { type: 'BOOLEAN' }, save_output: { type: 'BOOLEAN' },
+      images: { type: 'IMAGE' },
+      frame_rate: { type: 'FLOAT', min: 1 },
+      loop_count: { type: 'INT', min: 0, max: 100 },
+      filename_prefix: { type: 'STRING' },
+      format: { type: ['image/gif', 'image/webp', 'video/h264-mp4'] },
+      pingpong: { type: 'BOOLEAN' },
+      save_output: { type: 'BOOLEAN' },
     },
-    returns: ['VHS_FILENAMES'], output: 'gifs',
+    returns: ['VHS_FILENAMES'],
+    output: 'gifs',
   },
   EmptyLatentAudio: { inputs: { seconds: { type: 'FLOAT', min: 1, max: 1000 }, batch_size: { type: 'INT', min: 1, max: 4096 } }, returns: ['LATENT'] },
   VAEDecodeAudio: { inputs: { samples: { type: 'LATENT' }, vae: { type: 'VAE' } }, returns: ['AUDIO'] },
@@ -159,7 +178,13 @@ export interface FakeComfyui {
 }
 
 const CONTENT_TYPES: Record<string, string> = {
-  png: 'image/png', jpg: 'image/jpeg', jpeg: 'image/jpeg', webp: 'image/webp', gif: 'image/gif', mp4: 'video/mp4', flac: 'audio/flac',
+  png: 'image/png',
+  jpg: 'image/jpeg',
+  jpeg: 'image/jpeg',
+  webp: 'image/webp',
+  gif: 'image/gif',
+  mp4: 'video/mp4',
+  flac: 'audio/flac',
 };
 
 export async function startFakeComfyui(options: { apiKey?: string } = {}): Promise<FakeComfyui> {
@@ -186,7 +211,12 @@ export async function startFakeComfyui(options: { apiKey?: string } = {}): Promi
 
   const fake = {
     url: '',
-    submissions, requests, interrupts, socketsOpened, files, history,
+    submissions,
+    requests,
+    interrupts,
+    socketsOpened,
+    files,
+    history,
     paused: false,
     steps: 3,
     silentSockets: false,
@@ -196,12 +226,26 @@ export async function startFakeComfyui(options: { apiKey?: string } = {}): Promi
       for (let i = 0; i < (how.times ?? 1); i++) list.push(how);
       misbehaviours.set(route, list);
     },
-    behave() { misbehaviours.clear(); },
-    holdNext() { holdNext = true; },
-    release() { releaseHold?.(); releaseHold = undefined; },
-    failNext(error: ExecutionError) { nextError = error; },
-    expireOutputs() { for (const key of [...files.keys()]) if (!key.startsWith('input/')) files.delete(key); },
-    dropSockets() { for (const socket of sockets.values()) socket.terminate(); sockets.clear(); },
+    behave() {
+      misbehaviours.clear();
+    },
+    holdNext() {
+      holdNext = true;
+    },
+    release() {
+      releaseHold?.();
+      releaseHold = undefined;
+    },
+    failNext(error: ExecutionError) {
+      nextError = error;
+    },
+    expireOutputs() {
+      for (const key of [...files.keys()]) if (!key.startsWith('input/')) files.delete(key);
+    },
+    dropSockets() {
+      for (const socket of sockets.values()) socket.terminate();
+      sockets.clear();
+    },
     restart() {
       epoch += 1;
       pending = [];
@@ -214,7 +258,9 @@ export async function startFakeComfyui(options: { apiKey?: string } = {}): Promi
       if (current) return Promise.resolve(current.item[1]);
       return new Promise<string>((resolve) => runningWaiters.push(resolve));
     },
-    queued() { return { running: current ? [current.item[1]] : [], pending: pending.map((item) => item[1]) }; },
+    queued() {
+      return { running: current ? [current.item[1]] : [], pending: pending.map((item) => item[1]) };
+    },
     async close() {
       fake.release();
       for (const response of hanging) response.destroy();
@@ -271,22 +317,38 @@ export async function startFakeComfyui(options: { apiKey?: string } = {}): Promi
       await tick();
       if (gone()) return;
       const node = prompt[nodeId]!;
-      if (run.interrupted) { interruptedAt = nodeId; break; }
+      if (run.interrupted) {
+        interruptedAt = nodeId;
+        break;
+      }
       send(clientId, 'executing', { node: nodeId, display_node: nodeId, prompt_id: promptId });
       if (node.class_type === 'KSampler') {
         for (let step = 1; step <= fake.steps; step++) {
           send(clientId, 'progress', { value: step, max: fake.steps, prompt_id: promptId, node: nodeId });
-          if (step === 1 && hold) await new Promise<void>((resolve) => { releaseHold = resolve; });
+          if (step === 1 && hold)
+            await new Promise<void>((resolve) => {
+              releaseHold = resolve;
+            });
           await tick();
           if (gone()) return;
           if (run.interrupted) break;
         }
-        if (run.interrupted) { interruptedAt = nodeId; break; }
+        if (run.interrupted) {
+          interruptedAt = nodeId;
+          break;
+        }
       }
       if (error && (error.node ?? nodeId) === nodeId && (error.node !== undefined || node.class_type === 'KSampler')) {
         failed = {
-          prompt_id: promptId, node_id: nodeId, node_type: node.class_type, executed: [], exception_message: error.exception_message,
-          exception_type: error.exception_type, traceback: ['  File "execution.py", line 1, in execute\n'], current_inputs: {}, current_outputs: [],
+          prompt_id: promptId,
+          node_id: nodeId,
+          node_type: node.class_type,
+          executed: [],
+          exception_message: error.exception_message,
+          exception_type: error.exception_type,
+          traceback: ['  File "execution.py", line 1, in execute\n'],
+          current_inputs: {},
+          current_outputs: [],
         };
         break;
       }
@@ -327,7 +389,10 @@ export async function startFakeComfyui(options: { apiKey?: string } = {}): Promi
     const node = prompt[nodeId]!;
     const prefix = String(node.inputs.filename_prefix ?? 'ComfyUI');
     const name = (extension: string) => `${prefix}_${String(++counter).padStart(5, '0')}_.${extension}`;
-    const store = (type: string, filename: string, bytes: Buffer) => { files.set(`${type}/${filename}`, bytes); return { filename, subfolder: '', type }; };
+    const store = (type: string, filename: string, bytes: Buffer) => {
+      files.set(`${type}/${filename}`, bytes);
+      return { filename, subfolder: '', type };
+    };
     if (node.class_type === 'SaveImage' || node.class_type === 'PreviewImage') {
       const { width, height, batch, seed } = imageShape(prompt);
       const type = node.class_type === 'SaveImage' ? 'output' : 'temp';
@@ -362,10 +427,14 @@ export async function startFakeComfyui(options: { apiKey?: string } = {}): Promi
     let made = media.get(kind);
     if (!made) {
       const video = 'testsrc2=s=64x48:r=10:d=0.5';
-      made = kind === 'mp4' ? fixture(video, ['-c:v', 'libx264', '-pix_fmt', 'yuv420p', '-movflags', 'frag_keyframe+empty_moov', '-f', 'mp4'])
-        : kind === 'webp' ? fixture(video, ['-c:v', 'libwebp', '-loop', '0', '-f', 'webp'])
-          : kind === 'gif' ? fixture(video, ['-f', 'gif'])
-            : fixture('sine=f=440:d=0.5', ['-c:a', 'flac', '-f', 'flac']);
+      made =
+        kind === 'mp4'
+          ? fixture(video, ['-c:v', 'libx264', '-pix_fmt', 'yuv420p', '-movflags', 'frag_keyframe+empty_moov', '-f', 'mp4'])
+          : kind === 'webp'
+            ? fixture(video, ['-c:v', 'libwebp', '-loop', '0', '-f', 'webp'])
+            : kind === 'gif'
+              ? fixture(video, ['-f', 'gif'])
+              : fixture('sine=f=440:d=0.5', ['-c:a', 'flac', '-f', 'flac']);
       media.set(kind, made);
     }
     return made;
@@ -373,18 +442,26 @@ export async function startFakeComfyui(options: { apiKey?: string } = {}): Promi
 
   // ---- validation, as execution.validate_prompt ----
 
-  function validatePrompt(prompt: unknown): { ok: true; outputs: string[]; nodeErrors: Record<string, unknown> } | { ok: false; error: Record<string, unknown>; nodeErrors: Record<string, unknown> } {
-    const invalid = (message: string, details: string) => ({ ok: false as const, error: { type: 'invalid_prompt', message, details, extra_info: {} }, nodeErrors: {} });
+  function validatePrompt(
+    prompt: unknown,
+  ): { ok: true; outputs: string[]; nodeErrors: Record<string, unknown> } | { ok: false; error: Record<string, unknown>; nodeErrors: Record<string, unknown> } {
+    const invalid = (message: string, details: string) => ({
+      ok: false as const,
+      error: { type: 'invalid_prompt', message, details, extra_info: {} },
+      nodeErrors: {},
+    });
     if (typeof prompt !== 'object' || prompt === null || Array.isArray(prompt)) return invalid('Cannot execute because the prompt is not an object.', '');
     const nodes = prompt as Record<string, { class_type?: unknown; inputs?: unknown }>;
     const outputs: string[] = [];
     for (const [id, node] of Object.entries(nodes)) {
-      if (typeof node !== 'object' || node === null || !('class_type' in node)) return invalid('Cannot execute because a node is missing the class_type property.', `Node ID '#${id}'`);
+      if (typeof node !== 'object' || node === null || !('class_type' in node))
+        return invalid('Cannot execute because a node is missing the class_type property.', `Node ID '#${id}'`);
       const known = NODES[String(node.class_type)];
       if (!known) return invalid(`Cannot execute because node ${String(node.class_type)} does not exist.`, `Node ID '#${id}'`);
       if (known.output) outputs.push(id);
     }
-    if (outputs.length === 0) return { ok: false, error: { type: 'prompt_no_outputs', message: 'Prompt has no outputs', details: '', extra_info: {} }, nodeErrors: {} };
+    if (outputs.length === 0)
+      return { ok: false, error: { type: 'prompt_no_outputs', message: 'Prompt has no outputs', details: '', extra_info: {} }, nodeErrors: {} };
     const validated = new Map<string, Array<Record<string, unknown>> | null>();
     const validate = (id: string): boolean => {
       if (validated.has(id)) return validated.get(id) === null;
@@ -396,16 +473,30 @@ export async function startFakeComfyui(options: { apiKey?: string } = {}): Promi
       validated.set(id, []);
       for (const [name, input] of Object.entries(spec.inputs)) {
         if (!(name in inputs)) {
-          if (!input.optional) errors.push({ type: 'required_input_missing', message: 'Required input is missing', details: name, extra_info: { input_name: name } });
+          if (!input.optional)
+            errors.push({ type: 'required_input_missing', message: 'Required input is missing', details: name, extra_info: { input_name: name } });
           continue;
         }
         const value = inputs[name];
         if (Array.isArray(value)) {
-          if (value.length !== 2) { errors.push({ type: 'bad_linked_input', message: 'Bad linked input, must be a length-2 list of [node_id, slot_index]', details: name, extra_info: { input_name: name } }); continue; }
+          if (value.length !== 2) {
+            errors.push({
+              type: 'bad_linked_input',
+              message: 'Bad linked input, must be a length-2 list of [node_id, slot_index]',
+              details: name,
+              extra_info: { input_name: name },
+            });
+            continue;
+          }
           const from = nodes[String(value[0])] as { class_type: string } | undefined;
           const received = from ? NODES[from.class_type]?.returns[Number(value[1])] : undefined;
           if (received !== input.type) {
-            errors.push({ type: 'return_type_mismatch', message: 'Return type mismatch between linked nodes', details: `${name}, received_type(${String(received)}) mismatch input_type(${String(input.type)})`, extra_info: { input_name: name } });
+            errors.push({
+              type: 'return_type_mismatch',
+              message: 'Return type mismatch between linked nodes',
+              details: `${name}, received_type(${String(received)}) mismatch input_type(${String(input.type)})`,
+              extra_info: { input_name: name },
+            });
             continue;
           }
           if (!validate(String(value[0]))) valid = false;
@@ -416,7 +507,13 @@ export async function startFakeComfyui(options: { apiKey?: string } = {}): Promi
       }
       if (errors.length === 0 && spec.validate) {
         const verdict = spec.validate(inputs, state);
-        if (verdict !== true) errors.push({ type: 'custom_validation_failed', message: 'Custom validation failed for node', details: `image - ${verdict}`, extra_info: { input_name: 'image' } });
+        if (verdict !== true)
+          errors.push({
+            type: 'custom_validation_failed',
+            message: 'Custom validation failed for node',
+            details: `image - ${verdict}`,
+            extra_info: { input_name: 'image' },
+          });
       }
       validated.set(id, errors.length === 0 && valid ? null : errors);
       return errors.length === 0 && valid;
@@ -425,7 +522,10 @@ export async function startFakeComfyui(options: { apiKey?: string } = {}): Promi
     const nodeErrors: Record<string, { errors: unknown[]; dependent_outputs: string[]; class_type: string }> = {};
     const reasons: string[] = [];
     for (const output of outputs) {
-      if (validate(output)) { good.push(output); continue; }
+      if (validate(output)) {
+        good.push(output);
+        continue;
+      }
       for (const [id, errors] of validated) {
         if (!errors || errors.length === 0) continue;
         nodeErrors[id] ??= { errors, dependent_outputs: [], class_type: String(nodes[id]!.class_type) };
@@ -434,7 +534,16 @@ export async function startFakeComfyui(options: { apiKey?: string } = {}): Promi
       }
     }
     if (good.length === 0) {
-      return { ok: false, error: { type: 'prompt_outputs_failed_validation', message: 'Prompt outputs failed validation', details: [...new Set(reasons)].join('\n'), extra_info: {} }, nodeErrors };
+      return {
+        ok: false,
+        error: {
+          type: 'prompt_outputs_failed_validation',
+          message: 'Prompt outputs failed validation',
+          details: [...new Set(reasons)].join('\n'),
+          extra_info: {},
+        },
+        nodeErrors,
+      };
     }
     return { ok: true, outputs: good, nodeErrors };
   }
@@ -445,17 +554,33 @@ export async function startFakeComfyui(options: { apiKey?: string } = {}): Promi
     if (input.type === 'INT' || input.type === 'FLOAT') {
       // Python's int()/float() on a JSON value: numbers and numeric strings convert, anything else fails.
       const text = typeof value === 'string' ? value.trim() : undefined;
-      const ok = typeof value === 'number' || (typeof value === 'boolean') || (text !== undefined && (input.type === 'INT' ? /^[-+]?\d+$/.test(text) : /^[-+]?(\d+\.?\d*|\.\d+)(e[-+]?\d+)?$/i.test(text)));
-      if (!ok) return { type: 'invalid_input_type', message: `Failed to convert an input value to a ${input.type} value`, details: `${name}, ${String(value)}, invalid literal`, extra_info: extra };
+      const ok =
+        typeof value === 'number' ||
+        typeof value === 'boolean' ||
+        (text !== undefined && (input.type === 'INT' ? /^[-+]?\d+$/.test(text) : /^[-+]?(\d+\.?\d*|\.\d+)(e[-+]?\d+)?$/i.test(text)));
+      if (!ok)
+        return {
+          type: 'invalid_input_type',
+          message: `Failed to convert an input value to a ${input.type} value`,
+          details: `${name}, ${String(value)}, invalid literal`,
+          extra_info: extra,
+        };
       converted = input.type === 'INT' ? Math.trunc(Number(value)) : Number(value);
     }
     if (typeof converted === 'number') {
-      if (input.min !== undefined && converted < input.min) return { type: 'value_smaller_than_min', message: `Value ${converted} smaller than min of ${input.min}`, details: name, extra_info: extra };
-      if (input.max !== undefined && converted > input.max) return { type: 'value_bigger_than_max', message: `Value ${converted} bigger than max of ${input.max}`, details: name, extra_info: extra };
+      if (input.min !== undefined && converted < input.min)
+        return { type: 'value_smaller_than_min', message: `Value ${converted} smaller than min of ${input.min}`, details: name, extra_info: extra };
+      if (input.max !== undefined && converted > input.max)
+        return { type: 'value_bigger_than_max', message: `Value ${converted} bigger than max of ${input.max}`, details: name, extra_info: extra };
     }
     const options = input.type === 'COMBO_INPUT_FILES' ? undefined : Array.isArray(input.type) ? input.type : undefined;
     if (options && !options.includes(String(value))) {
-      return { type: 'value_not_in_list', message: 'Value not in list', details: `${name}: '${String(value)}' not in ${JSON.stringify(options)}`, extra_info: extra };
+      return {
+        type: 'value_not_in_list',
+        message: 'Value not in list',
+        details: `${name}: '${String(value)}' not in ${JSON.stringify(options)}`,
+        extra_info: extra,
+      };
     }
     if (['MODEL', 'CLIP', 'VAE', 'CONDITIONING', 'LATENT', 'IMAGE', 'AUDIO'].includes(String(input.type))) {
       return { type: 'bad_linked_input', message: 'Bad linked input, must be a length-2 list of [node_id, slot_index]', details: name, extra_info: extra };
@@ -504,7 +629,7 @@ export async function startFakeComfyui(options: { apiKey?: string } = {}): Promi
         json(response, 400, { error: verdict.error, node_errors: verdict.nodeErrors });
         return;
       }
-      const extra: Record<string, unknown> = typeof body.extra_data === 'object' && body.extra_data !== null ? { ...body.extra_data as object } : {};
+      const extra: Record<string, unknown> = typeof body.extra_data === 'object' && body.extra_data !== null ? { ...(body.extra_data as object) } : {};
       if ('client_id' in body) extra.client_id = body.client_id;
       const taken = number++;
       const prompt = structuredClone(body.prompt) as Prompt;
@@ -555,7 +680,10 @@ export async function startFakeComfyui(options: { apiKey?: string } = {}): Promi
     },
     'POST /upload/image': async (request, response, url) => {
       const type = request.headers['content-type'] ?? '';
-      if (!type.startsWith('multipart/form-data')) { text(response, 400, ''); return; }
+      if (!type.startsWith('multipart/form-data')) {
+        text(response, 400, '');
+        return;
+      }
       let form: FormData;
       try {
         form = await new Request(url, { method: 'POST', headers: { 'content-type': type }, body: await readBody(request) }).formData();
@@ -564,12 +692,21 @@ export async function startFakeComfyui(options: { apiKey?: string } = {}): Promi
         return;
       }
       const image = form.get('image');
-      if (!(image instanceof Blob) || !('name' in image) || !image.name) { text(response, 400, ''); return; }
+      if (!(image instanceof Blob) || !('name' in image) || !image.name) {
+        text(response, 400, '');
+        return;
+      }
       const uploadType = String(form.get('type') ?? 'input');
-      if (!['input', 'temp', 'output'].includes(uploadType)) { text(response, 400, ''); return; }
+      if (!['input', 'temp', 'output'].includes(uploadType)) {
+        text(response, 400, '');
+        return;
+      }
       const subfolder = String(form.get('subfolder') ?? '');
       let filename = (image as File).name;
-      if (filename.includes('/') || filename.includes('..') || subfolder.includes('..')) { text(response, 400, ''); return; }
+      if (filename.includes('/') || filename.includes('..') || subfolder.includes('..')) {
+        text(response, 400, '');
+        return;
+      }
       const bytes = Buffer.from(await image.arrayBuffer());
       const overwrite = form.get('overwrite');
       const key = (name: string) => `${uploadType}/${subfolder ? `${subfolder}/` : ''}${name}`;
@@ -577,7 +714,12 @@ export async function startFakeComfyui(options: { apiKey?: string } = {}): Promi
         const dot = filename.lastIndexOf('.');
         const [stem, extension] = dot > 0 ? [filename.slice(0, dot), filename.slice(dot)] : [filename, ''];
         for (let i = 1; files.has(key(filename)); i++) {
-          if (createHash('sha256').update(files.get(key(filename))!).digest('hex') === createHash('sha256').update(bytes).digest('hex')) break;
+          if (
+            createHash('sha256')
+              .update(files.get(key(filename))!)
+              .digest('hex') === createHash('sha256').update(bytes).digest('hex')
+          )
+            break;
           filename = `${stem} (${i})${extension}`;
         }
       }
@@ -586,14 +728,29 @@ export async function startFakeComfyui(options: { apiKey?: string } = {}): Promi
     },
     'GET /view': (_request, response, url) => {
       const filename = url.searchParams.get('filename');
-      if (filename === null) { text(response, 404, '404: Not Found'); return; }
-      if (filename.startsWith('/') || filename.includes('..')) { text(response, 400, ''); return; }
+      if (filename === null) {
+        text(response, 404, '404: Not Found');
+        return;
+      }
+      if (filename.startsWith('/') || filename.includes('..')) {
+        text(response, 400, '');
+        return;
+      }
       const type = url.searchParams.get('type') ?? 'output';
-      if (!['input', 'temp', 'output'].includes(type)) { text(response, 400, ''); return; }
+      if (!['input', 'temp', 'output'].includes(type)) {
+        text(response, 400, '');
+        return;
+      }
       const subfolder = url.searchParams.get('subfolder') ?? '';
-      if (subfolder.includes('..')) { text(response, 403, ''); return; }
+      if (subfolder.includes('..')) {
+        text(response, 403, '');
+        return;
+      }
       const bytes = files.get(`${type}/${subfolder ? `${subfolder}/` : ''}${filename}`);
-      if (!bytes) { text(response, 404, '404: Not Found'); return; }
+      if (!bytes) {
+        text(response, 404, '404: Not Found');
+        return;
+      }
       const extension = filename.split('.').pop() ?? '';
       response.writeHead(200, { 'content-type': CONTENT_TYPES[extension] ?? 'application/octet-stream', 'content-disposition': `filename="${filename}"` });
       response.end(fake.outputPadding > 0 ? Buffer.concat([bytes, Buffer.alloc(fake.outputPadding)]) : bytes);
@@ -610,16 +767,31 @@ export async function startFakeComfyui(options: { apiKey?: string } = {}): Promi
   const server = createServer((request, response) => {
     const url = new URL(request.url ?? '/', 'http://127.0.0.1');
     requests.push(`${request.method} ${url.pathname}`);
-    if (!authorized(request.headers)) { text(response, 401, '401: Unauthorized'); return; }
+    if (!authorized(request.headers)) {
+      text(response, 401, '401: Unauthorized');
+      return;
+    }
     const route = routeOf(request.method ?? 'GET', url.pathname);
-    if (!route) { text(response, 404, '404: Not Found'); return; }
+    if (!route) {
+      text(response, 404, '404: Not Found');
+      return;
+    }
     const handler = routes[route.key];
-    if (!handler) { text(response, 405, '405: Method Not Allowed'); return; }
+    if (!handler) {
+      text(response, 405, '405: Method Not Allowed');
+      return;
+    }
     const misbehaviour = misbehaviours.get(route.key)?.shift();
     if (misbehaviour) {
       request.resume();
-      if (misbehaviour.hang) { hanging.add(response); return; }
-      if (misbehaviour.malformed) { text(response, 200, '{"prompt_id": "', 'application/json; charset=utf-8'); return; }
+      if (misbehaviour.hang) {
+        hanging.add(response);
+        return;
+      }
+      if (misbehaviour.malformed) {
+        text(response, 200, '{"prompt_id": "', 'application/json; charset=utf-8');
+        return;
+      }
       response.writeHead(misbehaviour.status ?? 500, { 'content-type': 'text/plain; charset=utf-8', ...misbehaviour.headers });
       response.end(misbehaviour.body ?? '');
       return;
@@ -630,13 +802,21 @@ export async function startFakeComfyui(options: { apiKey?: string } = {}): Promi
   const wss = new WebSocketServer({ noServer: true });
   server.on('upgrade', (request, socket: Socket, head) => {
     const url = new URL(request.url ?? '/', 'http://127.0.0.1');
-    if (url.pathname !== '/ws') { socket.end('HTTP/1.1 404 Not Found\r\n\r\n'); return; }
-    if (!authorized(request.headers)) { socket.end('HTTP/1.1 401 Unauthorized\r\ncontent-length: 0\r\n\r\n'); return; }
+    if (url.pathname !== '/ws') {
+      socket.end('HTTP/1.1 404 Not Found\r\n\r\n');
+      return;
+    }
+    if (!authorized(request.headers)) {
+      socket.end('HTTP/1.1 401 Unauthorized\r\ncontent-length: 0\r\n\r\n');
+      return;
+    }
     wss.handleUpgrade(request, socket, head, (ws) => {
       const sid = url.searchParams.get('clientId') || randomUUID().replace(/-/g, '');
       socketsOpened.set(sid, (socketsOpened.get(sid) ?? 0) + 1);
       sockets.set(sid, ws); // a client id reconnecting replaces its old socket, as server.py does
-      ws.on('close', () => { if (sockets.get(sid) === ws) sockets.delete(sid); });
+      ws.on('close', () => {
+        if (sockets.get(sid) === ws) sockets.delete(sid);
+      });
       ws.on('error', () => undefined);
       if (!fake.silentSockets) ws.send(JSON.stringify({ type: 'status', data: { status: queueInfo(), sid } }));
     });
@@ -647,7 +827,10 @@ export async function startFakeComfyui(options: { apiKey?: string } = {}): Promi
   let paused = false;
   Object.defineProperty(fake, 'paused', {
     get: () => paused,
-    set: (value: boolean) => { paused = value; if (!value) queueMicrotask(pump); },
+    set: (value: boolean) => {
+      paused = value;
+      if (!value) queueMicrotask(pump);
+    },
   });
   return fake as FakeComfyui;
 }
@@ -685,7 +868,21 @@ const base = (extra: Prompt): Prompt => ({
 export const WORKFLOWS = {
   textToImage: base({
     '5': { class_type: 'EmptyLatentImage', inputs: { width: '{{width}}', height: '{{height}}', batch_size: '{{numImages}}' } },
-    '3': { class_type: 'KSampler', inputs: { seed: '{{seed}}', steps: '{{steps}}', cfg: 8, sampler_name: 'euler', scheduler: 'normal', denoise: 1, model: ['4', 0], positive: ['6', 0], negative: ['7', 0], latent_image: ['5', 0] } },
+    '3': {
+      class_type: 'KSampler',
+      inputs: {
+        seed: '{{seed}}',
+        steps: '{{steps}}',
+        cfg: 8,
+        sampler_name: 'euler',
+        scheduler: 'normal',
+        denoise: 1,
+        model: ['4', 0],
+        positive: ['6', 0],
+        negative: ['7', 0],
+        latent_image: ['5', 0],
+      },
+    },
     '8': { class_type: 'VAEDecode', inputs: { samples: ['3', 0], vae: ['4', 2] } },
     '9': { class_type: 'SaveImage', inputs: { filename_prefix: 'ComfyUI', images: ['8', 0] } },
     '10': { class_type: 'PreviewImage', inputs: { images: ['8', 0] } },
@@ -693,20 +890,65 @@ export const WORKFLOWS = {
   imageToImage: base({
     '10': { class_type: 'LoadImage', inputs: { image: '{{image}}' } },
     '11': { class_type: 'VAEEncode', inputs: { pixels: ['10', 0], vae: ['4', 2] } },
-    '3': { class_type: 'KSampler', inputs: { seed: '{{seed}}', steps: 20, cfg: 8, sampler_name: 'euler', scheduler: 'normal', denoise: '{{strength}}', model: ['4', 0], positive: ['6', 0], negative: ['7', 0], latent_image: ['11', 0] } },
+    '3': {
+      class_type: 'KSampler',
+      inputs: {
+        seed: '{{seed}}',
+        steps: 20,
+        cfg: 8,
+        sampler_name: 'euler',
+        scheduler: 'normal',
+        denoise: '{{strength}}',
+        model: ['4', 0],
+        positive: ['6', 0],
+        negative: ['7', 0],
+        latent_image: ['11', 0],
+      },
+    },
     '8': { class_type: 'VAEDecode', inputs: { samples: ['3', 0], vae: ['4', 2] } },
     '9': { class_type: 'SaveImage', inputs: { filename_prefix: 'img2img', images: ['8', 0] } },
   }),
   textToVideo: base({
     '5': { class_type: 'EmptyLatentImage', inputs: { width: 64, height: 48, batch_size: 5 } },
-    '3': { class_type: 'KSampler', inputs: { seed: '{{seed}}', steps: 20, cfg: 8, sampler_name: 'euler', scheduler: 'normal', denoise: 1, model: ['4', 0], positive: ['6', 0], negative: ['7', 0], latent_image: ['5', 0] } },
+    '3': {
+      class_type: 'KSampler',
+      inputs: {
+        seed: '{{seed}}',
+        steps: 20,
+        cfg: 8,
+        sampler_name: 'euler',
+        scheduler: 'normal',
+        denoise: 1,
+        model: ['4', 0],
+        positive: ['6', 0],
+        negative: ['7', 0],
+        latent_image: ['5', 0],
+      },
+    },
     '8': { class_type: 'VAEDecode', inputs: { samples: ['3', 0], vae: ['4', 2] } },
     '12': { class_type: 'SaveImage', inputs: { filename_prefix: 'frames', images: ['8', 0] } },
-    '20': { class_type: 'VHS_VideoCombine', inputs: { images: ['8', 0], frame_rate: 8, loop_count: 0, filename_prefix: 'AnimateDiff', format: 'video/h264-mp4', pingpong: false, save_output: true } },
+    '20': {
+      class_type: 'VHS_VideoCombine',
+      inputs: { images: ['8', 0], frame_rate: 8, loop_count: 0, filename_prefix: 'AnimateDiff', format: 'video/h264-mp4', pingpong: false, save_output: true },
+    },
   }),
   textToAudio: base({
     '11': { class_type: 'EmptyLatentAudio', inputs: { seconds: '{{durationSeconds}}', batch_size: 1 } },
-    '3': { class_type: 'KSampler', inputs: { seed: '{{seed}}', steps: 20, cfg: 5, sampler_name: 'euler', scheduler: 'simple', denoise: 1, model: ['4', 0], positive: ['6', 0], negative: ['7', 0], latent_image: ['11', 0] } },
+    '3': {
+      class_type: 'KSampler',
+      inputs: {
+        seed: '{{seed}}',
+        steps: 20,
+        cfg: 5,
+        sampler_name: 'euler',
+        scheduler: 'simple',
+        denoise: 1,
+        model: ['4', 0],
+        positive: ['6', 0],
+        negative: ['7', 0],
+        latent_image: ['11', 0],
+      },
+    },
     '12': { class_type: 'VAEDecodeAudio', inputs: { samples: ['3', 0], vae: ['4', 2] } },
     '19': { class_type: 'SaveAudio', inputs: { filename_prefix: 'audio/ComfyUI', audio: ['12', 0] } },
   }),

@@ -48,11 +48,7 @@ export interface RequestScript {
 }
 
 export type Route = 'submit' | 'status' | 'result' | 'cancel' | 'file';
-export type Fault =
-  | { status: number; body?: unknown; headers?: Record<string, string> }
-  | { hang: true }
-  | { malformed: true }
-  | { reset: true };
+export type Fault = { status: number; body?: unknown; headers?: Record<string, string> } | { hang: true } | { malformed: true } | { reset: true };
 
 export interface FakeRequest {
   id: string;
@@ -132,7 +128,9 @@ export async function startFakeFal(options: FakeFalOptions): Promise<FakeFal> {
     fileFetches: 0,
     filesWithAuthorization: 0,
     sendWebhooks: true,
-    script(next) { nextScript = next; },
+    script(next) {
+      nextScript = next;
+    },
     fault(route, fault, times = 1) {
       const list = faults.get(route) ?? [];
       for (let i = 0; i < times; i++) list.push(fault);
@@ -142,7 +140,9 @@ export async function startFakeFal(options: FakeFalOptions): Promise<FakeFal> {
       files.set(name, bytes);
       return `${fake.url}/files/${name}`;
     },
-    expire(name) { files.set(name, 'expired'); },
+    expire(name) {
+      files.set(name, 'expired');
+    },
     async advance(id, phase) {
       const request = fake.requests.get(id);
       if (!request) throw new Error(`no request ${id}`);
@@ -164,13 +164,15 @@ export async function startFakeFal(options: FakeFalOptions): Promise<FakeFal> {
   function signedDelivery(request: FakeRequest, at: number): { headers: Record<string, string>; body: Buffer } {
     if (!options.signingKey) throw new Error('the fake has no signing key');
     const ok = request.outcome!.status >= 200 && request.outcome!.status < 300;
-    const body = Buffer.from(JSON.stringify({
-      request_id: request.id,
-      gateway_request_id: request.id,
-      status: ok ? 'OK' : 'ERROR',
-      payload: request.outcome!.body,
-      ...(ok ? {} : { error: `Invalid status code: ${request.outcome!.status}` }),
-    }));
+    const body = Buffer.from(
+      JSON.stringify({
+        request_id: request.id,
+        gateway_request_id: request.id,
+        status: ok ? 'OK' : 'ERROR',
+        payload: request.outcome!.body,
+        ...(ok ? {} : { error: `Invalid status code: ${request.outcome!.status}` }),
+      }),
+    );
     const timestamp = String(Math.floor(at / 1000));
     const digest = createHash('sha256').update(body).digest('hex');
     const signature = sign(null, Buffer.from(`${request.id}\n${userId}\n${timestamp}\n${digest}`), options.signingKey).toString('hex');
@@ -188,7 +190,7 @@ export async function startFakeFal(options: FakeFalOptions): Promise<FakeFal> {
 
   async function complete(request: FakeRequest): Promise<void> {
     if (request.phase === 'COMPLETED') return;
-    const outcome = request.script.outcome ?? await outcomeOf(request);
+    const outcome = request.script.outcome ?? (await outcomeOf(request));
     // A cancel may have completed it while the outcome was made.
     if ((request.phase as FakeRequest['phase']) === 'COMPLETED') return;
     request.outcome = outcome;
@@ -214,7 +216,18 @@ export async function startFakeFal(options: FakeFalOptions): Promise<FakeFal> {
       const value = request.input[field];
       const decoded = typeof value === 'string' ? decodeImage(value) : undefined;
       if (!decoded) {
-        return { status: 422, body: { detail: [{ loc: ['body', field], msg: 'Failed to load the image. Please ensure the image file is not corrupted and is in a supported format.', type: 'image_load_error' }] } };
+        return {
+          status: 422,
+          body: {
+            detail: [
+              {
+                loc: ['body', field],
+                msg: 'Failed to load the image. Please ensure the image file is not corrupted and is in a supported format.',
+                type: 'image_load_error',
+              },
+            ],
+          },
+        };
       }
       request.images.push({ field, ...decoded });
     }
@@ -259,9 +272,13 @@ export async function startFakeFal(options: FakeFalOptions): Promise<FakeFal> {
   const server = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (chunk: Buffer) => chunks.push(chunk));
-    req.on('end', () => void handle(req, res, Buffer.concat(chunks)).catch((error: unknown) => {
-      if (!res.headersSent) json(res, 500, { detail: `fake failure: ${(error as Error).message}` });
-    }));
+    req.on(
+      'end',
+      () =>
+        void handle(req, res, Buffer.concat(chunks)).catch((error: unknown) => {
+          if (!res.headersSent) json(res, 500, { detail: `fake failure: ${(error as Error).message}` });
+        }),
+    );
   });
 
   async function handle(req: http.IncomingMessage, res: http.ServerResponse, body: Buffer): Promise<void> {
@@ -324,7 +341,9 @@ export async function startFakeFal(options: FakeFalOptions): Promise<FakeFal> {
   async function submit(req: http.IncomingMessage, res: http.ServerResponse, url: URL, endpointId: string, app: string, body: Buffer, origin: string) {
     if (misbehave('submit', res)) return;
     if (!/^application\/json\b/i.test(req.headers['content-type'] ?? '')) {
-      return json(res, 422, { detail: [{ loc: ['body'], msg: 'Input should be a valid dictionary or object to extract fields from', type: 'model_attributes_type' }] });
+      return json(res, 422, {
+        detail: [{ loc: ['body'], msg: 'Input should be a valid dictionary or object to extract fields from', type: 'model_attributes_type' }],
+      });
     }
     let input: unknown;
     try {
@@ -343,8 +362,18 @@ export async function startFakeFal(options: FakeFalOptions): Promise<FakeFal> {
     nextScript = undefined;
     const id = `${(++requestCounter).toString(16).padStart(8, '0')}-fa1f-4a1e-8c0d-${Date.now().toString(16).padStart(12, '0').slice(-12)}`;
     const request: FakeRequest = {
-      id, endpoint: endpointId, app, input: input as Record<string, unknown>, ...(webhook ? { webhook } : {}),
-      phase: 'IN_QUEUE', script, polls: 0, progressPolls: 0, logs: [], cancelled: false, images: [],
+      id,
+      endpoint: endpointId,
+      app,
+      input: input as Record<string, unknown>,
+      ...(webhook ? { webhook } : {}),
+      phase: 'IN_QUEUE',
+      script,
+      polls: 0,
+      progressPolls: 0,
+      logs: [],
+      cancelled: false,
+      images: [],
     };
     fake.requests.set(id, request);
     fake.submissions += 1;
@@ -364,7 +393,12 @@ export async function startFakeFal(options: FakeFalOptions): Promise<FakeFal> {
         if (request.progressPolls >= request.script.progress) await complete(request);
         else {
           request.progressPolls += 1;
-          request.logs.push({ message: `step ${request.progressPolls} of ${request.script.progress}`, level: 'INFO', source: 'USER', timestamp: new Date().toISOString() });
+          request.logs.push({
+            message: `step ${request.progressPolls} of ${request.script.progress}`,
+            level: 'INFO',
+            source: 'USER',
+            timestamp: new Date().toISOString(),
+          });
         }
       }
     } else if (request.phase === 'IN_QUEUE') position = request.script.queue.at(-1) ?? 0;

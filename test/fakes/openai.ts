@@ -57,7 +57,11 @@ export interface Received {
   contentType: string;
 }
 
-export interface UploadedFile { filename: string; type: string; bytes: Buffer }
+export interface UploadedFile {
+  filename: string;
+  type: string;
+  bytes: Buffer;
+}
 
 export interface FakeOpenAi {
   /** The base URL the adapter is given (…/v1). */
@@ -77,11 +81,75 @@ export interface FakeOpenAi {
 
 const CHAT_MODELS = ['gpt-4o-mini', 'gpt-4o', 'gpt-4.1-mini', 'o3-mini', 'o4-mini', 'gpt-5-mini'];
 const REASONING = /^(o\d|gpt-5)/;
-const CHAT_FIELDS = new Set(['model', 'messages', 'temperature', 'top_p', 'max_tokens', 'max_completion_tokens', 'seed', 'n', 'stop', 'user', 'stream', 'stream_options', 'presence_penalty', 'frequency_penalty', 'logit_bias', 'logprobs', 'top_logprobs', 'response_format', 'tools', 'tool_choice', 'parallel_tool_calls', 'store', 'metadata', 'reasoning_effort', 'service_tier', 'modalities', 'audio', 'prediction', 'safety_identifier', 'prompt_cache_key', 'verbosity']);
+const CHAT_FIELDS = new Set([
+  'model',
+  'messages',
+  'temperature',
+  'top_p',
+  'max_tokens',
+  'max_completion_tokens',
+  'seed',
+  'n',
+  'stop',
+  'user',
+  'stream',
+  'stream_options',
+  'presence_penalty',
+  'frequency_penalty',
+  'logit_bias',
+  'logprobs',
+  'top_logprobs',
+  'response_format',
+  'tools',
+  'tool_choice',
+  'parallel_tool_calls',
+  'store',
+  'metadata',
+  'reasoning_effort',
+  'service_tier',
+  'modalities',
+  'audio',
+  'prediction',
+  'safety_identifier',
+  'prompt_cache_key',
+  'verbosity',
+]);
 const IMAGE_MODELS = ['dall-e-2', 'dall-e-3', 'gpt-image-1', 'gpt-image-1-mini', 'gpt-image-1.5'];
 const GPT_IMAGE = /^gpt-image/;
-const IMAGE_FIELDS = new Set(['prompt', 'model', 'n', 'size', 'quality', 'style', 'response_format', 'background', 'moderation', 'output_compression', 'output_format', 'partial_images', 'stream', 'user']);
-const EDIT_FIELDS = new Set(['image', 'image[]', 'mask', 'prompt', 'model', 'n', 'size', 'quality', 'response_format', 'background', 'input_fidelity', 'output_compression', 'output_format', 'partial_images', 'stream', 'user']);
+const IMAGE_FIELDS = new Set([
+  'prompt',
+  'model',
+  'n',
+  'size',
+  'quality',
+  'style',
+  'response_format',
+  'background',
+  'moderation',
+  'output_compression',
+  'output_format',
+  'partial_images',
+  'stream',
+  'user',
+]);
+const EDIT_FIELDS = new Set([
+  'image',
+  'image[]',
+  'mask',
+  'prompt',
+  'model',
+  'n',
+  'size',
+  'quality',
+  'response_format',
+  'background',
+  'input_fidelity',
+  'output_compression',
+  'output_format',
+  'partial_images',
+  'stream',
+  'user',
+]);
 const SIZES: Record<string, string[]> = {
   'dall-e-2': ['256x256', '512x512', '1024x1024'],
   'dall-e-3': ['1024x1024', '1792x1024', '1024x1792'],
@@ -112,7 +180,13 @@ function audioOf(format: string): Promise<Buffer> {
 }
 
 class Refusal {
-  constructor(readonly status: number, readonly message: string, readonly param: string | null = null, readonly code: string | null = null, readonly type = 'invalid_request_error') {}
+  constructor(
+    readonly status: number,
+    readonly message: string,
+    readonly param: string | null = null,
+    readonly code: string | null = null,
+    readonly type = 'invalid_request_error',
+  ) {}
 }
 
 const invalid = (param: string, message: string, code = 'invalid_value') => new Refusal(400, message, param, code);
@@ -141,7 +215,14 @@ export async function startFakeOpenAi(options: { apiKey?: string; organization?:
 
   function json(res: http.ServerResponse, status: number, value: unknown, headers: Record<string, string> = {}) {
     const body = JSON.stringify(value);
-    res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), 'x-request-id': `req_${Math.random().toString(16).slice(2)}`, ...headers }).end(body);
+    res
+      .writeHead(status, {
+        'content-type': 'application/json',
+        'content-length': Buffer.byteLength(body),
+        'x-request-id': `req_${Math.random().toString(16).slice(2)}`,
+        ...headers,
+      })
+      .end(body);
   }
 
   function errorBody(refusal: Refusal) {
@@ -158,7 +239,9 @@ export async function startFakeOpenAi(options: { apiKey?: string; organization?:
     if (url.pathname.startsWith('/files/')) {
       const file = files.get(url.pathname.slice('/files/'.length));
       if (method !== 'GET' || !file) {
-        res.writeHead(404, { 'content-type': 'application/xml' }).end('<?xml version="1.0" encoding="utf-8"?><Error><Code>AuthenticationFailed</Code><Message>Signed expiry time has passed.</Message></Error>');
+        res
+          .writeHead(404, { 'content-type': 'application/xml' })
+          .end('<?xml version="1.0" encoding="utf-8"?><Error><Code>AuthenticationFailed</Code><Message>Signed expiry time has passed.</Message></Error>');
         return;
       }
       res.writeHead(200, { 'content-type': 'image/png', 'content-length': file.length }).end(file);
@@ -171,12 +254,32 @@ export async function startFakeOpenAi(options: { apiKey?: string; organization?:
 
     const authorization = req.headers.authorization;
     if (!authorization) {
-      return json(res, 401, errorBody(new Refusal(401, 'You didn\'t provide an API key. You need to provide your API key in an Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY), or as the password field (with blank username) if you\'re accessing the API from your browser and are prompted for a username and password. You can obtain an API key from https://platform.openai.com/account/api-keys.')));
+      return json(
+        res,
+        401,
+        errorBody(
+          new Refusal(
+            401,
+            "You didn't provide an API key. You need to provide your API key in an Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY), or as the password field (with blank username) if you're accessing the API from your browser and are prompted for a username and password. You can obtain an API key from https://platform.openai.com/account/api-keys.",
+          ),
+        ),
+      );
     }
     const presented = /^Bearer (.+)$/.exec(authorization)?.[1];
     if (presented !== apiKey) {
       const masked = presented ? `${presented.slice(0, 6)}${'*'.repeat(Math.max(0, presented.length - 10))}${presented.slice(-4)}` : '';
-      return json(res, 401, errorBody(new Refusal(401, `Incorrect API key provided: ${masked}. You can find your API key at https://platform.openai.com/account/api-keys.`, null, 'invalid_api_key')));
+      return json(
+        res,
+        401,
+        errorBody(
+          new Refusal(
+            401,
+            `Incorrect API key provided: ${masked}. You can find your API key at https://platform.openai.com/account/api-keys.`,
+            null,
+            'invalid_api_key',
+          ),
+        ),
+      );
     }
     const org = req.headers['openai-organization'];
     if (org !== undefined && org !== organization) {
@@ -196,13 +299,16 @@ export async function startFakeOpenAi(options: { apiKey?: string; organization?:
     received.push({ method, path, headers: req.headers, body, contentType });
 
     const behaviour = queued.get(path)?.shift();
-    if (behaviour && await misbehave(behaviour, path, body, res)) return;
+    if (behaviour && (await misbehave(behaviour, path, body, res))) return;
 
     try {
       switch (path) {
-        case '/chat/completions': return json(res, 200, chat(body, clientId, behaviour));
-        case '/images/generations': return json(res, 200, generate(body, behaviour));
-        case '/images/edits': return json(res, 200, edit(body, behaviour));
+        case '/chat/completions':
+          return json(res, 200, chat(body, clientId, behaviour));
+        case '/images/generations':
+          return json(res, 200, generate(body, behaviour));
+        case '/images/edits':
+          return json(res, 200, edit(body, behaviour));
         case '/audio/speech': {
           const { bytes, type } = await speech(body, behaviour);
           res.writeHead(200, { 'content-type': type, 'content-length': bytes.length }).end(bytes);
@@ -217,13 +323,21 @@ export async function startFakeOpenAi(options: { apiKey?: string; organization?:
 
   function jsonBody(contentType: string, raw: Buffer): Record<string, unknown> {
     if (!/^application\/json\b/i.test(contentType)) {
-      throw new Refusal(400, `Unsupported content type: '${contentType.split(';')[0]}'. This API method only accepts 'application/json' requests, but you specified the header 'Content-Type: ${contentType.split(';')[0]}'. Please try again with a supported content type.`, null, 'unsupported_content_type');
+      throw new Refusal(
+        400,
+        `Unsupported content type: '${contentType.split(';')[0]}'. This API method only accepts 'application/json' requests, but you specified the header 'Content-Type: ${contentType.split(';')[0]}'. Please try again with a supported content type.`,
+        null,
+        'unsupported_content_type',
+      );
     }
     let parsed: unknown;
     try {
       parsed = JSON.parse(raw.toString('utf8'));
     } catch {
-      throw new Refusal(400, 'We could not parse the JSON body of your request. (HINT: This likely means you aren\'t using your HTTP library correctly. The OpenAI API expects a JSON payload, but what was sent was not valid JSON. If you have trouble figuring out how to fix this, please contact us through our help center at help.openai.com.)');
+      throw new Refusal(
+        400,
+        "We could not parse the JSON body of your request. (HINT: This likely means you aren't using your HTTP library correctly. The OpenAI API expects a JSON payload, but what was sent was not valid JSON. If you have trouble figuring out how to fix this, please contact us through our help center at help.openai.com.)",
+      );
     }
     if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) throw new Refusal(400, 'The request body must be a JSON object.');
     return parsed as Record<string, unknown>;
@@ -232,7 +346,10 @@ export async function startFakeOpenAi(options: { apiKey?: string; organization?:
   async function multipartBody(contentType: string, raw: Buffer): Promise<Record<string, unknown>> {
     const mime = contentType.split(';')[0]!.trim();
     if (mime !== 'multipart/form-data') {
-      throw new Refusal(400, `Invalid Content-Type header (${mime || 'none'}), expected multipart/form-data. (HINT: If you're using curl, you can pass -H 'Content-Type: multipart/form-data')`);
+      throw new Refusal(
+        400,
+        `Invalid Content-Type header (${mime || 'none'}), expected multipart/form-data. (HINT: If you're using curl, you can pass -H 'Content-Type: multipart/form-data')`,
+      );
     }
     let form: FormData;
     try {
@@ -242,7 +359,8 @@ export async function startFakeOpenAi(options: { apiKey?: string; organization?:
     }
     const fields: Record<string, unknown> = {};
     for (const [name, value] of form.entries()) {
-      const item = typeof value === 'string' ? value : { filename: value.name, type: value.type, bytes: Buffer.from(await value.arrayBuffer()) } satisfies UploadedFile;
+      const item =
+        typeof value === 'string' ? value : ({ filename: value.name, type: value.type, bytes: Buffer.from(await value.arrayBuffer()) } satisfies UploadedFile);
       if (name === 'image[]') {
         const list = (fields[name] as unknown[] | undefined) ?? [];
         list.push(item);
@@ -274,30 +392,67 @@ export async function startFakeOpenAi(options: { apiKey?: string; organization?:
     const model = String(body.model);
     if (!CHAT_MODELS.includes(model)) throw modelNotFound(model);
     const messages = body.messages;
-    if (!Array.isArray(messages) || messages.length === 0) throw invalid('messages', 'Invalid \'messages\': empty array. Expected an array with minimum length 1, but got an empty array instead.', 'empty_array');
+    if (!Array.isArray(messages) || messages.length === 0)
+      throw invalid('messages', "Invalid 'messages': empty array. Expected an array with minimum length 1, but got an empty array instead.", 'empty_array');
     for (const [i, m] of messages.entries()) {
       const message = m as { role?: unknown; content?: unknown };
-      if (!['system', 'developer', 'user', 'assistant', 'tool'].includes(String(message?.role))) throw invalid(`messages[${i}].role`, `Invalid value: '${String(message?.role)}'. Supported values are: 'system', 'developer', 'user', 'assistant', and 'tool'.`);
-      if (typeof message.content !== 'string' && !Array.isArray(message.content)) throw invalid(`messages[${i}].content`, `Invalid type for 'messages[${i}].content': expected one of a string or array of objects, but got ${typeof message.content} instead.`, 'invalid_type');
+      if (!['system', 'developer', 'user', 'assistant', 'tool'].includes(String(message?.role)))
+        throw invalid(
+          `messages[${i}].role`,
+          `Invalid value: '${String(message?.role)}'. Supported values are: 'system', 'developer', 'user', 'assistant', and 'tool'.`,
+        );
+      if (typeof message.content !== 'string' && !Array.isArray(message.content))
+        throw invalid(
+          `messages[${i}].content`,
+          `Invalid type for 'messages[${i}].content': expected one of a string or array of objects, but got ${typeof message.content} instead.`,
+          'invalid_type',
+        );
     }
     if (body.temperature !== undefined) {
-      if (typeof body.temperature !== 'number') throw invalid('temperature', `Invalid type for 'temperature': expected a decimal, but got ${typeof body.temperature} instead.`, 'invalid_type');
-      if (body.temperature > 2) throw invalid('temperature', `Invalid 'temperature': decimal above maximum value. Expected a value <= 2, but got ${body.temperature} instead.`, 'decimal_above_max_value');
-      if (body.temperature < 0) throw invalid('temperature', `Invalid 'temperature': decimal below minimum value. Expected a value >= 0, but got ${body.temperature} instead.`, 'decimal_below_min_value');
-      if (REASONING.test(model) && body.temperature !== 1) throw invalid('temperature', `Unsupported value: 'temperature' does not support ${body.temperature} with this model. Only the default (1) value is supported.`, 'unsupported_value');
+      if (typeof body.temperature !== 'number')
+        throw invalid('temperature', `Invalid type for 'temperature': expected a decimal, but got ${typeof body.temperature} instead.`, 'invalid_type');
+      if (body.temperature > 2)
+        throw invalid(
+          'temperature',
+          `Invalid 'temperature': decimal above maximum value. Expected a value <= 2, but got ${body.temperature} instead.`,
+          'decimal_above_max_value',
+        );
+      if (body.temperature < 0)
+        throw invalid(
+          'temperature',
+          `Invalid 'temperature': decimal below minimum value. Expected a value >= 0, but got ${body.temperature} instead.`,
+          'decimal_below_min_value',
+        );
+      if (REASONING.test(model) && body.temperature !== 1)
+        throw invalid(
+          'temperature',
+          `Unsupported value: 'temperature' does not support ${body.temperature} with this model. Only the default (1) value is supported.`,
+          'unsupported_value',
+        );
     }
     if (REASONING.test(model) && body.max_tokens !== undefined) {
-      throw invalid('max_tokens', 'Unsupported parameter: \'max_tokens\' is not supported with this model. Use \'max_completion_tokens\' instead.', 'unsupported_parameter');
+      throw invalid(
+        'max_tokens',
+        "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.",
+        'unsupported_parameter',
+      );
     }
     for (const name of ['max_tokens', 'max_completion_tokens', 'seed']) {
-      if (body[name] !== undefined && !Number.isInteger(body[name])) throw invalid(name, `Invalid type for '${name}': expected an integer, but got ${typeof body[name]} instead.`, 'invalid_type');
+      if (body[name] !== undefined && !Number.isInteger(body[name]))
+        throw invalid(name, `Invalid type for '${name}': expected an integer, but got ${typeof body[name]} instead.`, 'invalid_type');
     }
     const last = messages[messages.length - 1] as { content: unknown };
     let content = `echo: ${typeof last.content === 'string' ? last.content : JSON.stringify(last.content)}`;
     const limit = (body.max_completion_tokens ?? body.max_tokens) as number | undefined;
     let finish = 'stop';
-    if (limit !== undefined && tokens(content) > limit) { content = content.slice(0, limit * 4); finish = 'length'; }
-    if (behaviour?.kind === 'content-filter') { content = ''; finish = 'content_filter'; }
+    if (limit !== undefined && tokens(content) > limit) {
+      content = content.slice(0, limit * 4);
+      finish = 'length';
+    }
+    if (behaviour?.kind === 'content-filter') {
+      content = '';
+      finish = 'content_filter';
+    }
     const counted = {
       prompt_tokens: messages.reduce((sum: number, m) => sum + tokens(String((m as { content: unknown }).content)) + 4, 0),
       completion_tokens: tokens(content),
@@ -309,7 +464,12 @@ export async function startFakeOpenAi(options: { apiKey?: string; organization?:
       created: Math.floor(Date.now() / 1000),
       model: `${model}-2024-07-18`,
       choices: [{ index: 0, message: { role: 'assistant', content, refusal: null, annotations: [] }, logprobs: null, finish_reason: finish }],
-      usage: { ...counted, total_tokens: counted.prompt_tokens + counted.completion_tokens, prompt_tokens_details: { cached_tokens: 0, audio_tokens: 0 }, completion_tokens_details: { reasoning_tokens: 0, audio_tokens: 0, accepted_prediction_tokens: 0, rejected_prediction_tokens: 0 } },
+      usage: {
+        ...counted,
+        total_tokens: counted.prompt_tokens + counted.completion_tokens,
+        prompt_tokens_details: { cached_tokens: 0, audio_tokens: 0 },
+        completion_tokens_details: { reasoning_tokens: 0, audio_tokens: 0, accepted_prediction_tokens: 0, rejected_prediction_tokens: 0 },
+      },
       service_tier: 'default',
       system_fingerprint: 'fp_fake',
     };
@@ -322,25 +482,35 @@ export async function startFakeOpenAi(options: { apiKey?: string; organization?:
   function imageOptions(body: Record<string, unknown>, action: 'generations' | 'edits') {
     const model = String(body.model ?? (action === 'edits' ? 'gpt-image-1.5' : 'dall-e-2'));
     if (!IMAGE_MODELS.includes(model)) throw modelNotFound(model);
-    if (action === 'edits' && model === 'dall-e-3') throw invalid('model', 'Invalid value: \'dall-e-3\'. Image edits support \'dall-e-2\' and the GPT image models.');
+    if (action === 'edits' && model === 'dall-e-3')
+      throw invalid('model', "Invalid value: 'dall-e-3'. Image edits support 'dall-e-2' and the GPT image models.");
     const fam = family(model);
-    if (action === 'generations' && body.n !== undefined && typeof body.n !== 'number') throw invalid('n', `Invalid type for 'n': expected an integer, but got ${typeof body.n} instead.`, 'invalid_type');
+    if (action === 'generations' && body.n !== undefined && typeof body.n !== 'number')
+      throw invalid('n', `Invalid type for 'n': expected an integer, but got ${typeof body.n} instead.`, 'invalid_type');
     const n = body.n === undefined ? 1 : Number(body.n);
-    if (!Number.isInteger(n) || n < 1) throw invalid('n', `Invalid 'n': integer below minimum value. Expected a value >= 1, but got ${String(body.n)} instead.`, 'integer_below_min_value');
+    if (!Number.isInteger(n) || n < 1)
+      throw invalid('n', `Invalid 'n': integer below minimum value. Expected a value >= 1, but got ${String(body.n)} instead.`, 'integer_below_min_value');
     if (n > 10) throw invalid('n', `Invalid 'n': integer above maximum value. Expected a value <= 10, but got ${n} instead.`, 'integer_above_max_value');
     if (model === 'dall-e-3' && n !== 1) throw invalid('n', 'You must provide n=1 for this model.');
     const size = String(body.size ?? (fam === 'gpt' ? 'auto' : '1024x1024'));
     const sizes = SIZES[fam]!;
     if (!sizes.includes(size)) throw invalid('size', `Invalid value: '${size}'. Supported values are: ${sizes.map((s) => `'${s}'`).join(', ')}.`);
     if (body.response_format !== undefined) {
-      if (fam === 'gpt') throw invalid('response_format', 'Unknown parameter: \'response_format\'.', 'unknown_parameter');
-      if (!['url', 'b64_json'].includes(String(body.response_format))) throw invalid('response_format', `Invalid value: '${String(body.response_format)}'. Supported values are: 'url' and 'b64_json'.`);
+      if (fam === 'gpt') throw invalid('response_format', "Unknown parameter: 'response_format'.", 'unknown_parameter');
+      if (!['url', 'b64_json'].includes(String(body.response_format)))
+        throw invalid('response_format', `Invalid value: '${String(body.response_format)}'. Supported values are: 'url' and 'b64_json'.`);
     }
-    if (body.quality !== undefined && !QUALITIES[fam]!.includes(String(body.quality))) throw invalid('quality', `Invalid value: '${String(body.quality)}'. Supported values are: ${QUALITIES[fam]!.map((q) => `'${q}'`).join(', ')}.`);
-    if (body.style !== undefined && model !== 'dall-e-3') throw invalid('style', 'Unknown parameter: \'style\'.', 'unknown_parameter');
-    if (typeof body.prompt !== 'string' || body.prompt === '') throw invalid('prompt', 'Missing required parameter: \'prompt\'.', 'missing_required_parameter');
+    if (body.quality !== undefined && !QUALITIES[fam]!.includes(String(body.quality)))
+      throw invalid('quality', `Invalid value: '${String(body.quality)}'. Supported values are: ${QUALITIES[fam]!.map((q) => `'${q}'`).join(', ')}.`);
+    if (body.style !== undefined && model !== 'dall-e-3') throw invalid('style', "Unknown parameter: 'style'.", 'unknown_parameter');
+    if (typeof body.prompt !== 'string' || body.prompt === '') throw invalid('prompt', "Missing required parameter: 'prompt'.", 'missing_required_parameter');
     const maxPrompt = model === 'dall-e-2' ? 1000 : model === 'dall-e-3' ? 4000 : 32000;
-    if (body.prompt.length > maxPrompt) throw invalid('prompt', `Invalid 'prompt': string too long. Expected a string with maximum length ${maxPrompt}, but got a string with length ${body.prompt.length} instead.`, 'string_above_max_length');
+    if (body.prompt.length > maxPrompt)
+      throw invalid(
+        'prompt',
+        `Invalid 'prompt': string too long. Expected a string with maximum length ${maxPrompt}, but got a string with length ${body.prompt.length} instead.`,
+        'string_above_max_length',
+      );
     const [w, h] = (size === 'auto' ? '1024x1024' : size).split('x').map(Number) as [number, number];
     const asUrl = fam !== 'gpt' && (body.response_format ?? 'url') === 'url';
     return { model, fam, n, size, width: w, height: h, asUrl };
@@ -359,10 +529,20 @@ export async function startFakeOpenAi(options: { apiKey?: string; organization?:
     return {
       created: Math.floor(Date.now() / 1000),
       data,
-      ...(o.fam === 'gpt' ? {
-        background: 'opaque', output_format: 'png', quality: 'medium', size: o.size === 'auto' ? '1024x1024' : o.size,
-        usage: { input_tokens: tokens(prompt), input_tokens_details: { text_tokens: tokens(prompt), image_tokens: 0 }, output_tokens: 272 * o.n, total_tokens: tokens(prompt) + 272 * o.n },
-      } : {}),
+      ...(o.fam === 'gpt'
+        ? {
+            background: 'opaque',
+            output_format: 'png',
+            quality: 'medium',
+            size: o.size === 'auto' ? '1024x1024' : o.size,
+            usage: {
+              input_tokens: tokens(prompt),
+              input_tokens_details: { text_tokens: tokens(prompt), image_tokens: 0 },
+              output_tokens: 272 * o.n,
+              total_tokens: tokens(prompt) + 272 * o.n,
+            },
+          }
+        : {}),
     };
   }
 
@@ -375,32 +555,43 @@ export async function startFakeOpenAi(options: { apiKey?: string; organization?:
   function edit(body: Record<string, unknown>, behaviour: Behaviour | undefined) {
     unknownFields(body, EDIT_FIELDS);
     for (const name of ['n', 'size', 'model', 'prompt', 'quality', 'response_format']) {
-      if (body[name] !== undefined && typeof body[name] !== 'string') throw invalid(name, `Invalid type for '${name}': expected a string, but got a file instead.`, 'invalid_type');
+      if (body[name] !== undefined && typeof body[name] !== 'string')
+        throw invalid(name, `Invalid type for '${name}': expected a string, but got a file instead.`, 'invalid_type');
     }
     const images = [...(body.image !== undefined ? [body.image] : []), ...((body['image[]'] as unknown[] | undefined) ?? [])];
-    if (images.length === 0) throw invalid('image', 'Missing required parameter: \'image\'.', 'missing_required_parameter');
-    if (body.image !== undefined && body['image[]'] !== undefined) throw invalid('image', 'Provide either \'image\' or \'image[]\', not both.');
+    if (images.length === 0) throw invalid('image', "Missing required parameter: 'image'.", 'missing_required_parameter');
+    if (body.image !== undefined && body['image[]'] !== undefined) throw invalid('image', "Provide either 'image' or 'image[]', not both.");
     const options = imageOptions(body, 'edits');
     const accepted = options.fam === 'gpt' ? ['image/png', 'image/jpeg', 'image/webp'] : ['image/png'];
     if (options.fam !== 'gpt' && images.length > 1) throw invalid('image', 'dall-e-2 takes one image.');
     if (images.length > 16) throw invalid('image', 'You can provide up to 16 images.');
     let first: { width: number; height: number } | undefined;
     for (const item of images) {
-      if (typeof item === 'string') throw invalid('image', 'Invalid type for \'image\': expected one of an array of files or file, but got a string instead.', 'invalid_type');
+      if (typeof item === 'string')
+        throw invalid('image', "Invalid type for 'image': expected one of an array of files or file, but got a string instead.", 'invalid_type');
       const file = item as UploadedFile;
-      if (!accepted.includes(file.type)) throw invalid('image', `Invalid file 'image': unsupported mimetype ('${file.type}'). Supported file formats are ${accepted.map((a) => `'${a}'`).join(', ')}.`, 'invalid_image_format');
-      if (sniffContentType(file.bytes) !== file.type) throw invalid('image', 'Invalid image file or mode for image, please check your image file.', 'invalid_image');
+      if (!accepted.includes(file.type))
+        throw invalid(
+          'image',
+          `Invalid file 'image': unsupported mimetype ('${file.type}'). Supported file formats are ${accepted.map((a) => `'${a}'`).join(', ')}.`,
+          'invalid_image_format',
+        );
+      if (sniffContentType(file.bytes) !== file.type)
+        throw invalid('image', 'Invalid image file or mode for image, please check your image file.', 'invalid_image');
       const size = imageDimensions(file.bytes);
-      if (options.fam !== 'gpt' && (file.bytes.length > 4 * 1024 * 1024 || size?.width !== size?.height)) throw invalid('image', 'Uploaded image must be a PNG, square and less than 4 MB.', 'invalid_image');
+      if (options.fam !== 'gpt' && (file.bytes.length > 4 * 1024 * 1024 || size?.width !== size?.height))
+        throw invalid('image', 'Uploaded image must be a PNG, square and less than 4 MB.', 'invalid_image');
       first ??= size;
     }
     if (body.mask !== undefined) {
       const mask = body.mask as UploadedFile | string;
-      if (typeof mask === 'string') throw invalid('mask', 'Invalid type for \'mask\': expected a file, but got a string instead.', 'invalid_type');
-      if (mask.type !== 'image/png') throw invalid('mask', `Invalid file 'mask': unsupported mimetype ('${mask.type}'). Supported file formats are 'image/png'.`, 'invalid_image_format');
+      if (typeof mask === 'string') throw invalid('mask', "Invalid type for 'mask': expected a file, but got a string instead.", 'invalid_type');
+      if (mask.type !== 'image/png')
+        throw invalid('mask', `Invalid file 'mask': unsupported mimetype ('${mask.type}'). Supported file formats are 'image/png'.`, 'invalid_image_format');
       if (sniffContentType(mask.bytes) !== 'image/png') throw invalid('mask', 'Invalid mask file: it is not a PNG.', 'invalid_image');
       const size = imageDimensions(mask.bytes);
-      if (!size || !first || size.width !== first.width || size.height !== first.height) throw invalid('mask', 'Invalid mask image: the mask and the image must have the same dimensions.', 'invalid_image');
+      if (!size || !first || size.width !== first.width || size.height !== first.height)
+        throw invalid('mask', 'Invalid mask image: the mask and the image must have the same dimensions.', 'invalid_image');
     }
     return imagesAnswer(options, String(body.prompt), behaviour);
   }
@@ -412,14 +603,23 @@ export async function startFakeOpenAi(options: { apiKey?: string; organization?:
     required(body, 'voice');
     const model = String(body.model);
     if (!TTS_MODELS.includes(model)) throw modelNotFound(model);
-    if (typeof body.input !== 'string') throw invalid('input', `Invalid type for 'input': expected a string, but got ${typeof body.input} instead.`, 'invalid_type');
-    if (body.input.length > 4096) throw invalid('input', `Invalid 'input': string too long. Expected a string with maximum length 4096, but got a string with length ${body.input.length} instead.`, 'string_above_max_length');
+    if (typeof body.input !== 'string')
+      throw invalid('input', `Invalid type for 'input': expected a string, but got ${typeof body.input} instead.`, 'invalid_type');
+    if (body.input.length > 4096)
+      throw invalid(
+        'input',
+        `Invalid 'input': string too long. Expected a string with maximum length 4096, but got a string with length ${body.input.length} instead.`,
+        'string_above_max_length',
+      );
     const voices = model === 'gpt-4o-mini-tts' ? TTS_VOICES_NEW : TTS_VOICES;
-    if (!voices.includes(String(body.voice))) throw invalid('voice', `Invalid value: '${String(body.voice)}'. Supported values are: ${voices.map((v) => `'${v}'`).join(', ')}.`);
+    if (!voices.includes(String(body.voice)))
+      throw invalid('voice', `Invalid value: '${String(body.voice)}'. Supported values are: ${voices.map((v) => `'${v}'`).join(', ')}.`);
     const format = String(body.response_format ?? 'mp3');
     if (!AUDIO[format]) throw invalid('response_format', `Invalid value: '${format}'. Supported values are: 'mp3', 'opus', 'aac', 'flac', 'wav', and 'pcm'.`);
-    if (body.speed !== undefined && (typeof body.speed !== 'number' || body.speed < 0.25 || body.speed > 4)) throw invalid('speed', `Invalid 'speed': expected a value between 0.25 and 4, but got ${String(body.speed)} instead.`);
-    if (body.instructions !== undefined && model !== 'gpt-4o-mini-tts') throw invalid('instructions', 'Instructions are not supported with this model.', 'unsupported_parameter');
+    if (body.speed !== undefined && (typeof body.speed !== 'number' || body.speed < 0.25 || body.speed > 4))
+      throw invalid('speed', `Invalid 'speed': expected a value between 0.25 and 4, but got ${String(body.speed)} instead.`);
+    if (body.instructions !== undefined && model !== 'gpt-4o-mini-tts')
+      throw invalid('instructions', 'Instructions are not supported with this model.', 'unsupported_parameter');
     const served = behaviour?.kind === 'wrong-audio' ? (format === 'wav' ? 'mp3' : 'wav') : format;
     return { bytes: await audioOf(served), type: AUDIO[format]!.type };
   }
@@ -429,13 +629,16 @@ export async function startFakeOpenAi(options: { apiKey?: string; organization?:
     switch (behaviour.kind) {
       case 'rate-limit': {
         const code = behaviour.code ?? 'rate_limit_exceeded';
-        const message = code === 'insufficient_quota'
-          ? 'You exceeded your current quota, please check your plan and billing details. For more information on this error, read the docs: https://platform.openai.com/docs/guides/error-codes/api-errors.'
-          : `Rate limit reached for ${String(body?.model)} in organization ${organization} on requests per min (RPM): Limit 3, Used 3, Requested 1. Please try again in 20s. Visit https://platform.openai.com/account/rate-limits to learn more.`;
+        const message =
+          code === 'insufficient_quota'
+            ? 'You exceeded your current quota, please check your plan and billing details. For more information on this error, read the docs: https://platform.openai.com/docs/guides/error-codes/api-errors.'
+            : `Rate limit reached for ${String(body?.model)} in organization ${organization} on requests per min (RPM): Limit 3, Used 3, Requested 1. Please try again in 20s. Visit https://platform.openai.com/account/rate-limits to learn more.`;
         json(res, 429, errorBody(new Refusal(429, message, null, code, code === 'insufficient_quota' ? 'insufficient_quota' : 'requests')), {
           ...(behaviour.retryAfter !== undefined ? { 'retry-after': behaviour.retryAfter } : {}),
           ...(behaviour.retryAfterMs !== undefined ? { 'retry-after-ms': behaviour.retryAfterMs } : {}),
-          'x-ratelimit-limit-requests': '3', 'x-ratelimit-remaining-requests': '0', 'x-ratelimit-reset-requests': '20s',
+          'x-ratelimit-limit-requests': '3',
+          'x-ratelimit-remaining-requests': '0',
+          'x-ratelimit-reset-requests': '20s',
         });
         return true;
       }
@@ -450,10 +653,33 @@ export async function startFakeOpenAi(options: { apiKey?: string; organization?:
         json(res, 503, errorBody(new Refusal(503, 'The engine is currently overloaded, please try again later.', null, null, 'server_error')));
         return true;
       case 'content-policy':
-        json(res, 400, errorBody(new Refusal(400, 'Your request was rejected as a result of our safety system. Your prompt may contain text that is not allowed by our safety system.', null, 'content_policy_violation')));
+        json(
+          res,
+          400,
+          errorBody(
+            new Refusal(
+              400,
+              'Your request was rejected as a result of our safety system. Your prompt may contain text that is not allowed by our safety system.',
+              null,
+              'content_policy_violation',
+            ),
+          ),
+        );
         return true;
       case 'moderation-blocked':
-        json(res, 400, errorBody(new Refusal(400, 'Your request was rejected by the safety system. If you believe this is an error, contact us at help.openai.com and include the request ID req_fake. safety_violations=[violence].', null, 'moderation_blocked', 'image_generation_user_error')));
+        json(
+          res,
+          400,
+          errorBody(
+            new Refusal(
+              400,
+              'Your request was rejected by the safety system. If you believe this is an error, contact us at help.openai.com and include the request ID req_fake. safety_violations=[violence].',
+              null,
+              'moderation_blocked',
+              'image_generation_user_error',
+            ),
+          ),
+        );
         return true;
       case 'echo-key':
         // Some compatible servers quote the Authorization header back; nothing of the key may reach a job's error.
@@ -461,7 +687,9 @@ export async function startFakeOpenAi(options: { apiKey?: string; organization?:
         return true;
       case 'hang':
         hanging.add(res);
-        res.on('close', () => { if (hanging.delete(res)) closedEarly++; });
+        res.on('close', () => {
+          if (hanging.delete(res)) closedEarly++;
+        });
         return true;
       case 'malformed-json':
         res.writeHead(200, { 'content-type': 'application/json' }).end('{"id": "chatcmpl-1", "object": "chat.completion", "choices": [');
@@ -524,7 +752,12 @@ export function testContext(overrides: Partial<AdapterContext> = {}): AdapterCon
   };
 }
 
-export function jobFor(mode: Mode, params: Record<string, unknown> = {}, inputs: { images?: InputFile[]; mask?: InputFile } = {}, deadlineMs = 10_000): AdapterJob {
+export function jobFor(
+  mode: Mode,
+  params: Record<string, unknown> = {},
+  inputs: { images?: InputFile[]; mask?: InputFile } = {},
+  deadlineMs = 10_000,
+): AdapterJob {
   return {
     generationId: `gen_${Math.random().toString(36).slice(2)}`,
     mode,
@@ -540,7 +773,9 @@ export function jobFor(mode: Mode, params: Record<string, unknown> = {}, inputs:
 export function recorder() {
   const updates: AdapterUpdate[] = [];
   let settle!: (update: AdapterUpdate) => void;
-  const ended = new Promise<AdapterUpdate>((resolve) => { settle = resolve; });
+  const ended = new Promise<AdapterUpdate>((resolve) => {
+    settle = resolve;
+  });
   return {
     updates,
     ended,

@@ -41,18 +41,12 @@ export interface Scenario {
   processingPolls?: number;
   /** Log lines, one added per GET while processing (the rest at the end). */
   logs?: string[];
-  end:
-    | { status: 'succeeded'; output: unknown; metrics?: Record<string, unknown> }
-    | { status: 'failed'; error: string }
-    | { status: 'canceled' | 'aborted' };
+  end: { status: 'succeeded'; output: unknown; metrics?: Record<string, unknown> } | { status: 'failed'; error: string } | { status: 'canceled' | 'aborted' };
   advance?: 'poll' | 'manual';
 }
 
 /** A one-shot misbehaviour of the next request of a kind. */
-export type Misbehaviour =
-  | { status: number; retryAfter?: string; body?: string }
-  | { hang: true }
-  | { malformed: true };
+export type Misbehaviour = { status: number; retryAfter?: string; body?: string } | { hang: true } | { malformed: true };
 
 type RequestKind = 'create' | 'get' | 'cancel';
 
@@ -195,7 +189,8 @@ export async function startReplicateFake(options: { token: string; webhookSecret
     } catch {
       return problem(res, 400, 'Invalid JSON', 'The request body is not valid JSON.');
     }
-    if (typeof body !== 'object' || body === null || Array.isArray(body)) return problem(res, 400, 'Invalid request', 'The request body must be a JSON object.');
+    if (typeof body !== 'object' || body === null || Array.isArray(body))
+      return problem(res, 400, 'Invalid request', 'The request body must be a JSON object.');
     if (misbehaved('create', res)) return;
     if (typeof body.input !== 'object' || body.input === null || Array.isArray(body.input)) {
       return problem(res, 422, 'Input validation failed', 'input is required and must be an object.');
@@ -208,8 +203,13 @@ export async function startReplicateFake(options: { token: string; webhookSecret
     }
     if (body.webhook !== undefined) {
       let url: URL | undefined;
-      try { url = new URL(String(body.webhook)); } catch { url = undefined; }
-      if (typeof body.webhook !== 'string' || !url || url.protocol !== 'https:') return problem(res, 422, 'Input validation failed', 'webhook must be an HTTPS URL.');
+      try {
+        url = new URL(String(body.webhook));
+      } catch {
+        url = undefined;
+      }
+      if (typeof body.webhook !== 'string' || !url || url.protocol !== 'https:')
+        return problem(res, 422, 'Input validation failed', 'webhook must be an HTTPS URL.');
     }
     if (body.webhook_events_filter !== undefined) {
       const filter = body.webhook_events_filter;
@@ -221,17 +221,28 @@ export async function startReplicateFake(options: { token: string; webhookSecret
     let deadline: string | undefined;
     if (cancelAfter !== undefined) {
       const match = typeof cancelAfter === 'string' && cancelAfter !== '' ? DURATION.exec(cancelAfter) : null;
-      if (!match) return problem(res, 400, 'Invalid Cancel-After header', `Cancel-After must be a duration such as 30s, 5m or 1h30m, not ${JSON.stringify(cancelAfter)}.`);
+      if (!match)
+        return problem(
+          res,
+          400,
+          'Invalid Cancel-After header',
+          `Cancel-After must be a duration such as 30s, 5m or 1h30m, not ${JSON.stringify(cancelAfter)}.`,
+        );
       const seconds = Number(match[1] ?? 0) * 3600 + Number(match[2] ?? 0) * 60 + Number(match[3] ?? 0);
       if (seconds <= 0) return problem(res, 400, 'Invalid Cancel-After header', 'Cancel-After must be longer than zero.');
       deadline = new Date(Date.now() + seconds * 1000).toISOString();
     }
     const scenario = scenarios.get(ref);
     if (!scenario) {
-      if (versionRequired) return problem(res, 422, 'Invalid version or not permitted', 'The specified version does not exist (or perhaps you don\'t have permission to use it?)');
+      if (versionRequired)
+        return problem(res, 422, 'Invalid version or not permitted', "The specified version does not exist (or perhaps you don't have permission to use it?)");
       return problem(res, 404, 'Not found', 'The requested resource could not be found.');
     }
-    const id = randomBytes(13).toString('base64url').toLowerCase().replace(/[^a-z0-9]/g, 'q').slice(0, 26);
+    const id = randomBytes(13)
+      .toString('base64url')
+      .toLowerCase()
+      .replace(/[^a-z0-9]/g, 'q')
+      .slice(0, 26);
     const p: Record<string, unknown> = {
       id,
       model: ref.startsWith('version:') ? 'owner/versioned' : ref.split(':')[1],
@@ -331,14 +342,22 @@ export async function startReplicateFake(options: { token: string; webhookSecret
   return {
     baseUrl: `${origin}/v1`,
     origin,
-    scenario: (ref, scenario) => { scenarios.set(ref, scenario); },
+    scenario: (ref, scenario) => {
+      scenarios.set(ref, scenario);
+    },
     file(name, bytes) {
       files.set(name, bytes);
       return `${origin}/files/${encodeURIComponent(name)}`;
     },
-    removeFile: (name) => { files.delete(name); },
-    misbehave: (kind, ...behaviours) => { queue[kind].push(...behaviours); },
-    calm() { for (const kind of Object.keys(queue) as RequestKind[]) queue[kind] = []; },
+    removeFile: (name) => {
+      files.delete(name);
+    },
+    misbehave: (kind, ...behaviours) => {
+      queue[kind].push(...behaviours);
+    },
+    calm() {
+      for (const kind of Object.keys(queue) as RequestKind[]) queue[kind] = [];
+    },
     creates,
     submissions: (prompt) => creates.filter((c) => (c.body.input as Record<string, unknown>).prompt === prompt).length,
     counts,
@@ -364,7 +383,12 @@ export async function startReplicateFake(options: { token: string; webhookSecret
       const at = options_.at ?? new Date();
       const signature = new Webhook(secret).sign(msgId, at, body.toString('utf8'));
       return {
-        headers: { 'content-type': 'application/json', 'webhook-id': msgId, 'webhook-timestamp': String(Math.floor(at.getTime() / 1000)), 'webhook-signature': signature },
+        headers: {
+          'content-type': 'application/json',
+          'webhook-id': msgId,
+          'webhook-timestamp': String(Math.floor(at.getTime() / 1000)),
+          'webhook-signature': signature,
+        },
         body,
       };
     },
@@ -401,7 +425,12 @@ export function settingsFor(fake: ReplicateFake, overrides: Partial<ReplicateSet
   return { apiToken: TOKEN, baseUrl: fake.baseUrl, ...overrides };
 }
 
-export function adapterFor(fake: ReplicateFake, target: ReplicateDeploymentTarget, context: Partial<AdapterContext> = {}, settings: Partial<ReplicateSettings> = {}) {
+export function adapterFor(
+  fake: ReplicateFake,
+  target: ReplicateDeploymentTarget,
+  context: Partial<AdapterContext> = {},
+  settings: Partial<ReplicateSettings> = {},
+) {
   return createReplicateAdapter(settingsFor(fake, settings), { id: 'replicate-test', target }, contextFor(context));
 }
 

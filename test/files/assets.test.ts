@@ -30,9 +30,20 @@ t.test('list: newest first, filters by favorite, mediaType and sourceGenerationI
     const storageKey = assetStorageKey(ws, id);
     const png = makePng(8, 8);
     await server.services.blobs.put(storageKey, png, 'image/png');
-    await server.services.db.em().transactional((em) => createAsset(em as SqlEntityManager, {
-      id, workspaceId: ws, mediaType: 'image', contentType: 'image/png', bytes: png.length, width: 8, height: 8, sourceGenerationId: generationId, storageKey, limitBytes: Number.MAX_SAFE_INTEGER,
-    }));
+    await server.services.db.em().transactional((em) =>
+      createAsset(em as SqlEntityManager, {
+        id,
+        workspaceId: ws,
+        mediaType: 'image',
+        contentType: 'image/png',
+        bytes: png.length,
+        width: 8,
+        height: 8,
+        sourceGenerationId: generationId,
+        storageKey,
+        limitBytes: Number.MAX_SAFE_INTEGER,
+      }),
+    );
     outputs.push(id);
   }
   await call(server, auth, 'PATCH', `/v1/assets/${sound.id}`, { favorite: true });
@@ -76,8 +87,13 @@ t.test('PATCH sets favorite and name; bad patches are refused', async (t) => {
   t.match(cleared.body, { name: null, favorite: false });
   t.same((await call(server, auth, 'GET', `/v1/assets/${asset.id}`)).body, cleared.body, 'stored');
   for (const [label, body] of [
-    ['empty', {}], ['name with a slash', { name: 'a/b' }], ['blank name', { name: '' }], ['favorite as text', { favorite: 'yes' }],
-    ['bytes', { bytes: 1 }], ['contentType', { contentType: 'text/html' }], ['storage key', { storageKey: 'x' }],
+    ['empty', {}],
+    ['name with a slash', { name: 'a/b' }],
+    ['blank name', { name: '' }],
+    ['favorite as text', { favorite: 'yes' }],
+    ['bytes', { bytes: 1 }],
+    ['contentType', { contentType: 'text/html' }],
+    ['storage key', { storageKey: 'x' }],
   ] as Array<[string, unknown]>) {
     isError(t, await call(server, auth, 'PATCH', `/v1/assets/${asset.id}`, body), 400, 'validation_error', label);
   }
@@ -97,7 +113,13 @@ t.test('scopes: assets.read reads, files.write writes, usage.read sees storage',
   t.equal((await call(server, reader, 'GET', `/v1/assets/${asset.id}?workspaceId=${ws}`)).status, 200);
   t.equal((await call(server, reader, 'GET', `/v1/assets/${asset.id}/download?workspaceId=${ws}`)).status, 200);
   isError(t, await call(server, reader, 'PATCH', `/v1/assets/${asset.id}`, { workspaceId: ws, favorite: true }), 403, 'forbidden', 'assets.read cannot update');
-  isError(t, await call(server, reader, 'POST', '/v1/files/upload-url', { workspaceId: ws, filename: 'a.png', contentType: 'image/png', bytes: 10 }), 403, 'forbidden', 'nor upload');
+  isError(
+    t,
+    await call(server, reader, 'POST', '/v1/files/upload-url', { workspaceId: ws, filename: 'a.png', contentType: 'image/png', bytes: 10 }),
+    403,
+    'forbidden',
+    'nor upload',
+  );
   isError(t, await call(server, writer, 'GET', `/v1/assets?workspaceId=${ws}`), 403, 'forbidden', 'files.write cannot list');
   t.equal((await call(server, writer, 'PATCH', `/v1/assets/${asset.id}`, { workspaceId: ws, favorite: true })).status, 200);
   isError(t, await call(server, writer, 'GET', `/v1/workspaces/${ws}/storage`), 403, 'forbidden', 'files.write cannot read storage');

@@ -15,9 +15,16 @@ t.test('an uploaded image drives an image_to_image generation on the local provi
   const auth = { authorization: `Bearer ${key}` };
   const asset = await uploadAsset(server, auth, user.workspaceId, makePng(16, 16));
   const foreign = await uploadAsset(server, { cookie: other.cookie }, other.workspaceId, makePng(4, 4));
-  const body = (ids: string[]) => JSON.stringify({ workspaceId: user.workspaceId, mode: 'image_to_image', model: 'local/image-edit', params: { prompt: 'make it blue' }, inputs: { imageAssetIds: ids } });
+  const body = (ids: string[]) =>
+    JSON.stringify({
+      workspaceId: user.workspaceId,
+      mode: 'image_to_image',
+      model: 'local/image-edit',
+      params: { prompt: 'make it blue' },
+      inputs: { imageAssetIds: ids },
+    });
   const refused = await server.json('/v1/generations', { method: 'POST', headers: withKey(key), body: body([foreign.id]) });
-  t.equal(refused.status, 400, 'another workspace\'s asset is not an input');
+  t.equal(refused.status, 400, "another workspace's asset is not an input");
   const created = await server.json('/v1/generations', { method: 'POST', headers: withKey(key), body: body([asset.id]) });
   t.equal(created.status, 201, JSON.stringify(created.body));
   let done: any;
@@ -31,7 +38,10 @@ t.test('an uploaded image drives an image_to_image generation on the local provi
   const output = await server.json(`/v1/assets/${done.outputAssetIds[0]}?workspaceId=${user.workspaceId}`, { headers: auth });
   t.match(output.body, { mediaType: 'image', contentType: 'image/png', sourceGenerationId: created.body.id });
   const list = await server.json(`/v1/assets?workspaceId=${user.workspaceId}&sourceGenerationId=${created.body.id}`, { headers: auth });
-  t.same(list.body.data.map((a: any) => a.id), done.outputAssetIds);
+  t.same(
+    list.body.data.map((a: any) => a.id),
+    done.outputAssetIds,
+  );
   const url = await server.json(`/v1/assets/${done.outputAssetIds[0]}/download?workspaceId=${user.workspaceId}`, { headers: auth });
   const png = Buffer.from(await (await fetch(url.body.url)).arrayBuffer());
   t.equal(png.subarray(1, 4).toString(), 'PNG');

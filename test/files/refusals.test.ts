@@ -28,7 +28,13 @@ t.test('upload-url refuses bad declarations with validation_error, and plan limi
     ['media type not matching the content type', { ...base, mediaType: 'video' }, 400, 'validation_error', /is image, not video/],
     ['extension not matching the content type', { ...base, filename: 'a.jpg' }, 400, 'validation_error', /extension says image\/jpeg/],
     ['unknown field', { ...base, path: '/etc' }, 400, 'validation_error', /unknown field/],
-    ['type the plan does not allow (video on free)', { ...base, filename: 'a.mp4', contentType: 'video/mp4' }, 422, 'plan_limit_reached', /does not allow video/],
+    [
+      'type the plan does not allow (video on free)',
+      { ...base, filename: 'a.mp4', contentType: 'video/mp4' },
+      422,
+      'plan_limit_reached',
+      /does not allow video/,
+    ],
     ['file larger than the plan allows', { ...base, bytes: 25 * 1024 * 1024 + 1 }, 422, 'plan_limit_reached', /at most 26214400 bytes/],
     ['huge but representable size', { ...base, bytes: Number.MAX_SAFE_INTEGER }, 422, 'plan_limit_reached', /at most/],
   ];
@@ -140,7 +146,13 @@ t.test('a download URL cannot be altered to fetch another object', async (t) => 
   const second = await uploadAsset(server, auth, ws, makePng(2, 2));
   const url = new URL((await call(server, auth, 'GET', `/v1/assets/${first.id}/download`)).body.url);
   const [row] = await rows(server, 'select storage_key from assets where id = ?', [second.id]);
-  for (const [name, value] of [['key', row.storage_key], ['ct', 'text/html'], ['fn', 'x.html'], ['exp', '9999999999'], ['sig', '0'.repeat(64)]]) {
+  for (const [name, value] of [
+    ['key', row.storage_key],
+    ['ct', 'text/html'],
+    ['fn', 'x.html'],
+    ['exp', '9999999999'],
+    ['sig', '0'.repeat(64)],
+  ]) {
     const altered = new URL(url);
     altered.searchParams.set(name!, value!);
     const res = await fetch(altered);
@@ -172,7 +184,7 @@ t.test('upload-complete sniffs the bytes: a text file named .png is refused and 
   t.equal((await call(server, auth, 'GET', `/v1/workspaces/${ws}/storage`)).body.usedBytes, 0);
 });
 
-t.test('isolation: another workspace\'s uploads and assets are not found, and its keys are refused', async (t) => {
+t.test("isolation: another workspace's uploads and assets are not found, and its keys are refused", async (t) => {
   const server = await sharedTestServer();
   const a = await signUp(server);
   const b = await signUp(server);
@@ -186,7 +198,7 @@ t.test('isolation: another workspace\'s uploads and assets are not found, and it
   const bCookie = { cookie: b.cookie };
   const bKey = { authorization: `Bearer ${keyB.key}` };
   // B names its own workspace: A's ids are simply not there.
-  isError(t, await complete(server, bCookie, b.workspaceId, pending.uploadId), 404, 'not_found', 'completing someone else\'s upload');
+  isError(t, await complete(server, bCookie, b.workspaceId, pending.uploadId), 404, 'not_found', "completing someone else's upload");
   isError(t, await complete(server, bKey, b.workspaceId, pending.uploadId), 404, 'not_found', 'the same with a key');
   for (const [method, path, body] of [
     ['GET', `/v1/assets/${asset.id}?workspaceId=${b.workspaceId}`],
@@ -199,11 +211,11 @@ t.test('isolation: another workspace\'s uploads and assets are not found, and it
     isError(t, session, 404, 'not_found', `${method} ${path.split('?')[0]} with B's session`);
   }
   // B names A's workspace: its key is refused, its session is not a member.
-  isError(t, await complete(server, bKey, a.workspaceId, pending.uploadId), 403, 'forbidden', 'B\'s key naming A\'s workspace');
-  isError(t, await complete(server, bCookie, a.workspaceId, pending.uploadId), 404, 'not_found', 'B\'s session naming A\'s workspace');
-  isError(t, await call(server, bCookie, 'GET', `/v1/assets?workspaceId=${a.workspaceId}`), 404, 'not_found', 'listing A\'s assets');
-  isError(t, await call(server, bCookie, 'GET', `/v1/workspaces/${a.workspaceId}/storage`), 404, 'not_found', 'A\'s storage');
-  isError(t, await call(server, bKey, 'GET', `/v1/workspaces/${a.workspaceId}/storage`), 403, 'forbidden', 'A\'s storage with B\'s key');
+  isError(t, await complete(server, bKey, a.workspaceId, pending.uploadId), 403, 'forbidden', "B's key naming A's workspace");
+  isError(t, await complete(server, bCookie, a.workspaceId, pending.uploadId), 404, 'not_found', "B's session naming A's workspace");
+  isError(t, await call(server, bCookie, 'GET', `/v1/assets?workspaceId=${a.workspaceId}`), 404, 'not_found', "listing A's assets");
+  isError(t, await call(server, bCookie, 'GET', `/v1/workspaces/${a.workspaceId}/storage`), 404, 'not_found', "A's storage");
+  isError(t, await call(server, bKey, 'GET', `/v1/workspaces/${a.workspaceId}/storage`), 403, 'forbidden', "A's storage with B's key");
   t.same((await call(server, bKey, 'GET', `/v1/assets?workspaceId=${b.workspaceId}`)).body.data, [], 'B lists nothing of A');
 
   // Nothing of A changed, and A still completes its own upload.

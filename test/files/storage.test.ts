@@ -21,7 +21,11 @@ t.test('storage stays exact under concurrent uploads and deletes', async (t) => 
   const sizes = Array.from({ length: 16 }, (_, i) => 200 + i * 37);
   const first = await Promise.all(sizes.map((size) => uploadAsset(server, auth, ws, pngOfSize(size))));
   let state = await accounts(server, ws);
-  t.equal(state.used, sizes.reduce((a, b) => a + b, 0), 'used bytes are the sum of the uploads');
+  t.equal(
+    state.used,
+    sizes.reduce((a, b) => a + b, 0),
+    'used bytes are the sum of the uploads',
+  );
   t.equal(state.images, 16);
 
   // Half of them deleted while as many new ones complete, all at once; each delete sent twice.
@@ -31,7 +35,10 @@ t.test('storage stays exact under concurrent uploads and deletes', async (t) => 
     ...doomed.flatMap((asset) => [0, 1].map(() => call(server, auth, 'DELETE', `/v1/assets/${asset.id}`))),
     ...more.map((size) => uploadAsset(server, auth, ws, pngOfSize(size)).then(() => ({ status: 201 }))),
   ]);
-  const deletes = results.slice(0, 16).map((r) => r.status).sort();
+  const deletes = results
+    .slice(0, 16)
+    .map((r) => r.status)
+    .sort();
   t.same(deletes, [...Array(8).fill(204), ...Array(8).fill(404)], 'each asset is deleted once; the twin request finds it gone');
   state = await accounts(server, ws);
   t.equal(state.used, state.sum, 'used bytes equal the sum over the remaining assets');
@@ -63,10 +70,15 @@ t.test('the storage limit holds under concurrent completions: exactly the files 
   t.equal(Number(stored.used_bytes), limit, 'used bytes are exactly the limit, never past it');
   const keys = await rows(server, 'select storage_key from uploads where workspace_id = ? and completed_at is null', [ws]);
   t.equal(keys.length, 3);
-  for (const { storage_key } of keys) t.equal(await server.services.blobs.stat(storage_key), undefined, 'a refused upload\'s bytes are discarded');
+  for (const { storage_key } of keys) t.equal(await server.services.blobs.stat(storage_key), undefined, "a refused upload's bytes are discarded");
 
-  isError(t, await call(server, auth, 'POST', '/v1/files/upload-url', { workspaceId: ws, filename: 'a.png', contentType: 'image/png', bytes: 1 }),
-    422, 'plan_limit_reached', /Storage limit reached/);
+  isError(
+    t,
+    await call(server, auth, 'POST', '/v1/files/upload-url', { workspaceId: ws, filename: 'a.png', contentType: 'image/png', bytes: 1 }),
+    422,
+    'plan_limit_reached',
+    /Storage limit reached/,
+  );
   const storage = await call(server, auth, 'GET', `/v1/workspaces/${ws}/storage`);
   t.match(storage.body, { usedBytes: limit, limitBytes: limit, availableBytes: 0 });
 

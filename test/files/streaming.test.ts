@@ -53,16 +53,22 @@ t.test('a chunked body without Content-Length is held to the signed length while
   const owner = await signUp(server);
   const auth = { cookie: owner.cookie };
   const png = makePng();
-  const chunked = (parts: Buffer[]) => new ReadableStream<Uint8Array>({
-    start(controller) {
-      for (const part of parts) controller.enqueue(part);
-      controller.close();
-    },
-  });
+  const chunked = (parts: Buffer[]) =>
+    new ReadableStream<Uint8Array>({
+      start(controller) {
+        for (const part of parts) controller.enqueue(part);
+        controller.close();
+      },
+    });
   const intent = await requestUpload(server, auth, owner.workspaceId, png.length);
   const over = await fetch(intent.url, { method: 'PUT', headers: intent.headers, body: chunked([png, Buffer.alloc(5)]), duplex: 'half' } as RequestInit);
   t.equal(over.status, 413, 'one byte too many is refused');
-  const fits = await fetch(intent.url, { method: 'PUT', headers: intent.headers, body: chunked([png.subarray(0, 10), png.subarray(10)]), duplex: 'half' } as RequestInit);
+  const fits = await fetch(intent.url, {
+    method: 'PUT',
+    headers: intent.headers,
+    body: chunked([png.subarray(0, 10), png.subarray(10)]),
+    duplex: 'half',
+  } as RequestInit);
   t.equal(fits.status, 200, 'the exact length in several chunks is taken');
   t.equal((await complete(server, auth, owner.workspaceId, intent.uploadId)).status, 201);
 });

@@ -20,9 +20,18 @@ export interface UploadIntent {
 }
 
 /** Step 1: asks for an upload URL; throws unless 201. */
-export async function requestUpload(server: TestServer, auth: Credential, workspaceId: string, bytes: number, options: { filename?: string; contentType?: string } = {}): Promise<UploadIntent> {
+export async function requestUpload(
+  server: TestServer,
+  auth: Credential,
+  workspaceId: string,
+  bytes: number,
+  options: { filename?: string; contentType?: string } = {},
+): Promise<UploadIntent> {
   const res = await call(server, auth, 'POST', '/v1/files/upload-url', {
-    workspaceId, filename: options.filename ?? 'picture.png', contentType: options.contentType ?? 'image/png', bytes,
+    workspaceId,
+    filename: options.filename ?? 'picture.png',
+    contentType: options.contentType ?? 'image/png',
+    bytes,
   });
   if (res.status !== 201) throw new Error(`upload-url failed: ${res.status} ${JSON.stringify(res.body)}`);
   return res.body;
@@ -41,7 +50,13 @@ export function complete(server: TestServer, auth: Credential, workspaceId: stri
 }
 
 /** Steps 1 to 3; returns the asset, or throws. */
-export async function uploadAsset(server: TestServer, auth: Credential, workspaceId: string, bytes: Uint8Array, options: { filename?: string; contentType?: string } = {}) {
+export async function uploadAsset(
+  server: TestServer,
+  auth: Credential,
+  workspaceId: string,
+  bytes: Uint8Array,
+  options: { filename?: string; contentType?: string } = {},
+) {
   const intent = await requestUpload(server, auth, workspaceId, bytes.length, options);
   const put = await putBytes(intent, bytes);
   if (put.status !== 200) throw new Error(`PUT failed: ${put.status} ${JSON.stringify(put.body)}`);

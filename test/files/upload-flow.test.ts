@@ -16,7 +16,13 @@ async function wholeFlow(t: Test, server: TestServer, expectUrl: RegExp) {
   const png = makePng(7, 3);
 
   // (1) upload URL
-  const intent = await call(server, auth, 'POST', '/v1/files/upload-url', { workspaceId: ws, filename: 'cat photo.png', contentType: 'image/png', bytes: png.length, mediaType: 'image' });
+  const intent = await call(server, auth, 'POST', '/v1/files/upload-url', {
+    workspaceId: ws,
+    filename: 'cat photo.png',
+    contentType: 'image/png',
+    bytes: png.length,
+    mediaType: 'image',
+  });
   t.equal(intent.status, 201);
   t.match(intent.body, { uploadId: /^upl_[0-9a-z]{26}$/, url: expectUrl, method: 'PUT', headers: { 'Content-Type': 'image/png' } });
   const expiresIn = Date.parse(intent.body.expiresAt) - server.services.clock.now();
@@ -30,8 +36,33 @@ async function wholeFlow(t: Test, server: TestServer, expectUrl: RegExp) {
   const done = await complete(server, auth, ws, intent.body.uploadId);
   t.equal(done.status, 201);
   const asset = done.body;
-  t.same(Object.keys(asset).sort(), ['bytes', 'contentType', 'createdAt', 'durationSeconds', 'favorite', 'height', 'id', 'mediaType', 'name', 'sourceGenerationId', 'width', 'workspaceId']);
-  t.match(asset, { id: /^ast_/, workspaceId: ws, mediaType: 'image', contentType: 'image/png', bytes: png.length, width: 7, height: 3, favorite: false, name: 'cat photo.png', sourceGenerationId: null, durationSeconds: null });
+  t.same(Object.keys(asset).sort(), [
+    'bytes',
+    'contentType',
+    'createdAt',
+    'durationSeconds',
+    'favorite',
+    'height',
+    'id',
+    'mediaType',
+    'name',
+    'sourceGenerationId',
+    'width',
+    'workspaceId',
+  ]);
+  t.match(asset, {
+    id: /^ast_/,
+    workspaceId: ws,
+    mediaType: 'image',
+    contentType: 'image/png',
+    bytes: png.length,
+    width: 7,
+    height: 3,
+    favorite: false,
+    name: 'cat photo.png',
+    sourceGenerationId: null,
+    durationSeconds: null,
+  });
 
   // (4) the asset id is what generations take; here: detail, list, download
   const detail = await call(server, auth, 'GET', `/v1/assets/${asset.id}?workspaceId=${ws}`);
@@ -55,7 +86,10 @@ async function wholeFlow(t: Test, server: TestServer, expectUrl: RegExp) {
   t.equal(patched.status, 200);
   t.match(patched.body, { favorite: true, name: 'Best cat', bytes: png.length });
   const favourites = await call(server, auth, 'GET', `/v1/assets?workspaceId=${ws}&favorite=true`);
-  t.same(favourites.body.data.map((a: { id: string }) => a.id), [asset.id]);
+  t.same(
+    favourites.body.data.map((a: { id: string }) => a.id),
+    [asset.id],
+  );
 
   const [row] = await rows(server, 'select storage_key from assets where id = ?', [asset.id]);
   t.ok(await server.services.blobs.stat(row.storage_key), 'the bytes are stored');

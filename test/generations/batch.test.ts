@@ -17,7 +17,8 @@ async function count(server: TestServer, sql: string, params: unknown[]): Promis
   return Number(rows[0]!.n);
 }
 
-const generationsOf = (server: TestServer, workspaceId: string) => count(server, 'select count(*)::int8 as n from generations where workspace_id = ?', [workspaceId]);
+const generationsOf = (server: TestServer, workspaceId: string) =>
+  count(server, 'select count(*)::int8 as n from generations where workspace_id = ?', [workspaceId]);
 const reservesOf = (server: TestServer, workspaceId: string) =>
   count(server, `select count(*)::int8 as n from credit_ledger where workspace_id = ? and kind = 'reserve'`, [workspaceId]);
 
@@ -35,13 +36,28 @@ t.test('a batch creates every item; each job runs to succeeded with one reserve 
   const res = await batch(server, { key }, { workspaceId: user.workspaceId, items });
   t.equal(res.status, 200, JSON.stringify(res.body));
   t.match(res.body, { created: 3, replayed: 0, refused: 0 });
-  t.same(res.body.results.map((r: any) => [r.status, r.replayed]), [[201, false], [201, false], [201, false]]);
+  t.same(
+    res.body.results.map((r: any) => [r.status, r.replayed]),
+    [
+      [201, false],
+      [201, false],
+      [201, false],
+    ],
+  );
   const gens = res.body.results.map((r: any) => r.body);
-  t.same(gens.map((g: any) => g.modelId), ['local/text-mini', 'local/image-fast', 'local/text-mini'], 'results in item order');
+  t.same(
+    gens.map((g: any) => g.modelId),
+    ['local/text-mini', 'local/image-fast', 'local/text-mini'],
+    'results in item order',
+  );
   t.equal(gens[1].project, 'kites');
   t.equal(gens[1].credits, 8, 'priced as a single create prices it');
   t.ok(gens.every((g: any) => g.workspaceId === user.workspaceId && g.status === 'queued'));
-  t.same([...gens.map((g: any) => g.id)].sort(), gens.map((g: any) => g.id), 'ids increase in item order');
+  t.same(
+    [...gens.map((g: any) => g.id)].sort(),
+    gens.map((g: any) => g.id),
+    'ids increase in item order',
+  );
   t.equal(res.headers.get('x-ratelimit-limit'), '100000', 'a keyed batch carries the rate-limit headers');
 
   for (const g of gens) {
@@ -87,7 +103,12 @@ t.test('items are refused on their own: validation, unknown model, plan, credits
     { ...text('elsewhere'), workspaceId: 'ws_someone_else' }, // an item cannot name a workspace
     { ...text('x'), idempotencyKey: 'has a space' }, // a key of 1 to 255 visible characters
     text('pro', { model: 'local/text-pro' }), // a paid model on the free plan
-    four, four, four, four, four, four, // 96 credits: 3 left
+    four,
+    four,
+    four,
+    four,
+    four,
+    four, // 96 credits: 3 left
     four, // 16 credits: refused
     text('still fits'), // 1 credit: accepted after a refused item
   ];
@@ -95,8 +116,23 @@ t.test('items are refused on their own: validation, unknown model, plan, credits
   t.equal(res.status, 200, JSON.stringify(res.body));
   const summary = res.body.results.map((r: any) => (r.status === 201 ? 201 : `${r.status} ${r.body.error.code}`));
   t.same(summary, [
-    201, '400 validation_error', '400 validation_error', '400 validation_error', '400 validation_error', '400 validation_error', '400 validation_error',
-    '400 validation_error', '422 plan_limit_reached', 201, 201, 201, 201, 201, 201, '402 insufficient_credits', 201,
+    201,
+    '400 validation_error',
+    '400 validation_error',
+    '400 validation_error',
+    '400 validation_error',
+    '400 validation_error',
+    '400 validation_error',
+    '400 validation_error',
+    '422 plan_limit_reached',
+    201,
+    201,
+    201,
+    201,
+    201,
+    201,
+    '402 insufficient_credits',
+    201,
   ]);
   t.match(res.body, { created: 8, replayed: 0, refused: 9 });
   const messages = res.body.results.map((r: any) => r.body.error?.message ?? '');
@@ -117,8 +153,14 @@ t.test('items are refused on their own: validation, unknown model, plan, credits
   // The accepted jobs run at once (zero provider latency): the money is read once each has settled.
   for (const r of res.body.results.filter((r: any) => r.status === 201)) await waitFor(server, key, user.workspaceId, r.body.id, isTerminal);
   const money = await moneyOf(serverQuery(server), user.workspaceId);
-  t.equal(money.available + money.reserved, 100 - (await count(server,
-    `select coalesce(sum(-reserved_credits), 0)::int8 as n from credit_ledger where workspace_id = ? and kind = 'capture'`, [user.workspaceId])), 'nothing taken beyond the accepted jobs');
+  t.equal(
+    money.available + money.reserved,
+    100 -
+      (await count(server, `select coalesce(sum(-reserved_credits), 0)::int8 as n from credit_ledger where workspace_id = ? and kind = 'capture'`, [
+        user.workspaceId,
+      ])),
+    'nothing taken beyond the accepted jobs',
+  );
   t.equal(money.ledgerAvailable, money.available);
   t.equal(money.ledgerReserved, money.reserved);
 
@@ -135,7 +177,10 @@ t.test('the unfinished-job cap applies per item', async (t) => {
   // The free plan runs 2 jobs and holds 20 unfinished.
   const res = await batch(server, { key }, { workspaceId: user.workspaceId, items: Array.from({ length: 25 }, (_, i) => text(`cap ${i}`)) });
   t.equal(res.status, 200);
-  t.same(res.body.results.map((r: any) => r.status), [...Array(20).fill(201), ...Array(5).fill(422)]);
+  t.same(
+    res.body.results.map((r: any) => r.status),
+    [...Array(20).fill(201), ...Array(5).fill(422)],
+  );
   t.ok(res.body.results.slice(20).every((r: any) => r.body.error.code === 'plan_limit_reached'));
   t.equal(await generationsOf(server, user.workspaceId), 20);
 });
@@ -155,7 +200,10 @@ t.test('idempotency per item: replay, conflict, the same key twice in one batch,
   t.match(first.body, { created: 3, replayed: 0 });
   const again = await batch(server, { key }, { workspaceId: user.workspaceId, items });
   t.match(again.body, { created: 1, replayed: 2, refused: 0 }, 'the keyed items replay; the unkeyed one is new');
-  t.same(again.body.results.map((r: any) => r.replayed), [true, true, false]);
+  t.same(
+    again.body.results.map((r: any) => r.replayed),
+    [true, true, false],
+  );
   t.same(again.body.results[0].body, first.body.results[0].body, 'the first answer again');
   t.same(again.body.results[1].body, first.body.results[1].body);
   t.not(again.body.results[2].body.id, first.body.results[2].body.id);
@@ -163,32 +211,72 @@ t.test('idempotency per item: replay, conflict, the same key twice in one batch,
   t.equal(await reservesOf(server, user.workspaceId), 4, 'credits reserved once per job');
 
   // The same key with another request: 409 for that item, the rest of the batch goes on.
-  const conflict = await batch(server, { key }, { workspaceId: user.workspaceId, items: [text('a changed', { idempotencyKey: 'k-a' }), text('fresh', { idempotencyKey: 'k-c' })] });
-  t.same(conflict.body.results.map((r: any) => r.status), [409, 201]);
+  const conflict = await batch(
+    server,
+    { key },
+    { workspaceId: user.workspaceId, items: [text('a changed', { idempotencyKey: 'k-a' }), text('fresh', { idempotencyKey: 'k-c' })] },
+  );
+  t.same(
+    conflict.body.results.map((r: any) => r.status),
+    [409, 201],
+  );
   t.equal(conflict.body.results[0].body.error.code, 'conflict');
   t.match(conflict.body.results[0].body.error.message, /different request body/);
   t.equal(await keyed(user.workspaceId, 'k-a'), 1);
 
   // The same key twice in one batch: the same request is the first item's answer again, another is a conflict.
-  const twice = await batch(server, { key }, {
-    workspaceId: user.workspaceId,
-    items: [text('dup', { idempotencyKey: 'k-d' }), text('dup', { idempotencyKey: 'k-d' }), text('not dup', { idempotencyKey: 'k-d' })],
-  });
-  t.same(twice.body.results.map((r: any) => [r.status, r.replayed]), [[201, false], [201, true], [409, undefined]]);
+  const twice = await batch(
+    server,
+    { key },
+    {
+      workspaceId: user.workspaceId,
+      items: [text('dup', { idempotencyKey: 'k-d' }), text('dup', { idempotencyKey: 'k-d' }), text('not dup', { idempotencyKey: 'k-d' })],
+    },
+  );
+  t.same(
+    twice.body.results.map((r: any) => [r.status, r.replayed]),
+    [
+      [201, false],
+      [201, true],
+      [409, undefined],
+    ],
+  );
   t.equal(twice.body.results[1].body.id, twice.body.results[0].body.id, 'one generation for both');
   t.match(twice.body.results[2].body.error.message, /different request body/);
   t.equal(await keyed(user.workspaceId, 'k-d'), 1);
-  const retried = await batch(server, { key }, {
-    workspaceId: user.workspaceId,
-    items: [text('dup', { idempotencyKey: 'k-d' }), text('dup', { idempotencyKey: 'k-d' }), text('not dup', { idempotencyKey: 'k-d' })],
-  });
-  t.same(retried.body.results.map((r: any) => [r.status, r.replayed]), [[201, true], [201, true], [409, undefined]], 'the retried batch answers alike');
+  const retried = await batch(
+    server,
+    { key },
+    {
+      workspaceId: user.workspaceId,
+      items: [text('dup', { idempotencyKey: 'k-d' }), text('dup', { idempotencyKey: 'k-d' }), text('not dup', { idempotencyKey: 'k-d' })],
+    },
+  );
+  t.same(
+    retried.body.results.map((r: any) => [r.status, r.replayed]),
+    [
+      [201, true],
+      [201, true],
+      [409, undefined],
+    ],
+    'the retried batch answers alike',
+  );
 
   // One key space with POST /v1/generations: a batch item is the single create of {workspaceId, ...item}.
   const single = await createGeneration(server, key, user.workspaceId, text('single'), { 'idempotency-key': 'k-s' });
   t.equal(single.status, 201);
-  const asItem = await batch(server, { key }, { workspaceId: user.workspaceId, items: [text('single', { idempotencyKey: 'k-s' }), text('other', { idempotencyKey: 'k-s' })] });
-  t.same(asItem.body.results.map((r: any) => [r.status, r.replayed]), [[201, true], [409, undefined]]);
+  const asItem = await batch(
+    server,
+    { key },
+    { workspaceId: user.workspaceId, items: [text('single', { idempotencyKey: 'k-s' }), text('other', { idempotencyKey: 'k-s' })] },
+  );
+  t.same(
+    asItem.body.results.map((r: any) => [r.status, r.replayed]),
+    [
+      [201, true],
+      [409, undefined],
+    ],
+  );
   t.equal(asItem.body.results[0].body.id, single.body.id);
   const back = await createGeneration(server, key, user.workspaceId, text('b'), { 'idempotency-key': 'k-b' });
   t.equal(back.status, 201);
@@ -212,14 +300,25 @@ t.test('request-level limits: item count, body size, shape, the emergency stop',
     t.equal(res.body?.error?.code, code, `${label}: ${code}`);
     if (message) t.match(res.body?.error?.message, message, label);
   };
-  await refused('101 items', { workspaceId: user.workspaceId, items: Array.from({ length: 101 }, (_, i) => text(`${i}`)) }, 400, 'validation_error', /body\.items: must NOT have more than 100 items/);
+  await refused(
+    '101 items',
+    { workspaceId: user.workspaceId, items: Array.from({ length: 101 }, (_, i) => text(`${i}`)) },
+    400,
+    'validation_error',
+    /body\.items: must NOT have more than 100 items/,
+  );
   await refused('no items', { workspaceId: user.workspaceId, items: [] }, 400, 'validation_error', /body\.items: must NOT have fewer than 1 items/);
   await refused('items missing', { workspaceId: user.workspaceId }, 400, 'validation_error', /body\.items: is required/);
   await refused('items not a list', { workspaceId: user.workspaceId, items: text('x') }, 400, 'validation_error');
   await refused('a field beside items', { workspaceId: user.workspaceId, items: [text('x')], mode: 'text_to_text' }, 400, 'validation_error');
   await refused('not JSON', '{"workspaceId":', 400, 'validation_error');
-  await refused('text that cannot be stored in an item', `{"workspaceId":"${user.workspaceId}","items":[{"mode":"text_to_text","model":"local/text-mini","params":{"prompt":"nul \\u0000"}}]}`,
-    400, 'validation_error', /body\.items\.0\.params\.prompt: must not contain U\+0000/);
+  await refused(
+    'text that cannot be stored in an item',
+    `{"workspaceId":"${user.workspaceId}","items":[{"mode":"text_to_text","model":"local/text-mini","params":{"prompt":"nul \\u0000"}}]}`,
+    400,
+    'validation_error',
+    /body\.items\.0\.params\.prompt: must not contain U\+0000/,
+  );
   const big = 'p'.repeat(8000);
   await refused('a body over the limit', { workspaceId: user.workspaceId, items: Array.from({ length: 10 }, () => text(big)) }, 413, 'payload_too_large');
 
@@ -235,7 +334,7 @@ t.test('request-level limits: item count, body size, shape, the emergency stop',
   t.equal(Number(one.headers.get('x-ratelimit-remaining')) - Number(two.headers.get('x-ratelimit-remaining')), 1, 'one request, one hit');
 });
 
-t.test('tenant isolation: another workspace cannot create in, nor read, a workspace\'s batch', async (t) => {
+t.test("tenant isolation: another workspace cannot create in, nor read, a workspace's batch", async (t) => {
   const server = await sharedTestServer(ENV);
   const owner = await signUp(server);
   const stranger = await signUp(server);

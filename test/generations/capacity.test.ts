@@ -21,7 +21,10 @@ async function proWorkspace(server: TestServer) {
 
 t.test('a provider that takes two jobs at a time: jobs of any workspace wait in queued while it is full, and start as its slots free', async (t) => {
   const clock = new ManualClock(Date.UTC(2026, 7, 1, 10, 0, 0));
-  const server = await startTestServer(t, { clock, env: { LOCAL_PROVIDER_LATENCY_MS: '10000', LOCAL_PROVIDER_MAX_CONCURRENT_JOBS: '2', RATE_LIMIT_PRO: '100000' } });
+  const server = await startTestServer(t, {
+    clock,
+    env: { LOCAL_PROVIDER_LATENCY_MS: '10000', LOCAL_PROVIDER_MAX_CONCURRENT_JOBS: '2', RATE_LIMIT_PRO: '100000' },
+  });
   const a = await proWorkspace(server);
   const b = await proWorkspace(server);
 
@@ -43,20 +46,33 @@ t.test('a provider that takes two jobs at a time: jobs of any workspace wait in 
   const started = await Promise.race([b.until(b1, 'submitted').then(() => 'b1'), a.until(a3, 'submitted').then(() => 'a3')]);
   await server.services.actors.drain();
   const states = { b1: await b.status(b1), b2: await b.status(b2), a3: await a.status(a3) };
-  t.equal(Object.values(states).filter((s) => s === 'submitted').length, 1, `exactly one waiting job took the freed slot (${started}): ${JSON.stringify(states)}`);
+  t.equal(
+    Object.values(states).filter((s) => s === 'submitted').length,
+    1,
+    `exactly one waiting job took the freed slot (${started}): ${JSON.stringify(states)}`,
+  );
   t.equal(Object.values(states).filter((s) => s === 'queued').length, 2, 'the others still wait');
 
   // The provider's latency passes: the two jobs in flight succeed and the last two take their slots.
   clock.advance(10_000);
   await a.until(a2, 'succeeded');
-  for (const [w, id] of [[b, b1], [b, b2], [a, a3]] as const) {
+  for (const [w, id] of [
+    [b, b1],
+    [b, b2],
+    [a, a3],
+  ] as const) {
     if ((await w.status(id)) === 'queued') await w.until(id, 'submitted');
   }
   await server.services.actors.drain();
   const inFlight = [await b.status(b1), await b.status(b2), await a.status(a3)].filter((s) => s === 'submitted' || s === 'running').length;
   t.equal(inFlight, 2, 'never more than two in flight');
   clock.advance(10_000);
-  for (const [w, id] of [[b, b1], [b, b2], [a, a3]] as const) await w.until(id, 'succeeded');
+  for (const [w, id] of [
+    [b, b1],
+    [b, b2],
+    [a, a3],
+  ] as const)
+    await w.until(id, 'succeeded');
 
   const query = serverQuery(server);
   t.same(await moneyOf(query, a.user.workspaceId), { available: 2_998, reserved: 0, ledgerAvailable: 2_998, ledgerReserved: 0, reservations: [] });
@@ -65,13 +81,19 @@ t.test('a provider that takes two jobs at a time: jobs of any workspace wait in 
 
 t.test('a job waiting for the provider keeps its queue deadline', async (t) => {
   const clock = new ManualClock(Date.UTC(2026, 7, 1, 10, 0, 0));
-  const server = await startTestServer(t, { clock, env: { LOCAL_PROVIDER_LATENCY_MS: '600000', LOCAL_PROVIDER_MAX_CONCURRENT_JOBS: '1', QUEUE_TIMEOUT_MS: '60000', RATE_LIMIT_PRO: '100000' } });
+  const server = await startTestServer(t, {
+    clock,
+    env: { LOCAL_PROVIDER_LATENCY_MS: '600000', LOCAL_PROVIDER_MAX_CONCURRENT_JOBS: '1', QUEUE_TIMEOUT_MS: '60000', RATE_LIMIT_PRO: '100000' },
+  });
   const a = await proWorkspace(server);
   const first = await a.create('first');
   await a.until(first, 'submitted');
   const second = await a.create('second');
   clock.advance(60_000);
   const expired = await a.until(second, 'expired');
-  t.same(expired.timeline.map((e) => e.status), ['queued', 'expired']);
+  t.same(
+    expired.timeline.map((e) => e.status),
+    ['queued', 'expired'],
+  );
   t.equal(await a.status(first), 'submitted');
 });

@@ -14,8 +14,15 @@ const { dataDir, postgres } = await durableStorage(t, 'gs-crash-loop-');
 
 async function start(): Promise<CrashService> {
   const child = startNode(t, 'test/fixtures/serve.ts', {
-    PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'warn', DATA_DIR: dataDir, DATABASE_URL: postgres?.url,
-    ALLOW_PRIVATE_EGRESS: 'true', LOCAL_PROVIDER_LATENCY_MS: '300', LOCAL_PROVIDER_FAILURE_PERCENT: '10', RATE_LIMIT_FREE: '1000000',
+    PORT: '0',
+    HOST: '127.0.0.1',
+    LOG_LEVEL: 'warn',
+    DATA_DIR: dataDir,
+    DATABASE_URL: postgres?.url,
+    ALLOW_PRIVATE_EGRESS: 'true',
+    LOCAL_PROVIDER_LATENCY_MS: '300',
+    LOCAL_PROVIDER_FAILURE_PERCENT: '10',
+    RATE_LIMIT_FREE: '1000000',
     SHUTDOWN_TIMEOUT_MS: '30000',
   });
   const url = (await child.line(/^listening (http:\/\/\S+)$/, 120_000))[1]!;
@@ -35,23 +42,36 @@ async function start(): Promise<CrashService> {
 
 t.test('kill -9 under concurrent creates, twice: nothing lost, stuck or charged twice, every end delivered', async (t) => {
   const report = await crashLoop({
-    start, storage: { databaseUrl: postgres?.url, dataDir },
-    kills: 2, workspaces: 3, clients: 6, acksPerCycle: 20, cancelEvery: 9, settleTimeoutMs: 60_000,
+    start,
+    storage: { databaseUrl: postgres?.url, dataDir },
+    kills: 2,
+    workspaces: 3,
+    clients: 6,
+    acksPerCycle: 20,
+    cancelEvery: 9,
+    settleTimeoutMs: 60_000,
     log: (message) => t.comment(message),
   });
   t.comment(JSON.stringify(report));
   t.equal(report.kills, 2, 'two kills survived');
   t.ok(report.acknowledged >= 40, `jobs were acknowledged before each kill (${report.acknowledged})`);
   t.ok(report.resumed > 0, `jobs in flight at a kill were handed to their provider again (${report.resumed})`);
-  t.same(Object.keys(report.failedBy).filter((code) => code !== 'provider_error'), [], 'no job failed for the crash: only the provider\'s simulated failures');
+  t.same(
+    Object.keys(report.failedBy).filter((code) => code !== 'provider_error'),
+    [],
+    "no job failed for the crash: only the provider's simulated failures",
+  );
   t.equal(report.lost, 0, 'every acknowledged job exists, in the database and through the API');
   t.equal(report.stuck, 0, 'no job is left unfinished');
   t.equal(report.duplicateCharges, 0, 'no job is captured twice');
   t.equal(report.duplicateJobs, 0, 'no Idempotency-Key made two jobs');
   t.same(report.moneyProblems, [], 'balance = ledger sum = grants - captures, nothing reserved, one settlement per job');
-  t.equal(report.missingEvents, 0, 'every finished job\'s event reached its webhook at least once');
+  t.equal(report.missingEvents, 0, "every finished job's event reached its webhook at least once");
   t.equal(report.undelivered, 0, 'and its delivery is recorded as delivered');
   t.equal(report.duplicateEvents, 0, 'one event per job (deliveries may repeat)');
-  t.equal(report.wrongEvents, 0, 'each event names the job\'s final status');
-  t.equal(report.generations, Object.values(report.byStatus).reduce((a, b) => a + b, 0));
+  t.equal(report.wrongEvents, 0, "each event names the job's final status");
+  t.equal(
+    report.generations,
+    Object.values(report.byStatus).reduce((a, b) => a + b, 0),
+  );
 });

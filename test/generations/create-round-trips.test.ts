@@ -11,9 +11,13 @@ import { directStatements, type DirectStatement } from '../../persistence/direct
  */
 function recordTransactions(t: Test): { seen: DirectStatement[]; stop(): void } {
   const seen: DirectStatement[] = [];
-  const listener = (message: unknown) => { seen.push(message as DirectStatement); };
+  const listener = (message: unknown) => {
+    seen.push(message as DirectStatement);
+  };
   directStatements.subscribe(listener);
-  const stop = () => { directStatements.unsubscribe(listener); };
+  const stop = () => {
+    directStatements.unsubscribe(listener);
+  };
   t.teardown(stop);
   return { seen, stop };
 }
@@ -69,25 +73,42 @@ t.test('a durable create commits in BEGIN, one statement, COMMIT, and a job with
   // On PostgreSQL the batch first takes an advisory lock of its own, in the same round trip: should the connection
   // be lost, the writer waits on it to learn whether the batch committed (SnapshotWriter.commitInOneRoundTrip).
   const shape = process.env.TEST_DATABASE_URL ? ['begin', 'select', 'with', 'commit'] : ['begin', 'with', 'commit'];
-  t.same(creates[0]?.map((sql) => sql.split(' ')[0]!.toLowerCase().replace(/;$/, '')), shape, `the create's transaction: ${JSON.stringify(creates[0]?.map((s) => s.slice(0, 60)))}`);
+  t.same(
+    creates[0]?.map((sql) => sql.split(' ')[0]!.toLowerCase().replace(/;$/, '')),
+    shape,
+    `the create's transaction: ${JSON.stringify(creates[0]?.map((s) => s.slice(0, 60)))}`,
+  );
   const progressSql = /^update generations g set status = v\.status, timeline = v\.timeline/;
   const progress = txOf(progressSql);
   // A slot was free: the job was reserved in its create's transaction. Submitted and running are not
   // awaited, and share a transaction with each other or with the settlement when queued while a commit is in flight.
   t.ok(progress.length <= 2, `submitted and running in at most two transactions: ${progress.length}`);
   for (const sqls of progress) {
-    t.equal(sqls.filter((sql) => progressSql.test(sql)).length, 1, `one UPDATE for the progress of a transaction, whatever its rows: ${JSON.stringify(sqls.map((s) => s.slice(0, 60)))}`);
+    t.equal(
+      sqls.filter((sql) => progressSql.test(sql)).length,
+      1,
+      `one UPDATE for the progress of a transaction, whatever its rows: ${JSON.stringify(sqls.map((s) => s.slice(0, 60)))}`,
+    );
     t.equal(sqls[0]!.replace(/;$/, ''), 'begin');
     t.equal(sqls.at(-1), 'commit');
   }
-  const [job] = await query<{ timeline: Array<{ status: string; at: string }>; attempts: number }>('select timeline, attempts from generations where id = ?', [created.body.id]);
-  t.same(job!.timeline.slice(0, 2).map((e) => e.status), ['queued', 'reserved'], 'queued, then reserved');
+  const [job] = await query<{ timeline: Array<{ status: string; at: string }>; attempts: number }>('select timeline, attempts from generations where id = ?', [
+    created.body.id,
+  ]);
+  t.same(
+    job!.timeline.slice(0, 2).map((e) => e.status),
+    ['queued', 'reserved'],
+    'queued, then reserved',
+  );
   t.equal(job!.timeline[1]!.at, job!.timeline[0]!.at, 'reserved when created, in the same transaction');
   t.equal(job!.attempts, 1, 'its one attempt counted');
   t.equal(created.body.status, 'queued', 'the 201 shows the job as created');
   const settle = txOf(/^update generations g set status = v\.status, completed_at/);
   t.equal(settle.length, 1, 'one transaction settled the job');
-  t.notOk(settle[0]?.some((sql) => /^select txid_current/.test(sql)), 'which reads its id in one of its own statements');
+  t.notOk(
+    settle[0]?.some((sql) => /^select txid_current/.test(sql)),
+    'which reads its id in one of its own statements',
+  );
 });
 
 /**
@@ -107,9 +128,13 @@ t.test('a job that waited in the queue starts without reading its row back', asy
 
   const seen: string[] = [];
   const knex = server.services.db.em().getKnex();
-  const listener = (q: { sql: string }) => { seen.push(q.sql.trim().replace(/\s+/g, ' ')); };
+  const listener = (q: { sql: string }) => {
+    seen.push(q.sql.trim().replace(/\s+/g, ' '));
+  };
   knex.on('query', listener);
-  t.teardown(() => { knex.off('query', listener); });
+  t.teardown(() => {
+    knex.off('query', listener);
+  });
   const running = await createGeneration(server, key, account.workspaceId, body);
   const waiting = await createGeneration(server, key, account.workspaceId, body);
   t.equal(running.status, 201);
@@ -122,7 +147,9 @@ t.test('a job that waited in the queue starts without reading its row back', asy
   const [b] = await query<{ timeline: Array<{ status: string; at: string }> }>('select timeline from generations where id = ?', [waiting.body.id]);
   const reserved = b!.timeline.find((e) => e.status === 'reserved');
   t.ok(reserved && Date.parse(reserved.at) >= new Date(a!.completed_at).getTime(), 'the second job waited in the queue until the first ended');
-  const reads = seen.filter((sql) => /^select .*from "?generations"?/i.test(sql) && !sql.startsWith('select status from') && !sql.startsWith('select completed_at'));
+  const reads = seen.filter(
+    (sql) => /^select .*from "?generations"?/i.test(sql) && !sql.startsWith('select status from') && !sql.startsWith('select completed_at'),
+  );
   t.same(reads, [], 'no generation row was read back by its actor');
 });
 
@@ -131,68 +158,83 @@ t.test('a job that waited in the queue starts without reading its row back', asy
  * (persistence/direct-transaction.ts): a settlement's UPDATE, money, usage rollup, event and webhook lookups
  * are one round trip with its BEGIN, then COMMIT. Counted on the driver's own calls.
  */
-t.test('a settlement is two round trips: its statements with BEGIN, then COMMIT', { skip: !process.env.TEST_DATABASE_URL && 'PGlite runs in the process: no round trip to count' }, async (t) => {
-  const server = await startTestServer(t, { env: { LOCAL_PROVIDER_LATENCY_MS: '0' } });
-  const account = await signUp(server);
-  const { key } = await createKey(server, account.cookie, account.workspaceId, ['generations.write', 'generations.read']);
-  const body = { mode: 'text_to_text', model: 'local/text-mini', params: { prompt: 'count my round trips' } };
-  const query = serverQuery(server);
-  const finished = endOf(query, 5);
-  const first = await createGeneration(server, key, account.workspaceId, body);
-  t.equal(await finished(first.body.id), 'succeeded');
+t.test(
+  'a settlement is two round trips: its statements with BEGIN, then COMMIT',
+  { skip: !process.env.TEST_DATABASE_URL && 'PGlite runs in the process: no round trip to count' },
+  async (t) => {
+    const server = await startTestServer(t, { env: { LOCAL_PROVIDER_LATENCY_MS: '0' } });
+    const account = await signUp(server);
+    const { key } = await createKey(server, account.cookie, account.workspaceId, ['generations.write', 'generations.read']);
+    const body = { mode: 'text_to_text', model: 'local/text-mini', params: { prompt: 'count my round trips' } };
+    const query = serverQuery(server);
+    const finished = endOf(query, 5);
+    const first = await createGeneration(server, key, account.workspaceId, body);
+    t.equal(await finished(first.body.id), 'succeeded');
 
-  const recorded = recordDriverWrites(t);
-  const transactions = recordTransactions(t);
-  const created = await createGeneration(server, key, account.workspaceId, body);
-  t.equal(await finished(created.body.id), 'succeeded');
-  recorded.stop();
-  transactions.stop();
-  const statements = transactions.seen.map((s) => ({ sql: s.sql.trim().replace(/\s+/g, ' '), tx: s.transaction }));
-  const calls = recorded.writes.map((w) => ({ client: w.client, text: w.texts[0]! }));
+    const recorded = recordDriverWrites(t);
+    const transactions = recordTransactions(t);
+    const created = await createGeneration(server, key, account.workspaceId, body);
+    t.equal(await finished(created.body.id), 'succeeded');
+    recorded.stop();
+    transactions.stop();
+    const statements = transactions.seen.map((s) => ({ sql: s.sql.trim().replace(/\s+/g, ' '), tx: s.transaction }));
+    const calls = recorded.writes.map((w) => ({ client: w.client, text: w.texts[0]! }));
 
-  const settleSql = /^update generations g set status = v\.status, completed_at/;
-  const at = calls.findIndex((c) => settleSql.test(c.text));
-  t.ok(at >= 0, 'the settlement was sent');
-  const sameClient = calls.filter((c) => c.client === calls[at]!.client);
-  const i = sameClient.indexOf(calls[at]!);
-  t.notSame(sameClient[i - 1]?.text.toLowerCase(), 'begin', 'BEGIN went in the same write as the statements');
-  t.equal(sameClient[i + 1]?.text.toLowerCase(), 'commit', 'and COMMIT is the next round trip');
-  const tx = statements.find((s) => settleSql.test(s.sql))?.tx;
-  const inTx = statements.filter((s) => s.tx === tx).map((s) => s.sql.split(' ')[0]!.toLowerCase());
-  t.ok(inTx.length >= 6, `the transaction's statements: ${JSON.stringify(inTx)}`);
-  t.equal(inTx[0], 'begin');
-  t.equal(inTx.at(-1), 'commit');
-});
+    const settleSql = /^update generations g set status = v\.status, completed_at/;
+    const at = calls.findIndex((c) => settleSql.test(c.text));
+    t.ok(at >= 0, 'the settlement was sent');
+    const sameClient = calls.filter((c) => c.client === calls[at]!.client);
+    const i = sameClient.indexOf(calls[at]!);
+    t.notSame(sameClient[i - 1]?.text.toLowerCase(), 'begin', 'BEGIN went in the same write as the statements');
+    t.equal(sameClient[i + 1]?.text.toLowerCase(), 'commit', 'and COMMIT is the next round trip');
+    const tx = statements.find((s) => settleSql.test(s.sql))?.tx;
+    const inTx = statements.filter((s) => s.tx === tx).map((s) => s.sql.split(' ')[0]!.toLowerCase());
+    t.ok(inTx.length >= 6, `the transaction's statements: ${JSON.stringify(inTx)}`);
+    t.equal(inTx[0], 'begin');
+    t.equal(inTx.at(-1), 'commit');
+  },
+);
 
 /**
  * On PostgreSQL a create is one round trip: BEGIN, its statements and COMMIT go in one network write
  * (persistence/direct-transaction.ts, commitWithStatements), with or without an Idempotency-Key. Counted on the
  * driver's own calls: one call carries the statement and COMMIT.
  */
-t.test('a create is one round trip: its statements and COMMIT in one write', { skip: !process.env.TEST_DATABASE_URL && 'PGlite runs in the process: no round trip to count' }, async (t) => {
-  // Jobs held at the provider, so that the creates below only queue (a free slot would be reserved in lane 0).
-  const server = await startTestServer(t, { env: { LOCAL_PROVIDER_LATENCY_MS: '60000' } });
-  const account = await signUp(server);
-  const { key } = await createKey(server, account.cookie, account.workspaceId, ['generations.write', 'generations.read']);
-  const body = { mode: 'text_to_text', model: 'local/text-mini', params: { prompt: 'one round trip' } };
-  t.equal((await createGeneration(server, key, account.workspaceId, body)).status, 201, 'a first job loads the workspace');
+t.test(
+  'a create is one round trip: its statements and COMMIT in one write',
+  { skip: !process.env.TEST_DATABASE_URL && 'PGlite runs in the process: no round trip to count' },
+  async (t) => {
+    // Jobs held at the provider, so that the creates below only queue (a free slot would be reserved in lane 0).
+    const server = await startTestServer(t, { env: { LOCAL_PROVIDER_LATENCY_MS: '60000' } });
+    const account = await signUp(server);
+    const { key } = await createKey(server, account.cookie, account.workspaceId, ['generations.write', 'generations.read']);
+    const body = { mode: 'text_to_text', model: 'local/text-mini', params: { prompt: 'one round trip' } };
+    t.equal((await createGeneration(server, key, account.workspaceId, body)).status, 201, 'a first job loads the workspace');
 
-  const recorded = recordDriverWrites(t);
-  const plain = await createGeneration(server, key, account.workspaceId, body);
-  const keyed = await createGeneration(server, key, account.workspaceId, body, { 'idempotency-key': 'one-round-trip-1' });
-  recorded.stop();
-  const calls = recorded.writes;
-  t.equal(plain.status, 201);
-  t.equal(keyed.status, 201);
+    const recorded = recordDriverWrites(t);
+    const plain = await createGeneration(server, key, account.workspaceId, body);
+    const keyed = await createGeneration(server, key, account.workspaceId, body, { 'idempotency-key': 'one-round-trip-1' });
+    recorded.stop();
+    const calls = recorded.writes;
+    t.equal(plain.status, 201);
+    t.equal(keyed.status, 201);
 
-  const creates = calls.filter((c) => c.texts.some((text) => /^with alongside_0 as \(insert into generations/.test(text)));
-  t.equal(creates.length, 2, 'each create sent its statement once');
-  for (const [i, call] of creates.entries()) {
-    t.equal(call.texts.at(-1)?.toLowerCase(), 'commit', `create ${i + 1}: COMMIT went in the same write: ${JSON.stringify(call.texts.map((s) => s.slice(0, 40)))}`);
-    const next = calls.slice(calls.indexOf(call) + 1).find((c) => c.client === call.client);
-    t.notMatch(next?.texts[0] ?? '', /^(commit|rollback)$/i, `create ${i + 1}: no COMMIT or ROLLBACK of its own after it`);
-  }
-  t.ok(creates[1]!.texts.some((text) => /insert into idempotency_keys/.test(text)), 'the Idempotency-Key rides in the same statement');
-  const [row] = await serverQuery(server)<{ key: string }>('select key from idempotency_keys where workspace_id = ?', [account.workspaceId]);
-  t.equal(row?.key, 'one-round-trip-1', 'and was stored');
-});
+    const creates = calls.filter((c) => c.texts.some((text) => /^with alongside_0 as \(insert into generations/.test(text)));
+    t.equal(creates.length, 2, 'each create sent its statement once');
+    for (const [i, call] of creates.entries()) {
+      t.equal(
+        call.texts.at(-1)?.toLowerCase(),
+        'commit',
+        `create ${i + 1}: COMMIT went in the same write: ${JSON.stringify(call.texts.map((s) => s.slice(0, 40)))}`,
+      );
+      const next = calls.slice(calls.indexOf(call) + 1).find((c) => c.client === call.client);
+      t.notMatch(next?.texts[0] ?? '', /^(commit|rollback)$/i, `create ${i + 1}: no COMMIT or ROLLBACK of its own after it`);
+    }
+    t.ok(
+      creates[1]!.texts.some((text) => /insert into idempotency_keys/.test(text)),
+      'the Idempotency-Key rides in the same statement',
+    );
+    const [row] = await serverQuery(server)<{ key: string }>('select key from idempotency_keys where workspace_id = ?', [account.workspaceId]);
+    t.equal(row?.key, 'one-round-trip-1', 'and was stored');
+  },
+);

@@ -20,14 +20,25 @@ interface Ran {
 /** `npm run ops -- …` as a child process (node --import tsx app/ops.ts …) with exactly this environment. */
 function ops(args: string[], env: Record<string, string>): { done: Promise<Ran>; finished: () => boolean } {
   const child = spawn(process.execPath, ['--import', 'tsx', 'app/ops.ts', ...args], {
-    cwd: ROOT, env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', LOG_LEVEL: 'silent', ...env }, stdio: ['ignore', 'pipe', 'pipe'],
+    cwd: ROOT,
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', LOG_LEVEL: 'silent', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stdout = '';
   let stderr = '';
   let ended = false;
-  child.stdout.setEncoding('utf8').on('data', (chunk: string) => { stdout += chunk; });
-  child.stderr.setEncoding('utf8').on('data', (chunk: string) => { stderr += chunk; });
-  const done = new Promise<Ran>((resolve) => child.on('close', (code) => { ended = true; resolve({ code, stdout, stderr }); }));
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+    stdout += chunk;
+  });
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
+    stderr += chunk;
+  });
+  const done = new Promise<Ran>((resolve) =>
+    child.on('close', (code) => {
+      ended = true;
+      resolve({ code, stdout, stderr });
+    }),
+  );
   return { done, finished: () => ended };
 }
 
@@ -107,7 +118,11 @@ t.test('the ops command line on a PGlite data directory reaches the running serv
   t.match(pause.stderr, /PAUSED/);
   const seen = await settled(server, key.key, true);
   t.same(seen.body, pausedState, 'GET reflects the switch');
-  t.equal(Date.parse(seen.body.since) <= clock.now() && Date.parse(seen.body.since) >= Date.UTC(2026, 4, 1, 8, 0, 0), true, 'since comes from the server\'s clock');
+  t.equal(
+    Date.parse(seen.body.since) <= clock.now() && Date.parse(seen.body.since) >= Date.UTC(2026, 4, 1, 8, 0, 0),
+    true,
+    "since comes from the server's clock",
+  );
 
   const status = await opsWhilePolling(clock, ['status'], env);
   t.equal(status.code, 0);
@@ -131,28 +146,32 @@ t.test('the ops command line on a PGlite data directory reaches the running serv
   t.same(await fs.readdir(path.join(dataDir, 'ops', 'requests')), [], 'the mailbox is empty');
 });
 
-t.test('the ops command line on Postgres writes the row; every server picks it up at its next poll', { skip: process.env.TEST_DATABASE_URL ? false : 'needs TEST_DATABASE_URL' }, async (t) => {
-  const database = await freshDatabaseUrl();
-  t.teardown(() => database.drop());
-  const clock = new ManualClock(Date.UTC(2026, 4, 1, 8, 0, 0));
-  const server = await startTestServer(t, { clock, databaseUrl: database.url });
-  const owner = await signUp(server);
-  const key = await createKey(server, owner.cookie, owner.workspaceId, ['generations.read']);
-  const env = { DATABASE_URL: database.url };
+t.test(
+  'the ops command line on Postgres writes the row; every server picks it up at its next poll',
+  { skip: process.env.TEST_DATABASE_URL ? false : 'needs TEST_DATABASE_URL' },
+  async (t) => {
+    const database = await freshDatabaseUrl();
+    t.teardown(() => database.drop());
+    const clock = new ManualClock(Date.UTC(2026, 4, 1, 8, 0, 0));
+    const server = await startTestServer(t, { clock, databaseUrl: database.url });
+    const owner = await signUp(server);
+    const key = await createKey(server, owner.cookie, owner.workspaceId, ['generations.read']);
+    const env = { DATABASE_URL: database.url };
 
-  const pause = await ops(['pause', 'maintenance window'], env).done;
-  t.equal(pause.code, 0, pause.stderr);
-  t.match(stateOf(pause), { paused: true, reason: 'maintenance window' });
-  t.same((await get(server, '/v1/generations/emergency-stop', key.key)).body.paused, false, 'not before the server polls');
-  clock.advance(DEFAULT_SWITCH_POLL_MS);
-  const seen = await settled(server, key.key, true);
-  t.same(seen.body, stateOf(pause), 'after its poll interval the server reports it');
+    const pause = await ops(['pause', 'maintenance window'], env).done;
+    t.equal(pause.code, 0, pause.stderr);
+    t.match(stateOf(pause), { paused: true, reason: 'maintenance window' });
+    t.same((await get(server, '/v1/generations/emergency-stop', key.key)).body.paused, false, 'not before the server polls');
+    clock.advance(DEFAULT_SWITCH_POLL_MS);
+    const seen = await settled(server, key.key, true);
+    t.same(seen.body, stateOf(pause), 'after its poll interval the server reports it');
 
-  const resume = await ops(['resume'], env).done;
-  t.equal(resume.code, 0, resume.stderr);
-  clock.advance(DEFAULT_SWITCH_POLL_MS);
-  t.same((await settled(server, key.key, false)).body, { paused: false, reason: null, since: null });
-});
+    const resume = await ops(['resume'], env).done;
+    t.equal(resume.code, 0, resume.stderr);
+    clock.advance(DEFAULT_SWITCH_POLL_MS);
+    t.same((await settled(server, key.key, false)).body, { paused: false, reason: null, since: null });
+  },
+);
 
 t.test('the ops command line refuses bad usage and a private in-memory database', async (t) => {
   const cases: Array<[string[], Record<string, string>, number, RegExp]> = [
@@ -170,4 +189,3 @@ t.test('the ops command line refuses bad usage and a private in-memory database'
     t.equal(ran.stdout, '', 'nothing on stdout');
   }
 });
-

@@ -13,7 +13,11 @@ async function proWorkspace(server: TestServer, name: string) {
   const { key } = await createKey(server, user.cookie, user.workspaceId, ['generations.write', 'generations.read']);
   const ids: string[] = [];
   const create = async () => {
-    const created = await createGeneration(server, key, user.workspaceId, { mode: 'text_to_text', model: 'local/text-mini', params: { prompt: `${name}${ids.length + 1}` } });
+    const created = await createGeneration(server, key, user.workspaceId, {
+      mode: 'text_to_text',
+      model: 'local/text-mini',
+      params: { prompt: `${name}${ids.length + 1}` },
+    });
     if (created.status !== 201) throw new Error(JSON.stringify(created.body));
     ids.push(created.body.id);
     return created.body.id as string;
@@ -33,7 +37,10 @@ async function poll<T>(what: string, check: () => Promise<T | undefined>): Promi
 
 t.test("one provider slot: workspace b's single job starts right after the job in flight, ahead of a's backlog of 20", async (t) => {
   const clock = new ManualClock(Date.UTC(2026, 7, 1, 10, 0, 0));
-  const server = await startTestServer(t, { clock, env: { LOCAL_PROVIDER_LATENCY_MS: String(LATENCY_MS), LOCAL_PROVIDER_MAX_CONCURRENT_JOBS: '1', RATE_LIMIT_PRO: '100000' } });
+  const server = await startTestServer(t, {
+    clock,
+    env: { LOCAL_PROVIDER_LATENCY_MS: String(LATENCY_MS), LOCAL_PROVIDER_MAX_CONCURRENT_JOBS: '1', RATE_LIMIT_PRO: '100000' },
+  });
   const query = serverQuery(server);
   const a = await proWorkspace(server, 'a');
   const b = await proWorkspace(server, 'b');
@@ -57,5 +64,9 @@ t.test("one provider slot: workspace b's single job starts right after the job i
   }
   t.same(order.slice(0, 3), ['a1', 'b1', 'a2'], "b's job took the first slot freed, one job-time after it came");
   t.ok(order.indexOf('b1') <= 2, 'within two job-times');
-  t.same(order.filter((n) => n !== 'b1'), a.ids.map((_, i) => `a${i + 1}`), "a's jobs kept their order");
+  t.same(
+    order.filter((n) => n !== 'b1'),
+    a.ids.map((_, i) => `a${i + 1}`),
+    "a's jobs kept their order",
+  );
 });

@@ -61,7 +61,14 @@ export function cancelGeneration(client: Client, key: string, workspaceId: strin
 }
 
 /** Polls GET until `done` holds (a wall-clock bound only against hanging forever, never a pass condition). */
-export async function waitFor(client: Client, key: string, workspaceId: string, id: string, done: (g: Gen) => boolean, what = 'the expected state'): Promise<Gen> {
+export async function waitFor(
+  client: Client,
+  key: string,
+  workspaceId: string,
+  id: string,
+  done: (g: Gen) => boolean,
+  what = 'the expected state',
+): Promise<Gen> {
   let last: Gen | undefined;
   for (let i = 0; i < 1200; i++) {
     last = await getGeneration(client, key, workspaceId, id);
@@ -88,23 +95,33 @@ export interface Money {
 /** A workspace's balances and the sums of its ledger, read from the database. */
 export async function moneyOf(query: Query, workspaceId: string): Promise<Money> {
   const [account] = await query<{ available_credits: number; reserved_credits: number }>(
-    'select available_credits, reserved_credits from workspace_accounts where workspace_id = ?', [workspaceId]);
+    'select available_credits, reserved_credits from workspace_accounts where workspace_id = ?',
+    [workspaceId],
+  );
   const [ledger] = await query<{ credits: string; reserved: string }>(
-    'select coalesce(sum(credits), 0)::int8 as credits, coalesce(sum(reserved_credits), 0)::int8 as reserved from credit_ledger where workspace_id = ?', [workspaceId]);
+    'select coalesce(sum(credits), 0)::int8 as credits, coalesce(sum(reserved_credits), 0)::int8 as reserved from credit_ledger where workspace_id = ?',
+    [workspaceId],
+  );
   const open = await query<{ generation_id: string }>(
     `select r.generation_id from credit_ledger r where r.workspace_id = ? and r.kind = 'reserve'
        and not exists (select 1 from credit_ledger s where s.workspace_id = r.workspace_id and s.generation_id = r.generation_id and s.kind in ('capture', 'release'))`,
-    [workspaceId]);
+    [workspaceId],
+  );
   return {
-    available: Number(account!.available_credits), reserved: Number(account!.reserved_credits),
-    ledgerAvailable: Number(ledger!.credits), ledgerReserved: Number(ledger!.reserved), reservations: open.map((r) => r.generation_id).sort(),
+    available: Number(account!.available_credits),
+    reserved: Number(account!.reserved_credits),
+    ledgerAvailable: Number(ledger!.credits),
+    ledgerReserved: Number(ledger!.reserved),
+    reservations: open.map((r) => r.generation_id).sort(),
   };
 }
 
 /** Ledger entries per generation and kind: `{ gen_…: { reserve: 1, capture: 1 } }`. */
 export async function ledgerByGeneration(query: Query, workspaceId: string): Promise<Record<string, Record<string, number>>> {
   const rows = await query<{ generation_id: string; kind: string; n: string }>(
-    `select generation_id, kind, count(*)::int8 as n from credit_ledger where workspace_id = ? and generation_id is not null group by generation_id, kind`, [workspaceId]);
+    `select generation_id, kind, count(*)::int8 as n from credit_ledger where workspace_id = ? and generation_id is not null group by generation_id, kind`,
+    [workspaceId],
+  );
   const out: Record<string, Record<string, number>> = {};
   for (const row of rows) (out[row.generation_id] ??= {})[row.kind] = Number(row.n);
   return out;

@@ -12,8 +12,12 @@ t.test('Idempotency-Key: replay, conflict, concurrent requests, and scope to the
   const { key } = await createKey(server, user.cookie, user.workspaceId, ['generations.write', 'generations.read']);
   const { key: otherKey } = await createKey(server, other.cookie, other.workspaceId, ['generations.write', 'generations.read']);
   const query = serverQuery(server);
-  const jobsWithKey = async (workspaceId: string, idempotencyKey: string) => Number((await query<{ n: string }>(
-    'select count(*)::int8 as n from generations where workspace_id = ? and idempotency_key = ?', [workspaceId, idempotencyKey]))[0]!.n);
+  const jobsWithKey = async (workspaceId: string, idempotencyKey: string) =>
+    Number(
+      (
+        await query<{ n: string }>('select count(*)::int8 as n from generations where workspace_id = ? and idempotency_key = ?', [workspaceId, idempotencyKey])
+      )[0]!.n,
+    );
 
   t.test('replay: same key and same body gives the first response again, and no second job', async (t) => {
     const body = { mode: 'text_to_image', model: 'local/image-fast', params: { prompt: 'a kite', numImages: 2, seed: 3 } };
@@ -25,13 +29,20 @@ t.test('Idempotency-Key: replay, conflict, concurrent requests, and scope to the
     t.equal(replay.headers.get('idempotent-replayed'), 'true');
     t.same(replay.body, first.body, 'the same body, byte for byte as JSON');
     // The same body with its keys in another order is the same request.
-    const reordered = await createGeneration(server, key, user.workspaceId,
-      { params: { seed: 3, numImages: 2, prompt: 'a kite' }, model: 'local/image-fast', mode: 'text_to_image' }, { 'idempotency-key': 'order-1' });
+    const reordered = await createGeneration(
+      server,
+      key,
+      user.workspaceId,
+      { params: { seed: 3, numImages: 2, prompt: 'a kite' }, model: 'local/image-fast', mode: 'text_to_image' },
+      { 'idempotency-key': 'order-1' },
+    );
     t.equal(reordered.status, 201);
     t.equal(reordered.headers.get('idempotent-replayed'), 'true');
     t.equal(reordered.body.id, first.body.id);
     t.equal(await jobsWithKey(user.workspaceId, 'order-1'), 1, 'one job');
-    const reserves = await query<{ n: string }>(`select count(*)::int8 as n from credit_ledger where workspace_id = ? and kind = 'reserve'`, [user.workspaceId]);
+    const reserves = await query<{ n: string }>(`select count(*)::int8 as n from credit_ledger where workspace_id = ? and kind = 'reserve'`, [
+      user.workspaceId,
+    ]);
     t.equal(Number(reserves[0]!.n), 1, 'credits were reserved once');
     const money = await moneyOf(query, user.workspaceId);
     t.equal(money.available, 92, 'eight credits taken for one job of two images, not three times that');
@@ -39,11 +50,26 @@ t.test('Idempotency-Key: replay, conflict, concurrent requests, and scope to the
   });
 
   t.test('conflict: same key, different body is 409 and makes nothing', async (t) => {
-    const first = await createGeneration(server, key, user.workspaceId, { mode: 'text_to_text', model: 'local/text-mini', params: { prompt: 'one' } }, { 'idempotency-key': 'order-2' });
+    const first = await createGeneration(
+      server,
+      key,
+      user.workspaceId,
+      { mode: 'text_to_text', model: 'local/text-mini', params: { prompt: 'one' } },
+      { 'idempotency-key': 'order-2' },
+    );
     t.equal(first.status, 201);
-    const reserves = async () => Number((await query<{ n: string }>(`select count(*)::int8 as n from credit_ledger where workspace_id = ? and kind = 'reserve'`, [user.workspaceId]))[0]!.n);
+    const reserves = async () =>
+      Number(
+        (await query<{ n: string }>(`select count(*)::int8 as n from credit_ledger where workspace_id = ? and kind = 'reserve'`, [user.workspaceId]))[0]!.n,
+      );
     const before = await reserves();
-    const conflict = await createGeneration(server, key, user.workspaceId, { mode: 'text_to_text', model: 'local/text-mini', params: { prompt: 'two' } }, { 'idempotency-key': 'order-2' });
+    const conflict = await createGeneration(
+      server,
+      key,
+      user.workspaceId,
+      { mode: 'text_to_text', model: 'local/text-mini', params: { prompt: 'two' } },
+      { 'idempotency-key': 'order-2' },
+    );
     t.equal(conflict.status, 409);
     t.equal(conflict.body.error?.code, 'conflict');
     t.match(conflict.body.error?.message, /different request body/);
@@ -53,7 +79,9 @@ t.test('Idempotency-Key: replay, conflict, concurrent requests, and scope to the
 
   t.test('concurrent: ten identical requests at once make one job; the others are 409 or replays of it', async (t) => {
     const body = { mode: 'text_to_text', model: 'local/text-mini', params: { prompt: 'at once' } };
-    const responses = await Promise.all(Array.from({ length: 10 }, () => createGeneration(server, key, user.workspaceId, body, { 'idempotency-key': 'order-3' })));
+    const responses = await Promise.all(
+      Array.from({ length: 10 }, () => createGeneration(server, key, user.workspaceId, body, { 'idempotency-key': 'order-3' })),
+    );
     const fresh = responses.filter((r) => r.status === 201 && r.headers.get('idempotent-replayed') !== 'true');
     t.equal(fresh.length, 1, 'exactly one request made the job');
     for (const r of responses) {
@@ -71,21 +99,45 @@ t.test('Idempotency-Key: replay, conflict, concurrent requests, and scope to the
   });
 
   t.test('scope: the same key in another workspace is another request', async (t) => {
-    const mine = await createGeneration(server, key, user.workspaceId, { mode: 'text_to_text', model: 'local/text-mini', params: { prompt: 'scoped' } }, { 'idempotency-key': 'order-4' });
-    const theirs = await createGeneration(server, otherKey, other.workspaceId, { mode: 'text_to_text', model: 'local/text-mini', params: { prompt: 'scoped' } }, { 'idempotency-key': 'order-4' });
+    const mine = await createGeneration(
+      server,
+      key,
+      user.workspaceId,
+      { mode: 'text_to_text', model: 'local/text-mini', params: { prompt: 'scoped' } },
+      { 'idempotency-key': 'order-4' },
+    );
+    const theirs = await createGeneration(
+      server,
+      otherKey,
+      other.workspaceId,
+      { mode: 'text_to_text', model: 'local/text-mini', params: { prompt: 'scoped' } },
+      { 'idempotency-key': 'order-4' },
+    );
     t.equal(mine.status, 201);
     t.equal(theirs.status, 201);
-    t.equal(theirs.headers.get('idempotent-replayed'), null, 'not a replay of the other workspace\'s response');
+    t.equal(theirs.headers.get('idempotent-replayed'), null, "not a replay of the other workspace's response");
     t.not(theirs.body.id, mine.body.id);
     t.equal(theirs.body.workspaceId, other.workspaceId);
     t.equal(await jobsWithKey(other.workspaceId, 'order-4'), 1);
     // And with a body of its own: not a conflict with the first workspace's key either.
-    const differs = await createGeneration(server, otherKey, other.workspaceId, { mode: 'text_to_text', model: 'local/text-mini', params: { prompt: 'other' } }, { 'idempotency-key': 'order-1' });
+    const differs = await createGeneration(
+      server,
+      otherKey,
+      other.workspaceId,
+      { mode: 'text_to_text', model: 'local/text-mini', params: { prompt: 'other' } },
+      { 'idempotency-key': 'order-1' },
+    );
     t.equal(differs.status, 201);
   });
 
   t.test('a malformed key is a validation error', async (t) => {
-    const bad = await createGeneration(server, key, user.workspaceId, { mode: 'text_to_text', model: 'local/text-mini', params: { prompt: 'x' } }, { 'idempotency-key': 'k'.repeat(256) });
+    const bad = await createGeneration(
+      server,
+      key,
+      user.workspaceId,
+      { mode: 'text_to_text', model: 'local/text-mini', params: { prompt: 'x' } },
+      { 'idempotency-key': 'k'.repeat(256) },
+    );
     t.equal(bad.status, 400);
     t.equal(bad.body.error?.code, 'validation_error');
     t.match(bad.body.error?.message, /Idempotency-Key/);
@@ -143,7 +195,8 @@ t.test('stored keys past their 24 hours are purged by the service, a page at a t
   const user = await signUp(server);
   const { key } = await createKey(server, user.cookie, user.workspaceId, ['generations.write', 'generations.read']);
   const query = serverQuery(server);
-  const stored = async () => (await query<{ key: string }>('select key from idempotency_keys where workspace_id = ? order by key', [user.workspaceId])).map((row) => row.key);
+  const stored = async () =>
+    (await query<{ key: string }>('select key from idempotency_keys where workspace_id = ? order by key', [user.workspaceId])).map((row) => row.key);
   const body = { mode: 'text_to_text', model: 'local/text-mini', params: { prompt: 'kept a day' } };
   t.equal((await createGeneration(server, key, user.workspaceId, body, { 'idempotency-key': 'purge-old' })).status, 201);
   clock.advance(12 * 3_600_000);

@@ -11,7 +11,15 @@ const GiB = 1024 * MiB;
 const SHIPPED_PLANS = {
   free: { name: 'Free', monthlyPriceCents: 0, monthlyCredits: 100, centsPerCredit: 5, concurrentJobs: 2, storageBytes: 1 * GiB, maxFileBytes: 25 * MiB },
   pro: { name: 'Pro', monthlyPriceCents: 2_900, monthlyCredits: 3_000, centsPerCredit: 4, concurrentJobs: 10, storageBytes: 50 * GiB, maxFileBytes: 200 * MiB },
-  team: { name: 'Team', monthlyPriceCents: 9_900, monthlyCredits: 12_000, centsPerCredit: 3, concurrentJobs: 50, storageBytes: 500 * GiB, maxFileBytes: 1 * GiB },
+  team: {
+    name: 'Team',
+    monthlyPriceCents: 9_900,
+    monthlyCredits: 12_000,
+    centsPerCredit: 3,
+    concurrentJobs: 50,
+    storageBytes: 500 * GiB,
+    maxFileBytes: 1 * GiB,
+  },
 };
 
 t.test('GET /v1/models follows the workspace plan: free, then pro', async (t) => {
@@ -25,7 +33,11 @@ t.test('GET /v1/models follows the workspace plan: free, then pro', async (t) =>
   t.equal(free.status, 200);
   t.equal(free.body.workspaceId, owner.workspaceId);
   t.equal(free.body.plan, 'free');
-  t.same(free.body.data.map((m: { id: string }) => m.id), offered.map((m) => m.id), 'every offered model, in catalog order');
+  t.same(
+    free.body.data.map((m: { id: string }) => m.id),
+    offered.map((m) => m.id),
+    'every offered model, in catalog order',
+  );
   for (const model of free.body.data) {
     const record = offered.find((m) => m.id === model.id)!;
     t.equal(model.available, record.plans.includes('free'), `${model.id}: available on free iff the catalog says so`);
@@ -53,14 +65,17 @@ t.test('GET /v1/models follows the workspace plan: free, then pro', async (t) =>
 
   await setPlan(server, owner.workspaceId, 'team');
   const team = await get(server, `/v1/models?workspaceId=${owner.workspaceId}`, key.key);
-  t.ok(team.body.data.every((m: { available: boolean }) => m.available), 'team may use every model');
+  t.ok(
+    team.body.data.every((m: { available: boolean }) => m.available),
+    'team may use every model',
+  );
 });
 
 t.test('every parameterSchema is a JSON Schema that accepts the sample and refuses what the spec forbids', async (t) => {
   const server = await sharedTestServer();
   const owner = await signUp(server);
   const res = await get(server, `/v1/models?workspaceId=${owner.workspaceId}`, owner.cookie);
-  t.equal(res.status, 200, 'a member\'s session names the workspace');
+  t.equal(res.status, 200, "a member's session names the workspace");
   const ajv = new Ajv({ strict: true, allErrors: true });
   for (const model of res.body.data) {
     const schema = model.parameterSchema;
@@ -99,7 +114,10 @@ t.test('public endpoints answer without credentials', async (t) => {
 
   const models = await get(server, '/v1/models/public');
   t.equal(models.status, 200);
-  t.same(models.body.data.map((m: { id: string }) => m.id), offered.map((m) => m.id));
+  t.same(
+    models.body.data.map((m: { id: string }) => m.id),
+    offered.map((m) => m.id),
+  );
   for (const model of models.body.data) {
     t.ok(model.sample.prompt.length > 0, `${model.id} has a sample`);
     t.ok(Number.isInteger(model.credits) && model.credits > 0);
@@ -109,9 +127,15 @@ t.test('public endpoints answer without credentials', async (t) => {
   const catalog = await get(server, '/v1/catalog/public');
   t.equal(catalog.status, 200);
   t.same(catalog.body.models, models.body.data, 'the same models as the showcase');
-  t.same(catalog.body.samples.map((s: { modelId: string }) => s.modelId), offered.map((m) => m.id));
+  t.same(
+    catalog.body.samples.map((s: { modelId: string }) => s.modelId),
+    offered.map((m) => m.id),
+  );
   const makers = [...new Set(offered.map((m) => m.maker))];
-  t.same(catalog.body.makers.map((m: { id: string }) => m.id), makers);
+  t.same(
+    catalog.body.makers.map((m: { id: string }) => m.id),
+    makers,
+  );
   for (const maker of catalog.body.makers) {
     t.equal(maker.models, offered.filter((m) => m.maker === maker.id).length, `${maker.id}: its model count`);
     t.same([...maker.modes].sort(), [...new Set(offered.filter((m) => m.maker === maker.id).map((m) => m.mode))].sort());
@@ -119,17 +143,33 @@ t.test('public endpoints answer without credentials', async (t) => {
 
   const plans = await get(server, '/v1/plans');
   t.equal(plans.status, 200);
-  t.same(plans.body.data.map((p: { id: string }) => p.id), ['free', 'pro', 'team']);
+  t.same(
+    plans.body.data.map((p: { id: string }) => p.id),
+    ['free', 'pro', 'team'],
+  );
   for (const plan of plans.body.data) {
     const entitlements = SHIPPED_PLANS[plan.id as keyof typeof SHIPPED_PLANS];
     t.match(plan, {
-      name: entitlements.name, monthlyPriceCents: entitlements.monthlyPriceCents, currency: 'usd', monthlyCredits: entitlements.monthlyCredits,
-      walletCentsPerCredit: entitlements.centsPerCredit, concurrentJobs: entitlements.concurrentJobs, storageBytes: entitlements.storageBytes,
+      name: entitlements.name,
+      monthlyPriceCents: entitlements.monthlyPriceCents,
+      currency: 'usd',
+      monthlyCredits: entitlements.monthlyCredits,
+      walletCentsPerCredit: entitlements.centsPerCredit,
+      concurrentJobs: entitlements.concurrentJobs,
+      storageBytes: entitlements.storageBytes,
       maxFileBytes: entitlements.maxFileBytes,
     });
-    t.same(plan.models, offered.filter((m) => m.plans.includes(plan.id)).map((m) => m.id), `${plan.id}: the models it may use`);
+    t.same(
+      plan.models,
+      offered.filter((m) => m.plans.includes(plan.id)).map((m) => m.id),
+      `${plan.id}: the models it may use`,
+    );
   }
-  t.same(plans.body.data.map((p: { requestsPerMinute: number }) => p.requestsPerMinute), [60, 1234, 3000], 'rate limits from configuration');
+  t.same(
+    plans.body.data.map((p: { requestsPerMinute: number }) => p.requestsPerMinute),
+    [60, 1234, 3000],
+    'rate limits from configuration',
+  );
   t.ok(plans.body.data[0].models.length < plans.body.data[2].models.length, 'team may use more than free');
 
   const stats = await get(server, '/v1/stats/public');
@@ -149,7 +189,9 @@ t.test('public stats are real counts, cached for 10 seconds', async (t) => {
 
   const second = await signUp(server, { email: uniqueEmail('second') });
   await insertGenerations(server, [
-    generationRow(second.workspaceId, { status: 'succeeded' }), generationRow(second.workspaceId, { status: 'succeeded' }), generationRow(second.workspaceId, { status: 'queued' }),
+    generationRow(second.workspaceId, { status: 'succeeded' }),
+    generationRow(second.workspaceId, { status: 'succeeded' }),
+    generationRow(second.workspaceId, { status: 'queued' }),
   ]);
   clock.advance(9_000);
   const cached = await get(server, '/v1/stats/public');
@@ -157,7 +199,11 @@ t.test('public stats are real counts, cached for 10 seconds', async (t) => {
 
   clock.advance(1_000);
   const fresh = await get(server, '/v1/stats/public');
-  t.match(fresh.body, { generations: { total: 5, succeeded: 3 }, workspaces: 2, asOf: new Date(clock.now()).toISOString() }, 'after 10 s the new rows are counted');
+  t.match(
+    fresh.body,
+    { generations: { total: 5, succeeded: 3 }, workspaces: 2, asOf: new Date(clock.now()).toISOString() },
+    'after 10 s the new rows are counted',
+  );
 
   // Another workspace's rows count too: the stats are platform-wide.
   const [count] = await server.services.db.em().execute<Array<{ n: string | number }>>('select count(*) as n from generations');

@@ -19,7 +19,7 @@ async function download(server: TestServer, key: string, workspaceId: string, as
   return { meta: meta.body as { mediaType: string; contentType: string; sourceGenerationId: string; bytes: number }, bytes };
 }
 
-t.test('every mode runs end to end through HTTP to succeeded, with real outputs stored as the workspace\'s assets', async (t) => {
+t.test("every mode runs end to end through HTTP to succeeded, with real outputs stored as the workspace's assets", async (t) => {
   const server = await startTestServer(t, { env: { LOCAL_PROVIDER_LATENCY_MS: '0', RATE_LIMIT_TEAM: '100000' } });
   const user = await signUp(server);
   await setPlan(server, user.workspaceId, 'team');
@@ -30,14 +30,16 @@ t.test('every mode runs end to end through HTTP to succeeded, with real outputs 
 
   const cases: Array<{ model: string; params: Record<string, unknown>; inputs?: Record<string, unknown>; check: (g: Gen) => Promise<void> }> = [
     {
-      model: 'local/text-mini', params: { prompt: 'Name three rivers.', seed: 1 },
+      model: 'local/text-mini',
+      params: { prompt: 'Name three rivers.', seed: 1 },
       check: async (g) => {
         t.ok(g.textOutput && g.textOutput.length > 0, 'text_to_text: an answer in textOutput');
         t.same(g.outputAssetIds, [], 'no files');
       },
     },
     {
-      model: 'local/image-hd', params: { prompt: 'a kite', numImages: 3, aspectRatio: '9:16' },
+      model: 'local/image-hd',
+      params: { prompt: 'a kite', numImages: 3, aspectRatio: '9:16' },
       check: async (g) => {
         t.equal(g.outputAssetIds.length, 3, 'text_to_image: numImages images');
         for (const id of g.outputAssetIds) {
@@ -50,7 +52,9 @@ t.test('every mode runs end to end through HTTP to succeeded, with real outputs 
       },
     },
     {
-      model: 'local/image-edit', params: { prompt: 'as a linocut', strength: 0.5 }, inputs: { imageUrls: [dataUrl('image/png', png)] },
+      model: 'local/image-edit',
+      params: { prompt: 'as a linocut', strength: 0.5 },
+      inputs: { imageUrls: [dataUrl('image/png', png)] },
       check: async (g) => {
         t.equal(g.outputAssetIds.length, 1, 'image_to_image: one image');
         const { bytes } = await download(server, key, user.workspaceId, g.outputAssetIds[0]!);
@@ -58,7 +62,8 @@ t.test('every mode runs end to end through HTTP to succeeded, with real outputs 
       },
     },
     ...(['wav', 'mp3', 'ogg'] as const).map((format) => ({
-      model: 'local/voice', params: { prompt: 'Welcome aboard.', format, durationSeconds: 2 },
+      model: 'local/voice',
+      params: { prompt: 'Welcome aboard.', format, durationSeconds: 2 },
       check: async (g: Gen) => {
         t.equal(g.outputAssetIds.length, 1, `text_to_audio ${format}: one file`);
         const { meta, bytes } = await download(server, key, user.workspaceId, g.outputAssetIds[0]!);
@@ -71,15 +76,20 @@ t.test('every mode runs end to end through HTTP to succeeded, with real outputs 
       },
     })),
     {
-      model: 'local/video-short', params: { prompt: 'waves', durationSeconds: 2, aspectRatio: '16:9' },
+      model: 'local/video-short',
+      params: { prompt: 'waves', durationSeconds: 2, aspectRatio: '16:9' },
       check: async (g) => videoCheck(g, 'text_to_video', 2, (w, h) => w > h),
     },
     {
-      model: 'local/animate', params: { prompt: 'slow zoom', durationSeconds: 2 }, inputs: { imageUrls: [dataUrl('image/png', png)] },
+      model: 'local/animate',
+      params: { prompt: 'slow zoom', durationSeconds: 2 },
+      inputs: { imageUrls: [dataUrl('image/png', png)] },
       check: async (g) => videoCheck(g, 'image_to_video', 2, () => true),
     },
     {
-      model: 'local/video-restyle', params: { prompt: 'film noir', durationSeconds: 1 }, inputs: { videoUrls: [dataUrl('video/webm', webm)] },
+      model: 'local/video-restyle',
+      params: { prompt: 'film noir', durationSeconds: 1 },
+      inputs: { videoUrls: [dataUrl('video/webm', webm)] },
       check: async (g) => videoCheck(g, 'video_to_video', 1, () => true),
     },
   ];
@@ -100,12 +110,22 @@ t.test('every mode runs end to end through HTTP to succeeded, with real outputs 
   for (const c of cases) {
     const model = server.services.catalog.get(c.model)!;
     modes.add(model.mode);
-    const created = await createGeneration(server, key, user.workspaceId, { mode: model.mode, model: c.model, params: c.params, inputs: c.inputs, paymentMode: 'credits' });
+    const created = await createGeneration(server, key, user.workspaceId, {
+      mode: model.mode,
+      model: c.model,
+      params: c.params,
+      inputs: c.inputs,
+      paymentMode: 'credits',
+    });
     t.equal(created.status, 201, `${c.model}: ${JSON.stringify(created.body).slice(0, 300)}`);
     t.equal(created.body.paymentMode, 'credits');
     const done = await waitFor(server, key, user.workspaceId, created.body.id, isTerminal, 'a terminal state');
     t.equal(done.status, 'succeeded', `${c.model}: ${done.errorCode} ${done.errorMessage}`);
-    t.same(done.timeline.map((e) => e.status), FULL_RUN, `${c.model}: every state in the timeline`);
+    t.same(
+      done.timeline.map((e) => e.status),
+      FULL_RUN,
+      `${c.model}: every state in the timeline`,
+    );
     t.ok(done.startedAt && done.completedAt && done.startedAt <= done.completedAt, 'startedAt and completedAt set');
     await c.check(done);
     spent += done.credits;
@@ -114,7 +134,11 @@ t.test('every mode runs end to end through HTTP to succeeded, with real outputs 
   t.equal(modes.size, 7, 'all seven modes');
   const query = serverQuery(server);
   const money = await moneyOf(query, user.workspaceId);
-  t.same(money, { available: 12_000 - spent, reserved: 0, ledgerAvailable: 12_000 - spent, ledgerReserved: 0, reservations: [] }, `team plan credits less ${spent} captured`);
+  t.same(
+    money,
+    { available: 12_000 - spent, reserved: 0, ledgerAvailable: 12_000 - spent, ledgerReserved: 0, reservations: [] },
+    `team plan credits less ${spent} captured`,
+  );
   const ledger = await ledgerByGeneration(query, user.workspaceId);
   for (const id of ids) t.same(ledger[id], { reserve: 1, capture: 1 });
   const [wallet] = await query<{ wallet_cents: number }>('select wallet_cents from workspace_accounts where workspace_id = ?', [user.workspaceId]);
@@ -124,11 +148,21 @@ t.test('every mode runs end to end through HTTP to succeeded, with real outputs 
 t.test('cancel in reserved, submitted and running: each state left for cancelled, credits released, and nothing comes of a late provider job', async (t) => {
   // An input URL that answers only when told to keeps a job in `reserved` (its inputs are fetched before submission).
   let answer!: () => void;
-  const held = new Promise<void>((resolve) => { answer = resolve; });
+  const held = new Promise<void>((resolve) => {
+    answer = resolve;
+  });
   const png = makePng(8, 8);
-  const origin = http.createServer((_req, res) => { void held.then(() => res.writeHead(200, { 'content-type': 'image/png' }).end(png)); });
+  const origin = http.createServer((_req, res) => {
+    void held.then(() => res.writeHead(200, { 'content-type': 'image/png' }).end(png));
+  });
   await new Promise<void>((resolve) => origin.listen(0, '127.0.0.1', resolve));
-  t.teardown(() => new Promise<void>((resolve) => { answer(); origin.close(() => resolve()); }));
+  t.teardown(
+    () =>
+      new Promise<void>((resolve) => {
+        answer();
+        origin.close(() => resolve());
+      }),
+  );
   const slowUrl = `http://127.0.0.1:${(origin.address() as AddressInfo).port}/slow.png`;
 
   // On a manual clock the local provider's latency only passes when the test moves time.
@@ -139,7 +173,12 @@ t.test('cancel in reserved, submitted and running: each state left for cancelled
   const { key } = await createKey(server, user.cookie, user.workspaceId, ['generations.write', 'generations.read']);
   const query = serverQuery(server);
 
-  const reserved = await createGeneration(server, key, user.workspaceId, { mode: 'image_to_image', model: 'local/image-edit', params: { prompt: 'x' }, inputs: { imageUrls: [slowUrl] } });
+  const reserved = await createGeneration(server, key, user.workspaceId, {
+    mode: 'image_to_image',
+    model: 'local/image-edit',
+    params: { prompt: 'x' },
+    inputs: { imageUrls: [slowUrl] },
+  });
   t.equal(reserved.status, 201, JSON.stringify(reserved.body));
   await waitFor(server, key, user.workspaceId, reserved.body.id, (g) => g.status === 'reserved', 'reserved');
   const submitted = await createGeneration(server, key, user.workspaceId, { mode: 'text_to_text', model: 'local/text-mini', params: { prompt: 'a' } });
@@ -162,7 +201,11 @@ t.test('cancel in reserved, submitted and running: each state left for cancelled
   for (const [id, timeline] of expectations) {
     const cancelled = await cancelGeneration(server, key, user.workspaceId, id);
     t.equal(cancelled.status, 200, JSON.stringify(cancelled.body));
-    t.same(cancelled.body.timeline.map((e) => e.status), timeline, `cancelled from ${timeline.at(-2)}`);
+    t.same(
+      cancelled.body.timeline.map((e) => e.status),
+      timeline,
+      `cancelled from ${timeline.at(-2)}`,
+    );
     t.equal(cancelled.body.timeline.at(-1)!.detail, 'by user');
     t.ok(cancelled.body.completedAt);
   }
@@ -188,7 +231,7 @@ t.test('cancel in reserved, submitted and running: each state left for cancelled
   for (const [id] of expectations) t.same(ledger[id], { reserve: 1, release: 1 });
 });
 
-t.test('the plan\'s queue room: a free workspace holds 20 unfinished jobs; the 21st is 422 plan_limit_reached', async (t) => {
+t.test("the plan's queue room: a free workspace holds 20 unfinished jobs; the 21st is 422 plan_limit_reached", async (t) => {
   const clock = new ManualClock(Date.UTC(2026, 6, 1, 12, 0, 0));
   const server = await startTestServer(t, { clock, env: { LOCAL_PROVIDER_LATENCY_MS: '10000', RATE_LIMIT_FREE: '100000' } });
   const user = await signUp(server);

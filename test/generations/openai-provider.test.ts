@@ -11,7 +11,11 @@ import { createGeneration, isTerminal, ledgerByGeneration, moneyOf, serverQuery,
 
 const API_KEY = 'sk-test-0123456789';
 
-interface Seen { path: string; authorization: string | undefined; body: any }
+interface Seen {
+  path: string;
+  authorization: string | undefined;
+  body: any;
+}
 
 /**
  * A small OpenAI-compatible server on loopback. What it answers depends on the prompt:
@@ -26,7 +30,9 @@ async function fakeOpenAi(t: Test) {
   const server = http.createServer((req, res) => {
     let raw = '';
     req.setEncoding('utf8');
-    req.on('data', (c: string) => { raw += c; });
+    req.on('data', (c: string) => {
+      raw += c;
+    });
     req.on('end', () => {
       if (req.method === 'GET' && req.url?.startsWith('/files/')) {
         res.writeHead(200, { 'content-type': 'image/png' }).end(png(24, 12));
@@ -43,32 +49,49 @@ async function fakeOpenAi(t: Test) {
       if (prompt.includes('empty')) return json(200, req.url === '/v1/chat/completions' ? { choices: [] } : { data: [] });
       if (prompt.includes('nulerror')) return json(500, { error: { message: 'bad\u0000byte \ud800 here', type: 'server_error' } });
       if (prompt.includes('nultext')) {
-        return json(200, { id: 'chatcmpl-2', object: 'chat.completion', model: body.model, choices: [{ index: 0, message: { role: 'assistant', content: 'a\u0000b\ud800c' }, finish_reason: 'stop' }] });
+        return json(200, {
+          id: 'chatcmpl-2',
+          object: 'chat.completion',
+          model: body.model,
+          choices: [{ index: 0, message: { role: 'assistant', content: 'a\u0000b\ud800c' }, finish_reason: 'stop' }],
+        });
       }
       if (prompt.includes('hang')) {
         hanging.add(res);
-        res.on('close', () => { if (hanging.delete(res)) closedEarly++; });
+        res.on('close', () => {
+          if (hanging.delete(res)) closedEarly++;
+        });
         return;
       }
       if (req.url === '/v1/chat/completions') {
-        return json(200, { id: 'chatcmpl-1', object: 'chat.completion', model: body.model, choices: [{ index: 0, message: { role: 'assistant', content: `echo: ${prompt}` }, finish_reason: 'stop' }] });
+        return json(200, {
+          id: 'chatcmpl-1',
+          object: 'chat.completion',
+          model: body.model,
+          choices: [{ index: 0, message: { role: 'assistant', content: `echo: ${prompt}` }, finish_reason: 'stop' }],
+        });
       }
       if (req.url === '/v1/images/generations') {
-        const [w, h] = String(body.size).split('x').map((n) => Math.round(Number(n) / 64));
+        const [w, h] = String(body.size)
+          .split('x')
+          .map((n) => Math.round(Number(n) / 64));
         const { port } = server.address() as AddressInfo;
-        const data = Array.from({ length: prompt.includes('short') ? body.n - 1 : body.n }, (_, i) => prompt.includes('url')
-          ? { url: `http://127.0.0.1:${port}/files/${i}.png` }
-          : { b64_json: png(w!, h!).toString('base64') });
+        const data = Array.from({ length: prompt.includes('short') ? body.n - 1 : body.n }, (_, i) =>
+          prompt.includes('url') ? { url: `http://127.0.0.1:${port}/files/${i}.png` } : { b64_json: png(w!, h!).toString('base64') },
+        );
         return json(200, { created: 1, data });
       }
       json(404, { error: { message: 'no such route' } });
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.teardown(() => new Promise<void>((resolve) => {
-    for (const res of hanging) res.destroy();
-    server.close(() => resolve());
-  }));
+  t.teardown(
+    () =>
+      new Promise<void>((resolve) => {
+        for (const res of hanging) res.destroy();
+        server.close(() => resolve());
+      }),
+  );
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`, seen, closedEarly: () => closedEarly, hanging: () => hanging.size };
 }
 
@@ -76,8 +99,13 @@ t.test('the OpenAI-compatible adapter: chat completions, images as b64_json and 
   const upstream = await fakeOpenAi(t);
   const server = await startTestServer(t, {
     env: {
-      OPENAI_BASE_URL: upstream.url, OPENAI_API_KEY: API_KEY, OPENAI_CHAT_MODEL: 'gpt-test-chat', OPENAI_IMAGE_MODEL: 'img-test',
-      OPENAI_TIMEOUT_MS: '1000', ALLOW_PRIVATE_EGRESS: 'true', LOCAL_PROVIDER_LATENCY_MS: '0',
+      OPENAI_BASE_URL: upstream.url,
+      OPENAI_API_KEY: API_KEY,
+      OPENAI_CHAT_MODEL: 'gpt-test-chat',
+      OPENAI_IMAGE_MODEL: 'img-test',
+      OPENAI_TIMEOUT_MS: '1000',
+      ALLOW_PRIVATE_EGRESS: 'true',
+      LOCAL_PROVIDER_LATENCY_MS: '0',
       // A job's deadline at its provider: a 429 is waited out until then, then fails.
       PROVIDER_JOB_TIMEOUT_MS: '2500',
     },
@@ -99,10 +127,22 @@ t.test('the OpenAI-compatible adapter: chat completions, images as b64_json and 
   const chat = await run('openai/chat', 'text_to_text', { prompt: 'Hello there', systemPrompt: 'Be brief.', temperature: 0.5, maxTokens: 64, seed: 9 });
   t.equal(chat.status, 'succeeded', JSON.stringify(chat));
   t.equal(chat.textOutput, 'echo: Hello there');
-  t.same(chat.timeline.map((e) => e.status), ['queued', 'reserved', 'submitted', 'running', 'succeeded']);
+  t.same(
+    chat.timeline.map((e) => e.status),
+    ['queued', 'reserved', 'submitted', 'running', 'succeeded'],
+  );
   const chatCall = upstream.seen.find((s) => s.path === '/v1/chat/completions')!;
   t.equal(chatCall.authorization, `Bearer ${API_KEY}`, 'the key goes in the Authorization header');
-  t.same(chatCall.body, { model: 'gpt-test-chat', messages: [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'Hello there' }], temperature: 0.5, max_tokens: 64, seed: 9 });
+  t.same(chatCall.body, {
+    model: 'gpt-test-chat',
+    messages: [
+      { role: 'system', content: 'Be brief.' },
+      { role: 'user', content: 'Hello there' },
+    ],
+    temperature: 0.5,
+    max_tokens: 64,
+    seed: 9,
+  });
 
   const b64 = await run('openai/image', 'text_to_image', { prompt: 'a boat', numImages: 2, aspectRatio: '16:9' });
   t.equal(b64.status, 'succeeded', JSON.stringify(b64));
@@ -120,7 +160,9 @@ t.test('the OpenAI-compatible adapter: chat completions, images as b64_json and 
   const viaUrl = await run('openai/image', 'text_to_image', { prompt: 'url please', numImages: 1 });
   t.equal(viaUrl.status, 'succeeded', JSON.stringify(viaUrl));
   const [asset] = await query<{ width: number; height: number; content_type: string; source_generation_id: string }>(
-    'select width, height, content_type, source_generation_id from assets where id = ?', [viaUrl.outputAssetIds[0]]);
+    'select width, height, content_type, source_generation_id from assets where id = ?',
+    [viaUrl.outputAssetIds[0]],
+  );
   t.same(asset, { width: 24, height: 12, content_type: 'image/png', source_generation_id: viaUrl.id }, 'an image URL is fetched and stored');
 
   const failures: Array<[string, string, Record<string, unknown>, string, RegExp]> = [
@@ -201,12 +243,18 @@ t.test('without OPENAI_BASE_URL the openai/* models are not offered and cannot b
   t.match(created.body.error?.message, /unknown model "openai\/chat"/);
 });
 
-t.test('traced: the provider call is a span of the generation\'s trace, with its HTTP request (undici instrumentation) under it', async (t) => {
+t.test("traced: the provider call is a span of the generation's trace, with its HTTP request (undici instrumentation) under it", async (t) => {
   const upstream = await fakeOpenAi(t);
   const exporter = new InMemorySpanExporter();
   const server = await startTestServer(t, {
     spanExporter: exporter,
-    env: { OPENAI_BASE_URL: upstream.url, OPENAI_API_KEY: API_KEY, OPENAI_CHAT_MODEL: 'gpt-test-chat', OPENAI_TIMEOUT_MS: '5000', ALLOW_PRIVATE_EGRESS: 'true' },
+    env: {
+      OPENAI_BASE_URL: upstream.url,
+      OPENAI_API_KEY: API_KEY,
+      OPENAI_CHAT_MODEL: 'gpt-test-chat',
+      OPENAI_TIMEOUT_MS: '5000',
+      ALLOW_PRIVATE_EGRESS: 'true',
+    },
   });
   const user = await signUp(server);
   await setPlan(server, user.workspaceId, 'pro');

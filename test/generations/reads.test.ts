@@ -41,10 +41,17 @@ async function seeded(_t: Test) {
   for (let i = 0; i < 30; i++) {
     const mode = MODES[i % 3]!;
     const createdAt = new Date(T0 + Math.floor(i / 6) * 86_400_000 + i * 60_000);
-    rows.push(generationRow(owner.workspaceId, {
-      mode, modelId: MODELS[mode], status: STATUSES[i % 5]!, project: i % 4 === 0 ? 'launch' : i % 4 === 1 ? 'docs' : null,
-      createdAt, updatedAt: createdAt, apiKeyId: i % 2 === 0 ? key.id : null,
-    }));
+    rows.push(
+      generationRow(owner.workspaceId, {
+        mode,
+        modelId: MODELS[mode],
+        status: STATUSES[i % 5]!,
+        project: i % 4 === 0 ? 'launch' : i % 4 === 1 ? 'docs' : null,
+        createdAt,
+        updatedAt: createdAt,
+        apiKeyId: i % 2 === 0 ? key.id : null,
+      }),
+    );
   }
   // Three made in the same millisecond: the id breaks the tie, and pages never split them wrongly.
   const same = new Date(T0 + 2 * 86_400_000 + 30_000);
@@ -80,11 +87,23 @@ t.test('rows within one millisecond are paged by their exact time, then id', asy
     await server.services.db.em().execute(
       `insert into generations (id, workspace_id, mode, model_id, status, params, inputs, payment_mode, credits, provider, output_asset_ids, timeline, queue_deadline, created_at, updated_at)
        values (?, ?, ?, ?, ?, '{}', '{}', 'credits', 1, 'local', '[]', ?, ?, ?::timestamptz, ?::timestamptz)`,
-      [id, owner.workspaceId, row.mode, row.modelId, row.status, JSON.stringify(row.timeline), row.queueDeadline, `2026-03-10T12:00:00${fraction}Z`, `2026-03-10T12:00:00${fraction}Z`],
+      [
+        id,
+        owner.workspaceId,
+        row.mode,
+        row.modelId,
+        row.status,
+        JSON.stringify(row.timeline),
+        row.queueDeadline,
+        `2026-03-10T12:00:00${fraction}Z`,
+        `2026-03-10T12:00:00${fraction}Z`,
+      ],
     );
   }
-  const order = micros.map((fraction, i) => ({ fraction, id: ids[i]! }))
-    .sort((a, b) => (a.fraction === b.fraction ? (a.id < b.id ? 1 : -1) : a.fraction < b.fraction ? 1 : -1)).map((x) => x.id);
+  const order = micros
+    .map((fraction, i) => ({ fraction, id: ids[i]! }))
+    .sort((a, b) => (a.fraction === b.fraction ? (a.id < b.id ? 1 : -1) : a.fraction < b.fraction ? 1 : -1))
+    .map((x) => x.id);
   t.same(await allPages(t, server, `/v1/generations?workspaceId=${owner.workspaceId}`, key.key, 1), order);
   t.same(await allPages(t, server, `/v1/generations?workspaceId=${owner.workspaceId}`, key.key, 2), order);
 });
@@ -123,7 +142,10 @@ t.test('from is inclusive and to exclusive; a date-only to includes its whole da
     [`from=${day(3)}`, pick(Date.parse(`${day(3)}T00:00:00Z`), Infinity)],
     [`to=${day(0)}`, pick(-Infinity, Date.parse(`${day(1)}T00:00:00Z`))],
     [`from=${encodeURIComponent('2026-03-11T14:00:00+02:00')}`, pick(Date.parse('2026-03-11T12:00:00Z'), Infinity)],
-    [`from=${day(2)}&to=${day(2)}&mode=text_to_audio`, newestFirst(rows.filter((r) => r.mode === 'text_to_audio' && r.createdAt.toISOString().startsWith(day(2))))],
+    [
+      `from=${day(2)}&to=${day(2)}&mode=text_to_audio`,
+      newestFirst(rows.filter((r) => r.mode === 'text_to_audio' && r.createdAt.toISOString().startsWith(day(2)))),
+    ],
   ];
   for (const [filter, expected] of cases) {
     t.ok(expected.length > 0, `${filter} selects something`);
@@ -162,31 +184,75 @@ t.test('the detail has every field of the spec and the timeline; nothing interna
   const key = await createKey(server, owner.cookie, owner.workspaceId, ['generations.read']);
   const at = (s: number) => new Date(T0 + s * 1000).toISOString();
   const payload = `data:image/png;base64,${Buffer.alloc(3000, 7).toString('base64')}`;
-  const [row] = await insertGenerations(server, [generationRow(owner.workspaceId, {
-    mode: 'image_to_image', modelId: 'local/image-edit', status: 'failed', apiKeyId: key.id, userId: owner.userId, credits: 5,
-    params: { prompt: 'linocut', strength: 0.6, numImages: 1, aspectRatio: '1:1' },
-    inputs: { imageUrls: [payload, 'https://example.com/cat.png', 'data:image/png;base64,iVBO'], imageAssetIds: ['ast_1'], resolved: { secret: true } },
-    paymentMode: 'auto', project: 'launch', idempotencyKey: 'idem-secret', providerJobId: 'provider-internal-id',
-    errorCode: 'provider_error', errorMessage: 'the provider said no',
-    startedAt: new Date(at(2)), completedAt: new Date(at(3)), createdAt: new Date(at(0)), updatedAt: new Date(at(3)),
-    timeline: [{ status: 'queued', at: at(0) }, { status: 'reserved', at: at(1) }, { status: 'submitted', at: at(1) }, { status: 'running', at: at(2) }, { status: 'failed', at: at(3), detail: 'provider_error' }],
-  })]);
+  const [row] = await insertGenerations(server, [
+    generationRow(owner.workspaceId, {
+      mode: 'image_to_image',
+      modelId: 'local/image-edit',
+      status: 'failed',
+      apiKeyId: key.id,
+      userId: owner.userId,
+      credits: 5,
+      params: { prompt: 'linocut', strength: 0.6, numImages: 1, aspectRatio: '1:1' },
+      inputs: { imageUrls: [payload, 'https://example.com/cat.png', 'data:image/png;base64,iVBO'], imageAssetIds: ['ast_1'], resolved: { secret: true } },
+      paymentMode: 'auto',
+      project: 'launch',
+      idempotencyKey: 'idem-secret',
+      providerJobId: 'provider-internal-id',
+      errorCode: 'provider_error',
+      errorMessage: 'the provider said no',
+      startedAt: new Date(at(2)),
+      completedAt: new Date(at(3)),
+      createdAt: new Date(at(0)),
+      updatedAt: new Date(at(3)),
+      timeline: [
+        { status: 'queued', at: at(0) },
+        { status: 'reserved', at: at(1) },
+        { status: 'submitted', at: at(1) },
+        { status: 'running', at: at(2) },
+        { status: 'failed', at: at(3), detail: 'provider_error' },
+      ],
+    }),
+  ]);
   const res = await get(server, `/v1/generations/${row!.id}?workspaceId=${owner.workspaceId}`, key.key);
   t.equal(res.status, 200);
   t.same(res.body, {
-    id: row!.id, workspaceId: owner.workspaceId, apiKeyId: key.id, mode: 'image_to_image', modelId: 'local/image-edit', status: 'failed',
-    credits: 5, textOutput: null, outputAssetIds: [], errorCode: 'provider_error', errorMessage: 'the provider said no',
-    startedAt: at(2), completedAt: at(3), createdAt: at(0), updatedAt: at(3),
+    id: row!.id,
+    workspaceId: owner.workspaceId,
+    apiKeyId: key.id,
+    mode: 'image_to_image',
+    modelId: 'local/image-edit',
+    status: 'failed',
+    credits: 5,
+    textOutput: null,
+    outputAssetIds: [],
+    errorCode: 'provider_error',
+    errorMessage: 'the provider said no',
+    startedAt: at(2),
+    completedAt: at(3),
+    createdAt: at(0),
+    updatedAt: at(3),
     params: { prompt: 'linocut', strength: 0.6, numImages: 1, aspectRatio: '1:1' },
     inputs: {
       imageAssetIds: ['ast_1'],
-      imageUrls: [`data:image/png;base64,…[${payload.length - 'data:image/png;base64,'.length} characters omitted]`, 'https://example.com/cat.png', 'data:image/png;base64,iVBO'],
+      imageUrls: [
+        `data:image/png;base64,…[${payload.length - 'data:image/png;base64,'.length} characters omitted]`,
+        'https://example.com/cat.png',
+        'data:image/png;base64,iVBO',
+      ],
     },
-    paymentMode: 'auto', project: 'launch',
-    timeline: [{ status: 'queued', at: at(0) }, { status: 'reserved', at: at(1) }, { status: 'submitted', at: at(1) }, { status: 'running', at: at(2) }, { status: 'failed', at: at(3), detail: 'provider_error' }],
+    paymentMode: 'auto',
+    project: 'launch',
+    timeline: [
+      { status: 'queued', at: at(0) },
+      { status: 'reserved', at: at(1) },
+      { status: 'submitted', at: at(1) },
+      { status: 'running', at: at(2) },
+      { status: 'failed', at: at(3), detail: 'provider_error' },
+    ],
   });
   const text = JSON.stringify(res.body);
-  for (const secret of ['idem-secret', 'provider-internal-id', owner.userId, 'resolved', payload.slice(30, 80)]) t.notOk(text.includes(secret), `no ${secret.slice(0, 20)}`);
+  for (const secret of ['idem-secret', 'provider-internal-id', owner.userId, 'resolved', payload.slice(30, 80)])
+    t.notOk(text.includes(secret), `no ${secret.slice(0, 20)}`);
 
   const listed = await get(server, `/v1/generations?workspaceId=${owner.workspaceId}`, key.key);
   t.equal(listed.body.data.length, 1);
@@ -194,12 +260,14 @@ t.test('the detail has every field of the spec and the timeline; nothing interna
   const { timeline: _, ...withoutTimeline } = res.body;
   t.same(listed.body.data[0], withoutTimeline, 'the list item is the detail without its timeline');
 
-  const succeeded = (await insertGenerations(server, [generationRow(owner.workspaceId, { status: 'succeeded', textOutput: 'Hamlet dies.', outputAssetIds: ['ast_a', 'ast_b'] })]))[0]!;
+  const succeeded = (
+    await insertGenerations(server, [generationRow(owner.workspaceId, { status: 'succeeded', textOutput: 'Hamlet dies.', outputAssetIds: ['ast_a', 'ast_b'] })])
+  )[0]!;
   const done = await get(server, `/v1/generations/${succeeded.id}?workspaceId=${owner.workspaceId}`, key.key);
   t.match(done.body, { textOutput: 'Hamlet dies.', outputAssetIds: ['ast_a', 'ast_b'], errorCode: null, errorMessage: null, apiKeyId: null, project: null });
 });
 
-t.test('tenant isolation: another workspace\'s generation is 404 like a missing one, and no list shows it', async (t) => {
+t.test("tenant isolation: another workspace's generation is 404 like a missing one, and no list shows it", async (t) => {
   const server = await sharedTestServer();
   const owner = await signUp(server);
   const stranger = await signUp(server);
@@ -213,7 +281,7 @@ t.test('tenant isolation: another workspace\'s generation is 404 like a missing 
   t.equal(missing.body.error.code, 'not_found');
   for (const credential of [key.key, owner.cookie]) {
     const other = await get(server, `/v1/generations/${theirs!.id}?workspaceId=${owner.workspaceId}`, credential);
-    t.equal(other.status, 404, 'another workspace\'s id');
+    t.equal(other.status, 404, "another workspace's id");
     t.equal(other.body.error.code, 'not_found');
     t.equal(other.body.error.message, `No generation ${theirs!.id}.`, 'same message shape as a missing one');
     t.notOk(JSON.stringify(other.body).includes(stranger.workspaceId), 'the owner is not revealed');
@@ -222,12 +290,24 @@ t.test('tenant isolation: another workspace\'s generation is 404 like a missing 
   t.equal((await get(server, `/v1/generations/${theirs!.id}`, stranger.cookie)).status, 200, 'and its members');
   t.equal((await get(server, `/v1/generations/${mine!.id}?workspaceId=${owner.workspaceId}`, key.key)).status, 200, 'naming its own workspace is fine');
   t.equal((await get(server, `/v1/generations/${mine!.id}?workspaceId=${stranger.workspaceId}`, key.key)).status, 403, 'a key naming another workspace is 403');
-  t.equal((await get(server, `/v1/generations/${mine!.id}?workspaceId=${stranger.workspaceId}`, stranger.cookie)).status, 404, 'a session naming the wrong workspace finds nothing');
+  t.equal(
+    (await get(server, `/v1/generations/${mine!.id}?workspaceId=${stranger.workspaceId}`, stranger.cookie)).status,
+    404,
+    'a session naming the wrong workspace finds nothing',
+  );
 
   const keyList = await get(server, `/v1/generations?project=shared-name&workspaceId=${owner.workspaceId}`, key.key);
-  t.same(keyList.body.data.map((g: { id: string }) => g.id), [mine!.id], 'a key lists only its workspace');
+  t.same(
+    keyList.body.data.map((g: { id: string }) => g.id),
+    [mine!.id],
+    'a key lists only its workspace',
+  );
   const sessionList = await get(server, `/v1/generations?workspaceId=${owner.workspaceId}`, owner.cookie);
-  t.same(sessionList.body.data.map((g: { id: string }) => g.id), [mine!.id], 'a session lists the workspace it names');
+  t.same(
+    sessionList.body.data.map((g: { id: string }) => g.id),
+    [mine!.id],
+    'a session lists the workspace it names',
+  );
   const foreign = await get(server, `/v1/generations?workspaceId=${stranger.workspaceId}`, owner.cookie);
   t.equal(foreign.status, 404, 'a session naming a workspace it is not in: 404');
   t.equal(foreign.body.error.code, 'not_found');
@@ -241,7 +321,10 @@ t.test('tenant isolation: another workspace\'s generation is 404 like a missing 
   const strangerPage = await get(server, `/v1/generations?limit=1&workspaceId=${stranger.workspaceId}`, strangerKey.key);
   const crafted = Buffer.from(JSON.stringify(['2999-01-01T00:00:00.000000Z', 'gen_zzzzzzzzzzzzzzzzzzzzzzzzzz'])).toString('base64url');
   const viaCursor = await get(server, `/v1/generations?cursor=${crafted}&workspaceId=${owner.workspaceId}`, key.key);
-  t.same(viaCursor.body.data.map((g: { id: string }) => g.id), [mine!.id]);
+  t.same(
+    viaCursor.body.data.map((g: { id: string }) => g.id),
+    [mine!.id],
+  );
   t.equal(strangerPage.body.data[0].id, theirs!.id);
 });
 
@@ -252,7 +335,7 @@ t.test('scopes and credentials: the auth matrix of the generation reads', async 
   const [row] = await insertGenerations(server, [generationRow(owner.workspaceId)]);
   await authMatrix(t, server, owner, other, { path: '/v1/generations', scopes: ['generations.read'] });
   await authMatrix(t, server, owner, other, { path: `/v1/generations/${row!.id}`, scopes: ['generations.read'] });
-  t.equal((await get(server, `/v1/generations?workspaceId=${owner.workspaceId}`, owner.cookie)).status, 200, 'a member\'s session');
+  t.equal((await get(server, `/v1/generations?workspaceId=${owner.workspaceId}`, owner.cookie)).status, 200, "a member's session");
   const writeOnly = await createKey(server, owner.cookie, owner.workspaceId, ['generations.write']);
   t.equal((await get(server, `/v1/generations?workspaceId=${owner.workspaceId}`, writeOnly.key)).status, 403, 'generations.write does not grant reads');
 });

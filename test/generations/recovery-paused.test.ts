@@ -17,8 +17,13 @@ const databaseEnv: Record<string, string> = postgres ? { DATABASE_URL: postgres.
 
 function serve(latencyMs: number, logLevel = 'warn') {
   const child = startNode(t, 'test/fixtures/serve.ts', {
-    PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: logLevel, DATA_DIR: dataDir, DATABASE_URL: postgres?.url,
-    LOCAL_PROVIDER_LATENCY_MS: String(latencyMs), SHUTDOWN_TIMEOUT_MS: '30000',
+    PORT: '0',
+    HOST: '127.0.0.1',
+    LOG_LEVEL: logLevel,
+    DATA_DIR: dataDir,
+    DATABASE_URL: postgres?.url,
+    LOCAL_PROVIDER_LATENCY_MS: String(latencyMs),
+    SHUTDOWN_TIMEOUT_MS: '30000',
   });
   return child.line(/^listening (http:\/\/\S+)$/).then((m) => ({ child, url: m[1]!, client: httpClient(m[1]!) }));
 }
@@ -36,10 +41,14 @@ async function withDatabase<T>(fn: (db: Awaited<ReturnType<typeof openDatabase>>
 /** `npm run ops -- <args>`: on PGlite it reaches the running server through its mailbox, on Postgres it writes the row. */
 function ops(args: string[]): Promise<{ code: number | null; stderr: string }> {
   const child = spawn(process.execPath, ['--import', 'tsx', 'app/ops.ts', ...args], {
-    cwd: ROOT, env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', LOG_LEVEL: 'silent', ...databaseEnv }, stdio: ['ignore', 'ignore', 'pipe'],
+    cwd: ROOT,
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', LOG_LEVEL: 'silent', ...databaseEnv },
+    stdio: ['ignore', 'ignore', 'pipe'],
   });
   let stderr = '';
-  child.stderr.setEncoding('utf8').on('data', (chunk: string) => { stderr += chunk; });
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
+    stderr += chunk;
+  });
   return new Promise((resolve) => child.on('close', (code) => resolve({ code, stderr })));
 }
 
@@ -56,69 +65,79 @@ function heldIds(child: Child): Set<string> {
   return ids;
 }
 
-t.test('a job in flight at a crash, recovered while the emergency stop is on, waits for the stop to be lifted before it goes to its provider again', async (t) => {
-  // Ten minutes of provider latency: the jobs that start stay in flight until the kill.
-  const first = await serve(600_000);
-  const client = first.client as TestServer;
-  const user = await signUp(client);
-  const { key } = await createKey(client, user.cookie, user.workspaceId, ['generations.write', 'generations.read']);
-  // The free plan runs two jobs at a time: two go in flight, one waits in the queue.
-  const ids: string[] = [];
-  for (let i = 0; i < 3; i++) {
-    const created = await createGeneration(client, key, user.workspaceId, { mode: 'text_to_text', model: 'local/text-mini', params: { prompt: `job ${i}` } });
-    t.equal(created.status, 201, created.status === 201 ? `job ${i} created` : JSON.stringify(created.body));
-    ids.push(created.body.id);
-  }
-  const inFlight = [ids[0]!, ids[1]!];
-  for (const id of inFlight) await waitFor(client, key, user.workspaceId, id, (g) => g.status === 'submitted', 'submitted');
+t.test(
+  'a job in flight at a crash, recovered while the emergency stop is on, waits for the stop to be lifted before it goes to its provider again',
+  async (t) => {
+    // Ten minutes of provider latency: the jobs that start stay in flight until the kill.
+    const first = await serve(600_000);
+    const client = first.client as TestServer;
+    const user = await signUp(client);
+    const { key } = await createKey(client, user.cookie, user.workspaceId, ['generations.write', 'generations.read']);
+    // The free plan runs two jobs at a time: two go in flight, one waits in the queue.
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const created = await createGeneration(client, key, user.workspaceId, { mode: 'text_to_text', model: 'local/text-mini', params: { prompt: `job ${i}` } });
+      t.equal(created.status, 201, created.status === 201 ? `job ${i} created` : JSON.stringify(created.body));
+      ids.push(created.body.id);
+    }
+    const inFlight = [ids[0]!, ids[1]!];
+    for (const id of inFlight) await waitFor(client, key, user.workspaceId, id, (g) => g.status === 'submitted', 'submitted');
 
-  first.child.proc.kill('SIGKILL');
-  t.same(await first.child.exited, { code: null, signal: 'SIGKILL' });
-  // While the service is down the operator turns the emergency stop on.
-  await withDatabase((db) => writeGenerationPaused(db, true, 'provider outage', Date.now()));
+    first.child.proc.kill('SIGKILL');
+    t.same(await first.child.exited, { code: null, signal: 'SIGKILL' });
+    // While the service is down the operator turns the emergency stop on.
+    await withDatabase((db) => writeGenerationPaused(db, true, 'provider outage', Date.now()));
 
-  const second = await serve(0, 'info');
-  const again = second.client;
-  const ready = await waitReady(second.url);
-  t.ok(ready, 'the restarted service is ready (its recovery ran)');
+    const second = await serve(0, 'info');
+    const again = second.client;
+    const ready = await waitReady(second.url);
+    t.ok(ready, 'the restarted service is ready (its recovery ran)');
 
-  // Each job in flight at the crash is held: its generation actor says so once it has handled its recovery.
-  // The loop reads only the server's log: polling GET here would spend the key's 60 requests a minute. A job handed
-  // to its provider before the lift would carry a resubmission entry in its timeline, which the checks below read.
-  for (let i = 0; ; i++) {
-    const held = heldIds(second.child);
-    if (inFlight.every((id) => held.has(id))) break;
-    if (i === 600) throw new Error(`the jobs in flight were never held; held: ${[...held].join(', ')}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  for (const id of ids) {
-    const g = await getGeneration(again, key, user.workspaceId, id);
-    t.equal(g.status, id === ids[2] ? 'queued' : 'submitted', `${id} waits while the stop is on`);
-    t.notOk(resubmission(g), `${id} was not handed to its provider again`);
-  }
+    // Each job in flight at the crash is held: its generation actor says so once it has handled its recovery.
+    // The loop reads only the server's log: polling GET here would spend the key's 60 requests a minute. A job handed
+    // to its provider before the lift would carry a resubmission entry in its timeline, which the checks below read.
+    for (let i = 0; ; i++) {
+      const held = heldIds(second.child);
+      if (inFlight.every((id) => held.has(id))) break;
+      if (i === 600) throw new Error(`the jobs in flight were never held; held: ${[...held].join(', ')}`);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    for (const id of ids) {
+      const g = await getGeneration(again, key, user.workspaceId, id);
+      t.equal(g.status, id === ids[2] ? 'queued' : 'submitted', `${id} waits while the stop is on`);
+      t.notOk(resubmission(g), `${id} was not handed to its provider again`);
+    }
 
-  const liftedAt = Date.now();
-  const resumed = await ops(['resume']);
-  t.equal(resumed.code, 0, resumed.stderr);
-  for (const id of ids) {
-    const g = await waitFor(again, key, user.workspaceId, id, isTerminal, 'a terminal state');
-    t.equal(g.status, 'succeeded', `${id} ran once the stop was lifted`);
-    if (id === ids[2]) continue;
-    t.same(g.timeline.map((e) => e.status), ['queued', 'reserved', 'submitted', 'submitted', 'running', 'succeeded']);
-    const entry = resubmission(g)!;
-    t.equal(entry.detail, 'resubmitted after a restart (attempt 2 of 3)');
-    t.ok(Date.parse(entry.at) >= liftedAt, `${id} was handed to its provider again after the stop was lifted (${entry.at})`);
-  }
+    const liftedAt = Date.now();
+    const resumed = await ops(['resume']);
+    t.equal(resumed.code, 0, resumed.stderr);
+    for (const id of ids) {
+      const g = await waitFor(again, key, user.workspaceId, id, isTerminal, 'a terminal state');
+      t.equal(g.status, 'succeeded', `${id} ran once the stop was lifted`);
+      if (id === ids[2]) continue;
+      t.same(
+        g.timeline.map((e) => e.status),
+        ['queued', 'reserved', 'submitted', 'submitted', 'running', 'succeeded'],
+      );
+      const entry = resubmission(g)!;
+      t.equal(entry.detail, 'resubmitted after a restart (attempt 2 of 3)');
+      t.ok(Date.parse(entry.at) >= liftedAt, `${id} was handed to its provider again after the stop was lifted (${entry.at})`);
+    }
 
-  second.child.proc.kill('SIGTERM');
-  t.same(await second.child.exited, { code: 0, signal: null });
-  await withDatabase(async (db) => {
-    const query = <R>(sql: string, params: unknown[]) => db.em().execute<R[]>(sql, params);
-    t.same(await moneyOf(query, user.workspaceId), { available: 97, reserved: 0, ledgerAvailable: 97, ledgerReserved: 0, reservations: [] }, 'three captured, nothing left reserved');
-    const ledger = await ledgerByGeneration(query, user.workspaceId);
-    for (const id of ids) t.same(ledger[id], { reserve: 1, capture: 1 }, `${id}: one reservation, one capture`);
-  });
-});
+    second.child.proc.kill('SIGTERM');
+    t.same(await second.child.exited, { code: 0, signal: null });
+    await withDatabase(async (db) => {
+      const query = <R>(sql: string, params: unknown[]) => db.em().execute<R[]>(sql, params);
+      t.same(
+        await moneyOf(query, user.workspaceId),
+        { available: 97, reserved: 0, ledgerAvailable: 97, ledgerReserved: 0, reservations: [] },
+        'three captured, nothing left reserved',
+      );
+      const ledger = await ledgerByGeneration(query, user.workspaceId);
+      for (const id of ids) t.same(ledger[id], { reserve: 1, capture: 1 }, `${id}: one reservation, one capture`);
+    });
+  },
+);
 
 async function waitReady(url: string): Promise<boolean> {
   for (let i = 0; i < 600; i++) {

@@ -40,7 +40,10 @@ async function holdSettlements(t: Test, server: TestServer, who: Tenant, ids: st
 /** A create sent now, and whether it has been answered yet. */
 function sentCreate(server: TestServer, who: Tenant) {
   let answered = false;
-  const created = createGeneration(server, who, 'after').then((g) => { answered = true; return g; });
+  const created = createGeneration(server, who, 'after').then((g) => {
+    answered = true;
+    return g;
+  });
   return { created, answered: () => answered };
 }
 
@@ -54,9 +57,14 @@ t.test('a create with a slot free, even counting slots of settlements not yet co
   const next = sentCreate(server, who);
   const settledFirst = () => getGeneration(server, who, first.id).then((g) => g.status);
   let bound: NodeJS.Timeout | undefined;
-  const answer = await Promise.race([next.created, new Promise<undefined>((resolve) => { bound = setTimeout(resolve, 30_000, undefined); })]);
+  const answer = await Promise.race([
+    next.created,
+    new Promise<undefined>((resolve) => {
+      bound = setTimeout(resolve, 30_000, undefined);
+    }),
+  ]);
   clearTimeout(bound);
-  t.ok(answer, 'the create was answered while the other job\'s settlement was still held');
+  t.ok(answer, "the create was answered while the other job's settlement was still held");
   t.equal(await settledFirst(), 'running', 'that settlement had not committed');
   await held.release();
   await eventually(async () => ((await settledFirst()) === 'succeeded' ? true : undefined), 'the first job settled');
@@ -69,13 +77,21 @@ t.test('a create that may take a slot freed by a settlement not yet committed co
   const who = await tenant(server);
   // Both slots of the free plan taken, both settlements held: the next job's slot is one of theirs.
   const jobs = [await createGeneration(server, who, 'one'), await createGeneration(server, who, 'two')];
-  const held = await holdSettlements(t, server, who, jobs.map((j) => j.id));
+  const held = await holdSettlements(
+    t,
+    server,
+    who,
+    jobs.map((j) => j.id),
+  );
 
   const next = sentCreate(server, who);
   // Unordered, it would commit within milliseconds: give it far longer.
   await new Promise((resolve) => setTimeout(resolve, 1500));
   t.notOk(next.answered(), 'not answered while the settlements whose slots it may take are held');
-  t.same((await Promise.all(jobs.map((j) => getGeneration(server, who, j.id)))).map((g) => g.status), ['running', 'running']);
+  t.same(
+    (await Promise.all(jobs.map((j) => getGeneration(server, who, j.id)))).map((g) => g.status),
+    ['running', 'running'],
+  );
   await held.release();
   const created = await next.created;
   t.equal(created.status, 'queued', 'answered once they committed');

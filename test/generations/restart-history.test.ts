@@ -17,10 +17,19 @@ const redisPrefix = `gs-test-history-${randomBytes(4).toString('hex')}:`;
 
 async function start(latencyMs: number): Promise<HistoryService> {
   const child = startNode(t, 'test/fixtures/serve.ts', {
-    PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'warn', DATA_DIR: dataDir, DATABASE_URL: postgres?.url,
-    REDIS_URL: postgres ? process.env.TEST_REDIS_URL : undefined, REDIS_KEY_PREFIX: redisPrefix,
-    ALLOW_PRIVATE_EGRESS: 'true', LOCAL_PROVIDER_LATENCY_MS: String(latencyMs), RATE_LIMIT_TEAM: '1000000', RATE_LIMIT_FREE: '1000000',
-    SHUTDOWN_TIMEOUT_MS: '30000', QUEUE_TIMEOUT_MS: String(6 * 3_600_000),
+    PORT: '0',
+    HOST: '127.0.0.1',
+    LOG_LEVEL: 'warn',
+    DATA_DIR: dataDir,
+    DATABASE_URL: postgres?.url,
+    REDIS_URL: postgres ? process.env.TEST_REDIS_URL : undefined,
+    REDIS_KEY_PREFIX: redisPrefix,
+    ALLOW_PRIVATE_EGRESS: 'true',
+    LOCAL_PROVIDER_LATENCY_MS: String(latencyMs),
+    RATE_LIMIT_TEAM: '1000000',
+    RATE_LIMIT_FREE: '1000000',
+    SHUTDOWN_TIMEOUT_MS: '30000',
+    QUEUE_TIMEOUT_MS: String(6 * 3_600_000),
   });
   const url = (await child.line(/^listening (http:\/\/\S+)$/, 120_000))[1]!;
   return {
@@ -41,7 +50,10 @@ async function start(latencyMs: number): Promise<HistoryService> {
 t.test('after kill -9 on a long history, every queued and in-flight job ends, every reservation is settled, every pending delivery is made', async (t) => {
   const size = { workspaces: 6, finished: 3_000, queued: 600, inFlight: 180, pendingDeliveries: 600 };
   const report = await restartHistory({
-    start, storage: { databaseUrl: postgres?.url, dataDir }, size, settleTimeoutMs: 240_000,
+    start,
+    storage: { databaseUrl: postgres?.url, dataDir },
+    size,
+    settleTimeoutMs: 240_000,
     log: (message) => t.comment(message),
   });
   t.comment(JSON.stringify(report));

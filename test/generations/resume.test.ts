@@ -15,12 +15,21 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 /** `npm run ops -- <args>` as a child process, moving the server's clock meanwhile so its poll (and mailbox) runs. */
 async function ops(clock: ManualClock, args: string[], env: Record<string, string>): Promise<{ code: number | null; stderr: string }> {
   const child = spawn(process.execPath, ['--import', 'tsx', 'app/ops.ts', ...args], {
-    cwd: ROOT, env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', LOG_LEVEL: 'silent', ...env }, stdio: ['ignore', 'ignore', 'pipe'],
+    cwd: ROOT,
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', LOG_LEVEL: 'silent', ...env },
+    stdio: ['ignore', 'ignore', 'pipe'],
   });
   let stderr = '';
   let ended = false;
-  child.stderr.setEncoding('utf8').on('data', (chunk: string) => { stderr += chunk; });
-  const done = new Promise<{ code: number | null; stderr: string }>((resolve) => child.on('close', (code) => { ended = true; resolve({ code, stderr }); }));
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
+    stderr += chunk;
+  });
+  const done = new Promise<{ code: number | null; stderr: string }>((resolve) =>
+    child.on('close', (code) => {
+      ended = true;
+      resolve({ code, stderr });
+    }),
+  );
   for (let i = 0; i < 600 && !ended; i++) {
     clock.advance(DEFAULT_SWITCH_POLL_MS);
     await sleep(50);
@@ -34,7 +43,9 @@ t.test('releasing the emergency stop with the ops command starts queued jobs wit
   const clock = new ManualClock(Date.now());
   // Ten minutes of provider latency on the manual clock: started jobs stay in flight.
   const server = await startTestServer(t, {
-    clock, databaseUrl: postgres?.url ?? '', env: { DATA_DIR: dataDir, LOCAL_PROVIDER_LATENCY_MS: '600000', RATE_LIMIT_FREE: '100000', ...(postgres ? {} : { DATABASE_URL: '' }) },
+    clock,
+    databaseUrl: postgres?.url ?? '',
+    env: { DATA_DIR: dataDir, LOCAL_PROVIDER_LATENCY_MS: '600000', RATE_LIMIT_FREE: '100000', ...(postgres ? {} : { DATABASE_URL: '' }) },
   });
   const query = serverQuery(server);
 
@@ -53,13 +64,29 @@ t.test('releasing the emergency stop with the ops command starts queued jobs wit
   const idle = await signUp(server);
   const { key: idleKey } = await createKey(server, idle.cookie, idle.workspaceId, ['generations.read']);
   const now = new Date(clock.now());
-  const [row] = await insertGenerations(server, [generationRow(idle.workspaceId, { createdAt: now, updatedAt: now, queueDeadline: new Date(clock.now() + 3_600_000), timeline: [{ status: 'queued', at: now.toISOString() }] })]);
+  const [row] = await insertGenerations(server, [
+    generationRow(idle.workspaceId, {
+      createdAt: now,
+      updatedAt: now,
+      queueDeadline: new Date(clock.now() + 3_600_000),
+      timeline: [{ status: 'queued', at: now.toISOString() }],
+    }),
+  ]);
   const em = server.services.db.em();
-  await em.execute(`insert into workspace_accounts (workspace_id, available_credits, reserved_credits, wallet_cents, reserved_wallet_cents, wallet_activated, updated_at)
-    values (?, 99, 1, 0, 0, false, ?)`, [idle.workspaceId, now]);
-  for (const [kind, credits, reserved] of [['grant', 100, 0], ['reserve', -1, 1]] as const) {
-    await em.execute(`insert into credit_ledger (id, workspace_id, kind, credits, reserved_credits, wallet_cents, reserved_wallet_cents, generation_id, reference, created_at)
-      values (?, ?, ?, ?, ?, 0, 0, ?, null, ?)`, [newId('txn', now.getTime()), idle.workspaceId, kind, credits, reserved, kind === 'reserve' ? row!.id : null, now]);
+  await em.execute(
+    `insert into workspace_accounts (workspace_id, available_credits, reserved_credits, wallet_cents, reserved_wallet_cents, wallet_activated, updated_at)
+    values (?, 99, 1, 0, 0, false, ?)`,
+    [idle.workspaceId, now],
+  );
+  for (const [kind, credits, reserved] of [
+    ['grant', 100, 0],
+    ['reserve', -1, 1],
+  ] as const) {
+    await em.execute(
+      `insert into credit_ledger (id, workspace_id, kind, credits, reserved_credits, wallet_cents, reserved_wallet_cents, generation_id, reference, created_at)
+      values (?, ?, ?, ?, ?, 0, 0, ?, null, ?)`,
+      [newId('txn', now.getTime()), idle.workspaceId, kind, credits, reserved, kind === 'reserve' ? row!.id : null, now],
+    );
   }
 
   await server.services.switches.setGenerationPaused(true, 'provider outage');
@@ -67,7 +94,7 @@ t.test('releasing the emergency stop with the ops command starts queued jobs wit
   t.equal(cancelled.body.status, 'cancelled');
   await server.services.actors.drain();
   t.equal((await getGeneration(server, key, user.workspaceId, ids[2]!)).status, 'queued', 'paused: the freed slot is not used');
-  t.notOk(server.services.actors.isLive('ws', idle.workspaceId), 'the other workspace\'s actor is not running');
+  t.notOk(server.services.actors.isLive('ws', idle.workspaceId), "the other workspace's actor is not running");
 
   const resumed = await ops(clock, ['resume'], opsEnv);
   t.equal(resumed.code, 0, resumed.stderr);
@@ -80,8 +107,20 @@ t.test('releasing the emergency stop with the ops command starts queued jobs wit
 
   // No request is made to either workspace's create endpoint from here on.
   const started = await waitFor(server, key, user.workspaceId, ids[2]!, (g) => g.status === 'submitted', 'submitted');
-  t.same(started.timeline.map((e) => e.status), ['queued', 'reserved', 'submitted'], 'the queued job of a live workspace started');
+  t.same(
+    started.timeline.map((e) => e.status),
+    ['queued', 'reserved', 'submitted'],
+    'the queued job of a live workspace started',
+  );
   const other = await waitFor(server, idleKey, idle.workspaceId, row!.id, (g) => g.status === 'submitted', 'submitted');
-  t.same(other.timeline.map((e) => e.status), ['queued', 'reserved', 'submitted'], 'the queued job of a workspace with no live actor started too');
-  t.same(await moneyOf(query, idle.workspaceId), { available: 99, reserved: 1, ledgerAvailable: 99, ledgerReserved: 1, reservations: [row!.id] }, 'still reserved once');
+  t.same(
+    other.timeline.map((e) => e.status),
+    ['queued', 'reserved', 'submitted'],
+    'the queued job of a workspace with no live actor started too',
+  );
+  t.same(
+    await moneyOf(query, idle.workspaceId),
+    { available: 99, reserved: 1, ledgerAvailable: 99, ledgerReserved: 1, reservations: [row!.id] },
+    'still reserved once',
+  );
 });

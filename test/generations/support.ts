@@ -56,7 +56,8 @@ export async function setPlan(server: TestServer, workspaceId: string, plan: str
 /** GET with a key (gs_live_…), a session cookie, or nothing. */
 export function get(server: TestServer, path: string, credential?: string) {
   const headers: Record<string, string> = {};
-  if (credential?.startsWith('gs_live_') || credential?.startsWith('Bearer')) headers.authorization = credential.startsWith('Bearer') ? credential : `Bearer ${credential}`;
+  if (credential?.startsWith('gs_live_') || credential?.startsWith('Bearer'))
+    headers.authorization = credential.startsWith('Bearer') ? credential : `Bearer ${credential}`;
   else if (credential) headers.cookie = credential;
   return server.json(path, { headers });
 }
@@ -99,7 +100,12 @@ export async function authMatrix(t: Test, server: TestServer, owner: SignedUp, o
   await server.services.keyCache.invalidate(stored!.key_hash);
   t.match(await code(route.path, expiring.key), { status: 401, code: 'unauthenticated' }, `${route.path}: expired key`);
 
-  const unscoped = await createKey(server, owner.cookie, owner.workspaceId, ['files.write', 'assets.read', 'usage.read', 'generations.write'].filter((s) => !route.scopes.includes(s as Scope)) as Scope[]);
+  const unscoped = await createKey(
+    server,
+    owner.cookie,
+    owner.workspaceId,
+    ['files.write', 'assets.read', 'usage.read', 'generations.write'].filter((s) => !route.scopes.includes(s as Scope)) as Scope[],
+  );
   t.match(await code(route.path, unscoped.key), { status: 403, code: 'forbidden' }, `${route.path}: key without ${route.scopes.join('/')}`);
 
   for (const scopes of [route.scopes, ['all'] as Scope[]]) {

@@ -23,7 +23,14 @@ export async function actorTestbed(t: Test, options: { clock?: Clock; fence?: Wr
   const tracer = trace.getTracer('test');
   const writer = new SnapshotWriter(db, { windowMs: 5, maxBatch: 100, tracer, fence: options.fence });
   const actors = new ActorDirectory({
-    clock: options.clock ?? systemClock, logger: createLogger('silent'), db, writer, tracer, tracing: false, idleMs: 60_000, ownership: options.ownership,
+    clock: options.clock ?? systemClock,
+    logger: createLogger('silent'),
+    db,
+    writer,
+    tracer,
+    tracing: false,
+    idleMs: 60_000,
+    ownership: options.ownership,
   });
   t.teardown(async () => {
     await actors.stop();

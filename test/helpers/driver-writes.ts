@@ -20,7 +20,9 @@ export function recordDriverWrites(t: Test): { writes: DriverWrite[]; stop(): vo
     writes.push({ client: this, texts: texts.map((text) => text.trim().replace(/\s+/g, ' ')) });
     return (original as (...a: unknown[]) => unknown).apply(this, args);
   } as typeof original;
-  const stop = () => { pg.Client.prototype.query = original; };
+  const stop = () => {
+    pg.Client.prototype.query = original;
+  };
   t.teardown(stop);
   return { writes, stop };
 }

@@ -28,15 +28,26 @@ export async function startGrpcCollector(t: Test): Promise<Collector> {
   const server = new grpc.Server();
   const identity = (bytes: Buffer) => bytes;
   for (const path of [TRACE_EXPORT, METRICS_EXPORT]) {
-    const method = { path, requestStream: false, responseStream: false, requestSerialize: identity, requestDeserialize: identity, responseSerialize: identity, responseDeserialize: identity };
-    server.addService({ Export: method }, {
-      Export: (call: grpc.ServerUnaryCall<Buffer, Buffer>, callback: grpc.sendUnaryData<Buffer>) => {
-        const headers: Record<string, string> = {};
-        for (const [key, value] of Object.entries(call.metadata.getMap())) headers[key] = String(value);
-        received.push({ path, body: call.request, headers });
-        callback(null, Buffer.alloc(0));
+    const method = {
+      path,
+      requestStream: false,
+      responseStream: false,
+      requestSerialize: identity,
+      requestDeserialize: identity,
+      responseSerialize: identity,
+      responseDeserialize: identity,
+    };
+    server.addService(
+      { Export: method },
+      {
+        Export: (call: grpc.ServerUnaryCall<Buffer, Buffer>, callback: grpc.sendUnaryData<Buffer>) => {
+          const headers: Record<string, string> = {};
+          for (const [key, value] of Object.entries(call.metadata.getMap())) headers[key] = String(value);
+          received.push({ path, body: call.request, headers });
+          callback(null, Buffer.alloc(0));
+        },
       },
-    });
+    );
   }
   const port = await new Promise<number>((resolve, reject) => {
     server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (error, bound) => (error ? reject(error) : resolve(bound)));
@@ -52,12 +63,19 @@ export async function startHttpCollector(t: Test): Promise<Collector> {
     const chunks: Buffer[] = [];
     request.on('data', (chunk: Buffer) => chunks.push(chunk));
     request.on('end', () => {
-      if (request.method === 'POST') received.push({ path: request.url ?? '', body: Buffer.concat(chunks), headers: request.headers as Record<string, string> });
+      if (request.method === 'POST')
+        received.push({ path: request.url ?? '', body: Buffer.concat(chunks), headers: request.headers as Record<string, string> });
       response.writeHead(200, { 'content-type': 'application/json' }).end('{}');
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.teardown(() => new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => resolve()); }));
+  t.teardown(
+    () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  );
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, received };
 }
 
@@ -83,7 +101,9 @@ export function decodeExport(body: Buffer, kind: 'traces' | 'metrics'): Exported
         if (text) attributes[fieldsOf(pair, 1)[0]?.toString('utf8') ?? ''] = text.toString('utf8');
       }
     }
-    const names = fieldsOf(entry, 2).flatMap((scope) => fieldsOf(scope, 2)).map((item) => fieldsOf(item, nameField)[0]?.toString('utf8') ?? '');
+    const names = fieldsOf(entry, 2)
+      .flatMap((scope) => fieldsOf(scope, 2))
+      .map((item) => fieldsOf(item, nameField)[0]?.toString('utf8') ?? '');
     return { attributes, names };
   });
 }
@@ -105,16 +125,23 @@ function fieldsOf(message: Buffer, wanted: number): Buffer[] {
     const key = varint();
     const field = Math.floor(key / 8);
     switch (key & 7) {
-      case 0: varint(); break;
-      case 1: at += 8; break;
-      case 5: at += 4; break;
+      case 0:
+        varint();
+        break;
+      case 1:
+        at += 8;
+        break;
+      case 5:
+        at += 4;
+        break;
       case 2: {
         const length = varint();
         if (field === wanted) found.push(message.subarray(at, at + length));
         at += length;
         break;
       }
-      default: throw new Error(`unexpected protobuf wire type ${key & 7}`);
+      default:
+        throw new Error(`unexpected protobuf wire type ${key & 7}`);
     }
   }
   if (at !== message.length) throw new Error('truncated protobuf message');

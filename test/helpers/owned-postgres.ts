@@ -67,4 +67,3 @@ export async function createOwnedPostgres(t: Test, bin: string): Promise<OwnedPo
   });
   return { url: `postgres://postgres@127.0.0.1:${port}/postgres`, port, stop, start };
 }
-

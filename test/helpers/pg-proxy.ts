@@ -34,7 +34,9 @@ export async function startPgProxy(t: Test, upstreamUrl: string): Promise<PgProx
       if (value) for (const socket of sockets) socket.destroy();
     },
     cutAt(pattern, when) {
-      return new Promise((resolve) => { armed = { pattern, when, done: resolve }; });
+      return new Promise((resolve) => {
+        armed = { pattern, when, done: resolve };
+      });
     },
   };
 
@@ -51,8 +53,14 @@ export async function startPgProxy(t: Test, upstreamUrl: string): Promise<PgProx
       client.destroy();
       server.destroy();
     };
-    client.on('close', () => { sockets.delete(client); server.destroy(); });
-    server.on('close', () => { sockets.delete(server); client.destroy(); });
+    client.on('close', () => {
+      sockets.delete(client);
+      server.destroy();
+    });
+    server.on('close', () => {
+      sockets.delete(server);
+      client.destroy();
+    });
     client.on('error', () => {});
     server.on('error', () => {});
     let cutOnAnswer: (() => void) | undefined;
@@ -104,10 +112,13 @@ export async function startPgProxy(t: Test, upstreamUrl: string): Promise<PgProx
   url.hostname = '127.0.0.1';
   url.port = String(port);
   proxy.url = url.toString();
-  t.teardown(() => new Promise<void>((resolve) => {
-    for (const socket of sockets) socket.destroy();
-    server.close(() => resolve());
-  }));
+  t.teardown(
+    () =>
+      new Promise<void>((resolve) => {
+        for (const socket of sockets) socket.destroy();
+        server.close(() => resolve());
+      }),
+  );
   return proxy;
 }
 

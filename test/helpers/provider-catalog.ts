@@ -24,14 +24,36 @@ export function providerCatalogFile(t: Test, models: ProviderModel[]): string {
   const dir = mkdtempSync(path.join(tmpdir(), 'gs-catalog-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const file = path.join(dir, 'catalog.json');
-  writeFileSync(file, JSON.stringify({
-    defaultPlan: 'free',
-    plans: [{ id: 'free', name: 'Free', monthlyPriceCents: 0, monthlyCredits: PLAN_CREDITS, centsPerCredit: 5, concurrentJobs: 10, storageBytes: 1e9, maxFileBytes: 1e7, requestsPerMinute: 6000 }],
-    models: models.map((m) => ({
-      id: m.id, name: m.id, mode: m.mode, maker: m.id.split('/')[0], description: `${m.id} on ${m.deployment.provider}.`,
-      price: { per: m.mode.endsWith('_image') ? 'image' : 'job', credits: m.credits }, plans: ['free'],
-      parameters: m.parameters, sample: { prompt: 'x', note: 'n' }, deployments: [m.deployment],
-    })),
-  }));
+  writeFileSync(
+    file,
+    JSON.stringify({
+      defaultPlan: 'free',
+      plans: [
+        {
+          id: 'free',
+          name: 'Free',
+          monthlyPriceCents: 0,
+          monthlyCredits: PLAN_CREDITS,
+          centsPerCredit: 5,
+          concurrentJobs: 10,
+          storageBytes: 1e9,
+          maxFileBytes: 1e7,
+          requestsPerMinute: 6000,
+        },
+      ],
+      models: models.map((m) => ({
+        id: m.id,
+        name: m.id,
+        mode: m.mode,
+        maker: m.id.split('/')[0],
+        description: `${m.id} on ${m.deployment.provider}.`,
+        price: { per: m.mode.endsWith('_image') ? 'image' : 'job', credits: m.credits },
+        plans: ['free'],
+        parameters: m.parameters,
+        sample: { prompt: 'x', note: 'n' },
+        deployments: [m.deployment],
+      })),
+    }),
+  );
   return file;
 }

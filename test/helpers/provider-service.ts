@@ -12,8 +12,16 @@ import { withKey } from './identity.ts';
 
 /** The only plan of the test catalogs: enough credits and requests that neither limit is what a test meets. */
 export const TEST_PLAN = {
-  id: 'studio', name: 'Studio', monthlyPriceCents: 0, monthlyCredits: 1_000, centsPerCredit: 5, concurrentJobs: 10,
-  storageBytes: 1e9, maxFileBytes: 1e7, uploadMediaTypes: ['image'], requestsPerMinute: 6_000,
+  id: 'studio',
+  name: 'Studio',
+  monthlyPriceCents: 0,
+  monthlyCredits: 1_000,
+  centsPerCredit: 5,
+  concurrentJobs: 10,
+  storageBytes: 1e9,
+  maxFileBytes: 1e7,
+  uploadMediaTypes: ['image'],
+  requestsPerMinute: 6_000,
 };
 
 /** Credits a new workspace starts with on TEST_PLAN. */
@@ -32,14 +40,21 @@ export function writeTestCatalog(t: Test, models: TestModel[]): string {
   const dir = mkdtempSync(path.join(tmpdir(), 'gs-provider-catalog-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const file = path.join(dir, 'catalog.json');
-  writeFileSync(file, JSON.stringify({
-    defaultPlan: TEST_PLAN.id,
-    plans: [TEST_PLAN],
-    models: models.map((m) => ({
-      name: m.id, maker: m.id.split('/')[0], description: `${m.id} for the tests.`, plans: [TEST_PLAN.id],
-      sample: { prompt: 'x', note: 'n' }, ...m,
-    })),
-  }));
+  writeFileSync(
+    file,
+    JSON.stringify({
+      defaultPlan: TEST_PLAN.id,
+      plans: [TEST_PLAN],
+      models: models.map((m) => ({
+        name: m.id,
+        maker: m.id.split('/')[0],
+        description: `${m.id} for the tests.`,
+        plans: [TEST_PLAN.id],
+        sample: { prompt: 'x', note: 'n' },
+        ...m,
+      })),
+    }),
+  );
   return file;
 }
 

@@ -41,6 +41,10 @@ export function parseRaw(response: string): { status: number; headers: Record<st
   }
   const text = rest.join('\r\n\r\n');
   let body: any;
-  try { body = text ? JSON.parse(text) : undefined; } catch { body = text; }
+  try {
+    body = text ? JSON.parse(text) : undefined;
+  } catch {
+    body = text;
+  }
   return { status, headers, body };
 }

@@ -39,7 +39,10 @@ export async function startRelay(t: Test, target?: string): Promise<Relay> {
       if (!res.headersSent) res.writeHead(502).end();
     });
   });
-  server.on('connection', (socket) => { sockets.add(socket); socket.on('close', () => sockets.delete(socket)); });
+  server.on('connection', (socket) => {
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+  });
 
   async function pass(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const chunks: Buffer[] = [];
@@ -54,7 +57,8 @@ export async function startRelay(t: Test, target?: string): Promise<Relay> {
       return;
     }
     const headers: Record<string, string> = {};
-    for (const [name, value] of Object.entries(req.headers)) if (!HOP.has(name) && value !== undefined) headers[name] = Array.isArray(value) ? value.join(', ') : value;
+    for (const [name, value] of Object.entries(req.headers))
+      if (!HOP.has(name) && value !== undefined) headers[name] = Array.isArray(value) ? value.join(', ') : value;
     const answer = await request(`${relay.target}${path}`, { method: method as 'GET', headers, body: chunks.length > 0 ? Buffer.concat(chunks) : undefined });
     const body = Buffer.from(await answer.body.arrayBuffer());
     if (relay.swallow?.(method, path)) return;

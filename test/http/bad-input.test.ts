@@ -56,7 +56,11 @@ t.test('routing: parameters, literal segments before parameters, trailing slash,
   t.same((await server.json('/v1/test/items/a%20b%2Fc')).body, { id: 'a b/c', limit: 20 });
   t.equal((await server.json('/v1/')).status, 200);
   t.equal((await server.json('/v1/test/items/')).status, 404);
-  const ok = await server.json('/v1/test/echo', { method: 'POST', headers: { 'content-type': 'application/json; charset=utf-8' }, body: '{"name":"ü","count":2}' });
+  const ok = await server.json('/v1/test/echo', {
+    method: 'POST',
+    headers: { 'content-type': 'application/json; charset=utf-8' },
+    body: '{"name":"ü","count":2}',
+  });
   t.equal(ok.status, 201);
   t.same(ok.body, { echoed: { name: 'ü', count: 2 } });
 });
@@ -66,7 +70,11 @@ t.test('a failing request is logged as JSON with its request id and no leak to t
   const server = await startTestServer(t, {
     routes: probeRoutes(),
     env: { LOG_LEVEL: 'info' },
-    logDestination: { write: (line: string) => { lines.push(JSON.parse(line)); } },
+    logDestination: {
+      write: (line: string) => {
+        lines.push(JSON.parse(line));
+      },
+    },
   });
   const response = await server.fetch('/v1/test/boom');
   const requestId = response.headers.get('x-request-id');
@@ -94,11 +102,15 @@ t.test('raw protocol abuse never crashes, hangs or answers 500', async (t) => {
   t.equal(longHeader.status, 431, 'very long header refused');
   t.equal(longHeader.body.error.code, 'request_header_fields_too_large');
 
-  const lying = parseRaw(await rawRequest(server.port, 'POST /v1/test/echo HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\nContent-Length: 999999\r\n\r\n{"name":"a"}'));
+  const lying = parseRaw(
+    await rawRequest(server.port, 'POST /v1/test/echo HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\nContent-Length: 999999\r\n\r\n{"name":"a"}'),
+  );
   t.equal(lying.status, 413, 'declared length over the limit is refused before reading');
   t.equal(lying.body.error.code, 'payload_too_large');
 
-  const badLength = parseRaw(await rawRequest(server.port, 'POST /v1/test/echo HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\nContent-Length: 12abc\r\n\r\n{"name":"a"}'));
+  const badLength = parseRaw(
+    await rawRequest(server.port, 'POST /v1/test/echo HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\nContent-Length: 12abc\r\n\r\n{"name":"a"}'),
+  );
   t.not(badLength.status, 500, `malformed Content-Length (${badLength.status})`);
 
   const garbage = await rawRequest(server.port, 'NOT HTTP AT ALL\r\n\r\n');
@@ -110,8 +122,17 @@ t.test('raw protocol abuse never crashes, hangs or answers 500', async (t) => {
 t.test('an aborted request is not written to and does not crash the server', async (t) => {
   let release!: () => void;
   let entered!: () => void;
-  const inHandler = new Promise<void>((resolve) => { entered = resolve; });
-  const gate = { wait: () => { entered(); return new Promise<void>((resolve) => { release = resolve; }); } };
+  const inHandler = new Promise<void>((resolve) => {
+    entered = resolve;
+  });
+  const gate = {
+    wait: () => {
+      entered();
+      return new Promise<void>((resolve) => {
+        release = resolve;
+      });
+    },
+  };
   const server = await startTestServer(t, { routes: probeRoutes(gate) });
 
   // Half a body, then the client goes away: the body read must give up, not hang the drain.

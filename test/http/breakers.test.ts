@@ -22,17 +22,29 @@ t.test('GET /v1/breakers: every deployment of the catalog, as the shared store h
   const narrow = await createKey(server, owner.cookie, owner.workspaceId, ['files.write']);
   const deployments = server.services.catalog.deployments();
   t.ok(deployments.length >= 2, `${deployments.length} deployments in the shipped catalog`);
-  const [first, second] = deployments as [typeof deployments[0], typeof deployments[0]];
+  const [first, second] = deployments as [(typeof deployments)[0], (typeof deployments)[0]];
   t.equal(server.services.breakers.kind, process.env.TEST_REDIS_URL ? 'redis' : 'memory', 'Redis when the service has one');
 
   for (const headers of [withKey(narrow.key), withCookie(owner.cookie)]) {
     const res = await server.json('/v1/breakers', { headers });
     t.equal(res.status, 200, 'any valid key, whatever its scopes, or a session; no workspace named');
     t.equal(res.headers.get('cache-control'), 'no-store');
-    t.same(res.body.breakers.map((b: { deploymentId: string }) => b.deploymentId), deployments.map((d) => d.id), 'every deployment, in the catalog\'s order');
+    t.same(
+      res.body.breakers.map((b: { deploymentId: string }) => b.deploymentId),
+      deployments.map((d) => d.id),
+      "every deployment, in the catalog's order",
+    );
     t.same(res.body.breakers[0], {
-      deploymentId: first.id, modelId: first.modelId, provider: first.provider,
-      state: 'closed', calls: 0, failures: 0, failureRatio: 0, openUntil: null, cooldownMs: 0, probing: false,
+      deploymentId: first.id,
+      modelId: first.modelId,
+      provider: first.provider,
+      state: 'closed',
+      calls: 0,
+      failures: 0,
+      failureRatio: 0,
+      openUntil: null,
+      cooldownMs: 0,
+      probing: false,
     });
     t.equal(res.body.at, new Date(clock.now()).toISOString());
   }
@@ -66,7 +78,10 @@ t.test('GET /v1/breakers: every deployment of the catalog, as the shared store h
   await server.services.breakers.record(first.id, down, (probe as { ticket: string }).ticket);
   t.same((await samples(server, 'gs_breaker_state')).find((s) => s.labels.includes(`gs_deployment="${first.id}"`))?.value, 2, 'open again is 2');
   const transitions = await samples(server, 'gs_breaker_transitions_total');
-  const count = (from: string, to: string) => transitions.find((s) => s.labels.includes(`gs_deployment="${first.id}"`) && s.labels.includes(`gs_breaker_from="${from}"`) && s.labels.includes(`gs_breaker_to="${to}"`))?.value;
+  const count = (from: string, to: string) =>
+    transitions.find(
+      (s) => s.labels.includes(`gs_deployment="${first.id}"`) && s.labels.includes(`gs_breaker_from="${from}"`) && s.labels.includes(`gs_breaker_to="${to}"`),
+    )?.value;
   t.equal(count('closed', 'open'), 1);
   t.equal(count('open', 'half_open'), 1);
   t.equal(count('half_open', 'open'), 1);
@@ -78,8 +93,12 @@ t.test('GET /v1/breakers: the store out of reach is 503, and the route passes th
   const owner = await signUp(server);
   const breakers = server.services.breakers;
   const read = breakers.read;
-  breakers.read = async () => { throw new Error('connection lost'); };
-  t.teardown(() => { breakers.read = read; });
+  breakers.read = async () => {
+    throw new Error('connection lost');
+  };
+  t.teardown(() => {
+    breakers.read = read;
+  });
   const res = await server.json('/v1/breakers', { headers: withCookie(owner.cookie) });
   t.equal(res.status, 503);
   t.equal(res.body.error.code, 'service_unavailable');

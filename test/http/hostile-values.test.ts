@@ -22,10 +22,14 @@ async function closedPort(): Promise<number> {
 }
 
 async function settled(server: TestServer, key: string, workspaceId: string, id: string): Promise<any> {
-  return eventually(async () => {
-    const { body } = await server.json(`/v1/generations/${id}?workspaceId=${workspaceId}`, { headers: withKey(key) });
-    return ['succeeded', 'failed', 'cancelled', 'expired'].includes(body.status) ? body : undefined;
-  }, `generation ${id} settles`, 20_000);
+  return eventually(
+    async () => {
+      const { body } = await server.json(`/v1/generations/${id}?workspaceId=${workspaceId}`, { headers: withKey(key) });
+      return ['succeeded', 'failed', 'cancelled', 'expired'].includes(body.status) ? body : undefined;
+    },
+    `generation ${id} settles`,
+    20_000,
+  );
 }
 
 async function credits(server: TestServer, key: string, workspaceId: string): Promise<{ available: number; reserved: number }> {
@@ -38,7 +42,11 @@ t.test('names, prompts, projects, file names, webhook URLs and idempotency keys 
   const user = await signUp(server, { name: TEXT });
   const me = await server.json('/v1/me', { headers: withCookie(user.cookie) });
   t.equal(me.body.name, TEXT, 'sign-up name');
-  t.equal((await server.json('/v1/me', { method: 'PATCH', headers: withCookie(user.cookie), body: JSON.stringify({ name: `${TEXT}!` }) })).body.name, `${TEXT}!`, 'account name');
+  t.equal(
+    (await server.json('/v1/me', { method: 'PATCH', headers: withCookie(user.cookie), body: JSON.stringify({ name: `${TEXT}!` }) })).body.name,
+    `${TEXT}!`,
+    'account name',
+  );
 
   const workspace = await server.json('/v1/workspaces', { method: 'POST', headers: withCookie(user.cookie), body: JSON.stringify({ name: TEXT }) });
   t.equal(workspace.status, 201);
@@ -53,18 +61,29 @@ t.test('names, prompts, projects, file names, webhook URLs and idempotency keys 
   t.equal((await server.json(`/v1/assets/${asset.id}?workspaceId=${user.workspaceId}`, { headers: withKey(key) })).body.name, FILE_NAME);
 
   const hookUrl = `http://127.0.0.1:1/hook;a?x='y'&z=$1--`;
-  const hook = await server.json('/v1/webhooks', { method: 'POST', headers: withKey(key), body: JSON.stringify({ workspaceId: user.workspaceId, url: hookUrl, eventTypes: ['generation.failed'] }) });
+  const hook = await server.json('/v1/webhooks', {
+    method: 'POST',
+    headers: withKey(key),
+    body: JSON.stringify({ workspaceId: user.workspaceId, url: hookUrl, eventTypes: ['generation.failed'] }),
+  });
   t.equal(hook.status, 201, hook.status === 201 ? 'created' : JSON.stringify(hook.body));
   const hooks = await server.json(`/v1/webhooks?workspaceId=${user.workspaceId}`, { headers: withKey(key) });
   t.equal(hooks.body.data.find((h: any) => h.id === hook.body.id)?.url, hookUrl, 'webhook URL');
   t.equal((await server.json(`/v1/webhooks/${hook.body.id}?workspaceId=${user.workspaceId}`, { method: 'DELETE', headers: withKey(key) })).status, 200);
 
   // A generation whose prompt, system prompt and project hold the text, made with an Idempotency-Key holding `;`.
-  const create = (project: string, idempotencyKey?: string) => server.json('/v1/generations', {
-    method: 'POST',
-    headers: withKey(key, idempotencyKey ? { 'idempotency-key': idempotencyKey } : {}),
-    body: JSON.stringify({ workspaceId: user.workspaceId, mode: 'text_to_text', model: 'local/text-mini', params: { prompt: TEXT, systemPrompt: TEXT }, project }),
-  });
+  const create = (project: string, idempotencyKey?: string) =>
+    server.json('/v1/generations', {
+      method: 'POST',
+      headers: withKey(key, idempotencyKey ? { 'idempotency-key': idempotencyKey } : {}),
+      body: JSON.stringify({
+        workspaceId: user.workspaceId,
+        mode: 'text_to_text',
+        model: 'local/text-mini',
+        params: { prompt: TEXT, systemPrompt: TEXT },
+        project,
+      }),
+    });
   const first = await create(TEXT, IDEMPOTENCY_KEY);
   t.equal(first.status, 201, first.status === 201 ? 'created' : JSON.stringify(first.body));
   const replay = await create(TEXT, IDEMPOTENCY_KEY);
@@ -94,7 +113,7 @@ t.test('names, prompts, projects, file names, webhook URLs and idempotency keys 
   t.equal(usage.status, 200, 'usage?apiKeyId=a;b');
   t.match(usage.body, { apiKeyId: 'a;b', generations: { total: 0 } }, 'no generation of such a key');
   const byKey = await server.json(`/v1/usage?workspaceId=${user.workspaceId}&apiKeyId=${keyId}`, { headers: withCookie(user.cookie) });
-  t.match(byKey.body, { apiKeyId: keyId, generations: { total: 3 } }, 'the control: the key\'s own three generations');
+  t.match(byKey.body, { apiKeyId: keyId, generations: { total: 3 } }, "the control: the key's own three generations");
 });
 
 t.test('an input URL with ; fails the job: credits released and generation.failed delivered', async (t) => {
@@ -110,7 +129,13 @@ t.test('an input URL with ; fails the job: credits released and generation.faile
   const created = await server.json('/v1/generations', {
     method: 'POST',
     headers: withKey(key),
-    body: JSON.stringify({ workspaceId: user.workspaceId, mode: 'image_to_image', model: 'local/image-edit', params: { prompt: TEXT }, inputs: { imageUrls: [url] } }),
+    body: JSON.stringify({
+      workspaceId: user.workspaceId,
+      mode: 'image_to_image',
+      model: 'local/image-edit',
+      params: { prompt: TEXT },
+      inputs: { imageUrls: [url] },
+    }),
   });
   t.equal(created.status, 201, created.status === 201 ? 'created' : JSON.stringify(created.body));
   const failed = await settled(server, key, user.workspaceId, created.body.id);
@@ -133,7 +158,13 @@ t.test('an input URL with ; refused by the egress guard fails the job and releas
   const created = await server.json('/v1/generations', {
     method: 'POST',
     headers: withKey(key),
-    body: JSON.stringify({ workspaceId: user.workspaceId, mode: 'image_to_image', model: 'local/image-edit', params: { prompt: 'x' }, inputs: { imageUrls: ['http://10.0.0.1/a;b.png'] } }),
+    body: JSON.stringify({
+      workspaceId: user.workspaceId,
+      mode: 'image_to_image',
+      model: 'local/image-edit',
+      params: { prompt: 'x' },
+      inputs: { imageUrls: ['http://10.0.0.1/a;b.png'] },
+    }),
   });
   t.equal(created.status, 201, created.status === 201 ? 'created' : JSON.stringify(created.body));
   const failed = await settled(server, key, user.workspaceId, created.body.id);

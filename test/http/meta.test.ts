@@ -21,8 +21,20 @@ t.test('GET /v1 names the service, its version, its docs and the HTTP engine', a
 
 t.test('GET /health/ready is 503 until recovery has finished, then 200', async (t) => {
   let release!: () => void;
-  const recoveryGate = new Promise<void>((resolve) => { release = resolve; });
-  const server = await startTestServer(t, { recovery: [{ name: 'held', run: async () => { await recoveryGate; return 0; } }] });
+  const recoveryGate = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  const server = await startTestServer(t, {
+    recovery: [
+      {
+        name: 'held',
+        run: async () => {
+          await recoveryGate;
+          return 0;
+        },
+      },
+    ],
+  });
   const before = await server.json('/health/ready');
   t.equal(before.status, 503);
   t.equal(before.body.error.code, 'not_ready');
@@ -36,7 +48,16 @@ t.test('GET /health/ready is 503 until recovery has finished, then 200', async (
 });
 
 t.test('GET /health/ready is 503 when recovery failed, and when the database does not answer', async (t) => {
-  const server = await startTestServer(t, { recovery: [{ name: 'broken', run: async () => { throw new Error('cannot load generations'); } }] });
+  const server = await startTestServer(t, {
+    recovery: [
+      {
+        name: 'broken',
+        run: async () => {
+          throw new Error('cannot load generations');
+        },
+      },
+    ],
+  });
   await server.recovered;
   const res = await server.json('/health/ready');
   t.equal(res.status, 503);
@@ -46,7 +67,9 @@ t.test('GET /health/ready is 503 when recovery failed, and when the database doe
   await healthy.recovered;
   t.equal((await healthy.json('/health/ready')).status, 200);
   const ping = healthy.services.db.ping;
-  healthy.services.db.ping = async () => { throw new Error('connection refused'); };
+  healthy.services.db.ping = async () => {
+    throw new Error('connection refused');
+  };
   const down = await healthy.json('/health/ready');
   healthy.services.db.ping = ping;
   t.equal(down.status, 503);
@@ -70,7 +93,13 @@ t.test('GET /v1/openapi.json is a valid OpenAPI 3.1 document of every declared r
   t.same(echo.requestBody.content['application/json'].schema.required, ['name']);
   t.equal(echo.requestBody.content['application/json'].schema.additionalProperties, false);
   const item = body.paths['/v1/test/items/{id}'].get;
-  t.same(item.parameters.map((p: { name: string; in: string }) => `${p.in}:${p.name}`), ['path:id', 'query:limit']);
-  t.same(body.components.schemas.ErrorEnvelope.properties.error.properties.code.anyOf.map((c: { const: string }) => c.const).sort(), [...ERROR_CODES].sort(),
-    'the error schema lists every code of the registry');
+  t.same(
+    item.parameters.map((p: { name: string; in: string }) => `${p.in}:${p.name}`),
+    ['path:id', 'query:limit'],
+  );
+  t.same(
+    body.components.schemas.ErrorEnvelope.properties.error.properties.code.anyOf.map((c: { const: string }) => c.const).sort(),
+    [...ERROR_CODES].sort(),
+    'the error schema lists every code of the registry',
+  );
 });

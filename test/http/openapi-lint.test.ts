@@ -11,19 +11,30 @@ const BIN = path.join(ROOT, 'node_modules', '.bin');
 /** The lint budget of the served document: no errors, and at most this many warnings from both linters together. */
 const MAX_WARNINGS = 10;
 
-interface Problem { linter: string; rule: string; severity: 'error' | 'warning'; message: string; where: string }
+interface Problem {
+  linter: string;
+  rule: string;
+  severity: 'error' | 'warning';
+  message: string;
+  where: string;
+}
 
 /** Runs a linter's CLI; its exit code says only whether it found problems, so the JSON it prints is what counts. */
 function run(command: string, args: string[]): Promise<string> {
   return new Promise((resolve, reject) => {
-    execFile(path.join(BIN, command), args, {
-      cwd: ROOT,
-      maxBuffer: 64 * 1024 * 1024,
-      env: { ...process.env, REDOCLY_TELEMETRY: 'off', REDOCLY_SUPPRESS_UPDATE_NOTICE: 'true', NO_COLOR: '1' },
-    }, (error, stdout, stderr) => {
-      if (stdout.trim() !== '') return resolve(stdout);
-      reject(new Error(`${command} printed nothing: ${error?.message ?? ''} ${stderr}`));
-    });
+    execFile(
+      path.join(BIN, command),
+      args,
+      {
+        cwd: ROOT,
+        maxBuffer: 64 * 1024 * 1024,
+        env: { ...process.env, REDOCLY_TELEMETRY: 'off', REDOCLY_SUPPRESS_UPDATE_NOTICE: 'true', NO_COLOR: '1' },
+      },
+      (error, stdout, stderr) => {
+        if (stdout.trim() !== '') return resolve(stdout);
+        reject(new Error(`${command} printed nothing: ${error?.message ?? ''} ${stderr}`));
+      },
+    );
   });
 }
 
@@ -32,17 +43,28 @@ async function redocly(file: string): Promise<Problem[]> {
     problems: Array<{ ruleId: string; severity: string; message: string; location: Array<{ pointer: string }> }>;
   };
   return out.problems.map((p) => ({
-    linter: 'redocly', rule: p.ruleId, severity: p.severity === 'error' ? 'error' : 'warning', message: p.message, where: p.location[0]?.pointer ?? '',
+    linter: 'redocly',
+    rule: p.ruleId,
+    severity: p.severity === 'error' ? 'error' : 'warning',
+    message: p.message,
+    where: p.location[0]?.pointer ?? '',
   }));
 }
 
 async function spectral(file: string): Promise<Problem[]> {
-  const out = JSON.parse(await run('spectral', ['lint', file, '--ruleset', path.join(ROOT, '.spectral.yaml'), '--format=json', '--fail-severity=error'])) as
-    Array<{ code: string; severity: number; message: string; path: string[] }>;
+  const out = JSON.parse(
+    await run('spectral', ['lint', file, '--ruleset', path.join(ROOT, '.spectral.yaml'), '--format=json', '--fail-severity=error']),
+  ) as Array<{ code: string; severity: number; message: string; path: string[] }>;
   // Spectral's severities: 0 error, 1 warning, 2 information, 3 hint; the last two are not counted.
-  return out.filter((p) => p.severity <= 1).map((p) => ({
-    linter: 'spectral', rule: p.code, severity: p.severity === 0 ? 'error' : 'warning', message: p.message, where: p.path.join('.'),
-  }));
+  return out
+    .filter((p) => p.severity <= 1)
+    .map((p) => ({
+      linter: 'spectral',
+      rule: p.code,
+      severity: p.severity === 0 ? 'error' : 'warning',
+      message: p.message,
+      where: p.path.join('.'),
+    }));
 }
 
 t.test('the served OpenAPI document passes Redocly (recommended) and Spectral (spectral:oas) within the budget', async (t) => {
@@ -54,7 +76,7 @@ t.test('the served OpenAPI document passes Redocly (recommended) and Spectral (s
   const file = path.join(dir, 'openapi.json');
   await writeFile(file, JSON.stringify(body, null, 2));
 
-  const problems = [...await redocly(file), ...await spectral(file)];
+  const problems = [...(await redocly(file)), ...(await spectral(file))];
   const count = (linter: string, severity: string) => problems.filter((p) => p.linter === linter && p.severity === severity).length;
   for (const linter of ['redocly', 'spectral']) t.comment(`${linter}: ${count(linter, 'error')} errors, ${count(linter, 'warning')} warnings`);
   const list = problems.map((p) => `${p.linter} ${p.severity} ${p.rule} at ${p.where}: ${p.message}`).join('\n');

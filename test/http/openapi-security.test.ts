@@ -32,10 +32,15 @@ function sample(schema: Json | undefined, me: SignedUp, name = ''): unknown {
       }
       return out;
     }
-    case 'array': return Array.from({ length: schema.minItems ?? 0 }, () => sample(schema.items, me));
-    case 'integer': case 'number': return schema.minimum ?? 1;
-    case 'boolean': return false;
-    case 'null': return null;
+    case 'array':
+      return Array.from({ length: schema.minItems ?? 0 }, () => sample(schema.items, me));
+    case 'integer':
+    case 'number':
+      return schema.minimum ?? 1;
+    case 'boolean':
+      return false;
+    case 'null':
+      return null;
     case 'string':
       if (schema.format === 'email') return 'someone-else@example.com';
       if (schema.format === 'uri') return 'https://example.com/probe';
@@ -43,12 +48,17 @@ function sample(schema: Json | undefined, me: SignedUp, name = ''): unknown {
       if (schema.format === 'date') return new Date().toISOString().slice(0, 10);
       if (typeof schema.pattern === 'string' && schema.pattern.startsWith('^[0-9]')) return '1'.repeat(Math.max(1, schema.minLength ?? 1));
       return 'x'.repeat(Math.max(1, schema.minLength ?? 1));
-    default: return undefined;
+    default:
+      return undefined;
   }
 }
 
 /** Who an operation's `security` admits: anonymous callers, sessions, and API keys holding which scope. */
-interface Admits { anonymous: boolean; session: boolean; keys: 'any' | Set<Scope> }
+interface Admits {
+  anonymous: boolean;
+  session: boolean;
+  keys: 'any' | Set<Scope>;
+}
 
 function declared(security: Array<Record<string, string[]>>): Admits {
   const keys = new Set<Scope>();
@@ -83,9 +93,12 @@ function probeFor(server: TestServer, op: Json, method: string, route: string, m
   const query = new URLSearchParams(Object.entries(sample(querySchema, me) as Json).map(([k, v]) => [k, String(v)] as [string, string])).toString();
   const bodySchema = op.requestBody?.content?.['application/json']?.schema;
   const body = bodySchema ? JSON.stringify(sample(bodySchema, me)) : undefined;
-  const send = (headers: Record<string, string>) => server.json(`${path}${query ? `?${query}` : ''}`, {
-    method: method.toUpperCase(), headers: { 'content-type': 'application/json', ...headers }, ...(body ? { body } : {}),
-  });
+  const send = (headers: Record<string, string>) =>
+    server.json(`${path}${query ? `?${query}` : ''}`, {
+      method: method.toUpperCase(),
+      headers: { 'content-type': 'application/json', ...headers },
+      ...(body ? { body } : {}),
+    });
   return { params, query, body, send };
 }
 
@@ -127,12 +140,19 @@ t.test('the declared security of every operation is what a live server accepts',
           const key = await createKey(server, me.cookie, me.workspaceId, [scope]);
           const res = await request(withKey(key.key));
           const expected = admits.keys === 'any' || admits.keys.has(scope);
-          t.equal(!refused(res), expected, `a key with ${scope}: ${expected ? 'accepted' : 'refused'}, as declared (answered ${res.status} ${res.body?.error?.message ?? ''})`);
+          t.equal(
+            !refused(res),
+            expected,
+            `a key with ${scope}: ${expected ? 'accepted' : 'refused'}, as declared (answered ${res.status} ${res.body?.error?.message ?? ''})`,
+          );
         }
         const session = await request(withCookie(me.cookie));
-        t.equal(!refused(session), admits.session, `a session: ${admits.session ? 'accepted' : 'refused'}, as declared (answered ${session.status} ${session.body?.error?.message ?? ''})`);
+        t.equal(
+          !refused(session),
+          admits.session,
+          `a session: ${admits.session ? 'accepted' : 'refused'}, as declared (answered ${session.status} ${session.body?.error?.message ?? ''})`,
+        );
       });
     }
   }
 });
-

@@ -3,7 +3,10 @@ import { defineRoute, type RouteDef } from '../../http/route.ts';
 
 /** Routes that exist only in tests, to drive the pipeline through every branch. */
 export function probeRoutes(gate?: { wait: () => Promise<void> }): RouteDef[] {
-  const Item = Type.Object({ name: Type.String({ minLength: 1, maxLength: 50 }), count: Type.Optional(Type.Integer({ minimum: 0 })) }, { additionalProperties: false });
+  const Item = Type.Object(
+    { name: Type.String({ minLength: 1, maxLength: 50 }), count: Type.Optional(Type.Integer({ minimum: 0 })) },
+    { additionalProperties: false },
+  );
   return [
     defineRoute({
       method: 'POST',

@@ -19,11 +19,14 @@ function keyNeeds(route: RouteDef): Scope[] | 'none' | undefined {
  * so it learns nothing of the body's rules. The body sent is invalid (an unknown field, the required ones
  * missing), which a caller the route admits is told (400, the control), so the 403 comes first and not instead.
  */
-t.test('a key without the route\'s scope gets 403 before the body is validated, on every keyed route with a body', async (t) => {
+t.test("a key without the route's scope gets 403 before the body is validated, on every keyed route with a body", async (t) => {
   const server = await startTestServer(t);
   const a = await signUp(server);
   const routes = server.http.router.routes.map((r) => r.def).filter((def) => def.body !== undefined && keyNeeds(def) !== undefined);
-  t.ok(routes.some((def) => def.path === '/v1/billing/checkout'), 'the route table has the billing checkout, whose handler checks its scope');
+  t.ok(
+    routes.some((def) => def.path === '/v1/billing/checkout'),
+    'the route table has the billing checkout, whose handler checks its scope',
+  );
   t.ok(routes.length >= 10, `${routes.length} routes with a body that ask something of keys`);
 
   for (const route of routes) {
@@ -34,18 +37,16 @@ t.test('a key without the route\'s scope gets 403 before the body is validated, 
       const send = (headers: Record<string, string>) => server.json(path, { method: route.method, headers, body });
 
       // A key of the caller's own workspace, holding a scope the route does not take (or every scope, where no key may call).
-      const wrong: Scope[] = needs === 'none'
-        ? ['all']
-        : [SCOPES.find((s) => s !== 'all' && !needs.includes(s) && !(s === 'usage.read' && needs.includes('wallet.read')))!];
+      const wrong: Scope[] =
+        needs === 'none' ? ['all'] : [SCOPES.find((s) => s !== 'all' && !needs.includes(s) && !(s === 'usage.read' && needs.includes('wallet.read')))!];
       const refused = await send(withKey((await createKey(server, a.cookie, a.workspaceId, wrong)).key));
       t.equal(refused.status, 403, `a key with ${wrong.join(', ')}: 403 (got ${refused.status})`);
       t.equal(refused.body?.error?.code, 'forbidden');
       t.notMatch(refused.body?.error?.message ?? '', /body|field/, 'and nothing about the body');
 
       // The control: a caller the route admits is told the body is invalid.
-      const admitted = needs === 'none'
-        ? await send(withCookie(a.cookie))
-        : await send(withKey((await createKey(server, a.cookie, a.workspaceId, [needs[0]!])).key));
+      const admitted =
+        needs === 'none' ? await send(withCookie(a.cookie)) : await send(withKey((await createKey(server, a.cookie, a.workspaceId, [needs[0]!])).key));
       t.equal(admitted.status, 400, `control: ${needs === 'none' ? 'the signed-in owner' : `a key with ${needs[0]}`} gets 400 for the same body`);
       t.equal(admitted.body?.error?.code, 'validation_error');
       t.match(admitted.body?.error?.message ?? '', /body/, 'about the body');

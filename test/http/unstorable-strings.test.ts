@@ -35,9 +35,7 @@ interface Operation {
 }
 
 /** Where a hostile value goes: a path or query parameter, or a place in the JSON body. */
-type Target =
-  | { in: 'path' | 'query'; name: string; free: boolean }
-  | { in: 'body'; at: Array<string | number>; key?: true; free: boolean };
+type Target = { in: 'path' | 'query'; name: string; free: boolean } | { in: 'body'; at: Array<string | number>; key?: true; free: boolean };
 
 const NUL = 'a\u0000b';
 const SURROGATE = 'a\ud800b';
@@ -134,10 +132,7 @@ function operations(doc: { paths: Record<string, Record<string, any>> }): Operat
 }
 
 function targetsOf(op: Operation): Target[] {
-  return [
-    ...op.parameters.map((p): Target => ({ in: p.in, name: p.name, free: isFreeText(p.schema) })),
-    ...(op.body ? bodyTargets(op.body) : []),
-  ];
+  return [...op.parameters.map((p): Target => ({ in: p.in, name: p.name, free: isFreeText(p.schema) })), ...(op.body ? bodyTargets(op.body) : [])];
 }
 
 function describe(target: Target): string {
@@ -148,7 +143,11 @@ function describe(target: Target): string {
 /** The field a validation_error names for the target: the value's own path, or the object holding a bad property name. */
 function fieldOf(target: Target): string {
   if (target.in !== 'body') return `${target.in}.${target.name}`;
-  if (target.key) return `body${target.at.slice(0, -1).map((p) => `.${p}`).join('')} (a property name)`;
+  if (target.key)
+    return `body${target.at
+      .slice(0, -1)
+      .map((p) => `.${p}`)
+      .join('')} (a property name)`;
   return `body.${target.at.join('.')}`;
 }
 
@@ -206,7 +205,11 @@ async function send(server: TestServer, op: Operation, caller: { cookie: string;
   }
   const text = await response.text();
   let body: any;
-  try { body = JSON.parse(text); } catch { body = text; }
+  try {
+    body = JSON.parse(text);
+  } catch {
+    body = text;
+  }
   return { status: response.status, body };
 }
 
@@ -231,9 +234,12 @@ t.test('every string field of every operation refuses U+0000 and unpaired surrog
       }
       // `%ED%A0%80` is how UTF-8 would spell U+D800: in a path it is invalid percent-encoding, in a query it reads as U+FFFD.
       const lone = await send(server, op, caller, build(op, target, SURROGATE, 'a%ED%A0%80b', ctx));
-      const loneOk = target.in === 'query'
-        ? lone.status < 500
-        : lone.status === 400 && lone.body?.error?.code === 'validation_error' && (target.in === 'path' || String(lone.body.error.message).startsWith(fieldOf(target)));
+      const loneOk =
+        target.in === 'query'
+          ? lone.status < 500
+          : lone.status === 400 &&
+            lone.body?.error?.code === 'validation_error' &&
+            (target.in === 'path' || String(lone.body.error.message).startsWith(fieldOf(target)));
       if (!loneOk) failures.push(`${label} with an unpaired surrogate: ${lone.status} ${JSON.stringify(lone.body)}`);
       if (target.free && !(target.in === 'body' && target.key)) {
         free++;

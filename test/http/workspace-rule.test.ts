@@ -29,7 +29,10 @@ t.test('every route that acts on a workspace declares workspaceId in its query a
     t.ok((route.query as any)?.properties?.workspaceId, `${where}: query.workspaceId`);
     const openApiPath = route.path.replace(/:(\w+)/g, '{$1}');
     const operation = document.paths[openApiPath]?.[route.method.toLowerCase()];
-    t.ok(operation?.parameters?.some((p: any) => p.in === 'query' && p.name === 'workspaceId'), `${where}: workspaceId among the documented query parameters`);
+    t.ok(
+      operation?.parameters?.some((p: any) => p.in === 'query' && p.name === 'workspaceId'),
+      `${where}: workspaceId among the documented query parameters`,
+    );
     if (BODY_METHODS.has(route.method)) {
       t.ok((route.body as any)?.properties?.workspaceId, `${where}: body.workspaceId`);
       t.ok(JSON.stringify(operation?.requestBody ?? {}).includes('"workspaceId"'), `${where}: workspaceId in the documented body`);
@@ -37,7 +40,12 @@ t.test('every route that acts on a workspace declares workspaceId in its query a
   }
   // What the rule leaves out acts on no workspace: the caller's own account, the platform-wide stop and breakers, public routes.
   const exempt = routes.filter((r) => !actsOnWorkspace(r) && r.access !== 'public').map((r) => `${r.method} ${r.path}`);
-  for (const where of exempt) t.match(where, /^(GET|POST|PATCH|DELETE) \/v1\/(me|invitations\/accept|generations\/emergency-stop|breakers$|auth\/logout|workspaces$)/, `${where} is exempt`);
+  for (const where of exempt)
+    t.match(
+      where,
+      /^(GET|POST|PATCH|DELETE) \/v1\/(me|invitations\/accept|generations\/emergency-stop|breakers$|auth\/logout|workspaces$)/,
+      `${where} is exempt`,
+    );
 });
 
 t.test('walked over the route table: a key naming no workspace is refused; workspaceId in the query or in the body is accepted', async (t) => {
@@ -48,7 +56,11 @@ t.test('walked over the route table: a key naming no workspace is refused; works
     const dashboard = route.access === 'dashboard';
     const credential = dashboard ? withCookie(a.cookie) : withKey((await createKey(server, a.cookie, a.workspaceId, ['all'])).key);
     const send = (query: string, body: Record<string, unknown> | undefined) =>
-      server.json(`${path}${query}`, { method: route.method, headers: credential, ...(body && BODY_METHODS.has(route.method) ? { body: JSON.stringify(body) } : {}) });
+      server.json(`${path}${query}`, {
+        method: route.method,
+        headers: credential,
+        ...(body && BODY_METHODS.has(route.method) ? { body: JSON.stringify(body) } : {}),
+      });
 
     if (!dashboard) {
       const none = await send('', BODY_METHODS.has(route.method) ? {} : undefined);
@@ -70,7 +82,11 @@ t.test('walked over the route table: a key naming no workspace is refused; works
 
 async function createGeneration(server: TestServer, key: string, where: 'query' | 'body') {
   const body = { mode: 'text_to_text', model: 'local/text-mini', params: { prompt: 'rule' }, ...(where === 'body' ? { workspaceId: a.workspaceId } : {}) };
-  return server.json(`/v1/generations${where === 'query' ? `?workspaceId=${a.workspaceId}` : ''}`, { method: 'POST', headers: withKey(key), body: JSON.stringify(body) });
+  return server.json(`/v1/generations${where === 'query' ? `?workspaceId=${a.workspaceId}` : ''}`, {
+    method: 'POST',
+    headers: withKey(key),
+    body: JSON.stringify(body),
+  });
 }
 
 t.test('the cases that once differed between routes', async (t) => {
@@ -82,28 +98,48 @@ t.test('the cases that once differed between routes', async (t) => {
   const viaBody = await createGeneration(server, key, 'body');
   t.equal(viaBody.status, 201, 'and in the body: 201');
 
-  const cancel = await server.json(`/v1/generations/${viaBody.body.id}/cancel`, { method: 'POST', headers: withKey(key), body: JSON.stringify({ workspaceId: a.workspaceId }) });
+  const cancel = await server.json(`/v1/generations/${viaBody.body.id}/cancel`, {
+    method: 'POST',
+    headers: withKey(key),
+    body: JSON.stringify({ workspaceId: a.workspaceId }),
+  });
   t.equal(cancel.status, 200, 'POST …/cancel with workspaceId in the JSON body: 200');
   t.equal(cancel.body.status, 'cancelled');
-  const cancelOther = await server.json(`/v1/generations/${viaQuery.body.id}/cancel`, { method: 'POST', headers: withCookie(b.cookie), body: JSON.stringify({ workspaceId: b.workspaceId }) });
-  t.equal(cancelOther.status, 404, 'another workspace\'s generation named with the caller\'s own workspace: 404, as a missing one');
+  const cancelOther = await server.json(`/v1/generations/${viaQuery.body.id}/cancel`, {
+    method: 'POST',
+    headers: withCookie(b.cookie),
+    body: JSON.stringify({ workspaceId: b.workspaceId }),
+  });
+  t.equal(cancelOther.status, 404, "another workspace's generation named with the caller's own workspace: 404, as a missing one");
 
   const listNone = await server.json('/v1/generations', { headers: withKey(key) });
   t.equal(listNone.status, 403, 'GET /v1/generations with a key and no workspaceId: 403, as GET /v1/assets');
   t.equal((await server.json('/v1/assets', { headers: withKey(key) })).status, 403, 'GET /v1/assets likewise');
   t.equal((await server.json(`/v1/generations?workspaceId=${a.workspaceId}`, { headers: withKey(key) })).status, 200, 'with it: 200');
-  t.equal((await server.json(`/v1/generations/${viaQuery.body.id}`, { headers: withKey(key) })).status, 403, 'GET /v1/generations/:id with a key and no workspaceId: 403');
+  t.equal(
+    (await server.json(`/v1/generations/${viaQuery.body.id}`, { headers: withKey(key) })).status,
+    403,
+    'GET /v1/generations/:id with a key and no workspaceId: 403',
+  );
   t.equal((await server.json(`/v1/models`, { headers: withKey(key) })).status, 403, 'GET /v1/models with a key and no workspaceId: 403');
 
   const keyRow = await createKey(server, a.cookie, a.workspaceId, ['generations.read']);
-  const patch = await server.json(`/v1/api-keys/${keyRow.id}`, { method: 'PATCH', headers: withCookie(a.cookie), body: JSON.stringify({ workspaceId: a.workspaceId, name: 'renamed' }) });
+  const patch = await server.json(`/v1/api-keys/${keyRow.id}`, {
+    method: 'PATCH',
+    headers: withCookie(a.cookie),
+    body: JSON.stringify({ workspaceId: a.workspaceId, name: 'renamed' }),
+  });
   t.equal(patch.status, 200, 'PATCH /v1/api-keys/:id with workspaceId in the body: 200');
   t.equal(patch.body.name, 'renamed');
   const usage = await server.json(`/v1/api-keys/${keyRow.id}/usage?workspaceId=${a.workspaceId}`, { headers: withCookie(a.cookie) });
   t.equal(usage.status, 200, 'GET /v1/api-keys/:id/usage with workspaceId in the query: 200');
   const wrongWorkspace = await server.json(`/v1/api-keys/${keyRow.id}/usage?workspaceId=${b.workspaceId}`, { headers: withCookie(a.cookie) });
   t.equal(wrongWorkspace.status, 404, 'a key named with another workspace than its own: 404, as a missing one');
-  const deleted = await server.json(`/v1/api-keys/${keyRow.id}`, { method: 'DELETE', headers: withCookie(a.cookie), body: JSON.stringify({ workspaceId: a.workspaceId }) });
+  const deleted = await server.json(`/v1/api-keys/${keyRow.id}`, {
+    method: 'DELETE',
+    headers: withCookie(a.cookie),
+    body: JSON.stringify({ workspaceId: a.workspaceId }),
+  });
   t.equal(deleted.status, 200, 'DELETE /v1/api-keys/:id with workspaceId in the body: 200');
 
   const twoNames = await server.json(`/v1/workspaces/${a.workspaceId}?workspaceId=${b.workspaceId}`, { headers: withCookie(a.cookie) });

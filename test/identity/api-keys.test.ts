@@ -21,15 +21,24 @@ t.test('create returns the plaintext once; only its SHA-256 is stored; list show
   const server = await sharedTestServer();
   const owner = await signUp(server);
   const res = await send(server, 'POST', '/v1/api-keys', withCookie(owner.cookie), {
-    workspaceId: owner.workspaceId, name: '  CI deploys ', scopes: ['generations.write', 'generations.read'],
+    workspaceId: owner.workspaceId,
+    name: '  CI deploys ',
+    scopes: ['generations.write', 'generations.read'],
   });
   t.equal(res.status, 201);
   t.equal(res.headers.get('cache-control'), 'no-store');
   const created = res.body;
   t.match(created.key, /^gs_live_[A-Za-z0-9]{64}$/);
   t.match(created, {
-    id: /^key_[0-9a-z]{26}$/, workspaceId: owner.workspaceId, name: 'CI deploys', prefix: created.key.slice(0, 12),
-    scopes: ['generations.write', 'generations.read'], expiresAt: null, revoked: false, revokedAt: null, lastUsedAt: null,
+    id: /^key_[0-9a-z]{26}$/,
+    workspaceId: owner.workspaceId,
+    name: 'CI deploys',
+    prefix: created.key.slice(0, 12),
+    scopes: ['generations.write', 'generations.read'],
+    expiresAt: null,
+    revoked: false,
+    revokedAt: null,
+    lastUsedAt: null,
   });
   t.ok(Date.parse(created.createdAt));
 
@@ -42,7 +51,19 @@ t.test('create returns the plaintext once; only its SHA-256 is stored; list show
   const list = await server.json(`/v1/api-keys?workspaceId=${owner.workspaceId}`, { headers: withCookie(owner.cookie) });
   t.equal(list.status, 200);
   t.equal(list.body.data.length, 1);
-  t.same(Object.keys(list.body.data[0]).sort(), ['createdAt', 'expiresAt', 'id', 'lastUsedAt', 'limits', 'name', 'prefix', 'revoked', 'revokedAt', 'scopes', 'workspaceId']);
+  t.same(Object.keys(list.body.data[0]).sort(), [
+    'createdAt',
+    'expiresAt',
+    'id',
+    'lastUsedAt',
+    'limits',
+    'name',
+    'prefix',
+    'revoked',
+    'revokedAt',
+    'scopes',
+    'workspaceId',
+  ]);
   const text = JSON.stringify(list.body);
   t.notOk(text.includes(created.key.slice(12)), 'no plaintext in the list');
   t.notOk(text.includes(stored.key_hash), 'no hash in the list');
@@ -60,7 +81,9 @@ t.test('list pages newest first with a cursor', async (t) => {
   const seen: string[] = [];
   let cursor: string | null = null;
   do {
-    const page: { body: any } = await server.json(`/v1/api-keys?workspaceId=${owner.workspaceId}&limit=2${cursor ? `&cursor=${cursor}` : ''}`, { headers: withCookie(owner.cookie) });
+    const page: { body: any } = await server.json(`/v1/api-keys?workspaceId=${owner.workspaceId}&limit=2${cursor ? `&cursor=${cursor}` : ''}`, {
+      headers: withCookie(owner.cookie),
+    });
     t.ok(page.body.data.length <= 2);
     seen.push(...page.body.data.map((k: { id: string }) => k.id));
     cursor = page.body.nextCursor;
@@ -118,8 +141,16 @@ t.test('bad input is refused with validation_error and creates nothing', async (
     t.equal(res.body.error.code, 'validation_error', label);
   }
   const [row] = await rows(server, 'select name, scopes, expires_at, revoked_at from api_keys where id = ?', [key.id]);
-  t.same({ ...row, scopes: typeof row.scopes === 'string' ? JSON.parse(row.scopes) : row.scopes }, { name: 'test key', scopes: ['all'], expires_at: null, revoked_at: null }, 'the key is unchanged');
-  for (const [from, to] of [['2026-02-01', '2026-01-01'], ['2024-01-01', '2026-01-01'], ['2026-13-01', '2026-01-01']]) {
+  t.same(
+    { ...row, scopes: typeof row.scopes === 'string' ? JSON.parse(row.scopes) : row.scopes },
+    { name: 'test key', scopes: ['all'], expires_at: null, revoked_at: null },
+    'the key is unchanged',
+  );
+  for (const [from, to] of [
+    ['2026-02-01', '2026-01-01'],
+    ['2024-01-01', '2026-01-01'],
+    ['2026-13-01', '2026-01-01'],
+  ]) {
     const res = await server.json(`/v1/api-keys/${key.id}/usage?from=${from}&to=${to}`, { headers: withCookie(owner.cookie) });
     t.equal(res.status, 400, `usage ${from}..${to}`);
   }
@@ -180,7 +211,11 @@ t.test('revocation (PATCH revoked or DELETE) takes effect on the very next reque
   t.equal(restore.body.error.code, 'conflict');
   t.equal((await useKey(server, a.key, owner.workspaceId)).status, 401, 'still revoked');
   const list = await server.json(`/v1/api-keys?workspaceId=${owner.workspaceId}`, { headers: withCookie(owner.cookie) });
-  t.same(list.body.data.map((k: { revoked: boolean }) => k.revoked), [true, true], 'revoked keys stay listed, marked');
+  t.same(
+    list.body.data.map((k: { revoked: boolean }) => k.revoked),
+    [true, true],
+    'revoked keys stay listed, marked',
+  );
 });
 
 t.test('tenant isolation: keys of another workspace are 404 to strangers, 403 to members, and nothing changes', async (t) => {
@@ -209,7 +244,7 @@ t.test('tenant isolation: keys of another workspace are 404 to strangers, 403 to
   t.equal(create.status, 404, 'creating in another workspace is 404');
 
   t.same(await rows(server, 'select * from api_keys order by id'), before, 'no key changed or was added');
-  t.equal((await useKey(server, aliceKey.key, alice.workspaceId)).status, 200, 'alice\'s key still works');
+  t.equal((await useKey(server, aliceKey.key, alice.workspaceId)).status, 200, "alice's key still works");
 });
 
 t.test('a plain member of the workspace may not manage its keys (403); an admin may', async (t) => {
@@ -218,8 +253,14 @@ t.test('a plain member of the workspace may not manage its keys (403); an admin 
   const member = await signUp(server);
   const admin = await signUp(server);
   const at = new Date();
-  await rows(server, `insert into workspace_members (workspace_id, user_id, role, created_at) values (?, ?, 'member', ?), (?, ?, 'admin', ?)`,
-    [owner.workspaceId, member.userId, at, owner.workspaceId, admin.userId, at]);
+  await rows(server, `insert into workspace_members (workspace_id, user_id, role, created_at) values (?, ?, 'member', ?), (?, ?, 'admin', ?)`, [
+    owner.workspaceId,
+    member.userId,
+    at,
+    owner.workspaceId,
+    admin.userId,
+    at,
+  ]);
   const key = await createKey(server, owner.cookie, owner.workspaceId);
   const before = await rows(server, 'select * from api_keys order by id');
 
@@ -291,13 +332,18 @@ t.test('usage counts requests per UTC day and lastUsedAt is written at most once
   // the service keeps with each generation it writes (rows written here directly add theirs too).
   const other = await createKey(server, owner.cookie, owner.workspaceId);
   const generation = async (id: string, keyId: string, at: string) => {
-    await rows(server,
+    await rows(
+      server,
       `insert into generations (id, workspace_id, api_key_id, mode, model_id, status, params, inputs, payment_mode, credits, provider, timeline, queue_deadline, created_at, updated_at)
-       values (?, ?, ?, 'text_to_text', 'm', 'succeeded', '{}', '{}', 'credits', 1, 'local', '[]', ?, ?, ?)`, [id, owner.workspaceId, keyId, at, at, at]);
-    await rows(server,
+       values (?, ?, ?, 'text_to_text', 'm', 'succeeded', '{}', '{}', 'credits', 1, 'local', '[]', ?, ?, ?)`,
+      [id, owner.workspaceId, keyId, at, at, at],
+    );
+    await rows(
+      server,
       `insert into usage_rollups (workspace_id, day, api_key_id, total, succeeded) values (?, (?::timestamptz at time zone 'UTC')::date, ?, 1, 1)
        on conflict (workspace_id, day, api_key_id) do update set total = usage_rollups.total + 1, succeeded = usage_rollups.succeeded + 1`,
-      [owner.workspaceId, at, keyId]);
+      [owner.workspaceId, at, keyId],
+    );
   };
   await generation('gen_1', key.id, '2026-01-01T23:59:59.999Z');
   await generation('gen_2', key.id, '2026-01-02T00:00:00.000Z');
@@ -307,10 +353,14 @@ t.test('usage counts requests per UTC day and lastUsedAt is written at most once
 
   const usage = await server.json(`/v1/api-keys/${key.id}/usage`, { headers: withCookie(owner.cookie) });
   t.equal(usage.status, 200);
-  t.same(usage.body.data, [
-    { day: '2026-01-02', requests: 2, generations: 2 },
-    { day: '2026-01-01', requests: 5, generations: 1 },
-  ], 'requests and generations by UTC day, newest first; other keys and days outside the range left out');
+  t.same(
+    usage.body.data,
+    [
+      { day: '2026-01-02', requests: 2, generations: 2 },
+      { day: '2026-01-01', requests: 5, generations: 1 },
+    ],
+    'requests and generations by UTC day, newest first; other keys and days outside the range left out',
+  );
   t.same(usage.body.totals, { requests: 7, generations: 3 });
   t.equal(usage.body.to, '2026-01-02');
   t.equal(usage.body.from, '2025-12-04');
@@ -321,7 +371,7 @@ t.test('usage counts requests per UTC day and lastUsedAt is written at most once
 });
 
 t.test('usage counted in memory is written when the service stops', async (t) => {
-  const server = await startTestServer(t, { env: { } });
+  const server = await startTestServer(t, { env: {} });
   const owner = await signUp(server);
   const key = await createKey(server, owner.cookie, owner.workspaceId);
   for (let i = 0; i < 4; i++) await useKey(server, key.key, owner.workspaceId);
@@ -335,5 +385,9 @@ t.test('usage counted in memory is written when the service stops', async (t) =>
     await original.call(server.services.db);
   };
   await server.stop();
-  t.same(flushed.map((r: any) => Number(r.requests)), [4], 'the stop sequence wrote the counts before closing the database');
+  t.same(
+    flushed.map((r: any) => Number(r.requests)),
+    [4],
+    'the stop sequence wrote the counts before closing the database',
+  );
 });

@@ -11,10 +11,15 @@ type Make = (clock: ManualClock) => Promise<{ store: AttemptStore; close(): Prom
 
 const backends: Array<[string, Make | undefined]> = [
   ['memory', async (clock) => ({ store: new MemoryAttemptStore(clock), close: async () => {} })],
-  ['redis', process.env.TEST_REDIS_URL ? async () => {
-    const redis = await connectRedis(process.env.TEST_REDIS_URL!, createLogger('silent'));
-    return { store: new RedisAttemptStore(redis, `test:attempts:${randomBytes(6).toString('hex')}:`), close: () => redis.close() };
-  } : undefined],
+  [
+    'redis',
+    process.env.TEST_REDIS_URL
+      ? async () => {
+          const redis = await connectRedis(process.env.TEST_REDIS_URL!, createLogger('silent'));
+          return { store: new RedisAttemptStore(redis, `test:attempts:${randomBytes(6).toString('hex')}:`), close: () => redis.close() };
+        }
+      : undefined,
+  ],
 ];
 
 const countUp = (now: number) => (current: AttemptRecord | undefined) => {
@@ -28,7 +33,11 @@ for (const [name, make] of backends) {
     const { store, close } = await make!(clock);
     t.teardown(close);
     const counts = await Promise.all(Array.from({ length: 10 }, () => store.update('k', 60_000, countUp(clock.now()))));
-    t.same([...counts].sort((a, b) => a - b), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10], 'concurrent updates each see the one before');
+    t.same(
+      [...counts].sort((a, b) => a - b),
+      [1, 2, 3, 4, 5, 6, 7, 8, 9, 10],
+      'concurrent updates each see the one before',
+    );
     t.equal(await store.update('k', 60_000, (current) => ({ result: current?.count })), 10, 'a change without a record to store leaves it');
     t.equal(await store.update('other', 60_000, (current) => ({ result: current })), undefined, 'keys are apart');
     await store.delete('k');
@@ -59,11 +68,19 @@ t.test('the rule for one account and address', async (t) => {
 
   t.same(decideAttempt({ count: 7, last: now }, now + 3999), { result: { allowed: false, retryAt: now + 4000 } }, 'refused, the record unchanged');
   t.same(decideAttempt({ count: 7, last: now }, now + 4000), { next: { count: 8, last: now + 4000 }, result: { allowed: true } }, 'counted');
-  t.same(decideAttempt({ count: 7, last: now }, now + LOGIN_THROTTLE.forgetAfterMs), { next: { count: 1, last: now + LOGIN_THROTTLE.forgetAfterMs }, result: { allowed: true } }, 'forgotten');
+  t.same(
+    decideAttempt({ count: 7, last: now }, now + LOGIN_THROTTLE.forgetAfterMs),
+    { next: { count: 1, last: now + LOGIN_THROTTLE.forgetAfterMs }, result: { allowed: true } },
+    'forgotten',
+  );
 
   const window = { start: now, end: now + LOGIN_THROTTLE.windowMs };
   t.same(decideAttempt(undefined, now + 10, window).result, { allowed: true }, 'under attack, a clean address may try');
-  t.same(decideAttempt({ count: 1, last: now + 10 }, now + 20, window).result, { allowed: false, retryAt: window.end }, 'an address that failed in the window waits for its end');
+  t.same(
+    decideAttempt({ count: 1, last: now + 10 }, now + 20, window).result,
+    { allowed: false, retryAt: window.end },
+    'an address that failed in the window waits for its end',
+  );
   t.same(decideAttempt({ count: 1, last: now - 10 }, now + 20, window).result, { allowed: true }, 'a failure before the window does not count');
 });
 

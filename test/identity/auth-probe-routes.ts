@@ -11,7 +11,9 @@ function probe(method: 'GET' | 'POST', path: string, access: Access, extra: Part
     summary: 'answers with the resolved principal',
     tags: ['test'],
     access,
-    ...(method === 'POST' ? { body: Type.Object({ workspaceId: Type.Optional(Type.String()), n: Type.Optional(Type.Integer()) }, { additionalProperties: false }) } : {}),
+    ...(method === 'POST'
+      ? { body: Type.Object({ workspaceId: Type.Optional(Type.String()), n: Type.Optional(Type.Integer()) }, { additionalProperties: false }) }
+      : {}),
     query: Type.Object({ workspaceId: Type.Optional(Type.String()) }, { additionalProperties: false }),
     responses: { 200: Principal },
     handler: ({ auth }: RequestContext) => ({ body: { auth } }),

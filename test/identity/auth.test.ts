@@ -27,7 +27,7 @@ t.test('a key resolves to its principal; a session to its user', async (t) => {
   t.equal(session.headers.get('x-ratelimit-limit'), null);
 });
 
-t.test('scopes: the route\'s scope or all; wallet.read also accepts usage.read; anything else is 403', async (t) => {
+t.test("scopes: the route's scope or all; wallet.read also accepts usage.read; anything else is 403", async (t) => {
   const { server, a } = await setup(t);
   const cases: Array<[string, Scope[], number]> = [
     ['/v1/probe/generations', ['generations.read'], 200],
@@ -135,7 +135,11 @@ t.test('the Origin check covers every cookie write, and only cookie writes', asy
   t.equal((await call(server, 'POST', '/v1/probe/dashboard', withCookie(a.cookie, evil), {})).status, 403, 'cookie POST from a foreign origin');
   t.equal((await call(server, 'POST', '/v1/probe/generations', withCookie(a.cookie, evil), {})).status, 403, 'also on scoped routes');
   t.equal((await server.json('/v1/probe/dashboard', { headers: withCookie(a.cookie, evil) })).status, 200, 'reads are not writes');
-  t.equal((await call(server, 'POST', '/v1/probe/generations', withKey(key.key, evil), { workspaceId: a.workspaceId })).status, 200, 'keys are not sent by browsers on their own: no Origin check');
+  t.equal(
+    (await call(server, 'POST', '/v1/probe/generations', withKey(key.key, evil), { workspaceId: a.workspaceId })).status,
+    200,
+    'keys are not sent by browsers on their own: no Origin check',
+  );
   t.equal((await call(server, 'POST', '/v1/probe/dashboard', withCookie(a.cookie, { origin: new URL(server.config.baseUrl).origin }), {})).status, 200);
   t.equal((await call(server, 'POST', '/v1/probe/dashboard', withCookie(a.cookie), {})).status, 200, 'no Origin: not a browser');
 });

@@ -15,11 +15,19 @@ t.test('an invitation is made once with its token, listed while pending, and acc
 
   const made = await call(server, owner.cookie, 'POST', `/v1/workspaces/${id}/invitations`, { email: `  ${guestEmail.toUpperCase()}`.trim() });
   t.equal(made.status, 201);
-  t.match(made.body, { id: /^inv_[0-9a-z]{26}$/, workspaceId: id, email: guestEmail, role: 'member', status: 'pending', invitedBy: owner.userId, acceptedAt: null });
+  t.match(made.body, {
+    id: /^inv_[0-9a-z]{26}$/,
+    workspaceId: id,
+    email: guestEmail,
+    role: 'member',
+    status: 'pending',
+    invitedBy: owner.userId,
+    acceptedAt: null,
+  });
   t.match(made.body.token, /^gsi_[A-Za-z0-9_-]{43}$/);
   t.equal(Date.parse(made.body.expiresAt) - Date.parse(made.body.createdAt), 7 * DAY, 'valid for 7 days');
   const [stored] = await rows(server, 'select * from invitations where id = ?', [made.body.id]);
-  t.equal(stored.token_hash, sha256Hex(made.body.token), 'only the token\'s hash is stored');
+  t.equal(stored.token_hash, sha256Hex(made.body.token), "only the token's hash is stored");
   t.notOk(JSON.stringify(stored).includes(made.body.token), 'never the token itself');
 
   const listed = await call(server, owner.cookie, 'GET', `/v1/workspaces/${id}/invitations`);
@@ -62,7 +70,13 @@ t.test('admins invite admins; members read the pending list but cannot invite or
   t.equal((await call(server, member.cookie, 'GET', `/v1/workspaces/${id}/invitations`)).body.data.length, 1, 'members can read');
 
   const before = await workspaceState(server, id);
-  isError(t, await call(server, member.cookie, 'POST', `/v1/workspaces/${id}/invitations`, { email: uniqueEmail('friend') }), 403, 'forbidden', /owner or admin/);
+  isError(
+    t,
+    await call(server, member.cookie, 'POST', `/v1/workspaces/${id}/invitations`, { email: uniqueEmail('friend') }),
+    403,
+    'forbidden',
+    /owner or admin/,
+  );
   isError(t, await call(server, member.cookie, 'DELETE', `/v1/workspaces/${id}/invitations/${byAdmin.body.id}`), 403, 'forbidden');
   t.same(await workspaceState(server, id), before, 'nothing changed');
 
@@ -90,8 +104,7 @@ t.test('cancelled invitations cannot be accepted, nor cancelled twice', async (t
   const again = await call(server, owner.cookie, 'POST', `/v1/workspaces/${owner.workspaceId}/invitations`, { email: guest.email });
   t.equal(again.status, 201, 'the e-mail may be invited again');
   t.equal((await call(server, guest.cookie, 'POST', '/v1/invitations/accept', { token: again.body.token })).status, 200);
-  isError(t, await call(server, owner.cookie, 'DELETE', `/v1/workspaces/${owner.workspaceId}/invitations/${again.body.id}`), 409, 'conflict', /accepted/,
-  );
+  isError(t, await call(server, owner.cookie, 'DELETE', `/v1/workspaces/${owner.workspaceId}/invitations/${again.body.id}`), 409, 'conflict', /accepted/);
 });
 
 t.test('accepting with an account of another e-mail is 403, and an unknown token 404; nothing changes', async (t) => {
@@ -105,7 +118,13 @@ t.test('accepting with an account of another e-mail is 403, and an unknown token
   isError(t, await call(server, interloper.cookie, 'POST', '/v1/invitations/accept', { token: made.body.token }), 403, 'forbidden', /another e-mail/);
   isError(t, await call(server, interloper.cookie, 'POST', '/v1/invitations/accept', { token: `gsi_${'A'.repeat(43)}` }), 404, 'not_found');
   isError(t, await call(server, interloper.cookie, 'POST', '/v1/invitations/accept', { token: 'nonsense' }), 404, 'not_found');
-  isError(t, await call(server, interloper.cookie, 'POST', '/v1/invitations/accept', { token: sha256Hex(made.body.token) }), 404, 'not_found', 'the stored hash is not a token');
+  isError(
+    t,
+    await call(server, interloper.cookie, 'POST', '/v1/invitations/accept', { token: sha256Hex(made.body.token) }),
+    404,
+    'not_found',
+    'the stored hash is not a token',
+  );
   isError(t, await call(server, interloper.cookie, 'POST', '/v1/invitations/accept', {}), 400, 'validation_error', /token/);
   isError(t, await call(server, interloper.cookie, 'POST', '/v1/invitations/accept', { token: 12 }), 400, 'validation_error', /token/);
   isError(t, await call(server, undefined, 'POST', '/v1/invitations/accept', { token: made.body.token }), 401, 'unauthenticated');
@@ -126,9 +145,21 @@ t.test('duplicates and members are refused with 409; bad e-mails and roles with 
   const before = await workspaceState(server, ws);
 
   isError(t, await call(server, owner.cookie, 'POST', `/v1/workspaces/${ws}/invitations`, { email }), 409, 'conflict', /pending invitation/);
-  isError(t, await call(server, owner.cookie, 'POST', `/v1/workspaces/${ws}/invitations`, { email: email.toUpperCase(), role: 'admin' }), 409, 'conflict', /pending invitation/);
+  isError(
+    t,
+    await call(server, owner.cookie, 'POST', `/v1/workspaces/${ws}/invitations`, { email: email.toUpperCase(), role: 'admin' }),
+    409,
+    'conflict',
+    /pending invitation/,
+  );
   isError(t, await call(server, owner.cookie, 'POST', `/v1/workspaces/${ws}/invitations`, { email: member.email }), 409, 'conflict', /already a member/);
-  isError(t, await call(server, owner.cookie, 'POST', `/v1/workspaces/${ws}/invitations`, { email: owner.email.toUpperCase() }), 409, 'conflict', /already a member/);
+  isError(
+    t,
+    await call(server, owner.cookie, 'POST', `/v1/workspaces/${ws}/invitations`, { email: owner.email.toUpperCase() }),
+    409,
+    'conflict',
+    /already a member/,
+  );
 
   const bad: Array<[string, unknown, RegExp]> = [
     ['no @', { email: 'not-an-email' }, /body\.email/],
@@ -180,10 +211,14 @@ t.test('the pending list pages newest first', async (t) => {
   const server = await startTestServer(t);
   const owner = await signUp(server);
   const made: string[] = [];
-  for (let i = 0; i < 5; i++) made.push((await call(server, owner.cookie, 'POST', `/v1/workspaces/${owner.workspaceId}/invitations`, { email: uniqueEmail(`page${i}`) })).body.id);
+  for (let i = 0; i < 5; i++)
+    made.push((await call(server, owner.cookie, 'POST', `/v1/workspaces/${owner.workspaceId}/invitations`, { email: uniqueEmail(`page${i}`) })).body.id);
   const first = await call(server, owner.cookie, 'GET', `/v1/workspaces/${owner.workspaceId}/invitations?limit=3`);
   const second = await call(server, owner.cookie, 'GET', `/v1/workspaces/${owner.workspaceId}/invitations?limit=3&cursor=${first.body.nextCursor}`);
-  t.same([...first.body.data, ...second.body.data].map((i: any) => i.id), made.reverse());
+  t.same(
+    [...first.body.data, ...second.body.data].map((i: any) => i.id),
+    made.reverse(),
+  );
   t.equal(second.body.nextCursor, null);
 });
 
@@ -193,7 +228,9 @@ t.test('races: one invitation per e-mail, one acceptance per token', async (t) =
   const guest = await signUp(server);
   const ws = owner.workspaceId;
 
-  const invites = await Promise.all(Array.from({ length: 4 }, () => call(server, owner.cookie, 'POST', `/v1/workspaces/${ws}/invitations`, { email: guest.email })));
+  const invites = await Promise.all(
+    Array.from({ length: 4 }, () => call(server, owner.cookie, 'POST', `/v1/workspaces/${ws}/invitations`, { email: guest.email })),
+  );
   t.same(invites.map((r) => r.status).sort(), [201, 409, 409, 409], 'concurrent invitations of one e-mail: one made, the rest 409');
   t.equal((await rows(server, 'select 1 from invitations where workspace_id = ? and status = ?', [ws, 'pending'])).length, 1);
 

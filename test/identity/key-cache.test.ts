@@ -12,14 +12,20 @@ import { sha256Hex } from '../../http/auth/tokens.ts';
 async function database(t: Test): Promise<Database> {
   const url = await freshDatabaseUrl();
   const db = await openDatabase({ databaseUrl: url.url, dataDir: '.data/test' });
-  t.teardown(async () => { await db.close(); await url.drop(); });
+  t.teardown(async () => {
+    await db.close();
+    await url.drop();
+  });
   await db.em().execute(`insert into workspaces (id, name, plan, created_at, updated_at) values ('ws_a', 'A', 'pro', now(), now())`);
   return db;
 }
 
 async function insertKey(db: Database, id: string, hash: string, extra = ''): Promise<void> {
-  await db.em().execute(`insert into api_keys (id, workspace_id, name, prefix, key_hash, scopes, created_at, updated_at${extra ? ', revoked_at' : ''})
-    values (?, 'ws_a', 'k', 'gs_live_abcd', ?, '["assets.read"]', now(), now()${extra ? ', now()' : ''})`, [id, hash]);
+  await db.em().execute(
+    `insert into api_keys (id, workspace_id, name, prefix, key_hash, scopes, created_at, updated_at${extra ? ', revoked_at' : ''})
+    values (?, 'ws_a', 'k', 'gs_live_abcd', ?, '["assets.read"]', now(), now()${extra ? ', now()' : ''})`,
+    [id, hash],
+  );
 }
 
 function cache(db: Database, clock: ManualClock, maxEntries = 100) {
@@ -36,7 +42,7 @@ t.test('records come from memory until the TTL, then from the database again', a
   t.match(record, { id: 'key_1', workspaceId: 'ws_a', revoked: false, expiresAt: null, requestsPerMinute: 600 });
   t.same([...record!.scopes], ['assets.read']);
   await db.em().execute(`update api_keys set revoked_at = now() where id = 'key_1'`);
-  t.equal((await keys.lookup(hash))!.revoked, false, 'a change made behind the cache\'s back is not seen within the TTL');
+  t.equal((await keys.lookup(hash))!.revoked, false, "a change made behind the cache's back is not seen within the TTL");
   t.notOk(keys.lookup(hash) instanceof Promise, 'a fresh entry is answered synchronously');
   clock.advance(60_000);
   t.equal((await keys.lookup(hash))!.revoked, true, 'after the TTL the record is read again');

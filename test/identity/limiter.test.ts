@@ -10,10 +10,15 @@ type Make = (clock: ManualClock) => Promise<{ limiter: RateLimiter; close(): Pro
 
 const backends: Array<[string, Make | undefined]> = [
   ['memory', async (clock) => ({ limiter: new MemoryRateLimiter(clock), close: async () => {} })],
-  ['redis', process.env.TEST_REDIS_URL ? async (clock) => {
-    const redis = await connectRedis(process.env.TEST_REDIS_URL!, createLogger('silent'));
-    return { limiter: new RedisRateLimiter(redis, clock, `test:limiter:${randomBytes(6).toString('hex')}:`), close: () => redis.close() };
-  } : undefined],
+  [
+    'redis',
+    process.env.TEST_REDIS_URL
+      ? async (clock) => {
+          const redis = await connectRedis(process.env.TEST_REDIS_URL!, createLogger('silent'));
+          return { limiter: new RedisRateLimiter(redis, clock, `test:limiter:${randomBytes(6).toString('hex')}:`), close: () => redis.close() };
+        }
+      : undefined,
+  ],
 ];
 
 for (const [name, make] of backends) {
@@ -47,8 +52,14 @@ for (const [name, make] of backends) {
     t.teardown(close);
     // Made in one turn of the event loop: the Redis limiter counts them with one command.
     const windows = await Promise.all(Array.from({ length: 5 }, () => limiter.hit('busy', 3, 60_000)));
-    t.same(windows.map((w) => w.remaining), [2, 1, 0, 0, 0]);
-    t.same(windows.map((w) => w.allowed), [true, true, true, false, false]);
+    t.same(
+      windows.map((w) => w.remaining),
+      [2, 1, 0, 0, 0],
+    );
+    t.same(
+      windows.map((w) => w.allowed),
+      [true, true, true, false, false],
+    );
     const [other, again] = await Promise.all([limiter.hit('quiet', 3, 60_000), limiter.hit('busy', 3, 60_000)]);
     t.equal(other.remaining, 2, 'another key in the same turn counts apart');
     t.equal(again.allowed, false);

@@ -62,7 +62,7 @@ t.test('an account attacked from many addresses: addresses that failed in the wi
   t.equal(await attempt('owner@x', '192.0.2.1'), 'ok', 'the next window');
 });
 
-t.test('one client\'s IPv6 /64 counts as one address; IPv4-mapped as the IPv4 address', async (t) => {
+t.test("one client's IPv6 /64 counts as one address; IPv4-mapped as the IPv4 address", async (t) => {
   const { attempt } = setup();
   for (let i = 0; i < LOGIN_THROTTLE.freeFailures; i++) t.equal(await attempt('a@x', `2001:db8:1:2::${i + 1}`), 'ok');
   t.equal(await attempt('a@x', '2001:db8:1:2:ffff::9'), 1, 'another address of the /64 waits');
@@ -73,7 +73,12 @@ t.test('one client\'s IPv6 /64 counts as one address; IPv4-mapped as the IPv4 ad
 
 t.test('a store that cannot apply the change for contention refuses for a second; other errors pass through', async (t) => {
   const { deps } = setup();
-  const failing = (error: Error): AttemptStore => ({ update: async () => { throw error; }, delete: async () => {} });
+  const failing = (error: Error): AttemptStore => ({
+    update: async () => {
+      throw error;
+    },
+    delete: async () => {},
+  });
   const contended = beginLoginAttempt({ ...deps, loginAttempts: failing(new AttemptContentionError('k')) }, 'a@x', '203.0.113.1');
   await t.rejects(contended, { code: 'rate_limited', headers: { 'Retry-After': '1' } });
   const broken = new Error('store down');
@@ -92,9 +97,18 @@ t.test('a failed attempt counts against the address and the account; a success a
 });
 
 t.test('the limits are the documented ones (docs/api.md "Login throttling")', async (t) => {
-  t.same({ ...LOGIN_THROTTLE }, {
-    freeFailures: 5, firstWaitMs: 1_000, maxWaitMs: 900_000, forgetAfterMs: 86_400_000, windowMs: 900_000, perAddress: 50, perAccount: 20,
-  });
+  t.same(
+    { ...LOGIN_THROTTLE },
+    {
+      freeFailures: 5,
+      firstWaitMs: 1_000,
+      maxWaitMs: 900_000,
+      forgetAfterMs: 86_400_000,
+      windowMs: 900_000,
+      perAddress: 50,
+      perAccount: 20,
+    },
+  );
 });
 
 t.test('attempts are forgotten 24 hours after the last; waits stop doubling at 15 minutes', async (t) => {

@@ -78,7 +78,7 @@ t.test('an account failing from many addresses: an address that failed waits for
   const server = await startTestServer(t, { clock });
   const owner = await signUp(server, { password: 'the right password' });
   const bots = ['127.0.0.10', '127.0.0.11', '127.0.0.12', '127.0.0.13'].map((address) => client(t, server, address));
-  t.equal(bots.length * LOGIN_THROTTLE.freeFailures, LOGIN_THROTTLE.perAccount, 'the bots\' free failures reach the account ceiling');
+  t.equal(bots.length * LOGIN_THROTTLE.freeFailures, LOGIN_THROTTLE.perAccount, "the bots' free failures reach the account ceiling");
   for (const bot of bots) for (let i = 0; i < LOGIN_THROTTLE.freeFailures; i++) t.equal((await bot(owner.email, `guess ${i}`)).status, 401);
 
   clock.advance(60_000);

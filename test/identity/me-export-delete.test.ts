@@ -5,15 +5,15 @@ import { sharedTestServer } from '../helpers/server.ts';
 import { createKey, logIn, signUp } from '../helpers/identity.ts';
 import { addMember, call, generation, isError, rows, storedAsset, workspaceState } from './support.ts';
 
-t.test('a data export is a JSON file of the user\'s data, never a secret, downloadable by its owner only', async (t) => {
+t.test("a data export is a JSON file of the user's data, never a secret, downloadable by its owner only", async (t) => {
   const server = await sharedTestServer();
   const ada = await signUp(server, { name: 'Ada' });
   await logIn(server, ada.email, ada.password);
   const bob = await signUp(server, { name: 'Bob' });
-  const team = (await call(server, bob.cookie, 'POST', '/v1/workspaces', { name: 'Bob\'s team' })).body.id;
+  const team = (await call(server, bob.cookie, 'POST', '/v1/workspaces', { name: "Bob's team" })).body.id;
   await addMember(server, bob.cookie, team, ada, 'admin');
   const invitation = await call(server, ada.cookie, 'POST', `/v1/workspaces/${team}/invitations`, { email: 'friend@example.com' });
-  const key = await createKey(server, ada.cookie, ada.workspaceId, ['generations.read'], { name: 'Ada\'s key' });
+  const key = await createKey(server, ada.cookie, ada.workspaceId, ['generations.read'], { name: "Ada's key" });
 
   const made = await call(server, ada.cookie, 'POST', '/v1/me/export-request');
   t.equal(made.status, 201);
@@ -23,7 +23,7 @@ t.test('a data export is a JSON file of the user\'s data, never a secret, downlo
   t.equal(row.status, 'completed');
   t.ok(row.completed_at);
   const file = path.join(server.config.dataDir, row.file_path);
-  t.ok(file.startsWith(path.join(server.config.dataDir, 'exports')), 'under the data directory\'s exports/');
+  t.ok(file.startsWith(path.join(server.config.dataDir, 'exports')), "under the data directory's exports/");
   t.equal(fs.statSync(file).size, Number(row.bytes));
   t.equal(made.body.bytes, Number(row.bytes));
 
@@ -36,12 +36,27 @@ t.test('a data export is a JSON file of the user\'s data, never a secret, downlo
   const data = JSON.parse(text);
   t.equal(data.format, 'generation-service-export/1');
   t.match(data.user, { id: ada.userId, email: ada.email, name: 'Ada', hasPassword: true });
-  t.same(data.memberships.map((m: any) => [m.workspaceId, m.role]).sort(), [[ada.workspaceId, 'owner'], [team, 'admin']].sort());
-  t.same(data.linkedAccounts.map((a: any) => a.provider), ['password']);
+  t.same(
+    data.memberships.map((m: any) => [m.workspaceId, m.role]).sort(),
+    [
+      [ada.workspaceId, 'owner'],
+      [team, 'admin'],
+    ].sort(),
+  );
+  t.same(
+    data.linkedAccounts.map((a: any) => a.provider),
+    ['password'],
+  );
   t.equal(data.sessions.length, 2, 'both sessions, as metadata');
   t.same(Object.keys(data.sessions[0]).sort(), ['createdAt', 'expiresAt', 'id', 'ip', 'lastSeenAt', 'userAgent']);
-  t.same(data.invitationsSent.map((i: any) => i.id), [invitation.body.id]);
-  t.same(data.apiKeysCreated.map((k: any) => [k.id, k.name]), [[key.id, 'Ada\'s key']]);
+  t.same(
+    data.invitationsSent.map((i: any) => i.id),
+    [invitation.body.id],
+  );
+  t.same(
+    data.apiKeysCreated.map((k: any) => [k.id, k.name]),
+    [[key.id, "Ada's key"]],
+  );
 
   const secrets = [
     ...(await rows(server, 'select password_hash as s from users where id = ?', [ada.userId])),
@@ -50,7 +65,8 @@ t.test('a data export is a JSON file of the user\'s data, never a secret, downlo
     ...(await rows(server, 'select token_hash as s from invitations where invited_by = ?', [ada.userId])),
   ].map((r) => r.s as string);
   t.equal(secrets.length, 5);
-  for (const secret of [...secrets, key.key, invitation.body.token, ada.password]) t.notOk(text.includes(secret), 'no hash, key, token or password in the file');
+  for (const secret of [...secrets, key.key, invitation.body.token, ada.password])
+    t.notOk(text.includes(secret), 'no hash, key, token or password in the file');
   t.same(text.match(/.{0,40}(password_?hash|token_?hash|key_?hash).{0,40}/i), null, 'no hash field at all');
 
   isError(t, await call(server, bob.cookie, 'GET', made.body.downloadPath), 404, 'not_found', 'another user cannot download it');
@@ -95,7 +111,7 @@ t.test('deleting the account removes the user, sessions, personal data and solel
   const ada = await signUp(server);
   const secondSession = await logIn(server, ada.email, ada.password);
   const bob = await signUp(server);
-  const bobs = (await call(server, bob.cookie, 'POST', '/v1/workspaces', { name: 'Bob\'s' })).body.id;
+  const bobs = (await call(server, bob.cookie, 'POST', '/v1/workspaces', { name: "Bob's" })).body.id;
   await addMember(server, bob.cookie, bobs, ada, 'admin');
   const invited = await call(server, ada.cookie, 'POST', `/v1/workspaces/${bobs}/invitations`, { email: 'friend@example.com' });
   const solo = (await call(server, ada.cookie, 'POST', '/v1/workspaces', { name: 'Solo' })).body.id;
@@ -113,7 +129,13 @@ t.test('deleting the account removes the user, sessions, personal data and solel
   t.equal(deleted.status, 204);
   t.match(deleted.headers.get('set-cookie'), /^gs_session=; .*Max-Age=0/, 'the browser is told to forget the cookie');
 
-  for (const [table, column] of [['users', 'id'], ['sessions', 'user_id'], ['linked_accounts', 'user_id'], ['workspace_members', 'user_id'], ['export_requests', 'user_id']]) {
+  for (const [table, column] of [
+    ['users', 'id'],
+    ['sessions', 'user_id'],
+    ['linked_accounts', 'user_id'],
+    ['workspace_members', 'user_id'],
+    ['export_requests', 'user_id'],
+  ]) {
     t.same(await rows(server, `select 1 from ${table} where ${column} = ?`, [ada.userId]), [], `nothing left in ${table}`);
   }
   t.notOk(fs.existsSync(exportFile), 'the export file is gone');
@@ -121,18 +143,34 @@ t.test('deleting the account removes the user, sessions, personal data and solel
   t.same((await workspaceState(server, solo)).workspace, [], 'so is the other workspace only they belonged to');
   isError(t, await call(server, soloKey.key, 'GET', `/v1/workspaces/${solo}`), 401, 'unauthenticated', 'its keys stop at once');
   t.equal(await server.services.blobs.stat(soloFile), undefined, 'its files are gone');
-  t.ok(await server.services.blobs.stat(bobsFile), 'the shared workspace\'s files stay');
+  t.ok(await server.services.blobs.stat(bobsFile), "the shared workspace's files stay");
 
   const shared = await workspaceState(server, bobs);
   t.same(shared.members, [{ user_id: bob.userId, role: 'owner' }], 'the shared workspace stays, without them');
-  t.same((await rows(server, 'select invited_by, status from invitations where id = ?', [invited.body.id])), [{ invited_by: null, status: 'pending' }],
-    'their invitation stays with the workspace, no longer naming them');
-  t.equal((await call(server, bobsKey.key, 'GET', `/v1/workspaces/${bobs}`)).status, 200, 'a key they made for a shared workspace belongs to it and keeps working');
+  t.same(
+    await rows(server, 'select invited_by, status from invitations where id = ?', [invited.body.id]),
+    [{ invited_by: null, status: 'pending' }],
+    'their invitation stays with the workspace, no longer naming them',
+  );
+  t.equal(
+    (await call(server, bobsKey.key, 'GET', `/v1/workspaces/${bobs}`)).status,
+    200,
+    'a key they made for a shared workspace belongs to it and keeps working',
+  );
 
   isError(t, await call(server, ada.cookie, 'GET', '/v1/me'), 401, 'unauthenticated');
   isError(t, await call(server, secondSession, 'GET', '/v1/me'), 401, 'unauthenticated', 'every session ended');
-  isError(t, await server.json('/v1/auth/login', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: ada.email, password: ada.password }) }),
-    401, 'unauthenticated', 'the account cannot sign in');
+  isError(
+    t,
+    await server.json('/v1/auth/login', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ email: ada.email, password: ada.password }),
+    }),
+    401,
+    'unauthenticated',
+    'the account cannot sign in',
+  );
   const again = await signUp(server, { email: ada.email });
   t.not(again.userId, ada.userId, 'the e-mail is free again');
 });

@@ -12,7 +12,7 @@ function login(server: TestServer, email: string, password: string) {
   return server.json('/v1/auth/login', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email, password }) });
 }
 
-t.test('GET /v1/me is the signed-in user\'s profile, without secrets', async (t) => {
+t.test("GET /v1/me is the signed-in user's profile, without secrets", async (t) => {
   const server = await startTestServer(t);
   const ada = await signUp(server, { name: 'Ada' });
   const me = await call(server, ada.cookie, 'GET', '/v1/me');
@@ -76,10 +76,34 @@ t.test('change-password: the current password is required; other sessions end, t
   const bob = await signUp(server);
   const before = await userRow(server, ada.userId);
 
-  isError(t, await call(server, ada.cookie, 'POST', '/v1/me/change-password', { currentPassword: 'wrong password', newPassword: 'brand new password' }), 403, 'forbidden', /current password/);
-  isError(t, await call(server, ada.cookie, 'POST', '/v1/me/change-password', { currentPassword: ada.password, newPassword: 'short' }), 400, 'validation_error', /newPassword/);
-  isError(t, await call(server, ada.cookie, 'POST', '/v1/me/change-password', { newPassword: 'brand new password' }), 400, 'validation_error', /currentPassword/);
-  isError(t, await call(server, ada.cookie, 'POST', '/v1/me/change-password', { currentPassword: ada.password, newPassword: 12345678 }), 400, 'validation_error', /newPassword/);
+  isError(
+    t,
+    await call(server, ada.cookie, 'POST', '/v1/me/change-password', { currentPassword: 'wrong password', newPassword: 'brand new password' }),
+    403,
+    'forbidden',
+    /current password/,
+  );
+  isError(
+    t,
+    await call(server, ada.cookie, 'POST', '/v1/me/change-password', { currentPassword: ada.password, newPassword: 'short' }),
+    400,
+    'validation_error',
+    /newPassword/,
+  );
+  isError(
+    t,
+    await call(server, ada.cookie, 'POST', '/v1/me/change-password', { newPassword: 'brand new password' }),
+    400,
+    'validation_error',
+    /currentPassword/,
+  );
+  isError(
+    t,
+    await call(server, ada.cookie, 'POST', '/v1/me/change-password', { currentPassword: ada.password, newPassword: 12345678 }),
+    400,
+    'validation_error',
+    /newPassword/,
+  );
   t.same(await userRow(server, ada.userId), before, 'refusals change nothing');
   t.equal((await call(server, otherSession, 'GET', '/v1/me')).status, 200, 'and end no session');
 
@@ -89,7 +113,7 @@ t.test('change-password: the current password is required; other sessions end, t
   t.equal((await call(server, ada.cookie, 'GET', '/v1/me')).status, 200, 'the current session stays');
   isError(t, await call(server, otherSession, 'GET', '/v1/me'), 401, 'unauthenticated', 'the other session ended');
   t.equal((await rows(server, 'select 1 from sessions where user_id = ?', [ada.userId])).length, 1, 'one session left');
-  t.equal((await call(server, bob.cookie, 'GET', '/v1/me')).status, 200, 'another user\'s session is untouched');
+  t.equal((await call(server, bob.cookie, 'GET', '/v1/me')).status, 200, "another user's session is untouched");
   isError(t, await login(server, ada.email, ada.password), 401, 'unauthenticated', 'the old password no longer signs in');
   t.equal((await login(server, ada.email, 'brand new password')).status, 200, 'the new one does');
 });
@@ -109,20 +133,41 @@ t.test('linked accounts: listed; the last way to sign in cannot be unlinked; unl
   t.equal((await login(server, ada.email, ada.password)).status, 200, 'the password still works');
 
   // No social sign-in flow exists yet: link one the way it would, in the table.
-  await rows(server, 'insert into linked_accounts (user_id, provider, provider_account_id, created_at) values (?, ?, ?, now())', [ada.userId, 'github', 'gh-1234']);
-  await rows(server, 'insert into linked_accounts (user_id, provider, provider_account_id, created_at) values (?, ?, ?, now())', [bob.userId, 'github', 'gh-5678']);
+  await rows(server, 'insert into linked_accounts (user_id, provider, provider_account_id, created_at) values (?, ?, ?, now())', [
+    ada.userId,
+    'github',
+    'gh-1234',
+  ]);
+  await rows(server, 'insert into linked_accounts (user_id, provider, provider_account_id, created_at) values (?, ?, ?, now())', [
+    bob.userId,
+    'github',
+    'gh-5678',
+  ]);
   t.same((await call(server, ada.cookie, 'GET', '/v1/me/accounts')).body.data.map((a: any) => a.provider).sort(), ['github', 'password']);
 
   t.equal((await call(server, ada.cookie, 'DELETE', '/v1/me/accounts/password')).status, 204);
   t.equal((await userRow(server, ada.userId)).password_hash, null, 'the password is gone');
-  t.same((await call(server, ada.cookie, 'GET', '/v1/me/accounts')).body.data.map((a: any) => a.provider), ['github']);
+  t.same(
+    (await call(server, ada.cookie, 'GET', '/v1/me/accounts')).body.data.map((a: any) => a.provider),
+    ['github'],
+  );
   t.equal((await call(server, ada.cookie, 'GET', '/v1/me')).body.hasPassword, false);
   isError(t, await login(server, ada.email, ada.password), 401, 'unauthenticated', 'the password no longer signs in');
-  isError(t, await call(server, ada.cookie, 'POST', '/v1/me/change-password', { currentPassword: ada.password, newPassword: 'another password' }), 409, 'conflict', /no password/);
+  isError(
+    t,
+    await call(server, ada.cookie, 'POST', '/v1/me/change-password', { currentPassword: ada.password, newPassword: 'another password' }),
+    409,
+    'conflict',
+    /no password/,
+  );
 
   isError(t, await call(server, ada.cookie, 'DELETE', '/v1/me/accounts/github'), 409, 'conflict', /last way/);
   t.same(await rows(server, 'select provider from linked_accounts where user_id = ?', [ada.userId]), [{ provider: 'github' }], 'still linked');
-  t.same(await rows(server, 'select provider from linked_accounts where user_id = ? order by provider', [bob.userId]), [{ provider: 'github' }, { provider: 'password' }], 'another user\'s accounts are untouched');
+  t.same(
+    await rows(server, 'select provider from linked_accounts where user_id = ? order by provider', [bob.userId]),
+    [{ provider: 'github' }, { provider: 'password' }],
+    "another user's accounts are untouched",
+  );
 });
 
 t.test('API keys have no user: every account endpoint answers 403 and changes nothing', async (t) => {
@@ -148,7 +193,11 @@ t.test('API keys have no user: every account endpoint answers 403 and changes no
 t.test('races: two unlinks of the last two sign-in methods leave one', async (t) => {
   const server = await startTestServer(t);
   const ada = await signUp(server);
-  await rows(server, 'insert into linked_accounts (user_id, provider, provider_account_id, created_at) values (?, ?, ?, now())', [ada.userId, 'github', 'gh-race']);
+  await rows(server, 'insert into linked_accounts (user_id, provider, provider_account_id, created_at) values (?, ?, ?, now())', [
+    ada.userId,
+    'github',
+    'gh-race',
+  ]);
   const [a, b] = await Promise.all([
     call(server, ada.cookie, 'DELETE', '/v1/me/accounts/password'),
     call(server, ada.cookie, 'DELETE', '/v1/me/accounts/github'),

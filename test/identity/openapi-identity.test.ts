@@ -38,7 +38,11 @@ t.test('auth and API key operations are documented with their security', async (
     else if (scopes) t.same(op.security, [...scopes.map((scope) => ({ apiKey: [scope] })), { apiKey: ['all'] }, { session: [] }], `${name} lists its scopes`);
     else t.same(op.security, [{ apiKey: [] }, { session: [] }], `${name}: any key or a session`);
   }
-  for (const [path, method] of [['/v1/me', 'get'], ['/v1/workspaces', 'post'], ['/v1/invitations/accept', 'post']] as const) {
+  for (const [path, method] of [
+    ['/v1/me', 'get'],
+    ['/v1/workspaces', 'post'],
+    ['/v1/invitations/accept', 'post'],
+  ] as const) {
     t.same(body.paths[path][method].security, [{ session: [] }], `${method} ${path} refuses API keys, and says so`);
   }
   const created = body.paths['/v1/api-keys'].post.responses['201'].content['application/json'].schema;
@@ -46,6 +50,15 @@ t.test('auth and API key operations are documented with their security', async (
   const listed = body.paths['/v1/api-keys'].get.responses['200'].content['application/json'].schema;
   t.notOk(listed.properties.data.items.properties.key, 'the list item has no plaintext');
   t.notOk(listed.properties.data.items.properties.keyHash, 'nor the hash');
-  t.same(created.properties.scopes.items.anyOf.map((s: { const: string }) => s.const).sort(),
-    ['all', 'assets.read', 'files.write', 'generations.read', 'generations.write', 'usage.read', 'wallet.read', 'wallet.write', 'webhooks.manage']);
+  t.same(created.properties.scopes.items.anyOf.map((s: { const: string }) => s.const).sort(), [
+    'all',
+    'assets.read',
+    'files.write',
+    'generations.read',
+    'generations.write',
+    'usage.read',
+    'wallet.read',
+    'wallet.write',
+    'webhooks.manage',
+  ]);
 });

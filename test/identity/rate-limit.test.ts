@@ -87,7 +87,11 @@ t.test('the limit follows the workspace plan and each key counts alone', async (
   const team = await signUp(server);
   await server.services.db.em().execute(`update workspaces set plan = 'pro' where id = ?`, [pro.workspaceId]);
   await server.services.db.em().execute(`update workspaces set plan = 'team' where id = ?`, [team.workspaceId]);
-  for (const [user, limit] of [[free, 2], [pro, 4], [team, 6]] as const) {
+  for (const [user, limit] of [
+    [free, 2],
+    [pro, 4],
+    [team, 6],
+  ] as const) {
     const a = await createKey(server, user.cookie, user.workspaceId);
     const b = await createKey(server, user.cookie, user.workspaceId);
     const path = `/v1/workspaces/${user.workspaceId}`;
@@ -113,45 +117,53 @@ t.test('a limited key stays limited across the cache: revoking it meanwhile stil
   t.equal(res.status, 401, 'authentication comes before the limit');
 });
 
-t.test('with Redis, nodes share one count and drop revoked keys at once', { skip: !(process.env.TEST_REDIS_URL && process.env.TEST_DATABASE_URL) && 'needs TEST_REDIS_URL and TEST_DATABASE_URL' }, async (t) => {
-  const database = await freshDatabaseUrl();
-  t.teardown(() => database.drop());
-  const prefix = `test:shared:${Date.now()}:${Math.random().toString(36).slice(2)}:`;
-  const clock = new ManualClock(Date.UTC(2026, 0, 1, 12, 0, 0));
-  const env = { REDIS_KEY_PREFIX: prefix, RATE_LIMIT_FREE: '4' };
-  const one = await startTestServer(t, { clock, env, databaseUrl: database.url });
-  const two = await startTestServer(t, { clock, env, databaseUrl: database.url });
-  const owner = await signUp(one);
-  const key = await createKey(one, owner.cookie, owner.workspaceId);
-  const path = `/v1/workspaces/${owner.workspaceId}`;
-  const statuses: number[] = [];
-  for (const node of [one, two, one, two, one, two]) statuses.push((await get(node, key.key, path)).status);
-  t.same(statuses, [200, 200, 200, 200, 429, 429], 'four in all, whichever node answers');
+t.test(
+  'with Redis, nodes share one count and drop revoked keys at once',
+  { skip: !(process.env.TEST_REDIS_URL && process.env.TEST_DATABASE_URL) && 'needs TEST_REDIS_URL and TEST_DATABASE_URL' },
+  async (t) => {
+    const database = await freshDatabaseUrl();
+    t.teardown(() => database.drop());
+    const prefix = `test:shared:${Date.now()}:${Math.random().toString(36).slice(2)}:`;
+    const clock = new ManualClock(Date.UTC(2026, 0, 1, 12, 0, 0));
+    const env = { REDIS_KEY_PREFIX: prefix, RATE_LIMIT_FREE: '4' };
+    const one = await startTestServer(t, { clock, env, databaseUrl: database.url });
+    const two = await startTestServer(t, { clock, env, databaseUrl: database.url });
+    const owner = await signUp(one);
+    const key = await createKey(one, owner.cookie, owner.workspaceId);
+    const path = `/v1/workspaces/${owner.workspaceId}`;
+    const statuses: number[] = [];
+    for (const node of [one, two, one, two, one, two]) statuses.push((await get(node, key.key, path)).status);
+    t.same(statuses, [200, 200, 200, 200, 429, 429], 'four in all, whichever node answers');
 
-  clock.advance(60_000);
-  t.equal((await get(two, key.key, path)).status, 200, 'node two has the key cached');
-  const revoke = await one.json(`/v1/api-keys/${key.id}`, { method: 'PATCH', headers: withCookie(owner.cookie), body: JSON.stringify({ revoked: true }) });
-  t.equal(revoke.status, 200);
-  let status = 0;
-  // The invalidation travels over Redis pub/sub; it lands within a moment, well before the 60 s cache TTL.
-  for (let i = 0; i < 100 && status !== 401; i++) {
-    status = (await get(two, key.key, path)).status;
-    if (status !== 401) await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-  t.equal(status, 401, 'node two refuses the revoked key without waiting for its cache to expire');
-});
+    clock.advance(60_000);
+    t.equal((await get(two, key.key, path)).status, 200, 'node two has the key cached');
+    const revoke = await one.json(`/v1/api-keys/${key.id}`, { method: 'PATCH', headers: withCookie(owner.cookie), body: JSON.stringify({ revoked: true }) });
+    t.equal(revoke.status, 200);
+    let status = 0;
+    // The invalidation travels over Redis pub/sub; it lands within a moment, well before the 60 s cache TTL.
+    for (let i = 0; i < 100 && status !== 401; i++) {
+      status = (await get(two, key.key, path)).status;
+      if (status !== 401) await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    t.equal(status, 401, 'node two refuses the revoked key without waiting for its cache to expire');
+  },
+);
 
-t.test('with Redis down, keyed requests are served unlimited rather than refused', { skip: !process.env.TEST_REDIS_URL && 'needs TEST_REDIS_URL' }, async (t) => {
-  const server = await startTestServer(t, { env: { RATE_LIMIT_FREE: '1' } });
-  const owner = await signUp(server);
-  const key = await createKey(server, owner.cookie, owner.workspaceId);
-  const path = `/v1/workspaces/${owner.workspaceId}`;
-  t.equal((await get(server, key.key, path)).status, 200);
-  t.equal((await get(server, key.key, path)).status, 429);
-  server.services.redis!.destroy();
-  for (let i = 0; i < 3; i++) {
-    const res = await get(server, key.key, path);
-    t.equal(res.status, 200, 'served');
-    t.equal(res.headers.get('x-ratelimit-limit'), null, 'without limit headers, as no limit was applied');
-  }
-});
+t.test(
+  'with Redis down, keyed requests are served unlimited rather than refused',
+  { skip: !process.env.TEST_REDIS_URL && 'needs TEST_REDIS_URL' },
+  async (t) => {
+    const server = await startTestServer(t, { env: { RATE_LIMIT_FREE: '1' } });
+    const owner = await signUp(server);
+    const key = await createKey(server, owner.cookie, owner.workspaceId);
+    const path = `/v1/workspaces/${owner.workspaceId}`;
+    t.equal((await get(server, key.key, path)).status, 200);
+    t.equal((await get(server, key.key, path)).status, 429);
+    server.services.redis!.destroy();
+    for (let i = 0; i < 3; i++) {
+      const res = await get(server, key.key, path);
+      t.equal(res.status, 200, 'served');
+      t.equal(res.headers.get('x-ratelimit-limit'), null, 'without limit headers, as no limit was applied');
+    }
+  },
+);

@@ -43,13 +43,24 @@ t.test('sign-up creates the user, a personal workspace they own on the free plan
   t.equal(user.email, email.toLowerCase());
   t.match(user.password_hash, /^scrypt\$\d+\$8\$1\$[A-Za-z0-9+/=]+\$[A-Za-z0-9+/=]+$/);
   t.notMatch(user.password_hash, /correct horse/);
-  const [member] = await rows(server, 'select m.role, w.plan, w.personal from workspace_members m join workspaces w on w.id = m.workspace_id where m.user_id = ?', [userId]);
+  const [member] = await rows(
+    server,
+    'select m.role, w.plan, w.personal from workspace_members m join workspaces w on w.id = m.workspace_id where m.user_id = ?',
+    [userId],
+  );
   t.same(member, { role: 'owner', plan: 'free', personal: true });
   const accounts = await rows(server, 'select provider from linked_accounts where user_id = ?', [userId]);
-  t.same(accounts.map((a) => a.provider), ['password']);
+  t.same(
+    accounts.map((a) => a.provider),
+    ['password'],
+  );
   const token = sessionCookieOf(res).split('=')[1]!;
   const sessions = await rows(server, 'select token_hash from sessions where user_id = ?', [userId]);
-  t.same(sessions.map((s) => s.token_hash), [sha256Hex(token)], 'only the hash of the token is stored');
+  t.same(
+    sessions.map((s) => s.token_hash),
+    [sha256Hex(token)],
+    'only the hash of the token is stored',
+  );
 });
 
 t.test('sign-up refuses bad input and a taken e-mail, and then changes nothing', async (t) => {
@@ -75,8 +86,11 @@ t.test('sign-up refuses bad input and a taken e-mail, and then changes nothing',
     t.match(res.body.error.message, message, label);
     t.notOk(res.headers.get('set-cookie'), `${label}: no session`);
   }
-  const [counts] = await rows(server, `select (select count(*)::int from users) as users, (select count(*)::int from workspaces) as workspaces,
-    (select count(*)::int from sessions) as sessions, (select count(*)::int from linked_accounts) as accounts`);
+  const [counts] = await rows(
+    server,
+    `select (select count(*)::int from users) as users, (select count(*)::int from workspaces) as workspaces,
+    (select count(*)::int from sessions) as sessions, (select count(*)::int from linked_accounts) as accounts`,
+  );
   t.same(counts, { users: 1, workspaces: 1, sessions: 1, accounts: 1 }, 'only the first sign-up left rows');
 });
 
@@ -150,7 +164,8 @@ t.test('expired sessions whose cookie never comes back are purged by the service
   const early = await signUp(server);
   clock.advance(3_600_000);
   const late = await signUp(server);
-  const left = async () => (await rows<{ user_id: string }>(server, 'select user_id from sessions where user_id in (?, ?)', [early.userId, late.userId])).map((row) => row.user_id);
+  const left = async () =>
+    (await rows<{ user_id: string }>(server, 'select user_id from sessions where user_id in (?, ?)', [early.userId, late.userId])).map((row) => row.user_id);
   t.same((await left()).sort(), [early.userId, late.userId].sort());
   // The early session expires at 2 h, the late one at 3 h; a purge (every SESSION_PURGE_INTERVAL_MS) falls due between.
   clock.advance(3_600_000 + SESSION_PURGE_INTERVAL_MS);
@@ -193,7 +208,12 @@ t.test('cookie-authenticated writes from a foreign Origin are refused; the own o
   t.equal((await rows(server, 'select id from sessions where user_id = ?', [user.userId])).length, 1, 'the session survived the forged logouts');
   const login = await post(server, '/v1/auth/login', { email: user.email, password: user.password }, { ...json, origin: 'https://evil.example' });
   t.equal(login.status, 403, 'login from a foreign page is refused too (login CSRF)');
-  const signup = await post(server, '/v1/auth/signup', { email: uniqueEmail(), password: 'long enough', name: 'A' }, { ...json, origin: 'https://evil.example' });
+  const signup = await post(
+    server,
+    '/v1/auth/signup',
+    { email: uniqueEmail(), password: 'long enough', name: 'A' },
+    { ...json, origin: 'https://evil.example' },
+  );
   t.equal(signup.status, 403);
   for (const origin of [new URL(server.config.baseUrl).origin, 'https://app.example.com', 'http://localhost:3000']) {
     const cookie = await logIn(server, user.email, user.password);

@@ -56,8 +56,12 @@ export function isError(t: Test, response: { status: number; body: any; headers:
 /** A generation row in a given state, as the generation work stores it. */
 export async function generation(server: TestServer, workspaceId: string, status: string): Promise<string> {
   const id = `gen_test${Math.random().toString(36).slice(2, 12)}`;
-  await rows(server, `insert into generations (id, workspace_id, mode, model_id, status, params, inputs, payment_mode, credits, provider, timeline, queue_deadline, created_at, updated_at)
-    values (?, ?, 'text_to_text', 'test-model', ?, '{}', '{}', 'credits', 1, 'local', '[]', now(), now(), now())`, [id, workspaceId, status]);
+  await rows(
+    server,
+    `insert into generations (id, workspace_id, mode, model_id, status, params, inputs, payment_mode, credits, provider, timeline, queue_deadline, created_at, updated_at)
+    values (?, ?, 'text_to_text', 'test-model', ?, '{}', '{}', 'credits', 1, 'local', '[]', now(), now(), now())`,
+    [id, workspaceId, status],
+  );
   return id;
 }
 
@@ -67,6 +71,10 @@ export async function storedAsset(server: TestServer, workspaceId: string): Prom
   const storageKey = assetStorageKey(workspaceId, id);
   const png = Buffer.from('89504e470d0a1a0a', 'hex');
   await server.services.blobs.put(storageKey, png, 'image/png');
-  await server.services.db.em().transactional((tx) => createAsset(tx, { id, workspaceId, mediaType: 'image', contentType: 'image/png', bytes: png.length, storageKey, limitBytes: Number.MAX_SAFE_INTEGER }));
+  await server.services.db
+    .em()
+    .transactional((tx) =>
+      createAsset(tx, { id, workspaceId, mediaType: 'image', contentType: 'image/png', bytes: png.length, storageKey, limitBytes: Number.MAX_SAFE_INTEGER }),
+    );
   return storageKey;
 }

@@ -32,18 +32,27 @@ t.test('any member lists the members with their roles, newest first, page by pag
     all.push(...page.body.data);
     cursor = page.body.nextCursor;
   } while (cursor);
-  t.same(all.map((m) => [m.userId, m.role, m.name]), [
-    [other.userId, 'member', 'Otto Member'],
-    [member.userId, 'member', 'Mia Member'],
-    [admin.userId, 'admin', 'Adam Admin'],
-    [owner.userId, 'owner', 'Olive Owner'],
-  ]);
+  t.same(
+    all.map((m) => [m.userId, m.role, m.name]),
+    [
+      [other.userId, 'member', 'Otto Member'],
+      [member.userId, 'member', 'Mia Member'],
+      [admin.userId, 'admin', 'Adam Admin'],
+      [owner.userId, 'owner', 'Olive Owner'],
+    ],
+  );
   t.equal(all[0].email, other.email);
   t.match(all[0].joinedAt, /^\d{4}-\d\d-\d\dT/);
-  isError(t, await call(server, member.cookie, 'GET', `/v1/workspaces/${id}/members?cursor=${Buffer.from('["x"]').toString('base64url')}`), 400, 'validation_error', /cursor/);
+  isError(
+    t,
+    await call(server, member.cookie, 'GET', `/v1/workspaces/${id}/members?cursor=${Buffer.from('["x"]').toString('base64url')}`),
+    400,
+    'validation_error',
+    /cursor/,
+  );
 });
 
-t.test('owners and admins change roles; members cannot; the owner\'s role changes only by transfer', async (t) => {
+t.test("owners and admins change roles; members cannot; the owner's role changes only by transfer", async (t) => {
   const server = await sharedTestServer();
   const { owner, admin, member, other, id } = await team(server);
 
@@ -58,11 +67,23 @@ t.test('owners and admins change roles; members cannot; the owner\'s role change
 
   const before = await workspaceState(server, id);
   isError(t, await call(server, member.cookie, 'PATCH', `/v1/workspaces/${id}/members/${other.userId}`, { role: 'admin' }), 403, 'forbidden', /owner or admin/);
-  isError(t, await call(server, member.cookie, 'PATCH', `/v1/workspaces/${id}/members/${member.userId}`, { role: 'admin' }), 403, 'forbidden', 'not even themselves');
+  isError(
+    t,
+    await call(server, member.cookie, 'PATCH', `/v1/workspaces/${id}/members/${member.userId}`, { role: 'admin' }),
+    403,
+    'forbidden',
+    'not even themselves',
+  );
   isError(t, await call(server, admin.cookie, 'PATCH', `/v1/workspaces/${id}/members/${owner.userId}`, { role: 'member' }), 403, 'forbidden', /admin cannot/);
   isError(t, await call(server, owner.cookie, 'PATCH', `/v1/workspaces/${id}/members/${owner.userId}`, { role: 'admin' }), 409, 'conflict', /transfer/);
   isError(t, await call(server, owner.cookie, 'PATCH', `/v1/workspaces/${id}/members/${member.userId}`, { role: 'owner' }), 400, 'validation_error', /role/);
-  isError(t, await call(server, owner.cookie, 'PATCH', `/v1/workspaces/${id}/members/${member.userId}`, { role: 'boss' }), 400, 'validation_error', /body.role: must be one of "admin", "member"/);
+  isError(
+    t,
+    await call(server, owner.cookie, 'PATCH', `/v1/workspaces/${id}/members/${member.userId}`, { role: 'boss' }),
+    400,
+    'validation_error',
+    /body.role: must be one of "admin", "member"/,
+  );
   isError(t, await call(server, owner.cookie, 'PATCH', `/v1/workspaces/${id}/members/${member.userId}`, { role: 1 }), 400, 'validation_error', /role/);
   isError(t, await call(server, owner.cookie, 'PATCH', `/v1/workspaces/${id}/members/${member.userId}`, {}), 400, 'validation_error', /role/);
   const stranger = await signUp(server);
@@ -109,8 +130,11 @@ t.test('ownership moves only to an existing member, and only by the owner', asyn
   const moved = await call(server, owner.cookie, 'POST', `/v1/workspaces/${id}/transfer`, { userId: member.userId });
   t.equal(moved.status, 200);
   t.match(moved.body, { id, role: 'admin' });
-  t.same(await rows(server, 'select user_id, role from workspace_members where workspace_id = ? and role = ?', [id, 'owner']), [{ user_id: member.userId, role: 'owner' }],
-    'exactly one owner, the new one');
+  t.same(
+    await rows(server, 'select user_id, role from workspace_members where workspace_id = ? and role = ?', [id, 'owner']),
+    [{ user_id: member.userId, role: 'owner' }],
+    'exactly one owner, the new one',
+  );
   t.equal(await roleOf(server, id, owner), 'admin', 'the old owner is now admin');
   t.equal((await call(server, member.cookie, 'GET', `/v1/workspaces/${id}`)).body.role, 'owner');
 

@@ -12,12 +12,22 @@ t.test('create, list, read and rename a workspace', async (t) => {
   t.match(created.body, { id: /^ws_[0-9a-z]{26}$/, name: 'Research', plan: 'free', personal: false, role: 'owner' });
   t.equal(created.body.createdAt, created.body.updatedAt);
   const id = created.body.id;
-  t.same(await rows(server, 'select user_id, role from workspace_members where workspace_id = ?', [id]), [{ user_id: ada.userId, role: 'owner' }],
-    'the creator is its one owner');
+  t.same(
+    await rows(server, 'select user_id, role from workspace_members where workspace_id = ?', [id]),
+    [{ user_id: ada.userId, role: 'owner' }],
+    'the creator is its one owner',
+  );
 
   const list = await call(server, ada.cookie, 'GET', '/v1/workspaces');
   t.equal(list.status, 200);
-  t.same(list.body.data.map((w: any) => [w.id, w.role, w.personal]), [[id, 'owner', false], [ada.workspaceId, 'owner', true]], 'newest first, with the caller\'s role');
+  t.same(
+    list.body.data.map((w: any) => [w.id, w.role, w.personal]),
+    [
+      [id, 'owner', false],
+      [ada.workspaceId, 'owner', true],
+    ],
+    "newest first, with the caller's role",
+  );
   t.equal(list.body.nextCursor, null);
 
   const detail = await call(server, ada.cookie, 'GET', `/v1/workspaces/${id}`);
@@ -33,11 +43,11 @@ t.test('create, list, read and rename a workspace', async (t) => {
   t.equal(row.name, 'Lab', 'stored');
 });
 
-t.test('the list pages with a cursor, newest first, and shows only the caller\'s workspaces', async (t) => {
+t.test("the list pages with a cursor, newest first, and shows only the caller's workspaces", async (t) => {
   const server = await sharedTestServer();
   const ada = await signUp(server);
   const bob = await signUp(server);
-  await call(server, bob.cookie, 'POST', '/v1/workspaces', { name: 'Not Ada\'s' });
+  await call(server, bob.cookie, 'POST', '/v1/workspaces', { name: "Not Ada's" });
   const made = [ada.workspaceId];
   for (let i = 0; i < 4; i++) made.push((await call(server, ada.cookie, 'POST', '/v1/workspaces', { name: `W${i}` })).body.id);
 
@@ -106,7 +116,13 @@ t.test('roles: members read, owners and admins rename, only the owner deletes', 
   const read = await call(server, member.cookie, 'GET', `/v1/workspaces/${id}`);
   t.equal(read.status, 200);
   t.equal(read.body.role, 'member');
-  t.same((await call(server, member.cookie, 'GET', '/v1/workspaces')).body.data.map((w: any) => [w.id, w.role]), [[id, 'member'], [member.workspaceId, 'owner']]);
+  t.same(
+    (await call(server, member.cookie, 'GET', '/v1/workspaces')).body.data.map((w: any) => [w.id, w.role]),
+    [
+      [id, 'member'],
+      [member.workspaceId, 'owner'],
+    ],
+  );
 
   const before = await workspaceState(server, id);
   isError(t, await call(server, member.cookie, 'PATCH', `/v1/workspaces/${id}`, { name: 'Mine now' }), 403, 'forbidden', /owner or admin/);
@@ -156,8 +172,8 @@ t.test('a user of workspace A acting on workspace B gets 404 and nothing changes
     ['list invitations', 'GET', `/v1/workspaces/${target}/invitations`],
     ['cancel an invitation', 'DELETE', `/v1/workspaces/${target}/invitations/${invitationId}`],
     // Their own workspace in the path, the other's resources after it.
-    ['cancel B\'s invitation through A', 'DELETE', `/v1/workspaces/${mallory.workspaceId}/invitations/${invitationId}`],
-    ['change a B member\'s role through A', 'PATCH', `/v1/workspaces/${mallory.workspaceId}/members/${victim.userId}`, { role: 'admin' }],
+    ["cancel B's invitation through A", 'DELETE', `/v1/workspaces/${mallory.workspaceId}/invitations/${invitationId}`],
+    ["change a B member's role through A", 'PATCH', `/v1/workspaces/${mallory.workspaceId}/members/${victim.userId}`, { role: 'admin' }],
     ['remove a B member through A', 'DELETE', `/v1/workspaces/${mallory.workspaceId}/members/${victim.userId}`],
     ['transfer A to a B member', 'POST', `/v1/workspaces/${mallory.workspaceId}/transfer`, { userId: victim.userId }],
   ];
@@ -168,7 +184,11 @@ t.test('a user of workspace A acting on workspace B gets 404 and nothing changes
     t.ok([403, 404, 409].includes(response.status), `${what}: ${response.status}`);
     if (path.includes(target)) {
       isError(t, response, 404, 'not_found');
-      t.equal(response.body.error.message, missing.body.error.message.replace('ws_00000000000000000000000000', target), `${what}: answered exactly as a missing workspace`);
+      t.equal(
+        response.body.error.message,
+        missing.body.error.message.replace('ws_00000000000000000000000000', target),
+        `${what}: answered exactly as a missing workspace`,
+      );
     } else if (method === 'POST') {
       isError(t, response, 409, 'conflict', /not a member/);
     } else {
@@ -177,7 +197,10 @@ t.test('a user of workspace A acting on workspace B gets 404 and nothing changes
   }
   t.same(await workspaceState(server, target), before, 'workspace B is as it was');
   t.same(await workspaceState(server, mallory.workspaceId), malloryBefore, 'and so is A');
-  t.notOk((await call(server, mallory.cookie, 'GET', '/v1/workspaces')).body.data.some((w: any) => w.id === target), 'B never shows in A\'s list');
+  t.notOk(
+    (await call(server, mallory.cookie, 'GET', '/v1/workspaces')).body.data.some((w: any) => w.id === target),
+    "B never shows in A's list",
+  );
 });
 
 t.test('API keys read their own workspace only; settings and people are for signed-in users', async (t) => {
@@ -194,7 +217,11 @@ t.test('API keys read their own workspace only; settings and people are for sign
   t.equal(own.body.role, null, 'a key has no role');
   const list = await call(server, key.key, 'GET', `/v1/workspaces?workspaceId=${ada.workspaceId}`);
   t.equal(list.status, 200);
-  t.same(list.body.data.map((w: any) => w.id), [ada.workspaceId], 'a key lists only its own workspace');
+  t.same(
+    list.body.data.map((w: any) => w.id),
+    [ada.workspaceId],
+    'a key lists only its own workspace',
+  );
 
   isError(t, await call(server, key.key, 'GET', `/v1/workspaces/${eve.workspaceId}`), 403, 'forbidden');
   isError(t, await call(server, key.key, 'GET', `/v1/workspaces?workspaceId=${eve.workspaceId}`), 403, 'forbidden');
@@ -219,12 +246,12 @@ t.test('API keys read their own workspace only; settings and people are for sign
     isError(t, response, 403, 'forbidden');
   }
   isError(t, await call(server, key.key, 'POST', '/v1/workspaces', { name: 'By key' }), 403, 'forbidden');
-  t.same(await workspaceState(server, ada.workspaceId), before, 'nothing changed in the key\'s workspace');
+  t.same(await workspaceState(server, ada.workspaceId), before, "nothing changed in the key's workspace");
   t.same(await workspaceState(server, eve.workspaceId), eveBefore, 'nor in another');
   t.equal((await rows(server, 'select 1 from workspaces')).length, 2, 'no workspace made');
 });
 
-t.test('deletion is refused with 409 while a generation is not finished, and then takes the workspace\'s keys with it', async (t) => {
+t.test("deletion is refused with 409 while a generation is not finished, and then takes the workspace's keys with it", async (t) => {
   const server = await sharedTestServer();
   const ada = await signUp(server);
   const id = (await call(server, ada.cookie, 'POST', '/v1/workspaces', { name: 'Busy' })).body.id;
@@ -249,9 +276,15 @@ t.test('deletion is refused with 409 while a generation is not finished, and the
   t.same(await rows(server, 'select 1 from generations where workspace_id = ?', [id]), [], 'its generations went with it');
   t.same(await rows(server, 'select 1 from assets where workspace_id = ?', [id]), [], 'and its assets');
   t.equal(await server.services.blobs.stat(file), undefined, 'and their files');
-  t.ok(await server.services.blobs.stat(kept), 'another workspace\'s file stays');
+  t.ok(await server.services.blobs.stat(kept), "another workspace's file stays");
   isError(t, await call(server, key.key, 'GET', `/v1/workspaces/${id}`), 401, 'unauthenticated', /not valid/);
   t.equal((await call(server, ada.cookie, 'GET', `/v1/workspaces/${ada.workspaceId}`)).status, 200, 'other workspaces stay');
   isError(t, await call(server, ada.cookie, 'DELETE', `/v1/workspaces/${id}`), 404, 'not_found');
-  isError(t, await call(server, ada.cookie, 'DELETE', `/v1/workspaces/${ada.workspaceId}`), 409, 'conflict', 'the other workspace\'s running generation counts there');
+  isError(
+    t,
+    await call(server, ada.cookie, 'DELETE', `/v1/workspaces/${ada.workspaceId}`),
+    409,
+    'conflict',
+    "the other workspace's running generation counts there",
+  );
 });

@@ -63,9 +63,13 @@ t.test('after a whole flow, every metric has moved: requests, actors, generation
   const created = await createGeneration(server, who, 'Say hello');
   await eventually(async () => {
     const samples = await scrape(server);
-    return (value(samples, 'gs_generations', { generation_status: 'running' }) ?? 0) + (value(samples, 'gs_generations', { generation_status: 'submitted' }) ?? 0) >= 1 ? true : undefined;
+    return (value(samples, 'gs_generations', { generation_status: 'running' }) ?? 0) +
+      (value(samples, 'gs_generations', { generation_status: 'submitted' }) ?? 0) >=
+      1
+      ? true
+      : undefined;
   }, 'the generations gauge shows the job with the provider');
-  await eventually(async () => (await statusOf(server, 'generations', 'id', created.id) === 'succeeded' ? true : undefined), 'the generation succeeds');
+  await eventually(async () => ((await statusOf(server, 'generations', 'id', created.id)) === 'succeeded' ? true : undefined), 'the generation succeeds');
   await receiver.waitFor(1);
   const whilePending = await eventually(async () => {
     const samples = await scrape(server);
@@ -73,11 +77,16 @@ t.test('after a whole flow, every metric has moved: requests, actors, generation
   }, 'the pending-deliveries gauge shows the held delivery');
   t.ok(value(whilePending, 'gs_webhook_deliveries_pending')! >= 1, 'deliveries pending while the receiver holds the first');
   receiver.held[0]!.release(200);
-  await eventually(async () => (await statusOf(server, 'webhook_deliveries', 'generation_id', created.id) === 'delivered' ? true : undefined), 'the delivery is delivered');
+  await eventually(
+    async () => ((await statusOf(server, 'webhook_deliveries', 'generation_id', created.id)) === 'delivered' ? true : undefined),
+    'the delivery is delivered',
+  );
 
   // Mailbox depth: three messages for one actor that holds the first.
   let release!: () => void;
-  const hold = new Promise<void>((resolve) => { release = resolve; });
+  const hold = new Promise<void>((resolve) => {
+    release = resolve;
+  });
   const asks = [1, 2, 3].map(() => server.services.actors.ask('counter', 'c1', { type: 'hold', wait: hold }));
   const busy = await scrape(server);
   t.equal(value(busy, 'gs_actor_mailbox_depth', { actor_kind: 'counter' }), 3, 'mailbox depth by kind: the message handled and the two waiting');
@@ -96,10 +105,19 @@ t.test('after a whole flow, every metric has moved: requests, actors, generation
 
   const after = await scrape(server);
   const moved = (name: string, labels: Record<string, string> = {}) => (value(after, name, labels) ?? 0) - (value(before, name, labels) ?? 0);
-  t.ok(moved('http_server_request_duration_count', { http_request_method: 'POST', http_route: '/v1/generations', http_response_status_code: '201' }) >= 1, 'HTTP requests by route, method and status');
+  t.ok(
+    moved('http_server_request_duration_count', { http_request_method: 'POST', http_route: '/v1/generations', http_response_status_code: '201' }) >= 1,
+    'HTTP requests by route, method and status',
+  );
   t.ok(moved('http_server_request_duration_bucket', { http_route: '/v1/generations', le: '+Inf' }) >= 1, 'with a duration histogram');
-  t.ok(moved('http_server_request_duration_count', { http_route: '/v1/generations/:id', http_response_status_code: '429' }) >= 1, 'the refusal by its route template, not its URL');
-  t.notOk(after.some((s) => s.labels.http_route?.includes(created.id)), 'no series carries a URL with an id');
+  t.ok(
+    moved('http_server_request_duration_count', { http_route: '/v1/generations/:id', http_response_status_code: '429' }) >= 1,
+    'the refusal by its route template, not its URL',
+  );
+  t.notOk(
+    after.some((s) => s.labels.http_route?.includes(created.id)),
+    'no series carries a URL with an id',
+  );
   t.ok(moved('gs_rate_limit_refusals_total', { http_route: '/v1/generations/:id' }) >= 1, 'rate-limit refusals');
   for (const kind of ['ws', 'gen', 'whk', 'counter']) {
     t.ok(moved('gs_actor_message_duration_count', { actor_kind: kind }) >= 1, `actor messages of kind ${kind}, with their processing time`);
@@ -109,7 +127,10 @@ t.test('after a whole flow, every metric has moved: requests, actors, generation
   t.ok(moved('gs_generation_transitions_total', { generation_status_from: 'new', generation_status_to: 'queued' }) >= 1, 'transition: created');
   t.ok(moved('gs_generation_transitions_total', { generation_status_to: 'succeeded' }) >= 1, 'transition: succeeded');
   t.equal(value(after, 'gs_generations', { generation_status: 'running' }), 0, 'the gauge is back to 0 once the job finished');
-  t.ok(moved('gs_provider_call_duration_count', { gs_provider: 'local', gs_outcome: 'succeeded' }) >= 1, 'provider calls by provider and outcome, with their duration');
+  t.ok(
+    moved('gs_provider_call_duration_count', { gs_provider: 'local', gs_outcome: 'succeeded' }) >= 1,
+    'provider calls by provider and outcome, with their duration',
+  );
   t.ok((value(after, 'gs_provider_call_duration_sum', { gs_provider: 'local' }) ?? 0) >= 1, 'the provider call lasted the provider latency');
   t.ok(moved('gs_webhook_attempt_duration_count', { gs_outcome: 'success' }) >= 1, 'webhook attempts by outcome, with their duration');
   t.equal(value(after, 'gs_webhook_deliveries_pending'), 0, 'no delivery pending at the end');
@@ -156,7 +177,13 @@ t.test('OTLP: metrics are pushed to OTEL_EXPORTER_OTLP_METRICS_ENDPOINT', async 
     });
   });
   await new Promise<void>((resolve) => collector.listen(0, '127.0.0.1', resolve));
-  t.teardown(() => new Promise<void>((resolve) => { collector.closeAllConnections(); collector.close(() => resolve()); }));
+  t.teardown(
+    () =>
+      new Promise<void>((resolve) => {
+        collector.closeAllConnections();
+        collector.close(() => resolve());
+      }),
+  );
   const server = await startTestServer(t, {
     env: {
       OTEL_METRICS_EXPORTER: 'otlp',
@@ -170,7 +197,8 @@ t.test('OTLP: metrics are pushed to OTEL_EXPORTER_OTLP_METRICS_ENDPOINT', async 
   t.equal((await server.json('/v1')).status, 200);
   const names = await eventually(async () => {
     const seen = new Set<string>();
-    for (const body of bodies) for (const rm of body.resourceMetrics ?? []) for (const sm of rm.scopeMetrics ?? []) for (const m of sm.metrics ?? []) seen.add(m.name);
+    for (const body of bodies)
+      for (const rm of body.resourceMetrics ?? []) for (const sm of rm.scopeMetrics ?? []) for (const m of sm.metrics ?? []) seen.add(m.name);
     return seen.has('http.server.request.duration') ? seen : undefined;
   }, 'the collector receives the request histogram');
   t.ok(names.has('process.cpu.time'));

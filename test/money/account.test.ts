@@ -1,13 +1,28 @@
 import t, { type Test } from 'tap';
 import {
-  capture, checkWalletSettings, defaultWalletSettings, deposit, emptyAccount, grant, needsAutoRecharge, release, reserve, reserveWithinCap,
-  spendChange, sumLedger, WALLET_MINIMUM_DEPOSIT_CENTS,
-  type Account, type LedgerEntry, type MoneyDecision,
+  capture,
+  checkWalletSettings,
+  defaultWalletSettings,
+  deposit,
+  emptyAccount,
+  grant,
+  needsAutoRecharge,
+  release,
+  reserve,
+  reserveWithinCap,
+  spendChange,
+  sumLedger,
+  WALLET_MINIMUM_DEPOSIT_CENTS,
+  type Account,
+  type LedgerEntry,
+  type MoneyDecision,
 } from '../../actors/workspace/account.ts';
 
 /** The balances of an account, without its reservations. */
 const balances = (a: Account) => ({
-  availableCredits: a.availableCredits, reservedCredits: a.reservedCredits, walletCents: a.walletCents,
+  availableCredits: a.availableCredits,
+  reservedCredits: a.reservedCredits,
+  walletCents: a.walletCents,
   reservedWalletCents: a.reservedWalletCents,
 });
 
@@ -16,7 +31,9 @@ function book(t: Test, start = emptyAccount()) {
   let account = start;
   const ledger: LedgerEntry[] = [];
   return {
-    get account() { return account; },
+    get account() {
+      return account;
+    },
     ledger,
     apply(decision: MoneyDecision, what: string): LedgerEntry[] {
       if (!decision.ok) {
@@ -32,7 +49,15 @@ function book(t: Test, start = emptyAccount()) {
 }
 
 t.test('an empty account holds nothing and its wallet is not active', async (t) => {
-  t.same(emptyAccount(), { availableCredits: 0, reservedCredits: 0, walletCents: 0, reservedWalletCents: 0, walletActivated: false, tokenCarryNano: 0n, reservations: {} });
+  t.same(emptyAccount(), {
+    availableCredits: 0,
+    reservedCredits: 0,
+    walletCents: 0,
+    reservedWalletCents: 0,
+    walletActivated: false,
+    tokenCarryNano: 0n,
+    reservations: {},
+  });
   t.same(sumLedger([]), balances(emptyAccount()));
 });
 
@@ -120,7 +145,9 @@ t.test('wallet mode: needs an active wallet with enough cents; credits are not t
   t.equal(b.account.walletActivated, true, 'and a later small deposit does not deactivate it');
   t.same(balances(b.account), { availableCredits: 1_000, reservedCredits: 0, walletCents: 2_000, reservedWalletCents: 0 });
   t.match(reserve(b.account, 'gen_1', 401, 'wallet', 5), {
-    ok: false, code: 'wallet_insufficient_balance', message: 'This job needs 2005 cents from the wallet; 2000 are available.',
+    ok: false,
+    code: 'wallet_insufficient_balance',
+    message: 'This job needs 2005 cents from the wallet; 2000 are available.',
   });
   b.apply(reserve(b.account, 'gen_1', 400, 'wallet', 5), 'exactly the balance');
   t.same(balances(b.account), { availableCredits: 1_000, reservedCredits: 0, walletCents: 0, reservedWalletCents: 2_000 }, 'credits untouched');
@@ -135,7 +162,9 @@ t.test('auto mode: credits first, the rest from the wallet; without a wallet it 
   t.same(b.account.reservations.gen_1, { credits: 10, walletCents: 0 });
   b.apply(grant(b.account, 10, 'g2'), 'grant');
   t.match(reserve(b.account, 'gen_2', 11, 'auto', 5), {
-    ok: false, code: 'insufficient_credits', message: 'This job costs 11 credits; 10 are available and the wallet is not active.',
+    ok: false,
+    code: 'insufficient_credits',
+    message: 'This job costs 11 credits; 10 are available and the wallet is not active.',
   });
   b.apply(deposit(b.account, 1_000, 'dep'), 'deposit');
   b.apply(reserve(b.account, 'gen_2', 12, 'auto', 5), '10 credits and 10 cents');
@@ -174,28 +203,52 @@ t.test('the capped reserve: the key cap and the monthly cap each count only the 
   // 25 credits in auto: 5 from credits, 20 × 5 = 100 cents from the wallet.
   let b = funded();
   t.match(reserveWithinCap(b.account, 'gen_1', 25, 'auto', 5, 699, month), {
-    ok: false, code: 'wallet_insufficient_balance',
+    ok: false,
+    code: 'wallet_insufficient_balance',
     message: 'This job needs 100 cents from the wallet; the monthly spend cap of 699 cents leaves 99 this month.',
   });
   t.same(b.account.reservations, {}, 'a refusal records nothing');
-  t.match(reserveWithinCap(b.account, 'gen_1', 25, 'auto', 5, 500, month), { ok: false, message: /leaves 0 this month/ }, 'a month already past its cap leaves 0, not less');
+  t.match(
+    reserveWithinCap(b.account, 'gen_1', 25, 'auto', 5, 500, month),
+    { ok: false, message: /leaves 0 this month/ },
+    'a month already past its cap leaves 0, not less',
+  );
   t.same(b.apply(reserveWithinCap(b.account, 'gen_1', 25, 'auto', 5, 700, month), 'exactly at the monthly cap'), [
     { kind: 'reserve', generationId: 'gen_1', credits: -5, reservedCredits: 5, walletCents: -100, reservedWalletCents: 100 },
   ]);
 
   b = funded();
-  t.match(reserveWithinCap(b.account, 'gen_1', 25, 'auto', 5, null, month, keyCap(199, 100)), { ok: false, code: 'wallet_insufficient_balance', message: 'key needs 100' });
+  t.match(reserveWithinCap(b.account, 'gen_1', 25, 'auto', 5, null, month, keyCap(199, 100)), {
+    ok: false,
+    code: 'wallet_insufficient_balance',
+    message: 'key needs 100',
+  });
   b.apply(reserveWithinCap(b.account, 'gen_1', 25, 'auto', 5, null, month, keyCap(200, 100)), 'exactly at the key cap');
   t.same(b.account.reservations.gen_1, { credits: 5, walletCents: 100 });
 
   b = funded();
-  t.match(reserveWithinCap(b.account, 'gen_1', 25, 'auto', 5, 10_000, month, keyCap(199, 100)), { ok: false, message: 'key needs 100' }, 'the key cap with a monthly cap too');
-  t.match(reserveWithinCap(b.account, 'gen_1', 25, 'auto', 5, 699, month, keyCap(10_000, 0)), { ok: false, message: /monthly spend cap/ }, 'the monthly cap with a key cap too');
+  t.match(
+    reserveWithinCap(b.account, 'gen_1', 25, 'auto', 5, 10_000, month, keyCap(199, 100)),
+    { ok: false, message: 'key needs 100' },
+    'the key cap with a monthly cap too',
+  );
+  t.match(
+    reserveWithinCap(b.account, 'gen_1', 25, 'auto', 5, 699, month, keyCap(10_000, 0)),
+    { ok: false, message: /monthly spend cap/ },
+    'the monthly cap with a key cap too',
+  );
 
   b = funded();
-  b.apply(reserveWithinCap(b.account, 'gen_1', 5, 'auto', 5, 0, { month: '2026-01', spentCents: 10_000 }, keyCap(0, 10_000)), 'all from credits: no cap applies');
+  b.apply(
+    reserveWithinCap(b.account, 'gen_1', 5, 'auto', 5, 0, { month: '2026-01', spentCents: 10_000 }, keyCap(0, 10_000)),
+    'all from credits: no cap applies',
+  );
   t.same(b.account.reservations.gen_1, { credits: 5, walletCents: 0 });
-  t.match(reserveWithinCap(b.account, 'gen_2', 1, 'credits', 5, 0, month, keyCap(0, 0)), { ok: false, code: 'insufficient_credits' }, 'a refusal of the reservation itself comes first');
+  t.match(
+    reserveWithinCap(b.account, 'gen_2', 1, 'credits', 5, 0, month, keyCap(0, 0)),
+    { ok: false, code: 'insufficient_credits' },
+    'a refusal of the reservation itself comes first',
+  );
 });
 
 t.test('a long run of mixed steps keeps every balance equal to its ledger and never negative', async (t) => {
@@ -209,18 +262,26 @@ t.test('a long run of mixed steps keeps every balance equal to its ledger and ne
   for (let i = 0; i < 300; i++) {
     const step = random(6);
     const gen = `gen_${random(20)}`;
-    const decision = step === 0 ? grant(b.account, 1 + random(50), `g${i}`)
-      : step === 1 ? deposit(b.account, 1 + random(1_500), `d${i}`)
-        : step === 2 ? capture(b.account, gen)
-          : step === 3 ? release(b.account, gen)
-            : reserve(b.account, gen, random(40), modes[random(3)]!, 1 + random(10));
+    const decision =
+      step === 0
+        ? grant(b.account, 1 + random(50), `g${i}`)
+        : step === 1
+          ? deposit(b.account, 1 + random(1_500), `d${i}`)
+          : step === 2
+            ? capture(b.account, gen)
+            : step === 3
+              ? release(b.account, gen)
+              : reserve(b.account, gen, random(40), modes[random(3)]!, 1 + random(10));
     if (decision.ok) b.apply(decision, `step ${i}`);
     const a = b.account;
     if ([a.availableCredits, a.reservedCredits, a.walletCents, a.reservedWalletCents].some((n) => n < 0)) {
       t.fail(`step ${i}: a negative balance ${JSON.stringify(balances(a))}`);
       break;
     }
-    const held = Object.values(a.reservations).reduce((sum, r) => ({ credits: sum.credits + r.credits, walletCents: sum.walletCents + r.walletCents }), { credits: 0, walletCents: 0 });
+    const held = Object.values(a.reservations).reduce((sum, r) => ({ credits: sum.credits + r.credits, walletCents: sum.walletCents + r.walletCents }), {
+      credits: 0,
+      walletCents: 0,
+    });
     if (held.credits !== a.reservedCredits || held.walletCents !== a.reservedWalletCents) {
       t.fail(`step ${i}: reserved balances ${a.reservedCredits}/${a.reservedWalletCents} but reservations hold ${held.credits}/${held.walletCents}`);
       break;
@@ -248,12 +309,16 @@ t.test('the caps apply from the first cent taken from the wallet', async (t) => 
   const b = book(t);
   b.apply(deposit(b.account, 5_000, 'dep'), 'deposit');
   const month = { month: '2026-01', spentCents: 0 };
-  t.match(reserveWithinCap(b.account, 'gen_1', 1, 'wallet', 1, 0, month), { ok: false, code: 'wallet_insufficient_balance' }, 'a monthly cap of 0 refuses one cent');
+  t.match(
+    reserveWithinCap(b.account, 'gen_1', 1, 'wallet', 1, 0, month),
+    { ok: false, code: 'wallet_insufficient_balance' },
+    'a monthly cap of 0 refuses one cent',
+  );
   const keyCap = { capCents: 0, spentCents: 0, message: (n: number) => `key needs ${n}` };
   t.match(reserveWithinCap(b.account, 'gen_1', 1, 'wallet', 1, null, month, keyCap), { ok: false, message: 'key needs 1' }, 'a key cap of 0 refuses one cent');
 });
 
-t.test('the month\'s spend moves with reservations and releases only', async (t) => {
+t.test("the month's spend moves with reservations and releases only", async (t) => {
   const b = book(t);
   const grants = b.apply(grant(b.account, 10, 'g'), 'grant');
   const deposits = b.apply(deposit(b.account, 2_000, 'dep'), 'deposit');
@@ -268,14 +333,36 @@ t.test('the month\'s spend moves with reservations and releases only', async (t)
 });
 
 t.test('wallet settings at their boundaries', async (t) => {
-  const settings = (autoRecharge: { enabled: boolean; thresholdCents: number; amountCents: number }, monthlySpendCapCents: number | null = null) => ({ autoRecharge, monthlySpendCapCents });
-  t.equal(checkWalletSettings(settings({ enabled: true, thresholdCents: 1, amountCents: WALLET_MINIMUM_DEPOSIT_CENTS })), undefined, 'a threshold of one cent and a recharge of the minimum');
-  t.equal(checkWalletSettings(settings({ enabled: false, thresholdCents: 100_000_000, amountCents: 100_000_000 }, 100_000_000)), undefined, '100000000 cents is allowed');
+  const settings = (autoRecharge: { enabled: boolean; thresholdCents: number; amountCents: number }, monthlySpendCapCents: number | null = null) => ({
+    autoRecharge,
+    monthlySpendCapCents,
+  });
+  t.equal(
+    checkWalletSettings(settings({ enabled: true, thresholdCents: 1, amountCents: WALLET_MINIMUM_DEPOSIT_CENTS })),
+    undefined,
+    'a threshold of one cent and a recharge of the minimum',
+  );
+  t.equal(
+    checkWalletSettings(settings({ enabled: false, thresholdCents: 100_000_000, amountCents: 100_000_000 }, 100_000_000)),
+    undefined,
+    '100000000 cents is allowed',
+  );
   t.match(checkWalletSettings(settings({ enabled: false, thresholdCents: 100_000_001, amountCents: 0 })), /^autoRecharge\.thresholdCents: /, 'one more is not');
   t.match(checkWalletSettings(settings({ enabled: false, thresholdCents: 0, amountCents: 0 }, 100_000_001)), /^monthlySpendCapCents: /);
-  t.match(checkWalletSettings(settings({ enabled: true, thresholdCents: 0, amountCents: WALLET_MINIMUM_DEPOSIT_CENTS })), /^autoRecharge\.thresholdCents: must be above 0/);
+  t.match(
+    checkWalletSettings(settings({ enabled: true, thresholdCents: 0, amountCents: WALLET_MINIMUM_DEPOSIT_CENTS })),
+    /^autoRecharge\.thresholdCents: must be above 0/,
+  );
   const active = deposit(emptyAccount(), WALLET_MINIMUM_DEPOSIT_CENTS, 'd');
   if (!active.ok) return t.fail('deposit refused');
-  t.equal(needsAutoRecharge(active.account, settings({ enabled: true, thresholdCents: 5_000, amountCents: WALLET_MINIMUM_DEPOSIT_CENTS }), false), true, 'a recharge of exactly the minimum is started');
-  t.equal(needsAutoRecharge(active.account, settings({ enabled: true, thresholdCents: 5_000, amountCents: WALLET_MINIMUM_DEPOSIT_CENTS - 1 }), false), false, 'one cent less is not');
+  t.equal(
+    needsAutoRecharge(active.account, settings({ enabled: true, thresholdCents: 5_000, amountCents: WALLET_MINIMUM_DEPOSIT_CENTS }), false),
+    true,
+    'a recharge of exactly the minimum is started',
+  );
+  t.equal(
+    needsAutoRecharge(active.account, settings({ enabled: true, thresholdCents: 5_000, amountCents: WALLET_MINIMUM_DEPOSIT_CENTS - 1 }), false),
+    false,
+    'one cent less is not',
+  );
 });

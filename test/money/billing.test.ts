@@ -17,7 +17,8 @@ async function until<T>(read: () => Promise<T>, done: (value: T) => boolean): Pr
   return value;
 }
 
-const credits = async (server: TestServer, cookie: string, ws: string) => (await get(server, `/v1/workspaces/${ws}/credits`, cookie)).body.availableCredits as number;
+const credits = async (server: TestServer, cookie: string, ws: string) =>
+  (await get(server, `/v1/workspaces/${ws}/credits`, cookie)).body.availableCredits as number;
 
 t.test('subscription: checkout paid, credits granted once per period, renewal by the clock, cancel at period end', async (t) => {
   const clock = new ManualClock(Date.UTC(2026, 0, 10, 12));
@@ -25,18 +26,31 @@ t.test('subscription: checkout paid, credits granted once per period, renewal by
   const owner = await signUp(server);
   const ws = owner.workspaceId;
   const key = await createKey(server, owner.cookie, ws, ['usage.read']);
-  const rateLimit = async () => (await server.fetch(`/v1/workspaces/${ws}/credits`, { headers: { authorization: `Bearer ${key.key}` } })).headers.get('x-ratelimit-limit');
+  const rateLimit = async () =>
+    (await server.fetch(`/v1/workspaces/${ws}/credits`, { headers: { authorization: `Bearer ${key.key}` } })).headers.get('x-ratelimit-limit');
 
   const none = await get(server, `/v1/billing/subscription?workspaceId=${ws}`, owner.cookie);
-  t.match(none.body, { plan: 'free', status: 'none', subscription: null, entitlements: { id: 'free', monthlyCredits: 100, requestsPerMinute: 60, concurrentJobs: 2 } });
+  t.match(none.body, {
+    plan: 'free',
+    status: 'none',
+    subscription: null,
+    entitlements: { id: 'free', monthlyCredits: 100, requestsPerMinute: 60, concurrentJobs: 2 },
+  });
   t.ok(none.body.entitlements.models.includes('local/text-mini'));
   t.notOk(none.body.entitlements.models.includes('local/text-pro'), 'free plan models only');
   t.equal(await rateLimit(), '60');
 
-  t.match(await post(server, '/v1/billing/checkout', owner.cookie, { workspaceId: ws, plan: 'free' }), { status: 400, body: { error: { code: 'validation_error' } } });
+  t.match(await post(server, '/v1/billing/checkout', owner.cookie, { workspaceId: ws, plan: 'free' }), {
+    status: 400,
+    body: { error: { code: 'validation_error' } },
+  });
   t.match(await post(server, '/v1/billing/checkout', owner.cookie, { workspaceId: ws, plan: 'gold' }), { status: 400 });
   t.match(await post(server, '/v1/billing/checkout', key.key, { workspaceId: ws, plan: 'pro' }), { status: 403 }, 'a key without wallet.write');
-  t.match(await post(server, '/v1/billing/cancel', owner.cookie, { workspaceId: ws }), { status: 409, body: { error: { code: 'conflict' } } }, 'nothing to cancel');
+  t.match(
+    await post(server, '/v1/billing/cancel', owner.cookie, { workspaceId: ws }),
+    { status: 409, body: { error: { code: 'conflict' } } },
+    'nothing to cancel',
+  );
 
   const checkout = await post(server, '/v1/billing/checkout', owner.cookie, { workspaceId: ws, plan: 'pro' });
   t.match(checkout, { status: 201, body: { paymentId: /^pay_/, subscriptionId: /^sub_/, plan: 'pro', amountCents: 2900, status: 'pending' } });
@@ -45,20 +59,31 @@ t.test('subscription: checkout paid, credits granted once per period, renewal by
 
   const active = await get(server, `/v1/billing/subscription?workspaceId=${ws}`, owner.cookie);
   t.match(active.body, {
-    plan: 'pro', status: 'active',
-    subscription: { id: checkout.body.subscriptionId, plan: 'pro', status: 'active', cancelAtPeriodEnd: false, currentPeriodStart: '2026-01-10T12:00:00.000Z', currentPeriodEnd: '2026-02-10T12:00:00.000Z' },
+    plan: 'pro',
+    status: 'active',
+    subscription: {
+      id: checkout.body.subscriptionId,
+      plan: 'pro',
+      status: 'active',
+      cancelAtPeriodEnd: false,
+      currentPeriodStart: '2026-01-10T12:00:00.000Z',
+      currentPeriodEnd: '2026-02-10T12:00:00.000Z',
+    },
     entitlements: { id: 'pro', monthlyCredits: 3000, requestsPerMinute: 600, concurrentJobs: 10 },
   });
   t.ok(active.body.entitlements.models.includes('local/text-pro'));
-  t.equal(await credits(server, owner.cookie, ws), 3100, 'the first period\'s 3000 credits');
-  t.equal(await rateLimit(), '600', 'the keys of the workspace get the new plan\'s rate limit at once');
+  t.equal(await credits(server, owner.cookie, ws), 3100, "the first period's 3000 credits");
+  t.equal(await rateLimit(), '600', "the keys of the workspace get the new plan's rate limit at once");
 
   const dup = await sendEvent(server, signedEvent(checkout.body.paymentId, 'payment.succeeded', { at: clock.now() }));
   t.same(dup.body, { received: true, applied: false }, 'a second success event for the checkout changes nothing');
   t.match(await post(server, '/v1/billing/checkout', owner.cookie, { workspaceId: ws, plan: 'pro' }), { status: 409 }, 'already on pro');
 
   clock.advance(31 * DAY);
-  const renewed = await until(() => credits(server, owner.cookie, ws), (n) => n === 6100);
+  const renewed = await until(
+    () => credits(server, owner.cookie, ws),
+    (n) => n === 6100,
+  );
   t.equal(renewed, 6100, 'renewed at the period end: 3000 more');
   const period2 = await get(server, `/v1/billing/subscription?workspaceId=${ws}`, owner.cookie);
   t.match(period2.body.subscription, { currentPeriodStart: '2026-02-10T12:00:00.000Z', currentPeriodEnd: '2026-03-10T12:00:00.000Z', status: 'active' });
@@ -83,19 +108,27 @@ t.test('subscription: checkout paid, credits granted once per period, renewal by
   t.match((await get(server, `/v1/billing/subscription?workspaceId=${ws}`, owner.cookie)).body, { plan: 'pro', status: 'canceling' });
 
   clock.advance(28 * DAY);
-  const ended = await until(() => get(server, `/v1/billing/subscription?workspaceId=${ws}`, owner.cookie), (r) => r.body.plan === 'free');
+  const ended = await until(
+    () => get(server, `/v1/billing/subscription?workspaceId=${ws}`, owner.cookie),
+    (r) => r.body.plan === 'free',
+  );
   t.match(ended.body, { plan: 'free', status: 'none', subscription: null, entitlements: { id: 'free' } }, 'ended at the period end');
   t.equal(await credits(server, owner.cookie, ws), 6100, 'no renewal after cancelling; granted credits stay');
   t.equal(await rateLimit(), '60');
   t.equal((await fetch(portal.body.url)).status, 404, 'the portal session expired');
   const books = await checkBooks(server, ws);
   t.same(books.balances, books.sums);
-  const grants = await server.services.db.em().execute<Array<{ reference: string }>>(`select reference from credit_ledger where workspace_id = ? and kind = 'grant' order by created_at`, [ws]);
-  t.same(grants.map((g) => g.reference), [
-    'plan:free:opening',
-    `sub:${checkout.body.subscriptionId}:period:2026-01-10T12:00:00.000Z`,
-    `sub:${checkout.body.subscriptionId}:period:2026-02-10T12:00:00.000Z`,
-  ]);
+  const grants = await server.services.db
+    .em()
+    .execute<Array<{ reference: string }>>(`select reference from credit_ledger where workspace_id = ? and kind = 'grant' order by created_at`, [ws]);
+  t.same(
+    grants.map((g) => g.reference),
+    [
+      'plan:free:opening',
+      `sub:${checkout.body.subscriptionId}:period:2026-01-10T12:00:00.000Z`,
+      `sub:${checkout.body.subscriptionId}:period:2026-02-10T12:00:00.000Z`,
+    ],
+  );
 });
 
 t.test('switching plans: the new subscription replaces the old at once, and only it renews', async (t) => {
@@ -110,7 +143,10 @@ t.test('switching plans: the new subscription replaces the old at once, and only
   t.equal(team.status, 201);
   await completeCheckout(team.body.checkoutUrl, 'pay');
   const now = await get(server, `/v1/billing/subscription?workspaceId=${ws}`, owner.cookie);
-  t.match(now.body, { plan: 'team', subscription: { id: team.body.subscriptionId, currentPeriodStart: '2026-03-06T00:00:00.000Z', currentPeriodEnd: '2026-04-06T00:00:00.000Z' } });
+  t.match(now.body, {
+    plan: 'team',
+    subscription: { id: team.body.subscriptionId, currentPeriodStart: '2026-03-06T00:00:00.000Z', currentPeriodEnd: '2026-04-06T00:00:00.000Z' },
+  });
   t.equal(await credits(server, owner.cookie, ws), 100 + 3000 + 12000);
   const [old] = await server.services.db.em().execute<Array<{ status: string }>>('select status from subscriptions where id = ?', [pro.body.subscriptionId]);
   t.equal(old!.status, 'replaced');
@@ -120,9 +156,19 @@ t.test('switching plans: the new subscription replaces the old at once, and only
   await server.services.actors.drain();
   t.equal(await credits(server, owner.cookie, ws), 15100, 'the replaced subscription does not renew');
   clock.advance(6 * DAY);
-  t.equal(await until(() => credits(server, owner.cookie, ws), (n) => n === 27100), 27100, 'the team subscription renews');
+  t.equal(
+    await until(
+      () => credits(server, owner.cookie, ws),
+      (n) => n === 27100,
+    ),
+    27100,
+    'the team subscription renews',
+  );
   const payments = await get(server, `/v1/billing/payments?workspaceId=${ws}`, owner.cookie);
-  t.same(payments.body.data.map((p: { plan: string; status: string }) => `${p.plan}:${p.status}`), ['team:succeeded', 'team:succeeded', 'pro:succeeded']);
+  t.same(
+    payments.body.data.map((p: { plan: string; status: string }) => `${p.plan}:${p.status}`),
+    ['team:succeeded', 'team:succeeded', 'pro:succeeded'],
+  );
 });
 
 t.test('a declined checkout starts nothing; members and other workspaces are refused', async (t) => {
@@ -143,7 +189,10 @@ t.test('a declined checkout starts nothing; members and other workspaces are ref
   const accepted = await post(server, '/v1/invitations/accept', stranger.cookie, { token: invite.body.token });
   t.equal(accepted.status, 200, JSON.stringify(accepted.body));
   t.equal((await get(server, `/v1/billing/subscription?workspaceId=${ws}`, stranger.cookie)).status, 200);
-  t.match(await post(server, '/v1/billing/checkout', stranger.cookie, { workspaceId: ws, plan: 'pro' }), { status: 403, body: { error: { code: 'forbidden' } } });
+  t.match(await post(server, '/v1/billing/checkout', stranger.cookie, { workspaceId: ws, plan: 'pro' }), {
+    status: 403,
+    body: { error: { code: 'forbidden' } },
+  });
   t.match(await post(server, '/v1/billing/portal', stranger.cookie, { workspaceId: ws }), { status: 403 });
   t.match(await post(server, '/v1/wallet/top-ups', stranger.cookie, { workspaceId: ws, amountCents: 1000 }), { status: 403 });
 
@@ -160,7 +209,9 @@ t.test('a declined checkout starts nothing; members and other workspaces are ref
 t.test('a renewal that fell due while the service was down runs once at start-up', async (t) => {
   const { dataDir, postgres } = await durableStorage(t, 'gs-money-renew-');
   const options = (clock: ManualClock) => ({
-    clock, env: { ...ENV, DATA_DIR: dataDir, ...(postgres ? {} : { DATABASE_URL: '' }) }, ...(postgres ? { databaseUrl: postgres.url } : {}),
+    clock,
+    env: { ...ENV, DATA_DIR: dataDir, ...(postgres ? {} : { DATABASE_URL: '' }) },
+    ...(postgres ? { databaseUrl: postgres.url } : {}),
   });
   const start = Date.UTC(2026, 0, 10);
   const first = await startTestServer(t, options(new ManualClock(start)));
@@ -172,9 +223,15 @@ t.test('a renewal that fell due while the service was down runs once at start-up
 
   const clock = new ManualClock(start + 40 * DAY);
   const second = await startTestServer(t, options(clock));
-  await until(async () => second.services.billing.renewals.pending(), (n) => n > 0);
+  await until(
+    async () => second.services.billing.renewals.pending(),
+    (n) => n > 0,
+  );
   clock.advance(0);
-  const renewed = await until(() => credits(second, owner.cookie, owner.workspaceId), (n) => n === 6100);
+  const renewed = await until(
+    () => credits(second, owner.cookie, owner.workspaceId),
+    (n) => n === 6100,
+  );
   t.equal(renewed, 6100, 'the missed renewal ran');
   clock.advance(0);
   const sub = await get(second, `/v1/billing/subscription?workspaceId=${owner.workspaceId}`, owner.cookie);

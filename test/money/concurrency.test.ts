@@ -19,9 +19,17 @@ t.setTimeout(600_000);
 const { dataDir, postgres } = await durableStorage(t, 'gs-money-storm-');
 
 const env = {
-  PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'error', DATA_DIR: dataDir, DATABASE_URL: postgres?.url,
-  BILLING_SIGNING_SECRET: BILLING_SECRET, LOCAL_PROVIDER_LATENCY_MS: '2',
-  RATE_LIMIT_FREE: '1000000', RATE_LIMIT_PRO: '1000000', RATE_LIMIT_TEAM: '1000000', SHUTDOWN_TIMEOUT_MS: '30000',
+  PORT: '0',
+  HOST: '127.0.0.1',
+  LOG_LEVEL: 'error',
+  DATA_DIR: dataDir,
+  DATABASE_URL: postgres?.url,
+  BILLING_SIGNING_SECRET: BILLING_SECRET,
+  LOCAL_PROVIDER_LATENCY_MS: '2',
+  RATE_LIMIT_FREE: '1000000',
+  RATE_LIMIT_PRO: '1000000',
+  RATE_LIMIT_TEAM: '1000000',
+  SHUTDOWN_TIMEOUT_MS: '30000',
 };
 
 async function serve() {
@@ -47,7 +55,11 @@ async function call(method: string, route: string, credential: { key?: string; c
 }
 
 function sendEvent(event: { raw: string; signature: string }) {
-  return fetch(`${base}/v1/billing/events/local`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-billing-signature': event.signature }, body: event.raw });
+  return fetch(`${base}/v1/billing/events/local`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-billing-signature': event.signature },
+    body: event.raw,
+  });
 }
 
 /**
@@ -105,9 +117,17 @@ t.test(`${OPERATIONS} concurrent money operations on one workspace, kill -9 part
     const slot = i % 10;
     if (slot < 6) {
       ops.push(async () => {
-        const r = await call('POST', '/v1/generations', { key }, { workspaceId: ws, mode: 'text_to_text', model: 'local/text-mini', params: { prompt: `job ${i}` }, paymentMode: modes[i % 3] });
+        const r = await call(
+          'POST',
+          '/v1/generations',
+          { key },
+          { workspaceId: ws, mode: 'text_to_text', model: 'local/text-mini', params: { prompt: `job ${i}` }, paymentMode: modes[i % 3] },
+        );
         answered('create generation', r.status);
-        if (r.status === 201) { acknowledged.add(r.body.id); createdIds.push(r.body.id); }
+        if (r.status === 201) {
+          acknowledged.add(r.body.id);
+          createdIds.push(r.body.id);
+        }
       });
     } else if (slot < 8) {
       ops.push(async () => {
@@ -163,7 +183,10 @@ t.test(`${OPERATIONS} concurrent money operations on one workspace, kill -9 part
         // Cut by the kill: a network error of an operation begun on the killed process, once it was killed.
         // Its outcome is unknown to the client. Any other error is a failure of the test.
         if (isNetworkError(error) && startedOn === 0 && killed) failed++;
-        else unexpectedErrors.push(`${(error as Error).message} (${String((error as { cause?: unknown }).cause ?? '')}), started on process ${startedOn}, killed: ${killed}`);
+        else
+          unexpectedErrors.push(
+            `${(error as Error).message} (${String((error as { cause?: unknown }).cause ?? '')}), started on process ${startedOn}, killed: ${killed}`,
+          );
       }
       done++;
       if (!killed && done >= KILL_AFTER) {
@@ -185,7 +208,8 @@ t.test(`${OPERATIONS} concurrent money operations on one workspace, kill -9 part
   const seen = Object.fromEntries([...answers].map(([operation, byStatus]) => [operation, Object.fromEntries([...byStatus].sort(([a], [b]) => a - b))]));
   t.comment(`answers by operation and status: ${JSON.stringify(seen)}`);
   const unexpected = [...answers].flatMap(([operation, byStatus]) =>
-    [...byStatus].filter(([status]) => !EXPECTED[operation]!.includes(status)).map(([status, n]) => `${operation}: ${n} × ${status}`));
+    [...byStatus].filter(([status]) => !EXPECTED[operation]!.includes(status)).map(([status, n]) => `${operation}: ${n} × ${status}`),
+  );
   t.same(unexpected, [], 'every answer is one its operation may get');
   for (const [operation, [success]] of Object.entries(EXPECTED)) {
     t.ok((answers.get(operation)?.get(success!) ?? 0) > 0, `${operation} succeeded (${success}) at least once`);
@@ -210,45 +234,92 @@ t.test(`${OPERATIONS} concurrent money operations on one workspace, kill -9 part
   const [sums] = await q<Record<string, string>>(
     `select coalesce(sum(credits), 0)::int8 as c, coalesce(sum(reserved_credits), 0)::int8 as rc,
             coalesce(sum(wallet_cents), 0)::int8 as w, coalesce(sum(reserved_wallet_cents), 0)::int8 as rw
-       from credit_ledger where workspace_id = ?`, [ws]);
+       from credit_ledger where workspace_id = ?`,
+    [ws],
+  );
   t.same(
     [Number(account!.available_credits), Number(account!.reserved_credits), Number(account!.wallet_cents), Number(account!.reserved_wallet_cents)],
     [Number(sums!.c), Number(sums!.rc), Number(sums!.w), Number(sums!.rw)],
-    'every balance equals its ledger sum');
+    'every balance equals its ledger sum',
+  );
   t.same([Number(account!.reserved_credits), Number(account!.reserved_wallet_cents)], [0, 0], 'nothing is still held');
-  t.same(await q(`select r.generation_id from credit_ledger r where r.workspace_id = ? and r.kind = 'reserve' and not exists (
-      select 1 from credit_ledger s where s.workspace_id = r.workspace_id and s.generation_id = r.generation_id and s.kind in ('capture', 'release'))`, [ws]),
-    [], 'no reservation left open in the ledger');
+  t.same(
+    await q(
+      `select r.generation_id from credit_ledger r where r.workspace_id = ? and r.kind = 'reserve' and not exists (
+      select 1 from credit_ledger s where s.workspace_id = r.workspace_id and s.generation_id = r.generation_id and s.kind in ('capture', 'release'))`,
+      [ws],
+    ),
+    [],
+    'no reservation left open in the ledger',
+  );
   const [negative] = await q<{ n: string }>(
-    `select count(*)::int8 as n from workspace_accounts where available_credits < 0 or reserved_credits < 0 or wallet_cents < 0 or reserved_wallet_cents < 0`);
+    `select count(*)::int8 as n from workspace_accounts where available_credits < 0 or reserved_credits < 0 or wallet_cents < 0 or reserved_wallet_cents < 0`,
+  );
   t.equal(Number(negative!.n), 0, 'no negative balance anywhere');
 
-  t.same(await q(`select kind, reference, count(*) from credit_ledger where reference is not null group by kind, reference having count(*) > 1`), [], 'no order or grant applied twice');
-  t.same(await q(`select kind, generation_id, count(*) from credit_ledger where generation_id is not null group by kind, generation_id having count(*) > 1`), [], 'no generation reserved, captured or released twice');
-  t.same(await q(
-    `select g.id, g.status from generations g
+  t.same(
+    await q(`select kind, reference, count(*) from credit_ledger where reference is not null group by kind, reference having count(*) > 1`),
+    [],
+    'no order or grant applied twice',
+  );
+  t.same(
+    await q(`select kind, generation_id, count(*) from credit_ledger where generation_id is not null group by kind, generation_id having count(*) > 1`),
+    [],
+    'no generation reserved, captured or released twice',
+  );
+  t.same(
+    await q(
+      `select g.id, g.status from generations g
       where g.workspace_id = ? and (
         not exists (select 1 from credit_ledger l where l.generation_id = g.id and l.kind = 'reserve')
         or (g.status = 'succeeded') <> exists (select 1 from credit_ledger l where l.generation_id = g.id and l.kind = 'capture')
-        or (g.status <> 'succeeded') <> exists (select 1 from credit_ledger l where l.generation_id = g.id and l.kind = 'release'))`, [ws]),
-    [], 'every generation reserved once, then captured if it succeeded and released otherwise');
+        or (g.status <> 'succeeded') <> exists (select 1 from credit_ledger l where l.generation_id = g.id and l.kind = 'release'))`,
+      [ws],
+    ),
+    [],
+    'every generation reserved once, then captured if it succeeded and released otherwise',
+  );
 
   const ids = [...acknowledged];
-  const [found] = await q<{ n: string }>(`select count(*)::int8 as n from generations where workspace_id = ? and id in (${ids.map(() => '?').join(',')})`, [ws, ...ids]);
+  const [found] = await q<{ n: string }>(`select count(*)::int8 as n from generations where workspace_id = ? and id in (${ids.map(() => '?').join(',')})`, [
+    ws,
+    ...ids,
+  ]);
   t.equal(Number(found!.n), ids.length, 'every acknowledged generation survived the kill');
 
-  t.same(await q(`select t.id, t.status from credit_top_ups t where t.workspace_id = ?
-      and (t.status = 'paid') <> exists (select 1 from credit_ledger l where l.reference = 'top:' || t.id and l.kind = 'grant')`, [ws]),
-    [], 'paid top-ups granted (once), unpaid and failed ones not');
-  t.same(await q(`select d.id, d.status from wallet_deposits d where d.workspace_id = ?
-      and (d.status = 'paid') <> exists (select 1 from credit_ledger l where l.reference = 'dep:' || d.id and l.kind = 'deposit')`, [ws]),
-    [], 'paid deposits in the wallet (once), others not');
-  t.same(await q(`select p.id, p.status, p.purpose from payments p where p.workspace_id = ? and p.status <> 'pending' and p.purpose <> 'subscription'
-      and not exists (select 1 from billing_events e where e.payment_id = p.id and e.applied)`, [ws]),
-    [], 'every settled payment was settled by a recorded event');
+  t.same(
+    await q(
+      `select t.id, t.status from credit_top_ups t where t.workspace_id = ?
+      and (t.status = 'paid') <> exists (select 1 from credit_ledger l where l.reference = 'top:' || t.id and l.kind = 'grant')`,
+      [ws],
+    ),
+    [],
+    'paid top-ups granted (once), unpaid and failed ones not',
+  );
+  t.same(
+    await q(
+      `select d.id, d.status from wallet_deposits d where d.workspace_id = ?
+      and (d.status = 'paid') <> exists (select 1 from credit_ledger l where l.reference = 'dep:' || d.id and l.kind = 'deposit')`,
+      [ws],
+    ),
+    [],
+    'paid deposits in the wallet (once), others not',
+  );
+  t.same(
+    await q(
+      `select p.id, p.status, p.purpose from payments p where p.workspace_id = ? and p.status <> 'pending' and p.purpose <> 'subscription'
+      and not exists (select 1 from billing_events e where e.payment_id = p.id and e.applied)`,
+      [ws],
+    ),
+    [],
+    'every settled payment was settled by a recorded event',
+  );
   t.same(await q(`select payment_id, count(*) from billing_events where applied group by payment_id having count(*) > 1`), [], 'one applied event per payment');
   const [paid] = await q<{ n: string }>(`select count(*)::int8 as n from credit_top_ups where workspace_id = ? and status = 'paid'`, [ws]);
   t.ok(Number(paid!.n) > 0, `${paid!.n} top-ups paid`);
-  const [generations] = await q<{ n: string; s: string }>(`select count(*)::int8 as n, count(*) filter (where status = 'cancelled')::int8 as s from generations where workspace_id = ?`, [ws]);
+  const [generations] = await q<{ n: string; s: string }>(
+    `select count(*)::int8 as n, count(*) filter (where status = 'cancelled')::int8 as s from generations where workspace_id = ?`,
+    [ws],
+  );
   t.ok(Number(generations!.n) >= acknowledged.size && Number(generations!.s) > 0, `${generations!.n} generations, ${generations!.s} cancelled`);
 });

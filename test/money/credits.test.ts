@@ -15,7 +15,11 @@ t.test('credits: balance and ledger, a top-up paid at the local checkout grants 
 
   const order = await post(server, '/v1/credits/top-ups', key.key, { workspaceId: owner.workspaceId, credits: 500 });
   t.equal(order.status, 201, JSON.stringify(order.body));
-  t.match(order.body, { id: /^top_/, paymentId: /^pay_/, credits: 500, amountCents: 2500, status: 'pending', completedAt: null }, 'free plan: 5 cents per credit');
+  t.match(
+    order.body,
+    { id: /^top_/, paymentId: /^pay_/, credits: 500, amountCents: 2500, status: 'pending', completedAt: null },
+    'free plan: 5 cents per credit',
+  );
   t.match(order.body.checkoutUrl, new RegExp(`^${server.url}/v1/billing/local/checkout/${order.body.paymentId}\\?token=`));
 
   const unpaid = await get(server, `/v1/workspaces/${owner.workspaceId}/credits`, key.key);
@@ -47,8 +51,9 @@ t.test('credits: balance and ledger, a top-up paid at the local checkout grants 
 
   const books = await checkBooks(server, owner.workspaceId);
   t.same(books.balances, books.sums, 'balances equal the ledger sums');
-  const [grants] = await server.services.db.em().execute<Array<{ n: string }>>(
-    `select count(*)::int8 as n from credit_ledger where reference = ?`, [`top:${order.body.id}`]);
+  const [grants] = await server.services.db
+    .em()
+    .execute<Array<{ n: string }>>(`select count(*)::int8 as n from credit_ledger where reference = ?`, [`top:${order.body.id}`]);
   t.equal(Number(grants!.n), 1, 'one grant for the order');
 });
 
@@ -64,7 +69,11 @@ t.test('a declined checkout fails the order; an event applied once by id; signat
   t.match(list.body.data, [{ id: declined.body.id, status: 'failed' }]);
   const payments = await get(server, `/v1/billing/payments?workspaceId=${owner.workspaceId}`, owner.cookie);
   t.match(payments.body.data, [{ id: declined.body.paymentId, status: 'failed', failureReason: 'card_declined' }]);
-  t.same((await sendEvent(server, signedEvent(declined.body.paymentId, 'payment.succeeded'))).body, { received: true, applied: false }, 'a failed payment is not paid later');
+  t.same(
+    (await sendEvent(server, signedEvent(declined.body.paymentId, 'payment.succeeded'))).body,
+    { received: true, applied: false },
+    'a failed payment is not paid later',
+  );
 
   const order = await post(server, '/v1/credits/top-ups', owner.cookie, { workspaceId: owner.workspaceId, credits: 200 });
   const event = signedEvent(order.body.paymentId, 'payment.succeeded');
@@ -81,10 +90,16 @@ t.test('a declined checkout fails the order; an event applied once by id; signat
   const results = await Promise.all([sendEvent(server, event), sendEvent(server, event), sendEvent(server, event)]);
   t.same(results.map((r) => r.body.applied).sort(), [false, false, true], 'the same event three times at once: applied once');
   t.equal((await get(server, `/v1/workspaces/${owner.workspaceId}/credits`, owner.cookie)).body.availableCredits, 300);
-  const [recorded] = await server.services.db.em().execute<Array<{ n: string }>>('select count(*)::int8 as n from billing_events where payment_id = ?', [order.body.paymentId]);
+  const [recorded] = await server.services.db
+    .em()
+    .execute<Array<{ n: string }>>('select count(*)::int8 as n from billing_events where payment_id = ?', [order.body.paymentId]);
   t.equal(Number(recorded!.n), 1);
 
-  t.same((await sendEvent(server, signedEvent('pay_unknown', 'payment.succeeded'))).body, { received: true, applied: false }, 'an unknown payment is acknowledged and ignored');
+  t.same(
+    (await sendEvent(server, signedEvent('pay_unknown', 'payment.succeeded'))).body,
+    { received: true, applied: false },
+    'an unknown payment is acknowledged and ignored',
+  );
   const wrongToken = await fetch(order.body.checkoutUrl.replace(/token=[0-9a-f]{4}/, 'token=0000'));
   t.equal(wrongToken.status, 404, 'a checkout link with a wrong token');
 });
@@ -97,10 +112,18 @@ t.test('credits: refusals, scopes and tenant isolation', async (t) => {
   const generationsOnly = await createKey(server, a.cookie, a.workspaceId, ['generations.read']);
   const keyB = await createKey(server, b.cookie, b.workspaceId, ['all']);
 
-  t.match(await post(server, '/v1/credits/top-ups', readOnly.key, { workspaceId: a.workspaceId, credits: 100 }), { status: 403, body: { error: { code: 'forbidden' } } }, 'usage.read cannot buy');
+  t.match(
+    await post(server, '/v1/credits/top-ups', readOnly.key, { workspaceId: a.workspaceId, credits: 100 }),
+    { status: 403, body: { error: { code: 'forbidden' } } },
+    'usage.read cannot buy',
+  );
   t.match(await get(server, `/v1/workspaces/${a.workspaceId}/credits`, generationsOnly.key), { status: 403 }, 'credits need usage.read');
   t.match(await get(server, `/v1/credits/top-ups?workspaceId=${a.workspaceId}`, generationsOnly.key), { status: 403 });
-  t.match(await post(server, '/v1/credits/top-ups', a.cookie, { workspaceId: a.workspaceId, credits: 99 }), { status: 400, body: { error: { code: 'validation_error' } } }, 'below 100 credits');
+  t.match(
+    await post(server, '/v1/credits/top-ups', a.cookie, { workspaceId: a.workspaceId, credits: 99 }),
+    { status: 400, body: { error: { code: 'validation_error' } } },
+    'below 100 credits',
+  );
   t.match(await post(server, '/v1/credits/top-ups', a.cookie, { workspaceId: a.workspaceId, credits: 1.5 }), { status: 400 });
 
   const order = await post(server, '/v1/credits/top-ups', a.cookie, { workspaceId: a.workspaceId, credits: 100 });
@@ -109,7 +132,7 @@ t.test('credits: refusals, scopes and tenant isolation', async (t) => {
   t.match(await get(server, `/v1/credits/top-ups?workspaceId=${a.workspaceId}`, b.cookie), { status: 404 });
   t.match(await get(server, `/v1/billing/payments?workspaceId=${a.workspaceId}`, b.cookie), { status: 404 });
   const listB = await get(server, `/v1/credits/top-ups?workspaceId=${b.workspaceId}`, keyB.key);
-  t.same(listB.body.data, [], 'B sees none of A\'s orders');
+  t.same(listB.body.data, [], "B sees none of A's orders");
   t.ok(order.body.id);
 
   // Pagination: newest first, by cursor.
@@ -118,16 +141,27 @@ t.test('credits: refusals, scopes and tenant isolation', async (t) => {
   t.equal(first.body.data.length, 3);
   t.type(first.body.nextCursor, 'string');
   const second = await get(server, `/v1/credits/top-ups?workspaceId=${a.workspaceId}&limit=3&cursor=${first.body.nextCursor}`, a.cookie);
-  t.same(second.body.data.map((o: { id: string }) => o.id), [order.body.id]);
+  t.same(
+    second.body.data.map((o: { id: string }) => o.id),
+    [order.body.id],
+  );
   t.equal(second.body.nextCursor, null);
 });
 
 t.test('the provider event endpoint: unknown provider, size limit', async (t) => {
   const server = await sharedTestServer(MONEY_ENV);
   const event = signedEvent('pay_x', 'payment.succeeded');
-  const unknown = await server.json('/v1/billing/events/stripe', { method: 'POST', headers: { 'content-type': 'application/json', 'x-billing-signature': event.signature }, body: event.raw });
+  const unknown = await server.json('/v1/billing/events/stripe', {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-billing-signature': event.signature },
+    body: event.raw,
+  });
   t.match(unknown, { status: 404, body: { error: { code: 'not_found' } } });
   const big = `{"pad":"${'x'.repeat(70 * 1024)}"}`;
-  const tooBig = await server.json('/v1/billing/events/local', { method: 'POST', headers: { 'content-type': 'application/json', 'x-billing-signature': signedEvent('pay_x', 'payment.succeeded').signature }, body: big });
+  const tooBig = await server.json('/v1/billing/events/local', {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-billing-signature': signedEvent('pay_x', 'payment.succeeded').signature },
+    body: big,
+  });
   t.match(tooBig, { status: 413, body: { error: { code: 'payload_too_large' } } });
 });

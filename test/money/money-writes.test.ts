@@ -19,14 +19,28 @@ t.test('a change for a workspace without an account fails its statement, and not
   const at = new Date();
   const entry = { kind: 'grant' as const, credits: 5, reservedCredits: 0, walletCents: 0, reservedWalletCents: 0, reference: 'money-writes-test' };
   for (const commitWithStatements of [false, true]) {
-    await t.rejects(DirectTransaction.run(db.em().getKnex(), (tx) => {
-      const em = db.em();
-      em.setTransactionContext(tx as never);
-      return writeMoneyChanges(em, [{ workspaceId: 'ws_no_such_workspace', entries: [entry], at }], [{
-        sql: `insert into actor_snapshots (kind, id, version, state, updated_at) values ('money-writes', ?, 1, '{}'::jsonb, now())`,
-        params: [String(commitWithStatements)],
-      }]);
-    }, { commitWithStatements }), { code: 'GSW01', message: 'no account for workspace ws_no_such_workspace' }, `commitWithStatements ${commitWithStatements}`);
+    await t.rejects(
+      DirectTransaction.run(
+        db.em().getKnex(),
+        (tx) => {
+          const em = db.em();
+          em.setTransactionContext(tx as never);
+          return writeMoneyChanges(
+            em,
+            [{ workspaceId: 'ws_no_such_workspace', entries: [entry], at }],
+            [
+              {
+                sql: `insert into actor_snapshots (kind, id, version, state, updated_at) values ('money-writes', ?, 1, '{}'::jsonb, now())`,
+                params: [String(commitWithStatements)],
+              },
+            ],
+          );
+        },
+        { commitWithStatements },
+      ),
+      { code: 'GSW01', message: 'no account for workspace ws_no_such_workspace' },
+      `commitWithStatements ${commitWithStatements}`,
+    );
   }
   const rows = await db.em().execute<Array<{ n: string }>>(`select count(*) as n from actor_snapshots where kind = 'money-writes'`);
   t.equal(Number(rows[0]!.n), 0, 'the write riding in the same statement was not committed');

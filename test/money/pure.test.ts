@@ -1,7 +1,17 @@
 import t from 'tap';
 import {
-  checkWalletSettings, defaultWalletSettings, deposit, emptyAccount, grant, monthOf, needsAutoRecharge, release, reserveWithinCap,
-  spendAt, spendChange, type Account,
+  checkWalletSettings,
+  defaultWalletSettings,
+  deposit,
+  emptyAccount,
+  grant,
+  monthOf,
+  needsAutoRecharge,
+  release,
+  reserveWithinCap,
+  spendAt,
+  spendChange,
+  type Account,
 } from '../../actors/workspace/account.ts';
 import { addMonth, nextPeriodEnd, periodGrantReference } from '../../actors/billing/period.ts';
 import { LocalPaymentProvider } from '../../actors/billing/local/provider.ts';
@@ -54,7 +64,10 @@ t.test('auto-recharge: only when enabled, active, under the threshold, and not a
 
 t.test('wallet settings are checked', async (t) => {
   t.equal(checkWalletSettings(defaultWalletSettings()), undefined);
-  t.match(checkWalletSettings({ autoRecharge: { enabled: true, thresholdCents: 500, amountCents: 999 }, monthlySpendCapCents: null }), /amountCents: must be at least 1000/);
+  t.match(
+    checkWalletSettings({ autoRecharge: { enabled: true, thresholdCents: 500, amountCents: 999 }, monthlySpendCapCents: null }),
+    /amountCents: must be at least 1000/,
+  );
   t.match(checkWalletSettings({ autoRecharge: { enabled: true, thresholdCents: 0, amountCents: 1000 }, monthlySpendCapCents: null }), /thresholdCents/);
   t.match(checkWalletSettings({ autoRecharge: { enabled: false, thresholdCents: 0, amountCents: 0 }, monthlySpendCapCents: -1 }), /monthlySpendCapCents/);
 });
@@ -67,7 +80,11 @@ t.test('billing periods are calendar months in UTC', async (t) => {
   const anchor = Date.UTC(2026, 0, 31, 9);
   const ends = [addMonth(anchor)];
   for (let i = 0; i < 3; i++) ends.push(nextPeriodEnd(anchor, ends[ends.length - 1]!));
-  t.same(ends.map((e) => new Date(e).toISOString().slice(0, 10)), ['2026-02-28', '2026-03-31', '2026-04-30', '2026-05-31'], 'periods counted from the start do not drift');
+  t.same(
+    ends.map((e) => new Date(e).toISOString().slice(0, 10)),
+    ['2026-02-28', '2026-03-31', '2026-04-30', '2026-05-31'],
+    'periods counted from the start do not drift',
+  );
 });
 
 t.test('local provider events: signed, verified in constant time, refused when altered, unsigned or stale', async (t) => {
@@ -78,7 +95,14 @@ t.test('local provider events: signed, verified in constant time, refused when a
   t.match(event, { type: 'payment.succeeded', paymentId: 'pay_1', id: /^evt_/ });
   t.equal(provider.verifyEvent(Buffer.from(raw.replace('pay_1', 'pay_2')), signature), null, 'an altered body');
   t.equal(provider.verifyEvent(Buffer.from(raw), undefined), null, 'no signature');
-  t.equal(provider.verifyEvent(Buffer.from(raw), signature.replace(/v1=(.)/, (_, c: string) => `v1=${c === '0' ? '1' : '0'}`)), null, 'a wrong signature');
+  t.equal(
+    provider.verifyEvent(
+      Buffer.from(raw),
+      signature.replace(/v1=(.)/, (_, c: string) => `v1=${c === '0' ? '1' : '0'}`),
+    ),
+    null,
+    'a wrong signature',
+  );
   const other = new LocalPaymentProvider({ secret: Buffer.from('y'.repeat(32)), baseUrl: () => 'http://svc', clock });
   t.equal(other.verifyEvent(Buffer.from(raw), signature), null, 'another secret');
   clock.advance(6 * 60_000);

@@ -28,7 +28,11 @@ export async function completeCheckout(checkoutUrl: string, outcome: 'pay' | 'de
   if (page.status !== 200) throw new Error(`checkout page: ${page.status} ${html}`);
   const action = new RegExp(`action="([^"]+/${outcome}\\?token=[0-9a-f]+)"`).exec(html)?.[1];
   if (!action) throw new Error(`no ${outcome} form on the checkout page: ${html}`);
-  const response = await fetch(new URL(action.replace(/&amp;/g, '&'), checkoutUrl), { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: '' });
+  const response = await fetch(new URL(action.replace(/&amp;/g, '&'), checkoutUrl), {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    body: '',
+  });
   return { status: response.status, page: await response.text() };
 }
 
@@ -37,12 +41,18 @@ export function signedEvent(paymentId: string, type: 'payment.succeeded' | 'paym
   const at = options.at ?? Date.now();
   const raw = JSON.stringify({ id: options.id ?? `evt_${randomBytes(10).toString('hex')}`, type, createdAt: new Date(at).toISOString(), data: { paymentId } });
   const t = Math.floor(at / 1000);
-  const signature = `t=${t},v1=${createHmac('sha256', options.secret ?? BILLING_SECRET).update(`${t}.${raw}`).digest('hex')}`;
+  const signature = `t=${t},v1=${createHmac('sha256', options.secret ?? BILLING_SECRET)
+    .update(`${t}.${raw}`)
+    .digest('hex')}`;
   return { raw, signature };
 }
 
 export function sendEvent(server: TestServer, event: { raw: string; signature: string }) {
-  return server.json('/v1/billing/events/local', { method: 'POST', headers: { 'content-type': 'application/json', 'x-billing-signature': event.signature }, body: event.raw });
+  return server.json('/v1/billing/events/local', {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-billing-signature': event.signature },
+    body: event.raw,
+  });
 }
 
 /** Every balance equals its ledger sum and none is negative; nothing was applied twice. */
@@ -50,11 +60,15 @@ export async function checkBooks(server: TestServer, workspaceId: string) {
   const em = server.services.db.em();
   await server.services.writer.flush();
   const [account] = await em.execute<Array<Record<string, number>>>(
-    'select available_credits, reserved_credits, wallet_cents, reserved_wallet_cents from workspace_accounts where workspace_id = ?', [workspaceId]);
+    'select available_credits, reserved_credits, wallet_cents, reserved_wallet_cents from workspace_accounts where workspace_id = ?',
+    [workspaceId],
+  );
   const [ledger] = await em.execute<Array<Record<string, string>>>(
     `select coalesce(sum(credits), 0)::int8 as available_credits, coalesce(sum(reserved_credits), 0)::int8 as reserved_credits,
             coalesce(sum(wallet_cents), 0)::int8 as wallet_cents, coalesce(sum(reserved_wallet_cents), 0)::int8 as reserved_wallet_cents
-       from credit_ledger where workspace_id = ?`, [workspaceId]);
+       from credit_ledger where workspace_id = ?`,
+    [workspaceId],
+  );
   const balances = Object.fromEntries(Object.entries(account ?? {}).map(([k, v]) => [k, Number(v)]));
   const sums = Object.fromEntries(Object.entries(ledger ?? {}).map(([k, v]) => [k, Number(v)]));
   return { balances, sums };

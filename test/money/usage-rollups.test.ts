@@ -23,7 +23,9 @@ async function runOut(server: TestServer, clock: ManualClock, query: Query, work
     await server.services.actors.drain();
     await server.services.writer.flush();
     const [row] = await query<{ n: string | number }>(
-      `select count(*) as n from generations where workspace_id in (?) and status in ('queued', 'reserved', 'submitted', 'running')`, [workspaceIds]);
+      `select count(*) as n from generations where workspace_id in (?) and status in ('queued', 'reserved', 'submitted', 'running')`,
+      [workspaceIds],
+    );
     if (Number(row!.n) === 0) return;
     clock.advance(5_000);
     await new Promise((resolve) => setTimeout(resolve, 10));
@@ -36,7 +38,9 @@ async function drained(server: TestServer, query: Query, workspaceId: string): P
   for (let i = 0; i < 2000; i++) {
     await server.services.actors.drain();
     const [row] = await query<{ n: string | number }>(
-      `select count(*) as n from generations where workspace_id = ? and status in ('queued', 'reserved', 'submitted', 'running')`, [workspaceId]);
+      `select count(*) as n from generations where workspace_id = ? and status in ('queued', 'reserved', 'submitted', 'running')`,
+      [workspaceId],
+    );
     if (Number(row!.n) === 0) return;
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
@@ -133,17 +137,25 @@ t.test('after a mixed workload over several UTC days, the rollups equal a recoun
     const b = a + Math.floor(random() * 3 * 86_400 + 1) * 1000;
     ranges.push([iso(a), iso(b)]);
   }
-  const bound = (value: string, edge: 'from' | 'to') => (value.length === 10 ? (edge === 'to' ? iso(Date.parse(`${value}T00:00:00Z`) + day) : `${value}T00:00:00Z`) : value);
+  const bound = (value: string, edge: 'from' | 'to') =>
+    value.length === 10 ? (edge === 'to' ? iso(Date.parse(`${value}T00:00:00Z`) + day) : `${value}T00:00:00Z`) : value;
   for (const [from, to] of ranges) {
     const qs = `workspaceId=${ws}&from=${encodeURIComponent(from)}&to=${encodeURIComponent(to)}`;
-    for (const [who, credential, keyId] of [['session', owner.cookie, null], ['key one', k1.key, k1.id], ['key two', k2.key, k2.id]] as const) {
+    for (const [who, credential, keyId] of [
+      ['session', owner.cookie, null],
+      ['key one', k1.key, k1.id],
+      ['key two', k2.key, k2.id],
+    ] as const) {
       const answer = await get(server, `/v1/usage?${qs}`, credential);
       t.equal(answer.status, 200, JSON.stringify(answer.body));
       const expected = await recount(query, ws, keyId, bound(from, 'from'), bound(to, 'to'));
       const { total, succeeded, failed, cancelled, expired, unfinished: open } = expected;
       t.same(answer.body.generations, { total, succeeded, failed, cancelled, expired, unfinished: open }, `${who} ${from} .. ${to}: generations`);
-      t.same([answer.body.credits, answer.body.creditsFromBalance, answer.body.costCents, answer.body.outputBytes],
-        [expected.credits, expected.creditsFromBalance, expected.costCents, expected.outputBytes], `${who} ${from} .. ${to}: money and bytes`);
+      t.same(
+        [answer.body.credits, answer.body.creditsFromBalance, answer.body.costCents, answer.body.outputBytes],
+        [expected.credits, expected.creditsFromBalance, expected.costCents, expected.outputBytes],
+        `${who} ${from} .. ${to}: money and bytes`,
+      );
     }
     const asOwner = await get(server, `/v1/usage?${qs}&apiKeyId=${k2.id}`, owner.cookie);
     t.same(asOwner.body.generations.total, (await recount(query, ws, k2.id, bound(from, 'from'), bound(to, 'to'))).total, 'signed in, one key');
@@ -153,9 +165,14 @@ t.test('after a mixed workload over several UTC days, the rollups equal a recoun
   const perKey = await get(server, `/v1/api-keys/${k1.id}/usage?from=2026-05-31&to=2026-06-04`, owner.cookie);
   t.equal(perKey.status, 200, JSON.stringify(perKey.body));
   const byDay = await query<{ day: string; n: string | number }>(
-    `select to_char((created_at at time zone 'UTC')::date, 'YYYY-MM-DD') as day, count(*) as n from generations where api_key_id = ? group by 1`, [k1.id]);
+    `select to_char((created_at at time zone 'UTC')::date, 'YYYY-MM-DD') as day, count(*) as n from generations where api_key_id = ? group by 1`,
+    [k1.id],
+  );
   t.same(
-    perKey.body.data.filter((d: { generations: number }) => d.generations > 0).map((d: { day: string; generations: number }) => [d.day, d.generations]).sort(),
+    perKey.body.data
+      .filter((d: { generations: number }) => d.generations > 0)
+      .map((d: { day: string; generations: number }) => [d.day, d.generations])
+      .sort(),
     byDay.map((r) => [r.day, Number(r.n)]).sort(),
     'per-key generations by day',
   );
@@ -166,14 +183,26 @@ t.test('many creates in parallel, in two workspaces and several keys, leave roll
   const query = serverQuery(server);
   const users = [await signUp(server), await signUp(server)];
   const keys: Array<{ ws: string; id: string; key: string }> = [];
-  for (const user of users) for (let k = 0; k < 2; k++) keys.push({ ws: user.workspaceId, ...(await createKey(server, user.cookie, user.workspaceId, ['all'])) });
+  for (const user of users)
+    for (let k = 0; k < 2; k++) keys.push({ ws: user.workspaceId, ...(await createKey(server, user.cookie, user.workspaceId, ['all'])) });
   for (let round = 0; round < 3; round++) {
-    const answers = await Promise.all(Array.from({ length: 24 }, (_, i) => {
-      const key = keys[i % keys.length]!;
-      return post(server, '/v1/generations', key.key, { workspaceId: key.ws, ...(i % 3 === 0 ? image(`r${round} ${i}`, 'credits') : text(`r${round} ${i}`)) });
-    }));
-    t.ok(answers.some((a) => a.status === 201), 'some creates succeeded');
-    t.ok(answers.every((a) => a.status === 201 || a.status === 429 || a.status === 402 || a.status === 422), `creates answer 201, 429, 402 or 422: ${answers.map((a) => a.status).join(' ')}`);
+    const answers = await Promise.all(
+      Array.from({ length: 24 }, (_, i) => {
+        const key = keys[i % keys.length]!;
+        return post(server, '/v1/generations', key.key, {
+          workspaceId: key.ws,
+          ...(i % 3 === 0 ? image(`r${round} ${i}`, 'credits') : text(`r${round} ${i}`)),
+        });
+      }),
+    );
+    t.ok(
+      answers.some((a) => a.status === 201),
+      'some creates succeeded',
+    );
+    t.ok(
+      answers.every((a) => a.status === 201 || a.status === 429 || a.status === 402 || a.status === 422),
+      `creates answer 201, 429, 402 or 422: ${answers.map((a) => a.status).join(' ')}`,
+    );
     for (const user of users) await drained(server, query, user.workspaceId);
   }
   await server.services.writer.flush();
@@ -181,7 +210,13 @@ t.test('many creates in parallel, in two workspaces and several keys, leave roll
   for (const user of users) {
     const answer = await get(server, `/v1/usage?workspaceId=${user.workspaceId}`, user.cookie);
     const now = new Date(server.services.clock.now());
-    const expected = await recount(query, user.workspaceId, null, `${now.toISOString().slice(0, 7)}-01T00:00:00.000Z`, new Date(now.getTime() + 1).toISOString());
+    const expected = await recount(
+      query,
+      user.workspaceId,
+      null,
+      `${now.toISOString().slice(0, 7)}-01T00:00:00.000Z`,
+      new Date(now.getTime() + 1).toISOString(),
+    );
     t.equal(answer.body.generations.total, expected.total);
     t.same([answer.body.credits, answer.body.outputBytes], [expected.credits, expected.outputBytes]);
   }

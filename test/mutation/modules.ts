@@ -27,11 +27,21 @@ export const MODULES: MutatedModule[] = [
   { area: 'state machine', file: 'actors/webhook/state.ts', tests: ['test/actors/webhook-state.test.ts', 'test/actors/webhook-attempt-record.test.ts'] },
   // The guard's rules (which addresses, URLs and redirects pass), not the streaming, pooling and messages around them.
   {
-    area: 'egress', file: 'runtime/egress.ts', tests: ['test/runtime/egress.test.ts', 'test/runtime/egress-rules.test.ts'],
+    area: 'egress',
+    file: 'runtime/egress.ts',
+    tests: ['test/runtime/egress.test.ts', 'test/runtime/egress-rules.test.ts'],
     only: ['checkUrlSyntax', 'isPublicAddress', 'parseAddress', 'isPublicIPv4', 'embeddedIPv4', 'rfc6052IPv4', 'isLoopbackAddress', 'policyOf', 'isRedirect'],
   },
   { area: 'auth', file: 'runtime/lru.ts', tests: ['test/unit/lru.test.ts', 'test/identity/key-cache.test.ts'] },
-  { area: 'auth', file: 'http/auth/limiter.ts', tests: ['test/identity/limiter.test.ts', 'test/unit/rate-window.test.ts', 'test/identity/login-attempt.test.ts'] },
-  { area: 'auth', file: 'http/auth/attempt-store.ts', tests: ['test/identity/attempt-store.test.ts', 'test/identity/attempt-store-sweep.test.ts', 'test/identity/login-attempt.test.ts'] },
+  {
+    area: 'auth',
+    file: 'http/auth/limiter.ts',
+    tests: ['test/identity/limiter.test.ts', 'test/unit/rate-window.test.ts', 'test/identity/login-attempt.test.ts'],
+  },
+  {
+    area: 'auth',
+    file: 'http/auth/attempt-store.ts',
+    tests: ['test/identity/attempt-store.test.ts', 'test/identity/attempt-store-sweep.test.ts', 'test/identity/login-attempt.test.ts'],
+  },
   { area: 'auth', file: 'http/auth/login-throttle.ts', tests: ['test/identity/attempt-store.test.ts', 'test/identity/login-attempt.test.ts'] },
 ];

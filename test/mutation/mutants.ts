@@ -38,7 +38,14 @@ const BINARY: Partial<Record<ts.SyntaxKind, string[]>> = {
 
 /** Methods whose swap for a sibling changes meaning while still running. */
 const METHODS: Record<string, string> = {
-  min: 'max', max: 'min', floor: 'ceil', ceil: 'floor', some: 'every', every: 'some', startsWith: 'endsWith', endsWith: 'startsWith',
+  min: 'max',
+  max: 'min',
+  floor: 'ceil',
+  ceil: 'floor',
+  some: 'every',
+  every: 'some',
+  startsWith: 'endsWith',
+  endsWith: 'startsWith',
 };
 
 const oneLine = (text: string) => text.replace(/\s+/g, ' ').trim().slice(0, 70);
@@ -47,8 +54,16 @@ const oneLine = (text: string) => text.replace(/\s+/g, ' ').trim().slice(0, 70);
 function scopeOf(node: ts.Node): string {
   const names: string[] = [];
   for (let n: ts.Node | undefined = node.parent; n; n = n.parent) {
-    if ((ts.isFunctionDeclaration(n) || ts.isMethodDeclaration(n) || ts.isClassDeclaration(n) || ts.isGetAccessor(n)
-      || ts.isSetAccessor(n) || ts.isPropertyDeclaration(n)) && n.name) names.unshift(n.name.getText());
+    if (
+      (ts.isFunctionDeclaration(n) ||
+        ts.isMethodDeclaration(n) ||
+        ts.isClassDeclaration(n) ||
+        ts.isGetAccessor(n) ||
+        ts.isSetAccessor(n) ||
+        ts.isPropertyDeclaration(n)) &&
+      n.name
+    )
+      names.unshift(n.name.getText());
     else if (ts.isConstructorDeclaration(n)) names.unshift('constructor');
     else if (ts.isVariableDeclaration(n) && ts.isIdentifier(n.name) && n.parent.parent && ts.isVariableStatement(n.parent.parent)) names.unshift(n.name.text);
     else if (ts.isPropertyAssignment(n) && (ts.isFunctionExpression(n.initializer) || ts.isArrowFunction(n.initializer))) names.unshift(n.name.getText());
@@ -68,16 +83,29 @@ export function mutantsOf(module: MutatedModule, source: string): Mutant[] {
     const n = (seen.get(base) ?? 0) + 1;
     seen.set(base, n);
     found.push({
-      file: module.file, area: module.area, id: n === 1 ? base : `${base} #${n}`,
-      line: sf.getLineAndCharacterOfPosition(start).line + 1, start, end, replacement, operator,
+      file: module.file,
+      area: module.area,
+      id: n === 1 ? base : `${base} #${n}`,
+      line: sf.getLineAndCharacterOfPosition(start).line + 1,
+      start,
+      end,
+      replacement,
+      operator,
     });
   };
   const inScope = (node: ts.Node) => !module.only || module.only.some((name) => scopeOf(node).split('.').includes(name));
 
   const visit = (node: ts.Node): void => {
     // Types, imports and declarations of shapes have no behaviour to mutate.
-    if (ts.isTypeNode(node) || ts.isImportDeclaration(node) || ts.isExportDeclaration(node) || ts.isInterfaceDeclaration(node)
-      || ts.isTypeAliasDeclaration(node) || ts.isModuleDeclaration(node)) return;
+    if (
+      ts.isTypeNode(node) ||
+      ts.isImportDeclaration(node) ||
+      ts.isExportDeclaration(node) ||
+      ts.isInterfaceDeclaration(node) ||
+      ts.isTypeAliasDeclaration(node) ||
+      ts.isModuleDeclaration(node)
+    )
+      return;
     if (inScope(node)) mutate(node);
     ts.forEachChild(node, visit);
   };
@@ -109,7 +137,12 @@ export function mutantsOf(module: MutatedModule, source: string): Mutant[] {
       if (!ts.isWhileStatement(node)) add(condition, condition.getStart(sf), condition.getEnd(), '(false)', 'condition → false', condition.getText(sf));
     } else if (ts.isExpressionStatement(node) && ts.isBlock(node.parent)) {
       add(node, node.getStart(sf), node.getEnd(), ';', 'remove statement');
-    } else if (ts.isPropertyAccessExpression(node) && Object.hasOwn(METHODS, node.name.text) && ts.isCallExpression(node.parent) && node.parent.expression === node) {
+    } else if (
+      ts.isPropertyAccessExpression(node) &&
+      Object.hasOwn(METHODS, node.name.text) &&
+      ts.isCallExpression(node.parent) &&
+      node.parent.expression === node
+    ) {
       const to = METHODS[node.name.text]!;
       add(node, node.name.getStart(sf), node.name.getEnd(), to, `${node.name.text} → ${to}`, node.parent.getText(sf));
     } else if (module.strings && (ts.isStringLiteral(node) || ts.isNoSubstitutionTemplateLiteral(node) || ts.isTemplateExpression(node))) {

@@ -30,13 +30,25 @@ const lastRun = path.join(workDir, 'last.json');
 
 const { values: args } = parseArgs({
   options: {
-    area: { type: 'string' }, file: { type: 'string' }, survivors: { type: 'boolean' }, list: { type: 'boolean' }, jobs: { type: 'string' },
+    area: { type: 'string' },
+    file: { type: 'string' },
+    survivors: { type: 'boolean' },
+    list: { type: 'boolean' },
+    jobs: { type: 'string' },
     report: { type: 'boolean' },
   },
 });
 
 type Outcome = 'killed' | 'timeout' | 'survived';
-interface Result { id: string; file: string; area: string; line: number; operator: string; outcome: Outcome; by?: string }
+interface Result {
+  id: string;
+  file: string;
+  area: string;
+  line: number;
+  operator: string;
+  outcome: Outcome;
+  by?: string;
+}
 
 // ---- keeping the sources whole ----
 
@@ -68,16 +80,34 @@ function restoreLeftovers(): void {
 
 function stop(child: ChildProcess): void {
   if (child.pid !== undefined && child.exitCode === null && child.signalCode === null) {
-    try { process.kill(-child.pid, 'SIGKILL'); } catch { /* already gone */ }
+    try {
+      process.kill(-child.pid, 'SIGKILL');
+    } catch {
+      /* already gone */
+    }
   }
 }
 
-const stopAll = () => { for (const child of children) stop(child); };
-process.on('exit', () => { stopAll(); restoreAll(); });
+const stopAll = () => {
+  for (const child of children) stop(child);
+};
+process.on('exit', () => {
+  stopAll();
+  restoreAll();
+});
 for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
-  process.on(signal, () => { stopAll(); restoreAll(); process.exit(130); });
+  process.on(signal, () => {
+    stopAll();
+    restoreAll();
+    process.exit(130);
+  });
 }
-process.on('uncaughtException', (error) => { stopAll(); restoreAll(); console.error(error); process.exit(1); });
+process.on('uncaughtException', (error) => {
+  stopAll();
+  restoreAll();
+  console.error(error);
+  process.exit(1);
+});
 
 function withMutant<T>(mutant: Mutant, original: string, run: () => Promise<T>): Promise<T> {
   mkdirSync(backupDir, { recursive: true });
@@ -110,8 +140,15 @@ function runTest(file: string, timeoutMs: number, log?: string): Promise<boolean
     const out = log === undefined ? 'ignore' : openSync(log, 'w');
     const child = spawn(process.execPath, ['--import', 'tsx', file], { cwd: root, env, stdio: ['ignore', out, out], detached: true });
     children.add(child);
-    const timer = setTimeout(() => { stop(child); resolve('timeout'); }, timeoutMs);
-    child.on('exit', (code) => { children.delete(child); clearTimeout(timer); resolve(code === 0); });
+    const timer = setTimeout(() => {
+      stop(child);
+      resolve('timeout');
+    }, timeoutMs);
+    child.on('exit', (code) => {
+      children.delete(child);
+      clearTimeout(timer);
+      resolve(code === 0);
+    });
   });
 }
 
@@ -121,7 +158,12 @@ function lock(): void {
   if (existsSync(file)) {
     const pid = Number(readFileSync(file, 'utf8'));
     let alive = false;
-    try { process.kill(pid, 0); alive = true; } catch { /* gone */ }
+    try {
+      process.kill(pid, 0);
+      alive = true;
+    } catch {
+      /* gone */
+    }
     if (alive && pid !== process.pid) throw new Error(`another run (pid ${pid}) is under way`);
   }
   mkdirSync(workDir, { recursive: true });
@@ -195,7 +237,10 @@ async function main(): Promise<void> {
         if (i < 0) return;
         const [item] = waiting.splice(i, 1);
         running.add(item!.module);
-        runModule(item!).then(() => { running.delete(item!.module); next(); }, reject);
+        runModule(item!).then(() => {
+          running.delete(item!.module);
+          next();
+        }, reject);
       }
     };
     next();
@@ -217,8 +262,10 @@ function report(results: Result[]): void {
     const killed = rs.filter((r) => r.outcome !== 'survived').length;
     const explained = rs.filter((r) => r.outcome === 'survived' && EXPLAINED[r.id]).length;
     const counted = rs.length - explained;
-    return `${killed}/${rs.length} killed (${(100 * killed / Math.max(1, rs.length)).toFixed(1)} %), ${explained} explained survivors, `
-      + `score without them ${(100 * killed / Math.max(1, counted)).toFixed(1)} %`;
+    return (
+      `${killed}/${rs.length} killed (${((100 * killed) / Math.max(1, rs.length)).toFixed(1)} %), ${explained} explained survivors, ` +
+      `score without them ${((100 * killed) / Math.max(1, counted)).toFixed(1)} %`
+    );
   };
   console.log('\nby area:');
   for (const area of [...new Set(results.map((r) => r.area))]) console.log(`  ${area.padEnd(14)} ${score(results.filter((r) => r.area === area))}`);

@@ -16,16 +16,19 @@ async function tempDir(t: Test): Promise<string> {
 t.test('a generated secret is kept in DATA_DIR, so a restarted service accepts the URLs it gave out', async (t) => {
   const dir = await tempDir(t);
   const secrets = await Promise.all(Array.from({ length: 8 }, () => loadSigningSecret(undefined, dir)));
-  t.ok(secrets.every((s) => s.equals(secrets[0]!)), 'processes starting together agree on one secret');
+  t.ok(
+    secrets.every((s) => s.equals(secrets[0]!)),
+    'processes starting together agree on one secret',
+  );
   t.equal(secrets[0]!.length, 32);
   const file = path.join(dir, 'blob-signing-secret');
   t.equal((await stat(file)).mode & 0o777, 0o600, 'readable by the service only');
   t.match(await readFile(file, 'utf8'), /^[0-9a-f]{64}$/);
 
   const now = () => Date.UTC(2026, 0, 1);
-  const before = await createBlobStore({ kind: 'local', dataDir: dir, baseUrl: () => 'http://svc', signingSecret: undefined }, now) as LocalBlobStore;
+  const before = (await createBlobStore({ kind: 'local', dataDir: dir, baseUrl: () => 'http://svc', signingSecret: undefined }, now)) as LocalBlobStore;
   const upload = await before.presignUpload('uploads/ws_1/upl_1', { contentType: 'image/png', bytes: 10, expiresInSeconds: 900 });
-  const after = await createBlobStore({ kind: 'local', dataDir: dir, baseUrl: () => 'http://svc', signingSecret: undefined }, now) as LocalBlobStore;
+  const after = (await createBlobStore({ kind: 'local', dataDir: dir, baseUrl: () => 'http://svc', signingSecret: undefined }, now)) as LocalBlobStore;
   const q = new URL(upload.url).searchParams;
   const query = { key: q.get('key')!, exp: Number(q.get('exp')), ct: q.get('ct')!, len: Number(q.get('len')), sig: q.get('sig')! };
   t.ok(after.verifyUpload(query), 'the restarted store verifies the old URL');

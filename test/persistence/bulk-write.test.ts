@@ -66,7 +66,10 @@ t.test('a bad row fails alone: the others are written again on their own and com
   t.equal(rejected, 1, 'exactly one of the duplicates is refused');
   t.same(await ids(kind), ['r0001', 'r0002', 'r0003', 'r0004'], 'every other row committed');
   t.equal(calls[0], 5, 'first the shared statement');
-  t.ok(calls.slice(1).every((n) => n === 1), 'then each row alone');
+  t.ok(
+    calls.slice(1).every((n) => n === 1),
+    'then each row alone',
+  );
   await writer.close();
 });
 
@@ -104,18 +107,22 @@ t.test('boundQuery runs in the transaction of the entity manager it is given', a
   t.equal(viaBound, viaOrm, 'the same transaction');
   // A bound write rolled back with its transaction is not kept.
   const kind = newKind();
-  await t.rejects(writer.write(async (em) => {
-    await boundQuery(em, `insert into actor_snapshots (kind, id, version, state, updated_at) values (?, 'x', 1, '{}'::jsonb, now())`, [kind]);
-    throw new Error('roll back');
-  }));
+  await t.rejects(
+    writer.write(async (em) => {
+      await boundQuery(em, `insert into actor_snapshots (kind, id, version, state, updated_at) values (?, 'x', 1, '{}'::jsonb, now())`, [kind]);
+      throw new Error('roll back');
+    }),
+  );
   t.same(await ids(kind), [], 'rolled back with the transaction');
   await writer.close();
 });
 
-t.test('addAfter: a row that must follow another kind\'s unit never joins a gathering queued before it', async (t) => {
+t.test("addAfter: a row that must follow another kind's unit never joins a gathering queued before it", async (t) => {
   const writer = new SnapshotWriter(db, options({ windowMs: 20 }));
   const order: string[] = [];
-  const recording = (name: string) => async (_em: SqlEntityManager, rows: string[]) => { order.push(`${name}:${rows.join(',')}`); };
+  const recording = (name: string) => async (_em: SqlEntityManager, rows: string[]) => {
+    order.push(`${name}:${rows.join(',')}`);
+  };
   const settlements = new BulkWrite<string>(writer, recording('settle'));
   const creations = new BulkWrite<string>(writer, recording('create'));
   // A creation gathering opens first; then a settlement queues behind it.

@@ -19,15 +19,23 @@ if (!process.env.TEST_DATABASE_URL) {
 
     const results = await Promise.allSettled([1, 2, 3].map(() => openDatabase({ databaseUrl: fresh.url, dataDir: '.data/test' })));
     for (const result of results) if (result.status === 'fulfilled') opened.push(result.value);
-    t.same(results.map((r) => (r.status === 'rejected' ? String((r.reason as Error)?.message ?? r.reason) : 'ok')), ['ok', 'ok', 'ok'], 'every open succeeded');
+    t.same(
+      results.map((r) => (r.status === 'rejected' ? String((r.reason as Error)?.message ?? r.reason) : 'ok')),
+      ['ok', 'ok', 'ok'],
+      'every open succeeded',
+    );
 
-    const db = opened[0] ?? await openDatabase({ databaseUrl: fresh.url, dataDir: '.data/test' });
+    const db = opened[0] ?? (await openDatabase({ databaseUrl: fresh.url, dataDir: '.data/test' }));
     if (!opened.includes(db)) opened.push(db);
     const rows = await (db.em() as SqlEntityManager).execute<{ name: string; n: string }[]>(
       'select name, count(*)::text as n from mikro_orm_migrations group by name order by name',
     );
     t.equal(rows.length, migrations.length, 'every migration is recorded');
-    t.same(rows.filter((r) => r.n !== '1'), [], 'no migration recorded twice');
+    t.same(
+      rows.filter((r) => r.n !== '1'),
+      [],
+      'no migration recorded twice',
+    );
 
     // The lock is released: a fourth open, later, goes through.
     const later = await openDatabase({ databaseUrl: fresh.url, dataDir: '.data/test' });

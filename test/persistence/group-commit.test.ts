@@ -22,7 +22,9 @@ let seq = 0;
 const newKind = () => `gc${++seq}`;
 
 const INSERT = `insert into actor_snapshots (kind, id, version, state, updated_at) values (?, ?, 1, '{}'::jsonb, now())`;
-const put = (kind: string, id: string) => async (em: SqlEntityManager) => { await em.execute(INSERT, [kind, id]); };
+const put = (kind: string, id: string) => async (em: SqlEntityManager) => {
+  await em.execute(INSERT, [kind, id]);
+};
 
 async function ids(kind: string, database: Database = db): Promise<string[]> {
   const rows = await database.em().execute<Array<{ id: string }>>('select id from actor_snapshots where kind = ? order by id', [kind]);
@@ -42,11 +44,15 @@ t.test('500 concurrent writers: every row committed, in far fewer transactions t
   const all = names(500);
   // Each unit notes the transaction it ran in: units sharing one are one group commit.
   const txOf = new Map<string, string>();
-  await Promise.all(all.map((id) => writer.write(async (em) => {
-    await put(kind, id)(em);
-    const [row] = await em.execute<Array<{ tx: string }>>('select pg_current_xact_id()::text as tx');
-    txOf.set(id, row!.tx);
-  })));
+  await Promise.all(
+    all.map((id) =>
+      writer.write(async (em) => {
+        await put(kind, id)(em);
+        const [row] = await em.execute<Array<{ tx: string }>>('select pg_current_xact_id()::text as tx');
+        txOf.set(id, row!.tx);
+      }),
+    ),
+  );
   t.same(await ids(kind), all, 'all 500 rows present');
   t.equal(writer.stats.units, 500);
   t.ok(writer.stats.batches < 50, `${writer.stats.batches} batches for 500 writes`);
@@ -58,11 +64,15 @@ t.test('maxBatch caps how many units share one transaction', async (t) => {
   const writer = new SnapshotWriter(db, options({ maxBatch: 64 }));
   const kind = newKind();
   const txOf = new Map<string, string>();
-  await Promise.all(names(300).map((id) => writer.write(async (em) => {
-    await put(kind, id)(em);
-    const [row] = await em.execute<Array<{ tx: string }>>('select pg_current_xact_id()::text as tx');
-    txOf.set(id, row!.tx);
-  })));
+  await Promise.all(
+    names(300).map((id) =>
+      writer.write(async (em) => {
+        await put(kind, id)(em);
+        const [row] = await em.execute<Array<{ tx: string }>>('select pg_current_xact_id()::text as tx');
+        txOf.set(id, row!.tx);
+      }),
+    ),
+  );
   const sizes = new Map<string, number>();
   for (const tx of txOf.values()) sizes.set(tx, (sizes.get(tx) ?? 0) + 1);
   t.ok(Math.max(...sizes.values()) <= 64, 'no transaction holds more than maxBatch units');
@@ -76,9 +86,7 @@ t.test('a waiter is answered only after its commit: its row is visible elsewhere
   // transaction has committed. With PGlite every entity manager shares one session, which sees its own
   // uncommitted rows: there the check is whether a write transaction is still open on that session when
   // the waiter resolves (asked with one batch only, so that no later batch can have opened one).
-  const pglite = db.kind === 'pglite'
-    ? (db.orm.config.get('driverOptions') as { connection: { pglite: () => PGlite } }).connection.pglite()
-    : undefined;
+  const pglite = db.kind === 'pglite' ? (db.orm.config.get('driverOptions') as { connection: { pglite: () => PGlite } }).connection.pglite() : undefined;
   const visibilityCannotFail = pglite ? 'PGlite: one shared session sees rows before their commit, so visibility proves nothing there' : undefined;
 
   for (const maxBatch of [512, 8]) {
@@ -94,11 +102,21 @@ t.test('a waiter is answered only after its commit: its row is visible elsewhere
         }
         const visible = await rowExists(kind, id);
         return { id, visible, openTx };
-      }));
+      }),
+    );
     const results = await Promise.all(checks);
-    t.same(results.filter((r) => !r.visible).map((r) => r.id), [], `maxBatch ${maxBatch}: every waiter saw its own row from a separate entity manager`, { skip: visibilityCannotFail });
+    t.same(
+      results.filter((r) => !r.visible).map((r) => r.id),
+      [],
+      `maxBatch ${maxBatch}: every waiter saw its own row from a separate entity manager`,
+      { skip: visibilityCannotFail },
+    );
     if (pglite && maxBatch === 512) {
-      t.same(results.filter((r) => r.openTx !== null).map((r) => r.id), [], `maxBatch ${maxBatch}: no write transaction open on the shared session when a waiter resolved`);
+      t.same(
+        results.filter((r) => r.openTx !== null).map((r) => r.id),
+        [],
+        `maxBatch ${maxBatch}: no write transaction open on the shared session when a waiter resolved`,
+      );
     }
     await writer.close();
   }
@@ -168,7 +186,11 @@ t.test('when the commit cannot happen at all, no waiter is resolved', async (t) 
   t.equal((await Promise.allSettled([writer.write(put(kind, 'before'))]))[0]!.status, 'fulfilled');
   await lost.close();
   const settled = await Promise.allSettled(names(10).map((id) => writer.write(put(kind, id))));
-  t.same(settled.map((s) => s.status), names(10).map(() => 'rejected'), 'every waiter rejected once the database is gone');
+  t.same(
+    settled.map((s) => s.status),
+    names(10).map(() => 'rejected'),
+    'every waiter rejected once the database is gone',
+  );
 });
 
 t.test('flush ends while other writers keep the writer busy: it waits for what was queued before it, not for a lull', async (t) => {
@@ -180,7 +202,9 @@ t.test('flush ends while other writers keep the writer busy: it waits for what w
   let busy = true;
   let background = 0;
   let twentyWritten!: () => void;
-  const twenty = new Promise<void>((resolve) => { twentyWritten = resolve; });
+  const twenty = new Promise<void>((resolve) => {
+    twentyWritten = resolve;
+  });
   const chains = [0, 1, 2, 3].map(async (c) => {
     for (let i = 0; busy && background < 20_000; i++) {
       await writer.write(put(kind, `busy-${c}-${i}`));
@@ -189,7 +213,9 @@ t.test('flush ends while other writers keep the writer busy: it waits for what w
   });
   await twenty;
   let markerDone = false;
-  const marker = writer.write(put(kind, 'marker')).then(() => { markerDone = true; });
+  const marker = writer.write(put(kind, 'marker')).then(() => {
+    markerDone = true;
+  });
   await writer.flush();
   const stillBusy = busy && background < 20_000;
   t.ok(markerDone, 'the write queued before the flush is committed when it resolves');
@@ -216,22 +242,37 @@ t.test('flush waits for everything queued so far; close commits what is queued a
   // A flush called while a batch is committing also waits for what was queued behind that batch.
   const started = gate();
   const hold = gate();
-  const slow = writer.write(async (em) => { started.open(); await hold.wait; await put(kind, 'b-slow')(em); });
+  const slow = writer.write(async (em) => {
+    started.open();
+    await hold.wait;
+    await put(kind, 'b-slow')(em);
+  });
   await started.wait; // the batch is committing, held inside its unit
   let lateDone = false;
-  const late = writer.write(put(kind, 'b-late')).then(() => { lateDone = true; });
+  const late = writer.write(put(kind, 'b-late')).then(() => {
+    lateDone = true;
+  });
   const flushed = writer.flush();
   hold.open();
   await flushed;
   t.ok(lateDone, 'flush resolved only after the write queued behind the committing batch');
   await Promise.all([slow, late]);
-  t.same((await ids(kind)).filter((id) => id.startsWith('b')), ['b-late', 'b-slow']);
+  t.same(
+    (await ids(kind)).filter((id) => id.startsWith('b')),
+    ['b-late', 'b-slow'],
+  );
 
   const queued = names(10, 'c').map((id) => writer.write(put(kind, id)));
   await writer.close();
   const settled = await Promise.allSettled(queued);
-  t.ok(settled.every((s) => s.status === 'fulfilled'), 'writes queued before close are committed');
-  t.same((await ids(kind)).filter((id) => id.startsWith('c')), names(10, 'c'));
+  t.ok(
+    settled.every((s) => s.status === 'fulfilled'),
+    'writes queued before close are committed',
+  );
+  t.same(
+    (await ids(kind)).filter((id) => id.startsWith('c')),
+    names(10, 'c'),
+  );
   await t.rejects(writer.write(put(kind, 'after-close')), WriterClosedError);
   t.notOk(await rowExists(kind, 'after-close'));
   await writer.flush();
@@ -243,7 +284,10 @@ t.test('an idle writer commits at once: no timer is armed; writes queued while a
   // Counts the timers the writer arms while a write is queued (schedule runs inside write, synchronously).
   const realSetTimeout = globalThis.setTimeout;
   let timers = 0;
-  const counting = ((...args: Parameters<typeof setTimeout>) => { timers++; return realSetTimeout(...args); }) as typeof setTimeout;
+  const counting = ((...args: Parameters<typeof setTimeout>) => {
+    timers++;
+    return realSetTimeout(...args);
+  }) as typeof setTimeout;
   const queue = (unit: (em: SqlEntityManager) => Promise<void>) => {
     globalThis.setTimeout = counting;
     try {
@@ -257,7 +301,11 @@ t.test('an idle writer commits at once: no timer is armed; writes queued while a
   const hold = gate();
   // Three writes of the same turn of the event loop: one batch, held inside its first unit.
   const first = [
-    queue(async (em) => { started.open(); await hold.wait; await put(kind, 'a1')(em); }),
+    queue(async (em) => {
+      started.open();
+      await hold.wait;
+      await put(kind, 'a1')(em);
+    }),
     queue(put(kind, 'a2')),
     queue(put(kind, 'a3')),
   ];

@@ -32,11 +32,21 @@ t.test('em.execute and boundQuery: values bound, read back exactly', async (t) =
     const [echo] = await em.execute<Array<{ v: string; n: number }>>('select ? as v, ? as n', [value, i]);
     t.same(echo, { v: value, n: i }, `select echo ${JSON.stringify(value)}`);
     const id = `h${i}`;
-    await em.execute('insert into actor_snapshots (kind, id, version, state, updated_at) values (?, ?, 1, ?::jsonb, now())', ['hostile', id, JSON.stringify({ text: value })]);
+    await em.execute('insert into actor_snapshots (kind, id, version, state, updated_at) values (?, ?, 1, ?::jsonb, now())', [
+      'hostile',
+      id,
+      JSON.stringify({ text: value }),
+    ]);
     const [row] = await em.execute<Array<{ id: string; text: string; has: boolean }>>(
-      `select id, state->>'text' as text, state \\? 'text' as has from actor_snapshots where kind = ? and state->>'text' = ?`, ['hostile', value]);
+      `select id, state->>'text' as text, state \\? 'text' as has from actor_snapshots where kind = ? and state->>'text' = ?`,
+      ['hostile', value],
+    );
     t.same(row, { id, text: value, has: true }, `stored and found by value ${JSON.stringify(value)}`);
-    const found = await em.execute<Array<{ id: string }>>('select id from actor_snapshots where kind = ? and state->>? in (?)', ['hostile', 'text', [value, 'other;']]);
+    const found = await em.execute<Array<{ id: string }>>('select id from actor_snapshots where kind = ? and state->>? in (?)', [
+      'hostile',
+      'text',
+      [value, 'other;'],
+    ]);
     t.same(found, [{ id }], 'in a list');
     const bound = await boundQuery<{ v: string }>(em, 'select ?::text as v', [value]);
     t.same(bound, [{ v: value }], 'boundQuery');
@@ -73,12 +83,19 @@ t.test('entity queries: create, find by value, $in, $like, update by the unit of
   t.equal((await db.em().findOne(WorkspaceEntity, { id: ids[4]! }))?.name, HOSTILE[5], 'nativeUpdate');
 
   const state = Object.fromEntries(HOSTILE.map((v, i) => [`k${i}${v}`, v]));
-  await db.em().insertMany(ActorSnapshotEntity, HOSTILE.map((v, i) => ({ kind: 'entity', id: v, version: i, state: { text: v, all: state }, updatedAt: now })));
+  await db.em().insertMany(
+    ActorSnapshotEntity,
+    HOSTILE.map((v, i) => ({ kind: 'entity', id: v, version: i, state: { text: v, all: state }, updatedAt: now })),
+  );
   for (const value of HOSTILE) {
     const snap = await db.em().findOne(ActorSnapshotEntity, { kind: 'entity', id: value });
     t.same(snap?.state, { text: value, all: state }, `JSON state keyed by ${JSON.stringify(value)}`);
   }
   const byJson = await db.em().find(ActorSnapshotEntity, { kind: 'entity', state: { text: HOSTILE[1] } } as never);
-  t.same(byJson.map((s) => s.id), [HOSTILE[1]], 'a query on a JSON property');
+  t.same(
+    byJson.map((s) => s.id),
+    [HOSTILE[1]],
+    'a query on a JSON property',
+  );
   t.equal(await db.em().count(WorkspaceEntity, {}), HOSTILE.length, 'the table is whole');
 });

@@ -19,11 +19,18 @@ t.teardown(() => fs.rm(dataDir, { recursive: true, force: true }));
 const recorded = async (db: Awaited<ReturnType<typeof openDatabase>>) =>
   (await db.em().execute<{ name: string }[]>('select name from mikro_orm_migrations order by id')).map((row) => row.name);
 const hasTraceContext = async (db: Awaited<ReturnType<typeof openDatabase>>) =>
-  (await db.em().execute<unknown[]>(`select 1 from information_schema.columns where table_name = 'generations' and column_name = 'trace_context'`)).length === 1;
+  (await db.em().execute<unknown[]>(`select 1 from information_schema.columns where table_name = 'generations' and column_name = 'trace_context'`)).length ===
+  1;
 
 t.test('the list of migrations and their names agree', async (t) => {
-  t.same(migrations.map((m) => m.name), [...MIGRATION_NAMES]);
-  t.ok(migrations.every((m) => typeof m.class === 'function'), 'each name has its class');
+  t.same(
+    migrations.map((m) => m.name),
+    [...MIGRATION_NAMES],
+  );
+  t.ok(
+    migrations.every((m) => typeof m.class === 'function'),
+    'each name has its class',
+  );
 });
 
 t.test('a new database gets every migration, recorded in order; one missing is applied at the next start', async (t) => {

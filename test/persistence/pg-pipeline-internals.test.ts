@@ -14,14 +14,24 @@ import { PG_VERSION_CHECKED, PipelineQuery, wireValues, type DriverResult } from
 
 t.test('the installed pg is the version the module was checked against', async (t) => {
   const { version } = createRequire(import.meta.url)('pg/package.json') as { version: string };
-  t.equal(version, PG_VERSION_CHECKED, `pg is ${version}: check each item of persistence/pg-pipeline.ts's list against it (this file), then set PG_VERSION_CHECKED; from 8.23 its public pipelining can replace the module`);
+  t.equal(
+    version,
+    PG_VERSION_CHECKED,
+    `pg is ${version}: check each item of persistence/pg-pipeline.ts's list against it (this file), then set PG_VERSION_CHECKED; from 8.23 its public pipelining can replace the module`,
+  );
 });
 
 t.test('pg.Query has the methods the pipeline overrides and relies on, with their signatures', async (t) => {
   const proto = pg.Query.prototype as unknown as Record<string, unknown>;
   const methods: Array<[string, number]> = [
-    ['submit', 1], ['prepare', 1], ['handleCommandComplete', 2], ['handleRowDescription', 1], ['handleDataRow', 1],
-    ['handleReadyForQuery', 1], ['handleError', 2], ['handleEmptyQuery', 1],
+    ['submit', 1],
+    ['prepare', 1],
+    ['handleCommandComplete', 2],
+    ['handleRowDescription', 1],
+    ['handleDataRow', 1],
+    ['handleReadyForQuery', 1],
+    ['handleError', 2],
+    ['handleEmptyQuery', 1],
   ];
   for (const [name, arity] of methods) {
     t.type(proto[name], 'function', `Query.prototype.${name}`);
@@ -35,10 +45,18 @@ t.test('pg.Connection has the message writers the pipeline calls', async (t) => 
 });
 
 t.test('pg.utils.prepareValue converts values as pg sends them', async (t) => {
-  t.type((pg as unknown as { utils?: { prepareValue?: unknown } }).utils?.prepareValue, 'function', 'on the module\'s object');
+  t.type((pg as unknown as { utils?: { prepareValue?: unknown } }).utils?.prepareValue, 'function', "on the module's object");
   const buffer = Buffer.from([1, 2, 3]);
   const [nothing, missing, number, flag, text, bytes, date, list, object] = wireValues([
-    null, undefined, 42, true, 'text', buffer, new Date('2026-01-02T03:04:05.678Z'), [1, null, 'a"b'], { a: 1 },
+    null,
+    undefined,
+    42,
+    true,
+    'text',
+    buffer,
+    new Date('2026-01-02T03:04:05.678Z'),
+    [1, null, 'a"b'],
+    { a: 1 },
   ]);
   t.equal(nothing, null);
   t.equal(missing, null);
@@ -60,8 +78,16 @@ function recordingConnection(): { connection: pg.Connection; types(): string[]; 
   let writes = 0;
   const stream = new Duplex({
     read() {},
-    write(chunk: Buffer, _encoding, done) { writes++; chunks.push(chunk); done(); },
-    writev(list, done) { writes++; for (const { chunk } of list) chunks.push(chunk as Buffer); done(); },
+    write(chunk: Buffer, _encoding, done) {
+      writes++;
+      chunks.push(chunk);
+      done();
+    },
+    writev(list, done) {
+      writes++;
+      for (const { chunk } of list) chunks.push(chunk as Buffer);
+      done();
+    },
   });
   const connection = new pg.Connection({ stream } as never);
   return {
@@ -80,23 +106,31 @@ function recordingConnection(): { connection: pg.Connection; types(): string[]; 
 t.test('submitted, the query writes BEGIN and each statement with the extended protocol, then one Sync, in one write', async (t) => {
   const { connection, types, writes } = recordingConnection();
   const prepared = new Map<string, string>();
-  const statements = [{ text: 'select $1::int as n', values: wireValues([1]) }, { text: 'select $1::int as n', values: wireValues([2]) }];
+  const statements = [
+    { text: 'select $1::int as n', values: wireValues([1]) },
+    { text: 'select $1::int as n', values: wireValues([2]) },
+  ];
   const query = new PipelineQuery(true, statements, prepared, () => {});
   const error = (query as unknown as { submit(connection: unknown): Error | null }).submit(connection);
-  t.equal(error, null, 'pg\'s submit accepts it');
+  t.equal(error, null, "pg's submit accepts it");
   await new Promise((resolve) => setImmediate(resolve));
   // BEGIN: Parse, Bind, Execute; the statement: Parse (named), Bind, Describe, Execute; again, prepared: Bind, Describe, Execute.
   t.same(types(), ['P', 'B', 'E', 'P', 'B', 'D', 'E', 'B', 'D', 'E', 'S'], 'the messages, in order');
-  t.equal(writes(), 1, 'corked by pg\'s submit: one write on the stream');
+  t.equal(writes(), 1, "corked by pg's submit: one write on the stream");
   t.equal(prepared.size, 1, 'the statement is prepared once, by name');
   t.same(query.preparedHere, ['select $1::int as n']);
 });
 
-t.test('the answers pg\'s client hands the query make one result per statement, BEGIN\'s left out', async (t) => {
+t.test("the answers pg's client hands the query make one result per statement, BEGIN's left out", async (t) => {
   const { connection } = recordingConnection();
   let answered: { error: Error | null; result: DriverResult | DriverResult[] } | undefined;
-  const statements = [{ text: 'select $1::int as n', values: ['1'] }, { text: 'insert into t values ($1)', values: ['2'] }];
-  const query = new PipelineQuery(true, statements, new Map(), (error, result) => { answered = { error, result }; });
+  const statements = [
+    { text: 'select $1::int as n', values: ['1'] },
+    { text: 'insert into t values ($1)', values: ['2'] },
+  ];
+  const query = new PipelineQuery(true, statements, new Map(), (error, result) => {
+    answered = { error, result };
+  });
   const handlers = query as unknown as {
     submit(connection: unknown): Error | null;
     handleCommandComplete(message: object, connection: unknown): void;
@@ -115,7 +149,7 @@ t.test('the answers pg\'s client hands the query make one result per statement, 
   t.equal(answered?.error, null);
   t.ok(Array.isArray(answered?.result), 'one result per statement');
   const [select, insert] = answered!.result as DriverResult[];
-  t.same(select?.rows, [{ n: 1 }], 'rows parsed by pg\'s type parsers');
+  t.same(select?.rows, [{ n: 1 }], "rows parsed by pg's type parsers");
   t.equal(select?.command, 'SELECT');
   t.equal(insert?.command, 'INSERT');
   t.equal(insert?.rowCount, 1);
@@ -124,7 +158,9 @@ t.test('the answers pg\'s client hands the query make one result per statement, 
 t.test('an error the client hands the query reaches its callback', async (t) => {
   const { connection } = recordingConnection();
   let failed: Error | null = null;
-  const query = new PipelineQuery(false, [{ text: 'select 1', values: [] }], new Map(), (error) => { failed = error; });
+  const query = new PipelineQuery(false, [{ text: 'select 1', values: [] }], new Map(), (error) => {
+    failed = error;
+  });
   const handlers = query as unknown as { submit(connection: unknown): Error | null; handleError(error: Error, connection: unknown): void };
   handlers.submit(connection);
   handlers.handleError(Object.assign(new Error('duplicate key'), { code: '23505' }), connection);
@@ -135,12 +171,17 @@ t.test('an error the client hands the query reaches its callback', async (t) => 
  * The direct transaction (persistence/direct-transaction.ts) also sends through the query builder's client
  * (MikroORM's knex), with methods of its own that knex does not document: held here the same way.
  */
-t.test('the query builder\'s client has the methods a direct transaction calls', async (t) => {
+t.test("the query builder's client has the methods a direct transaction calls", async (t) => {
   const builder = knex({ client: 'pg' });
   t.teardown(() => builder.destroy());
   const client = builder.client as unknown as Record<string, unknown> & { positionBindings(sql: string): string; prepBindings(b: unknown[]): unknown[] };
   const methods: Array<[string, number]> = [
-    ['acquireConnection', 0], ['releaseConnection', 1], ['query', 2], ['prepBindings', 1], ['positionBindings', 1], ['emit', 1],
+    ['acquireConnection', 0],
+    ['releaseConnection', 1],
+    ['query', 2],
+    ['prepBindings', 1],
+    ['positionBindings', 1],
+    ['emit', 1],
   ];
   for (const [name, arity] of methods) {
     t.type(client[name], 'function', `client.${name}`);

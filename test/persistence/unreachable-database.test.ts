@@ -13,16 +13,28 @@ import { createKey, signUp } from '../helpers/identity.ts';
 t.test('connection-level errors are told apart from statement errors', async (t) => {
   const withCode = (code: string, message = 'x') => Object.assign(new Error(message), { code });
   for (const error of [
-    withCode('ECONNREFUSED', 'connect ECONNREFUSED 127.0.0.1:5432'), withCode('ECONNRESET'), withCode('ETIMEDOUT'),
-    withCode('57P01', 'terminating connection due to administrator command'), withCode('57P03', 'the database system is starting up'), withCode('08006'),
-    new Error('Connection terminated unexpectedly'), new Error('Knex: Timeout acquiring a connection. The pool is probably full.'),
+    withCode('ECONNREFUSED', 'connect ECONNREFUSED 127.0.0.1:5432'),
+    withCode('ECONNRESET'),
+    withCode('ETIMEDOUT'),
+    withCode('57P01', 'terminating connection due to administrator command'),
+    withCode('57P03', 'the database system is starting up'),
+    withCode('08006'),
+    new Error('Connection terminated unexpectedly'),
+    new Error('Knex: Timeout acquiring a connection. The pool is probably full.'),
     new Error('Transaction query already complete, run with DEBUG=knex:tx for more info'),
-    new Error('wrapped', { cause: withCode('ECONNREFUSED') }), new AggregateError([withCode('ECONNREFUSED')], 'all failed'),
-  ]) t.ok(isDatabaseUnreachable(error), `unreachable: ${error.message} ${(error as { code?: string }).code ?? ''}`);
+    new Error('wrapped', { cause: withCode('ECONNREFUSED') }),
+    new AggregateError([withCode('ECONNREFUSED')], 'all failed'),
+  ])
+    t.ok(isDatabaseUnreachable(error), `unreachable: ${error.message} ${(error as { code?: string }).code ?? ''}`);
   for (const error of [
-    withCode('23505', 'duplicate key value violates unique constraint'), withCode('42601', 'syntax error'), withCode('40P01', 'deadlock detected'),
-    new Error('generation gen_1 is not active any more'), 'a string', undefined,
-  ]) t.notOk(isDatabaseUnreachable(error), `a statement's error: ${String((error as Error | undefined)?.message ?? error)}`);
+    withCode('23505', 'duplicate key value violates unique constraint'),
+    withCode('42601', 'syntax error'),
+    withCode('40P01', 'deadlock detected'),
+    new Error('generation gen_1 is not active any more'),
+    'a string',
+    undefined,
+  ])
+    t.notOk(isDatabaseUnreachable(error), `a statement's error: ${String((error as Error | undefined)?.message ?? error)}`);
 });
 
 // The rest needs a PostgreSQL server to put a proxy in front of (PGlite has no connection to lose).
@@ -44,7 +56,8 @@ if (!process.env.TEST_DATABASE_URL) {
   const put = (kind: string, id: string) => async (em: SqlEntityManager) => {
     await em.execute(`insert into actor_snapshots (kind, id, version, state, updated_at) values (?, ?, 1, '{}'::jsonb, now())`, [kind, id]);
   };
-  const ids = async (kind: string) => (await db.em().execute<Array<{ id: string }>>('select id from actor_snapshots where kind = ? order by id', [kind])).map((r) => r.id);
+  const ids = async (kind: string) =>
+    (await db.em().execute<Array<{ id: string }>>('select id from actor_snapshots where kind = ? order by id', [kind])).map((r) => r.id);
   const until = async (condition: () => boolean) => {
     for (let i = 0; i < 1_000 && !condition(); i++) await new Promise((resolve) => setTimeout(resolve, 10));
   };
@@ -55,8 +68,14 @@ if (!process.env.TEST_DATABASE_URL) {
    * a comment, so that the statement is parsed (and seen by the proxy) whatever its connection prepared before.
    */
   const probed = (kind: string, id: string) => ({
-    unit: (em: SqlEntityManager) => boundQuery(em, `/* ${kind} */ insert into actor_snapshots (kind, id, version, state, updated_at) values (?, ?, 1, '{}'::jsonb, now())`, [kind, id]).then(() => undefined),
-    options: { strict: true, probe: async (em: SqlEntityManager) => (await boundQuery(em, 'select 1 from actor_snapshots where kind = ? and id = ?', [kind, id])).length > 0 },
+    unit: (em: SqlEntityManager) =>
+      boundQuery(em, `/* ${kind} */ insert into actor_snapshots (kind, id, version, state, updated_at) values (?, ?, 1, '{}'::jsonb, now())`, [kind, id]).then(
+        () => undefined,
+      ),
+    options: {
+      strict: true,
+      probe: async (em: SqlEntityManager) => (await boundQuery(em, 'select 1 from actor_snapshots where kind = ? and id = ?', [kind, id])).length > 0,
+    },
   });
 
   /**
@@ -68,11 +87,13 @@ if (!process.env.TEST_DATABASE_URL) {
     const writer = new SnapshotWriter(db, options());
     const kind = newKind();
     const cut = proxy.cutAt(...cutOf(kind));
-    const written = Promise.all(rowIds.map((id) => {
-      if (!withProbes) return writer.write(put(kind, id));
-      const p = probed(kind, id);
-      return writer.write(p.unit, p.options);
-    }));
+    const written = Promise.all(
+      rowIds.map((id) => {
+        if (!withProbes) return writer.write(put(kind, id));
+        const p = probed(kind, id);
+        return writer.write(p.unit, p.options);
+      }),
+    );
     await cut;
     await t.resolves(written, 'every waiter is answered');
     t.same(await ids(kind), rowIds, 'each row once');
@@ -82,20 +103,25 @@ if (!process.env.TEST_DATABASE_URL) {
   };
 
   t.test('a COMMIT whose answer is lost after the server committed: the waiters are answered, the batch is not applied again', (t) =>
-    writeThroughCut(t, ['a', 'b', 'c'], () => [/^\s*commit/i, 'after']));
+    writeThroughCut(t, ['a', 'b', 'c'], () => [/^\s*commit/i, 'after']),
+  );
 
   t.test('a connection lost in the middle of a batch: the same batch is tried again and commits once', (t) =>
-    writeThroughCut(t, ['a', 'b', 'c'], () => [/insert into actor_snapshots/i, 'before']));
+    writeThroughCut(t, ['a', 'b', 'c'], () => [/insert into actor_snapshots/i, 'before']),
+  );
 
   // knex then runs the units on a transaction it has already marked complete: they fail with its own error.
   t.test('a connection lost at BEGIN (a dead pooled connection): the batch is tried again and commits once', (t) =>
-    writeThroughCut(t, ['a', 'b'], () => [/^\s*begin/i, 'before']));
+    writeThroughCut(t, ['a', 'b'], () => [/^\s*begin/i, 'before']),
+  );
 
   t.test('one round trip: the answer lost after the server committed; the probe finds the batch committed, and it is not applied again', (t) =>
-    writeThroughCut(t, ['a', 'b', 'c'], (kind) => [new RegExp(`/\\* ${kind} \\*/`), 'after'], true));
+    writeThroughCut(t, ['a', 'b', 'c'], (kind) => [new RegExp(`/\\* ${kind} \\*/`), 'after'], true),
+  );
 
   t.test('one round trip: the connection lost before the statements reached the server; the probe finds nothing, and the batch commits once', (t) =>
-    writeThroughCut(t, ['a', 'b'], (kind) => [new RegExp(`/\\* ${kind} \\*/`), 'before'], true));
+    writeThroughCut(t, ['a', 'b'], (kind) => [new RegExp(`/\\* ${kind} \\*/`), 'before'], true),
+  );
 
   t.test('one round trip: a create answered although its connection was lost after COMMIT (HTTP, PostgreSQL)', async (t) => {
     const server = await startTestServer(t, { databaseUrl: proxy.url, env: { LOCAL_PROVIDER_LATENCY_MS: '60000' } });
@@ -113,7 +139,9 @@ if (!process.env.TEST_DATABASE_URL) {
     await cut;
     const rows = await db.em().execute<Array<{ n: string }>>('select count(*) as n from generations where id = ?', [res.body.id]);
     t.equal(Number(rows[0]!.n), 1, 'the generation exists once');
-    const reserve = await db.em().execute<Array<{ n: string }>>(`select count(*) as n from credit_ledger where generation_id = ? and kind = 'reserve'`, [res.body.id]);
+    const reserve = await db
+      .em()
+      .execute<Array<{ n: string }>>(`select count(*) as n from credit_ledger where generation_id = ? and kind = 'reserve'`, [res.body.id]);
     t.equal(Number(reserve[0]!.n), 1, 'and its reservation once');
   });
 
@@ -123,7 +151,12 @@ if (!process.env.TEST_DATABASE_URL) {
     const kind = newKind();
     proxy.down(true);
     const settled: string[] = [];
-    const writes = ['a', 'b', 'c', 'd'].map((id) => writer.write(put(kind, id)).then(() => settled.push(id), (error: unknown) => settled.push(`${id}: ${(error as Error).message}`)));
+    const writes = ['a', 'b', 'c', 'd'].map((id) =>
+      writer.write(put(kind, id)).then(
+        () => settled.push(id),
+        (error: unknown) => settled.push(`${id}: ${(error as Error).message}`),
+      ),
+    );
     await until(() => writer.stats.retries >= 3);
     t.ok(writer.stats.retries >= 3, 'tried again and again');
     t.equal(availability.available, false, 'the database is marked unavailable');

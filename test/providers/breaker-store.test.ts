@@ -41,7 +41,11 @@ for (const [name, backend] of backends) {
     const breakers = await backend!(t)(clock);
     t.equal(breakers.kind, name);
     await recordAll(breakers, 'd1', [ok, down, down]);
-    t.same(await breakers.read(['d1']), [{ deploymentId: 'd1', status: 'closed', calls: 3, failures: 2, failureRatio: 2 / 3, openUntil: null, cooldownMs: 0, probing: false }], 'three calls: under the minimum of 4');
+    t.same(
+      await breakers.read(['d1']),
+      [{ deploymentId: 'd1', status: 'closed', calls: 3, failures: 2, failureRatio: 2 / 3, openUntil: null, cooldownMs: 0, probing: false }],
+      'three calls: under the minimum of 4',
+    );
     t.same(await breakers.admit('d1'), { allowed: true });
     await recordAll(breakers, 'd1', [refused, refused, refused]);
     t.equal((await breakers.read(['d1']))[0]!.calls, 3, 'refused prompts are not counted');
@@ -49,7 +53,11 @@ for (const [name, backend] of backends) {
     const [open] = await breakers.read(['d1']);
     t.match(open, { status: 'open', calls: 0, openUntil: clock.now() + 1_000, cooldownMs: 1_000 });
     t.same(await breakers.admit('d1'), { allowed: false, status: 'open', retryAt: clock.now() + 1_000 });
-    t.same((await breakers.read(['other']))[0], { deploymentId: 'other', status: 'closed', calls: 0, failures: 0, failureRatio: 0, openUntil: null, cooldownMs: 0, probing: false }, 'deployments apart; one never seen reads closed');
+    t.same(
+      (await breakers.read(['other']))[0],
+      { deploymentId: 'other', status: 'closed', calls: 0, failures: 0, failureRatio: 0, openUntil: null, cooldownMs: 0, probing: false },
+      'deployments apart; one never seen reads closed',
+    );
   });
 
   t.test(`${name} store: the window slides with the clock`, { skip: !backend && 'needs TEST_REDIS_URL' }, async (t) => {
@@ -86,7 +94,7 @@ for (const [name, backend] of backends) {
     const clock = new ManualClock();
     const breakers = await backend!(t)(clock);
     await recordAll(breakers, 'strict', [down, down]);
-    t.equal((await breakers.read(['strict']))[0]!.status, 'open', 'this deployment\'s own settings: 2 calls, all failed');
+    t.equal((await breakers.read(['strict']))[0]!.status, 'open', "this deployment's own settings: 2 calls, all failed");
     clock.advance(1_000);
     t.equal((await breakers.read(['strict']))[0]!.status, 'half_open', 'past its cool-down it reads half-open');
     const admissions = await Promise.all(Array.from({ length: 8 }, () => breakers.admit('strict')));
@@ -100,7 +108,7 @@ for (const [name, backend] of backends) {
     t.equal((await breakers.admit('strict')).allowed, false, 'a success without the ticket decides nothing');
     await breakers.record('strict', down, ticket);
     const [reopened] = await breakers.read(['strict']);
-    t.match(reopened, { status: 'open', openUntil: clock.now() + 2_000, cooldownMs: 2_000 }, 'the ticket\'s failure: open again, twice as long');
+    t.match(reopened, { status: 'open', openUntil: clock.now() + 2_000, cooldownMs: 2_000 }, "the ticket's failure: open again, twice as long");
     clock.advance(2_000);
     const again = await breakers.admit('strict');
     t.ok(again.allowed);
@@ -108,7 +116,11 @@ for (const [name, backend] of backends) {
     const next = await breakers.admit('strict');
     t.match(next, { allowed: true, ticket: String }, 'an input failure gave the ticket back');
     await breakers.record('strict', ok, (next as { ticket: string }).ticket);
-    t.same((await breakers.read(['strict']))[0], { deploymentId: 'strict', status: 'closed', calls: 0, failures: 0, failureRatio: 0, openUntil: null, cooldownMs: 0, probing: false }, 'closed and fresh');
+    t.same(
+      (await breakers.read(['strict']))[0],
+      { deploymentId: 'strict', status: 'closed', calls: 0, failures: 0, failureRatio: 0, openUntil: null, cooldownMs: 0, probing: false },
+      'closed and fresh',
+    );
   });
 
   t.test(`${name} store: the cool-down doubles with each failed probe, up to its cap`, { skip: !backend && 'needs TEST_REDIS_URL' }, async (t) => {
@@ -148,13 +160,16 @@ for (const [name, backend] of backends) {
 t.test('two nodes on one Redis see one state and only one half-open ticket is granted', { skip: !REDIS_URL && 'needs TEST_REDIS_URL' }, async (t) => {
   const clock = new ManualClock();
   const shared = prefix();
-  const [a, b] = [createBreakers({ redis: await redisClient(t), prefix: shared, clock, settings }), createBreakers({ redis: await redisClient(t), prefix: shared, clock, settings })];
+  const [a, b] = [
+    createBreakers({ redis: await redisClient(t), prefix: shared, clock, settings }),
+    createBreakers({ redis: await redisClient(t), prefix: shared, clock, settings }),
+  ];
   await Promise.all([a.record('d', ok), b.record('d', down), a.record('d', down)]);
-  t.match((await b.read(['d']))[0], { calls: 3, failures: 2 }, 'node B counts node A\'s outcomes');
+  t.match((await b.read(['d']))[0], { calls: 3, failures: 2 }, "node B counts node A's outcomes");
   await a.record('d', ok);
   t.equal((await b.read(['d']))[0]!.status, 'closed');
   await b.record('d', down);
-  t.equal((await a.read(['d']))[0]!.status, 'open', 'B\'s failure opened it for A too');
+  t.equal((await a.read(['d']))[0]!.status, 'open', "B's failure opened it for A too");
   t.same(await a.admit('d'), { allowed: false, status: 'open', retryAt: clock.now() + 1_000 });
   clock.advance(1_000);
   for (let round = 0; round < 5; round++) {
@@ -178,7 +193,7 @@ t.test('the Redis store keeps its keys under the prefix, each with an expiry', {
   await recordAll(breakers, 'd', [down, down]);
   const keys = await redis.keys(`${keyPrefix}*`);
   t.same(keys, [`${keyPrefix}breaker:{d}`], 'opening drops the window; the state hash remains');
-  t.ok(await redis.pTTL(keys[0]!) > 0, 'with an expiry');
+  t.ok((await redis.pTTL(keys[0]!)) > 0, 'with an expiry');
   clock.advance(1_000);
   const admission = await breakers.admit('d');
   await breakers.record('d', ok, (admission as { ticket: string }).ticket);
@@ -190,9 +205,15 @@ t.test('a store that fails never stops jobs: admit lets them through, record dro
   const logger = { warn: (_: unknown, message: string) => warnings.push(message), info: () => {} } as never;
   const broken = {
     kind: 'redis' as const,
-    admit: async () => { throw new Error('connection lost'); },
-    record: async () => { throw new Error('connection lost'); },
-    read: async () => { throw new Error('connection lost'); },
+    admit: async () => {
+      throw new Error('connection lost');
+    },
+    record: async () => {
+      throw new Error('connection lost');
+    },
+    read: async () => {
+      throw new Error('connection lost');
+    },
   };
   const breakers = new Breakers({ prefix: '', clock: new ManualClock(), logger }, broken);
   t.same(await breakers.admit('d'), { allowed: true });
@@ -201,13 +222,17 @@ t.test('a store that fails never stops jobs: admit lets them through, record dro
   await t.rejects(breakers.read(['d']), /connection lost/, 'a read says so (the endpoint answers 503)');
 });
 
-t.test('settings: each deployment\'s own over the defaults, a wrong one refused at construction', async (t) => {
+t.test("settings: each deployment's own over the defaults, a wrong one refused at construction", async (t) => {
   const breakers = createBreakers({ prefix: '', clock: new ManualClock(), settings });
   t.equal(breakers.settingsOf('strict').minCalls, 2);
   t.equal(breakers.settingsOf('strict').cooldownMs, 1_000, 'the rest from the defaults');
   t.equal(breakers.settingsOf('any').minCalls, 4);
   t.throws(() => createBreakers({ prefix: '', clock: new ManualClock(), settings: { deployments: { bad: { failureRatio: 2 } } } }), /failureRatio/);
-  const byFunction = createBreakers({ prefix: '', clock: new ManualClock(), settings: { deployments: (id) => (id === 'x' ? { windowMs: 5_000 } : undefined) } });
+  const byFunction = createBreakers({
+    prefix: '',
+    clock: new ManualClock(),
+    settings: { deployments: (id) => (id === 'x' ? { windowMs: 5_000 } : undefined) },
+  });
   t.equal(byFunction.settingsOf('x').windowMs, 5_000);
   t.equal(byFunction.settingsOf('y').windowMs, 60_000);
 });

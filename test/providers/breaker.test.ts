@@ -1,7 +1,17 @@
 import t from 'tap';
 import {
-  admit, breakerSettings, closedBreaker, nextCooldown, recordOutcome, verdictOf, viewOf, COUNTED_FAILURES,
-  type BreakerRecord, type BreakerSettings, type JobOutcome, type Transition,
+  admit,
+  breakerSettings,
+  closedBreaker,
+  nextCooldown,
+  recordOutcome,
+  verdictOf,
+  viewOf,
+  COUNTED_FAILURES,
+  type BreakerRecord,
+  type BreakerSettings,
+  type JobOutcome,
+  type Transition,
 } from '../../providers/routing/breaker.ts';
 import { PROVIDER_ERROR_CODES } from '../../providers/adapter.ts';
 
@@ -11,7 +21,13 @@ const ok: JobOutcome = { ok: true };
 const down: JobOutcome = { ok: false, errorCode: 'provider_unavailable' };
 
 /** Applies outcomes one after the other (each at `at`), returning the record and the transitions made. */
-function feed(record: BreakerRecord, outcomes: JobOutcome[], at: number, s: BreakerSettings = settings, ticket?: string): { record: BreakerRecord; transitions: Transition[] } {
+function feed(
+  record: BreakerRecord,
+  outcomes: JobOutcome[],
+  at: number,
+  s: BreakerSettings = settings,
+  ticket?: string,
+): { record: BreakerRecord; transitions: Transition[] } {
   const transitions: Transition[] = [];
   for (const outcome of outcomes) {
     const step = recordOutcome(record, verdictOf(outcome, s), at, s, ticket);
@@ -60,7 +76,13 @@ t.test('closed: a ratio just below the threshold stays closed; outcomes leave th
 });
 
 t.test('input failures are neither failures nor successes', async (t) => {
-  for (const code of [PROVIDER_ERROR_CODES.inputRejected, PROVIDER_ERROR_CODES.contentPolicy, 'validation_error', PROVIDER_ERROR_CODES.outputFetch, PROVIDER_ERROR_CODES.cancelled]) {
+  for (const code of [
+    PROVIDER_ERROR_CODES.inputRejected,
+    PROVIDER_ERROR_CODES.contentPolicy,
+    'validation_error',
+    PROVIDER_ERROR_CODES.outputFetch,
+    PROVIDER_ERROR_CODES.cancelled,
+  ]) {
     t.same(verdictOf({ ok: false, errorCode: code }, settings), { kind: 'neutral' }, `${code} is neutral`);
   }
   for (const code of ['provider_rate_limited', 'provider_unavailable', 'provider_timeout', 'provider_error', 'provider_bad_response', 'provider_auth_failed']) {
@@ -124,13 +146,21 @@ t.test('half-open: the first caller after the cool-down gets the one ticket, eve
     current = other.record;
   }
   t.equal(current.ticket, 'ticket-1', 'the ticket stays with its holder');
-  t.same(viewOf(current, START + 1_002, settings), { status: 'half_open', calls: 0, failures: 0, failureRatio: 0, openUntil: null, cooldownMs: 1_000, probing: true });
+  t.same(viewOf(current, START + 1_002, settings), {
+    status: 'half_open',
+    calls: 0,
+    failures: 0,
+    failureRatio: 0,
+    openUntil: null,
+    cooldownMs: 1_000,
+    probing: true,
+  });
   // Outcomes without the ticket (jobs from before the opening) decide nothing.
   t.equal(feed(current, [ok, down], START + 1_003).record.status, 'half_open');
-  t.equal(feed(current, [ok], START + 1_003, settings, 'other-0').record.status, 'half_open', 'a refused caller\'s ticket is no ticket');
+  t.equal(feed(current, [ok], START + 1_003, settings, 'other-0').record.status, 'half_open', "a refused caller's ticket is no ticket");
 });
 
-t.test('half-open: the ticket\'s success closes the breaker and forgets the cool-down', async (t) => {
+t.test("half-open: the ticket's success closes the breaker and forgets the cool-down", async (t) => {
   const { record: half } = admit(openedAtStart(), START + 1_000, settings, 'p');
   const step = recordOutcome(half, verdictOf(ok, settings), START + 1_500, settings, 'p');
   t.same(step.transition, { from: 'half_open', to: 'closed' });
@@ -138,7 +168,7 @@ t.test('half-open: the ticket\'s success closes the breaker and forgets the cool
   t.same(admit(step.record, START + 1_501, settings, 'q').result, { allowed: true }, 'closed: no ticket needed');
 });
 
-t.test('half-open: the ticket\'s failure opens again with the cool-down doubled, capped', async (t) => {
+t.test("half-open: the ticket's failure opens again with the cool-down doubled, capped", async (t) => {
   let record = openedAtStart();
   let now = START;
   const seen: number[] = [];
@@ -160,7 +190,7 @@ t.test('half-open: the ticket\'s failure opens again with the cool-down doubled,
   t.equal(nextCooldown(0, settings), 1_000);
 });
 
-t.test('half-open: a ticket holder\'s 429 opens for its Retry-After; anyone\'s 429 with Retry-After reopens', async (t) => {
+t.test("half-open: a ticket holder's 429 opens for its Retry-After; anyone's 429 with Retry-After reopens", async (t) => {
   const { record: half } = admit(openedAtStart(), START + 1_000, settings, 'p');
   const limited: JobOutcome = { ok: false, errorCode: PROVIDER_ERROR_CODES.rateLimited, retryAfterMs: 9_000 };
   const own = recordOutcome(half, verdictOf(limited, settings), START + 1_100, settings, 'p').record;
@@ -169,11 +199,11 @@ t.test('half-open: a ticket holder\'s 429 opens for its Retry-After; anyone\'s 4
   const stranger = recordOutcome(half, verdictOf(limited, settings), START + 1_100, settings).record;
   t.equal(stranger.status, 'open');
   t.equal(stranger.openUntil, START + 10_100);
-  t.equal(stranger.ticket, null, 'the probe\'s ticket is void');
+  t.equal(stranger.ticket, null, "the probe's ticket is void");
   t.equal(stranger.cooldownMs, 1_000, 'the level unchanged');
 });
 
-t.test('half-open: an input failure of the ticket\'s job gives the ticket back, so the next caller probes', async (t) => {
+t.test("half-open: an input failure of the ticket's job gives the ticket back, so the next caller probes", async (t) => {
   const { record: half } = admit(openedAtStart(), START + 1_000, settings, 'p');
   const step = recordOutcome(half, verdictOf({ ok: false, errorCode: PROVIDER_ERROR_CODES.contentPolicy }, settings), START + 1_200, settings, 'p');
   t.equal(step.transition, undefined);
@@ -187,19 +217,48 @@ t.test('half-open: a ticket never reported is given to the next caller after pro
   const retaken = admit(half, START + 1_000 + 30_000, settings, 'b');
   t.same(retaken.result, { allowed: true, ticket: 'b' });
   t.equal(viewOf(half, START + 31_000, settings).probing, false, 'read as not probing once the ticket has lapsed');
-  t.equal(recordOutcome(retaken.record, verdictOf(ok, settings), START + 31_001, settings, 'lost').record.status, 'half_open', 'the lapsed ticket decides nothing');
+  t.equal(
+    recordOutcome(retaken.record, verdictOf(ok, settings), START + 31_001, settings, 'lost').record.status,
+    'half_open',
+    'the lapsed ticket decides nothing',
+  );
   t.equal(recordOutcome(retaken.record, verdictOf(ok, settings), START + 31_001, settings, 'b').record.status, 'closed');
 });
 
 t.test('view: an open breaker past its cool-down reads half-open, waiting for a job', async (t) => {
   const record = openedAtStart();
-  t.same(viewOf(record, START + 500, settings), { status: 'open', calls: 0, failures: 0, failureRatio: 0, openUntil: START + 1_000, cooldownMs: 1_000, probing: false });
-  t.same(viewOf(record, START + 1_000, settings), { status: 'half_open', calls: 0, failures: 0, failureRatio: 0, openUntil: null, cooldownMs: 1_000, probing: false });
+  t.same(viewOf(record, START + 500, settings), {
+    status: 'open',
+    calls: 0,
+    failures: 0,
+    failureRatio: 0,
+    openUntil: START + 1_000,
+    cooldownMs: 1_000,
+    probing: false,
+  });
+  t.same(viewOf(record, START + 1_000, settings), {
+    status: 'half_open',
+    calls: 0,
+    failures: 0,
+    failureRatio: 0,
+    openUntil: null,
+    cooldownMs: 1_000,
+    probing: false,
+  });
 });
 
 t.test('settings: defaults, overrides and refused values', async (t) => {
   const defaults = breakerSettings();
-  t.same(defaults, { windowMs: 60_000, minCalls: 10, failureRatio: 0.5, cooldownMs: 30_000, maxCooldownMs: 600_000, probeTimeoutMs: 600_000, maxRetryAfterMs: 3_600_000, openOnAuthFailure: true });
+  t.same(defaults, {
+    windowMs: 60_000,
+    minCalls: 10,
+    failureRatio: 0.5,
+    cooldownMs: 30_000,
+    maxCooldownMs: 600_000,
+    probeTimeoutMs: 600_000,
+    maxRetryAfterMs: 3_600_000,
+    openOnAuthFailure: true,
+  });
   t.equal(breakerSettings({ minCalls: 3, windowMs: undefined }).minCalls, 3, 'an undefined override keeps the default');
   t.throws(() => breakerSettings({ minCalls: 0 }), /minCalls/);
   t.throws(() => breakerSettings({ failureRatio: 0 }), /failureRatio/);

@@ -32,20 +32,35 @@ t.teardown(() => fake.close());
 const front = await startRelay(t);
 const toCog = await startRelay(t, fake.url);
 
-const catalogFile = providerCatalogFile(t, [{
-  id: 'acme/painter', mode: 'text_to_image', credits: 7,
-  parameters: { prompt: { required: true }, aspectRatio: {} },
-  deployment: { id: 'painter-cog', provider: 'cog', target: {}, input: { aspectRatio: { width: 'width', height: 'height', longSide: 64 } } },
-}]);
+const catalogFile = providerCatalogFile(t, [
+  {
+    id: 'acme/painter',
+    mode: 'text_to_image',
+    credits: 7,
+    parameters: { prompt: { required: true }, aspectRatio: {} },
+    deployment: { id: 'painter-cog', provider: 'cog', target: {}, input: { aspectRatio: { width: 'width', height: 'height', longSide: 64 } } },
+  },
+]);
 const redisPrefix = `gs-cog-crash-${randomBytes(4).toString('hex')}:`;
 
 async function serve() {
   const child = startNode(t, 'test/fixtures/serve.ts', {
-    PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'warn', DATA_DIR: dataDir, DATABASE_URL: postgres?.url, SHUTDOWN_TIMEOUT_MS: '30000',
-    REDIS_URL: process.env.TEST_REDIS_URL, REDIS_KEY_PREFIX: process.env.TEST_REDIS_URL ? redisPrefix : undefined,
-    BASE_URL: front.url, CATALOG_FILE: catalogFile, ALLOW_PRIVATE_EGRESS: 'true',
-    COG_BASE_URL: toCog.url, COG_WEBHOOK_SECRET: SECRET, COG_MAX_CONCURRENT_JOBS: '10',
-    PROVIDER_POLL_MS: '600000', PROVIDER_REQUEST_TIMEOUT_MS: '60000',
+    PORT: '0',
+    HOST: '127.0.0.1',
+    LOG_LEVEL: 'warn',
+    DATA_DIR: dataDir,
+    DATABASE_URL: postgres?.url,
+    SHUTDOWN_TIMEOUT_MS: '30000',
+    REDIS_URL: process.env.TEST_REDIS_URL,
+    REDIS_KEY_PREFIX: process.env.TEST_REDIS_URL ? redisPrefix : undefined,
+    BASE_URL: front.url,
+    CATALOG_FILE: catalogFile,
+    ALLOW_PRIVATE_EGRESS: 'true',
+    COG_BASE_URL: toCog.url,
+    COG_WEBHOOK_SECRET: SECRET,
+    COG_MAX_CONCURRENT_JOBS: '10',
+    PROVIDER_POLL_MS: '600000',
+    PROVIDER_REQUEST_TIMEOUT_MS: '60000',
   });
   const url = (await child.line(/^listening (http:\/\/\S+)$/))[1]!;
   front.target = url;
@@ -75,7 +90,11 @@ t.test('after kill -9 at every phase of a Cog job, each settles; one run per job
   const user = await signUp(client);
   const { key } = await createKey(client, user.cookie, user.workspaceId, ['generations.write', 'generations.read', 'assets.read']);
   const create = async (prompt: string) => {
-    const created = await createGeneration(client, key, user.workspaceId, { mode: 'text_to_image', model: 'acme/painter', params: { prompt, aspectRatio: '1:1' } });
+    const created = await createGeneration(client, key, user.workspaceId, {
+      mode: 'text_to_image',
+      model: 'acme/painter',
+      params: { prompt, aspectRatio: '1:1' },
+    });
     t.equal(created.status, 201, JSON.stringify(created.body));
     return created.body.id as string;
   };
@@ -97,7 +116,10 @@ t.test('after kill -9 at every phase of a Cog job, each settles; one run per job
   // A PUT that reached Cog (the run started) whose answer never came back.
   toCog.swallow = (method) => method === 'PUT';
   const inFlight = await create('PUT in flight at the kill');
-  await until('the lost PUT\'s run at Cog', () => webhooksOf(inFlight).length === 1 && toCog.seen.some((r) => r.method === 'PUT' && r.path === `/predictions/${inFlight}`));
+  await until(
+    "the lost PUT's run at Cog",
+    () => webhooksOf(inFlight).length === 1 && toCog.seen.some((r) => r.method === 'PUT' && r.path === `/predictions/${inFlight}`),
+  );
   t.ok(fake.inFlight(inFlight), 'the run started at Cog');
 
   first.child.proc.kill('SIGKILL');
@@ -105,17 +127,31 @@ t.test('after kill -9 at every phase of a Cog job, each settles; one run per job
   front.target = undefined;
   toCog.swallow = undefined;
 
-  const before = await withDatabase((query) => query<{ id: string; status: string; provider_job_id: string | null }>(
-    'select id, status, provider_job_id from generations where workspace_id = ? order by created_at', [user.workspaceId]));
-  t.same(before.map((r) => [r.id, r.status, r.provider_job_id]), [
-    [starting, 'submitted', starting], [processing, 'running', processing], [finished, 'running', finished], [inFlight, 'reserved', null],
-  ], 'the accepted jobs\' ids written before the kill; the job whose PUT got no answer has none');
+  const before = await withDatabase((query) =>
+    query<{ id: string; status: string; provider_job_id: string | null }>(
+      'select id, status, provider_job_id from generations where workspace_id = ? order by created_at',
+      [user.workspaceId],
+    ),
+  );
+  t.same(
+    before.map((r) => [r.id, r.status, r.provider_job_id]),
+    [
+      [starting, 'submitted', starting],
+      [processing, 'running', processing],
+      [finished, 'running', finished],
+      [inFlight, 'reserved', null],
+    ],
+    "the accepted jobs' ids written before the kill; the job whose PUT got no answer has none",
+  );
 
   // While the service is down, one run ends at Cog: its end webhook is refused until Cog gives up, and Cog forgets the run.
   fake.finish(finished, { output: [dataUrl('image/png', makePng(20, 20))] });
   await fake.settled(finished);
   const ends = webhooksOf(finished).slice(1);
-  t.ok(ends.length === 4 && ends.every(([s, answer]) => s === 'succeeded' && (answer === 503 || answer === 0)), `the end refused at each of Cog's tries while the service was down: ${JSON.stringify(ends)}`);
+  t.ok(
+    ends.length === 4 && ends.every(([s, answer]) => s === 'succeeded' && (answer === 503 || answer === 0)),
+    `the end refused at each of Cog's tries while the service was down: ${JSON.stringify(ends)}`,
+  );
   t.notOk(fake.inFlight(finished), 'Cog keeps nothing of it');
 
   const second = await serve();
@@ -123,30 +159,49 @@ t.test('after kill -9 at every phase of a Cog job, each settles; one run per job
   const statusAgain = (id: string, wanted: string) => waitFor(again, key, user.workspaceId, id, (g) => g.status === wanted, wanted);
   // Each is followed again: the resume's PUT joins the run in flight; the lost PUT's job is PUT again and joins too.
   for (const id of [starting, processing, inFlight]) await statusAgain(id, 'running');
-  await until('the ended run started again by the resume\'s PUT', () => fake.inFlight(finished));
-  for (const [id, size] of [[starting, 21], [processing, 22], [finished, 23], [inFlight, 24]] as const) {
+  await until("the ended run started again by the resume's PUT", () => fake.inFlight(finished));
+  for (const [id, size] of [
+    [starting, 21],
+    [processing, 22],
+    [finished, 23],
+    [inFlight, 24],
+  ] as const) {
     fake.finish(id, { output: [dataUrl('image/png', makePng(size, size))] });
   }
   const done: Gen[] = [];
   for (const id of [starting, processing, finished, inFlight]) done.push(await waitFor(again, key, user.workspaceId, id, isTerminal, 'a terminal state'));
-  t.same(done.map((g) => g.status), ['succeeded', 'succeeded', 'succeeded', 'succeeded'], JSON.stringify(done.map((g) => [g.status, g.errorCode, g.errorMessage])));
+  t.same(
+    done.map((g) => g.status),
+    ['succeeded', 'succeeded', 'succeeded', 'succeeded'],
+    JSON.stringify(done.map((g) => [g.status, g.errorCode, g.errorMessage])),
+  );
   for (const g of done) t.equal(g.outputAssetIds.length, 1, `${g.id}: its image stored`);
 
-  t.equal(fake.runs.get(starting), 1, 'starting at the kill: one run (the resume\'s PUT joined it)');
-  t.equal(fake.runs.get(processing), 1, 'processing at the kill: one run (the resume\'s PUT joined it)');
+  t.equal(fake.runs.get(starting), 1, "starting at the kill: one run (the resume's PUT joined it)");
+  t.equal(fake.runs.get(processing), 1, "processing at the kill: one run (the resume's PUT joined it)");
   t.equal(fake.runs.get(inFlight), 1, 'PUT in flight at the kill: one run (the new PUT of the same id joined it)');
   t.equal(fake.runs.get(finished), 2, 'finished while down: run again, once (Cog kept nothing to look up)');
   const followed = done.map((g) => g.timeline.some((e) => e.detail === 'followed at its provider after a restart'));
   t.same(followed, [true, true, true, false], 'the accepted ones were followed, never submitted as new jobs');
-  t.ok(done[2]!.timeline.some((e) => /runs again under the same id/.test(e.detail ?? '')), 'the run again is on the timeline');
-  t.ok(done[3]!.timeline.some((e) => /^resubmitted after a restart/.test(e.detail ?? '')), 'the job with no provider id was handed over again');
+  t.ok(
+    done[2]!.timeline.some((e) => /runs again under the same id/.test(e.detail ?? '')),
+    'the run again is on the timeline',
+  );
+  t.ok(
+    done[3]!.timeline.some((e) => /^resubmitted after a restart/.test(e.detail ?? '')),
+    'the job with no provider id was handed over again',
+  );
 
   second.child.proc.kill('SIGTERM');
   await second.child.exited;
   await withDatabase(async (query) => {
     const money = await moneyOf(query, user.workspaceId);
     const left = PLAN_CREDITS - 4 * 7;
-    t.same(money, { available: left, reserved: 0, ledgerAvailable: left, ledgerReserved: 0, reservations: [] }, '4 × 7 credits captured once each; nothing left reserved; the ledger agrees');
+    t.same(
+      money,
+      { available: left, reserved: 0, ledgerAvailable: left, ledgerReserved: 0, reservations: [] },
+      '4 × 7 credits captured once each; nothing left reserved; the ledger agrees',
+    );
     const ledger = await ledgerByGeneration(query, user.workspaceId);
     for (const id of [starting, processing, finished, inFlight]) t.same(ledger[id], { reserve: 1, capture: 1 }, `${id}: reserved once, captured once`);
   });

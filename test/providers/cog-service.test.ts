@@ -22,25 +22,34 @@ const EVENTS = `/v1/providers/${DEPLOYMENT}/events`;
 const fake = await startCogFake({
   slots: 4,
   requiredInputs: ['prompt'],
-  model: (input) => (String(input.prompt).startsWith('hold')
-    ? { hold: true }
-    : { output: [dataUrl('image/png', makePng(Number(input.width), Number(input.height)))] }),
+  model: (input) =>
+    String(input.prompt).startsWith('hold') ? { hold: true } : { output: [dataUrl('image/png', makePng(Number(input.width), Number(input.height)))] },
 });
 t.teardown(() => fake.close());
 
-const catalogFile = providerCatalogFile(t, [{
-  id: 'acme/painter', mode: 'text_to_image', credits: 7,
-  parameters: { prompt: { required: true }, aspectRatio: {} },
-  deployment: { id: DEPLOYMENT, provider: 'cog', target: {}, input: { aspectRatio: { width: 'width', height: 'height', longSide: 64 } } },
-}]);
+const catalogFile = providerCatalogFile(t, [
+  {
+    id: 'acme/painter',
+    mode: 'text_to_image',
+    credits: 7,
+    parameters: { prompt: { required: true }, aspectRatio: {} },
+    deployment: { id: DEPLOYMENT, provider: 'cog', target: {}, input: { aspectRatio: { width: 'width', height: 'height', longSide: 64 } } },
+  },
+]);
 
 // The service's public address must be known before it starts: Cog posts to the URL the PUT named.
 const port = await freePort();
 const server: TestServer = await startTestServer(t, {
   env: {
-    PORT: String(port), BASE_URL: `http://127.0.0.1:${port}`, CATALOG_FILE: catalogFile, ALLOW_PRIVATE_EGRESS: 'true',
-    COG_BASE_URL: fake.url, COG_WEBHOOK_SECRET: SECRET, COG_MAX_CONCURRENT_JOBS: '4',
-    PROVIDER_POLL_MS: '600000', PROVIDER_REQUEST_TIMEOUT_MS: '5000',
+    PORT: String(port),
+    BASE_URL: `http://127.0.0.1:${port}`,
+    CATALOG_FILE: catalogFile,
+    ALLOW_PRIVATE_EGRESS: 'true',
+    COG_BASE_URL: fake.url,
+    COG_WEBHOOK_SECRET: SECRET,
+    COG_MAX_CONCURRENT_JOBS: '4',
+    PROVIDER_POLL_MS: '600000',
+    PROVIDER_REQUEST_TIMEOUT_MS: '5000',
   },
 });
 const user = await signUp(server);
@@ -59,37 +68,58 @@ async function download(assetId: string): Promise<Buffer> {
   return Buffer.from(await (await fetch(link.body.url)).arrayBuffer());
 }
 
-const postEvent = (query: string, body: unknown) => server.json(`${EVENTS}?${query}`, {
-  method: 'POST', headers: { 'content-type': 'application/json', 'user-agent': 'coglet/0.17.0' }, body: JSON.stringify(body),
-});
-const row = async (id: string) => (await query<{ status: string; provider_job_id: string | null }>('select status, provider_job_id from generations where id = ?', [id]))[0]!;
+const postEvent = (query: string, body: unknown) =>
+  server.json(`${EVENTS}?${query}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'user-agent': 'coglet/0.17.0' },
+    body: JSON.stringify(body),
+  });
+const row = async (id: string) =>
+  (await query<{ status: string; provider_job_id: string | null }>('select status, provider_job_id from generations where id = ?', [id]))[0]!;
 
-t.test('a Cog job from POST /v1/generations runs once at the container, its webhooks settle it, its image is stored and the credits captured once', async (t) => {
-  const id = await create('a lighthouse at dawn');
-  const done = await waitFor(server, key, user.workspaceId, id, isTerminal, 'a terminal state');
-  t.equal(done.status, 'succeeded', JSON.stringify([done.errorCode, done.errorMessage]));
-  t.same(done.timeline.map((e) => e.status), ['queued', 'reserved', 'submitted', 'running', 'succeeded'], 'submitted, then running (the start webhook), then succeeded');
-  await fake.settled(id);
+t.test(
+  'a Cog job from POST /v1/generations runs once at the container, its webhooks settle it, its image is stored and the credits captured once',
+  async (t) => {
+    const id = await create('a lighthouse at dawn');
+    const done = await waitFor(server, key, user.workspaceId, id, isTerminal, 'a terminal state');
+    t.equal(done.status, 'succeeded', JSON.stringify([done.errorCode, done.errorMessage]));
+    t.same(
+      done.timeline.map((e) => e.status),
+      ['queued', 'reserved', 'submitted', 'running', 'succeeded'],
+      'submitted, then running (the start webhook), then succeeded',
+    );
+    await fake.settled(id);
 
-  t.equal(fake.runs.get(id), 1, 'one run at Cog, under the generation id');
-  t.equal(fake.puts.get(id), 1, 'one PUT: nothing was asked again');
-  t.same(fake.inputs.get(id)?.input, { prompt: 'a lighthouse at dawn', width: 64, height: 40 }, 'the catalog\'s mapping of the parameters');
-  t.same(fake.webhooksSent.filter((w) => w.id === id).map((w) => [w.status, w.answer]), [['processing', 200], ['succeeded', 200]],
-    'the start and the end webhooks, each taken by the events route');
-  const put = fake.requests.find((r) => r.method === 'PUT' && r.path === `/predictions/${id}`)!;
-  t.equal(put.headers.prefer, 'respond-async');
+    t.equal(fake.runs.get(id), 1, 'one run at Cog, under the generation id');
+    t.equal(fake.puts.get(id), 1, 'one PUT: nothing was asked again');
+    t.same(fake.inputs.get(id)?.input, { prompt: 'a lighthouse at dawn', width: 64, height: 40 }, "the catalog's mapping of the parameters");
+    t.same(
+      fake.webhooksSent.filter((w) => w.id === id).map((w) => [w.status, w.answer]),
+      [
+        ['processing', 200],
+        ['succeeded', 200],
+      ],
+      'the start and the end webhooks, each taken by the events route',
+    );
+    const put = fake.requests.find((r) => r.method === 'PUT' && r.path === `/predictions/${id}`)!;
+    t.equal(put.headers.prefer, 'respond-async');
 
-  t.equal(done.outputAssetIds.length, 1);
-  const bytes = await download(done.outputAssetIds[0]!);
-  t.equal(sniffContentType(bytes), 'image/png', 'the data URL Cog answered, decoded and stored');
-  t.same(imageDimensions(bytes), { width: 64, height: 40 });
+    t.equal(done.outputAssetIds.length, 1);
+    const bytes = await download(done.outputAssetIds[0]!);
+    t.equal(sniffContentType(bytes), 'image/png', 'the data URL Cog answered, decoded and stored');
+    t.same(imageDimensions(bytes), { width: 64, height: 40 });
 
-  const money = await moneyOf(query, user.workspaceId);
-  t.same(money, { available: PLAN_CREDITS - 7, reserved: 0, ledgerAvailable: PLAN_CREDITS - 7, ledgerReserved: 0, reservations: [] }, '7 credits captured; the balance equals the ledger');
-  t.same((await ledgerByGeneration(query, user.workspaceId))[id], { reserve: 1, capture: 1 });
-});
+    const money = await moneyOf(query, user.workspaceId);
+    t.same(
+      money,
+      { available: PLAN_CREDITS - 7, reserved: 0, ledgerAvailable: PLAN_CREDITS - 7, ledgerReserved: 0, reservations: [] },
+      '7 credits captured; the balance equals the ledger',
+    );
+    t.same((await ledgerByGeneration(query, user.workspaceId))[id], { reserve: 1, capture: 1 });
+  },
+);
 
-t.test('an event without the job\'s own token is refused with 400 and changes nothing; the container\'s own webhook ends the job', async (t) => {
+t.test("an event without the job's own token is refused with 400 and changes nothing; the container's own webhook ends the job", async (t) => {
   const before = await moneyOf(query, user.workspaceId);
   const id = await create('hold: a boat at sea', '1:1');
   const other = await create('hold: a second job', '1:1');
@@ -101,7 +131,7 @@ t.test('an event without the job\'s own token is refused with 400 and changes no
   const refusals: Array<[string, string, unknown]> = [
     ['a made-up token', `job=${id}&token=${'0'.repeat(64)}`, forged],
     ['the token of another job', `job=${id}&token=${jobToken(SECRET, other)}`, forged],
-    ['another job named in the query, with its token, over this job\'s body', `job=${other}&token=${jobToken(SECRET, other)}`, forged],
+    ["another job named in the query, with its token, over this job's body", `job=${other}&token=${jobToken(SECRET, other)}`, forged],
     ['no token', `job=${id}`, forged],
     ['a token made with another secret', `job=${id}&token=${jobToken(`${SECRET}x`, id)}`, forged],
   ];
@@ -111,7 +141,9 @@ t.test('an event without the job\'s own token is refused with 400 and changes no
     t.notMatch(JSON.stringify(answer.body), SECRET, 'the secret is never in the answer');
   }
   const answered = await server.json(`/v1/providers/no-such-deployment/events?job=${id}&token=${jobToken(SECRET, id)}`, {
-    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(forged),
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(forged),
   });
   t.equal(answered.status, 404, 'a deployment the catalog does not have');
   t.same(await row(id), { status: 'running', provider_job_id: id }, 'still running: no refused event moved it');
@@ -122,8 +154,11 @@ t.test('an event without the job\'s own token is refused with 400 and changes no
   fake.finish(other, { output: [dataUrl('image/png', makePng(13, 13))] });
   const done: Gen[] = [];
   for (const g of [id, other]) done.push(await waitFor(server, key, user.workspaceId, g, isTerminal, 'a terminal state'));
-  t.same(done.map((g) => g.status), ['succeeded', 'succeeded']);
-  t.same(imageDimensions(await download(done[0]!.outputAssetIds[0]!)), { width: 12, height: 12 }, 'the container\'s image, not the forged one');
+  t.same(
+    done.map((g) => g.status),
+    ['succeeded', 'succeeded'],
+  );
+  t.same(imageDimensions(await download(done[0]!.outputAssetIds[0]!)), { width: 12, height: 12 }, "the container's image, not the forged one");
   t.same(imageDimensions(await download(done[1]!.outputAssetIds[0]!)), { width: 13, height: 13 });
 
   // A replay of a valid event after the end is acknowledged and changes nothing.
@@ -131,7 +166,11 @@ t.test('an event without the job\'s own token is refused with 400 and changes no
   t.same([replay.status, replay.body], [200, { received: true, applied: false }], 'a job that ended takes no more events');
   for (const g of [id, other]) t.equal(fake.runs.get(g), 1, `${g}: one run`);
   const after = await moneyOf(query, user.workspaceId);
-  t.same(after, { ...before, available: before.available - 14, ledgerAvailable: before.ledgerAvailable - 14 }, 'two jobs, 7 credits each, captured once; the balance equals the ledger');
+  t.same(
+    after,
+    { ...before, available: before.available - 14, ledgerAvailable: before.ledgerAvailable - 14 },
+    'two jobs, 7 credits each, captured once; the balance equals the ledger',
+  );
   const ledger = await ledgerByGeneration(query, user.workspaceId);
   for (const g of [id, other]) t.same(ledger[g], { reserve: 1, capture: 1 });
 });

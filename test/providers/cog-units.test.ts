@@ -11,22 +11,44 @@ const SECRET = 'cog-webhook-secret-of-the-tests-0123456789';
 t.test('settings: unset means not configured; each bad value is one problem naming its variable, never a secret', async (t) => {
   t.same(parseCogSettings({}), { settings: undefined, problems: [] });
   t.same(parseCogSettings({ COG_BASE_URL: 'http://cog:5000/', COG_WEBHOOK_SECRET: SECRET }).settings, {
-    baseUrl: 'http://cog:5000', webhookSecret: SECRET, maxConcurrentJobs: 1, busyRetryMs: 1_000,
+    baseUrl: 'http://cog:5000',
+    webhookSecret: SECRET,
+    maxConcurrentJobs: 1,
+    busyRetryMs: 1_000,
   });
-  t.match(parseCogSettings({ COG_BASE_URL: 'http://cog:5000', COG_WEBHOOK_SECRET: SECRET, COG_WEBHOOK_AUTH_TOKEN: 'tok', COG_MAX_CONCURRENT_JOBS: '4', COG_BUSY_RETRY_MS: '250' }).settings,
-    { webhookAuthToken: 'tok', maxConcurrentJobs: 4, busyRetryMs: 250 });
+  t.match(
+    parseCogSettings({
+      COG_BASE_URL: 'http://cog:5000',
+      COG_WEBHOOK_SECRET: SECRET,
+      COG_WEBHOOK_AUTH_TOKEN: 'tok',
+      COG_MAX_CONCURRENT_JOBS: '4',
+      COG_BUSY_RETRY_MS: '250',
+    }).settings,
+    { webhookAuthToken: 'tok', maxConcurrentJobs: 4, busyRetryMs: 250 },
+  );
   const short = 'short-secret-value';
   const bad = parseCogSettings({ COG_BASE_URL: 'ftp://user:pw@cog', COG_WEBHOOK_SECRET: short, COG_MAX_CONCURRENT_JOBS: '0', COG_BUSY_RETRY_MS: 'soon' });
   t.equal(bad.settings, undefined);
   t.equal(bad.problems.length, 4);
   t.match(bad.problems, [/^COG_BASE_URL/, /^COG_WEBHOOK_SECRET .*32/, /^COG_MAX_CONCURRENT_JOBS/, /^COG_BUSY_RETRY_MS/]);
-  t.notOk(bad.problems.some((problem) => problem.includes(short)), 'the secret is not repeated');
+  t.notOk(
+    bad.problems.some((problem) => problem.includes(short)),
+    'the secret is not repeated',
+  );
   t.match(parseCogSettings({ COG_BASE_URL: 'http://cog:5000' }).problems, [/COG_WEBHOOK_SECRET is required/]);
 });
 
 t.test('deployment target: the schema takes the input names and an optional container URL, nothing else', async (t) => {
   t.ok(Value.Check(cogDeploymentTarget, {}));
-  t.ok(Value.Check(cogDeploymentTarget, { baseUrl: 'http://cog-sdxl:5000', imageInput: 'init_image', imageInputIsList: false, videoInput: 'clip', maskInput: 'mask' }));
+  t.ok(
+    Value.Check(cogDeploymentTarget, {
+      baseUrl: 'http://cog-sdxl:5000',
+      imageInput: 'init_image',
+      imageInputIsList: false,
+      videoInput: 'clip',
+      maskInput: 'mask',
+    }),
+  );
   t.notOk(Value.Check(cogDeploymentTarget, { model: 'owner/name' }), 'no model to choose: a container serves one');
   t.notOk(Value.Check(cogDeploymentTarget, { baseUrl: 'file:///etc/passwd' }));
 });
@@ -62,7 +84,10 @@ t.test('predictions and error bodies as both Cog servers write them', async (t) 
   t.equal(readPrediction([]), undefined);
   t.equal(cogErrorText({ error: 'At capacity - all prediction slots busy', status: 'failed' }, ''), 'At capacity - all prediction slots busy');
   t.equal(cogErrorText({ detail: 'Already running a prediction' }, ''), 'Already running a prediction');
-  t.equal(cogErrorText({ detail: [{ loc: ['body', 'input', 'prompt'], msg: 'Field required', type: 'value_error.missing' }] }, ''), 'body.input.prompt: Field required');
+  t.equal(
+    cogErrorText({ detail: [{ loc: ['body', 'input', 'prompt'], msg: 'Field required', type: 'value_error.missing' }] }, ''),
+    'body.input.prompt: Field required',
+  );
   t.equal(cogErrorText(undefined, 'plain text'), 'plain text');
 });
 

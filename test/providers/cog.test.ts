@@ -20,10 +20,19 @@ async function png(width: number, height: number): Promise<Buffer> {
 function wav(): Buffer {
   const data = Buffer.alloc(200);
   const header = Buffer.alloc(44);
-  header.write('RIFF', 0, 'latin1'); header.writeUInt32LE(36 + data.length, 4); header.write('WAVE', 8, 'latin1');
-  header.write('fmt ', 12, 'latin1'); header.writeUInt32LE(16, 16); header.writeUInt16LE(1, 20); header.writeUInt16LE(1, 22);
-  header.writeUInt32LE(8000, 24); header.writeUInt32LE(16000, 28); header.writeUInt16LE(2, 32); header.writeUInt16LE(16, 34);
-  header.write('data', 36, 'latin1'); header.writeUInt32LE(data.length, 40);
+  header.write('RIFF', 0, 'latin1');
+  header.writeUInt32LE(36 + data.length, 4);
+  header.write('WAVE', 8, 'latin1');
+  header.write('fmt ', 12, 'latin1');
+  header.writeUInt32LE(16, 16);
+  header.writeUInt16LE(1, 20);
+  header.writeUInt16LE(1, 22);
+  header.writeUInt32LE(8000, 24);
+  header.writeUInt32LE(16000, 28);
+  header.writeUInt16LE(2, 32);
+  header.writeUInt16LE(16, 34);
+  header.write('data', 36, 'latin1');
+  header.writeUInt32LE(data.length, 40);
   return Buffer.concat([header, data]);
 }
 
@@ -57,9 +66,16 @@ async function harness(t: Test, knobs: Partial<CogFakeKnobs> = {}): Promise<Harn
     await route.close();
   });
   return {
-    fake, route, settings, context,
+    fake,
+    route,
+    settings,
+    context,
     adapter(options = {}) {
-      const adapter = createCogAdapter({ ...settings, ...options.settings }, { id: 'cog-test', target: options.target ?? {} }, { ...context, ...options.context });
+      const adapter = createCogAdapter(
+        { ...settings, ...options.settings },
+        { id: 'cog-test', target: options.target ?? {} },
+        { ...context, ...options.context },
+      );
       adapters.push(adapter);
       route.adapter = adapter;
       return adapter;
@@ -69,8 +85,14 @@ async function harness(t: Test, knobs: Partial<CogFakeKnobs> = {}): Promise<Harn
 
 function job(mode: Mode, input: Record<string, unknown> = { prompt: 'an onion with sunglasses' }, extra: Partial<AdapterJob> = {}): AdapterJob {
   return {
-    generationId: `gen_${randomUUID().replace(/-/g, '')}`, mode, modelId: 'cog/test', params: {}, input,
-    inputs: { images: [], videos: [] }, deadline: Date.now() + 10_000, ...extra,
+    generationId: `gen_${randomUUID().replace(/-/g, '')}`,
+    mode,
+    modelId: 'cog/test',
+    params: {},
+    input,
+    inputs: { images: [], videos: [] },
+    deadline: Date.now() + 10_000,
+    ...extra,
   };
 }
 
@@ -78,16 +100,25 @@ function job(mode: Mode, input: Record<string, unknown> = { prompt: 'an onion wi
 function recorder() {
   const updates: AdapterUpdate[] = [];
   let wake = () => {};
-  const report = (update: AdapterUpdate) => { updates.push(update); wake(); };
+  const report = (update: AdapterUpdate) => {
+    updates.push(update);
+    wake();
+  };
   const until = async (done: (updates: AdapterUpdate[]) => boolean, guardMs = 5_000) => {
     const stop = Date.now() + guardMs;
     while (!done(updates)) {
       if (Date.now() > stop) throw new Error(`no such update after ${guardMs} ms: ${JSON.stringify(updates)}`);
-      await new Promise<void>((resolve) => { wake = resolve; setTimeout(resolve, 20); });
+      await new Promise<void>((resolve) => {
+        wake = resolve;
+        setTimeout(resolve, 20);
+      });
     }
   };
   const terminal = () => updates.filter((update) => update.type === 'succeeded' || update.type === 'failed');
-  const end = async () => { await until(() => terminal().length > 0); return terminal()[0]!; };
+  const end = async () => {
+    await until(() => terminal().length > 0);
+    return terminal()[0]!;
+  };
   return { updates, report, until, terminal, end };
 }
 
@@ -117,7 +148,11 @@ t.test('text_to_image: PUT with the generation id, followed by webhooks, the dat
   t.equal(put.headers.prefer, 'respond-async');
   t.equal(put.headers['content-type'], 'application/json');
   t.same(h.fake.inputs.get(j.generationId)?.input, { prompt: 'an onion with sunglasses' }, 'the mapped input as sent');
-  t.same(h.route.accepted.map((event) => event.providerJobId), [j.generationId, j.generationId], 'start and completed, verified');
+  t.same(
+    h.route.accepted.map((event) => event.providerJobId),
+    [j.generationId, j.generationId],
+    'start and completed, verified',
+  );
   t.same(h.route.refused, []);
 });
 
@@ -152,7 +187,7 @@ t.test('text_to_audio: a WAV data URL becomes an audio file', async (t) => {
   t.match(file, { contentType: 'audio/wav', mediaType: 'audio' });
 });
 
-t.test('image_to_image: the input image goes to the deployment\'s input as a data URL; the output is decoded', async (t) => {
+t.test("image_to_image: the input image goes to the deployment's input as a data URL; the output is decoded", async (t) => {
   const source = await png(4, 4);
   const result = await png(16, 9);
   const h = await harness(t, { fileInputs: ['init_image'], requiredInputs: ['prompt', 'init_image'], model: () => ({ output: dataUrl('image/png', result) }) });
@@ -163,15 +198,18 @@ t.test('image_to_image: the input image goes to the deployment\'s input as a dat
   const end = await r.end();
   t.equal(end.type, 'succeeded');
   const got = h.fake.inputs.get(j.generationId)!;
-  t.ok(Buffer.compare(got.files.init_image!.bytes, source) === 0, 'the model got the input image\'s bytes');
+  t.ok(Buffer.compare(got.files.init_image!.bytes, source) === 0, "the model got the input image's bytes");
   t.equal(got.files.init_image!.contentType, 'image/png');
   t.equal(got.input.strength, 0.6, 'the mapped input rides along');
   if (end.type === 'succeeded') t.same(imageDimensions(end.files[0]!.bytes), { width: 16, height: 9 });
 });
 
-t.test('an input the model requires and did not get: submit throws provider_input_rejected with Cog\'s words', async (t) => {
+t.test("an input the model requires and did not get: submit throws provider_input_rejected with Cog's words", async (t) => {
   const h = await harness(t, { requiredInputs: ['prompt', 'seed'] });
-  const error = await h.adapter().submit(job('text_to_image'), recorder().report).catch((e: unknown) => e);
+  const error = await h
+    .adapter()
+    .submit(job('text_to_image'), recorder().report)
+    .catch((e: unknown) => e);
   t.match(error, { name: 'ProviderFailure', code: 'provider_input_rejected', message: /422.*body\.input\.seed: Field required/ });
   t.equal(h.fake.runs.size, 0, 'nothing ran');
 });
@@ -218,7 +256,7 @@ t.test('outputs over the limit fail: a data URL as a bad response, a URL as a fa
   t.match(text, { type: 'failed', errorCode: 'provider_bad_response', errorMessage: /no image file/ });
 });
 
-t.test('a model that raised: failed with provider_error and the model\'s message', async (t) => {
+t.test("a model that raised: failed with provider_error and the model's message", async (t) => {
   const end = await startCogFakeJob(t, 'text_to_image', { error: 'CUDA out of memory' });
   t.match(end, { type: 'failed', errorCode: 'provider_error', errorMessage: /The model failed: CUDA out of memory/ });
 });
@@ -240,7 +278,7 @@ t.test('409 while every slot is busy: the job waits and is taken once the slot f
   t.ok((h.fake.puts.get(second.generationId) ?? 0) >= 2, 'PUT again after the 409');
 });
 
-t.test('409 until the deadline: submit fails with provider_rate_limited and Cog\'s words', async (t) => {
+t.test("409 until the deadline: submit fails with provider_rate_limited and Cog's words", async (t) => {
   const h = await harness(t, { model: () => ({ hold: true }) });
   const adapter = h.adapter();
   await adapter.submit(job('text_to_text'), recorder().report);
@@ -258,7 +296,10 @@ t.test('503 while setup runs: the job waits for the model to be ready', async (t
   await submitted;
   t.match(await r.end(), { type: 'succeeded', textOutput: 'ready now' });
   const late = await harness(t, { ready: false });
-  const error = await late.adapter().submit(job('text_to_text', {}, { deadline: Date.now() + 100 }), recorder().report).catch((e: unknown) => e);
+  const error = await late
+    .adapter()
+    .submit(job('text_to_text', {}, { deadline: Date.now() + 100 }), recorder().report)
+    .catch((e: unknown) => e);
   t.match(error, { code: 'provider_unavailable', message: /503/ });
 });
 
@@ -270,8 +311,14 @@ t.test('429 with Retry-After (a proxy in front of Cog): the job waits, then is t
   const r = recorder();
   await adapter.submit(j, r.report);
   t.match(await r.end(), { type: 'succeeded', textOutput: 'after the wait' });
-  t.ok(r.updates.some((u) => u.type === 'progress' && /429/.test(u.detail)), 'the wait is on the timeline');
-  t.notOk(r.updates.some((u) => u.type === 'failed'), 'never failed while waiting');
+  t.ok(
+    r.updates.some((u) => u.type === 'progress' && /429/.test(u.detail)),
+    'the wait is on the timeline',
+  );
+  t.notOk(
+    r.updates.some((u) => u.type === 'failed'),
+    'never failed while waiting',
+  );
   t.equal(h.fake.puts.get(j.generationId), 2);
   t.equal(h.fake.runs.get(j.generationId), 1);
 
@@ -305,14 +352,17 @@ t.test('5xx, a hang, malformed JSON, an unreachable server, a server that is not
   t.match(await gone.submit(job('text_to_text'), recorder().report).catch((e: unknown) => e), { code: 'provider_unavailable' });
 });
 
-t.test('the webhook secret and a job\'s token never appear in a failure message', async (t) => {
+t.test("the webhook secret and a job's token never appear in a failure message", async (t) => {
   const h = await harness(t);
   const adapter = h.adapter({ settings: { webhookAuthToken: 'container-auth-token-0123456789' } });
   const j = job('text_to_text');
   const { jobToken } = await import('../../providers/cog/webhook.ts');
   const token = jobToken(SECRET, j.generationId);
-  h.fake.knobs.putAnswers.push({ status: 400, body: JSON.stringify({ error: `bad webhook ${h.route.url}?job=${j.generationId}&token=${token} secret=${SECRET} auth=container-auth-token-0123456789` }) });
-  const error = await adapter.submit(j, recorder().report).catch((e: unknown) => e) as Error;
+  h.fake.knobs.putAnswers.push({
+    status: 400,
+    body: JSON.stringify({ error: `bad webhook ${h.route.url}?job=${j.generationId}&token=${token} secret=${SECRET} auth=container-auth-token-0123456789` }),
+  });
+  const error = (await adapter.submit(j, recorder().report).catch((e: unknown) => e)) as Error;
   t.match(error, { code: 'provider_input_rejected' });
   t.notMatch(error.message, token);
   t.notMatch(error.message, SECRET);
@@ -344,7 +394,11 @@ t.test('events: a wrong or missing token is refused; repeated and out-of-order w
   const { jobToken } = await import('../../providers/cog/webhook.ts');
   t.match(adapter.verifyEvent!(event({ job: j.generationId })), { ok: false, message: /no job or token/ });
   t.match(adapter.verifyEvent!(event({ job: j.generationId, token: 'ab'.repeat(32) })), { ok: false, message: /token is wrong/ });
-  t.match(adapter.verifyEvent!(event({ job: 'gen_other', token: jobToken(SECRET, 'gen_other') })), { ok: false, message: /does not match/ }, 'another job\'s token');
+  t.match(
+    adapter.verifyEvent!(event({ job: 'gen_other', token: jobToken(SECRET, 'gen_other') })),
+    { ok: false, message: /does not match/ },
+    "another job's token",
+  );
   t.match(adapter.verifyEvent!(event({ job: j.generationId, token: jobToken('another-secret-of-at-least-32-chars!!', j.generationId) })), { ok: false });
   t.match(adapter.verifyEvent!(event({ job: j.generationId, token: jobToken(SECRET, j.generationId) })), { ok: true, providerJobId: j.generationId });
 
@@ -356,7 +410,10 @@ t.test('events: a wrong or missing token is refused; repeated and out-of-order w
   await ordered.fake.settled(k.generationId);
   await waitFor(() => ordered.route.accepted.length === 2);
   t.match(o.terminal(), [{ type: 'succeeded', textOutput: 'late start' }]);
-  t.notOk(o.updates.slice(o.updates.indexOf(o.terminal()[0]!)).some((u) => u.type === 'running'), 'the start that came after the end changed nothing');
+  t.notOk(
+    o.updates.slice(o.updates.indexOf(o.terminal()[0]!)).some((u) => u.type === 'running'),
+    'the start that came after the end changed nothing',
+  );
 });
 
 t.test('events refused at the route: a forged webhook posted to the events URL never reaches the job', async (t) => {
@@ -371,10 +428,12 @@ t.test('events refused at the route: a forged webhook posted to the events URL n
   const forged = JSON.stringify({ id: j.generationId, status: 'failed', error: 'forged', logs: '', metrics: {} });
   const url = `${h.route.url}?job=${j.generationId}&token=${jobToken(SECRET, j.generationId)}`;
   const noAuth = await request(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: forged });
-  t.equal(noAuth.statusCode, 401, 'the right token without the container\'s Authorization is refused');
+  t.equal(noAuth.statusCode, 401, "the right token without the container's Authorization is refused");
   await noAuth.body.dump();
   const badToken = await request(`${h.route.url}?job=${j.generationId}&token=${'0'.repeat(64)}`, {
-    method: 'POST', headers: { 'content-type': 'application/json', authorization: 'Bearer container-auth-token-0123456789' }, body: forged,
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: 'Bearer container-auth-token-0123456789' },
+    body: forged,
   });
   t.equal(badToken.statusCode, 401);
   await badToken.body.dump();

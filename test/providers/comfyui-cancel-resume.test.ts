@@ -14,7 +14,9 @@ t.test('cancel a queued prompt: taken off the queue with POST /queue, nothing in
   const adapter = createComfyuiAdapter(settings, deployment, comfyContext());
   t.teardown(() => adapter.close());
   fake.paused = true;
-  t.teardown(() => { fake.paused = false; });
+  t.teardown(() => {
+    fake.paused = false;
+  });
   const { providerJobId } = await adapter.submit(comfyJob(), updateLog().report);
   const promptId = providerJobId.split(':')[0]!;
   t.ok(fake.queued().pending.includes(promptId));
@@ -44,8 +46,14 @@ t.test('cancel the running prompt: interrupted by its prompt id; another prompt 
   while (!fake.history.has(promptId)) await tick();
   const status = fake.history.get(promptId)!.status as { status_str: string; messages: Array<[string]> };
   t.equal(status.status_str, 'error');
-  t.ok(status.messages.some(([event]) => event === 'execution_interrupted'), 'ComfyUI recorded the interruption');
-  t.notOk(log.updates.some((u) => u.type === 'succeeded' || u.type === 'failed'), 'a job we cancelled reports nothing more');
+  t.ok(
+    status.messages.some(([event]) => event === 'execution_interrupted'),
+    'ComfyUI recorded the interruption',
+  );
+  t.notOk(
+    log.updates.some((u) => u.type === 'succeeded' || u.type === 'failed'),
+    'a job we cancelled reports nothing more',
+  );
 });
 
 t.test('cancel a finished or unknown prompt: nothing is deleted or interrupted, nothing throws', async (t) => {
@@ -116,7 +124,8 @@ t.test('resume of a prompt that already finished, and of one the server forgot (
 t.test('parseComfyuiSettings', async (t) => {
   t.same(parseComfyuiSettings({}), { settings: undefined, problems: [] }, 'unset: not configured');
   t.same(parseComfyuiSettings({ COMFYUI_BASE_URL: 'http://gpu-1:8188/', COMFYUI_API_KEY: 'k-123', COMFYUI_MAX_CONCURRENT_JOBS: '2' }), {
-    settings: { baseUrl: 'http://gpu-1:8188', apiKey: 'k-123', maxConcurrentJobs: 2 }, problems: [],
+    settings: { baseUrl: 'http://gpu-1:8188', apiKey: 'k-123', maxConcurrentJobs: 2 },
+    problems: [],
   });
   const bad = parseComfyuiSettings({ COMFYUI_BASE_URL: 'ftp://user:secret-pw@x', COMFYUI_MAX_CONCURRENT_JOBS: '0', COMFYUI_API_KEY: 'sk secret' });
   t.equal(bad.settings, undefined);
@@ -126,14 +135,20 @@ t.test('parseComfyuiSettings', async (t) => {
 });
 
 t.test('the workflow template is checked at load', async (t) => {
-  t.same(loadWorkflowTemplate({ workflow: WORKFLOWS.textToImage }).problems, ['node 3 (KSampler) input steps names an unknown placeholder {{steps}}'], 'a placeholder neither ours nor in defaults');
+  t.same(
+    loadWorkflowTemplate({ workflow: WORKFLOWS.textToImage }).problems,
+    ['node 3 (KSampler) input steps names an unknown placeholder {{steps}}'],
+    'a placeholder neither ours nor in defaults',
+  );
   t.same(loadWorkflowTemplate({ workflow: WORKFLOWS.textToImage, defaults: { steps: 20 } }).problems, []);
   t.match(loadWorkflowTemplate({ workflowFile: '/nonexistent/flow.json' }).problems, [/cannot be read/]);
   t.match(loadWorkflowTemplate({ workflowFile: 'x.json' }, () => '{"3": ').problems, [/not valid JSON/]);
   const file = loadWorkflowTemplate({ workflowFile: 'x.json' }, () => JSON.stringify(WORKFLOWS.imageToImage));
   t.same([...file.template!.placeholders].sort(), ['image', 'negativePrompt', 'prompt', 'seed', 'strength']);
   t.match(loadWorkflowTemplate({ workflow: { nodes: [], links: [] } }).problems, [/Save \(API Format\)/]);
-  t.match(loadWorkflowTemplate({ workflow: { '1': { class_type: 'SaveImage', inputs: { filename_prefix: '{{prompt' } } } }).problems, [/malformed placeholder/]);
+  t.match(loadWorkflowTemplate({ workflow: { '1': { class_type: 'SaveImage', inputs: { filename_prefix: '{{prompt' } } } }).problems, [
+    /malformed placeholder/,
+  ]);
   t.match(loadWorkflowTemplate({ workflow: { '1': { inputs: {} } } }).problems, [/no class_type/]);
   t.match(loadWorkflowTemplate({ workflow: WORKFLOWS.textToVideo, outputNodes: ['99'] }).problems, [/node 99/]);
   t.throws(() => createComfyuiAdapter(settings, { id: 'broken', target: { workflow: WORKFLOWS.textToImage } }, comfyContext()), /broken.*\{\{steps\}\}/);

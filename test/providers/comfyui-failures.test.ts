@@ -29,7 +29,11 @@ t.test('the workflow failing at the server ends the job with provider_error and 
   fake.failNext({ exception_type: 'torch.OutOfMemoryError', exception_message: 'Allocation on device' });
   const log = updateLog();
   await adapter.submit(comfyJob(), log.report);
-  t.match(await log.end, { type: 'failed', errorCode: 'provider_error', errorMessage: /node 3 \(KSampler\) with torch\.OutOfMemoryError: Allocation on device/ });
+  t.match(await log.end, {
+    type: 'failed',
+    errorCode: 'provider_error',
+    errorMessage: /node 3 \(KSampler\) with torch\.OutOfMemoryError: Allocation on device/,
+  });
 });
 
 t.test('429 with Retry-After on /prompt: the job waits, then is queued once', async (t) => {
@@ -38,7 +42,10 @@ t.test('429 with Retry-After on /prompt: the job waits, then is queued once', as
   const log = updateLog();
   const before = fake.submissions.length;
   await adapter.submit(comfyJob(), log.report);
-  t.ok(log.updates.some((u) => u.type === 'progress' && /rate limiting/.test(u.detail)), 'the wait is on the timeline');
+  t.ok(
+    log.updates.some((u) => u.type === 'progress' && /rate limiting/.test(u.detail)),
+    'the wait is on the timeline',
+  );
   t.match(await log.end, { type: 'succeeded' });
   t.equal(fake.submissions.length - before, 1);
 });
@@ -52,7 +59,9 @@ t.test('429 whose Retry-After passes the deadline fails with provider_rate_limit
 t.test('429 on the history while following: the job stays running, waits, then succeeds', async (t) => {
   const adapter = adapterFor(t);
   fake.silentSockets = true;
-  t.teardown(() => { fake.silentSockets = false; });
+  t.teardown(() => {
+    fake.silentSockets = false;
+  });
   fake.misbehave('GET /history', { status: 429, headers: { 'retry-after': '0.1' }, times: 2 });
   const log = updateLog();
   await adapter.submit(comfyJob(), log.report);
@@ -74,7 +83,9 @@ t.test('5xx, a hang and malformed JSON on /prompt', async (t) => {
 
 t.test('while following, a 5xx is waited out; malformed history JSON fails with provider_bad_response', async (t) => {
   fake.silentSockets = true;
-  t.teardown(() => { fake.silentSockets = false; });
+  t.teardown(() => {
+    fake.silentSockets = false;
+  });
   const adapter = adapterFor(t);
   fake.misbehave('GET /history', { status: 502, times: 2 });
   const log = updateLog();
@@ -91,7 +102,10 @@ t.test('while following, a 5xx is waited out; malformed history JSON fails with 
 
 t.test('a server down until the deadline: provider_unavailable; a prompt never done by it: provider_timeout', async (t) => {
   fake.silentSockets = true;
-  t.teardown(() => { fake.silentSockets = false; fake.paused = false; });
+  t.teardown(() => {
+    fake.silentSockets = false;
+    fake.paused = false;
+  });
   const adapter = adapterFor(t);
   fake.paused = true;
   const log = updateLog();
@@ -135,7 +149,9 @@ t.test('the key goes as a Bearer token; a wrong one is provider_auth_failed; the
   t.notMatch((error as Error).message, KEY, 'the key is redacted');
 
   fake.paused = true;
-  t.teardown(() => { fake.paused = false; });
+  t.teardown(() => {
+    fake.paused = false;
+  });
   const log = updateLog();
   await adapter.submit(comfyJob(), log.report);
   fake.misbehave('GET /history', { status: 401, body: `expired: ${KEY}` });

@@ -14,7 +14,12 @@ t.test('image_to_image: the input goes up through /upload/image and LoadImage ta
   t.teardown(() => adapter.close());
   const input = makePng(40, 24);
   const log = updateLog();
-  const job = comfyJob({ mode: 'image_to_image', params: { prompt: 'linocut', strength: 0.5, seed: 7 }, input: {}, inputs: { images: [{ bytes: input, contentType: 'image/png' }], videos: [] } });
+  const job = comfyJob({
+    mode: 'image_to_image',
+    params: { prompt: 'linocut', strength: 0.5, seed: 7 },
+    input: {},
+    inputs: { images: [{ bytes: input, contentType: 'image/png' }], videos: [] },
+  });
   await adapter.submit(job, log.report);
   const end = await log.end;
   t.equal(end.type, 'succeeded', end.type === 'failed' ? end.errorMessage : '');
@@ -22,16 +27,19 @@ t.test('image_to_image: the input goes up through /upload/image and LoadImage ta
   const sent = fake.submissions.at(-1)!.prompt;
   const name = String(sent['10']!.inputs.image);
   t.equal(name, `${job.generationId}-image.png`);
-  t.same(fake.files.get(`input/${name}`), input, 'the uploaded bytes are the job\'s');
+  t.same(fake.files.get(`input/${name}`), input, "the uploaded bytes are the job's");
   t.equal(sent['3']!.inputs.denoise, 0.5, '{{strength}} as a number');
-  t.same(imageDimensions(end.files[0]!.bytes), { width: 40, height: 24 }, 'the output has the input\'s size (the fake draws it so)');
+  t.same(imageDimensions(end.files[0]!.bytes), { width: 40, height: 24 }, "the output has the input's size (the fake draws it so)");
 });
 
 t.test('image_to_image without its input file is refused before anything is queued', async (t) => {
   const adapter = createComfyuiAdapter(settings, { id: 'img2img', target: { workflow: WORKFLOWS.imageToImage } }, comfyContext());
   t.teardown(() => adapter.close());
   const before = fake.submissions.length;
-  await t.rejects(adapter.submit(comfyJob({ mode: 'image_to_image' }), updateLog().report), { code: 'provider_input_rejected', message: /input file for \{\{image\}\}/ });
+  await t.rejects(adapter.submit(comfyJob({ mode: 'image_to_image' }), updateLog().report), {
+    code: 'provider_input_rejected',
+    message: /input file for \{\{image\}\}/,
+  });
   t.equal(fake.submissions.length, before);
 });
 
@@ -61,7 +69,7 @@ t.test('text_to_video naming its output node: a node whose file is not a video f
   t.match(await log.end, { type: 'failed', errorCode: 'provider_bad_response', errorMessage: /not video/ });
 });
 
-t.test('text_to_audio: SaveAudio\'s FLAC is fetched and typed', async (t) => {
+t.test("text_to_audio: SaveAudio's FLAC is fetched and typed", async (t) => {
   const adapter = createComfyuiAdapter(settings, { id: 'audio', target: { workflow: WORKFLOWS.textToAudio } }, comfyContext());
   t.teardown(() => adapter.close());
   const log = updateLog();

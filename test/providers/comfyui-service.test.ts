@@ -18,15 +18,21 @@ t.teardown(() => fake.close());
 
 const catalogFile = providerCatalogFile(t, [
   {
-    id: 'comfy/sd15', mode: 'text_to_image', credits: 3,
+    id: 'comfy/sd15',
+    mode: 'text_to_image',
+    credits: 3,
     parameters: { prompt: { required: true }, negativePrompt: {}, seed: {}, aspectRatio: {}, numImages: { maximum: 2 } },
     deployment: {
-      id: 'sd15-comfyui', provider: 'comfyui', target: { workflow: WORKFLOWS.textToImage, defaults: { steps: 20 } },
+      id: 'sd15-comfyui',
+      provider: 'comfyui',
+      target: { workflow: WORKFLOWS.textToImage, defaults: { steps: 20 } },
       input: { aspectRatio: { width: 'width', height: 'height', longSide: 64 } },
     },
   },
   {
-    id: 'comfy/img2img', mode: 'image_to_image', credits: 4,
+    id: 'comfy/img2img',
+    mode: 'image_to_image',
+    credits: 4,
     parameters: { prompt: { required: true }, seed: {}, strength: {} },
     deployment: { id: 'img2img-comfyui', provider: 'comfyui', target: { workflow: WORKFLOWS.imageToImage } },
   },
@@ -34,8 +40,11 @@ const catalogFile = providerCatalogFile(t, [
 
 const server: TestServer = await startTestServer(t, {
   env: {
-    CATALOG_FILE: catalogFile, ALLOW_PRIVATE_EGRESS: 'true', COMFYUI_BASE_URL: fake.url,
-    PROVIDER_POLL_MS: '50', PROVIDER_REQUEST_TIMEOUT_MS: '5000',
+    CATALOG_FILE: catalogFile,
+    ALLOW_PRIVATE_EGRESS: 'true',
+    COMFYUI_BASE_URL: fake.url,
+    PROVIDER_POLL_MS: '50',
+    PROVIDER_REQUEST_TIMEOUT_MS: '5000',
   },
 });
 const user = await signUp(server);
@@ -56,17 +65,24 @@ async function download(assetId: string): Promise<Buffer> {
 
 t.test('text_to_image: the workflow filled from the parameters, queued once, its two images downloaded and decoded, 2 × 3 credits captured once', async (t) => {
   const before = fake.submissions.length;
-  const done = await run({ mode: 'text_to_image', model: 'comfy/sd15', params: { prompt: 'a lighthouse at dawn', negativePrompt: 'fog', seed: 42, aspectRatio: '16:9', numImages: 2 } });
+  const done = await run({
+    mode: 'text_to_image',
+    model: 'comfy/sd15',
+    params: { prompt: 'a lighthouse at dawn', negativePrompt: 'fog', seed: 42, aspectRatio: '16:9', numImages: 2 },
+  });
   t.equal(done.status, 'succeeded', JSON.stringify([done.errorCode, done.errorMessage]));
   t.equal(fake.submissions.length - before, 1, 'one POST /prompt');
   const prompt = fake.submissions.at(-1)!.prompt;
-  t.same(prompt['5']!.inputs, { width: 64, height: 40, batch_size: 2 }, 'the catalog\'s mapping: aspect ratio to width and height, numImages to the batch');
-  t.same([prompt['3']!.inputs.seed, prompt['3']!.inputs.steps], [42, 20], 'the seed given, the deployment\'s default steps');
+  t.same(prompt['5']!.inputs, { width: 64, height: 40, batch_size: 2 }, "the catalog's mapping: aspect ratio to width and height, numImages to the batch");
+  t.same([prompt['3']!.inputs.seed, prompt['3']!.inputs.steps], [42, 20], "the seed given, the deployment's default steps");
   t.equal(prompt['6']!.inputs.text, 'a lighthouse at dawn');
   t.equal(prompt['7']!.inputs.text, 'blurry, fog');
-  t.ok(done.timeline.some((e) => e.status === 'running'), 'running on the way');
+  t.ok(
+    done.timeline.some((e) => e.status === 'running'),
+    'running on the way',
+  );
 
-  t.equal(done.outputAssetIds.length, 2, 'SaveImage\'s two images; the preview left aside');
+  t.equal(done.outputAssetIds.length, 2, "SaveImage's two images; the preview left aside");
   for (const id of done.outputAssetIds) {
     const bytes = await download(id);
     t.equal(sniffContentType(bytes), 'image/png');
@@ -80,7 +96,9 @@ t.test('image_to_image: the input image goes up through /upload/image, LoadImage
   const input = makePng(40, 24);
   const before = fake.submissions.length;
   const done = await run({
-    mode: 'image_to_image', model: 'comfy/img2img', params: { prompt: 'linocut', strength: 0.5, seed: 7 },
+    mode: 'image_to_image',
+    model: 'comfy/img2img',
+    params: { prompt: 'linocut', strength: 0.5, seed: 7 },
     inputs: { imageUrls: [`data:image/png;base64,${input.toString('base64')}`] },
   });
   t.equal(done.status, 'succeeded', JSON.stringify([done.errorCode, done.errorMessage]));
@@ -88,20 +106,24 @@ t.test('image_to_image: the input image goes up through /upload/image, LoadImage
   const prompt = fake.submissions.at(-1)!.prompt;
   const name = String(prompt['10']!.inputs.image);
   t.equal(name, `${done.id}-image.png`, 'LoadImage names the file uploaded for this job');
-  t.same(fake.files.get(`input/${name}`), input, 'the uploaded bytes are the job\'s input');
-  t.equal(prompt['3']!.inputs.denoise, 0.5, 'strength as the sampler\'s denoise');
+  t.same(fake.files.get(`input/${name}`), input, "the uploaded bytes are the job's input");
+  t.equal(prompt['3']!.inputs.denoise, 0.5, "strength as the sampler's denoise");
   t.ok(fake.requests.includes('POST /upload/image'));
 
   t.equal(done.outputAssetIds.length, 1);
   const bytes = await download(done.outputAssetIds[0]!);
   t.equal(sniffContentType(bytes), 'image/png');
-  t.same(imageDimensions(bytes), { width: 40, height: 24 }, 'the output has the input\'s size (the fake draws it so): the input arrived');
+  t.same(imageDimensions(bytes), { width: 40, height: 24 }, "the output has the input's size (the fake draws it so): the input arrived");
   const ledger = await ledgerByGeneration(query, user.workspaceId);
   t.same(ledger[done.id], { reserve: 1, capture: 1 });
 });
 
 t.test('the money of both jobs: the balance equals the ledger, nothing left reserved', async (t) => {
   t.same(await moneyOf(query, user.workspaceId), {
-    available: PLAN_CREDITS - 6 - 4, reserved: 0, ledgerAvailable: PLAN_CREDITS - 6 - 4, ledgerReserved: 0, reservations: [],
+    available: PLAN_CREDITS - 6 - 4,
+    reserved: 0,
+    ledgerAvailable: PLAN_CREDITS - 6 - 4,
+    ledgerReserved: 0,
+    reservations: [],
   });
 });

@@ -19,7 +19,7 @@ t.test('text_to_image: submitted once, followed over the socket, the PNG fetched
 
   t.equal(end.type, 'succeeded', end.type === 'failed' ? end.errorMessage : 'succeeded');
   if (end.type !== 'succeeded') return;
-  t.equal(end.files.length, 1, 'SaveImage\'s file only: the PreviewImage (type temp) is left aside');
+  t.equal(end.files.length, 1, "SaveImage's file only: the PreviewImage (type temp) is left aside");
   const [file] = end.files;
   t.equal(sniffContentType(file!.bytes), 'image/png');
   t.same(imageDimensions(file!.bytes), { width: 64, height: 48 }, 'the size the job asked for, read from the PNG');
@@ -32,9 +32,12 @@ t.test('text_to_image: submitted once, followed over the socket, the PNG fetched
   t.equal(sent.prompt['3']!.inputs.steps, 20, 'a deployment default fills {{steps}}');
   t.equal(sent.prompt['6']!.inputs.text, 'a lighthouse at dawn');
   t.equal(sent.prompt['7']!.inputs.text, 'blurry, fog', 'a placeholder inside a string');
-  t.ok((fake.socketsOpened.get(sent.clientId!) ?? 0) >= 1, 'the socket was opened under the prompt\'s client id');
+  t.ok((fake.socketsOpened.get(sent.clientId!) ?? 0) >= 1, "the socket was opened under the prompt's client id");
   const running = log.updates.findIndex((u) => u.type === 'running');
   t.ok(running >= 0 && running < log.updates.indexOf(end), 'running before succeeded');
-  t.ok(log.updates.some((u) => u.type === 'progress' && /^Step \d of 3/.test(u.detail)), 'sampler steps reach the timeline');
+  t.ok(
+    log.updates.some((u) => u.type === 'progress' && /^Step \d of 3/.test(u.detail)),
+    'sampler steps reach the timeline',
+  );
   t.equal(log.updates.filter((u) => u.type === 'succeeded' || u.type === 'failed').length, 1);
 });

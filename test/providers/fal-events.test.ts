@@ -65,41 +65,58 @@ t.teardown(() => Promise.all(adapters.map((a) => a.close())));
 function adapterFor(options: { jwks?: string | undefined; pollIntervalMs?: number } = {}): ProviderAdapter {
   const { settings, problems } = parseFalSettings({ FAL_KEY: KEY, FAL_QUEUE_URL: fake.url, FAL_WEBHOOK_JWKS: 'jwks' in options ? options.jwks : JWKS });
   if (!settings) throw new Error(problems.join('; '));
-  const adapter = createFalAdapter(settings, { id: 'fal-schnell', target: { endpoint: 'fal-ai/flux/schnell' } }, {
-    fetchOutput: guardedFetcher({ allowAddress: (a) => a === '127.0.0.1', maxBytes: 1 << 20, timeoutMs: 2_000 }),
-    eventsUrl: EVENTS_URL,
-    maxResponseBytes: 1 << 20,
-    maxOutputBytes: 1 << 20,
-    // Long by default: the webhook, not a poll, ends these jobs.
-    pollIntervalMs: options.pollIntervalMs ?? 60_000,
-    requestTimeoutMs: 500,
-    now: Date.now,
-  });
+  const adapter = createFalAdapter(
+    settings,
+    { id: 'fal-schnell', target: { endpoint: 'fal-ai/flux/schnell' } },
+    {
+      fetchOutput: guardedFetcher({ allowAddress: (a) => a === '127.0.0.1', maxBytes: 1 << 20, timeoutMs: 2_000 }),
+      eventsUrl: EVENTS_URL,
+      maxResponseBytes: 1 << 20,
+      maxOutputBytes: 1 << 20,
+      // Long by default: the webhook, not a poll, ends these jobs.
+      pollIntervalMs: options.pollIntervalMs ?? 60_000,
+      requestTimeoutMs: 500,
+      now: Date.now,
+    },
+  );
   adapters.push(adapter);
   route.adapter = adapter;
   return adapter;
 }
 
 const jobOf = (input: Record<string, unknown>): AdapterJob => ({
-  generationId: 'gen-events', mode: 'text_to_image', modelId: 'fal/schnell', params: {}, input,
-  inputs: { images: [], videos: [] }, deadline: Date.now() + 15_000,
+  generationId: 'gen-events',
+  mode: 'text_to_image',
+  modelId: 'fal/schnell',
+  params: {},
+  input,
+  inputs: { images: [], videos: [] },
+  deadline: Date.now() + 15_000,
 });
 
 function recorder() {
   const updates: AdapterUpdate[] = [];
   let settle!: (update: AdapterUpdate) => void;
-  const end = new Promise<AdapterUpdate>((resolve) => { settle = resolve; });
+  const end = new Promise<AdapterUpdate>((resolve) => {
+    settle = resolve;
+  });
   const report = (update: AdapterUpdate) => {
     updates.push(update);
     if (update.type === 'succeeded' || update.type === 'failed') settle(update);
   };
-  const ended = () => Promise.race([end, new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`no end; updates: ${JSON.stringify(updates)}`)), 10_000).unref())]);
+  const ended = () =>
+    Promise.race([end, new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`no end; updates: ${JSON.stringify(updates)}`)), 10_000).unref())]);
   return { updates, report, ended };
 }
 
 const requestIdOf = (providerJobId: string) => providerJobId.slice(providerJobId.lastIndexOf(':') + 1);
 const terminal = (updates: AdapterUpdate[]) => updates.filter((u) => u.type === 'succeeded' || u.type === 'failed');
-const eventOf = (delivery: { headers: Record<string, string>; body: Buffer }, now = Date.now()): InboundEvent => ({ headers: { ...delivery.headers }, body: delivery.body, query: {}, now });
+const eventOf = (delivery: { headers: Record<string, string>; body: Buffer }, now = Date.now()): InboundEvent => ({
+  headers: { ...delivery.headers },
+  body: delivery.body,
+  query: {},
+  now,
+});
 
 /** Submits a job fal holds in its queue until the test moves it. */
 async function heldJob(adapter: ProviderAdapter, input: Record<string, unknown> = { prompt: 'a fox' }) {
@@ -117,14 +134,21 @@ t.test('the OK webhook ends the job with its payload: verified, its files fetche
   const end = await job.ended();
   t.match(end, { type: 'succeeded' });
   if (end.type === 'succeeded') t.same(imageDimensions(end.files[0]!.bytes), { width: 24, height: 16 });
-  t.same(fake.webhooks.filter((w) => w.id === id), [{ id, status: 200 }]);
+  t.same(
+    fake.webhooks.filter((w) => w.id === id),
+    [{ id, status: 200 }],
+  );
   t.notOk(fake.calls.includes(`GET /fal-ai/flux/requests/${id}`), 'the payload came with the webhook');
-  t.same(job.updates.map((u) => u.type), ['running', 'succeeded'], 'running first, since no poll saw IN_PROGRESS');
+  t.same(
+    job.updates.map((u) => u.type),
+    ['running', 'succeeded'],
+    'running first, since no poll saw IN_PROGRESS',
+  );
   const verdict = adapter.verifyEvent!(eventOf(fake.delivery(id)));
   t.same(verdict.ok && [verdict.providerJobId, verdict.eventId], [providerJobId, `${id}:OK`], 'its job and event ids');
 });
 
-t.test('an ERROR webhook fails the job with fal\'s words: 422 is the input', async (t) => {
+t.test("an ERROR webhook fails the job with fal's words: 422 is the input", async (t) => {
   const adapter = adapterFor();
   const { job, id } = await heldJob(adapter, { image_size: 'square' }); // no prompt
   await fake.advance(id, 'COMPLETED');
@@ -136,7 +160,15 @@ t.test('an ERROR webhook fails the job with fal\'s words: 422 is the input', asy
 
 t.test('an ERROR webhook of the content checker is provider_content_policy', async (t) => {
   const adapter = adapterFor();
-  fake.script({ hold: true, outcome: { status: 422, body: { detail: [{ loc: ['body', 'prompt'], msg: 'The content was flagged by a content checker.', type: 'content_policy_violation', categories: ['violence'] }] } } });
+  fake.script({
+    hold: true,
+    outcome: {
+      status: 422,
+      body: {
+        detail: [{ loc: ['body', 'prompt'], msg: 'The content was flagged by a content checker.', type: 'content_policy_violation', categories: ['violence'] }],
+      },
+    },
+  });
   const job = recorder();
   const { providerJobId } = await adapter.submit(jobOf({ prompt: 'something flagged' }), job.report);
   await fake.advance(requestIdOf(providerJobId), 'COMPLETED');
@@ -203,13 +235,22 @@ t.test('a replayed event and events out of order leave one outcome', async (t) =
   adapter.deliverEvent!(providerJobId, { request_id: id, status: 'ERROR', error: 'Invalid status code: 500', payload: { detail: 'late' } });
   await new Promise((r) => setTimeout(r, 50));
   t.equal(terminal(job.updates).length, 1, 'one terminal update');
-  t.same(job.updates.map((u) => u.type), ['running', 'succeeded'], 'nothing after it');
+  t.same(
+    job.updates.map((u) => u.type),
+    ['running', 'succeeded'],
+    'nothing after it',
+  );
 });
 
 t.test('an ERROR delivered before the OK ends the job failed, and the OK after it is ignored', async (t) => {
   const adapter = adapterFor();
   const { job, providerJobId, id } = await heldJob(adapter);
-  adapter.deliverEvent!(providerJobId, { request_id: id, status: 'ERROR', error: 'Invalid status code: 503', payload: { detail: 'Runner disconnected', error_type: 'runner_disconnected' } });
+  adapter.deliverEvent!(providerJobId, {
+    request_id: id,
+    status: 'ERROR',
+    error: 'Invalid status code: 503',
+    payload: { detail: 'Runner disconnected', error_type: 'runner_disconnected' },
+  });
   await fake.advance(id, 'COMPLETED');
   const end = await job.ended();
   t.match(end, { type: 'failed', errorCode: 'provider_unavailable' });
@@ -232,11 +273,17 @@ t.test('an OK webhook without its payload (payload_error) reads the result URL',
 t.test('the polling backstop ends a job whose webhook never came', async (t) => {
   const adapter = adapterFor({ pollIntervalMs: 20 });
   fake.sendWebhooks = false;
-  t.teardown(() => { fake.sendWebhooks = true; });
+  t.teardown(() => {
+    fake.sendWebhooks = true;
+  });
   const job = recorder();
   const { providerJobId } = await adapter.submit(jobOf({ prompt: 'no webhook' }), job.report);
   t.match(await job.ended(), { type: 'succeeded' });
-  t.same(fake.webhooks.filter((w) => w.id === requestIdOf(providerJobId)), [], 'no webhook was sent');
+  t.same(
+    fake.webhooks.filter((w) => w.id === requestIdOf(providerJobId)),
+    [],
+    'no webhook was sent',
+  );
 });
 
 t.test('without FAL_WEBHOOK_JWKS no webhook is asked for and every event is refused', async (t) => {

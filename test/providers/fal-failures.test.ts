@@ -45,33 +45,45 @@ t.teardown(() => Promise.all(adapters.map((a) => a.close())));
 function adapterFor(endpoint = 'fal-ai/flux/dev', context: Partial<AdapterContext> = {}, key = KEY): ProviderAdapter {
   const { settings, problems } = parseFalSettings({ FAL_KEY: key, FAL_QUEUE_URL: fake.url });
   if (!settings) throw new Error(problems.join('; '));
-  const adapter = createFalAdapter(settings, { id: `fal-${endpoint}`, target: { endpoint } }, {
-    fetchOutput: guardedFetcher({ allowAddress: (a) => a === '127.0.0.1', maxBytes: 1 << 20, timeoutMs: 300 }),
-    maxResponseBytes: 64 * 1024,
-    maxOutputBytes: 1 << 20,
-    pollIntervalMs: 20,
-    requestTimeoutMs: 300,
-    now: Date.now,
-    ...context,
-  });
+  const adapter = createFalAdapter(
+    settings,
+    { id: `fal-${endpoint}`, target: { endpoint } },
+    {
+      fetchOutput: guardedFetcher({ allowAddress: (a) => a === '127.0.0.1', maxBytes: 1 << 20, timeoutMs: 300 }),
+      maxResponseBytes: 64 * 1024,
+      maxOutputBytes: 1 << 20,
+      pollIntervalMs: 20,
+      requestTimeoutMs: 300,
+      now: Date.now,
+      ...context,
+    },
+  );
   adapters.push(adapter);
   return adapter;
 }
 
 const jobOf = (input: Record<string, unknown> = { prompt: 'a heron' }, deadlineMs = 15_000): AdapterJob => ({
-  generationId: 'gen-failures', mode: 'text_to_image', modelId: 'fal/image', params: {}, input,
-  inputs: { images: [], videos: [] }, deadline: Date.now() + deadlineMs,
+  generationId: 'gen-failures',
+  mode: 'text_to_image',
+  modelId: 'fal/image',
+  params: {},
+  input,
+  inputs: { images: [], videos: [] },
+  deadline: Date.now() + deadlineMs,
 });
 
 function recorder() {
   const updates: AdapterUpdate[] = [];
   let settle!: (update: AdapterUpdate) => void;
-  const end = new Promise<AdapterUpdate>((resolve) => { settle = resolve; });
+  const end = new Promise<AdapterUpdate>((resolve) => {
+    settle = resolve;
+  });
   const report = (update: AdapterUpdate) => {
     updates.push(update);
     if (update.type === 'succeeded' || update.type === 'failed') settle(update);
   };
-  const ended = () => Promise.race([end, new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`no end; updates: ${JSON.stringify(updates)}`)), 10_000).unref())]);
+  const ended = () =>
+    Promise.race([end, new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`no end; updates: ${JSON.stringify(updates)}`)), 10_000).unref())]);
   return { updates, report, ended };
 }
 
@@ -83,7 +95,12 @@ async function run(adapter: ProviderAdapter, job = jobOf()) {
 }
 
 async function submitFails(t: Test, adapter: ProviderAdapter, code: string, message?: RegExp) {
-  const error = await adapter.submit(jobOf(), () => undefined).then(() => undefined, (e: unknown) => e);
+  const error = await adapter
+    .submit(jobOf(), () => undefined)
+    .then(
+      () => undefined,
+      (e: unknown) => e,
+    );
   t.ok(error instanceof ProviderFailure, `submit throws a ProviderFailure (${String(error)})`);
   if (error instanceof ProviderFailure) {
     t.equal(error.code, code);
@@ -121,7 +138,11 @@ t.test('429 with Retry-After', async (t) => {
     await until(() => r.updates.some((u) => u.type === 'progress' && /429/.test(u.detail)), 'the wait on the timeline');
     await fake.advance(id, 'COMPLETED');
     t.match(await r.ended(), { type: 'succeeded' });
-    t.same(r.updates.filter((u) => u.type !== 'progress').map((u) => u.type), ['running', 'succeeded'], 'never failed, running once');
+    t.same(
+      r.updates.filter((u) => u.type !== 'progress').map((u) => u.type),
+      ['running', 'succeeded'],
+      'never failed, running once',
+    );
   });
 
   t.test('past the deadline: provider_rate_limited, on a status check and on the submission', async (t) => {
@@ -164,7 +185,12 @@ t.test('the submission', async (t) => {
 
   t.test('a wrong key: provider_auth_failed, the key in no message', async (t) => {
     const wrong = 'fake-key-id-0003:wrong-secret-0000000000000';
-    const error = await adapterFor('fal-ai/flux/dev', {}, wrong).submit(jobOf(), () => undefined).then(() => undefined, (e: unknown) => e as ProviderFailure);
+    const error = await adapterFor('fal-ai/flux/dev', {}, wrong)
+      .submit(jobOf(), () => undefined)
+      .then(
+        () => undefined,
+        (e: unknown) => e as ProviderFailure,
+      );
     t.match(error, { code: 'provider_auth_failed', message: /401: Invalid API key/ });
     t.notMatch(error!.message, 'wrong-secret');
   });
@@ -175,8 +201,23 @@ t.test('the submission', async (t) => {
 
   t.test('more than one image where the deployment takes one: refused before any call', async (t) => {
     const before = fake.calls.length;
-    const job = { ...jobOf(), mode: 'image_to_image' as const, inputs: { images: [{ bytes: IMAGE, contentType: 'image/png' }, { bytes: IMAGE, contentType: 'image/png' }], videos: [] } };
-    const error = await adapterFor().submit(job, () => undefined).then(() => undefined, (e: unknown) => e);
+    const job = {
+      ...jobOf(),
+      mode: 'image_to_image' as const,
+      inputs: {
+        images: [
+          { bytes: IMAGE, contentType: 'image/png' },
+          { bytes: IMAGE, contentType: 'image/png' },
+        ],
+        videos: [],
+      },
+    };
+    const error = await adapterFor()
+      .submit(job, () => undefined)
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
     t.match(error, { code: 'provider_input_rejected', message: /one input image, not 2/ });
     t.equal(fake.calls.length, before);
   });
@@ -187,7 +228,10 @@ t.test('status checks', async (t) => {
     fake.fault('status', { status: 503, body: { detail: 'Service Unavailable' } });
     const { end, updates } = await run(adapterFor());
     t.match(end, { type: 'succeeded' });
-    t.ok(updates.some((u) => u.type === 'progress' && /could not be read.*503/.test(u.detail)), 'the hiccup is on the timeline');
+    t.ok(
+      updates.some((u) => u.type === 'progress' && /could not be read.*503/.test(u.detail)),
+      'the hiccup is on the timeline',
+    );
   });
 
   t.test('three 503s in a row: provider_unavailable', async (t) => {
@@ -243,7 +287,12 @@ t.test('the result', async (t) => {
   });
 
   t.test('the content checker: provider_content_policy', async (t) => {
-    fake.script({ outcome: { status: 422, body: { detail: [{ loc: ['body', 'prompt'], msg: 'The content was flagged by a content checker.', type: 'content_policy_violation' }] } } });
+    fake.script({
+      outcome: {
+        status: 422,
+        body: { detail: [{ loc: ['body', 'prompt'], msg: 'The content was flagged by a content checker.', type: 'content_policy_violation' }] },
+      },
+    });
     t.match((await run(adapterFor())).end, { type: 'failed', errorCode: 'provider_content_policy', errorMessage: /flagged by a content checker/ });
   });
 
@@ -279,9 +328,17 @@ t.test('outputs', async (t) => {
   });
 
   t.test('larger than maxOutputBytes: provider_output_fetch_failed', async (t) => {
-    t.match((await run(adapterFor('fal-ai/flux/dev', { maxOutputBytes: 1000 }))).end, { type: 'failed', errorCode: 'provider_output_fetch_failed', errorMessage: /larger than the 1000 bytes/ });
+    t.match((await run(adapterFor('fal-ai/flux/dev', { maxOutputBytes: 1000 }))).end, {
+      type: 'failed',
+      errorCode: 'provider_output_fetch_failed',
+      errorMessage: /larger than the 1000 bytes/,
+    });
     const guarded = guardedFetcher({ allowAddress: (a) => a === '127.0.0.1', maxBytes: 1000, timeoutMs: 300 });
-    t.match((await run(adapterFor('fal-ai/flux/dev', { fetchOutput: guarded }))).end, { type: 'failed', errorCode: 'provider_output_fetch_failed', errorMessage: /more than the 1000 allowed|larger than the 1000/ });
+    t.match((await run(adapterFor('fal-ai/flux/dev', { fetchOutput: guarded }))).end, {
+      type: 'failed',
+      errorCode: 'provider_output_fetch_failed',
+      errorMessage: /more than the 1000 allowed|larger than the 1000/,
+    });
   });
 
   t.test('a file host that never answers: provider_output_fetch_failed', async (t) => {

@@ -42,11 +42,17 @@ t.teardown(() => fake.close());
 
 const catalogFile = writeTestCatalog(t, [
   {
-    id: 'acme/sketch', mode: 'text_to_image', price: { per: 'image', credits: 3 }, parameters: { prompt: { required: true } },
+    id: 'acme/sketch',
+    mode: 'text_to_image',
+    price: { per: 'image', credits: 3 },
+    parameters: { prompt: { required: true } },
     deployments: [{ id: 'sketch-fal', provider: 'fal', target: { endpoint: 'fal-ai/flux/schnell' } }],
   },
   {
-    id: 'acme/clip', mode: 'text_to_video', price: { per: 'job', credits: 9 }, parameters: { prompt: { required: true } },
+    id: 'acme/clip',
+    mode: 'text_to_video',
+    price: { per: 'job', credits: 9 },
+    parameters: { prompt: { required: true } },
     deployments: [{ id: 'clip-fal', provider: 'fal', target: { endpoint: 'fal-ai/kling-video/v2/master/text-to-video' } }],
   },
 ]);
@@ -54,9 +60,15 @@ const catalogFile = writeTestCatalog(t, [
 const port = await freePort();
 const server = await startTestServer(t, {
   env: {
-    PORT: String(port), BASE_URL: `http://127.0.0.1:${port}`, CATALOG_FILE: catalogFile, ALLOW_PRIVATE_EGRESS: 'true',
-    FAL_KEY: KEY, FAL_QUEUE_URL: fake.url, FAL_WEBHOOK_JWKS: JWKS,
-    PROVIDER_POLL_MS: '60000', PROVIDER_REQUEST_TIMEOUT_MS: '5000',
+    PORT: String(port),
+    BASE_URL: `http://127.0.0.1:${port}`,
+    CATALOG_FILE: catalogFile,
+    ALLOW_PRIVATE_EGRESS: 'true',
+    FAL_KEY: KEY,
+    FAL_QUEUE_URL: fake.url,
+    FAL_WEBHOOK_JWKS: JWKS,
+    PROVIDER_POLL_MS: '60000',
+    PROVIDER_REQUEST_TIMEOUT_MS: '5000',
   },
 });
 const query = serverQuery(server);
@@ -80,18 +92,18 @@ async function workspace() {
 
 async function deliver(deployment: string, delivery: { headers: Record<string, string>; body: Buffer }) {
   const response = await server.fetch(`/v1/providers/${deployment}/events`, { method: 'POST', headers: delivery.headers, body: delivery.body });
-  return { status: response.status, body: await response.json() as { received?: true; applied?: boolean; error?: { code: string; message: string } } };
+  return { status: response.status, body: (await response.json()) as { received?: true; applied?: boolean; error?: { code: string; message: string } } };
 }
 
 const statusPolls = (request: FakeRequest) => fake.calls.filter((c) => c.includes(`/requests/${request.id}/status`)).length;
 const webhookAnswers = (request: FakeRequest) => fake.webhooks.filter((w) => w.id === request.id).map((w) => w.status);
 
-t.test('OK: fal\'s own webhook to the events URL settles the job (no status poll); the image stored; a redelivery is not applied', async (t) => {
+t.test("OK: fal's own webhook to the events URL settles the job (no status poll); the image stored; a redelivery is not applied", async (t) => {
   const ws = await workspace();
   const { id, request } = await ws.create('acme/sketch', 'text_to_image', 'a fox in the snow');
-  t.equal(request.webhook, `http://127.0.0.1:${port}/v1/providers/sketch-fal/events`, 'the submission asks for the webhook at the deployment\'s events URL');
+  t.equal(request.webhook, `http://127.0.0.1:${port}/v1/providers/sketch-fal/events`, "the submission asks for the webhook at the deployment's events URL");
   await fake.advance(request.id, 'COMPLETED');
-  t.same(webhookAnswers(request), [200], 'the events route took fal\'s delivery');
+  t.same(webhookAnswers(request), [200], "the events route took fal's delivery");
   const done = await ws.settled(id);
   t.equal(done.status, 'succeeded', JSON.stringify(done));
   t.equal(statusPolls(request), 0, 'never polled: the webhook settled it');
@@ -100,16 +112,24 @@ t.test('OK: fal\'s own webhook to the events URL settles the job (no status poll
   t.equal(sniffContentType(bytes), 'image/png');
   t.same(imageDimensions(bytes), { width: 24, height: 16 });
 
-  t.same(await deliver('sketch-fal', fake.delivery(request.id)), { status: 200, body: { received: true, applied: false } }, 'fal\'s retry of the same outcome');
+  t.same(await deliver('sketch-fal', fake.delivery(request.id)), { status: 200, body: { received: true, applied: false } }, "fal's retry of the same outcome");
   t.same((await ledgerByGeneration(query, ws.workspaceId))[id], { reserve: 1, capture: 1 }, 'captured once');
-  t.same(await moneyOf(query, ws.workspaceId), { available: STARTING_CREDITS - 3, reserved: 0, ledgerAvailable: STARTING_CREDITS - 3, ledgerReserved: 0, reservations: [] });
+  t.same(await moneyOf(query, ws.workspaceId), {
+    available: STARTING_CREDITS - 3,
+    reserved: 0,
+    ledgerAvailable: STARTING_CREDITS - 3,
+    ledgerReserved: 0,
+    reservations: [],
+  });
   t.equal(fake.submissionsByEndpoint.get('fal-ai/flux/schnell'), 1);
 });
 
 t.test('forged, tampered and stale deliveries are 400 and change nothing; the genuine one then settles the job', async (t) => {
   const ws = await workspace();
   fake.sendWebhooks = false;
-  t.teardown(() => { fake.sendWebhooks = true; });
+  t.teardown(() => {
+    fake.sendWebhooks = true;
+  });
   const { id, request } = await ws.create('acme/sketch', 'text_to_image', 'a harbour at night');
   await fake.advance(request.id, 'COMPLETED');
   const before = await ws.get(id);
@@ -123,7 +143,10 @@ t.test('forged, tampered and stale deliveries are 400 and change nothing; the ge
     ['signed with a key not in the JWKS', { headers: { ...genuine.headers, 'x-fal-webhook-signature': forgedSignature }, body: genuine.body }],
     ['a body changed after signing', { headers: genuine.headers, body: Buffer.from(genuine.body.toString('utf8').replace('"OK"', '"ERROR"')) }],
     ['signed ten minutes ago', fake.delivery(request.id, Date.now() - 10 * 60_000)],
-    ['no signature', { headers: Object.fromEntries(Object.entries(genuine.headers).filter(([name]) => name !== 'x-fal-webhook-signature')), body: genuine.body }],
+    [
+      'no signature',
+      { headers: Object.fromEntries(Object.entries(genuine.headers).filter(([name]) => name !== 'x-fal-webhook-signature')), body: genuine.body },
+    ],
   ];
   for (const [what, delivery] of refusals) {
     const answer = await deliver('sketch-fal', delivery);
@@ -140,23 +163,32 @@ t.test('forged, tampered and stale deliveries are 400 and change nothing; the ge
   t.equal(statusPolls(request), 0);
 });
 
-t.test('ERROR: the job fails with the mapped code and fal\'s words, the key redacted, the money released', async (t) => {
+t.test("ERROR: the job fails with the mapped code and fal's words, the key redacted, the money released", async (t) => {
   const ws = await workspace();
   const cases: Array<{ prompt: string; outcome: { status: number; body: unknown }; code: string; message: RegExp }> = [
     {
       prompt: 'something the checker flags',
-      outcome: { status: 422, body: { detail: [{ loc: ['body', 'prompt'], msg: 'The prompt was flagged by the content checker.', type: 'content_policy_violation' }] } },
-      code: 'provider_content_policy', message: /flagged by the content checker/,
+      outcome: {
+        status: 422,
+        body: { detail: [{ loc: ['body', 'prompt'], msg: 'The prompt was flagged by the content checker.', type: 'content_policy_violation' }] },
+      },
+      code: 'provider_content_policy',
+      message: /flagged by the content checker/,
     },
     {
       prompt: 'something the app cannot take',
-      outcome: { status: 422, body: { detail: [{ loc: ['body', 'num_inference_steps'], msg: 'Input should be less than or equal to 12', type: 'less_than_equal' }] } },
-      code: 'provider_input_rejected', message: /num_inference_steps: Input should be less than or equal to 12/,
+      outcome: {
+        status: 422,
+        body: { detail: [{ loc: ['body', 'num_inference_steps'], msg: 'Input should be less than or equal to 12', type: 'less_than_equal' }] },
+      },
+      code: 'provider_input_rejected',
+      message: /num_inference_steps: Input should be less than or equal to 12/,
     },
     {
       prompt: 'something that crashes the runner',
       outcome: { status: 500, body: { detail: `Runner crashed (Authorization: Key ${KEY})` } },
-      code: 'provider_error', message: /Runner crashed/,
+      code: 'provider_error',
+      message: /Runner crashed/,
     },
   ];
   for (const c of cases) {
@@ -171,7 +203,13 @@ t.test('ERROR: the job fails with the mapped code and fal\'s words, the key reda
     t.same((await ledgerByGeneration(query, ws.workspaceId))[id], { reserve: 1, release: 1 }, `${c.code}: released`);
     t.equal(statusPolls(request), 0, `${c.code}: settled by the webhook`);
   }
-  t.same(await moneyOf(query, ws.workspaceId), { available: STARTING_CREDITS, reserved: 0, ledgerAvailable: STARTING_CREDITS, ledgerReserved: 0, reservations: [] });
+  t.same(await moneyOf(query, ws.workspaceId), {
+    available: STARTING_CREDITS,
+    reserved: 0,
+    ledgerAvailable: STARTING_CREDITS,
+    ledgerReserved: 0,
+    reservations: [],
+  });
 });
 
 t.test('text_to_video on an endpoint with a subpath: the clip stored, an MP4 that decodes', async (t) => {

@@ -28,7 +28,12 @@ t.test('settings', async (t) => {
   });
 
   t.test('every field read', async (t) => {
-    const { settings, problems } = parseFalSettings({ FAL_KEY: KEY, FAL_QUEUE_URL: 'http://127.0.0.1:9000/', FAL_WEBHOOK_JWKS: JWKS, FAL_MAX_CONCURRENT_JOBS: '4' });
+    const { settings, problems } = parseFalSettings({
+      FAL_KEY: KEY,
+      FAL_QUEUE_URL: 'http://127.0.0.1:9000/',
+      FAL_WEBHOOK_JWKS: JWKS,
+      FAL_MAX_CONCURRENT_JOBS: '4',
+    });
     t.same(problems, []);
     t.equal(settings!.queueUrl, 'http://127.0.0.1:9000', 'without the trailing slash');
     t.equal(settings!.webhookKeys.length, 1);
@@ -55,7 +60,10 @@ t.test('settings', async (t) => {
       [{ FAL_KEY: KEY, FAL_WEBHOOK_JWKS: '{"keys": [' }, /^FAL_WEBHOOK_JWKS: not valid JSON/],
       [{ FAL_KEY: KEY, FAL_WEBHOOK_JWKS: '{"kty": "OKP"}' }, /^FAL_WEBHOOK_JWKS: not a JWKS document/],
       [{ FAL_KEY: KEY, FAL_WEBHOOK_JWKS: '{"keys": [{"kty": "RSA", "n": "x", "e": "AQAB"}]}' }, /^FAL_WEBHOOK_JWKS: holds no Ed25519 key/],
-      [{ FAL_KEY: KEY, FAL_WEBHOOK_JWKS: '{"keys": [{"kty": "OKP", "crv": "Ed25519", "x": "c2hvcnQ"}]}' }, /^FAL_WEBHOOK_JWKS: an Ed25519 key whose "x" is not 32 bytes/],
+      [
+        { FAL_KEY: KEY, FAL_WEBHOOK_JWKS: '{"keys": [{"kty": "OKP", "crv": "Ed25519", "x": "c2hvcnQ"}]}' },
+        /^FAL_WEBHOOK_JWKS: an Ed25519 key whose "x" is not 32 bytes/,
+      ],
       [{ FAL_KEY: KEY, FAL_WEBHOOK_JWKS: '/nonexistent/fal/jwks.json' }, /^FAL_WEBHOOK_JWKS: neither a JWKS JSON value nor a readable file \(ENOENT\)/],
       [{ FAL_KEY: KEY, FAL_MAX_CONCURRENT_JOBS: '0' }, /^FAL_MAX_CONCURRENT_JOBS="0": expected a whole number/],
       [{ FAL_KEY: KEY, FAL_MAX_CONCURRENT_JOBS: 'many' }, /^FAL_MAX_CONCURRENT_JOBS=/],
@@ -114,7 +122,11 @@ t.test('queue addresses and provider job ids', async (t) => {
   }
 
   const fallback = 'https://queue.fal.run/fal-ai/flux/requests/r/status';
-  t.equal(answeredUrl('https://queue.fal.run/fal-ai/flux/requests/r/status?x=1', 'https://queue.fal.run', fallback), 'https://queue.fal.run/fal-ai/flux/requests/r/status?x=1', 'an answered URL on the queue is used');
+  t.equal(
+    answeredUrl('https://queue.fal.run/fal-ai/flux/requests/r/status?x=1', 'https://queue.fal.run', fallback),
+    'https://queue.fal.run/fal-ai/flux/requests/r/status?x=1',
+    'an answered URL on the queue is used',
+  );
   t.equal(answeredUrl('https://evil.example/steal', 'https://queue.fal.run', fallback), fallback, 'one elsewhere never gets the key');
   t.equal(answeredUrl(42, 'https://queue.fal.run', fallback), fallback);
 });
@@ -136,7 +148,11 @@ t.test('webhook signature', async (t) => {
   t.same(checkWebhookSignature(signed(now / 1000 - 300), body, now, keys), { ok: true, requestId: 'req-1' }, 'five minutes old passes');
   t.match(checkWebhookSignature(signed(now / 1000 - 301), body, now, keys), { ok: false, message: /300 s/ }, 'a second more does not');
   t.match(checkWebhookSignature(signed(now / 1000 + 301), body, now, keys), { ok: false });
-  t.match(checkWebhookSignature(signed(now / 1000), Buffer.from(`${body} `), now, keys), { ok: false, message: /does not match/ }, 'the digest covers the raw bytes');
+  t.match(
+    checkWebhookSignature(signed(now / 1000), Buffer.from(`${body} `), now, keys),
+    { ok: false, message: /does not match/ },
+    'the digest covers the raw bytes',
+  );
   t.match(checkWebhookSignature({ ...signed(now / 1000), 'x-fal-webhook-user-id': 'user-2' }, body, now, keys), { ok: false }, 'the user id is signed');
   t.match(checkWebhookSignature(signed(now / 1000), body, now, []), { ok: false, message: /FAL_WEBHOOK_JWKS/ });
 });

@@ -29,7 +29,9 @@ const fake: FakeFal = await startFakeFal({
       required: ['prompt'],
       result: (input, f) => ({
         images: [{ url: f.host(`flux-${++served}.png`, OUTPUT_PNG), content_type: 'image/png', width: 64, height: 48 }],
-        seed: 42, prompt: input.prompt, has_nsfw_concepts: [false],
+        seed: 42,
+        prompt: input.prompt,
+        has_nsfw_concepts: [false],
       }),
     },
     'fal-ai/flux/dev/image-to-image': {
@@ -69,15 +71,19 @@ t.teardown(() => Promise.all(adapters.map((adapter) => adapter.close())));
 function adapterFor(target: FalDeploymentTarget, context: Partial<AdapterContext> = {}): ProviderAdapter {
   const { settings, problems } = parseFalSettings({ FAL_KEY: KEY, FAL_QUEUE_URL: fake.url });
   if (!settings) throw new Error(problems.join('; '));
-  const adapter = createFalAdapter(settings, { id: `fal-${target.endpoint}`, target }, {
-    fetchOutput: guardedFetcher({ allowAddress: (a) => a === '127.0.0.1', maxBytes: 1 << 20, timeoutMs: 2_000 }),
-    maxResponseBytes: 1 << 20,
-    maxOutputBytes: 1 << 20,
-    pollIntervalMs: 20,
-    requestTimeoutMs: 500,
-    now: Date.now,
-    ...context,
-  });
+  const adapter = createFalAdapter(
+    settings,
+    { id: `fal-${target.endpoint}`, target },
+    {
+      fetchOutput: guardedFetcher({ allowAddress: (a) => a === '127.0.0.1', maxBytes: 1 << 20, timeoutMs: 2_000 }),
+      maxResponseBytes: 1 << 20,
+      maxOutputBytes: 1 << 20,
+      pollIntervalMs: 20,
+      requestTimeoutMs: 500,
+      now: Date.now,
+      ...context,
+    },
+  );
   adapters.push(adapter);
   return adapter;
 }
@@ -85,7 +91,11 @@ function adapterFor(target: FalDeploymentTarget, context: Partial<AdapterContext
 let generations = 0;
 function jobOf(mode: Mode, input: Record<string, unknown>, images: Buffer[] = []): AdapterJob {
   return {
-    generationId: `gen-${++generations}`, mode, modelId: `model-${mode}`, params: {}, input,
+    generationId: `gen-${++generations}`,
+    mode,
+    modelId: `model-${mode}`,
+    params: {},
+    input,
     inputs: { images: images.map((bytes) => ({ bytes, contentType: 'image/png' })), videos: [] },
     deadline: Date.now() + 15_000,
   };
@@ -95,12 +105,15 @@ function jobOf(mode: Mode, input: Record<string, unknown>, images: Buffer[] = []
 function recorder() {
   const updates: AdapterUpdate[] = [];
   let settle!: (update: AdapterUpdate) => void;
-  const end = new Promise<AdapterUpdate>((resolve) => { settle = resolve; });
+  const end = new Promise<AdapterUpdate>((resolve) => {
+    settle = resolve;
+  });
   const report = (update: AdapterUpdate) => {
     updates.push(update);
     if (update.type === 'succeeded' || update.type === 'failed') settle(update);
   };
-  const ended = () => Promise.race([end, new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`no end; updates: ${JSON.stringify(updates)}`)), 10_000).unref())]);
+  const ended = () =>
+    Promise.race([end, new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`no end; updates: ${JSON.stringify(updates)}`)), 10_000).unref())]);
   return { updates, report, ended };
 }
 
@@ -129,7 +142,10 @@ t.test('text_to_image', async (t) => {
     t.equal(fake.submissions - before, 1, 'one submission');
     t.same(fake.requests.get(id)!.input, { prompt: 'a lighthouse at dawn', num_images: 1 }, 'the input is AdapterJob.input');
     t.ok(fake.calls.includes('POST /fal-ai/flux/dev'), 'submitted to the endpoint with its subpath, no webhook asked for');
-    t.ok(callsFor(id).every((call) => call.startsWith(`GET /fal-ai/flux/requests/${id}`) || call.startsWith('PUT')), 'status and result under the app alone');
+    t.ok(
+      callsFor(id).every((call) => call.startsWith(`GET /fal-ai/flux/requests/${id}`) || call.startsWith('PUT')),
+      'status and result under the app alone',
+    );
     t.ok(callsFor(id).includes(`GET /fal-ai/flux/requests/${id}/status?logs=1`), 'status asked with logs');
     t.ok(callsFor(id).includes(`GET /fal-ai/flux/requests/${id}`), 'the result read');
     t.equal(result.files.length, 1);
@@ -146,15 +162,10 @@ t.test('text_to_image', async (t) => {
     fake.script({ queue: [3, 3, 2, 2, 0], progress: 2 });
     await adapter.submit(jobOf('text_to_image', { prompt: 'queue' }), job.report);
     await job.ended();
-    t.same(job.updates.map((u) => (u.type === 'progress' ? u.detail : u.type)), [
-      "In fal's queue at position 3",
-      "In fal's queue at position 2",
-      "In fal's queue at position 0",
-      'running',
-      'step 1 of 2',
-      'step 2 of 2',
-      'succeeded',
-    ]);
+    t.same(
+      job.updates.map((u) => (u.type === 'progress' ? u.detail : u.type)),
+      ["In fal's queue at position 3", "In fal's queue at position 2", "In fal's queue at position 0", 'running', 'step 1 of 2', 'step 2 of 2', 'succeeded'],
+    );
   });
 });
 
@@ -196,7 +207,10 @@ t.test('image_to_video takes the image and answers the MP4', async (t) => {
   const job = recorder();
   const { providerJobId } = await adapter.submit(jobOf('image_to_video', { prompt: 'zoom in' }, [await png(16, 16)]), job.report);
   const file = succeeded(await job.ended()).files[0]!;
-  t.same(fake.requests.get(requestIdOf(providerJobId))!.images.map((i) => [i.width, i.height]), [[16, 16]]);
+  t.same(
+    fake.requests.get(requestIdOf(providerJobId))!.images.map((i) => [i.width, i.height]),
+    [[16, 16]],
+  );
   t.equal(file.bytes.subarray(4, 8).toString('latin1'), 'ftyp');
   t.equal(file.mediaType, 'video');
 });
@@ -211,7 +225,7 @@ t.test('text_to_audio reads audio_file and answers the MP3', async (t) => {
   t.match(file, { contentType: 'audio/mpeg', mediaType: 'audio' });
 });
 
-t.test('text_to_text answers the app\'s output text and no files', async (t) => {
+t.test("text_to_text answers the app's output text and no files", async (t) => {
   const adapter = adapterFor({ endpoint: 'fal-ai/any-llm' });
   const job = recorder();
   await adapter.submit(jobOf('text_to_text', { prompt: 'hello', model: 'google/gemini-flash-1.5' }), job.report);
@@ -240,7 +254,11 @@ t.test('resume', async (t) => {
     const result = succeeded(await after.ended());
     t.equal(fake.submissions, submissions, 'no second submission');
     t.same(imageDimensions(result.files[0]!.bytes), { width: 64, height: 48 });
-    t.same(before.updates.filter((u) => u.type !== 'progress'), [], 'the closed adapter reported nothing more');
+    t.same(
+      before.updates.filter((u) => u.type !== 'progress'),
+      [],
+      'the closed adapter reported nothing more',
+    );
   });
 
   t.test('finds a job that ended while nobody followed it', async (t) => {
@@ -253,7 +271,11 @@ t.test('resume', async (t) => {
     const job = recorder();
     second.resume(providerJobId, jobOf('text_to_text', { prompt: 'while down' }), job.report);
     t.equal(succeeded(await job.ended()).textOutput, 'An answer to: while down');
-    t.same(job.updates.map((u) => u.type), ['running', 'succeeded'], 'running is reported before the success it skipped');
+    t.same(
+      job.updates.map((u) => u.type),
+      ['running', 'succeeded'],
+      'running is reported before the success it skipped',
+    );
   });
 
   t.test('a provider job id that is not one fails the job without a call', async (t) => {
@@ -281,10 +303,16 @@ t.test('cancel', async (t) => {
     const id = requestIdOf(providerJobId);
     await until(() => fake.requests.get(id)!.polls >= 1, 'a poll');
     await adapter.cancel(providerJobId);
-    t.same(fake.cancels.filter((c) => c.id === id), [{ id, status: 202, answer: 'CANCELLATION_REQUESTED' }]);
+    t.same(
+      fake.cancels.filter((c) => c.id === id),
+      [{ id, status: 202, answer: 'CANCELLATION_REQUESTED' }],
+    );
     t.ok(fake.calls.includes(`PUT /fal-ai/flux/requests/${id}/cancel`), 'PUT to the cancel URL under the app');
     t.equal(await pollsAfter(id), 0, 'no poll after the cancel');
-    t.notOk(job.updates.some((u) => u.type === 'failed' || u.type === 'succeeded'), 'no outcome reported');
+    t.notOk(
+      job.updates.some((u) => u.type === 'failed' || u.type === 'succeeded'),
+      'no outcome reported',
+    );
   });
 
   t.test('in progress: CANCELLATION_REQUESTED too', async (t) => {
@@ -296,7 +324,10 @@ t.test('cancel', async (t) => {
     await fake.advance(id, 'IN_PROGRESS');
     await until(() => job.updates.some((u) => u.type === 'running'), 'running');
     await adapter.cancel(providerJobId);
-    t.same(fake.cancels.filter((c) => c.id === id), [{ id, status: 202, answer: 'CANCELLATION_REQUESTED' }]);
+    t.same(
+      fake.cancels.filter((c) => c.id === id),
+      [{ id, status: 202, answer: 'CANCELLATION_REQUESTED' }],
+    );
     t.equal(await pollsAfter(id), 0);
     t.notOk(job.updates.some((u) => u.type === 'failed' || u.type === 'succeeded'));
   });
@@ -308,18 +339,24 @@ t.test('cancel', async (t) => {
     await job.ended();
     await t.resolves(adapter.cancel(providerJobId));
     const id = requestIdOf(providerJobId);
-    t.same(fake.cancels.filter((c) => c.id === id), [{ id, status: 400, answer: 'ALREADY_COMPLETED' }]);
+    t.same(
+      fake.cancels.filter((c) => c.id === id),
+      [{ id, status: 400, answer: 'ALREADY_COMPLETED' }],
+    );
     t.equal(job.updates.filter((u) => u.type === 'succeeded' || u.type === 'failed').length, 1);
   });
 
-  t.test('of a job this adapter does not follow (another node\'s), or fal does not know, still reaches fal and never throws', async (t) => {
+  t.test("of a job this adapter does not follow (another node's), or fal does not know, still reaches fal and never throws", async (t) => {
     const owner = adapterFor({ endpoint: 'fal-ai/flux/dev' });
     fake.script({ hold: true });
     const { providerJobId } = await owner.submit(jobOf('text_to_image', { prompt: 'elsewhere' }), () => undefined);
     const other = adapterFor({ endpoint: 'fal-ai/flux/dev' });
     await other.cancel(providerJobId);
     const id = requestIdOf(providerJobId);
-    t.same(fake.cancels.filter((c) => c.id === id).map((c) => c.answer), ['CANCELLATION_REQUESTED']);
+    t.same(
+      fake.cancels.filter((c) => c.id === id).map((c) => c.answer),
+      ['CANCELLATION_REQUESTED'],
+    );
     await t.resolves(other.cancel('fal-ai/flux:00000000-0000-4000-8000-000000000000'));
     t.equal(fake.cancels.at(-1)!.answer, 'NOT_FOUND');
     await t.resolves(other.cancel('garbage'));

@@ -3,9 +3,7 @@ import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PNG } from 'pngjs';
-import {
-  LOCAL_ASPECT_RATIOS, LocalOutputError, imageDimensions, makeOutputs, sizeForAspectRatio, sniffContentType,
-} from '../../providers/local/outputs.ts';
+import { LOCAL_ASPECT_RATIOS, LocalOutputError, imageDimensions, makeOutputs, sizeForAspectRatio, sniffContentType } from '../../providers/local/outputs.ts';
 import { encodePng } from '../../providers/local/png.ts';
 import { truncateTokens } from '../../providers/local/text.ts';
 import { fixture } from './support.ts';
@@ -51,7 +49,11 @@ t.test('imageDimensions reads sizes from headers', async (t) => {
 });
 
 t.test('encodePng writes PNGs an independent decoder accepts, CRCs included', async (t) => {
-  for (const [width, height] of [[1, 1], [3, 2], [17, 9]] as const) {
+  for (const [width, height] of [
+    [1, 1],
+    [3, 2],
+    [17, 9],
+  ] as const) {
     const rgb = Buffer.alloc(width * height * 3);
     for (let i = 0; i < rgb.length; i++) rgb[i] = (i * 37) & 0xff;
     const png = PNG.sync.read(await encodePng(width, height, rgb), { checkCRC: true });
@@ -67,10 +69,17 @@ t.test('encodePng writes PNGs an independent decoder accepts, CRCs included', as
 });
 
 t.test('aspect ratios map to concrete sizes', async (t) => {
-  t.same(LOCAL_ASPECT_RATIOS.map((r) => sizeForAspectRatio(r, 512, 8)), [
-    { width: 512, height: 512 }, { width: 512, height: 288 }, { width: 288, height: 512 },
-    { width: 512, height: 384 }, { width: 384, height: 512 }, { width: 512, height: 216 },
-  ]);
+  t.same(
+    LOCAL_ASPECT_RATIOS.map((r) => sizeForAspectRatio(r, 512, 8)),
+    [
+      { width: 512, height: 512 },
+      { width: 512, height: 288 },
+      { width: 288, height: 512 },
+      { width: 512, height: 384 },
+      { width: 384, height: 512 },
+      { width: 512, height: 216 },
+    ],
+  );
   t.same(sizeForAspectRatio('21:9', 320, 2), { width: 320, height: 138 });
   t.same(sizeForAspectRatio('16:9', 1024, 8), { width: 1024, height: 576 });
 });
@@ -85,7 +94,10 @@ t.test('ffmpeg trouble ends in a clear error, and work folders are removed', asy
   const tempDir = await mkdtemp(join(tmpdir(), 'provider-test-'));
   t.teardown(() => rm(tempDir, { recursive: true, force: true }));
   const expectCode = async (promise: Promise<unknown>, code: string) => {
-    const err = await promise.then(() => undefined, (e: unknown) => e);
+    const err = await promise.then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     t.ok(err instanceof LocalOutputError, String(err));
     t.equal((err as LocalOutputError).code, code, (err as Error).message);
   };

@@ -1,8 +1,6 @@
 import t, { type Test } from 'tap';
 import { PNG } from 'pngjs';
-import {
-  LOCAL_ASPECT_RATIOS, LocalOutputError, makeOutputs, sniffContentType, type LocalMode, type OutputFile,
-} from '../../providers/local/outputs.ts';
+import { LOCAL_ASPECT_RATIOS, LocalOutputError, makeOutputs, sniffContentType, type LocalMode, type OutputFile } from '../../providers/local/outputs.ts';
 import { decode, fixture } from './support.ts';
 
 const only = (files: OutputFile[]): OutputFile => {
@@ -12,7 +10,10 @@ const only = (files: OutputFile[]): OutputFile => {
 
 /** Asserts the promise rejects with a LocalOutputError of `code` (and `field`, when given). */
 async function refuses(t: Test, promise: Promise<unknown>, code: string, field?: string) {
-  const err = await promise.then(() => undefined, (e: unknown) => e);
+  const err = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
   t.ok(err instanceof LocalOutputError, `rejects with LocalOutputError (${err instanceof Error ? err.message : String(err)})`);
   if (err instanceof LocalOutputError) {
     t.equal(err.code, code);
@@ -22,10 +23,20 @@ async function refuses(t: Test, promise: Promise<unknown>, code: string, field?:
 }
 
 const IMAGE_SIZES: Record<string, [number, number]> = {
-  '1:1': [512, 512], '16:9': [512, 288], '9:16': [288, 512], '4:3': [512, 384], '3:4': [384, 512], '21:9': [512, 216],
+  '1:1': [512, 512],
+  '16:9': [512, 288],
+  '9:16': [288, 512],
+  '4:3': [512, 384],
+  '3:4': [384, 512],
+  '21:9': [512, 216],
 };
 const VIDEO_SIZES: Record<string, [number, number]> = {
-  '1:1': [320, 320], '16:9': [320, 180], '9:16': [180, 320], '4:3': [320, 240], '3:4': [240, 320], '21:9': [320, 138],
+  '1:1': [320, 320],
+  '16:9': [320, 180],
+  '9:16': [180, 320],
+  '4:3': [320, 240],
+  '3:4': [240, 320],
+  '21:9': [320, 138],
 };
 
 t.test('text_to_text', async (t) => {
@@ -75,7 +86,10 @@ t.test('text_to_text', async (t) => {
     t.match(parsed.answer, /lighthouse/);
     t.ok(parsed.keywords.includes('lighthouse'));
     const list = await makeOutputs('text_to_text', { prompt: 'Tips for baking bread', systemPrompt: 'Answer as a bullet list' });
-    t.ok(list.text!.split('\n').every((line) => line.startsWith('- ')), 'every line a bullet');
+    t.ok(
+      list.text!.split('\n').every((line) => line.startsWith('- ')),
+      'every line a bullet',
+    );
     const brief = await makeOutputs('text_to_text', { prompt: 'Tips for baking bread', systemPrompt: 'Be concise.' });
     const plain = await makeOutputs('text_to_text', { prompt: 'Tips for baking bread' });
     t.ok(brief.text!.length < plain.text!.length, 'concise is shorter');
@@ -148,9 +162,10 @@ t.test('text_to_image', async (t) => {
 t.test('image_to_image', async (t) => {
   const input = only((await makeOutputs('text_to_image', { prompt: 'green meadow', aspectRatio: '16:9', seed: 1 })).files).bytes;
 
-  t.test('derives a PNG from the input, at the input\'s nearest ratio, strength setting how far', async (t) => {
+  t.test("derives a PNG from the input, at the input's nearest ratio, strength setting how far", async (t) => {
     const source = PNG.sync.read(input);
-    const at = async (strength: number) => PNG.sync.read(only((await makeOutputs('image_to_image', { prompt: 'sunset', strength, seed: 4 }, { images: [input] })).files).bytes);
+    const at = async (strength: number) =>
+      PNG.sync.read(only((await makeOutputs('image_to_image', { prompt: 'sunset', strength, seed: 4 }, { images: [input] })).files).bytes);
     const same = await at(0);
     t.same([same.width, same.height], [512, 288], 'a 16:9 input gives a 16:9 output');
     const diff = (a: PNG, b: PNG) => {
@@ -224,7 +239,10 @@ t.test('text_to_audio', async (t) => {
   });
 
   t.test('encodes MP3 and OGG that a decoder accepts, of about the requested length', async (t) => {
-    for (const [format, contentType, codec] of [['mp3', 'audio/mpeg', 'mp3'], ['ogg', 'audio/ogg', 'vorbis']] as const) {
+    for (const [format, contentType, codec] of [
+      ['mp3', 'audio/mpeg', 'mp3'],
+      ['ogg', 'audio/ogg', 'vorbis'],
+    ] as const) {
       const file = only((await makeOutputs('text_to_audio', { prompt: 'Hello there, friend.', format, durationSeconds: 2, voice: 'ember' })).files);
       t.equal(file.contentType, contentType);
       t.equal(sniffContentType(file.bytes), contentType, `${format} sniffs as ${contentType}`);
@@ -275,7 +293,14 @@ t.test('text_to_audio', async (t) => {
 t.test('text_to_video', async (t) => {
   t.test('makes H.264 MP4s of the requested size and length that a decoder reads', async (t) => {
     // With this prompt, seeds 1-6 cover every scene: painting (1, 3), testsrc2 (2, 6), cellauto (4), life (5).
-    const cases: Array<[string, number, number]> = [['16:9', 2, 1], ['9:16', 1.5, 2], ['21:9', 1, 3], ['1:1', 1, 4], ['4:3', 1, 5], ['3:4', 1, 6]];
+    const cases: Array<[string, number, number]> = [
+      ['16:9', 2, 1],
+      ['9:16', 1.5, 2],
+      ['21:9', 1, 3],
+      ['1:1', 1, 4],
+      ['4:3', 1, 5],
+      ['3:4', 1, 6],
+    ];
     for (const [aspectRatio, durationSeconds, seed] of cases) {
       const file = only((await makeOutputs('text_to_video', { prompt: 'Waves rolling onto a pebble beach', aspectRatio, durationSeconds, seed })).files);
       const [width, height] = VIDEO_SIZES[aspectRatio]!;

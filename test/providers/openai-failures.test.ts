@@ -9,7 +9,9 @@ import { makePng } from '../helpers/files.ts';
 import { jobFor, recorder, startFakeOpenAi, testContext, type FakeOpenAi } from '../fakes/openai.ts';
 
 let fake: FakeOpenAi;
-t.before(async () => { fake = await startFakeOpenAi(); });
+t.before(async () => {
+  fake = await startFakeOpenAi();
+});
 t.teardown(() => fake.close());
 
 function adapterFor(target: OpenAiDeploymentTarget, context = testContext(), apiKey = fake.apiKey, baseUrl = fake.url) {
@@ -26,7 +28,12 @@ const succeeded = (update: AdapterUpdate) => {
 };
 
 /** Runs one job to its end and returns its updates and the submissions the fake counted for it. */
-async function run(target: OpenAiDeploymentTarget, mode: Parameters<typeof jobFor>[0], params: Record<string, unknown> = {}, options: { context?: ReturnType<typeof testContext>; deadlineMs?: number; inputs?: Parameters<typeof jobFor>[2] } = {}) {
+async function run(
+  target: OpenAiDeploymentTarget,
+  mode: Parameters<typeof jobFor>[0],
+  params: Record<string, unknown> = {},
+  options: { context?: ReturnType<typeof testContext>; deadlineMs?: number; inputs?: Parameters<typeof jobFor>[2] } = {},
+) {
   const adapter = adapterFor(target, options.context);
   const rec = recorder();
   const { providerJobId } = await adapter.submit(jobFor(mode, params, options.inputs, options.deadlineMs), rec.report);
@@ -41,12 +48,16 @@ t.test('429 with Retry-After: the job waits, stays running, then succeeds', asyn
   const { end, updates, submissions } = await run({ model: 'gpt-4o-mini' }, 'text_to_text');
   t.equal(succeeded(end).textOutput, 'echo: a lighthouse at dawn');
   t.equal(submissions, 3, 'two refused, the third answered');
-  t.same(updates.map((u) => u.type), ['running', 'progress', 'progress', 'succeeded'], 'no failure, no second running');
+  t.same(
+    updates.map((u) => u.type),
+    ['running', 'progress', 'progress', 'succeeded'],
+    'no failure, no second running',
+  );
   t.match((updates[1] as { detail: string }).detail, /429.*50 ms/);
   t.match((updates[2] as { detail: string }).detail, /429.*40 ms/, 'retry-after-ms read first');
 });
 
-t.test('429 whose wait passes the deadline fails with provider_rate_limited, keeping OpenAI\'s words', async (t) => {
+t.test("429 whose wait passes the deadline fails with provider_rate_limited, keeping OpenAI's words", async (t) => {
   fake.next('/chat/completions', { kind: 'rate-limit', retryAfter: '30' });
   const { end, submissions } = await run({ model: 'gpt-4o-mini' }, 'text_to_text', {}, { deadlineMs: 2_000 });
   const failure = failed(end);
@@ -88,7 +99,9 @@ t.test('400s: content policy (DALL·E, GPT image, chat filter) vs other refusals
   t.match(dalle.errorMessage, /content_policy_violation.*safety system/);
 
   fake.next('/images/edits', { kind: 'moderation-blocked' });
-  const gpt = failed((await run({ model: 'gpt-image-1' }, 'image_to_image', {}, { inputs: { images: [{ bytes: makePng(8, 8), contentType: 'image/png' }] } })).end);
+  const gpt = failed(
+    (await run({ model: 'gpt-image-1' }, 'image_to_image', {}, { inputs: { images: [{ bytes: makePng(8, 8), contentType: 'image/png' }] } })).end,
+  );
   t.equal(gpt.errorCode, PROVIDER_ERROR_CODES.contentPolicy);
 
   fake.next('/chat/completions', { kind: 'content-filter' });
@@ -101,7 +114,10 @@ t.test('400s: content policy (DALL·E, GPT image, chat filter) vs other refusals
   t.match(many.errorMessage, /OpenAI answered 400 \(invalid_value\): You must provide n=1/);
 
   const jpegMask = { bytes: Buffer.from([0xff, 0xd8, 0xff, 0xe0, 0, 16]), contentType: 'image/jpeg' };
-  const mask = failed((await run({ model: 'gpt-image-1' }, 'image_to_image', {}, { inputs: { images: [{ bytes: makePng(8, 8), contentType: 'image/png' }], mask: jpegMask } })).end);
+  const mask = failed(
+    (await run({ model: 'gpt-image-1' }, 'image_to_image', {}, { inputs: { images: [{ bytes: makePng(8, 8), contentType: 'image/png' }], mask: jpegMask } }))
+      .end,
+  );
   t.equal(mask.errorCode, PROVIDER_ERROR_CODES.inputRejected);
   t.match(mask.errorMessage, /Invalid file 'mask'/);
 
@@ -149,7 +165,14 @@ t.test('answers that are not what the API documents: provider_bad_response', asy
   fake.next('/chat/completions', { kind: 'status', status: 200, body: { id: 'x', object: 'chat.completion', choices: [] } });
   t.equal(failed((await run({ model: 'gpt-4o-mini' }, 'text_to_text')).end).errorCode, PROVIDER_ERROR_CODES.badResponse, 'no choices');
 
-  fake.next('/chat/completions', { kind: 'status', status: 200, body: { choices: [{ index: 0, message: { role: 'assistant', content: 'hi' }, finish_reason: 'stop' }], usage: { prompt_tokens: 'many', completion_tokens: 3 } } });
+  fake.next('/chat/completions', {
+    kind: 'status',
+    status: 200,
+    body: {
+      choices: [{ index: 0, message: { role: 'assistant', content: 'hi' }, finish_reason: 'stop' }],
+      usage: { prompt_tokens: 'many', completion_tokens: 3 },
+    },
+  });
   t.match(failed((await run({ model: 'gpt-4o-mini' }, 'text_to_text')).end).errorMessage, /usage/, 'a usage that cannot be read is not guessed');
 
   fake.next('/images/generations', { kind: 'fewer-images' });
@@ -182,7 +205,9 @@ t.test('output URLs: an expired one is provider_output_fetch_failed; one over th
   const expired = failed((await run({ model: 'dall-e-3', imageResponseFormat: 'url' }, 'text_to_image')).end);
   t.equal(expired.errorCode, PROVIDER_ERROR_CODES.outputFetch);
   t.match(expired.errorMessage, /404/);
-  const big = failed((await run({ model: 'dall-e-3', imageResponseFormat: 'url' }, 'text_to_image', {}, { context: testContext({ maxOutputBytes: 100 }) })).end);
+  const big = failed(
+    (await run({ model: 'dall-e-3', imageResponseFormat: 'url' }, 'text_to_image', {}, { context: testContext({ maxOutputBytes: 100 }) })).end,
+  );
   t.equal(big.errorCode, PROVIDER_ERROR_CODES.outputFetch);
   const guarded = testContext();
   guarded.fetchOutput = (url) => Promise.reject(new Error(`refused by the egress guard: ${new URL(url).host}`));
@@ -217,7 +242,12 @@ t.test('refused before any call: submit throws a ProviderFailure', async (t) => 
   const before = fake.received.length;
   for (const [target, mode, params, message] of cases) {
     const adapter = adapterFor(target);
-    const error = await adapter.submit(jobFor(mode, params), () => undefined).then(() => undefined, (e: unknown) => e);
+    const error = await adapter
+      .submit(jobFor(mode, params), () => undefined)
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
     t.ok(error instanceof ProviderFailure, `${mode}: thrown`);
     t.equal((error as ProviderFailure).code, PROVIDER_ERROR_CODES.inputRejected);
     t.match((error as ProviderFailure).message, message);

@@ -4,11 +4,17 @@ import { createOpenAiAdapter, OPENAI_RESUME_LOST } from '../../providers/openai/
 import { jobFor, recorder, startFakeOpenAi, testContext, type FakeOpenAi } from '../fakes/openai.ts';
 
 let fake: FakeOpenAi;
-t.before(async () => { fake = await startFakeOpenAi(); });
+t.before(async () => {
+  fake = await startFakeOpenAi();
+});
 t.teardown(() => fake.close());
 
 const adapterFor = (model = 'gpt-4o-mini', maxConcurrentJobs?: number) =>
-  createOpenAiAdapter({ apiKey: fake.apiKey, baseUrl: fake.url, ...(maxConcurrentJobs ? { maxConcurrentJobs } : {}) }, { id: 'openai-test', target: { model } }, testContext());
+  createOpenAiAdapter(
+    { apiKey: fake.apiKey, baseUrl: fake.url, ...(maxConcurrentJobs ? { maxConcurrentJobs } : {}) },
+    { id: 'openai-test', target: { model } },
+    testContext(),
+  );
 
 /** Lets pending timers and I/O run, so that an update that should not come would have come. */
 const settle = (ms = 100) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -42,7 +48,11 @@ t.test('cancel while the request is in flight: the request is aborted, no outcom
   await adapter.cancel(providerJobId);
   await waitUntil(() => fake.closedEarly() > before);
   await settle();
-  t.same(rec.updates.map((u) => u.type), ['running'], 'no failed or succeeded after the cancel');
+  t.same(
+    rec.updates.map((u) => u.type),
+    ['running'],
+    'no failed or succeeded after the cancel',
+  );
   await adapter.close();
 });
 
@@ -55,7 +65,10 @@ t.test('cancel while waiting out a 429: the wait ends, no second submission', as
   await adapter.cancel(providerJobId);
   await settle();
   t.equal(fake.submissions.get(providerJobId), 1);
-  t.same(rec.updates.map((u) => u.type), ['running', 'progress']);
+  t.same(
+    rec.updates.map((u) => u.type),
+    ['running', 'progress'],
+  );
   await adapter.close();
 });
 
@@ -67,7 +80,10 @@ t.test('cancel after the end, or of an unknown id, does nothing and does not thr
   await adapter.cancel(providerJobId);
   await adapter.cancel('openai_00000000-0000-0000-0000-000000000000');
   await settle(30);
-  t.same(rec.updates.map((u) => u.type), ['running', 'succeeded']);
+  t.same(
+    rec.updates.map((u) => u.type),
+    ['running', 'succeeded'],
+  );
   await adapter.close();
 });
 
@@ -82,7 +98,7 @@ t.test('resume after a crash: the job fails with the named code, nothing is subm
   const restarted = adapterFor();
   const rec = recorder();
   restarted.resume(providerJobId, job, rec.report);
-  const end = await rec.ended as Extract<AdapterUpdate, { type: 'failed' }>;
+  const end = (await rec.ended) as Extract<AdapterUpdate, { type: 'failed' }>;
   t.equal(end.type, 'failed');
   t.equal(end.errorCode, OPENAI_RESUME_LOST.code);
   t.equal(end.errorCode, PROVIDER_ERROR_CODES.error);
@@ -107,7 +123,10 @@ t.test('resume of a job still in flight in this process follows it to its end', 
   const end = await rec.ended;
   t.equal(end.type, 'succeeded');
   t.equal(fake.submissions.get(providerJobId), 2, 'the 429 and its retry; no new submission by resume');
-  t.notOk(first.updates.some((u) => u.type === 'succeeded'), 'the outcome goes to the new follower');
+  t.notOk(
+    first.updates.some((u) => u.type === 'succeeded'),
+    'the outcome goes to the new follower',
+  );
   await adapter.close();
 });
 
@@ -123,8 +142,16 @@ t.test('close aborts what is in flight and reports nothing more; the concurrency
   await adapter.close();
   await waitUntil(() => fake.closedEarly() > before);
   await settle();
-  t.same(rec.updates.map((u) => u.type), ['running']);
-  const late = await adapter.submit(jobFor('text_to_text'), () => undefined).then(() => undefined, (e: { code: string }) => e.code);
+  t.same(
+    rec.updates.map((u) => u.type),
+    ['running'],
+  );
+  const late = await adapter
+    .submit(jobFor('text_to_text'), () => undefined)
+    .then(
+      () => undefined,
+      (e: { code: string }) => e.code,
+    );
   t.equal(late, PROVIDER_ERROR_CODES.unavailable, 'a closed adapter takes no job');
 });
 
@@ -133,7 +160,10 @@ t.test('many jobs at once each end once, with their own answers', async (t) => {
   const recs = Array.from({ length: 8 }, () => recorder());
   await Promise.all(recs.map((rec, i) => adapter.submit(jobFor('text_to_text', { prompt: `job ${i}` }), rec.report)));
   const ends = await Promise.all(recs.map((rec) => rec.ended));
-  t.same(ends.map((e) => (e as { textOutput?: string }).textOutput), recs.map((_, i) => `echo: job ${i}`));
+  t.same(
+    ends.map((e) => (e as { textOutput?: string }).textOutput),
+    recs.map((_, i) => `echo: job ${i}`),
+  );
   await settle(30);
   t.ok(recs.every((rec) => rec.updates.filter((u) => u.type === 'succeeded' || u.type === 'failed').length === 1));
   await adapter.close();

@@ -8,11 +8,17 @@ import { makePng } from '../helpers/files.ts';
 import { jobFor, recorder, startFakeOpenAi, testContext, type FakeOpenAi } from '../fakes/openai.ts';
 
 let fake: FakeOpenAi;
-t.before(async () => { fake = await startFakeOpenAi(); });
+t.before(async () => {
+  fake = await startFakeOpenAi();
+});
 t.teardown(() => fake.close());
 
 function adapterFor(target: OpenAiDeploymentTarget, context = testContext(), settings: { apiKey?: string; organization?: string } = {}) {
-  return createOpenAiAdapter({ apiKey: settings.apiKey ?? fake.apiKey, baseUrl: fake.url, ...(settings.organization ? { organization: settings.organization } : {}) }, { id: 'openai-test', target }, context);
+  return createOpenAiAdapter(
+    { apiKey: settings.apiKey ?? fake.apiKey, baseUrl: fake.url, ...(settings.organization ? { organization: settings.organization } : {}) },
+    { id: 'openai-test', target },
+    context,
+  );
 }
 
 const succeeded = (update: AdapterUpdate) => {
@@ -25,7 +31,10 @@ const _failed = (update: AdapterUpdate) => {
 };
 /** The error a call rejected with, matched against what OpenAI answers. */
 async function refusedWith(t: Test, promise: Promise<unknown>, expected: Record<string, unknown>, message?: string) {
-  const error = await promise.then(() => undefined, (e: unknown) => e);
+  const error = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
   t.ok(error, message ?? 'refused');
   t.match(error, expected, message ?? 'as OpenAI answers');
 }
@@ -34,20 +43,52 @@ const requestOf = (providerJobId: string) => fake.received.find((r) => r.headers
 t.test('the fake refuses what OpenAI refuses, checked with the official client', async (t) => {
   const client = new OpenAI({ apiKey: fake.apiKey, baseURL: fake.url, maxRetries: 0, logLevel: 'off' });
   const wrongKey = new OpenAI({ apiKey: 'sk-wrong-key-000000', baseURL: fake.url, maxRetries: 0, logLevel: 'off' });
-  await refusedWith(t, wrongKey.chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] }), { status: 401, code: 'invalid_api_key' });
+  await refusedWith(t, wrongKey.chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] }), {
+    status: 401,
+    code: 'invalid_api_key',
+  });
   await refusedWith(t, client.chat.completions.create({ model: 'gpt-4o-mini', messages: [] }), { status: 400, param: 'messages' });
-  await refusedWith(t, client.chat.completions.create({ model: 'no-such-model', messages: [{ role: 'user', content: 'hi' }] }), { status: 404, code: 'model_not_found' });
-  await refusedWith(t, client.chat.completions.create({ model: 'o4-mini', max_tokens: 5, messages: [{ role: 'user', content: 'hi' }] }), { status: 400, code: 'unsupported_parameter', param: 'max_tokens' });
-  await refusedWith(t, client.images.generate({ model: 'gpt-image-1', prompt: 'x', response_format: 'b64_json' }), { status: 400, code: 'unknown_parameter', param: 'response_format' });
+  await refusedWith(t, client.chat.completions.create({ model: 'no-such-model', messages: [{ role: 'user', content: 'hi' }] }), {
+    status: 404,
+    code: 'model_not_found',
+  });
+  await refusedWith(t, client.chat.completions.create({ model: 'o4-mini', max_tokens: 5, messages: [{ role: 'user', content: 'hi' }] }), {
+    status: 400,
+    code: 'unsupported_parameter',
+    param: 'max_tokens',
+  });
+  await refusedWith(t, client.images.generate({ model: 'gpt-image-1', prompt: 'x', response_format: 'b64_json' }), {
+    status: 400,
+    code: 'unknown_parameter',
+    param: 'response_format',
+  });
   await refusedWith(t, client.images.generate({ model: 'dall-e-3', prompt: 'x', n: 2 }), { status: 400, param: 'n' });
   await refusedWith(t, client.images.generate({ model: 'dall-e-3', prompt: 'x', size: '1536x1024' }), { status: 400, param: 'size' });
-  await refusedWith(t, client.post('/images/edits', { body: { model: 'gpt-image-1', prompt: 'x' } }), { status: 400, message: /expected multipart\/form-data/ }, 'a JSON body on edits');
-  await refusedWith(t, client.images.edit({ model: 'gpt-image-1', prompt: 'x', image: undefined as never }), { status: 400, param: 'image' }, 'an edit without an image');
+  await refusedWith(
+    t,
+    client.post('/images/edits', { body: { model: 'gpt-image-1', prompt: 'x' } }),
+    { status: 400, message: /expected multipart\/form-data/ },
+    'a JSON body on edits',
+  );
+  await refusedWith(
+    t,
+    client.images.edit({ model: 'gpt-image-1', prompt: 'x', image: undefined as never }),
+    { status: 400, param: 'image' },
+    'an edit without an image',
+  );
   const png = await OpenAI.toFile(makePng(8, 8), 'a.png', { type: 'image/png' });
   const jpegMask = await OpenAI.toFile(Buffer.from([0xff, 0xd8, 0xff, 0xe0, 0, 0]), 'm.jpg', { type: 'image/jpeg' });
-  await refusedWith(t, client.images.edit({ model: 'gpt-image-1', prompt: 'x', image: png, mask: jpegMask }), { status: 400, param: 'mask' }, 'a mask that is not PNG');
+  await refusedWith(
+    t,
+    client.images.edit({ model: 'gpt-image-1', prompt: 'x', image: png, mask: jpegMask }),
+    { status: 400, param: 'mask' },
+    'a mask that is not PNG',
+  );
   await refusedWith(t, client.audio.speech.create({ model: 'tts-1', input: 'x', voice: 'ember' }), { status: 400, param: 'voice' });
-  await refusedWith(t, client.audio.speech.create({ model: 'tts-1', input: 'x', voice: 'alloy', response_format: 'ogg' as never }), { status: 400, param: 'response_format' });
+  await refusedWith(t, client.audio.speech.create({ model: 'tts-1', input: 'x', voice: 'alloy', response_format: 'ogg' as never }), {
+    status: 400,
+    param: 'response_format',
+  });
   await refusedWith(t, client.post('/chat/nothing', { body: {} }), { status: 404, message: /Invalid URL \(POST \/v1\/chat\/nothing\)/ });
   await refusedWith(t, client.get('/audio/speech'), { status: 405, message: /Invalid method for URL \(GET \/v1\/audio\/speech\)/ });
   const ok = await client.images.edit({ model: 'gpt-image-1', prompt: 'x', image: [png, png] });
@@ -66,14 +107,22 @@ t.test('text_to_text: the chat answer, its usage and the request as documented',
   const usage = fake.usage.get(providerJobId)!;
   t.ok(usage.prompt_tokens > 0 && usage.completion_tokens > 0);
   t.same(end.usage, { inputTokens: usage.prompt_tokens, outputTokens: usage.completion_tokens }, 'usage from the answer');
-  t.same(rec.updates.map((u) => u.type), ['running', 'succeeded']);
+  t.same(
+    rec.updates.map((u) => u.type),
+    ['running', 'succeeded'],
+  );
   const request = requestOf(providerJobId);
   t.equal(request.path, '/chat/completions');
   t.equal(request.headers.authorization, `Bearer ${fake.apiKey}`);
   t.same(request.body, {
     model: 'gpt-4o-mini',
-    messages: [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'Say hi' }],
-    temperature: 0.2, max_tokens: 64, seed: 7,
+    messages: [
+      { role: 'system', content: 'Be brief.' },
+      { role: 'user', content: 'Say hi' },
+    ],
+    temperature: 0.2,
+    max_tokens: 64,
+    seed: 7,
   });
   t.equal(fake.submissions.get(providerJobId), 1);
   await adapter.close();
@@ -123,7 +172,15 @@ t.test('text_to_image on dall-e-3 answering URLs: each fetched through the egres
   const { providerJobId } = await adapter.submit(jobFor('text_to_image', { aspectRatio: '9:16' }), rec.report);
   const end = succeeded(await rec.ended);
   t.same(imageDimensions(end.files[0]!.bytes), { width: 1024, height: 1792 });
-  t.same(requestOf(providerJobId).body, { model: 'dall-e-3', prompt: 'a lighthouse at dawn', n: 1, size: '1024x1792', response_format: 'url', quality: 'hd', style: 'natural' });
+  t.same(requestOf(providerJobId).body, {
+    model: 'dall-e-3',
+    prompt: 'a lighthouse at dawn',
+    n: 1,
+    size: '1024x1792',
+    response_format: 'url',
+    quality: 'hd',
+    style: 'natural',
+  });
   await adapter.close();
 });
 
@@ -151,7 +208,10 @@ t.test('image_to_image: one image as `image`, a PNG mask, multipart as documente
 t.test('image_to_image: several images go as image[]; dall-e-2 gets b64_json', async (t) => {
   const adapter = adapterFor({ model: 'gpt-image-1' });
   const rec = recorder();
-  const images = [{ bytes: makePng(32, 32), contentType: 'image/png' }, { bytes: makePng(48, 32), contentType: 'image/png' }];
+  const images = [
+    { bytes: makePng(32, 32), contentType: 'image/png' },
+    { bytes: makePng(48, 32), contentType: 'image/png' },
+  ];
   const { providerJobId } = await adapter.submit(jobFor('image_to_image', {}, { images }), rec.report);
   succeeded(await rec.ended);
   const sent = requestOf(providerJobId).body as Record<string, any>;
@@ -170,13 +230,37 @@ t.test('image_to_image: several images go as image[]; dall-e-2 gets b64_json', a
 t.test('text_to_audio: each format asked for, checked by its magic bytes; voices mapped', async (t) => {
   const adapter = adapterFor({ model: 'tts-1' });
   const cases = [
-    { format: 'mp3', voice: 'ember', upstream: 'coral', responseFormat: 'mp3', type: 'audio/mpeg', magic: (b: Buffer) => b.subarray(0, 3).toString('latin1') === 'ID3' || (b[0] === 0xff && (b[1]! & 0xe0) === 0xe0) },
-    { format: 'wav', voice: 'sage', upstream: 'sage', responseFormat: 'wav', type: 'audio/wav', magic: (b: Buffer) => b.subarray(0, 4).toString('latin1') === 'RIFF' && b.subarray(8, 12).toString('latin1') === 'WAVE' },
-    { format: 'ogg', voice: 'nova', upstream: 'nova', responseFormat: 'opus', type: 'audio/ogg', magic: (b: Buffer) => b.subarray(0, 4).toString('latin1') === 'OggS' && b.includes(Buffer.from('OpusHead')) },
+    {
+      format: 'mp3',
+      voice: 'ember',
+      upstream: 'coral',
+      responseFormat: 'mp3',
+      type: 'audio/mpeg',
+      magic: (b: Buffer) => b.subarray(0, 3).toString('latin1') === 'ID3' || (b[0] === 0xff && (b[1]! & 0xe0) === 0xe0),
+    },
+    {
+      format: 'wav',
+      voice: 'sage',
+      upstream: 'sage',
+      responseFormat: 'wav',
+      type: 'audio/wav',
+      magic: (b: Buffer) => b.subarray(0, 4).toString('latin1') === 'RIFF' && b.subarray(8, 12).toString('latin1') === 'WAVE',
+    },
+    {
+      format: 'ogg',
+      voice: 'nova',
+      upstream: 'nova',
+      responseFormat: 'opus',
+      type: 'audio/ogg',
+      magic: (b: Buffer) => b.subarray(0, 4).toString('latin1') === 'OggS' && b.includes(Buffer.from('OpusHead')),
+    },
   ];
   for (const c of cases) {
     const rec = recorder();
-    const { providerJobId } = await adapter.submit(jobFor('text_to_audio', { prompt: 'Hello there', voice: c.voice, format: c.format, speed: 1.25 }), rec.report);
+    const { providerJobId } = await adapter.submit(
+      jobFor('text_to_audio', { prompt: 'Hello there', voice: c.voice, format: c.format, speed: 1.25 }),
+      rec.report,
+    );
     const [file] = succeeded(await rec.ended).files;
     t.equal(file!.contentType, c.type, c.format);
     t.equal(file!.mediaType, 'audio');
@@ -187,7 +271,7 @@ t.test('text_to_audio: each format asked for, checked by its magic bytes; voices
   const rec = recorder();
   const { providerJobId } = await custom.submit(jobFor('text_to_audio', { voice: 'alloy' }), rec.report);
   succeeded(await rec.ended);
-  t.equal(requestOf(providerJobId).body?.voice, 'marin', 'a deployment\'s own voice map');
+  t.equal(requestOf(providerJobId).body?.voice, 'marin', "a deployment's own voice map");
   await adapter.close();
   await custom.close();
 });

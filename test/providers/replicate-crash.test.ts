@@ -24,28 +24,64 @@ fake.scenario(`version:${VERSION}`, { advance: 'manual', end: { status: 'succeed
 
 const catalogDir = mkdtempSync(path.join(tmpdir(), 'gs-catalog-'));
 const catalogFile = path.join(catalogDir, 'catalog.json');
-writeFileSync(catalogFile, JSON.stringify({
-  defaultPlan: 'free',
-  plans: [{ id: 'free', name: 'Free', monthlyPriceCents: 0, monthlyCredits: 100, centsPerCredit: 5, concurrentJobs: 10, storageBytes: 1e9, maxFileBytes: 1e7, requestsPerMinute: 6000 }],
-  models: [{
-    id: 'acme/painter', name: 'Painter', mode: 'text_to_image', maker: 'acme', description: 'Paints on Replicate.',
-    price: { per: 'image', credits: 7 }, plans: ['free'],
-    parameters: { prompt: { required: true }, aspectRatio: {} },
-    sample: { prompt: 'x', note: 'n' },
-    deployments: [{
-      id: 'painter-replicate', provider: 'replicate', target: { version: VERSION },
-      input: { aspectRatio: { width: 'width', height: 'height', longSide: 512 } },
-    }],
-  }],
-}));
+writeFileSync(
+  catalogFile,
+  JSON.stringify({
+    defaultPlan: 'free',
+    plans: [
+      {
+        id: 'free',
+        name: 'Free',
+        monthlyPriceCents: 0,
+        monthlyCredits: 100,
+        centsPerCredit: 5,
+        concurrentJobs: 10,
+        storageBytes: 1e9,
+        maxFileBytes: 1e7,
+        requestsPerMinute: 6000,
+      },
+    ],
+    models: [
+      {
+        id: 'acme/painter',
+        name: 'Painter',
+        mode: 'text_to_image',
+        maker: 'acme',
+        description: 'Paints on Replicate.',
+        price: { per: 'image', credits: 7 },
+        plans: ['free'],
+        parameters: { prompt: { required: true }, aspectRatio: {} },
+        sample: { prompt: 'x', note: 'n' },
+        deployments: [
+          {
+            id: 'painter-replicate',
+            provider: 'replicate',
+            target: { version: VERSION },
+            input: { aspectRatio: { width: 'width', height: 'height', longSide: 512 } },
+          },
+        ],
+      },
+    ],
+  }),
+);
 
 function serve() {
   const child = startNode(t, 'test/fixtures/serve.ts', {
-    PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'warn', DATA_DIR: dataDir, DATABASE_URL: postgres?.url, SHUTDOWN_TIMEOUT_MS: '30000',
+    PORT: '0',
+    HOST: '127.0.0.1',
+    LOG_LEVEL: 'warn',
+    DATA_DIR: dataDir,
+    DATABASE_URL: postgres?.url,
+    SHUTDOWN_TIMEOUT_MS: '30000',
     // A public HTTPS address (Replicate sends webhooks only there); this test calls the service on loopback.
-    BASE_URL: 'https://gen.example.com', CATALOG_FILE: catalogFile, ALLOW_PRIVATE_EGRESS: 'true',
-    REPLICATE_API_TOKEN: TOKEN, REPLICATE_BASE_URL: fake.baseUrl, REPLICATE_WEBHOOK_SECRET: SECRET,
-    PROVIDER_POLL_MS: '50', PROVIDER_REQUEST_TIMEOUT_MS: '60000',
+    BASE_URL: 'https://gen.example.com',
+    CATALOG_FILE: catalogFile,
+    ALLOW_PRIVATE_EGRESS: 'true',
+    REPLICATE_API_TOKEN: TOKEN,
+    REPLICATE_BASE_URL: fake.baseUrl,
+    REPLICATE_WEBHOOK_SECRET: SECRET,
+    PROVIDER_POLL_MS: '50',
+    PROVIDER_REQUEST_TIMEOUT_MS: '60000',
   });
   return child.line(/^listening (http:\/\/\S+)$/).then((m) => ({ child, client: httpClient(m[1]!) }));
 }
@@ -67,7 +103,11 @@ t.test('after kill -9 at every phase of a Replicate job, each is followed to its
   const user = await signUp(client);
   const { key } = await createKey(client, user.cookie, user.workspaceId, ['generations.write', 'generations.read', 'assets.read']);
   const create = async (prompt: string) => {
-    const created = await createGeneration(client, key, user.workspaceId, { mode: 'text_to_image', model: 'acme/painter', params: { prompt, aspectRatio: '16:9' } });
+    const created = await createGeneration(client, key, user.workspaceId, {
+      mode: 'text_to_image',
+      model: 'acme/painter',
+      params: { prompt, aspectRatio: '16:9' },
+    });
     t.equal(created.status, 201, JSON.stringify(created.body));
     return created.body.id as string;
   };
@@ -92,10 +132,22 @@ t.test('after kill -9 at every phase of a Replicate job, each is followed to its
   fake.advance(predictionOf('finished while the service was down')!);
   fake.calm();
 
-  const before = await withDatabase((query) => query<{ id: string; status: string; provider_job_id: string | null; attempts: number }>(
-    'select id, status, provider_job_id, attempts from generations where workspace_id = ? order by created_at', [user.workspaceId]));
-  t.same(before.map((r) => [r.status, r.provider_job_id !== null]), [['submitted', true], ['running', true], ['submitted', true], ['reserved', false]],
-    'the prediction ids of the accepted jobs were written before the kill; the job whose create got no answer has none');
+  const before = await withDatabase((query) =>
+    query<{ id: string; status: string; provider_job_id: string | null; attempts: number }>(
+      'select id, status, provider_job_id, attempts from generations where workspace_id = ? order by created_at',
+      [user.workspaceId],
+    ),
+  );
+  t.same(
+    before.map((r) => [r.status, r.provider_job_id !== null]),
+    [
+      ['submitted', true],
+      ['running', true],
+      ['submitted', true],
+      ['reserved', false],
+    ],
+    'the prediction ids of the accepted jobs were written before the kill; the job whose create got no answer has none',
+  );
 
   const second = await serve();
   const again = second.client as TestServer;
@@ -107,7 +159,11 @@ t.test('after kill -9 at every phase of a Replicate job, each is followed to its
   }
   const done = [];
   for (const id of [starting, processing, finished, inFlight]) done.push(await waitFor(again, key, user.workspaceId, id, isTerminal, 'a terminal state'));
-  t.same(done.map((g) => g.status), ['succeeded', 'succeeded', 'succeeded', 'succeeded'], JSON.stringify(done.map((g) => [g.status, g.errorCode, g.errorMessage])));
+  t.same(
+    done.map((g) => g.status),
+    ['succeeded', 'succeeded', 'succeeded', 'succeeded'],
+    JSON.stringify(done.map((g) => [g.status, g.errorCode, g.errorMessage])),
+  );
   for (const prompt of ['starting at the kill', 'processing at the kill', 'finished while the service was down', 'create in flight at the kill']) {
     t.equal(fake.submissions(prompt), 1, `${prompt}: one create at Replicate`);
   }
@@ -120,7 +176,11 @@ t.test('after kill -9 at every phase of a Replicate job, each is followed to its
   await second.child.exited;
   await withDatabase(async (query) => {
     const money = await moneyOf(query, user.workspaceId);
-    t.same(money, { available: 72, reserved: 0, ledgerAvailable: 72, ledgerReserved: 0, reservations: [] }, '4 × 7 credits captured once each; nothing left reserved; the ledger agrees');
+    t.same(
+      money,
+      { available: 72, reserved: 0, ledgerAvailable: 72, ledgerReserved: 0, reservations: [] },
+      '4 × 7 credits captured once each; nothing left reserved; the ledger agrees',
+    );
     const ledger = await ledgerByGeneration(query, user.workspaceId);
     for (const id of [starting, processing, finished, inFlight]) t.same(ledger[id], { reserve: 1, capture: 1 }, `${id}: reserved once, captured once`);
   });

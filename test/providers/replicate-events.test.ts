@@ -5,20 +5,31 @@ import { verifyStandardWebhook } from '../../providers/replicate/signature.ts';
 import { adapterFor, EVENTS_URL, jobFor, png, recorder, SECRET, sleep, startReplicateFake, TOKEN, type ReplicateFake } from '../fakes/replicate.ts';
 
 let fake: ReplicateFake;
-t.before(async () => { fake = await startReplicateFake({ token: TOKEN, webhookSecret: SECRET }); });
+t.before(async () => {
+  fake = await startReplicateFake({ token: TOKEN, webhookSecret: SECRET });
+});
 t.teardown(() => fake.close());
 
-const inbound = (delivery: { headers: Record<string, string>; body: Buffer }, now = Date.now()): InboundEvent =>
-  ({ headers: delivery.headers, body: delivery.body, query: {}, now });
+const inbound = (delivery: { headers: Record<string, string>; body: Buffer }, now = Date.now()): InboundEvent => ({
+  headers: delivery.headers,
+  body: delivery.body,
+  query: {},
+  now,
+});
 
 t.test('the signature check', async (t) => {
-  t.test('accepts Replicate\'s client test vector (Standard Webhooks)', async (t) => {
+  t.test("accepts Replicate's client test vector (Standard Webhooks)", async (t) => {
     // replicate-javascript index.test.ts, "Can be used to validate webhook" (from svix-webhooks).
-    const verdict = verifyStandardWebhook('whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', {
-      'webhook-id': 'msg_p5jXN8AQM9LWM0D4loKWxJek',
-      'webhook-timestamp': '1614265330',
-      'webhook-signature': 'v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=',
-    }, Buffer.from('{"test": 2432232314}'), 1614265330 * 1000);
+    const verdict = verifyStandardWebhook(
+      'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw',
+      {
+        'webhook-id': 'msg_p5jXN8AQM9LWM0D4loKWxJek',
+        'webhook-timestamp': '1614265330',
+        'webhook-signature': 'v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=',
+      },
+      Buffer.from('{"test": 2432232314}'),
+      1614265330 * 1000,
+    );
     t.same(verdict, { ok: true, id: 'msg_p5jXN8AQM9LWM0D4loKWxJek' });
   });
 
@@ -29,7 +40,12 @@ t.test('the signature check', async (t) => {
     const headers = { 'webhook-id': 'msg_1', 'webhook-timestamp': String(Math.floor(at.getTime() / 1000)), 'webhook-signature': signature };
     const verify = (h: Record<string, string>, b: Buffer, now = at.getTime()) => verifyStandardWebhook(SECRET, h, b, now);
     const library = (h: Record<string, string>, b: Buffer) => {
-      try { new Webhook(SECRET).verify(b.toString(), h); return true; } catch { return false; }
+      try {
+        new Webhook(SECRET).verify(b.toString(), h);
+        return true;
+      } catch {
+        return false;
+      }
     };
     t.equal(verify(headers, body).ok, true);
     t.equal(library(headers, body), true, 'the library agrees');
@@ -75,7 +91,8 @@ t.test('verifyEvent', async (t) => {
     const notPrediction = { headers: {}, body: Buffer.from('[]') };
     const at = new Date();
     notPrediction.headers = {
-      'webhook-id': 'msg_x', 'webhook-timestamp': String(Math.floor(at.getTime() / 1000)),
+      'webhook-id': 'msg_x',
+      'webhook-timestamp': String(Math.floor(at.getTime() / 1000)),
       'webhook-signature': new Webhook(SECRET).sign('msg_x', at, '[]'),
     };
     t.equal(adapter.verifyEvent!(inbound(notPrediction as never)).ok, false);
@@ -132,7 +149,10 @@ t.test('following by events', async (t) => {
     fake.advance(providerJobId);
     deliver();
     await sleep(10);
-    t.same(rec.updates.map((u) => u.type), ['running']);
+    t.same(
+      rec.updates.map((u) => u.type),
+      ['running'],
+    );
     fake.advance(providerJobId);
     deliver();
     const end = await rec.ended;

@@ -17,27 +17,42 @@ t.teardown(() => fake.close());
 const DEPLOYMENT = 'painter-replicate';
 const EVENTS = `/v1/providers/${DEPLOYMENT}/events`;
 
-const catalogFile = writeTestCatalog(t, [{
-  id: 'acme/painter', mode: 'text_to_image', price: { per: 'image', credits: 7 },
-  parameters: { prompt: { required: true }, aspectRatio: {} },
-  deployments: [{
-    id: DEPLOYMENT, provider: 'replicate', target: { version: VERSION },
-    input: { aspectRatio: { width: 'width', height: 'height', longSide: 512 } },
-  }],
-}]);
+const catalogFile = writeTestCatalog(t, [
+  {
+    id: 'acme/painter',
+    mode: 'text_to_image',
+    price: { per: 'image', credits: 7 },
+    parameters: { prompt: { required: true }, aspectRatio: {} },
+    deployments: [
+      {
+        id: DEPLOYMENT,
+        provider: 'replicate',
+        target: { version: VERSION },
+        input: { aspectRatio: { width: 'width', height: 'height', longSide: 512 } },
+      },
+    ],
+  },
+]);
 
 const server = await startTestServer(t, {
   env: {
     // A public HTTPS address (Replicate sends webhooks only there); the test calls the service on loopback.
-    BASE_URL: 'https://gen.example.com', CATALOG_FILE: catalogFile, ALLOW_PRIVATE_EGRESS: 'true',
-    REPLICATE_API_TOKEN: TOKEN, REPLICATE_BASE_URL: fake.baseUrl, REPLICATE_WEBHOOK_SECRET: SECRET,
-    PROVIDER_POLL_MS: '60000', PROVIDER_REQUEST_TIMEOUT_MS: '5000',
+    BASE_URL: 'https://gen.example.com',
+    CATALOG_FILE: catalogFile,
+    ALLOW_PRIVATE_EGRESS: 'true',
+    REPLICATE_API_TOKEN: TOKEN,
+    REPLICATE_BASE_URL: fake.baseUrl,
+    REPLICATE_WEBHOOK_SECRET: SECRET,
+    PROVIDER_POLL_MS: '60000',
+    PROVIDER_REQUEST_TIMEOUT_MS: '5000',
   },
 });
 const query = serverQuery(server);
 
 const succeeding = (logs: string[] = []): Scenario => ({
-  advance: 'manual', logs, end: { status: 'succeeded', output: [fake.file('out.png', png(32, 16))] },
+  advance: 'manual',
+  logs,
+  end: { status: 'succeeded', output: [fake.file('out.png', png(32, 16))] },
 });
 
 async function workspace() {
@@ -46,7 +61,11 @@ async function workspace() {
   /** Creates a job on the scenario and answers it with its prediction id, once the service has written it. */
   const create = async (prompt: string, scenario: Scenario) => {
     fake.scenario(`version:${VERSION}`, scenario);
-    const created = await createGeneration(server, key, user.workspaceId, { mode: 'text_to_image', model: 'acme/painter', params: { prompt, aspectRatio: '16:9' } });
+    const created = await createGeneration(server, key, user.workspaceId, {
+      mode: 'text_to_image',
+      model: 'acme/painter',
+      params: { prompt, aspectRatio: '16:9' },
+    });
     if (created.status !== 201) throw new Error(`create: ${created.status} ${JSON.stringify(created.body)}`);
     await waitFor(server, key, user.workspaceId, created.body.id, (g) => g.status === 'submitted', 'submitted');
     const prediction = fake.creates.find((c) => (c.body.input as { prompt?: string }).prompt === prompt)!.predictionId;
@@ -60,41 +79,61 @@ async function workspace() {
 /** Delivers a webhook (as the fake signed it) to the events route. */
 async function deliver(delivery: { headers: Record<string, string>; body: Buffer }) {
   const response = await server.fetch(EVENTS, { method: 'POST', headers: delivery.headers, body: delivery.body });
-  return { status: response.status, body: await response.json() as { received?: true; applied?: boolean; error?: { code: string; message: string } } };
+  return { status: response.status, body: (await response.json()) as { received?: true; applied?: boolean; error?: { code: string; message: string } } };
 }
 
-t.test('webhooks drive a prediction: start makes the job running, completed settles it without a poll, its logs are notes; redeliveries are applied once', async (t) => {
-  const ws = await workspace();
-  const { id, prediction } = await ws.create('a lighthouse at dawn', succeeding(['loading weights', `authenticating with ${TOKEN}`, 'denoising 20/20']));
-  const create = fake.creates.find((c) => c.predictionId === prediction)!;
-  t.match(create.body, { version: VERSION, input: { prompt: 'a lighthouse at dawn', width: 512, height: 288 }, webhook: `https://gen.example.com${EVENTS}`, webhook_events_filter: ['start', 'completed'] },
-    'the create asks for the start and completed events at the deployment\'s events URL');
+t.test(
+  'webhooks drive a prediction: start makes the job running, completed settles it without a poll, its logs are notes; redeliveries are applied once',
+  async (t) => {
+    const ws = await workspace();
+    const { id, prediction } = await ws.create('a lighthouse at dawn', succeeding(['loading weights', `authenticating with ${TOKEN}`, 'denoising 20/20']));
+    const create = fake.creates.find((c) => c.predictionId === prediction)!;
+    t.match(
+      create.body,
+      {
+        version: VERSION,
+        input: { prompt: 'a lighthouse at dawn', width: 512, height: 288 },
+        webhook: `https://gen.example.com${EVENTS}`,
+        webhook_events_filter: ['start', 'completed'],
+      },
+      "the create asks for the start and completed events at the deployment's events URL",
+    );
 
-  fake.advance(prediction);
-  const start = fake.webhook(prediction);
-  t.same(await deliver(start), { status: 200, body: { received: true, applied: true } }, 'start: applied');
-  await ws.until(id, (g) => g.status === 'running', 'running');
-  t.same(await deliver(start), { status: 200, body: { received: true, applied: false } }, 'the same start again: acknowledged, not applied');
+    fake.advance(prediction);
+    const start = fake.webhook(prediction);
+    t.same(await deliver(start), { status: 200, body: { received: true, applied: true } }, 'start: applied');
+    await ws.until(id, (g) => g.status === 'running', 'running');
+    t.same(await deliver(start), { status: 200, body: { received: true, applied: false } }, 'the same start again: acknowledged, not applied');
 
-  fake.advance(prediction);
-  const completed = fake.webhook(prediction);
-  t.same(await deliver(completed), { status: 200, body: { received: true, applied: true } }, 'completed: applied');
-  const done = await ws.until(id, isTerminal, 'a terminal state');
-  t.equal(done.status, 'succeeded', JSON.stringify(done));
-  t.equal(fake.counts.get, 0, 'no prediction was polled: the events settled it');
-  t.same(done.timeline.map((e) => e.status), ['queued', 'reserved', 'submitted', 'running', 'running', 'succeeded']);
-  const note = done.timeline.find((e) => e.detail !== undefined)!;
-  t.equal(note.detail, 'loading weights\nauthenticating with [redacted]\ndenoising 20/20', 'the log lines are a note, the token redacted');
+    fake.advance(prediction);
+    const completed = fake.webhook(prediction);
+    t.same(await deliver(completed), { status: 200, body: { received: true, applied: true } }, 'completed: applied');
+    const done = await ws.until(id, isTerminal, 'a terminal state');
+    t.equal(done.status, 'succeeded', JSON.stringify(done));
+    t.equal(fake.counts.get, 0, 'no prediction was polled: the events settled it');
+    t.same(
+      done.timeline.map((e) => e.status),
+      ['queued', 'reserved', 'submitted', 'running', 'running', 'succeeded'],
+    );
+    const note = done.timeline.find((e) => e.detail !== undefined)!;
+    t.equal(note.detail, 'loading weights\nauthenticating with [redacted]\ndenoising 20/20', 'the log lines are a note, the token redacted');
 
-  const bytes = await downloadAsset(server, ws.key, ws.workspaceId, done.outputAssetIds[0]!);
-  t.equal(sniffContentType(bytes), 'image/png');
-  t.same(imageDimensions(bytes), { width: 32, height: 16 });
+    const bytes = await downloadAsset(server, ws.key, ws.workspaceId, done.outputAssetIds[0]!);
+    t.equal(sniffContentType(bytes), 'image/png');
+    t.same(imageDimensions(bytes), { width: 32, height: 16 });
 
-  t.same(await deliver(completed), { status: 200, body: { received: true, applied: false } }, 'the same completed again: acknowledged, not applied');
-  t.same((await ledgerByGeneration(query, ws.workspaceId))[id], { reserve: 1, capture: 1 }, 'captured once');
-  t.same(await moneyOf(query, ws.workspaceId), { available: STARTING_CREDITS - 7, reserved: 0, ledgerAvailable: STARTING_CREDITS - 7, ledgerReserved: 0, reservations: [] });
-  t.equal(fake.submissions('a lighthouse at dawn'), 1, 'one create');
-});
+    t.same(await deliver(completed), { status: 200, body: { received: true, applied: false } }, 'the same completed again: acknowledged, not applied');
+    t.same((await ledgerByGeneration(query, ws.workspaceId))[id], { reserve: 1, capture: 1 }, 'captured once');
+    t.same(await moneyOf(query, ws.workspaceId), {
+      available: STARTING_CREDITS - 7,
+      reserved: 0,
+      ledgerAvailable: STARTING_CREDITS - 7,
+      ledgerReserved: 0,
+      reservations: [],
+    });
+    t.equal(fake.submissions('a lighthouse at dawn'), 1, 'one create');
+  },
+);
 
 t.test('an event whose signature does not hold is 400 and changes nothing', async (t) => {
   const ws = await workspace();
@@ -111,7 +150,11 @@ t.test('an event whose signature does not hold is 400 and changes nothing', asyn
   const tampered = JSON.parse(genuine.body.toString('utf8')) as Record<string, unknown>;
   tampered.output = ['https://attacker.example/x.png'];
   t.equal((await deliver({ headers: genuine.headers, body: Buffer.from(JSON.stringify(tampered)) })).status, 400, 'a body changed after signing');
-  t.equal((await deliver({ headers: { ...genuine.headers, 'webhook-signature': 'v1,AAAA' }, body: genuine.body })).status, 400, 'a signature that is not the body\'s');
+  t.equal(
+    (await deliver({ headers: { ...genuine.headers, 'webhook-signature': 'v1,AAAA' }, body: genuine.body })).status,
+    400,
+    "a signature that is not the body's",
+  );
   const stale = fake.webhook(prediction, { at: new Date(Date.now() - 60 * 60_000) });
   t.equal((await deliver(stale)).status, 400, 'a signature an hour old');
   await new Promise((resolve) => setTimeout(resolve, 200));
@@ -138,7 +181,17 @@ t.test('completed before start: the job succeeds once, and the late start is ack
   const after = await ws.get(id);
   t.same(after, done, 'nothing changed after it');
   // The log lines came with the completed event, while the job was still submitted; running is entered before the end.
-  t.same(done.timeline.map((e) => [e.status, e.detail]), [['queued', undefined], ['reserved', undefined], ['submitted', undefined], ['submitted', 'one step'], ['running', undefined], ['succeeded', undefined]]);
+  t.same(
+    done.timeline.map((e) => [e.status, e.detail]),
+    [
+      ['queued', undefined],
+      ['reserved', undefined],
+      ['submitted', undefined],
+      ['submitted', 'one step'],
+      ['running', undefined],
+      ['succeeded', undefined],
+    ],
+  );
   t.equal(done.outputAssetIds.length, 1);
   t.same((await ledgerByGeneration(query, ws.workspaceId))[id], { reserve: 1, capture: 1 });
 });
@@ -155,21 +208,32 @@ t.test('a prediction that failed at Replicate ends failed with its error, and th
   t.equal(failed.errorMessage, 'The prediction failed: CUDA out of memory (token [redacted])');
   t.notMatch(JSON.stringify(failed), TOKEN, 'the token is nowhere in the generation');
   t.same((await ledgerByGeneration(query, ws.workspaceId))[id], { reserve: 1, release: 1 });
-  t.same(await moneyOf(query, ws.workspaceId), { available: STARTING_CREDITS, reserved: 0, ledgerAvailable: STARTING_CREDITS, ledgerReserved: 0, reservations: [] });
+  t.same(await moneyOf(query, ws.workspaceId), {
+    available: STARTING_CREDITS,
+    reserved: 0,
+    ledgerAvailable: STARTING_CREDITS,
+    ledgerReserved: 0,
+    reservations: [],
+  });
 });
 
 t.test('an event about a prediction no job has is acknowledged and not applied; a deployment without events is 404', async (t) => {
   // A prediction made at Replicate by someone else with the same account (its webhook pointing here).
   const made = await fetch(`${fake.baseUrl}/predictions`, {
-    method: 'POST', headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+    method: 'POST',
+    headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
     body: JSON.stringify({ version: VERSION, input: { prompt: 'not ours' } }),
   });
   t.equal(made.status, 201);
-  const { id } = await made.json() as { id: string };
+  const { id } = (await made.json()) as { id: string };
   fake.advance(id);
   t.same(await deliver(fake.webhook(id)), { status: 200, body: { received: true, applied: false } });
 
-  const elsewhere = await server.fetch('/v1/providers/no-such-deployment/events', { method: 'POST', headers: fake.webhook(id).headers, body: fake.webhook(id).body });
+  const elsewhere = await server.fetch('/v1/providers/no-such-deployment/events', {
+    method: 'POST',
+    headers: fake.webhook(id).headers,
+    body: fake.webhook(id).body,
+  });
   t.equal(elsewhere.status, 404);
   t.equal(((await elsewhere.json()) as { error: { code: string } }).error.code, 'not_found');
 });

@@ -13,31 +13,50 @@ t.test('settings', async (t) => {
   });
 
   t.test('a token alone: the public API, no webhooks, no limit', async (t) => {
-    t.same(parseReplicateSettings({ REPLICATE_API_TOKEN: 'r8_abc' }).settings,
-      { apiToken: 'r8_abc', baseUrl: REPLICATE_DEFAULT_BASE_URL, webhookSecret: undefined, maxConcurrentJobs: undefined });
+    t.same(parseReplicateSettings({ REPLICATE_API_TOKEN: 'r8_abc' }).settings, {
+      apiToken: 'r8_abc',
+      baseUrl: REPLICATE_DEFAULT_BASE_URL,
+      webhookSecret: undefined,
+      maxConcurrentJobs: undefined,
+    });
   });
 
   t.test('everything set', async (t) => {
     const { settings, problems } = parseReplicateSettings({
-      REPLICATE_API_TOKEN: 'r8_abc', REPLICATE_BASE_URL: 'http://127.0.0.1:9000/v1/', REPLICATE_WEBHOOK_SECRET: SECRET, REPLICATE_MAX_CONCURRENT_JOBS: '12',
+      REPLICATE_API_TOKEN: 'r8_abc',
+      REPLICATE_BASE_URL: 'http://127.0.0.1:9000/v1/',
+      REPLICATE_WEBHOOK_SECRET: SECRET,
+      REPLICATE_MAX_CONCURRENT_JOBS: '12',
     });
     t.same(problems, []);
     t.same(settings, { apiToken: 'r8_abc', baseUrl: 'http://127.0.0.1:9000/v1', webhookSecret: SECRET, maxConcurrentJobs: 12 });
   });
 
-  t.test('each bad value is one problem naming its variable, never a secret\'s value', async (t) => {
+  t.test("each bad value is one problem naming its variable, never a secret's value", async (t) => {
     const { settings, problems } = parseReplicateSettings({
-      REPLICATE_BASE_URL: 'ftp://example.com', REPLICATE_WEBHOOK_SECRET: 'whsec_!!notbase64-and-secret', REPLICATE_MAX_CONCURRENT_JOBS: '0',
+      REPLICATE_BASE_URL: 'ftp://example.com',
+      REPLICATE_WEBHOOK_SECRET: 'whsec_!!notbase64-and-secret',
+      REPLICATE_MAX_CONCURRENT_JOBS: '0',
     });
     t.equal(settings, undefined);
     t.equal(problems.length, 4);
     for (const name of ['REPLICATE_API_TOKEN', 'REPLICATE_BASE_URL', 'REPLICATE_WEBHOOK_SECRET', 'REPLICATE_MAX_CONCURRENT_JOBS']) {
-      t.ok(problems.some((p) => p.startsWith(`${name}`)), name);
+      t.ok(
+        problems.some((p) => p.startsWith(`${name}`)),
+        name,
+      );
     }
-    t.notOk(problems.some((p) => p.includes('notbase64-and-secret')), 'the secret is not echoed');
+    t.notOk(
+      problems.some((p) => p.includes('notbase64-and-secret')),
+      'the secret is not echoed',
+    );
     const token = parseReplicateSettings({ REPLICATE_API_TOKEN: 'r8_has space' });
     t.same(token.problems, ['REPLICATE_API_TOKEN: must not contain whitespace']);
-    t.same(parseReplicateSettings({ REPLICATE_API_TOKEN: 'r8_x', REPLICATE_WEBHOOK_SECRET: 'whsec_c2hvcnQ=' }).problems.length, 1, 'a key shorter than 16 bytes');
+    t.same(
+      parseReplicateSettings({ REPLICATE_API_TOKEN: 'r8_x', REPLICATE_WEBHOOK_SECRET: 'whsec_c2hvcnQ=' }).problems.length,
+      1,
+      'a key shorter than 16 bytes',
+    );
   });
 });
 
@@ -90,7 +109,10 @@ t.test('prediction', async (t) => {
   t.test('tokenUsage and problemDetail', async (t) => {
     t.same(tokenUsage({ input_token_count: 3, output_token_count: 7 }), { inputTokens: 3, outputTokens: 7 });
     t.equal(tokenUsage({ predict_time: 1 }), undefined);
-    t.equal(problemDetail({ title: 'Unauthenticated', detail: 'You did not pass an authentication token', status: 401 }, ''), 'Unauthenticated: You did not pass an authentication token');
+    t.equal(
+      problemDetail({ title: 'Unauthenticated', detail: 'You did not pass an authentication token', status: 401 }, ''),
+      'Unauthenticated: You did not pass an authentication token',
+    );
     t.equal(problemDetail(undefined, 'plain text'), 'plain text');
   });
 });

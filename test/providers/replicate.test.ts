@@ -1,12 +1,12 @@
 import t from 'tap';
 import type { AdapterUpdate } from '../../providers/adapter.ts';
 import { imageDimensions, sniffContentType } from '../../providers/local/sniff.ts';
-import {
-  adapterFor, jobFor, mp4, png, recorder, sleep, startReplicateFake, TOKEN, VERSION, wav, type ReplicateFake,
-} from '../fakes/replicate.ts';
+import { adapterFor, jobFor, mp4, png, recorder, sleep, startReplicateFake, TOKEN, VERSION, wav, type ReplicateFake } from '../fakes/replicate.ts';
 
 let fake: ReplicateFake;
-t.before(async () => { fake = await startReplicateFake({ token: TOKEN }); });
+t.before(async () => {
+  fake = await startReplicateFake({ token: TOKEN });
+});
 t.teardown(() => fake.close());
 
 const succeeded = (update: AdapterUpdate) => {
@@ -20,7 +20,10 @@ const failed = (update: AdapterUpdate) => {
 
 /** Rejects with the ProviderFailure submit threw, or fails the test when it resolved. */
 async function refusal(promise: Promise<unknown>): Promise<{ code: string; message: string }> {
-  const error = await promise.then(() => undefined, (e: unknown) => e);
+  const error = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
   if (!error) throw new Error('submit resolved; it should have thrown');
   return error as { code: string; message: string };
 }
@@ -125,7 +128,13 @@ t.test('what works', async (t) => {
     const adapter = adapterFor(fake, { model: 'acme/batch' });
     const rec = recorder();
     await adapter.submit(jobFor(), rec.report);
-    t.same(succeeded(await rec.ended).files.map((f) => [f.width, f.height]), [[10, 20], [30, 40]]);
+    t.same(
+      succeeded(await rec.ended).files.map((f) => [f.width, f.height]),
+      [
+        [10, 20],
+        [30, 40],
+      ],
+    );
     await adapter.close();
   });
 
@@ -193,7 +202,10 @@ t.test('what is refused, and why', async (t) => {
     let now = Date.now();
     const clocked = adapterFor(fake, { model: 'acme/canceled' }, { now: () => now });
     const job = jobFor({ deadline: now + 1_000 });
-    await clocked.submit(job, (u) => { if (u.type === 'running') now = job.deadline; late.report(u); });
+    await clocked.submit(job, (u) => {
+      if (u.type === 'running') now = job.deadline;
+      late.report(u);
+    });
     const end = failed(await late.ended);
     t.equal(end.errorCode, 'provider_timeout');
     t.match(end.errorMessage, /deadline/);
@@ -225,7 +237,7 @@ t.test('what is refused, and why', async (t) => {
     await adapter.close();
   });
 
-  t.test('a wrong key: provider_auth_failed with Replicate\'s words and without the key', async (t) => {
+  t.test("a wrong key: provider_auth_failed with Replicate's words and without the key", async (t) => {
     fake.scenario('model:acme/auth', { end: { status: 'succeeded', output: 'x' } });
     const adapter = adapterFor(fake, { model: 'acme/auth' }, {}, { apiToken: 'r8_WrongKeyWrongKeyWrongKey0000' });
     const error = await refusal(adapter.submit(jobFor(), () => undefined));
@@ -263,7 +275,7 @@ t.test('what is refused, and why', async (t) => {
     await adapter.close();
   });
 
-  t.test('Replicate unreachable while polling until past the deadline: the last failure\'s code, and a cancel sent', async (t) => {
+  t.test("Replicate unreachable while polling until past the deadline: the last failure's code, and a cancel sent", async (t) => {
     fake.scenario('model:acme/outage', { end: { status: 'succeeded', output: 'x' } });
     const adapter = adapterFor(fake, { model: 'acme/outage' }, { requestTimeoutMs: 100 });
     fake.misbehave('get', ...Array.from({ length: 200 }, () => ({ status: 503 })));

@@ -23,37 +23,83 @@ fake.scenario(`version:${HELD}`, { advance: 'manual', end: { status: 'succeeded'
 const dir = mkdtempSync(path.join(tmpdir(), 'gs-routing-'));
 const file = path.join(dir, 'catalog.json');
 const model = (id: string, routing: Record<string, unknown>, second: Record<string, unknown> = {}) => ({
-  id, name: id, mode: 'text_to_image', maker: 'acme', description: 'Two deployments.', price: { per: 'image', credits: 5 }, plans: ['free'],
-  parameters: { prompt: { required: true }, seed: {} }, sample: { prompt: 'x', note: 'n' }, routing,
+  id,
+  name: id,
+  mode: 'text_to_image',
+  maker: 'acme',
+  description: 'Two deployments.',
+  price: { per: 'image', credits: 5 },
+  plans: ['free'],
+  parameters: { prompt: { required: true }, seed: {} },
+  sample: { prompt: 'x', note: 'n' },
+  routing,
   deployments: [
-    { id: `${id.replace('/', '-')}-replicate`, provider: 'replicate', target: { version: VERSION }, ...(id === 'acme/guarded' ? { breaker: { minCalls: 2, cooldownMs: 60_000 } } : {}) },
+    {
+      id: `${id.replace('/', '-')}-replicate`,
+      provider: 'replicate',
+      target: { version: VERSION },
+      ...(id === 'acme/guarded' ? { breaker: { minCalls: 2, cooldownMs: 60_000 } } : {}),
+    },
     { id: `${id.replace('/', '-')}-local`, provider: 'local', ...second },
   ],
 });
-writeFileSync(file, JSON.stringify({
-  defaultPlan: 'free',
-  plans: [{ id: 'free', name: 'Free', monthlyPriceCents: 0, monthlyCredits: 100, centsPerCredit: 5, concurrentJobs: 4, storageBytes: 1e9, maxFileBytes: 1e7, requestsPerMinute: 6000 }],
-  models: [
-    model('acme/both', {}),
-    model('acme/seedless-second', {}, { capabilities: { parameters: ['prompt'] } }),
-    model('acme/one-try', { maxAttempts: 1 }),
-    model('acme/guarded', {}, {}),
-    { ...model('acme/killed', {}), deployments: [
-      { id: 'killed-replicate', provider: 'replicate', target: { version: HELD } },
-      { id: 'killed-local', provider: 'local' },
-    ] },
-    {
-      id: 'acme/solo', name: 'solo', mode: 'text_to_image', maker: 'acme', description: 'One deployment.', price: { per: 'image', credits: 5 }, plans: ['free'],
-      parameters: { prompt: { required: true } }, sample: { prompt: 'x', note: 'n' },
-      deployments: [{ id: 'solo-replicate', provider: 'replicate', target: { version: VERSION }, breaker: { minCalls: 2, failureRatio: 0.5, cooldownMs: 400 } }],
-    },
-  ],
-}));
+writeFileSync(
+  file,
+  JSON.stringify({
+    defaultPlan: 'free',
+    plans: [
+      {
+        id: 'free',
+        name: 'Free',
+        monthlyPriceCents: 0,
+        monthlyCredits: 100,
+        centsPerCredit: 5,
+        concurrentJobs: 4,
+        storageBytes: 1e9,
+        maxFileBytes: 1e7,
+        requestsPerMinute: 6000,
+      },
+    ],
+    models: [
+      model('acme/both', {}),
+      model('acme/seedless-second', {}, { capabilities: { parameters: ['prompt'] } }),
+      model('acme/one-try', { maxAttempts: 1 }),
+      model('acme/guarded', {}, {}),
+      {
+        ...model('acme/killed', {}),
+        deployments: [
+          { id: 'killed-replicate', provider: 'replicate', target: { version: HELD } },
+          { id: 'killed-local', provider: 'local' },
+        ],
+      },
+      {
+        id: 'acme/solo',
+        name: 'solo',
+        mode: 'text_to_image',
+        maker: 'acme',
+        description: 'One deployment.',
+        price: { per: 'image', credits: 5 },
+        plans: ['free'],
+        parameters: { prompt: { required: true } },
+        sample: { prompt: 'x', note: 'n' },
+        deployments: [
+          { id: 'solo-replicate', provider: 'replicate', target: { version: VERSION }, breaker: { minCalls: 2, failureRatio: 0.5, cooldownMs: 400 } },
+        ],
+      },
+    ],
+  }),
+);
 
 const server = await startTestServer(t, {
   env: {
-    CATALOG_FILE: file, ALLOW_PRIVATE_EGRESS: 'true', LOCAL_PROVIDER_LATENCY_MS: '0',
-    REPLICATE_API_TOKEN: TOKEN, REPLICATE_BASE_URL: fake.baseUrl, PROVIDER_POLL_MS: '20', PROVIDER_JOB_TIMEOUT_MS: '4000', PROVIDER_REQUEST_TIMEOUT_MS: '1000',
+    CATALOG_FILE: file,
+    ALLOW_PRIVATE_EGRESS: 'true',
+    LOCAL_PROVIDER_LATENCY_MS: '0',
+    REPLICATE_API_TOKEN: TOKEN,
+    REPLICATE_BASE_URL: fake.baseUrl,
+    PROVIDER_POLL_MS: '20',
+    PROVIDER_JOB_TIMEOUT_MS: '4000',
+    PROVIDER_REQUEST_TIMEOUT_MS: '1000',
   },
 });
 const user = await signUp(server);
@@ -65,7 +111,11 @@ const run = async (modelId: string, params: Record<string, unknown>) => {
 };
 
 t.test('a retriable failure moves the job to the next deployment, in its timeline, charged once', async (t) => {
-  for (const [behaviour, code] of [[{ status: 503 }, 'provider_unavailable'], [{ status: 429, retryAfter: '60' }, 'provider_rate_limited'], [{ status: 500 }, 'provider_error']] as const) {
+  for (const [behaviour, code] of [
+    [{ status: 503 }, 'provider_unavailable'],
+    [{ status: 429, retryAfter: '60' }, 'provider_rate_limited'],
+    [{ status: 500 }, 'provider_error'],
+  ] as const) {
     fake.misbehave('create', behaviour);
     const done = await run('acme/both', { prompt: `fails with ${behaviour.status}` });
     t.equal(done.status, 'succeeded', `${behaviour.status}: ${done.errorCode} ${done.errorMessage}`);
@@ -80,8 +130,11 @@ t.test('no fallback on an input the provider refused, nor to a deployment that d
   fake.misbehave('create', { status: 422, body: JSON.stringify({ title: 'Input validation failed', detail: 'prompt: too long', status: 422 }) });
   const refused = await run('acme/both', { prompt: 'refused input' });
   t.equal(refused.status, 'failed');
-  t.equal(refused.errorCode, 'provider_input_rejected', 'the input\'s fault is the job\'s answer');
-  t.notOk(refused.timeline.some((e) => e.detail?.startsWith('attempt on')), 'no other attempt');
+  t.equal(refused.errorCode, 'provider_input_rejected', "the input's fault is the job's answer");
+  t.notOk(
+    refused.timeline.some((e) => e.detail?.startsWith('attempt on')),
+    'no other attempt',
+  );
 
   fake.misbehave('create', { status: 503 });
   const seeded = await run('acme/seedless-second', { prompt: 'uses a seed', seed: 7 });
@@ -106,16 +159,27 @@ t.test('an open breaker sends jobs on without calling the deployment; with every
   const passed = await run('acme/guarded', { prompt: 'breaker open' });
   t.equal(passed.status, 'succeeded');
   t.equal(fake.counts.create, calls, 'the open deployment was not called');
-  t.match(passed.timeline.find((e) => e.detail?.startsWith('attempt on'))?.detail, /^attempt on acme-guarded-replicate failed: provider_unavailable: its circuit breaker is open; trying acme-guarded-local$/);
+  t.match(
+    passed.timeline.find((e) => e.detail?.startsWith('attempt on'))?.detail,
+    /^attempt on acme-guarded-replicate failed: provider_unavailable: its circuit breaker is open; trying acme-guarded-local$/,
+  );
   const breakers = await server.json('/v1/breakers', { headers: { authorization: `Bearer ${key}` } });
-  t.match(breakers.body.breakers.find((b: { deploymentId: string }) => b.deploymentId === 'acme-guarded-replicate'), { state: 'open' }, 'the operator sees it open');
+  t.match(
+    breakers.body.breakers.find((b: { deploymentId: string }) => b.deploymentId === 'acme-guarded-replicate'),
+    { state: 'open' },
+    'the operator sees it open',
+  );
 
   for (let i = 0; i < 2; i++) {
     fake.misbehave('create', { status: 503 });
-    t.equal((await run('acme/solo', { prompt: `solo fails ${i}` })).status, 'failed', 'one deployment: its failure is the job\'s');
+    t.equal((await run('acme/solo', { prompt: `solo fails ${i}` })).status, 'failed', "one deployment: its failure is the job's");
   }
   const before = fake.counts.create;
-  const created = await createGeneration(server, key, user.workspaceId, { mode: 'text_to_image', model: 'acme/solo', params: { prompt: 'waits for the breaker' } });
+  const created = await createGeneration(server, key, user.workspaceId, {
+    mode: 'text_to_image',
+    model: 'acme/solo',
+    params: { prompt: 'waits for the breaker' },
+  });
   const early = await waitFor(server, key, user.workspaceId, created.body.id, (g) => g.status !== 'queued', 'out of the queue');
   t.equal(early.status, 'reserved', 'it waits with its slot, not failed');
   t.equal(fake.counts.create, before, 'nothing sent while the breaker is open');
@@ -126,15 +190,23 @@ t.test('an open breaker sends jobs on without calling the deployment; with every
 
 t.test('provider calls are measured by provider and deployment', async (t) => {
   const text = await (await fetch(server.metricsUrl!)).text();
-  const count = (labels: Record<string, string>) => text.split('\n').filter((line) => line.startsWith('gs_provider_call_duration_count{')
-    && Object.entries(labels).every(([name, value]) => line.includes(`${name}="${value}"`))).map((line) => Number(line.split(' ').at(-1)));
-  t.ok(count({ gs_provider: 'replicate', gs_deployment: 'acme-both-replicate', gs_outcome: 'refused' })[0]! >= 1, 'the refused creates at one Replicate deployment');
-  t.ok(count({ gs_provider: 'replicate', gs_deployment: 'solo-replicate', gs_outcome: 'succeeded' })[0]! >= 1, 'another\'s succeeded job');
+  const count = (labels: Record<string, string>) =>
+    text
+      .split('\n')
+      .filter(
+        (line) => line.startsWith('gs_provider_call_duration_count{') && Object.entries(labels).every(([name, value]) => line.includes(`${name}="${value}"`)),
+      )
+      .map((line) => Number(line.split(' ').at(-1)));
+  t.ok(
+    count({ gs_provider: 'replicate', gs_deployment: 'acme-both-replicate', gs_outcome: 'refused' })[0]! >= 1,
+    'the refused creates at one Replicate deployment',
+  );
+  t.ok(count({ gs_provider: 'replicate', gs_deployment: 'solo-replicate', gs_outcome: 'succeeded' })[0]! >= 1, "another's succeeded job");
   const local = text.split('\n').filter((line) => line.startsWith('gs_provider_call_duration_count{') && line.includes('gs_provider="local"'));
-  t.ok(local.length > 0 && local.every((line) => !line.includes('gs_deployment')), 'the local provider\'s, without a deployment label');
+  t.ok(local.length > 0 && local.every((line) => !line.includes('gs_deployment')), "the local provider's, without a deployment label");
 });
 
-t.test('every job charged once, at the model\'s price, whatever its attempts', async (t) => {
+t.test("every job charged once, at the model's price, whatever its attempts", async (t) => {
   const query = serverQuery(server);
   const money = await moneyOf(query, user.workspaceId);
   t.same(money.reservations, [], 'nothing left reserved');
@@ -147,7 +219,11 @@ t.test('every job charged once, at the model\'s price, whatever its attempts', a
 t.test('the upstream killed mid-run: jobs in flight there and new ones end on the other deployment, none lost, none charged twice', async (t) => {
   const ids: string[] = [];
   for (let i = 0; i < 3; i++) {
-    const created = await createGeneration(server, key, user.workspaceId, { mode: 'text_to_image', model: 'acme/killed', params: { prompt: `in flight ${i}` } });
+    const created = await createGeneration(server, key, user.workspaceId, {
+      mode: 'text_to_image',
+      model: 'acme/killed',
+      params: { prompt: `in flight ${i}` },
+    });
     t.equal(created.status, 201);
     ids.push(created.body.id);
   }
@@ -159,7 +235,11 @@ t.test('the upstream killed mid-run: jobs in flight there and new ones end on th
   for (const id of ids) {
     const done = await waitFor(server, key, user.workspaceId, id, isTerminal, 'a terminal state');
     t.equal(done.status, 'succeeded', `${id}: ${done.errorCode} ${done.errorMessage}`);
-    t.match(done.timeline.find((e) => e.detail?.startsWith('attempt on'))?.detail, /^attempt on killed-replicate failed: provider_(unavailable|timeout|error): .*; trying killed-local$/, 'the failover in its timeline');
+    t.match(
+      done.timeline.find((e) => e.detail?.startsWith('attempt on'))?.detail,
+      /^attempt on killed-replicate failed: provider_(unavailable|timeout|error): .*; trying killed-local$/,
+      'the failover in its timeline',
+    );
   }
   const after = await moneyOf(serverQuery(server), user.workspaceId);
   t.equal(after.available, money.available - 5, 'the three in flight were already reserved; the late one adds one charge; each captured once');

@@ -27,7 +27,9 @@ export function ffmpeg(args: string[], input?: Buffer): Promise<{ code: number |
     const out: Buffer[] = [];
     let stderr = '';
     child.stdout.on('data', (d: Buffer) => out.push(d));
-    child.stderr.on('data', (d: Buffer) => { stderr += d.toString(); });
+    child.stderr.on('data', (d: Buffer) => {
+      stderr += d.toString();
+    });
     child.on('error', reject);
     child.on('close', (code) => resolve({ code, stdout: Buffer.concat(out), stderr }));
     child.stdin.on('error', () => undefined);
@@ -46,9 +48,16 @@ export async function decode(bytes: Buffer): Promise<Decoded> {
   const last = times[times.length - 1];
   if (last) result.decodedSeconds = +last[1]! * 3600 + +last[2]! * 60 + +last[3]!;
   const video = /Video: (\w+)[^\n]*?, (\d+)x(\d+)/.exec(input);
-  if (video) { result.videoCodec = video[1]!; result.width = +video[2]!; result.height = +video[3]!; }
+  if (video) {
+    result.videoCodec = video[1]!;
+    result.width = +video[2]!;
+    result.height = +video[3]!;
+  }
   const audio = /Audio: (\w+)[^\n]*?, (\d+) Hz/.exec(input);
-  if (audio) { result.audioCodec = audio[1]!; result.sampleRate = +audio[2]!; }
+  if (audio) {
+    result.audioCodec = audio[1]!;
+    result.sampleRate = +audio[2]!;
+  }
   return result;
 }
 

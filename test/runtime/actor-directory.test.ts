@@ -54,7 +54,11 @@ t.test('any id string names an actor, and distinct ids never share one', async (
   // Ids as the domain makes them (prefixes with colons, slashes, spaces, unicode) and look-alikes of their encodings.
   const ids = ['ws:1', 'ws$003a1', 'ws%3A1', 'gen/2024/01', 'a b~c', 'ünï', '$', '$0024', '%24', "it's(1)", '', '\ud800', 'x'.repeat(300)];
   const replies = await Promise.all(ids.map((id, i) => actors.ask('counter', id, { type: 'inc', by: i + 1 })));
-  t.same(replies, ids.map((_, i) => i + 1), 'each id has its own actor and state');
+  t.same(
+    replies,
+    ids.map((_, i) => i + 1),
+    'each id has its own actor and state',
+  );
   for (const id of ids) t.ok(actors.isLive('counter', id), `${JSON.stringify(id).slice(0, 20)} is live`);
   t.equal(actors.liveCount('counter') - liveBefore, ids.length);
 });
@@ -65,7 +69,11 @@ t.test('many concurrent asks to one cold id spawn exactly one actor and load its
   const replies = await Promise.all(Array.from({ length: 200 }, () => actors.ask<number>('counter', 'hot', { type: 'inc' })));
   t.equal(actors.stats.spawned - spawnedBefore, 1, 'one spawn');
   t.equal(counter.loads.get('hot'), 1, 'one load');
-  t.same([...replies].sort((x, y) => x - y), Array.from({ length: 200 }, (_, i) => i + 1), 'every increment saw the one before it');
+  t.same(
+    [...replies].sort((x, y) => x - y),
+    Array.from({ length: 200 }, (_, i) => i + 1),
+    'every increment saw the one before it',
+  );
   t.equal((await persistedState(db, 'counter', 'hot'))?.value, 200);
   t.equal(counter.maxActive.get('hot'), 1);
 });
@@ -80,7 +88,11 @@ t.test('messages to one id are handled one at a time, in the order they were sen
   t.equal(await actors.ask('counter', 'other', { type: 'inc' }), 1);
   first.open();
   const lengths = await Promise.all(pending);
-  t.same(lengths, items.map((_, i) => i + 1), 'each reply sees exactly the messages sent before it');
+  t.same(
+    lengths,
+    items.map((_, i) => i + 1),
+    'each reply sees exactly the messages sent before it',
+  );
   t.equal(counter.maxActive.get('seq'), 1, 'never two messages at once');
   t.same((await persistedState(db, 'counter', 'seq'))?.log, items, 'persisted in send order');
 });
@@ -147,7 +159,9 @@ t.test('an actor whose write is still on its way is not passivated, and a reload
 
   await t.rejects(actors.ask('counter', 'dw', { type: 'crash' }), /crash requested/);
   let reloaded: Get | undefined;
-  const afterCrash = actors.ask<Get>('counter', 'dw', { type: 'get' }).then((value) => { reloaded = value; });
+  const afterCrash = actors.ask<Get>('counter', 'dw', { type: 'get' }).then((value) => {
+    reloaded = value;
+  });
   await new Promise((resolve) => setTimeout(resolve, 50));
   t.equal(reloaded, undefined, 'the reload waits for the write');
   write.open();
@@ -164,7 +178,9 @@ t.test('drain waits for every mailbox; stop refuses new messages after finishing
   const hold = actors.ask('counter', 'd', { type: 'hold', wait: held.wait });
   const queued = actors.ask('counter', 'd', { type: 'inc' });
   let drained = false;
-  const draining = actors.drain().then(() => { drained = true; });
+  const draining = actors.drain().then(() => {
+    drained = true;
+  });
   await actors.ask('counter', 'other', { type: 'inc' });
   t.notOk(drained, 'not drained while a message is held');
   held.open();
@@ -176,7 +192,9 @@ t.test('drain waits for every mailbox; stop refuses new messages after finishing
   const held2 = actors.ask('counter', 'd', { type: 'hold', wait: again.wait });
   const queued2 = actors.ask('counter', 'd', { type: 'inc' });
   let stopped = false;
-  const stopping = actors.stop().then(() => { stopped = true; });
+  const stopping = actors.stop().then(() => {
+    stopped = true;
+  });
   await t.rejects(actors.ask('counter', 'd', { type: 'get' }), { name: 'DirectoryStoppedError' }, 'new messages refused while stopping');
   t.doesNotThrow(() => actors.tell('counter', 'x', { type: 'inc' }), 'a late tell is dropped, not thrown');
   t.notOk(actors.isLive('counter', 'x'), 'and spawns nothing');

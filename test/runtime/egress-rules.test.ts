@@ -22,7 +22,12 @@ const carries = (address: string) => embeddedIPv4(parseAddress(address) as ipadd
 
 t.test('NAT64 local use (64:ff9b:1::/48): the IPv4 address at every RFC 6052 prefix length', async (t) => {
   // RFC 6052 section 2.4's examples of 192.0.2.33, moved under 64:ff9b:1::.
-  for (const [length, address] of [[48, '64:ff9b:1:c000:2:2100::'], [56, '64:ff9b:1:c0:0:221::'], [64, '64:ff9b:1:0:c0:2:2100:0'], [96, '64:ff9b:1::c000:221']] as const) {
+  for (const [length, address] of [
+    [48, '64:ff9b:1:c000:2:2100::'],
+    [56, '64:ff9b:1:c0:0:221::'],
+    [64, '64:ff9b:1:0:c0:2:2100:0'],
+    [96, '64:ff9b:1::c000:221'],
+  ] as const) {
     t.ok(carries(address).includes('192.0.2.33'), `/${length}: ${address} carries 192.0.2.33 (${carries(address).join(', ')})`);
   }
   t.equal(carries('64:ff9b:1:c000:2:2100::').length, 4, 'one candidate per prefix length');

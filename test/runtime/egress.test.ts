@@ -3,7 +3,19 @@ import type { Test } from 'tap';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type ipaddr from 'ipaddr.js';
-import { checkUrlSyntax, decodeDataUrl, EgressError, embeddedIPv4, fetchGuarded, guardedFetcher, guardedLookup, isLoopbackAddress, isPublicAddress, parseAddress, policyOf } from '../../runtime/egress.ts';
+import {
+  checkUrlSyntax,
+  decodeDataUrl,
+  EgressError,
+  embeddedIPv4,
+  fetchGuarded,
+  guardedFetcher,
+  guardedLookup,
+  isLoopbackAddress,
+  isPublicAddress,
+  parseAddress,
+  policyOf,
+} from '../../runtime/egress.ts';
 
 /** A loopback HTTP server with a few behaviours chosen by path. */
 async function startOrigin(t: Test, host = '127.0.0.1') {
@@ -50,7 +62,13 @@ async function startOrigin(t: Test, host = '127.0.0.1') {
     res.end('hello');
   });
   await new Promise<void>((resolve) => server.listen(0, host, resolve));
-  t.teardown(() => new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => resolve()); }));
+  t.teardown(
+    () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  );
   return `http://${host}:${(server.address() as AddressInfo).port}`;
 }
 
@@ -69,23 +87,61 @@ const limits = { maxBytes: 1000, timeoutMs: 3000 };
 const onlyOrigin = (address: string) => address === '127.0.0.2';
 
 t.test('which addresses are public', async (t) => {
-  for (const address of ['8.8.8.8', '1.1.1.1', '2606:4700:4700::1111', '2a00:1450:4001:80b::200e', '93.184.216.34', '::ffff:8.8.8.8']) t.ok(isPublicAddress(address), `${address} public`);
+  for (const address of ['8.8.8.8', '1.1.1.1', '2606:4700:4700::1111', '2a00:1450:4001:80b::200e', '93.184.216.34', '::ffff:8.8.8.8'])
+    t.ok(isPublicAddress(address), `${address} public`);
   for (const address of [
-    '127.0.0.1', '127.255.0.9', '::1', '10.1.2.3', '172.16.0.1', '172.31.255.255', '192.168.1.1', '169.254.169.254', '100.64.0.1',
-    '100.100.100.200', '0.0.0.0', '::', '224.0.0.1', '255.255.255.255', 'fd00::1', 'fd00:ec2::254', 'fe80::1', 'ff02::1',
-    '::ffff:127.0.0.1', '::ffff:10.0.0.1', '64:ff9b::a00:1', '2002:7f00:1::', '198.18.0.1', 'not an address',
-    '100::1', 'fec0::1', '5f00::1', '2001:db8::1', '4000::1', 'e000::1',
-  ]) t.notOk(isPublicAddress(address), `${address} refused`);
+    '127.0.0.1',
+    '127.255.0.9',
+    '::1',
+    '10.1.2.3',
+    '172.16.0.1',
+    '172.31.255.255',
+    '192.168.1.1',
+    '169.254.169.254',
+    '100.64.0.1',
+    '100.100.100.200',
+    '0.0.0.0',
+    '::',
+    '224.0.0.1',
+    '255.255.255.255',
+    'fd00::1',
+    'fd00:ec2::254',
+    'fe80::1',
+    'ff02::1',
+    '::ffff:127.0.0.1',
+    '::ffff:10.0.0.1',
+    '64:ff9b::a00:1',
+    '2002:7f00:1::',
+    '198.18.0.1',
+    'not an address',
+    '100::1',
+    'fec0::1',
+    '5f00::1',
+    '2001:db8::1',
+    '4000::1',
+    'e000::1',
+  ])
+    t.notOk(isPublicAddress(address), `${address} refused`);
 });
 
 // Every IPv6 form that carries an IPv4 address, each with IPv4 addresses of every refused kind.
 const refusedIPv4 = [
-  '127.0.0.1', '10.0.0.1', '172.16.0.1', '192.168.1.1', '169.254.169.254', '100.64.0.1', '0.0.0.0', '255.255.255.255',
-  '224.0.0.1', '240.0.0.1', '192.0.2.1', '198.18.0.1',
+  '127.0.0.1',
+  '10.0.0.1',
+  '172.16.0.1',
+  '192.168.1.1',
+  '169.254.169.254',
+  '100.64.0.1',
+  '0.0.0.0',
+  '255.255.255.255',
+  '224.0.0.1',
+  '240.0.0.1',
+  '192.0.2.1',
+  '198.18.0.1',
 ];
 const hex = (v4: string) => {
   const [a, b, c, d] = v4.split('.').map(Number) as [number, number, number, number];
-  return [((a << 8) | b), ((c << 8) | d)].map((n) => n.toString(16));
+  return [(a << 8) | b, (c << 8) | d].map((n) => n.toString(16));
 };
 const inverted = (v4: string) => hex(v4).map((h) => (parseInt(h, 16) ^ 0xffff).toString(16));
 const forms: Array<[string, (v4: string) => string, boolean]> = [
@@ -105,16 +161,30 @@ t.test('IPv6 forms that carry an IPv4 address: the IPv4 rule first, then the IPv
   for (const [name, form, passesWhenPublic] of forms) {
     for (const v4 of refusedIPv4) {
       const address = form(v4);
-      t.ok(embeddedIPv4(parseAddress(address) as ipaddr.IPv6).some((carried) => carried.toString() === v4), `${name}: ${address} carries ${v4}`);
+      t.ok(
+        embeddedIPv4(parseAddress(address) as ipaddr.IPv6).some((carried) => carried.toString() === v4),
+        `${name}: ${address} carries ${v4}`,
+      );
       t.notOk(isPublicAddress(address), `${name}: ${address} (${v4}) refused`);
     }
     const publicCarrier = form('8.8.8.8');
-    t.equal(isPublicAddress(publicCarrier), passesWhenPublic, `${name}: ${publicCarrier} (8.8.8.8) ${passesWhenPublic ? 'passes' : 'refused by its IPv6 range'}`);
+    t.equal(
+      isPublicAddress(publicCarrier),
+      passesWhenPublic,
+      `${name}: ${publicCarrier} (8.8.8.8) ${passesWhenPublic ? 'passes' : 'refused by its IPv6 range'}`,
+    );
   }
   // The local-use NAT64 prefix with a /48 prefix length: 127.0.0.1 in bits 48-63 and 72-87 (the u octet, 64-71, skipped).
-  t.ok(embeddedIPv4(parseAddress('64:ff9b:1:7f00:0:100::') as ipaddr.IPv6).some((v4) => v4.toString() === '127.0.0.1'), 'RFC 6052 /48 layout');
+  t.ok(
+    embeddedIPv4(parseAddress('64:ff9b:1:7f00:0:100::') as ipaddr.IPv6).some((v4) => v4.toString() === '127.0.0.1'),
+    'RFC 6052 /48 layout',
+  );
   t.same(embeddedIPv4(parseAddress('2606:4700:4700::1111') as ipaddr.IPv6), [], 'a plain address carries nothing');
-  t.same(embeddedIPv4(parseAddress('2001:0:4136:e378:8000:63bf:3fff:fdd2') as ipaddr.IPv6).map(String), ['65.54.227.120', '192.0.2.45'], 'the Teredo example of RFC 4380');
+  t.same(
+    embeddedIPv4(parseAddress('2001:0:4136:e378:8000:63bf:3fff:fdd2') as ipaddr.IPv6).map(String),
+    ['65.54.227.120', '192.0.2.45'],
+    'the Teredo example of RFC 4380',
+  );
 
   // The URL check and the connect-time check use the same rule.
   for (const host of ['::127.0.0.1', '::a00:1', '::a9fe:a9fe', '64:ff9b::7f00:1', '2002:a9fe:a9fe::1']) {
@@ -130,9 +200,22 @@ t.test('IPv6 forms that carry an IPv4 address: the IPv4 rule first, then the IPv
 
 t.test('URL syntax: http(s) only, no credentials, IP literals checked', async (t) => {
   t.ok(checkUrlSyntax('https://example.com/a.png').ok);
-  for (const url of ['ftp://example.com/a', 'file:///etc/passwd', 'javascript:alert(1)', 'gopher://x', 'not a url', 'https://user:pw@example.com/',
-    'http://127.0.0.1/', 'http://[::1]/', 'http://0x7f000001/', 'http://2130706433/', 'http://127.1/', 'http://169.254.169.254/latest/meta-data/',
-    'http://[::ffff:169.254.169.254]/', 'http://0.0.0.0/']) {
+  for (const url of [
+    'ftp://example.com/a',
+    'file:///etc/passwd',
+    'javascript:alert(1)',
+    'gopher://x',
+    'not a url',
+    'https://user:pw@example.com/',
+    'http://127.0.0.1/',
+    'http://[::1]/',
+    'http://0x7f000001/',
+    'http://2130706433/',
+    'http://127.1/',
+    'http://169.254.169.254/latest/meta-data/',
+    'http://[::ffff:169.254.169.254]/',
+    'http://0.0.0.0/',
+  ]) {
     t.notOk(checkUrlSyntax(url).ok, url);
   }
   t.ok(checkUrlSyntax('http://127.0.0.1/', { allowPrivate: true }).ok, 'allowed by the operator switch');
@@ -163,18 +246,24 @@ t.test('redirects are followed (at most 3) and each target is checked', async (t
   t.equal(three.url, `${origin}/ok`);
   t.equal((await refusal(fetchGuarded(`${origin}/redirect?hops=4`, { ...limits, allowAddress: onlyOrigin }))).code, 'too_many_redirects');
 
-  const toPrivate = await refusal(fetchGuarded(`${origin}/redirect-to?to=${encodeURIComponent(`http://127.0.0.1:${port}/`)}`, { ...limits, allowAddress: onlyOrigin }));
+  const toPrivate = await refusal(
+    fetchGuarded(`${origin}/redirect-to?to=${encodeURIComponent(`http://127.0.0.1:${port}/`)}`, { ...limits, allowAddress: onlyOrigin }),
+  );
   t.equal(toPrivate.code, 'blocked_address', 'a redirect to a refused address');
-  const toMetadata = await refusal(fetchGuarded(`${origin}/redirect-to?to=${encodeURIComponent('http://169.254.169.254/')}`, { ...limits, allowAddress: onlyOrigin }));
+  const toMetadata = await refusal(
+    fetchGuarded(`${origin}/redirect-to?to=${encodeURIComponent('http://169.254.169.254/')}`, { ...limits, allowAddress: onlyOrigin }),
+  );
   t.equal(toMetadata.code, 'blocked_address', 'a redirect to the metadata address');
-  const toName = await refusal(fetchGuarded(`${origin}/redirect-to?to=${encodeURIComponent(`http://localhost:${port}/`)}`, { ...limits, allowAddress: onlyOrigin }));
+  const toName = await refusal(
+    fetchGuarded(`${origin}/redirect-to?to=${encodeURIComponent(`http://localhost:${port}/`)}`, { ...limits, allowAddress: onlyOrigin }),
+  );
   t.equal(toName.code, 'blocked_address', 'a redirect to a name is checked on what the name resolves to');
   t.match(toName.message, /localhost resolves to/);
   const toFile = await refusal(fetchGuarded(`${origin}/redirect-to?to=${encodeURIComponent('file:///etc/passwd')}`, { ...limits, allowPrivate: true }));
   t.equal(toFile.code, 'invalid_url', 'a redirect to another scheme');
 
   const bigRedirect = await fetchGuarded(`${origin}/redirect-with-big-body`, { ...limits, allowAddress: onlyOrigin });
-  t.same([bigRedirect.status, bigRedirect.body.toString()], [200, 'hello'], 'a followed redirect\'s body is not read, so its size does not matter');
+  t.same([bigRedirect.status, bigRedirect.body.toString()], [200, 'hello'], "a followed redirect's body is not read, so its size does not matter");
   const unfollowed = await fetchGuarded(`${origin}/redirect?hops=1`, { ...limits, allowPrivate: true, maxRedirects: 0 });
   t.equal(unfollowed.status, 302, 'with maxRedirects 0 the redirect is the answer');
 });
@@ -239,7 +328,19 @@ t.test('development mode (allowLoopback): loopback addresses besides public ones
     t.ok(policy(address), `${address} allowed`);
   }
   t.ok(policy('8.8.8.8'), 'public addresses still allowed');
-  for (const address of ['10.0.0.1', '172.16.0.1', '192.168.1.1', '169.254.169.254', '100.64.0.1', '0.0.0.0', '::', 'fc00::1', 'fe80::1', '64:ff9b::a9fe:a9fe', 'not an address']) {
+  for (const address of [
+    '10.0.0.1',
+    '172.16.0.1',
+    '192.168.1.1',
+    '169.254.169.254',
+    '100.64.0.1',
+    '0.0.0.0',
+    '::',
+    'fc00::1',
+    'fe80::1',
+    '64:ff9b::a9fe:a9fe',
+    'not an address',
+  ]) {
     t.notOk(policy(address), `${address} still refused`);
   }
   t.ok(checkUrlSyntax('http://127.0.0.1:9000/hooks', { allowLoopback: true }).ok, 'a loopback URL passes the syntax check');

@@ -26,7 +26,10 @@ function serve() {
 function tryConnect(port: number): Promise<'connected' | string> {
   return new Promise((resolve) => {
     const socket = net.connect(port, '127.0.0.1');
-    socket.on('connect', () => { socket.destroy(); resolve('connected'); });
+    socket.on('connect', () => {
+      socket.destroy();
+      resolve('connected');
+    });
     socket.on('error', (error: NodeJS.ErrnoException) => resolve(error.code ?? error.message));
   });
 }
@@ -114,14 +117,19 @@ t.test('stop() does not wait for a recovery that never ends: past SHUTDOWN_TIMEO
   });
   t.equal((await server.json('/health/ready')).status, 503, 'recovery is still running');
   await server.stop();
-  t.ok(lines.some((line) => /recovery still running at the deadline/.test(String(line.msg))), 'the stop logged that it gave up waiting for recovery');
+  t.ok(
+    lines.some((line) => /recovery still running at the deadline/.test(String(line.msg))),
+    'the stop logged that it gave up waiting for recovery',
+  );
 });
 
 t.test('stop() closes the idle keep-alive connections it leaves: no client holds a stopped server open', async (t) => {
   const { startTestServer } = await import('../helpers/server.ts');
   const server = await startTestServer(t);
   const socket = await openConnection(server.port);
-  t.teardown(() => { socket.destroy(); });
+  t.teardown(() => {
+    socket.destroy();
+  });
   const closed = new Promise<void>((resolve) => socket.on('close', () => resolve()));
   const answer = await requestOn(socket, 'GET /v1 HTTP/1.1\r\nHost: localhost\r\n\r\n');
   t.match(answer, /^HTTP\/1\.1 200 /, 'answered, and the connection kept alive');
@@ -133,7 +141,9 @@ t.test('stop() closes the idle keep-alive connections it leaves: no client holds
   let timer: NodeJS.Timeout | undefined;
   const outcome = await Promise.race([
     closed.then(() => 'closed'),
-    new Promise<string>((resolve) => { timer = setTimeout(() => resolve('still open'), 5_000); }),
+    new Promise<string>((resolve) => {
+      timer = setTimeout(() => resolve('still open'), 5_000);
+    }),
   ]);
   clearTimeout(timer);
   t.equal(outcome, 'closed', 'the server closed the idle connection when it stopped');

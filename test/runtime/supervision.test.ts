@@ -29,7 +29,10 @@ t.test('a crash rejects its asker, restarts the actor from its last persisted st
   const restarts = actors.stats.restarts;
   const crash = actors.ask('counter', 'a', { type: 'crash' }, ASK_MS);
   const queuedBehind = actors.ask<Get>('counter', 'a', { type: 'get' }, ASK_MS);
-  const error = await crash.then(() => undefined, (e: unknown) => e);
+  const error = await crash.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
   t.type(error, ActorCrashedError, 'the asker gets ActorCrashedError, not a time-out');
   t.match((error as Error).message, /counter:a.*crash requested for a/);
 
@@ -69,7 +72,14 @@ t.test('crashes in many actors at once leave every other actor answering', async
   ]);
   const crashed = results.slice(0, crashing.length);
   const served = results.slice(crashing.length);
-  t.ok(crashed.every((r) => r.status === 'rejected' && r.reason instanceof ActorCrashedError), 'every crash answered as a crash');
-  t.same(served.map((r) => (r.status === 'fulfilled' ? r.value : r.reason)), healthy.map(() => 41), 'every healthy actor answered from its own memory');
+  t.ok(
+    crashed.every((r) => r.status === 'rejected' && r.reason instanceof ActorCrashedError),
+    'every crash answered as a crash',
+  );
+  t.same(
+    served.map((r) => (r.status === 'fulfilled' ? r.value : r.reason)),
+    healthy.map(() => 41),
+    'every healthy actor answered from its own memory',
+  );
   for (const id of crashing) t.same(await actors.ask<Get>('counter', id, { type: 'get' }), { value: 1, log: [] }, `${id} restarted from its persisted state`);
 });

@@ -23,7 +23,10 @@ t.test('on the pure-Node fallback, start-up is refused unless ALLOW_UWS_FALLBACK
   t.equal(signal, null);
   t.not(code, 0, 'exits non-zero');
   t.match(child.stderr(), /ALLOW_UWS_FALLBACK/, 'and says which setting allows it');
-  t.notOk(child.lines.some((line) => LISTENING.test(line)), 'never listened');
+  t.notOk(
+    child.lines.some((line) => LISTENING.test(line)),
+    'never listened',
+  );
 });
 
 t.test('ALLOW_UWS_FALLBACK=true starts on the fallback', async (t) => {
@@ -54,7 +57,11 @@ t.test('on the fallback, requests are served: GET /v1 says uws-fallback, errors 
 
   const missing = await fetch(`${url}/v1/nowhere`, { headers: { 'x-request-id': 'probe-42' } });
   t.equal(missing.status, 404);
-  t.same(await missing.json(), { error: { code: 'not_found', message: 'No route for GET /v1/nowhere.', requestId: 'probe-42' } }, 'headers are read: the caller\'s request id comes back');
+  t.same(
+    await missing.json(),
+    { error: { code: 'not_found', message: 'No route for GET /v1/nowhere.', requestId: 'probe-42' } },
+    "headers are read: the caller's request id comes back",
+  );
 
   // A JSON body is read through the fallback's data events: a sign-up creates an account.
   const signup = await fetch(`${url}/v1/auth/signup`, {

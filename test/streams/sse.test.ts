@@ -6,7 +6,9 @@ import { createGeneration, LIFECYCLE, openEventSource, readSse } from './support
 
 // One server for the file: a provider slow enough to connect while a job runs, pings every 300 ms,
 // and a small bound on what waits for a slow reader.
-const server = await startTestServer(t, { env: { LOCAL_PROVIDER_LATENCY_MS: '400', STREAM_PING_MS: '300', STREAM_MAX_BUFFER_BYTES: '65536', RATE_LIMIT_FREE: '100000' } });
+const server = await startTestServer(t, {
+  env: { LOCAL_PROVIDER_LATENCY_MS: '400', STREAM_PING_MS: '300', STREAM_MAX_BUFFER_BYTES: '65536', RATE_LIMIT_FREE: '100000' },
+});
 const user = await signUp(server);
 const { key } = await createKey(server, user.cookie, user.workspaceId, ['generations.write', 'generations.read']);
 const auth = { authorization: `Bearer ${key}` };
@@ -23,7 +25,11 @@ t.test('a generation stream sends the state, each transition in order with the o
   const firstSeq = Number(state!.id);
   t.equal(firstSeq, state!.data.timeline.length - 1, 'the state is numbered by its last timeline entry');
   const transitions = rest.filter((e) => e.event === 'transition');
-  t.same(transitions.map((e) => Number(e.id)), transitions.map((_, i) => firstSeq + 1 + i), 'ids follow the timeline, without gaps or repeats');
+  t.same(
+    transitions.map((e) => Number(e.id)),
+    transitions.map((_, i) => firstSeq + 1 + i),
+    'ids follow the timeline, without gaps or repeats',
+  );
   const seen = [...state!.data.timeline.map((e: { status: string }) => e.status), ...transitions.map((e) => e.data.status)];
   t.same(seen, LIFECYCLE, 'the state and the transitions make the whole lifecycle, once each');
   const last = transitions.at(-1)!;
@@ -46,14 +52,25 @@ t.test('Last-Event-ID resumes a generation stream after the given entry; past th
 
   // After the job ended: from entry 2, entries 3 and 4 then end; from the last one, 204 (EventSource stops).
   const late = await readSse(server, `/v1/generations/${gen.id}/stream?workspaceId=${ws}`, { ...auth, 'last-event-id': '2' });
-  t.same(late.events.map((e) => [e.event, e.id]), [['transition', '3'], ['transition', '4'], ['end', '']]);
+  t.same(
+    late.events.map((e) => [e.event, e.id]),
+    [
+      ['transition', '3'],
+      ['transition', '4'],
+      ['end', ''],
+    ],
+  );
   const over = await server.fetch(`/v1/generations/${gen.id}/stream?workspaceId=${ws}`, { headers: { ...auth, 'last-event-id': '4' } });
   t.equal(over.status, 204);
   const fresh = await readSse(server, `/v1/generations/${gen.id}/stream?workspaceId=${ws}`, { ...auth, 'last-event-id': 'junk' });
-  t.same(fresh.events.map((e) => e.event), ['state', 'end'], 'an id that is not an entry gets the state');
+  t.same(
+    fresh.events.map((e) => e.event),
+    ['state', 'end'],
+    'an id that is not an entry gets the state',
+  );
 });
 
-t.test('refusals are the REST reads\': no key 401, no scope 403, another workspace 404 as a missing one', async (t) => {
+t.test("refusals are the REST reads': no key 401, no scope 403, another workspace 404 as a missing one", async (t) => {
   const gen = await createGeneration(server, key, ws);
   const path = `/v1/generations/${gen.id}/stream?workspaceId=${ws}`;
   const none = await server.json(path);
@@ -67,10 +84,14 @@ t.test('refusals are the REST reads\': no key 401, no scope 403, another workspa
   t.equal(noWorkspace.status, 403, 'a key must name its workspace');
   const other = await signUp(server);
   const otherKey = await createKey(server, other.cookie, other.workspaceId, ['generations.read']);
-  const foreign = await server.json(`/v1/generations/${gen.id}/stream?workspaceId=${other.workspaceId}`, { headers: { authorization: `Bearer ${otherKey.key}` } });
-  t.equal(foreign.status, 404, 'another workspace\'s generation answers like a missing one');
+  const foreign = await server.json(`/v1/generations/${gen.id}/stream?workspaceId=${other.workspaceId}`, {
+    headers: { authorization: `Bearer ${otherKey.key}` },
+  });
+  t.equal(foreign.status, 404, "another workspace's generation answers like a missing one");
   t.equal(foreign.body.error.code, 'not_found');
-  const missing = await server.json(`/v1/generations/gen_missing/stream?workspaceId=${other.workspaceId}`, { headers: { authorization: `Bearer ${otherKey.key}` } });
+  const missing = await server.json(`/v1/generations/gen_missing/stream?workspaceId=${other.workspaceId}`, {
+    headers: { authorization: `Bearer ${otherKey.key}` },
+  });
   t.same({ status: missing.status, code: missing.body.error.code }, { status: foreign.status, code: foreign.body.error.code });
   const naming = await server.json(`/v1/events/stream?workspaceId=${ws}`, { headers: { authorization: `Bearer ${otherKey.key}` } });
   t.equal(naming.status, 403, 'a key naming another workspace');
@@ -93,8 +114,18 @@ t.test('the workspace stream: filters, Last-Event-ID within the window, reset ou
   const first = await createGeneration(server, key, ws);
   await es.until(() => es.events.some((e) => e.data.generationId === first.id && e.data.status === 'succeeded'), 'the first job done');
   const mine = es.events.filter((e) => e.event === 'transition');
-  t.notOk(mine.some((e) => e.data.generationId === image.id), 'another mode is filtered out');
-  t.same(mine.filter((e) => e.data.generationId === first.id).map((e) => [e.id, e.data.status]), [[`${first.id}.0`, 'queued'], [`${first.id}.4`, 'succeeded']], 'only the statuses asked for');
+  t.notOk(
+    mine.some((e) => e.data.generationId === image.id),
+    'another mode is filtered out',
+  );
+  t.same(
+    mine.filter((e) => e.data.generationId === first.id).map((e) => [e.id, e.data.status]),
+    [
+      [`${first.id}.0`, 'queued'],
+      [`${first.id}.4`, 'succeeded'],
+    ],
+    'only the statuses asked for',
+  );
   t.equal(mine.at(-1)!.data.generation.status, 'succeeded');
   es.close();
 
@@ -103,13 +134,22 @@ t.test('the workspace stream: filters, Last-Event-ID within the window, reset ou
   const second = await createGeneration(server, key, ws);
   const poll = async () => (await server.json(`/v1/generations/${second.id}?workspaceId=${ws}`, { headers: auth })).body.status;
   for (let i = 0; i < 600 && (await poll()) !== 'succeeded'; i++) await new Promise((resolve) => setTimeout(resolve, 100));
-  const resumed = await readSse(server, `/v1/events/stream?workspaceId=${ws}&mode=text_to_text`, { cookie: user.cookie, 'last-event-id': lastId },
-    (events) => events.some((e) => e.data.generationId === second.id && e.data.status === 'succeeded'));
+  const resumed = await readSse(server, `/v1/events/stream?workspaceId=${ws}&mode=text_to_text`, { cookie: user.cookie, 'last-event-id': lastId }, (events) =>
+    events.some((e) => e.data.generationId === second.id && e.data.status === 'succeeded'),
+  );
   const ids = resumed.events.filter((e) => e.event === 'transition').map((e) => e.id);
-  t.same(ids, LIFECYCLE.map((_, seq) => `${second.id}.${seq}`), 'the missed job\'s events, in order, once; none of the first');
+  t.same(
+    ids,
+    LIFECYCLE.map((_, seq) => `${second.id}.${seq}`),
+    "the missed job's events, in order, once; none of the first",
+  );
 
   const reset = await readSse(server, `/v1/events/stream?workspaceId=${ws}`, { ...auth, 'last-event-id': 'gen_unknown.3' }, (events) => events.length >= 2);
-  t.same(reset.events.map((e) => e.event), ['ready', 'reset'], 'an id outside the window: reset');
+  t.same(
+    reset.events.map((e) => e.event),
+    ['ready', 'reset'],
+    'an id outside the window: reset',
+  );
 });
 
 t.test('idle streams get comments', async (t) => {
@@ -122,8 +162,13 @@ t.test('200 concurrent streams each get every event of a job', async (t) => {
   for (const es of streams) await es.until(() => es.events.some((e) => e.event === 'ready'), 'ready', 120_000);
   t.equal(server.http.openStreams() >= 200, true, 'the hub holds them');
   const gen = await createGeneration(server, key, ws);
-  for (const es of streams) await es.until(() => es.events.some((e) => e.data.generationId === gen.id && e.data.status === 'succeeded'), 'the job done', 120_000);
-  const complete = streams.filter((es) => JSON.stringify(es.events.filter((e) => e.data.generationId === gen.id).map((e) => e.id)) === JSON.stringify(LIFECYCLE.map((_, seq) => `${gen.id}.${seq}`)));
+  for (const es of streams)
+    await es.until(() => es.events.some((e) => e.data.generationId === gen.id && e.data.status === 'succeeded'), 'the job done', 120_000);
+  const complete = streams.filter(
+    (es) =>
+      JSON.stringify(es.events.filter((e) => e.data.generationId === gen.id).map((e) => e.id)) ===
+      JSON.stringify(LIFECYCLE.map((_, seq) => `${gen.id}.${seq}`)),
+  );
   t.equal(complete.length, 200, 'every stream: the five events, in order, once');
   for (const es of streams) es.close();
 });
@@ -134,7 +179,10 @@ t.test('a reader that does not read is cut off with a final event instead of bei
   socket.write(`GET /v1/events/stream?workspaceId=${ws} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${key}\r\n\r\n`);
   const chunks: Buffer[] = [];
   let received = 0;
-  const onData = (chunk: Buffer) => { chunks.push(chunk); received += chunk.length; };
+  const onData = (chunk: Buffer) => {
+    chunks.push(chunk);
+    received += chunk.length;
+  };
   socket.on('data', onData);
   const ended = new Promise((resolve) => socket.once('close', resolve));
   // Wait for its head, then stop reading.
@@ -146,8 +194,16 @@ t.test('a reader that does not read is cut off with a final event instead of bei
   let injected = 0;
   for (let i = 0; i < 600; i++) {
     server.services.live.inject({
-      workspaceId: ws, generationId: 'gen_synthetic', seq: i, status: 'running', at: new Date().toISOString(), detail,
-      mode: 'text_to_text', project: null, terminal: false, generation: {},
+      workspaceId: ws,
+      generationId: 'gen_synthetic',
+      seq: i,
+      status: 'running',
+      at: new Date().toISOString(),
+      detail,
+      mode: 'text_to_text',
+      project: null,
+      terminal: false,
+      generation: {},
     });
     injected += detail.length;
     if (i % 20 === 19) await new Promise((resolve) => setImmediate(resolve));
@@ -162,7 +218,7 @@ t.test('a reader that does not read is cut off with a final event instead of bei
   socket.destroy();
 });
 
-t.test('a node\'s shutdown closes its streams with a reconnect hint', async (t) => {
+t.test("a node's shutdown closes its streams with a reconnect hint", async (t) => {
   const other = await startTestServer(t, { env: { STREAM_PING_MS: '60000' } });
   const owner = await signUp(other);
   const otherKey = await createKey(other, owner.cookie, owner.workspaceId, ['generations.read']);

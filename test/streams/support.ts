@@ -36,7 +36,8 @@ export function openEventSource(server: TestServer, path: string, headers: Recor
     async until(done: () => boolean, what: string, ms = 60_000): Promise<void> {
       const deadline = Date.now() + ms;
       while (!done()) {
-        if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; got ${JSON.stringify(events.map((e) => [e.event, e.id]))} errors ${JSON.stringify(errors)}`);
+        if (Date.now() > deadline)
+          throw new Error(`timed out waiting for ${what}; got ${JSON.stringify(events.map((e) => [e.event, e.id]))} errors ${JSON.stringify(errors)}`);
         await new Promise<void>((resolve) => {
           wake = resolve;
           setTimeout(resolve, 200);
@@ -48,7 +49,12 @@ export function openEventSource(server: TestServer, path: string, headers: Recor
 }
 
 /** Reads a stream with plain fetch until it ends (or `stop` says enough), parsing its events and comments. */
-export async function readSse(server: TestServer, path: string, headers: Record<string, string>, stop: (events: Received[], text: string) => boolean = () => false) {
+export async function readSse(
+  server: TestServer,
+  path: string,
+  headers: Record<string, string>,
+  stop: (events: Received[], text: string) => boolean = () => false,
+) {
   const controller = new AbortController();
   const response = await fetch(`${server.url}${path}`, { headers, signal: controller.signal });
   const events: Received[] = [];
@@ -89,7 +95,9 @@ export function parseSse(text: string): Received[] {
 
 export async function createGeneration(server: TestServer, key: string, workspaceId: string, body: Record<string, unknown> = {}) {
   const created = await server.json<{ id: string; status: string }>('/v1/generations', {
-    method: 'POST', headers: withKey(key), body: JSON.stringify({ workspaceId, mode: 'text_to_text', model: 'local/text-mini', params: { prompt: 'Say hello', seed: 7 }, ...body }),
+    method: 'POST',
+    headers: withKey(key),
+    body: JSON.stringify({ workspaceId, mode: 'text_to_text', model: 'local/text-mini', params: { prompt: 'Say hello', seed: 7 }, ...body }),
   });
   if (created.status !== 201) throw new Error(`create failed: ${created.status} ${JSON.stringify(created.body)}`);
   return created.body;

@@ -16,8 +16,13 @@ async function connect(target: TestServer, headers: Record<string, string> = {})
   let closed: { code: number; reason: string } | undefined;
   let refused: number | undefined;
   socket.on('message', (data) => messages.push(JSON.parse(data.toString())));
-  socket.on('close', (code, reason) => { closed = { code, reason: reason.toString() }; });
-  socket.on('unexpected-response', (_, response) => { refused = response.statusCode; socket.terminate(); });
+  socket.on('close', (code, reason) => {
+    closed = { code, reason: reason.toString() };
+  });
+  socket.on('unexpected-response', (_, response) => {
+    refused = response.statusCode;
+    socket.terminate();
+  });
   socket.on('error', () => {});
   await new Promise<void>((resolve) => {
     socket.once('open', () => resolve());
@@ -25,9 +30,14 @@ async function connect(target: TestServer, headers: Record<string, string> = {})
     socket.once('unexpected-response', () => resolve());
   });
   return {
-    socket, messages,
-    get closed() { return closed; },
-    get refused() { return refused; },
+    socket,
+    messages,
+    get closed() {
+      return closed;
+    },
+    get refused() {
+      return refused;
+    },
     send: (message: Record<string, unknown>) => socket.send(JSON.stringify(message)),
     async until(done: () => boolean, what: string, ms = 60_000) {
       const deadline = Date.now() + ms;
@@ -49,7 +59,11 @@ t.test('authenticated by header: a generation subscription gets the state, each 
   t.equal(events[0].event, 'state');
   const first = Number(events[0].id);
   const transitions = events.filter((m) => m.event === 'transition');
-  t.same(transitions.map((m) => Number(m.id)), transitions.map((_, i) => first + 1 + i), 'numbered by the timeline, without gaps');
+  t.same(
+    transitions.map((m) => Number(m.id)),
+    transitions.map((_, i) => first + 1 + i),
+    'numbered by the timeline, without gaps',
+  );
   t.same([...events[0].data.timeline.map((e: { status: string }) => e.status), ...transitions.map((m) => m.data.status)], LIFECYCLE);
   t.type(transitions.at(-1).data.generation.textOutput, 'string', 'the outputs');
   t.equal(events.at(-1).event, 'end');
@@ -64,17 +78,26 @@ t.test('authenticated by the first message: the workspace subscription, filtered
   client.send({ type: 'subscribe', id: 'w', workspaceId: ws, status: 'queued,succeeded' });
   await client.until(() => client.messages.some((m) => m.type === 'subscribed'), 'subscribed');
   const gen = await createGeneration(server, key, ws);
-  await client.until(() => client.messages.some((m) => m.event === 'transition' && m.data.generationId === gen.id && m.data.status === 'succeeded'), 'the job done');
+  await client.until(
+    () => client.messages.some((m) => m.event === 'transition' && m.data.generationId === gen.id && m.data.status === 'succeeded'),
+    'the job done',
+  );
   const mine = client.messages.filter((m) => m.event === 'transition' && m.data.generationId === gen.id);
-  t.same(mine.map((m) => m.id), [`${gen.id}.0`, `${gen.id}.4`]);
+  t.same(
+    mine.map((m) => m.id),
+    [`${gen.id}.0`, `${gen.id}.4`],
+  );
   client.send({ type: 'subscribe', id: 'again', workspaceId: ws, lastEventId: `${gen.id}.0` });
   await client.until(() => client.messages.some((m) => m.subscription === 'again' && m.id === `${gen.id}.4`), 'the replay');
-  t.same(client.messages.filter((m) => m.subscription === 'again' && m.event === 'transition' && m.data.generationId === gen.id).map((m) => m.id),
-    [1, 2, 3, 4].map((seq) => `${gen.id}.${seq}`), 'after the id given, once each');
+  t.same(
+    client.messages.filter((m) => m.subscription === 'again' && m.event === 'transition' && m.data.generationId === gen.id).map((m) => m.id),
+    [1, 2, 3, 4].map((seq) => `${gen.id}.${seq}`),
+    'after the id given, once each',
+  );
   client.socket.close();
 });
 
-t.test('refusals: a bad key, no scope, another workspace\'s generation (like a missing one), a key naming no workspace', async (t) => {
+t.test("refusals: a bad key, no scope, another workspace's generation (like a missing one), a key naming no workspace", async (t) => {
   const bad = await connect(server, { authorization: 'Bearer gs_live_nope' });
   t.equal(bad.refused, 401, 'a bad key in the header is refused before the upgrade');
   const byMessage = await connect(server);
@@ -101,7 +124,7 @@ t.test('refusals: a bad key, no scope, another workspace\'s generation (like a m
   client.send({ type: 'subscribe', id: 'd', generationId: gen.id });
   await client.until(() => client.messages.filter((m) => m.type === 'error').length >= 4, 'four refusals');
   const errorOf = (id: string) => client.messages.find((m) => m.type === 'error' && m.subscription === id).error.code;
-  t.equal(errorOf('a'), 'not_found', 'another workspace\'s generation');
+  t.equal(errorOf('a'), 'not_found', "another workspace's generation");
   t.equal(errorOf('b'), errorOf('a'), 'answers like a missing one');
   t.equal(errorOf('c'), 'forbidden', 'another workspace named');
   t.equal(errorOf('d'), 'forbidden', 'no workspace named');
@@ -119,8 +142,16 @@ t.test('a client that does not read is closed with 1013 past the bound, not buff
   const detail = 'x'.repeat(64 * 1024);
   for (let i = 0; i < 600 && server.http.openStreams() > 0; i++) {
     server.services.live.inject({
-      workspaceId: ws, generationId: 'gen_synthetic', seq: i, status: 'running', at: new Date().toISOString(), detail,
-      mode: 'text_to_text', project: null, terminal: false, generation: {},
+      workspaceId: ws,
+      generationId: 'gen_synthetic',
+      seq: i,
+      status: 'running',
+      at: new Date().toISOString(),
+      detail,
+      mode: 'text_to_text',
+      project: null,
+      terminal: false,
+      generation: {},
     });
     if (i % 20 === 19) await new Promise((resolve) => setImmediate(resolve));
   }
@@ -132,7 +163,7 @@ t.test('a client that does not read is closed with 1013 past the bound, not buff
   t.ok(received < 300, `${received} of the events reached it before the cut`);
 });
 
-t.test('a node\'s shutdown closes WebSockets with 1012', async (t) => {
+t.test("a node's shutdown closes WebSockets with 1012", async (t) => {
   const other = await startTestServer(t);
   const owner = await signUp(other);
   const otherKey = await createKey(other, owner.cookie, owner.workspaceId, ['generations.read']);

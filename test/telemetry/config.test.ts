@@ -12,24 +12,65 @@ import { startTestServer } from '../helpers/server.ts';
 t.test('the OTEL_* settings: defaults, and each value read', async (t) => {
   const defaults = loadConfig({}).telemetry;
   t.same(defaults, {
-    tracesExporter: 'none', otlpEndpoint: undefined, otlpProtocol: 'http/protobuf', otlpHeaders: {}, serviceName: 'generation-service',
+    tracesExporter: 'none',
+    otlpEndpoint: undefined,
+    otlpProtocol: 'http/protobuf',
+    otlpHeaders: {},
+    serviceName: 'generation-service',
     sampler: { name: 'parentbased_always_on', ratio: 1 },
   });
   const read = loadConfig({
-    OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_EXPORTER_OTLP_HEADERS: 'api-key=s%3Dcret, X-Tenant=a',
-    OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.25', OTEL_SERVICE_NAME: 'gen-eu',
+    OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318',
+    OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+    OTEL_EXPORTER_OTLP_HEADERS: 'api-key=s%3Dcret, X-Tenant=a',
+    OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
+    OTEL_TRACES_SAMPLER_ARG: '0.25',
+    OTEL_SERVICE_NAME: 'gen-eu',
   }).telemetry;
   t.same(read, {
-    tracesExporter: 'otlp', otlpEndpoint: 'http://collector:4318/v1/traces', otlpProtocol: 'http/json', otlpHeaders: { 'api-key': 's=cret', 'x-tenant': 'a' },
-    serviceName: 'gen-eu', sampler: { name: 'parentbased_traceidratio', ratio: 0.25 },
+    tracesExporter: 'otlp',
+    otlpEndpoint: 'http://collector:4318/v1/traces',
+    otlpProtocol: 'http/json',
+    otlpHeaders: { 'api-key': 's=cret', 'x-tenant': 'a' },
+    serviceName: 'gen-eu',
+    sampler: { name: 'parentbased_traceidratio', ratio: 0.25 },
   });
-  t.equal(loadConfig({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://collector:4318/custom/traces' }).telemetry.otlpEndpoint, 'http://collector:4318/custom/traces', 'the traces endpoint is used as it is');
-  t.equal(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318/base/' }).telemetry.otlpEndpoint, 'http://collector:4318/base/v1/traces', 'the shared endpoint is a base: /v1/traces is appended');
-  t.equal(loadConfig({ OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'http/protobuf' }).telemetry.otlpProtocol, 'http/protobuf', 'the traces-specific setting wins');
-  const grpc = loadConfig({ OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc', OTEL_EXPORTER_OTLP_ENDPOINT: 'https://collector:4317', OTEL_EXPORTER_OTLP_HEADERS: 'api-key=s3cret' }).telemetry;
-  t.match(grpc, { tracesExporter: 'otlp', otlpProtocol: 'grpc', otlpEndpoint: 'https://collector:4317', otlpHeaders: { 'api-key': 's3cret' } }, 'grpc: the endpoint is kept as it is');
-  t.equal(loadConfig({ OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'grpc', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4317/', OTEL_EXPORTER_OTLP_INSECURE: 'true' }).telemetry.otlpProtocol, 'grpc', 'a plaintext endpoint may say INSECURE=true');
-  t.equal(loadConfig({ OTEL_SDK_DISABLED: 'true', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318' }).telemetry.tracesExporter, 'none', 'OTEL_SDK_DISABLED turns tracing off');
+  t.equal(
+    loadConfig({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://collector:4318/custom/traces' }).telemetry.otlpEndpoint,
+    'http://collector:4318/custom/traces',
+    'the traces endpoint is used as it is',
+  );
+  t.equal(
+    loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318/base/' }).telemetry.otlpEndpoint,
+    'http://collector:4318/base/v1/traces',
+    'the shared endpoint is a base: /v1/traces is appended',
+  );
+  t.equal(
+    loadConfig({ OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'http/protobuf' }).telemetry.otlpProtocol,
+    'http/protobuf',
+    'the traces-specific setting wins',
+  );
+  const grpc = loadConfig({
+    OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc',
+    OTEL_EXPORTER_OTLP_ENDPOINT: 'https://collector:4317',
+    OTEL_EXPORTER_OTLP_HEADERS: 'api-key=s3cret',
+  }).telemetry;
+  t.match(
+    grpc,
+    { tracesExporter: 'otlp', otlpProtocol: 'grpc', otlpEndpoint: 'https://collector:4317', otlpHeaders: { 'api-key': 's3cret' } },
+    'grpc: the endpoint is kept as it is',
+  );
+  t.equal(
+    loadConfig({ OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'grpc', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4317/', OTEL_EXPORTER_OTLP_INSECURE: 'true' })
+      .telemetry.otlpProtocol,
+    'grpc',
+    'a plaintext endpoint may say INSECURE=true',
+  );
+  t.equal(
+    loadConfig({ OTEL_SDK_DISABLED: 'true', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://c:4318' }).telemetry.tracesExporter,
+    'none',
+    'OTEL_SDK_DISABLED turns tracing off',
+  );
   t.equal(loadConfig({ ACCESS_LOG: 'false' }).accessLog, false);
   t.equal(loadConfig({}).accessLog, true, 'the access log is on by default');
 });
@@ -38,10 +79,22 @@ t.test('a bad OTEL_* value stops start-up with its own message', async (t) => {
   const cases: Array<[Record<string, string>, RegExp]> = [
     [{ OTEL_EXPORTER_OTLP_PROTOCOL: 'bogus' }, /OTEL_EXPORTER_OTLP_PROTOCOL="bogus": expected one of http\/protobuf, http\/json, grpc/],
     [{ OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'thrift' }, /OTEL_EXPORTER_OTLP_TRACES_PROTOCOL="thrift": expected one of http\/protobuf, http\/json/],
-    [{ OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc', OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://collector:4317/v1/traces' }, /^OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: over grpc the endpoint is a scheme, host and port only, without a path \("\/v1\/traces"\)$/],
-    [{ OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc', OTEL_EXPORTER_OTLP_ENDPOINT: 'https://collector:4317', OTEL_EXPORTER_OTLP_INSECURE: 'true' }, /^OTEL_EXPORTER_OTLP_INSECURE=true: OTEL_EXPORTER_OTLP_ENDPOINT asks for TLS with its https:\/\/ scheme/],
-    [{ OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4317', OTEL_EXPORTER_OTLP_TRACES_INSECURE: 'maybe' }, /^OTEL_EXPORTER_OTLP_TRACES_INSECURE="maybe": expected true or false/],
-    [{ OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4317', OTEL_EXPORTER_OTLP_HEADERS: 'x~key=1' }, /^OTEL_EXPORTER_OTLP_HEADERS: over grpc a header name is made of a-z, 0-9, '-', '_' and '.' \(not ending in -bin\) and its value of printable ASCII; "x~key" is not$/],
+    [
+      { OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc', OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://collector:4317/v1/traces' },
+      /^OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: over grpc the endpoint is a scheme, host and port only, without a path \("\/v1\/traces"\)$/,
+    ],
+    [
+      { OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc', OTEL_EXPORTER_OTLP_ENDPOINT: 'https://collector:4317', OTEL_EXPORTER_OTLP_INSECURE: 'true' },
+      /^OTEL_EXPORTER_OTLP_INSECURE=true: OTEL_EXPORTER_OTLP_ENDPOINT asks for TLS with its https:\/\/ scheme/,
+    ],
+    [
+      { OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4317', OTEL_EXPORTER_OTLP_TRACES_INSECURE: 'maybe' },
+      /^OTEL_EXPORTER_OTLP_TRACES_INSECURE="maybe": expected true or false/,
+    ],
+    [
+      { OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4317', OTEL_EXPORTER_OTLP_HEADERS: 'x~key=1' },
+      /^OTEL_EXPORTER_OTLP_HEADERS: over grpc a header name is made of a-z, 0-9, '-', '_' and '.' \(not ending in -bin\) and its value of printable ASCII; "x~key" is not$/,
+    ],
     [{ OTEL_TRACES_SAMPLER: 'bogus' }, /OTEL_TRACES_SAMPLER="bogus": expected one of always_on, always_off, traceidratio/],
     [{ OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: '1.5' }, /OTEL_TRACES_SAMPLER_ARG="1.5": expected a ratio from 0 to 1/],
     [{ OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: 'half' }, /OTEL_TRACES_SAMPLER_ARG="half": expected a ratio from 0 to 1/],
@@ -61,11 +114,23 @@ t.test('a bad OTEL_* value stops start-up with its own message', async (t) => {
     t.equal(problems.length, 1, `${JSON.stringify(env)} is refused`);
     t.match(problems[0], message);
   }
-  t.notMatch(problemsOf({ OTEL_EXPORTER_OTLP_HEADERS: 'authorization=Bearer%20topsecret,x' }).join('\n'), /topsecret/, 'a header value is never repeated in a message');
-  const accented = problemsOf({ OTEL_TRACES_EXPORTER: 'otlp', OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc', OTEL_EXPORTER_OTLP_HEADERS: 'authorization=topsecr%C3%A9t' });
+  t.notMatch(
+    problemsOf({ OTEL_EXPORTER_OTLP_HEADERS: 'authorization=Bearer%20topsecret,x' }).join('\n'),
+    /topsecret/,
+    'a header value is never repeated in a message',
+  );
+  const accented = problemsOf({
+    OTEL_TRACES_EXPORTER: 'otlp',
+    OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc',
+    OTEL_EXPORTER_OTLP_HEADERS: 'authorization=topsecr%C3%A9t',
+  });
   t.match(accented, [/^OTEL_EXPORTER_OTLP_HEADERS: over grpc .* "authorization" is not$/], 'over grpc a value must be printable ASCII');
   t.notMatch(accented.join('\n'), /topsecr/, 'and is not repeated either');
-  t.same(problemsOf({ OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4317/v1/traces', OTEL_TRACES_EXPORTER: 'none' }), [], 'the gRPC checks wait for an OTLP exporter');
+  t.same(
+    problemsOf({ OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4317/v1/traces', OTEL_TRACES_EXPORTER: 'none' }),
+    [],
+    'the gRPC checks wait for an OTLP exporter',
+  );
 });
 
 t.test('npm start with an unknown OTEL_EXPORTER_OTLP_PROTOCOL exits 78 with the reason', async (t) => {
@@ -95,6 +160,10 @@ t.test('the sampler is honoured', async (t) => {
   t.equal(await spansOf({ OTEL_TRACES_SAMPLER: 'always_on' }), 2, 'always_on: every request recorded');
   t.equal(await spansOf({ OTEL_TRACES_SAMPLER: 'always_off' }), 0, 'always_off: none');
   t.equal(await spansOf({ OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: '0' }), 0, 'a ratio of 0: none');
-  t.equal(await spansOf({ OTEL_TRACES_SAMPLER: 'parentbased_always_off' }, { traceparent: sampledParent }), 2, 'parent-based: a sampled caller\'s trace is recorded');
+  t.equal(
+    await spansOf({ OTEL_TRACES_SAMPLER: 'parentbased_always_off' }, { traceparent: sampledParent }),
+    2,
+    "parent-based: a sampled caller's trace is recorded",
+  );
   t.equal(await spansOf({ OTEL_TRACES_SAMPLER: 'parentbased_always_off' }), 0, 'parent-based, off for roots: a request with no caller trace is not');
 });

@@ -2,7 +2,15 @@ import t from 'tap';
 import { startTestServer } from '../helpers/server.ts';
 import { signUp } from '../helpers/identity.ts';
 import { eventually } from '../webhooks/support.ts';
-import { METRICS_EXPORT, TRACE_EXPORT, decodeExport, startGrpcCollector, startHttpCollector, type Collector, type ExportedResource } from '../helpers/otlp-collector.ts';
+import {
+  METRICS_EXPORT,
+  TRACE_EXPORT,
+  decodeExport,
+  startGrpcCollector,
+  startHttpCollector,
+  type Collector,
+  type ExportedResource,
+} from '../helpers/otlp-collector.ts';
 
 const METRICS_EVERY_200_MS = { OTEL_METRICS_EXPORTER: 'otlp', OTEL_METRIC_EXPORT_INTERVAL: '200', OTEL_METRIC_EXPORT_TIMEOUT: '200' };
 
@@ -14,8 +22,12 @@ t.test('OTEL_EXPORTER_OTLP_PROTOCOL=grpc: spans and metrics reach a gRPC collect
   const collector = await startGrpcCollector(t);
   const server = await startTestServer(t, {
     env: {
-      OTEL_TRACES_EXPORTER: 'otlp', OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc', OTEL_EXPORTER_OTLP_ENDPOINT: collector.url,
-      OTEL_EXPORTER_OTLP_HEADERS: 'api-key=grpc%20secret', OTEL_SERVICE_NAME: 'gen-over-grpc', ...METRICS_EVERY_200_MS,
+      OTEL_TRACES_EXPORTER: 'otlp',
+      OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc',
+      OTEL_EXPORTER_OTLP_ENDPOINT: collector.url,
+      OTEL_EXPORTER_OTLP_HEADERS: 'api-key=grpc%20secret',
+      OTEL_SERVICE_NAME: 'gen-over-grpc',
+      ...METRICS_EVERY_200_MS,
     },
   });
   t.equal((await server.fetch('/v1')).status, 200);
@@ -33,13 +45,25 @@ t.test('OTEL_EXPORTER_OTLP_PROTOCOL=grpc: spans and metrics reach a gRPC collect
   const spans = namesOf(traces);
   t.ok(spans.has('GET /v1'), 'the span of GET /v1 arrived');
   t.ok(spans.has('POST /v1/auth/signup'), 'the span of the sign-up arrived');
-  t.ok(traces.every((r) => r.attributes['service.name'] === 'gen-over-grpc'), 'every span batch carries the service name');
-  t.ok(traces.every((r) => r.attributes['service.instance.id']), 'and the instance id');
+  t.ok(
+    traces.every((r) => r.attributes['service.name'] === 'gen-over-grpc'),
+    'every span batch carries the service name',
+  );
+  t.ok(
+    traces.every((r) => r.attributes['service.instance.id']),
+    'and the instance id',
+  );
 
   const calls = collector.received;
   t.ok(calls.some((r) => r.path === TRACE_EXPORT) && calls.some((r) => r.path === METRICS_EXPORT), 'both services were called');
-  t.ok(calls.every((r) => r.headers['api-key'] === 'grpc secret'), 'OTEL_EXPORTER_OTLP_HEADERS is sent as metadata with every export, percent-decoded');
-  t.ok(calls.every((r) => /OTel-OTLP-Exporter-JavaScript/.test(r.headers['user-agent'] ?? '')), 'by the official exporters');
+  t.ok(
+    calls.every((r) => r.headers['api-key'] === 'grpc secret'),
+    'OTEL_EXPORTER_OTLP_HEADERS is sent as metadata with every export, percent-decoded',
+  );
+  t.ok(
+    calls.every((r) => /OTel-OTLP-Exporter-JavaScript/.test(r.headers['user-agent'] ?? '')),
+    'by the official exporters',
+  );
 });
 
 t.test('the per-signal protocol: traces over gRPC, metrics over http/protobuf, each to its own endpoint', async (t) => {
@@ -47,17 +71,29 @@ t.test('the per-signal protocol: traces over gRPC, metrics over http/protobuf, e
   const httpCollector = await startHttpCollector(t);
   const server = await startTestServer(t, {
     env: {
-      OTEL_TRACES_EXPORTER: 'otlp', OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'grpc', OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: grpcCollector.url,
-      OTEL_EXPORTER_OTLP_METRICS_ENDPOINT: `${httpCollector.url}/v1/metrics`, ...METRICS_EVERY_200_MS,
+      OTEL_TRACES_EXPORTER: 'otlp',
+      OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'grpc',
+      OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: grpcCollector.url,
+      OTEL_EXPORTER_OTLP_METRICS_ENDPOINT: `${httpCollector.url}/v1/metrics`,
+      ...METRICS_EVERY_200_MS,
     },
   });
   t.equal((await server.fetch('/v1')).status, 200);
-  await eventually(async () => (namesOf(exportsOf(httpCollector, '/v1/metrics', 'metrics')).has('http.server.request.duration') ? true : undefined),
-    'the HTTP collector receives the request histogram, protobuf-encoded');
+  await eventually(
+    async () => (namesOf(exportsOf(httpCollector, '/v1/metrics', 'metrics')).has('http.server.request.duration') ? true : undefined),
+    'the HTTP collector receives the request histogram, protobuf-encoded',
+  );
   await server.stop();
   t.ok(namesOf(exportsOf(grpcCollector, TRACE_EXPORT, 'traces')).has('GET /v1'), 'the span went over gRPC');
-  t.same(grpcCollector.received.filter((r) => r.path !== TRACE_EXPORT), [], 'no metrics over gRPC');
-  t.ok(httpCollector.received.every((r) => r.path === '/v1/metrics' && r.headers['content-type'] === 'application/x-protobuf'), 'nothing else over HTTP, and in protobuf');
+  t.same(
+    grpcCollector.received.filter((r) => r.path !== TRACE_EXPORT),
+    [],
+    'no metrics over gRPC',
+  );
+  t.ok(
+    httpCollector.received.every((r) => r.path === '/v1/metrics' && r.headers['content-type'] === 'application/x-protobuf'),
+    'nothing else over HTTP, and in protobuf',
+  );
 });
 
 t.test('the reverse: metrics over gRPC at the shared endpoint (used as it is), traces over http/json at theirs', async (t) => {
@@ -65,16 +101,26 @@ t.test('the reverse: metrics over gRPC at the shared endpoint (used as it is), t
   const httpCollector = await startHttpCollector(t);
   const server = await startTestServer(t, {
     env: {
-      OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc', OTEL_EXPORTER_OTLP_ENDPOINT: grpcCollector.url,
-      OTEL_TRACES_EXPORTER: 'otlp', OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'http/json', OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: `${httpCollector.url}/v1/traces`, ...METRICS_EVERY_200_MS,
+      OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc',
+      OTEL_EXPORTER_OTLP_ENDPOINT: grpcCollector.url,
+      OTEL_TRACES_EXPORTER: 'otlp',
+      OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'http/json',
+      OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: `${httpCollector.url}/v1/traces`,
+      ...METRICS_EVERY_200_MS,
     },
   });
   t.equal((await server.fetch('/v1')).status, 200);
-  await eventually(async () => (namesOf(exportsOf(grpcCollector, METRICS_EXPORT, 'metrics')).has('http.server.request.duration') ? true : undefined),
-    'the gRPC collector receives the request histogram');
+  await eventually(
+    async () => (namesOf(exportsOf(grpcCollector, METRICS_EXPORT, 'metrics')).has('http.server.request.duration') ? true : undefined),
+    'the gRPC collector receives the request histogram',
+  );
   await server.stop();
   const traces = httpCollector.received.filter((r) => r.path === '/v1/traces').map((r) => JSON.parse(r.body.toString('utf8')));
   const spans = traces.flatMap((body) => body.resourceSpans.flatMap((rs: any) => rs.scopeSpans.flatMap((ss: any) => ss.spans.map((s: any) => s.name))));
   t.ok(spans.includes('GET /v1'), 'the span went over HTTP as JSON, to the traces endpoint as it was given');
-  t.same(grpcCollector.received.filter((r) => r.path !== METRICS_EXPORT), [], 'no spans over gRPC');
+  t.same(
+    grpcCollector.received.filter((r) => r.path !== METRICS_EXPORT),
+    [],
+    'no spans over gRPC',
+  );
 });

@@ -13,7 +13,10 @@ t.test('a job that ends before its provider answers still ends its provider span
   const who = await tenant(server);
 
   const job = await createGeneration(server, who, 'never answered');
-  await eventually(async () => (['submitted', 'running'].includes((await getGeneration(server, who, job.id)).status) ? true : undefined), 'the job is with its provider');
+  await eventually(
+    async () => (['submitted', 'running'].includes((await getGeneration(server, who, job.id)).status) ? true : undefined),
+    'the job is with its provider',
+  );
   t.equal(providerSpanOf(exporter.getFinishedSpans(), job.id), undefined, 'while the provider works, its span is open');
 
   await cancelGeneration(server, who, job.id);
@@ -24,7 +27,7 @@ t.test('a job that ends before its provider answers still ends its provider span
   t.equal((await getGeneration(server, who, job.id)).status, 'cancelled');
 });
 
-t.test('a provider that answers ends its span once, with no outcome added by the job\'s end', async (t) => {
+t.test("a provider that answers ends its span once, with no outcome added by the job's end", async (t) => {
   const exporter = new InMemorySpanExporter();
   const server = await startTestServer(t, { spanExporter: exporter, env: { LOCAL_PROVIDER_LATENCY_MS: '0' } });
   const who = await tenant(server);
@@ -32,7 +35,11 @@ t.test('a provider that answers ends its span once, with no outcome added by the
   const job = await createGeneration(server, who, 'answered');
   await eventually(async () => ((await getGeneration(server, who, job.id)).status === 'succeeded' ? true : undefined), 'the job succeeds');
   const span = await eventually(async () => providerSpanOf(exporter.getFinishedSpans(), job.id), 'the provider span is exported');
-  t.equal(exporter.getFinishedSpans().filter((s) => s.name === 'provider local' && s.attributes['generation.id'] === job.id).length, 1, 'one provider span, ended once');
-  t.equal(span.attributes['generation.outcome'], undefined, 'ended by the provider\'s own answer');
+  t.equal(
+    exporter.getFinishedSpans().filter((s) => s.name === 'provider local' && s.attributes['generation.id'] === job.id).length,
+    1,
+    'one provider span, ended once',
+  );
+  t.equal(span.attributes['generation.outcome'], undefined, "ended by the provider's own answer");
   t.not(span.status.code, SpanStatusCode.ERROR);
 });

@@ -49,8 +49,10 @@ t.test('one request: an HTTP server span, a child span per actor message, its co
   t.equal(res.status, 200);
   t.same(res.body, { value: 1 });
 
-  const spans = await spansFor(exporter, (all) => byName(all, 'GET /v1/test/spans/:id').length === 1
-    && byName(all, 'actor counter inc').length === 1 && byName(all, 'db.batch').length >= 1);
+  const spans = await spansFor(
+    exporter,
+    (all) => byName(all, 'GET /v1/test/spans/:id').length === 1 && byName(all, 'actor counter inc').length === 1 && byName(all, 'db.batch').length >= 1,
+  );
   const [http] = byName(spans, 'GET /v1/test/spans/:id');
   const [actor] = byName(spans, 'actor counter inc');
   t.ok(http, 'a server span named after the method and route template');
@@ -74,9 +76,10 @@ t.test('one request: an HTTP server span, a child span per actor message, its co
   t.ok(wait, 'a db.commit.wait span is a child of the actor span whose write it waited for');
   if (!wait) return;
   t.equal(wait.spanContext().traceId, http.spanContext().traceId, 'the wait is in the request trace');
-  const batch = byName(spans, 'db.batch').find((s) => parentOf(s) === wait.spanContext().spanId
-    || s.links.some((l) => l.context.spanId === wait.spanContext().spanId));
-  t.ok(batch, 'the db.batch span that committed the write is the wait span\'s child (or linked from it)');
+  const batch = byName(spans, 'db.batch').find(
+    (s) => parentOf(s) === wait.spanContext().spanId || s.links.some((l) => l.context.spanId === wait.spanContext().spanId),
+  );
+  t.ok(batch, "the db.batch span that committed the write is the wait span's child (or linked from it)");
   if (!batch) return;
   t.equal(batch.kind, SpanKind.CLIENT);
   t.ok(Number(batch.attributes['db.operation.batch.size']) >= 1);

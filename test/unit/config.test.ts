@@ -22,8 +22,14 @@ t.test('defaults give the embedded set-up', async (t) => {
 
 t.test('values are read and normalised', async (t) => {
   const config = loadConfig({
-    PORT: '9000', HOST: '0.0.0.0', BASE_URL: 'https://api.example.com/', DATABASE_URL: 'postgres://u@db:5432/x',
-    REDIS_URL: 'redis://cache:6379', LOG_LEVEL: 'debug', ALLOW_UWS_FALLBACK: 'yes', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318',
+    PORT: '9000',
+    HOST: '0.0.0.0',
+    BASE_URL: 'https://api.example.com/',
+    DATABASE_URL: 'postgres://u@db:5432/x',
+    REDIS_URL: 'redis://cache:6379',
+    LOG_LEVEL: 'debug',
+    ALLOW_UWS_FALLBACK: 'yes',
+    OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318',
   });
   t.equal(config.port, 9000);
   t.equal(config.baseUrl, 'https://api.example.com');
@@ -37,7 +43,15 @@ t.test('values are read and normalised', async (t) => {
 
 t.test('every bad value is reported at once, each with its own message', async (t) => {
   try {
-    loadConfig({ PORT: '70000', DATABASE_URL: 'mysql://x', REDIS_URL: 'not a url', LOG_LEVEL: 'loud', ALLOW_UWS_FALLBACK: 'maybe', BODY_LIMIT_BYTES: '-1', OTEL_TRACES_EXPORTER: 'zipkin' });
+    loadConfig({
+      PORT: '70000',
+      DATABASE_URL: 'mysql://x',
+      REDIS_URL: 'not a url',
+      LOG_LEVEL: 'loud',
+      ALLOW_UWS_FALLBACK: 'maybe',
+      BODY_LIMIT_BYTES: '-1',
+      OTEL_TRACES_EXPORTER: 'zipkin',
+    });
     t.fail('should have thrown');
   } catch (error) {
     t.ok(error instanceof ConfigError);
@@ -58,7 +72,12 @@ t.test('provider kinds: each off unless configured; every problem of every kind 
   const configured = readProviderSettings({ OPENAI_BASE_URL: 'http://127.0.0.1:9999/v1/', OPENAI_API_KEY: 'sk-x', REPLICATE_API_TOKEN: 'r8_abc' });
   t.same([...configured.settings.keys()].sort(), ['openai', 'replicate']);
   t.same(configured.problems, []);
-  const wrong = readProviderSettings({ OPENAI_BASE_URL: 'https://x.example/v1', FAL_KEY: 'k', FAL_WEBHOOK_JWKS: 'not json {', COG_BASE_URL: 'http://cog:5000' });
+  const wrong = readProviderSettings({
+    OPENAI_BASE_URL: 'https://x.example/v1',
+    FAL_KEY: 'k',
+    FAL_WEBHOOK_JWKS: 'not json {',
+    COG_BASE_URL: 'http://cog:5000',
+  });
   t.match(wrong.problems.join('\n'), /OPENAI_API_KEY/);
   t.match(wrong.problems.join('\n'), /FAL_WEBHOOK_JWKS/);
   t.match(wrong.problems.join('\n'), /COG_WEBHOOK_SECRET/);
@@ -71,30 +90,69 @@ t.test('provider kinds: each off unless configured; every problem of every kind 
 t.test('cluster mode: off by default; its settings read with CLUSTER=true on PostgreSQL with Redis', async (t) => {
   t.equal(loadConfig({}).cluster, undefined);
   const secret = 's'.repeat(32);
-  const base = { DATABASE_URL: 'postgres://u@db:5432/x', REDIS_URL: 'redis://cache:6379', PORT: '9000', CLUSTER_SECRET: secret,
-    WEBHOOK_SECRET_KEY: 'w'.repeat(32), BILLING_SIGNING_SECRET: 'b'.repeat(32), BLOB_SIGNING_SECRET: 'l'.repeat(32) };
+  const base = {
+    DATABASE_URL: 'postgres://u@db:5432/x',
+    REDIS_URL: 'redis://cache:6379',
+    PORT: '9000',
+    CLUSTER_SECRET: secret,
+    WEBHOOK_SECRET_KEY: 'w'.repeat(32),
+    BILLING_SIGNING_SECRET: 'b'.repeat(32),
+    BLOB_SIGNING_SECRET: 'l'.repeat(32),
+  };
   const cluster = loadConfig({ ...base, CLUSTER: 'true' }).cluster!;
   t.equal(cluster.nodeId, `${os.hostname()}:9000`, 'the node id defaults to host:port');
-  t.same({ ...cluster, nodeId: undefined, internalAddress: undefined },
-    { nodeId: undefined, internalAddress: undefined, internalPort: 8081, heartbeatMs: 1000, deadAfterMs: 5000, leaseMs: 5000, shards: 64, secret });
-  t.same(loadConfig({
-    ...base, CLUSTER: '1', CLUSTER_NODE_ID: 'node-a', CLUSTER_INTERNAL_ADDRESS: '10.0.0.7', CLUSTER_INTERNAL_PORT: '7001',
-    CLUSTER_HEARTBEAT_MS: '200', CLUSTER_DEAD_AFTER_MS: '1000', CLUSTER_LEASE_MS: '800', CLUSTER_SHARDS: '16',
-  }).cluster, { nodeId: 'node-a', internalAddress: '10.0.0.7', internalPort: 7001, heartbeatMs: 200, deadAfterMs: 1000, leaseMs: 800, shards: 16, secret });
+  t.same(
+    { ...cluster, nodeId: undefined, internalAddress: undefined },
+    { nodeId: undefined, internalAddress: undefined, internalPort: 8081, heartbeatMs: 1000, deadAfterMs: 5000, leaseMs: 5000, shards: 64, secret },
+  );
+  t.same(
+    loadConfig({
+      ...base,
+      CLUSTER: '1',
+      CLUSTER_NODE_ID: 'node-a',
+      CLUSTER_INTERNAL_ADDRESS: '10.0.0.7',
+      CLUSTER_INTERNAL_PORT: '7001',
+      CLUSTER_HEARTBEAT_MS: '200',
+      CLUSTER_DEAD_AFTER_MS: '1000',
+      CLUSTER_LEASE_MS: '800',
+      CLUSTER_SHARDS: '16',
+    }).cluster,
+    { nodeId: 'node-a', internalAddress: '10.0.0.7', internalPort: 7001, heartbeatMs: 200, deadAfterMs: 1000, leaseMs: 800, shards: 16, secret },
+  );
   t.throws(() => loadConfig({ ...base, CLUSTER: 'true', CLUSTER_SECRET: 'short' }), /CLUSTER_SECRET: required in cluster mode, at least 32 characters/);
   t.throws(() => loadConfig({ ...base, CLUSTER: 'true', CLUSTER_SECRET: undefined }), /CLUSTER_SECRET: required in cluster mode/);
-  t.throws(() => loadConfig({ ...base, CLUSTER: 'true', WEBHOOK_SECRET_KEY: undefined, BLOB_SIGNING_SECRET: undefined }),
-    /WEBHOOK_SECRET_KEY, BLOB_SIGNING_SECRET: required in cluster mode, the same on every node/);
+  t.throws(
+    () => loadConfig({ ...base, CLUSTER: 'true', WEBHOOK_SECRET_KEY: undefined, BLOB_SIGNING_SECRET: undefined }),
+    /WEBHOOK_SECRET_KEY, BLOB_SIGNING_SECRET: required in cluster mode, the same on every node/,
+  );
   t.equal(loadConfig({ CLUSTER: 'false' }).cluster, undefined, 'CLUSTER=false is accepted on PGlite');
 });
 
 t.test('cluster mode is refused on PGlite, without Redis, with bad timings, or with settings but no CLUSTER=true', async (t) => {
-  t.throws(() => loadConfig({ CLUSTER: 'true' }), /CLUSTER=true: cluster mode needs PostgreSQL \(DATABASE_URL=postgres:\/\/…\); PGlite runs a single node only/);
-  t.throws(() => loadConfig({ DATABASE_URL: 'memory://', CLUSTER_NODE_ID: 'a', CLUSTER_SHARDS: '8' }), /CLUSTER_NODE_ID, CLUSTER_SHARDS: cluster mode needs PostgreSQL/);
+  t.throws(
+    () => loadConfig({ CLUSTER: 'true' }),
+    /CLUSTER=true: cluster mode needs PostgreSQL \(DATABASE_URL=postgres:\/\/…\); PGlite runs a single node only/,
+  );
+  t.throws(
+    () => loadConfig({ DATABASE_URL: 'memory://', CLUSTER_NODE_ID: 'a', CLUSTER_SHARDS: '8' }),
+    /CLUSTER_NODE_ID, CLUSTER_SHARDS: cluster mode needs PostgreSQL/,
+  );
   t.throws(() => loadConfig({ DATABASE_URL: 'postgres://u@db/x', CLUSTER: 'true' }), /CLUSTER=true: cluster mode needs REDIS_URL/);
-  t.throws(() => loadConfig({ DATABASE_URL: 'postgres://u@db/x', REDIS_URL: 'redis://c', CLUSTER_NODE_ID: 'a' }), /CLUSTER_NODE_ID: only read in cluster mode; set CLUSTER=true/);
+  t.throws(
+    () => loadConfig({ DATABASE_URL: 'postgres://u@db/x', REDIS_URL: 'redis://c', CLUSTER_NODE_ID: 'a' }),
+    /CLUSTER_NODE_ID: only read in cluster mode; set CLUSTER=true/,
+  );
   try {
-    loadConfig({ DATABASE_URL: 'postgres://u@db/x', REDIS_URL: 'redis://c', CLUSTER: 'true', CLUSTER_NODE_ID: 'a b', CLUSTER_HEARTBEAT_MS: '1000', CLUSTER_DEAD_AFTER_MS: '1500', CLUSTER_LEASE_MS: '1999', CLUSTER_SHARDS: '0' });
+    loadConfig({
+      DATABASE_URL: 'postgres://u@db/x',
+      REDIS_URL: 'redis://c',
+      CLUSTER: 'true',
+      CLUSTER_NODE_ID: 'a b',
+      CLUSTER_HEARTBEAT_MS: '1000',
+      CLUSTER_DEAD_AFTER_MS: '1500',
+      CLUSTER_LEASE_MS: '1999',
+      CLUSTER_SHARDS: '0',
+    });
     t.fail('should have thrown');
   } catch (error) {
     const problems = (error as ConfigError).problems.join('\n');
@@ -116,7 +174,7 @@ t.test('npm start with a cluster setting on PGlite exits 78 with the reason, bef
 });
 
 t.test('LOOPBACK_EGRESS: auto is on only for a service reachable from this machine alone', async (t) => {
-  t.equal(loadConfig({}).allowLoopbackEgress, true, 'npm start\'s defaults: bound to 127.0.0.1, no BASE_URL');
+  t.equal(loadConfig({}).allowLoopbackEgress, true, "npm start's defaults: bound to 127.0.0.1, no BASE_URL");
   t.equal(loadConfig({ HOST: 'localhost' }).allowLoopbackEgress, true, 'HOST localhost');
   t.equal(loadConfig({ HOST: '::1' }).allowLoopbackEgress, true, 'HOST ::1');
   t.equal(loadConfig({ HOST: '0.0.0.0' }).allowLoopbackEgress, false, 'bound to every interface: off');

@@ -94,10 +94,20 @@ t.test('weights 3:1, both always backlogged: 3 grants to 1 over 1,000 grants, in
   t.equal(b, 250, 'b: one in four');
   t.ok(Math.abs(a / b - 3) / 3 <= 0.1, `within 10% of 3:1 (${a}:${b})`);
   // a's finish tags go by thirds of b's: a's first three slots end before b's first one would.
-  t.same(grants.slice(0, 12).map((g) => g[0]).join(''), 'aaabaaabaaab', 'the first grants');
+  t.same(
+    grants
+      .slice(0, 12)
+      .map((g) => g[0])
+      .join(''),
+    'aaabaaabaaab',
+    'the first grants',
+  );
   // Never more than 4 grants apart for b: no long run of a's.
   const bAt = grants.flatMap((g, i) => (g.startsWith('b') ? [i] : []));
-  t.ok(bAt.every((at, i) => i === 0 || at - bAt[i - 1]! <= 4), 'b gets one slot in every four');
+  t.ok(
+    bAt.every((at, i) => i === 0 || at - bAt[i - 1]! <= 4),
+    'b gets one slot in every four',
+  );
 });
 
 t.test('a workspace that joins late is not owed the past: no burst', async (t) => {
@@ -133,7 +143,14 @@ t.test('a job that ends while waiting withdraws its ask; the next job of its wor
   t.same(queue.release('b1', 1), [], 'b1 cancelled: the slot is still held, nothing granted');
   t.equal(queue.askOf('b'), undefined);
   t.same(queue.ask('b', 'b2', 1, 1), { holds: false, grants: [] });
-  t.same(queue.snapshot().asks, [['b', 'b2', 0, 1_000_000], ['c', 'c1', 0, 1_000_000]], 'b2 asks from V, as b1 did: its place is not lost');
+  t.same(
+    queue.snapshot().asks,
+    [
+      ['b', 'b2', 0, 1_000_000],
+      ['c', 'c1', 0, 1_000_000],
+    ],
+    'b2 asks from V, as b1 did: its place is not lost',
+  );
   t.same(queue.release('a1', 1), [{ workspaceId: 'b', generationId: 'b2' }], 'equal finish tags: the smaller workspace id first, as Redis orders them');
   t.same(queue.ask('b', 'b2', 1, 1), { holds: true, grants: [] }, 'the granted job takes its slot');
   t.same(queue.ask('b', 'b3', 1, 1).holds, false);
@@ -172,11 +189,21 @@ t.test('virtual time: tags from the weights, and back to 0 whenever nobody waits
   queue.ask('a', 'a1', 1, 1);
   queue.ask('a', 'a2', 1, 1);
   queue.ask('b', 'b1', 4, 1);
-  t.same(queue.snapshot().asks, [['b', 'b1', 0, 250_000], ['a', 'a2', 1_000_000, 2_000_000]], 'b, fresh, starts at V; a after its slot');
+  t.same(
+    queue.snapshot().asks,
+    [
+      ['b', 'b1', 0, 250_000],
+      ['a', 'a2', 1_000_000, 2_000_000],
+    ],
+    'b, fresh, starts at V; a after its slot',
+  );
   queue.release('a1', 1);
   queue.ask('b', 'b1', 4, 1);
   queue.ask('b', 'b2', 4, 1);
-  t.same(queue.snapshot().asks, [['b', 'b2', 250_000, 500_000], ['a', 'a2', 1_000_000, 2_000_000]]);
+  t.same(queue.snapshot().asks, [
+    ['b', 'b2', 250_000, 500_000],
+    ['a', 'a2', 1_000_000, 2_000_000],
+  ]);
   queue.release('b1', 1);
   queue.ask('b', 'b2', 4, 1);
   queue.release('b2', 1);
@@ -185,7 +212,10 @@ t.test('virtual time: tags from the weights, and back to 0 whenever nobody waits
 
 t.test('ProviderCapacity wakes only the workspace a freed slot is granted to', async (t) => {
   const woken: string[] = [];
-  const capacity = new ProviderCapacity((p) => (p === 'p' ? 1 : undefined), (ws) => woken.push(ws));
+  const capacity = new ProviderCapacity(
+    (p) => (p === 'p' ? 1 : undefined),
+    (ws) => woken.push(ws),
+  );
   t.ok(capacity.tryAcquire('p', 'a1', 'a'));
   t.notOk(capacity.tryAcquire('p', 'a2', 'a'));
   t.notOk(capacity.tryAcquire('p', 'b1', 'b', 3));
@@ -199,5 +229,5 @@ t.test('ProviderCapacity wakes only the workspace a freed slot is granted to', a
   t.ok(capacity.tryAcquire('q', 'x', 'a'), 'a provider without a limit: always');
   t.equal(capacity.inFlight('q'), 1);
   capacity.release('b1');
-  t.same(woken, ['b', 'c'], "then c: a asked first, but its ask starts after the slot it had");
+  t.same(woken, ['b', 'c'], 'then c: a asked first, but its ask starts after the slot it had');
 });

@@ -18,7 +18,10 @@ t.test('a FastCounter exports cumulative monotonic sums per series, as the SDK c
   const provider = new MeterProvider({ readers: [reader] });
   const counter = new FastCounter({ meter: provider.getMeter('test') } as Instruments, 'c', { description: 'a counter', unit: '{thing}' });
   let made = 0;
-  const a = () => { made++; return { kind: 'a' }; };
+  const a = () => {
+    made++;
+    return { kind: 'a' };
+  };
   counter.add(1, 'a', a);
   counter.add(2, 'a', a);
   counter.add(1, 'b', () => ({ kind: 'b' }));
@@ -27,11 +30,21 @@ t.test('a FastCounter exports cumulative monotonic sums per series, as the SDK c
   t.equal(metric.descriptor.name, 'c');
   t.equal(metric.dataPointType, DataPointType.SUM);
   t.match(metric, { isMonotonic: true, aggregationTemporality: AggregationTemporality.CUMULATIVE });
-  t.same(points.map((p) => [p.attributes, p.value]), [[{ kind: 'a' }, 3], [{ kind: 'b' }, 1]]);
+  t.same(
+    points.map((p) => [p.attributes, p.value]),
+    [
+      [{ kind: 'a' }, 3],
+      [{ kind: 'b' }, 1],
+    ],
+  );
   t.equal(made, 1, "a series' attributes are made once");
   counter.add(4, 'a', a);
   ({ points } = await exported(reader));
-  t.same(points.map((p) => p.value), [7, 1], 'totals keep growing across collections');
+  t.same(
+    points.map((p) => p.value),
+    [7, 1],
+    'totals keep growing across collections',
+  );
   await provider.shutdown();
 });
 

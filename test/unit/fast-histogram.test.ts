@@ -30,7 +30,10 @@ t.test('an empty histogram is left out; past the series limit, records go to one
   for (let i = 0; i < 2_100; i++) many.record(0.5, { i });
   const { resourceMetrics } = await set.collect();
   const metrics = resourceMetrics.scopeMetrics[0]!.metrics;
-  t.same(metrics.map((m) => m.descriptor.name), ['many']);
+  t.same(
+    metrics.map((m) => m.descriptor.name),
+    ['many'],
+  );
   const points = metrics[0]!.dataPoints as Array<{ attributes: Record<string, unknown>; value: Histogram }>;
   t.equal(points.length, 2_001, 'at most 2,000 series and the overflow one');
   const overflow = points.find((p) => p.attributes['otel.metric.overflow'] === true);

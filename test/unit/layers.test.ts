@@ -21,7 +21,10 @@ function sources(folder: string): string[] {
 /** A file's relative imports, resolved: static, `import type`, `export … from` and dynamic `import()`. */
 function importsOf(file: string, text: string): string[] {
   const { importedFiles } = ts.preProcessFile(text, true, true);
-  return importedFiles.map((i) => i.fileName).filter((spec) => spec.startsWith('.')).map((spec) => path.posix.join(path.posix.dirname(file), spec));
+  return importedFiles
+    .map((i) => i.fileName)
+    .filter((spec) => spec.startsWith('.'))
+    .map((spec) => path.posix.join(path.posix.dirname(file), spec));
 }
 
 const layerOf = (file: string): number => LAYERS.indexOf(file.split('/')[0]!);
@@ -94,18 +97,24 @@ t.test('the checks find an import that climbs and a circle', async (t) => {
     ['actors/h.ts', 'actors/i.ts'],
     ['actors/i.ts', 'actors/g.ts'],
   ];
-  t.same(upward(edges), [['persistence/d.ts', 'runtime/e.ts'], ['runtime/e.ts', 'bench/f.ts']]);
+  t.same(upward(edges), [
+    ['persistence/d.ts', 'runtime/e.ts'],
+    ['runtime/e.ts', 'bench/f.ts'],
+  ]);
   t.same(circles(edges), [['actors/g.ts', 'actors/h.ts', 'actors/i.ts']]);
   t.same(circles(edges.slice(0, 6)), []);
   t.equal(wayRound(circles(edges)[0]!, edges), 'actors/g.ts -> actors/h.ts -> actors/i.ts -> actors/g.ts');
 
-  const read = importsOf('http/x.ts', [
-    "import type { A } from '../actors/a.ts';",
-    "export { B } from './b.ts';",
-    "export type { C } from '../domain/c.ts';",
-    "const d = await import('../runtime/d.ts');",
-    "import { e } from 'node:fs';",
-  ].join('\n'));
+  const read = importsOf(
+    'http/x.ts',
+    [
+      "import type { A } from '../actors/a.ts';",
+      "export { B } from './b.ts';",
+      "export type { C } from '../domain/c.ts';",
+      "const d = await import('../runtime/d.ts');",
+      "import { e } from 'node:fs';",
+    ].join('\n'),
+  );
   t.same(read.sort(), ['actors/a.ts', 'domain/c.ts', 'http/b.ts', 'runtime/d.ts']);
 });
 
@@ -115,8 +124,16 @@ t.test('imports run down the layers, with no circle between files', async (t) =>
     for (const to of importsOf(file, readFileSync(path.join(ROOT, file), 'utf8'))) edges.push([file, to]);
   }
   t.ok(edges.length > 1000, `the imports were read (${edges.length})`);
-  t.same(upward(edges).map(([a, b]) => `${a} -> ${b}`), [], `order, top first: ${LAYERS.join(' -> ')}`);
-  t.same(circles(edges).map((group) => wayRound(group, edges)), [], 'circles, each by one way round');
+  t.same(
+    upward(edges).map(([a, b]) => `${a} -> ${b}`),
+    [],
+    `order, top first: ${LAYERS.join(' -> ')}`,
+  );
+  t.same(
+    circles(edges).map((group) => wayRound(group, edges)),
+    [],
+    'circles, each by one way round',
+  );
 });
 
 t.test("the README's layout table names every folder, and only those", async (t) => {

@@ -4,7 +4,16 @@ import { Router } from '../../http/router.ts';
 import { defineRoute, type Method } from '../../http/route.ts';
 
 function route(method: Method, path: string) {
-  return defineRoute({ method, path, operationId: `${method}${path}`, summary: '', tags: [], access: 'public', responses: { 200: Type.Object({}) }, handler: () => ({}) });
+  return defineRoute({
+    method,
+    path,
+    operationId: `${method}${path}`,
+    summary: '',
+    tags: [],
+    access: 'public',
+    responses: { 200: Type.Object({}) },
+    handler: () => ({}),
+  });
 }
 
 t.test('static, parameterised and literal-before-parameter matches', async (t) => {

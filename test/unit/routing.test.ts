@@ -4,19 +4,47 @@ import type { DeploymentRecord, ModelRecord } from '../../domain/catalog/index.t
 import { triedDeployments } from '../../actors/generation/actor.ts';
 
 const deployment = (id: string, overrides: Partial<DeploymentRecord> = {}): DeploymentRecord => ({
-  id, modelId: 'm', provider: 'replicate', target: {}, input: undefined, limits: {}, available: true, weight: 1, breaker: {}, capabilities: {}, ...overrides,
+  id,
+  modelId: 'm',
+  provider: 'replicate',
+  target: {},
+  input: undefined,
+  limits: {},
+  available: true,
+  weight: 1,
+  breaker: {},
+  capabilities: {},
+  ...overrides,
 });
 const model = (deployments: DeploymentRecord[], strategy: ModelRecord['routing']['strategy'] = 'order'): ModelRecord => ({
-  id: 'm', name: 'M', mode: 'image_to_image', maker: 'x', description: '', price: { per: 'job', credits: 1 }, plans: ['free'],
-  parameterSchema: {} as never, sample: { prompt: '', note: '' }, deployments, provider: 'replicate',
+  id: 'm',
+  name: 'M',
+  mode: 'image_to_image',
+  maker: 'x',
+  description: '',
+  price: { per: 'job', credits: 1 },
+  plans: ['free'],
+  parameterSchema: {} as never,
+  sample: { prompt: '', note: '' },
+  deployments,
+  provider: 'replicate',
   routing: { strategy, maxAttempts: 3, budgetMs: 60_000 },
 });
 const open: Choice = { allows: () => true, inFlight: () => 0, random: () => 0 };
 const needs = { parameters: ['prompt', 'strength'], inputs: ['image' as const] };
 
 t.test('only failures another deployment could fix move a job', async (t) => {
-  for (const code of ['provider_rate_limited', 'provider_unavailable', 'provider_timeout', 'provider_error', 'provider_bad_response', 'provider_auth_failed']) t.ok(isRetriable(code), code);
-  for (const code of ['provider_input_rejected', 'provider_content_policy', 'invalid_input', 'storage_limit_reached', 'provider_output_fetch_failed', 'provider_cancelled']) t.notOk(isRetriable(code), code);
+  for (const code of ['provider_rate_limited', 'provider_unavailable', 'provider_timeout', 'provider_error', 'provider_bad_response', 'provider_auth_failed'])
+    t.ok(isRetriable(code), code);
+  for (const code of [
+    'provider_input_rejected',
+    'provider_content_policy',
+    'invalid_input',
+    'storage_limit_reached',
+    'provider_output_fetch_failed',
+    'provider_cancelled',
+  ])
+    t.notOk(isRetriable(code), code);
 });
 
 t.test('a deployment serves a job only if it honours every parameter and input kind the job uses', async (t) => {
@@ -53,8 +81,12 @@ t.test('the budget: attempts and time', async (t) => {
 t.test('the deployments a job was tried on are read from its timeline', async (t) => {
   const tried = triedDeployments({
     deploymentId: 'c',
-    timeline: [{ status: 'queued', at: '' }, { status: 'running', at: '', detail: 'attempt on a failed: provider_unavailable: x; trying b' },
-      { status: 'running', at: '', detail: 'attempt on b failed: provider_timeout: y; trying c' }, { status: 'running', at: '', detail: 'queue position 2' }],
+    timeline: [
+      { status: 'queued', at: '' },
+      { status: 'running', at: '', detail: 'attempt on a failed: provider_unavailable: x; trying b' },
+      { status: 'running', at: '', detail: 'attempt on b failed: provider_timeout: y; trying c' },
+      { status: 'running', at: '', detail: 'queue position 2' },
+    ],
   });
   t.same([...tried].sort(), ['a', 'b', 'c']);
 });

@@ -32,17 +32,39 @@ t.test('a reservation is the most a job can cost, rounded up', async (t) => {
 
 t.test('fewer tokens than reserved, exactly as many, and more: capped at the reservation', async (t) => {
   const terms: TokenTerms = { inputMicroPer1k: 1_000_000, outputMicroPer1k: 3_000_000 };
-  t.same(tokenCharge(terms, { inputTokens: 100, outputTokens: 200 }, 5, 0n), { credits: 0, carryNano: 700_000_000n, capped: false }, '0.7: nothing yet, carried');
+  t.same(
+    tokenCharge(terms, { inputTokens: 100, outputTokens: 200 }, 5, 0n),
+    { credits: 0, carryNano: 700_000_000n, capped: false },
+    '0.7: nothing yet, carried',
+  );
   t.same(tokenCharge(terms, { inputTokens: 100, outputTokens: 200 }, 5, 700_000_000n), { credits: 1, carryNano: 400_000_000n, capped: false }, '0.7 + 0.7');
   t.same(tokenCharge(terms, { inputTokens: 2000, outputTokens: 1000 }, 5, 0n), { credits: 5, carryNano: 0n, capped: false }, 'exactly the reservation');
-  t.same(tokenCharge(terms, { inputTokens: 2000, outputTokens: 1000 }, 5, 999_999_999n), { credits: 5, carryNano: 999_999_999n, capped: false }, 'the carry stays when it does not reach a credit');
-  t.same(tokenCharge(terms, { inputTokens: 9000, outputTokens: 9000 }, 5, 0n), { credits: 5, carryNano: 0n, capped: true }, 'more than reserved: the reservation, no more');
-  t.same(tokenCharge(terms, { inputTokens: -5, outputTokens: Number.NaN }, 5, 0n), { credits: 0, carryNano: 0n, capped: false }, 'nonsense counts are no usage');
+  t.same(
+    tokenCharge(terms, { inputTokens: 2000, outputTokens: 1000 }, 5, 999_999_999n),
+    { credits: 5, carryNano: 999_999_999n, capped: false },
+    'the carry stays when it does not reach a credit',
+  );
+  t.same(
+    tokenCharge(terms, { inputTokens: 9000, outputTokens: 9000 }, 5, 0n),
+    { credits: 5, carryNano: 0n, capped: true },
+    'more than reserved: the reservation, no more',
+  );
+  t.same(
+    tokenCharge(terms, { inputTokens: -5, outputTokens: Number.NaN }, 5, 0n),
+    { credits: 0, carryNano: 0n, capped: false },
+    'nonsense counts are no usage',
+  );
 });
 
 t.test('no rounding favours the service by a credit on one job, nor drifts over many', async (t) => {
   const next = random(20261127);
-  for (const [inputPer1k, outputPer1k] of [[0.15, 0.6], [0.000001, 0.000003], [2.5, 10], [0.333333, 0.777777], [1, 1]] as const) {
+  for (const [inputPer1k, outputPer1k] of [
+    [0.15, 0.6],
+    [0.000001, 0.000003],
+    [2.5, 10],
+    [0.333333, 0.777777],
+    [1, 1],
+  ] as const) {
     const terms = tokenTermsOf({ per: 'tokens', inputPer1k, outputPer1k });
     let carry = 0n;
     let charged = 0n;
@@ -64,7 +86,10 @@ t.test('no rounding favours the service by a credit on one job, nor drifts over 
       exact += cost;
     }
     t.ok(worst < NANO, `${inputPer1k}/${outputPer1k}: one job is charged under a credit above its exact cost (worst ${worst} billionths)`);
-    t.ok(charged * NANO <= exact && exact - charged * NANO < NANO, `${inputPer1k}/${outputPer1k}: over 20,000 jobs the total charged is the exact total rounded down (${charged} for ${exact} billionths)`);
+    t.ok(
+      charged * NANO <= exact && exact - charged * NANO < NANO,
+      `${inputPer1k}/${outputPer1k}: over 20,000 jobs the total charged is the exact total rounded down (${charged} for ${exact} billionths)`,
+    );
     t.equal(exact - charged * NANO, carry, 'and what is not charged yet is exactly the carry');
   }
 });
@@ -79,12 +104,23 @@ t.test('a part captured, the rest released: from the reserved credits first, the
   const part = capturePart(held.account, 'gen_1', 5, 10);
   t.ok(part.ok);
   if (!part.ok) return;
-  t.same(part.entries.map((e) => [e.kind, e.credits, e.reservedCredits, e.walletCents, e.reservedWalletCents]), [
-    ['capture', 0, -3, 0, -8],
-    ['release', 0, 0, 20, -20],
-  ]);
-  t.same({ credits: part.account.availableCredits, reserved: part.account.reservedCredits, wallet: part.account.walletCents, reservedWallet: part.account.reservedWalletCents },
-    { credits: 0, reserved: 0, wallet: 992, reservedWallet: 0 }, '5 credits spent: 3 held credits and 2 at 4 cents');
+  t.same(
+    part.entries.map((e) => [e.kind, e.credits, e.reservedCredits, e.walletCents, e.reservedWalletCents]),
+    [
+      ['capture', 0, -3, 0, -8],
+      ['release', 0, 0, 20, -20],
+    ],
+  );
+  t.same(
+    {
+      credits: part.account.availableCredits,
+      reserved: part.account.reservedCredits,
+      wallet: part.account.walletCents,
+      reservedWallet: part.account.reservedWalletCents,
+    },
+    { credits: 0, reserved: 0, wallet: 992, reservedWallet: 0 },
+    '5 credits spent: 3 held credits and 2 at 4 cents',
+  );
   const ledger = sumLedger([...ok(grant(emptyAccount(), 3, 'g')).entries, ...held.entries, ...part.entries]);
   t.same(ledger, { availableCredits: 0, reservedCredits: 0, walletCents: -8, reservedWalletCents: 0 }, 'the ledger moved the wallet by the 8 cents spent');
   t.same(ok(capturePart(part.account, 'gen_1', 1, 10)).entries, [], 'a second capture changes nothing');

@@ -5,7 +5,8 @@ import { isUnstorable, storableText } from '../../persistence/storable-text.ts';
 const BAD = ': must not contain U+0000 or an unpaired surrogate';
 
 t.test('U+0000 and unpaired surrogates are unstorable; pairs and every other character are not', async (t) => {
-  for (const text of ['', 'plain', `;'"\\$1--`, 'é 漢字', '😀', '\ud83d\ude00', '\u0001\u001f\u007f\uffff', '\ufffd']) t.notOk(isUnstorable(text), JSON.stringify(text));
+  for (const text of ['', 'plain', `;'"\\$1--`, 'é 漢字', '😀', '\ud83d\ude00', '\u0001\u001f\u007f\uffff', '\ufffd'])
+    t.notOk(isUnstorable(text), JSON.stringify(text));
   for (const text of ['\u0000', 'a\u0000', '\ud800', 'a\udc00b', '\ude00\ud83d', '😀\ud83d', 'x\ud83d😀']) t.ok(isUnstorable(text), JSON.stringify(text));
 });
 

@@ -24,7 +24,8 @@ async function heldCreation(t: Test, server: TestServer, workspaceId: string, ur
   await creation.query(
     `insert into webhook_endpoints (id, workspace_id, url, description, event_types, status, secret_sealed, created_at, updated_at)
      values ($1, $2, $3, null, $4, 'active', $5, $6, $6)`,
-    [id, workspaceId, url, JSON.stringify(eventTypes), server.services.webhookSecrets.seal('whsec_race', id), at]);
+    [id, workspaceId, url, JSON.stringify(eventTypes), server.services.webhookSecrets.seal('whsec_race', id), at],
+  );
   return { id, commit: () => creation.query('commit') };
 }
 

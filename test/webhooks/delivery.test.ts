@@ -2,9 +2,7 @@ import t from 'tap';
 import { ManualClock } from '../../runtime/clock.ts';
 import { startTestServer } from '../helpers/server.ts';
 import { verifyWebhook, type WebhookVerificationError } from '../../client/src/webhooks.ts';
-import {
-  cancelGeneration, createEndpoint, createGeneration, deliveries, eventually, getGeneration, historyWhen, startReceiver, tenant,
-} from './support.ts';
+import { cancelGeneration, createEndpoint, createGeneration, deliveries, eventually, getGeneration, historyWhen, startReceiver, tenant } from './support.ts';
 
 t.test('a completed generation is delivered once, signed, with the event body of docs/webhooks.md, committed with the terminal state', async (t) => {
   const server = await startTestServer(t, { env: { ALLOW_PRIVATE_EGRESS: 'true', LOCAL_PROVIDER_LATENCY_MS: '0' } });
@@ -18,7 +16,11 @@ t.test('a completed generation is delivered once, signed, with the event body of
     return g.status === 'succeeded' ? g : undefined;
   }, 'the generation succeeds');
   // Read the moment the terminal state is visible: the delivery is in the same commit, so it is there too.
-  const [row] = await server.services.db.em().execute<Array<{ id: string; status: string; event_type: string }>>('select id, status, event_type from webhook_deliveries where generation_id = ?', [created.id]);
+  const [row] = await server.services.db
+    .em()
+    .execute<Array<{ id: string; status: string; event_type: string }>>('select id, status, event_type from webhook_deliveries where generation_id = ?', [
+      created.id,
+    ]);
   if (!row) throw new Error('no delivery row');
   t.ok(row, 'the delivery exists as soon as the terminal state does');
   t.equal(row.event_type, 'generation.completed');
@@ -36,25 +38,72 @@ t.test('a completed generation is delivered once, signed, with the event body of
   t.equal(event.id, row.id);
   t.equal(event.event, 'generation.completed');
   t.same(event.data, {
-    generationId: generation.id, workspaceId: who.workspaceId, mode: 'text_to_text', modelId: 'local/text-mini', status: 'succeeded',
-    outputAssetIds: generation.outputAssetIds, credits: generation.credits, startedAt: generation.startedAt, completedAt: generation.completedAt,
+    generationId: generation.id,
+    workspaceId: who.workspaceId,
+    mode: 'text_to_text',
+    modelId: 'local/text-mini',
+    status: 'succeeded',
+    outputAssetIds: generation.outputAssetIds,
+    credits: generation.credits,
+    startedAt: generation.startedAt,
+    completedAt: generation.completedAt,
   });
   t.match(event.createdAt, /^\d{4}-\d\d-\d\dT/);
 
   // What must never verify: another secret, a changed body, an old or future timestamp, a mangled header.
   const signature = headers['x-service-signature'] as string;
-  const failure = (fn: () => unknown) => { try { fn(); return 'verified'; } catch (error) { return (error as WebhookVerificationError).code; } };
-  t.equal(failure(() => verifyWebhook(request!.rawBody, signature, 'whsec_other')), 'signature_mismatch');
-  t.equal(failure(() => verifyWebhook(Buffer.from(request!.rawBody.toString().replace('"credits":1', '"credits":0')), signature, endpoint.secret)), 'signature_mismatch');
-  t.equal(failure(() => verifyWebhook(request!.rawBody, signature, endpoint.secret, { now: Date.now() + 6 * 60_000 })), 'timestamp_out_of_tolerance');
-  t.equal(failure(() => verifyWebhook(request!.rawBody, signature, endpoint.secret, { now: Date.now() - 6 * 60_000 })), 'timestamp_out_of_tolerance');
-  t.equal(failure(() => verifyWebhook(request!.rawBody, undefined, endpoint.secret)), 'missing_header');
-  t.equal(failure(() => verifyWebhook(request!.rawBody, 'v1=abc', endpoint.secret)), 'malformed_header');
-  t.equal(failure(() => verifyWebhook(request!.rawBody, signature.replace(/v1=[0-9a-f]{64}/, `v1=${'0'.repeat(64)}`), endpoint.secret)), 'signature_mismatch');
-  t.equal(failure(() => verifyWebhook(request!.rawBody, `${signature},v1=${'0'.repeat(64)}`, endpoint.secret)), 'verified', 'any one matching v1 is enough (rotation)');
+  const failure = (fn: () => unknown) => {
+    try {
+      fn();
+      return 'verified';
+    } catch (error) {
+      return (error as WebhookVerificationError).code;
+    }
+  };
+  t.equal(
+    failure(() => verifyWebhook(request!.rawBody, signature, 'whsec_other')),
+    'signature_mismatch',
+  );
+  t.equal(
+    failure(() => verifyWebhook(Buffer.from(request!.rawBody.toString().replace('"credits":1', '"credits":0')), signature, endpoint.secret)),
+    'signature_mismatch',
+  );
+  t.equal(
+    failure(() => verifyWebhook(request!.rawBody, signature, endpoint.secret, { now: Date.now() + 6 * 60_000 })),
+    'timestamp_out_of_tolerance',
+  );
+  t.equal(
+    failure(() => verifyWebhook(request!.rawBody, signature, endpoint.secret, { now: Date.now() - 6 * 60_000 })),
+    'timestamp_out_of_tolerance',
+  );
+  t.equal(
+    failure(() => verifyWebhook(request!.rawBody, undefined, endpoint.secret)),
+    'missing_header',
+  );
+  t.equal(
+    failure(() => verifyWebhook(request!.rawBody, 'v1=abc', endpoint.secret)),
+    'malformed_header',
+  );
+  t.equal(
+    failure(() => verifyWebhook(request!.rawBody, signature.replace(/v1=[0-9a-f]{64}/, `v1=${'0'.repeat(64)}`), endpoint.secret)),
+    'signature_mismatch',
+  );
+  t.equal(
+    failure(() => verifyWebhook(request!.rawBody, `${signature},v1=${'0'.repeat(64)}`, endpoint.secret)),
+    'verified',
+    'any one matching v1 is enough (rotation)',
+  );
 
   const [delivery] = await historyWhen(server, who, endpoint.id, (d) => d[0]?.status === 'delivered', 'the delivery is recorded as delivered');
-  t.match(delivery, { id: row.id, endpointId: endpoint.id, event: 'generation.completed', generationId: created.id, status: 'delivered', failureReason: null, nextAttemptAt: null });
+  t.match(delivery, {
+    id: row.id,
+    endpointId: endpoint.id,
+    event: 'generation.completed',
+    generationId: created.id,
+    status: 'delivered',
+    failureReason: null,
+    nextAttemptAt: null,
+  });
   t.equal(delivery.attempts.length, 1);
   t.match(delivery.attempts[0], { attemptNumber: 1, responseStatus: 200, error: null });
   t.type(delivery.attempts[0].durationMs, 'number');
@@ -73,7 +122,10 @@ t.test('each of the four events, with failed carrying errorCode and errorMessage
 
   // The free plan runs two at a time: two are with the provider, the third waits in the queue.
   const running = [await createGeneration(server, who), await createGeneration(server, who)];
-  await eventually(async () => ((await getGeneration(server, who, running[1]!.id)).status === 'submitted' ? true : undefined), 'two jobs are with the provider');
+  await eventually(
+    async () => ((await getGeneration(server, who, running[1]!.id)).status === 'submitted' ? true : undefined),
+    'two jobs are with the provider',
+  );
   const queued = await createGeneration(server, who);
   clock.advance(1_500);
   await eventually(async () => ((await getGeneration(server, who, queued.id)).status === 'expired' ? true : undefined), 'the queued job expires');
@@ -85,21 +137,33 @@ t.test('each of the four events, with failed carrying errorCode and errorMessage
   const cancelled = byEvent.get('generation.cancelled')!;
   t.ok(expired && cancelled, 'expired and cancelled arrived');
   t.match(verifyWebhook(expired.rawBody, expired.headers['x-service-signature'], endpoint.secret, { now: clock.now() }).data, {
-    generationId: queued.id, status: 'expired', startedAt: null, credits: 1,
+    generationId: queued.id,
+    status: 'expired',
+    startedAt: null,
+    credits: 1,
   });
   t.match(verifyWebhook(cancelled.rawBody, cancelled.headers['x-service-signature'], endpoint.secret, { now: clock.now() }).data, {
-    generationId: running[0]!.id, status: 'cancelled',
+    generationId: running[0]!.id,
+    status: 'cancelled',
   });
   t.notOk('errorCode' in expired.body.data, 'only failed carries the error fields');
   t.equal(onlyFailed.received.length, 0, 'an endpoint subscribed to generation.failed only got neither');
   t.equal((await deliveries(server, who, failedOnly.id)).data.length, 0);
 
   // A disabled endpoint gets nothing new either.
-  const disabled = await server.json(`/v1/webhooks/${endpoint.id}`, { method: 'PATCH', headers: { 'content-type': 'application/json', authorization: `Bearer ${who.key}` }, body: JSON.stringify({ workspaceId: who.workspaceId, status: 'disabled' }) });
+  const disabled = await server.json(`/v1/webhooks/${endpoint.id}`, {
+    method: 'PATCH',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${who.key}` },
+    body: JSON.stringify({ workspaceId: who.workspaceId, status: 'disabled' }),
+  });
   t.equal(disabled.status, 200);
   await cancelGeneration(server, who, running[1]!.id);
   await eventually(async () => ((await getGeneration(server, who, running[1]!.id)).status === 'cancelled' ? true : undefined), 'cancelled');
-  t.same((await server.services.db.em().execute('select id from webhook_deliveries where generation_id = ?', [running[1]!.id])), [], 'no delivery for a disabled endpoint');
+  t.same(
+    await server.services.db.em().execute('select id from webhook_deliveries where generation_id = ?', [running[1]!.id]),
+    [],
+    'no delivery for a disabled endpoint',
+  );
 });
 
 t.test('generation.failed carries data.errorCode and data.errorMessage', async (t) => {
@@ -115,9 +179,17 @@ t.test('generation.failed carries data.errorCode and data.errorMessage', async (
   t.equal(event.event, 'generation.failed');
   t.equal(request!.headers['x-service-event'], 'generation.failed');
   t.same(event.data, {
-    generationId: created.id, workspaceId: who.workspaceId, mode: 'text_to_text', modelId: 'local/text-mini', status: 'failed',
-    outputAssetIds: [], credits: 1, startedAt: generation.startedAt, completedAt: generation.completedAt,
-    errorCode: 'provider_error', errorMessage: generation.errorMessage,
+    generationId: created.id,
+    workspaceId: who.workspaceId,
+    mode: 'text_to_text',
+    modelId: 'local/text-mini',
+    status: 'failed',
+    outputAssetIds: [],
+    credits: 1,
+    startedAt: generation.startedAt,
+    completedAt: generation.completedAt,
+    errorCode: 'provider_error',
+    errorMessage: generation.errorMessage,
   });
   t.type(event.data.errorMessage, 'string');
 });

@@ -12,12 +12,20 @@ t.test('create, list, update and delete an endpoint with a key; the secret is sh
   const { key } = await createKey(server, user.cookie, user.workspaceId, ['webhooks.manage']);
 
   const created = await call(server, key, 'POST', '/v1/webhooks', {
-    workspaceId: user.workspaceId, url: 'http://127.0.0.1:9/hook', eventTypes: ['generation.completed', 'generation.failed'], description: 'orders',
+    workspaceId: user.workspaceId,
+    url: 'http://127.0.0.1:9/hook',
+    eventTypes: ['generation.completed', 'generation.failed'],
+    description: 'orders',
   });
   t.equal(created.status, 201, JSON.stringify(created.body));
   t.match(created.body, {
-    id: /^whk_/, workspaceId: user.workspaceId, url: 'http://127.0.0.1:9/hook', eventTypes: ['generation.completed', 'generation.failed'],
-    description: 'orders', status: 'active', secret: /^whsec_[A-Za-z0-9_-]{43}$/,
+    id: /^whk_/,
+    workspaceId: user.workspaceId,
+    url: 'http://127.0.0.1:9/hook',
+    eventTypes: ['generation.completed', 'generation.failed'],
+    description: 'orders',
+    status: 'active',
+    secret: /^whsec_[A-Za-z0-9_-]{43}$/,
   });
   t.equal(created.headers.get('cache-control'), 'no-store');
   const id = created.body.id as string;
@@ -37,7 +45,10 @@ t.test('create, list, update and delete an endpoint with a key; the secret is sh
   t.equal(list.body.nextCursor, null);
 
   const patched = await call(server, key, 'PATCH', `/v1/webhooks/${id}`, {
-    workspaceId: user.workspaceId, eventTypes: EVENTS, description: null, status: 'disabled',
+    workspaceId: user.workspaceId,
+    eventTypes: EVENTS,
+    description: null,
+    status: 'disabled',
   });
   t.equal(patched.status, 200, JSON.stringify(patched.body));
   t.match(patched.body, { id, eventTypes: EVENTS, description: null, status: 'disabled' });
@@ -71,7 +82,13 @@ t.test('refusals: unknown event names, bad URLs, private addresses through the e
   isError(t, await create({ url: 'ftp://example.com/hook', eventTypes: ['generation.failed'] }), 400, 'validation_error', /http and https/);
   isError(t, await create({ url: 'https://user:pw@example.com/hook', eventTypes: ['generation.failed'] }), 400, 'validation_error', /credentials/);
   isError(t, await create({ url: 'http://127.0.0.1:8080/hook', eventTypes: ['generation.failed'] }), 400, 'validation_error', /not a public address/);
-  isError(t, await create({ url: 'http://169.254.169.254/latest/meta-data', eventTypes: ['generation.failed'] }), 400, 'validation_error', /not a public address/);
+  isError(
+    t,
+    await create({ url: 'http://169.254.169.254/latest/meta-data', eventTypes: ['generation.failed'] }),
+    400,
+    'validation_error',
+    /not a public address/,
+  );
   isError(t, await create({ url: 'http://[::1]/hook', eventTypes: ['generation.failed'] }), 400, 'validation_error', /not a public address/);
   isError(t, await create({ url: 'http://localhost:8080/hook', eventTypes: ['generation.failed'] }), 400, 'validation_error', /not a public address/);
   t.equal(server.config.allowPrivateEgress, false, 'this server keeps the address check');
@@ -97,7 +114,13 @@ t.test('refusals: unknown event names, bad URLs, private addresses through the e
   t.equal(second.data.length, 5);
   t.equal(second.nextCursor, null);
   t.equal(new Set([...first.data, ...second.data].map((e: { id: string }) => e.id)).size, 20, 'pages do not overlap');
-  isError(t, await call(server, key, 'PATCH', `/v1/webhooks/${first.data[0].id}`, { workspaceId: user.workspaceId, url: 'http://10.0.0.1/x' }), 400, 'validation_error', /not a public address/);
+  isError(
+    t,
+    await call(server, key, 'PATCH', `/v1/webhooks/${first.data[0].id}`, { workspaceId: user.workspaceId, url: 'http://10.0.0.1/x' }),
+    400,
+    'validation_error',
+    /not a public address/,
+  );
 });
 
 t.test('sessions: owners and admins manage webhooks, members may not, strangers see nothing', async (t) => {
@@ -109,20 +132,42 @@ t.test('sessions: owners and admins manage webhooks, members may not, strangers 
   await addMember(server, owner.cookie, owner.workspaceId, admin, 'admin');
   await addMember(server, owner.cookie, owner.workspaceId, member, 'member');
 
-  const byAdmin = await call(server, admin.cookie, 'POST', '/v1/webhooks', { workspaceId: owner.workspaceId, url: 'http://127.0.0.1:9/a', eventTypes: ['generation.failed'] });
+  const byAdmin = await call(server, admin.cookie, 'POST', '/v1/webhooks', {
+    workspaceId: owner.workspaceId,
+    url: 'http://127.0.0.1:9/a',
+    eventTypes: ['generation.failed'],
+  });
   t.equal(byAdmin.status, 201, JSON.stringify(byAdmin.body));
   const id = byAdmin.body.id as string;
   t.equal((await call(server, owner.cookie, 'GET', `/v1/webhooks?workspaceId=${owner.workspaceId}`)).body.data.length, 1);
   isError(t, await call(server, owner.cookie, 'GET', '/v1/webhooks'), 400, 'validation_error', /workspaceId/);
 
   isError(t, await call(server, member.cookie, 'GET', `/v1/webhooks?workspaceId=${owner.workspaceId}`), 403, 'forbidden');
-  isError(t, await call(server, member.cookie, 'POST', '/v1/webhooks', { workspaceId: owner.workspaceId, url: 'http://127.0.0.1:9/m', eventTypes: ['generation.failed'] }), 403, 'forbidden');
+  isError(
+    t,
+    await call(server, member.cookie, 'POST', '/v1/webhooks', {
+      workspaceId: owner.workspaceId,
+      url: 'http://127.0.0.1:9/m',
+      eventTypes: ['generation.failed'],
+    }),
+    403,
+    'forbidden',
+  );
   isError(t, await call(server, member.cookie, 'PATCH', `/v1/webhooks/${id}`, { status: 'disabled' }), 403, 'forbidden');
   isError(t, await call(server, member.cookie, 'DELETE', `/v1/webhooks/${id}`), 403, 'forbidden');
   isError(t, await call(server, member.cookie, 'GET', `/v1/webhooks/${id}/deliveries`), 403, 'forbidden');
 
   isError(t, await call(server, stranger.cookie, 'GET', `/v1/webhooks?workspaceId=${owner.workspaceId}`), 404, 'not_found');
-  isError(t, await call(server, stranger.cookie, 'POST', '/v1/webhooks', { workspaceId: owner.workspaceId, url: 'http://127.0.0.1:9/s', eventTypes: ['generation.failed'] }), 404, 'not_found');
+  isError(
+    t,
+    await call(server, stranger.cookie, 'POST', '/v1/webhooks', {
+      workspaceId: owner.workspaceId,
+      url: 'http://127.0.0.1:9/s',
+      eventTypes: ['generation.failed'],
+    }),
+    404,
+    'not_found',
+  );
   isError(t, await call(server, stranger.cookie, 'PATCH', `/v1/webhooks/${id}`, { status: 'disabled' }), 404, 'not_found');
   isError(t, await call(server, stranger.cookie, 'DELETE', `/v1/webhooks/${id}`), 404, 'not_found');
   isError(t, await call(server, stranger.cookie, 'GET', `/v1/webhooks/${id}/deliveries`), 404, 'not_found');
@@ -139,12 +184,21 @@ t.test('tenant isolation: a key of another workspace never sees or touches an en
   const b = await signUp(server);
   const keyA = (await createKey(server, a.cookie, a.workspaceId, ['webhooks.manage'])).key;
   const keyB = (await createKey(server, b.cookie, b.workspaceId, ['all'])).key;
-  const created = await call(server, keyA, 'POST', '/v1/webhooks', { workspaceId: a.workspaceId, url: 'http://127.0.0.1:9/a', eventTypes: ['generation.failed'] });
+  const created = await call(server, keyA, 'POST', '/v1/webhooks', {
+    workspaceId: a.workspaceId,
+    url: 'http://127.0.0.1:9/a',
+    eventTypes: ['generation.failed'],
+  });
   const id = created.body.id as string;
 
   t.same((await call(server, keyB, 'GET', `/v1/webhooks?workspaceId=${b.workspaceId}`)).body.data, [], 'B lists only its own');
   isError(t, await call(server, keyB, 'GET', `/v1/webhooks?workspaceId=${a.workspaceId}`), 403, 'forbidden');
-  isError(t, await call(server, keyB, 'POST', '/v1/webhooks', { workspaceId: a.workspaceId, url: 'http://127.0.0.1:9/b', eventTypes: ['generation.failed'] }), 403, 'forbidden');
+  isError(
+    t,
+    await call(server, keyB, 'POST', '/v1/webhooks', { workspaceId: a.workspaceId, url: 'http://127.0.0.1:9/b', eventTypes: ['generation.failed'] }),
+    403,
+    'forbidden',
+  );
   isError(t, await call(server, keyB, 'PATCH', `/v1/webhooks/${id}`, { workspaceId: b.workspaceId, status: 'disabled' }), 404, 'not_found');
   isError(t, await call(server, keyB, 'DELETE', `/v1/webhooks/${id}?workspaceId=${b.workspaceId}`), 404, 'not_found');
   isError(t, await call(server, keyB, 'GET', `/v1/webhooks/${id}/deliveries?workspaceId=${b.workspaceId}`), 404, 'not_found');

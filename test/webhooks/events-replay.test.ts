@@ -3,9 +3,7 @@ import type { TestServer } from '../helpers/server.ts';
 import { call, isError } from '../identity/support.ts';
 import { EVENT_RETENTION_MS } from '../../actors/webhook/events.ts';
 import { pruneDeliveries } from '../../actors/webhook/retention.ts';
-import {
-  cancelledEvent, createEndpoint, historyWhen, startOnManualClock, startReceiver, tenant, type Tenant,
-} from './support.ts';
+import { cancelledEvent, createEndpoint, historyWhen, startOnManualClock, startReceiver, tenant, type Tenant } from './support.ts';
 
 const events = (server: TestServer, who: Tenant, query = '') => call(server, who.key, 'GET', `/v1/events?workspaceId=${who.workspaceId}${query}`);
 
@@ -21,18 +19,33 @@ t.test('every terminal event is kept, with or without an endpoint, and listed ne
 
   const all = await events(server, who);
   t.equal(all.status, 200, JSON.stringify(all.body));
-  t.same(all.body.data.map((e: any) => e.generationId), [third, second, first], 'newest first');
+  t.same(
+    all.body.data.map((e: any) => e.generationId),
+    [third, second, first],
+    'newest first',
+  );
   t.match(all.body.data[0], { id: /^evt_/, event: 'generation.cancelled', workspaceId: who.workspaceId, data: { generationId: third, status: 'cancelled' } });
   t.equal(all.body.nextCursor, null);
 
   const page1 = await events(server, who, '&limit=2');
   t.equal(page1.body.data.length, 2);
   const page2 = await events(server, who, `&limit=2&cursor=${page1.body.nextCursor}`);
-  t.same(page2.body.data.map((e: any) => e.generationId), [first]);
+  t.same(
+    page2.body.data.map((e: any) => e.generationId),
+    [first],
+  );
   t.equal(page2.body.nextCursor, null);
 
-  t.same((await events(server, who, `&from=${new Date(middle).toISOString()}`)).body.data.map((e: any) => e.generationId), [third, second], 'from, included');
-  t.same((await events(server, who, `&to=${new Date(middle).toISOString()}`)).body.data.map((e: any) => e.generationId), [first], 'to, excluded');
+  t.same(
+    (await events(server, who, `&from=${new Date(middle).toISOString()}`)).body.data.map((e: any) => e.generationId),
+    [third, second],
+    'from, included',
+  );
+  t.same(
+    (await events(server, who, `&to=${new Date(middle).toISOString()}`)).body.data.map((e: any) => e.generationId),
+    [first],
+    'to, excluded',
+  );
   t.same((await events(server, who, '&type=generation.completed')).body.data, [], 'by type');
   t.equal((await events(server, who, '&type=generation.cancelled')).body.data.length, 3);
 
@@ -40,8 +53,8 @@ t.test('every terminal event is kept, with or without an endpoint, and listed ne
   isError(t, await events(server, who, '&from=yesterday'), 400, 'validation_error', 'a date that is not one');
   isError(t, await events(server, who, '&cursor=forged'), 400, 'validation_error', 'a forged cursor');
   const stranger = await tenant(server);
-  t.same((await events(server, stranger)).body.data, [], "another workspace sees none of them");
-  isError(t, await call(server, stranger.key, 'GET', `/v1/events?workspaceId=${who.workspaceId}`), 403, 'forbidden', "a key naming another workspace");
+  t.same((await events(server, stranger)).body.data, [], 'another workspace sees none of them');
+  isError(t, await call(server, stranger.key, 'GET', `/v1/events?workspaceId=${who.workspaceId}`), 403, 'forbidden', 'a key naming another workspace');
 
   // Kept EVENT_RETENTION_MS, then pruned by the retention job.
   await pruneDeliveries(server.services.db, firstAt + EVENT_RETENTION_MS - 1);
@@ -60,7 +73,8 @@ t.test('replay: an event sent to an endpoint made after it; to one that had it, 
   t.equal(event.generationId, generation);
 
   const late = await createEndpoint(server, who, receiver.url);
-  const replay = (endpoint: string, eventId: string, who2: Tenant = who) => call(server, who2.key, 'POST', `/v1/webhooks/${endpoint}/replay`, { workspaceId: who2.workspaceId, eventId });
+  const replay = (endpoint: string, eventId: string, who2: Tenant = who) =>
+    call(server, who2.key, 'POST', `/v1/webhooks/${endpoint}/replay`, { workspaceId: who2.workspaceId, eventId });
   const toLate = await replay(late.id, event.id);
   t.equal(toLate.status, 201, JSON.stringify(toLate.body));
   t.match(toLate.body, { endpointId: late.id, eventId: event.id, resendOf: null, event: 'generation.cancelled', generationId: generation });
@@ -87,5 +101,11 @@ t.test('replay: an event sent to an endpoint made after it; to one that had it, 
   isError(t, await replay(narrow.id, event.id), 409, 'conflict', /does not subscribe/);
   await call(server, who.key, 'PATCH', `/v1/webhooks/${late.id}`, { workspaceId: who.workspaceId, status: 'disabled' });
   isError(t, await replay(late.id, event.id), 409, 'conflict', /disabled/);
-  isError(t, await call(server, who.key, 'POST', `/v1/webhooks/${early.id}/replay`, { workspaceId: who.workspaceId }), 400, 'validation_error', 'eventId is required');
+  isError(
+    t,
+    await call(server, who.key, 'POST', `/v1/webhooks/${early.id}/replay`, { workspaceId: who.workspaceId }),
+    400,
+    'validation_error',
+    'eventId is required',
+  );
 });

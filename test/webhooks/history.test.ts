@@ -7,7 +7,10 @@ import { cancelGeneration, createEndpoint, createGeneration, deliveries, eventua
 
 t.test('history: the 100 most recent deliveries with their attempts; the retention job prunes older finished ones, never pending ones', async (t) => {
   const clock = new ManualClock(Date.now());
-  const server = await startTestServer(t, { clock, env: { ALLOW_PRIVATE_EGRESS: 'true', LOCAL_PROVIDER_LATENCY_MS: '600000', WEBHOOK_TIMEOUT_MS: '60000', RATE_LIMIT_FREE: '100000' } });
+  const server = await startTestServer(t, {
+    clock,
+    env: { ALLOW_PRIVATE_EGRESS: 'true', LOCAL_PROVIDER_LATENCY_MS: '600000', WEBHOOK_TIMEOUT_MS: '60000', RATE_LIMIT_FREE: '100000' },
+  });
   const who = await tenant(server);
   const receiver = await startReceiver(t);
   const stuck = await startReceiver(t);
@@ -20,8 +23,12 @@ t.test('history: the 100 most recent deliveries with their attempts; the retenti
     await cancelGeneration(server, who, created.id);
   }
   const count = async (endpointId: string, status?: string) => {
-    const [row] = await server.services.db.em().execute<Array<{ n: number }>>(
-      `select count(*)::int as n from webhook_deliveries where endpoint_id = ?${status ? ' and status = ?' : ''}`, status ? [endpointId, status] : [endpointId]);
+    const [row] = await server.services.db
+      .em()
+      .execute<Array<{ n: number }>>(
+        `select count(*)::int as n from webhook_deliveries where endpoint_id = ?${status ? ' and status = ?' : ''}`,
+        status ? [endpointId, status] : [endpointId],
+      );
     return row!.n;
   };
   await eventually(async () => ((await count(endpoint.id, 'delivered')) === total ? true : undefined), 'all delivered');
@@ -30,7 +37,11 @@ t.test('history: the 100 most recent deliveries with their attempts; the retenti
   const page = await deliveries(server, who, endpoint.id);
   t.equal(page.data.length, DELIVERIES_KEPT, '100 by default');
   t.ok(page.nextCursor, 'and a cursor to the older ones, not pruned yet');
-  t.same(page.data.map((d) => d.id), [...page.data.map((d) => d.id)].sort().reverse(), 'newest first');
+  t.same(
+    page.data.map((d) => d.id),
+    [...page.data.map((d) => d.id)].sort().reverse(),
+    'newest first',
+  );
   t.ok(page.data.every((d) => d.status === 'delivered' && d.attempts.length === 1 && d.attempts[0].responseStatus === 200));
   const older = await deliveries(server, who, endpoint.id, `&cursor=${page.nextCursor}`);
   t.equal(older.data.length, 5);
@@ -42,7 +53,11 @@ t.test('history: the 100 most recent deliveries with their attempts; the retenti
   clock.advance(RETENTION_INTERVAL_MS);
   await eventually(async () => ((await count(endpoint.id)) === DELIVERIES_KEPT ? true : undefined), 'pruned to 100');
   const kept = await deliveries(server, who, endpoint.id);
-  t.same(kept.data.map((d) => d.id), page.data.map((d) => d.id), 'the 100 most recent are kept');
+  t.same(
+    kept.data.map((d) => d.id),
+    page.data.map((d) => d.id),
+    'the 100 most recent are kept',
+  );
   t.equal(kept.nextCursor, null);
   t.equal(await count(blocked.id), total, 'pending deliveries are never pruned');
 

@@ -7,7 +7,12 @@ t.test('with LOOPBACK_EGRESS=true a loopback receiver is accepted, other private
   const server = await startTestServer(t, { env: { LOOPBACK_EGRESS: 'true' } });
   const user = await signUp(server);
   const { key } = await createKey(server, user.cookie, user.workspaceId, ['webhooks.manage']);
-  const create = (url: string) => server.json('/v1/webhooks', { method: 'POST', headers: withKey(key), body: JSON.stringify({ workspaceId: user.workspaceId, url, eventTypes: ['generation.completed'] }) });
+  const create = (url: string) =>
+    server.json('/v1/webhooks', {
+      method: 'POST',
+      headers: withKey(key),
+      body: JSON.stringify({ workspaceId: user.workspaceId, url, eventTypes: ['generation.completed'] }),
+    });
   for (const url of ['http://127.0.0.1:9000/hooks', 'http://localhost:9000/hooks', 'http://[::1]:9000/hooks']) {
     const res = await create(url);
     t.equal(res.status, 201, `${url}: 201`);
@@ -23,7 +28,11 @@ t.test('without it (as in production), loopback receivers are refused', async (t
   const server = await startTestServer(t, { env: { LOOPBACK_EGRESS: 'false' } });
   const user = await signUp(server);
   const { key } = await createKey(server, user.cookie, user.workspaceId, ['webhooks.manage']);
-  const res = await server.json('/v1/webhooks', { method: 'POST', headers: withKey(key), body: JSON.stringify({ workspaceId: user.workspaceId, url: 'http://127.0.0.1:9000/hooks', eventTypes: ['generation.completed'] }) });
+  const res = await server.json('/v1/webhooks', {
+    method: 'POST',
+    headers: withKey(key),
+    body: JSON.stringify({ workspaceId: user.workspaceId, url: 'http://127.0.0.1:9000/hooks', eventTypes: ['generation.completed'] }),
+  });
   t.equal(res.status, 400);
   t.match(res.body.error.message, /not a public address/);
 });

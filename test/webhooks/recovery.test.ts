@@ -57,12 +57,15 @@ t.test('kill -9: the attempt on the wire is sent again, a scheduled retry resume
   const cookie = /gs_session=[^;]*/.exec(signup.headers.get('set-cookie') ?? '')![0];
   const workspaceId = signup.body.workspace.id as string;
   const key = (await first.call('POST', '/v1/api-keys', { workspaceId, name: 'k', scopes: ['all'] }, undefined, cookie)).body.key as string;
-  const hook = async (url: string) => (await first.call('POST', '/v1/webhooks', { workspaceId, url, eventTypes: ['generation.completed', 'generation.failed'] }, key)).body;
+  const hook = async (url: string) =>
+    (await first.call('POST', '/v1/webhooks', { workspaceId, url, eventTypes: ['generation.completed', 'generation.failed'] }, key)).body;
   const a = await hook(inFlight.url);
   const b = await hook(retrying.url);
-  const history = (call: typeof first.call, id: string) => call('GET', `/v1/webhooks/${id}/deliveries?workspaceId=${workspaceId}`, undefined, key).then((r) => r.body.data as any[]);
+  const history = (call: typeof first.call, id: string) =>
+    call('GET', `/v1/webhooks/${id}/deliveries?workspaceId=${workspaceId}`, undefined, key).then((r) => r.body.data as any[]);
 
-  const g1 = (await first.call('POST', '/v1/generations', { workspaceId, mode: 'text_to_text', model: 'local/text-mini', params: { prompt: 'one' } }, key)).body.id as string;
+  const g1 = (await first.call('POST', '/v1/generations', { workspaceId, mode: 'text_to_text', model: 'local/text-mini', params: { prompt: 'one' } }, key)).body
+    .id as string;
   const [held] = await inFlight.waitFor(1, 60_000);
   await retrying.waitFor(1, 60_000);
   const [scheduled] = await until(async () => {
@@ -74,7 +77,8 @@ t.test('kill -9: the attempt on the wire is sent again, a scheduled retry resume
   const [onTheWire] = await history(first.call, a.id);
   t.match(onTheWire, { id: held!.headers['x-service-delivery'], status: 'pending', attempts: [] }, 'the held attempt is not recorded yet');
 
-  const g2 = (await first.call('POST', '/v1/generations', { workspaceId, mode: 'text_to_text', model: 'local/text-mini', params: { prompt: 'two' } }, key)).body.id as string;
+  const g2 = (await first.call('POST', '/v1/generations', { workspaceId, mode: 'text_to_text', model: 'local/text-mini', params: { prompt: 'two' } }, key)).body
+    .id as string;
   // Killed once g2 is in flight (past queued: the provider takes LOCAL_PROVIDER_LATENCY_MS to answer).
   const inFlightAtKill = await until(async () => {
     const status = (await first.call('GET', `/v1/generations/${g2}?workspaceId=${workspaceId}`, undefined, key)).body.status as string;
@@ -107,7 +111,10 @@ t.test('kill -9: the attempt on the wire is sent again, a scheduled retry resume
     const d = (await history(second.call, b.id)).find((x) => x.generationId === g1);
     return d?.status === 'delivered' ? d : undefined;
   }, 'b delivered');
-  t.match(retried.attempts, [{ attemptNumber: 1, responseStatus: 500 }, { attemptNumber: 2, responseStatus: 200 }]);
+  t.match(retried.attempts, [
+    { attemptNumber: 1, responseStatus: 500 },
+    { attemptNumber: 2, responseStatus: 200 },
+  ]);
 
   // The job in flight at the kill is handed to its provider again after the restart and completes
   // (docs/api.md: a job does not fail because the service died), and its event reaches both endpoints.
@@ -116,12 +123,21 @@ t.test('kill -9: the attempt on the wire is sent again, a scheduled retry resume
     return ['succeeded', 'failed', 'cancelled', 'expired'].includes(g.status) ? g : undefined;
   }, 'g2 ends');
   t.equal(final.status, 'succeeded', `g2 ran again and succeeded: ${JSON.stringify(final)}`);
-  t.ok(final.timeline.some((entry: { detail?: string }) => /^resubmitted after a restart \(attempt 2 of \d+\)$/.test(entry.detail ?? '')),
-    'g2 was in flight at the kill and was handed to its provider again (its timeline says so)');
-  for (const [receiver, endpoint] of [[inFlight, a], [retrying, b]] as const) {
+  t.ok(
+    final.timeline.some((entry: { detail?: string }) => /^resubmitted after a restart \(attempt 2 of \d+\)$/.test(entry.detail ?? '')),
+    'g2 was in flight at the kill and was handed to its provider again (its timeline says so)',
+  );
+  for (const [receiver, endpoint] of [
+    [inFlight, a],
+    [retrying, b],
+  ] as const) {
     const delivered = await until(async () => receiver.received.find((r) => r.body.data.generationId === g2), 'g2 event');
     t.equal(delivered.body.event, 'generation.completed', `${endpoint.id} got the event of g2's end`);
-    t.equal(verifyWebhook(delivered.rawBody, delivered.headers['x-service-signature'], endpoint.secret).data.status, 'succeeded', `${endpoint.id}: the signed event says g2 succeeded`);
+    t.equal(
+      verifyWebhook(delivered.rawBody, delivered.headers['x-service-signature'], endpoint.secret).data.status,
+      'succeeded',
+      `${endpoint.id}: the signed event says g2 succeeded`,
+    );
   }
 
   second.child.proc.kill('SIGTERM');

@@ -28,9 +28,13 @@ t.test('a delivery whose outcome commits while its endpoint reads its pending de
   const em = db.em;
   let armed = false;
   let readRan!: () => void;
-  const ran = new Promise<void>((resolve) => { readRan = resolve; });
+  const ran = new Promise<void>((resolve) => {
+    readRan = resolve;
+  });
   let releaseRead!: () => void;
-  const released = new Promise<void>((resolve) => { releaseRead = resolve; });
+  const released = new Promise<void>((resolve) => {
+    releaseRead = resolve;
+  });
   db.em = () => {
     const real = em();
     return new Proxy(real, {
@@ -48,7 +52,9 @@ t.test('a delivery whose outcome commits while its endpoint reads its pending de
       },
     }) as SqlEntityManager;
   };
-  t.teardown(() => { db.em = em; });
+  t.teardown(() => {
+    db.em = em;
+  });
 
   // A delivery, held by the receiver until its row is locked: its `delivered` write then waits on the lock.
   const generation = await createGeneration(server, who);

@@ -4,9 +4,7 @@ import { withKey } from '../helpers/identity.ts';
 import { call, isError } from '../identity/support.ts';
 import { verifyWebhook } from '../../client/src/webhooks.ts';
 import { RECOVER_WINDOW_MS } from '../../actors/webhook/recover.ts';
-import {
-  cancelledEvent, createEndpoint, deliveries, historyWhen, startOnManualClock, startReceiver, tenant, type Tenant,
-} from './support.ts';
+import { cancelledEvent, createEndpoint, deliveries, historyWhen, startOnManualClock, startReceiver, tenant, type Tenant } from './support.ts';
 
 function setStatus(server: TestServer, who: Tenant, id: string, status: string) {
   return call(server, who.key, 'PATCH', `/v1/webhooks/${id}`, { workspaceId: who.workspaceId, status });
@@ -19,7 +17,10 @@ async function threeFailed(t: Test, server: TestServer, who: Tenant, url: string
   await historyWhen(server, who, endpoint.id, (d) => d.length === 3 && d[2].attempts.length === 1, 'the head failed once');
   t.equal((await setStatus(server, who, endpoint.id, 'disabled')).status, 200);
   const failed = (await deliveries(server, who, endpoint.id)).data.reverse();
-  t.same(failed.map((d) => d.status), ['failed', 'failed', 'failed']);
+  t.same(
+    failed.map((d) => d.status),
+    ['failed', 'failed', 'failed'],
+  );
   t.equal((await setStatus(server, who, endpoint.id, 'active')).status, 200);
   return { endpoint, generations, failed };
 }
@@ -34,7 +35,15 @@ t.test('resend: a new delivery linked to the original, with the original body (i
 
   const resent = await call(server, who.key, 'POST', `/v1/webhooks/${endpoint.id}/deliveries/${delivered.id}/resend?workspaceId=${who.workspaceId}`);
   t.equal(resent.status, 201, JSON.stringify(resent.body));
-  t.match(resent.body, { id: /^dlv_/, endpointId: endpoint.id, resendOf: delivered.id, eventId: delivered.eventId, event: 'generation.cancelled', status: 'pending', attempts: [] });
+  t.match(resent.body, {
+    id: /^dlv_/,
+    endpointId: endpoint.id,
+    resendOf: delivered.id,
+    eventId: delivered.eventId,
+    event: 'generation.cancelled',
+    status: 'pending',
+    attempts: [],
+  });
   t.not(resent.body.id, delivered.id);
   t.match(delivered.eventId, /^evt_/, 'a delivery names its event');
 
@@ -75,8 +84,19 @@ t.test('resend of a failed delivery delivers it; refusals: a disabled endpoint, 
   isError(t, await call(server, who.key, 'POST', path(other.id, failed[0].id)), 404, 'not_found', "another endpoint's delivery");
   const stranger = await tenant(server);
   isError(t, await call(server, stranger.key, 'POST', path(endpoint.id, failed[0].id, stranger.workspaceId)), 404, 'not_found', "another workspace's endpoint");
-  isError(t, await call(server, stranger.key, 'POST', `/v1/webhooks/${endpoint.id}/recover`, { workspaceId: stranger.workspaceId, since: new Date(Date.now() - 60_000).toISOString() }), 404, 'not_found', 'recover, another workspace');
-  const count = await server.services.db.em().execute<Array<{ n: number }>>('select count(*)::int as n from webhook_deliveries where endpoint_id = ?', [endpoint.id]);
+  isError(
+    t,
+    await call(server, stranger.key, 'POST', `/v1/webhooks/${endpoint.id}/recover`, {
+      workspaceId: stranger.workspaceId,
+      since: new Date(Date.now() - 60_000).toISOString(),
+    }),
+    404,
+    'not_found',
+    'recover, another workspace',
+  );
+  const count = await server.services.db
+    .em()
+    .execute<Array<{ n: number }>>('select count(*)::int as n from webhook_deliveries where endpoint_id = ?', [endpoint.id]);
   t.equal(count[0]!.n, 4, 'no refused request made a delivery');
 });
 
@@ -86,10 +106,12 @@ t.test('recover: every failed delivery of the range again, in order; idempotent 
   receiver.behave((i) => ({ status: i === 0 ? 500 : 200 }));
   const since = new Date(clock.now() - 60_000).toISOString();
   const { endpoint, generations, failed } = await threeFailed(t, server, who, receiver.url);
-  const recover = (body: object, key?: string) => server.json(`/v1/webhooks/${endpoint.id}/recover`, {
-    method: 'POST', headers: withKey(who.key, { 'content-type': 'application/json', ...(key ? { 'idempotency-key': key } : {}) }),
-    body: JSON.stringify({ workspaceId: who.workspaceId, ...body }),
-  });
+  const recover = (body: object, key?: string) =>
+    server.json(`/v1/webhooks/${endpoint.id}/recover`, {
+      method: 'POST',
+      headers: withKey(who.key, { 'content-type': 'application/json', ...(key ? { 'idempotency-key': key } : {}) }),
+      body: JSON.stringify({ workspaceId: who.workspaceId, ...body }),
+    });
 
   // Held at the receiver, so the recovered deliveries stay pending while the repeats are checked.
   receiver.behave((i) => (i === 1 ? { hold: true } : { status: 200 }));
@@ -109,10 +131,30 @@ t.test('recover: every failed delivery of the range again, in order; idempotent 
 
   receiver.held[0]!.release(200);
   const got = await receiver.waitFor(4);
-  t.same(got.slice(1).map((r) => r.body.id), failed.map((d) => d.id), 'each body keeps its original id');
-  t.same(got.slice(1).map((r) => r.body.data.generationId), generations, 'in the order the events happened');
-  const history = await historyWhen(server, who, endpoint.id, (d) => d.length === 6 && d.slice(0, 3).every((x) => x.status === 'delivered'), 'all three delivered');
-  t.same(history.slice(0, 3).map((d) => d.resendOf).reverse(), failed.map((d) => d.id));
+  t.same(
+    got.slice(1).map((r) => r.body.id),
+    failed.map((d) => d.id),
+    'each body keeps its original id',
+  );
+  t.same(
+    got.slice(1).map((r) => r.body.data.generationId),
+    generations,
+    'in the order the events happened',
+  );
+  const history = await historyWhen(
+    server,
+    who,
+    endpoint.id,
+    (d) => d.length === 6 && d.slice(0, 3).every((x) => x.status === 'delivered'),
+    'all three delivered',
+  );
+  t.same(
+    history
+      .slice(0, 3)
+      .map((d) => d.resendOf)
+      .reverse(),
+    failed.map((d) => d.id),
+  );
   await server.services.actors.drain();
   t.equal(receiver.received.length, 4, 'nothing was sent twice');
 
@@ -125,16 +167,37 @@ t.test('recover refusals: the range, the key, a disabled endpoint', async (t) =>
   const { clock, server, who } = await startOnManualClock(t);
   const endpoint = await createEndpoint(server, who, 'http://127.0.0.1:9/hook');
   const now = clock.now();
-  const recover = (body: object, headers: Record<string, string> = {}) => server.json(`/v1/webhooks/${endpoint.id}/recover`, {
-    method: 'POST', headers: withKey(who.key, { 'content-type': 'application/json', ...headers }), body: JSON.stringify({ workspaceId: who.workspaceId, ...body }),
-  });
+  const recover = (body: object, headers: Record<string, string> = {}) =>
+    server.json(`/v1/webhooks/${endpoint.id}/recover`, {
+      method: 'POST',
+      headers: withKey(who.key, { 'content-type': 'application/json', ...headers }),
+      body: JSON.stringify({ workspaceId: who.workspaceId, ...body }),
+    });
   isError(t, await recover({}), 400, 'validation_error', 'since is required');
   isError(t, await recover({ since: 'yesterday' }), 400, 'validation_error', 'since is a date-time');
   isError(t, await recover({ since: new Date(now + 60_000).toISOString() }), 400, 'validation_error', 'since in the future (until is now)');
-  isError(t, await recover({ since: new Date(now - 60_000).toISOString(), until: new Date(now - 120_000).toISOString() }), 400, 'validation_error', 'until before since');
+  isError(
+    t,
+    await recover({ since: new Date(now - 60_000).toISOString(), until: new Date(now - 120_000).toISOString() }),
+    400,
+    'validation_error',
+    'until before since',
+  );
   isError(t, await recover({ since: new Date(now - RECOVER_WINDOW_MS - 60_000).toISOString() }), 400, 'validation_error', 'since beyond the window');
-  isError(t, await recover({ since: new Date(now - 60_000).toISOString(), until: new Date(now + RECOVER_WINDOW_MS).toISOString() }), 400, 'validation_error', 'a range longer than the window');
-  isError(t, await recover({ since: new Date(now - 60_000).toISOString() }, { 'idempotency-key': 'é' }), 400, 'validation_error', 'a key of non-ASCII characters');
+  isError(
+    t,
+    await recover({ since: new Date(now - 60_000).toISOString(), until: new Date(now + RECOVER_WINDOW_MS).toISOString() }),
+    400,
+    'validation_error',
+    'a range longer than the window',
+  );
+  isError(
+    t,
+    await recover({ since: new Date(now - 60_000).toISOString() }, { 'idempotency-key': 'é' }),
+    400,
+    'validation_error',
+    'a key of non-ASCII characters',
+  );
   isError(t, await recover({ since: new Date(now - 60_000).toISOString(), extra: 1 }), 400, 'validation_error', 'an unknown field');
   await setStatus(server, who, endpoint.id, 'disabled');
   isError(t, await recover({ since: new Date(now - 60_000).toISOString() }), 409, 'conflict', 'a disabled endpoint');

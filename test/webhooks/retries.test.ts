@@ -2,12 +2,10 @@ import net from 'node:net';
 import t, { type Test } from 'tap';
 import { ManualClock } from '../../runtime/clock.ts';
 import { newId } from '../../persistence/ids.ts';
-import { startTestServer, } from '../helpers/server.ts';
+import { startTestServer } from '../helpers/server.ts';
 import { withKey } from '../helpers/identity.ts';
 import { verifyWebhook } from '../../client/src/webhooks.ts';
-import {
-  cancelledEvent, createEndpoint, deliveries, historyWhen, startOnManualClock, startReceiver, tenant, 
-} from './support.ts';
+import { cancelledEvent, createEndpoint, deliveries, historyWhen, startOnManualClock, startReceiver, tenant } from './support.ts';
 
 const BACKOFF = [30_000, 60_000, 120_000, 240_000];
 const pendingWith = (n: number) => (data: any[]) => data[0]?.status === 'pending' && data[0].attempts.length === n;
@@ -36,7 +34,10 @@ t.test('a 500 is retried after the backoff; both attempts are recorded and the s
   t.not(second!.headers['x-service-signature'], first!.headers['x-service-signature'], 'signed at the time of the attempt');
   verifyWebhook(second!.rawBody, second!.headers['x-service-signature'], endpoint.secret, { now: clock.now() });
   const [done] = await historyWhen(server, who, endpoint.id, (d) => d[0]?.status === 'delivered', 'delivered on the second attempt');
-  t.match(done.attempts, [{ attemptNumber: 1, responseStatus: 500 }, { attemptNumber: 2, responseStatus: 204, error: null }]);
+  t.match(done.attempts, [
+    { attemptNumber: 1, responseStatus: 500 },
+    { attemptNumber: 2, responseStatus: 204, error: null },
+  ]);
   t.equal(done.nextAttemptAt, null);
 });
 
@@ -87,7 +88,10 @@ t.test('after five failed attempts a delivery is expired, with every attempt rec
   }
   const [expired] = await historyWhen(server, who, endpoint.id, (d) => d[0]?.status === 'expired', 'expired');
   t.equal(expired.attempts.length, 5);
-  t.same(expired.attempts.map((a: any) => a.attemptNumber), [1, 2, 3, 4, 5]);
+  t.same(
+    expired.attempts.map((a: any) => a.attemptNumber),
+    [1, 2, 3, 4, 5],
+  );
   t.ok(expired.attempts.every((a: any) => a.responseStatus === 503 && a.error === 'the endpoint answered 503'));
   t.equal(expired.nextAttemptAt, null);
   t.equal(receiver.received.length, 5);
@@ -105,12 +109,24 @@ t.test('deliveries of one endpoint go in creation order, one at a time: a retrie
   for (let i = 0; i < 4; i++) generations.push(await cancelledEvent(server, who));
   await receiver.waitFor(1);
   const waiting = await historyWhen(server, who, endpoint.id, (d) => d.length === 4 && d[3].attempts.length === 1, 'the head failed once');
-  t.same(waiting.slice(0, 3).map((d) => d.attempts.length), [0, 0, 0], 'the others wait behind the head');
+  t.same(
+    waiting.slice(0, 3).map((d) => d.attempts.length),
+    [0, 0, 0],
+    'the others wait behind the head',
+  );
   clock.advance(BACKOFF[0]! * 1.1 + 1);
   const got = await receiver.waitFor(5);
   const ids = [...waiting].reverse().map((d) => d.id);
-  t.same(got.map((r) => r.headers['x-service-delivery']), [ids[0], ...ids], 'the head twice, then the rest in order');
-  t.same(got.slice(1).map((r) => r.body.data.generationId), generations, 'in the order the events happened');
+  t.same(
+    got.map((r) => r.headers['x-service-delivery']),
+    [ids[0], ...ids],
+    'the head twice, then the rest in order',
+  );
+  t.same(
+    got.slice(1).map((r) => r.body.data.generationId),
+    generations,
+    'in the order the events happened',
+  );
   await historyWhen(server, who, endpoint.id, (d) => d.every((x) => x.status === 'delivered'), 'all delivered');
 });
 
@@ -121,7 +137,8 @@ t.test('disabling an endpoint fails its pending deliveries and sends nothing mor
   const endpoint = await createEndpoint(server, who, receiver.url);
   await cancelledEvent(server, who);
   await historyWhen(server, who, endpoint.id, pendingWith(1), 'the first attempt failed');
-  const patch = (status: string) => server.json(`/v1/webhooks/${endpoint.id}`, { method: 'PATCH', headers: withKey(who.key), body: JSON.stringify({ workspaceId: who.workspaceId, status }) });
+  const patch = (status: string) =>
+    server.json(`/v1/webhooks/${endpoint.id}`, { method: 'PATCH', headers: withKey(who.key), body: JSON.stringify({ workspaceId: who.workspaceId, status }) });
   t.equal((await patch('disabled')).status, 200);
   const [failed] = (await deliveries(server, who, endpoint.id)).data;
   t.match(failed, { status: 'failed', failureReason: 'endpoint_disabled', nextAttemptAt: null });
@@ -146,8 +163,12 @@ t.test('deleting an endpoint fails its pending deliveries and stops it', async (
   await historyWhen(server, who, endpoint.id, pendingWith(1), 'the first attempt failed');
   const deleted = await server.json(`/v1/webhooks/${endpoint.id}?workspaceId=${who.workspaceId}`, { method: 'DELETE', headers: withKey(who.key) });
   t.equal(deleted.status, 200);
-  const rows = await server.services.db.em().execute<Array<{ status: string; failure_reason: string; attempt_count: number }>>(
-    'select status, failure_reason, attempt_count from webhook_deliveries where endpoint_id = ?', [endpoint.id]);
+  const rows = await server.services.db
+    .em()
+    .execute<Array<{ status: string; failure_reason: string; attempt_count: number }>>(
+      'select status, failure_reason, attempt_count from webhook_deliveries where endpoint_id = ?',
+      [endpoint.id],
+    );
   t.same(rows, [{ status: 'failed', failure_reason: 'endpoint_deleted', attempt_count: 1 }]);
   clock.advance(3_600_000);
   await cancelledEvent(server, who);
@@ -167,7 +188,8 @@ t.test('a URL the egress guard refuses at delivery time fails the delivery witho
   await server.services.db.em().execute(
     `insert into webhook_endpoints (id, workspace_id, url, description, event_types, status, secret_sealed, created_at, updated_at)
      values (?, ?, ?, null, '["generation.cancelled"]', 'active', ?, ?, ?)`,
-    [id, who.workspaceId, receiver.url, server.services.webhookSecrets.seal('whsec_x', id), at, at]);
+    [id, who.workspaceId, receiver.url, server.services.webhookSecrets.seal('whsec_x', id), at, at],
+  );
   await cancelledEvent(server, who);
   const [failed] = await historyWhen(server, who, id, (d) => d[0]?.status === 'failed', 'refused');
   t.match(failed, { failureReason: 'egress_refused', nextAttemptAt: null });
@@ -186,7 +208,11 @@ t.test('a slow endpoint never delays another', async (t) => {
   const second = await cancelledEvent(server, who);
   await slow.waitFor(1);
   const got = await fast.waitFor(2);
-  t.same(got.map((r) => r.body.data.generationId), [first, second], 'the fast endpoint got both events');
+  t.same(
+    got.map((r) => r.body.data.generationId),
+    [first, second],
+    'the fast endpoint got both events',
+  );
   t.equal(slow.received.length, 1, 'while the slow one still holds the first');
   t.equal(slow.held.length, 1);
   slow.behave(() => ({ status: 200 }));

@@ -20,7 +20,8 @@ async function start(t: Test) {
 
 async function endpointOf(server: TestServer, who: Tenant, url: string, signatureScheme?: string): Promise<{ id: string; secret: string }> {
   const response = await server.json('/v1/webhooks', {
-    method: 'POST', headers: withKey(who.key),
+    method: 'POST',
+    headers: withKey(who.key),
     body: JSON.stringify({ workspaceId: who.workspaceId, url, eventTypes: ['generation.cancelled'], ...(signatureScheme ? { signatureScheme } : {}) }),
   });
   if (response.status !== 201) throw new Error(`endpoint: ${response.status} ${JSON.stringify(response.body)}`);
@@ -29,7 +30,9 @@ async function endpointOf(server: TestServer, who: Tenant, url: string, signatur
 
 function rotate(server: TestServer, who: Tenant, id: string, body?: unknown) {
   return server.json(`/v1/webhooks/${id}/rotate-secret?workspaceId=${who.workspaceId}`, {
-    method: 'POST', headers: withKey(who.key), ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    method: 'POST',
+    headers: withKey(who.key),
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
   });
 }
 
@@ -52,7 +55,7 @@ function stripeAccepts(request: { rawBody: Buffer; headers: Record<string, unkno
   }
 }
 
-t.test('rotation: during the overlap Stripe\'s verifier accepts each delivery with either secret; after it, only with the new one', async (t) => {
+t.test("rotation: during the overlap Stripe's verifier accepts each delivery with either secret; after it, only with the new one", async (t) => {
   const { clock, server, who } = await start(t);
   const receiver = await startReceiver(t);
   const endpoint = await endpointOf(server, who, receiver.url);
@@ -71,8 +74,16 @@ t.test('rotation: during the overlap Stripe\'s verifier accepts each delivery wi
   const shown = listed.body.data.find((e: any) => e.id === endpoint.id);
   t.notOk('secret' in shown, 'the list never shows a secret');
   t.equal(shown.previousSecretExpiresAt, rotated.body.previousSecretExpiresAt);
-  const stored = await server.services.db.em().execute<Array<{ secret_sealed: string; previous_secret_sealed: string }>>('select secret_sealed, previous_secret_sealed from webhook_endpoints where id = ?', [endpoint.id]);
-  t.notOk(JSON.stringify(stored).includes(rotated.body.secret.slice(6)) || JSON.stringify(stored).includes(endpoint.secret.slice(6)), 'neither secret is stored in clear');
+  const stored = await server.services.db
+    .em()
+    .execute<Array<{ secret_sealed: string; previous_secret_sealed: string }>>(
+      'select secret_sealed, previous_secret_sealed from webhook_endpoints where id = ?',
+      [endpoint.id],
+    );
+  t.notOk(
+    JSON.stringify(stored).includes(rotated.body.secret.slice(6)) || JSON.stringify(stored).includes(endpoint.secret.slice(6)),
+    'neither secret is stored in clear',
+  );
   t.match(stored[0]!.previous_secret_sealed, /^v1\./, 'the replaced secret is stored sealed');
 
   const during = await nextDelivery(server, who, receiver);
@@ -121,7 +132,7 @@ t.test('Standard Webhooks scheme: the overlap signs with space-separated v1 entr
   t.match(endpoint.secret, /^whsec_[A-Za-z0-9+/]{43}=$/, 'a whsec_ base64 secret');
   // The package checks the timestamp against the real clock: the overlap here is a minute of the manual clock.
   const rotated = await rotate(server, who, endpoint.id, { gracePeriodSeconds: 60 });
-  t.match(rotated.body.secret, /^whsec_[A-Za-z0-9+/]{43}=$/, 'the new secret has the scheme\'s form');
+  t.match(rotated.body.secret, /^whsec_[A-Za-z0-9+/]{43}=$/, "the new secret has the scheme's form");
 
   const during = await nextDelivery(server, who, receiver);
   t.match(String(during.headers['webhook-signature']), /^v1,[A-Za-z0-9+/]{43}= v1,[A-Za-z0-9+/]{43}=$/, 'two space-separated v1 entries');
@@ -135,7 +146,7 @@ t.test('Standard Webhooks scheme: the overlap signs with space-separated v1 entr
   t.throws(() => new Webhook(endpoint.secret).verify(after.rawBody.toString(), after.headers as Record<string, string>), 'the old secret no longer does');
 });
 
-t.test('rotation refused: bad grace periods, unknown fields, another workspace\'s or a missing endpoint, a key without webhooks.manage', async (t) => {
+t.test("rotation refused: bad grace periods, unknown fields, another workspace's or a missing endpoint, a key without webhooks.manage", async (t) => {
   const { server, who } = await start(t);
   const receiver = await startReceiver(t);
   const endpoint = await endpointOf(server, who, receiver.url);
@@ -153,45 +164,59 @@ t.test('rotation refused: bad grace periods, unknown fields, another workspace\'
   t.equal((await rotate(server, who, endpoint.id, { gracePeriodSeconds: 7 * 24 * 3600 })).status, 200, 'a week is the longest');
 
   const other = await tenant(server);
-  const foreign = await server.json(`/v1/webhooks/${endpoint.id}/rotate-secret?workspaceId=${other.workspaceId}`, { method: 'POST', headers: withKey(other.key) });
-  t.equal(foreign.status, 404, 'another workspace\'s endpoint answers as a missing one');
+  const foreign = await server.json(`/v1/webhooks/${endpoint.id}/rotate-secret?workspaceId=${other.workspaceId}`, {
+    method: 'POST',
+    headers: withKey(other.key),
+  });
+  t.equal(foreign.status, 404, "another workspace's endpoint answers as a missing one");
   t.equal(foreign.body.error.code, 'not_found');
   t.equal((await rotate(server, who, 'whk_00000000000000000000000000')).status, 404, 'a missing endpoint');
 
   const readOnly = await createKey(server, who.cookie, who.workspaceId, ['generations.read']);
-  const noScope = await server.json(`/v1/webhooks/${endpoint.id}/rotate-secret?workspaceId=${who.workspaceId}`, { method: 'POST', headers: withKey(readOnly.key) });
+  const noScope = await server.json(`/v1/webhooks/${endpoint.id}/rotate-secret?workspaceId=${who.workspaceId}`, {
+    method: 'POST',
+    headers: withKey(readOnly.key),
+  });
   t.equal(noScope.status, 403, 'a key without webhooks.manage');
 
   // A deleted endpoint cannot be rotated back to life.
   t.equal((await server.json(`/v1/webhooks/${endpoint.id}?workspaceId=${who.workspaceId}`, { method: 'DELETE', headers: withKey(who.key) })).status, 200);
   t.equal((await rotate(server, who, endpoint.id)).status, 404, 'a deleted endpoint');
-  const wiped = await server.services.db.em().execute<Array<{ previous_secret_sealed: string | null; secret_sealed: string }>>('select secret_sealed, previous_secret_sealed from webhook_endpoints where id = ?', [endpoint.id]);
+  const wiped = await server.services.db
+    .em()
+    .execute<Array<{ previous_secret_sealed: string | null; secret_sealed: string }>>(
+      'select secret_sealed, previous_secret_sealed from webhook_endpoints where id = ?',
+      [endpoint.id],
+    );
   t.same(wiped, [{ secret_sealed: '', previous_secret_sealed: null }], 'deletion wipes both sealed secrets');
 });
 
-t.test('an endpoint whose secret cannot be opened (another WEBHOOK_SECRET_KEY): nothing is sent, a test is 409, a rotation lets its deliveries go', async (t) => {
-  const { clock, server, who } = await start(t);
-  const receiver = await startReceiver(t);
-  const id = newId('whk');
-  const at = new Date(clock.now());
-  // Sealed under a key this service does not have.
-  const foreignBox = new SecretBox(Buffer.from('z'.repeat(40)), WEBHOOK_SECRET_PURPOSE);
-  await server.services.db.em().execute(
-    `insert into webhook_endpoints (id, workspace_id, url, description, event_types, status, secret_sealed, created_at, updated_at)
+t.test(
+  'an endpoint whose secret cannot be opened (another WEBHOOK_SECRET_KEY): nothing is sent, a test is 409, a rotation lets its deliveries go',
+  async (t) => {
+    const { clock, server, who } = await start(t);
+    const receiver = await startReceiver(t);
+    const id = newId('whk');
+    const at = new Date(clock.now());
+    // Sealed under a key this service does not have.
+    const foreignBox = new SecretBox(Buffer.from('z'.repeat(40)), WEBHOOK_SECRET_PURPOSE);
+    await server.services.db.em().execute(
+      `insert into webhook_endpoints (id, workspace_id, url, description, event_types, status, secret_sealed, created_at, updated_at)
      values (?, ?, ?, null, '["generation.cancelled"]'::jsonb, 'active', ?, ?, ?)`,
-    [id, who.workspaceId, receiver.url, foreignBox.seal('whsec_unreachable', id), at, at],
-  );
-  const generation = await createGeneration(server, who);
-  await cancelGeneration(server, who, generation.id);
-  await historyWhen(server, who, id, (d) => d.length === 1 && d[0].status === 'pending', 'the delivery waits, pending');
-  const test = await server.json(`/v1/webhooks/${id}/test?workspaceId=${who.workspaceId}`, { method: 'POST', headers: withKey(who.key) });
-  t.equal(test.status, 409);
-  t.equal(test.body.error.code, 'conflict');
-  t.equal(receiver.received.length, 0, 'nothing was sent unsigned');
+      [id, who.workspaceId, receiver.url, foreignBox.seal('whsec_unreachable', id), at, at],
+    );
+    const generation = await createGeneration(server, who);
+    await cancelGeneration(server, who, generation.id);
+    await historyWhen(server, who, id, (d) => d.length === 1 && d[0].status === 'pending', 'the delivery waits, pending');
+    const test = await server.json(`/v1/webhooks/${id}/test?workspaceId=${who.workspaceId}`, { method: 'POST', headers: withKey(who.key) });
+    t.equal(test.status, 409);
+    t.equal(test.body.error.code, 'conflict');
+    t.equal(receiver.received.length, 0, 'nothing was sent unsigned');
 
-  const rotated = await rotate(server, who, id);
-  t.equal(rotated.status, 200);
-  const [request] = await receiver.waitFor(1);
-  t.ok(stripeAccepts(request!, rotated.body.secret, clock), 'the waiting delivery went out, signed with the new secret');
-  t.equal(request!.body.data.generationId, generation.id);
-});
+    const rotated = await rotate(server, who, id);
+    t.equal(rotated.status, 200);
+    const [request] = await receiver.waitFor(1);
+    t.ok(stripeAccepts(request!, rotated.body.secret, clock), 'the waiting delivery went out, signed with the new secret');
+    t.equal(request!.body.data.generationId, generation.id);
+  },
+);

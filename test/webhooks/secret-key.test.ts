@@ -17,7 +17,9 @@ t.test('WEBHOOK_SECRET_KEY: checked at start, and the key that seals the stored 
   const server = await startTestServer(t, { env: { ALLOW_PRIVATE_EGRESS: 'true', WEBHOOK_SECRET_KEY: key } });
   const who = await tenant(server);
   const endpoint = await createEndpoint(server, who, 'http://127.0.0.1:9/hook');
-  const [row] = await server.services.db.em().execute<Array<{ secret_sealed: string }>>('select secret_sealed from webhook_endpoints where id = ?', [endpoint.id]);
+  const [row] = await server.services.db
+    .em()
+    .execute<Array<{ secret_sealed: string }>>('select secret_sealed from webhook_endpoints where id = ?', [endpoint.id]);
   t.equal(new SecretBox(Buffer.from(key), WEBHOOK_SECRET_PURPOSE).open(row!.secret_sealed, endpoint.id), endpoint.secret, 'opens with the configured key');
   t.throws(() => new SecretBox(Buffer.from('x'.repeat(40)), WEBHOOK_SECRET_PURPOSE).open(row!.secret_sealed, endpoint.id), 'not with another');
 });

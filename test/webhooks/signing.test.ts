@@ -27,10 +27,12 @@ t.test('X-Service: a fixed secret, timestamp and body give a known signature', a
   t.equal(createHmac('sha256', CURRENT).update(`${T}.${BODY}`).digest('hex'), CURRENT_V1, 'the literal is HMAC-SHA256 of "<t>.<body>"');
 });
 
-t.test('Standard Webhooks: the specification\'s example, and a fixed delivery, give known signatures', async (t) => {
+t.test("Standard Webhooks: the specification's example, and a fixed delivery, give known signatures", async (t) => {
   // The example of the Standard Webhooks specification and its reference libraries.
-  t.equal(standardSignature('whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', 'msg_p5jXN8AQM9LWM0D4loKWxJek', 1614265330, '{"test": 2432232314}'),
-    'g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=');
+  t.equal(
+    standardSignature('whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', 'msg_p5jXN8AQM9LWM0D4loKWxJek', 1614265330, '{"test": 2432232314}'),
+    'g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=',
+  );
   t.equal(standardSignature(STANDARD_SECRET, 'dlv_1', T, BODY), STANDARD_V1);
   t.equal(standardSignature(STANDARD_SECRET, 'dlv_1', T, Buffer.from(BODY)), STANDARD_V1, 'a Buffer body signs the same');
   t.equal(new Webhook(STANDARD_SECRET).sign('dlv_1', new Date(T * 1000), BODY), `v1,${STANDARD_V1}`, 'the reference library signs the same');
@@ -42,7 +44,12 @@ t.test('Standard Webhooks: the specification\'s example, and a fixed delivery, g
 
 t.test('a rotated secret signs beside the current one until its overlap ends, and not a millisecond after', async (t) => {
   const at = T * 1000 + 999; // within the second T: the header says t=T
-  const rotated = (expiresAt: number | null) => ({ scheme: 'x-service' as const, secret: CURRENT, previousSecret: PREVIOUS, previousSecretExpiresAt: expiresAt === null ? null : new Date(expiresAt) });
+  const rotated = (expiresAt: number | null) => ({
+    scheme: 'x-service' as const,
+    secret: CURRENT,
+    previousSecret: PREVIOUS,
+    previousSecretExpiresAt: expiresAt === null ? null : new Date(expiresAt),
+  });
   t.same(secretsAt(rotated(at + 1), at), [CURRENT, PREVIOUS], 'the overlap has a millisecond left: both, current first');
   t.same(secretsAt(rotated(at), at), [CURRENT], 'the overlap ends now: the current one only');
   t.same(secretsAt(rotated(null), at), [CURRENT], 'no end: the previous secret is not live');
@@ -65,8 +72,16 @@ t.test('Standard Webhooks headers: id, timestamp, and one v1 per live secret, sp
     'webhook-timestamp': String(T),
     'webhook-signature': `v1,${STANDARD_V1} v1,${standardSignature(previous, 'dlv_1', T, BODY)}`,
   });
-  t.equal(headers['webhook-signature']!.split(' ')[1], new Webhook(previous).sign('dlv_1', new Date(T * 1000), BODY), 'the reference library signs the previous secret\'s part alike');
-  t.same(signatureHeaders({ ...keys, previousSecretExpiresAt: new Date(at) }, 'dlv_1', BODY, at)['webhook-signature'], `v1,${STANDARD_V1}`, 'once the overlap ends, one signature');
+  t.equal(
+    headers['webhook-signature']!.split(' ')[1],
+    new Webhook(previous).sign('dlv_1', new Date(T * 1000), BODY),
+    "the reference library signs the previous secret's part alike",
+  );
+  t.same(
+    signatureHeaders({ ...keys, previousSecretExpiresAt: new Date(at) }, 'dlv_1', BODY, at)['webhook-signature'],
+    `v1,${STANDARD_V1}`,
+    'once the overlap ends, one signature',
+  );
 });
 
 t.test('new secrets have the form of their scheme', async (t) => {

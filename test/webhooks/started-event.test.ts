@@ -5,7 +5,7 @@ import { withKey } from '../helpers/identity.ts';
 import { verifyWebhook } from '../../client/src/webhooks.ts';
 import { cancelGeneration, createEndpoint, createGeneration, deliveries, eventually, getGeneration, historyWhen, startReceiver, tenant } from './support.ts';
 
-t.test('generation.started goes only to endpoints that name it, written with the move to running, and before the job\'s terminal event', async (t) => {
+t.test("generation.started goes only to endpoints that name it, written with the move to running, and before the job's terminal event", async (t) => {
   const clock = new ManualClock(Date.now());
   // The provider reports running after half its ten minutes of the manual clock, and finishes only when told.
   const server = await startTestServer(t, { clock, env: { ALLOW_PRIVATE_EGRESS: 'true', LOCAL_PROVIDER_LATENCY_MS: '600000' } });
@@ -28,16 +28,31 @@ t.test('generation.started goes only to endpoints that name it, written with the
     return g.status === 'running' ? g : undefined;
   }, 'running');
   // Read the moment running is visible: the delivery is in the same commit.
-  const rows = await server.services.db.em().execute<Array<{ endpoint_id: string; event_type: string }>>('select endpoint_id, event_type from webhook_deliveries where generation_id = ?', [generation.id]);
-  t.same(rows, [{ endpoint_id: withStarted.id, event_type: 'generation.started' }], 'one delivery, to the endpoint that asked, committed with the move to running');
+  const rows = await server.services.db
+    .em()
+    .execute<Array<{ endpoint_id: string; event_type: string }>>('select endpoint_id, event_type from webhook_deliveries where generation_id = ?', [
+      generation.id,
+    ]);
+  t.same(
+    rows,
+    [{ endpoint_id: withStarted.id, event_type: 'generation.started' }],
+    'one delivery, to the endpoint that asked, committed with the move to running',
+  );
 
   const [started] = await opted.waitFor(1);
   const event = verifyWebhook(started!.rawBody, started!.headers['x-service-signature'], withStarted.secret, { now: clock.now() });
   t.equal(started!.headers['x-service-event'], 'generation.started');
   t.same(Object.keys(event), ['id', 'event', 'data', 'createdAt']);
   t.same(event.data, {
-    generationId: generation.id, workspaceId: who.workspaceId, mode: 'text_to_text', modelId: 'local/text-mini', status: 'running',
-    outputAssetIds: [], credits: running.credits, startedAt: running.startedAt, completedAt: null,
+    generationId: generation.id,
+    workspaceId: who.workspaceId,
+    mode: 'text_to_text',
+    modelId: 'local/text-mini',
+    status: 'running',
+    outputAssetIds: [],
+    credits: running.credits,
+    startedAt: running.startedAt,
+    completedAt: null,
   });
 
   await cancelGeneration(server, who, generation.id);
@@ -48,11 +63,18 @@ t.test('generation.started goes only to endpoints that name it, written with the
   const [, cancelled] = await opted.waitFor(2);
   t.equal(cancelled!.body.event, 'generation.cancelled', 'started, then cancelled');
   const history = await historyWhen(server, who, withStarted.id, (d) => d.length === 2 && d.every((x) => x.status === 'delivered'), 'both delivered');
-  t.same(history.map((d) => d.event), ['generation.cancelled', 'generation.started'], 'the history lists both, newest first');
+  t.same(
+    history.map((d) => d.event),
+    ['generation.cancelled', 'generation.started'],
+    'the history lists both, newest first',
+  );
   t.ok(history[1].id < history[0].id, 'the started delivery sorts first');
 
   t.equal(plain.received.length, 1, 'the endpoint that did not ask got exactly the terminal event, as before');
-  t.same((await deliveries(server, who, without.id)).data.map((d) => d.event), ['generation.cancelled']);
+  t.same(
+    (await deliveries(server, who, without.id)).data.map((d) => d.event),
+    ['generation.cancelled'],
+  );
 });
 
 t.test('a job that goes through running to completion: started then completed to the opted-in endpoint, completed alone to the other', async (t) => {
@@ -70,22 +92,35 @@ t.test('a job that goes through running to completion: started then completed to
   }
   for (const r of got) verifyWebhook(r.rawBody, r.headers['x-service-signature'], withStarted.secret);
   const others = await plain.waitFor(2);
-  t.same(others.map((r) => r.body.event), ['generation.completed', 'generation.completed']);
+  t.same(
+    others.map((r) => r.body.event),
+    ['generation.completed', 'generation.completed'],
+  );
   // A started delivery would have been written before the completed ones, which exist: there is none.
-  const rows = await server.services.db.em().execute<Array<{ event_type: string }>>('select event_type from webhook_deliveries where endpoint_id = ? order by id', [other.id]);
-  t.same(rows.map((r) => r.event_type), ['generation.completed', 'generation.completed'], 'no started event where it was not asked for');
+  const rows = await server.services.db
+    .em()
+    .execute<Array<{ event_type: string }>>('select event_type from webhook_deliveries where endpoint_id = ? order by id', [other.id]);
+  t.same(
+    rows.map((r) => r.event_type),
+    ['generation.completed', 'generation.completed'],
+    'no started event where it was not asked for',
+  );
 });
 
 t.test('an unknown event name is still refused; generation.started can be added by PATCH', async (t) => {
   const server = await startTestServer(t, { env: { ALLOW_PRIVATE_EGRESS: 'true' } });
   const who = await tenant(server);
   const refused = await server.json('/v1/webhooks', {
-    method: 'POST', headers: withKey(who.key), body: JSON.stringify({ workspaceId: who.workspaceId, url: 'http://127.0.0.1:9/h', eventTypes: ['generation.running'] }),
+    method: 'POST',
+    headers: withKey(who.key),
+    body: JSON.stringify({ workspaceId: who.workspaceId, url: 'http://127.0.0.1:9/h', eventTypes: ['generation.running'] }),
   });
   t.equal(refused.status, 400);
   const endpoint = await createEndpoint(server, who, 'http://127.0.0.1:9/h', ['generation.completed']);
   const patched = await server.json(`/v1/webhooks/${endpoint.id}`, {
-    method: 'PATCH', headers: withKey(who.key), body: JSON.stringify({ workspaceId: who.workspaceId, eventTypes: ['generation.completed', 'generation.started'] }),
+    method: 'PATCH',
+    headers: withKey(who.key),
+    body: JSON.stringify({ workspaceId: who.workspaceId, eventTypes: ['generation.completed', 'generation.started'] }),
   });
   t.equal(patched.status, 200);
   t.same(patched.body.eventTypes, ['generation.completed', 'generation.started']);

@@ -40,13 +40,22 @@ export async function startReceiver(t: Test, port = 0): Promise<Receiver> {
     req.on('end', () => {
       const rawBody = Buffer.concat(chunks);
       let body: unknown;
-      try { body = JSON.parse(rawBody.toString('utf8')); } catch { body = undefined; }
+      try {
+        body = JSON.parse(rawBody.toString('utf8'));
+      } catch {
+        body = undefined;
+      }
       const request: Received = { headers: req.headers, rawBody, body };
       const index = received.length;
       received.push(request);
       const action = behaviour(index, request);
       if ('hold' in action) {
-        held.push({ delivery: String(req.headers['x-service-delivery']), release: (status = 200) => { res.writeHead(status).end('ok'); } });
+        held.push({
+          delivery: String(req.headers['x-service-delivery']),
+          release: (status = 200) => {
+            res.writeHead(status).end('ok');
+          },
+        });
       } else {
         res.writeHead(action.status, { 'content-type': 'text/plain' }).end(action.status < 300 ? 'ok' : 'no');
       }
@@ -72,7 +81,9 @@ export async function startReceiver(t: Test, port = 0): Promise<Receiver> {
     port: address.port,
     received,
     held,
-    behave(fn) { behaviour = fn; },
+    behave(fn) {
+      behaviour = fn;
+    },
     waitFor(n, timeoutMs = 30_000) {
       return new Promise((resolve, reject) => {
         const check = () => {
@@ -115,15 +126,26 @@ export async function tenant(server: TestServer): Promise<Tenant> {
   return { ...user, key };
 }
 
-export async function createEndpoint(server: TestServer, who: Tenant, url: string, eventTypes: string[] = ['generation.completed', 'generation.failed', 'generation.cancelled', 'generation.expired']): Promise<{ id: string; secret: string }> {
-  const response = await server.json('/v1/webhooks', { method: 'POST', headers: withKey(who.key), body: JSON.stringify({ workspaceId: who.workspaceId, url, eventTypes }) });
+export async function createEndpoint(
+  server: TestServer,
+  who: Tenant,
+  url: string,
+  eventTypes: string[] = ['generation.completed', 'generation.failed', 'generation.cancelled', 'generation.expired'],
+): Promise<{ id: string; secret: string }> {
+  const response = await server.json('/v1/webhooks', {
+    method: 'POST',
+    headers: withKey(who.key),
+    body: JSON.stringify({ workspaceId: who.workspaceId, url, eventTypes }),
+  });
   if (response.status !== 201) throw new Error(`endpoint creation failed: ${response.status} ${JSON.stringify(response.body)}`);
   return { id: response.body.id, secret: response.body.secret };
 }
 
 export async function createGeneration(server: TestServer, who: Tenant, prompt = 'hello'): Promise<{ id: string; status: string }> {
   const response = await server.json('/v1/generations', {
-    method: 'POST', headers: withKey(who.key), body: JSON.stringify({ workspaceId: who.workspaceId, mode: 'text_to_text', model: 'local/text-mini', params: { prompt } }),
+    method: 'POST',
+    headers: withKey(who.key),
+    body: JSON.stringify({ workspaceId: who.workspaceId, mode: 'text_to_text', model: 'local/text-mini', params: { prompt } }),
   });
   if (response.status !== 201) throw new Error(`generation creation failed: ${response.status} ${JSON.stringify(response.body)}`);
   return response.body;

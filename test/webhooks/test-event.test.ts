@@ -11,7 +11,7 @@ import { cancelGeneration, createEndpoint, createGeneration, deliveries, history
 const sendTest = (server: TestServer, who: Tenant, id: string) =>
   server.json(`/v1/webhooks/${id}/test?workspaceId=${who.workspaceId}`, { method: 'POST', headers: withKey(who.key) });
 
-t.test('a test event is signed and sent now; the answer is the attempt\'s outcome; it is in no history', async (t) => {
+t.test("a test event is signed and sent now; the answer is the attempt's outcome; it is in no history", async (t) => {
   const server = await sharedTestServer({ ALLOW_PRIVATE_EGRESS: 'true' });
   const receiver = await startReceiver(t);
   receiver.behave((i) => ({ status: i === 0 ? 204 : 503 }));
@@ -46,12 +46,16 @@ t.test('a test event is signed and sent now; the answer is the attempt\'s outcom
   t.match(unreachable.body, { delivered: false, responseStatus: null, error: /^network_error: / });
 
   // A disabled endpoint can be tested (before turning it back on); it still gets no deliveries.
-  await server.json(`/v1/webhooks/${endpoint.id}`, { method: 'PATCH', headers: withKey(who.key), body: JSON.stringify({ workspaceId: who.workspaceId, status: 'disabled' }) });
+  await server.json(`/v1/webhooks/${endpoint.id}`, {
+    method: 'PATCH',
+    headers: withKey(who.key),
+    body: JSON.stringify({ workspaceId: who.workspaceId, status: 'disabled' }),
+  });
   receiver.behave(() => ({ status: 200 }));
   t.match((await sendTest(server, who, endpoint.id)).body, { delivered: true, responseStatus: 200 }, 'a disabled endpoint is tested too');
 });
 
-t.test('a test event does not wait for, overtake in the record, or reorder the endpoint\'s real deliveries', async (t) => {
+t.test("a test event does not wait for, overtake in the record, or reorder the endpoint's real deliveries", async (t) => {
   const clock = new ManualClock(Date.now());
   const server = await startTestServer(t, { clock, env: { ALLOW_PRIVATE_EGRESS: 'true', LOCAL_PROVIDER_LATENCY_MS: '600000' } });
   const receiver = await startReceiver(t);
@@ -72,17 +76,22 @@ t.test('a test event does not wait for, overtake in the record, or reorder the e
   await receiver.waitFor(3);
   receiver.held[1]!.release(200);
   const history = await historyWhen(server, who, endpoint.id, (d) => d.length === 2 && d.every((x) => x.status === 'delivered'), 'both delivered');
-  t.same(history.map((d) => d.generationId), [second.id, first.id], 'the history holds the two real deliveries only, newest first');
+  t.same(
+    history.map((d) => d.generationId),
+    [second.id, first.id],
+    'the history holds the two real deliveries only, newest first',
+  );
   const real = receiver.received.filter((r) => r.body.event !== 'webhook.test').map((r) => r.body.data.generationId);
   t.same(real, [first.id, second.id], 'real deliveries arrived in their order');
 });
 
-t.test('a standard-scheme endpoint\'s test event verifies with the standardwebhooks package', async (t) => {
+t.test("a standard-scheme endpoint's test event verifies with the standardwebhooks package", async (t) => {
   const server = await sharedTestServer({ ALLOW_PRIVATE_EGRESS: 'true' });
   const receiver = await startReceiver(t);
   const who = await tenant(server);
   const created = await server.json('/v1/webhooks', {
-    method: 'POST', headers: withKey(who.key),
+    method: 'POST',
+    headers: withKey(who.key),
     body: JSON.stringify({ workspaceId: who.workspaceId, url: receiver.url, eventTypes: ['generation.completed'], signatureScheme: 'standard' }),
   });
   const tested = await sendTest(server, who, created.body.id);
@@ -110,7 +119,7 @@ t.test('the egress guard applies: a private address is refused at connect time a
   t.equal(receiver.received.length, 0, 'nothing reached the private address');
 });
 
-t.test('refused: another workspace\'s endpoint, a missing one, a deleted one, a key without webhooks.manage', async (t) => {
+t.test("refused: another workspace's endpoint, a missing one, a deleted one, a key without webhooks.manage", async (t) => {
   const server = await sharedTestServer({ ALLOW_PRIVATE_EGRESS: 'true' });
   const receiver = await startReceiver(t);
   const who = await tenant(server);
@@ -121,8 +130,15 @@ t.test('refused: another workspace\'s endpoint, a missing one, a deleted one, a 
   t.equal(foreign.body.error.code, 'not_found');
   t.equal((await sendTest(server, who, 'whk_00000000000000000000000000')).status, 404);
   const readOnly = await createKey(server, who.cookie, who.workspaceId, ['generations.read']);
-  t.equal((await server.json(`/v1/webhooks/${endpoint.id}/test?workspaceId=${who.workspaceId}`, { method: 'POST', headers: withKey(readOnly.key) })).status, 403);
-  const extra = await server.json(`/v1/webhooks/${endpoint.id}/test`, { method: 'POST', headers: withKey(who.key), body: JSON.stringify({ workspaceId: who.workspaceId, event: 'generation.completed' }) });
+  t.equal(
+    (await server.json(`/v1/webhooks/${endpoint.id}/test?workspaceId=${who.workspaceId}`, { method: 'POST', headers: withKey(readOnly.key) })).status,
+    403,
+  );
+  const extra = await server.json(`/v1/webhooks/${endpoint.id}/test`, {
+    method: 'POST',
+    headers: withKey(who.key),
+    body: JSON.stringify({ workspaceId: who.workspaceId, event: 'generation.completed' }),
+  });
   t.equal(extra.status, 400, 'no other body fields');
   await server.json(`/v1/webhooks/${endpoint.id}?workspaceId=${who.workspaceId}`, { method: 'DELETE', headers: withKey(who.key) });
   t.equal((await sendTest(server, who, endpoint.id)).status, 404, 'a deleted endpoint');

@@ -51,7 +51,10 @@ export class LocalPaymentProvider implements PaymentProvider {
   portalUrl(workspaceId: string): { url: string; expiresAt: number } {
     const expiresAt = this.options.clock.now() + PORTAL_TTL_MS;
     const token = this.mac(JSON.stringify(['portal', workspaceId, expiresAt]));
-    return { url: `${this.options.baseUrl()}/v1/billing/local/portal?workspaceId=${encodeURIComponent(workspaceId)}&expires=${expiresAt}&token=${token}`, expiresAt };
+    return {
+      url: `${this.options.baseUrl()}/v1/billing/local/portal?workspaceId=${encodeURIComponent(workspaceId)}&expires=${expiresAt}&token=${token}`,
+      expiresAt,
+    };
   }
 
   verifyPortal(workspaceId: string, expiresAt: number, token: string): boolean {
@@ -83,10 +86,12 @@ export class LocalPaymentProvider implements PaymentProvider {
 
   verifyEvent(rawBody: Buffer, signatureHeader: string | undefined): ProviderEvent | null {
     if (!signatureHeader) return null;
-    const parts = new Map(signatureHeader.split(',').map((part) => {
-      const at = part.indexOf('=');
-      return [part.slice(0, at).trim(), part.slice(at + 1).trim()] as const;
-    }));
+    const parts = new Map(
+      signatureHeader.split(',').map((part) => {
+        const at = part.indexOf('=');
+        return [part.slice(0, at).trim(), part.slice(at + 1).trim()] as const;
+      }),
+    );
     const t = parts.get('t');
     const v1 = parts.get('v1');
     if (!t || !/^\d{1,12}$/.test(t) || !v1) return null;

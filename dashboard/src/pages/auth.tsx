@@ -26,13 +26,26 @@ export function SignUpPage() {
     <main class="narrow">
       <h1>Create an account</h1>
       <form onSubmit={submit}>
-        <label>Name<input name="name" required maxLength={100} autoComplete="name" /></label>
-        <label>E-mail<input name="email" type="email" required autoComplete="email" /></label>
-        <label>Password<input name="password" type="password" required minLength={8} autoComplete="new-password" /></label>
+        <label>
+          Name
+          <input name="name" required maxLength={100} autoComplete="name" />
+        </label>
+        <label>
+          E-mail
+          <input name="email" type="email" required autoComplete="email" />
+        </label>
+        <label>
+          Password
+          <input name="password" type="password" required minLength={8} autoComplete="new-password" />
+        </label>
         <ErrorBox error={error} />
-        <button type="submit" disabled={busy}>Sign up</button>
+        <button type="submit" disabled={busy}>
+          Sign up
+        </button>
       </form>
-      <p>Already have an account? <Link href="/login">Log in</Link></p>
+      <p>
+        Already have an account? <Link href="/login">Log in</Link>
+      </p>
     </main>
   );
 }
@@ -59,12 +72,22 @@ export function LoginPage() {
     <main class="narrow">
       <h1>Log in</h1>
       <form onSubmit={submit}>
-        <label>E-mail<input name="email" type="email" required autoComplete="email" /></label>
-        <label>Password<input name="password" type="password" required autoComplete="current-password" /></label>
+        <label>
+          E-mail
+          <input name="email" type="email" required autoComplete="email" />
+        </label>
+        <label>
+          Password
+          <input name="password" type="password" required autoComplete="current-password" />
+        </label>
         <ErrorBox error={error} />
-        <button type="submit" disabled={busy}>Log in</button>
+        <button type="submit" disabled={busy}>
+          Log in
+        </button>
       </form>
-      <p>New here? <Link href="/signup">Create an account</Link></p>
+      <p>
+        New here? <Link href="/signup">Create an account</Link>
+      </p>
     </main>
   );
 }

@@ -24,33 +24,64 @@ export function GenerationsPage() {
     <main>
       <h1>Generations</h1>
       <div class="row filters">
-        <label>Mode
+        <label>
+          Mode
           <select value={filters.mode} onChange={setFilter('mode')}>
             <option value="">All modes</option>
-            {MODES.map((mode) => <option key={mode} value={mode}>{mode.replaceAll('_', ' ')}</option>)}
+            {MODES.map((mode) => (
+              <option key={mode} value={mode}>
+                {mode.replaceAll('_', ' ')}
+              </option>
+            ))}
           </select>
         </label>
-        <label>Status
+        <label>
+          Status
           <select value={filters.status} onChange={setFilter('status')}>
             <option value="">All statuses</option>
-            {STATUSES.map((status) => <option key={status} value={status}>{status}</option>)}
+            {STATUSES.map((status) => (
+              <option key={status} value={status}>
+                {status}
+              </option>
+            ))}
           </select>
         </label>
-        <button type="button" class="secondary" onClick={page.reload}>Refresh</button>
+        <button type="button" class="secondary" onClick={page.reload}>
+          Refresh
+        </button>
       </div>
       <ErrorBox error={page.error} />
-      {page.data && page.data.data.length === 0 && <p class="muted">No generations yet. Try the <Link href="/playground">playground</Link>.</p>}
+      {page.data && page.data.data.length === 0 && (
+        <p class="muted">
+          No generations yet. Try the <Link href="/playground">playground</Link>.
+        </p>
+      )}
       {page.data && page.data.data.length > 0 && (
         <div class="scroll">
           <table>
-            <thead><tr><th scope="col">Generation</th><th scope="col">Model</th><th scope="col">Mode</th><th scope="col">Status</th><th scope="col">Credits</th><th scope="col">Created</th></tr></thead>
+            <thead>
+              <tr>
+                <th scope="col">Generation</th>
+                <th scope="col">Model</th>
+                <th scope="col">Mode</th>
+                <th scope="col">Status</th>
+                <th scope="col">Credits</th>
+                <th scope="col">Created</th>
+              </tr>
+            </thead>
             <tbody>
               {page.data.data.map((generation) => (
                 <tr key={generation.id}>
-                  <td><Link href={`/generations/${generation.id}`} class="mono">{generation.id}</Link></td>
+                  <td>
+                    <Link href={`/generations/${generation.id}`} class="mono">
+                      {generation.id}
+                    </Link>
+                  </td>
                   <td>{generation.modelId}</td>
                   <td>{generation.mode.replaceAll('_', ' ')}</td>
-                  <td><StatusBadge status={generation.status} /></td>
+                  <td>
+                    <StatusBadge status={generation.status} />
+                  </td>
                   <td>{generation.credits}</td>
                   <td>{when(generation.createdAt)}</td>
                 </tr>
@@ -60,8 +91,16 @@ export function GenerationsPage() {
         </div>
       )}
       <div class="row">
-        {cursors.length > 0 && <button type="button" class="secondary" onClick={() => setCursors(cursors.slice(0, -1))}>Previous page</button>}
-        {page.data?.nextCursor && <button type="button" class="secondary" onClick={() => setCursors([...cursors, page.data!.nextCursor!])}>Next page</button>}
+        {cursors.length > 0 && (
+          <button type="button" class="secondary" onClick={() => setCursors(cursors.slice(0, -1))}>
+            Previous page
+          </button>
+        )}
+        {page.data?.nextCursor && (
+          <button type="button" class="secondary" onClick={() => setCursors([...cursors, page.data!.nextCursor!])}>
+            Next page
+          </button>
+        )}
       </div>
     </main>
   );
@@ -84,7 +123,13 @@ export function AssetPreview({ assetId, workspaceId }: { assetId: string; worksp
       {asset.mediaType === 'audio' && <audio src={url} controls aria-label={label} />}
       {asset.mediaType === 'video' && <video src={url} controls aria-label={label} />}
       {!['image', 'audio', 'video'].includes(asset.mediaType) && <a href={url}>{label}</a>}
-      <figcaption class="muted small">{asset.contentType}{asset.width ? `, ${asset.width}×${asset.height}` : ''} · <a href={url} download>Download</a></figcaption>
+      <figcaption class="muted small">
+        {asset.contentType}
+        {asset.width ? `, ${asset.width}×${asset.height}` : ''} ·{' '}
+        <a href={url} download>
+          Download
+        </a>
+      </figcaption>
     </figure>
   );
 }
@@ -113,33 +158,64 @@ export function GenerationPage({ id }: { id: string }) {
   };
   return (
     <main>
-      <h1>Generation <span class="mono small">{id}</span></h1>
+      <h1>
+        Generation <span class="mono small">{id}</span>
+      </h1>
       <ErrorBox error={error} />
       {generation && (
         <>
           <p class="row status-line" aria-live="polite">
             Status <StatusBadge status={generation.status} />
-            {!TERMINAL.has(generation.status) && <span class="muted small">{via === 'stream' ? 'live' : via === 'polling' ? 'refreshing every second' : ''}</span>}
-            {!TERMINAL.has(generation.status) && <button type="button" class="danger" onClick={cancel}>Cancel</button>}
+            {!TERMINAL.has(generation.status) && (
+              <span class="muted small">{via === 'stream' ? 'live' : via === 'polling' ? 'refreshing every second' : ''}</span>
+            )}
+            {!TERMINAL.has(generation.status) && (
+              <button type="button" class="danger" onClick={cancel}>
+                Cancel
+              </button>
+            )}
           </p>
           <dl class="facts">
-            <dt>Model</dt><dd>{generation.modelId}</dd>
-            <dt>Mode</dt><dd>{generation.mode.replaceAll('_', ' ')}</dd>
-            <dt>Credits</dt><dd>{generation.credits}</dd>
-            <dt>Created</dt><dd>{when(generation.createdAt)}</dd>
-            {generation.project && <><dt>Project</dt><dd>{generation.project}</dd></>}
+            <dt>Model</dt>
+            <dd>{generation.modelId}</dd>
+            <dt>Mode</dt>
+            <dd>{generation.mode.replaceAll('_', ' ')}</dd>
+            <dt>Credits</dt>
+            <dd>{generation.credits}</dd>
+            <dt>Created</dt>
+            <dd>{when(generation.createdAt)}</dd>
+            {generation.project && (
+              <>
+                <dt>Project</dt>
+                <dd>{generation.project}</dd>
+              </>
+            )}
           </dl>
-          {generation.errorMessage && <p class="error" role="alert">{generation.errorCode}: {generation.errorMessage}</p>}
+          {generation.errorMessage && (
+            <p class="error" role="alert">
+              {generation.errorCode}: {generation.errorMessage}
+            </p>
+          )}
           <h2>Outputs</h2>
-          {generation.textOutput && <pre class="text-output" data-testid="text-output">{generation.textOutput}</pre>}
+          {generation.textOutput && (
+            <pre class="text-output" data-testid="text-output">
+              {generation.textOutput}
+            </pre>
+          )}
           <div class="grid">
-            {generation.outputAssetIds.map((assetId: string) => <AssetPreview key={assetId} assetId={assetId} workspaceId={workspaceId} />)}
+            {generation.outputAssetIds.map((assetId: string) => (
+              <AssetPreview key={assetId} assetId={assetId} workspaceId={workspaceId} />
+            ))}
           </div>
-          {!generation.textOutput && generation.outputAssetIds.length === 0 && <p class="muted">{TERMINAL.has(generation.status) ? 'No outputs.' : 'Outputs appear here when the generation succeeds.'}</p>}
+          {!generation.textOutput && generation.outputAssetIds.length === 0 && (
+            <p class="muted">{TERMINAL.has(generation.status) ? 'No outputs.' : 'Outputs appear here when the generation succeeds.'}</p>
+          )}
           <h2>Timeline</h2>
           <ol class="timeline">
             {(generation.timeline ?? []).map((step: any, index: number) => (
-              <li key={index}><StatusBadge status={step.status} /> <time dateTime={step.at}>{when(step.at)}</time></li>
+              <li key={index}>
+                <StatusBadge status={step.status} /> <time dateTime={step.at}>{when(step.at)}</time>
+              </li>
             ))}
           </ol>
           <h2>Parameters</h2>

@@ -5,7 +5,16 @@ import { ErrorBox, useLoad, when } from '../ui.tsx';
 
 const SCOPES = ['generations.write', 'generations.read', 'files.write', 'assets.read', 'usage.read', 'wallet.read', 'wallet.write', 'webhooks.manage', 'all'];
 
-interface Key { id: string; name: string; prefix: string; scopes: string[]; expiresAt: string | null; revoked: boolean; lastUsedAt: string | null; createdAt: string }
+interface Key {
+  id: string;
+  name: string;
+  prefix: string;
+  scopes: string[];
+  expiresAt: string | null;
+  revoked: boolean;
+  lastUsedAt: string | null;
+  createdAt: string;
+}
 
 export function KeysPage() {
   const workspaceId = currentWorkspaceId();
@@ -69,26 +78,41 @@ export function KeysPage() {
         <section class="secret" aria-labelledby="new-key-title">
           <h2 id="new-key-title">Your new key "{created.name}"</h2>
           <p>Copy it now: it is shown this once and cannot be read again.</p>
-          <code class="mono" data-testid="new-key">{created.key}</code>
+          <code class="mono" data-testid="new-key">
+            {created.key}
+          </code>
           <div class="row">
-            <button type="button" onClick={copy}>{copied ? 'Copied' : 'Copy key'}</button>
-            <button type="button" class="secondary" onClick={() => setCreated(undefined)}>I have stored it</button>
+            <button type="button" onClick={copy}>
+              {copied ? 'Copied' : 'Copy key'}
+            </button>
+            <button type="button" class="secondary" onClick={() => setCreated(undefined)}>
+              I have stored it
+            </button>
           </div>
         </section>
       )}
       <ErrorBox error={error} />
       <h2>Create a key</h2>
       <form onSubmit={create}>
-        <label>Name<input name="name" required maxLength={100} placeholder="e.g. production server" /></label>
+        <label>
+          Name
+          <input name="name" required maxLength={100} placeholder="e.g. production server" />
+        </label>
         <fieldset>
           <legend>Scopes</legend>
           <div class="checks">
             {SCOPES.map((scope) => (
-              <label key={scope} class="check"><input type="checkbox" name="scopes" value={scope} defaultChecked={scope === 'all'} />{scope}</label>
+              <label key={scope} class="check">
+                <input type="checkbox" name="scopes" value={scope} defaultChecked={scope === 'all'} />
+                {scope}
+              </label>
             ))}
           </div>
         </fieldset>
-        <label>Expires on (optional)<input name="expiresAt" type="date" /></label>
+        <label>
+          Expires on (optional)
+          <input name="expiresAt" type="date" />
+        </label>
         <button type="submit">Create key</button>
       </form>
       <h2>Keys</h2>
@@ -97,7 +121,19 @@ export function KeysPage() {
       {keys.data && keys.data.data.length > 0 && (
         <div class="scroll">
           <table>
-            <thead><tr><th scope="col">Name</th><th scope="col">Key</th><th scope="col">Scopes</th><th scope="col">Created</th><th scope="col">Last used</th><th scope="col">Status</th><th scope="col"><span class="sr-only">Actions</span></th></tr></thead>
+            <thead>
+              <tr>
+                <th scope="col">Name</th>
+                <th scope="col">Key</th>
+                <th scope="col">Scopes</th>
+                <th scope="col">Created</th>
+                <th scope="col">Last used</th>
+                <th scope="col">Status</th>
+                <th scope="col">
+                  <span class="sr-only">Actions</span>
+                </th>
+              </tr>
+            </thead>
             <tbody>
               {keys.data.data.map((key) => (
                 <tr key={key.id}>
@@ -108,8 +144,14 @@ export function KeysPage() {
                   <td>{when(key.lastUsedAt)}</td>
                   <td>{key.revoked ? 'revoked' : key.expiresAt && new Date(key.expiresAt) < new Date() ? 'expired' : 'active'}</td>
                   <td class="row">
-                    <button type="button" class="secondary" onClick={() => showUsage(key)}>Usage</button>
-                    {!key.revoked && <button type="button" class="danger" onClick={() => revoke(key)}>Revoke</button>}
+                    <button type="button" class="secondary" onClick={() => showUsage(key)}>
+                      Usage
+                    </button>
+                    {!key.revoked && (
+                      <button type="button" class="danger" onClick={() => revoke(key)}>
+                        Revoke
+                      </button>
+                    )}
                   </td>
                 </tr>
               ))}

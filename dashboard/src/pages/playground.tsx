@@ -4,47 +4,109 @@ import { navigate } from '../router.ts';
 import { currentWorkspaceId } from '../session.ts';
 import { ErrorBox, useLoad } from '../ui.tsx';
 
-interface Model { id: string; name: string; mode: string; description: string; credits: number; available: boolean; parameterSchema: Schema }
-interface Schema { type?: string; properties?: Record<string, Property>; required?: string[] }
-interface Property { type?: string | string[]; enum?: unknown[]; description?: string; default?: unknown; minimum?: number; maximum?: number; maxLength?: number; items?: Property }
+interface Model {
+  id: string;
+  name: string;
+  mode: string;
+  description: string;
+  credits: number;
+  available: boolean;
+  parameterSchema: Schema;
+}
+interface Schema {
+  type?: string;
+  properties?: Record<string, Property>;
+  required?: string[];
+}
+interface Property {
+  type?: string | string[];
+  enum?: unknown[];
+  description?: string;
+  default?: unknown;
+  minimum?: number;
+  maximum?: number;
+  maxLength?: number;
+  items?: Property;
+}
 
 const LONG_TEXT = new Set(['prompt', 'systemPrompt', 'negativePrompt', 'text']);
 
 /** One form field per property of the model's parameterSchema; the service validates the whole. */
 function ParamField({ name, property, required }: { name: string; property: Property; required: boolean }) {
   const id = `param-${name}`;
-  const label = <>{name}{required ? ' (required)' : ''}</>;
+  const label = (
+    <>
+      {name}
+      {required ? ' (required)' : ''}
+    </>
+  );
   const hint = property.description ? <span class="muted small">{property.description}</span> : null;
   const type = Array.isArray(property.type) ? property.type.find((t) => t !== 'null') : property.type;
   if (property.enum) {
     return (
-      <label for={id}>{label}{hint}
+      <label for={id}>
+        {label}
+        {hint}
         <select id={id} name={name} required={required}>
           {!required && <option value="">(default)</option>}
-          {property.enum.map((value) => <option key={String(value)} value={JSON.stringify(value)} selected={value === property.default}>{String(value)}</option>)}
+          {property.enum.map((value) => (
+            <option key={String(value)} value={JSON.stringify(value)} selected={value === property.default}>
+              {String(value)}
+            </option>
+          ))}
         </select>
       </label>
     );
   }
   if (type === 'boolean') {
-    return <label class="check" for={id}><input id={id} type="checkbox" name={name} defaultChecked={property.default === true} />{label}{hint}</label>;
+    return (
+      <label class="check" for={id}>
+        <input id={id} type="checkbox" name={name} defaultChecked={property.default === true} />
+        {label}
+        {hint}
+      </label>
+    );
   }
   if (type === 'number' || type === 'integer') {
     return (
-      <label for={id}>{label}{hint}
-        <input id={id} name={name} type="number" required={required} step={type === 'integer' ? 1 : 'any'} min={property.minimum} max={property.maximum}
-          placeholder={property.default !== undefined ? `default ${String(property.default)}` : ''} data-kind={type} />
+      <label for={id}>
+        {label}
+        {hint}
+        <input
+          id={id}
+          name={name}
+          type="number"
+          required={required}
+          step={type === 'integer' ? 1 : 'any'}
+          min={property.minimum}
+          max={property.maximum}
+          placeholder={property.default !== undefined ? `default ${String(property.default)}` : ''}
+          data-kind={type}
+        />
       </label>
     );
   }
   if (type === 'string' && LONG_TEXT.has(name)) {
-    return <label for={id}>{label}{hint}<textarea id={id} name={name} required={required} maxLength={property.maxLength} rows={3} /></label>;
+    return (
+      <label for={id}>
+        {label}
+        {hint}
+        <textarea id={id} name={name} required={required} maxLength={property.maxLength} rows={3} />
+      </label>
+    );
   }
   if (type === 'string') {
-    return <label for={id}>{label}{hint}<input id={id} name={name} required={required} maxLength={property.maxLength} /></label>;
+    return (
+      <label for={id}>
+        {label}
+        {hint}
+        <input id={id} name={name} required={required} maxLength={property.maxLength} />
+      </label>
+    );
   }
   return (
-    <label for={id}>{label} (JSON){hint}
+    <label for={id}>
+      {label} (JSON){hint}
       <input id={id} name={name} required={required} data-kind="json" placeholder={property.default !== undefined ? JSON.stringify(property.default) : ''} />
     </label>
   );
@@ -64,7 +126,11 @@ function readParams(form: HTMLFormElement, schema: Schema): Record<string, unkno
     if (element instanceof HTMLSelectElement) params[name] = JSON.parse(raw);
     else if (element.dataset.kind === 'integer' || element.dataset.kind === 'number') params[name] = Number(raw);
     else if (element.dataset.kind === 'json') {
-      try { params[name] = JSON.parse(raw); } catch { params[name] = raw; }
+      try {
+        params[name] = JSON.parse(raw);
+      } catch {
+        params[name] = raw;
+      }
     } else params[name] = raw;
   }
   return params;
@@ -90,7 +156,10 @@ export function PlaygroundPage() {
     try {
       const params = readParams(form, model.parameterSchema);
       const inputs: Record<string, string[]> = {};
-      const ids = (name: string) => String(new FormData(form).get(name) ?? '').split(/[\s,]+/).filter(Boolean);
+      const ids = (name: string) =>
+        String(new FormData(form).get(name) ?? '')
+          .split(/[\s,]+/)
+          .filter(Boolean);
       if (needsImages) inputs.imageAssetIds = ids('imageAssetIds');
       if (needsVideos) inputs.videoAssetIds = ids('videoAssetIds');
       const project = String(new FormData(form).get('project') ?? '').trim();
@@ -112,20 +181,40 @@ export function PlaygroundPage() {
       {models.data && usable.length === 0 && <p class="muted">Your plan has no model available.</p>}
       {model && (
         <form onSubmit={submit} key={model.id}>
-          <label for="model">Model
+          <label for="model">
+            Model
             <select id="model" name="model" value={model.id} onChange={(event) => setModelId((event.currentTarget as HTMLSelectElement).value)}>
-              {usable.map((m) => <option key={m.id} value={m.id}>{m.name} — {m.mode.replaceAll('_', ' ')} ({m.credits} credits)</option>)}
+              {usable.map((m) => (
+                <option key={m.id} value={m.id}>
+                  {m.name} — {m.mode.replaceAll('_', ' ')} ({m.credits} credits)
+                </option>
+              ))}
             </select>
           </label>
           <p class="muted">{model.description}</p>
           {Object.entries(model.parameterSchema.properties ?? {}).map(([name, property]) => (
             <ParamField key={name} name={name} property={property} required={(model.parameterSchema.required ?? []).includes(name)} />
           ))}
-          {needsImages && <label>Input image asset ids (from Assets)<input name="imageAssetIds" required placeholder="ast_…" /></label>}
-          {needsVideos && <label>Input video asset ids (from Assets)<input name="videoAssetIds" required placeholder="ast_…" /></label>}
-          <label>Project (optional)<input name="project" maxLength={200} /></label>
+          {needsImages && (
+            <label>
+              Input image asset ids (from Assets)
+              <input name="imageAssetIds" required placeholder="ast_…" />
+            </label>
+          )}
+          {needsVideos && (
+            <label>
+              Input video asset ids (from Assets)
+              <input name="videoAssetIds" required placeholder="ast_…" />
+            </label>
+          )}
+          <label>
+            Project (optional)
+            <input name="project" maxLength={200} />
+          </label>
           <ErrorBox error={error} />
-          <button type="submit" disabled={busy}>Generate</button>
+          <button type="submit" disabled={busy}>
+            Generate
+          </button>
         </form>
       )}
     </main>

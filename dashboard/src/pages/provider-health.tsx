@@ -38,19 +38,29 @@ export function ProviderHealthPage() {
     <main>
       <h1>Provider health</h1>
       <p class="muted">
-        Each deployment's circuit breaker: <strong>closed</strong> sends jobs, <strong>open</strong> sends none until its
-        cool-down ends, <strong>half-open</strong> lets one job through to try it. Only failures of the provider count
-        (outages, time-outs, rate limits, errors, bad answers, a refused key); refused prompts never do.
+        Each deployment's circuit breaker: <strong>closed</strong> sends jobs, <strong>open</strong> sends none until its cool-down ends,{' '}
+        <strong>half-open</strong> lets one job through to try it. Only failures of the provider count (outages, time-outs, rate limits, errors, bad answers, a
+        refused key); refused prompts never do.
       </p>
       <ErrorBox error={breakers.error} />
-      {list && <p role="status" data-testid="health-summary">{unhealthy === 0 ? `All ${list.length} deployments are closed.` : `${unhealthy} of ${list.length} deployments are not closed.`}</p>}
+      {list && (
+        <p role="status" data-testid="health-summary">
+          {unhealthy === 0 ? `All ${list.length} deployments are closed.` : `${unhealthy} of ${list.length} deployments are not closed.`}
+        </p>
+      )}
       {list && list.length > 0 && (
         <div class="scroll">
           <table>
             <thead>
               <tr>
-                <th scope="col">Deployment</th><th scope="col">Model</th><th scope="col">Provider</th><th scope="col">State</th>
-                <th scope="col">Calls in window</th><th scope="col">Failure ratio</th><th scope="col">Open until</th><th scope="col">Cool-down</th>
+                <th scope="col">Deployment</th>
+                <th scope="col">Model</th>
+                <th scope="col">Provider</th>
+                <th scope="col">State</th>
+                <th scope="col">Calls in window</th>
+                <th scope="col">Failure ratio</th>
+                <th scope="col">Open until</th>
+                <th scope="col">Cool-down</th>
               </tr>
             </thead>
             <tbody>
@@ -60,7 +70,9 @@ export function ProviderHealthPage() {
                   <td>{breaker.modelId}</td>
                   <td>{breaker.provider}</td>
                   <td>
-                    <span class={`badge badge-breaker-${breaker.state}`} data-state={breaker.state}>{STATE_LABELS[breaker.state]}</span>
+                    <span class={`badge badge-breaker-${breaker.state}`} data-state={breaker.state}>
+                      {STATE_LABELS[breaker.state]}
+                    </span>
                     {breaker.probing && <span class="muted small"> (a job is trying it)</span>}
                   </td>
                   <td>{breaker.calls}</td>
@@ -73,7 +85,11 @@ export function ProviderHealthPage() {
           </table>
         </div>
       )}
-      {breakers.data && <p class="muted small">Read at {when(breakers.data.at)}; refreshed every {REFRESH_MS / 1000} seconds.</p>}
+      {breakers.data && (
+        <p class="muted small">
+          Read at {when(breakers.data.at)}; refreshed every {REFRESH_MS / 1000} seconds.
+        </p>
+      )}
     </main>
   );
 }

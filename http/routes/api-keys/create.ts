@@ -10,7 +10,8 @@ export const createApiKey = defineRoute({
   path: '/v1/api-keys',
   operationId: 'createApiKey',
   summary: 'Create an API key for a workspace; the plaintext key is in this answer only (dashboard only; owners and admins)',
-  description: 'Creates an API key of one workspace with the given scopes and an optional expiry. The plaintext key is in this answer only and cannot be shown again. Only owners and admins of the workspace may create keys; for a workspace the caller is not a member of the answer is 404.',
+  description:
+    'Creates an API key of one workspace with the given scopes and an optional expiry. The plaintext key is in this answer only and cannot be shown again. Only owners and admins of the workspace may create keys; for a workspace the caller is not a member of the answer is 404.',
   tags: ['api-keys'],
   access: 'dashboard',
   errors: ['not_found'],

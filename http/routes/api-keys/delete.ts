@@ -8,7 +8,8 @@ export const deleteApiKey = defineRoute({
   path: '/v1/api-keys/:id',
   operationId: 'deleteApiKey',
   summary: 'Revoke a key for good (its record and usage stay, marked revoked); idempotent (dashboard only)',
-  description: 'Revokes a key for good: requests made with it are 401 from then on, while its record and usage history stay, marked revoked. Revoking a revoked key answers the same again.',
+  description:
+    'Revokes a key for good: requests made with it are 401 from then on, while its record and usage history stay, marked revoked. Revoking a revoked key answers the same again.',
   tags: ['api-keys'],
   access: 'dashboard',
   params: ApiKeyParams,

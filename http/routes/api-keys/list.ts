@@ -10,14 +10,18 @@ export const listApiKeys = defineRoute({
   path: '/v1/api-keys',
   operationId: 'listApiKeys',
   summary: 'List the API keys of a workspace, newest first, revoked ones included; never the plaintext (dashboard only; owners and admins)',
-  description: 'Lists the API keys of a workspace, newest first, with revoked and expired keys included; the answer never holds a plaintext key or its hash. Only owners and admins of the workspace may list keys.',
+  description:
+    'Lists the API keys of a workspace, newest first, with revoked and expired keys included; the answer never holds a plaintext key or its hash. Only owners and admins of the workspace may list keys.',
   tags: ['api-keys'],
   access: 'dashboard',
   errors: ['not_found'],
-  query: Type.Object({
-    workspaceId: Type.String({ minLength: 1, maxLength: 64, description: 'The workspace whose keys to list.' }),
-    ...PageQueryFields,
-  }, { additionalProperties: false }),
+  query: Type.Object(
+    {
+      workspaceId: Type.String({ minLength: 1, maxLength: 64, description: 'The workspace whose keys to list.' }),
+      ...PageQueryFields,
+    },
+    { additionalProperties: false },
+  ),
   responses: { 200: Page(ApiKeyOut) },
   handler: async ({ auth, query, services }) => {
     const em = services.db.em();

@@ -10,8 +10,10 @@ export const updateApiKey = defineRoute({
   method: 'PATCH',
   path: '/v1/api-keys/:id',
   operationId: 'updateApiKey',
-  summary: 'Change a key\'s name, scopes, expiry or spending controls (null clears a limit), or revoke it (revoked: true); takes effect on the next request (dashboard only)',
-  description: 'Changes a key\'s name, scopes, expiry or spending controls (credit budget, wallet cap, concurrency, model allowlist; null clears one), or revokes it with revoked: true; every node sees the change on the key\'s next request. A revoked key cannot be restored (409).',
+  summary:
+    "Change a key's name, scopes, expiry or spending controls (null clears a limit), or revoke it (revoked: true); takes effect on the next request (dashboard only)",
+  description:
+    "Changes a key's name, scopes, expiry or spending controls (credit budget, wallet cap, concurrency, model allowlist; null clears one), or revokes it with revoked: true; every node sees the change on the key's next request. A revoked key cannot be restored (409).",
   tags: ['api-keys'],
   access: 'dashboard',
   errors: ['conflict'],
@@ -33,8 +35,11 @@ export const updateApiKey = defineRoute({
       if (!reply.found) throw new ApiError('not_found', `No API key ${key.id}.`);
       const { limits } = reply;
       Object.assign(changes, {
-        creditBudget: limits.creditBudget, walletSpendCapCents: limits.walletSpendCapCents, budgetPeriod: limits.period,
-        maxConcurrentGenerations: limits.maxConcurrentGenerations, allowedModels: limits.allowedModels,
+        creditBudget: limits.creditBudget,
+        walletSpendCapCents: limits.walletSpendCapCents,
+        budgetPeriod: limits.period,
+        maxConcurrentGenerations: limits.maxConcurrentGenerations,
+        allowedModels: limits.allowedModels,
       } satisfies Partial<ApiKey>);
     }
     const rowChanges: Partial<ApiKey> = { updatedAt: changes.updatedAt };

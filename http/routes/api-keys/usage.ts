@@ -13,8 +13,10 @@ export const getApiKeyUsage = defineRoute({
   method: 'GET',
   path: '/v1/api-keys/:id/usage',
   operationId: 'getApiKeyUsage',
-  summary: 'Requests and generations attributed to a key, by UTC day (default: the last 30 days; at most 366), and each of its spending controls now: limit, spent, remaining, resetsAt (dashboard only)',
-  description: 'Requests made with a key and generations attributed to it, per UTC day between from and to (by default the last 30 days, at most 366), with each of the key\'s spending controls as it stands: limit, spent, remaining and when it resets.',
+  summary:
+    'Requests and generations attributed to a key, by UTC day (default: the last 30 days; at most 366), and each of its spending controls now: limit, spent, remaining, resetsAt (dashboard only)',
+  description:
+    "Requests made with a key and generations attributed to it, per UTC day between from and to (by default the last 30 days, at most 366), with each of the key's spending controls as it stands: limit, spent, remaining and when it resets.",
   tags: ['api-keys'],
   access: 'dashboard',
   // The spent figures are the key's workspace actor's, which counts every create as it decides it.
@@ -49,7 +51,10 @@ export const getApiKeyUsage = defineRoute({
     for (const row of requests) slot(row.day).requests += Number(row.n);
     for (const row of generations) slot(row.day).generations += Number(row.n);
     const data = [...byDay.values()].sort((x, y) => (x.day < y.day ? 1 : -1));
-    const totals = data.reduce((sum, d) => ({ requests: sum.requests + d.requests, generations: sum.generations + d.generations }), { requests: 0, generations: 0 });
+    const totals = data.reduce((sum, d) => ({ requests: sum.requests + d.requests, generations: sum.generations + d.generations }), {
+      requests: 0,
+      generations: 0,
+    });
     const limits = await services.actors.ask<KeyUsageReply>('ws', key.workspaceId, { type: 'key_usage', keyId: key.id });
     if (!limits.found) throw new ApiError('not_found', `No API key ${key.id}.`);
     return { body: { keyId: key.id, from, to, totals, data, limits: limits.usage } };

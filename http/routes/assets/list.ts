@@ -10,18 +10,22 @@ export const listAssets = defineRoute({
   method: 'GET',
   path: '/v1/assets',
   operationId: 'listAssets',
-  summary: 'List a workspace\'s assets, newest first; filters favorite, mediaType, sourceGenerationId',
-  description: 'Lists the assets (uploads and generation outputs) of a workspace, newest first, filtered by favorite, mediaType or sourceGenerationId, with cursor pagination.',
+  summary: "List a workspace's assets, newest first; filters favorite, mediaType, sourceGenerationId",
+  description:
+    'Lists the assets (uploads and generation outputs) of a workspace, newest first, filtered by favorite, mediaType or sourceGenerationId, with cursor pagination.',
   tags: ['assets'],
   access: { scopes: ['assets.read'] },
   errors: ['not_found'],
-  query: Type.Object({
-    workspaceId: WorkspaceIdField,
-    favorite: Type.Optional(Type.Boolean({ description: 'true: favourites only; false: all but favourites.' })),
-    mediaType: Type.Optional(MediaTypeName),
-    sourceGenerationId: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'Outputs of this generation.' })),
-    ...PageQueryFields,
-  }, { additionalProperties: false }),
+  query: Type.Object(
+    {
+      workspaceId: WorkspaceIdField,
+      favorite: Type.Optional(Type.Boolean({ description: 'true: favourites only; false: all but favourites.' })),
+      mediaType: Type.Optional(MediaTypeName),
+      sourceGenerationId: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'Outputs of this generation.' })),
+      ...PageQueryFields,
+    },
+    { additionalProperties: false },
+  ),
   responses: { 200: Page(AssetOut) },
   handler: async ({ auth, query, services }) => {
     const em = services.db.em();

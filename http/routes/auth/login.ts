@@ -11,8 +11,10 @@ export const login = defineRoute({
   method: 'POST',
   path: '/v1/auth/login',
   operationId: 'login',
-  summary: 'Sign in with e-mail and password and start a session (Set-Cookie gs_session); failures are throttled per account and address, per address, and per account under attack',
-  description: 'Checks an e-mail address and password and starts a session (Set-Cookie gs_session). A wrong address or password is 401; failed attempts are throttled per account and address, per address, and per account under attack, answering 429 with Retry-After.',
+  summary:
+    'Sign in with e-mail and password and start a session (Set-Cookie gs_session); failures are throttled per account and address, per address, and per account under attack',
+  description:
+    'Checks an e-mail address and password and starts a session (Set-Cookie gs_session). A wrong address or password is 401; failed attempts are throttled per account and address, per address, and per account under attack, answering 429 with Retry-After.',
   tags: ['auth'],
   access: 'public',
   errors: ['unauthenticated', 'forbidden', 'rate_limited'],

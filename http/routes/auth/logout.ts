@@ -6,7 +6,8 @@ export const logout = defineRoute({
   path: '/v1/auth/logout',
   operationId: 'logout',
   summary: 'End the current session: it is deleted, so its cookie never works again',
-  description: 'Ends the session whose cookie is sent: the session is deleted on the server, so the cookie never works again, and the answer clears it. For dashboard sessions only; an API key is 403.',
+  description:
+    'Ends the session whose cookie is sent: the session is deleted on the server, so the cookie never works again, and the answer clears it. For dashboard sessions only; an API key is 403.',
   tags: ['auth'],
   access: 'dashboard',
   keyWorkspace: 'none',

@@ -16,7 +16,8 @@ export const signup = defineRoute({
   path: '/v1/auth/signup',
   operationId: 'signup',
   summary: 'Create an account and its personal workspace (free plan, the user as owner), and start a session (Set-Cookie gs_session)',
-  description: 'Creates a user with an e-mail address and a password, their personal workspace on the free plan with the user as owner, and a session whose cookie the answer sets. An e-mail address that already has an account is 409 conflict; a browser request from a foreign Origin is 403.',
+  description:
+    'Creates a user with an e-mail address and a password, their personal workspace on the free plan with the user as owner, and a session whose cookie the answer sets. An e-mail address that already has an account is 409 conflict; a browser request from a foreign Origin is 403.',
   tags: ['auth'],
   access: 'public',
   errors: ['conflict', 'forbidden'],
@@ -32,7 +33,14 @@ export const signup = defineRoute({
     const now = services.clock.now();
     const at = new Date(now);
     const user: User = { id: newId('usr', now), email, name, passwordHash, createdAt: at, updatedAt: at };
-    const workspace: Workspace = { id: newId('ws', now), name: `${name}'s workspace`.slice(0, 100), plan: services.catalog.defaultPlan().id, personal: true, createdAt: at, updatedAt: at };
+    const workspace: Workspace = {
+      id: newId('ws', now),
+      name: `${name}'s workspace`.slice(0, 100),
+      plan: services.catalog.defaultPlan().id,
+      personal: true,
+      createdAt: at,
+      updatedAt: at,
+    };
     const owner: WorkspaceMember = { workspaceId: workspace.id, userId: user.id, role: 'owner', createdAt: at };
     try {
       await services.db.em().transactional(async (tx) => {

@@ -11,7 +11,8 @@ export const cancelSubscription = defineRoute({
   path: '/v1/billing/cancel',
   operationId: 'cancelBillingSubscription',
   summary: 'Cancel the subscription at the end of its period: no renewal, the plan returns to free then; credits already granted stay',
-  description: 'Cancels the subscription at the end of its period: it does not renew and the plan returns to free then, while credits already granted stay. Owners and admins when signed in; an API key needs wallet.write. A workspace with no active subscription is 409.',
+  description:
+    'Cancels the subscription at the end of its period: it does not renew and the plan returns to free then, while credits already granted stay. Owners and admins when signed in; an API key needs wallet.write. A workspace with no active subscription is 409.',
   tags: ['billing'],
   access: 'auth',
   keys: { scopes: ['wallet.write'] },

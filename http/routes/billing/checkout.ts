@@ -6,25 +6,32 @@ import { moneyWorkspace } from './access.ts';
 import { insertPendingPayment } from './orders.ts';
 import { CheckoutFields, WorkspaceIdField } from './shapes.ts';
 
-export const CheckoutIn = Type.Object({
-  workspaceId: WorkspaceIdField,
-  plan: Type.String({ minLength: 1, maxLength: 128, description: 'A paid plan of the catalog (GET /v1/plans; pro and team in the shipped one).' }),
-}, { additionalProperties: false });
+export const CheckoutIn = Type.Object(
+  {
+    workspaceId: WorkspaceIdField,
+    plan: Type.String({ minLength: 1, maxLength: 128, description: 'A paid plan of the catalog (GET /v1/plans; pro and team in the shipped one).' }),
+  },
+  { additionalProperties: false },
+);
 
-export const CheckoutOut = Type.Object({
-  ...CheckoutFields,
-  subscriptionId: Type.String({ description: 'The subscription the payment starts (sub_…).' }),
-  plan: Type.String(),
-  amountCents: Type.Integer({ description: 'The first month, in US cents.' }),
-  status: Type.Literal('pending'),
-}, { additionalProperties: false });
+export const CheckoutOut = Type.Object(
+  {
+    ...CheckoutFields,
+    subscriptionId: Type.String({ description: 'The subscription the payment starts (sub_…).' }),
+    plan: Type.String(),
+    amountCents: Type.Integer({ description: 'The first month, in US cents.' }),
+    status: Type.Literal('pending'),
+  },
+  { additionalProperties: false },
+);
 
 export const createCheckout = defineRoute({
   method: 'POST',
   path: '/v1/billing/checkout',
   operationId: 'createBillingCheckout',
   summary: 'Start a checkout for a paid plan; the subscription starts when the provider confirms the payment',
-  description: 'Starts a checkout for a paid plan and answers the payment page\'s URL; the subscription starts once the payment provider confirms. Owners and admins when signed in; an API key needs wallet.write. Subscribing to the plan already in force is 409.',
+  description:
+    "Starts a checkout for a paid plan and answers the payment page's URL; the subscription starts once the payment provider confirms. Owners and admins when signed in; an API key needs wallet.write. Subscribing to the plan already in force is 409.",
   tags: ['billing'],
   access: 'auth',
   keys: { scopes: ['wallet.write'] },
@@ -35,10 +42,20 @@ export const createCheckout = defineRoute({
     const em = services.db.em();
     const workspace = await moneyWorkspace(em, auth, body.workspaceId, { action: 'manage billing', keyScopes: ['wallet.write'] });
     const catalog = services.catalog;
-    if (!catalog.hasPlan(body.plan)) throw new ApiError('validation_error', `body.plan: unknown plan "${body.plan}" (one of ${catalog.plans().map((p) => p.id).join(', ')})`);
+    if (!catalog.hasPlan(body.plan))
+      throw new ApiError(
+        'validation_error',
+        `body.plan: unknown plan "${body.plan}" (one of ${catalog
+          .plans()
+          .map((p) => p.id)
+          .join(', ')})`,
+      );
     const plan = catalog.plan(body.plan);
     if (plan.monthlyPriceCents === 0) {
-      throw new ApiError('validation_error', `body.plan: the ${plan.name} plan needs no checkout; cancel the subscription (POST /v1/billing/cancel) to return to the ${catalog.defaultPlan().name} plan at the end of the period`);
+      throw new ApiError(
+        'validation_error',
+        `body.plan: the ${plan.name} plan needs no checkout; cancel the subscription (POST /v1/billing/cancel) to return to the ${catalog.defaultPlan().name} plan at the end of the period`,
+      );
     }
     const [active] = await em.execute<Array<{ plan: string }>>(`select plan from subscriptions where workspace_id = ? and status = 'active'`, [workspace.id]);
     if (active?.plan === plan.id) throw new ApiError('conflict', `The workspace already subscribes to the ${plan.name} plan.`);
@@ -47,8 +64,14 @@ export const createCheckout = defineRoute({
     const subscriptionId = newId('sub', now);
     const paymentId = newId('pay', now);
     const checkoutUrl = await insertPendingPayment(em, services, {
-      id: paymentId, workspaceId: workspace.id, purpose: 'subscription', orderId: subscriptionId, plan: plan.id,
-      amountCents: plan.monthlyPriceCents, description: `${plan.name} plan, first month`, at,
+      id: paymentId,
+      workspaceId: workspace.id,
+      purpose: 'subscription',
+      orderId: subscriptionId,
+      plan: plan.id,
+      amountCents: plan.monthlyPriceCents,
+      description: `${plan.name} plan, first month`,
+      at,
     });
     return { status: 201, body: { paymentId, checkoutUrl, subscriptionId, plan: plan.id, amountCents: plan.monthlyPriceCents, status: 'pending' as const } };
   },

@@ -7,17 +7,22 @@ import { readLimited } from '../../../runtime/read-limited.ts';
 
 const MAX_EVENT_BYTES = 64 * 1024;
 
-export const ProviderEventAck = Type.Object({
-  received: Type.Literal(true),
-  applied: Type.Boolean({ description: 'false when the event changed nothing: a duplicate, or a payment no longer pending, or unknown.' }),
-}, { additionalProperties: false });
+export const ProviderEventAck = Type.Object(
+  {
+    received: Type.Literal(true),
+    applied: Type.Boolean({ description: 'false when the event changed nothing: a duplicate, or a payment no longer pending, or unknown.' }),
+  },
+  { additionalProperties: false },
+);
 
 export const receiveProviderEvent = defineRoute({
   method: 'POST',
   path: '/v1/billing/events/:provider',
   operationId: 'receiveBillingProviderEvent',
-  summary: 'Payment-provider events (payment.succeeded, payment.failed), signed in the X-Billing-Signature header; verified before anything is applied, and applied once',
-  description: 'Receives the payment provider\'s events (payment.succeeded, payment.failed), signed in the X-Billing-Signature header. The signature is verified before anything is applied, and each event is applied once however often it is sent.',
+  summary:
+    'Payment-provider events (payment.succeeded, payment.failed), signed in the X-Billing-Signature header; verified before anything is applied, and applied once',
+  description:
+    "Receives the payment provider's events (payment.succeeded, payment.failed), signed in the X-Billing-Signature header. The signature is verified before anything is applied, and each event is applied once however often it is sent.",
   tags: ['billing'],
   access: 'public',
   errors: ['payload_too_large', 'validation_error'],

@@ -7,10 +7,11 @@ export function escapeHtml(text: string): string {
 
 /** A small self-contained HTML page (the local provider's checkout and portal), never cached, no scripts. */
 export function htmlPage(title: string, body: string, status = 200): Reply {
-  const text = `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>${escapeHtml(title)}</title>`
-    + '<meta name="viewport" content="width=device-width, initial-scale=1">'
-    + '<style>body{font-family:system-ui,sans-serif;max-width:36rem;margin:3rem auto;padding:0 1rem}button{font-size:1rem;padding:.5rem 1rem;margin-right:.5rem}td,th{padding:.25rem .75rem;text-align:left}</style>'
-    + `</head><body><h1>${escapeHtml(title)}</h1>${body}</body></html>`;
+  const text =
+    `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>${escapeHtml(title)}</title>` +
+    '<meta name="viewport" content="width=device-width, initial-scale=1">' +
+    '<style>body{font-family:system-ui,sans-serif;max-width:36rem;margin:3rem auto;padding:0 1rem}button{font-size:1rem;padding:.5rem 1rem;margin-right:.5rem}td,th{padding:.25rem .75rem;text-align:left}</style>' +
+    `</head><body><h1>${escapeHtml(title)}</h1>${body}</body></html>`;
   const buffer = Buffer.from(text, 'utf8');
   return {
     status,

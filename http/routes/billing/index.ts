@@ -9,6 +9,14 @@ import { declineLocalCheckout, payLocalCheckout, showLocalCheckout } from './loc
 
 /** Billing (docs/money.md), the provider's event endpoint, and the local provider's own pages. */
 export const billingRoutes: RouteDef[] = [
-  createCheckout, getSubscription, listPayments, createPortalSession, cancelSubscription,
-  receiveProviderEvent, showLocalCheckout, payLocalCheckout, declineLocalCheckout, showLocalPortal,
+  createCheckout,
+  getSubscription,
+  listPayments,
+  createPortalSession,
+  cancelSubscription,
+  receiveProviderEvent,
+  showLocalCheckout,
+  payLocalCheckout,
+  declineLocalCheckout,
+  showLocalPortal,
 ];

@@ -21,8 +21,9 @@ interface PaymentView {
 async function checkoutPayment(services: Services, paymentId: string, token: string): Promise<{ local: LocalPaymentProvider; payment: PaymentView }> {
   const local = services.billing.local;
   if (!local?.verifyCheckoutToken(paymentId, token)) throw new ApiError('not_found', 'No such checkout.');
-  const [payment] = await services.db.em().execute<PaymentView[]>(
-    `select id, amount_cents, description, status from payments where id = ? and provider = 'local'`, [paymentId]);
+  const [payment] = await services.db
+    .em()
+    .execute<PaymentView[]>(`select id, amount_cents, description, status from payments where id = ? and provider = 'local'`, [paymentId]);
   if (!payment) throw new ApiError('not_found', 'No such checkout.');
   return { local, payment };
 }
@@ -31,8 +32,9 @@ export const showLocalCheckout = defineRoute({
   method: 'GET',
   path: '/v1/billing/local/checkout/:paymentId',
   operationId: 'showLocalCheckout',
-  summary: 'The local payment provider\'s checkout page (HTML): pay or decline a pending payment',
-  description: 'The checkout page (HTML) of the built-in local payment provider, for development and tests: pay or decline a pending payment. The token of the link is the credential; a wrong one is 404, as a missing payment.',
+  summary: "The local payment provider's checkout page (HTML): pay or decline a pending payment",
+  description:
+    'The checkout page (HTML) of the built-in local payment provider, for development and tests: pay or decline a pending payment. The token of the link is the credential; a wrong one is 404, as a missing payment.',
   tags: ['billing'],
   access: 'public',
   params: Params,
@@ -41,11 +43,15 @@ export const showLocalCheckout = defineRoute({
   handler: async ({ params, query, services }) => {
     const { payment } = await checkoutPayment(services, params.paymentId, query.token);
     const amount = `${escapeHtml(payment.description)}: <strong>${dollars(Number(payment.amount_cents))}</strong>`;
-    if (payment.status !== 'pending') return htmlPage('Checkout', `<p>${amount}</p><p>This payment is already <strong>${escapeHtml(payment.status)}</strong>.</p>`);
+    if (payment.status !== 'pending')
+      return htmlPage('Checkout', `<p>${amount}</p><p>This payment is already <strong>${escapeHtml(payment.status)}</strong>.</p>`);
     const action = (outcome: string) => `/v1/billing/local/checkout/${encodeURIComponent(payment.id)}/${outcome}?token=${encodeURIComponent(query.token)}`;
-    return htmlPage('Checkout', `<p>${amount}</p><p>Test card processor: no money moves.</p>`
-      + `<form method="post" action="${action('pay')}" style="display:inline"><button type="submit">Pay ${dollars(Number(payment.amount_cents))}</button></form>`
-      + `<form method="post" action="${action('decline')}" style="display:inline"><button type="submit">Decline</button></form>`);
+    return htmlPage(
+      'Checkout',
+      `<p>${amount}</p><p>Test card processor: no money moves.</p>` +
+        `<form method="post" action="${action('pay')}" style="display:inline"><button type="submit">Pay ${dollars(Number(payment.amount_cents))}</button></form>` +
+        `<form method="post" action="${action('decline')}" style="display:inline"><button type="submit">Decline</button></form>`,
+    );
   },
 });
 
@@ -57,8 +63,10 @@ async function complete(ctx: RequestContext<{ paymentId: string }, { token: stri
   const event = local.verifyEvent(Buffer.from(signed.raw), signed.signature);
   if (!event) throw new Error('the local provider could not verify its own event');
   await applyVerifiedEvent(ctx.services, local.id, event);
-  return htmlPage(outcome === 'payment.succeeded' ? 'Payment complete' : 'Payment declined',
-    `<p>${escapeHtml(payment.description)}: ${dollars(Number(payment.amount_cents))} ${outcome === 'payment.succeeded' ? 'paid' : 'declined'}.</p><p>You can close this page.</p>`);
+  return htmlPage(
+    outcome === 'payment.succeeded' ? 'Payment complete' : 'Payment declined',
+    `<p>${escapeHtml(payment.description)}: ${dollars(Number(payment.amount_cents))} ${outcome === 'payment.succeeded' ? 'paid' : 'declined'}.</p><p>You can close this page.</p>`,
+  );
 }
 
 export const payLocalCheckout = defineRoute({
@@ -66,7 +74,8 @@ export const payLocalCheckout = defineRoute({
   path: '/v1/billing/local/checkout/:paymentId/pay',
   operationId: 'payLocalCheckout',
   summary: 'Completes a local-provider checkout: the provider signs a payment.succeeded event and the service applies it',
-  description: 'Completes a local-provider checkout: the provider signs a payment.succeeded event and the service applies it, as it would a real provider\'s. A payment no longer pending answers a 409 HTML page.',
+  description:
+    "Completes a local-provider checkout: the provider signs a payment.succeeded event and the service applies it, as it would a real provider's. A payment no longer pending answers a 409 HTML page.",
   tags: ['billing'],
   access: 'public',
   owner: workspaceOfRow('payments', 'paymentId'),
@@ -81,7 +90,8 @@ export const declineLocalCheckout = defineRoute({
   path: '/v1/billing/local/checkout/:paymentId/decline',
   operationId: 'declineLocalCheckout',
   summary: 'Declines a local-provider checkout: a signed payment.failed event; the order is marked failed',
-  description: 'Declines a local-provider checkout: the provider signs a payment.failed event and the order is marked failed. A payment no longer pending answers a 409 HTML page.',
+  description:
+    'Declines a local-provider checkout: the provider signs a payment.failed event and the order is marked failed. A payment no longer pending answers a 409 HTML page.',
   tags: ['billing'],
   access: 'public',
   owner: workspaceOfRow('payments', 'paymentId'),

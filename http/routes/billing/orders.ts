@@ -11,7 +11,16 @@ export type PaymentPurpose = 'subscription' | 'credit_top_up' | 'wallet_deposit'
 export async function insertPendingPayment(
   em: SqlEntityManager,
   services: Services,
-  payment: { id: string; workspaceId: string; purpose: PaymentPurpose; orderId: string; plan: string | null; amountCents: number; description: string; at: Date },
+  payment: {
+    id: string;
+    workspaceId: string;
+    purpose: PaymentPurpose;
+    orderId: string;
+    plan: string | null;
+    amountCents: number;
+    description: string;
+    at: Date;
+  },
 ): Promise<string> {
   const provider = services.billing.provider;
   await em.execute(

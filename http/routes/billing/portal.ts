@@ -5,17 +5,21 @@ import { moneyWorkspace } from './access.ts';
 import { WorkspaceIdField } from './shapes.ts';
 import { dollars, escapeHtml, htmlPage } from './html.ts';
 
-export const PortalOut = Type.Object({
-  url: Type.String({ description: 'The provider\'s customer portal for this workspace; a session, valid until expiresAt.' }),
-  expiresAt: Type.String({ format: 'date-time' }),
-}, { additionalProperties: false });
+export const PortalOut = Type.Object(
+  {
+    url: Type.String({ description: "The provider's customer portal for this workspace; a session, valid until expiresAt." }),
+    expiresAt: Type.String({ format: 'date-time' }),
+  },
+  { additionalProperties: false },
+);
 
 export const createPortalSession = defineRoute({
   method: 'POST',
   path: '/v1/billing/portal',
   operationId: 'createBillingPortalSession',
   summary: 'A customer billing portal session URL (payments, subscription)',
-  description: 'Answers the URL of a customer billing portal session, where payments and the subscription can be seen. Owners and admins when signed in; an API key needs wallet.write.',
+  description:
+    'Answers the URL of a customer billing portal session, where payments and the subscription can be seen. Owners and admins when signed in; an API key needs wallet.write.',
   tags: ['billing'],
   access: 'auth',
   keys: { scopes: ['wallet.write'] },
@@ -33,30 +37,44 @@ export const showLocalPortal = defineRoute({
   method: 'GET',
   path: '/v1/billing/local/portal',
   operationId: 'showLocalPortal',
-  summary: 'The local payment provider\'s customer portal (HTML), reached through a signed portal session URL',
-  description: 'The customer portal page (HTML) of the built-in local payment provider, reached through a signed portal session URL; one that is not valid or has expired is 404.',
+  summary: "The local payment provider's customer portal (HTML), reached through a signed portal session URL",
+  description:
+    'The customer portal page (HTML) of the built-in local payment provider, reached through a signed portal session URL; one that is not valid or has expired is 404.',
   tags: ['billing'],
   access: 'public',
   errors: ['not_found'],
-  query: Type.Object({
-    workspaceId: WorkspaceIdField,
-    expires: Type.String({ pattern: '^[0-9]{1,16}$' }),
-    token: Type.String({ minLength: 64, maxLength: 64 }),
-  }, { additionalProperties: false }),
+  query: Type.Object(
+    {
+      workspaceId: WorkspaceIdField,
+      expires: Type.String({ pattern: '^[0-9]{1,16}$' }),
+      token: Type.String({ minLength: 64, maxLength: 64 }),
+    },
+    { additionalProperties: false },
+  ),
   responses: { 200: null },
   handler: async ({ query, services }) => {
     const local = services.billing.local;
-    if (!local?.verifyPortal(query.workspaceId, Number(query.expires), query.token)) throw new ApiError('not_found', 'No such portal session, or it has expired.');
+    if (!local?.verifyPortal(query.workspaceId, Number(query.expires), query.token))
+      throw new ApiError('not_found', 'No such portal session, or it has expired.');
     const em = services.db.em();
     const subs = await em.execute<Array<{ plan: string; current_period_end: Date; cancel_at_period_end: boolean }>>(
-      `select plan, current_period_end, cancel_at_period_end from subscriptions where workspace_id = ? and status = 'active'`, [query.workspaceId]);
+      `select plan, current_period_end, cancel_at_period_end from subscriptions where workspace_id = ? and status = 'active'`,
+      [query.workspaceId],
+    );
     const payments = await em.execute<Array<{ id: string; description: string; amount_cents: number; status: string; created_at: Date }>>(
-      'select id, description, amount_cents, status, created_at from payments where workspace_id = ? order by created_at desc, id desc limit 20', [query.workspaceId]);
+      'select id, description, amount_cents, status, created_at from payments where workspace_id = ? order by created_at desc, id desc limit 20',
+      [query.workspaceId],
+    );
     const sub = subs[0];
     const summary = sub
       ? `<p>Plan <strong>${escapeHtml(sub.plan)}</strong>, ${sub.cancel_at_period_end ? 'ends' : 'renews'} on ${new Date(sub.current_period_end).toISOString().slice(0, 10)}.</p>`
       : '<p>No paid subscription (free plan).</p>';
-    const rows = payments.map((p) => `<tr><td>${new Date(p.created_at).toISOString().slice(0, 10)}</td><td>${escapeHtml(p.description)}</td><td>${dollars(Number(p.amount_cents))}</td><td>${escapeHtml(p.status)}</td></tr>`).join('');
+    const rows = payments
+      .map(
+        (p) =>
+          `<tr><td>${new Date(p.created_at).toISOString().slice(0, 10)}</td><td>${escapeHtml(p.description)}</td><td>${dollars(Number(p.amount_cents))}</td><td>${escapeHtml(p.status)}</td></tr>`,
+      )
+      .join('');
     return htmlPage('Billing', `${summary}<table><tr><th>Date</th><th>What</th><th>Amount</th><th>Status</th></tr>${rows}</table>`);
   },
 });

@@ -14,7 +14,7 @@ export async function workspaceOfPayment(services: Services, paymentId: string):
  * and ignored, so the provider stops resending it. `workspaceId`: the payment's, when the caller already looked it up.
  */
 export async function applyVerifiedEvent(services: Services, provider: string, event: ProviderEvent, workspaceId?: string): Promise<PaymentEventReply> {
-  const workspace = workspaceId ?? await workspaceOfPayment(services, event.paymentId);
+  const workspace = workspaceId ?? (await workspaceOfPayment(services, event.paymentId));
   if (!workspace) return { applied: false, reason: 'unknown payment' };
   return services.actors.ask<PaymentEventReply>('ws', workspace, { type: 'payment_event', provider, event });
 }

@@ -4,13 +4,16 @@ import { defineRoute } from '../../route.ts';
 import { LOCAL_DOWNLOAD_PATH, LocalBlobStore } from '../../../persistence/blob-store/local.ts';
 import { contentDisposition } from '../../../persistence/blob-store/content-disposition.ts';
 
-export const SignedDownloadQuery = Type.Object({
-  key: Type.String({ minLength: 1, maxLength: 300 }),
-  exp: Type.Integer({ minimum: 0 }),
-  ct: Type.String({ minLength: 1, maxLength: 100 }),
-  fn: Type.String({ maxLength: 300 }),
-  sig: Type.String({ minLength: 1, maxLength: 128 }),
-}, { additionalProperties: false });
+export const SignedDownloadQuery = Type.Object(
+  {
+    key: Type.String({ minLength: 1, maxLength: 300 }),
+    exp: Type.Integer({ minimum: 0 }),
+    ct: Type.String({ minLength: 1, maxLength: 100 }),
+    fn: Type.String({ maxLength: 300 }),
+    sig: Type.String({ minLength: 1, maxLength: 128 }),
+  },
+  { additionalProperties: false },
+);
 
 /**
  * The bytes of an asset at a signed URL of GET /v1/assets/:id/download (local blob store), streamed with
@@ -21,8 +24,9 @@ export const getSignedDownload = defineRoute({
   method: 'GET',
   path: LOCAL_DOWNLOAD_PATH,
   operationId: 'getSignedDownload',
-  summary: 'Download an asset\'s bytes from a signed URL (local blob store)',
-  description: 'Sends the bytes of an asset from a signed download URL, when the service stores files itself (local blob store). The URL is the credential: one that is not valid or has expired is 403.',
+  summary: "Download an asset's bytes from a signed URL (local blob store)",
+  description:
+    'Sends the bytes of an asset from a signed download URL, when the service stores files itself (local blob store). The URL is the credential: one that is not valid or has expired is 403.',
   tags: ['assets'],
   access: 'public',
   errors: ['forbidden', 'not_found'],

@@ -4,13 +4,16 @@ import { defineRoute } from '../../route.ts';
 import { BlobExistsError, BlobTooLargeError, BlobTooShortError, LOCAL_UPLOAD_PATH, LocalBlobStore } from '../../../persistence/blob-store/local.ts';
 import { canonicalContentType } from '../../../persistence/assets/media.ts';
 
-export const SignedUploadQuery = Type.Object({
-  key: Type.String({ minLength: 1, maxLength: 300 }),
-  exp: Type.Integer({ minimum: 0 }),
-  ct: Type.String({ minLength: 1, maxLength: 100 }),
-  len: Type.Integer({ minimum: 1 }),
-  sig: Type.String({ minLength: 1, maxLength: 128 }),
-}, { additionalProperties: false });
+export const SignedUploadQuery = Type.Object(
+  {
+    key: Type.String({ minLength: 1, maxLength: 300 }),
+    exp: Type.Integer({ minimum: 0 }),
+    ct: Type.String({ minLength: 1, maxLength: 100 }),
+    len: Type.Integer({ minimum: 1 }),
+    sig: Type.String({ minLength: 1, maxLength: 128 }),
+  },
+  { additionalProperties: false },
+);
 
 /**
  * Step 2 of an upload on the local blob store: the body is streamed to disk, never held whole, and must be
@@ -23,7 +26,8 @@ export const putSignedUpload = defineRoute({
   path: LOCAL_UPLOAD_PATH,
   operationId: 'putSignedUpload',
   summary: 'Receive the bytes of an upload at the signed URL of POST /v1/files/upload-url (local blob store)',
-  description: 'Receives the bytes of an upload at the signed URL that POST /v1/files/upload-url gave, when the service stores files itself (local blob store). The URL is the credential: one that is not valid, has expired or is used with another Content-Type is 403, and the body must have exactly the declared size.',
+  description:
+    'Receives the bytes of an upload at the signed URL that POST /v1/files/upload-url gave, when the service stores files itself (local blob store). The URL is the credential: one that is not valid, has expired or is used with another Content-Type is 403, and the body must have exactly the declared size.',
   tags: ['files'],
   access: 'public',
   errors: ['forbidden', 'not_found', 'conflict', 'payload_too_large', 'validation_error'],
@@ -40,7 +44,8 @@ export const putSignedUpload = defineRoute({
     }
     const declared = headers['content-length'];
     if (declared !== undefined && Number(declared) > query.len) throw new ApiError('payload_too_large', `This URL takes exactly ${query.len} bytes.`);
-    if (declared !== undefined && Number(declared) < query.len) throw new ApiError('validation_error', `This URL takes exactly ${query.len} bytes; the request has ${declared}.`);
+    if (declared !== undefined && Number(declared) < query.len)
+      throw new ApiError('validation_error', `This URL takes exactly ${query.len} bytes; the request has ${declared}.`);
 
     const em = services.db.em();
     const [upload] = await em.execute<Array<{ completed_at: Date | null }>>('select completed_at from uploads where storage_key = ?', [query.key]);

@@ -8,10 +8,13 @@ import { CheckoutFields, TopUpOut, WorkspaceIdField } from '../billing/shapes.ts
 export const MIN_TOP_UP_CREDITS = 100;
 export const MAX_TOP_UP_CREDITS = 1_000_000;
 
-export const CreateTopUpIn = Type.Object({
-  workspaceId: WorkspaceIdField,
-  credits: Type.Integer({ minimum: MIN_TOP_UP_CREDITS, maximum: MAX_TOP_UP_CREDITS, description: 'Credits to buy, at the plan\'s cents per credit.' }),
-}, { additionalProperties: false });
+export const CreateTopUpIn = Type.Object(
+  {
+    workspaceId: WorkspaceIdField,
+    credits: Type.Integer({ minimum: MIN_TOP_UP_CREDITS, maximum: MAX_TOP_UP_CREDITS, description: "Credits to buy, at the plan's cents per credit." }),
+  },
+  { additionalProperties: false },
+);
 
 export const TopUpCreatedOut = Type.Object({ ...TopUpOut.properties, ...CheckoutFields }, { additionalProperties: false });
 
@@ -20,7 +23,8 @@ export const createCreditTopUp = defineRoute({
   path: '/v1/credits/top-ups',
   operationId: 'createCreditTopUp',
   summary: 'Create a pending credit top-up order; pay it at checkoutUrl, and the credits are granted once the provider confirms',
-  description: 'Creates a pending order for credits at the plan\'s price per credit; pay it at checkoutUrl, and the credits are granted once the payment provider confirms. Owners and admins only when signed in.',
+  description:
+    "Creates a pending order for credits at the plan's price per credit; pay it at checkoutUrl, and the credits are granted once the payment provider confirms. Owners and admins only when signed in.",
   tags: ['credits'],
   access: { scopes: ['wallet.write'] },
   errors: ['not_found'],
@@ -39,15 +43,33 @@ export const createCreditTopUp = defineRoute({
     await em.transactional(async (tx) => {
       await tx.execute(
         `insert into credit_top_ups (id, workspace_id, credits, amount_cents, status, payment_id, created_at, completed_at) values (?, ?, ?, ?, 'pending', ?, ?, null)`,
-        [id, workspace.id, body.credits, amountCents, paymentId, at], 'run');
+        [id, workspace.id, body.credits, amountCents, paymentId, at],
+        'run',
+      );
       checkoutUrl = await insertPendingPayment(tx, services, {
-        id: paymentId, workspaceId: workspace.id, purpose: 'credit_top_up', orderId: id, plan: null, amountCents,
-        description: `${body.credits} credits`, at,
+        id: paymentId,
+        workspaceId: workspace.id,
+        purpose: 'credit_top_up',
+        orderId: id,
+        plan: null,
+        amountCents,
+        description: `${body.credits} credits`,
+        at,
       });
     });
     return {
       status: 201,
-      body: { id, workspaceId: workspace.id, credits: body.credits, amountCents, status: 'pending', paymentId, createdAt: at.toISOString(), completedAt: null, checkoutUrl },
+      body: {
+        id,
+        workspaceId: workspace.id,
+        credits: body.credits,
+        amountCents,
+        status: 'pending',
+        paymentId,
+        createdAt: at.toISOString(),
+        completedAt: null,
+        checkoutUrl,
+      },
     };
   },
 });

@@ -14,11 +14,14 @@ export const listCreditTopUps = defineRoute({
   tags: ['credits'],
   access: { scopes: ['usage.read'] },
   errors: ['not_found'],
-  query: Type.Object({
-    workspaceId: WorkspaceIdField,
-    status: Type.Optional(Type.Union([Type.Literal('pending'), Type.Literal('paid'), Type.Literal('failed')])),
-    ...PageQueryFields,
-  }, { additionalProperties: false }),
+  query: Type.Object(
+    {
+      workspaceId: WorkspaceIdField,
+      status: Type.Optional(Type.Union([Type.Literal('pending'), Type.Literal('paid'), Type.Literal('failed')])),
+      ...PageQueryFields,
+    },
+    { additionalProperties: false },
+  ),
   responses: { 200: Page(TopUpOut) },
   handler: async ({ auth, query, services }) => {
     const em = services.db.em();

@@ -7,14 +7,17 @@ import { EventType } from '../webhooks/shapes.ts';
 
 const DAYS = EVENT_RETENTION_MS / 86_400_000;
 
-export const EventOut = Type.Object({
-  id: Type.String({ description: 'evt_…; pass it to POST /v1/webhooks/:id/replay.' }),
-  event: EventType,
-  workspaceId: Type.String(),
-  generationId: Type.Union([Type.String(), Type.Null()], { description: 'The generation of a generation event; null for an endpoint event.' }),
-  data: Type.Record(Type.String(), Type.Unknown(), { description: 'The delivery body\'s data, as sent.' }),
-  createdAt: Type.String({ format: 'date-time', description: 'When the event happened (the body\'s createdAt).' }),
-}, { additionalProperties: false });
+export const EventOut = Type.Object(
+  {
+    id: Type.String({ description: 'evt_…; pass it to POST /v1/webhooks/:id/replay.' }),
+    event: EventType,
+    workspaceId: Type.String(),
+    generationId: Type.Union([Type.String(), Type.Null()], { description: 'The generation of a generation event; null for an endpoint event.' }),
+    data: Type.Record(Type.String(), Type.Unknown(), { description: "The delivery body's data, as sent." }),
+    createdAt: Type.String({ format: 'date-time', description: "When the event happened (the body's createdAt)." }),
+  },
+  { additionalProperties: false },
+);
 type EventOut = Static<typeof EventOut>;
 
 interface EventRow {
@@ -47,13 +50,18 @@ export const listEvents = defineRoute({
   tags: ['webhooks'],
   access: { scopes: ['webhooks.manage'] },
   errors: ['not_found'],
-  query: Type.Object({
-    workspaceId: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'The workspace; required when signed in, and an API key must name its own.' })),
-    type: Type.Optional(EventType),
-    from: Type.Optional(Type.String({ format: 'date-time', description: 'Events at or after this time.' })),
-    to: Type.Optional(Type.String({ format: 'date-time', description: 'Events before this time.' })),
-    ...PageQueryFields,
-  }, { additionalProperties: false }),
+  query: Type.Object(
+    {
+      workspaceId: Type.Optional(
+        Type.String({ minLength: 1, maxLength: 64, description: 'The workspace; required when signed in, and an API key must name its own.' }),
+      ),
+      type: Type.Optional(EventType),
+      from: Type.Optional(Type.String({ format: 'date-time', description: 'Events at or after this time.' })),
+      to: Type.Optional(Type.String({ format: 'date-time', description: 'Events before this time.' })),
+      ...PageQueryFields,
+    },
+    { additionalProperties: false },
+  ),
   responses: { 200: Page(EventOut) },
   handler: async ({ auth, query, services }) => {
     const em = services.db.em();
@@ -61,11 +69,23 @@ export const listEvents = defineRoute({
     const limit = query.limit ?? 20;
     const where = ['workspace_id = ?'];
     const params: unknown[] = [workspace.id];
-    if (query.type) { where.push('event_type = ?'); params.push(query.type); }
-    if (query.from) { where.push('created_at >= ?'); params.push(new Date(query.from)); }
-    if (query.to) { where.push('created_at < ?'); params.push(new Date(query.to)); }
+    if (query.type) {
+      where.push('event_type = ?');
+      params.push(query.type);
+    }
+    if (query.from) {
+      where.push('created_at >= ?');
+      params.push(new Date(query.from));
+    }
+    if (query.to) {
+      where.push('created_at < ?');
+      params.push(new Date(query.to));
+    }
     // Ids are time-sortable: newest first is id descending, and the id alone is the keyset.
-    if (query.cursor) { where.push('id < ?'); params.push(decodeCursor(query.cursor, ['string'])[0]); }
+    if (query.cursor) {
+      where.push('id < ?');
+      params.push(decodeCursor(query.cursor, ['string'])[0]);
+    }
     // Events of settlements decided but not yet committed would show a moment later; write them first.
     await services.writer.flush();
     const rows = await em.execute<EventRow[]>(

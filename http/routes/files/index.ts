@@ -12,8 +12,14 @@ import { getSignedDownload } from '../blobs/download.ts';
 
 /** Files and assets (docs/assets.md), and the local blob store's signed upload and download URLs. */
 export const fileRoutes: RouteDef[] = [
-  createUploadUrl, completeUpload,
-  listAssets, getAsset, getAssetDownload, updateAsset, deleteAssetRoute,
+  createUploadUrl,
+  completeUpload,
+  listAssets,
+  getAsset,
+  getAssetDownload,
+  updateAsset,
+  deleteAssetRoute,
   getWorkspaceStorage,
-  putSignedUpload, getSignedDownload,
+  putSignedUpload,
+  getSignedDownload,
 ];

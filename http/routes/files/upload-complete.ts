@@ -17,7 +17,8 @@ export const completeUpload = defineRoute({
   path: '/v1/files/upload-complete',
   operationId: 'completeUpload',
   summary: 'Step 3 of an upload: checks the uploaded object (size, type, and its first bytes) and makes it an asset',
-  description: 'Step 3 of an upload, after the PUT: checks the stored object (size, type and first bytes) and makes it an asset of the workspace. An object that does not match what was declared is 400; an upload already completed or expired, or with nothing uploaded yet, is 409.',
+  description:
+    'Step 3 of an upload, after the PUT: checks the stored object (size, type and first bytes) and makes it an asset of the workspace. An object that does not match what was declared is 400; an upload already completed or expired, or with nothing uploaded yet, is 409.',
   tags: ['files'],
   access: { scopes: ['files.write'] },
   errors: ['not_found', 'conflict', 'plan_limit_reached'],
@@ -80,7 +81,10 @@ export const completeUpload = defineRoute({
       if (error instanceof StorageLimitError) {
         await blobs.delete(key);
         const { usedBytes, limitBytes, requestedBytes } = error.refusal;
-        throw new ApiError('plan_limit_reached', `Storage limit reached: ${usedBytes} of ${limitBytes} bytes used, ${requestedBytes} more asked for. The upload was discarded.`);
+        throw new ApiError(
+          'plan_limit_reached',
+          `Storage limit reached: ${usedBytes} of ${limitBytes} bytes used, ${requestedBytes} more asked for. The upload was discarded.`,
+        );
       }
       throw error;
     }

@@ -13,7 +13,8 @@ export const createUploadUrl = defineRoute({
   path: '/v1/files/upload-url',
   operationId: 'createUploadUrl',
   summary: 'Step 1 of an upload: a signed URL to PUT one file of the declared type and exact size to, valid 15 minutes',
-  description: 'Step 1 of an upload: declares one file (type, exact size, name) and answers a signed URL to PUT its bytes to, valid for 15 minutes. A type the plan does not allow, a file larger than the plan allows, or one past the storage limit is 422 plan_limit_reached.',
+  description:
+    'Step 1 of an upload: declares one file (type, exact size, name) and answers a signed URL to PUT its bytes to, valid for 15 minutes. A type the plan does not allow, a file larger than the plan allows, or one past the storage limit is 422 plan_limit_reached.',
   tags: ['files'],
   access: { scopes: ['files.write'] },
   errors: ['not_found', 'plan_limit_reached'],
@@ -56,8 +57,18 @@ export const createUploadUrl = defineRoute({
     await em.execute(
       `insert into uploads (id, workspace_id, storage_key, media_type, content_type, bytes, filename, created_by, created_at, expires_at)
        values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-      [id, workspace.id, storageKey, mediaType, contentType, body.bytes, filename, auth?.kind === 'key' ? auth.keyId : auth?.userId ?? null,
-        new Date(now), presigned.expiresAt],
+      [
+        id,
+        workspace.id,
+        storageKey,
+        mediaType,
+        contentType,
+        body.bytes,
+        filename,
+        auth?.kind === 'key' ? auth.keyId : (auth?.userId ?? null),
+        new Date(now),
+        presigned.expiresAt,
+      ],
     );
     return {
       status: 201,

@@ -23,7 +23,8 @@ export const cancelGeneration = defineRoute({
   handler: async ({ params, query, auth, services }) => {
     const row = await services.db.em().findOne(GenerationEntity, { id: params.id }, { fields: ['id', 'workspaceId'] });
     // Another workspace's generation answers exactly like a missing one.
-    if (!row || (query.workspaceId !== undefined && query.workspaceId !== row.workspaceId) || !(await canRead(services.db.em(), auth, row.workspaceId))) throw new ApiError('not_found', `No generation ${params.id}.`);
+    if (!row || (query.workspaceId !== undefined && query.workspaceId !== row.workspaceId) || !(await canRead(services.db.em(), auth, row.workspaceId)))
+      throw new ApiError('not_found', `No generation ${params.id}.`);
     const reply = await services.actors.ask<CancelReply>('gen', params.id, { type: 'cancel', by: 'user' });
     switch (reply.kind) {
       case 'cancelled':

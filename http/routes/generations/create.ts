@@ -10,27 +10,36 @@ import { namedWorkspace } from '../../owner.ts';
 const UrlList = Type.Array(Type.String({ minLength: 1, maxLength: 16 * 1024 * 1024 }), { maxItems: 4 });
 const IdList = Type.Array(Type.String({ minLength: 1, maxLength: 64 }), { maxItems: 4 });
 
-export const CreateGenerationIn = Type.Object({
-  workspaceId: Type.String({ minLength: 1, maxLength: 64 }),
-  mode: GenerationMode,
-  model: Type.String({ minLength: 1, maxLength: 100, description: 'A model id of GET /v1/models whose mode is `mode`.' }),
-  params: Type.Optional(Type.Object({}, { additionalProperties: true, description: "Validated against the model's parameterSchema." })),
-  inputs: Type.Optional(Type.Object({
-    imageAssetIds: Type.Optional(IdList),
-    videoAssetIds: Type.Optional(IdList),
-    imageUrls: Type.Optional(UrlList),
-    videoUrls: Type.Optional(UrlList),
-  }, { additionalProperties: false })),
-  paymentMode: Type.Optional(PaymentModeName),
-  project: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'A label to filter by.' })),
-}, { additionalProperties: false });
+export const CreateGenerationIn = Type.Object(
+  {
+    workspaceId: Type.String({ minLength: 1, maxLength: 64 }),
+    mode: GenerationMode,
+    model: Type.String({ minLength: 1, maxLength: 100, description: 'A model id of GET /v1/models whose mode is `mode`.' }),
+    params: Type.Optional(Type.Object({}, { additionalProperties: true, description: "Validated against the model's parameterSchema." })),
+    inputs: Type.Optional(
+      Type.Object(
+        {
+          imageAssetIds: Type.Optional(IdList),
+          videoAssetIds: Type.Optional(IdList),
+          imageUrls: Type.Optional(UrlList),
+          videoUrls: Type.Optional(UrlList),
+        },
+        { additionalProperties: false },
+      ),
+    ),
+    paymentMode: Type.Optional(PaymentModeName),
+    project: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'A label to filter by.' })),
+  },
+  { additionalProperties: false },
+);
 
 export const createGeneration = defineRoute({
   method: 'POST',
   path: '/v1/generations',
   operationId: 'createGeneration',
   summary: 'Create a generation; it starts queued. Accepts an Idempotency-Key header',
-  description: 'Creates a generation job; it starts queued and its credits (or wallet funds) are held until it finishes. Send an Idempotency-Key header to make retries safe: the same key and body answer the first result again, another body with the same key is 409. Refusals: too few credits or wallet funds (402), a model or concurrency limit of the plan (422), and a platform-wide pause (503).',
+  description:
+    'Creates a generation job; it starts queued and its credits (or wallet funds) are held until it finishes. Send an Idempotency-Key header to make retries safe: the same key and body answer the first result again, another body with the same key is 409. Refusals: too few credits or wallet funds (402), a model or concurrency limit of the plan (422), and a platform-wide pause (503).',
   tags: ['generations'],
   access: { scopes: ['generations.write'] },
   errors: ['not_found', 'conflict', 'insufficient_credits', 'wallet_insufficient_balance', 'wallet_pending_minimum', 'plan_limit_reached', 'generation_paused'],

@@ -45,7 +45,12 @@ export function checkModel(services: Services, request: GenerationRequest): Chec
  * The draft the workspace actor prices and reserves, once its inputs are checked (of the workspace and right
  * for the mode; throws validation_error). The caller has already checked it may act in the workspace.
  */
-export async function draftOf(services: Services, auth: Principal | undefined, request: GenerationRequest, { model, params, catalog }: CheckedModel): Promise<GenerationDraft> {
+export async function draftOf(
+  services: Services,
+  auth: Principal | undefined,
+  request: GenerationRequest,
+  { model, params, catalog }: CheckedModel,
+): Promise<GenerationDraft> {
   const inputs = await checkInputs(() => services.db.em(), request.workspaceId, model.mode as Mode, request.inputs ?? {});
   return {
     workspaceId: request.workspaceId,
@@ -73,7 +78,10 @@ export function requestHash(body: unknown): string {
 function stableJson(value: unknown): string {
   if (Array.isArray(value)) return `[${value.map(stableJson).join(',')}]`;
   if (value && typeof value === 'object') {
-    return `{${Object.keys(value).sort().map((k) => `${JSON.stringify(k)}:${stableJson((value as Record<string, unknown>)[k])}`).join(',')}}`;
+    return `{${Object.keys(value)
+      .sort()
+      .map((k) => `${JSON.stringify(k)}:${stableJson((value as Record<string, unknown>)[k])}`)
+      .join(',')}}`;
   }
   return JSON.stringify(value);
 }

@@ -15,9 +15,12 @@ export const getGeneration = defineRoute({
   access: { scopes: ['generations.read'] },
   // The generation names its workspace; a key naming another one is still 403 (below).
   params: GenerationParams,
-  query: Type.Object({
-    workspaceId: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'Optional; when given, the generation must belong to it.' })),
-  }, { additionalProperties: false }),
+  query: Type.Object(
+    {
+      workspaceId: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'Optional; when given, the generation must belong to it.' })),
+    },
+    { additionalProperties: false },
+  ),
   responses: { 200: GenerationDetailOut },
   handler: async ({ auth, params, query, services }) => {
     if (auth?.kind === 'key' && query.workspaceId !== undefined && query.workspaceId !== auth.workspaceId) {
@@ -25,9 +28,7 @@ export const getGeneration = defineRoute({
     }
     const em = services.db.em();
     const row = await em.findOne(GenerationEntity, { id: params.id });
-    const visible = row !== null
-      && (query.workspaceId === undefined || query.workspaceId === row.workspaceId)
-      && await canRead(em, auth, row.workspaceId);
+    const visible = row !== null && (query.workspaceId === undefined || query.workspaceId === row.workspaceId) && (await canRead(em, auth, row.workspaceId));
     if (!row || !visible) throw new ApiError('not_found', `No generation ${params.id}.`);
     return { body: toGenerationDetailOut(row) };
   },

@@ -36,20 +36,28 @@ export async function checkInputs(em: () => SqlEntityManager, workspaceId: strin
   const wrong = takes.media === 'image' ? videos : images;
   const idsField = takes.media === 'image' ? 'imageAssetIds' : 'videoAssetIds';
   const urlsField = takes.media === 'image' ? 'imageUrls' : 'videoUrls';
-  if (wrong.length > 0) throw new ApiError('validation_error', `inputs: ${mode} takes ${takes.media} inputs (${idsField} or ${urlsField}), not ${takes.media === 'image' ? 'video' : 'image'} ones`);
+  if (wrong.length > 0)
+    throw new ApiError(
+      'validation_error',
+      `inputs: ${mode} takes ${takes.media} inputs (${idsField} or ${urlsField}), not ${takes.media === 'image' ? 'video' : 'image'} ones`,
+    );
   if (given.length === 0) throw new ApiError('validation_error', `inputs.${idsField}: ${mode} needs an input ${takes.media} (${idsField} or ${urlsField})`);
-  if (given.length > takes.max) throw new ApiError('validation_error', `inputs: ${mode} takes at most ${takes.max} input ${takes.media}${takes.max > 1 ? 's' : ''}`);
+  if (given.length > takes.max)
+    throw new ApiError('validation_error', `inputs: ${mode} takes at most ${takes.max} input ${takes.media}${takes.max > 1 ? 's' : ''}`);
 
   for (const [i, url] of (inputs[urlsField] ?? []).entries()) checkUrl(url, takes.media, `inputs.${urlsField}[${i}]`);
   const ids = inputs[idsField] ?? [];
   if (ids.length > 0) {
-    const rows = await em().execute<Array<{ id: string; media_type: string }>>(
-      'select id, media_type from assets where workspace_id = ? and id in (?)', [workspaceId, ids]);
+    const rows = await em().execute<Array<{ id: string; media_type: string }>>('select id, media_type from assets where workspace_id = ? and id in (?)', [
+      workspaceId,
+      ids,
+    ]);
     for (const [i, id] of ids.entries()) {
       const row = rows.find((r) => r.id === id);
       // Another workspace's asset answers exactly like a missing one.
       if (!row) throw new ApiError('validation_error', `inputs.${idsField}[${i}]: no asset ${id} in this workspace`);
-      if (row.media_type !== takes.media) throw new ApiError('validation_error', `inputs.${idsField}[${i}]: asset ${id} is a ${row.media_type}, not a ${takes.media}`);
+      if (row.media_type !== takes.media)
+        throw new ApiError('validation_error', `inputs.${idsField}[${i}]: asset ${id} is a ${row.media_type}, not a ${takes.media}`);
     }
   }
   return { [idsField]: ids.length ? ids : undefined, [urlsField]: inputs[urlsField]?.length ? inputs[urlsField] : undefined };
@@ -59,7 +67,8 @@ function checkUrl(url: string, media: 'image' | 'video', field: string): void {
   if (url.startsWith('data:')) {
     const match = /^data:([a-z]+)\/[a-z0-9.+-]+(?:;[a-z0-9-]+=[^;,]*)*;base64,([A-Za-z0-9+/]*={0,2})$/i.exec(url);
     if (!match) throw new ApiError('validation_error', `${field}: a data URL must look like data:${media}/<type>;base64,<data>`);
-    if (match[1]!.toLowerCase() !== media) throw new ApiError('validation_error', `${field}: a data URL here must declare an ${media} type (data:${media}/...), not ${match[1]}/...`);
+    if (match[1]!.toLowerCase() !== media)
+      throw new ApiError('validation_error', `${field}: a data URL here must declare an ${media} type (data:${media}/...), not ${match[1]}/...`);
     if (match[2]!.length === 0) throw new ApiError('validation_error', `${field}: the data URL is empty`);
     return;
   }

@@ -14,16 +14,21 @@ const DAY_MS = 86_400_000;
 
 const When = (description: string) => Type.String({ minLength: 10, maxLength: 40, description });
 
-export const ListGenerationsQuery = Type.Object({
-  workspaceId: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'Required with a session; with an API key, its own workspace (any other is 403).' })),
-  mode: Type.Optional(GenerationMode),
-  status: Type.Optional(GenerationStatusName),
-  model: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'Model id, e.g. local/image-fast.' })),
-  project: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'The project label given at creation.' })),
-  from: Type.Optional(When('Created at or after: ISO 8601 date-time with a zone (2026-01-31T12:00:00Z) or a UTC date (2026-01-31, from its start).')),
-  to: Type.Optional(When('Created before: ISO 8601 date-time with a zone, or a UTC date (2026-01-31: up to the end of that day).')),
-  ...PageQueryFields,
-}, { additionalProperties: false });
+export const ListGenerationsQuery = Type.Object(
+  {
+    workspaceId: Type.Optional(
+      Type.String({ minLength: 1, maxLength: 64, description: 'Required with a session; with an API key, its own workspace (any other is 403).' }),
+    ),
+    mode: Type.Optional(GenerationMode),
+    status: Type.Optional(GenerationStatusName),
+    model: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'Model id, e.g. local/image-fast.' })),
+    project: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'The project label given at creation.' })),
+    from: Type.Optional(When('Created at or after: ISO 8601 date-time with a zone (2026-01-31T12:00:00Z) or a UTC date (2026-01-31, from its start).')),
+    to: Type.Optional(When('Created before: ISO 8601 date-time with a zone, or a UTC date (2026-01-31: up to the end of that day).')),
+    ...PageQueryFields,
+  },
+  { additionalProperties: false },
+);
 
 /** `from` and `to` as timestamps Postgres parses itself (no precision lost); a date-only `to` includes its whole day. */
 export function timeBound(name: 'from' | 'to', value: string): string {
@@ -55,7 +60,8 @@ export const listGenerations = defineRoute({
   path: '/v1/generations',
   operationId: 'listGenerations',
   summary: 'List the generations of a workspace, newest first, with filters (mode, status, model, project, from/to) and cursor pagination',
-  description: 'Lists the generations of a workspace, newest first, filtered by mode, status, model, project and a from/to range, with cursor pagination. A session must name the workspace; an API key reads its own.',
+  description:
+    'Lists the generations of a workspace, newest first, filtered by mode, status, model, project and a from/to range, with cursor pagination. A session must name the workspace; an API key reads its own.',
   tags: ['generations'],
   access: { scopes: ['generations.read'] },
   errors: ['not_found'],

@@ -9,40 +9,52 @@ import type { GenerationRow } from '../../../persistence/entities/generation.ts'
 export const PAYMENT_MODES = ['credits', 'wallet', 'auto'] as const;
 export type PaymentMode = (typeof PAYMENT_MODES)[number];
 
-
 const Time = (description: string) => Type.String({ format: 'date-time', description });
-const Nullable = <T extends TSchema>(schema: T, description?: string) =>
-  Type.Union([schema, Type.Null()], description ? { description } : {});
+const Nullable = <T extends TSchema>(schema: T, description?: string) => Type.Union([schema, Type.Null()], description ? { description } : {});
 
 export const GenerationMode = stringEnum(MODES, { description: 'One of the seven generation modes.' });
-export const GenerationStatusName = stringEnum(GENERATION_STATUSES, { description: 'Generation state: queued, reserved, submitted and running until it ends succeeded, failed, cancelled or expired.' });
+export const GenerationStatusName = stringEnum(GENERATION_STATUSES, {
+  description: 'Generation state: queued, reserved, submitted and running until it ends succeeded, failed, cancelled or expired.',
+});
 export const PaymentModeName = stringEnum(PAYMENT_MODES, {
   description: '`credits` (plan and purchased credits), `wallet` (pay-as-you-go wallet), `auto` (credits first, then the wallet).',
 });
 
-export const GenerationParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 64, description: 'Generation id (gen_…).' }) }, { additionalProperties: false });
+export const GenerationParams = Type.Object(
+  { id: Type.String({ minLength: 1, maxLength: 64, description: 'Generation id (gen_…).' }) },
+  { additionalProperties: false },
+);
 
 const UrlList = (description: string) => Type.Array(Type.String(), { description });
 
 /** Source files as given at creation; data URLs longer than DATA_URL_ECHO_LIMIT come back as a short marker. */
-export const GenerationInputsOut = Type.Object({
-  imageAssetIds: Type.Optional(Type.Array(Type.String(), { description: 'Uploaded image assets (image modes).' })),
-  videoAssetIds: Type.Optional(Type.Array(Type.String(), { description: 'Uploaded video assets (video_to_video).' })),
-  imageUrls: Type.Optional(UrlList('http(s) URLs as given; a long data URL is replaced by `data:<mime>;base64,…[N characters omitted]`.')),
-  videoUrls: Type.Optional(UrlList('http(s) URLs as given; a long data URL is replaced by `data:<mime>;base64,…[N characters omitted]`.')),
-}, { additionalProperties: false });
+export const GenerationInputsOut = Type.Object(
+  {
+    imageAssetIds: Type.Optional(Type.Array(Type.String(), { description: 'Uploaded image assets (image modes).' })),
+    videoAssetIds: Type.Optional(Type.Array(Type.String(), { description: 'Uploaded video assets (video_to_video).' })),
+    imageUrls: Type.Optional(UrlList('http(s) URLs as given; a long data URL is replaced by `data:<mime>;base64,…[N characters omitted]`.')),
+    videoUrls: Type.Optional(UrlList('http(s) URLs as given; a long data URL is replaced by `data:<mime>;base64,…[N characters omitted]`.')),
+  },
+  { additionalProperties: false },
+);
 
-export const TimelineEntryOut = Type.Object({
-  status: GenerationStatusName,
-  at: Time('When the generation entered this state.'),
-  detail: Type.Optional(Type.String({ description: 'Why, when there is more to say (e.g. who cancelled, the provider error).' })),
-}, { additionalProperties: false });
+export const TimelineEntryOut = Type.Object(
+  {
+    status: GenerationStatusName,
+    at: Time('When the generation entered this state.'),
+    detail: Type.Optional(Type.String({ description: 'Why, when there is more to say (e.g. who cancelled, the provider error).' })),
+  },
+  { additionalProperties: false },
+);
 
 /** The tokens a text generation used, as its provider reported them (or their upper bounds when it reported none). */
-export const TokenUsageOut = Type.Object({
-  inputTokens: Type.Integer({ minimum: 0, description: 'Tokens of the prompt and system prompt.' }),
-  outputTokens: Type.Integer({ minimum: 0, description: 'Tokens of the answer.' }),
-}, { additionalProperties: false, description: 'A token-priced generation\'s tokens, once it succeeded; what its `credits` were charged by.' });
+export const TokenUsageOut = Type.Object(
+  {
+    inputTokens: Type.Integer({ minimum: 0, description: 'Tokens of the prompt and system prompt.' }),
+    outputTokens: Type.Integer({ minimum: 0, description: 'Tokens of the answer.' }),
+  },
+  { additionalProperties: false, description: "A token-priced generation's tokens, once it succeeded; what its `credits` were charged by." },
+);
 
 const generationFields = {
   id: Type.String({ description: 'gen_…' }),
@@ -60,7 +72,7 @@ const generationFields = {
   completedAt: Nullable(Time('When the generation reached a terminal state.')),
   createdAt: Time('When the generation was accepted.'),
   updatedAt: Time('Last change of state.'),
-  params: Type.Record(Type.String(), Type.Unknown(), { description: 'The params as validated against the model\'s parameterSchema, defaults filled in.' }),
+  params: Type.Record(Type.String(), Type.Unknown(), { description: "The params as validated against the model's parameterSchema, defaults filled in." }),
   inputs: GenerationInputsOut,
   paymentMode: PaymentModeName,
   project: Nullable(Type.String(), 'Free label given at creation; a list filter.'),
@@ -72,10 +84,13 @@ export const GenerationOut = Type.Object(generationFields, { additionalPropertie
 export type GenerationOut = Static<typeof GenerationOut>;
 
 /** One generation with its event timeline, oldest first. */
-export const GenerationDetailOut = Type.Object({
-  ...generationFields,
-  timeline: Type.Array(TimelineEntryOut, { description: 'Every state the generation went through, oldest first.' }),
-}, { additionalProperties: false });
+export const GenerationDetailOut = Type.Object(
+  {
+    ...generationFields,
+    timeline: Type.Array(TimelineEntryOut, { description: 'Every state the generation went through, oldest first.' }),
+  },
+  { additionalProperties: false },
+);
 export type GenerationDetailOut = Static<typeof GenerationDetailOut>;
 
 /** Data URLs up to this length are echoed as given; longer ones are replaced by a marker. */

@@ -10,16 +10,20 @@ import { requireSession } from '../workspaces/access.ts';
 import { INVITATION_TOKEN_PATTERN, invitationTokenHash } from '../workspaces/invitation-tokens.ts';
 import { toWorkspaceOut, WorkspaceOut } from '../workspaces/shapes.ts';
 
-const AcceptInvitationIn = Type.Object({
-  token: Type.String({ minLength: 1, maxLength: 256, description: 'The token returned when the invitation was made (what the invitation e-mail carries).' }),
-}, { additionalProperties: false });
+const AcceptInvitationIn = Type.Object(
+  {
+    token: Type.String({ minLength: 1, maxLength: 256, description: 'The token returned when the invitation was made (what the invitation e-mail carries).' }),
+  },
+  { additionalProperties: false },
+);
 
 export const acceptInvitation = defineRoute({
   method: 'POST',
   path: '/v1/invitations/accept',
   operationId: 'acceptInvitation',
   summary: 'Join a workspace with an invitation token, signed in with the invited e-mail; 409 when used, cancelled or expired',
-  description: 'Joins the workspace of an invitation token, as the role it names. The signed-in user\'s e-mail address must be the invited one (403 otherwise); a token used, cancelled or expired is 409, and an unknown one 404.',
+  description:
+    "Joins the workspace of an invitation token, as the role it names. The signed-in user's e-mail address must be the invited one (403 otherwise); a token used, cancelled or expired is 409, and an unknown one 404.",
   tags: ['workspaces'],
   access: 'auth',
   keys: 'refused',

@@ -4,10 +4,13 @@ import { LinkedAccountEntity } from '../../../persistence/entities/linked-accoun
 import { requireSession } from '../workspaces/access.ts';
 import { LinkedAccountOut, toLinkedAccountOut } from './shapes.ts';
 
-const LinkedAccountList = Type.Object({
-  data: Type.Array(LinkedAccountOut),
-  nextCursor: Type.Null({ description: 'Always null: a user has a handful of sign-in methods, all on one page.' }),
-}, { additionalProperties: false });
+const LinkedAccountList = Type.Object(
+  {
+    data: Type.Array(LinkedAccountOut),
+    nextCursor: Type.Null({ description: 'Always null: a user has a handful of sign-in methods, all on one page.' }),
+  },
+  { additionalProperties: false },
+);
 
 export const listLinkedAccounts = defineRoute({
   method: 'GET',

@@ -12,7 +12,8 @@ export const changePassword = defineRoute({
   path: '/v1/me/change-password',
   operationId: 'changePassword',
   summary: 'Change the password (the current one is required); every other session of the user ends, this one stays',
-  description: 'Changes the signed-in user\'s password, given the current one (403 when it is wrong; failures are throttled like sign-ins, 429). Every other session of the user ends; this one stays.',
+  description:
+    "Changes the signed-in user's password, given the current one (403 when it is wrong; failures are throttled like sign-ins, 429). Every other session of the user ends; this one stays.",
   tags: ['account'],
   access: 'auth',
   keys: 'refused',
@@ -35,7 +36,11 @@ export const changePassword = defineRoute({
     const newHash = await hashPassword(body.newPassword);
     await em.transactional(async (tx) => {
       // Only if nobody changed it while we were hashing: otherwise the check above was against a stale hash.
-      const changed = await tx.nativeUpdate(UserEntity, { id: userId, passwordHash: user.passwordHash }, { passwordHash: newHash, updatedAt: new Date(services.clock.now()) });
+      const changed = await tx.nativeUpdate(
+        UserEntity,
+        { id: userId, passwordHash: user.passwordHash },
+        { passwordHash: newHash, updatedAt: new Date(services.clock.now()) },
+      );
       if (changed === 0) throw new ApiError('conflict', 'The password was changed meanwhile; try again.');
       await tx.nativeDelete(SessionEntity, { userId, id: { $ne: sessionId } });
     });

@@ -15,7 +15,8 @@ export const deleteMe = defineRoute({
   path: '/v1/me',
   operationId: 'deleteMe',
   summary: 'Delete the account, its sessions and personal data, and the workspaces it alone belongs to; 409 while it owns a workspace with other members',
-  description: 'Deletes the signed-in user\'s account with their sessions and personal data, and the workspaces they alone belong to. While they own a workspace that has other members the answer is 409: transfer ownership or remove the members first.',
+  description:
+    "Deletes the signed-in user's account with their sessions and personal data, and the workspaces they alone belong to. While they own a workspace that has other members the answer is 409: transfer ownership or remove the members first.",
   tags: ['account'],
   access: 'auth',
   keys: 'refused',
@@ -32,7 +33,7 @@ export const deleteMe = defineRoute({
       for (const { workspaceId } of owned) {
         // Locked before counting, so nobody joins between the count and the delete.
         await tx.findOne(WorkspaceEntity, { id: workspaceId }, { lockMode: LockMode.PESSIMISTIC_WRITE });
-        if (await tx.count(WorkspaceMemberEntity, { workspaceId, userId: { $ne: userId } }) > 0) shared.push(workspaceId);
+        if ((await tx.count(WorkspaceMemberEntity, { workspaceId, userId: { $ne: userId } })) > 0) shared.push(workspaceId);
       }
       if (shared.length > 0) {
         throw new ApiError('conflict', `You own workspaces with other members (${shared.join(', ')}); transfer ownership or remove the members first.`);
@@ -40,7 +41,10 @@ export const deleteMe = defineRoute({
       for (const { workspaceId } of owned) gone.push(await deleteWorkspaceIn(tx, workspaceId));
       // Export files go before the rows: should the commit then fail, the user loses old exports, never their privacy.
       const exports = await tx.find(ExportRequestEntity, { userId });
-      await removeExportFiles(services.config.dataDir, exports.flatMap((e) => (e.filePath ? [e.filePath] : [])));
+      await removeExportFiles(
+        services.config.dataDir,
+        exports.flatMap((e) => (e.filePath ? [e.filePath] : [])),
+      );
       // Sessions, linked accounts, memberships and export records go with the user (ON DELETE CASCADE);
       // invitations sent and keys made elsewhere stay with their workspaces, no longer naming the user.
       await tx.nativeDelete(UserEntity, { id: userId });

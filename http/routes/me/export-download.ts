@@ -7,10 +7,13 @@ import { requireSession } from '../workspaces/access.ts';
 import { EXPORT_FORMAT, exportFilePath } from './export-file.ts';
 import { ExportParams } from './shapes.ts';
 
-const ExportDocument = Type.Object({ format: Type.Literal(EXPORT_FORMAT) }, {
-  additionalProperties: true,
-  description: 'user, memberships, linkedAccounts, sessions, invitationsSent, apiKeysCreated, earlierExports; never a password, token or key hash.',
-});
+const ExportDocument = Type.Object(
+  { format: Type.Literal(EXPORT_FORMAT) },
+  {
+    additionalProperties: true,
+    description: 'user, memberships, linkedAccounts, sessions, invitationsSent, apiKeysCreated, earlierExports; never a password, token or key hash.',
+  },
+);
 
 export const downloadExport = defineRoute({
   method: 'GET',
@@ -34,7 +37,8 @@ export const downloadExport = defineRoute({
     try {
       text = await fs.readFile(exportFilePath(services.config.dataDir, request.filePath), 'utf8');
     } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === 'ENOENT') throw new ApiError('not_found', `The file of export ${request.id} is no longer kept; request a new export.`);
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT')
+        throw new ApiError('not_found', `The file of export ${request.id} is no longer kept; request a new export.`);
       throw error;
     }
     return {

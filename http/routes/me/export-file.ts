@@ -32,12 +32,48 @@ export async function buildExport(em: SqlEntityManager, userId: string, exported
   return {
     format: EXPORT_FORMAT,
     exportedAt: new Date(exportedAt).toISOString(),
-    user: { id: user.id, email: user.email, name: user.name, hasPassword: user.passwordHash !== null, createdAt: iso(user.createdAt), updatedAt: iso(user.updatedAt) },
-    memberships: memberships.map((m) => ({ workspaceId: m.workspaceId, workspaceName: workspaces.get(m.workspaceId)?.name ?? null, role: m.role, joinedAt: iso(m.createdAt) })),
+    user: {
+      id: user.id,
+      email: user.email,
+      name: user.name,
+      hasPassword: user.passwordHash !== null,
+      createdAt: iso(user.createdAt),
+      updatedAt: iso(user.updatedAt),
+    },
+    memberships: memberships.map((m) => ({
+      workspaceId: m.workspaceId,
+      workspaceName: workspaces.get(m.workspaceId)?.name ?? null,
+      role: m.role,
+      joinedAt: iso(m.createdAt),
+    })),
     linkedAccounts: linked.map((a) => ({ provider: a.provider, providerAccountId: a.providerAccountId, createdAt: iso(a.createdAt) })),
-    sessions: sessions.map((s) => ({ id: s.id, createdAt: iso(s.createdAt), expiresAt: iso(s.expiresAt), lastSeenAt: iso(s.lastSeenAt), ip: s.ip, userAgent: s.userAgent })),
-    invitationsSent: invitations.map((i) => ({ id: i.id, workspaceId: i.workspaceId, email: i.email, role: i.role, status: i.status, createdAt: iso(i.createdAt), expiresAt: iso(i.expiresAt) })),
-    apiKeysCreated: keys.map((k) => ({ id: k.id, workspaceId: k.workspaceId, name: k.name, prefix: k.prefix, scopes: k.scopes, createdAt: iso(k.createdAt), expiresAt: iso(k.expiresAt), revokedAt: iso(k.revokedAt) })),
+    sessions: sessions.map((s) => ({
+      id: s.id,
+      createdAt: iso(s.createdAt),
+      expiresAt: iso(s.expiresAt),
+      lastSeenAt: iso(s.lastSeenAt),
+      ip: s.ip,
+      userAgent: s.userAgent,
+    })),
+    invitationsSent: invitations.map((i) => ({
+      id: i.id,
+      workspaceId: i.workspaceId,
+      email: i.email,
+      role: i.role,
+      status: i.status,
+      createdAt: iso(i.createdAt),
+      expiresAt: iso(i.expiresAt),
+    })),
+    apiKeysCreated: keys.map((k) => ({
+      id: k.id,
+      workspaceId: k.workspaceId,
+      name: k.name,
+      prefix: k.prefix,
+      scopes: k.scopes,
+      createdAt: iso(k.createdAt),
+      expiresAt: iso(k.expiresAt),
+      revokedAt: iso(k.revokedAt),
+    })),
     earlierExports: exports.map((e) => ({ id: e.id, status: e.status, createdAt: iso(e.createdAt), completedAt: iso(e.completedAt) })),
   };
 }
@@ -70,7 +106,9 @@ export function exportFilePath(dataDir: string, relative: string): string {
 
 /** Removes export files; a file already gone is fine. */
 export async function removeExportFiles(dataDir: string, relatives: string[]): Promise<void> {
-  await Promise.all(relatives.map(async (relative) => {
-    await fs.rm(exportFilePath(dataDir, relative), { force: true });
-  }));
+  await Promise.all(
+    relatives.map(async (relative) => {
+      await fs.rm(exportFilePath(dataDir, relative), { force: true });
+    }),
+  );
 }

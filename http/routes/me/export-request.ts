@@ -9,8 +9,9 @@ export const requestExport = defineRoute({
   method: 'POST',
   path: '/v1/me/export-request',
   operationId: 'requestDataExport',
-  summary: 'Export the signed-in user\'s data as a JSON file; the answer names its download path',
-  description: 'Exports the signed-in user\'s data (profile, memberships, sign-in methods, sessions, invitations sent, keys created) as a JSON file; the answer names its download path.',
+  summary: "Export the signed-in user's data as a JSON file; the answer names its download path",
+  description:
+    "Exports the signed-in user's data (profile, memberships, sign-in methods, sessions, invitations sent, keys created) as a JSON file; the answer names its download path.",
   tags: ['account'],
   access: 'auth',
   keys: 'refused',

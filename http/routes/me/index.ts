@@ -9,6 +9,4 @@ import { listLinkedAccounts } from './accounts-list.ts';
 import { unlinkAccount } from './accounts-unlink.ts';
 
 /** The signed-in user's account (docs/auth-and-keys.md, Account), plus the export download. */
-export const accountRoutes: RouteDef[] = [
-  getMe, updateMe, deleteMe, changePassword, requestExport, downloadExport, listLinkedAccounts, unlinkAccount,
-];
+export const accountRoutes: RouteDef[] = [getMe, updateMe, deleteMe, changePassword, requestExport, downloadExport, listLinkedAccounts, unlinkAccount];

@@ -1,9 +1,12 @@
 import { Type } from '@sinclair/typebox';
 import { defineRoute } from '../../route.ts';
 
-export const Liveness = Type.Object({
-  status: Type.Literal('live'),
-}, { additionalProperties: false });
+export const Liveness = Type.Object(
+  {
+    status: Type.Literal('live'),
+  },
+  { additionalProperties: false },
+);
 
 const LIVE = JSON.stringify({ status: 'live' });
 
@@ -12,7 +15,8 @@ export const getLiveness = defineRoute({
   path: '/health/live',
   operationId: 'getLiveness',
   summary: 'Liveness probe: 200 while the process answers requests, whatever the state of its database or recovery',
-  description: 'Liveness probe for orchestrators: 200 as long as the process handles requests, with no check of the database, Redis or recovery (GET /health/ready covers those). A process that stops answering it should be restarted; one that answers it but not readiness should only be taken out of rotation. While the service shuts down it answers 503 not_ready, as every route does.',
+  description:
+    'Liveness probe for orchestrators: 200 as long as the process handles requests, with no check of the database, Redis or recovery (GET /health/ready covers those). A process that stops answering it should be restarted; one that answers it but not readiness should only be taken out of rotation. While the service shuts down it answers 503 not_ready, as every route does.',
   tags: ['meta'],
   access: 'public',
   errors: ['not_ready'],

@@ -12,7 +12,8 @@ export function openApiRoute(routeTable: () => RouteDef[]): RouteDef {
     path: '/v1/openapi.json',
     operationId: 'getOpenApiDocument',
     summary: 'OpenAPI 3.1 description of every endpoint',
-    description: 'This document: every operation of the service with its parameters, bodies, answers, error codes and security, built from the same schemas the server validates requests with.',
+    description:
+      'This document: every operation of the service with its parameters, bodies, answers, error codes and security, built from the same schemas the server validates requests with.',
     tags: ['meta'],
     access: 'public',
     needsDatabase: false,

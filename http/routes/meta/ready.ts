@@ -5,20 +5,29 @@ import { availabilityOf, isDatabaseUnreachable } from '../../../persistence/avai
 
 const PING_TIMEOUT_MS = 2_000;
 
-export const Readiness = Type.Object({
-  status: Type.Literal('ready'),
-  checks: Type.Object({ database: Type.Literal('ok'), recovery: Type.Literal('done') }),
-  catalog: Type.Object({
-    version: Type.String({ description: 'The version (a hash of the content) of the catalog this node serves; every node of a cluster should show the same.' }),
-  }, { additionalProperties: false }),
-}, { additionalProperties: false });
+export const Readiness = Type.Object(
+  {
+    status: Type.Literal('ready'),
+    checks: Type.Object({ database: Type.Literal('ok'), recovery: Type.Literal('done') }),
+    catalog: Type.Object(
+      {
+        version: Type.String({
+          description: 'The version (a hash of the content) of the catalog this node serves; every node of a cluster should show the same.',
+        }),
+      },
+      { additionalProperties: false },
+    ),
+  },
+  { additionalProperties: false },
+);
 
 export const getReadiness = defineRoute({
   method: 'GET',
   path: '/health/ready',
   operationId: 'getReadiness',
   summary: 'Readiness probe: 200 once the database answers and recovery has finished, 503 otherwise (also while the database cannot be reached)',
-  description: 'Readiness probe for load balancers and orchestrators: 200 once the database answers and start-up recovery has finished. While the service starts, drains or cannot reach its database it answers 503 not_ready, with the reason in the message.',
+  description:
+    'Readiness probe for load balancers and orchestrators: 200 once the database answers and start-up recovery has finished. While the service starts, drains or cannot reach its database it answers 503 not_ready, with the reason in the message.',
   tags: ['meta'],
   access: 'public',
   errors: ['not_ready'],
@@ -45,6 +54,15 @@ export const getReadiness = defineRoute({
 function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error('timed out')), ms);
-    promise.then((value) => { clearTimeout(timer); resolve(value); }, (error) => { clearTimeout(timer); reject(error); });
+    promise.then(
+      (value) => {
+        clearTimeout(timer);
+        resolve(value);
+      },
+      (error) => {
+        clearTimeout(timer);
+        reject(error);
+      },
+    );
   });
 }

@@ -3,12 +3,17 @@ import { defineRoute } from '../../route.ts';
 import { compileResponse, describeErrors } from '../../validation.ts';
 import type { Services } from '../../services.ts';
 
-export const ServiceIdentity = Type.Object({
-  name: Type.String(),
-  version: Type.String(),
-  docs: Type.String({ format: 'uri', description: 'URL of the OpenAPI 3.1 document.' }),
-  engine: Type.Union([Type.Literal('uws-native'), Type.Literal('uws-fallback')], { description: 'HTTP engine: the native uWebSockets.js addon or its slow pure-Node fallback.' }),
-}, { additionalProperties: false });
+export const ServiceIdentity = Type.Object(
+  {
+    name: Type.String(),
+    version: Type.String(),
+    docs: Type.String({ format: 'uri', description: 'URL of the OpenAPI 3.1 document.' }),
+    engine: Type.Union([Type.Literal('uws-native'), Type.Literal('uws-fallback')], {
+      description: 'HTTP engine: the native uWebSockets.js addon or its slow pure-Node fallback.',
+    }),
+  },
+  { additionalProperties: false },
+);
 
 const validateIdentity = compileResponse(ServiceIdentity);
 
@@ -32,7 +37,8 @@ export const getServiceIdentity = defineRoute({
   path: '/v1',
   operationId: 'getServiceIdentity',
   summary: 'Service identity, version and docs link',
-  description: 'Names the service, its version, the HTTP engine it runs on and the address of this OpenAPI document. Needs no credentials and answers even while the database cannot be reached.',
+  description:
+    'Names the service, its version, the HTTP engine it runs on and the address of this OpenAPI document. Needs no credentials and answers even while the database cannot be reached.',
   tags: ['meta'],
   access: 'public',
   needsDatabase: false,

@@ -7,15 +7,19 @@ export const listModels = defineRoute({
   method: 'GET',
   path: '/v1/models',
   operationId: 'listModels',
-  summary: 'The model catalog as the workspace\'s plan sees it: per-model credits, parameterSchema, and whether the plan may use each',
-  description: 'The model catalog as the workspace\'s plan sees it: each model\'s credits, its parameterSchema, and whether the plan may use it. A session must name the workspace; an API key reads its own.',
+  summary: "The model catalog as the workspace's plan sees it: per-model credits, parameterSchema, and whether the plan may use each",
+  description:
+    "The model catalog as the workspace's plan sees it: each model's credits, its parameterSchema, and whether the plan may use it. A session must name the workspace; an API key reads its own.",
   tags: ['models'],
   access: { scopes: ['generations.read'] },
   errors: ['not_found'],
   // A key reads its own workspace's plan; naming another workspace is 403 (readWorkspace).
-  query: Type.Object({
-    workspaceId: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'Required with a session; with an API key, its own workspace.' })),
-  }, { additionalProperties: false }),
+  query: Type.Object(
+    {
+      workspaceId: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'Required with a session; with an API key, its own workspace.' })),
+    },
+    { additionalProperties: false },
+  ),
   responses: { 200: ModelListOut },
   handler: async ({ auth, query, services }) => {
     const workspace = await readWorkspace(services.db.em(), auth, query.workspaceId);

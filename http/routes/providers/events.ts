@@ -12,17 +12,21 @@ const MAX_EVENT_BYTES = 1024 * 1024;
 /** Event ids this node applied, to answer a redelivery without applying it twice (adapters keep one outcome besides). */
 const applied = new Lru<string, true>(100_000);
 
-export const ProviderEventAck = Type.Object({
-  received: Type.Literal(true),
-  applied: Type.Boolean({ description: 'false for an event this node already took, or one about a job it does not know (acknowledged and ignored).' }),
-}, { additionalProperties: false });
+export const ProviderEventAck = Type.Object(
+  {
+    received: Type.Literal(true),
+    applied: Type.Boolean({ description: 'false for an event this node already took, or one about a job it does not know (acknowledged and ignored).' }),
+  },
+  { additionalProperties: false },
+);
 
 export const receiveProviderJobEvent = defineRoute({
   method: 'POST',
   path: '/v1/providers/:deployment/events',
   operationId: 'receiveProviderJobEvent',
-  summary: 'A provider\'s events about the jobs of one catalog deployment (Replicate, fal, Cog webhooks), verified before anything changes',
-  description: 'Where a provider sends its events about the jobs of one catalog deployment: Replicate\'s Standard Webhooks signature (webhook-id, webhook-timestamp, webhook-signature), fal\'s ED25519 signature (X-Fal-Webhook-*), or Cog\'s per-job token in the query. A bad signature is 400 and changes nothing; an event for an unknown job is acknowledged and ignored; any node takes an event and hands it to the node that runs the job.',
+  summary: "A provider's events about the jobs of one catalog deployment (Replicate, fal, Cog webhooks), verified before anything changes",
+  description:
+    "Where a provider sends its events about the jobs of one catalog deployment: Replicate's Standard Webhooks signature (webhook-id, webhook-timestamp, webhook-signature), fal's ED25519 signature (X-Fal-Webhook-*), or Cog's per-job token in the query. A bad signature is 400 and changes nothing; an event for an unknown job is acknowledged and ignored; any node takes an event and hands it to the node that runs the job.",
   tags: ['providers'],
   access: 'public',
   errors: ['payload_too_large', 'validation_error', 'not_found'],
@@ -40,10 +44,15 @@ export const receiveProviderJobEvent = defineRoute({
     if (!verified.ok) throw new ApiError('validation_error', `The event was refused: ${verified.message}`);
     // A provider that runs the job under our own id (Cog) may post its start before the id is written (the
     // answer to its submission and the event race): the job, still reserved, is found by that id too.
-    const find = async () => (await boundQuery<{ id: string; workspace_id: string }>(services.db.em(),
-      `select id, workspace_id from generations where deployment_id = ? and (
+    const find = async () =>
+      (
+        await boundQuery<{ id: string; workspace_id: string }>(
+          services.db.em(),
+          `select id, workspace_id from generations where deployment_id = ? and (
          (provider_job_id = ? and status in ('submitted', 'running')) or (id = ? and provider_job_id is null and status = 'reserved'))`,
-      [params.deployment, verified.providerJobId, verified.providerJobId]))[0];
+          [params.deployment, verified.providerJobId, verified.providerJobId],
+        )
+      )[0];
     // The write of a job's provider id is queued, not awaited, by its actor: an event that beats it is looked
     // for once more after this node's queued writes commit.
     let job = await find();

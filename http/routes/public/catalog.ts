@@ -9,18 +9,24 @@ const MAKER_NAMES: Record<string, string> = {
   'openai-compatible': 'OpenAI-compatible server',
 };
 
-export const Maker = Type.Object({
-  id: Type.String(),
-  name: Type.String(),
-  models: Type.Integer({ minimum: 1, description: 'Models of this maker in the catalog.' }),
-  modes: Type.Array(GenerationMode, { description: 'Modes its models cover.' }),
-}, { additionalProperties: false });
+export const Maker = Type.Object(
+  {
+    id: Type.String(),
+    name: Type.String(),
+    models: Type.Integer({ minimum: 1, description: 'Models of this maker in the catalog.' }),
+    modes: Type.Array(GenerationMode, { description: 'Modes its models cover.' }),
+  },
+  { additionalProperties: false },
+);
 
-export const PublicCatalogOut = Type.Object({
-  models: Type.Array(PublicModelOut),
-  samples: Type.Array(Sample, { description: 'A sample prompt per model, to try it.' }),
-  makers: Type.Array(Maker),
-}, { additionalProperties: false });
+export const PublicCatalogOut = Type.Object(
+  {
+    models: Type.Array(PublicModelOut),
+    samples: Type.Array(Sample, { description: 'A sample prompt per model, to try it.' }),
+    makers: Type.Array(Maker),
+  },
+  { additionalProperties: false },
+);
 
 function buildCatalog(catalog: ModelCatalog) {
   const offered = catalog.offered();

@@ -5,16 +5,22 @@ import type { Services } from '../../services.ts';
 /** Counts are read from the database at most once per this many milliseconds per node. */
 export const STATS_CACHE_MS = 10_000;
 
-export const PublicStatsOut = Type.Object({
-  generations: Type.Object({
-    total: Type.Integer({ minimum: 0, description: 'Generations ever accepted.' }),
-    succeeded: Type.Integer({ minimum: 0 }),
-  }, { additionalProperties: false }),
-  workspaces: Type.Integer({ minimum: 0 }),
-  modelsOffered: Type.Integer({ minimum: 0, description: 'Models this service runs.' }),
-  modes: Type.Integer({ minimum: 0, description: 'Generation modes those models cover.' }),
-  asOf: Type.String({ format: 'date-time', description: 'When the counts were read; they are cached for up to 10 seconds.' }),
-}, { additionalProperties: false });
+export const PublicStatsOut = Type.Object(
+  {
+    generations: Type.Object(
+      {
+        total: Type.Integer({ minimum: 0, description: 'Generations ever accepted.' }),
+        succeeded: Type.Integer({ minimum: 0 }),
+      },
+      { additionalProperties: false },
+    ),
+    workspaces: Type.Integer({ minimum: 0 }),
+    modelsOffered: Type.Integer({ minimum: 0, description: 'Models this service runs.' }),
+    modes: Type.Integer({ minimum: 0, description: 'Generation modes those models cover.' }),
+    asOf: Type.String({ format: 'date-time', description: 'When the counts were read; they are cached for up to 10 seconds.' }),
+  },
+  { additionalProperties: false },
+);
 type PublicStats = Static<typeof PublicStatsOut>;
 
 interface Cached {
@@ -50,15 +56,15 @@ async function publicStats(services: Services): Promise<PublicStats> {
   entry ??= { at: 0 };
   cache.set(services, entry);
   const current = entry;
-  current.pending = countAll(services).then(
-    (stats) => {
+  current.pending = countAll(services)
+    .then((stats) => {
       current.stats = stats;
       current.at = now;
       return stats;
-    },
-  ).finally(() => {
-    current.pending = undefined;
-  });
+    })
+    .finally(() => {
+      current.pending = undefined;
+    });
   return current.pending;
 }
 
@@ -67,7 +73,8 @@ export const getPublicStats = defineRoute({
   path: '/v1/stats/public',
   operationId: 'getPublicStats',
   summary: 'Platform statistics read from the database: generations (total, succeeded), workspaces, models (no authentication; cached 10 s)',
-  description: 'Platform statistics read from the database: generations (total and succeeded), workspaces and models. Needs no credentials; cached for 10 seconds.',
+  description:
+    'Platform statistics read from the database: generations (total and succeeded), workspaces and models. Needs no credentials; cached for 10 seconds.',
   tags: ['public'],
   access: 'public',
   responses: { 200: PublicStatsOut },

@@ -6,23 +6,27 @@ import { MediaTypeName } from '../assets/shapes.ts';
 
 const Count = Type.Integer({ minimum: 0 });
 
-export const StorageOut = Type.Object({
-  workspaceId: Type.String(),
-  plan: Type.String(),
-  usedBytes: Type.Integer({ minimum: 0, description: 'Bytes of all the workspace\'s assets (uploads and outputs).' }),
-  limitBytes: Type.Integer({ minimum: 0, description: 'The plan\'s storage limit; uploads and outputs past it are refused (422 plan_limit_reached).' }),
-  availableBytes: Type.Integer({ minimum: 0 }),
-  maxFileBytes: Type.Integer({ minimum: 0, description: 'The plan\'s largest single upload.' }),
-  uploadMediaTypes: Type.Array(MediaTypeName, { description: 'What the plan may upload.' }),
-  counts: Type.Object({ image: Count, video: Count, audio: Count }, { additionalProperties: false, description: 'Assets per media type.' }),
-}, { additionalProperties: false });
+export const StorageOut = Type.Object(
+  {
+    workspaceId: Type.String(),
+    plan: Type.String(),
+    usedBytes: Type.Integer({ minimum: 0, description: "Bytes of all the workspace's assets (uploads and outputs)." }),
+    limitBytes: Type.Integer({ minimum: 0, description: "The plan's storage limit; uploads and outputs past it are refused (422 plan_limit_reached)." }),
+    availableBytes: Type.Integer({ minimum: 0 }),
+    maxFileBytes: Type.Integer({ minimum: 0, description: "The plan's largest single upload." }),
+    uploadMediaTypes: Type.Array(MediaTypeName, { description: 'What the plan may upload.' }),
+    counts: Type.Object({ image: Count, video: Count, audio: Count }, { additionalProperties: false, description: 'Assets per media type.' }),
+  },
+  { additionalProperties: false },
+);
 
 export const getWorkspaceStorage = defineRoute({
   method: 'GET',
   path: '/v1/workspaces/:workspaceId/storage',
   operationId: 'getWorkspaceStorage',
-  summary: 'Storage used by the workspace\'s assets, its plan\'s limits, and asset counts per media type',
-  description: 'The storage used by the workspace\'s assets, the limits of its plan (total, per file, media types allowed) and the number of assets per media type.',
+  summary: "Storage used by the workspace's assets, its plan's limits, and asset counts per media type",
+  description:
+    "The storage used by the workspace's assets, the limits of its plan (total, per file, media types allowed) and the number of assets per media type.",
   tags: ['assets'],
   access: { scopes: ['usage.read'] },
   params: Type.Object({ workspaceId: Type.String({ minLength: 1, maxLength: 64 }) }, { additionalProperties: false }),

@@ -10,7 +10,7 @@ export const listWalletDeposits = defineRoute({
   path: '/v1/wallet/deposits',
   operationId: 'listWalletDeposits',
   summary: 'Wallet deposits (checkout and auto-recharge) with their status, newest first',
-  description: 'Lists the wallet\'s deposits (checkout and auto-recharge) with their status, newest first.',
+  description: "Lists the wallet's deposits (checkout and auto-recharge) with their status, newest first.",
   tags: ['wallet'],
   access: { scopes: ['wallet.read', 'usage.read'] },
   errors: ['not_found'],

@@ -10,8 +10,9 @@ export const getWallet = defineRoute({
   method: 'GET',
   path: '/v1/wallet',
   operationId: 'getWallet',
-  summary: 'The pay-as-you-go wallet: balance, activation, settings and this month\'s spend',
-  description: 'The pay-as-you-go wallet of a workspace: its balance, whether it is activated, its auto-recharge and spend-cap settings, and this month\'s spend.',
+  summary: "The pay-as-you-go wallet: balance, activation, settings and this month's spend",
+  description:
+    "The pay-as-you-go wallet of a workspace: its balance, whether it is activated, its auto-recharge and spend-cap settings, and this month's spend.",
   tags: ['wallet'],
   access: { scopes: ['wallet.read', 'usage.read'] },
   errors: ['not_found'],

@@ -9,10 +9,13 @@ import { CheckoutFields, DepositOut, WorkspaceIdField } from '../billing/shapes.
 
 export const MAX_DEPOSIT_CENTS = 10_000_000;
 
-export const WalletTopUpIn = Type.Object({
-  workspaceId: WorkspaceIdField,
-  amountCents: Type.Integer({ description: `US cents, at least ${WALLET_MINIMUM_DEPOSIT_CENTS} (10 dollars).` }),
-}, { additionalProperties: false });
+export const WalletTopUpIn = Type.Object(
+  {
+    workspaceId: WorkspaceIdField,
+    amountCents: Type.Integer({ description: `US cents, at least ${WALLET_MINIMUM_DEPOSIT_CENTS} (10 dollars).` }),
+  },
+  { additionalProperties: false },
+);
 
 export const DepositCreatedOut = Type.Object({ ...DepositOut.properties, ...CheckoutFields }, { additionalProperties: false });
 
@@ -21,7 +24,8 @@ export const createWalletTopUp = defineRoute({
   path: '/v1/wallet/top-ups',
   operationId: 'createWalletTopUp',
   summary: 'Deposit funds into the wallet (at least 10 dollars): a pending deposit paid at checkoutUrl, credited once the provider confirms',
-  description: 'Deposits funds into the wallet (at least 1000 cents): a pending deposit paid at checkoutUrl, credited once the payment provider confirms. Owners and admins only when signed in.',
+  description:
+    'Deposits funds into the wallet (at least 1000 cents): a pending deposit paid at checkoutUrl, credited once the payment provider confirms. Owners and admins only when signed in.',
   tags: ['wallet'],
   access: { scopes: ['wallet.write'] },
   errors: ['not_found'],
@@ -42,15 +46,33 @@ export const createWalletTopUp = defineRoute({
     await em.transactional(async (tx) => {
       await tx.execute(
         `insert into wallet_deposits (id, workspace_id, amount_cents, source, status, payment_id, created_at, completed_at) values (?, ?, ?, 'checkout', 'pending', ?, ?, null)`,
-        [id, workspace.id, body.amountCents, paymentId, at], 'run');
+        [id, workspace.id, body.amountCents, paymentId, at],
+        'run',
+      );
       checkoutUrl = await insertPendingPayment(tx, services, {
-        id: paymentId, workspaceId: workspace.id, purpose: 'wallet_deposit', orderId: id, plan: null, amountCents: body.amountCents,
-        description: `Wallet deposit`, at,
+        id: paymentId,
+        workspaceId: workspace.id,
+        purpose: 'wallet_deposit',
+        orderId: id,
+        plan: null,
+        amountCents: body.amountCents,
+        description: `Wallet deposit`,
+        at,
       });
     });
     return {
       status: 201,
-      body: { id, workspaceId: workspace.id, amountCents: body.amountCents, source: 'checkout' as const, status: 'pending' as const, paymentId, createdAt: at.toISOString(), completedAt: null, checkoutUrl },
+      body: {
+        id,
+        workspaceId: workspace.id,
+        amountCents: body.amountCents,
+        source: 'checkout' as const,
+        status: 'pending' as const,
+        paymentId,
+        createdAt: at.toISOString(),
+        completedAt: null,
+        checkoutUrl,
+      },
     };
   },
 });

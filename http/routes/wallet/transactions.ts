@@ -10,7 +10,7 @@ export const listWalletTransactions = defineRoute({
   path: '/v1/wallet/transactions',
   operationId: 'listWalletTransactions',
   summary: 'Wallet transactions (deposits, and holds, charges and refunds of jobs paid from the wallet), newest first',
-  description: 'Lists the wallet\'s transactions, newest first: deposits, and the holds, charges and refunds of jobs paid from the wallet.',
+  description: "Lists the wallet's transactions, newest first: deposits, and the holds, charges and refunds of jobs paid from the wallet.",
   tags: ['wallet'],
   access: { scopes: ['wallet.read', 'usage.read'] },
   errors: ['not_found'],
@@ -19,6 +19,15 @@ export const listWalletTransactions = defineRoute({
   handler: async ({ auth, query, services }) => {
     const em = services.db.em();
     const workspace = await moneyWorkspace(em, auth, query.workspaceId);
-    return { body: await keysetPage(em, 'credit_ledger', ['workspace_id = ?', '(wallet_cents <> 0 or reserved_wallet_cents <> 0)'], [workspace.id], query, toLedgerEntryOut) };
+    return {
+      body: await keysetPage(
+        em,
+        'credit_ledger',
+        ['workspace_id = ?', '(wallet_cents <> 0 or reserved_wallet_cents <> 0)'],
+        [workspace.id],
+        query,
+        toLedgerEntryOut,
+      ),
+    };
   },
 });

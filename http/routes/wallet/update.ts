@@ -9,22 +9,31 @@ import { namedWorkspace } from '../../owner.ts';
 
 const Cents = Type.Integer({ minimum: 0, maximum: 100_000_000 });
 
-export const WalletPatch = Type.Object({
-  workspaceId: WorkspaceIdField,
-  autoRecharge: Type.Optional(Type.Object({
-    enabled: Type.Optional(Type.Boolean()),
-    thresholdCents: Type.Optional(Cents),
-    amountCents: Type.Optional(Cents),
-  }, { additionalProperties: false })),
-  monthlySpendCapCents: Type.Optional(Type.Union([Cents, Type.Null()])),
-}, { additionalProperties: false });
+export const WalletPatch = Type.Object(
+  {
+    workspaceId: WorkspaceIdField,
+    autoRecharge: Type.Optional(
+      Type.Object(
+        {
+          enabled: Type.Optional(Type.Boolean()),
+          thresholdCents: Type.Optional(Cents),
+          amountCents: Type.Optional(Cents),
+        },
+        { additionalProperties: false },
+      ),
+    ),
+    monthlySpendCapCents: Type.Optional(Type.Union([Cents, Type.Null()])),
+  },
+  { additionalProperties: false },
+);
 
 export const updateWallet = defineRoute({
   method: 'PATCH',
   path: '/v1/wallet',
   operationId: 'updateWallet',
   summary: 'Update wallet settings: auto-recharge (threshold, amount) and the monthly spend cap; fields left out keep their value',
-  description: 'Changes the wallet\'s auto-recharge (threshold and amount) and monthly spend cap; fields left out keep their value. Owners and admins only when signed in.',
+  description:
+    "Changes the wallet's auto-recharge (threshold and amount) and monthly spend cap; fields left out keep their value. Owners and admins only when signed in.",
   tags: ['wallet'],
   access: { scopes: ['wallet.write'] },
   errors: ['not_found'],

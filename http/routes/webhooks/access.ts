@@ -10,7 +10,12 @@ import { MANAGERS, openWorkspace, requireRole, type WorkspaceAccess } from '../w
  * The workspace whose webhooks the caller manages: a key of that workspace with webhooks.manage (the scope
  * is checked by the router), or a member who is its owner or an admin (404 for strangers, 403 for members).
  */
-export async function openWebhookWorkspace(em: SqlEntityManager, auth: Principal | undefined, workspaceId: string | undefined, options: { lock?: boolean } = {}): Promise<WorkspaceAccess> {
+export async function openWebhookWorkspace(
+  em: SqlEntityManager,
+  auth: Principal | undefined,
+  workspaceId: string | undefined,
+  options: { lock?: boolean } = {},
+): Promise<WorkspaceAccess> {
   if (!auth) throw new ApiError('unauthenticated');
   const id = workspaceId ?? (auth.kind === 'key' ? auth.workspaceId : undefined);
   if (id === undefined) throw new ApiError('validation_error', 'workspaceId: is required when signed in (an API key implies its workspace)');
@@ -20,7 +25,12 @@ export async function openWebhookWorkspace(em: SqlEntityManager, auth: Principal
 }
 
 /** An endpoint the caller may manage; one of another workspace answers exactly as a missing one (404). */
-export async function openEndpoint(em: SqlEntityManager, auth: Principal | undefined, id: string, workspaceId: string | undefined): Promise<WebhookEndpointRow> {
+export async function openEndpoint(
+  em: SqlEntityManager,
+  auth: Principal | undefined,
+  id: string,
+  workspaceId: string | undefined,
+): Promise<WebhookEndpointRow> {
   const missing = () => new ApiError('not_found', `No webhook endpoint ${id}.`);
   const row = await em.findOne(WebhookEndpointEntity, { id, deletedAt: null });
   if (!row || (workspaceId !== undefined && workspaceId !== row.workspaceId)) throw missing();
@@ -53,7 +63,8 @@ export async function checkEndpointUrl(url: string, egress: AddressOptions): Pro
       throw new ApiError('validation_error', `body.url: the host ${host} cannot be resolved`);
     }
     const blocked = addresses.find((a) => !allowed(a.address));
-    if (blocked || addresses.length === 0) throw new ApiError('validation_error', `body.url: ${host} resolves to ${blocked?.address ?? 'nothing'}, which is not a public address`);
+    if (blocked || addresses.length === 0)
+      throw new ApiError('validation_error', `body.url: ${host} resolves to ${blocked?.address ?? 'nothing'}, which is not a public address`);
   }
   return url;
 }
@@ -61,6 +72,9 @@ export async function checkEndpointUrl(url: string, egress: AddressOptions): Pro
 /** Resend, recover and replay queue deliveries: a disabled endpoint would fail them at once, so they are refused (409). */
 export function requireActive(endpoint: WebhookEndpointRow): void {
   if (endpoint.status !== 'active') {
-    throw new ApiError('conflict', `The endpoint ${endpoint.id} is disabled${endpoint.disabledReason ? ` (${endpoint.disabledReason})` : ''}; set its status to active first.`);
+    throw new ApiError(
+      'conflict',
+      `The endpoint ${endpoint.id} is disabled${endpoint.disabledReason ? ` (${endpoint.disabledReason})` : ''}; set its status to active first.`,
+    );
   }
 }

@@ -12,7 +12,8 @@ export const createWebhook = defineRoute({
   path: '/v1/webhooks',
   operationId: 'createWebhook',
   summary: 'Create a webhook endpoint for some event types; its signing secret is in this answer only',
-  description: 'Creates a webhook endpoint that receives the chosen event types, signed with a secret that is in this answer only. The URL must be http(s) and resolve to public addresses; a workspace has a limited number of endpoints (422).',
+  description:
+    'Creates a webhook endpoint that receives the chosen event types, signed with a secret that is in this answer only. The URL must be http(s) and resolve to public addresses; a workspace has a limited number of endpoints (422).',
   tags: ['webhooks'],
   access: { scopes: ['webhooks.manage'] },
   errors: ['not_found', 'plan_limit_reached'],

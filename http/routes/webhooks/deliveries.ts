@@ -15,12 +15,22 @@ export const listDeliveries = defineRoute({
   tags: ['webhooks'],
   access: { scopes: ['webhooks.manage'] },
   params: WebhookParams,
-  query: Type.Object({
-    workspaceId: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'The workspace; an API key must name its own.' })),
-    status: Type.Optional(DeliveryStatusOut),
-    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: DELIVERIES_KEPT, default: DELIVERIES_KEPT, description: `Items per page, 1 to ${DELIVERIES_KEPT} (default ${DELIVERIES_KEPT}).` })),
-    cursor: Type.Optional(Type.String({ minLength: 1, maxLength: 512, description: 'The nextCursor of the previous page.' })),
-  }, { additionalProperties: false }),
+  query: Type.Object(
+    {
+      workspaceId: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'The workspace; an API key must name its own.' })),
+      status: Type.Optional(DeliveryStatusOut),
+      limit: Type.Optional(
+        Type.Integer({
+          minimum: 1,
+          maximum: DELIVERIES_KEPT,
+          default: DELIVERIES_KEPT,
+          description: `Items per page, 1 to ${DELIVERIES_KEPT} (default ${DELIVERIES_KEPT}).`,
+        }),
+      ),
+      cursor: Type.Optional(Type.String({ minLength: 1, maxLength: 512, description: 'The nextCursor of the previous page.' })),
+    },
+    { additionalProperties: false },
+  ),
   responses: { 200: Page(DeliveryOut) },
   handler: async ({ auth, params, query, services }) => {
     const em = services.db.em();

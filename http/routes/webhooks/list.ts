@@ -14,10 +14,15 @@ export const listWebhooks = defineRoute({
   tags: ['webhooks'],
   access: { scopes: ['webhooks.manage'] },
   errors: ['not_found'],
-  query: Type.Object({
-    workspaceId: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'The workspace; required when signed in, and an API key must name its own.' })),
-    ...PageQueryFields,
-  }, { additionalProperties: false }),
+  query: Type.Object(
+    {
+      workspaceId: Type.Optional(
+        Type.String({ minLength: 1, maxLength: 64, description: 'The workspace; required when signed in, and an API key must name its own.' }),
+      ),
+      ...PageQueryFields,
+    },
+    { additionalProperties: false },
+  ),
   responses: { 200: Page(WebhookOut) },
   handler: async ({ auth, query, services }) => {
     const em = services.db.em();

@@ -9,23 +9,29 @@ import { WebhookParams } from './shapes.ts';
 
 const DAYS = RECOVER_WINDOW_MS / 86_400_000;
 
-export const RecoverIn = Type.Object({
-  workspaceId: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'The workspace; an API key must name its own.' })),
-  since: Type.String({ format: 'date-time', description: `Start of the range (included), by the deliveries' createdAt; at most ${DAYS} days ago.` }),
-  until: Type.Optional(Type.String({ format: 'date-time', description: `End of the range (excluded); default now, at most ${DAYS} days after since.` })),
-}, { additionalProperties: false });
+export const RecoverIn = Type.Object(
+  {
+    workspaceId: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'The workspace; an API key must name its own.' })),
+    since: Type.String({ format: 'date-time', description: `Start of the range (included), by the deliveries' createdAt; at most ${DAYS} days ago.` }),
+    until: Type.Optional(Type.String({ format: 'date-time', description: `End of the range (excluded); default now, at most ${DAYS} days after since.` })),
+  },
+  { additionalProperties: false },
+);
 
-export const RecoverOut = Type.Object({
-  endpointId: Type.String(),
-  since: Type.String({ format: 'date-time' }),
-  until: Type.String({ format: 'date-time' }),
-  count: Type.Integer({ minimum: 0, maximum: RECOVER_MAX_DELIVERIES, description: 'Deliveries queued by this request, oldest first.' }),
-  firstDeliveryId: Type.Union([Type.String(), Type.Null()], { description: 'The first new delivery (dlv_…); null when none was queued.' }),
-  lastDeliveryId: Type.Union([Type.String(), Type.Null()], { description: 'The last new delivery; null when none was queued.' }),
-  nextSince: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], {
-    description: `Set when the range held more than ${RECOVER_MAX_DELIVERIES} deliveries: send the request again with this as since.`,
-  }),
-}, { additionalProperties: false });
+export const RecoverOut = Type.Object(
+  {
+    endpointId: Type.String(),
+    since: Type.String({ format: 'date-time' }),
+    until: Type.String({ format: 'date-time' }),
+    count: Type.Integer({ minimum: 0, maximum: RECOVER_MAX_DELIVERIES, description: 'Deliveries queued by this request, oldest first.' }),
+    firstDeliveryId: Type.Union([Type.String(), Type.Null()], { description: 'The first new delivery (dlv_…); null when none was queued.' }),
+    lastDeliveryId: Type.Union([Type.String(), Type.Null()], { description: 'The last new delivery; null when none was queued.' }),
+    nextSince: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], {
+      description: `Set when the range held more than ${RECOVER_MAX_DELIVERIES} deliveries: send the request again with this as since.`,
+    }),
+  },
+  { additionalProperties: false },
+);
 
 export const recoverWebhook = defineRoute({
   method: 'POST',
@@ -48,7 +54,8 @@ export const recoverWebhook = defineRoute({
     // Without until, everything made up to now, this very millisecond included.
     const until = body.until === undefined ? now + 1 : Date.parse(body.until);
     if (!(until > since)) throw new ApiError('validation_error', 'body.until: must be after since');
-    if (since < now - RECOVER_WINDOW_MS) throw new ApiError('validation_error', `body.since: must be within the last ${DAYS} days (older deliveries are not kept for recovery)`);
+    if (since < now - RECOVER_WINDOW_MS)
+      throw new ApiError('validation_error', `body.since: must be within the last ${DAYS} days (older deliveries are not kept for recovery)`);
     if (until - since > RECOVER_WINDOW_MS + 1) throw new ApiError('validation_error', `body.until: the range is at most ${DAYS} days`);
     const endpoint = await openEndpoint(services.db.em(), auth, params.id, body.workspaceId);
     requireActive(endpoint);

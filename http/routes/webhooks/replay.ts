@@ -7,17 +7,21 @@ import { readDelivery } from '../../../actors/webhook/resend.ts';
 import { openEndpoint, requireActive } from './access.ts';
 import { DeliveryOut, toDeliveryOut, WebhookParams } from './shapes.ts';
 
-export const ReplayIn = Type.Object({
-  workspaceId: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'The workspace; an API key must name its own.' })),
-  eventId: Type.String({ minLength: 1, maxLength: 64, description: 'The event to send (evt_…, from GET /v1/events).' }),
-}, { additionalProperties: false });
+export const ReplayIn = Type.Object(
+  {
+    workspaceId: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'The workspace; an API key must name its own.' })),
+    eventId: Type.String({ minLength: 1, maxLength: 64, description: 'The event to send (evt_…, from GET /v1/events).' }),
+  },
+  { additionalProperties: false },
+);
 
 export const replayWebhookEvent = defineRoute({
   method: 'POST',
   path: '/v1/webhooks/:id/replay',
   operationId: 'replayWebhookEvent',
   summary: 'Send one event of the workspace (GET /v1/events) to this endpoint',
-  description: 'Queues a delivery of one stored event to this endpoint, also one made before the endpoint existed. If the endpoint had a delivery of it still in its history, that body is sent again (same id, so the receiver deduplicates); otherwise the new delivery\'s id is the body\'s id. The endpoint must subscribe to the event\'s type and be active (409 otherwise).',
+  description:
+    "Queues a delivery of one stored event to this endpoint, also one made before the endpoint existed. If the endpoint had a delivery of it still in its history, that body is sent again (same id, so the receiver deduplicates); otherwise the new delivery's id is the body's id. The endpoint must subscribe to the event's type and be active (409 otherwise).",
   tags: ['webhooks'],
   access: { scopes: ['webhooks.manage'] },
   errors: ['conflict'],

@@ -11,15 +11,19 @@ export const resendDelivery = defineRoute({
   path: '/v1/webhooks/:id/deliveries/:deliveryId/resend',
   operationId: 'resendWebhookDelivery',
   summary: 'Send one delivery again, in any state: a new delivery that keeps the original body and its id',
-  description: 'Queues a new delivery that sends this one again, whatever its state: the body is the original\'s byte for byte (its `id` is the one the receiver first saw, so it deduplicates), the X-Service-Delivery header is the new delivery\'s id, and `resendOf` links the two. It goes out after what the endpoint already has pending. A disabled endpoint is 409: enable it first.',
+  description:
+    "Queues a new delivery that sends this one again, whatever its state: the body is the original's byte for byte (its `id` is the one the receiver first saw, so it deduplicates), the X-Service-Delivery header is the new delivery's id, and `resendOf` links the two. It goes out after what the endpoint already has pending. A disabled endpoint is 409: enable it first.",
   tags: ['webhooks'],
   access: { scopes: ['webhooks.manage'] },
   errors: ['conflict'],
   owner: workspaceOfRow('webhook_endpoints'),
-  params: Type.Object({
-    id: Type.String({ minLength: 1, maxLength: 64, description: 'Endpoint id (whk_…).' }),
-    deliveryId: Type.String({ minLength: 1, maxLength: 64, description: 'Delivery id (dlv_…) of this endpoint.' }),
-  }, { additionalProperties: false }),
+  params: Type.Object(
+    {
+      id: Type.String({ minLength: 1, maxLength: 64, description: 'Endpoint id (whk_…).' }),
+      deliveryId: Type.String({ minLength: 1, maxLength: 64, description: 'Delivery id (dlv_…) of this endpoint.' }),
+    },
+    { additionalProperties: false },
+  ),
   query: WorkspaceQuery,
   responses: { 201: DeliveryOut },
   handler: async ({ auth, params, query, services }) => {

@@ -10,8 +10,9 @@ export const updateWebhook = defineRoute({
   method: 'PATCH',
   path: '/v1/webhooks/:id',
   operationId: 'updateWebhook',
-  summary: 'Change an endpoint\'s url, event types, description, status or signature scheme; disabling it fails its pending deliveries',
-  description: 'Changes an endpoint\'s url, event types, description, status or signature scheme; disabling it fails its pending deliveries. A new signature scheme comes with a new secret of its form, in this answer only.',
+  summary: "Change an endpoint's url, event types, description, status or signature scheme; disabling it fails its pending deliveries",
+  description:
+    "Changes an endpoint's url, event types, description, status or signature scheme; disabling it fails its pending deliveries. A new signature scheme comes with a new secret of its form, in this answer only.",
   tags: ['webhooks'],
   access: { scopes: ['webhooks.manage'] },
   owner: workspaceOfRow('webhook_endpoints'),
@@ -20,7 +21,8 @@ export const updateWebhook = defineRoute({
   responses: { 200: WebhookUpdatedOut },
   handler: async ({ auth, params, body, services }) => {
     const { workspaceId, ...fields } = body;
-    if (Object.keys(fields).length === 0) throw new ApiError('validation_error', 'body: give at least one of url, eventTypes, description, status, signatureScheme');
+    if (Object.keys(fields).length === 0)
+      throw new ApiError('validation_error', 'body: give at least one of url, eventTypes, description, status, signatureScheme');
     const current = await openEndpoint(services.db.em(), auth, params.id, workspaceId);
     const { signatureScheme, ...rest } = fields;
     const patch: EndpointPatch = { ...rest };
@@ -29,7 +31,8 @@ export const updateWebhook = defineRoute({
       secret = newEndpointSecret(signatureScheme);
       patch.scheme = { signatureScheme, secretSealed: services.webhookSecrets.seal(secret, params.id) };
     }
-    if (fields.url !== undefined) patch.url = await checkEndpointUrl(fields.url, { allowPrivate: services.config.allowPrivateEgress, allowLoopback: services.config.allowLoopbackEgress });
+    if (fields.url !== undefined)
+      patch.url = await checkEndpointUrl(fields.url, { allowPrivate: services.config.allowPrivateEgress, allowLoopback: services.config.allowLoopbackEgress });
     // The endpoint's actor is the single writer of its state: the change is serialised with its deliveries.
     const row = await services.actors.ask<EndpointReply>('whk', params.id, { type: 'update', patch });
     if (!row) throw new ApiError('not_found', `No webhook endpoint ${params.id}.`);

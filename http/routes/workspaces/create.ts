@@ -20,7 +20,14 @@ export const createWorkspace = defineRoute({
   handler: async ({ auth, body, services }) => {
     const { userId } = requireSession(auth, 'create workspaces');
     const now = new Date(services.clock.now());
-    const workspace: Workspace = { id: newId('ws', now.getTime()), name: body.name.trim(), plan: services.catalog.defaultPlan().id, personal: false, createdAt: now, updatedAt: now };
+    const workspace: Workspace = {
+      id: newId('ws', now.getTime()),
+      name: body.name.trim(),
+      plan: services.catalog.defaultPlan().id,
+      personal: false,
+      createdAt: now,
+      updatedAt: now,
+    };
     await services.db.em().transactional(async (tx) => {
       await tx.insert(WorkspaceEntity, workspace);
       await tx.insert(WorkspaceMemberEntity, { workspaceId: workspace.id, userId, role: 'owner' as const, createdAt: now });

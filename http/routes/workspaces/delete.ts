@@ -8,7 +8,8 @@ export const deleteWorkspace = defineRoute({
   path: '/v1/workspaces/:workspaceId',
   operationId: 'deleteWorkspace',
   summary: 'Delete a workspace with its members, invitations, API keys, generations and files (owner only; 409 while generations run)',
-  description: 'Deletes a workspace with its members, invitations, API keys, generations and files. The owner only, signed in; while generations of the workspace are still running the answer is 409.',
+  description:
+    'Deletes a workspace with its members, invitations, API keys, generations and files. The owner only, signed in; while generations of the workspace are still running the answer is 409.',
   tags: ['workspaces'],
   access: 'auth',
   keys: 'refused',

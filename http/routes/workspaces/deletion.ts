@@ -69,11 +69,15 @@ export async function deleteWorkspaceIn(tx: SqlEntityManager, workspaceId: strin
  */
 export async function cleanUpRemovedWorkspaces(services: Services, removed: RemovedWorkspace[]): Promise<void> {
   await Promise.all(removed.flatMap((r) => r.keyHashes).map((hash) => services.keyCache.invalidate(hash)));
-  await Promise.all(removed.flatMap((r) => r.storageKeys).map(async (key) => {
-    try {
-      await services.blobs.delete(key);
-    } catch (error) {
-      services.logger.warn({ err: error, storageKey: key }, 'could not delete the file of a deleted workspace; it is orphaned');
-    }
-  }));
+  await Promise.all(
+    removed
+      .flatMap((r) => r.storageKeys)
+      .map(async (key) => {
+        try {
+          await services.blobs.delete(key);
+        } catch (error) {
+          services.logger.warn({ err: error, storageKey: key }, 'could not delete the file of a deleted workspace; it is orphaned');
+        }
+      }),
+  );
 }

@@ -6,8 +6,9 @@ export const getWorkspace = defineRoute({
   method: 'GET',
   path: '/v1/workspaces/:workspaceId',
   operationId: 'getWorkspace',
-  summary: 'A workspace the caller belongs to (or the API key\'s own workspace)',
-  description: 'Reads a workspace the signed-in user is a member of, with their role, or an API key\'s own workspace. A workspace the caller does not belong to answers 404, as one that does not exist.',
+  summary: "A workspace the caller belongs to (or the API key's own workspace)",
+  description:
+    "Reads a workspace the signed-in user is a member of, with their role, or an API key's own workspace. A workspace the caller does not belong to answers 404, as one that does not exist.",
   tags: ['workspaces'],
   access: 'auth',
   params: WorkspaceParams,

@@ -16,7 +16,18 @@ import { acceptInvitation } from '../invitations/accept.ts';
 
 /** Workspaces, members and invitations (docs/auth-and-keys.md). */
 export const workspaceRoutes: RouteDef[] = [
-  listWorkspaces, createWorkspace, getWorkspace, updateWorkspace, deleteWorkspace,
-  listMembers, updateMember, removeMember, transferOwnership, leaveWorkspace,
-  createInvitation, listInvitations, cancelInvitation, acceptInvitation,
+  listWorkspaces,
+  createWorkspace,
+  getWorkspace,
+  updateWorkspace,
+  deleteWorkspace,
+  listMembers,
+  updateMember,
+  removeMember,
+  transferOwnership,
+  leaveWorkspace,
+  createInvitation,
+  listInvitations,
+  cancelInvitation,
+  acceptInvitation,
 ];

@@ -14,7 +14,8 @@ export const createInvitation = defineRoute({
   path: '/v1/workspaces/:workspaceId/invitations',
   operationId: 'createInvitation',
   summary: 'Invite someone by e-mail as admin or member (owner or admin); the token is returned once. 409 for a member or an e-mail already invited',
-  description: 'Invites an e-mail address to a workspace as admin or member; owners and admins only. The invitation token is returned in this answer only. An address that is already a member or already has a pending invitation is 409.',
+  description:
+    'Invites an e-mail address to a workspace as admin or member; owners and admins only. The invitation token is returned in this answer only. An address that is already a member or already has a pending invitation is 409.',
   tags: ['workspaces'],
   access: 'auth',
   keys: 'refused',
@@ -45,7 +46,7 @@ export const createInvitation = defineRoute({
         const access = await openWorkspace(tx, auth, params.workspaceId, { lock: true });
         requireRole(access, MANAGERS, 'invite members');
         const user = await tx.findOne(UserEntity, { email });
-        if (user && await tx.findOne(WorkspaceMemberEntity, { workspaceId: params.workspaceId, userId: user.id })) {
+        if (user && (await tx.findOne(WorkspaceMemberEntity, { workspaceId: params.workspaceId, userId: user.id }))) {
           throw new ApiError('conflict', `${email} is already a member of this workspace.`);
         }
         const pending = await tx.findOne(InvitationEntity, { workspaceId: params.workspaceId, email, status: 'pending' });

@@ -25,13 +25,24 @@ export const listInvitations = defineRoute({
     await openWorkspace(em, auth, params.workspaceId);
     const now = services.clock.now();
     const limit = query.limit ?? 20;
-    const after = query.cursor === undefined ? undefined : decodeCursor(query.cursor, ['string'])[0] as string;
-    const rows = await em.find(InvitationEntity, {
-      workspaceId: params.workspaceId,
-      status: 'pending',
-      expiresAt: { $gt: new Date(now) },
-      ...(after === undefined ? {} : { id: { $lt: after } }),
-    }, { orderBy: { id: 'desc' }, limit: limit + 1 });
-    return { body: pageOf(rows, limit, (row) => [row.id], (row) => toInvitationOut(row, now)) };
+    const after = query.cursor === undefined ? undefined : (decodeCursor(query.cursor, ['string'])[0] as string);
+    const rows = await em.find(
+      InvitationEntity,
+      {
+        workspaceId: params.workspaceId,
+        status: 'pending',
+        expiresAt: { $gt: new Date(now) },
+        ...(after === undefined ? {} : { id: { $lt: after } }),
+      },
+      { orderBy: { id: 'desc' }, limit: limit + 1 },
+    );
+    return {
+      body: pageOf(
+        rows,
+        limit,
+        (row) => [row.id],
+        (row) => toInvitationOut(row, now),
+      ),
+    };
   },
 });

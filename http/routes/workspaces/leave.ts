@@ -20,7 +20,8 @@ export const leaveWorkspace = defineRoute({
     const { userId } = requireSession(auth, 'leave workspaces');
     await services.db.em().transactional(async (tx) => {
       const access = await openWorkspace(tx, auth, params.workspaceId, { lock: true });
-      if (access.role === 'owner') throw new ApiError('conflict', 'The owner cannot leave; transfer ownership to another member first, or delete the workspace.');
+      if (access.role === 'owner')
+        throw new ApiError('conflict', 'The owner cannot leave; transfer ownership to another member first, or delete the workspace.');
       await tx.nativeDelete(WorkspaceMemberEntity, { workspaceId: params.workspaceId, userId });
     });
     return { status: 204 };

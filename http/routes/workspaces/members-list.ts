@@ -14,7 +14,8 @@ export const listMembers = defineRoute({
   path: '/v1/workspaces/:workspaceId/members',
   operationId: 'listWorkspaceMembers',
   summary: 'Members of a workspace with their roles, newest first (any member; signed-in users only)',
-  description: 'Lists the members of a workspace with their roles, newest first, for any signed-in member; this is where the user ids that role changes, removal and transfer take come from.',
+  description:
+    'Lists the members of a workspace with their roles, newest first, for any signed-in member; this is where the user ids that role changes, removal and transfer take come from.',
   tags: ['workspaces'],
   access: 'auth',
   keys: 'refused',
@@ -27,20 +28,30 @@ export const listMembers = defineRoute({
     await openWorkspace(em, auth, params.workspaceId);
     const limit = query.limit ?? 20;
     const after = query.cursor === undefined ? undefined : decodeCursor(query.cursor, ['number', 'string']);
-    const members = await em.find(WorkspaceMemberEntity, {
-      workspaceId: params.workspaceId,
-      ...(after === undefined ? {} : {
-        $or: [
-          { createdAt: { $lt: new Date(after[0] as number) } },
-          { createdAt: new Date(after[0] as number), userId: { $lt: after[1] as string } },
-        ],
-      }),
-    }, { orderBy: [{ createdAt: 'desc' }, { userId: 'desc' }], limit: limit + 1 });
+    const members = await em.find(
+      WorkspaceMemberEntity,
+      {
+        workspaceId: params.workspaceId,
+        ...(after === undefined
+          ? {}
+          : {
+              $or: [{ createdAt: { $lt: new Date(after[0] as number) } }, { createdAt: new Date(after[0] as number), userId: { $lt: after[1] as string } }],
+            }),
+      },
+      { orderBy: [{ createdAt: 'desc' }, { userId: 'desc' }], limit: limit + 1 },
+    );
     const users = new Map((await em.find(UserEntity, { id: { $in: members.map((m) => m.userId) } })).map((u) => [u.id, u]));
     const rows = members.flatMap((member) => {
       const user = users.get(member.userId);
       return user ? [{ member, user }] : [];
     });
-    return { body: pageOf(rows, limit, ({ member }) => [member.createdAt.getTime(), member.userId], ({ member, user }) => toMemberOut(member, user)) };
+    return {
+      body: pageOf(
+        rows,
+        limit,
+        ({ member }) => [member.createdAt.getTime(), member.userId],
+        ({ member, user }) => toMemberOut(member, user),
+      ),
+    };
   },
 });

@@ -9,7 +9,8 @@ export const removeMember = defineRoute({
   path: '/v1/workspaces/:workspaceId/members/:userId',
   operationId: 'removeWorkspaceMember',
   summary: 'Remove a member (owner or admin; anyone may remove themselves; the owner cannot be removed: 409 for the owner, 403 for an admin)',
-  description: 'Removes a member from a workspace; owners and admins may remove others, and anyone may remove themselves. The owner cannot be removed: 409 for the owner, 403 for an admin.',
+  description:
+    'Removes a member from a workspace; owners and admins may remove others, and anyone may remove themselves. The owner cannot be removed: 409 for the owner, 403 for an admin.',
   tags: ['workspaces'],
   access: 'auth',
   keys: 'refused',

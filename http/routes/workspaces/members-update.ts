@@ -9,8 +9,9 @@ export const updateMember = defineRoute({
   method: 'PATCH',
   path: '/v1/workspaces/:workspaceId/members/:userId',
   operationId: 'updateWorkspaceMember',
-  summary: 'Change a member\'s role to admin or member (owner or admin; the owner\'s role changes only by transfer)',
-  description: 'Changes a member\'s role to admin or member. Owners and admins only; the owner\'s own role changes only by transferring ownership (409, or 403 for an admin).',
+  summary: "Change a member's role to admin or member (owner or admin; the owner's role changes only by transfer)",
+  description:
+    "Changes a member's role to admin or member. Owners and admins only; the owner's own role changes only by transferring ownership (409, or 403 for an admin).",
   tags: ['workspaces'],
   access: 'auth',
   keys: 'refused',
@@ -26,8 +27,8 @@ export const updateMember = defineRoute({
       const member = await tx.findOne(WorkspaceMemberEntity, { workspaceId: params.workspaceId, userId: params.userId });
       if (!member) throw new ApiError('not_found', `No member ${params.userId} in workspace ${params.workspaceId}.`);
       if (member.role === 'owner') {
-        if (callerRole !== 'owner') throw new ApiError('forbidden', 'An admin cannot change the owner\'s role.');
-        throw new ApiError('conflict', 'The owner\'s role changes only by transferring ownership (POST /v1/workspaces/:workspaceId/transfer).');
+        if (callerRole !== 'owner') throw new ApiError('forbidden', "An admin cannot change the owner's role.");
+        throw new ApiError('conflict', "The owner's role changes only by transferring ownership (POST /v1/workspaces/:workspaceId/transfer).");
       }
       const user = await tx.findOneOrFail(UserEntity, { id: member.userId });
       if (member.role !== body.role) {

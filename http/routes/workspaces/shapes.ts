@@ -21,20 +21,26 @@ export const AssignableRole = StringEnum(['admin', 'member'], { description: 'ow
 
 export const WorkspaceParams = Type.Object({ workspaceId: Id('Workspace id (ws_…).') }, { additionalProperties: false });
 export const MemberParams = Type.Object({ workspaceId: Id('Workspace id (ws_…).'), userId: Id('User id (usr_…).') }, { additionalProperties: false });
-export const InvitationParams = Type.Object({ workspaceId: Id('Workspace id (ws_…).'), invitationId: Id('Invitation id (inv_…).') }, { additionalProperties: false });
+export const InvitationParams = Type.Object(
+  { workspaceId: Id('Workspace id (ws_…).'), invitationId: Id('Invitation id (inv_…).') },
+  { additionalProperties: false },
+);
 
 export const WorkspaceIn = Type.Object({ name: WorkspaceName }, { additionalProperties: false });
 export const WorkspacePatch = Type.Object({ name: Type.Optional(WorkspaceName) }, { additionalProperties: false, minProperties: 1 });
 
-export const WorkspaceOut = Type.Object({
-  id: Type.String(),
-  name: Type.String(),
-  plan: Type.String({ description: 'free, pro or team.' }),
-  personal: Type.Boolean({ description: 'The workspace made at sign-up.' }),
-  role: Type.Union([RoleName, Type.Null()], { description: 'The caller\'s role; null when the caller is an API key.' }),
-  createdAt: Time('When the workspace was made.'),
-  updatedAt: Time('Last change of its settings.'),
-}, { additionalProperties: false });
+export const WorkspaceOut = Type.Object(
+  {
+    id: Type.String(),
+    name: Type.String(),
+    plan: Type.String({ description: 'free, pro or team.' }),
+    personal: Type.Boolean({ description: 'The workspace made at sign-up.' }),
+    role: Type.Union([RoleName, Type.Null()], { description: "The caller's role; null when the caller is an API key." }),
+    createdAt: Time('When the workspace was made.'),
+    updatedAt: Time('Last change of its settings.'),
+  },
+  { additionalProperties: false },
+);
 export type WorkspaceOut = Static<typeof WorkspaceOut>;
 
 export function toWorkspaceOut(workspace: Workspace, role: Role | null): WorkspaceOut {
@@ -49,13 +55,16 @@ export function toWorkspaceOut(workspace: Workspace, role: Role | null): Workspa
   };
 }
 
-export const MemberOut = Type.Object({
-  userId: Type.String(),
-  email: Type.String(),
-  name: Type.String(),
-  role: RoleName,
-  joinedAt: Time('When the user joined the workspace.'),
-}, { additionalProperties: false });
+export const MemberOut = Type.Object(
+  {
+    userId: Type.String(),
+    email: Type.String(),
+    name: Type.String(),
+    role: RoleName,
+    joinedAt: Time('When the user joined the workspace.'),
+  },
+  { additionalProperties: false },
+);
 export type MemberOut = Static<typeof MemberOut>;
 
 export function toMemberOut(member: WorkspaceMember, user: Pick<User, 'email' | 'name'>): MemberOut {
@@ -65,27 +74,43 @@ export function toMemberOut(member: WorkspaceMember, user: Pick<User, 'email' | 
 export const MemberPatch = Type.Object({ role: AssignableRole }, { additionalProperties: false });
 export const TransferIn = Type.Object({ userId: Id('The member who becomes owner; the current owner becomes admin.') }, { additionalProperties: false });
 
-export const InvitationIn = Type.Object({
-  email: Email,
-  role: Type.Optional(StringEnum(['admin', 'member'], { default: 'member', description: 'Role given on acceptance; default member.' })),
-}, { additionalProperties: false });
+export const InvitationIn = Type.Object(
+  {
+    email: Email,
+    role: Type.Optional(StringEnum(['admin', 'member'], { default: 'member', description: 'Role given on acceptance; default member.' })),
+  },
+  { additionalProperties: false },
+);
 
-export const InvitationOut = Type.Object({
-  id: Type.String(),
-  workspaceId: Type.String(),
-  email: Type.String(),
-  role: AssignableRole,
-  status: StringEnum(['pending', 'accepted', 'cancelled', 'expired'], { description: 'expired: still pending past expiresAt; it can no longer be accepted.' }),
-  invitedBy: Type.Union([Type.String(), Type.Null()], { description: 'User id of who invited; null once that user is deleted.' }),
-  createdAt: Time('When the invitation was made.'),
-  expiresAt: Time('After this it cannot be accepted.'),
-  acceptedAt: Type.Union([Time('When it was accepted.'), Type.Null()]),
-}, { additionalProperties: false });
+export const InvitationOut = Type.Object(
+  {
+    id: Type.String(),
+    workspaceId: Type.String(),
+    email: Type.String(),
+    role: AssignableRole,
+    status: StringEnum(['pending', 'accepted', 'cancelled', 'expired'], {
+      description: 'expired: still pending past expiresAt; it can no longer be accepted.',
+    }),
+    invitedBy: Type.Union([Type.String(), Type.Null()], { description: 'User id of who invited; null once that user is deleted.' }),
+    createdAt: Time('When the invitation was made.'),
+    expiresAt: Time('After this it cannot be accepted.'),
+    acceptedAt: Type.Union([Time('When it was accepted.'), Type.Null()]),
+  },
+  { additionalProperties: false },
+);
 export type InvitationOut = Static<typeof InvitationOut>;
 
-export const CreatedInvitationOut = Type.Composite([InvitationOut, Type.Object({
-  token: Type.String({ description: 'Shown once, never again: the secret the invitee gives to POST /v1/invitations/accept. It is what the invitation e-mail would carry.' }),
-})], { additionalProperties: false });
+export const CreatedInvitationOut = Type.Composite(
+  [
+    InvitationOut,
+    Type.Object({
+      token: Type.String({
+        description: 'Shown once, never again: the secret the invitee gives to POST /v1/invitations/accept. It is what the invitation e-mail would carry.',
+      }),
+    }),
+  ],
+  { additionalProperties: false },
+);
 
 export function invitationStatus(invitation: Invitation, now: number): InvitationOut['status'] {
   return invitation.status === 'pending' && invitation.expiresAt.getTime() <= now ? 'expired' : invitation.status;
