@@ -55,6 +55,7 @@ export class ProviderRegistry {
   private readonly providers = new Map<string, Provider>();
   private readonly limits = new Map<string, number | undefined>();
   private deployments: ((deploymentId: string) => Provider | undefined) | undefined;
+  private readonly busy = new Map<string, number>();
 
   add(provider: Provider): this {
     this.providers.set(provider.name, provider);
@@ -89,6 +90,23 @@ export class ProviderRegistry {
 
   has(name: string): boolean {
     return this.limits.has(name);
+  }
+
+  /** An attempt was handed to a deployment (this node's count, for least-busy routing). */
+  started(deploymentId: string): void {
+    this.busy.set(deploymentId, (this.busy.get(deploymentId) ?? 0) + 1);
+  }
+
+  /** An attempt on a deployment ended. */
+  ended(deploymentId: string): void {
+    const left = (this.busy.get(deploymentId) ?? 1) - 1;
+    if (left > 0) this.busy.set(deploymentId, left);
+    else this.busy.delete(deploymentId);
+  }
+
+  /** Attempts in flight on a deployment from this node. */
+  inFlight(deploymentId: string): number {
+    return this.busy.get(deploymentId) ?? 0;
   }
 
   /** A kind's limit of jobs at once (capacity is kept per kind). */

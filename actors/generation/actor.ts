@@ -300,7 +300,7 @@ function fallbackFor(row: GenerationRow, errorCode: string, ctx: ActorContext): 
     inputs: [...(has('imageAssetIds', 'imageUrls') ? ['image' as const] : []), ...(has('videoAssetIds', 'videoUrls') ? ['video' as const] : [])],
   };
   // Breakers are asked at the hand-over itself (submit): an open one sends the job on from there.
-  return chooseDeployment(model, needs, tried, { allows: () => true, inFlight: () => 0, random: Math.random });
+  return chooseDeployment(model, needs, tried, { allows: () => true, inFlight: (id) => deps.providers.inFlight(id), random: Math.random });
 }
 
 /** Longest wait between two looks at a closed breaker, while every deployment of a job's model is open. */
@@ -557,10 +557,14 @@ function submit(row: GenerationRow, ctx: ActorContext, following?: string): Gene
       // Each attempt's end is told to its deployment's breaker once (with the half-open ticket, if it had one).
       let ticket: string | undefined;
       let told = false;
+      // The attempt counts as in flight on its deployment (least-busy routing) from its hand-over to its end.
+      const deploymentId = row.deploymentId;
+      if (deploymentId !== null) deps.providers.started(deploymentId);
       const outcome = (result: { ok: true } | { ok: false; errorCode: string }) => {
-        if (told || row.deploymentId === null || !deps.breakers) return;
+        if (told || deploymentId === null) return;
         told = true;
-        void deps.breakers.record(row.deploymentId, result, ticket);
+        deps.providers.ended(deploymentId);
+        if (deps.breakers) void deps.breakers.record(deploymentId, result, ticket);
       };
       const counted = (next: (update: ProviderUpdate) => void) => (update: ProviderUpdate) => {
         if (update.type === 'succeeded') outcome({ ok: true });
@@ -575,6 +579,8 @@ function submit(row: GenerationRow, ctx: ActorContext, following?: string): Gene
       if (row.deploymentId !== null && deps.breakers) {
         const admission = await deps.breakers.admit(row.deploymentId);
         if (!admission.allowed) {
+          deps.providers.ended(row.deploymentId);
+          told = true;
           end('breaker_open');
           tell({ type: 'breaker_open', deploymentId: row.deploymentId, retryAt: admission.retryAt });
           return;
@@ -585,7 +591,7 @@ function submit(row: GenerationRow, ctx: ActorContext, following?: string): Gene
       try {
         ({ providerJobId } = await provider.submit(job, counted(report)));
       } catch (error) {
-        if (error instanceof ProviderFailure) outcome({ ok: false, errorCode: error.code });
+        outcome({ ok: false, errorCode: error instanceof ProviderFailure ? error.code : 'provider_error' });
         throw error;
       }
       span.setAttribute('provider.job.id', providerJobId);

@@ -4,6 +4,7 @@ import type { Principal } from '../../route.ts';
 import type { Services } from '../../services.ts';
 import type { Mode, ModelRecord } from '../../../domain/catalog/models.ts';
 import type { ModelCatalog } from '../../../domain/catalog/index.ts';
+import { chooseDeployment, type JobNeeds } from '../../../domain/catalog/routing.ts';
 import type { GenerationDraft } from '../../../actors/workspace/protocol.ts';
 import { checkInputs, type GenerationInputsIn } from './inputs.ts';
 import type { PaymentMode } from './shape.ts';
@@ -52,14 +53,24 @@ export async function draftOf(
   { model, params, catalog }: CheckedModel,
 ): Promise<GenerationDraft> {
   const inputs = await checkInputs(() => services.db.em(), request.workspaceId, model.mode as Mode, request.inputs ?? {});
+  // The deployment by the model's strategy (order, weighted, least busy) among those that serve the job; its breaker is asked at the hand-over.
+  const given = inputs as Record<string, unknown[] | undefined>;
+  const has = (...names: string[]) => names.some((name) => Array.isArray(given[name]) && given[name]!.length > 0);
+  const needs: JobNeeds = {
+    parameters: Object.keys(params),
+    inputs: [...(has('imageAssetIds', 'imageUrls') ? ['image' as const] : []), ...(has('videoAssetIds', 'videoUrls') ? ['video' as const] : [])],
+  };
+  const deployment =
+    chooseDeployment(model, needs, new Set(), { allows: () => true, inFlight: (id) => services.providers.inFlight(id), random: Math.random }) ??
+    catalog.deploymentFor(model)!;
   return {
     workspaceId: request.workspaceId,
     apiKeyId: auth?.kind === 'key' ? auth.keyId : null,
     userId: auth?.kind === 'session' ? auth.userId : null,
     mode: model.mode,
     modelId: model.id,
-    provider: model.provider,
-    deploymentId: catalog.deploymentFor(model)!.id,
+    provider: deployment.provider,
+    deploymentId: deployment.id,
     tokenTerms: catalog.tokenTerms(model) ?? null,
     params,
     inputs: inputs as Record<string, unknown>,

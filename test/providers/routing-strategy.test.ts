@@ -1,0 +1,89 @@
+import t from 'tap';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { startTestServer } from '../helpers/server.ts';
+import { createKey, signUp } from '../helpers/identity.ts';
+import { createGeneration, serverQuery, waitFor } from '../generations/flow.ts';
+
+/** A model's strategy, from its catalog entry, chooses each new job's deployment (docs/routing.md). */
+const dir = mkdtempSync(path.join(tmpdir(), 'gs-strategy-'));
+const file = path.join(dir, 'catalog.json');
+const model = (id: string, strategy: string, deployments: Array<Record<string, unknown>>) => ({
+  id,
+  name: id,
+  mode: 'text_to_text',
+  maker: 'acme',
+  description: 'Two deployments.',
+  price: { per: 'job', credits: 1 },
+  plans: ['free'],
+  parameters: { prompt: { required: true } },
+  sample: { prompt: 'x', note: 'n' },
+  routing: { strategy },
+  deployments,
+});
+writeFileSync(
+  file,
+  JSON.stringify({
+    defaultPlan: 'free',
+    plans: [
+      {
+        id: 'free',
+        name: 'Free',
+        monthlyPriceCents: 0,
+        monthlyCredits: 1000,
+        centsPerCredit: 5,
+        concurrentJobs: 50,
+        storageBytes: 1e9,
+        maxFileBytes: 1e7,
+        requestsPerMinute: 60000,
+      },
+    ],
+    models: [
+      model('acme/ordered', 'order', [
+        { id: 'o-first', provider: 'local' },
+        { id: 'o-second', provider: 'local' },
+      ]),
+      model('acme/weighted', 'weighted', [
+        { id: 'w-light', provider: 'local', weight: 1 },
+        { id: 'w-heavy', provider: 'local', weight: 3 },
+      ]),
+      model('acme/spread', 'least-busy', [
+        { id: 'l-a', provider: 'local' },
+        { id: 'l-b', provider: 'local' },
+      ]),
+    ],
+  }),
+);
+// Jobs stay at the local provider for a minute: each one created is in flight while the next is placed.
+const server = await startTestServer(t, { env: { CATALOG_FILE: file, LOCAL_PROVIDER_LATENCY_MS: '60000' } });
+const user = await signUp(server);
+const { key } = await createKey(server, user.cookie, user.workspaceId, ['generations.write', 'generations.read']);
+const query = serverQuery(server);
+const deploymentOf = async (id: string) =>
+  (await query<{ deployment_id: string }>('select deployment_id from generations where id = ?', [id]))[0]!.deployment_id;
+const place = async (modelId: string, n: number) => {
+  const placed: string[] = [];
+  for (let i = 0; i < n; i++) {
+    const created = await createGeneration(server, key, user.workspaceId, { mode: 'text_to_text', model: modelId, params: { prompt: `job ${i}` } });
+    t.equal(created.status, 201, JSON.stringify(created.body));
+    await waitFor(server, key, user.workspaceId, created.body.id, (g) => g.status === 'submitted' || g.status === 'running', 'at its provider');
+    placed.push(await deploymentOf(created.body.id));
+  }
+  return placed;
+};
+
+t.test('order: the first deployment', async (t) => {
+  t.same(await place('acme/ordered', 3), ['o-first', 'o-first', 'o-first']);
+});
+
+t.test('least busy: the one with fewer jobs in flight, ties by order', async (t) => {
+  t.same(await place('acme/spread', 4), ['l-a', 'l-b', 'l-a', 'l-b']);
+});
+
+t.test('weighted: both used, the heavier more (weights 1 and 3 over 40 jobs)', async (t) => {
+  const placed = await place('acme/weighted', 40);
+  const heavy = placed.filter((d) => d === 'w-heavy').length;
+  // Random draws: with weights 1 and 3 the chance of either bound failing is about two in a hundred thousand.
+  t.ok(heavy > 18 && heavy < 40, `w-heavy got ${heavy} of 40`);
+});
