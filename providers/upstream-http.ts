@@ -13,6 +13,8 @@ export interface UpstreamRequest {
   body?: string | Buffer | FormData;
   timeoutMs: number;
   maxBytes: number;
+  /** `bytes`: a binary answer (an output file): the body is kept as bytes, not decoded as text or JSON. */
+  as?: 'json' | 'bytes';
   signal?: AbortSignal;
 }
 
@@ -22,6 +24,8 @@ export interface UpstreamResponse {
   text: string;
   /** The body parsed as JSON; undefined when it is not JSON. */
   json: unknown;
+  /** The body as received. */
+  bytes: Buffer;
 }
 
 const agents = new Map<number, Agent>();
@@ -61,6 +65,11 @@ export async function requestUpstream(url: string, options: UpstreamRequest): Pr
     if (error instanceof ProviderFailure) throw error;
     throw networkFailure(error, timeout.aborted, options.timeoutMs);
   }
+  const headers: Record<string, string> = {};
+  for (const [name, value] of Object.entries(response.headers)) {
+    if (value !== undefined) headers[name.toLowerCase()] = Array.isArray(value) ? value.join(', ') : String(value);
+  }
+  if (options.as === 'bytes') return { status: response.statusCode, headers, text: '', json: undefined, bytes };
   const text = bytes.toString('utf8');
   let json: unknown;
   try {
@@ -68,11 +77,7 @@ export async function requestUpstream(url: string, options: UpstreamRequest): Pr
   } catch {
     json = undefined;
   }
-  const headers: Record<string, string> = {};
-  for (const [name, value] of Object.entries(response.headers)) {
-    if (value !== undefined) headers[name.toLowerCase()] = Array.isArray(value) ? value.join(', ') : String(value);
-  }
-  return { status: response.statusCode, headers, text, json };
+  return { status: response.statusCode, headers, text, json, bytes };
 }
 
 function networkFailure(error: unknown, timedOut: boolean, timeoutMs: number): ProviderFailure {

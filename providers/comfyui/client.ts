@@ -1,7 +1,6 @@
 import { PROVIDER_ERROR_CODES, ProviderFailure, retryAfterMs, upstreamMessage, type AdapterContext, type InputFile } from '../adapter.ts';
 import { requestUpstream, retryingRateLimits, statusFailure, type UpstreamRequest, type UpstreamResponse } from '../upstream-http.ts';
 import { FormData } from 'undici';
-import { requestBinary } from './upstream-binary.ts';
 import { isObject, readHistory, type HistoryReading, type OutputRef } from './history.ts';
 import type { ComfyuiSettings } from './settings.ts';
 import type { ApiWorkflow } from './workflow.ts';
@@ -153,15 +152,14 @@ export class ComfyuiClient {
     method: UpstreamRequest['method'],
     path: string,
     options: { body?: string | FormData; json?: boolean; maxBytes?: number; raw?: boolean } = {},
-  ): Promise<UpstreamResponse & { bytes?: Buffer }> {
+  ): Promise<UpstreamResponse> {
     const headers: Record<string, string> = {};
     if (this.settings.apiKey) headers.authorization = `Bearer ${this.settings.apiKey}`;
     if (options.json) headers['content-type'] = 'application/json';
     const request: UpstreamRequest = { method, headers, timeoutMs: this.context.requestTimeoutMs, maxBytes: options.maxBytes ?? this.context.maxResponseBytes };
     if (options.body !== undefined) request.body = options.body;
-    if (!options.raw) return requestUpstream(`${this.settings.baseUrl}${path}`, request);
-    // Files are binary: requestUpstream decodes its answer as text, which would mangle them.
-    return requestBinary(`${this.settings.baseUrl}${path}`, request);
+    // Files are binary: kept as bytes, not decoded as text.
+    return requestUpstream(`${this.settings.baseUrl}${path}`, options.raw ? { ...request, as: 'bytes' } : request);
   }
 
   private failure(response: UpstreamResponse, what: string): ComfyuiFailure {

@@ -66,5 +66,5 @@ export function webhookFailure(delivery: { error?: unknown; payload?: unknown; p
   const status = Number(/\b([45]\d\d)\b/.exec(error)?.[1] ?? 500);
   const detail = detailText(delivery.payload) ?? (typeof delivery.payload_error === 'string' ? delivery.payload_error : undefined);
   const text = detail ? `${error}: ${detail}` : error;
-  return resultFailure({ status, headers: {}, text, json: delivery.payload }, secrets, text);
+  return resultFailure({ status, headers: {}, text, json: delivery.payload, bytes: Buffer.from(text) }, secrets, text);
 }
