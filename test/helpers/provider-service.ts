@@ -37,19 +37,24 @@ export interface TestModel {
 
 /** Writes a catalog of these models on TEST_PLAN to a temporary JSON file (removed when the test ends); answers its path. */
 export function writeTestCatalog(t: Test, models: TestModel[]): string {
+  return writeCatalogFile(t, TEST_PLAN, models);
+}
+
+/** Writes a catalog of one plan and these models (each on that plan) to a temporary JSON file, removed when the test ends. */
+export function writeCatalogFile(t: Test, plan: { id: string } & Record<string, unknown>, models: TestModel[]): string {
   const dir = mkdtempSync(path.join(tmpdir(), 'gs-provider-catalog-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const file = path.join(dir, 'catalog.json');
   writeFileSync(
     file,
     JSON.stringify({
-      defaultPlan: TEST_PLAN.id,
-      plans: [TEST_PLAN],
+      defaultPlan: plan.id,
+      plans: [plan],
       models: models.map((m) => ({
         name: m.id,
         maker: m.id.split('/')[0],
         description: `${m.id} for the tests.`,
-        plans: [TEST_PLAN.id],
+        plans: [plan.id],
         sample: { prompt: 'x', note: 'n' },
         ...m,
       })),
