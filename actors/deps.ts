@@ -33,6 +33,11 @@ export interface ActorDeps {
   held?: HeldJobs;
   outputs: OutputStore;
   inputs: InputResolver;
+  /**
+   * Whose slots a job takes: its deployment's, when the catalog gives the deployment a concurrency of its own
+   * (`deployment:<id>`), else its provider kind's (each kind's maxConcurrentJobs).
+   */
+  slotKeyOf(provider: string, deploymentId: string | null): string;
   /** Provider slots across workspaces (each provider's maxConcurrentJobs). */
   capacity: ProviderCapacity;
   billing: BillingDeps;

@@ -336,7 +336,12 @@ export async function startService(options: StartOptions): Promise<RunningServic
   });
   metrics?.catalog.observe(() => catalogSource.current.version);
   catalogSource.start();
-  const limitOf = (name: string) => providers.limitOf(name);
+  // A deployment with a concurrency of its own in the catalog has slots of its own; the others share their kind's.
+  const DEPLOYMENT_SLOTS = 'deployment:';
+  const slotKeyOf = (provider: string, deploymentId: string | null) =>
+    deploymentId !== null && deploymentBook.get(deploymentId)?.limits.concurrency !== undefined ? `${DEPLOYMENT_SLOTS}${deploymentId}` : provider;
+  const limitOf = (name: string) =>
+    name.startsWith(DEPLOYMENT_SLOTS) ? deploymentBook.get(name.slice(DEPLOYMENT_SLOTS.length))?.limits.concurrency : providers.limitOf(name);
   const wakeWorkspace = (workspaceId: string) => actors.tell('ws', workspaceId, { type: 'schedule' });
   // Cluster mode: each provider's limit holds across the nodes (a Redis set of the jobs holding its slots).
   // Each node sweeps the stale slots of the jobs of its own shards (and of jobs gone from the database).
@@ -369,6 +374,7 @@ export async function startService(options: StartOptions): Promise<RunningServic
     },
     providers,
     deployment: (id) => deploymentBook.get(id),
+    slotKeyOf,
     providerJobTimeoutMs: config.providers.jobTimeoutMs,
     capacity,
     queueTimeoutMs: config.generations.queueTimeoutMs,

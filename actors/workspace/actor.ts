@@ -293,7 +293,8 @@ function admit(
     keySpend,
     idempotency: idempotency && { key: idempotency.key, hash: idempotency.hash, expiresAt: new Date(keyExpiresAt) },
   };
-  if (takesSlotAtCreation(state, id, draft.provider, ctx)) return createReserved(state, creation, idempotency, keyExpiresAt, ctx);
+  const slotKey = depsOf(ctx).slotKeyOf(draft.provider, draft.deploymentId);
+  if (takesSlotAtCreation(state, id, slotKey, ctx)) return createReserved(state, creation, idempotency, keyExpiresAt, ctx);
   state.creatingQueued++;
   const written = creationsOf(ctx.writer).add(creation);
   return written.then(
@@ -301,7 +302,7 @@ function admit(
       state.creating--;
       state.creatingQueued--;
       state.queue.push(id);
-      state.providerOf.set(id, draft.provider);
+      state.providerOf.set(id, slotKey);
       state.deadlineOf.set(id, generation.queueDeadline.getTime());
       state.fresh.set(id, generation);
       if (traceContext) state.traceOf.set(id, traceContext);

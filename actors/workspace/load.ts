@@ -15,6 +15,7 @@ interface OpenJob {
   workspace_id: string;
   status: string;
   provider: string;
+  deployment_id: string | null;
   queue_deadline: Date | string;
   reserved_credits: number | string | null;
   reserved_wallet_cents: number | string | null;
@@ -25,7 +26,7 @@ interface OpenJob {
 }
 
 /** An OpenJob as the statement sends it: its columns in order. */
-type OpenJobTuple = [string, string, string, string, number | null, number | null, string | null, string, number, unknown];
+type OpenJobTuple = [string, string, string, string, number | null, number | null, string | null, string, number, unknown, string | null];
 
 interface AccountRow {
   id: string;
@@ -98,7 +99,7 @@ export async function readWorkspaces(em: SqlEntityManager, workspaceIds: string[
   const open = await boundQuery<{ workspace_id: string; jobs: string }>(
     em,
     `select g.workspace_id, json_agg(json_build_array(g.id, g.status, g.provider, g.queue_deadline, l.reserved_credits, l.reserved_wallet_cents,
-              g.api_key_id, g.created_at, g.credits, case when g.status = 'queued' then g.trace_context end) order by g.created_at, g.id)::text as jobs
+              g.api_key_id, g.created_at, g.credits, case when g.status = 'queued' then g.trace_context end, g.deployment_id) order by g.created_at, g.id)::text as jobs
        from generations g
        left join credit_ledger l on l.workspace_id = g.workspace_id and l.kind = 'reserve' and l.generation_id = g.id
       where g.workspace_id in (select jsonb_array_elements_text(?::jsonb)) and g.status in ('queued', 'reserved', 'submitted', 'running')
@@ -108,7 +109,7 @@ export async function readWorkspaces(em: SqlEntityManager, workspaceIds: string[
   for (const { workspace_id: workspaceId, jobs } of open) {
     const record = records.get(workspaceId);
     if (!record) continue;
-    for (const [id, status, provider, queueDeadline, reservedCredits, reservedWalletCents, apiKeyId, createdAt, credits, traceContext] of JSON.parse(
+    for (const [id, status, provider, queueDeadline, reservedCredits, reservedWalletCents, apiKeyId, createdAt, credits, traceContext, deploymentId] of JSON.parse(
       jobs,
     ) as OpenJobTuple[]) {
       record.open.push({
@@ -116,6 +117,7 @@ export async function readWorkspaces(em: SqlEntityManager, workspaceIds: string[
         workspace_id: workspaceId,
         status,
         provider,
+        deployment_id: deploymentId ?? null,
         queue_deadline: queueDeadline,
         reserved_credits: reservedCredits,
         reserved_wallet_cents: reservedWalletCents,
@@ -171,7 +173,8 @@ export function workspaceStateOf(record: WorkspaceRecord, ctx: ActorContext): Wo
     if (g.reserved_credits !== null) account.reservations[g.id] = { credits: Number(g.reserved_credits), walletCents: Number(g.reserved_wallet_cents) };
   }
   const { capacity } = depsOf(ctx);
-  for (const g of open) if (g.status !== 'queued') capacity.hold(g.provider, g.id);
+  const slotKey = (g: OpenJob) => depsOf(ctx).slotKeyOf(g.provider, g.deployment_id);
+  for (const g of open) if (g.status !== 'queued') capacity.hold(slotKey(g), g.id);
   const queued = open.filter((g) => g.status === 'queued');
   // The keys of unfinished jobs, each job counted as its create counted it (its price and wallet part, in its creation's day and month).
   const keyJobs = new Map<string, KeyJob>();
@@ -203,7 +206,7 @@ export function workspaceStateOf(record: WorkspaceRecord, ctx: ActorContext): Wo
     expiryTimer: undefined,
     expiryAt: undefined,
     fresh: new Map(),
-    providerOf: new Map(open.map((g) => [g.id, g.provider])),
+    providerOf: new Map(open.map((g) => [g.id, slotKey(g)])),
     traceOf: new Map(
       queued.flatMap((g) => {
         const job = jobContextOf(g.trace_context);

@@ -30,7 +30,7 @@ export interface WorkspaceState {
    * concurrency); jobs queued before a restart have none here, and their actor loads its row.
    */
   fresh: Map<string, GenerationRow>;
-  /** The provider of each job queued or active, for the providers' capacity. */
+  /** Whose slots each job queued or active takes (its deployment's or its provider kind's: ActorDeps.slotKeyOf). */
   providerOf: Map<string, string>;
   /**
    * The trace context and request id of each queued job's creating request (kept with the job, and read

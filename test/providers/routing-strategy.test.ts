@@ -48,6 +48,7 @@ writeFileSync(
         { id: 'w-light', provider: 'local', weight: 1 },
         { id: 'w-heavy', provider: 'local', weight: 3 },
       ]),
+      model('acme/limited', 'order', [{ id: 'limited-one', provider: 'local', limits: { concurrency: 1 } }]),
       model('acme/spread', 'least-busy', [
         { id: 'l-a', provider: 'local' },
         { id: 'l-b', provider: 'local' },
@@ -86,4 +87,22 @@ t.test('weighted: both used, the heavier more (weights 1 and 3 over 40 jobs)', a
   const heavy = placed.filter((d) => d === 'w-heavy').length;
   // Random draws: with weights 1 and 3 the chance of either bound failing is about two in a hundred thousand.
   t.ok(heavy > 18 && heavy < 40, `w-heavy got ${heavy} of 40`);
+});
+
+t.test('a deployment with a concurrency of its own: one job at a time there, the others queued, other deployments unaffected', async (t) => {
+  const ids: string[] = [];
+  for (let i = 0; i < 3; i++) {
+    const created = await createGeneration(server, key, user.workspaceId, { mode: 'text_to_text', model: 'acme/limited', params: { prompt: `limited ${i}` } });
+    t.equal(created.status, 201, JSON.stringify(created.body));
+    ids.push(created.body.id);
+  }
+  await waitFor(server, key, user.workspaceId, ids[0]!, (g) => g.status === 'submitted' || g.status === 'running', 'at its provider');
+  const statuses = await query<{ id: string; status: string }>(`select id, status from generations where id in (?, ?, ?) order by created_at`, ids);
+  t.same(
+    statuses.map((r) => r.status === 'queued'),
+    [false, true, true],
+    "the first holds the deployment's one slot; the others wait",
+  );
+  // The shared local kind has no limit: another model's job starts at once.
+  t.same(await place('acme/ordered', 1), ['o-first'], 'other deployments are not held up');
 });
