@@ -18,6 +18,11 @@ export interface ActorDeps {
   deployment(id: string): DeploymentRecord | undefined;
   /** A job's time at its provider: its deadline is this long after it is handed over (PROVIDER_JOB_TIMEOUT_MS). */
   providerJobTimeoutMs: number;
+  /**
+   * Counts one request against a deployment's `limits.requestsPerMinute` (a one-minute window, shared by the nodes
+   * through Redis when there is one): whether it may go now, and when the window ends.
+   */
+  deploymentRequest?(deploymentId: string, perMinute: number): Promise<{ allowed: boolean; resetAt: number }>;
   /** The deployments' circuit breakers (docs/routing.md): asked before each hand-over, told of each attempt's end. */
   breakers?: Breakers;
   /** Queued jobs expire after this long (QUEUE_TIMEOUT_MS, 10 minutes by default). */

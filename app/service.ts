@@ -375,6 +375,10 @@ export async function startService(options: StartOptions): Promise<RunningServic
     providers,
     deployment: (id) => deploymentBook.get(id),
     slotKeyOf,
+    deploymentRequest: async (deploymentId, perMinute) => {
+      const window = await limiter.hit(`deployment:${deploymentId}`, perMinute, 60_000);
+      return { allowed: window.allowed, resetAt: window.resetAt };
+    },
     providerJobTimeoutMs: config.providers.jobTimeoutMs,
     capacity,
     queueTimeoutMs: config.generations.queueTimeoutMs,

@@ -113,7 +113,7 @@ export const generationActor: ActorBehavior<GenerationActorState, GenerationMess
       case 'provider_update':
         return providerUpdate(state, row, msg.update, ctx);
       case 'breaker_open':
-        return breakerOpen(state, row, msg.deploymentId, msg.retryAt, ctx);
+        return breakerOpen(state, row, msg.deploymentId, msg.retryAt, ctx, msg.reason ?? 'breaker');
       case 'retry_submit':
         if (row.status === 'reserved' || row.status === 'submitted' || row.status === 'running') {
           if (row.providerJobId === null) state.endProviderSpan = submit(row, ctx);
@@ -317,11 +317,13 @@ async function breakerOpen(
   deploymentId: string,
   retryAt: number | null,
   ctx: ActorContext,
+  reason: 'breaker' | 'rate',
 ): Promise<Outcome<GenerationActorState, unknown>> {
   if (row.deploymentId !== deploymentId || row.providerJobId !== null) return { state };
-  const next = fallbackFor(row, 'provider_unavailable', ctx);
+  const next = fallbackFor(row, reason === 'rate' ? 'provider_rate_limited' : 'provider_unavailable', ctx);
   if (next) {
-    const detail = `attempt on ${deploymentId} failed: provider_unavailable: its circuit breaker is open; trying ${next.id}`;
+    const why = reason === 'rate' ? 'provider_rate_limited: its requests per minute are used' : 'provider_unavailable: its circuit breaker is open';
+    const detail = `attempt on ${deploymentId} failed: ${why}; trying ${next.id}`;
     const moved = await transition(state, row, { type: 'reroute', deploymentId: next.id, provider: next.provider, detail }, ctx);
     if (moved.applied) return moved.result;
   }
@@ -575,7 +577,18 @@ function submit(row: GenerationRow, ctx: ActorContext, following?: string): Gene
         provider.resume(following, job, counted(report));
         return;
       }
-      // The deployment's breaker first: an open one hands the job on (breakerOpen) before any call is made.
+      // The deployment's own requests per minute, then its breaker: either refusing hands the job on (breakerOpen) before any call.
+      const perMinute = row.deploymentId !== null ? deps.deployment(row.deploymentId)?.limits.requestsPerMinute : undefined;
+      if (row.deploymentId !== null && perMinute !== undefined && deps.deploymentRequest) {
+        const window = await deps.deploymentRequest(row.deploymentId, perMinute);
+        if (!window.allowed) {
+          deps.providers.ended(row.deploymentId);
+          told = true;
+          end('rate_limited');
+          tell({ type: 'breaker_open', deploymentId: row.deploymentId, retryAt: window.resetAt, reason: 'rate' });
+          return;
+        }
+      }
       if (row.deploymentId !== null && deps.breakers) {
         const admission = await deps.breakers.admit(row.deploymentId);
         if (!admission.allowed) {

@@ -17,8 +17,11 @@ export type GenerationMessage =
   | { type: 'submitted'; providerJobId: string }
   | { type: 'submit_failed'; errorCode: string; errorMessage: string }
   | { type: 'provider_update'; update: ProviderUpdate }
-  /** Its deployment's breaker refused the hand-over: another deployment, or a wait until `retryAt` (null: unknown). */
-  | { type: 'breaker_open'; deploymentId: string; retryAt: number | null }
+  /**
+   * Its deployment could not take the hand-over now (its breaker is open, or its requests per minute are used):
+   * another deployment, or a wait until `retryAt` (null: unknown).
+   */
+  | { type: 'breaker_open'; deploymentId: string; retryAt: number | null; reason?: 'breaker' | 'rate' }
   /** A wait for a breaker to close ended: hand the job over again. */
   | { type: 'retry_submit' }
   /** An inbound event of its provider, verified by the node that received it (http/routes/providers/events.ts). */

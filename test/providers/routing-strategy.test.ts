@@ -33,7 +33,7 @@ writeFileSync(
         monthlyPriceCents: 0,
         monthlyCredits: 1000,
         centsPerCredit: 5,
-        concurrentJobs: 50,
+        concurrentJobs: 100,
         storageBytes: 1e9,
         maxFileBytes: 1e7,
         requestsPerMinute: 60000,
@@ -49,6 +49,10 @@ writeFileSync(
         { id: 'w-heavy', provider: 'local', weight: 3 },
       ]),
       model('acme/limited', 'order', [{ id: 'limited-one', provider: 'local', limits: { concurrency: 1 } }]),
+      model('acme/metered', 'order', [
+        { id: 'm-slow', provider: 'local', limits: { requestsPerMinute: 2 } },
+        { id: 'm-spare', provider: 'local' },
+      ]),
       model('acme/spread', 'least-busy', [
         { id: 'l-a', provider: 'local' },
         { id: 'l-b', provider: 'local' },
@@ -105,4 +109,17 @@ t.test('a deployment with a concurrency of its own: one job at a time there, the
   );
   // The shared local kind has no limit: another model's job starts at once.
   t.same(await place('acme/ordered', 1), ['o-first'], 'other deployments are not held up');
+});
+
+t.test("a deployment's requests per minute: past them, the next job goes to the next deployment, saying why", async (t) => {
+  t.same(await place('acme/metered', 3), ['m-slow', 'm-slow', 'm-spare']);
+  const [third] = await query<{ timeline: Array<{ detail?: string }> }>(
+    `select timeline from generations where model_id = 'acme/metered' order by created_at desc limit 1`,
+    [],
+  );
+  const timeline = typeof third!.timeline === 'string' ? JSON.parse(third!.timeline) : third!.timeline;
+  t.ok(
+    timeline.some((e: { detail?: string }) => e.detail === 'attempt on m-slow failed: provider_rate_limited: its requests per minute are used; trying m-spare'),
+    'in its timeline',
+  );
 });
