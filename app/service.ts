@@ -268,8 +268,8 @@ export async function startService(options: StartOptions): Promise<RunningServic
   });
   await switches.start();
   // With metrics on, each provider's jobs are timed from submission to result (providers/metered.ts).
-  const metered = (provider: Parameters<ProviderRegistry['add']>[0], deployment?: string) =>
-    metrics ? meteredProvider(provider, metrics.work, deployment) : provider;
+  const metered = (provider: Parameters<ProviderRegistry['add']>[0], deployment?: DeploymentRecord) =>
+    metrics ? meteredProvider(provider, metrics.work, deployment?.id, deployment?.upstreamCostCents) : provider;
   const providers = new ProviderRegistry().add(
     metered(
       localProvider({

@@ -11,7 +11,7 @@ export interface DeploymentAdaptersOptions {
   deployment(id: string): DeploymentRecord | undefined;
   context(deploymentId: string): AdapterContext;
   /** Wraps each provider made (metrics, labelled with its deployment). */
-  metered(provider: Provider, deploymentId: string): Provider;
+  metered(provider: Provider, deployment: DeploymentRecord): Provider;
   jobTimeoutMs: number;
   now(): number;
 }
@@ -35,7 +35,7 @@ export class DeploymentAdapters {
     const settings = this.options.settings.get(deployment.provider);
     if (settings === undefined) return undefined;
     const adapter = createAdapter(deployment.provider, settings, { id: deployment.id, target: deployment.target }, this.options.context(deployment.id));
-    const provider = this.options.metered(adapterProvider(deployment.provider, adapter, this.options.jobTimeoutMs, this.options.now), deployment.id);
+    const provider = this.options.metered(adapterProvider(deployment.provider, adapter, this.options.jobTimeoutMs, this.options.now), deployment);
     this.live.set(deploymentId, { adapter, provider });
     return provider;
   }

@@ -6,7 +6,11 @@ import type { Provider, ProviderUpdate } from './provider.ts';
  * `failed` as it reports, `refused` when submission throws. A job never reported on (the service stopped
  * first) is not counted.
  */
-export function meteredProvider(provider: Provider, metrics: WorkMetrics, deployment?: string): Provider {
+export function meteredProvider(provider: Provider, metrics: WorkMetrics, deployment?: string, upstreamCostCents?: number): Provider {
+  // Each attempt that reached the provider is counted at its deployment's upstream cost, for the operator.
+  const cost = (outcome: 'succeeded' | 'failed') => {
+    if (deployment !== undefined && upstreamCostCents !== undefined) metrics.attemptCost(provider.name, deployment, outcome, upstreamCostCents);
+  };
   const timed = (report: (update: ProviderUpdate) => void) => {
     const started = performance.now();
     let done = false;
@@ -14,6 +18,7 @@ export function meteredProvider(provider: Provider, metrics: WorkMetrics, deploy
       if (!done && (update.type === 'succeeded' || update.type === 'failed')) {
         done = true;
         metrics.providerCall(provider.name, update.type, (performance.now() - started) / 1000, deployment);
+        cost(update.type);
       }
       report(update);
     };
@@ -34,6 +39,7 @@ export function meteredProvider(provider: Provider, metrics: WorkMetrics, deploy
           if (!done && (update.type === 'succeeded' || update.type === 'failed')) {
             done = true;
             metrics.providerCall(provider.name, update.type, seconds(), deployment);
+            cost(update.type);
           }
           report(update);
         });

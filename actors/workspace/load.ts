@@ -109,9 +109,19 @@ export async function readWorkspaces(em: SqlEntityManager, workspaceIds: string[
   for (const { workspace_id: workspaceId, jobs } of open) {
     const record = records.get(workspaceId);
     if (!record) continue;
-    for (const [id, status, provider, queueDeadline, reservedCredits, reservedWalletCents, apiKeyId, createdAt, credits, traceContext, deploymentId] of JSON.parse(
-      jobs,
-    ) as OpenJobTuple[]) {
+    for (const [
+      id,
+      status,
+      provider,
+      queueDeadline,
+      reservedCredits,
+      reservedWalletCents,
+      apiKeyId,
+      createdAt,
+      credits,
+      traceContext,
+      deploymentId,
+    ] of JSON.parse(jobs) as OpenJobTuple[]) {
       record.open.push({
         id,
         workspace_id: workspaceId,

@@ -25,6 +25,8 @@ export interface DeploymentRecord {
   /** Whether its provider is configured on this service (an optional deployment may not be). */
   available: boolean;
   weight: number;
+  /** What one attempt here costs the operator upstream, in US cents (gs.provider.attempt.costs). */
+  upstreamCostCents?: number;
   /** Its circuit breaker's own settings (docs/routing.md), over the defaults. */
   breaker: { windowMs?: number; minCalls?: number; failureRatio?: number; cooldownMs?: number; maxCooldownMs?: number };
   /** What it honours; undefined: everything the model offers. */
@@ -231,6 +233,7 @@ function modelOf(
       limits: { ...deployment.limits },
       available: known && configured,
       weight: deployment.weight ?? 1,
+      ...(deployment.upstreamCostCents !== undefined ? { upstreamCostCents: deployment.upstreamCostCents } : {}),
       breaker: { ...deployment.breaker },
       capabilities: { ...deployment.capabilities },
     });

@@ -113,6 +113,13 @@ export const DeploymentSpec = Strict({
     }),
   ),
   optional: Type.Optional(Type.Boolean({ description: 'Offered only when its provider is configured (otherwise an unconfigured provider is an error).' })),
+  upstreamCostCents: Type.Optional(
+    Type.Integer({
+      minimum: 0,
+      maximum: 100_000_000,
+      description: 'What one attempt here costs the operator upstream, in US cents (counted per attempt in a metric).',
+    }),
+  ),
   weight: Type.Optional(
     Type.Integer({ minimum: 1, maximum: 1_000_000, description: "Its share of the model's jobs under the weighted strategy (default 1)." }),
   ),

@@ -21,6 +21,7 @@ export type ProviderCallOutcome = 'succeeded' | 'failed' | 'refused';
 export class WorkMetrics {
   private readonly transitions: FastCounter<Record<string, string>>;
   private readonly providerDuration: FastHistogram;
+  private readonly attemptCosts: FastCounter<Record<string, string>>;
   private readonly attemptDuration: FastHistogram;
   private readonly providerAttributes = new AttributeCache<Record<string, string>>();
   private readonly attemptAttributes = new AttributeCache<Record<string, string>>();
@@ -36,6 +37,11 @@ export class WorkMetrics {
       'Provider jobs from submission to their result (its count is the calls), by provider and outcome.',
       LONG_SECONDS_BUCKETS,
     );
+    this.attemptCosts = new FastCounter(instruments, 'gs.provider.attempt.costs', {
+      description:
+        "What provider attempts cost upstream, in US cents, by provider, deployment and outcome: each attempt that reached its provider at its deployment's upstreamCostCents (the catalog's).",
+      unit: '{cent}',
+    });
     this.attemptDuration = secondsHistogram(instruments, 'gs.webhook.attempt.duration', 'Webhook delivery attempts (its count is the attempts), by outcome.');
     const generations = instruments.meter.createObservableGauge('gs.generations', {
       description: 'Unfinished generations in the database, by status.',
@@ -73,6 +79,15 @@ export class WorkMetrics {
         ...(deployment ? { 'gs.deployment': deployment } : {}),
       })),
     );
+  }
+
+  /** An attempt that reached its provider, at its deployment's upstream cost. */
+  attemptCost(provider: string, deployment: string, outcome: ProviderCallOutcome, cents: number): void {
+    this.attemptCosts.add(cents, `${provider} ${deployment} ${outcome}`, () => ({
+      'gs.provider': provider,
+      'gs.deployment': deployment,
+      'gs.outcome': outcome,
+    }));
   }
 
   webhookAttempt(outcome: WebhookAttemptOutcome, seconds: number): void {

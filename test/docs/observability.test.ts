@@ -43,7 +43,7 @@ t.test('every metric the code defines is documented, under the name Prometheus g
       otel
         .replace(/\./g, '_')
         .replace(/^process_cpu_time$/, 'process_cpu_time_total')
-        .replace(/(refusals|passivations|transitions|handovers|reloads)$/, '$1_total'),
+        .replace(/(refusals|passivations|transitions|handovers|reloads|costs)$/, '$1_total'),
       `${otel} → ${prometheus}`,
     );
 });

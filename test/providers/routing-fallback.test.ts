@@ -83,7 +83,13 @@ writeFileSync(
         parameters: { prompt: { required: true } },
         sample: { prompt: 'x', note: 'n' },
         deployments: [
-          { id: 'solo-replicate', provider: 'replicate', target: { version: VERSION }, breaker: { minCalls: 2, failureRatio: 0.5, cooldownMs: 400 } },
+          {
+            id: 'solo-replicate',
+            provider: 'replicate',
+            target: { version: VERSION },
+            upstreamCostCents: 3,
+            breaker: { minCalls: 2, failureRatio: 0.5, cooldownMs: 400 },
+          },
         ],
       },
     ],
@@ -202,6 +208,12 @@ t.test('provider calls are measured by provider and deployment', async (t) => {
     'the refused creates at one Replicate deployment',
   );
   t.ok(count({ gs_provider: 'replicate', gs_deployment: 'solo-replicate', gs_outcome: 'succeeded' })[0]! >= 1, "another's succeeded job");
+  const costs = text.split('\n').filter((line) => line.startsWith('gs_provider_attempt_costs_total{') && line.includes('gs_deployment="solo-replicate"'));
+  t.same(
+    costs.map((line) => [/gs_outcome="(\w+)"/.exec(line)?.[1], Number(line.split(' ').at(-1))]),
+    [['succeeded', 3]],
+    'its one attempt that reached Replicate at its upstream cost (the creates refused by a 503 cost nothing)',
+  );
   const local = text.split('\n').filter((line) => line.startsWith('gs_provider_call_duration_count{') && line.includes('gs_provider="local"'));
   t.ok(local.length > 0 && local.every((line) => !line.includes('gs_deployment')), "the local provider's, without a deployment label");
 });
