@@ -59,6 +59,8 @@ t.test("one provider slot: workspace b's single job starts right after the job i
     });
     order.push(nameOf(running!));
     t.equal(order.filter((n) => n === order.at(-1)).length, 1, `${order.at(-1)} started once`);
+    // Its provider has it (and its timers are on the clock) once it shows submitted: only then is time moved.
+    await (running === b1 ? b : a).until(running!, 'submitted');
     clock.advance(LATENCY_MS);
     await (running === b1 ? b : a).until(running!, 'succeeded');
   }
