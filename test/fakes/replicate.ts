@@ -485,24 +485,7 @@ export function png(width: number, height: number): Buffer {
   return PNG.sync.write(image);
 }
 
-/** A WAV file: RIFF/WAVE header and 0.1 s of 8 kHz 16-bit silence. */
-export function wav(): Buffer {
-  const samples = Buffer.alloc(1600);
-  const header = Buffer.alloc(44);
-  header.write('RIFF', 0, 'latin1');
-  header.writeUInt32LE(36 + samples.length, 4);
-  header.write('WAVEfmt ', 8, 'latin1');
-  header.writeUInt32LE(16, 16);
-  header.writeUInt16LE(1, 20);
-  header.writeUInt16LE(1, 22);
-  header.writeUInt32LE(8000, 24);
-  header.writeUInt32LE(16000, 28);
-  header.writeUInt16LE(2, 32);
-  header.writeUInt16LE(16, 34);
-  header.write('data', 36, 'latin1');
-  header.writeUInt32LE(samples.length, 40);
-  return Buffer.concat([header, samples]);
-}
+export { makeWav as wav } from '../helpers/files.ts';
 
 /** The start of an MP4: an `ftyp` box of brand isom, then an empty `mdat`. */
 export function mp4(): Buffer {

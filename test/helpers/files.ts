@@ -31,3 +31,22 @@ export function pngOfSize(bytes: number): Buffer {
   if (bytes < png.length) throw new Error(`a PNG needs at least ${png.length} bytes`);
   return Buffer.concat([png, Buffer.alloc(bytes - png.length, 0x20)]);
 }
+
+/** A WAV file: RIFF header, fmt chunk (8 kHz, 16-bit mono), 800 samples of silence. */
+export function makeWav(): Buffer {
+  const samples = Buffer.alloc(1600);
+  const header = Buffer.alloc(44);
+  header.write('RIFF', 0, 'latin1');
+  header.writeUInt32LE(36 + samples.length, 4);
+  header.write('WAVEfmt ', 8, 'latin1');
+  header.writeUInt32LE(16, 16);
+  header.writeUInt16LE(1, 20);
+  header.writeUInt16LE(1, 22);
+  header.writeUInt32LE(8000, 24);
+  header.writeUInt32LE(16000, 28);
+  header.writeUInt16LE(2, 32);
+  header.writeUInt16LE(16, 34);
+  header.write('data', 36, 'latin1');
+  header.writeUInt32LE(samples.length, 40);
+  return Buffer.concat([header, samples]);
+}

@@ -8,32 +8,13 @@ import { encodePng } from '../../providers/local/png.ts';
 import { imageDimensions, sniffContentType } from '../../providers/local/sniff.ts';
 import type { Mode } from '../../domain/catalog/models.ts';
 import { guardedFetcher } from '../../runtime/egress.ts';
+import { makeWav } from '../helpers/files.ts';
 import { dataUrl, startCogFake, startEventsRoute, type CogFake, type CogFakeKnobs, type EventsRoute } from '../fakes/cog.ts';
 
 const SECRET = 'cog-webhook-secret-of-the-tests-0123456789';
 
 async function png(width: number, height: number): Promise<Buffer> {
   return encodePng(width, height, new Uint8Array(width * height * 3).fill(200));
-}
-
-/** A WAV file: RIFF header, fmt chunk, 100 samples of silence. */
-function wav(): Buffer {
-  const data = Buffer.alloc(200);
-  const header = Buffer.alloc(44);
-  header.write('RIFF', 0, 'latin1');
-  header.writeUInt32LE(36 + data.length, 4);
-  header.write('WAVE', 8, 'latin1');
-  header.write('fmt ', 12, 'latin1');
-  header.writeUInt32LE(16, 16);
-  header.writeUInt16LE(1, 20);
-  header.writeUInt16LE(1, 22);
-  header.writeUInt32LE(8000, 24);
-  header.writeUInt32LE(16000, 28);
-  header.writeUInt16LE(2, 32);
-  header.writeUInt16LE(16, 34);
-  header.write('data', 36, 'latin1');
-  header.writeUInt32LE(data.length, 40);
-  return Buffer.concat([header, data]);
 }
 
 interface Harness {
@@ -178,7 +159,7 @@ async function startCogFakeJob(t: Test, mode: Mode, run: Record<string, unknown>
 }
 
 t.test('text_to_audio: a WAV data URL becomes an audio file', async (t) => {
-  const end = await startCogFakeJob(t, 'text_to_audio', { output: dataUrl('audio/wav', wav()) });
+  const end = await startCogFakeJob(t, 'text_to_audio', { output: dataUrl('audio/wav', makeWav()) });
   t.equal(end.type, 'succeeded');
   if (end.type !== 'succeeded') return;
   const file = end.files[0]!;
