@@ -9,7 +9,7 @@ import { depsOf } from '../deps.ts';
 import type { GenerationSettlement, SettleReply } from '../workspace/protocol.ts';
 import type { Mode } from '../../domain/catalog/models.ts';
 import { inputTokenBound } from '../../domain/catalog/pricing.ts';
-import { chooseDeployment, isRetriable, withinBudget, type JobNeeds } from '../../domain/catalog/routing.ts';
+import { chooseDeployment, isRetriable, withinBudget, jobNeedsOf } from '../../domain/catalog/routing.ts';
 import type { DeploymentRecord } from '../../domain/catalog/index.ts';
 import { InputError } from './input-resolver.ts';
 import { OutputsOverStorageLimitError } from './blob-outputs.ts';
@@ -293,12 +293,7 @@ function fallbackFor(row: GenerationRow, errorCode: string, ctx: ActorContext): 
   const tried = triedDeployments(row);
   const since = (row.startedAt ?? row.createdAt).getTime();
   if (!withinBudget(model.routing, tried.size, ctx.clock.now() - since)) return undefined;
-  const inputs = row.inputs as Record<string, unknown[] | undefined>;
-  const has = (...names: string[]) => names.some((name) => Array.isArray(inputs[name]) && inputs[name]!.length > 0);
-  const needs: JobNeeds = {
-    parameters: Object.keys(row.params),
-    inputs: [...(has('imageAssetIds', 'imageUrls') ? ['image' as const] : []), ...(has('videoAssetIds', 'videoUrls') ? ['video' as const] : [])],
-  };
+  const needs = jobNeedsOf(row.params, row.inputs);
   // Breakers are asked at the hand-over itself (submit): an open one sends the job on from there.
   return chooseDeployment(model, needs, tried, { allows: () => true, inFlight: (id) => deps.providers.inFlight(id), random: Math.random });
 }
@@ -578,26 +573,21 @@ function submit(row: GenerationRow, ctx: ActorContext, following?: string): Gene
         return;
       }
       // The deployment's own requests per minute, then its breaker: either refusing hands the job on (breakerOpen) before any call.
+      // Not handed over here after all: no attempt to count, the actor sends the job on or makes it wait.
+      const notHere = (deploymentId: string, retryAt: number | null, reason: 'breaker' | 'rate') => {
+        deps.providers.ended(deploymentId);
+        told = true;
+        end(reason === 'rate' ? 'rate_limited' : 'breaker_open');
+        tell({ type: 'breaker_open', deploymentId, retryAt, reason });
+      };
       const perMinute = row.deploymentId !== null ? deps.deployment(row.deploymentId)?.limits.requestsPerMinute : undefined;
       if (row.deploymentId !== null && perMinute !== undefined && deps.deploymentRequest) {
         const window = await deps.deploymentRequest(row.deploymentId, perMinute);
-        if (!window.allowed) {
-          deps.providers.ended(row.deploymentId);
-          told = true;
-          end('rate_limited');
-          tell({ type: 'breaker_open', deploymentId: row.deploymentId, retryAt: window.resetAt, reason: 'rate' });
-          return;
-        }
+        if (!window.allowed) return notHere(row.deploymentId, window.resetAt, 'rate');
       }
       if (row.deploymentId !== null && deps.breakers) {
         const admission = await deps.breakers.admit(row.deploymentId);
-        if (!admission.allowed) {
-          deps.providers.ended(row.deploymentId);
-          told = true;
-          end('breaker_open');
-          tell({ type: 'breaker_open', deploymentId: row.deploymentId, retryAt: admission.retryAt });
-          return;
-        }
+        if (!admission.allowed) return notHere(row.deploymentId, admission.retryAt, 'breaker');
         ticket = admission.ticket;
       }
       let providerJobId: string;

@@ -31,6 +31,15 @@ export interface JobNeeds {
   inputs: Array<'image' | 'video' | 'mask'>;
 }
 
+/** What a job uses: the parameters it was created with, and the kinds of its input files (asset ids or URLs). */
+export function jobNeedsOf(params: Record<string, unknown>, inputs: Record<string, unknown>): JobNeeds {
+  const has = (...names: string[]) => names.some((name) => Array.isArray(inputs[name]) && (inputs[name] as unknown[]).length > 0);
+  return {
+    parameters: Object.keys(params),
+    inputs: [...(has('imageAssetIds', 'imageUrls') ? ['image' as const] : []), ...(has('videoAssetIds', 'videoUrls') ? ['video' as const] : [])],
+  };
+}
+
 /** Whether a deployment honours every parameter and input kind the job uses (a deployment that says nothing honours all). */
 export function serves(deployment: DeploymentRecord, needs: JobNeeds): boolean {
   const { parameters, inputs } = deployment.capabilities;

@@ -4,7 +4,7 @@ import type { Principal } from '../../route.ts';
 import type { Services } from '../../services.ts';
 import type { Mode, ModelRecord } from '../../../domain/catalog/models.ts';
 import type { ModelCatalog } from '../../../domain/catalog/index.ts';
-import { chooseDeployment, type JobNeeds } from '../../../domain/catalog/routing.ts';
+import { chooseDeployment, jobNeedsOf } from '../../../domain/catalog/routing.ts';
 import type { GenerationDraft } from '../../../actors/workspace/protocol.ts';
 import { checkInputs, type GenerationInputsIn } from './inputs.ts';
 import type { PaymentMode } from './shape.ts';
@@ -54,12 +54,7 @@ export async function draftOf(
 ): Promise<GenerationDraft> {
   const inputs = await checkInputs(() => services.db.em(), request.workspaceId, model.mode as Mode, request.inputs ?? {});
   // The deployment by the model's strategy (order, weighted, least busy) among those that serve the job; its breaker is asked at the hand-over.
-  const given = inputs as Record<string, unknown[] | undefined>;
-  const has = (...names: string[]) => names.some((name) => Array.isArray(given[name]) && given[name]!.length > 0);
-  const needs: JobNeeds = {
-    parameters: Object.keys(params),
-    inputs: [...(has('imageAssetIds', 'imageUrls') ? ['image' as const] : []), ...(has('videoAssetIds', 'videoUrls') ? ['video' as const] : [])],
-  };
+  const needs = jobNeedsOf(params, inputs as Record<string, unknown>);
   const deployment =
     chooseDeployment(model, needs, new Set(), { allows: () => true, inFlight: (id) => services.providers.inFlight(id), random: Math.random }) ??
     catalog.deploymentFor(model)!;
