@@ -7,36 +7,16 @@ import type { Test } from 'tap';
 import { listLeases } from '../../persistence/cluster/index.ts';
 import { shardOf } from '../../runtime/cluster/shard.ts';
 import { ClusterRouting } from '../../runtime/cluster/routing.ts';
-import { startNode, type Child } from '../fixtures/child.ts';
-import type { TestServer } from '../helpers/server.ts';
 import { createKey, signUp, withKey } from '../helpers/identity.ts';
 import { startReceiver } from '../webhooks/support.ts';
-import { clusterDatabase, eventually } from './support.ts';
-import { freePort } from '../helpers/ports.ts';
+import { clusterDatabase, eventually, startClusterNode, type NodeProcess } from './support.ts';
 
 const NEEDS =
   process.env.TEST_DATABASE_URL && process.env.TEST_REDIS_URL ? false : 'cluster mode needs PostgreSQL and Redis: set TEST_DATABASE_URL and TEST_REDIS_URL';
 const SHARDS = 16;
 const TERMINAL = new Set(['succeeded', 'failed', 'cancelled', 'expired']);
 
-interface Node {
-  id: string;
-  child: Child;
-  url: string;
-  client: TestServer;
-}
-
-/** The parts of TestServer the identity helpers use, over one node's public URL. */
-function clientOf(url: string): TestServer {
-  return {
-    url,
-    async json(p: string, init?: RequestInit) {
-      const response = await fetch(`${url}${p}`, init);
-      const text = await response.text();
-      return { status: response.status, body: text ? JSON.parse(text) : undefined, headers: response.headers };
-    },
-  } as unknown as TestServer;
-}
+type Node = NodeProcess;
 
 type Timeline = Array<{ status: string; at: string }>;
 
@@ -63,22 +43,7 @@ const peakUnfinished = (timelines: Timeline[]) => peakOpen(timelines, (timeline)
 async function startCluster(t: Test, ids: string[], env: Record<string, string>): Promise<Node[]> {
   const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'gs-cluster-'));
   t.teardown(() => fs.rm(dataDir, { recursive: true, force: true }));
-  return Promise.all(
-    ids.map(async (id) => {
-      const child = startNode(t, 'test/fixtures/serve.ts', {
-        ...env,
-        CLUSTER: 'true',
-        CLUSTER_NODE_ID: id,
-        CLUSTER_INTERNAL_ADDRESS: '127.0.0.1',
-        CLUSTER_INTERNAL_PORT: String(await freePort()),
-        PORT: '0',
-        HOST: '127.0.0.1',
-        DATA_DIR: path.join(dataDir, id),
-      });
-      const url = (await child.line(/^listening (\S+)/))[1]!;
-      return { id, child, url, client: clientOf(url) };
-    }),
-  );
+  return Promise.all(ids.map((id) => startClusterNode(t, id, env, dataDir)));
 }
 
 t.test('three nodes behave like one: forwarding, cluster-wide limits, exactly-once webhooks, kill -9 under load', { skip: NEEDS }, async (t) => {
