@@ -1,7 +1,7 @@
 import t from 'tap';
 import { createKey, signUp, withKey } from '../helpers/identity.ts';
 import { catalogFile, plan, servedVersion, textModel, until } from '../catalog/support.ts';
-import { clusterDatabase, clusterEnv, NEEDS_POSTGRES_REDIS, startCluster } from './support.ts';
+import { clusterDatabase, clusterEnv, NEEDS_POSTGRES_REDIS, sendRetryingMoves, startCluster } from './support.ts';
 
 /**
  * Two cluster nodes reading the same catalog file (a shared volume, a ConfigMap each): once the file is
@@ -46,14 +46,14 @@ t.test('two nodes serve the new catalog version once the file they read changes'
   t.pass(`${nodes[0]!.id} served it ${seen[0]!.afterMs} ms after the file changed, ${nodes[1]!.id} ${seen[1]!.afterMs} ms after`);
 
   for (const node of nodes) {
-    const created = await node.client.json('/v1/generations', {
+    const created = await sendRetryingMoves(node, '/v1/generations', {
       method: 'POST',
       headers: withKey(key, { 'content-type': 'application/json' }),
       body: JSON.stringify({ workspaceId: user.workspaceId, mode: 'text_to_text', model: 'acme/newcomer', params: { prompt: `through ${node.id}` } }),
     });
-    t.equal(created.status, 201, `the new model created through ${node.id}`);
+    t.equal(created.status, 201, `the new model created through ${node.id} (${created.status} ${JSON.stringify(created.body?.error ?? '')})`);
     t.equal(created.body.credits, 9, 'at its price');
-    const repriced = await node.client.json('/v1/generations', {
+    const repriced = await sendRetryingMoves(node, '/v1/generations', {
       method: 'POST',
       headers: withKey(key, { 'content-type': 'application/json' }),
       body: JSON.stringify({ workspaceId: user.workspaceId, mode: 'text_to_text', model: 'acme/writer', params: { prompt: `through ${node.id}` } }),

@@ -1,17 +1,10 @@
 import t from 'tap';
 import { signUp, withCookie, withKey } from '../helpers/identity.ts';
-import { clusterDatabase, clusterEnv, ownerOf, startCluster, type NodeProcess, type Reply, NEEDS_POSTGRES_REDIS } from './support.ts';
+import { clusterDatabase, clusterEnv, ownerOf, sendRetryingMoves, startCluster, NEEDS_POSTGRES_REDIS } from './support.ts';
 
 const SHARDS = 8;
 
-/** Sends again after Retry-After while the workspace is between nodes (503), as a client should. */
-async function send(node: NodeProcess, path: string, init: RequestInit): Promise<Reply> {
-  for (let attempt = 0; ; attempt++) {
-    const reply = await node.client.json(path, init);
-    if (reply.status !== 503 || attempt === 10) return reply;
-    await new Promise((resolve) => setTimeout(resolve, Number(reply.headers.get('retry-after') ?? '1') * 1000));
-  }
-}
+const send = sendRetryingMoves;
 
 t.test(
   "a key's limits hold across the nodes of a cluster: changed through any node, enforced exactly by the workspace's owner",

@@ -67,6 +67,18 @@ export function clientOf(url: string): TestServer {
   } as unknown as TestServer;
 }
 
+/**
+ * Sends through `node`, and again after Retry-After while the workspace is between nodes (503), as a client
+ * should: under load a lease renewal can be late and a shard move briefly, which is an answer, not a failure.
+ */
+export async function sendRetryingMoves(node: NodeProcess, p: string, init: RequestInit, attempts = 10): Promise<Reply> {
+  for (let attempt = 0; ; attempt++) {
+    const reply = await node.client.json(p, init);
+    if (reply.status !== 503 || attempt === attempts) return reply;
+    await new Promise((resolve) => setTimeout(resolve, Number(reply.headers.get('retry-after') ?? '1') * 1000));
+  }
+}
+
 /** The environment every node of one test cluster shares (its own Redis prefix), with `extra` on top. */
 export function clusterEnv(databaseUrl: string, shards: number, extra: Record<string, string> = {}): Record<string, string> {
   return {
