@@ -26,7 +26,7 @@ import type { AddressInfo } from 'node:net';
 import { makePng } from '../helpers/files.ts';
 import { fixture } from '../providers/support.ts';
 import { imageDimensions, sniffContentType } from '../../providers/local/sniff.ts';
-import type { AdapterContext, AdapterJob, AdapterUpdate, InputFile } from '../../providers/adapter.ts';
+import type { AdapterContext, AdapterJob, InputFile } from '../../providers/adapter.ts';
 import { guardedFetcher } from '../../runtime/egress.ts';
 import type { Mode } from '../../domain/catalog/models.ts';
 
@@ -769,19 +769,4 @@ export function jobFor(
   };
 }
 
-/** Collects a job's updates; `ended` settles with its first terminal one. */
-export function recorder() {
-  const updates: AdapterUpdate[] = [];
-  let settle!: (update: AdapterUpdate) => void;
-  const ended = new Promise<AdapterUpdate>((resolve) => {
-    settle = resolve;
-  });
-  return {
-    updates,
-    ended,
-    report(update: AdapterUpdate) {
-      updates.push(update);
-      if (update.type === 'succeeded' || update.type === 'failed') settle(update);
-    },
-  };
-}
+export { recorder } from '../helpers/updates.ts';

@@ -28,7 +28,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net';
 import { Webhook } from 'standardwebhooks';
 import { PNG } from 'pngjs';
-import type { AdapterContext, AdapterJob, AdapterUpdate } from '../../providers/adapter.ts';
+import type { AdapterContext, AdapterJob } from '../../providers/adapter.ts';
 import { createReplicateAdapter } from '../../providers/replicate/adapter.ts';
 import type { ReplicateDeploymentTarget } from '../../providers/replicate/deployment.ts';
 import type { ReplicateSettings } from '../../providers/replicate/settings.ts';
@@ -449,33 +449,7 @@ export function jobFor(overrides: Partial<AdapterJob> = {}): AdapterJob {
   };
 }
 
-export interface Recorder {
-  updates: AdapterUpdate[];
-  report: (update: AdapterUpdate) => void;
-  /** The first terminal update; rejects after 5 s so a broken adapter fails the test instead of hanging it. */
-  ended: Promise<AdapterUpdate>;
-  terminals(): AdapterUpdate[];
-}
-
-export function recorder(): Recorder {
-  const updates: AdapterUpdate[] = [];
-  let resolve!: (update: AdapterUpdate) => void;
-  const ended = new Promise<AdapterUpdate>((r, reject) => {
-    resolve = r;
-    setTimeout(() => reject(new Error(`no terminal update; got ${JSON.stringify(updates.map((u) => u.type))}`)), 5_000).unref();
-  });
-  ended.catch(() => undefined); // a test that expects no end never awaits it
-  const isTerminal = (u: AdapterUpdate) => u.type === 'succeeded' || u.type === 'failed';
-  return {
-    updates,
-    report(update) {
-      updates.push(update);
-      if (isTerminal(update)) resolve(update);
-    },
-    ended,
-    terminals: () => updates.filter(isTerminal),
-  };
-}
+export { recorder, type Recorder } from '../helpers/updates.ts';
 
 export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 

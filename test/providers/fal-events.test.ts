@@ -12,6 +12,7 @@ import { parseFalSettings } from '../../providers/fal/settings.ts';
 import type { AdapterJob, AdapterUpdate, InboundEvent, ProviderAdapter } from '../../providers/adapter.ts';
 import { guardedFetcher } from '../../runtime/egress.ts';
 import { startFakeFal } from '../fakes/fal.ts';
+import { recorder } from '../helpers/updates.ts';
 
 const KEY = 'fake-key-id-0002:fake-key-secret-0123456789abcdef';
 const { privateKey, publicKey } = generateKeyPairSync('ed25519');
@@ -94,21 +95,6 @@ const jobOf = (input: Record<string, unknown>): AdapterJob => ({
   deadline: Date.now() + 15_000,
 });
 
-function recorder() {
-  const updates: AdapterUpdate[] = [];
-  let settle!: (update: AdapterUpdate) => void;
-  const end = new Promise<AdapterUpdate>((resolve) => {
-    settle = resolve;
-  });
-  const report = (update: AdapterUpdate) => {
-    updates.push(update);
-    if (update.type === 'succeeded' || update.type === 'failed') settle(update);
-  };
-  const ended = () =>
-    Promise.race([end, new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`no end; updates: ${JSON.stringify(updates)}`)), 10_000).unref())]);
-  return { updates, report, ended };
-}
-
 const requestIdOf = (providerJobId: string) => providerJobId.slice(providerJobId.lastIndexOf(':') + 1);
 const terminal = (updates: AdapterUpdate[]) => updates.filter((u) => u.type === 'succeeded' || u.type === 'failed');
 const eventOf = (delivery: { headers: Record<string, string>; body: Buffer }, now = Date.now()): InboundEvent => ({
@@ -131,7 +117,7 @@ t.test('the OK webhook ends the job with its payload: verified, its files fetche
   const { job, providerJobId, id } = await heldJob(adapter);
   t.equal(fake.requests.get(id)!.webhook, EVENTS_URL, 'submitted with ?fal_webhook=<eventsUrl>');
   await fake.advance(id, 'COMPLETED');
-  const end = await job.ended();
+  const end = await job.ended;
   t.match(end, { type: 'succeeded' });
   if (end.type === 'succeeded') t.same(imageDimensions(end.files[0]!.bytes), { width: 24, height: 16 });
   t.same(
@@ -152,7 +138,7 @@ t.test("an ERROR webhook fails the job with fal's words: 422 is the input", asyn
   const adapter = adapterFor();
   const { job, id } = await heldJob(adapter, { image_size: 'square' }); // no prompt
   await fake.advance(id, 'COMPLETED');
-  const end = await job.ended();
+  const end = await job.ended;
   t.match(end, { type: 'failed', errorCode: 'provider_input_rejected' });
   if (end.type === 'failed') t.match(end.errorMessage, /Invalid status code: 422.*prompt: Field required/);
   t.match(adapter.verifyEvent!(eventOf(fake.delivery(id))), { ok: true, eventId: `${id}:ERROR` });
@@ -172,7 +158,7 @@ t.test('an ERROR webhook of the content checker is provider_content_policy', asy
   const job = recorder();
   const { providerJobId } = await adapter.submit(jobOf({ prompt: 'something flagged' }), job.report);
   await fake.advance(requestIdOf(providerJobId), 'COMPLETED');
-  const end = await job.ended();
+  const end = await job.ended;
   t.match(end, { type: 'failed', errorCode: 'provider_content_policy' });
   if (end.type === 'failed') t.match(end.errorMessage, /flagged by a content checker/);
 });
@@ -216,14 +202,14 @@ t.test('refused: a changed body, another key, an old or future timestamp, a miss
   const post = (d: { headers: Record<string, string>; body: Buffer }) => fetch(EVENTS_URL, { method: 'POST', headers: d.headers, body: d.body });
   t.equal((await post(changed)).status, 401);
   t.equal((await post(genuine)).status, 200);
-  t.match(await job.ended(), { type: 'succeeded' });
+  t.match(await job.ended, { type: 'succeeded' });
 });
 
 t.test('a replayed event and events out of order leave one outcome', async (t) => {
   const adapter = adapterFor();
   const { job, providerJobId, id } = await heldJob(adapter);
   await fake.advance(id, 'COMPLETED');
-  await job.ended();
+  await job.ended;
   const duplicates = route.duplicates;
   const again = fake.delivery(id);
   t.equal((await fetch(EVENTS_URL, { method: 'POST', headers: again.headers, body: again.body })).status, 200, 'a redelivery is acknowledged');
@@ -252,7 +238,7 @@ t.test('an ERROR delivered before the OK ends the job failed, and the OK after i
     payload: { detail: 'Runner disconnected', error_type: 'runner_disconnected' },
   });
   await fake.advance(id, 'COMPLETED');
-  const end = await job.ended();
+  const end = await job.ended;
   t.match(end, { type: 'failed', errorCode: 'provider_unavailable' });
   if (end.type === 'failed') t.match(end.errorMessage, /Runner disconnected \(runner_disconnected\)/);
   await new Promise((r) => setTimeout(r, 50));
@@ -266,7 +252,7 @@ t.test('an OK webhook without its payload (payload_error) reads the result URL',
   await fake.advance(id, 'COMPLETED');
   fake.sendWebhooks = true;
   adapter.deliverEvent!(providerJobId, { request_id: id, status: 'OK', payload: null, payload_error: 'Response payload is not JSON serializable' });
-  t.match(await job.ended(), { type: 'succeeded' });
+  t.match(await job.ended, { type: 'succeeded' });
   t.ok(fake.calls.includes(`GET /fal-ai/flux/requests/${id}`), 'the result URL was read');
 });
 
@@ -278,7 +264,7 @@ t.test('the polling backstop ends a job whose webhook never came', async (t) => 
   });
   const job = recorder();
   const { providerJobId } = await adapter.submit(jobOf({ prompt: 'no webhook' }), job.report);
-  t.match(await job.ended(), { type: 'succeeded' });
+  t.match(await job.ended, { type: 'succeeded' });
   t.same(
     fake.webhooks.filter((w) => w.id === requestIdOf(providerJobId)),
     [],
@@ -293,7 +279,7 @@ t.test('without FAL_WEBHOOK_JWKS no webhook is asked for and every event is refu
   const id = requestIdOf(providerJobId);
   t.equal(fake.requests.get(id)!.webhook, undefined);
   t.ok(fake.calls.includes('POST /fal-ai/flux/schnell'));
-  await job.ended();
+  await job.ended;
   const verdict = adapter.verifyEvent!(eventOf(fake.delivery(id)));
   t.match(verdict, { ok: false, message: /FAL_WEBHOOK_JWKS/ });
 });

@@ -6,9 +6,10 @@ import { encodePng } from '../../providers/local/png.ts';
 import { imageDimensions } from '../../providers/local/sniff.ts';
 import { createFalAdapter } from '../../providers/fal/adapter.ts';
 import { parseFalSettings } from '../../providers/fal/settings.ts';
-import { ProviderFailure, type AdapterContext, type AdapterJob, type AdapterUpdate, type ProviderAdapter } from '../../providers/adapter.ts';
+import { ProviderFailure, type AdapterContext, type AdapterJob, type ProviderAdapter } from '../../providers/adapter.ts';
 import { guardedFetcher } from '../../runtime/egress.ts';
 import { startFakeFal, type FakeFal } from '../fakes/fal.ts';
+import { recorder } from '../helpers/updates.ts';
 
 const SECRET = 'fake-key-secret-fedcba9876543210';
 const KEY = `fake-key-id-0003:${SECRET}`;
@@ -72,26 +73,11 @@ const jobOf = (input: Record<string, unknown> = { prompt: 'a heron' }, deadlineM
   deadline: Date.now() + deadlineMs,
 });
 
-function recorder() {
-  const updates: AdapterUpdate[] = [];
-  let settle!: (update: AdapterUpdate) => void;
-  const end = new Promise<AdapterUpdate>((resolve) => {
-    settle = resolve;
-  });
-  const report = (update: AdapterUpdate) => {
-    updates.push(update);
-    if (update.type === 'succeeded' || update.type === 'failed') settle(update);
-  };
-  const ended = () =>
-    Promise.race([end, new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`no end; updates: ${JSON.stringify(updates)}`)), 10_000).unref())]);
-  return { updates, report, ended };
-}
-
 /** Runs one job to its end; answers its terminal update and every update. */
 async function run(adapter: ProviderAdapter, job = jobOf()) {
   const r = recorder();
   const { providerJobId } = await adapter.submit(job, r.report);
-  return { end: await r.ended(), updates: r.updates, providerJobId };
+  return { end: await r.ended, updates: r.updates, providerJobId };
 }
 
 async function submitFails(t: Test, adapter: ProviderAdapter, code: string, message?: RegExp) {
@@ -137,7 +123,7 @@ t.test('429 with Retry-After', async (t) => {
     fake.fault('status', { status: 429, body: { detail: 'Too many requests' }, headers: { 'retry-after': '1' } });
     await until(() => r.updates.some((u) => u.type === 'progress' && /429/.test(u.detail)), 'the wait on the timeline');
     await fake.advance(id, 'COMPLETED');
-    t.match(await r.ended(), { type: 'succeeded' });
+    t.match(await r.ended, { type: 'succeeded' });
     t.same(
       r.updates.filter((u) => u.type !== 'progress').map((u) => u.type),
       ['running', 'succeeded'],
@@ -257,7 +243,7 @@ t.test('status checks', async (t) => {
   t.test('a request fal does not know (resumed with a made-up id): provider_error', async (t) => {
     const r = recorder();
     adapterFor().resume('fal-ai/flux:00000000-0000-4000-8000-00000000dead', jobOf(), r.report);
-    t.match(await r.ended(), { type: 'failed', errorCode: 'provider_error', errorMessage: /404: Request not found/ });
+    t.match(await r.ended, { type: 'failed', errorCode: 'provider_error', errorMessage: /404: Request not found/ });
   });
 
   t.test('the key never reaches a message, even when fal echoes it', async (t) => {
@@ -309,7 +295,7 @@ t.test('the result', async (t) => {
     fake.script({ hold: true });
     const { providerJobId } = await adapter.submit(jobOf(), r.report);
     await adapterFor().cancel(providerJobId); // another node, or the dashboard
-    t.match(await r.ended(), { type: 'failed', errorCode: 'provider_cancelled', errorMessage: /cancelled/ });
+    t.match(await r.ended, { type: 'failed', errorCode: 'provider_cancelled', errorMessage: /cancelled/ });
   });
 
   t.test('a result that is not JSON: provider_bad_response', async (t) => {

@@ -11,6 +11,7 @@ import type { Mode } from '../../domain/catalog/models.ts';
 import { guardedFetcher } from '../../runtime/egress.ts';
 import { startFakeFal, type FakeFal } from '../fakes/fal.ts';
 import { fixture } from './support.ts';
+import { recorder } from '../helpers/updates.ts';
 
 const KEY = 'fake-key-id-0001:fake-key-secret-abcdef0123456789';
 
@@ -101,22 +102,6 @@ function jobOf(mode: Mode, input: Record<string, unknown>, images: Buffer[] = []
   };
 }
 
-/** Collects a job's updates; `ended` resolves with its terminal one (or rejects after 10 s). */
-function recorder() {
-  const updates: AdapterUpdate[] = [];
-  let settle!: (update: AdapterUpdate) => void;
-  const end = new Promise<AdapterUpdate>((resolve) => {
-    settle = resolve;
-  });
-  const report = (update: AdapterUpdate) => {
-    updates.push(update);
-    if (update.type === 'succeeded' || update.type === 'failed') settle(update);
-  };
-  const ended = () =>
-    Promise.race([end, new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`no end; updates: ${JSON.stringify(updates)}`)), 10_000).unref())]);
-  return { updates, report, ended };
-}
-
 const requestIdOf = (providerJobId: string) => providerJobId.slice(providerJobId.lastIndexOf(':') + 1);
 const succeeded = (update: AdapterUpdate) => {
   if (update.type !== 'succeeded') throw new Error(`expected success, got ${JSON.stringify(update)}`);
@@ -138,7 +123,7 @@ t.test('text_to_image', async (t) => {
     const { providerJobId } = await adapter.submit(jobOf('text_to_image', { prompt: 'a lighthouse at dawn', num_images: 1 }), job.report);
     const id = requestIdOf(providerJobId);
     t.equal(providerJobId, `fal-ai/flux:${id}`, 'the provider job id carries the app (no subpath) and the request id');
-    const result = succeeded(await job.ended());
+    const result = succeeded(await job.ended);
     t.equal(fake.submissions - before, 1, 'one submission');
     t.same(fake.requests.get(id)!.input, { prompt: 'a lighthouse at dawn', num_images: 1 }, 'the input is AdapterJob.input');
     t.ok(fake.calls.includes('POST /fal-ai/flux/dev'), 'submitted to the endpoint with its subpath, no webhook asked for');
@@ -161,7 +146,7 @@ t.test('text_to_image', async (t) => {
     const job = recorder();
     fake.script({ queue: [3, 3, 2, 2, 0], progress: 2 });
     await adapter.submit(jobOf('text_to_image', { prompt: 'queue' }), job.report);
-    await job.ended();
+    await job.ended;
     t.same(
       job.updates.map((u) => (u.type === 'progress' ? u.detail : u.type)),
       ["In fal's queue at position 3", "In fal's queue at position 2", "In fal's queue at position 0", 'running', 'step 1 of 2', 'step 2 of 2', 'succeeded'],
@@ -173,7 +158,7 @@ t.test('image_to_image sends the input image as a data URL in image_url and answ
   const adapter = adapterFor({ endpoint: 'fal-ai/flux/dev/image-to-image' });
   const job = recorder();
   const { providerJobId } = await adapter.submit(jobOf('image_to_image', { prompt: 'as a watercolour', strength: 0.6 }, [await png(40, 30)]), job.report);
-  const file = succeeded(await job.ended()).files[0]!;
+  const file = succeeded(await job.ended).files[0]!;
   const request = fake.requests.get(requestIdOf(providerJobId))!;
   t.match(String(request.input.image_url), /^data:image\/png;base64,/);
   t.same(request.images, [{ field: 'image_url', contentType: 'image/png', width: 40, height: 30 }], 'the fake decoded the PNG it was given');
@@ -185,7 +170,7 @@ t.test('a deployment names other input fields, e.g. a list of images', async (t)
   const adapter = adapterFor({ endpoint: 'fal-ai/flux/dev', files: { images: 'image_urls' } });
   const job = recorder();
   const { providerJobId } = await adapter.submit(jobOf('image_to_image', { prompt: 'two' }, [await png(8, 8), await png(9, 9)]), job.report);
-  await job.ended();
+  await job.ended;
   const urls = fake.requests.get(requestIdOf(providerJobId))!.input.image_urls as string[];
   t.equal(urls.length, 2);
   t.ok(urls.every((url) => url.startsWith('data:image/png;base64,')));
@@ -196,7 +181,7 @@ t.test('text_to_video answers the MP4', async (t) => {
   const job = recorder();
   const { providerJobId } = await adapter.submit(jobOf('text_to_video', { prompt: 'waves', duration: '5' }), job.report);
   t.match(providerJobId, /^fal-ai\/kling-video:/);
-  const file = succeeded(await job.ended()).files[0]!;
+  const file = succeeded(await job.ended).files[0]!;
   t.equal(file.bytes.subarray(4, 8).toString('latin1'), 'ftyp', 'an ISO BMFF container');
   t.match(file, { contentType: 'video/mp4', mediaType: 'video' });
   t.ok(file.bytes.equals(MP4), 'the bytes the file host served');
@@ -206,7 +191,7 @@ t.test('image_to_video takes the image and answers the MP4', async (t) => {
   const adapter = adapterFor({ endpoint: 'fal-ai/kling-video/v2/master/image-to-video' });
   const job = recorder();
   const { providerJobId } = await adapter.submit(jobOf('image_to_video', { prompt: 'zoom in' }, [await png(16, 16)]), job.report);
-  const file = succeeded(await job.ended()).files[0]!;
+  const file = succeeded(await job.ended).files[0]!;
   t.same(
     fake.requests.get(requestIdOf(providerJobId))!.images.map((i) => [i.width, i.height]),
     [[16, 16]],
@@ -219,7 +204,7 @@ t.test('text_to_audio reads audio_file and answers the MP3', async (t) => {
   const adapter = adapterFor({ endpoint: 'fal-ai/stable-audio' });
   const job = recorder();
   await adapter.submit(jobOf('text_to_audio', { prompt: 'rain on a tin roof', seconds_total: 1 }), job.report);
-  const file = succeeded(await job.ended()).files[0]!;
+  const file = succeeded(await job.ended).files[0]!;
   const b = file.bytes;
   t.ok(b.subarray(0, 3).toString('latin1') === 'ID3' || (b[0] === 0xff && (b[1]! & 0xe0) === 0xe0), 'an ID3 tag or an MPEG frame sync');
   t.match(file, { contentType: 'audio/mpeg', mediaType: 'audio' });
@@ -229,7 +214,7 @@ t.test("text_to_text answers the app's output text and no files", async (t) => {
   const adapter = adapterFor({ endpoint: 'fal-ai/any-llm' });
   const job = recorder();
   await adapter.submit(jobOf('text_to_text', { prompt: 'hello', model: 'google/gemini-flash-1.5' }), job.report);
-  const result = succeeded(await job.ended());
+  const result = succeeded(await job.ended);
   t.equal(result.textOutput, 'An answer to: hello');
   t.same(result.files, []);
 });
@@ -251,7 +236,7 @@ t.test('resume', async (t) => {
     await fake.advance(id, 'IN_PROGRESS');
     await until(() => after.updates.some((u) => u.type === 'running'), 'running after the resume');
     await fake.advance(id, 'COMPLETED');
-    const result = succeeded(await after.ended());
+    const result = succeeded(await after.ended);
     t.equal(fake.submissions, submissions, 'no second submission');
     t.same(imageDimensions(result.files[0]!.bytes), { width: 64, height: 48 });
     t.same(
@@ -270,7 +255,7 @@ t.test('resume', async (t) => {
     const second = adapterFor({ endpoint: 'fal-ai/any-llm' });
     const job = recorder();
     second.resume(providerJobId, jobOf('text_to_text', { prompt: 'while down' }), job.report);
-    t.equal(succeeded(await job.ended()).textOutput, 'An answer to: while down');
+    t.equal(succeeded(await job.ended).textOutput, 'An answer to: while down');
     t.same(
       job.updates.map((u) => u.type),
       ['running', 'succeeded'],
@@ -283,7 +268,7 @@ t.test('resume', async (t) => {
     const job = recorder();
     const calls = fake.calls.length;
     adapter.resume('not a fal id', jobOf('text_to_text', { prompt: 'x' }), job.report);
-    t.match(await job.ended(), { type: 'failed', errorCode: 'provider_error' });
+    t.match(await job.ended, { type: 'failed', errorCode: 'provider_error' });
     t.equal(fake.calls.length, calls);
   });
 });
@@ -336,7 +321,7 @@ t.test('cancel', async (t) => {
     const adapter = adapterFor({ endpoint: 'fal-ai/any-llm' });
     const job = recorder();
     const { providerJobId } = await adapter.submit(jobOf('text_to_text', { prompt: 'done already' }), job.report);
-    await job.ended();
+    await job.ended;
     await t.resolves(adapter.cancel(providerJobId));
     const id = requestIdOf(providerJobId);
     t.same(
