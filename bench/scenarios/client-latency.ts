@@ -31,6 +31,11 @@ const WORKSPACES_AT_ONCE = 8;
  */
 const INSERT_SCRIPT = "insert into bench_rows (payload) values ('one durable row');\n";
 const GAUGE_S = 3;
+/**
+ * After the clients, the service and the database's backends are read for this long with no request: the CPU
+ * that does not depend on the creates (held jobs' timers, pollers, sweeps, metrics), to set against theirs.
+ */
+const REST_S = 5;
 
 type ClientName = 'fetch' | 'undici' | 'socket';
 
@@ -155,6 +160,41 @@ async function fillWorkspace(client: Client, ws: BenchWorkspace, count: number, 
   for (const [pid, s] of dbAfter) tally.databaseCpuS += s - (dbBefore.get(pid) ?? s);
 }
 
+/** Statement texts this database ran, with their calls so far; undefined where pg_stat_statements is not loaded. */
+async function statementCalls(db: ScratchDatabase): Promise<Map<string, number> | undefined> {
+  try {
+    await db.query('create extension if not exists pg_stat_statements');
+    const { rows } = await db.query<{ query: string; calls: string }>(
+      `select query, calls from pg_stat_statements where dbid = (select oid from pg_database where datname = current_database())`,
+    );
+    return new Map(rows.map((r) => [r.query, Number(r.calls)]));
+  } catch {
+    return undefined;
+  }
+}
+
+/** The statements run per create between two readings of statementCalls, most frequent first. */
+function statementsPerCreate(before: Map<string, number>, after: Map<string, number>, creates: number): string {
+  const per = [...after]
+    .map(([query, calls]) => ({ query: query.replace(/\s+/g, ' ').slice(0, 60), n: (calls - (before.get(query) ?? 0)) / creates }))
+    .filter((s) => s.n >= 0.05)
+    .sort((a, b) => b.n - a.n);
+  const total = per.reduce((sum, s) => sum + s.n, 0);
+  return `${round(total, 2)} statements per create: ${per.map((s) => `${round(s.n, 2)} × ${s.query}…`).join('; ')}`;
+}
+
+/** The service's and the database's backends' CPU over REST_S with no request, as percent of a core. */
+async function atRest(server: ExtraServer, db: ScratchDatabase): Promise<{ servicePercent: number; databasePercent: number }> {
+  const backends = await backendPids(db);
+  const dbBefore = processesCpuSeconds(backends);
+  const before = processCpuSeconds(server.pid) ?? 0;
+  await new Promise((resolve) => setTimeout(resolve, REST_S * 1000));
+  const after = processCpuSeconds(server.pid) ?? 0;
+  let database = 0;
+  for (const [pid, s] of processesCpuSeconds(backends)) database += s - (dbBefore.get(pid) ?? s);
+  return { servicePercent: round(((after - before) / REST_S) * 100, 2), databasePercent: round((database / REST_S) * 100, 2) };
+}
+
 function quantile(sorted: number[], p: number): number {
   return round(sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN, 2);
 }
@@ -215,6 +255,7 @@ export const clientLatency: Scenario = {
       // Warm-up (discarded): one workspace's worth from each client.
       for (const client of clients) await fillWorkspace(client, await nextWorkspace(), Math.min(CREATES_PER_WORKSPACE, 200), server, db, emptyTally());
       const tallies = new Map<ClientName, Tally>(clients.map((c) => [c.name, emptyTally()]));
+      const callsBefore = await statementCalls(db);
       ctx.log(`client latency: ${CREATES_PER_WORKSPACE} creates per workspace, clients in turn, until each has run ${ctx.options.durationS} s`);
       while ([...tallies.values()].some((t) => t.wallS < ctx.options.durationS)) {
         for (const client of clients) {
@@ -223,6 +264,17 @@ export const clientLatency: Scenario = {
         }
       }
       const [viaFetch, viaUndici, viaSocket] = (['fetch', 'undici', 'socket'] as const).map((n) => figures(tallies.get(n)!));
+      const callsAfter = callsBefore && (await statementCalls(db));
+      const creates = [...tallies.values()].reduce((sum, t) => sum + t.creates, 0);
+      const statements = callsBefore && callsAfter ? statementsPerCreate(callsBefore, callsAfter, creates) : undefined;
+      const rest = await atRest(server, db);
+      const unfinished = Number(
+        (await db.query<{ n: string }>(`select count(*) as n from generations where status in ('queued', 'reserved', 'submitted', 'running')`)).rows[0]!.n,
+      );
+      ctx.log(
+        `client latency: at rest with ${unfinished} unfinished jobs (${REST_S} s, no request): service ${rest.servicePercent} % of a core, database ${rest.databasePercent} %`,
+      );
+      if (statements) ctx.log(`client latency: ${statements}`);
       await db.query('create table if not exists bench_rows (id bigserial primary key, payload text not null, created_at timestamptz not null default now())');
       const gauge = await runPgbench(db.url, INSERT_SCRIPT, 1, GAUGE_S);
       ctx.log(`client latency: pgbench's one-client insert right after: ${gauge.latencyMsAverage} ms average`);
@@ -248,6 +300,9 @@ export const clientLatency: Scenario = {
           line('Node fetch', viaFetch!),
           line("undici request (the latency scenario's client)", viaUndici!),
           line('a bare socket (HTTP/1.1 by hand: the service and the loopback alone)', viaSocket!),
+          `at rest right after, ${unfinished} unfinished jobs held or queued, no request for ${REST_S} s: the service used ${rest.servicePercent} % of a core, the database's backends ${rest.databasePercent} % ` +
+            `(as CPU per create at fetch's rate: ${Math.round((rest.servicePercent * 1e4) / Math.max(1, viaFetch!.rate))} µs of the service's ${viaFetch!.serviceUs})`,
+          ...(statements ? [`the database, measured by pg_stat_statements over the measured creates: ${statements}`] : []),
           `pgbench's one-client one-row insert on the same database right after (${GAUGE_S} s): ${gauge.latencyMsAverage} ms average, ${Math.round(gauge.tps)} tps: the machine's load at the time`,
           `fetch ÷ undici request: creates/s ${(viaFetch!.rate / viaUndici!.rate).toFixed(2)}, p50 ${(viaFetch!.p50 / viaUndici!.p50).toFixed(2)}×; fetch p50 ${viaFetch!.p50} ms against ${P50_TARGET_MS} ms: ${viaFetch!.p50 <= P50_TARGET_MS ? 'met' : 'not met'} (the target is for an idle machine: see the run's load average)`,
         ],
