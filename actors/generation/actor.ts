@@ -29,7 +29,7 @@ import {
   type GenerationStatus,
   type TerminalStatus,
   type TimelineEntry,
-} from './state.ts';
+} from './machine.ts';
 import { storableText } from '../../persistence/storable-text.ts';
 import { currentTraceparent } from '../webhook/trace-context.ts';
 

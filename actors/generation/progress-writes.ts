@@ -1,7 +1,7 @@
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import type { GenerationRow } from '../../persistence/entities/generation.ts';
 import { bulkWriteOf, type Added } from '../../persistence/bulk-write.ts';
-import type { SnapshotWriter } from '../../persistence/snapshot-writer.ts';
+import type { GroupCommitWriter } from '../../persistence/group-commit.ts';
 import { boundQuery } from '../../persistence/bound-query.ts';
 import { noteTransactionId, TXID_COLUMN } from '../../persistence/transaction-id.ts';
 import { STARTED_WANTED, writeStartedDeliveries } from '../webhook/started-event.ts';
@@ -91,7 +91,7 @@ async function writeProgress(em: SqlEntityManager, all: Progress[]): Promise<voi
  * Persists a non-terminal transition: its commit, and the queue position of its write (a settlement of the
  * same job is queued behind it: writeSettlement's `after`).
  */
-export function writeProgressOf(writer: SnapshotWriter, progress: Progress): Added {
+export function writeProgressOf(writer: GroupCommitWriter, progress: Progress): Added {
   // One lane, the writer's own: a job's reserved then commits with or after the settlement that freed its
   // slot, never before it, so a crash between them cannot leave more jobs running than the plan allows.
   return bulkWriteOf(writer, writeProgress).addAfter(progress);

@@ -10,7 +10,7 @@ import type { WorkspaceState } from './state.ts';
 import type { IdempotencyEntry } from './idempotency-cache.ts';
 import { writeMoney } from './money-writes.ts';
 import { creationsOf, reservedCreationsOf, type Creation } from './creations.ts';
-import { decide, type GenerationState, type TimelineEntry } from '../generation/state.ts';
+import { decide, type GenerationState, type TimelineEntry } from '../generation/machine.ts';
 import { chargeKey, keyLimitsUsage, patchKeyLimits, refuseByKey, settleKey, walletCapOf, type KeyLimitsPatch } from './key-limits.ts';
 import { loadKeySpends } from './key-spend-writes.ts';
 import { readWorkspaces, workspaceStateOf, type WorkspaceRecord } from './load.ts';

@@ -10,7 +10,7 @@ import {
   type GenerationCommand,
   type GenerationState,
   type GenerationStatus,
-} from '../../actors/generation/state.ts';
+} from '../../actors/generation/machine.ts';
 
 const T0 = Date.UTC(2026, 0, 1);
 const TIMEOUT = 600_000;
