@@ -1,5 +1,6 @@
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import type { GenerationRow } from '../../persistence/entities/generation.ts';
+import type { GenerationStatus } from '../../domain/generation-status.ts';
 import { bulkWriteOf, type Added } from '../../persistence/bulk-write.ts';
 import type { GroupCommitWriter } from '../../persistence/group-commit.ts';
 import { boundQuery } from '../../persistence/bound-query.ts';
@@ -11,7 +12,7 @@ import { STARTED_WANTED, writeStartedDeliveries } from '../webhook/started-event
  * `from` (a job handed to its provider again after a restart keeps its status: `from` is then its own).
  */
 export interface Progress {
-  from: string;
+  from: GenerationStatus;
   row: GenerationRow;
   /** The generation's trace when it moved (W3C traceparent), for the deliveries of generation.started. */
   traceParent?: string | null;
@@ -28,7 +29,7 @@ export interface Progress {
  * wrote its whole timeline.
  */
 async function writeProgress(em: SqlEntityManager, all: Progress[]): Promise<void> {
-  const merged = new Map<string, { from: string; last: Progress }>();
+  const merged = new Map<string, { from: GenerationStatus; last: Progress }>();
   for (const p of all) {
     const seen = merged.get(p.row.id);
     merged.set(p.row.id, { from: seen?.from ?? p.from, last: p });
