@@ -38,7 +38,7 @@ import { loadUws } from '../http/uws.ts';
 import type { RouteDef } from '../http/route.ts';
 import { routeTable } from '../http/routes/index.ts';
 import { openDatabase, type Database } from '../persistence/database.ts';
-import { SnapshotWriter } from '../persistence/snapshot-writer.ts';
+import { GroupCommitWriter } from '../persistence/group-commit.ts';
 import { availabilityOf } from '../persistence/availability.ts';
 import { closeRedis, connectRedis, type RedisClient } from '../runtime/redis.ts';
 import { MemoryRateLimiter, type RateLimiter } from '../http/auth/limiter.ts';
@@ -57,7 +57,7 @@ import { loadOrCreateSecret } from '../persistence/secret-file.ts';
 import { SecretBox } from '../persistence/secret-box.ts';
 import { webhookEndpointActor } from '../actors/webhook/actor.ts';
 import { WEBHOOK_SECRET_PURPOSE } from '../actors/webhook/deps.ts';
-import { webhookRecovery } from '../actors/webhook/recovery.ts';
+import { webhookRecovery } from '../actors/webhook/restart-recovery.ts';
 import { ClusterNode } from '../runtime/cluster/cluster-node.ts';
 import { ShardHost } from '../runtime/cluster/shard-host.ts';
 import { ClusterRouting } from '../runtime/cluster/routing.ts';
@@ -154,7 +154,7 @@ export async function startService(options: StartOptions): Promise<RunningServic
     ? (em: Parameters<typeof fenceShards>[0], claims: Parameters<typeof fenceShards>[2]) =>
         fenceShards(em, cluster.nodeId, claims, { holdLimitMs: cluster.leaseMs })
     : undefined;
-  const writer = new SnapshotWriter(db, {
+  const writer = new GroupCommitWriter(db, {
     windowMs: config.groupCommit.windowMs,
     maxBatch: config.groupCommit.maxBatch,
     tracer: telemetry.tracer,

@@ -5,7 +5,7 @@ import type { Logger } from '../runtime/logger.ts';
 import type { HealthState } from '../runtime/health.ts';
 import type { ActorDirectory } from '../runtime/actor-directory.ts';
 import type { Database } from '../persistence/database.ts';
-import type { SnapshotWriter } from '../persistence/snapshot-writer.ts';
+import type { GroupCommitWriter } from '../persistence/group-commit.ts';
 import type { RedisClient } from '../runtime/redis.ts';
 import type { RateLimiter } from './auth/limiter.ts';
 import type { AttemptStore } from './auth/attempt-store.ts';
@@ -46,7 +46,7 @@ export interface Services {
   /** The service's metrics (runtime/metrics/index.ts); undefined when OTEL_METRICS_EXPORTER=none. */
   metrics?: Metrics;
   db: Database;
-  writer: SnapshotWriter;
+  writer: GroupCommitWriter;
   actors: ActorDirectory;
   health: HealthState;
   /** Cluster mode only: where each workspace is served, and the signature of requests forwarded between nodes. */

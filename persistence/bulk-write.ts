@@ -1,12 +1,12 @@
 import type { Span } from '@opentelemetry/api';
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
-import type { SnapshotWriter, WriteOptions } from './snapshot-writer.ts';
+import type { GroupCommitWriter, WriteOptions } from './group-commit.ts';
 import { currentWriteClaim, WriteClaims } from './write-claims.ts';
 
 /** Writes many rows of one kind with a constant number of statements. */
 export type BulkApply<R> = (em: SqlEntityManager, rows: R[]) => Promise<void>;
 
-/** Whether the rows of a unit whose connection was lost were committed (SnapshotWriter's CommitProbe). */
+/** Whether the rows of a unit whose connection was lost were committed (GroupCommitWriter's CommitProbe). */
 export type BulkProbe<R> = (em: SqlEntityManager, rows: R[]) => Promise<boolean>;
 
 export interface BulkWriteOptions<R> {
@@ -19,14 +19,14 @@ export interface BulkWriteOptions<R> {
   probe?: BulkProbe<R>;
 }
 // An apply lets every failed statement throw and writes only through statements: its units are strict
-// (SnapshotWriter's WriteOptions).
+// (GroupCommitWriter's WriteOptions).
 
 interface Gathering<R> {
   /** Its place in the writer's queue: gatherings of every BulkWrite are numbered in the order they queue. */
   position: number;
   rows: R[];
   committed: Promise<void>;
-  writer: SnapshotWriter;
+  writer: GroupCommitWriter;
   /** The shard leases of the actors whose rows joined (cluster mode). */
   claims: WriteClaims;
   /** The commit-wait spans of the traced callers whose rows joined. */
@@ -53,7 +53,7 @@ export interface Added {
  * failing units), so one bad row fails alone and the others still commit. `apply` must be right for any
  * subset of rows, and its statements must not depend on other units of the same transaction.
  *
- * With `lanes` > 1, a new batch goes to a lane of the writer that is idle (SnapshotWriter.lane), so it
+ * With `lanes` > 1, a new batch goes to a lane of the writer that is idle (GroupCommitWriter.lane), so it
  * commits while the previous batch is still committing: for rows whose writes commute with everything
  * else (inserts of new rows, balance deltas), and whose statements lock shared rows in a fixed order.
  */
@@ -65,7 +65,7 @@ export class BulkWrite<R> {
   private readonly probe: BulkProbe<R> | undefined;
 
   constructor(
-    private readonly writer: SnapshotWriter,
+    private readonly writer: GroupCommitWriter,
     private readonly apply: BulkApply<R>,
     options: BulkWriteOptions<R> = {},
   ) {
@@ -122,7 +122,7 @@ export class BulkWrite<R> {
   }
 
   /** An idle lane if there is one, else the next in turn. */
-  private pickLane(): SnapshotWriter {
+  private pickLane(): GroupCommitWriter {
     for (let i = 0; i < this.lanes; i++) {
       const lane = this.writer.lane((this.next + i) % this.lanes);
       if (lane.idle) {
@@ -140,10 +140,10 @@ export class BulkWrite<R> {
   }
 }
 
-const shared = new WeakMap<SnapshotWriter, Map<unknown, unknown>>();
+const shared = new WeakMap<GroupCommitWriter, Map<unknown, unknown>>();
 
 /** The one BulkWrite of `apply` on a writer (one writer per service), so every actor's rows of that kind gather together. */
-export function bulkWriteOf<R>(writer: SnapshotWriter, apply: BulkApply<R>, options: BulkWriteOptions<R> = {}): BulkWrite<R> {
+export function bulkWriteOf<R>(writer: GroupCommitWriter, apply: BulkApply<R>, options: BulkWriteOptions<R> = {}): BulkWrite<R> {
   let kinds = shared.get(writer);
   if (!kinds) {
     kinds = new Map();

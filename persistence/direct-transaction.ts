@@ -49,7 +49,7 @@ export interface RunOptions {
    * decide nothing from their answers: a failure must be the server's (a statement's error), since COMMIT is
    * on its way before any answer is back; a statement asked for later is refused (it would run after COMMIT).
    * A connection lost after the write leaves the outcome unknown, and no statement's answer (such as the
-   * transaction's id) may have come back: the caller needs another way to learn it (SnapshotWriter's probes).
+   * transaction's id) may have come back: the caller needs another way to learn it (GroupCommitWriter's probes).
    * Ignored on PGlite, which has no round trip to save.
    */
   commitWithStatements?: boolean;
@@ -60,7 +60,7 @@ function noop(): void {}
 /**
  * A write transaction on one pooled connection, without the ORM's unit of work: BEGIN, the statements,
  * COMMIT, sent by the query builder's own client (placeholders bound by the driver). It serves the batches
- * of strict units (SnapshotWriter), which write only through statements: measured on PostgreSQL, an ORM
+ * of strict units (GroupCommitWriter), which write only through statements: measured on PostgreSQL, an ORM
  * transaction around one statement cost about 1.3 ms of CPU, this one about 0.4 ms.
  *
  * On PostgreSQL the statements are pipelined: every statement asked for before the running code yields
@@ -69,7 +69,7 @@ function noop(): void {}
  * A transaction of one statement is two round trips; a settlement's five or six statements are two too.
  * COMMIT stays a round trip of its own, after every statement's answer: a transaction whose connection is
  * lost before then never committed, and one lost during COMMIT is looked up by the id its statements read
- * (SnapshotWriter). Once a statement fails the transaction is aborted, and every later one fails too.
+ * (GroupCommitWriter). Once a statement fails the transaction is aborted, and every later one fails too.
  *
  * An entity manager whose transaction context is a DirectTransaction runs `em.execute` and `boundQuery`
  * on it (bound-connection.ts, bound-query.ts); nothing else of the ORM may be used with it.

@@ -1,7 +1,7 @@
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 
 /**
- * The id of a write transaction (`txid_current()`), read by one of its own statements: the snapshot writer
+ * The id of a write transaction (`txid_current()`), read by one of its own statements: the group-commit writer
  * needs it before COMMIT (to learn, should the connection drop during COMMIT, whether it committed), and a
  * unit whose statement returns it in the same round trip spares the writer a statement of its own.
  */

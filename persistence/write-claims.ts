@@ -4,7 +4,7 @@ import type { Lease } from './cluster/leases.ts';
 /**
  * The shard lease (shard and epoch) under which the current code writes: in cluster mode the actor
  * directory runs each message of an actor whose workspace this node owns inside `withWriteClaim`, and
- * every write queued meanwhile carries that claim to the snapshot writer, which fences the batch on it.
+ * every write queued meanwhile carries that claim to the group-commit writer, which fences the batch on it.
  * A single node sets none, and its writes carry none.
  */
 const current = new AsyncLocalStorage<Lease>();

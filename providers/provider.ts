@@ -31,7 +31,7 @@ export type ProviderUpdate =
  *
  * After a restart, a failover or a handover, a job whose provider job id was written is followed by `resume`
  * (the provider looked it up) and never submitted again; a provider without `resume` (the local one, whose
- * jobs live in the service's process) has its job handed over again, up to MAX_ATTEMPTS (state.ts). The
+ * jobs live in the service's process) has its job handed over again, up to MAX_ATTEMPTS (actors/generation/machine.ts). The
  * workspace is charged once whatever happens. `verifyEvent` checks an inbound event on any node;
  * `deliverEvent` hands it, on the job's node, to the adapter that follows the job.
  */

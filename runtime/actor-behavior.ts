@@ -1,7 +1,7 @@
 import type { Clock } from './clock.ts';
 import type { Logger } from './logger.ts';
 import type { Database } from '../persistence/database.ts';
-import type { SnapshotWriter } from '../persistence/snapshot-writer.ts';
+import type { GroupCommitWriter } from '../persistence/group-commit.ts';
 
 /** What an actor may use: its identity, time, persistence and the other actors. */
 export interface ActorContext {
@@ -10,7 +10,7 @@ export interface ActorContext {
   clock: Clock;
   logger: Logger;
   db: Database;
-  writer: SnapshotWriter;
+  writer: GroupCommitWriter;
   actors: ActorMessenger;
   /** What the service gives its actors beyond the runtime (catalog, providers, blob store…); each kind casts it to the shape it declares. */
   deps: unknown;

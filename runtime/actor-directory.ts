@@ -6,7 +6,7 @@ import type { Logger } from './logger.ts';
 import { inRequestScopeOf, traceContextOf, wrap, type Envelope, type Reply } from './envelope.ts';
 import { runInRequest } from './request-scope.ts';
 import type { Database } from '../persistence/database.ts';
-import { WriterClosedError, type SnapshotWriter } from '../persistence/snapshot-writer.ts';
+import { WriterClosedError, type GroupCommitWriter } from '../persistence/group-commit.ts';
 import { availabilityOf, DatabaseUnavailableError, isDatabaseUnreachable, untilReachable } from '../persistence/availability.ts';
 import type { Lease } from '../persistence/cluster/leases.ts';
 import { isFencedOut } from '../persistence/cluster/fence.ts';
@@ -23,7 +23,7 @@ export interface DirectoryDeps {
   clock: Clock;
   logger: Logger;
   db: Database;
-  writer: SnapshotWriter;
+  writer: GroupCommitWriter;
   tracer: Tracer;
   /** An actor with nothing to do for this long is stopped; the next message spawns it again. */
   idleMs: number;

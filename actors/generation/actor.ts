@@ -19,17 +19,8 @@ import type { ProviderJob, ProviderUpdate } from '../../providers/provider.ts';
 import { ProviderFailure } from '../../providers/adapter.ts';
 import { upstreamInput } from '../../domain/catalog/input-mapping.ts';
 import { writeProgressOf } from './progress-writes.ts';
-import {
-  decide,
-  isTerminal,
-  MAX_ATTEMPTS,
-  type GenerationCommand,
-  type GenerationEffect,
-  type GenerationState,
-  type GenerationStatus,
-  type TerminalStatus,
-  type TimelineEntry,
-} from './state.ts';
+import { decide, MAX_ATTEMPTS, type GenerationCommand, type GenerationEffect } from './machine.ts';
+import { isTerminal, type TerminalStatus } from '../../domain/generation-status.ts';
 import { storableText } from '../../persistence/storable-text.ts';
 import { currentTraceparent } from '../webhook/trace-context.ts';
 
@@ -70,7 +61,7 @@ export const generationActor: ActorBehavior<GenerationActorState, GenerationMess
   async receive(state, msg, ctx): Promise<Outcome<GenerationActorState, unknown>> {
     const row = state.row;
     if (!row) return { state, reply: msg.type === 'cancel' ? ({ kind: 'not_found' } satisfies CancelReply) : undefined, passivate: true };
-    const status = row.status as GenerationStatus;
+    const status = row.status;
     if (isTerminal(status)) {
       depsOf(ctx).held?.release(row.id);
       // A slot granted after the job ended (e.g. expired at recovery) goes back at once.
@@ -356,45 +347,28 @@ async function transition(
   alsoWrite: GenerationSettlement['alsoWrite'] = [],
 ): Promise<{ applied: boolean; result: Outcome<GenerationActorState, unknown> }> {
   const now = ctx.clock.now();
-  const decision = decide(machineOf(row), command, now);
+  const decision = decide(row, command, now);
   if (!decision.ok) return { applied: false, result: { state } };
-  const next = decision.state;
   const at = new Date(now);
-  const updated: GenerationRow = {
-    ...row,
-    status: next.status,
-    timeline: next.timeline,
-    providerJobId: next.providerJobId ?? null,
-    provider: next.provider ?? row.provider,
-    deploymentId: next.deploymentId ?? row.deploymentId,
-    attempts: next.attempts,
-    startedAt: next.startedAt ? new Date(next.startedAt) : row.startedAt,
-    completedAt: next.completedAt ? new Date(next.completedAt) : row.completedAt,
-    textOutput: next.textOutput ?? row.textOutput,
-    outputAssetIds: next.outputAssetIds,
-    errorCode: next.errorCode ?? row.errorCode,
-    errorMessage: next.errorMessage ?? row.errorMessage,
-    updatedAt: at,
-  };
+  const next: GenerationRow = { ...decision.state, updatedAt: at };
 
   // Submitted and running are shown to streams by their own commit's callback, not below.
   let shownOnCommit = false;
-  if (isTerminal(next.status)) {
-    const money = decision.effects.some((e) => e.type === 'capture_credits') ? 'capture' : 'release';
+  if (decision.settle && isTerminal(next.status)) {
+    const { money, heldSlot } = decision.settle;
     // The event's webhook deliveries commit with the terminal state (docs/webhooks.md, Deliveries).
     const settlement: GenerationSettlement = {
-      status: next.status as GenerationSettlement['status'],
-      completedAt: next.completedAt ?? at.toISOString(),
-      textOutput: next.textOutput,
+      status: next.status,
+      completedAt: (next.completedAt ?? at).toISOString(),
+      textOutput: next.textOutput ?? undefined,
       outputAssetIds: next.outputAssetIds,
-      errorCode: next.errorCode,
-      errorMessage: next.errorMessage,
+      errorCode: next.errorCode ?? undefined,
+      errorMessage: next.errorMessage ?? undefined,
       timeline: next.timeline,
       alsoWrite,
-      generation: updated,
-      event: { generation: updated, status: next.status as TerminalStatus, at: now, traceParent: currentTraceparent() },
+      generation: next,
+      event: { generation: next, status: next.status, at: now, traceParent: currentTraceparent() },
     };
-    const heldSlot = decision.effects.some((e) => e.type === 'free_slot');
     const after = state.progressAt;
     const settled = await ctx.actors.ask<SettleReply>(
       'ws',
@@ -402,12 +376,12 @@ async function transition(
       { type: 'settle', generationId: row.id, money, settlement, heldSlot, after },
       SETTLE_WAIT_MS,
     );
-    if (money === 'capture' && row.tokenTerms) updated.credits = settled.credits;
+    if (money === 'capture' && row.tokenTerms) next.credits = settled.credits;
     for (const endpointId of settled.endpointIds) ctx.actors.tell('whk', endpointId, { type: 'wake' });
   } else {
     const progress = {
       from: row.status,
-      row: updated,
+      row: next,
       traceParent: next.status === 'running' ? currentTraceparent() : null,
       endpointIds: undefined as string[] | undefined,
     };
@@ -415,7 +389,7 @@ async function transition(
     const woken = written.committed.then(() => {
       for (const endpointId of progress.endpointIds ?? []) ctx.actors.tell('whk', endpointId, { type: 'wake' });
     });
-    if (decision.effects.some((e) => e.type !== 'poll_provider')) {
+    if (decision.effects.length > 0) {
       // Its effects (the provider's call) need the transition durable first: a restart then finds the attempt.
       await woken;
       state.progressAt = undefined;
@@ -427,7 +401,7 @@ async function transition(
       shownOnCommit = true;
       const live = depsOf(ctx).live;
       void woken.then(
-        () => live?.publish(updated),
+        () => live?.publish(next),
         (error: unknown) => {
           ctx.logger.warn(
             { err: error, generationId: row.id, status: next.status },
@@ -437,15 +411,15 @@ async function transition(
       );
     }
   }
-  state.row = updated;
+  state.row = next;
   if (isTerminal(next.status)) {
-    state.endProviderSpan?.(next.status as TerminalStatus, next.errorCode);
+    state.endProviderSpan?.(next.status, next.errorCode ?? undefined);
     state.endProviderSpan = undefined;
   }
   depsOf(ctx).metrics?.generationTransition(row.status, next.status);
   // Committed (the progress write, or the settlement the workspace actor answered): streams may show it.
-  if (!shownOnCommit) depsOf(ctx).live?.publish(updated);
-  for (const effect of decision.effects) perform(effect, state, updated, ctx);
+  if (!shownOnCommit) depsOf(ctx).live?.publish(next);
+  for (const effect of decision.effects) perform(effect, state, next, ctx);
   return { applied: true, result: { state, passivate: isTerminal(next.status) } };
 }
 
@@ -465,13 +439,10 @@ function perform(effect: GenerationEffect, state: GenerationActorState, row: Gen
     case 'cancel_at_provider':
       deps.providers.forJob(row)?.cancel(effect.providerJobId);
       return;
-    case 'poll_provider':
-    case 'capture_credits':
-    case 'release_credits':
-    case 'free_slot':
-    case 'emit':
-      // Done with the terminal write (money, slot, webhook deliveries) or by the provider's own reports.
-      return;
+    default: {
+      const unperformed: never = effect;
+      throw new Error(`no way to perform ${JSON.stringify(unperformed)}`);
+    }
   }
 }
 
@@ -626,22 +597,4 @@ function armQueueTimer(state: GenerationActorState, row: GenerationRow, ctx: Act
   state.timer?.cancel();
   const wait = Math.max(0, row.queueDeadline.getTime() - ctx.clock.now());
   state.timer = ctx.clock.setTimer(() => ctx.actors.tell('gen', row.id, { type: 'expire' }), wait);
-}
-
-function machineOf(row: GenerationRow): GenerationState {
-  return {
-    status: row.status as GenerationStatus,
-    queueDeadline: row.queueDeadline.getTime(),
-    startedAt: row.startedAt?.toISOString(),
-    completedAt: row.completedAt?.toISOString(),
-    providerJobId: row.providerJobId ?? undefined,
-    deploymentId: row.deploymentId ?? undefined,
-    provider: row.provider,
-    attempts: row.attempts,
-    textOutput: row.textOutput ?? undefined,
-    outputAssetIds: row.outputAssetIds ?? [],
-    errorCode: row.errorCode ?? undefined,
-    errorMessage: row.errorMessage ?? undefined,
-    timeline: row.timeline as TimelineEntry[],
-  };
 }

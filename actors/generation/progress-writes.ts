@@ -1,7 +1,8 @@
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import type { GenerationRow } from '../../persistence/entities/generation.ts';
+import type { GenerationStatus } from '../../domain/generation-status.ts';
 import { bulkWriteOf, type Added } from '../../persistence/bulk-write.ts';
-import type { SnapshotWriter } from '../../persistence/snapshot-writer.ts';
+import type { GroupCommitWriter } from '../../persistence/group-commit.ts';
 import { boundQuery } from '../../persistence/bound-query.ts';
 import { noteTransactionId, TXID_COLUMN } from '../../persistence/transaction-id.ts';
 import { STARTED_WANTED, writeStartedDeliveries } from '../webhook/started-event.ts';
@@ -11,7 +12,7 @@ import { STARTED_WANTED, writeStartedDeliveries } from '../webhook/started-event
  * `from` (a job handed to its provider again after a restart keeps its status: `from` is then its own).
  */
 export interface Progress {
-  from: string;
+  from: GenerationStatus;
   row: GenerationRow;
   /** The generation's trace when it moved (W3C traceparent), for the deliveries of generation.started. */
   traceParent?: string | null;
@@ -28,7 +29,7 @@ export interface Progress {
  * wrote its whole timeline.
  */
 async function writeProgress(em: SqlEntityManager, all: Progress[]): Promise<void> {
-  const merged = new Map<string, { from: string; last: Progress }>();
+  const merged = new Map<string, { from: GenerationStatus; last: Progress }>();
   for (const p of all) {
     const seen = merged.get(p.row.id);
     merged.set(p.row.id, { from: seen?.from ?? p.from, last: p });
@@ -91,7 +92,7 @@ async function writeProgress(em: SqlEntityManager, all: Progress[]): Promise<voi
  * Persists a non-terminal transition: its commit, and the queue position of its write (a settlement of the
  * same job is queued behind it: writeSettlement's `after`).
  */
-export function writeProgressOf(writer: SnapshotWriter, progress: Progress): Added {
+export function writeProgressOf(writer: GroupCommitWriter, progress: Progress): Added {
   // One lane, the writer's own: a job's reserved then commits with or after the settlement that freed its
   // slot, never before it, so a crash between them cannot leave more jobs running than the plan allows.
   return bulkWriteOf(writer, writeProgress).addAfter(progress);

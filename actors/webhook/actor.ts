@@ -13,7 +13,7 @@ import { openEndpointSecrets } from './endpoint-secrets.ts';
 import { rotateSecret } from './rotate-secret.ts';
 import type { EndpointActorState, QueuedDelivery } from './endpoint-state.ts';
 import { parentContextOf } from './trace-context.ts';
-import { decide, type AttemptOutcome, type DeliveryEvent, type DeliveryState, type FailureReason } from './state.ts';
+import { decide, type AttemptOutcome, type DeliveryEvent, type DeliveryState, type FailureReason } from './machine.ts';
 import { DEFAULT_DISABLE_AFTER_MS, judgeAttempt, type HealthVerdict } from './auto-disable.ts';
 import { writeDeliveryFinal, writeEndpointDisabled, writeEndpointHealth } from './endpoint-disabled.ts';
 

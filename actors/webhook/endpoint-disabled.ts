@@ -2,7 +2,7 @@ import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { newId } from '../../persistence/ids.ts';
 import { bodyOf, writeEvents, type EmittedEvent } from './events.ts';
 import { holdSubscriptions } from './subscription-lock.ts';
-import type { DeliveryState } from './state.ts';
+import type { DeliveryState } from './machine.ts';
 
 export const ENDPOINT_DISABLED_EVENT = 'webhook_endpoint.disabled';
 

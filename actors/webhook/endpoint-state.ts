@@ -1,6 +1,6 @@
 import type { Timer } from '../../runtime/clock.ts';
 import type { WebhookEndpointRow } from '../../persistence/entities/webhook.ts';
-import type { DeliveryState } from './state.ts';
+import type { DeliveryState } from './machine.ts';
 
 /** A delivery waiting in the endpoint actor's queue. */
 export interface QueuedDelivery {

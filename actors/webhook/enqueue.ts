@@ -1,7 +1,8 @@
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import type { GenerationRow } from '../../persistence/entities/generation.ts';
 import { newId } from '../../persistence/ids.ts';
-import { EVENT_OF, type TerminalStatus } from '../generation/state.ts';
+import { EVENT_OF } from '../generation/machine.ts';
+import type { TerminalStatus } from '../../domain/generation-status.ts';
 import { holdSubscriptions } from './subscription-lock.ts';
 
 /** A workspace has at most this many webhook endpoints (deleted ones aside); creation takes the workspace lock to keep it so. */

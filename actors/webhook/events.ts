@@ -1,6 +1,6 @@
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { newId } from '../../persistence/ids.ts';
-import { EVENT_OF } from '../generation/state.ts';
+import { EVENT_OF } from '../generation/machine.ts';
 import { eventBody, type SettledEvent } from './enqueue.ts';
 
 /** Events are kept this long (GET /v1/events, replay); the retention job deletes older ones. */

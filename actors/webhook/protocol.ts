@@ -1,5 +1,5 @@
 import type { SignatureScheme, WebhookEndpointRow } from '../../persistence/entities/webhook.ts';
-import type { AttemptOutcome, WebhookEventType } from './state.ts';
+import type { AttemptOutcome, WebhookEventType } from './machine.ts';
 
 export interface EndpointPatch {
   url?: string;

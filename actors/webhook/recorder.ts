@@ -1,6 +1,6 @@
-import type { SnapshotWriter } from '../../persistence/snapshot-writer.ts';
+import type { GroupCommitWriter } from '../../persistence/group-commit.ts';
 import { currentWriteClaim, WriteClaims } from '../../persistence/write-claims.ts';
-import type { DeliveryState } from './state.ts';
+import type { DeliveryState } from './machine.ts';
 
 /** A delivery's whole new state as the UPDATE joins it by id. */
 interface StateRecord {
@@ -49,7 +49,7 @@ interface Batch {
 export class DeliveryRecorder {
   private open: Batch | undefined;
 
-  constructor(private readonly writer: SnapshotWriter) {}
+  constructor(private readonly writer: GroupCommitWriter) {}
 
   /** Resolves once this outcome is committed; a delivery that is no longer pending is left as it is. */
   record(id: string, next: DeliveryState, at: Date): Promise<void> {
@@ -121,10 +121,10 @@ export class DeliveryRecorder {
   }
 }
 
-const recorders = new WeakMap<SnapshotWriter, DeliveryRecorder>();
+const recorders = new WeakMap<GroupCommitWriter, DeliveryRecorder>();
 
 /** The recorder of a writer (one per service). */
-export function recorderFor(writer: SnapshotWriter): DeliveryRecorder {
+export function recorderFor(writer: GroupCommitWriter): DeliveryRecorder {
   let recorder = recorders.get(writer);
   if (!recorder) {
     recorder = new DeliveryRecorder(writer);

@@ -4,7 +4,7 @@ import type { Logger } from '../../runtime/logger.ts';
 import type { Database } from '../../persistence/database.ts';
 import { ownedShardsSql, type OwnedShards } from '../../persistence/cluster/shard-sql.ts';
 import { EVENT_RETENTION_MS } from './events.ts';
-import { RECOVER_KEY_TTL_MS, RECOVER_WINDOW_MS } from './recover.ts';
+import { RECOVER_KEY_TTL_MS, RECOVER_WINDOW_MS } from './resend-failed.ts';
 
 /** Deliveries kept per endpoint: the 100 most recent are listed (docs/webhooks.md, Delivery history). */
 export const DELIVERIES_KEPT = 100;

@@ -10,7 +10,7 @@ import type { WorkspaceState } from './state.ts';
 import type { IdempotencyEntry } from './idempotency-cache.ts';
 import { writeMoney } from './money-writes.ts';
 import { creationsOf, reservedCreationsOf, type Creation } from './creations.ts';
-import { decide, type GenerationState, type TimelineEntry } from '../generation/state.ts';
+import { decide } from '../generation/machine.ts';
 import { chargeKey, keyLimitsUsage, patchKeyLimits, refuseByKey, settleKey, walletCapOf, type KeyLimitsPatch } from './key-limits.ts';
 import { loadKeySpends } from './key-spend-writes.ts';
 import { readWorkspaces, workspaceStateOf, type WorkspaceRecord } from './load.ts';
@@ -355,9 +355,10 @@ function createReserved(
   ctx: ActorContext,
 ): Promise<CreateReply> {
   const queued = creation.generation;
-  const reserved = decide(machineOfNew(queued), { type: 'reserve' }, queued.createdAt.getTime());
+  const reserved = decide(queued, { type: 'reserve' }, queued.createdAt.getTime());
   if (!reserved.ok) throw new Error(`a new job could not be reserved: ${reserved.message}`);
-  const row: GenerationRow = { ...queued, status: reserved.state.status, attempts: reserved.state.attempts, timeline: reserved.state.timeline };
+  // Its effects (the hand-over) are its generation actor's, told `start` once this commits.
+  const row = reserved.state;
   const reservedCreation = { ...creation, generation: row, answer: queued };
   const written =
     state.active.size + state.freesInFlight <= state.plan.concurrentJobs
@@ -383,11 +384,6 @@ function createReserved(
       throw error;
     },
   );
-}
-
-/** The state machine's view of a job just created (queued, no attempt yet). */
-function machineOfNew(row: GenerationRow): GenerationState {
-  return { status: 'queued', queueDeadline: row.queueDeadline.getTime(), attempts: 0, outputAssetIds: [], timeline: row.timeline as TimelineEntry[] };
 }
 
 async function settle(

@@ -2,7 +2,7 @@ import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import type { GenerationRow } from '../../persistence/entities/generation.ts';
 import type { JobContext } from '../../runtime/tracing.ts';
 import { bulkWriteOf, type BulkWrite } from '../../persistence/bulk-write.ts';
-import type { SnapshotWriter } from '../../persistence/snapshot-writer.ts';
+import type { GroupCommitWriter } from '../../persistence/group-commit.ts';
 import { writeMoneyChanges, type MoneyChange } from './money-writes.ts';
 import type { KeySpendDelta } from './key-limits.ts';
 import { keySpendWrite } from './key-spend-writes.ts';
@@ -174,12 +174,12 @@ async function creationProbe(em: SqlEntityManager, creations: Creation[]): Promi
  */
 const writeReservedCreations = (em: SqlEntityManager, creations: Creation[]) => writeCreations(em, creations);
 
-export function reservedCreationsOf(writer: SnapshotWriter): BulkWrite<Creation> {
+export function reservedCreationsOf(writer: GroupCommitWriter): BulkWrite<Creation> {
   return bulkWriteOf(writer, writeReservedCreations, { probe: creationProbe });
 }
 
 /** The creations of a writer (one per service): every create of a group commit shares its statements. */
-export function creationsOf(writer: SnapshotWriter): BulkWrite<Creation> {
+export function creationsOf(writer: GroupCommitWriter): BulkWrite<Creation> {
   // Two lanes: creations only insert new rows and move balances by deltas, so a batch may commit while
   // the previous one still is.
   return bulkWriteOf(writer, writeCreations, { lanes: CREATION_LANES, probe: creationProbe });

@@ -1,6 +1,6 @@
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { bulkWriteOf, type Added } from '../../persistence/bulk-write.ts';
-import type { SnapshotWriter } from '../../persistence/snapshot-writer.ts';
+import type { GroupCommitWriter } from '../../persistence/group-commit.ts';
 import { writeEventDeliveries, type SettledEvent } from '../webhook/enqueue.ts';
 import { writeGenerationEvents } from '../webhook/events.ts';
 import { writeMoneyChanges, type MoneyChange } from './money-writes.ts';
@@ -110,7 +110,7 @@ function usageOf({ generationId, settlement, money }: Settlement): UsageDelta {
  * Writes a settlement with the others of its group commit; resolves once committed. `after`: the queue
  * position of its generation's last progress write (progress-writes.ts), which it must not overtake.
  */
-export function writeSettlement(writer: SnapshotWriter, settlement: Settlement, after?: number): Added {
+export function writeSettlement(writer: GroupCommitWriter, settlement: Settlement, after?: number): Added {
   return bulkWriteOf(writer, writeSettlements).addAfter(settlement, after);
 }
 

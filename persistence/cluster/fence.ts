@@ -52,7 +52,7 @@ export async function fenceShards(em: SqlEntityManager, nodeId: string, claims: 
   if (claims.length === 0) return undefined;
   const json = JSON.stringify(claims.map(({ shard, epoch }) => ({ shard, epoch })));
   try {
-    // The transaction's id comes back in the same round trip: the snapshot writer needs it before commit
+    // The transaction's id comes back in the same round trip: the group-commit writer needs it before commit
     // (to learn, should the connection drop during COMMIT, whether it committed) and need not ask again.
     const rows = await em.execute<Array<{ id: string }>>('select txid_current()::text as id, cluster_fence(?, ?::jsonb, ?)', [
       nodeId,

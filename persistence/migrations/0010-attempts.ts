@@ -2,7 +2,7 @@ import { Migration } from '@mikro-orm/migrations';
 
 /**
  * How many times each generation was handed to its provider. A job in flight when the service stopped
- * is handed over again after the restart, up to a limit (actors/generation/state.ts, MAX_ATTEMPTS); the
+ * is handed over again after the restart, up to a limit (actors/generation/machine.ts, MAX_ATTEMPTS); the
  * count is committed before each hand-over, so a crash during one still counts it. Jobs already past the
  * queue made one attempt.
  */

@@ -8,7 +8,7 @@ export interface PoolCounts {
   pending: number;
 }
 
-/** Group-commit batches (persistence/snapshot-writer.ts) and the connection pool. */
+/** Group-commit batches (persistence/group-commit.ts) and the connection pool. */
 export class PersistenceMetrics {
   private readonly batchSize: FastHistogram;
   private readonly commitDuration: FastHistogram;

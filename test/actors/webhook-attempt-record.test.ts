@@ -1,5 +1,5 @@
 import t from 'tap';
-import { decide, pendingDelivery, type AttemptOutcome } from '../../actors/webhook/state.ts';
+import { decide, pendingDelivery, type AttemptOutcome } from '../../actors/webhook/machine.ts';
 
 const T0 = Date.UTC(2026, 0, 1);
 

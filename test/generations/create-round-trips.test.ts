@@ -71,7 +71,7 @@ t.test('a durable create commits in BEGIN, one statement, COMMIT, and a job with
   const creates = txOf(/^with alongside_0 as \(insert into generations/);
   t.equal(creates.length, 1, 'one transaction wrote the generation');
   // On PostgreSQL the batch first takes an advisory lock of its own, in the same round trip: should the connection
-  // be lost, the writer waits on it to learn whether the batch committed (SnapshotWriter.commitInOneRoundTrip).
+  // be lost, the writer waits on it to learn whether the batch committed (GroupCommitWriter.commitInOneRoundTrip).
   const shape = process.env.TEST_DATABASE_URL ? ['begin', 'select', 'with', 'commit'] : ['begin', 'with', 'commit'];
   t.same(
     creates[0]?.map((sql) => sql.split(' ')[0]!.toLowerCase().replace(/;$/, '')),

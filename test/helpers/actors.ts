@@ -4,13 +4,13 @@ import { ActorDirectory, type ActorOwnership } from '../../runtime/actor-directo
 import { systemClock, type Clock } from '../../runtime/clock.ts';
 import { createLogger } from '../../runtime/logger.ts';
 import { openDatabase, type Database } from '../../persistence/database.ts';
-import { SnapshotWriter } from '../../persistence/snapshot-writer.ts';
+import { GroupCommitWriter } from '../../persistence/group-commit.ts';
 import type { WriteFence } from '../../persistence/write-claims.ts';
 import { migratedPglite } from './database.ts';
 
 export interface ActorTestbed {
   db: Database;
-  writer: SnapshotWriter;
+  writer: GroupCommitWriter;
   actors: ActorDirectory;
 }
 
@@ -21,7 +21,7 @@ export interface ActorTestbed {
 export async function actorTestbed(t: Test, options: { clock?: Clock; fence?: WriteFence; ownership?: ActorOwnership } = {}): Promise<ActorTestbed> {
   const db = await openDatabase({ databaseUrl: 'memory://', dataDir: '.data/test', pglite: await migratedPglite() });
   const tracer = trace.getTracer('test');
-  const writer = new SnapshotWriter(db, { windowMs: 5, maxBatch: 100, tracer, fence: options.fence });
+  const writer = new GroupCommitWriter(db, { windowMs: 5, maxBatch: 100, tracer, fence: options.fence });
   const actors = new ActorDirectory({
     clock: options.clock ?? systemClock,
     logger: createLogger('silent'),

@@ -10,7 +10,7 @@ export const EXPLAINED: Record<string, string> = {
     'equivalent: a part with an empty name ("=x") is named neither t nor v1, so it is ignored either way',
   "client/src/webhooks.ts verifyWebhook.body: condition → true in `typeof rawBody === 'string'`":
     'equivalent: Buffer.from ignores the encoding for a Buffer or Uint8Array and copies the same bytes; the original only avoids the copy',
-  'actors/generation/state.ts decide.move: condition → true in `detail`':
+  'actors/generation/machine.ts decide.move: condition → true in `detail`':
     'equivalent where it can be seen: the entry gains `detail: undefined`, which JSON (the stored and the served timeline) leaves out',
   "runtime/egress.ts checkUrlSyntax: condition → false in `parsed.hostname === ''`":
     'equivalent: the WHATWG URL parser refuses an http or https URL without a host, so an empty hostname never reaches this check',

@@ -23,8 +23,8 @@ export const MODULES: MutatedModule[] = [
   { area: 'signature', file: 'actors/webhook/standard-signature.ts', tests: ['test/webhooks/signing.test.ts'], strings: true },
   { area: 'signature', file: 'actors/webhook/signing.ts', tests: ['test/webhooks/signing.test.ts', 'test/webhooks/verify.test.ts'], strings: true },
   { area: 'signature', file: 'client/src/webhooks.ts', tests: ['test/webhooks/verify.test.ts'] },
-  { area: 'state machine', file: 'actors/generation/state.ts', tests: ['test/actors/generation-state.test.ts'] },
-  { area: 'state machine', file: 'actors/webhook/state.ts', tests: ['test/actors/webhook-state.test.ts', 'test/actors/webhook-attempt-record.test.ts'] },
+  { area: 'state machine', file: 'actors/generation/machine.ts', tests: ['test/actors/generation-machine.test.ts'] },
+  { area: 'state machine', file: 'actors/webhook/machine.ts', tests: ['test/actors/webhook-machine.test.ts', 'test/actors/webhook-attempt-record.test.ts'] },
   // The guard's rules (which addresses, URLs and redirects pass), not the streaming, pooling and messages around them.
   {
     area: 'egress',

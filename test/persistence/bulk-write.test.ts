@@ -3,12 +3,12 @@ import { trace } from '@opentelemetry/api';
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { openDatabase } from '../../persistence/database.ts';
 import { BulkWrite, bulkWriteOf } from '../../persistence/bulk-write.ts';
-import { SnapshotWriter, type SnapshotWriterOptions } from '../../persistence/snapshot-writer.ts';
+import { GroupCommitWriter, type GroupCommitWriterOptions } from '../../persistence/group-commit.ts';
 import { boundQuery } from '../../persistence/bound-query.ts';
 import { freshDatabaseUrl } from '../helpers/database.ts';
 
 const tracer = trace.getTracer('test');
-const options = (over: Partial<SnapshotWriterOptions> = {}): SnapshotWriterOptions => ({ windowMs: 2, maxBatch: 512, tracer, ...over });
+const options = (over: Partial<GroupCommitWriterOptions> = {}): GroupCommitWriterOptions => ({ windowMs: 2, maxBatch: 512, tracer, ...over });
 
 const fresh = await freshDatabaseUrl();
 const db = await openDatabase({ databaseUrl: fresh.url, dataDir: '.data/test' });
@@ -42,7 +42,7 @@ async function ids(kind: string): Promise<string[]> {
 const names = (n: number) => Array.from({ length: n }, (_, i) => `r${String(i).padStart(4, '0')}`);
 
 t.test('rows added while a batch gathers are written by one statement, and each promise resolves after the commit', async (t) => {
-  const writer = new SnapshotWriter(db, options());
+  const writer = new GroupCommitWriter(db, options());
   const kind = newKind();
   const { apply, calls } = inserter(kind);
   const bulk = new BulkWrite(writer, apply);
@@ -55,7 +55,7 @@ t.test('rows added while a batch gathers are written by one statement, and each 
 });
 
 t.test('a bad row fails alone: the others are written again on their own and commit', async (t) => {
-  const writer = new SnapshotWriter(db, options());
+  const writer = new GroupCommitWriter(db, options());
   const kind = newKind();
   const { apply, calls } = inserter(kind);
   const bulk = new BulkWrite(writer, apply);
@@ -75,7 +75,7 @@ t.test('a bad row fails alone: the others are written again on their own and com
 
 t.test('a gathering that reaches its threshold commits without waiting for the window', async (t) => {
   // An hour-long window: without the hurry, these writes would wait far past the test's time-out.
-  const writer = new SnapshotWriter(db, options({ windowMs: 3_600_000 }));
+  const writer = new GroupCommitWriter(db, options({ windowMs: 3_600_000 }));
   const kind = newKind();
   const { apply } = inserter(kind);
   const bulk = new BulkWrite(writer, apply);
@@ -85,8 +85,8 @@ t.test('a gathering that reaches its threshold commits without waiting for the w
 });
 
 t.test('bulkWriteOf gives one BulkWrite per writer and statement', async (t) => {
-  const a = new SnapshotWriter(db, options());
-  const b = new SnapshotWriter(db, options());
+  const a = new GroupCommitWriter(db, options());
+  const b = new GroupCommitWriter(db, options());
   const { apply } = inserter(newKind());
   const other = inserter(newKind()).apply;
   t.equal(bulkWriteOf(a, apply), bulkWriteOf(a, apply));
@@ -97,7 +97,7 @@ t.test('bulkWriteOf gives one BulkWrite per writer and statement', async (t) => 
 });
 
 t.test('boundQuery runs in the transaction of the entity manager it is given', async (t) => {
-  const writer = new SnapshotWriter(db, options());
+  const writer = new GroupCommitWriter(db, options());
   let viaOrm = '';
   let viaBound = '';
   await writer.write(async (em) => {
@@ -118,7 +118,7 @@ t.test('boundQuery runs in the transaction of the entity manager it is given', a
 });
 
 t.test("addAfter: a row that must follow another kind's unit never joins a gathering queued before it", async (t) => {
-  const writer = new SnapshotWriter(db, options({ windowMs: 20 }));
+  const writer = new GroupCommitWriter(db, options({ windowMs: 20 }));
   const order: string[] = [];
   const recording = (name: string) => async (_em: SqlEntityManager, rows: string[]) => {
     order.push(`${name}:${rows.join(',')}`);

@@ -2,7 +2,7 @@ import t from 'tap';
 import { trace } from '@opentelemetry/api';
 import { openDatabase } from '../../persistence/database.ts';
 import { DirectTransaction, directTransactionOf } from '../../persistence/direct-transaction.ts';
-import { SnapshotWriter } from '../../persistence/snapshot-writer.ts';
+import { GroupCommitWriter } from '../../persistence/group-commit.ts';
 import { boundQuery } from '../../persistence/bound-query.ts';
 import { noteTransactionId, notedTransactionId, TXID_COLUMN } from '../../persistence/transaction-id.ts';
 import { freshDatabaseUrl } from '../helpers/database.ts';
@@ -22,7 +22,7 @@ async function idsOf(kind: string): Promise<string[]> {
   return rows.map((r) => r.id);
 }
 
-/** An entity manager writing in `tx`, as the snapshot writer hands one to strict units. */
+/** An entity manager writing in `tx`, as the group-commit writer hands one to strict units. */
 function emIn(tx: DirectTransaction) {
   const em = db.em();
   em.setTransactionContext(tx as never);
@@ -100,10 +100,10 @@ t.test(
   },
 );
 
-t.test('the snapshot writer commits a batch of strict units in one direct transaction, and a failing batch not at all', async (t) => {
-  const writer = new SnapshotWriter(db, { windowMs: 5, maxBatch: 64, tracer: trace.getTracer('test') });
+t.test('the group-commit writer commits a batch of strict units in one direct transaction, and a failing batch not at all', async (t) => {
+  const writer = new GroupCommitWriter(db, { windowMs: 5, maxBatch: 64, tracer: trace.getTracer('test') });
   const seenIn: Array<DirectTransaction | undefined> = [];
-  const unit = (id: string) => async (em: Parameters<Parameters<SnapshotWriter['write']>[0]>[0]) => {
+  const unit = (id: string) => async (em: Parameters<Parameters<GroupCommitWriter['write']>[0]>[0]) => {
     seenIn.push(directTransactionOf(em));
     await boundQuery(em, insert, ['dt-writer', id, '{}']);
   };

@@ -3,12 +3,12 @@ import { trace } from '@opentelemetry/api';
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import type { PGlite } from '@electric-sql/pglite';
 import { openDatabase, type Database } from '../../persistence/database.ts';
-import { SnapshotWriter, WriterClosedError, type SnapshotWriterOptions } from '../../persistence/snapshot-writer.ts';
+import { GroupCommitWriter, WriterClosedError, type GroupCommitWriterOptions } from '../../persistence/group-commit.ts';
 import { freshDatabaseUrl } from '../helpers/database.ts';
 import { gate } from '../fixtures/counter-actor.ts';
 
 const tracer = trace.getTracer('test');
-const options = (over: Partial<SnapshotWriterOptions> = {}): SnapshotWriterOptions => ({ windowMs: 2, maxBatch: 512, tracer, ...over });
+const options = (over: Partial<GroupCommitWriterOptions> = {}): GroupCommitWriterOptions => ({ windowMs: 2, maxBatch: 512, tracer, ...over });
 
 const fresh = await freshDatabaseUrl();
 const db = await openDatabase({ databaseUrl: fresh.url, dataDir: '.data/test' });
@@ -39,7 +39,7 @@ async function rowExists(kind: string, id: string): Promise<boolean> {
 const names = (n: number, prefix = 'w') => Array.from({ length: n }, (_, i) => `${prefix}${String(i).padStart(4, '0')}`);
 
 t.test('500 concurrent writers: every row committed, in far fewer transactions than writes', async (t) => {
-  const writer = new SnapshotWriter(db, options());
+  const writer = new GroupCommitWriter(db, options());
   const kind = newKind();
   const all = names(500);
   // Each unit notes the transaction it ran in: units sharing one are one group commit.
@@ -61,7 +61,7 @@ t.test('500 concurrent writers: every row committed, in far fewer transactions t
 });
 
 t.test('maxBatch caps how many units share one transaction', async (t) => {
-  const writer = new SnapshotWriter(db, options({ maxBatch: 64 }));
+  const writer = new GroupCommitWriter(db, options({ maxBatch: 64 }));
   const kind = newKind();
   const txOf = new Map<string, string>();
   await Promise.all(
@@ -90,7 +90,7 @@ t.test('a waiter is answered only after its commit: its row is visible elsewhere
   const visibilityCannotFail = pglite ? 'PGlite: one shared session sees rows before their commit, so visibility proves nothing there' : undefined;
 
   for (const maxBatch of [512, 8]) {
-    const writer = new SnapshotWriter(db, options({ maxBatch }));
+    const writer = new GroupCommitWriter(db, options({ maxBatch }));
     const kind = newKind();
     const checks = names(maxBatch === 512 ? 100 : 40).map((id) =>
       writer.write(put(kind, id)).then(async () => {
@@ -123,7 +123,7 @@ t.test('a waiter is answered only after its commit: its row is visible elsewhere
 });
 
 t.test('a unit that throws rejects only its own waiter; its partial writes roll back; the rest of its batch commits', async (t) => {
-  const writer = new SnapshotWriter(db, options());
+  const writer = new GroupCommitWriter(db, options());
   const kind = newKind();
   const boom = new Error('unit failed on purpose');
   const good = names(20, 'ok');
@@ -152,7 +152,7 @@ t.test('a unit that throws rejects only its own waiter; its partial writes roll 
 });
 
 t.test('a unit that swallows a failed statement breaks the transaction: no waiter is told its write committed unless it did', async (t) => {
-  const writer = new SnapshotWriter(db, options());
+  const writer = new GroupCommitWriter(db, options());
   const kind = newKind();
   const good = names(10, 'ok');
   // Catching the error leaves the transaction aborted; Postgres then answers COMMIT with a silent ROLLBACK.
@@ -181,7 +181,7 @@ t.test('when the commit cannot happen at all, no waiter is resolved', async (t) 
   const other = await freshDatabaseUrl();
   const lost = await openDatabase({ databaseUrl: other.url, dataDir: '.data/test' });
   t.teardown(() => other.drop());
-  const writer = new SnapshotWriter(lost, options());
+  const writer = new GroupCommitWriter(lost, options());
   const kind = newKind();
   t.equal((await Promise.allSettled([writer.write(put(kind, 'before'))]))[0]!.status, 'fulfilled');
   await lost.close();
@@ -194,7 +194,7 @@ t.test('when the commit cannot happen at all, no waiter is resolved', async (t) 
 });
 
 t.test('flush ends while other writers keep the writer busy: it waits for what was queued before it, not for a lull', async (t) => {
-  const writer = new SnapshotWriter(db, options());
+  const writer = new GroupCommitWriter(db, options());
   const kind = newKind();
   // Four writers that each queue their next write as soon as the previous one commits: the writer is never idle.
   // (Signalled from the writers themselves, not polled with a timer: on PGlite the commits may run without
@@ -227,7 +227,7 @@ t.test('flush ends while other writers keep the writer busy: it waits for what w
 });
 
 t.test('flush waits for everything queued so far; close commits what is queued and then refuses writes', async (t) => {
-  const writer = new SnapshotWriter(db, options({ windowMs: 20 }));
+  const writer = new GroupCommitWriter(db, options({ windowMs: 20 }));
   const kind = newKind();
   await writer.flush(); // nothing queued: resolves at once
 
@@ -279,7 +279,7 @@ t.test('flush waits for everything queued so far; close commits what is queued a
 });
 
 t.test('an idle writer commits at once: no timer is armed; writes queued while a commit is in flight share the next commit', async (t) => {
-  const writer = new SnapshotWriter(db, options({ windowMs: 0 }));
+  const writer = new GroupCommitWriter(db, options({ windowMs: 0 }));
   const kind = newKind();
   // Counts the timers the writer arms while a write is queued (schedule runs inside write, synchronously).
   const realSetTimeout = globalThis.setTimeout;

@@ -2,7 +2,7 @@ import t, { type Test } from 'tap';
 import { trace } from '@opentelemetry/api';
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { openDatabase } from '../../persistence/database.ts';
-import { SnapshotWriter, type SnapshotWriterOptions } from '../../persistence/snapshot-writer.ts';
+import { GroupCommitWriter, type GroupCommitWriterOptions } from '../../persistence/group-commit.ts';
 import { availabilityOf, isDatabaseUnreachable } from '../../persistence/availability.ts';
 import { freshDatabaseUrl } from '../helpers/database.ts';
 import { startPgProxy } from '../helpers/pg-proxy.ts';
@@ -39,10 +39,10 @@ t.test('connection-level errors are told apart from statement errors', async (t)
 
 // The rest needs a PostgreSQL server to put a proxy in front of (PGlite has no connection to lose).
 if (!process.env.TEST_DATABASE_URL) {
-  t.comment('the snapshot writer under a lost connection is tested in the PostgreSQL pass (TEST_DATABASE_URL)');
+  t.comment('the group-commit writer under a lost connection is tested in the PostgreSQL pass (TEST_DATABASE_URL)');
 } else {
   const tracer = trace.getTracer('test');
-  const options = (over: Partial<SnapshotWriterOptions> = {}): SnapshotWriterOptions => ({ windowMs: 2, maxBatch: 512, tracer, ...over });
+  const options = (over: Partial<GroupCommitWriterOptions> = {}): GroupCommitWriterOptions => ({ windowMs: 2, maxBatch: 512, tracer, ...over });
   const fresh = await freshDatabaseUrl();
   const proxy = await startPgProxy(t, fresh.url);
   const db = await openDatabase({ databaseUrl: proxy.url, dataDir: '.data/test' });
@@ -84,7 +84,7 @@ if (!process.env.TEST_DATABASE_URL) {
    * and no unit failed.
    */
   const writeThroughCut = async (t: Test, rowIds: string[], cutOf: (kind: string) => [RegExp, 'before' | 'after'], withProbes = false) => {
-    const writer = new SnapshotWriter(db, options());
+    const writer = new GroupCommitWriter(db, options());
     const kind = newKind();
     const cut = proxy.cutAt(...cutOf(kind));
     const written = Promise.all(
@@ -146,7 +146,7 @@ if (!process.env.TEST_DATABASE_URL) {
   });
 
   t.test('while the database cannot be reached, writes wait instead of failing, and commit once it is back', async (t) => {
-    const writer = new SnapshotWriter(db, options());
+    const writer = new GroupCommitWriter(db, options());
     const availability = availabilityOf(db);
     const kind = newKind();
     proxy.down(true);
@@ -170,7 +170,7 @@ if (!process.env.TEST_DATABASE_URL) {
   });
 
   t.test('close gives up on a batch waiting for an unreachable database', async (t) => {
-    const writer = new SnapshotWriter(db, options());
+    const writer = new GroupCommitWriter(db, options());
     const kind = newKind();
     proxy.down(true);
     const written = writer.write(put(kind, 'late'));

@@ -10,7 +10,7 @@ import { startTestServer } from '../helpers/server.ts';
 import { freshDatabaseUrl } from '../helpers/database.ts';
 import { counterBehavior } from '../fixtures/counter-actor.ts';
 
-/** GET /v1/test/spans/:id logs a line, then asks a counter actor, which writes through the snapshot writer. */
+/** GET /v1/test/spans/:id logs a line, then asks a counter actor, which writes through the group-commit writer. */
 const probeRoute: RouteDef = defineRoute({
   method: 'GET',
   path: '/v1/test/spans/:id',

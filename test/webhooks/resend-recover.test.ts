@@ -3,7 +3,7 @@ import type { TestServer } from '../helpers/server.ts';
 import { withKey } from '../helpers/identity.ts';
 import { call, isError } from '../identity/support.ts';
 import { verifyWebhook } from '../../client/src/webhooks.ts';
-import { RECOVER_WINDOW_MS } from '../../actors/webhook/recover.ts';
+import { RECOVER_WINDOW_MS } from '../../actors/webhook/resend-failed.ts';
 import { cancelledEvent, createEndpoint, deliveries, historyWhen, startOnManualClock, startReceiver, tenant, type Tenant } from './support.ts';
 
 function setStatus(server: TestServer, who: Tenant, id: string, status: string) {

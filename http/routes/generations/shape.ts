@@ -1,7 +1,7 @@
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import { MODES } from '../../../domain/catalog/models.ts';
 import { stringEnum } from '../../../domain/catalog/params.ts';
-import { GENERATION_STATUSES } from '../../../actors/generation/state.ts';
+import { GENERATION_STATUSES } from '../../../domain/generation-status.ts';
 import type { GenerationRow } from '../../../persistence/entities/generation.ts';
 
 /** The public shape of a generation (docs/generations.md, The generation resource) and the one mapper from a stored row to it. */

@@ -2,7 +2,7 @@ import { Type } from '@sinclair/typebox';
 import { defineRoute } from '../../route.ts';
 import { listOf, WorkspaceFeed } from '../../streams/feeds.ts';
 import { MODES } from '../../../domain/catalog/models.ts';
-import { GENERATION_STATUSES } from '../../../actors/generation/state.ts';
+import { GENERATION_STATUSES } from '../../../domain/generation-status.ts';
 
 const list = (names: readonly string[], what: string) =>
   Type.String({

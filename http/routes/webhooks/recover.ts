@@ -2,7 +2,7 @@ import { Type } from '@sinclair/typebox';
 import { ApiError } from '../../errors.ts';
 import { defineRoute } from '../../route.ts';
 import { workspaceOfRow } from '../../owner.ts';
-import { claimRecoveryKey, RECOVER_MAX_DELIVERIES, RECOVER_WINDOW_MS, recoverRange, storeRecoveryAnswer } from '../../../actors/webhook/recover.ts';
+import { claimRecoveryKey, RECOVER_MAX_DELIVERIES, RECOVER_WINDOW_MS, recoverRange, storeRecoveryAnswer } from '../../../actors/webhook/resend-failed.ts';
 import { IDEMPOTENCY_KEY, requestHash } from '../generations/draft.ts';
 import { openEndpoint, requireActive } from './access.ts';
 import { WebhookParams } from './shapes.ts';

@@ -1,5 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox';
-import { SUBSCRIBABLE_EVENT_TYPES } from '../../../actors/webhook/state.ts';
+import { SUBSCRIBABLE_EVENT_TYPES } from '../../../actors/webhook/machine.ts';
 import type { WebhookDeliveryRow, WebhookEndpointRow } from '../../../persistence/entities/webhook.ts';
 
 /** Request and response shapes of webhook endpoints and deliveries, and the one mapper each from row to Out. */

@@ -6,7 +6,7 @@ import { ApiKeyEntity } from '../../../persistence/entities/api-key.ts';
 import { AssetEntity } from '../../../persistence/entities/asset.ts';
 import { UploadEntity } from '../../../persistence/entities/upload.ts';
 import { GenerationEntity } from '../../../persistence/entities/generation.ts';
-import { TERMINAL_STATUSES } from '../../../actors/generation/state.ts';
+import { TERMINAL_STATUSES } from '../../../domain/generation-status.ts';
 import type { Services } from '../../services.ts';
 
 /**

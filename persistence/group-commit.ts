@@ -11,7 +11,7 @@ import { boundQuery } from './bound-query.ts';
 /** One actor's writes; runs inside the batch's transaction and must touch only the database. */
 export type WriteUnit = (em: SqlEntityManager) => Promise<void>;
 
-export interface SnapshotWriterOptions {
+export interface GroupCommitWriterOptions {
   /**
    * How long the first write of an idle writer waits for company before its batch commits; 0 (the
    * service's default) commits it at once, on the next turn of the event loop, so only the writes queued
@@ -79,7 +79,7 @@ export interface WriteOptions {
 
 export class WriterClosedError extends Error {
   constructor() {
-    super('the snapshot writer is closed');
+    super('the group-commit writer is closed');
     this.name = 'WriterClosedError';
   }
 }
@@ -96,7 +96,7 @@ export class WriterClosedError extends Error {
  * its transaction id, and before trying again the writer asks the server what became of it
  * (txid_status), so a committed batch is never applied twice.
  */
-export class SnapshotWriter {
+export class GroupCommitWriter {
   private queue: Pending[] = [];
   private committing = false;
   private scheduled = false;
@@ -107,7 +107,7 @@ export class SnapshotWriter {
   private readonly unsettled = new Set<Promise<void>>();
   /** Units of writeAfter still waiting for their delay: each function puts its unit in the queue now. */
   private readonly held = new Set<() => void>();
-  private readonly lanes: SnapshotWriter[] = [];
+  private readonly lanes: GroupCommitWriter[] = [];
   readonly stats: WriterStats = { units: 0, batches: 0, failedUnits: 0, retries: 0, lastBatchSize: 0, lastCommitMs: 0 };
   private readonly availability: DatabaseAvailability;
   /** Set by close: a batch the database cannot take is then failed, not tried again. */
@@ -122,7 +122,7 @@ export class SnapshotWriter {
 
   constructor(
     private readonly db: Database,
-    private readonly options: SnapshotWriterOptions,
+    private readonly options: GroupCommitWriterOptions,
   ) {
     this.availability = availabilityOf(db);
     this.namespace = String(db.orm?.config.get('dbName') ?? '');
@@ -200,9 +200,9 @@ export class SnapshotWriter {
    * commute with everything that may commit beside them (see BulkWrite's lanes). Flushed and closed with
    * this writer.
    */
-  lane(index: number): SnapshotWriter {
+  lane(index: number): GroupCommitWriter {
     if (index === 0) return this;
-    while (this.lanes.length < index) this.lanes.push(new SnapshotWriter(this.db, this.options));
+    while (this.lanes.length < index) this.lanes.push(new GroupCommitWriter(this.db, this.options));
     return this.lanes[index - 1]!;
   }
 

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { decide, deliveryBackoff, MAX_ATTEMPTS, pendingDelivery, type AttemptOutcome, type DeliveryState } from '../../actors/webhook/state.ts';
+import { decide, deliveryBackoff, MAX_ATTEMPTS, pendingDelivery, type AttemptOutcome, type DeliveryState } from '../../actors/webhook/machine.ts';
 
 const T0 = Date.UTC(2026, 0, 1);
 const answered = (status: number): AttemptOutcome => ({ type: 'answered', status, durationMs: 12.4 });

@@ -1,3 +1,4 @@
+/** The recover operation (`POST /v1/webhooks/:id/recover`): an operator's re-send of an endpoint's failed and expired deliveries in a time range. */
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { insertResends } from './resend.ts';
 

@@ -1,23 +1,14 @@
 import t from 'tap';
-import {
-  decide,
-  initialState,
-  isTerminal,
-  GENERATION_STATUSES,
-  MAX_ATTEMPTS,
-  MAX_NOTES,
-  TERMINAL_STATUSES,
-  type GenerationCommand,
-  type GenerationState,
-  type GenerationStatus,
-} from '../../actors/generation/state.ts';
+import { decide, EVENT_OF, initialState, MAX_ATTEMPTS, MAX_NOTES, type GenerationCommand, type GenerationState } from '../../actors/generation/machine.ts';
+import { GENERATION_STATUSES, isTerminal, TERMINAL_STATUSES, type GenerationStatus } from '../../domain/generation-status.ts';
 
 const T0 = Date.UTC(2026, 0, 1);
 const TIMEOUT = 600_000;
+const ROUTE = { deploymentId: 'first', provider: 'local' };
 
 /** Drives a fresh generation through the given commands, failing the test on any refusal. */
 function drive(commands: GenerationCommand[], now = T0): GenerationState {
-  let state = initialState(T0, TIMEOUT);
+  let state = initialState(T0, TIMEOUT, ROUTE);
   for (const command of commands) {
     const decision = decide(state, command, now);
     if (!decision.ok) throw new Error(decision.message);
@@ -55,7 +46,9 @@ t.test('the happy path records every step in the timeline and ends with capture 
   const last = decide(drive(at.running), { type: 'succeed', outputs: { outputAssetIds: [], textOutput: 'hi' } }, T0);
   t.ok(last.ok);
   if (last.ok) {
-    t.same(last.effects, [{ type: 'capture_credits' }, { type: 'free_slot' }, { type: 'emit', event: 'generation.completed' }]);
+    t.same(last.effects, [], 'nothing more to do than its settlement');
+    t.same(last.settle, { money: 'capture', heldSlot: true }, 'settled: credits captured, its slot freed');
+    t.equal(EVENT_OF.succeeded, 'generation.completed', 'with the completed event');
     t.equal(last.state.textOutput, 'hi');
   }
 });
@@ -72,12 +65,10 @@ t.test('cancel is accepted in every non-terminal state and refused (conflict) in
     if (!decision.ok) continue;
     t.equal(decision.state.status, 'cancelled');
     const types = decision.effects.map((e) => e.type);
-    t.ok(types.includes('release_credits'), 'credits are released');
-    t.notOk(types.includes('capture_credits'), 'credits are never captured on cancel');
-    t.equal(types.includes('free_slot'), status !== 'queued', 'a slot is freed only if one was held');
+    t.equal(decision.settle?.money, 'release', 'credits are released, never captured on cancel');
+    t.equal(decision.settle?.heldSlot, status !== 'queued', 'a slot is freed only if one was held');
     t.equal(types.includes('cancel_queue_timer'), status === 'queued');
     t.equal(types.includes('cancel_at_provider'), status === 'submitted' || status === 'running');
-    t.same(decision.effects.at(-1), { type: 'emit', event: 'generation.cancelled' });
   }
 });
 
@@ -88,42 +79,36 @@ t.test('failure from any non-terminal state releases credits and carries its cod
     if (!decision.ok) continue;
     t.equal(decision.state.errorCode, 'provider_timeout');
     t.equal(decision.state.errorMessage, 'no answer in 60 s');
-    t.ok(decision.effects.some((e) => e.type === 'release_credits'));
+    t.equal(decision.settle?.money, 'release');
     t.equal(
       decision.effects.some((e) => e.type === 'cancel_queue_timer'),
       status === 'queued',
       `the queue timer is cancelled only when failing from queued (${status})`,
     );
-    t.equal(
-      decision.effects.some((e) => e.type === 'free_slot'),
-      status !== 'queued',
-      `a slot is freed only if one was held (${status})`,
-    );
-    t.same(decision.effects.at(-1), { type: 'emit', event: 'generation.failed' });
+    t.equal(decision.settle?.heldSlot, status !== 'queued', `a slot is freed only if one was held (${status})`);
   }
-  const fromQueued = decide(initialState(T0, TIMEOUT), { type: 'fail', errorCode: 'provider_error', errorMessage: 'boom' }, T0);
+  const fromQueued = decide(initialState(T0, TIMEOUT, ROUTE), { type: 'fail', errorCode: 'provider_error', errorMessage: 'boom' }, T0);
   t.ok(fromQueued.ok);
   if (fromQueued.ok) {
-    t.same(
-      fromQueued.effects,
-      [{ type: 'cancel_queue_timer' }, { type: 'release_credits' }, { type: 'emit', event: 'generation.failed' }],
-      'fail from queued: the timer is cancelled, credits released, the event emitted',
-    );
+    t.same(fromQueued.effects, [{ type: 'cancel_queue_timer' }], 'fail from queued: the timer is cancelled');
+    t.same(fromQueued.settle, { money: 'release', heldSlot: false }, 'credits released, no slot to free (the event goes with the settlement)');
   }
 });
 
 t.test('expiry: only from queued, only once the deadline has passed', async (t) => {
-  const queued = initialState(T0, TIMEOUT);
+  const queued = initialState(T0, TIMEOUT, ROUTE);
   const early = decide(queued, { type: 'expire' }, T0 + TIMEOUT - 1);
   t.notOk(early.ok);
   if (!early.ok) t.equal(early.reason, 'too_early');
-  t.strictSame(queued, initialState(T0, TIMEOUT), 'a refused expiry leaves the state as it was');
+  t.strictSame(queued, initialState(T0, TIMEOUT, ROUTE), 'a refused expiry leaves the state as it was');
   t.strictSame(Object.keys(early).sort(), ['message', 'ok', 'reason'], 'and carries no effects');
-  const due = decide(initialState(T0, TIMEOUT), { type: 'expire' }, T0 + TIMEOUT);
+  const due = decide(initialState(T0, TIMEOUT, ROUTE), { type: 'expire' }, T0 + TIMEOUT);
   t.ok(due.ok);
   if (due.ok) {
     t.equal(due.state.status, 'expired');
-    t.same(due.effects, [{ type: 'release_credits' }, { type: 'emit', event: 'generation.expired' }]);
+    t.same(due.effects, []);
+    t.same(due.settle, { money: 'release', heldSlot: false });
+    t.equal(EVENT_OF.expired, 'generation.expired');
   }
   for (const status of ['reserved', 'submitted', 'running'] as const) {
     t.notOk(decide(drive(at[status]), { type: 'expire' }, T0 + TIMEOUT * 2).ok, `a ${status} job never expires`);
@@ -171,7 +156,7 @@ t.test('every out-of-order step is refused and leaves the state as it was', asyn
 });
 
 t.test('resume after a restart: an in-flight job is handed to its provider again, keeping its status, counting attempts', async (t) => {
-  t.equal(initialState(T0, TIMEOUT).attempts, 0, 'a queued job has made no attempt');
+  t.equal(initialState(T0, TIMEOUT, ROUTE).attempts, 0, 'a queued job has made no attempt');
   t.equal(drive(at.reserved).attempts, 1, 'reserving counts the first hand-over, before it is made');
   for (const status of ['reserved', 'submitted', 'running'] as const) {
     const before = drive(at[status]);
@@ -180,8 +165,9 @@ t.test('resume after a restart: an in-flight job is handed to its provider again
     if (!decision.ok) continue;
     t.equal(decision.state.status, status, 'the status never goes back');
     t.equal(decision.state.attempts, 2);
-    t.equal(decision.state.providerJobId, undefined, 'the old provider job belonged to the stopped process');
-    t.same(decision.effects, [{ type: 'submit_to_provider' }], 'no money moves and the slot stays held');
+    t.equal(decision.state.providerJobId, null, 'the old provider job belonged to the stopped process');
+    t.same(decision.effects, [{ type: 'submit_to_provider' }]);
+    t.equal(decision.settle, undefined, 'no money moves and the slot stays held');
     t.same(decision.state.timeline.at(-1), { status, at: new Date(T0 + 5).toISOString(), detail: 'resubmitted after a restart (attempt 2 of 3)' });
   }
   // The provider takes the job again: a job still reserved moves on, one further along keeps its status and learns the new id.
@@ -200,12 +186,7 @@ t.test('resume after a restart: an in-flight job is handed to its provider again
     t.equal(fromRunning.state.timeline.length, resubmitted('running').timeline.length, 'no timeline entry for a new provider id');
     const done = decide(fromRunning.state, { type: 'succeed', outputs: { outputAssetIds: [], textOutput: 'hi' } }, T0);
     t.ok(done.ok);
-    if (done.ok)
-      t.same(
-        done.effects.filter((e) => e.type === 'capture_credits'),
-        [{ type: 'capture_credits' }],
-        'captured once, at the end',
-      );
+    if (done.ok) t.same(done.settle, { money: 'capture', heldSlot: true }, 'captured once, at the end');
   }
   t.notOk(decide(resubmitted('running'), { type: 'started' }, T0).ok, 'a running job re-run stays running when the provider says so again');
 });
@@ -227,7 +208,8 @@ t.test('resume past the attempt limit fails with attempts_exhausted and releases
   t.match(last.state.errorMessage, /handed to its provider 3 times \(the limit is 3\)/);
   t.notMatch(last.state.errorMessage, /;/);
   t.equal(last.state.attempts, MAX_ATTEMPTS, 'no attempt is counted for a hand-over not made');
-  t.same(last.effects, [{ type: 'release_credits' }, { type: 'free_slot' }, { type: 'emit', event: 'generation.failed' }]);
+  t.same(last.effects, []);
+  t.same(last.settle, { money: 'release', heldSlot: true });
   t.notOk(decide(drive(at.queued), { type: 'resume', maxAttempts: MAX_ATTEMPTS, lookUp: false }, T0).ok, 'a queued job is not resumed: it waits for a slot');
 });
 
@@ -302,7 +284,42 @@ t.test('a reroute hands the job to another deployment: status kept, one more att
   t.same(d.effects, [{ type: 'submit_to_provider' }]);
   t.equal(d.state.status, 'running', 'the status never goes back');
   t.equal(d.state.attempts, running.attempts + 1);
-  t.equal(d.state.providerJobId, undefined, "the failed attempt's id is not the new one");
+  t.equal(d.state.providerJobId, null, "the failed attempt's id is not the new one");
   t.same([d.state.deploymentId, d.state.provider], ['second', 'replicate']);
   t.match(d.state.timeline.at(-1), { status: 'running', detail: /^attempt on first failed: provider_unavailable/ });
+});
+
+t.test('only a terminal state is settled; submitted, running and notes need nothing done', async (t) => {
+  for (const status of GENERATION_STATUSES) {
+    if (status === 'queued') continue;
+    const state = drive(at[status], T0 + TIMEOUT);
+    t.equal(state.completedAt !== null, isTerminal(status), `${status}: completed only when terminal`);
+  }
+  const steps: Array<[GenerationCommand[], GenerationCommand]> = [
+    [at.reserved, { type: 'submitted', providerJobId: 'p1' }],
+    [at.submitted, { type: 'started' }],
+    [at.running, { type: 'submitted', providerJobId: 'p2' }],
+    [at.running, { type: 'note', detail: 'queue position 1' }],
+  ];
+  for (const [before, command] of steps) {
+    const d = decide(drive(before), command, T0);
+    t.ok(d.ok, command.type);
+    if (!d.ok) continue;
+    t.same(d.effects, [], `${command.type} from ${d.state.status}: no effect`);
+    t.equal(d.settle, undefined, `${command.type}: not settled`);
+  }
+  for (const [status, commands] of [
+    ['reserved', at.reserved],
+    ['resume', [...at.running, { type: 'resume', maxAttempts: MAX_ATTEMPTS, lookUp: true }]],
+  ] as const) {
+    const last = commands.at(-1)!;
+    const d = decide(drive(commands.slice(0, -1)), last, T0);
+    t.ok(d.ok && d.settle === undefined, `${status}: not settled`);
+  }
+  t.same(EVENT_OF, {
+    succeeded: 'generation.completed',
+    failed: 'generation.failed',
+    cancelled: 'generation.cancelled',
+    expired: 'generation.expired',
+  });
 });

@@ -9,15 +9,8 @@
  * there, never handed over again; any other is handed to its provider again, its status where it was, its
  * reservation kept, each hand-over one attempt. Past MAX_ATTEMPTS it fails with `attempts_exhausted` instead.
  */
-export const GENERATION_STATUSES = ['queued', 'reserved', 'submitted', 'running', 'succeeded', 'failed', 'cancelled', 'expired'] as const;
-export type GenerationStatus = (typeof GENERATION_STATUSES)[number];
-
-export const TERMINAL_STATUSES = ['succeeded', 'failed', 'cancelled', 'expired'] as const satisfies readonly GenerationStatus[];
-export type TerminalStatus = (typeof TERMINAL_STATUSES)[number];
-
-export function isTerminal(status: GenerationStatus): status is TerminalStatus {
-  return (TERMINAL_STATUSES as readonly string[]).includes(status);
-}
+import type { GenerationRow } from '../../persistence/entities/generation.ts';
+import { isTerminal, type GenerationStatus, type TerminalStatus } from '../../domain/generation-status.ts';
 
 export type GenerationEventName = 'generation.completed' | 'generation.failed' | 'generation.cancelled' | 'generation.expired';
 
@@ -27,12 +20,6 @@ export const EVENT_OF: Record<TerminalStatus, GenerationEventName> = {
   cancelled: 'generation.cancelled',
   expired: 'generation.expired',
 };
-
-export interface TimelineEntry {
-  status: GenerationStatus;
-  at: string;
-  detail?: string;
-}
 
 /** Hand-overs to the provider a job may have, the first included, before a restart fails it instead. */
 export const MAX_ATTEMPTS = 3;
@@ -45,24 +32,26 @@ export interface GenerationOutputs {
   outputAssetIds: string[];
 }
 
-export interface GenerationState {
-  status: GenerationStatus;
-  /** When a queued job expires, ms since the epoch; fixed at creation and kept across restarts. */
-  queueDeadline: number;
-  startedAt?: string;
-  completedAt?: string;
-  providerJobId?: string;
-  /** The catalog deployment it runs on, and its provider kind (a fallback moves it to another). */
-  deploymentId?: string;
-  provider?: string;
-  /** Times the job was handed to its provider (counted before each hand-over is made). */
-  attempts: number;
-  textOutput?: string;
-  outputAssetIds: string[];
-  errorCode?: string;
-  errorMessage?: string;
-  timeline: TimelineEntry[];
-}
+/**
+ * What the machine reads and moves of a generation: these fields of its stored row, as they are stored (the
+ * actor hands it the row itself and gets back the row with them changed).
+ */
+export type GenerationState = Pick<
+  GenerationRow,
+  | 'status'
+  | 'queueDeadline'
+  | 'startedAt'
+  | 'completedAt'
+  | 'providerJobId'
+  | 'deploymentId'
+  | 'provider'
+  | 'attempts'
+  | 'textOutput'
+  | 'outputAssetIds'
+  | 'errorCode'
+  | 'errorMessage'
+  | 'timeline'
+>;
 
 export type GenerationCommand =
   | { type: 'reserve' }
@@ -85,19 +74,30 @@ export type GenerationCommand =
   | { type: 'cancel'; by: 'user' | 'operator' }
   | { type: 'expire' };
 
+/** What the actor does once a transition is durable. Every kind here is performed (actor.ts, perform). */
 export type GenerationEffect =
+  /** Hand the job to its provider (its deployment's), the attempt already counted. */
   | { type: 'submit_to_provider' }
   /** Follow the job its provider accepted before the restart, by its provider job id. */
   | { type: 'follow_at_provider'; providerJobId: string }
-  | { type: 'poll_provider' }
   | { type: 'cancel_at_provider'; providerJobId: string }
-  | { type: 'capture_credits' }
-  | { type: 'release_credits' }
-  | { type: 'free_slot' }
-  | { type: 'cancel_queue_timer' }
-  | { type: 'emit'; event: GenerationEventName };
+  | { type: 'cancel_queue_timer' };
 
-export type Decision = { ok: true; state: GenerationState; effects: GenerationEffect[] } | { ok: false; reason: 'conflict' | 'too_early'; message: string };
+/**
+ * How a terminal state is written: by its workspace actor, in one transaction with the credits captured
+ * (succeeded) or released (any other end), the slot freed, and the event of its status with its webhook
+ * deliveries (docs/architecture.md, The settlement).
+ */
+export interface Settle {
+  money: 'capture' | 'release';
+  /** The job held one of its workspace's slots (it had left the queue). */
+  heldSlot: boolean;
+}
+
+/** An accepted command: the next state, its effects, and for a terminal state its settlement (absent otherwise). */
+export type Decision<S extends GenerationState = GenerationState> =
+  | { ok: true; state: S; effects: GenerationEffect[]; settle?: Settle }
+  | { ok: false; reason: 'conflict' | 'too_early'; message: string };
 
 const FROM: Record<GenerationCommand['type'], readonly GenerationStatus[]> = {
   reserve: ['queued'],
@@ -113,31 +113,45 @@ const FROM: Record<GenerationCommand['type'], readonly GenerationStatus[]> = {
   expire: ['queued'],
 };
 
-export function initialState(now: number, queueTimeoutMs: number): GenerationState {
+/** A job just created: queued, no attempt yet, to run on `route` (its deployment, and its provider kind). */
+export function initialState(now: number, queueTimeoutMs: number, route: Pick<GenerationState, 'deploymentId' | 'provider'>): GenerationState {
   return {
     status: 'queued',
-    queueDeadline: now + queueTimeoutMs,
+    queueDeadline: new Date(now + queueTimeoutMs),
+    startedAt: null,
+    completedAt: null,
+    providerJobId: null,
+    deploymentId: route.deploymentId,
+    provider: route.provider,
     attempts: 0,
+    textOutput: null,
     outputAssetIds: [],
+    errorCode: null,
+    errorMessage: null,
     timeline: [{ status: 'queued', at: new Date(now).toISOString() }],
   };
 }
 
-/** The one place where a generation changes state. */
-export function decide(state: GenerationState, command: GenerationCommand, now: number): Decision {
+/**
+ * The one place where a generation changes state. It returns `state` with its machine's fields changed, the
+ * rest as given: handed its row, the actor gets back its next row.
+ */
+export function decide<S extends GenerationState>(state: S, command: GenerationCommand, now: number): Decision<S> {
   if (!FROM[command.type].includes(state.status)) {
     return { ok: false, reason: 'conflict', message: `cannot ${command.type} a generation that is ${state.status}` };
   }
-  const at = new Date(now).toISOString();
-  const move = (status: GenerationStatus, patch: Partial<GenerationState>, effects: GenerationEffect[], detail?: string): Decision => ({
-    ok: true,
-    state: { ...state, ...patch, status, timeline: [...state.timeline, detail ? { status, at, detail } : { status, at }] },
-    effects,
-  });
-  // Leaving the queue for good ends its timer; a slot is held from reserved until a terminal state.
+  const at = new Date(now);
+  // A slot is held from reserved until a terminal state; a terminal state is written by its settlement.
   const heldSlot = state.status !== 'queued';
+  const move = (status: GenerationStatus, patch: Partial<GenerationState>, effects: GenerationEffect[], detail?: string): Decision<S> => {
+    const entry = detail ? { status, at: at.toISOString(), detail } : { status, at: at.toISOString() };
+    const next: S = { ...state, ...patch, status, timeline: [...state.timeline, entry] };
+    if (!isTerminal(status)) return { ok: true, state: next, effects };
+    return { ok: true, state: next, effects, settle: { money: status === 'succeeded' ? 'capture' : 'release', heldSlot } };
+  };
   switch (command.type) {
     case 'reserve':
+      // Leaving the queue for good ends its timer.
       return move('reserved', { attempts: state.attempts + 1 }, [{ type: 'cancel_queue_timer' }, { type: 'submit_to_provider' }]);
     case 'resume': {
       if (command.lookUp && state.providerJobId && state.status !== 'reserved') {
@@ -158,7 +172,7 @@ export function decide(state: GenerationState, command: GenerationCommand, now: 
       const attempts = state.attempts + 1;
       return move(
         state.status,
-        { attempts, providerJobId: undefined },
+        { attempts, providerJobId: null },
         [{ type: 'submit_to_provider' }],
         `resubmitted after a restart (attempt ${attempts} of ${command.maxAttempts})`,
       );
@@ -166,7 +180,7 @@ export function decide(state: GenerationState, command: GenerationCommand, now: 
     case 'reroute':
       return move(
         state.status,
-        { attempts: state.attempts + 1, providerJobId: undefined, deploymentId: command.deploymentId, provider: command.provider },
+        { attempts: state.attempts + 1, providerJobId: null, deploymentId: command.deploymentId, provider: command.provider },
         [{ type: 'submit_to_provider' }],
         command.detail.slice(0, 500),
       );
@@ -177,27 +191,23 @@ export function decide(state: GenerationState, command: GenerationCommand, now: 
       if (notes >= MAX_NOTES || last?.detail === command.detail) return { ok: false, reason: 'conflict', message: 'note left out' };
       return move(state.status, {}, [], command.detail.slice(0, 500));
     }
+    // Submitted and running need nothing done: the adapter that took the job follows it and reports.
     case 'submitted':
-      if (state.status !== 'reserved') return { ok: true, state: { ...state, providerJobId: command.providerJobId }, effects: [{ type: 'poll_provider' }] };
-      return move('submitted', { providerJobId: command.providerJobId }, [{ type: 'poll_provider' }]);
+      if (state.status !== 'reserved') return { ok: true, state: { ...state, providerJobId: command.providerJobId }, effects: [] };
+      return move('submitted', { providerJobId: command.providerJobId }, []);
     case 'started':
-      return move('running', { startedAt: at }, [{ type: 'poll_provider' }]);
+      return move('running', { startedAt: at }, []);
     case 'succeed':
-      return move('succeeded', { completedAt: at, textOutput: command.outputs.textOutput, outputAssetIds: command.outputs.outputAssetIds }, [
-        { type: 'capture_credits' },
-        { type: 'free_slot' },
-        { type: 'emit', event: 'generation.completed' },
-      ]);
+      return move(
+        'succeeded',
+        { completedAt: at, textOutput: command.outputs.textOutput ?? state.textOutput, outputAssetIds: command.outputs.outputAssetIds },
+        [],
+      );
     case 'fail':
       return move(
         'failed',
         { completedAt: at, errorCode: command.errorCode, errorMessage: command.errorMessage },
-        [
-          ...(state.status === 'queued' ? [{ type: 'cancel_queue_timer' } as const] : []),
-          { type: 'release_credits' },
-          ...(heldSlot ? [{ type: 'free_slot' } as const] : []),
-          { type: 'emit', event: 'generation.failed' },
-        ],
+        state.status === 'queued' ? [{ type: 'cancel_queue_timer' }] : [],
         command.errorCode,
       );
     case 'cancel':
@@ -209,14 +219,11 @@ export function decide(state: GenerationState, command: GenerationCommand, now: 
           ...(state.providerJobId && (state.status === 'submitted' || state.status === 'running')
             ? [{ type: 'cancel_at_provider', providerJobId: state.providerJobId } as const]
             : []),
-          { type: 'release_credits' },
-          ...(heldSlot ? [{ type: 'free_slot' } as const] : []),
-          { type: 'emit', event: 'generation.cancelled' },
         ],
         `by ${command.by}`,
       );
     case 'expire':
-      if (now < state.queueDeadline) return { ok: false, reason: 'too_early', message: 'the queue deadline has not passed' };
-      return move('expired', { completedAt: at }, [{ type: 'release_credits' }, { type: 'emit', event: 'generation.expired' }]);
+      if (now < state.queueDeadline.getTime()) return { ok: false, reason: 'too_early', message: 'the queue deadline has not passed' };
+      return move('expired', { completedAt: at }, []);
   }
 }
