@@ -61,6 +61,7 @@ export interface BillingDeps {
   planChanged(workspaceId: string): void;
 }
 
-export function depsOf(ctx: { deps: unknown }): ActorDeps {
-  return ctx.deps as ActorDeps;
+/** An actor's deps (ctx.deps, typed by its context). */
+export function depsOf(ctx: { deps: ActorDeps }): ActorDeps {
+  return ctx.deps;
 }

@@ -12,6 +12,7 @@ import { HealthState } from '../runtime/health.ts';
 import { createLogger } from '../runtime/logger.ts';
 import { runRecovery, type RecoveryTask } from '../runtime/recovery.ts';
 import type { ActorDeps } from '../actors/deps.ts';
+import type { ActorKinds, ServiceActorDirectory } from '../actors/kinds.ts';
 import { workspaceActor } from '../actors/workspace/actor.ts';
 import { generationActor } from '../actors/generation/actor.ts';
 import { generationRecovery } from '../actors/generation/recovery.ts';
@@ -162,7 +163,7 @@ export async function startService(options: StartOptions): Promise<RunningServic
     onCommit: metrics && ((size, seconds) => metrics.persistence.committed(size, seconds)),
   });
   // Cluster mode: recovery per shard gained, actors only for the workspaces of owned shards.
-  let actors: ActorDirectory;
+  let actors: ServiceActorDirectory;
   const webhookAttempts = new InFlightCounter();
   // Jobs recovered during the emergency stop and held at no provider: a drain does not wait for them.
   const heldJobs = cluster ? new HeldJobs() : undefined;
@@ -184,7 +185,7 @@ export async function startService(options: StartOptions): Promise<RunningServic
         flushWrites: () => writer.flush(),
       })
     : undefined;
-  actors = new ActorDirectory({
+  actors = new ActorDirectory<ActorKinds, ActorDeps>({
     clock,
     logger,
     db,

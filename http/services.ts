@@ -3,7 +3,7 @@ import type { Clock } from '../runtime/clock.ts';
 import type { Config } from '../runtime/config.ts';
 import type { Logger } from '../runtime/logger.ts';
 import type { HealthState } from '../runtime/health.ts';
-import type { ActorDirectory } from '../runtime/actor-directory.ts';
+import type { ServiceActorDirectory } from '../actors/kinds.ts';
 import type { Database } from '../persistence/database.ts';
 import type { GroupCommitWriter } from '../persistence/group-commit.ts';
 import type { RedisClient } from '../runtime/redis.ts';
@@ -47,7 +47,7 @@ export interface Services {
   metrics?: Metrics;
   db: Database;
   writer: GroupCommitWriter;
-  actors: ActorDirectory;
+  actors: ServiceActorDirectory;
   health: HealthState;
   /** Cluster mode only: where each workspace is served, and the signature of requests forwarded between nodes. */
   cluster?: ClusterRouting;

@@ -2,23 +2,21 @@ import type { Clock } from './clock.ts';
 import type { Logger } from './logger.ts';
 import type { Database } from '../persistence/database.ts';
 import type { GroupCommitWriter } from '../persistence/group-commit.ts';
+import type { ActorMessenger, AnyReplyOf, MessageOf, Protocol, ProtocolMap } from './actor-protocol.ts';
 
-/** What an actor may use: its identity, time, persistence and the other actors. */
-export interface ActorContext {
+/**
+ * What an actor may use: its identity, time, persistence, the other actors (of the kinds `K`) and what the
+ * service gives its actors beyond the runtime (`D`: catalog, providers, blob store…).
+ */
+export interface ActorContext<D = unknown, K extends ProtocolMap = ProtocolMap> {
   kind: string;
   id: string;
   clock: Clock;
   logger: Logger;
   db: Database;
   writer: GroupCommitWriter;
-  actors: ActorMessenger;
-  /** What the service gives its actors beyond the runtime (catalog, providers, blob store…); each kind casts it to the shape it declares. */
-  deps: unknown;
-}
-
-export interface ActorMessenger {
-  ask<R>(kind: string, id: string, msg: unknown, timeoutMs?: number): Promise<R>;
-  tell(kind: string, id: string, msg: unknown): void;
+  actors: ActorMessenger<K>;
+  deps: D;
 }
 
 export interface Outcome<S, R> {
@@ -36,20 +34,21 @@ export interface Outcome<S, R> {
 }
 
 /**
- * One kind of actor. `load` rebuilds its state from what was persisted: on the first message after
- * spawning and after every crash. `receive` handles one message at a time; persisting through the
- * writer before replying is what makes a reply durable. A throw crashes only this actor.
+ * One kind of actor, speaking protocol `P`. `load` rebuilds its state from what was persisted: on the first
+ * message after spawning and after every crash. `receive` handles one message at a time and answers one of
+ * the protocol's replies; persisting through the writer before replying is what makes a reply durable. A
+ * throw crashes only this actor. `C` is the context the directory hands it.
  */
-export interface ActorBehavior<S, M, R = unknown> {
+export interface ActorBehavior<S, P extends Protocol = Protocol, C = ActorContext> {
   kind: string;
-  load(ctx: ActorContext): Promise<S>;
-  receive(state: S, msg: M, ctx: ActorContext): Promise<Outcome<S, R>>;
+  load(ctx: C): Promise<S>;
+  receive(state: S, msg: MessageOf<P>, ctx: C): Promise<Outcome<S, AnyReplyOf<P>>>;
   /**
    * The state carried by the message that spawns the actor, if it carries one (the writer of a row it
    * just committed hands it over, or a reader of many actors' rows hands each its own), in place of `load`.
    * Never used after a crash or a failed write.
    */
-  seed?(msg: M, ctx: ActorContext): S | undefined;
+  seed?(msg: MessageOf<P>, ctx: C): S | undefined;
   /**
    * The workspace the actor belongs to, from its state (cluster mode: its shard decides which node runs
    * it). Kind `ws` is the workspace itself and needs none; undefined when the state names none (no such row).

@@ -1,6 +1,7 @@
 import nact, { type Ref } from 'nact';
 import { SpanKind, SpanStatusCode, trace, type Tracer } from '@opentelemetry/api';
-import type { ActorBehavior, ActorContext, ActorMessenger } from './actor-behavior.ts';
+import type { ActorBehavior, ActorContext } from './actor-behavior.ts';
+import type { ActorMessenger, MessageOf, Protocol, ProtocolMap, ReplyTo, UntypedMessage } from './actor-protocol.ts';
 import type { Clock, Timer } from './clock.ts';
 import type { Logger } from './logger.ts';
 import { inRequestScopeOf, traceContextOf, wrap, type Envelope, type Reply } from './envelope.ts';
@@ -19,7 +20,7 @@ export interface ActorOwnership {
   claimFor(workspaceId: string): Lease | undefined;
 }
 
-export interface DirectoryDeps {
+export interface DirectoryDeps<D = unknown> {
   clock: Clock;
   logger: Logger;
   db: Database;
@@ -29,7 +30,7 @@ export interface DirectoryDeps {
   idleMs: number;
   askTimeoutMs?: number;
   /** Handed to every actor as ctx.deps. */
-  actorDeps?: unknown;
+  actorDeps?: D;
   /** Whether spans are recorded (an exporter is configured); without, messages carry no trace context and make no span. */
   tracing?: boolean;
   /** Cluster mode only: an actor runs only while this node owns its workspace's shard. */
@@ -39,7 +40,7 @@ export interface DirectoryDeps {
 }
 
 interface Entry {
-  ref: Ref<Envelope<unknown>>;
+  ref: Ref<Envelope<UntypedMessage>>;
   kind: string;
   id: string;
   pending: number;
@@ -59,7 +60,8 @@ interface Entry {
   claim?: Lease;
 }
 
-const NOT_OWNED = 'not-owned:';
+/** A behaviour as the directory runs it: what its mailbox holds is its own kind's message, whatever its protocol. */
+type AnyBehavior<C> = ActorBehavior<unknown, Protocol, C>;
 
 /** State kept by nact for one live actor: its behaviour's state once loaded. */
 type Slot = { loaded: true; state: unknown } | undefined;
@@ -101,11 +103,12 @@ export class DirectoryStoppedError extends Error {
 /**
  * The nact system with one supervisor per actor kind and a directory of live actors by kind and id.
  * It spawns on first message, never holds two live actors for one id, restarts a crashed actor from
- * its persisted state without touching its siblings, and stops idle ones.
+ * its persisted state without touching its siblings, and stops idle ones. `K` are its kinds and their
+ * protocols; `D` what its actors get as ctx.deps.
  */
-export class ActorDirectory implements ActorMessenger {
+export class ActorDirectory<K extends ProtocolMap = ProtocolMap, D = unknown> implements ActorMessenger<K> {
   private readonly system = nact.start();
-  private readonly behaviors = new Map<string, ActorBehavior<unknown, unknown, unknown>>();
+  private readonly behaviors = new Map<string, AnyBehavior<ActorContext<D, K>>>();
   private readonly supervisors = new Map<string, Ref<unknown>>();
   private readonly live = new Map<string, Entry>();
   private totalPending = 0;
@@ -116,42 +119,46 @@ export class ActorDirectory implements ActorMessenger {
 
   private readonly tracing: boolean;
 
-  constructor(private readonly deps: DirectoryDeps) {
+  constructor(private readonly deps: DirectoryDeps<D>) {
     this.tracing = deps.tracing ?? true;
     this.scheduleSweep();
     deps.metrics?.observe(this);
   }
 
   /** What actors get as ctx.deps; given once the service has built it (before any actor spawns). */
-  provideDeps(actorDeps: unknown): void {
+  provideDeps(actorDeps: D): void {
     this.deps.actorDeps = actorDeps;
   }
 
-  register<S, M, R>(behavior: ActorBehavior<S, M, R>): void {
+  /** Each kind's behaviour is typed with its protocol where it is declared (actors/kinds.ts, KindBehavior). */
+  register<S, P extends Protocol>(behavior: ActorBehavior<S, P, ActorContext<D, K>>): void {
     if (this.behaviors.has(behavior.kind)) throw new Error(`actor kind ${behavior.kind} is already registered`);
-    this.behaviors.set(behavior.kind, behavior as ActorBehavior<unknown, unknown, unknown>);
+    this.behaviors.set(behavior.kind, behavior as unknown as AnyBehavior<ActorContext<D, K>>);
     this.supervisors.set(
       behavior.kind,
       nact.spawn(this.system, (state: unknown) => state, behavior.kind),
     );
   }
 
-  async ask<R>(kind: string, id: string, msg: unknown, timeoutMs = this.deps.askTimeoutMs ?? 30_000): Promise<R> {
+  async ask<Kind extends keyof K & string, T extends MessageOf<K[Kind]>['type']>(
+    kind: Kind,
+    id: string,
+    msg: MessageOf<K[Kind]> & { type: T },
+    timeoutMs = this.deps.askTimeoutMs ?? 30_000,
+  ): Promise<ReplyTo<K[Kind], T>> {
     const entry = this.enter(kind, id);
-    const reply = (await nact.query(entry.ref, (replyTo: Ref<Reply<unknown>>) => wrap(msg, replyTo, this.tracing), timeoutMs)) as Reply<R>;
-    if (!reply.ok) {
-      if (reply.error.startsWith(NOT_OWNED)) throw new ShardNotOwnedError(`${kind}:${id}`);
-      const crashed = new ActorCrashedError(`${kind}:${id}`, reply.error);
-      throw reply.unavailable ? new DatabaseUnavailableError(crashed) : crashed;
-    }
-    return reply.value;
+    const reply = (await nact.query(entry.ref, (replyTo: Ref<Reply<unknown>>) => wrap(msg, replyTo, this.tracing), timeoutMs)) as Reply<ReplyTo<K[Kind], T>>;
+    if (reply.ok) return reply.value;
+    if (reply.reason === 'not_owned') throw new ShardNotOwnedError(`${kind}:${id}`);
+    const crashed = new ActorCrashedError(`${kind}:${id}`, reply.error);
+    throw reply.reason === 'unavailable' ? new DatabaseUnavailableError(crashed) : crashed;
   }
 
   /**
    * Fire and forget. After stop() the message is dropped, not thrown: late timers and provider callbacks
    * have no caller to tell, and what they would have done is resumed from the database at the next start.
    */
-  tell(kind: string, id: string, msg: unknown): void {
+  tell<Kind extends keyof K & string>(kind: Kind, id: string, msg: MessageOf<K[Kind]>): void {
     if (this.stopped) {
       this.deps.logger.debug({ actor: `${kind}:${id}` }, 'message dropped: the actor system has stopped');
       return;
@@ -258,7 +265,7 @@ export class ActorDirectory implements ActorMessenger {
     if (!behavior || !supervisor) throw new Error(`unknown actor kind ${kind}`);
     const parentLogger = this.deps.logger;
     let logger: Logger | undefined;
-    const ctx: ActorContext = {
+    const ctx: ActorContext<D, K> = {
       kind,
       id,
       clock: this.deps.clock,
@@ -270,10 +277,10 @@ export class ActorDirectory implements ActorMessenger {
       db: this.deps.db,
       writer: this.deps.writer,
       actors: this,
-      deps: this.deps.actorDeps,
+      deps: this.deps.actorDeps as D,
     };
     const entry: Entry = {
-      ref: undefined as unknown as Ref<Envelope<unknown>>,
+      ref: undefined as unknown as Ref<Envelope<UntypedMessage>>,
       kind,
       id,
       pending: 0,
@@ -286,7 +293,7 @@ export class ActorDirectory implements ActorMessenger {
       workspace: kind === 'ws' ? id : undefined,
     };
     const ownership = this.deps.ownership;
-    const handle = async (slot: Slot, envelope: Envelope<unknown>): Promise<Slot> => {
+    const handle = async (slot: Slot, envelope: Envelope<UntypedMessage>): Promise<Slot> => {
       let state: unknown;
       if (slot && !entry.stale) {
         state = slot.state;
@@ -313,7 +320,7 @@ export class ActorDirectory implements ActorMessenger {
           if (!claim || (entry.claim !== undefined && entry.claim.epoch !== claim.epoch)) {
             // Another node runs this workspace (or this node lost it and took it back since): nothing here.
             entry.passivate = true;
-            if (envelope.replyTo) nact.dispatch(envelope.replyTo, { ok: false, error: `${NOT_OWNED} ${key}` });
+            if (envelope.replyTo) nact.dispatch(envelope.replyTo, { ok: false, reason: 'not_owned', error: `${key} is not owned here` });
             else this.deps.logger.debug({ actor: key }, 'message dropped: the workspace is owned by another node');
             return undefined;
           }
@@ -345,7 +352,7 @@ export class ActorDirectory implements ActorMessenger {
     };
     const metrics = this.deps.metrics;
     const measured = metrics
-      ? async (slot: Slot, envelope: Envelope<unknown>): Promise<Slot> => {
+      ? async (slot: Slot, envelope: Envelope<UntypedMessage>): Promise<Slot> => {
           const started = performance.now();
           try {
             return await receive(slot, envelope);
@@ -354,7 +361,7 @@ export class ActorDirectory implements ActorMessenger {
           }
         }
       : undefined;
-    const receive = async (slot: Slot, envelope: Envelope<unknown>): Promise<Slot> => {
+    const receive = async (slot: Slot, envelope: Envelope<UntypedMessage>): Promise<Slot> => {
       this.stats.messages++;
       if (!this.tracing) {
         try {
@@ -386,13 +393,13 @@ export class ActorDirectory implements ActorMessenger {
       }
     };
     entry.ref = nact.spawn(supervisor, measured ?? receive, actorName(id), {
-      onCrash: (envelope: Envelope<unknown> | undefined, error: Error | undefined, sctx) => {
+      onCrash: (envelope: Envelope<UntypedMessage> | undefined, error: Error | undefined, sctx) => {
         this.stats.restarts++;
         this.deps.logger.error({ err: error, actor: key }, 'actor crashed; restarting it from its persisted state');
         if (envelope?.replyTo) nact.dispatch(envelope.replyTo, this.failure(error));
         return sctx.reset;
       },
-    }) as Ref<Envelope<unknown>>;
+    }) as Ref<Envelope<UntypedMessage>>;
     this.stats.spawned++;
     return entry;
   }
@@ -404,11 +411,11 @@ export class ActorDirectory implements ActorMessenger {
    */
   private failure(error: unknown): Reply<unknown> {
     // Cluster mode: the shard moved on before the write committed; the caller retries on its new owner.
-    if (isFencedOut(error)) return { ok: false, error: `${NOT_OWNED} ${(error as Error).message}` };
+    if (isFencedOut(error)) return { ok: false, reason: 'not_owned', error: (error as Error).message };
     const unavailable = isDatabaseUnreachable(error) || error instanceof DatabaseUnavailableError || error instanceof WriterClosedError;
-    if (!unavailable) return { ok: false, error: (error as Error | undefined)?.message ?? 'crash' };
+    if (!unavailable) return { ok: false, reason: 'crashed', error: (error as Error | undefined)?.message ?? 'crash' };
     if (isDatabaseUnreachable(error)) availabilityOf(this.deps.db).down(error);
-    return { ok: false, error: (error as Error).message, unavailable: true };
+    return { ok: false, reason: 'unavailable', error: (error as Error).message };
   }
 
   private durableDone(entry: Entry): void {

@@ -3,10 +3,13 @@ import type { Ref } from 'nact';
 import { currentRequestId, runInRequest } from './request-scope.ts';
 
 /**
- * The reply an asking caller receives: a value, or the news that the actor crashed on its message
- * (`unavailable` when it was because the database could not be reached).
+ * The reply an asking caller receives: a value, or why there is none. `not_owned`: cluster mode, the actor's
+ * workspace is on a shard this node does not hold (any more), or its write was fenced out; `unavailable`: the
+ * database could not be reached (or the writer has closed); `crashed`: the actor failed on the message.
  */
-export type Reply<R> = { ok: true; value: R } | { ok: false; error: string; unavailable?: boolean };
+export type Reply<R> = { ok: true; value: R } | { ok: false; reason: FailureReason; error: string };
+
+export type FailureReason = 'not_owned' | 'crashed' | 'unavailable';
 
 /** What travels in an actor's mailbox: the message, the sender's trace context and where to reply. */
 export interface Envelope<M> {

@@ -1,16 +1,11 @@
 import type { Clock, Timer } from '../../runtime/clock.ts';
 import type { Logger } from '../../runtime/logger.ts';
-import type { ActorMessenger } from '../../runtime/actor-behavior.ts';
+import type { Actors } from '../kinds.ts';
 import type { Database } from '../../persistence/database.ts';
 import { ShardNotOwnedError } from '../../runtime/actor-directory.ts';
 import { shardCondition, type ShardScope } from '../generation/recovery.ts';
 
 const RETRY_MS = 60_000;
-
-/** What a workspace actor answers to a due renewal: when the subscription is next due, or null once it has ended. */
-export interface RenewReply {
-  nextAt: number | null;
-}
 
 /**
  * One timer on the clock per live subscription, at the end of its period. When it fires, the workspace
@@ -21,7 +16,7 @@ export class RenewalScheduler {
   private readonly timers = new Map<string, { timer: Timer; workspaceId: string }>();
   private stopped = false;
 
-  constructor(private readonly deps: { clock: Clock; logger: Logger; db: Database; actors: ActorMessenger }) {}
+  constructor(private readonly deps: { clock: Clock; logger: Logger; db: Database; actors: Actors }) {}
 
   /** Schedules every live subscription (cluster mode: those of one shard, just gained); returns how many. */
   async start(scope?: ShardScope): Promise<number> {
@@ -67,7 +62,7 @@ export class RenewalScheduler {
   private async renew(workspaceId: string, subscriptionId: string): Promise<void> {
     if (this.stopped) return;
     try {
-      const reply = await this.deps.actors.ask<RenewReply>('ws', workspaceId, { type: 'renew', subscriptionId });
+      const reply = await this.deps.actors.ask('ws', workspaceId, { type: 'renew', subscriptionId });
       if (reply.nextAt !== null) this.schedule(workspaceId, subscriptionId, reply.nextAt);
     } catch (error) {
       if (this.stopped) return;

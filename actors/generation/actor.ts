@@ -1,12 +1,14 @@
 import { context, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
-import type { ActorBehavior, ActorContext, Outcome } from '../../runtime/actor-behavior.ts';
+import type { Outcome } from '../../runtime/actor-behavior.ts';
+import type { NoReply } from '../../runtime/actor-protocol.ts';
+import type { ActorContext, KindBehavior } from '../kinds.ts';
 import { serviceTracer } from '../../runtime/tracing.ts';
 import type { Timer } from '../../runtime/clock.ts';
 import { generationRowOf, type GenerationRow } from '../../persistence/entities/generation.ts';
 import { boundQuery } from '../../persistence/bound-query.ts';
 import { DatabaseUnavailableError, isDatabaseUnreachable, untilReachable } from '../../persistence/availability.ts';
 import { depsOf } from '../deps.ts';
-import type { GenerationSettlement, SettleReply } from '../workspace/protocol.ts';
+import type { GenerationSettlement } from '../workspace/protocol.ts';
 import type { Mode } from '../../domain/catalog/models.ts';
 import { inputTokenBound } from '../../domain/catalog/pricing.ts';
 import { chooseDeployment, isRetriable, withinBudget, jobNeedsOf } from '../../domain/catalog/routing.ts';
@@ -14,7 +16,7 @@ import type { DeploymentRecord } from '../../domain/catalog/index.ts';
 import { InputError } from './input-resolver.ts';
 import { OutputsOverStorageLimitError } from './blob-outputs.ts';
 import type { PreparedOutputs } from './output-store.ts';
-import type { CancelReply, GenerationMessage } from './protocol.ts';
+import type { CancelReply, GenerationMessage, GenerationReply } from './protocol.ts';
 import type { ProviderJob, ProviderUpdate } from '../../providers/provider.ts';
 import { ProviderFailure } from '../../providers/adapter.ts';
 import { upstreamInput } from '../../domain/catalog/input-mapping.ts';
@@ -46,7 +48,7 @@ export interface GenerationActorState {
  * transition, and performs the effects. Terminal transitions are written by the workspace actor in the
  * same transaction as the capture or release of the generation's credits.
  */
-export const generationActor: ActorBehavior<GenerationActorState, GenerationMessage, unknown> = {
+export const generationActor: KindBehavior<'gen', GenerationActorState> = {
   kind: 'gen',
 
   async load(ctx) {
@@ -58,7 +60,7 @@ export const generationActor: ActorBehavior<GenerationActorState, GenerationMess
 
   workspaceOf: (state) => state.row?.workspaceId,
 
-  async receive(state, msg, ctx): Promise<Outcome<GenerationActorState, unknown>> {
+  async receive(state, msg, ctx): Promise<Outcome<GenerationActorState, GenerationReply>> {
     const row = state.row;
     if (!row) return { state, reply: msg.type === 'cancel' ? ({ kind: 'not_found' } satisfies CancelReply) : undefined, passivate: true };
     const status = row.status;
@@ -130,7 +132,7 @@ export const generationActor: ActorBehavior<GenerationActorState, GenerationMess
  * (the emergency stop) it goes to no provider: it waits, as queued jobs do, with its reservation and slot,
  * and its workspace tells it to recover again once the stop is lifted.
  */
-async function recover(state: GenerationActorState, row: GenerationRow, ctx: ActorContext): Promise<Outcome<GenerationActorState, unknown>> {
+async function recover(state: GenerationActorState, row: GenerationRow, ctx: ActorContext): Promise<Outcome<GenerationActorState, NoReply>> {
   if (row.status === 'queued') {
     if (ctx.clock.now() >= row.queueDeadline.getTime()) return (await transition(state, row, { type: 'expire' }, ctx)).result;
     return { state, passivate: true };
@@ -154,7 +156,7 @@ async function recover(state: GenerationActorState, row: GenerationRow, ctx: Act
  * waits for it to end (left reserved here, it would hold the drain, and so the handover, until the drain's
  * deadline). Should generation be paused, it waits as a job recovered during a pause does.
  */
-function start(state: GenerationActorState, row: GenerationRow, ctx: ActorContext): Outcome<GenerationActorState, unknown> {
+function start(state: GenerationActorState, row: GenerationRow, ctx: ActorContext): Outcome<GenerationActorState, NoReply> {
   if (row.status !== 'reserved') return { state };
   const deps = depsOf(ctx);
   if (deps.generationPaused()) {
@@ -182,7 +184,7 @@ async function providerUpdate(
   row: GenerationRow,
   update: ProviderUpdate,
   ctx: ActorContext,
-): Promise<Outcome<GenerationActorState, unknown>> {
+): Promise<Outcome<GenerationActorState, NoReply>> {
   switch (update.type) {
     case 'running':
       return (await transition(state, row, { type: 'started' }, ctx)).result;
@@ -255,7 +257,7 @@ async function failOrReroute(
   errorCode: string,
   errorMessage: string,
   ctx: ActorContext,
-): Promise<Outcome<GenerationActorState, unknown>> {
+): Promise<Outcome<GenerationActorState, NoReply>> {
   const next = fallbackFor(row, errorCode, ctx);
   if (next) {
     const detail = `attempt on ${row.deploymentId} failed: ${errorCode}: ${errorMessage.slice(0, 200)}; trying ${next.id}`;
@@ -304,7 +306,7 @@ async function breakerOpen(
   retryAt: number | null,
   ctx: ActorContext,
   reason: 'breaker' | 'rate',
-): Promise<Outcome<GenerationActorState, unknown>> {
+): Promise<Outcome<GenerationActorState, NoReply>> {
   if (row.deploymentId !== deploymentId || row.providerJobId !== null) return { state };
   const next = fallbackFor(row, reason === 'rate' ? 'provider_rate_limited' : 'provider_unavailable', ctx);
   if (next) {
@@ -345,7 +347,7 @@ async function transition(
   command: GenerationCommand,
   ctx: ActorContext,
   alsoWrite: GenerationSettlement['alsoWrite'] = [],
-): Promise<{ applied: boolean; result: Outcome<GenerationActorState, unknown> }> {
+): Promise<{ applied: boolean; result: Outcome<GenerationActorState, NoReply> }> {
   const now = ctx.clock.now();
   const decision = decide(row, command, now);
   if (!decision.ok) return { applied: false, result: { state } };
@@ -370,12 +372,7 @@ async function transition(
       event: { generation: next, status: next.status, at: now, traceParent: currentTraceparent() },
     };
     const after = state.progressAt;
-    const settled = await ctx.actors.ask<SettleReply>(
-      'ws',
-      row.workspaceId,
-      { type: 'settle', generationId: row.id, money, settlement, heldSlot, after },
-      SETTLE_WAIT_MS,
-    );
+    const settled = await ctx.actors.ask('ws', row.workspaceId, { type: 'settle', generationId: row.id, money, settlement, heldSlot, after }, SETTLE_WAIT_MS);
     if (money === 'capture' && row.tokenTerms) next.credits = settled.credits;
     for (const endpointId of settled.endpointIds) ctx.actors.tell('whk', endpointId, { type: 'wake' });
   } else {

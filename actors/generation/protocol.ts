@@ -1,5 +1,6 @@
 import type { GenerationRow } from '../../persistence/entities/generation.ts';
 import type { ProviderUpdate } from '../../providers/provider.ts';
+import type { AnyReplyOf, NoReply, Protocol } from '../../runtime/actor-protocol.ts';
 
 export type GenerationMessage =
   /** After a restart: resume from the persisted state; `row` (read by the recovery with the others) saves the actor its own read. */
@@ -28,3 +29,23 @@ export type GenerationMessage =
   | { type: 'provider_event'; providerJobId: string; payload: unknown };
 
 export type CancelReply = { kind: 'cancelled'; generation: GenerationRow } | { kind: 'conflict'; status: string } | { kind: 'not_found' };
+
+/** Each message's reply: only a cancel answers; a recover is asked so that its caller waits for it. */
+export type GenerationProtocol = Protocol<
+  GenerationMessage,
+  {
+    recover: NoReply;
+    reserve: NoReply;
+    start: NoReply;
+    cancel: CancelReply;
+    expire: NoReply;
+    submitted: NoReply;
+    submit_failed: NoReply;
+    provider_update: NoReply;
+    breaker_open: NoReply;
+    retry_submit: NoReply;
+    provider_event: NoReply;
+  }
+>;
+
+export type GenerationReply = AnyReplyOf<GenerationProtocol>;

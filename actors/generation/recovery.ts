@@ -1,4 +1,4 @@
-import type { ActorMessenger } from '../../runtime/actor-behavior.ts';
+import type { Actors } from '../kinds.ts';
 import { DirectoryStoppedError } from '../../runtime/actor-directory.ts';
 import type { RecoveryTask } from '../../runtime/recovery.ts';
 import type { Clock } from '../../runtime/clock.ts';
@@ -39,7 +39,7 @@ export function shardCondition(column: string, scope: ShardScope | undefined): {
  * (those already past expire at once) when it is told to schedule, after the service reports ready, so
  * thousands of queued jobs cost one id each.
  */
-export function generationRecovery(db: Database, actors: ActorMessenger, clock: Clock, scope?: ShardScope): RecoveryTask {
+export function generationRecovery(db: Database, actors: Actors, clock: Clock, scope?: ShardScope): RecoveryTask {
   return {
     name: scope ? `generations of shard ${scope.shard}` : 'generations',
     async run() {
@@ -97,7 +97,7 @@ const WORKSPACES_PER_READ = 100;
  * Loads the workspaces' actors from records read together, a hundred workspaces in five statements
  * (each actor would otherwise read its own with five): an actor already running keeps its state.
  */
-async function loadWorkspaces(db: Database, actors: ActorMessenger, clock: Clock, workspaceIds: string[]): Promise<void> {
+async function loadWorkspaces(db: Database, actors: Actors, clock: Clock, workspaceIds: string[]): Promise<void> {
   for (let i = 0; i < workspaceIds.length; i += WORKSPACES_PER_READ) {
     const records = await readWorkspaces(db.em(), workspaceIds.slice(i, i + WORKSPACES_PER_READ), clock.now());
     await Promise.all([...records.values()].map((record) => actors.ask('ws', record.workspaceId, { type: 'preloaded', record })));
@@ -116,7 +116,7 @@ const HAND_OVER_WINDOW = 1_000;
 const HAND_OVER_SLICE = 100;
 
 /** Tells each job of each page to recover, at most HAND_OVER_WINDOW at a time, started a slice at a time. */
-async function resumeInPages(actors: ActorMessenger, pages: GenerationRow[][], contexts: Map<string, JobContext>): Promise<void> {
+async function resumeInPages(actors: Actors, pages: GenerationRow[][], contexts: Map<string, JobContext>): Promise<void> {
   const inFlight = new Set<Promise<unknown>>();
   let stopped = false;
   const handOver = (row: GenerationRow) => {

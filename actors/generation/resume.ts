@@ -1,4 +1,4 @@
-import type { ActorMessenger } from '../../runtime/actor-behavior.ts';
+import type { Actors } from '../kinds.ts';
 import type { Database } from '../../persistence/database.ts';
 
 /**
@@ -9,7 +9,7 @@ import type { Database } from '../../persistence/database.ts';
  */
 export async function nudgeQueuedWorkspaces(
   db: Database,
-  actors: ActorMessenger & { liveIds(kind: string): string[] },
+  actors: Actors & { liveIds(kind: string): string[] },
   /** Cluster mode: only the workspaces this node runs. */
   runsHere: (workspaceId: string) => boolean = () => true,
 ): Promise<number> {

@@ -1,11 +1,12 @@
 import { randomFillSync } from 'node:crypto';
 import { context, isSpanContextValid, SpanKind, SpanStatusCode } from '@opentelemetry/api';
-import type { ActorBehavior, ActorContext, Outcome } from '../../runtime/actor-behavior.ts';
+import type { Outcome } from '../../runtime/actor-behavior.ts';
+import type { ActorContext, KindBehavior } from '../kinds.ts';
 import { EgressError, fetchGuarded } from '../../runtime/egress.ts';
 import { redactedUrl, serverOf } from '../../runtime/tracing.ts';
 import { WebhookEndpointEntity, type DeliveryAttempt, type DeliveryStatus, type WebhookEndpointRow } from '../../persistence/entities/webhook.ts';
 import { depsOf } from '../deps.ts';
-import type { EndpointPatch, EndpointReply, WebhookMessage } from './protocol.ts';
+import type { EndpointPatch, EndpointReply, WebhookMessage, WebhookReply } from './protocol.ts';
 import { pendingReaderFor } from './pending-reader.ts';
 import { recorderFor } from './recorder.ts';
 import { signatureHeaders } from './signing.ts';
@@ -29,7 +30,7 @@ let epochs = 0;
  * signed, sent through the egress guard and retried by the backoff of `decide`; every attempt is recorded.
  * The HTTP exchange runs beside the actor, so updates and other endpoints never wait for a slow receiver.
  */
-export const webhookEndpointActor: ActorBehavior<EndpointActorState, WebhookMessage, EndpointReply> = {
+export const webhookEndpointActor: KindBehavior<'whk', EndpointActorState> = {
   kind: 'whk',
 
   async load(ctx) {
@@ -47,7 +48,7 @@ export const webhookEndpointActor: ActorBehavior<EndpointActorState, WebhookMess
 
   workspaceOf: (state) => state.endpoint?.workspaceId,
 
-  async receive(state, msg, ctx): Promise<Outcome<EndpointActorState, EndpointReply>> {
+  async receive(state, msg, ctx): Promise<Outcome<EndpointActorState, WebhookReply>> {
     switch (msg.type) {
       case 'wake':
         state.unread = true;

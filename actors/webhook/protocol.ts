@@ -1,4 +1,5 @@
 import type { SignatureScheme, WebhookEndpointRow } from '../../persistence/entities/webhook.ts';
+import type { AnyReplyOf, NoReply, Protocol } from '../../runtime/actor-protocol.ts';
 import type { AttemptOutcome, WebhookEventType } from './machine.ts';
 
 export interface EndpointPatch {
@@ -23,3 +24,18 @@ export type WebhookMessage =
 
 /** Answer to update and delete: the endpoint as stored, or undefined if it does not exist (any more). */
 export type EndpointReply = WebhookEndpointRow | undefined;
+
+/** Each message's reply: the endpoint as stored for a change; nothing for the wake-ups and timers, only ever told. */
+export type WebhookProtocol = Protocol<
+  WebhookMessage,
+  {
+    wake: NoReply;
+    due: NoReply;
+    attempt_done: NoReply;
+    update: EndpointReply;
+    delete: EndpointReply;
+    rotate_secret: EndpointReply;
+  }
+>;
+
+export type WebhookReply = AnyReplyOf<WebhookProtocol>;

@@ -1,4 +1,4 @@
-import type { ActorMessenger } from '../../runtime/actor-behavior.ts';
+import type { Actors } from '../kinds.ts';
 import type { RecoveryTask } from '../../runtime/recovery.ts';
 import type { Database } from '../../persistence/database.ts';
 import { shardCondition, type ShardScope } from '../generation/recovery.ts';
@@ -8,7 +8,7 @@ import { shardCondition, type ShardScope } from '../generation/recovery.ts';
  * next attempt time, and one whose attempt was on the wire at the crash (still pending, its attempt never
  * recorded) is sent again: at least once, never dropped.
  */
-export function webhookRecovery(db: Database, actors: ActorMessenger, scope?: ShardScope): RecoveryTask {
+export function webhookRecovery(db: Database, actors: Actors, scope?: ShardScope): RecoveryTask {
   return {
     name: scope ? `webhook deliveries of shard ${scope.shard}` : 'webhook deliveries',
     async run() {

@@ -1,4 +1,5 @@
-import type { ActorContext, Outcome } from '../../runtime/actor-behavior.ts';
+import type { Outcome } from '../../runtime/actor-behavior.ts';
+import type { ActorContext } from '../kinds.ts';
 import { depsOf } from '../deps.ts';
 import type { EndpointActorState } from './endpoint-state.ts';
 import type { EndpointReply } from './protocol.ts';

@@ -1,4 +1,5 @@
-import type { ActorBehavior, ActorContext, Outcome } from '../../runtime/actor-behavior.ts';
+import type { Outcome } from '../../runtime/actor-behavior.ts';
+import type { ActorContext, KindBehavior } from '../kinds.ts';
 import type { PlanEntitlements } from '../../domain/plans.ts';
 import { newId } from '../../persistence/ids.ts';
 import type { GenerationRow } from '../../persistence/entities/generation.ts';
@@ -24,7 +25,7 @@ import type {
   GenerationSettlement,
   KeyLimitsReply,
   KeyUsageReply,
-  WorkspaceMessage,
+  WorkspaceReply,
 } from './protocol.ts';
 import { applyPaymentEvent, autoRecharge, cancelSubscription, maybeAutoRecharge, renewSubscription, updateWalletSettings, walletSnapshot } from './payments.ts';
 import { captureJobContext, withJobContext } from '../../runtime/tracing.ts';
@@ -38,7 +39,7 @@ const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
  * captures or releases at the end in the same transaction as the generation's terminal state, and lets
  * queued jobs start as the plan's concurrency allows.
  */
-export const workspaceActor: ActorBehavior<WorkspaceState, WorkspaceMessage, unknown> = {
+export const workspaceActor: KindBehavior<'ws', WorkspaceState> = {
   kind: 'ws',
 
   async load(ctx) {
@@ -54,7 +55,7 @@ export const workspaceActor: ActorBehavior<WorkspaceState, WorkspaceMessage, unk
   // A restart reads the workspaces of its jobs in flight together (recovery) and hands each its record.
   seed: (msg, ctx) => (msg.type === 'preloaded' && (msg.record.account || !msg.record.exists) ? loaded(msg.record, ctx) : undefined),
 
-  async receive(state, msg, ctx): Promise<Outcome<WorkspaceState, unknown>> {
+  async receive(state, msg, ctx): Promise<Outcome<WorkspaceState, WorkspaceReply>> {
     // The plan as the catalog served now says it (a reload may have changed its limits).
     state.plan = depsOf(ctx).catalog.plan(state.plan.id);
     switch (msg.type) {
@@ -394,7 +395,7 @@ async function settle(
   _heldSlot: boolean,
   ctx: ActorContext,
   after?: number,
-): Promise<Outcome<WorkspaceState, unknown>> {
+): Promise<Outcome<WorkspaceState, SettleReply>> {
   const terms = asked.generation.tokenTerms;
   let settlement = asked;
   let carry: bigint | undefined;

@@ -2,7 +2,7 @@ import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import type { ActorContext } from '../../runtime/actor-behavior.ts';
 import { jobContextOf } from '../../runtime/tracing.ts';
 import { boundQuery } from '../../persistence/bound-query.ts';
-import { depsOf } from '../deps.ts';
+import { depsOf, type ActorDeps } from '../deps.ts';
 import { defaultWalletSettings, emptyAccount, monthOf, type Account } from './account.ts';
 import { IdempotencyCache } from './idempotency-cache.ts';
 import { dayStart, monthStart, type KeyJob, type KeySpend } from './key-limits.ts';
@@ -165,7 +165,7 @@ const num = (value: number | string | null | undefined): number => (value === nu
  * The actor's state from its record. Takes back the providers' capacity its jobs in flight hold; the
  * caller arms the queue's expiry timer.
  */
-export function workspaceStateOf(record: WorkspaceRecord, ctx: ActorContext): WorkspaceState {
+export function workspaceStateOf(record: WorkspaceRecord, ctx: ActorContext<ActorDeps>): WorkspaceState {
   const row = record.account;
   const account: Account = row
     ? {

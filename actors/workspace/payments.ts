@@ -1,12 +1,13 @@
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
-import type { ActorContext, Outcome } from '../../runtime/actor-behavior.ts';
+import type { Outcome } from '../../runtime/actor-behavior.ts';
+import type { NoReply } from '../../runtime/actor-protocol.ts';
+import type { ActorContext } from '../kinds.ts';
 import { newId } from '../../persistence/ids.ts';
 import { depsOf } from '../deps.ts';
 import { addMonth, nextPeriodEnd, periodGrantReference } from '../billing/period.ts';
 import type { ProviderEvent } from '../billing/provider.ts';
-import type { RenewReply } from '../billing/renewals.ts';
 import { checkWalletSettings, deposit, grant, needsAutoRecharge, spendAt, type MoneyDecision, type WalletSettings } from './account.ts';
-import type { PaymentEventReply, WalletSettingsPatch, WalletSnapshot } from './protocol.ts';
+import type { PaymentEventReply, RenewReply, SubscriptionRow, WalletSettingsPatch, WalletSnapshot } from './protocol.ts';
 import { writeMoney } from './money-writes.ts';
 import type { WorkspaceState } from './state.ts';
 
@@ -178,18 +179,6 @@ export async function renewSubscription(state: WorkspaceState, subscriptionId: s
   return { state, reply: { nextAt: nextEnd } };
 }
 
-export interface SubscriptionRow {
-  id: string;
-  workspace_id: string;
-  plan: string;
-  status: string;
-  current_period_start: Date | string;
-  current_period_end: Date | string;
-  cancel_at_period_end: boolean;
-  ended_at: Date | string | null;
-  created_at: Date | string;
-}
-
 /** Marks the live subscription to end at its period's end; null when there is none. Asking twice changes nothing. */
 export async function cancelSubscription(state: WorkspaceState, ctx: ActorContext): Promise<Outcome<WorkspaceState, SubscriptionRow | null>> {
   const at = new Date(ctx.clock.now());
@@ -257,7 +246,7 @@ export function maybeAutoRecharge(state: WorkspaceState, ctx: ActorContext): voi
 }
 
 /** Charges the saved card for the configured amount and deposits it: a deposit with source auto_recharge. */
-export async function autoRecharge(state: WorkspaceState, ctx: ActorContext): Promise<Outcome<WorkspaceState, unknown>> {
+export async function autoRecharge(state: WorkspaceState, ctx: ActorContext): Promise<Outcome<WorkspaceState, NoReply>> {
   state.recharging = false;
   const settings = state.wallet.autoRecharge;
   if (!needsAutoRecharge(state.account, state.wallet, false)) return { state };

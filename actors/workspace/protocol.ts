@@ -1,4 +1,5 @@
 import type { TokenTerms } from '../../domain/catalog/pricing.ts';
+import type { AnyReplyOf, NoReply, Protocol } from '../../runtime/actor-protocol.ts';
 import type { GenerationRow } from '../../persistence/entities/generation.ts';
 import type { MonthlySpend, MoneyRefusal, PaymentMode, WalletSettings } from './account.ts';
 import type { ProviderEvent } from '../billing/provider.ts';
@@ -78,6 +79,50 @@ export type WorkspaceMessage =
   | { type: 'key_limits'; keyId: string; patch: KeyLimitsPatch }
   /** GET /v1/api-keys/:id/usage: a key's limits and what it spent, as of now. */
   | { type: 'key_usage'; keyId: string };
+
+/** Each message's reply; NoReply for those only ever told. */
+export type WorkspaceProtocol = Protocol<
+  WorkspaceMessage,
+  {
+    create: CreateReply;
+    create_batch: CreateReply[];
+    settle: SettleReply;
+    slot_declined: NoReply;
+    schedule: NoReply;
+    hold_recovered: NoReply;
+    expire_queued: NoReply;
+    balances: Balances;
+    preloaded: Balances;
+    payment_event: PaymentEventReply;
+    renew: RenewReply;
+    /** The subscription marked to end at its period's end; null when there is none. */
+    cancel_subscription: SubscriptionRow | null;
+    wallet: WalletSnapshot;
+    wallet_settings: WalletSnapshot | { refused: string };
+    auto_recharge: NoReply;
+    key_limits: KeyLimitsReply;
+    key_usage: KeyUsageReply;
+  }
+>;
+
+export type WorkspaceReply = AnyReplyOf<WorkspaceProtocol>;
+
+/** What a workspace actor answers to a due renewal: when the subscription is next due, or null once it has ended. */
+export interface RenewReply {
+  nextAt: number | null;
+}
+
+export interface SubscriptionRow {
+  id: string;
+  workspace_id: string;
+  plan: string;
+  status: string;
+  current_period_start: Date | string;
+  current_period_end: Date | string;
+  cancel_at_period_end: boolean;
+  ended_at: Date | string | null;
+  created_at: Date | string;
+}
 
 export type KeyLimitsReply = { found: true; limits: KeyLimits } | { found: false };
 export type KeyUsageReply = { found: true; usage: KeyLimitsUsage } | { found: false };

@@ -1,5 +1,7 @@
 import t from 'tap';
 import type { ActorBehavior } from '../../runtime/actor-behavior.ts';
+import type { Protocol } from '../../runtime/actor-protocol.ts';
+import type { ActorKinds } from '../../actors/kinds.ts';
 import { systemClock } from '../../runtime/clock.ts';
 import { generationRecovery } from '../../actors/generation/recovery.ts';
 import { actorTestbed } from '../helpers/actors.ts';
@@ -10,9 +12,9 @@ import { actorTestbed } from '../helpers/actors.ts';
  * loads it with its deadline, so thousands of queued jobs cost no actor each.
  */
 t.test('recovery resumes the jobs in flight, and wakes the workspaces without an actor per queued job', async (t) => {
-  const { db, actors } = await actorTestbed(t);
+  const { db, actors } = await actorTestbed<ActorKinds>(t);
   const seen: string[] = [];
-  const probe = (kind: string): ActorBehavior<object, { type: string }, unknown> => ({
+  const probe = (kind: string): ActorBehavior<object, Protocol> => ({
     kind,
     load: async () => ({}),
     async receive(state, msg, ctx) {

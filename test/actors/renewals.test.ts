@@ -1,8 +1,11 @@
 import t from 'tap';
 import type { ActorBehavior } from '../../runtime/actor-behavior.ts';
+import type { Protocol } from '../../runtime/actor-protocol.ts';
+import type { ActorKinds } from '../../actors/kinds.ts';
+import type { RenewReply } from '../../actors/workspace/protocol.ts';
 import { ManualClock } from '../../runtime/clock.ts';
 import { createLogger } from '../../runtime/logger.ts';
-import { RenewalScheduler, type RenewReply } from '../../actors/billing/renewals.ts';
+import { RenewalScheduler } from '../../actors/billing/renewals.ts';
 import { actorTestbed } from '../helpers/actors.ts';
 
 /**
@@ -12,10 +15,10 @@ import { actorTestbed } from '../helpers/actors.ts';
 t.test('cancelWhere drops the renewal timers of the matching workspaces only', async (t) => {
   const clock = new ManualClock();
   const logger = createLogger('silent');
-  const { db, actors } = await actorTestbed(t, { clock });
+  const { db, actors } = await actorTestbed<ActorKinds>(t, { clock });
   // A workspace kind that notes each renewal asked of it and ends the subscription.
   const renewed: string[] = [];
-  const ws: ActorBehavior<object, { type: 'renew'; subscriptionId: string }, RenewReply> = {
+  const ws: ActorBehavior<object, Protocol<{ type: 'renew'; subscriptionId: string }, { renew: RenewReply }>> = {
     kind: 'ws',
     load: async () => ({}),
     async receive(state, msg, ctx) {

@@ -1,6 +1,7 @@
 import t from 'tap';
 import { ShardNotOwnedError } from '../../runtime/actor-directory.ts';
 import type { ActorBehavior } from '../../runtime/actor-behavior.ts';
+import type { Protocol } from '../../runtime/actor-protocol.ts';
 import { bulkWriteOf } from '../../persistence/bulk-write.ts';
 import type { Lease } from '../../persistence/cluster/leases.ts';
 import { FencedOutError } from '../../persistence/cluster/fence.ts';
@@ -26,7 +27,7 @@ t.test('actors run only for owned workspaces, and their writes carry the lease t
   const rows = bulkWriteOf<number>(writer, async (em) => {
     await em.execute('select 1');
   });
-  const ws: ActorBehavior<{ n: number }, { type: 'write' | 'bulk' }, number> = {
+  const ws: ActorBehavior<{ n: number }, Protocol<{ type: 'write' | 'bulk' }, { write: number; bulk: number }>> = {
     kind: 'ws',
     load: async () => ({ n: 0 }),
     async receive(state, msg, ctx) {
@@ -39,7 +40,7 @@ t.test('actors run only for owned workspaces, and their writes carry the lease t
     },
   };
   // A child kind whose workspace is in its loaded state, as generations and webhook endpoints.
-  const job: ActorBehavior<{ workspaceId: string }, { type: 'write' }, string> = {
+  const job: ActorBehavior<{ workspaceId: string }, Protocol<{ type: 'write' }, { write: string }>> = {
     kind: 'job',
     load: async (ctx) => ({ workspaceId: ctx.id.split('/')[0]! }),
     workspaceOf: (state) => state.workspaceId,
@@ -94,7 +95,7 @@ t.test('a write fenced out (the shard moved on before it committed) is answered 
     },
     ownership: { claimFor: () => ({ shard: 1, epoch: 7 }) },
   });
-  const ws: ActorBehavior<object, { type: 'inline' | 'deferred' }, string> = {
+  const ws: ActorBehavior<object, Protocol<{ type: 'inline' | 'deferred' }, { inline: string; deferred: string }>> = {
     kind: 'ws',
     load: async () => ({}),
     async receive(state, msg, ctx) {

@@ -1,6 +1,7 @@
 import { trace } from '@opentelemetry/api';
 import type { Test } from 'tap';
 import { ActorDirectory, type ActorOwnership } from '../../runtime/actor-directory.ts';
+import type { ProtocolMap } from '../../runtime/actor-protocol.ts';
 import { systemClock, type Clock } from '../../runtime/clock.ts';
 import { createLogger } from '../../runtime/logger.ts';
 import { openDatabase, type Database } from '../../persistence/database.ts';
@@ -8,21 +9,25 @@ import { GroupCommitWriter } from '../../persistence/group-commit.ts';
 import type { WriteFence } from '../../persistence/write-claims.ts';
 import { migratedPglite } from './database.ts';
 
-export interface ActorTestbed {
+export interface ActorTestbed<K extends ProtocolMap> {
   db: Database;
   writer: GroupCommitWriter;
-  actors: ActorDirectory;
+  actors: ActorDirectory<K>;
 }
 
 /**
  * An actor directory of its own on an in-memory PGlite (migrated), with its writer, for tests that register
  * the behaviors they exercise; stopped and closed when t ends. Cluster tests pass a fence and an ownership.
+ * `K`: the kinds the test registers, with their protocols (the service's ActorKinds, or any by default).
  */
-export async function actorTestbed(t: Test, options: { clock?: Clock; fence?: WriteFence; ownership?: ActorOwnership } = {}): Promise<ActorTestbed> {
+export async function actorTestbed<K extends ProtocolMap = ProtocolMap>(
+  t: Test,
+  options: { clock?: Clock; fence?: WriteFence; ownership?: ActorOwnership } = {},
+): Promise<ActorTestbed<K>> {
   const db = await openDatabase({ databaseUrl: 'memory://', dataDir: '.data/test', pglite: await migratedPglite() });
   const tracer = trace.getTracer('test');
   const writer = new GroupCommitWriter(db, { windowMs: 5, maxBatch: 100, tracer, fence: options.fence });
-  const actors = new ActorDirectory({
+  const actors = new ActorDirectory<K>({
     clock: options.clock ?? systemClock,
     logger: createLogger('silent'),
     db,

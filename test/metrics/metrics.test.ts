@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import t from 'tap';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
 import { withKey } from '../helpers/identity.ts';
-import { counterBehavior } from '../fixtures/counter-actor.ts';
+import { counterBehavior, withCounters } from '../fixtures/counter-actor.ts';
 import { createEndpoint, createGeneration, eventually, startReceiver, tenant } from '../webhooks/support.ts';
 
 interface Sample {
@@ -87,7 +87,7 @@ t.test('after a whole flow, every metric has moved: requests, actors, generation
   const hold = new Promise<void>((resolve) => {
     release = resolve;
   });
-  const asks = [1, 2, 3].map(() => server.services.actors.ask('counter', 'c1', { type: 'hold', wait: hold }));
+  const asks = [1, 2, 3].map(() => withCounters(server.services.actors).ask('counter', 'c1', { type: 'hold', wait: hold }));
   const busy = await scrape(server);
   t.equal(value(busy, 'gs_actor_mailbox_depth', { actor_kind: 'counter' }), 3, 'mailbox depth by kind: the message handled and the two waiting');
   t.equal(value(busy, 'gs_actor_live', { actor_kind: 'counter' }), 1, 'live actors by kind');

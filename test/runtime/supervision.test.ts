@@ -2,9 +2,7 @@ import t from 'tap';
 import { ManualClock } from '../../runtime/clock.ts';
 import { ActorCrashedError } from '../../runtime/actor-directory.ts';
 import { startTestServer } from '../helpers/server.ts';
-import { counterBehavior, persistedState } from '../fixtures/counter-actor.ts';
-
-type Get = { value: number; log: string[] };
+import { counterBehavior, persistedState, withCounters } from '../fixtures/counter-actor.ts';
 
 // A short ask time-out: a crash must be answered as a crash, never left to time out (30 s by default).
 const ASK_MS = 10_000;
@@ -12,13 +10,14 @@ const ASK_MS = 10_000;
 const counter = counterBehavior('counter');
 const tally = counterBehavior('tally');
 const server = await startTestServer(t, { behaviors: [counter.behavior, tally.behavior], clock: new ManualClock() });
-const { actors, db } = server.services;
+const { db } = server.services;
+const actors = withCounters(server.services.actors);
 
 t.test('a crash rejects its asker, restarts the actor from its last persisted state, and spares its siblings', async (t) => {
   t.equal(await actors.ask('counter', 'a', { type: 'inc' }), 1);
   t.equal(await actors.ask('counter', 'a', { type: 'inc' }), 2);
   await actors.ask('counter', 'a', { type: 'set-unpersisted', value: 50 });
-  t.same(await actors.ask<Get>('counter', 'a', { type: 'get' }), { value: 50, log: [] }, 'in-memory change, not persisted');
+  t.same(await actors.ask('counter', 'a', { type: 'get' }), { value: 50, log: [] }, 'in-memory change, not persisted');
 
   // Siblings: another id of the same kind, and the same id of another kind, each with in-memory state.
   t.equal(await actors.ask('counter', 'b', { type: 'inc' }), 1);
@@ -28,7 +27,7 @@ t.test('a crash rejects its asker, restarts the actor from its last persisted st
 
   const restarts = actors.stats.restarts;
   const crash = actors.ask('counter', 'a', { type: 'crash' }, ASK_MS);
-  const queuedBehind = actors.ask<Get>('counter', 'a', { type: 'get' }, ASK_MS);
+  const queuedBehind = actors.ask('counter', 'a', { type: 'get' }, ASK_MS);
   const error = await crash.then(
     () => undefined,
     (e: unknown) => e,
@@ -42,8 +41,8 @@ t.test('a crash rejects its asker, restarts the actor from its last persisted st
   t.ok(actors.isLive('counter', 'a'), 'restarted in place');
   t.same(await persistedState(db, 'counter', 'a'), { value: 2, log: [] }, 'the crash wrote nothing');
 
-  t.same(await actors.ask<Get>('counter', 'b', { type: 'get' }), { value: 77, log: [] }, 'sibling of the same kind keeps its memory');
-  t.same(await actors.ask<Get>('tally', 'a', { type: 'get' }), { value: 33, log: [] }, 'actor of another kind keeps its memory');
+  t.same(await actors.ask('counter', 'b', { type: 'get' }), { value: 77, log: [] }, 'sibling of the same kind keeps its memory');
+  t.same(await actors.ask('tally', 'a', { type: 'get' }), { value: 33, log: [] }, 'actor of another kind keeps its memory');
   t.equal(counter.probe.loads.get('b'), 1, 'sibling not reloaded');
   t.equal(tally.probe.loads.get('a'), 1);
 
@@ -56,7 +55,7 @@ t.test('a crash while loading fails that message only; the next one loads again'
   actors.tell('counter', 'c', { type: 'crash' });
   counter.probe.failNextLoad.add('c');
   await t.rejects(actors.ask('counter', 'c', { type: 'get' }, ASK_MS), { name: 'ActorCrashedError', message: /cannot load c/ });
-  t.same(await actors.ask<Get>('counter', 'c', { type: 'get' }, ASK_MS), { value: 5, log: [] });
+  t.same(await actors.ask('counter', 'c', { type: 'get' }, ASK_MS), { value: 5, log: [] });
   t.equal(counter.probe.loads.get('c'), 3, 'first load, failed reload after the told crash, good reload');
 });
 
@@ -81,5 +80,5 @@ t.test('crashes in many actors at once leave every other actor answering', async
     healthy.map(() => 41),
     'every healthy actor answered from its own memory',
   );
-  for (const id of crashing) t.same(await actors.ask<Get>('counter', id, { type: 'get' }), { value: 1, log: [] }, `${id} restarted from its persisted state`);
+  for (const id of crashing) t.same(await actors.ask('counter', id, { type: 'get' }), { value: 1, log: [] }, `${id} restarted from its persisted state`);
 });

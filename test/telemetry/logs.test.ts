@@ -5,7 +5,7 @@ import { Type } from '@sinclair/typebox';
 import { defineRoute, type RouteDef } from '../../http/route.ts';
 import { createLogger } from '../../runtime/logger.ts';
 import { startTestServer } from '../helpers/server.ts';
-import { counterBehavior } from '../fixtures/counter-actor.ts';
+import { counterBehavior, withCounters } from '../fixtures/counter-actor.ts';
 
 /** GET /v1/test/logs/:id asks a counter actor, which logs `counter incremented` with the value it answers. */
 const probeRoute: RouteDef = defineRoute({
@@ -17,7 +17,7 @@ const probeRoute: RouteDef = defineRoute({
   access: 'public',
   params: Type.Object({ id: Type.String() }),
   responses: { 200: Type.Object({ value: Type.Integer() }) },
-  handler: async ({ params, services }) => ({ body: { value: await services.actors.ask<number>('counter', params.id, { type: 'inc' }) } }),
+  handler: async ({ params, services }) => ({ body: { value: await withCounters(services.actors).ask('counter', params.id, { type: 'inc' }) } }),
 });
 
 function capture(): { destination: Writable; lines: Array<Record<string, any>>; text: () => string } {
@@ -86,7 +86,7 @@ t.test('a message sent outside any request carries no request id, even when the 
   const asked = server.fetch('/v1/test/logs/solo');
   // Sent from no request at all (a timer, recovery…): queued behind the request's message.
   const value = await new Promise<number>((resolve, reject) =>
-    setImmediate(() => server.services.actors.ask<number>('counter', 'solo', { type: 'inc' }).then(resolve, reject)),
+    setImmediate(() => withCounters(server.services.actors).ask('counter', 'solo', { type: 'inc' }).then(resolve, reject)),
   );
   await asked;
   const line = log.lines.find((l) => l.msg === 'counter incremented' && l.actor === 'counter:solo' && l.value === value);

@@ -8,7 +8,7 @@ import { loadConfig } from '../../runtime/config.ts';
 import { startService } from '../../app/service.ts';
 import { startTestServer } from '../helpers/server.ts';
 import { freshDatabaseUrl } from '../helpers/database.ts';
-import { counterBehavior } from '../fixtures/counter-actor.ts';
+import { counterBehavior, withCounters } from '../fixtures/counter-actor.ts';
 
 /** GET /v1/test/spans/:id logs a line, then asks a counter actor, which writes through the group-commit writer. */
 const probeRoute: RouteDef = defineRoute({
@@ -22,7 +22,7 @@ const probeRoute: RouteDef = defineRoute({
   responses: { 200: Type.Object({ value: Type.Integer() }) },
   handler: async ({ params, services }) => {
     services.logger.info({ probe: params.id }, 'probe handler');
-    const value = await services.actors.ask<number>('counter', params.id, { type: 'inc' });
+    const value = await withCounters(services.actors).ask('counter', params.id, { type: 'inc' });
     return { body: { value } };
   },
 });

@@ -2,7 +2,6 @@ import { ApiError } from '../../errors.ts';
 import { defineRoute } from '../../route.ts';
 import { workspaceOfRow } from '../../owner.ts';
 import { ApiKeyEntity, type ApiKey } from '../../../persistence/entities/api-key.ts';
-import type { KeyLimitsReply } from '../../../actors/workspace/protocol.ts';
 import { checkAllowedModels, checkExpiry, openKey } from './access.ts';
 import { ApiKeyOut, ApiKeyParams, ApiKeyPatch, toApiKeyOut } from './shapes.ts';
 
@@ -31,7 +30,7 @@ export const updateApiKey = defineRoute({
     if (body.revoked === false && key.revokedAt !== null) throw new ApiError('conflict', 'A revoked key cannot be restored; create a new key.');
     const changes: Partial<ApiKey> = { updatedAt: new Date(now) };
     if (body.limits !== undefined && Object.keys(body.limits).length > 0) {
-      const reply = await services.actors.ask<KeyLimitsReply>('ws', key.workspaceId, { type: 'key_limits', keyId: key.id, patch: body.limits });
+      const reply = await services.actors.ask('ws', key.workspaceId, { type: 'key_limits', keyId: key.id, patch: body.limits });
       if (!reply.found) throw new ApiError('not_found', `No API key ${key.id}.`);
       const { limits } = reply;
       Object.assign(changes, {

@@ -3,7 +3,6 @@ import { defineRoute } from '../../route.ts';
 import { utcDay } from '../../auth/key-usage.ts';
 import { openKey } from './access.ts';
 import { workspaceOfRow } from '../../owner.ts';
-import type { KeyUsageReply } from '../../../actors/workspace/protocol.ts';
 import { ApiKeyParams, ApiKeyUsageOut, UsageQuery } from './shapes.ts';
 
 const DAY_MS = 86_400_000;
@@ -55,7 +54,7 @@ export const getApiKeyUsage = defineRoute({
       requests: 0,
       generations: 0,
     });
-    const limits = await services.actors.ask<KeyUsageReply>('ws', key.workspaceId, { type: 'key_usage', keyId: key.id });
+    const limits = await services.actors.ask('ws', key.workspaceId, { type: 'key_usage', keyId: key.id });
     if (!limits.found) throw new ApiError('not_found', `No API key ${key.id}.`);
     return { body: { keyId: key.id, from, to, totals, data, limits: limits.usage } };
   },

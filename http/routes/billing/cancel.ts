@@ -1,7 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import { ApiError } from '../../errors.ts';
 import { defineRoute } from '../../route.ts';
-import type { SubscriptionRow } from '../../../actors/workspace/payments.ts';
 import { moneyWorkspace } from './access.ts';
 import { SubscriptionOut, toSubscriptionOut, WorkspaceIdField } from './shapes.ts';
 import { namedWorkspace } from '../../owner.ts';
@@ -23,7 +22,7 @@ export const cancelSubscription = defineRoute({
   handler: async ({ auth, body, services }) => {
     const em = services.db.em();
     const workspace = await moneyWorkspace(em, auth, body.workspaceId, { action: 'manage billing', keyScopes: ['wallet.write'] });
-    const row = await services.actors.ask<SubscriptionRow | null>('ws', workspace.id, { type: 'cancel_subscription' });
+    const row = await services.actors.ask('ws', workspace.id, { type: 'cancel_subscription' });
     if (!row) throw new ApiError('conflict', 'The workspace has no active subscription to cancel.');
     return { body: toSubscriptionOut(row as unknown as Parameters<typeof toSubscriptionOut>[0]) };
   },

@@ -16,5 +16,5 @@ export async function workspaceOfPayment(services: Services, paymentId: string):
 export async function applyVerifiedEvent(services: Services, provider: string, event: ProviderEvent, workspaceId?: string): Promise<PaymentEventReply> {
   const workspace = workspaceId ?? (await workspaceOfPayment(services, event.paymentId));
   if (!workspace) return { applied: false, reason: 'unknown payment' };
-  return services.actors.ask<PaymentEventReply>('ws', workspace, { type: 'payment_event', provider, event });
+  return services.actors.ask('ws', workspace, { type: 'payment_event', provider, event });
 }

@@ -1,6 +1,5 @@
 import { Type } from '@sinclair/typebox';
 import { defineRoute } from '../../route.ts';
-import type { Balances } from '../../../actors/workspace/protocol.ts';
 import { moneyWorkspace } from '../billing/access.ts';
 import { LedgerEntryOut, toLedgerEntryOut, WorkspaceIdField } from '../billing/shapes.ts';
 import type { Row } from '../billing/keyset.ts';
@@ -32,7 +31,7 @@ export const getWorkspaceCredits = defineRoute({
     const em = services.db.em();
     const workspace = await moneyWorkspace(em, auth, params.workspaceId);
     // The actor opens the account on first use (the plan's opening grant), so the balances below exist.
-    await services.actors.ask<Balances>('ws', workspace.id, { type: 'balances' });
+    await services.actors.ask('ws', workspace.id, { type: 'balances' });
     const [account] = await em.execute<Array<{ available_credits: number; reserved_credits: number }>>(
       'select available_credits, reserved_credits from workspace_accounts where workspace_id = ?',
       [workspace.id],

@@ -2,7 +2,6 @@ import { Type } from '@sinclair/typebox';
 import { ApiError } from '../../errors.ts';
 import { defineRoute } from '../../route.ts';
 import { GenerationEntity } from '../../../persistence/entities/generation.ts';
-import type { CancelReply } from '../../../actors/generation/protocol.ts';
 import { canRead } from './access.ts';
 import { GenerationDetailOut, GenerationParams, toGenerationDetailOut } from './shape.ts';
 import { workspaceOfRow } from '../../owner.ts';
@@ -25,7 +24,7 @@ export const cancelGeneration = defineRoute({
     // Another workspace's generation answers exactly like a missing one.
     if (!row || (query.workspaceId !== undefined && query.workspaceId !== row.workspaceId) || !(await canRead(services.db.em(), auth, row.workspaceId)))
       throw new ApiError('not_found', `No generation ${params.id}.`);
-    const reply = await services.actors.ask<CancelReply>('gen', params.id, { type: 'cancel', by: 'user' });
+    const reply = await services.actors.ask('gen', params.id, { type: 'cancel', by: 'user' });
     switch (reply.kind) {
       case 'cancelled':
         return { body: toGenerationDetailOut(reply.generation) };

@@ -5,7 +5,7 @@ import { namedWorkspace } from '../../owner.ts';
 import { compileBody, describeErrors } from '../../validation.ts';
 import { ErrorEnvelope } from '../../schemas/common.ts';
 import { enterWorkspace } from '../workspaces/access.ts';
-import type { CreateItem, CreateReply } from '../../../actors/workspace/protocol.ts';
+import type { CreateItem } from '../../../actors/workspace/protocol.ts';
 import { CreateGenerationIn } from './create.ts';
 import { checkModel, draftOf, requestHash, type GenerationRequest } from './draft.ts';
 import { GenerationDetailOut, toGenerationDetailOut } from './shape.ts';
@@ -114,7 +114,7 @@ export const createGenerationBatch = defineRoute({
     );
 
     const items = prepared.filter((p): p is CreateItem => 'draft' in p);
-    const replies = items.length === 0 ? [] : await services.actors.ask<CreateReply[]>('ws', workspaceId, { type: 'create_batch', items });
+    const replies = items.length === 0 ? [] : await services.actors.ask('ws', workspaceId, { type: 'create_batch', items });
     let next = 0;
     const results = prepared.map((p): ItemResult => {
       if (!('draft' in p)) return p;

@@ -2,7 +2,6 @@ import { Type } from '@sinclair/typebox';
 import { ApiError } from '../../errors.ts';
 import { defineRoute } from '../../route.ts';
 import { enterWorkspace } from '../workspaces/access.ts';
-import type { CreateReply } from '../../../actors/workspace/protocol.ts';
 import { checkModel, draftOf, IDEMPOTENCY_KEY, requestHash } from './draft.ts';
 import { GenerationDetailOut, GenerationMode, PaymentModeName, toGenerationDetailOut } from './shape.ts';
 import { namedWorkspace } from '../../owner.ts';
@@ -57,7 +56,7 @@ export const createGeneration = defineRoute({
       throw new ApiError('validation_error', 'Idempotency-Key: 1 to 255 visible ASCII characters');
     }
     const idempotency = idempotencyKey === undefined ? undefined : { key: idempotencyKey, hash: requestHash(body) };
-    const reply = await services.actors.ask<CreateReply>('ws', body.workspaceId, { type: 'create', draft, idempotency });
+    const reply = await services.actors.ask('ws', body.workspaceId, { type: 'create', draft, idempotency });
     switch (reply.kind) {
       case 'created':
         return { status: 201, body: toGenerationDetailOut(reply.generation) };

@@ -1,6 +1,5 @@
 import { Type } from '@sinclair/typebox';
 import { defineRoute } from '../../route.ts';
-import type { WalletSnapshot } from '../../../actors/workspace/protocol.ts';
 import { moneyWorkspace } from '../billing/access.ts';
 import { WorkspaceIdField } from '../billing/shapes.ts';
 import { toWalletOut, WalletOut } from './shapes.ts';
@@ -21,7 +20,7 @@ export const getWallet = defineRoute({
   responses: { 200: WalletOut },
   handler: async ({ auth, query, services }) => {
     const workspace = await moneyWorkspace(services.db.em(), auth, query.workspaceId);
-    const wallet = await services.actors.ask<WalletSnapshot>('ws', workspace.id, { type: 'wallet' });
+    const wallet = await services.actors.ask('ws', workspace.id, { type: 'wallet' });
     return { body: toWalletOut(workspace.id, services.catalog.plan(workspace.plan), wallet) };
   },
 });

@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import { ApiError } from '../../errors.ts';
 import { defineRoute } from '../../route.ts';
-import type { WalletSettingsPatch, WalletSnapshot } from '../../../actors/workspace/protocol.ts';
+import type { WalletSettingsPatch } from '../../../actors/workspace/protocol.ts';
 import { moneyWorkspace } from '../billing/access.ts';
 import { WorkspaceIdField } from '../billing/shapes.ts';
 import { toWalletOut, WalletOut } from './shapes.ts';
@@ -46,7 +46,7 @@ export const updateWallet = defineRoute({
       ...(body.autoRecharge ? { autoRecharge: body.autoRecharge } : {}),
       ...(body.monthlySpendCapCents !== undefined ? { monthlySpendCapCents: body.monthlySpendCapCents } : {}),
     };
-    const reply = await services.actors.ask<WalletSnapshot | { refused: string }>('ws', workspace.id, { type: 'wallet_settings', patch });
+    const reply = await services.actors.ask('ws', workspace.id, { type: 'wallet_settings', patch });
     if ('refused' in reply) throw new ApiError('validation_error', `body.${reply.refused}`);
     return { body: toWalletOut(workspace.id, services.catalog.plan(workspace.plan), reply) };
   },

@@ -1,6 +1,5 @@
 import { ApiError } from '../../errors.ts';
 import { defineRoute } from '../../route.ts';
-import type { EndpointReply } from '../../../actors/webhook/protocol.ts';
 import { openEndpoint } from './access.ts';
 import { WebhookDeletedOut, WebhookParams, WorkspaceQuery } from './shapes.ts';
 import { workspaceOfRow } from '../../owner.ts';
@@ -19,7 +18,7 @@ export const deleteWebhook = defineRoute({
   responses: { 200: WebhookDeletedOut },
   handler: async ({ auth, params, query, services }) => {
     await openEndpoint(services.db.em(), auth, params.id, query.workspaceId);
-    const row = await services.actors.ask<EndpointReply>('whk', params.id, { type: 'delete' });
+    const row = await services.actors.ask('whk', params.id, { type: 'delete' });
     if (!row) throw new ApiError('not_found', `No webhook endpoint ${params.id}.`);
     return { body: { id: params.id, deleted: true as const } };
   },

@@ -1,7 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import { ApiError } from '../../errors.ts';
 import { defineRoute } from '../../route.ts';
-import type { EndpointReply } from '../../../actors/webhook/protocol.ts';
 import { DEFAULT_ROTATION_GRACE_SECONDS, MAX_ROTATION_GRACE_SECONDS } from '../../../actors/webhook/rotate-secret.ts';
 import { newEndpointSecret } from '../../../actors/webhook/signing.ts';
 import { workspaceOfRow } from '../../owner.ts';
@@ -53,7 +52,7 @@ export const rotateWebhookSecret = defineRoute({
     const secret = newEndpointSecret(endpoint.signatureScheme);
     const graceSeconds = body?.gracePeriodSeconds ?? DEFAULT_ROTATION_GRACE_SECONDS;
     // The endpoint's actor is the single writer of its secrets: deliveries signed after this answer carry both.
-    const row = await services.actors.ask<EndpointReply>('whk', params.id, {
+    const row = await services.actors.ask('whk', params.id, {
       type: 'rotate_secret',
       secretSealed: services.webhookSecrets.seal(secret, params.id),
       graceSeconds,

@@ -1,6 +1,6 @@
 import { ApiError } from '../../errors.ts';
 import { defineRoute } from '../../route.ts';
-import type { EndpointPatch, EndpointReply } from '../../../actors/webhook/protocol.ts';
+import type { EndpointPatch } from '../../../actors/webhook/protocol.ts';
 import { checkEndpointUrl, openEndpoint } from './access.ts';
 import { toWebhookOut, WebhookParams, WebhookPatch, WebhookUpdatedOut } from './shapes.ts';
 import { newEndpointSecret } from '../../../actors/webhook/signing.ts';
@@ -34,7 +34,7 @@ export const updateWebhook = defineRoute({
     if (fields.url !== undefined)
       patch.url = await checkEndpointUrl(fields.url, { allowPrivate: services.config.allowPrivateEgress, allowLoopback: services.config.allowLoopbackEgress });
     // The endpoint's actor is the single writer of its state: the change is serialised with its deliveries.
-    const row = await services.actors.ask<EndpointReply>('whk', params.id, { type: 'update', patch });
+    const row = await services.actors.ask('whk', params.id, { type: 'update', patch });
     if (!row) throw new ApiError('not_found', `No webhook endpoint ${params.id}.`);
     if (secret === undefined) return { body: toWebhookOut(row) };
     return { headers: { 'Cache-Control': 'no-store' }, body: { ...toWebhookOut(row), secret } };
