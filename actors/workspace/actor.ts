@@ -314,6 +314,9 @@ function admit(
   // Once committed, the answer as its Idempotency-Key keeps it: the job as created, queued.
   const remembered = idempotency && { key: idempotency.key, entry: { hash: idempotency.hash, expiresAt: keyExpiresAt, result: { status: 201, generation } } };
   if (tookSlot) return createReserved(state, creation, remembered, ctx);
+  // Its deadline is watched from now (the timer fires only for queued jobs: one still being created is
+  // watched again once committed), so a caller answered the job was created finds its expiry set.
+  armExpiry(state, ctx, deadline);
   const written = creationsOf(ctx.writer).add(creation);
   return written.then((): CreateReply => {
     ctx.actors.tell('ws', state.workspaceId, { type: 'create_committed', generationId: id, idempotency: remembered, schedule: scheduleWhenDurable });
@@ -505,16 +508,16 @@ function schedule(state: WorkspaceState, ctx: ActorContext): void {
   }
 }
 
-/**
- * Arms the workspace's one queue timer: for `deadline` (a job just queued) if it is earlier than the one
- * armed, or else for the earliest deadline of the jobs still waiting.
- */
 function loaded(record: WorkspaceRecord, ctx: ActorContext): WorkspaceState {
   const state = workspaceStateOf(record, ctx);
   armExpiry(state, ctx);
   return state;
 }
 
+/**
+ * Arms the workspace's one queue timer: for `deadline` (a job just accepted or queued) if it is earlier than
+ * the one armed, or else for the earliest deadline of the queued jobs.
+ */
 function armExpiry(state: WorkspaceState, ctx: ActorContext, deadline?: number): void {
   if (deadline !== undefined) {
     if (state.expiryAt !== undefined && state.expiryAt <= deadline) return;
