@@ -203,8 +203,8 @@ function asReplay(reply: CreateReply): CreateReply {
 /**
  * Decides one create against the workspace's state, synchronously: refused or replayed at once, or accepted
  * (credits reserved in memory, the row handed to the group commit), answered once the row is durable.
- * `seen` is the Idempotency-Key's entry, already looked up. `scheduleWhenDurable`: tell this actor to
- * schedule once the row commits (a batch tells it once for all its rows).
+ * `seen` is the Idempotency-Key's entry, already looked up. Once the row commits, the actor tells itself
+ * `create_committed`; `scheduleWhenDurable`: it then schedules (a batch tells it once for all its rows).
  */
 function admit(
   state: WorkspaceState,
