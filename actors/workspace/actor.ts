@@ -8,11 +8,12 @@ import { depsOf } from '../deps.ts';
 import { capture, capturePart, emptyAccount, grant, release, reserveWithinCap, spendAt, spendChange } from './account.ts';
 import { tokenCharge } from '../../domain/catalog/pricing.ts';
 import type { WorkspaceState } from './state.ts';
+import { acceptedJob, committedJob, declinedJob, expiringJob, grantedJob, heldJob, holdsSlot, letGoJob, settledJob } from './jobs.ts';
 import type { IdempotencyEntry } from './idempotency-cache.ts';
 import { writeMoney } from './money-writes.ts';
 import { creationsOf, reservedCreationsOf, type Creation } from './creations.ts';
 import { decide } from '../generation/machine.ts';
-import { chargeKey, keyLimitsUsage, patchKeyLimits, refuseByKey, settleKey, walletCapOf, type KeyLimitsPatch } from './key-limits.ts';
+import { chargeKey, keyLimitsUsage, patchKeyLimits, refuseByKey, settleKey, walletCapOf, type KeyJob, type KeyLimitsPatch } from './key-limits.ts';
 import { loadKeySpends } from './key-spend-writes.ts';
 import { readWorkspaces, workspaceStateOf, type WorkspaceRecord } from './load.ts';
 import { writeSettlement, type Settlement } from './settlements.ts';
@@ -25,6 +26,7 @@ import type {
   GenerationSettlement,
   KeyLimitsReply,
   KeyUsageReply,
+  WorkspaceMessage,
   WorkspaceReply,
 } from './protocol.ts';
 import { applyPaymentEvent, autoRecharge, cancelSubscription, maybeAutoRecharge, renewSubscription, updateWalletSettings, walletSnapshot } from './payments.ts';
@@ -66,9 +68,7 @@ export const workspaceActor: KindBehavior<'ws', WorkspaceState> = {
       case 'settle':
         return settle(state, msg.generationId, msg.money, msg.settlement, msg.heldSlot, ctx, msg.after);
       case 'slot_declined':
-        state.active.delete(msg.generationId);
-        state.heldRecovered.delete(msg.generationId);
-        state.providerOf.delete(msg.generationId);
+        state.jobs.update(msg.generationId, declinedJob);
         depsOf(ctx).capacity.release(msg.generationId);
         schedule(state, ctx);
         return { state };
@@ -76,9 +76,21 @@ export const workspaceActor: KindBehavior<'ws', WorkspaceState> = {
         schedule(state, ctx);
         return { state };
       case 'hold_recovered':
-        state.heldRecovered.add(msg.generationId);
+        state.jobs.update(msg.generationId, heldJob);
         // The stop may have been lifted since the job looked: then it goes on at once.
         schedule(state, ctx);
+        return { state };
+      case 'create_committed':
+        createCommitted(state, msg, ctx);
+        return { state };
+      case 'create_failed':
+        // The state was reloaded after the failed write (the job is not in it); should it not have been, the job's slot is freed here.
+        if (state.jobs.get(msg.generationId)?.status === 'starting') state.jobs.delete(msg.generationId);
+        depsOf(ctx).capacity.release(msg.generationId);
+        schedule(state, ctx);
+        return { state };
+      case 'settle_committed':
+        if (state.jobs.get(msg.generationId)?.status === 'settling') state.jobs.delete(msg.generationId);
         return { state };
       case 'expire_queued':
         expireQueued(state, ctx);
@@ -92,8 +104,8 @@ export const workspaceActor: KindBehavior<'ws', WorkspaceState> = {
           walletCents,
           reservedWalletCents,
           walletActivated,
-          activeJobs: state.active.size,
-          queuedJobs: state.queue.length,
+          activeJobs: state.jobs.holdingSlots,
+          queuedJobs: state.jobs.count('queued'),
         };
         return { state, reply };
       }
@@ -120,7 +132,7 @@ export const workspaceActor: KindBehavior<'ws', WorkspaceState> = {
     }
   },
 
-  keepAlive: (state) => state.queue.length > 0 || state.active.size > 0 || state.creating > 0,
+  keepAlive: (state) => state.jobs.count('queued') > 0 || state.jobs.holdingSlots > 0 || state.jobs.uncommitted > 0,
 };
 
 async function create(
@@ -193,8 +205,8 @@ function asReplay(reply: CreateReply): CreateReply {
 /**
  * Decides one create against the workspace's state, synchronously: refused or replayed at once, or accepted
  * (credits reserved in memory, the row handed to the group commit), answered once the row is durable.
- * `seen` is the Idempotency-Key's entry, already looked up. `scheduleWhenDurable`: tell this actor to
- * schedule once the row commits (a batch tells it once for all its rows).
+ * `seen` is the Idempotency-Key's entry, already looked up. Once the row commits, the actor tells itself
+ * `create_committed`; `scheduleWhenDurable`: it then schedules (a batch tells it once for all its rows).
  */
 function admit(
   state: WorkspaceState,
@@ -215,8 +227,9 @@ function admit(
     return refuse('plan_limit_reached', `Model ${draft.modelId} is not available on the ${state.plan.name} plan.`);
   }
   const limit = state.plan.concurrentJobs * QUEUE_FACTOR;
-  // Jobs reserved at their creation are active already: the ones still being created to queue count apart.
-  if (state.active.size + state.queue.length + state.creatingQueued >= limit) {
+  // Jobs reserved at their creation hold their slot already: the ones still being created to queue count apart.
+  const { jobs } = state;
+  if (jobs.holdingSlots + jobs.count('queued') + jobs.count('creating') >= limit) {
     return refuse('plan_limit_reached', `The ${state.plan.name} plan allows ${limit} unfinished jobs at a time (${state.plan.concurrentJobs} running).`);
   }
 
@@ -273,15 +286,15 @@ function admit(
   const entries = money.entries;
   state.account = money.account;
   let keySpend: ReturnType<typeof chargeKey>['deltas'] = [];
+  let keyJob: KeyJob | undefined;
   if (key) {
     const fromWallet = entries.reduce((sum, e) => sum + e.reservedWalletCents, 0);
     const charged = chargeKey(key, draft.apiKeyId!, state.workspaceId, draft.credits, fromWallet, now);
-    state.keyJobs.set(id, charged.job);
+    keyJob = charged.job;
     keySpend = charged.deltas;
   }
   state.spend = { month: spend.month, spentCents: spend.spentCents + spendChange(entries) };
   maybeAutoRecharge(state, ctx);
-  state.creating++;
   const keyExpiresAt = now + IDEMPOTENCY_TTL_MS;
   if (idempotency) state.idempotency.begin(idempotency.key, idempotency.hash, keyExpiresAt);
 
@@ -295,33 +308,41 @@ function admit(
     idempotency: idempotency && { key: idempotency.key, hash: idempotency.hash, expiresAt: new Date(keyExpiresAt) },
   };
   const slotKey = depsOf(ctx).slotKeyOf(draft.provider, draft.deploymentId);
-  if (takesSlotAtCreation(state, id, slotKey, ctx)) return createReserved(state, creation, idempotency, keyExpiresAt, ctx);
-  state.creatingQueued++;
-  const written = creationsOf(ctx.writer).add(creation);
-  return written.then(
-    (): CreateReply => {
-      state.creating--;
-      state.creatingQueued--;
-      state.queue.push(id);
-      state.providerOf.set(id, slotKey);
-      state.deadlineOf.set(id, generation.queueDeadline.getTime());
-      state.fresh.set(id, generation);
-      if (traceContext) state.traceOf.set(id, traceContext);
-      // The creation committed: the live streams see the job queued.
-      depsOf(ctx).live?.publish(generation);
-      armExpiry(state, ctx, generation.queueDeadline.getTime());
-      if (idempotency) state.idempotency.remember(idempotency.key, { hash: idempotency.hash, expiresAt: keyExpiresAt, result: { status: 201, generation } });
-      if (scheduleWhenDurable) ctx.actors.tell('ws', state.workspaceId, { type: 'schedule' });
-      depsOf(ctx).metrics?.generationTransition('new', 'queued');
-      return { kind: 'created', generation };
-    },
-    (error: unknown) => {
-      state.creating--;
-      state.creatingQueued--;
-      if (idempotency) state.idempotency.forget(idempotency.key);
-      throw error;
-    },
+  const tookSlot = takesSlotAtCreation(state, id, slotKey, ctx);
+  const deadline = generation.queueDeadline.getTime();
+  state.jobs.put(
+    acceptedJob({ id, slotKey, deadline, row: generation, ...(traceContext ? { trace: traceContext } : {}), ...(keyJob ? { key: keyJob } : {}) }, tookSlot),
   );
+  // Once committed, the answer as its Idempotency-Key keeps it: the job as created, queued.
+  const remembered = idempotency && { key: idempotency.key, entry: { hash: idempotency.hash, expiresAt: keyExpiresAt, result: { status: 201, generation } } };
+  if (tookSlot) return createReserved(state, creation, remembered, ctx);
+  // Its deadline is watched from now (the timer fires only for queued jobs: one still being created is
+  // watched again once committed), so a caller answered the job was created finds its expiry set.
+  armExpiry(state, ctx, deadline);
+  const written = creationsOf(ctx.writer).add(creation);
+  return written.then((): CreateReply => {
+    ctx.actors.tell('ws', state.workspaceId, { type: 'create_committed', generationId: id, idempotency: remembered, schedule: scheduleWhenDurable });
+    // The creation committed: the live streams see the job queued.
+    depsOf(ctx).live?.publish(generation);
+    depsOf(ctx).metrics?.generationTransition('new', 'queued');
+    return { kind: 'created', generation };
+  });
+}
+
+/**
+ * A create's row committed: the job joins the queue (its deadline watched) or, reserved at creation, is
+ * active; its Idempotency-Key answers it from now on. A job the actor no longer has as being created (its
+ * state was reloaded since, from a database that has the row) is left as it is.
+ */
+function createCommitted(state: WorkspaceState, msg: Extract<WorkspaceMessage, { type: 'create_committed' }>, ctx: ActorContext): void {
+  const job = state.jobs.get(msg.generationId);
+  if (job && (job.status === 'creating' || job.status === 'starting')) {
+    const committed = committedJob(job);
+    state.jobs.put(committed);
+    if (committed.deadline !== undefined) armExpiry(state, ctx, committed.deadline);
+    if (msg.idempotency) state.idempotency.remember(msg.idempotency.key, msg.idempotency.entry);
+  }
+  if (msg.schedule) schedule(state, ctx);
 }
 
 /**
@@ -332,12 +353,11 @@ function admit(
  */
 function takesSlotAtCreation(state: WorkspaceState, id: string, provider: string, ctx: ActorContext): boolean {
   const { generationPaused, handingOver, capacity } = depsOf(ctx);
-  if (state.active.size >= state.plan.concurrentJobs || state.queue.length > 0 || state.creatingQueued > 0 || state.heldRecovered.size > 0) return false;
+  const { jobs } = state;
+  if (jobs.holdingSlots >= state.plan.concurrentJobs || jobs.count('queued') > 0 || jobs.count('creating') > 0 || jobs.count('held') > 0) return false;
   if (generationPaused() || handingOver?.(state.workspaceId)) return false;
   // Only a free slot nobody waits for: otherwise the job queues and asks in its turn (docs/generations.md, Fair shares).
-  if (!capacity.acquireIfFree(provider, id, state.workspaceId, state.plan.fairShareWeight)) return false;
-  state.active.add(id);
-  return true;
+  return capacity.acquireIfFree(provider, id, state.workspaceId, state.plan.fairShareWeight);
 }
 
 /**
@@ -351,8 +371,7 @@ function takesSlotAtCreation(state: WorkspaceState, id: string, provider: string
 function createReserved(
   state: WorkspaceState,
   creation: Creation,
-  idempotency: { key: string; hash: string } | undefined,
-  keyExpiresAt: number,
+  remembered: Extract<WorkspaceMessage, { type: 'create_committed' }>['idempotency'],
   ctx: ActorContext,
 ): Promise<CreateReply> {
   const queued = creation.generation;
@@ -361,27 +380,23 @@ function createReserved(
   // Its effects (the hand-over) are its generation actor's, told `start` once this commits.
   const row = reserved.state;
   const reservedCreation = { ...creation, generation: row, answer: queued };
+  // The new job holds its slot already; slots freed by settlements not yet committed count as taken.
   const written =
-    state.active.size + state.freesInFlight <= state.plan.concurrentJobs
+    state.jobs.holdingSlots + state.jobs.count('settling') <= state.plan.concurrentJobs
       ? creationsOf(ctx.writer).add(reservedCreation)
       : reservedCreationsOf(ctx.writer).addAfter(reservedCreation, state.lastSettlement).committed;
   return written.then(
     (): CreateReply => {
-      state.creating--;
+      // Told before the job's own actor, whose settlement of it then comes after.
+      ctx.actors.tell('ws', state.workspaceId, { type: 'create_committed', generationId: row.id, idempotency: remembered, schedule: false });
       depsOf(ctx).live?.publish(queued);
-      if (idempotency)
-        state.idempotency.remember(idempotency.key, { hash: idempotency.hash, expiresAt: keyExpiresAt, result: { status: 201, generation: queued } });
       depsOf(ctx).metrics?.generationTransition('new', 'queued');
       withJobContext(creation.traceContext ?? undefined, () => ctx.actors.tell('gen', row.id, { type: 'start', row }));
       return { kind: 'created', generation: queued };
     },
     (error: unknown) => {
-      state.creating--;
-      state.active.delete(row.id);
-      depsOf(ctx).capacity.release(row.id);
-      if (idempotency) state.idempotency.forget(idempotency.key);
-      // The slot it held is free again.
-      ctx.actors.tell('ws', state.workspaceId, { type: 'schedule' });
+      // The slot it held is free again (the actor reloads its state from the database before that message).
+      ctx.actors.tell('ws', state.workspaceId, { type: 'create_failed', generationId: row.id });
       throw error;
     },
   );
@@ -423,21 +438,15 @@ async function settle(
   const spend = spendAt(state.spend, now);
   state.spend = { month: spend.month, spentCents: spend.spentCents + spendChange(money.entries) };
   // A terminal job holds no slot: not the one it held (heldSlot), nor one granted a moment ago whose
-  // `reserve` it will never take (it ended while queued, e.g. cancelled or expired).
-  // An active job is not in the queue (schedule takes it out): only one that ended while queued is looked for there.
-  const freedSlot = state.active.delete(generationId);
-  if (!freedSlot) {
-    const queued = state.queue.indexOf(generationId);
-    if (queued >= 0) state.queue.splice(queued, 1);
-  }
-  state.heldRecovered.delete(generationId);
-  state.deadlineOf.delete(generationId);
-  state.providerOf.delete(generationId);
-  state.traceOf.delete(generationId);
-  state.fresh.delete(generationId);
+  // `reserve` it will never take (it ended while queued, e.g. cancelled or expired). One that freed a slot
+  // stays, settling, until its settlement commits; any other leaves the workspace now.
+  const job = state.jobs.get(generationId);
+  const freedSlot = job !== undefined && holdsSlot(job);
+  const keyJob = job?.status === 'settling' ? undefined : job?.key;
+  const settling = job && settledJob(job);
+  if (settling) state.jobs.put(settling);
+  else state.jobs.delete(generationId);
   depsOf(ctx).capacity.release(generationId);
-  const keyJob = state.keyJobs.get(generationId);
-  state.keyJobs.delete(generationId);
   const released = money.entries.find((e) => e.kind === 'release');
   // What the settlement gave back leaves the key's spend: the whole job on a release, the unused part of a token-priced capture.
   const back =
@@ -458,17 +467,13 @@ async function settle(
   };
   const added = writeSettlement(ctx.writer, row, after);
   state.lastSettlement = added.position;
-  const written = added.committed;
-  if (freedSlot) {
-    state.freesInFlight++;
-    const settled = () => {
-      state.freesInFlight--;
-    };
-    written.then(settled, settled);
-  }
   schedule(state, ctx);
   const charged = kind === 'capture' ? settlement.generation.credits : 0;
-  return { state, replyWhenDurable: written.then((): SettleReply => ({ settled: true, endpointIds: row.endpointIds, credits: charged })) };
+  const committed = added.committed.then((): SettleReply => {
+    if (freedSlot) ctx.actors.tell('ws', state.workspaceId, { type: 'settle_committed', generationId });
+    return { settled: true, endpointIds: row.endpointIds, credits: charged };
+  });
+  return { state, replyWhenDurable: committed };
 }
 
 /**
@@ -480,41 +485,45 @@ async function settle(
 function schedule(state: WorkspaceState, ctx: ActorContext): void {
   const { generationPaused, handingOver, capacity } = depsOf(ctx);
   if (generationPaused() || handingOver?.(state.workspaceId)) return;
-  for (const id of state.heldRecovered) ctx.actors.tell('gen', id, { type: 'recover' });
-  state.heldRecovered.clear();
-  const waiting: string[] = [];
-  while (state.active.size < state.plan.concurrentJobs && state.queue.length > 0) {
-    const id = state.queue.shift()!;
-    const provider = state.providerOf.get(id);
-    if (provider !== undefined && !capacity.tryAcquire(provider, id, state.workspaceId, state.plan.fairShareWeight)) {
-      waiting.push(id);
-      continue;
+  const { jobs } = state;
+  if (jobs.count('held') > 0) {
+    for (const job of jobs.values()) {
+      if (job.status !== 'held') continue;
+      jobs.put(letGoJob(job));
+      ctx.actors.tell('gen', job.id, { type: 'recover' });
     }
-    state.active.add(id);
-    state.deadlineOf.delete(id);
-    const row = state.fresh.get(id);
-    state.fresh.delete(id);
-    withJobContext(state.traceOf.get(id), () => ctx.actors.tell('gen', id, { type: 'reserve', row }));
-    state.traceOf.delete(id);
   }
-  if (waiting.length > 0) state.queue = [...waiting, ...state.queue];
+  if (jobs.holdingSlots >= state.plan.concurrentJobs || jobs.count('queued') === 0) return;
+  // Oldest first; a job whose provider is at its capacity keeps its place, and those behind it may start.
+  let unseen = jobs.count('queued');
+  for (const job of jobs.values()) {
+    if (jobs.holdingSlots >= state.plan.concurrentJobs || unseen === 0) break;
+    if (job.status !== 'queued') continue;
+    unseen--;
+    if (!capacity.tryAcquire(job.slotKey, job.id, state.workspaceId, state.plan.fairShareWeight)) continue;
+    jobs.put(grantedJob(job));
+    withJobContext(job.trace, () => ctx.actors.tell('gen', job.id, { type: 'reserve', row: job.row }));
+  }
 }
 
-/**
- * Arms the workspace's one queue timer: for `deadline` (a job just queued) if it is earlier than the one
- * armed, or else for the earliest deadline of the jobs still waiting.
- */
 function loaded(record: WorkspaceRecord, ctx: ActorContext): WorkspaceState {
   const state = workspaceStateOf(record, ctx);
   armExpiry(state, ctx);
   return state;
 }
 
+/**
+ * Arms the workspace's one queue timer: for `deadline` (a job just accepted or queued) if it is earlier than
+ * the one armed, or else for the earliest deadline of the queued jobs.
+ */
 function armExpiry(state: WorkspaceState, ctx: ActorContext, deadline?: number): void {
   if (deadline !== undefined) {
     if (state.expiryAt !== undefined && state.expiryAt <= deadline) return;
   } else {
-    for (const d of state.deadlineOf.values()) if (deadline === undefined || d < deadline) deadline = d;
+    for (const job of state.jobs.values()) {
+      const d = job.status === 'queued' ? job.deadline : undefined;
+      if (d !== undefined && (deadline === undefined || d < deadline)) deadline = d;
+    }
     if (deadline === undefined) return;
   }
   state.expiryTimer?.cancel();
@@ -528,10 +537,10 @@ function expireQueued(state: WorkspaceState, ctx: ActorContext): void {
   state.expiryTimer = undefined;
   state.expiryAt = undefined;
   const now = ctx.clock.now();
-  for (const [id, deadline] of state.deadlineOf) {
-    if (deadline > now) continue;
-    state.deadlineOf.delete(id);
-    ctx.actors.tell('gen', id, { type: 'expire' });
+  for (const job of state.jobs.values()) {
+    if (job.status !== 'queued' || job.deadline === undefined || job.deadline > now) continue;
+    state.jobs.put(expiringJob(job));
+    ctx.actors.tell('gen', job.id, { type: 'expire' });
   }
   armExpiry(state, ctx);
 }

@@ -6,6 +6,7 @@ import { depsOf, type ActorDeps } from '../deps.ts';
 import { defaultWalletSettings, emptyAccount, monthOf, type Account } from './account.ts';
 import { IdempotencyCache } from './idempotency-cache.ts';
 import { dayStart, monthStart, type KeyJob, type KeySpend } from './key-limits.ts';
+import { loadedJob, WorkspaceJobs } from './jobs.ts';
 import { readKeySpends } from './key-spend-writes.ts';
 import type { WorkspaceState } from './state.ts';
 
@@ -185,48 +186,35 @@ export function workspaceStateOf(record: WorkspaceRecord, ctx: ActorContext<Acto
   const { capacity } = depsOf(ctx);
   const slotKey = (g: OpenJob) => depsOf(ctx).slotKeyOf(g.provider, g.deployment_id);
   for (const g of open) if (g.status !== 'queued') capacity.hold(slotKey(g), g.id);
-  const queued = open.filter((g) => g.status === 'queued');
   // The keys of unfinished jobs, each job counted as its create counted it (its price and wallet part, in its creation's day and month).
-  const keyJobs = new Map<string, KeyJob>();
-  for (const g of open) {
-    if (g.api_key_id === null) continue;
-    const created = new Date(g.created_at).getTime();
-    const held = g.reserved_credits !== null;
-    keyJobs.set(g.id, {
-      keyId: g.api_key_id,
-      day: dayStart(created),
-      month: monthStart(created),
-      credits: held ? Number(g.credits) : 0,
-      walletCents: held ? Number(g.reserved_wallet_cents) : 0,
-    });
-  }
   const keys = new Map(record.keys);
-  for (const job of keyJobs.values()) {
-    const key = keys.get(job.keyId);
-    if (key) key.unfinished++;
+  const jobs = new WorkspaceJobs();
+  for (const g of open) {
+    let keyJob: KeyJob | undefined;
+    if (g.api_key_id !== null) {
+      const created = new Date(g.created_at).getTime();
+      const held = g.reserved_credits !== null;
+      keyJob = {
+        keyId: g.api_key_id,
+        day: dayStart(created),
+        month: monthStart(created),
+        credits: held ? Number(g.credits) : 0,
+        walletCents: held ? Number(g.reserved_wallet_cents) : 0,
+      };
+      const key = keys.get(keyJob.keyId);
+      if (key) key.unfinished++;
+    }
+    const trace = g.status === 'queued' ? (jobContextOf(g.trace_context) ?? undefined) : undefined;
+    jobs.put(loadedJob({ id: g.id, status: g.status, slotKey: slotKey(g), queueDeadline: new Date(g.queue_deadline).getTime(), trace, key: keyJob }));
   }
   return {
     workspaceId: record.workspaceId,
     plan: depsOf(ctx).catalog.plan(record.plan ?? depsOf(ctx).catalog.defaultPlan().id),
     account,
-    active: new Set(open.filter((g) => g.status !== 'queued').map((g) => g.id)),
-    queue: queued.map((g) => g.id),
-    heldRecovered: new Set(),
-    deadlineOf: new Map(queued.map((g) => [g.id, new Date(g.queue_deadline).getTime()])),
+    jobs,
     expiryTimer: undefined,
     expiryAt: undefined,
-    fresh: new Map(),
-    providerOf: new Map(open.map((g) => [g.id, slotKey(g)])),
-    traceOf: new Map(
-      queued.flatMap((g) => {
-        const job = jobContextOf(g.trace_context);
-        return job ? [[g.id, job] as const] : [];
-      }),
-    ),
-    creating: 0,
-    creatingQueued: 0,
     lastSettlement: 0,
-    freesInFlight: 0,
     idempotency: new IdempotencyCache(),
     wallet: row
       ? {
@@ -241,6 +229,5 @@ export function workspaceStateOf(record: WorkspaceRecord, ctx: ActorContext<Acto
     spend: { month: monthOf(record.now), spentCents: record.walletSpentCents },
     recharging: false,
     keys,
-    keyJobs,
   };
 }

@@ -4,6 +4,7 @@ import type { GenerationRow } from '../../persistence/entities/generation.ts';
 import type { MonthlySpend, MoneyRefusal, PaymentMode, WalletSettings } from './account.ts';
 import type { ProviderEvent } from '../billing/provider.ts';
 import type { WorkspaceRecord } from './load.ts';
+import type { IdempotencyEntry } from './idempotency-cache.ts';
 import type { KeyLimits, KeyLimitsPatch, KeyLimitsUsage } from './key-limits.ts';
 
 /** A generation as the HTTP layer asks for it; the workspace actor prices, reserves and stores it. */
@@ -78,7 +79,25 @@ export type WorkspaceMessage =
   /** PATCH /v1/api-keys/:id: a change of one of the workspace's keys' spending controls; answered with the new limits. */
   | { type: 'key_limits'; keyId: string; patch: KeyLimitsPatch }
   /** GET /v1/api-keys/:id/usage: a key's limits and what it spent, as of now. */
-  | { type: 'key_usage'; keyId: string };
+  | { type: 'key_usage'; keyId: string }
+  | WorkspaceCommitMessage;
+
+/**
+ * What the workspace actor tells itself when a write of its own commits or fails, so that the outcome changes
+ * its state in its mailbox, one message at a time, as every other message does. A reply still waits for its
+ * write (replyWhenDurable); these reach the mailbox before it is sent. A failed write needs no message of its
+ * own for the state: the actor reloads it from the database before its next message.
+ */
+export type WorkspaceCommitMessage =
+  /**
+   * A job's row committed: a job that will queue joins the queue, one reserved at creation is active.
+   * `idempotency`: its Idempotency-Key, remembered with its answer. `schedule`: a single create's (a batch schedules once, after all its rows).
+   */
+  | { type: 'create_committed'; generationId: string; idempotency?: { key: string; entry: IdempotencyEntry }; schedule: boolean }
+  /** The row of a job reserved at creation failed: the provider's slot it took is given back, and the workspace's slot goes to the queue. */
+  | { type: 'create_failed'; generationId: string }
+  /** The settlement of a job that held a slot committed: a job reserved at creation need not wait behind it any more. */
+  | { type: 'settle_committed'; generationId: string };
 
 /** Each message's reply; NoReply for those only ever told. */
 export type WorkspaceProtocol = Protocol<
@@ -102,6 +121,9 @@ export type WorkspaceProtocol = Protocol<
     auto_recharge: NoReply;
     key_limits: KeyLimitsReply;
     key_usage: KeyUsageReply;
+    create_committed: NoReply;
+    create_failed: NoReply;
+    settle_committed: NoReply;
   }
 >;
 
