@@ -12,10 +12,8 @@ import { decodeParams, parseQuery } from './request-values.ts';
 import type { Logger } from '../../runtime/logger.ts';
 import { FORWARDED_HEADER, type ClusterRouting, type RemotePlacement } from '../../runtime/cluster/routing.ts';
 
-/**
- * Cluster mode: where a request acting on a workspace is served. On the node that runs the workspace's
- * shard, here or, signed, on the owner's internal port, whose answer is relayed as it is.
- */
+// Cluster mode: where a request acting on a workspace is served. On the node that runs the workspace's
+// shard: here, or, signed, on the owner's internal port, whose answer is relayed as it is.
 
 /** Headers of one connection, never relayed by a forward (content-length is recomputed). */
 export const HOP_HEADERS = new Set([
