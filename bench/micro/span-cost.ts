@@ -19,7 +19,7 @@ const telemetry = await startTelemetry({
   sampler: { name: 'parentbased_always_on', ratio: 1 },
 });
 const tracer = telemetry.tracer;
-/** What http/server.ts records on a GET /v1 from autocannon. */
+/** What the request pipeline (http/pipeline/span-attributes.ts) records on a GET /v1 from autocannon. */
 const attributes = () => ({
   'http.request.method': 'GET',
   'url.scheme': 'http',
@@ -55,7 +55,7 @@ const steps: Record<string, () => void> = {
       trace.setSpan(ROOT_CONTEXT, trace.wrapSpanContext({ traceId: '1'.repeat(32), spanId: '1'.repeat(16), traceFlags: 1 })),
     );
   },
-  'whole request (http/server.ts)': () => {
+  'whole request (http/pipeline/)': () => {
     const span = tracer.startSpan('GET', { kind: SpanKind.SERVER }, ROOT_CONTEXT);
     if (span.isRecording()) span.setAttributes(attributes());
     runInRequest('req_1', work, undefined, trace.setSpan(ROOT_CONTEXT, span));

@@ -2,7 +2,7 @@ import { Type } from '@sinclair/typebox';
 import { ApiError } from '../../errors.ts';
 import { defineRoute } from '../../route.ts';
 import { applyVerifiedEvent, workspaceOfPayment } from './provider-event.ts';
-import { placeReadBody } from '../../forward.ts';
+import { placeReadBody } from '../../pipeline/placement.ts';
 import { readLimited } from '../../../runtime/read-limited.ts';
 
 const MAX_EVENT_BYTES = 64 * 1024;

@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import { ApiError } from '../../errors.ts';
 import { defineRoute } from '../../route.ts';
-import { placeReadBody } from '../../forward.ts';
+import { placeReadBody } from '../../pipeline/placement.ts';
 import { readLimited } from '../../../runtime/read-limited.ts';
 import { Lru } from '../../../runtime/lru.ts';
 import { boundQuery } from '../../../persistence/bound-query.ts';

@@ -1,11 +1,19 @@
 import { context, propagation } from '@opentelemetry/api';
 import type { HttpResponse } from 'uWebSockets.js';
 import { request as undiciRequest } from 'undici';
-import { ApiError } from './errors.ts';
-import { statusLine, type ResponseState } from './respond.ts';
-import type { ForwardedAnswer, Reply, RequestContext } from './route.ts';
-import type { Logger } from '../runtime/logger.ts';
-import { FORWARDED_HEADER, type ClusterRouting, type RemotePlacement } from '../runtime/cluster/routing.ts';
+import { ApiError } from '../errors.ts';
+import { authenticate, type Authentication } from '../auth/authenticate.ts';
+import { statusLine, type ResponseState } from '../respond.ts';
+import type { ForwardedAnswer, Reply, RequestContext } from '../route.ts';
+import type { CompiledRoute } from '../router.ts';
+import type { Services } from '../services.ts';
+import type { RequestHead } from '../uws.ts';
+import { decodeParams, parseQuery } from './request-values.ts';
+import type { Logger } from '../../runtime/logger.ts';
+import { FORWARDED_HEADER, type ClusterRouting, type RemotePlacement } from '../../runtime/cluster/routing.ts';
+
+// Cluster mode: where a request acting on a workspace is served. On the node that runs the workspace's
+// shard: here, or, signed, on the owner's internal port, whose answer is relayed as it is.
 
 /** Headers of one connection, never relayed by a forward (content-length is recomputed). */
 export const HOP_HEADERS = new Set([
@@ -34,6 +42,98 @@ export interface OutgoingRequest {
   contentType?: string;
   /** Whether the trace context goes along (traceparent). */
   tracing: boolean;
+}
+
+/** The request being placed, and how the pipeline goes on with it when it is served here. */
+export interface PlacedRequest {
+  readonly incoming: RequestHead;
+  readonly requestId: string;
+  readonly res: HttpResponse;
+  readonly state: ResponseState;
+  /** The bytes of the body read whole, which a forwarding node's signature covers. */
+  readonly receivedBody: Buffer | undefined;
+  /** The status answered. */
+  status: number | undefined;
+  /** Served here once the caller is known and the body read (a body that could not be read included). */
+  afterWaiting(
+    route: CompiledRoute,
+    rawParams: Record<string, string>,
+    authn: Authentication | Promise<Authentication>,
+    reading: Promise<unknown> | undefined,
+  ): Promise<void>;
+  /** Served here, caller known and body read. */
+  serve(route: CompiledRoute, rawParams: Record<string, string>, authn: Authentication, body: unknown): Promise<void> | undefined;
+}
+
+/** What placement needs of the server. */
+export interface PlacementSettings {
+  readonly services: Services;
+  /** Whether the trace context goes along with a forwarded request. */
+  readonly tracing: boolean;
+}
+
+/**
+ * Serves the request here if this node runs its workspace (or it names none); forwards it to the node
+ * that does otherwise, before authentication. A request another node forwarded is never forwarded again:
+ * if this node does not run the workspace (any more), the answer is 503 and the client retries.
+ */
+export async function placeInCluster(
+  request: PlacedRequest,
+  settings: PlacementSettings,
+  cluster: ClusterRouting,
+  route: CompiledRoute,
+  rawParams: Record<string, string>,
+  reading: Promise<unknown> | undefined,
+): Promise<void> {
+  const { services } = settings;
+  const { method, path, rawQuery, headers } = request.incoming;
+  let body: unknown;
+  try {
+    body = reading ? await reading : undefined;
+  } catch {
+    // A body that cannot be read is answered where it arrived, after authentication as always.
+    return request.afterWaiting(route, rawParams, authenticate(services, route.def, { method, headers }), reading);
+  }
+  const target = rawQuery === '' ? path : `${path}?${rawQuery}`;
+  const signature = headers[FORWARDED_HEADER];
+  // Forwarded by a node only if signed for these very bytes: a body altered on the way is not.
+  const forwarded = signature !== undefined && cluster.verify(signature, method, target, request.receivedBody);
+  const workspaceId = await route.def.owner!({ params: decodeParams(rawParams), query: parseQuery(rawQuery), body, db: services.db });
+  if (workspaceId !== undefined) {
+    const placement = await cluster.placement(workspaceId);
+    if (placement.kind === 'unavailable' || (placement.kind === 'remote' && forwarded)) {
+      throw workspaceMoving();
+    }
+    if (placement.kind === 'remote') return forwardAndRelay(request, settings, cluster, placement, target, body);
+  }
+  const authn = await authenticate(services, route.def, { method, headers });
+  return request.serve(route, rawParams, authn, body);
+}
+
+/**
+ * Sends the request to the owner's internal channel and relays its answer as it is. A JSON
+ * body goes as JSON.stringify of what was parsed: those are the bytes signed, and the bytes the owner receives.
+ */
+async function forwardAndRelay(
+  request: PlacedRequest,
+  settings: PlacementSettings,
+  cluster: ClusterRouting,
+  owner: RemotePlacement,
+  target: string,
+  body: unknown,
+): Promise<void> {
+  const payload = body === undefined ? undefined : JSON.stringify(body);
+  const answer = await forwardToOwner(cluster, settings.services.logger, owner, {
+    method: request.incoming.method,
+    target,
+    headers: request.incoming.headers,
+    body: payload,
+    requestId: request.requestId,
+    contentType: payload === undefined ? undefined : 'application/json',
+    tracing: settings.tracing,
+  });
+  request.status = answer.status;
+  relayAnswer(request.res, request.state, answer);
 }
 
 /** Cluster mode: the workspace's shard has no owner that can serve the request now (failover, handover). */
