@@ -7,7 +7,7 @@ import { systemClock, type Clock } from '../runtime/clock.ts';
 import type { Config } from '../runtime/config.ts';
 import { HealthState } from '../runtime/health.ts';
 import { createLogger } from '../runtime/logger.ts';
-import { runRecovery, type RecoveryTask } from '../runtime/recovery.ts';
+import type { RecoveryTask } from '../runtime/recovery.ts';
 import { generationRecovery } from '../actors/generation/recovery.ts';
 import { webhookRecovery } from '../actors/webhook/recovery.ts';
 import type { HttpServer } from '../http/server.ts';
@@ -23,6 +23,7 @@ import { buildHttp } from './build/http.ts';
 import { buildMetrics, buildTelemetry } from './build/observability.ts';
 import { buildDatabases, buildWriter } from './build/persistence.ts';
 import { buildProviders } from './build/providers.ts';
+import { startRecovery } from './build/recovery.ts';
 import { buildSharedBackEnds } from './build/shared-back-ends.ts';
 import { packageJson, readStartSettings } from './build/start-settings.ts';
 import { buildStores, buildSwitches } from './build/stores.ts';
@@ -172,28 +173,7 @@ async function startOn(
   const url = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
   if (new URL(config.baseUrl).port === '0') services.publicUrl = url;
 
-  const recoveryTasks: RecoveryTask[] = membership
-    ? [
-        {
-          name: 'cluster shards',
-          run: async () => {
-            await membership.node.start();
-            await membership.shardHost.recovered();
-            return membership.node.ownedShards().length;
-          },
-        },
-      ]
-    : [generationRecovery(db, actors, clock), webhookRecovery(db, actors), { name: 'subscription renewals', run: () => renewals.start() }];
-  // Recovery runs after listening so probes see 503 until it is done.
-  const recovered = runRecovery([...recoveryTasks, ...(options.recovery ?? [])], logger).then(
-    () => {
-      health.recovered = true;
-    },
-    (error: unknown) => {
-      health.recoveryError = (error as Error).message;
-      logger.error({ err: error }, 'recovery failed; the service stays not ready');
-    },
-  );
+  const recovered = startRecovery({ db, actors, renewals, clock, logger, health }, membership, options.recovery ?? []);
   // The first clean-up of the stop: no new work is taken; live streams, which would never end by
   // themselves, are closed now, each with a reconnect hint; then recovery is waited for.
   stack.defer(async () => {
