@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
  * Compiles the service into dist/ (`npm run build`, after the dashboard): tsc with tsconfig.build.json,
  * then the files the compiled code reads beside itself, at the same relative places as in the source tree:
  *
- * - dist/package.json: app/service.ts reads its version from `../package.json`; it also keeps dist/ an ES module scope;
+ * - dist/package.json: app/build/start-settings.ts reads its version from `../../package.json`; it also keeps dist/ an ES module scope;
  * - dist/dashboard/dist: http/dashboard.ts serves `../dashboard/dist` (built by dashboard/build.ts just before);
  * - dist/catalog: the shipped catalog, which runtime/config.ts looks for at `../catalog/default.yaml`.
  *
