@@ -60,11 +60,12 @@ export function expiringJob(job: WorkspaceJob): WorkspaceJob {
   return rest;
 }
 
-/** An active job recovered while generation is paused waits with its slot; a held one is let go. */
+/** An active job recovered while generation is paused waits, held, with its slot. */
 export function heldJob(job: WorkspaceJob): WorkspaceJob {
   return job.status === 'active' ? { ...job, status: 'held' } : job;
 }
 
+/** A held job let go once the stop is lifted: active, told to recover again. */
 export function letGoJob(job: WorkspaceJob): WorkspaceJob {
   return job.status === 'held' ? { ...job, status: 'active' } : job;
 }
