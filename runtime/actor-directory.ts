@@ -133,7 +133,7 @@ export class ActorDirectory<K extends ProtocolMap = ProtocolMap, D = unknown> im
   /** Each kind's behaviour is typed with its protocol where it is declared (actors/kinds.ts, KindBehavior). */
   register<S, P extends Protocol>(behavior: ActorBehavior<S, P, ActorContext<D, K>>): void {
     if (this.behaviors.has(behavior.kind)) throw new Error(`actor kind ${behavior.kind} is already registered`);
-    this.behaviors.set(behavior.kind, behavior as unknown as AnyBehavior<ActorContext<D, K>>);
+    this.behaviors.set(behavior.kind, behavior as AnyBehavior<ActorContext<D, K>>);
     this.supervisors.set(
       behavior.kind,
       nact.spawn(this.system, (state: unknown) => state, behavior.kind),
