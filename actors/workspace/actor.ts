@@ -189,7 +189,14 @@ async function createBatch(state: WorkspaceState, items: CreateItem[], ctx: Acto
     replies.push(reply);
   }
   if (!replies.some((r) => r instanceof Promise)) return { state, reply: replies as CreateReply[] };
-  const all = Promise.all(replies);
+  // Answered once every item has settled, not at the first that failed: the actor reloads after a failed write
+  // only once its writes in flight are done, and a reload read while later items were still committing would
+  // leave those jobs out of its memory.
+  const all = Promise.allSettled(replies).then((settled) => {
+    const failed = settled.find((item): item is PromiseRejectedResult => item.status === 'rejected');
+    if (failed) throw failed.reason;
+    return settled.map((item) => (item as PromiseFulfilledResult<CreateReply>).value);
+  });
   // One schedule for the whole batch once it is committed, not one per item. Also when an item failed: the
   // actor then reloads its state before that message, and the items that did commit start from there.
   const scheduleAll = () => ctx.actors.tell('ws', state.workspaceId, { type: 'schedule' });
