@@ -1,15 +1,13 @@
 import t from 'tap';
 import { randomBytes } from 'node:crypto';
-import { openDatabase } from '../../persistence/database.ts';
 import { durableStorage } from '../helpers/database.ts';
 import { createKey, signUp } from '../helpers/identity.ts';
 import { makePng } from '../helpers/files.ts';
 import { PLAN_CREDITS, providerCatalogFile } from '../helpers/provider-catalog.ts';
 import { startRelay } from '../helpers/relay.ts';
-import type { TestServer } from '../helpers/server.ts';
-import { startNode } from '../fixtures/child.ts';
+import { serveDurable, withDatabase } from './crash-support.ts';
 import { dataUrl, startCogFake } from '../fakes/cog.ts';
-import { createGeneration, httpClient, isTerminal, ledgerByGeneration, moneyOf, waitFor, type Gen } from '../generations/flow.ts';
+import { createGeneration, isTerminal, ledgerByGeneration, moneyOf, waitFor, type Gen } from '../generations/flow.ts';
 
 /**
  * kill -9 of the real server with Cog jobs at every phase: a PUT in flight whose answer never came (the run
@@ -25,7 +23,7 @@ import { createGeneration, httpClient, isTerminal, ledgerByGeneration, moneyOf, 
  * answers 503 while no process is up, and one in front of the container, which can lose an answer.
  * PROVIDER_POLL_MS is long, so only the webhooks and the resume's PUT move the jobs.
  */
-const { dataDir, postgres } = await durableStorage(t, 'gs-cog-crash-');
+const storage = await durableStorage(t, 'gs-cog-crash-');
 const SECRET = 'cog-webhook-secret-of-at-least-32-characters';
 const fake = await startCogFake({ slots: 10, requiredInputs: ['prompt'], model: () => ({ hold: true }) });
 t.teardown(() => fake.close());
@@ -44,37 +42,24 @@ const catalogFile = providerCatalogFile(t, [
 const redisPrefix = `gs-cog-crash-${randomBytes(4).toString('hex')}:`;
 
 async function serve() {
-  const child = startNode(t, 'test/fixtures/serve.ts', {
-    PORT: '0',
-    HOST: '127.0.0.1',
-    LOG_LEVEL: 'warn',
-    DATA_DIR: dataDir,
-    DATABASE_URL: postgres?.url,
-    SHUTDOWN_TIMEOUT_MS: '30000',
-    REDIS_URL: process.env.TEST_REDIS_URL,
-    REDIS_KEY_PREFIX: process.env.TEST_REDIS_URL ? redisPrefix : undefined,
-    BASE_URL: front.url,
-    CATALOG_FILE: catalogFile,
-    ALLOW_PRIVATE_EGRESS: 'true',
-    COG_BASE_URL: toCog.url,
-    COG_WEBHOOK_SECRET: SECRET,
-    COG_MAX_CONCURRENT_JOBS: '10',
-    PROVIDER_POLL_MS: '600000',
-    PROVIDER_REQUEST_TIMEOUT_MS: '60000',
-  });
-  const url = (await child.line(/^listening (http:\/\/\S+)$/))[1]!;
-  front.target = url;
-  return { child, url, client: httpClient(url) as TestServer };
+  const served = await serveDurable(
+    t,
+    storage,
+    catalogFile,
+    {
+      BASE_URL: front.url,
+      COG_BASE_URL: toCog.url,
+      COG_WEBHOOK_SECRET: SECRET,
+      COG_MAX_CONCURRENT_JOBS: '10',
+      PROVIDER_POLL_MS: '600000',
+    },
+    redisPrefix,
+  );
+  front.target = served.url;
+  return served;
 }
 
-async function withDatabase<T>(fn: (query: <R>(sql: string, params: unknown[]) => Promise<R[]>) => Promise<T>): Promise<T> {
-  const db = await openDatabase({ databaseUrl: postgres?.url, dataDir });
-  try {
-    return await fn(<R>(sql: string, params: unknown[]) => db.em().execute<R[]>(sql, params));
-  } finally {
-    await db.close();
-  }
-}
+const withDb = <T>(fn: Parameters<typeof withDatabase<T>>[1]) => withDatabase(storage, fn);
 
 const until = async (what: string, check: () => boolean) => {
   for (let i = 0; !check(); i++) {
@@ -127,7 +112,7 @@ t.test('after kill -9 at every phase of a Cog job, each settles; one run per job
   front.target = undefined;
   toCog.swallow = undefined;
 
-  const before = await withDatabase((query) =>
+  const before = await withDb((query) =>
     query<{ id: string; status: string; provider_job_id: string | null }>(
       'select id, status, provider_job_id from generations where workspace_id = ? order by created_at',
       [user.workspaceId],
@@ -194,7 +179,7 @@ t.test('after kill -9 at every phase of a Cog job, each settles; one run per job
 
   second.child.proc.kill('SIGTERM');
   await second.child.exited;
-  await withDatabase(async (query) => {
+  await withDb(async (query) => {
     const money = await moneyOf(query, user.workspaceId);
     const left = PLAN_CREDITS - 4 * 7;
     t.same(

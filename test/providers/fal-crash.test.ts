@@ -1,14 +1,12 @@
 import t from 'tap';
 import { randomBytes } from 'node:crypto';
-import { openDatabase } from '../../persistence/database.ts';
 import { durableStorage } from '../helpers/database.ts';
 import { createKey, signUp } from '../helpers/identity.ts';
 import { makePng } from '../helpers/files.ts';
 import { PLAN_CREDITS, providerCatalogFile } from '../helpers/provider-catalog.ts';
-import type { TestServer } from '../helpers/server.ts';
-import { startNode } from '../fixtures/child.ts';
+import { serveDurable, withDatabase } from './crash-support.ts';
 import { startFakeFal } from '../fakes/fal.ts';
-import { createGeneration, httpClient, isTerminal, ledgerByGeneration, moneyOf, waitFor, type Gen } from '../generations/flow.ts';
+import { createGeneration, isTerminal, ledgerByGeneration, moneyOf, waitFor, type Gen } from '../generations/flow.ts';
 
 /**
  * kill -9 of the real server with fal requests accepted by the queue at every phase: in the queue, in
@@ -17,7 +15,7 @@ import { createGeneration, httpClient, isTerminal, ledgerByGeneration, moneyOf, 
  * the fake counts one submission per job. Every job settles once, and the balance equals the ledger.
  * PGlite on disk, or PostgreSQL (and Redis) when TEST_DATABASE_URL (and TEST_REDIS_URL) are set.
  */
-const { dataDir, postgres } = await durableStorage(t, 'gs-fal-crash-');
+const storage = await durableStorage(t, 'gs-fal-crash-');
 const KEY = 'fake-key-id-0003:fake-key-secret-crash0123456789';
 let served = 0;
 const fake = await startFakeFal({
@@ -49,35 +47,11 @@ const catalogFile = providerCatalogFile(t, [
 ]);
 const redisPrefix = `gs-fal-crash-${randomBytes(4).toString('hex')}:`;
 
-async function serve() {
-  const child = startNode(t, 'test/fixtures/serve.ts', {
-    PORT: '0',
-    HOST: '127.0.0.1',
-    LOG_LEVEL: 'warn',
-    DATA_DIR: dataDir,
-    DATABASE_URL: postgres?.url,
-    SHUTDOWN_TIMEOUT_MS: '30000',
-    REDIS_URL: process.env.TEST_REDIS_URL,
-    REDIS_KEY_PREFIX: process.env.TEST_REDIS_URL ? redisPrefix : undefined,
-    CATALOG_FILE: catalogFile,
-    ALLOW_PRIVATE_EGRESS: 'true',
-    FAL_KEY: KEY,
-    FAL_QUEUE_URL: fake.url,
-    PROVIDER_POLL_MS: '50',
-    PROVIDER_REQUEST_TIMEOUT_MS: '60000',
-  });
-  const url = (await child.line(/^listening (http:\/\/\S+)$/))[1]!;
-  return { child, client: httpClient(url) as TestServer };
+function serve() {
+  return serveDurable(t, storage, catalogFile, { FAL_KEY: KEY, FAL_QUEUE_URL: fake.url, PROVIDER_POLL_MS: '50' }, redisPrefix);
 }
 
-async function withDatabase<T>(fn: (query: <R>(sql: string, params: unknown[]) => Promise<R[]>) => Promise<T>): Promise<T> {
-  const db = await openDatabase({ databaseUrl: postgres?.url, dataDir });
-  try {
-    return await fn(<R>(sql: string, params: unknown[]) => db.em().execute<R[]>(sql, params));
-  } finally {
-    await db.close();
-  }
-}
+const withDb = <T>(fn: Parameters<typeof withDatabase<T>>[1]) => withDatabase(storage, fn);
 
 const requestOf = (prompt: string) => [...fake.requests.values()].find((r) => r.input.prompt === prompt)!;
 
@@ -110,7 +84,7 @@ t.test(
     // fal goes on while the service is down: one request completes.
     await fake.advance(requestOf('completed while the service was down').id, 'COMPLETED');
 
-    const before = await withDatabase((query) =>
+    const before = await withDb((query) =>
       query<{ status: string; provider_job_id: string }>('select status, provider_job_id from generations where workspace_id = ? order by created_at', [
         user.workspaceId,
       ]),
@@ -166,7 +140,7 @@ t.test(
 
     second.child.proc.kill('SIGTERM');
     await second.child.exited;
-    await withDatabase(async (query) => {
+    await withDb(async (query) => {
       const left = PLAN_CREDITS - 3 * 5;
       t.same(
         await moneyOf(query, user.workspaceId),

@@ -2,12 +2,11 @@ import t from 'tap';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { openDatabase } from '../../persistence/database.ts';
 import { durableStorage } from '../helpers/database.ts';
 import { createKey, signUp } from '../helpers/identity.ts';
 import type { TestServer } from '../helpers/server.ts';
-import { startNode } from '../fixtures/child.ts';
-import { createGeneration, httpClient, isTerminal, ledgerByGeneration, moneyOf, waitFor } from '../generations/flow.ts';
+import { serveDurable, withDatabase } from './crash-support.ts';
+import { createGeneration, isTerminal, ledgerByGeneration, moneyOf, waitFor } from '../generations/flow.ts';
 import { png, SECRET, startReplicateFake, TOKEN, VERSION } from '../fakes/replicate.ts';
 
 /**
@@ -17,7 +16,7 @@ import { png, SECRET, startReplicateFake, TOKEN, VERSION } from '../fakes/replic
  * job: a job whose prediction id was written is looked up, never submitted again. Every job settles once,
  * and the balance equals the ledger. PGlite on disk, or PostgreSQL when TEST_DATABASE_URL is set.
  */
-const { dataDir, postgres } = await durableStorage(t, 'gs-replicate-crash-');
+const storage = await durableStorage(t, 'gs-replicate-crash-');
 const fake = await startReplicateFake({ token: TOKEN, webhookSecret: SECRET });
 t.teardown(() => fake.close());
 fake.scenario(`version:${VERSION}`, { advance: 'manual', end: { status: 'succeeded', output: [fake.file('out.png', png(32, 16))] } });
@@ -66,34 +65,17 @@ writeFileSync(
 );
 
 function serve() {
-  const child = startNode(t, 'test/fixtures/serve.ts', {
-    PORT: '0',
-    HOST: '127.0.0.1',
-    LOG_LEVEL: 'warn',
-    DATA_DIR: dataDir,
-    DATABASE_URL: postgres?.url,
-    SHUTDOWN_TIMEOUT_MS: '30000',
+  return serveDurable(t, storage, catalogFile, {
     // A public HTTPS address (Replicate sends webhooks only there); this test calls the service on loopback.
     BASE_URL: 'https://gen.example.com',
-    CATALOG_FILE: catalogFile,
-    ALLOW_PRIVATE_EGRESS: 'true',
     REPLICATE_API_TOKEN: TOKEN,
     REPLICATE_BASE_URL: fake.baseUrl,
     REPLICATE_WEBHOOK_SECRET: SECRET,
     PROVIDER_POLL_MS: '50',
-    PROVIDER_REQUEST_TIMEOUT_MS: '60000',
   });
-  return child.line(/^listening (http:\/\/\S+)$/).then((m) => ({ child, client: httpClient(m[1]!) }));
 }
 
-async function withDatabase<T>(fn: (query: <R>(sql: string, params: unknown[]) => Promise<R[]>) => Promise<T>): Promise<T> {
-  const db = await openDatabase({ databaseUrl: postgres?.url, dataDir });
-  try {
-    return await fn(<R>(sql: string, params: unknown[]) => db.em().execute<R[]>(sql, params));
-  } finally {
-    await db.close();
-  }
-}
+const withDb = <T>(fn: Parameters<typeof withDatabase<T>>[1]) => withDatabase(storage, fn);
 
 const predictionOf = (prompt: string) => fake.creates.find((c) => (c.body.input as { prompt?: string }).prompt === prompt)?.predictionId;
 
@@ -132,7 +114,7 @@ t.test('after kill -9 at every phase of a Replicate job, each is followed to its
   fake.advance(predictionOf('finished while the service was down')!);
   fake.calm();
 
-  const before = await withDatabase((query) =>
+  const before = await withDb((query) =>
     query<{ id: string; status: string; provider_job_id: string | null; attempts: number }>(
       'select id, status, provider_job_id, attempts from generations where workspace_id = ? order by created_at',
       [user.workspaceId],
@@ -174,7 +156,7 @@ t.test('after kill -9 at every phase of a Replicate job, each is followed to its
 
   second.child.proc.kill('SIGTERM');
   await second.child.exited;
-  await withDatabase(async (query) => {
+  await withDb(async (query) => {
     const money = await moneyOf(query, user.workspaceId);
     t.same(
       money,
