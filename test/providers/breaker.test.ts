@@ -75,6 +75,33 @@ t.test('closed: a ratio just below the threshold stays closed; outcomes leave th
   t.equal(record.status, 'open');
 });
 
+t.test('closed: the window is kept in buckets, so its size stays the same at any rate', async (t) => {
+  // 120,000 successes over two minutes (1,000 a second), then a few failures: the window holds the last
+  // minute's counts in at most 60 buckets of a second, whatever the rate.
+  let record = closedBreaker();
+  for (let i = 0; i < 120_000; i++)
+    record = recordOutcome(record, verdictOf(ok, settings), START + Math.floor(i / 1_000) * 1_000 + (i % 1_000), settings).record;
+  const end = START + 120_000;
+  t.ok(record.window.length <= 60, `${record.window.length} buckets`);
+  t.equal(viewOf(record, end - 1, settings).calls, 60_000, 'the buckets whose start is less than a minute old: seconds 60 to 119');
+  t.equal(viewOf(record, end - 1, settings).failures, 0);
+  ({ record } = feed(record, times(3, down), end));
+  const view = viewOf(record, end, settings);
+  t.equal(view.calls, 59_003, 'second 60 left the window at 120 s, and the three failures came in');
+  t.equal(view.failures, 3);
+  t.equal(record.status, 'closed', '3 failures of 59,003: far below the ratio');
+});
+
+t.test('closed: an outcome counts until the start of its bucket is a window old (at most a bucket early)', async (t) => {
+  const s = breakerSettings({ ...settings, windowMs: 6_000, minCalls: 1, failureRatio: 1 });
+  // Buckets of 100 ms (a sixtieth of 6 s). A success at 50 ms into its bucket.
+  let { record } = feed(closedBreaker(), [ok], START + 50, s);
+  t.equal(viewOf(record, START + 5_999, s).calls, 1, 'in the window 5,949 ms later');
+  t.equal(viewOf(record, START + 6_000, s).calls, 0, 'gone once its bucket started 6 s ago, 5,950 ms after it');
+  ({ record } = feed(record, [down], START + 6_000, s));
+  t.equal(record.status, 'open', 'the failure alone is the whole window');
+});
+
 t.test('input failures are neither failures nor successes', async (t) => {
   for (const code of [
     PROVIDER_ERROR_CODES.inputRejected,
