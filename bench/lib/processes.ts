@@ -34,6 +34,13 @@ export function freePort(): Promise<number> {
   });
 }
 
+/**
+ * The V8 flags the service runs with, as `npm start` and the container image give them (package.json, deploy/container/Dockerfile):
+ * 32 MiB semi-spaces for the young generation, where V8's default 16 MiB had the `peers` bench spend 28 % of the service's
+ * CPU in garbage collection.
+ */
+export const SERVICE_NODE_FLAGS = ['--max-semi-space-size=32'];
+
 /** Starts `node --import tsx [nodeArgs] <script>` from the repository root, in its own process (nodeArgs may --import .ts files). */
 export function startNodeServer(name: string, script: string, port: number, env: Record<string, string>, nodeArgs: string[] = []): ChildServer {
   const child = spawn(
@@ -44,6 +51,7 @@ export function startNodeServer(name: string, script: string, port: number, env:
       'tsx',
       '--import',
       orphanGuard,
+      ...(script === 'app/main.ts' ? SERVICE_NODE_FLAGS : []),
       ...nodeArgs,
       script,
     ],

@@ -8,7 +8,7 @@
 # `npm run build`: the dashboard bundle, then the service compiled into dist/), then keeps only the
 # production dependencies (`npm prune --omit=dev`) and copies what the service needs at run time into
 # the output folder: package.json, package-lock.json, dist/ and node_modules/. `npm start` there runs
-# `node dist/app/main.js`; nothing a devDependency provides is left.
+# `node --max-semi-space-size=32 dist/app/main.js`; nothing a devDependency provides is left.
 #
 # WITH_FFMPEG=false leaves the bundled ffmpeg binary out (about 70 MB): the local provider's audio and
 # video models then fail with `encoder_unavailable`; text and images do not need it.
