@@ -189,6 +189,7 @@ async function main(): Promise<number> {
         targetAtMost: outcome.targetAtMost,
         met: outcome.target === undefined ? undefined : clean && (outcome.targetAtMost ? ratio <= outcome.target : ratio >= outcome.target),
         memory: outcome.memory,
+        table: outcome.table,
         notes: [
           ...(outcome.notes ?? []),
           ...(clean ? [] : [`not a clean run: ${outcome.result.errors} errors, ${outcome.result.timeouts} timeouts, ${outcome.result.non2xx} non-2xx`]),

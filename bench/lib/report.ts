@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { repoRoot } from './processes.ts';
 import { NOISY_BACKGROUND_CPU_PERCENT, round } from './load.ts';
-import type { BenchOptions, LoadSummary, MemoryReport } from './types.ts';
+import type { BenchOptions, LoadSummary, MemoryReport, ScenarioTable } from './types.ts';
 
 export interface Machine {
   cpuModel: string;
@@ -39,6 +39,8 @@ export interface ScenarioReport {
   met: boolean | undefined;
   /** The service's memory minute by minute (soak scenarios). */
   memory?: MemoryReport;
+  /** A table of the scenario's own, shown after the run's table. */
+  table?: ScenarioTable;
   notes: string[];
 }
 
@@ -157,7 +159,20 @@ export function markdownTable(report: Report): string {
     ]),
     ...caveats(report),
   ];
-  return `${lines.join('\n')}\n\n${notes.map((n) => `- ${n}`).join('\n')}\n\n${machineLine(report)}\n`;
+  const tables = report.scenarios.flatMap((sc) => (sc.table ? [scenarioTable(sc.name, sc.table)] : []));
+  return `${lines.join('\n')}\n\n${tables.join('\n')}${notes.map((n) => `- ${n}`).join('\n')}\n\n${machineLine(report)}\n`;
+}
+
+function scenarioTable(name: string, table: ScenarioTable): string {
+  return [
+    `${name}: ${table.title}`,
+    '',
+    `| ${table.header.join(' | ')} |`,
+    `| ${table.header.map((_, i) => (i === 0 ? '---' : '---:')).join(' | ')} |`,
+    ...table.rows.map((row) => `| ${row.map((cell) => cell.replace(/\|/g, '\\|')).join(' | ')} |`),
+    '',
+    '',
+  ].join('\n');
 }
 
 /** The memory tables of the run's soak scenarios, with the machine line; empty when none ran. */

@@ -102,7 +102,15 @@ export interface ScenarioOutcome {
   targetAtMost?: boolean;
   /** The service's memory minute by minute (the soak scenarios). */
   memory?: MemoryReport;
+  /** A table of the scenario's own, shown after the run's table (e.g. every system of `peers` side by side). */
+  table?: ScenarioTable;
   notes?: string[];
+}
+
+export interface ScenarioTable {
+  title: string;
+  header: string[];
+  rows: string[][];
 }
 
 /** One reading of the service process's memory, at the end of a minute of steady load. */
