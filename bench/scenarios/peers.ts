@@ -7,7 +7,7 @@ import pg from 'pg';
 import { Agent, request } from 'undici';
 import { profileOf, summariseProfile } from '../lib/cpu-profile.ts';
 import { round } from '../lib/load.ts';
-import { backendPids, scratchDatabase } from '../lib/postgres.ts';
+import { backendPids, scratchDatabase, type ScratchDatabase } from '../lib/postgres.ts';
 import {
   cpuBetween,
   freePort,
@@ -77,6 +77,11 @@ interface System {
   durable: string;
   settings: string;
   workerPid: number;
+  /**
+   * Its PostgreSQL database, if it has one: vacuumed and analysed before each round, outside the timed part,
+   * as autovacuum would keep it (the bench machine's server runs with autovacuum off).
+   */
+  database?: ScratchDatabase;
   /** The processes of its store whose CPU counts for it (PostgreSQL backends of its database, its own Redis), or undefined. */
   storePids?(): Promise<number[]>;
   /** Milliseconds each enqueue call took (the service: each POST), for its latency. */
@@ -105,6 +110,7 @@ async function storeCpu(system: System): Promise<Map<number, number> | undefined
 }
 
 async function runRound(system: System, jobs: number): Promise<Round> {
+  await system.database?.query('vacuum analyze');
   const before = await system.finished();
   const store0 = await storeCpu(system);
   const cpu0 = processCpuSeconds(system.workerPid);
@@ -236,6 +242,7 @@ async function serviceSystem(ctx: BenchContext, clustered: boolean, batched = fa
     const enqueueMs: number[] = [];
     return {
       name,
+      database: db,
       storePids: () => backendPids(db),
       enqueueMs,
       durable: batched
@@ -312,6 +319,7 @@ async function pgBossSystem(): Promise<System> {
     const w = worker;
     return {
       name: 'pg-boss 10.4.2',
+      database: db,
       storePids: () => backendPids(db),
       durable: 'yes: rows in PostgreSQL, committed with synchronous_commit on',
       settings: `insert() in batches of ${BATCH}; ${PG_BOSS_WORKERS} work() workers, batchSize ${PG_BOSS_BATCH}, pollingIntervalSeconds 0.5 (its minimum)`,
@@ -364,6 +372,7 @@ async function graphileSystem(fast: boolean): Promise<System> {
     const payload = { prompt: 'Say hello in five words.' };
     return {
       name: `graphile-worker 0.17.3${fast ? ', fast settings' : ', defaults'}`,
+      database: db,
       storePids: () => backendPids(db),
       durable: 'yes: rows in PostgreSQL, committed with synchronous_commit on',
       settings: fast
@@ -660,6 +669,7 @@ export const peers: Scenario = {
           `${by('graphile-worker-fast') ? `; ÷ graphile-worker (fast): ${ratioTo('graphile-worker-fast')}; one create per job ÷ graphile-worker (fast): ${ratioTo('graphile-worker-fast', single)} (target ≥ 1.5)` : ''}; batches ÷ one create per job: ${round(service.reqPerSec / single.reqPerSec, 2)}`,
         `service with one create per job ÷ pg-boss: ${ratioTo('pg-boss', single) ?? '-'}; ÷ BullMQ: ${ratioTo('bullmq', single) ?? '-'}${by('graphile-worker') ? `; ÷ graphile-worker (defaults, addJob() per job): ${ratioTo('graphile-worker', single)}` : ''}` +
           `${by('service-cluster') ? `; clustered (one create per job) ÷ single node: ${round(summary(by('service-cluster')!).reqPerSec / single.reqPerSec, 2)}` : ''}`,
+        `before each round (outside its time) every system's PostgreSQL database is vacuumed and analysed, as autovacuum would keep it: the bench machine's server runs with autovacuum off, and without it the service's hot rows (each workspace's account, usage rollup and key spend, updated with every job) slowed each round more than the one before`,
         `the service's jobs go to ${WORKSPACES} team-plan workspaces in turn: one workspace runs 50 jobs at once and refuses creates past 500 unfinished, which 10,000 jobs sent without waiting would pass; the peers have no such per-tenant limits`,
         `CPU per job: the worker process is the one running the jobs (the service's own process; the peer's worker process); the store is the PostgreSQL backends connected to the system's scratch database (its producers', its workers' and the harness's count queries, alike for all) or the durable BullMQ's own redis-server (the shared Redis is not counted); "whole machine" counts every process, other helpers' load included, so it is only a rough bound`,
         ...notes,
