@@ -46,6 +46,7 @@ interface Pending {
   strict: boolean;
   claims: WriteClaims | undefined;
   probe: CommitProbe | undefined;
+  sharedRows: boolean;
 }
 
 /**
@@ -75,6 +76,12 @@ export interface WriteOptions {
    * the connection be lost then, the writer learns what became of the batch from the probe of its first unit.
    */
   probe?: CommitProbe;
+  /**
+   * The unit changes rows that other writes of the same workspaces change too (an account's balances, a usage
+   * rollup, a key's spend), as a settlement does: while a transaction holding such rows waits for a round
+   * trip, no batch starts beside it on another lane (holdsRowsAcrossRoundTrips).
+   */
+  sharedRows?: boolean;
 }
 
 export class WriterClosedError extends Error {
@@ -99,7 +106,7 @@ export class WriterClosedError extends Error {
 export class GroupCommitWriter {
   private queue: Pending[] = [];
   private committing = false;
-  /** The batch committing now waits for answers before its COMMIT (see holdsRowsAcrossRoundTrips). */
+  /** The batch committing now changes rows shared by its workspace's writes and waits for answers before its COMMIT (see holdsRowsAcrossRoundTrips). */
   private committingSlowly = false;
   private scheduled = false;
   private windowTimer: NodeJS.Timeout | undefined;
@@ -143,7 +150,7 @@ export class GroupCommitWriter {
         waits = wait ? [wait] : [];
       }
       const claims = options.claims ?? (this.options.fence ? claimsOfCaller() : undefined);
-      this.queue.push({ unit, resolve, reject, waits, strict: options.strict === true, claims, probe: options.probe });
+      this.queue.push({ unit, resolve, reject, waits, strict: options.strict === true, claims, probe: options.probe, sharedRows: options.sharedRows === true });
       this.schedule();
     });
     const settled = written.then(noop, noop);
@@ -192,14 +199,16 @@ export class GroupCommitWriter {
   }
 
   /**
-   * Whether this writer commits, or has queued, a batch whose transaction waits for its statements' answers
-   * before it sends COMMIT (any batch but one of probed units, which sends COMMIT along): such a transaction
-   * keeps the rows it changed locked for a whole round trip through the event loop, so a transaction started
-   * beside it on another lane that changes the same rows (a workspace's account, rollup, key spend) waits for
-   * it, and holds its own locks meanwhile. BulkWrite starts no batch on another lane while this is so.
+   * Whether this writer commits, or has queued, a unit that changes rows shared by its workspace's writes
+   * (WriteOptions.sharedRows: a settlement) in a transaction that waits for its statements' answers before it
+   * sends COMMIT (any batch but one of probed units, which sends COMMIT along): such a transaction keeps those
+   * rows locked for a whole round trip through the event loop, so a transaction started beside it on another
+   * lane that changes the same rows (a workspace's account, rollup, key spend) waits for it, and holds its
+   * own locks meanwhile. BulkWrite starts no batch on another lane while this is so. A job's progress changes
+   * only its own row and does not count: a create beside it does not wait.
    */
   get holdsRowsAcrossRoundTrips(): boolean {
-    return (this.committing && this.committingSlowly) || this.queue.some((pending) => !pending.probe);
+    return (this.committing && this.committingSlowly) || this.queue.some((pending) => pending.sharedRows && !pending.probe);
   }
 
   /** Nothing queued, gathering or committing. */
@@ -350,7 +359,7 @@ export class GroupCommitWriter {
     const strict = batch.every((p) => p.strict);
     // A batch whose units all have a probe commits in one round trip.
     const oneRoundTrip = postgres && strict && batch.every((p) => p.probe);
-    this.committingSlowly = !oneRoundTrip;
+    this.committingSlowly = !oneRoundTrip && batch.some((p) => p.sharedRows);
     if (oneRoundTrip) return this.commitInOneRoundTrip(batch);
     let txid: string | undefined;
     const inTransaction = async (em: SqlEntityManager): Promise<void> => {
