@@ -17,8 +17,6 @@ export interface BulkWriteOptions<R> {
    * is a statement's) may have a probe: its batches then commit in one round trip (WriteOptions.probe).
    */
   probe?: BulkProbe<R>;
-  /** Its rows change rows other writes of their workspace change too (WriteOptions.sharedRows). */
-  sharedRows?: boolean;
 }
 // An apply lets every failed statement throw and writes only through statements: its units are strict
 // (GroupCommitWriter's WriteOptions).
@@ -65,7 +63,6 @@ export class BulkWrite<R> {
 
   private readonly lanes: number;
   private readonly probe: BulkProbe<R> | undefined;
-  private readonly sharedRows: boolean;
 
   constructor(
     private readonly writer: GroupCommitWriter,
@@ -74,7 +71,6 @@ export class BulkWrite<R> {
   ) {
     this.lanes = options.lanes ?? 1;
     this.probe = options.probe;
-    this.sharedRows = options.sharedRows === true;
   }
 
   private probeOf(rows: R[]): WriteOptions['probe'] {
@@ -109,7 +105,7 @@ export class BulkWrite<R> {
           if (this.open === created) this.open = undefined;
           await this.apply(em, created.rows);
         },
-        { strict: true, claims: created.claims, waits: created.waits, probe: this.probeOf(created.rows), sharedRows: this.sharedRows },
+        { strict: true, claims: created.claims, waits: created.waits, probe: this.probeOf(created.rows) },
       );
       this.open = created;
       gathering = created;
@@ -126,12 +122,13 @@ export class BulkWrite<R> {
   }
 
   /**
-   * An idle lane if there is one, else the next in turn; but the writer's own lane while it holds shared rows
-   * across a round trip (GroupCommitWriter.holdsRowsAcrossRoundTrips): a batch beside such a transaction would
-   * wait for its locks and hold its own meanwhile. Measured (docs/performance.md): in `peers`, where jobs
-   * finish and settlements commit beside the creations, one create per job made a median 938 jobs/s against
-   * 793 with the second lane always open, the database's CPU per job 433-500 µs against 596-700 (one create
-   * lane only: 984, but creations alone then lost a fifth of their rate, which this rule keeps).
+   * An idle lane if there is one, else the next in turn; but the writer's own lane while it holds rows across
+   * a round trip (GroupCommitWriter.holdsRowsAcrossRoundTrips): a batch beside such a transaction would wait
+   * for its locks and hold its own meanwhile. Measured (docs/performance.md): `peers`, where jobs finish and
+   * settlements commit beside the creations, one create per job 932-996 jobs/s against 730-841 with the
+   * second lane always open, the database's CPU per job 449-481 against 596-700 µs; creations alone
+   * (`generation-create-postgres`, jobs held) keep their second lane, 4,028 creates/s against 4,236 (3,373
+   * with one lane only).
    */
   private pickLane(): GroupCommitWriter {
     if (this.lanes > 1 && this.writer.holdsRowsAcrossRoundTrips) return this.writer;
@@ -148,12 +145,7 @@ export class BulkWrite<R> {
   }
 
   private alone(row: R, claim: ReturnType<typeof currentWriteClaim>): Promise<void> {
-    return this.writer.write((em) => this.apply(em, [row]), {
-      strict: true,
-      claims: new WriteClaims().add(claim),
-      probe: this.probeOf([row]),
-      sharedRows: this.sharedRows,
-    });
+    return this.writer.write((em) => this.apply(em, [row]), { strict: true, claims: new WriteClaims().add(claim), probe: this.probeOf([row]) });
   }
 }
 

@@ -46,7 +46,6 @@ interface Pending {
   strict: boolean;
   claims: WriteClaims | undefined;
   probe: CommitProbe | undefined;
-  sharedRows: boolean;
 }
 
 /**
@@ -76,12 +75,6 @@ export interface WriteOptions {
    * the connection be lost then, the writer learns what became of the batch from the probe of its first unit.
    */
   probe?: CommitProbe;
-  /**
-   * The unit changes rows that other writes of the same workspaces change too (an account's balances, a usage
-   * rollup, a key's spend), as a settlement does: while a transaction holding such rows waits for a round
-   * trip, no batch starts beside it on another lane (holdsRowsAcrossRoundTrips).
-   */
-  sharedRows?: boolean;
 }
 
 export class WriterClosedError extends Error {
@@ -106,7 +99,7 @@ export class WriterClosedError extends Error {
 export class GroupCommitWriter {
   private queue: Pending[] = [];
   private committing = false;
-  /** The batch committing now changes rows shared by its workspace's writes and waits for answers before its COMMIT (see holdsRowsAcrossRoundTrips). */
+  /** The batch committing now waits for answers before its COMMIT (see holdsRowsAcrossRoundTrips). */
   private committingSlowly = false;
   private scheduled = false;
   private windowTimer: NodeJS.Timeout | undefined;
@@ -150,7 +143,7 @@ export class GroupCommitWriter {
         waits = wait ? [wait] : [];
       }
       const claims = options.claims ?? (this.options.fence ? claimsOfCaller() : undefined);
-      this.queue.push({ unit, resolve, reject, waits, strict: options.strict === true, claims, probe: options.probe, sharedRows: options.sharedRows === true });
+      this.queue.push({ unit, resolve, reject, waits, strict: options.strict === true, claims, probe: options.probe });
       this.schedule();
     });
     const settled = written.then(noop, noop);
@@ -199,16 +192,14 @@ export class GroupCommitWriter {
   }
 
   /**
-   * Whether this writer commits, or has queued, a unit that changes rows shared by its workspace's writes
-   * (WriteOptions.sharedRows: a settlement) in a transaction that waits for its statements' answers before it
-   * sends COMMIT (any batch but one of probed units, which sends COMMIT along): such a transaction keeps those
-   * rows locked for a whole round trip through the event loop, so a transaction started beside it on another
-   * lane that changes the same rows (a workspace's account, rollup, key spend) waits for it, and holds its
-   * own locks meanwhile. BulkWrite starts no batch on another lane while this is so. A job's progress changes
-   * only its own row and does not count: a create beside it does not wait.
+   * Whether this writer commits, or has queued, a batch whose transaction waits for its statements' answers
+   * before it sends COMMIT (any batch but one of probed units, which sends COMMIT along): such a transaction
+   * keeps the rows it changed locked for a whole round trip through the event loop, so a transaction started
+   * beside it on another lane that changes the same rows (a workspace's account, rollup, key spend) waits for
+   * it, and holds its own locks meanwhile. BulkWrite starts no batch on another lane while this is so.
    */
   get holdsRowsAcrossRoundTrips(): boolean {
-    return (this.committing && this.committingSlowly) || this.queue.some((pending) => pending.sharedRows && !pending.probe);
+    return (this.committing && this.committingSlowly) || this.queue.some((pending) => !pending.probe);
   }
 
   /** Nothing queued, gathering or committing. */
@@ -359,7 +350,7 @@ export class GroupCommitWriter {
     const strict = batch.every((p) => p.strict);
     // A batch whose units all have a probe commits in one round trip.
     const oneRoundTrip = postgres && strict && batch.every((p) => p.probe);
-    this.committingSlowly = !oneRoundTrip && batch.some((p) => p.sharedRows);
+    this.committingSlowly = !oneRoundTrip;
     if (oneRoundTrip) return this.commitInOneRoundTrip(batch);
     let txid: string | undefined;
     const inTransaction = async (em: SqlEntityManager): Promise<void> => {

@@ -111,8 +111,7 @@ function usageOf({ generationId, settlement, money }: Settlement): UsageDelta {
  * position of its generation's last progress write (progress-writes.ts), which it must not overtake.
  */
 export function writeSettlement(writer: GroupCommitWriter, settlement: Settlement, after?: number): Added {
-  // A settlement moves its workspace's account, rollup and key spend, which its creations move too.
-  return bulkWriteOf(writer, writeSettlements, { sharedRows: true }).addAfter(settlement, after);
+  return bulkWriteOf(writer, writeSettlements).addAfter(settlement, after);
 }
 
 export type { SettledEvent };
