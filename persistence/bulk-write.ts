@@ -121,17 +121,8 @@ export class BulkWrite<R> {
     return { committed, position: gathering.position };
   }
 
-  /**
-   * An idle lane if there is one, else the next in turn; but the writer's own lane while it holds rows across
-   * a round trip (GroupCommitWriter.holdsRowsAcrossRoundTrips): a batch beside such a transaction would wait
-   * for its locks and hold its own meanwhile. Measured (docs/performance.md): `peers`, where jobs finish and
-   * settlements commit beside the creations, one create per job 932-996 jobs/s against 730-841 with the
-   * second lane always open, the database's CPU per job 449-481 against 596-700 µs; creations alone
-   * (`generation-create-postgres`, jobs held) keep their second lane, 4,028 creates/s against 4,236 (3,373
-   * with one lane only).
-   */
+  /** An idle lane if there is one, else the next in turn. */
   private pickLane(): GroupCommitWriter {
-    if (this.lanes > 1 && this.writer.holdsRowsAcrossRoundTrips) return this.writer;
     for (let i = 0; i < this.lanes; i++) {
       const lane = this.writer.lane((this.next + i) % this.lanes);
       if (lane.idle) {

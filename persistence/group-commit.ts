@@ -99,8 +99,6 @@ export class WriterClosedError extends Error {
 export class GroupCommitWriter {
   private queue: Pending[] = [];
   private committing = false;
-  /** The batch committing now waits for answers before its COMMIT (see holdsRowsAcrossRoundTrips). */
-  private committingSlowly = false;
   private scheduled = false;
   private windowTimer: NodeJS.Timeout | undefined;
   private closed = false;
@@ -189,17 +187,6 @@ export class GroupCommitWriter {
       const timer = setTimeout(enqueue, delayMs);
       this.held.add(enqueue);
     });
-  }
-
-  /**
-   * Whether this writer commits, or has queued, a batch whose transaction waits for its statements' answers
-   * before it sends COMMIT (any batch but one of probed units, which sends COMMIT along): such a transaction
-   * keeps the rows it changed locked for a whole round trip through the event loop, so a transaction started
-   * beside it on another lane that changes the same rows (a workspace's account, rollup, key spend) waits for
-   * it, and holds its own locks meanwhile. BulkWrite starts no batch on another lane while this is so.
-   */
-  get holdsRowsAcrossRoundTrips(): boolean {
-    return (this.committing && this.committingSlowly) || this.queue.some((pending) => !pending.probe);
   }
 
   /** Nothing queued, gathering or committing. */
@@ -349,9 +336,7 @@ export class GroupCommitWriter {
     // direct transaction (about a third of the CPU of the ORM's). Any other batch runs in the ORM's own.
     const strict = batch.every((p) => p.strict);
     // A batch whose units all have a probe commits in one round trip.
-    const oneRoundTrip = postgres && strict && batch.every((p) => p.probe);
-    this.committingSlowly = !oneRoundTrip;
-    if (oneRoundTrip) return this.commitInOneRoundTrip(batch);
+    if (postgres && strict && batch.every((p) => p.probe)) return this.commitInOneRoundTrip(batch);
     let txid: string | undefined;
     const inTransaction = async (em: SqlEntityManager): Promise<void> => {
       for (const pending of batch) await pending.unit(em);

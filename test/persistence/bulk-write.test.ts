@@ -139,29 +139,3 @@ t.test("addAfter: a row that must follow another kind's unit never joins a gathe
   t.same(order, ['create:c1', 'settle:s1', 'create:c2,c3'], 'units run in queue order');
   await writer.close();
 });
-
-t.test('lanes: no batch starts beside a transaction that holds its rows across a round trip', async (t) => {
-  const writer = new GroupCommitWriter(db, options());
-  t.teardown(() => writer.close());
-  const { apply } = inserter(newKind());
-  const probe = async () => true;
-  const bulk = new BulkWrite(writer, apply, { lanes: 2, probe });
-  const noop = async (em: SqlEntityManager) => {
-    await em.execute('select 1');
-  };
-
-  // A unit with a probe queued on the writer's own lane (it would send COMMIT with its statements):
-  // the lane is busy, so the bulk's batch goes to the second one, beside it.
-  const probed = writer.write(noop, { strict: true, probe });
-  t.equal(writer.holdsRowsAcrossRoundTrips, false, 'a probed unit sends COMMIT along: it holds no row across a round trip');
-  await Promise.all([probed, bulk.add('a')]);
-  t.equal(writer.lane(1).stats.units, 1, 'the batch went to the second lane');
-
-  // A unit without a probe (its transaction waits for answers before COMMIT): the bulk's next batch joins
-  // the writer's own lane instead of starting beside it.
-  const unprobed = writer.write(noop, { strict: true });
-  t.equal(writer.holdsRowsAcrossRoundTrips, true, 'a unit without a probe is queued');
-  await Promise.all([unprobed, bulk.add('b')]);
-  t.equal(writer.lane(1).stats.units, 1, 'the second lane got nothing more');
-  t.equal(writer.holdsRowsAcrossRoundTrips, false, 'once committed, nothing is held');
-});
