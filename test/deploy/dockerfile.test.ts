@@ -47,7 +47,11 @@ t.test('the run stage: the build output only, non-root, tini, a liveness check, 
   t.match(run.find((i) => i.name === 'ENTRYPOINT')?.args, /tini/, 'tini is PID 1, so SIGTERM reaches Node');
   t.match(run.find((i) => i.name === 'RUN')?.args, /install -y --no-install-recommends tini/, 'and is installed');
   t.match(run.find((i) => i.name === 'HEALTHCHECK')?.args, /\/health\/live/, 'the health check asks /health/live');
-  t.same(await dockerfileCmd(), ['node', '--max-semi-space-size=32', 'dist/app/main.js'], 'it starts the compiled service, no tsx, with the young generation npm start gives it');
+  t.same(
+    await dockerfileCmd(),
+    ['node', '--max-semi-space-size=32', 'dist/app/main.js'],
+    'it starts the compiled service, no tsx, with the young generation npm start gives it',
+  );
   const env = run.find((i) => i.name === 'ENV')?.args ?? '';
   for (const setting of ['NODE_ENV=production', 'HOST=0.0.0.0', 'DATA_DIR=/var/lib/generation-service']) t.match(env, setting);
 });

@@ -135,7 +135,11 @@ t.test('the production build runs on its production dependencies alone', { skip 
   for (const needed of ['pg', 'uWebSockets.js', '@electric-sql', '@ffmpeg-installer']) t.ok(installed.has(needed), `${needed} is there`);
   t.same((await fs.readdir(app)).sort(), ['dist', 'node_modules', 'package-lock.json', 'package.json'], 'the run layout holds only what runs');
   const pkg = JSON.parse(await fs.readFile(path.join(app, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
-  t.equal(pkg.scripts.start, 'exec node --max-semi-space-size=32 dist/app/main.js', 'npm start runs the compiled service (with 32 MiB semi-spaces, as the image)');
+  t.equal(
+    pkg.scripts.start,
+    'exec node --max-semi-space-size=32 dist/app/main.js',
+    'npm start runs the compiled service (with 32 MiB semi-spaces, as the image)',
+  );
 
   const postgres = process.env.TEST_DATABASE_URL ? await freshDatabaseUrl() : undefined;
   t.teardown(() => postgres?.drop());
