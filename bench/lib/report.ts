@@ -109,6 +109,11 @@ export function caveats(report: Report): string[] {
   return out;
 }
 
+/** A markdown table's lines: the header, its rule (the first column left-aligned, the others right) and the rows. */
+function markdownLines(header: string[], rows: string[][]): string[] {
+  return [`| ${header.join(' | ')} |`, `| ${header.map((_, i) => (i === 0 ? '---' : '---:')).join(' | ')} |`, ...rows.map((row) => `| ${row.join(' | ')} |`)];
+}
+
 const fmt = (n: number, digits = 0) => n.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
 
 export function markdownTable(report: Report): string {
@@ -146,11 +151,7 @@ export function markdownTable(report: Report): string {
   }
   for (const f of report.failures) rows.push([f.name, 'failed', '', '', '', '', '', '**no**', f.error.split('\n')[0]!.replace(/\|/g, '\\|')]);
   const header = ['scenario', 'req/s', 'p50 ms', 'p99 ms', 'baseline req/s', 'ratio', 'target', 'met?', 'errors / non-2xx', 'server CPU µs/req', 'CPU ratio'];
-  const lines = [
-    `| ${header.join(' | ')} |`,
-    `| ${header.map((_, i) => (i === 0 ? '---' : '---:')).join(' | ')} |`,
-    ...rows.map((row) => `| ${row.join(' | ')} |`),
-  ];
+  const lines = markdownLines(header, rows);
   const notes = [
     'ratio = req/s ÷ baseline req/s; CPU ratio = baseline server CPU µs/req ÷ server CPU µs/req (what the ratio would be if the server, not the load generator, were the bottleneck).',
     ...report.scenarios.flatMap((sc) => [
@@ -167,9 +168,10 @@ function scenarioTable(name: string, table: ScenarioTable): string {
   return [
     `${name}: ${table.title}`,
     '',
-    `| ${table.header.join(' | ')} |`,
-    `| ${table.header.map((_, i) => (i === 0 ? '---' : '---:')).join(' | ')} |`,
-    ...table.rows.map((row) => `| ${row.map((cell) => cell.replace(/\|/g, '\\|')).join(' | ')} |`),
+    ...markdownLines(
+      table.header,
+      table.rows.map((row) => row.map((cell) => cell.replace(/\|/g, '\\|'))),
+    ),
     '',
     '',
   ].join('\n');
@@ -213,16 +215,7 @@ export function memoryTable(name: string, memory: MemoryReport): string {
     m.cpuUsPerCreate === undefined ? '?' : fmt(m.cpuUsPerCreate),
     `${m.latencyMs.p50} / ${m.latencyMs.p99}`,
   ]);
-  return [
-    `${name}: the service process at the end of each minute`,
-    '',
-    `| ${header.join(' | ')} |`,
-    `| ${header.map((_, i) => (i === 0 ? '---' : '---:')).join(' | ')} |`,
-    ...rows.map((row) => `| ${row.join(' | ')} |`),
-    '',
-    `- ${name}: ${memory.verdict}`,
-    '',
-  ].join('\n');
+  return [`${name}: the service process at the end of each minute`, '', ...markdownLines(header, rows), '', `- ${name}: ${memory.verdict}`, ''].join('\n');
 }
 
 export interface Written {

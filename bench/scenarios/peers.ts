@@ -538,16 +538,21 @@ function busyShare(m: Measured): number | undefined {
   return round(median(m.rounds.map((r) => (r.machineCpuSeconds! / (r.seconds * os.availableParallelism())) * 100)), 0);
 }
 
+/** The median over the rounds of a CPU reading per job, in whole µs; undefined if a round lacks it. */
+function perJobUs(m: Measured, reading: 'machineCpuSeconds' | 'storeCpuSeconds'): number | undefined {
+  if (!m.rounds.every((r) => r[reading] !== undefined)) return undefined;
+  return Math.round(median(m.rounds.map((r) => (r[reading]! * 1e6) / r.jobs)));
+}
+
 function describe(m: Measured): string {
   const s = summary(m);
   const rounds = m.rounds.map((r) => `${Math.round(r.jobs / r.seconds)}`).join(', ');
-  const machine = m.rounds.every((r) => r.machineCpuSeconds !== undefined)
-    ? `, whole machine (other helpers' load included) ${Math.round(median(m.rounds.map((r) => (r.machineCpuSeconds! * 1e6) / r.jobs)))} µs CPU per job, the machine ${busyShare(m)} % busy`
-    : '';
+  const machineUs = perJobUs(m, 'machineCpuSeconds');
+  const machine =
+    machineUs === undefined ? '' : `, whole machine (other helpers' load included) ${machineUs} µs CPU per job, the machine ${busyShare(m)} % busy`;
   const enqueue = Math.round(median(m.rounds.map((r) => r.jobs / r.enqueueSeconds)));
-  const store = m.rounds.every((r) => r.storeCpuSeconds !== undefined)
-    ? `, its store (PostgreSQL backends of its database, or its own redis-server) ${Math.round(median(m.rounds.map((r) => (r.storeCpuSeconds! * 1e6) / r.jobs)))} µs`
-    : '';
+  const storeUs = perJobUs(m, 'storeCpuSeconds');
+  const store = storeUs === undefined ? '' : `, its store (PostgreSQL backends of its database, or its own redis-server) ${storeUs} µs`;
   const latencies = [...(m.system.enqueueMs ?? [])].sort((a, b) => a - b);
   const at = (p: number) => round(latencies[Math.min(latencies.length - 1, Math.floor((p / 100) * latencies.length))] ?? 0, 1);
   const enqueueLatency = latencies.length > 0 ? ` (each enqueue p50 ${at(50)} ms, p99 ${at(99)} ms)` : '';
@@ -635,25 +640,20 @@ export const peers: Scenario = {
     };
     const pgBoss = by('pg-boss');
     const pgBossRate = pgBoss ? summary(pgBoss).reqPerSec : undefined;
-    const machineUs = (m: Measured) =>
-      m.rounds.every((r) => r.machineCpuSeconds !== undefined) ? round(median(m.rounds.map((r) => (r.machineCpuSeconds! * 1e6) / r.jobs)), 0) : undefined;
     const cell = (n: number | undefined) => (n === undefined ? '?' : n.toLocaleString('en-US'));
     const table = {
       title: `each system's jobs/s and CPU per job (median of ${ROUNDS} rounds of ${JOBS} jobs; the machine's share counts every process)`,
       header: ['system', 'jobs/s', '÷ pg-boss', 'machine busy %', 'machine CPU µs/job', 'worker CPU µs/job', 'store CPU µs/job'],
       rows: measured.map((m) => {
         const s = summary(m);
-        const storeUs = m.rounds.every((r) => r.storeCpuSeconds !== undefined)
-          ? round(median(m.rounds.map((r) => (r.storeCpuSeconds! * 1e6) / r.jobs)), 0)
-          : undefined;
         return [
           m.system.name,
           cell(s.reqPerSec),
           pgBossRate ? round(s.reqPerSec / pgBossRate, 2).toFixed(2) : '—',
           cell(busyShare(m)),
-          cell(machineUs(m)),
+          cell(perJobUs(m, 'machineCpuSeconds')),
           cell(s.serverCpuUsPerRequest === undefined ? undefined : round(s.serverCpuUsPerRequest, 0)),
-          cell(storeUs),
+          cell(perJobUs(m, 'storeCpuSeconds')),
         ];
       }),
     };
