@@ -1,4 +1,4 @@
-import { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from 'openai';
+import { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from 'openai/error';
 import { PROVIDER_ERROR_CODES, ProviderFailure, retryAfterMs, upstreamMessage, type ProviderErrorCode } from '../adapter.ts';
 
 /**

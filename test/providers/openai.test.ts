@@ -1,3 +1,5 @@
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import t, { type Test } from 'tap';
 import OpenAI from 'openai';
 import type { AdapterUpdate } from '../../providers/adapter.ts';
@@ -5,6 +7,7 @@ import { createOpenAiAdapter } from '../../providers/openai/adapter.ts';
 import type { OpenAiDeploymentTarget } from '../../providers/openai/deployment.ts';
 import { imageDimensions, sniffContentType } from '../../providers/local/sniff.ts';
 import { makePng } from '../helpers/files.ts';
+import { ROOT } from '../fixtures/child.ts';
 import { jobFor, recorder, startFakeOpenAi, testContext, type FakeOpenAi } from '../fakes/openai.ts';
 
 let fake: FakeOpenAi;
@@ -274,4 +277,47 @@ t.test('text_to_audio: each format asked for, checked by its magic bytes; voices
   t.equal(requestOf(providerJobId).body?.voice, 'marin', "a deployment's own voice map");
   await adapter.close();
   await custom.close();
+});
+
+t.test('the openai client loads at the first call, not with the service or the adapter', async (t) => {
+  // A child process records every module it loads (a load hook, told over a port), imports the service's
+  // whole module graph, makes an adapter, then runs one chat through it against this file's fake.
+  const script = `
+    import { register } from 'node:module';
+    import { MessageChannel } from 'node:worker_threads';
+    const { port1, port2 } = new MessageChannel();
+    const seen = new Set();
+    port1.on('message', (url) => seen.add(url));
+    port1.unref();
+    const hook = 'let port; export function initialize(data) { port = data.port; } export async function load(url, context, next) { port.postMessage(url); return next(url, context); }';
+    register('data:text/javascript,' + encodeURIComponent(hook), { data: { port: port2 }, transferList: [port2] });
+    // The hook tells each load in order: once a module loaded last is told, every earlier one has been.
+    let marks = 0;
+    async function clientModules() {
+      const marker = 'data:text/javascript,export default ' + ++marks;
+      await import(marker);
+      while (!seen.has(marker)) await new Promise((resolve) => setImmediate(resolve));
+      return [...seen].filter((url) => /node_modules\\/openai\\/(index|client)\\.mjs$/.test(url)).map((url) => url.replace(/^.*node_modules\\//, ''));
+    }
+    await import('./app/service.ts');
+    const { createOpenAiAdapter } = await import('./providers/openai/adapter.ts');
+    const { jobFor, testContext } = await import('./test/fakes/openai.ts');
+    const adapter = createOpenAiAdapter({ apiKey: process.env.FAKE_OPENAI_KEY, baseUrl: process.env.FAKE_OPENAI_URL }, { id: 'lazy', target: { model: 'gpt-4o-mini' } }, testContext());
+    const atStart = await clientModules();
+    const end = await new Promise((resolve, reject) => {
+      adapter.submit(jobFor('text_to_text', { prompt: 'Say hi' }), (u) => (u.type === 'running' ? undefined : resolve(u))).catch(reject);
+    });
+    await adapter.close();
+    console.log(JSON.stringify({ atStart, afterCall: await clientModules(), end: end.type, text: end.textOutput }));
+  `;
+  const { stdout } = await promisify(execFile)(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
+    cwd: ROOT,
+    env: { ...process.env, FAKE_OPENAI_KEY: fake.apiKey, FAKE_OPENAI_URL: fake.url },
+    timeout: 60_000,
+  });
+  const seen = JSON.parse(stdout.trim().split('\n').at(-1)!) as { atStart: string[]; afterCall: string[]; end: string; text: string };
+  t.same(seen.atStart, [], 'neither the service nor a new adapter loads the client');
+  t.same(seen.end, 'succeeded', 'the first call loads it and runs');
+  t.equal(seen.text, 'echo: Say hi');
+  t.same([...seen.afterCall].sort(), ['openai/client.mjs', 'openai/index.mjs'], 'loaded by that call');
 });
