@@ -8,7 +8,7 @@ import type { ProviderCapacity } from './generation/provider-capacity.ts';
 import type { HeldJobs } from './generation/held-jobs.ts';
 import type { WebhookDeps } from './webhook/deps.ts';
 import type { WorkMetrics } from '../runtime/metrics/index.ts';
-import type { PublishedRow } from '../runtime/live-events.ts';
+import type { LiveOutput, PublishedRow } from '../runtime/live-events.ts';
 
 /** What the service hands its actors (ctx.deps): built once in app/service.ts. */
 export interface ActorDeps {
@@ -18,6 +18,8 @@ export interface ActorDeps {
   deployment(id: string): DeploymentRecord | undefined;
   /** A job's time at its provider: its deadline is this long after it is handed over (PROVIDER_JOB_TIMEOUT_MS). */
   providerJobTimeoutMs: number;
+  /** The longest a job waits for an open breaker (or a used requests-per-minute window) before it fails (PROVIDER_BREAKER_WAIT_MS); unset: up to its deadline. */
+  breakerWaitMs?: number;
   /**
    * Counts one request against a deployment's `limits.requestsPerMinute` (a one-minute window, shared by the nodes
    * through Redis when there is one): whether it may go now, and when the window ends.
@@ -49,8 +51,10 @@ export interface ActorDeps {
   webhooks: WebhookDeps;
   /** Generation transitions, provider calls and webhook attempts; undefined when metrics are off. */
   metrics?: WorkMetrics;
+  /** Budget alerts (actors/workspace/budget-watch.ts): told when a workspace's money moved and committed. */
+  budgets?: { moneyMoved(workspaceId: string): void };
   /** The live streams (runtime/live-events.ts): told of each generation transition once it committed. */
-  live?: { publish(row: PublishedRow): void };
+  live?: { publish(row: PublishedRow): void; publishOutput(output: Omit<LiveOutput, 'kind'>): void };
 }
 
 /** Billing as the workspace actor uses it: the payment provider, renewal timers, and plan-change news. */

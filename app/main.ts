@@ -1,4 +1,5 @@
 import { loadConfigOrExit } from '../runtime/config.ts';
+import { claimPidFile, reloadAnswers, servicePaths } from '../runtime/service-pid.ts';
 import { startService, StartupError } from './service.ts';
 
 /** `npm start`: configuration from the environment, start, and a graceful stop on SIGTERM/SIGINT. */
@@ -16,6 +17,12 @@ async function main(): Promise<void> {
     throw error;
   }
   const { services } = service;
+  // The pid file the ops command finds this process by (npm's own pid is not the one to signal).
+  const paths = servicePaths(config.dataDir, config.cluster?.nodeId);
+  const releasePidFile = await claimPidFile(paths).catch((error: unknown) => {
+    services.logger.warn({ err: error, file: paths.pid }, 'cannot write the pid file: npm run ops -- reload cannot find this process');
+    return async () => undefined;
+  });
   services.logger.info({ url: service.url, database: services.db.kind, engine: services.engine }, 'listening');
   // For people: on stderr, so that stdout carries the JSON log lines alone (the 'listening' line above says the same).
   process.stderr.write(
@@ -32,6 +39,7 @@ async function main(): Promise<void> {
       'Get started: paste the quick start of README.md, or sign up (the answer sets your session cookie; POST /v1/auth/login later):',
       `  curl -si -H 'content-type: application/json' -d '{"email":"you@example.com","password":"a-long-password","name":"You"}' ${services.publicUrl}/v1/auth/signup`,
       'Emergency stop of all generation: npm run ops -- pause "reason" | resume | status (docs/operations.md)',
+      `Reload the catalog file: npm run ops -- reload (sends SIGHUP to process ${process.pid}, found in ${paths.pid})`,
       '',
     ].join('\n')}\n`,
   );
@@ -47,17 +55,27 @@ async function main(): Promise<void> {
       process.exit(130);
     }
     services.logger.info({ signal }, 'stopping gracefully');
-    service.stop().then(
-      () => process.exit(0),
-      (error: unknown) => {
-        services.logger.error({ err: error }, 'graceful stop failed');
-        process.exit(1);
-      },
-    );
+    service
+      .stop()
+      .then(() => releasePidFile())
+      .then(
+        () => process.exit(0),
+        (error: unknown) => {
+          services.logger.error({ err: error }, 'graceful stop failed');
+          process.exit(1);
+        },
+      );
   };
-  // SIGHUP: read the catalog file again (it is also followed as it changes; docs/catalog.md).
+  // SIGHUP: read the catalog file again (it is also followed as it changes; docs/catalog.md), and answer the ops command.
+  const answer = reloadAnswers(paths);
   process.on('SIGHUP', () => {
-    void services.catalogSource.reload().then((result) => services.logger.info({ signal: 'SIGHUP', ...result }, 'catalog reload'));
+    void services.catalogSource
+      .reload()
+      .then(async (result) => {
+        services.logger.info({ signal: 'SIGHUP', ...result }, 'catalog reload');
+        await answer(result);
+      })
+      .catch((error: unknown) => services.logger.error({ err: error }, 'SIGHUP: the reload could not be answered'));
   });
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);

@@ -14,6 +14,7 @@ import {
   type PauseState,
 } from '../runtime/switches.ts';
 import { openDatabase } from '../persistence/database.ts';
+import { askReload, servicePaths, type ReloadAnswer } from '../runtime/service-pid.ts';
 
 /**
  * The operator's command line (docs/operations.md, Emergency stop), on the service's own database configuration
@@ -22,17 +23,20 @@ import { openDatabase } from '../persistence/database.ts';
  *   npm run ops -- pause "reason"   stop sending jobs to providers; POST /v1/generations answers 503 generation_paused
  *   npm run ops -- resume           back to normal
  *   npm run ops -- status           the switch as stored
+ *   npm run ops -- reload           the running service on this machine reads its catalog file again (SIGHUP
+ *                                   to the process its pid file names; docs/operations.md, Reload)
  *
  * Prints the resulting state as one JSON line on stdout. Every server applies it within its poll interval (2 s).
+ * From the production build the same command runs dist/app/ops.js (package.json's ops script).
  */
 
-const USAGE = 'usage: npm run ops -- pause "reason" | resume | status   [--wait-ms N]';
+const USAGE = 'usage: npm run ops -- pause "reason" | resume | status | reload   [--wait-ms N]';
 /** How long to wait for a running PGlite server to take a mailbox command: several of its polls. */
 const DEFAULT_WAIT_MS = 10 * DEFAULT_SWITCH_POLL_MS;
 
 class UsageError extends Error {}
 
-function parseArgs(argv: string[]): { command: OpsCommand; waitMs: number } {
+function parseArgs(argv: string[]): { command: OpsCommand | { command: 'reload' }; waitMs: number } {
   const args = [...argv];
   let waitMs = DEFAULT_WAIT_MS;
   const waitAt = args.indexOf('--wait-ms');
@@ -52,6 +56,7 @@ function parseArgs(argv: string[]): { command: OpsCommand; waitMs: number } {
     }
     case 'resume':
     case 'status':
+    case 'reload':
       if (rest.length > 0) throw new UsageError(`${verb} takes no arguments`);
       return { command: { command: verb }, waitMs };
     default:
@@ -135,6 +140,19 @@ function describe(state: PauseState): string {
     : 'generation is running normally (not paused)';
 }
 
+function describeReload({ pid, result }: ReloadAnswer): string {
+  switch (result.outcome) {
+    case 'applied':
+      return `process ${pid} serves the catalog file's new version ${result.version}`;
+    case 'unchanged':
+      return result.problems
+        ? `process ${pid}: the catalog file is the one it refused before; it still serves ${result.version}:\n  ${result.problems.join('\n  ')}`
+        : `process ${pid}: the catalog file holds the catalog it serves (${result.version}); nothing changed`;
+    case 'refused':
+      return `process ${pid} refused the catalog file and still serves the catalog it had:\n  ${result.problems.join('\n  ')}`;
+  }
+}
+
 async function main(): Promise<void> {
   let parsed;
   try {
@@ -145,7 +163,15 @@ async function main(): Promise<void> {
     process.exit(64);
   }
   const config = loadConfigOrExit();
-  const state = await runOps(config, parsed.command, parsed.waitMs);
+  const command = parsed.command;
+  if (command.command === 'reload') {
+    const answer = await askReload(servicePaths(config.dataDir, config.cluster?.nodeId), parsed.waitMs);
+    process.stdout.write(`${JSON.stringify({ pid: answer.pid, ...answer.result })}\n`);
+    process.stderr.write(`${describeReload(answer)}\n`);
+    // A file refused (now or, unchanged since, before): the catalog served is the old one.
+    process.exit(answer.result.outcome === 'refused' || (answer.result.outcome === 'unchanged' && answer.result.problems) ? 65 : 0);
+  }
+  const state = await runOps(config, command, parsed.waitMs);
   process.stdout.write(`${JSON.stringify(state)}\n`);
   process.stderr.write(`${describe(state)}${parsed.command.command === 'status' ? '' : `; servers apply it within ${DEFAULT_SWITCH_POLL_MS / 1000} s`}\n`);
 }

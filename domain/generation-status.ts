@@ -13,6 +13,16 @@ export function isTerminal(status: GenerationStatus): status is TerminalStatus {
   return (TERMINAL_STATUSES as readonly string[]).includes(status);
 }
 
+export type GenerationEventName = 'generation.completed' | 'generation.failed' | 'generation.cancelled' | 'generation.expired';
+
+/** The webhook event each terminal status emits (docs/webhooks.md). */
+export const EVENT_OF: Record<TerminalStatus, GenerationEventName> = {
+  succeeded: 'generation.completed',
+  failed: 'generation.failed',
+  cancelled: 'generation.cancelled',
+  expired: 'generation.expired',
+};
+
 /** One step of a job's timeline: the status it moved to (or a note within it), when, and why. */
 export interface TimelineEntry {
   status: GenerationStatus;

@@ -45,3 +45,21 @@ export class ApiError extends Error {
 export function isApiError(error: unknown): error is ApiError {
   return error instanceof ApiError;
 }
+
+/**
+ * A refusal that names the request field it is about, as OpenAI's errors do (`param`, and their `code`:
+ * `unknown_parameter`, `invalid_value`, `model_not_found`…): the OpenAI-compatible door's (docs/openai-compatible.md).
+ * Answered in the envelope elsewhere, like any ApiError.
+ */
+export class ParamError extends ApiError {
+  constructor(
+    code: ErrorCode,
+    message: string,
+    readonly param: string | null,
+    readonly openAiCode: string | null = null,
+    headers?: Record<string, string>,
+  ) {
+    super(code, message, headers);
+    this.name = 'ParamError';
+  }
+}

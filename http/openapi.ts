@@ -1,3 +1,4 @@
+import { isOpenAiPath } from './openai-errors.ts';
 import type { TSchema } from '@sinclair/typebox';
 import { ERRORS, type ErrorCode } from './errors.ts';
 import type { RouteDef } from './route.ts';
@@ -50,7 +51,10 @@ const DERIVED_REASONS: Partial<Record<ErrorCode, string>> = {
 };
 
 /** The OpenAPI 3.1 document, built from the same TypeBox schemas the router validates with. */
-export function buildOpenApi(routes: RouteDef[], info: { version: string; baseUrl: string }): Json {
+export function buildOpenApi(allRoutes: RouteDef[], info: { version: string; baseUrl: string }): Json {
+  // The OpenAI-compatible door answers OpenAI's shapes and errors, not this document's envelope: OpenAI's own
+  // API reference describes it, and docs/openai-compatible.md what it takes of it.
+  const routes = allRoutes.filter((route) => !isOpenAiPath(route.path));
   const paths: Record<string, Json> = {};
   for (const route of routes) {
     const path = route.path.replace(/:([A-Za-z0-9_]+)/g, '{$1}');
@@ -151,6 +155,8 @@ function operation(route: RouteDef): Json {
           }
         : { description: 'Success, no body' };
   }
+  const ok = responses['200'] as { content?: Json } | undefined;
+  if (route.csv && ok?.content) ok.content['text/csv'] = { schema: { type: 'string', description: route.csv } };
   for (const [status, codes] of errorsByStatus(route)) responses[status] = errorResponse(status, codes, route);
   responses['4XX'] = { $ref: '#/components/responses/ClientError' };
   responses.default = { $ref: '#/components/responses/Error' };

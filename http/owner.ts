@@ -1,4 +1,5 @@
 import type { OwnerOf } from './route.ts';
+import { workspaceOfRow as ownerOfRow, type OwnedTable } from '../persistence/stores/owners.ts';
 
 /** The workspace a request names (path :workspaceId, query or body workspaceId), if it names one as text. */
 export const namedWorkspace: OwnerOf = ({ params, query, body }) => {
@@ -12,12 +13,10 @@ export const namedWorkspace: OwnerOf = ({ params, query, body }) => {
 };
 
 /** The workspace of the row of `table` whose id is the path parameter `param` (a generation, a webhook endpoint, a payment, an API key). */
-export function workspaceOfRow(table: 'generations' | 'webhook_endpoints' | 'payments' | 'api_keys', param = 'id'): OwnerOf {
-  const sql = `select workspace_id from ${table} where id = ?`;
+export function workspaceOfRow(table: OwnedTable, param = 'id'): OwnerOf {
   return async ({ params, db }) => {
     const id = params[param];
     if (typeof id !== 'string' || id.length > 128) return undefined;
-    const rows = await db.em().execute<Array<{ workspace_id: string }>>(sql, [id]);
-    return rows[0]?.workspace_id;
+    return ownerOfRow(db, table, id);
   };
 }

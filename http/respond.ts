@@ -62,6 +62,8 @@ export function sendError(
   message: string = ERRORS[code].message,
   headers?: Record<string, string>,
   closeConnection = false,
+  /** The body already rendered in another shape (the OpenAI-compatible door's). */
+  body: string = errorBody(code, message, requestId),
 ): void {
-  send(res, state, ERRORS[code].status, requestId, errorBody(code, message, requestId), headers, closeConnection);
+  send(res, state, ERRORS[code].status, requestId, body, headers, closeConnection);
 }

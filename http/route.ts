@@ -34,6 +34,8 @@ export interface Reply<B = unknown> {
   /** A body streamed with backpressure, of exactly `length` bytes (file downloads); set Content-Type in headers. */
   stream?: { body: Readable; length: number };
   headers?: Record<string, string>;
+  /** A body of unknown length, written chunk by chunk as the handler makes it (exports); set Content-Type in headers. */
+  chunked?: AsyncIterable<string>;
   /** Cluster mode: the answer of the node that runs the request's workspace, relayed as it is (placeReadBody). */
   relayed?: ForwardedAnswer;
   /**
@@ -121,6 +123,8 @@ export interface RouteDef<
    * `owner`, a route is served where it arrives (reads that go straight to the database).
    */
   owner?: OwnerOf;
+  /** Its 200 may also be text/csv (the handler answers with `chunked`), documented with this description. */
+  csv?: string;
   /** Its 200 is a text/event-stream (the handler answers with `sse`), documented as such. */
   eventStream?: boolean;
   /** Success responses by status; error responses are derived (see `errors`). */
@@ -133,6 +137,8 @@ export type OwnerOf = (request: {
   params: Record<string, string>;
   query: Record<string, unknown>;
   body: unknown;
+  /** Lower-case header names. */
+  headers: Record<string, string>;
   db: Database;
 }) => string | undefined | Promise<string | undefined>;
 

@@ -1,6 +1,7 @@
 import { type AbstractSqlConnection, AbstractSqlDriver, PostgreSqlConnection, PostgreSqlPlatform, type Configuration } from '@mikro-orm/postgresql';
 import { bindStatement } from './bound-sql.ts';
 import { DirectTransaction } from './direct-transaction.ts';
+import { madeInTransaction } from './driver-internals.ts';
 
 type ExecuteArgs = Parameters<AbstractSqlConnection['execute']>;
 type ConnectionClass = abstract new (...args: any[]) => AbstractSqlConnection;
@@ -20,7 +21,7 @@ export function bindingParameters<Base extends ConnectionClass>(Base: Base) {
       if (typeof queryOrKnex === 'string') {
         sql = queryOrKnex;
       } else {
-        ctx ??= ((queryOrKnex as unknown as { client: { transacting?: unknown } }).client.transacting ? queryOrKnex : null) as never;
+        ctx ??= (madeInTransaction(queryOrKnex) ? queryOrKnex : null) as never;
         const compiled = queryOrKnex.toSQL();
         sql = compiled.sql;
         values = compiled.bindings ?? [];

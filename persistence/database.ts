@@ -25,8 +25,11 @@ export interface DatabaseOptions {
   databaseUrl: string | undefined;
   dataDir: string;
   poolMax?: number;
-  /** Bring the schema up to date (default). False for a second pool on a database another one migrated. */
-  migrate?: boolean;
+  /**
+   * Bring the schema up to date (true, the default); 'check': refuse a database that lacks a migration (the
+   * migrations are another step's, `npm run migrate`); false for a second pool on a database another one migrated.
+   */
+  migrate?: boolean | 'check';
   /**
    * `memory://` only: the PGlite to use instead of a new empty one (tests pass one loaded from a dump of a
    * database already migrated). It is closed with the database.
@@ -77,7 +80,14 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
   }
 
   try {
-    if (options.migrate !== false) await bringUpToDate(orm, kind === 'postgres' ? options.databaseUrl! : undefined);
+    if (options.migrate === 'check') {
+      const missing = await pendingMigrations(orm);
+      if (missing.length > 0) {
+        throw new Error(
+          `the database lacks ${missing.length} migration(s) (${missing.join(', ')}) and MIGRATE_AT_START is false: run the migrate step (npm run migrate, node dist/app/migrate.js) first`,
+        );
+      }
+    } else if (options.migrate !== false) await bringUpToDate(orm, kind === 'postgres' ? options.databaseUrl! : undefined);
   } catch (error) {
     await orm.close(true);
     await pglite?.close();
@@ -115,11 +125,15 @@ async function bringUpToDate(orm: MikroORM, postgresUrl: string | undefined): Pr
 
 /** Whether every migration is recorded as applied; false too when the table does not exist yet. */
 async function upToDate(orm: MikroORM): Promise<boolean> {
+  return (await pendingMigrations(orm)).length === 0;
+}
+
+/** The migrations not recorded as applied, in order (all of them when the table does not exist yet). */
+export async function pendingMigrations(orm: MikroORM): Promise<string[]> {
   const table = orm.config.get('migrations').tableName ?? 'mikro_orm_migrations';
   const rows = await (orm.em.fork() as SqlEntityManager).execute<{ name: string }[]>(`select name from ${table}`).catch(() => undefined);
-  if (!rows) return false;
-  const applied = new Set(rows.map((row) => row.name));
-  return MIGRATION_NAMES.every((name) => applied.has(name));
+  const applied = new Set((rows ?? []).map((row) => row.name));
+  return MIGRATION_NAMES.filter((name) => !applied.has(name));
 }
 
 /** Key of the advisory lock that serialises migrations between processes sharing one database. */

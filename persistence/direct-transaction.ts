@@ -1,24 +1,9 @@
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { channel } from 'node:diagnostics_channel';
 import pg from 'pg';
-import { sendPipeline, wireValues, type DriverResult } from './pg-pipeline.ts';
+import { knexClientOf, sendPipeline, wireValues, type DriverResult, type KnexClient } from './driver-internals.ts';
 
 type Knex = ReturnType<SqlEntityManager['getKnex']>;
-
-interface QueryObject {
-  sql: string;
-  bindings: readonly unknown[];
-  method: string;
-}
-
-interface KnexClient {
-  acquireConnection(): Promise<unknown>;
-  releaseConnection(connection: unknown): Promise<unknown>;
-  query(connection: unknown, query: QueryObject): Promise<{ response: unknown }>;
-  prepBindings(bindings: readonly unknown[]): unknown[];
-  positionBindings(sql: string): string;
-  emit(event: 'query', query: object): void;
-}
 
 /** A statement waiting for its pipeline: its text with `$n` placeholders, its values ready for the wire. */
 interface Queued {
@@ -65,7 +50,7 @@ function noop(): void {}
  *
  * On PostgreSQL the statements are pipelined: every statement asked for before the running code yields
  * (before any of them is awaited: `Promise.all`, or calls made without `await` between them) goes in one
- * network write and costs one round trip together (pg-pipeline.ts), and BEGIN goes with the first of them.
+ * network write and costs one round trip together (driver-internals.ts), and BEGIN goes with the first of them.
  * A transaction of one statement is two round trips; a settlement's five or six statements are two too.
  * COMMIT stays a round trip of its own, after every statement's answer: a transaction whose connection is
  * lost before then never committed, and one lost during COMMIT is looked up by the id its statements read
@@ -94,12 +79,12 @@ export class DirectTransaction {
     private readonly knex: Knex,
     private readonly connection: object,
   ) {
-    this.client = knex.client as unknown as KnexClient;
+    this.client = knexClientOf(knex);
   }
 
   /** Runs `body` in a transaction of its own: committed if it resolves, rolled back if it throws. */
   static async run<T>(knex: Knex, body: (tx: DirectTransaction) => Promise<T>, options: RunOptions = {}): Promise<T> {
-    const client = knex.client as unknown as KnexClient;
+    const client = knexClientOf(knex);
     const connection = (await client.acquireConnection()) as object;
     const tx = new DirectTransaction(knex, connection);
     try {

@@ -11,6 +11,8 @@
  * counted from their generations (index generations (workspace_id, created_at)), in one statement.
  */
 import type { SqlEntityManager } from '@mikro-orm/postgresql';
+import { emOf } from './stores/orm.ts';
+import type { Unit } from './stores/unit.ts';
 import { boundQuery } from './bound-query.ts';
 
 export interface UsageFigures {
@@ -155,7 +157,8 @@ export function splitRange(from: string, to: string): { days?: { from: string; t
  * The usage of the generations of a workspace (of one of its keys when `apiKeyId` is set) created in
  * [from, to): the rollup rows of its whole days plus a count of the rows of its partial days.
  */
-export async function readUsage(em: SqlEntityManager, workspaceId: string, apiKeyId: string | null, from: string, to: string): Promise<UsageFigures> {
+export async function readUsage(unit: Unit, workspaceId: string, apiKeyId: string | null, from: string, to: string): Promise<UsageFigures> {
+  const em = emOf(unit);
   const { days, edges } = splitRange(from, to);
   const values: unknown[] = [];
   const keyRollup = apiKeyId === null ? '' : ' and r.api_key_id = ?';

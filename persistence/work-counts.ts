@@ -1,4 +1,6 @@
+import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import type { Database } from './database.ts';
+import { knexPoolOf } from './driver-internals.ts';
 
 /** Unfinished generations by status, across the database (the partial index of active jobs serves it). */
 export async function activeGenerationCounts(db: Database): Promise<Map<string, number>> {
@@ -19,17 +21,10 @@ export async function pendingDeliveryCount(db: Database): Promise<number> {
 /** Connections of the database's pool (the knex pool under MikroORM); undefined when it has none to report. */
 export function poolCounts(db: Database): { used: number; idle: number; pending: number } | undefined {
   try {
-    const knex = (db.orm.em.getConnection() as unknown as { getKnex(): { client: { pool?: TarnPool } } }).getKnex();
-    const pool = knex.client.pool;
+    const pool = knexPoolOf((db.orm.em as SqlEntityManager).getKnex());
     if (!pool) return undefined;
     return { used: pool.numUsed(), idle: pool.numFree(), pending: pool.numPendingAcquires() };
   } catch {
     return undefined;
   }
-}
-
-interface TarnPool {
-  numUsed(): number;
-  numFree(): number;
-  numPendingAcquires(): number;
 }

@@ -12,10 +12,12 @@ export function adapterProvider(kind: string, adapter: ProviderAdapter, defaultD
     input: job.input ?? { ...job.params },
     inputs: { images: job.inputs.images.map((b) => fileOf(b, 'image/png')), videos: job.inputs.videos.map((b) => fileOf(b, 'video/mp4')) },
     deadline: job.deadline ?? now() + defaultDeadlineMs,
+    ...(job.afterRestart ? { afterRestart: true } : {}),
   });
   return {
     name: kind,
     maxConcurrentJobs: adapter.maxConcurrentJobs,
+    ...(adapter.answersWithinRequest ? { answersWithinRequest: true } : {}),
     submit: (job, report) => adapter.submit(jobOf(job), report),
     resume: (providerJobId, job, report) => adapter.resume(providerJobId, jobOf(job), report),
     // Whatever the provider answers (already finished, unknown), a cancel ends nothing here with an error.

@@ -1,4 +1,5 @@
 import type { Mode } from '../domain/catalog/models.ts';
+import type { Clock } from '../runtime/clock.ts';
 
 /**
  * The contract of a real provider's adapter (Replicate, Cog, fal, OpenAI, ComfyUI). One adapter instance
@@ -27,6 +28,8 @@ export interface ProviderAdapter {
   readonly kind: string;
   /** Jobs this deployment takes at once, across all workspaces; undefined for no limit. */
   readonly maxConcurrentJobs?: number;
+  /** It answers within the request that hands a job over and keeps nothing to look up later (providers/provider.ts). */
+  readonly answersWithinRequest?: boolean;
   submit(job: AdapterJob, report: Report): Promise<{ providerJobId: string }>;
   /** Follows the job `providerJobId` to its end, reporting as after `submit`; never submits it again. */
   resume(providerJobId: string, job: AdapterJob, report: Report): void;
@@ -35,7 +38,7 @@ export interface ProviderAdapter {
   /** Checks an inbound event (signature, freshness); stateless, callable on any node. Absent: the kind sends none. */
   verifyEvent?(event: InboundEvent): VerifiedEvent;
   /** An event verified by `verifyEvent` for a job this adapter follows (submitted or resumed here). */
-  deliverEvent?(providerJobId: string, payload: unknown): void;
+  deliverEvent?(providerJobId: string, payload: unknown, jobId?: string): void;
   /** Stops every poll, socket and timer (the service is stopping); the jobs stay at the provider. */
   close(): Promise<void>;
 }
@@ -59,6 +62,11 @@ export interface AdapterJob {
   inputs: { images: InputFile[]; videos: InputFile[]; mask?: InputFile };
   /** Epoch milliseconds by which the job must be over (Replicate's Cancel-After; 429 waits end there). */
   deadline: number;
+  /**
+   * Handed over again after a restart that came before its provider job id was written: the submission before
+   * the restart may have reached the provider, whose first event then adopts the job (docs/providers/*.md).
+   */
+  afterRestart?: boolean;
 }
 
 export interface OutputFile {
@@ -82,10 +90,20 @@ export interface TokenUsage {
 
 export type AdapterUpdate =
   | { type: 'running' }
+  /**
+   * A piece of a text answer as the provider streams it (a chat completion's `delta.content`, a Replicate
+   * `output` event), reported as it arrives, never buffered. Not a state change: the job's `textOutput` is
+   * still the `succeeded` update's, which equals the deltas concatenated.
+   */
+  | { type: 'output'; delta: string }
   /** Something for the job's timeline (a queue position, the last lines of the logs, a 429 wait); not a state change. */
   | { type: 'progress'; detail: string }
   | { type: 'succeeded'; textOutput?: string; files: OutputFile[]; usage?: TokenUsage }
-  | { type: 'failed'; errorCode: ProviderErrorCode; errorMessage: string };
+  /**
+   * `usage`: what the provider reported before it failed (a stream that broke after its usage chunk); the
+   * service counts the streamed text otherwise.
+   */
+  | { type: 'failed'; errorCode: ProviderErrorCode; errorMessage: string; usage?: TokenUsage };
 
 export interface InboundEvent {
   /** Lower-cased header names. */
@@ -107,6 +125,11 @@ export type VerifiedEvent =
       eventId: string;
       /** What `deliverEvent` gets on the owning node (parsed body). */
       payload: unknown;
+      /**
+       * Our generation id, when the event's URL carries it with a token only this service can make: a job whose
+       * submission's answer was lost (so it has no provider job id yet) is found and adopted by it.
+       */
+      jobId?: string;
     }
   | { ok: false; message: string };
 
@@ -164,7 +187,11 @@ export interface AdapterContext {
   pollIntervalMs: number;
   /** Bound on each HTTP call to the provider, milliseconds. */
   requestTimeoutMs: number;
+  /** Calls one request may take while the provider answers 429 (the deployment's `limits.rateLimitAttempts`); default DEFAULT_RATE_LIMIT_ATTEMPTS. */
+  rateLimitAttempts?: number;
   now(): number;
+  /** The service's clock: the follower's polls, deadlines and waits run on it (providers/follower.ts); absent, the system's. */
+  clock?: Clock;
 }
 
 /** Trims an upstream's message for the job's error: one line, at most 500 characters, any `secret` removed. */

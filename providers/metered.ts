@@ -26,6 +26,7 @@ export function meteredProvider(provider: Provider, metrics: WorkMetrics, deploy
   return {
     name: provider.name,
     maxConcurrentJobs: provider.maxConcurrentJobs,
+    ...(provider.answersWithinRequest ? { answersWithinRequest: true } : {}),
     cancel: (providerJobId) => provider.cancel(providerJobId),
     ...(provider.resume ? { resume: (providerJobId, job, report) => provider.resume!(providerJobId, job, timed(report)) } : {}),
     ...(provider.verifyEvent ? { verifyEvent: provider.verifyEvent.bind(provider) } : {}),

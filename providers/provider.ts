@@ -12,6 +12,8 @@ export interface ProviderJob {
   input?: Record<string, unknown>;
   /** Epoch milliseconds by which the job must be over at its provider. */
   deadline?: number;
+  /** Handed over again after a restart that came before its provider job id was written (providers/adapter.ts). */
+  afterRestart?: boolean;
 }
 
 export type { OutputFile } from './adapter.ts';
@@ -21,9 +23,11 @@ export type ProviderUpdate =
   | { type: 'running' }
   /** For the job's timeline (a queue position, the last lines of its logs, a 429 wait); no change of state. */
   | { type: 'progress'; detail: string }
+  /** A piece of a streamed text answer, as it arrives (providers/adapter.ts). */
+  | { type: 'output'; delta: string }
   /** `usage`: the tokens a text job used, as the provider counted them (a token-priced job is charged by them). */
   | { type: 'succeeded'; textOutput?: string; files: OutputFile[]; usage?: { inputTokens: number; outputTokens: number } }
-  | { type: 'failed'; errorCode: string; errorMessage: string };
+  | { type: 'failed'; errorCode: string; errorMessage: string; usage?: { inputTokens: number; outputTokens: number } };
 
 /**
  * A provider as the generation actor uses it: `submit` hands a job over and resolves once the provider
@@ -39,11 +43,16 @@ export interface Provider {
   name: string;
   /** Jobs this provider takes at once, across all workspaces; undefined for no limit. Queued jobs wait while it is full. */
   maxConcurrentJobs?: number;
+  /**
+   * It answers within the request that hands a job over, and keeps nothing a restart could look up (OpenAI,
+   * local): the job's submitted and running need no commit of their own (actors/generation/actor.ts, RIDE_MS).
+   */
+  answersWithinRequest?: boolean;
   submit(job: ProviderJob, report: (update: ProviderUpdate) => void): Promise<{ providerJobId: string }>;
   resume?(providerJobId: string, job: ProviderJob, report: (update: ProviderUpdate) => void): void;
   cancel(providerJobId: string): void;
   verifyEvent?(event: InboundEvent): VerifiedEvent;
-  deliverEvent?(providerJobId: string, payload: unknown): void;
+  deliverEvent?(providerJobId: string, payload: unknown, jobId?: string): void;
 }
 
 /**

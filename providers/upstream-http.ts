@@ -109,10 +109,27 @@ export function statusFailure(response: UpstreamResponse, upstreamText: string |
   return new ProviderFailure(code, `The provider answered ${response.status}${said}.`);
 }
 
+/** Calls of one request that a provider's 429s may take, unless the deployment says otherwise (catalog `limits.rateLimitAttempts`). */
+export const DEFAULT_RATE_LIMIT_ATTEMPTS = 6;
+/** The longest backoff between two of those calls (a Retry-After may ask for longer, and is honoured). */
+export const MAX_RATE_LIMIT_BACKOFF_MS = 60_000;
+
 /**
- * Calls `attempt` again after each 429 for as long as its Retry-After (or `fallbackMs`) says, while the
- * wait ends before `deadline`; `onWait` is told of each wait (for the job's timeline). A 429 whose wait
- * would pass the deadline is returned as it is.
+ * The wait after the `n`-th 429 in a row (from 1): exponential from `baseMs` (doubling, at most
+ * MAX_RATE_LIMIT_BACKOFF_MS) with equal jitter (between half of it and all of it, so that jobs limited
+ * together do not come back together), and never shorter than the provider's Retry-After.
+ */
+export function rateLimitBackoffMs(n: number, baseMs: number, retryAfter: number | undefined, random: () => number = Math.random): number {
+  const ceiling = Math.min(MAX_RATE_LIMIT_BACKOFF_MS, baseMs * 2 ** Math.max(0, n - 1));
+  const jittered = Math.round(ceiling / 2 + random() * (ceiling / 2));
+  return Math.max(retryAfter ?? 0, jittered);
+}
+
+/**
+ * Calls `attempt` again after each 429, waiting rateLimitBackoffMs (exponential from `fallbackMs`, with
+ * jitter, at least the Retry-After), while the wait ends before `deadline` and at most `maxAttempts` calls
+ * are made in all; `onWait` is told of each wait (for the job's timeline). The last 429 is returned as it
+ * is (the adapter makes it `provider_rate_limited`, which the router may send to another deployment).
  */
 export async function retryingRateLimits(
   attempt: () => Promise<UpstreamResponse>,
@@ -121,24 +138,30 @@ export async function retryingRateLimits(
   onWait: (ms: number) => void = () => undefined,
   fallbackMs = 1_000,
   signal?: AbortSignal,
+  options: { maxAttempts?: number; random?: () => number; sleep?: (ms: number, signal?: AbortSignal) => Promise<void> } = {},
 ): Promise<UpstreamResponse> {
-  for (;;) {
+  const maxAttempts = options.maxAttempts ?? DEFAULT_RATE_LIMIT_ATTEMPTS;
+  for (let calls = 1; ; calls++) {
     const response = await attempt();
     if (response.status !== 429) return response;
-    const wait = retryAfterMs(response.headers['retry-after'], now()) ?? fallbackMs;
+    if (calls >= maxAttempts) return response;
+    const wait = rateLimitBackoffMs(calls, fallbackMs, retryAfterMs(response.headers['retry-after'], now()), options.random);
     if (now() + wait >= deadline || signal?.aborted) return response;
     onWait(wait);
-    await new Promise<void>((resolve) => {
-      const timer = setTimeout(resolve, wait);
-      signal?.addEventListener(
-        'abort',
-        () => {
-          clearTimeout(timer);
-          resolve();
-        },
-        { once: true },
-      );
-    });
+    // The follower's clock when it gives one (providers/follower.ts), else a timer of its own.
+    if (options.sleep) await options.sleep(wait, signal);
+    else
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, wait);
+        signal?.addEventListener(
+          'abort',
+          () => {
+            clearTimeout(timer);
+            resolve();
+          },
+          { once: true },
+        );
+      });
     if (signal?.aborted) return response;
   }
 }

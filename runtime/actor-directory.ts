@@ -54,6 +54,8 @@ interface Entry {
   durable: number;
   /** Called when `durable` drops to 0. */
   durableWaiters: Array<() => void>;
+  /** Called once when `pending` drops to 0 or the actor stops (a drain before a shard is handed over). */
+  idleWaiters: Array<() => void>;
   /** Cluster mode: the actor's workspace once known (kind ws: its id; others: from their loaded state). */
   workspace?: string;
   /** Cluster mode: the lease under which it started; its writes carry it. */
@@ -133,7 +135,7 @@ export class ActorDirectory<K extends ProtocolMap = ProtocolMap, D = unknown> im
   /** Each kind's behaviour is typed with its protocol where it is declared (actors/kinds.ts, KindBehavior). */
   register<S, P extends Protocol>(behavior: ActorBehavior<S, P, ActorContext<D, K>>): void {
     if (this.behaviors.has(behavior.kind)) throw new Error(`actor kind ${behavior.kind} is already registered`);
-    this.behaviors.set(behavior.kind, behavior as AnyBehavior<ActorContext<D, K>>);
+    this.behaviors.set(behavior.kind, behavior as unknown as AnyBehavior<ActorContext<D, K>>);
     this.supervisors.set(
       behavior.kind,
       nact.spawn(this.system, (state: unknown) => state, behavior.kind),
@@ -211,8 +213,10 @@ export class ActorDirectory<K extends ProtocolMap = ProtocolMap, D = unknown> im
   async retireWorkspaces(matches: (workspaceId: string) => boolean, drainMs = 0): Promise<number> {
     const selected = () => [...this.live.values()].filter((entry) => entry.workspace !== undefined && matches(entry.workspace));
     const deadline = this.deps.clock.now() + drainMs;
-    while (drainMs > 0 && selected().some((entry) => entry.pending > 0) && this.deps.clock.now() < deadline) {
-      await new Promise((resolve) => setTimeout(resolve, 10));
+    // Woken as the mailboxes empty, not polled; an actor spawned for these workspaces meanwhile is waited for too.
+    for (let busy = selected().filter((entry) => entry.pending > 0); drainMs > 0 && busy.length > 0 && this.deps.clock.now() < deadline; ) {
+      if (!(await this.idleWithin(busy, deadline - this.deps.clock.now()))) break;
+      busy = selected().filter((entry) => entry.pending > 0);
     }
     const entries = selected();
     for (const entry of entries) {
@@ -220,6 +224,20 @@ export class ActorDirectory<K extends ProtocolMap = ProtocolMap, D = unknown> im
       else entry.passivate = true;
     }
     return entries.length;
+  }
+
+  /** Resolves true once every one of these actors has an empty mailbox (or was stopped), false after ms on the clock. */
+  private idleWithin(entries: Entry[], ms: number): Promise<boolean> {
+    return new Promise((resolve) => {
+      let busy = entries.length;
+      const timer = this.deps.clock.setTimer(() => resolve(false), ms);
+      const idle = () => {
+        if (--busy > 0) return;
+        timer.cancel();
+        resolve(true);
+      };
+      for (const entry of entries) entry.idleWaiters.push(idle);
+    });
   }
 
   /** Stops every actor idle for at least idleMs; returns how many were stopped. */
@@ -290,6 +308,7 @@ export class ActorDirectory<K extends ProtocolMap = ProtocolMap, D = unknown> im
       keepAlive: false,
       durable: 0,
       durableWaiters: [],
+      idleWaiters: [],
       workspace: kind === 'ws' ? id : undefined,
     };
     const ownership = this.deps.ownership;
@@ -327,7 +346,9 @@ export class ActorDirectory<K extends ProtocolMap = ProtocolMap, D = unknown> im
           entry.claim = claim;
         }
       }
-      const outcome = claim ? await withWriteClaim(claim, () => behavior.receive(state, envelope.msg, ctx)) : await behavior.receive(state, envelope.msg, ctx);
+      const handler = behavior.handlers[envelope.msg.type];
+      if (!handler) throw new Error(`actor kind ${behavior.kind} has no handler for a message of type ${envelope.msg.type}`);
+      const outcome = claim ? await withWriteClaim(claim, () => handler(state, envelope.msg, ctx)) : await handler(state, envelope.msg, ctx);
       if (outcome.passivate) entry.passivate = true;
       entry.keepAlive = behavior.keepAlive?.(outcome.state) ?? false;
       const replyTo = envelope.replyTo;
@@ -431,6 +452,7 @@ export class ActorDirectory<K extends ProtocolMap = ProtocolMap, D = unknown> im
     this.totalPending--;
     entry.lastActive = this.deps.clock.now();
     if (entry.pending === 0 && entry.passivate) this.retire(entry);
+    if (entry.pending === 0) this.wakeIdle(entry);
     if (this.totalPending === 0 && this.drainWaiters.length > 0) {
       const waiters = this.drainWaiters;
       this.drainWaiters = [];
@@ -442,9 +464,17 @@ export class ActorDirectory<K extends ProtocolMap = ProtocolMap, D = unknown> im
     const key = `${entry.kind}:${entry.id}`;
     if (this.live.get(key) !== entry) return;
     this.live.delete(key);
+    this.wakeIdle(entry);
     this.stats.passivated++;
     this.deps.metrics?.passivated(entry.kind);
     nact.stop(entry.ref);
+  }
+
+  private wakeIdle(entry: Entry): void {
+    if (entry.idleWaiters.length === 0) return;
+    const waiters = entry.idleWaiters;
+    entry.idleWaiters = [];
+    for (const wake of waiters) wake();
   }
 
   private scheduleSweep(): void {

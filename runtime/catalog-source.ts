@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { readFileSync, statSync, watch, type FSWatcher } from 'node:fs';
 import path from 'node:path';
 import { LineCounter, parseDocument, isNode, type Document } from 'yaml';
@@ -34,6 +35,7 @@ export function parseCatalog(text: string, fileName: string, options: BuildOptio
       ok: false,
       problems: [...new Set(unset)].map((name) => `${fileName}: names \${${name}}, which is not set (give it a default: \${${name}:-value})`),
     };
+  document = resolveTargetFiles(document, path.dirname(path.resolve(fileName)));
   const built = buildCatalog(document, options);
   if (!built.ok) return { ok: false, problems: built.problems.map((p) => describe(p, yaml, lines)) };
   return { ok: true, catalog: new ModelCatalog(built.catalog) };
@@ -57,6 +59,35 @@ function interpolate(value: unknown, env: Readonly<Record<string, string | undef
   if (Array.isArray(value)) return value.map((item) => interpolate(item, env, unset));
   if (value && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, interpolate(v, env, unset)]));
   return value;
+}
+
+/**
+ * A deployment target's fields that name a file (their names end in `File`: ComfyUI's `workflowFile`) are read
+ * relative to the catalog file's folder when they are relative, not to the service's working directory, so a
+ * catalog and the files beside it move together (a ConfigMap mounted with both keys).
+ */
+function resolveTargetFiles(document: unknown, dir: string): unknown {
+  const models = (document as { models?: unknown } | null)?.models;
+  if (!Array.isArray(models)) return document;
+  const resolvedModels = models.map((model) => {
+    const deployments = (model as { deployments?: unknown } | null)?.deployments;
+    if (!Array.isArray(deployments)) return model;
+    return {
+      ...(model as object),
+      deployments: deployments.map((deployment) => {
+        const target = (deployment as { target?: unknown } | null)?.target;
+        if (!target || typeof target !== 'object' || Array.isArray(target)) return deployment;
+        const resolved = Object.fromEntries(
+          Object.entries(target).map(([key, value]) => [
+            key,
+            key.endsWith('File') && typeof value === 'string' && value !== '' && !path.isAbsolute(value) ? path.resolve(dir, value) : value,
+          ]),
+        );
+        return { ...(deployment as object), target: resolved };
+      }),
+    };
+  });
+  return { ...(document as object), models: resolvedModels };
 }
 
 function describe(problem: CatalogProblem, yaml: Document | undefined, lines: LineCounter): string {
@@ -92,13 +123,21 @@ export interface CatalogSourceOptions {
   build: Parameters<typeof parseCatalog>[2];
   /** How often the file's size and time are looked at, besides the file-system events that may be missed (ConfigMap swaps, network mounts). */
   pollMs: number;
-  /** Told of each refused file's problems (they go to the log). */
-  onRefused(problems: string[]): void;
-  /** Told of each new catalog served. */
+  /** Told of each reload's outcome, once per reload (metrics count it, the log says it). */
+  onOutcome?(outcome: ReloadOutcome): void;
+  /** Told of each new catalog served, before onOutcome. */
   onChanged?(catalog: ModelCatalog): void;
 }
 
-export type ReloadOutcome = { outcome: 'applied'; version: string } | { outcome: 'unchanged'; version: string } | { outcome: 'refused'; problems: string[] };
+/**
+ * What one reload did: `applied` a new version; `unchanged` when the file holds the catalog served, or is the
+ * very file refused last time (then `problems` repeats why, and nothing is counted as a new refusal);
+ * `refused` a file not read before that cannot be served.
+ */
+export type ReloadOutcome =
+  | { outcome: 'applied'; version: string }
+  | { outcome: 'unchanged'; version: string; problems?: string[] }
+  | { outcome: 'refused'; problems: string[] };
 
 /**
  * The catalog a node serves, and its reloads: on SIGHUP (app/main.ts calls reload), when the file changes
@@ -112,7 +151,8 @@ export class CatalogSource {
   private lastSeen = '';
   private reloading: Promise<ReloadOutcome> | undefined;
   private again = false;
-  readonly counts = { applied: 0, refused: 0 };
+  /** What the last reload read (a hash of the file's bytes, or why it could not be read) and the problems it was refused for. */
+  private lastRead: { key: string; problems: string[] | undefined } | undefined;
 
   constructor(
     initial: ModelCatalog,
@@ -183,32 +223,45 @@ export class CatalogSource {
   }
 
   private async readNow(): Promise<ReloadOutcome> {
+    const outcome = this.readOnce();
+    this.options.onOutcome?.(outcome);
+    return outcome;
+  }
+
+  private readOnce(): ReloadOutcome {
     const { file, build } = this.options;
     const seen = this.fingerprint();
+    this.lastSeen = seen;
     let text: string;
     try {
       // Its size first: a file far too large is refused without being read into memory.
-      if (statSync(file).size > MAX_CATALOG_BYTES) return this.refuse(seen, [`${file}: larger than ${MAX_CATALOG_BYTES} bytes`]);
+      if (statSync(file).size > MAX_CATALOG_BYTES) return this.refuse(`size:${seen}`, [`${file}: larger than ${MAX_CATALOG_BYTES} bytes`]);
       const bytes = readFileSync(file);
-      if (bytes.length > MAX_CATALOG_BYTES) return this.refuse(seen, [`${file}: larger than ${MAX_CATALOG_BYTES} bytes`]);
+      if (bytes.length > MAX_CATALOG_BYTES) return this.refuse(`size:${seen}`, [`${file}: larger than ${MAX_CATALOG_BYTES} bytes`]);
       text = bytes.toString('utf8');
     } catch (error) {
-      return this.refuse(seen, [`${file}: cannot be read: ${(error as Error).message}`]);
+      const message = `${file}: cannot be read: ${(error as Error).message}`;
+      return this.refuse(`error:${message}`, [message]);
     }
-    this.lastSeen = seen;
+    const key = createHash('sha256').update(text).digest('hex');
+    // The file read last time (a SIGHUP after the file event that already took it): its outcome stands, counted once.
+    if (this.lastRead?.key === key) {
+      return this.lastRead.problems
+        ? { outcome: 'unchanged', version: this.served.version, problems: this.lastRead.problems }
+        : { outcome: 'unchanged', version: this.served.version };
+    }
     const read = parseCatalog(text, file, build);
-    if (!read.ok) return this.refuse(seen, read.problems);
+    if (!read.ok) return this.refuse(key, read.problems);
+    this.lastRead = { key, problems: undefined };
     if (read.catalog.version === this.served.version) return { outcome: 'unchanged', version: this.served.version };
     this.served = read.catalog;
-    this.counts.applied++;
     this.options.onChanged?.(read.catalog);
     return { outcome: 'applied', version: read.catalog.version };
   }
 
-  private refuse(seen: string, problems: string[]): ReloadOutcome {
-    this.lastSeen = seen;
-    this.counts.refused++;
-    this.options.onRefused(problems);
+  private refuse(key: string, problems: string[]): ReloadOutcome {
+    if (this.lastRead?.key === key) return { outcome: 'unchanged', version: this.served.version, problems };
+    this.lastRead = { key, problems };
     return { outcome: 'refused', problems };
   }
 }

@@ -8,6 +8,16 @@ export interface Timer {
   cancel(): void;
 }
 
+/**
+ * Resolves after delayMs on this clock: real time on the system clock, on a manual clock when a test advances
+ * it that far. For the waits of polls and retry backoffs. Unlike a timer of setTimer, a sleep on the system
+ * clock keeps the process alive: someone awaits it.
+ */
+export function sleep(clock: Pick<Clock, 'setTimer'>, delayMs: number): Promise<void> {
+  if (clock === systemClock) return new Promise((resolve) => setTimeout(resolve, Math.max(0, Math.min(delayMs, 2_147_483_647))));
+  return new Promise((resolve) => clock.setTimer(resolve, delayMs));
+}
+
 export const systemClock: Clock = {
   now: () => Date.now(),
   setTimer(fn, delayMs) {

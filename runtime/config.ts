@@ -3,6 +3,7 @@ import path from 'node:path';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { REQUESTS_PER_MINUTE_ENV } from '../domain/plans.ts';
+import { productionSecretProblems } from './production-secrets.ts';
 
 /** Everything the service reads from its environment, validated once at start-up. */
 export interface Config {
@@ -13,6 +14,8 @@ export interface Config {
   databaseUrl: string | undefined;
   redisUrl: string | undefined;
   dataDir: string;
+  /** MIGRATE_AT_START (default true): a start applies the missing migrations; false, it refuses a database that lacks one (the migrate step's job: npm run migrate). */
+  migrateAtStart: boolean;
   logLevel: LogLevel;
   bodyLimitBytes: number;
   allowUwsFallback: boolean;
@@ -60,13 +63,19 @@ export interface Config {
    */
   streams: { pingMs: number; maxBufferBytes: number };
   /**
+   * The OpenAI-compatible door (docs/openai-compatible.md): `drainsPerNode` (OPENAI_DRAINS_PER_NODE), the jobs
+   * a node keeps reading from their provider after their client went away, until their usage arrives; past
+   * it, a job whose client left is cancelled and charged for what it streamed.
+   */
+  door: { drainsPerNode: number };
+  /**
    * What every provider adapter is given (docs/providers.md): jobTimeoutMs (PROVIDER_JOB_TIMEOUT_MS), a job's
    * time at its provider, its deadline; pollMs (PROVIDER_POLL_MS), the polling backstop's interval;
    * requestTimeoutMs (PROVIDER_REQUEST_TIMEOUT_MS), each call's bound; maxResponseBytes and maxOutputBytes
    * (PROVIDER_MAX_RESPONSE_BYTES, PROVIDER_MAX_OUTPUT_BYTES), the largest answer and output file accepted.
    * Each kind's own settings (keys, base URLs, webhook secrets) are read by its adapter from `env`.
    */
-  providers: { jobTimeoutMs: number; pollMs: number; requestTimeoutMs: number; maxResponseBytes: number; maxOutputBytes: number };
+  providers: { jobTimeoutMs: number; pollMs: number; requestTimeoutMs: number; maxResponseBytes: number; maxOutputBytes: number; breakerWaitMs: number };
   /** The environment the configuration was read from (the provider kinds read their own settings from it). */
   env: Readonly<Record<string, string | undefined>>;
   /** Cluster mode (CLUSTER=true, PostgreSQL and Redis only); undefined for a single node. */
@@ -175,6 +184,19 @@ export class ConfigError extends Error {
 
 type Env = Record<string, string | undefined>;
 
+/**
+ * The settings of the migrate-only mode (app/migrate.ts): the database alone, so that a migrate step may run
+ * with the nodes' whole Secret (CLUSTER_SECRET and the like) without the rest of a node's settings.
+ */
+export function loadDatabaseSettings(env: Env = process.env): Pick<Config, 'databaseUrl' | 'dataDir'> {
+  const problems: string[] = [];
+  const read = new EnvReader(env, problems);
+  const databaseUrl = read.optionalUrl('DATABASE_URL', ['postgres:', 'postgresql:', 'memory:']);
+  const dataDir = path.resolve(read.string('DATA_DIR', '.data'));
+  if (problems.length > 0) throw new ConfigError(problems);
+  return { databaseUrl, dataDir };
+}
+
 /** Reads and validates the configuration; every bad value is reported, not just the first. */
 export function loadConfig(env: Env = process.env): Config {
   const problems: string[] = [];
@@ -187,6 +209,7 @@ export function loadConfig(env: Env = process.env): Config {
   const databaseUrl = read.optionalUrl('DATABASE_URL', ['postgres:', 'postgresql:', 'memory:']);
   const redisUrl = read.optionalUrl('REDIS_URL', ['redis:', 'rediss:']);
   const dataDir = path.resolve(read.string('DATA_DIR', '.data'));
+  const migrateAtStart = read.boolean('MIGRATE_AT_START', true);
   const logLevel = read.oneOf('LOG_LEVEL', LOG_LEVELS, 'info');
   const bodyLimitBytes = read.integer('BODY_LIMIT_BYTES', 1024 * 1024, 1024, 64 * 1024 * 1024);
   const allowUwsFallback = read.boolean('ALLOW_UWS_FALLBACK', false);
@@ -226,15 +249,20 @@ export function loadConfig(env: Env = process.env): Config {
     requestTimeoutMs: read.integer('PROVIDER_REQUEST_TIMEOUT_MS', 120_000, 100, 3_600_000),
     maxResponseBytes: read.integer('PROVIDER_MAX_RESPONSE_BYTES', 64 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
     maxOutputBytes: read.integer('PROVIDER_MAX_OUTPUT_BYTES', 512 * 1024 * 1024, 1024, 8 * 1024 * 1024 * 1024),
+    // How long a job waits for an open breaker of every deployment it can run on before it fails (docs/routing.md).
+    breakerWaitMs: read.integer('PROVIDER_BREAKER_WAIT_MS', 10 * 60_000, 1_000, 7 * 24 * 3_600_000),
   };
   const webhookSecretKey = read.optionalString('WEBHOOK_SECRET_KEY');
   if (webhookSecretKey !== undefined && webhookSecretKey.length < 32) problems.push('WEBHOOK_SECRET_KEY: must be at least 32 characters');
   const webhookTimeoutMs = read.integer('WEBHOOK_TIMEOUT_MS', 10_000, 10, 60_000);
   const streamPingMs = read.integer('STREAM_PING_MS', 15_000, 100, 600_000);
   const streamMaxBufferBytes = read.integer('STREAM_MAX_BUFFER_BYTES', 1024 * 1024, 1024, 256 * 1024 * 1024);
+  const drainsPerNode = read.integer('OPENAI_DRAINS_PER_NODE', 64, 0, 100_000);
   const webhookDisableAfterMs = read.integer('WEBHOOK_DISABLE_AFTER_MS', 5 * 24 * 3_600_000, 0, 365 * 24 * 3_600_000);
   const webhookDisableAfterExpired = read.integer('WEBHOOK_DISABLE_AFTER_EXPIRED', 0, 0, 1_000_000);
   const cluster = readCluster(read, env, problems, { port, databaseUrl, redisUrl });
+  // NODE_ENV=production: no placeholder, short or low-entropy secret (runtime/production-secrets.ts).
+  problems.push(...productionSecretProblems(env));
 
   // A setting read for traces and metrics both (OTEL_EXPORTER_OTLP_ENDPOINT…) is reported once.
   if (problems.length > 0) throw new ConfigError([...new Set(problems)]);
@@ -245,6 +273,7 @@ export function loadConfig(env: Env = process.env): Config {
     databaseUrl,
     redisUrl,
     dataDir,
+    migrateAtStart,
     logLevel,
     bodyLimitBytes,
     allowUwsFallback,
@@ -272,6 +301,7 @@ export function loadConfig(env: Env = process.env): Config {
       autoDisable: { afterMs: webhookDisableAfterMs, afterExpired: webhookDisableAfterExpired },
     },
     streams: { pingMs: streamPingMs, maxBufferBytes: streamMaxBufferBytes },
+    door: { drainsPerNode },
     cluster,
   };
 }

@@ -20,7 +20,25 @@ export interface LiveTransition {
   generation: Record<string, unknown>;
 }
 
-export type LiveListener = (event: LiveTransition) => void;
+/**
+ * A piece of a generation's text answer as its provider streamed it (docs/streaming.md, `output`): not a
+ * transition, not durable. `index` counts the job's pieces from 0; the pieces joined are its `textOutput`.
+ */
+export interface LiveOutput {
+  kind: 'output';
+  workspaceId: string;
+  generationId: string;
+  index: number;
+  delta: string;
+}
+
+export type LiveEvent = LiveTransition | LiveOutput;
+
+export function isLiveOutput(event: LiveEvent): event is LiveOutput {
+  return (event as LiveOutput).kind === 'output';
+}
+
+export type LiveListener = (event: LiveEvent) => void;
 
 /** The rows the actors publish: enough of a generation row to build a LiveTransition. */
 export interface PublishedRow {
@@ -54,6 +72,18 @@ export function eventIdOf(event: { generationId: string; seq: number }): string 
   return `${event.generationId}.${event.seq}`;
 }
 
+/** Pieces of one generation's answer kept on a node for resumption while it runs (the rest is in its textOutput once it ends). */
+export const WINDOW_OUTPUTS = 100_000;
+/** Running generations whose pieces a node keeps at once. */
+const MAX_GENERATIONS_WITH_OUTPUTS = 10_000;
+
+interface Outputs {
+  workspaceId: string;
+  /** The pieces heard, from index `start`. */
+  deltas: string[];
+  start: number;
+}
+
 /**
  * The live transitions of generations, published by the actors after each commit and delivered to the
  * streams of this node. Without Redis they go from the actor to the listeners in process, and a transition
@@ -63,6 +93,10 @@ export function eventIdOf(event: { generationId: string; seq: number }): string 
  */
 export class LiveEvents {
   private readonly watched = new Map<string, Watched>();
+  /** Listeners of one generation on this node (the OpenAI-compatible door), fed in process by this node's actors. */
+  private readonly followers = new Map<string, Set<LiveListener>>();
+  /** The streamed pieces of the running generations of watched workspaces (GET /v1/generations/:id/stream). */
+  private readonly outputs = new Map<string, Outputs>();
   private subscriber: RedisClient | undefined;
   private published = 0;
 
@@ -89,9 +123,9 @@ export class LiveEvents {
       subscriber.on('error', (error: Error) => options.logger.warn({ err: error }, 'redis live-events subscriber connection error'));
       await subscriber.connect();
       await subscriber.subscribe(options.channel, (message) => {
-        let event: LiveTransition;
+        let event: LiveEvent;
         try {
-          event = JSON.parse(message) as LiveTransition;
+          event = JSON.parse(message) as LiveEvent;
         } catch {
           return;
         }
@@ -121,7 +155,8 @@ export class LiveEvents {
    * could still roll back). The row's last timeline entry is the transition.
    */
   publish(row: PublishedRow): void {
-    if (!this.redis && !this.watches(row.workspaceId)) return;
+    const followers = this.followers.get(row.id);
+    if (!this.redis && !followers && !this.watches(row.workspaceId)) return;
     const seq = row.timeline.length - 1;
     const last = row.timeline[seq];
     if (!last) return;
@@ -138,8 +173,9 @@ export class LiveEvents {
       generation: this.present(row as never),
     };
     this.published++;
+    if (followers) this.tell(followers, event);
     if (!this.redis) {
-      this.deliver(event);
+      if (this.watches(row.workspaceId)) this.deliver(event);
       return;
     }
     this.redis.publish(this.channel, JSON.stringify(event)).catch((error: unknown) => {
@@ -148,25 +184,101 @@ export class LiveEvents {
     });
   }
 
-  /** Test and bench hook: delivers an event to this node's listeners as if it had been published. */
-  inject(event: LiveTransition): void {
-    this.deliver(event);
+  /**
+   * A piece of a running generation's answer, as its provider streamed it: to this node's followers of the
+   * generation at once, and to the streams of its workspace (through Redis when there is one). Unwatched,
+   * it costs two map lookups.
+   */
+  publishOutput(output: Omit<LiveOutput, 'kind'>): void {
+    const followers = this.followers.get(output.generationId);
+    if (!followers && !this.redis && !this.watches(output.workspaceId)) return;
+    const event: LiveOutput = { kind: 'output', ...output };
+    if (followers) this.tell(followers, event);
+    if (!this.redis) {
+      if (this.watches(output.workspaceId)) this.deliver(event);
+      return;
+    }
+    this.redis.publish(this.channel, JSON.stringify(event)).catch((error: unknown) => {
+      this.logger.warn({ err: error, generationId: output.generationId }, 'could not publish a streamed output');
+    });
   }
 
-  private deliver(event: LiveTransition): void {
-    const entry = this.watched.get(event.workspaceId);
-    if (!entry) return;
-    entry.ring.push(event);
-    if (entry.ring.length > WINDOW_EVENTS) {
-      entry.ring.shift();
-      entry.start++;
+  /**
+   * Listens to one generation's transitions and streamed pieces as this node's actors publish them, in
+   * process (the job runs on the node that holds its workspace, where the request that made it is served).
+   */
+  follow(generationId: string, listener: LiveListener): () => void {
+    let listeners = this.followers.get(generationId);
+    if (!listeners) {
+      listeners = new Set();
+      this.followers.set(generationId, listeners);
     }
-    for (const listener of entry.listeners) {
+    listeners.add(listener);
+    const set = listeners;
+    return () => {
+      set.delete(listener);
+      if (set.size === 0 && this.followers.get(generationId) === set) this.followers.delete(generationId);
+    };
+  }
+
+  /** The pieces of a generation's answer this node heard after index `after` (all with -1), oldest first. */
+  outputsOf(generationId: string, after: number): Array<{ index: number; delta: string }> {
+    const kept = this.outputs.get(generationId);
+    if (!kept) return [];
+    const from = Math.max(0, after + 1 - kept.start);
+    return kept.deltas.slice(from).map((delta, i) => ({ index: kept.start + from + i, delta }));
+  }
+
+  private tell(listeners: Set<LiveListener>, event: LiveEvent): void {
+    for (const listener of listeners) {
       try {
         listener(event);
       } catch (error) {
         this.logger.error({ err: error }, 'a live-event listener failed');
       }
+    }
+  }
+
+  /** Test and bench hook: delivers an event to this node's listeners as if it had been published. */
+  inject(event: LiveTransition): void {
+    this.deliver(event);
+  }
+
+  private deliver(event: LiveEvent): void {
+    const entry = this.watched.get(event.workspaceId);
+    if (!entry) {
+      if (!isLiveOutput(event) && event.terminal) this.outputs.delete(event.generationId);
+      return;
+    }
+    if (isLiveOutput(event)) {
+      this.keepOutput(event);
+      this.tell(entry.listeners, event);
+      return;
+    }
+    // Once it ended, its answer is in its row: the pieces kept for resumption go.
+    if (event.terminal) this.outputs.delete(event.generationId);
+    entry.ring.push(event);
+    if (entry.ring.length > WINDOW_EVENTS) {
+      entry.ring.shift();
+      entry.start++;
+    }
+    this.tell(entry.listeners, event);
+  }
+
+  private keepOutput(event: LiveOutput): void {
+    let kept = this.outputs.get(event.generationId);
+    if (!kept) {
+      kept = { workspaceId: event.workspaceId, deltas: [], start: event.index };
+      this.outputs.set(event.generationId, kept);
+      // A job whose end this node never heard (its node stopped) is not kept for ever: the oldest goes first.
+      if (this.outputs.size > MAX_GENERATIONS_WITH_OUTPUTS) this.outputs.delete(this.outputs.keys().next().value!);
+    }
+    // Pieces arrive in order from one publisher; one already kept (a repeat) is not kept twice.
+    if (event.index < kept.start + kept.deltas.length) return;
+    kept.deltas.push(event.delta);
+    if (kept.deltas.length > WINDOW_OUTPUTS) {
+      kept.deltas.shift();
+      kept.start++;
     }
   }
 
@@ -201,6 +313,8 @@ export class LiveEvents {
   async close(): Promise<void> {
     for (const entry of this.watched.values()) entry.listeners.clear();
     this.watched.clear();
+    this.followers.clear();
+    this.outputs.clear();
     if (this.subscriber) await closeRedis(this.subscriber);
   }
 }

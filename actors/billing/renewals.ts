@@ -3,7 +3,8 @@ import type { Logger } from '../../runtime/logger.ts';
 import type { Actors } from '../kinds.ts';
 import type { Database } from '../../persistence/database.ts';
 import { ShardNotOwnedError } from '../../runtime/actor-directory.ts';
-import { shardCondition, type ShardScope } from '../generation/recovery.ts';
+import type { ShardScope } from '../../persistence/cluster/shard-sql.ts';
+import { liveSubscriptions } from '../../persistence/stores/billing.ts';
 
 const RETRY_MS = 60_000;
 
@@ -20,15 +21,9 @@ export class RenewalScheduler {
 
   /** Schedules every live subscription (cluster mode: those of one shard, just gained); returns how many. */
   async start(scope?: ShardScope): Promise<number> {
-    const only = shardCondition('workspace_id', scope);
-    const rows = await this.deps.db
-      .em()
-      .execute<Array<{ id: string; workspace_id: string; current_period_end: Date | string }>>(
-        `select id, workspace_id, current_period_end from subscriptions where status = 'active'${only.sql}`,
-        only.params,
-      );
-    for (const row of rows) this.schedule(row.workspace_id, row.id, new Date(row.current_period_end).getTime());
-    return rows.length;
+    const subscriptions = await liveSubscriptions(this.deps.db, scope);
+    for (const s of subscriptions) this.schedule(s.workspaceId, s.id, s.currentPeriodEnd.getTime());
+    return subscriptions.length;
   }
 
   schedule(workspaceId: string, subscriptionId: string, at: number): void {

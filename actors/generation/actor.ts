@@ -1,14 +1,14 @@
 import { context, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
 import type { Outcome } from '../../runtime/actor-behavior.ts';
-import type { NoReply } from '../../runtime/actor-protocol.ts';
-import type { ActorContext, KindBehavior } from '../kinds.ts';
+import type { MessageOf, NoReply, ReplyTo } from '../../runtime/actor-protocol.ts';
+import type { ActorContext, ActorKinds, KindBehavior } from '../kinds.ts';
 import { serviceTracer } from '../../runtime/tracing.ts';
 import type { Timer } from '../../runtime/clock.ts';
-import { generationRowOf, type GenerationRow } from '../../persistence/entities/generation.ts';
-import { boundQuery } from '../../persistence/bound-query.ts';
+import type { GenerationRow } from '../../persistence/stores/generations/rows.ts';
+import { findGeneration } from '../../persistence/stores/generations/progress.ts';
 import { DatabaseUnavailableError, isDatabaseUnreachable, untilReachable } from '../../persistence/availability.ts';
 import { depsOf } from '../deps.ts';
-import type { GenerationSettlement } from '../workspace/protocol.ts';
+import type { NewAsset } from '../../persistence/assets/store.ts';
 import type { Mode } from '../../domain/catalog/models.ts';
 import { inputTokenBound } from '../../domain/catalog/pricing.ts';
 import { chooseDeployment, isRetriable, withinBudget, jobNeedsOf } from '../../domain/catalog/routing.ts';
@@ -16,15 +16,20 @@ import type { DeploymentRecord } from '../../domain/catalog/index.ts';
 import { InputError } from './input-resolver.ts';
 import { OutputsOverStorageLimitError } from './blob-outputs.ts';
 import type { PreparedOutputs } from './output-store.ts';
-import type { CancelReply, GenerationMessage, GenerationReply } from './protocol.ts';
+import type { CancelReply, GenerationMessage, GenerationProtocol } from './protocol.ts';
 import type { ProviderJob, ProviderUpdate } from '../../providers/provider.ts';
 import { ProviderFailure } from '../../providers/adapter.ts';
 import { upstreamInput } from '../../domain/catalog/input-mapping.ts';
-import { writeProgressOf } from './progress-writes.ts';
+import { writeProgressOf, type Progress } from './progress-writes.ts';
 import { decide, MAX_ATTEMPTS, type GenerationCommand, type GenerationEffect } from './machine.ts';
 import { isTerminal, type TerminalStatus } from '../../domain/generation-status.ts';
 import { storableText } from '../../persistence/storable-text.ts';
-import { currentTraceparent } from '../webhook/trace-context.ts';
+import { currentTraceparent } from '../../runtime/trace-context.ts';
+import { countUsage } from '../../providers/token-count.ts';
+import { StreamedText } from './streamed-text.ts';
+
+/** What the workspace's `settle` carries, read through the protocol map: the workspace kind sits above this one (docs/architecture.md). */
+type GenerationSettlement = Extract<MessageOf<ActorKinds['ws']>, { type: 'settle' }>['settlement'];
 
 /**
  * How long a terminal transition waits for its workspace actor: as long as a timer can (about 24 days). The
@@ -39,8 +44,41 @@ export interface GenerationActorState {
   timer?: Timer;
   /** Ends the provider span of the attempt in flight, if it has not ended (the job ended without its provider's last word). */
   endProviderSpan?: (outcome: TerminalStatus, errorCode?: string) => void;
-  /** The queue position of the last progress write not awaited (submitted, running): the settlement goes behind it. */
-  progressAt?: number;
+  /** The text the attempt in flight streamed so far. */
+  streamed?: StreamedText;
+  /** Transitions not written yet, riding with the next write (RIDE_MS); absent when every transition is written. */
+  riding?: Riding;
+  /** Since when the job waits for an open breaker (PROVIDER_BREAKER_WAIT_MS bounds the wait). */
+  breakerWaitSince?: number;
+}
+
+/**
+ * Submitted, running and notes of a job whose provider answers within its request (OpenAI, local): they
+ * protect nothing a restart could use, so they cost no commit of their own. They are written with the job's
+ * next write (its settlement, in the same group commit, when the answer comes first), or after RIDE_MS when
+ * the job is still running then (so that a long answer shows as running and sends generation.started).
+ */
+interface Riding {
+  /** The status last written (the stored row's): the write moves the row from it. */
+  from: GenerationRow['status'];
+  /** Each transition's row, in order: published once written. */
+  rows: GenerationRow[];
+  traceParent: string | null;
+  timer: Timer;
+}
+
+/** How long a job of a provider that answers within its request may run before its transitions are written. */
+export const RIDE_MS = 100;
+
+/**
+ * The ride's wait is the writer's batching, as the group commit's is, not a time of the job's own (a deadline,
+ * a retry): it runs on real time, whatever clock the service was given, so that a test's manual clock never
+ * holds a write back.
+ */
+function rideTimer(write: () => void): Timer {
+  const handle = setTimeout(write, RIDE_MS);
+  handle.unref();
+  return { cancel: () => clearTimeout(handle) };
 }
 
 /**
@@ -52,76 +90,101 @@ export const generationActor: KindBehavior<'gen', GenerationActorState> = {
   kind: 'gen',
 
   async load(ctx) {
-    const [raw] = await boundQuery<Record<string, unknown>>(ctx.db.em(), 'select * from generations where id = ?', [ctx.id]);
-    return { row: raw ? generationRowOf(raw) : undefined };
+    return { row: await findGeneration(ctx.db, ctx.id) };
   },
 
   seed: (msg) => ((msg.type === 'reserve' || msg.type === 'recover' || msg.type === 'start') && msg.row ? { row: msg.row } : undefined),
 
   workspaceOf: (state) => state.row?.workspaceId,
 
-  async receive(state, msg, ctx): Promise<Outcome<GenerationActorState, GenerationReply>> {
-    const row = state.row;
-    if (!row) return { state, reply: msg.type === 'cancel' ? ({ kind: 'not_found' } satisfies CancelReply) : undefined, passivate: true };
-    const status = row.status;
-    if (isTerminal(status)) {
-      depsOf(ctx).held?.release(row.id);
-      // A slot granted after the job ended (e.g. expired at recovery) goes back at once.
-      if (msg.type === 'reserve') ctx.actors.tell('ws', row.workspaceId, { type: 'slot_declined', generationId: row.id });
-      // A provider that accepted the job after it ended (cancelled while its inputs were fetched) stops it.
-      if (msg.type === 'submitted') depsOf(ctx).providers.forJob(row)?.cancel(msg.providerJobId);
-      return { state, reply: msg.type === 'cancel' ? ({ kind: 'conflict', status } satisfies CancelReply) : undefined, passivate: true };
-    }
-    switch (msg.type) {
-      case 'recover':
-        return recover(state, row, ctx);
-      case 'reserve': {
-        // A shard being handed over starts nothing more: a slot granted just before the drain began goes back,
-        // and the job stays queued for the next owner (which would otherwise hand it to its provider again).
-        if (depsOf(ctx).handingOver?.(row.workspaceId)) {
-          ctx.actors.tell('ws', row.workspaceId, { type: 'slot_declined', generationId: row.id });
-          return { state };
-        }
-        const outcome = await transition(state, row, { type: 'reserve' }, ctx);
-        if (!outcome.applied) ctx.actors.tell('ws', row.workspaceId, { type: 'slot_declined', generationId: row.id });
-        return outcome.result;
-      }
-      case 'start':
-        return start(state, row, ctx);
-      case 'cancel': {
-        const outcome = await transition(state, row, { type: 'cancel', by: msg.by }, ctx);
-        if (outcome.applied) depsOf(ctx).held?.release(row.id);
-        const reply: CancelReply = outcome.applied ? { kind: 'cancelled', generation: state.row! } : { kind: 'conflict', status: state.row!.status };
-        return { ...outcome.result, reply };
-      }
-      case 'expire': {
-        const outcome = await transition(state, row, { type: 'expire' }, ctx);
-        if (!outcome.applied && row.status === 'queued') armQueueTimer(state, row, ctx);
-        return outcome.result;
-      }
-      case 'submitted':
-        return (await transition(state, row, { type: 'submitted', providerJobId: msg.providerJobId }, ctx)).result;
-      case 'submit_failed':
-        return failOrReroute(state, row, msg.errorCode, msg.errorMessage, ctx);
-      case 'provider_update':
-        return providerUpdate(state, row, msg.update, ctx);
-      case 'breaker_open':
-        return breakerOpen(state, row, msg.deploymentId, msg.retryAt, ctx, msg.reason ?? 'breaker');
-      case 'retry_submit':
-        if (row.status === 'reserved' || row.status === 'submitted' || row.status === 'running') {
-          if (row.providerJobId === null) state.endProviderSpan = submit(row, ctx);
-        }
-        return { state };
-      case 'provider_event': {
-        // Only for the job its provider runs under that id now; the adapter following it reports what it means. A
-        // provider that runs the job under our own id (Cog) may send its first event before that id is written.
-        const ours = row.providerJobId === msg.providerJobId || (row.providerJobId === null && msg.providerJobId === row.id);
-        if (ours) depsOf(ctx).providers.forJob(row)?.deliverEvent?.(msg.providerJobId, msg.payload);
+  // Transitions riding are in this actor alone until written: it is not stopped for idleness meanwhile.
+  keepAlive: (state) => state.riding !== undefined,
+
+  handlers: {
+    recover: live((state, row, _msg, ctx) => recover(state, row, ctx)),
+    reserve: live(async (state, row, _msg, ctx) => {
+      // A shard being handed over starts nothing more: a slot granted just before the drain began goes back,
+      // and the job stays queued for the next owner (which would otherwise hand it to its provider again).
+      if (depsOf(ctx).handingOver?.(row.workspaceId)) {
+        ctx.actors.tell('ws', row.workspaceId, { type: 'slot_declined', generationId: row.id });
         return { state };
       }
-    }
+      const outcome = await transition(state, row, { type: 'reserve' }, ctx);
+      if (!outcome.applied) ctx.actors.tell('ws', row.workspaceId, { type: 'slot_declined', generationId: row.id });
+      return outcome.result;
+    }),
+    start: live((state, row, _msg, ctx) => start(state, row, ctx)),
+    cancel: async (state, msg, ctx) => {
+      const row = state.row;
+      if (!row) return { state, reply: { kind: 'not_found' }, passivate: true };
+      if (isTerminal(row.status)) {
+        ended(state, row, msg, ctx);
+        return { state, passivate: true, reply: { kind: 'conflict', status: row.status } };
+      }
+      // A job that streamed part of its answer is charged for it (docs/openai-compatible.md, Billing).
+      const streamed = state.streamed?.started && (row.status === 'submitted' || row.status === 'running') ? state.streamed : undefined;
+      const charged = streamed ? await chargedRow(row, streamed, undefined, ctx) : { row, charge: false };
+      const outcome = await transition(state, charged.row, { type: 'cancel', by: msg.by, charge: charged.charge }, ctx);
+      if (outcome.applied) depsOf(ctx).held?.release(row.id);
+      const reply: CancelReply = outcome.applied ? { kind: 'cancelled', generation: state.row! } : { kind: 'conflict', status: state.row!.status };
+      return { state: outcome.result.state, ...(outcome.result.passivate ? { passivate: true } : {}), reply };
+    },
+    expire: live(async (state, row, _msg, ctx) => {
+      const outcome = await transition(state, row, { type: 'expire' }, ctx);
+      if (!outcome.applied && row.status === 'queued') armQueueTimer(state, row, ctx);
+      return outcome.result;
+    }),
+    submitted: live(async (state, row, msg, ctx) => (await transition(state, row, { type: 'submitted', providerJobId: msg.providerJobId }, ctx)).result),
+    submit_failed: live((state, row, msg, ctx) => failOrReroute(state, row, msg.errorCode, msg.errorMessage, ctx)),
+    provider_update: live((state, row, msg, ctx) => providerUpdate(state, row, msg.update, ctx)),
+    breaker_open: live((state, row, msg, ctx) => breakerOpen(state, row, msg.deploymentId, msg.retryAt, ctx, msg.reason ?? 'breaker')),
+    write_riding: live((state, _row, _msg, ctx) => {
+      writeRiding(state, ctx);
+      return { state };
+    }),
+    retry_submit: live((state, row, _msg, ctx) => {
+      if (row.status === 'reserved' || row.status === 'submitted' || row.status === 'running') {
+        if (row.providerJobId === null) submit(state, row, ctx);
+      }
+      return { state };
+    }),
+    provider_event: live((state, row, msg, ctx) => {
+      // Only for the job its provider runs under that id now; the adapter following it reports what it means. A
+      // provider that runs the job under our own id (Cog) may send its first event before that id is written.
+      const ours = row.providerJobId === msg.providerJobId || (row.providerJobId === null && (msg.providerJobId === row.id || msg.jobId === row.id));
+      if (ours) depsOf(ctx).providers.forJob(row)?.deliverEvent?.(msg.providerJobId, msg.payload, msg.jobId);
+      return { state };
+    }),
   },
 };
+
+type NoReplyType = { [T in GenerationMessage['type']]: ReplyTo<GenerationProtocol, T> extends NoReply ? T : never }[GenerationMessage['type']];
+type Answer = Outcome<GenerationActorState, NoReply> | Promise<Outcome<GenerationActorState, NoReply>>;
+
+/**
+ * The handler of a message that answers nothing, for a job still under way: with no row (a job that does not
+ * exist) or a job that has ended, the message is dropped (ended, below) and the actor stops.
+ */
+function live<T extends NoReplyType>(
+  handler: (state: GenerationActorState, row: GenerationRow, msg: Extract<GenerationMessage, { type: T }>, ctx: ActorContext) => Answer,
+): (state: GenerationActorState, msg: Extract<GenerationMessage, { type: T }>, ctx: ActorContext) => Answer {
+  return (state, msg, ctx) => {
+    const row = state.row;
+    if (!row) return { state, passivate: true };
+    if (isTerminal(row.status)) return ended(state, row, msg, ctx);
+    return handler(state, row, msg, ctx);
+  };
+}
+
+/** A message to a job that has ended: what it still asks of the others is undone, and the actor stops. */
+function ended(state: GenerationActorState, row: GenerationRow, msg: GenerationMessage, ctx: ActorContext): Outcome<GenerationActorState, NoReply> {
+  depsOf(ctx).held?.release(row.id);
+  // A slot granted after the job ended (e.g. expired at recovery) goes back at once.
+  if (msg.type === 'reserve') ctx.actors.tell('ws', row.workspaceId, { type: 'slot_declined', generationId: row.id });
+  // A provider that accepted the job after it ended (cancelled while its inputs were fetched) stops it.
+  if (msg.type === 'submitted') depsOf(ctx).providers.forJob(row)?.cancel(msg.providerJobId);
+  return { state, passivate: true };
+}
 
 /**
  * After a restart. A queued job past its deadline expires now; one still in time waits with no actor of
@@ -145,8 +208,10 @@ async function recover(state: GenerationActorState, row: GenerationRow, ctx: Act
   }
   // Decided now, before any write: a drain from here on waits for it.
   deps.held?.release(row.id);
-  const lookUp = deps.providers.forJob(row)?.resume !== undefined;
-  return (await transition(state, row, { type: 'resume', maxAttempts: MAX_ATTEMPTS, lookUp }, ctx)).result;
+  const provider = deps.providers.forJob(row);
+  const lookUp = provider?.resume !== undefined;
+  const inRequest = provider?.answersWithinRequest === true;
+  return (await transition(state, row, { type: 'resume', maxAttempts: MAX_ATTEMPTS, lookUp, inRequest }, ctx)).result;
 }
 
 /**
@@ -166,7 +231,7 @@ function start(state: GenerationActorState, row: GenerationRow, ctx: ActorContex
   deps.held?.release(row.id);
   deps.metrics?.generationTransition('queued', 'reserved');
   deps.live?.publish(row);
-  state.endProviderSpan = submit(row, ctx);
+  submit(state, row, ctx);
   return { state };
 }
 
@@ -190,8 +255,11 @@ async function providerUpdate(
       return (await transition(state, row, { type: 'started' }, ctx)).result;
     case 'progress':
       return (await transition(state, row, { type: 'note', detail: update.detail }, ctx)).result;
+    case 'output':
+      // Deltas go to the streams from the report itself (submit, below), never through the mailbox.
+      return { state };
     case 'failed':
-      return failOrReroute(state, row, update.errorCode, update.errorMessage, ctx);
+      return failOrReroute(state, row, update.errorCode, update.errorMessage, ctx, update.usage);
     case 'succeeded': {
       if (row.status === 'submitted') {
         const started = await transition(state, row, { type: 'started' }, ctx);
@@ -222,13 +290,12 @@ async function providerUpdate(
       let done: Awaited<ReturnType<typeof transition>>;
       try {
         // Outputs without files (text) write nothing more: the settlement's statements then all go together.
-        const alsoWrite = prepared.assetIds.length > 0 ? [prepared.write] : [];
         done = await transition(
           state,
           current,
           { type: 'succeed', outputs: { textOutput: update.textOutput, outputAssetIds: prepared.assetIds } },
           ctx,
-          alsoWrite,
+          prepared.assets,
         );
       } catch (error) {
         // The service is stopping with the database unreachable: whether the settlement committed is not known,
@@ -257,7 +324,15 @@ async function failOrReroute(
   errorCode: string,
   errorMessage: string,
   ctx: ActorContext,
+  usage?: ProviderUsage,
 ): Promise<Outcome<GenerationActorState, NoReply>> {
+  // Once a piece of its answer reached the streams, a job does not move to another deployment: it fails, and
+  // is charged for what it streamed (its provider's usage when it gave one, else the tokens counted).
+  const streamed = state.streamed?.started ? state.streamed : undefined;
+  if (streamed) {
+    const charged = await chargedRow(row, streamed, usage, ctx);
+    return (await transition(state, charged.row, { type: 'fail', errorCode, errorMessage, charge: charged.charge }, ctx)).result;
+  }
   const next = fallbackFor(row, errorCode, ctx);
   if (next) {
     const detail = `attempt on ${row.deploymentId} failed: ${errorCode}: ${errorMessage.slice(0, 200)}; trying ${next.id}`;
@@ -316,7 +391,12 @@ async function breakerOpen(
     if (moved.applied) return moved.result;
   }
   const now = ctx.clock.now();
-  const deadline = (row.startedAt ?? row.createdAt).getTime() + depsOf(ctx).providerJobTimeoutMs;
+  const waitStarts = state.breakerWaitSince === undefined;
+  state.breakerWaitSince ??= now;
+  const deadline = Math.min(
+    (row.startedAt ?? row.createdAt).getTime() + depsOf(ctx).providerJobTimeoutMs,
+    state.breakerWaitSince + (depsOf(ctx).breakerWaitMs ?? Number.POSITIVE_INFINITY),
+  );
   if (now >= deadline) {
     return (
       await transition(
@@ -325,13 +405,19 @@ async function breakerOpen(
         {
           type: 'fail',
           errorCode: 'provider_unavailable',
-          errorMessage: `Every deployment of ${row.modelId} this job can run on stayed unavailable (circuit breaker open) until its deadline.`,
+          errorMessage: `Every deployment of ${row.modelId} this job can run on stayed unavailable (${reason === 'rate' ? 'requests per minute used' : 'circuit breaker open'}) for ${Math.round((now - state.breakerWaitSince) / 1000)} s, until its deadline or the longest wait for a breaker (PROVIDER_BREAKER_WAIT_MS).`,
         },
         ctx,
       )
     ).result;
   }
   const wait = Math.max(50, Math.min(BREAKER_WAIT_MAX_MS, (retryAt ?? now + 1_000) - now, deadline - now));
+  if (waitStarts) {
+    // The timeline says what the job waits for, once, as the wait begins.
+    const until = retryAt === null ? '' : ` until about ${new Date(retryAt).toISOString()}`;
+    const why = reason === 'rate' ? `its requests per minute are used${until}` : `its circuit breaker is open${until}`;
+    await transition(state, row, { type: 'note', detail: `waiting for ${deploymentId}: ${why}; giving up at ${new Date(deadline).toISOString()}` }, ctx);
+  }
   state.timer?.cancel();
   state.timer = ctx.clock.setTimer(() => ctx.actors.tell('gen', row.id, { type: 'retry_submit' }), wait);
   return { state };
@@ -346,7 +432,7 @@ async function transition(
   row: GenerationRow,
   command: GenerationCommand,
   ctx: ActorContext,
-  alsoWrite: GenerationSettlement['alsoWrite'] = [],
+  outputAssets: NewAsset[] = [],
 ): Promise<{ applied: boolean; result: Outcome<GenerationActorState, NoReply> }> {
   const now = ctx.clock.now();
   const decision = decide(row, command, now);
@@ -357,7 +443,10 @@ async function transition(
   // Submitted and running are shown to streams by their own commit's callback, not below.
   let shownOnCommit = false;
   if (decision.settle && isTerminal(next.status)) {
-    const { money, heldSlot } = decision.settle;
+    const { money } = decision.settle;
+    // Transitions still riding are written with the settlement, in its group commit; shown once it committed.
+    const rode = takeRiding(state);
+    const progress = rode?.progress;
     // The event's webhook deliveries commit with the terminal state (docs/webhooks.md, Deliveries).
     const settlement: GenerationSettlement = {
       status: next.status,
@@ -367,19 +456,33 @@ async function transition(
       errorCode: next.errorCode ?? undefined,
       errorMessage: next.errorMessage ?? undefined,
       timeline: next.timeline,
-      alsoWrite,
+      ...(outputAssets.length > 0 ? { outputAssets } : {}),
       generation: next,
       event: { generation: next, status: next.status, at: now, traceParent: currentTraceparent() },
     };
-    const after = state.progressAt;
-    const settled = await ctx.actors.ask('ws', row.workspaceId, { type: 'settle', generationId: row.id, money, settlement, heldSlot, after }, SETTLE_WAIT_MS);
+    const settled = await ctx.actors.ask(
+      'ws',
+      row.workspaceId,
+      { type: 'settle', generationId: row.id, money, settlement, ...(progress ? { progress } : {}) },
+      SETTLE_WAIT_MS,
+    );
     if (money === 'capture' && row.tokenTerms) next.credits = settled.credits;
     for (const endpointId of settled.endpointIds) ctx.actors.tell('whk', endpointId, { type: 'wake' });
+    for (const shown of rode?.rows ?? []) depsOf(ctx).live?.publish(shown);
+  } else if (decision.effects.length === 0 && depsOf(ctx).providers.forJob(row)?.answersWithinRequest) {
+    // Nothing to do once durable, and nothing a restart could use: it rides with the job's next write.
+    const traceParent = next.status === 'running' ? currentTraceparent() : (state.riding?.traceParent ?? null);
+    const timer = state.riding?.timer ?? rideTimer(() => ctx.actors.tell('gen', row.id, { type: 'write_riding' }));
+    state.riding = { from: state.riding?.from ?? row.status, rows: [...(state.riding?.rows ?? []), next], traceParent, timer };
+    shownOnCommit = true;
   } else {
+    // This write carries the riding transitions too (it writes the whole row): shown with it.
+    const taken = takeRiding(state);
+    const rode = taken?.rows ?? [];
     const progress = {
-      from: row.status,
+      from: taken?.progress.from ?? row.status,
       row: next,
-      traceParent: next.status === 'running' ? currentTraceparent() : null,
+      traceParent: next.status === 'running' ? currentTraceparent() : (taken?.progress.traceParent ?? null),
       endpointIds: undefined as string[] | undefined,
     };
     const written = writeProgressOf(ctx.writer, progress);
@@ -389,16 +492,18 @@ async function transition(
     if (decision.effects.length > 0) {
       // Its effects (the provider's call) need the transition durable first: a restart then finds the attempt.
       await woken;
-      state.progressAt = undefined;
+      for (const shown of rode) depsOf(ctx).live?.publish(shown);
     } else {
       // Submitted and running change nothing outside: the actor goes on while they commit, in order (one
       // lane), and its settlement is queued behind them. Streams see each once committed; a crash before
       // then finds the job as last committed, and resumes it as any job in flight.
-      state.progressAt = written.position;
       shownOnCommit = true;
       const live = depsOf(ctx).live;
       void woken.then(
-        () => live?.publish(next),
+        () => {
+          for (const shown of rode) live?.publish(shown);
+          live?.publish(next);
+        },
         (error: unknown) => {
           ctx.logger.warn(
             { err: error, generationId: row.id, status: next.status },
@@ -420,6 +525,36 @@ async function transition(
   return { applied: true, result: { state, passivate: isTerminal(next.status) } };
 }
 
+/** Takes the transitions riding off the actor, their timer stopped: their rows, and the progress write that carries them. */
+function takeRiding(state: GenerationActorState): { rows: GenerationRow[]; progress: Progress } | undefined {
+  const riding = state.riding;
+  if (!riding) return undefined;
+  riding.timer.cancel();
+  state.riding = undefined;
+  return { rows: riding.rows, progress: { from: riding.from, row: riding.rows[riding.rows.length - 1]!, traceParent: riding.traceParent } };
+}
+
+/**
+ * Writes the transitions riding once RIDE_MS passed with the job still running: one progress write of the
+ * last row, not waited for (a settlement queues behind it); streams see them once it committed.
+ */
+function writeRiding(state: GenerationActorState, ctx: ActorContext): void {
+  const riding = takeRiding(state);
+  if (!riding) return;
+  const { progress } = riding;
+  const written = writeProgressOf(ctx.writer, progress);
+  const live = depsOf(ctx).live;
+  void written.committed.then(
+    () => {
+      for (const endpointId of progress.endpointIds ?? []) ctx.actors.tell('whk', endpointId, { type: 'wake' });
+      for (const shown of riding.rows) live?.publish(shown);
+    },
+    (error: unknown) => {
+      ctx.logger.warn({ err: error, generationId: progress.row.id }, 'a progress write failed: the job goes on, its settlement writes its whole timeline');
+    },
+  );
+}
+
 function perform(effect: GenerationEffect, state: GenerationActorState, row: GenerationRow, ctx: ActorContext): void {
   const deps = depsOf(ctx);
   switch (effect.type) {
@@ -428,10 +563,10 @@ function perform(effect: GenerationEffect, state: GenerationActorState, row: Gen
       state.timer = undefined;
       return;
     case 'submit_to_provider':
-      state.endProviderSpan = submit(row, ctx);
+      submit(state, row, ctx, undefined, effect.afterRestart);
       return;
     case 'follow_at_provider':
-      state.endProviderSpan = submit(row, ctx, effect.providerJobId);
+      submit(state, row, ctx, effect.providerJobId);
       return;
     case 'cancel_at_provider':
       deps.providers.forJob(row)?.cancel(effect.providerJobId);
@@ -441,6 +576,36 @@ function perform(effect: GenerationEffect, state: GenerationActorState, row: Gen
       throw new Error(`no way to perform ${JSON.stringify(unperformed)}`);
     }
   }
+}
+
+type ProviderUsage = { inputTokens: number; outputTokens: number };
+
+/**
+ * A token-priced job that ends after streaming part of its answer, with the usage it is charged: its
+ * provider's when it reported one, else its prompt and the pieces streamed, counted (providers/token-count.ts).
+ * A job priced otherwise is not charged for a part (its credits are released).
+ */
+async function chargedRow(
+  row: GenerationRow,
+  streamed: StreamedText,
+  usage: ProviderUsage | undefined,
+  ctx: ActorContext,
+): Promise<{ row: GenerationRow; charge: boolean }> {
+  if (!row.tokenTerms) return { row: { ...row, textOutput: streamed.text }, charge: false };
+  const target = row.deploymentId !== null ? depsOf(ctx).deployment(row.deploymentId)?.target : undefined;
+  const counted = usage ?? (await countUsage(typeof target?.model === 'string' ? target.model : undefined, promptTextsOf(row.params), streamed.text));
+  return { row: { ...row, textOutput: streamed.text, usage: counted }, charge: true };
+}
+
+/** The texts a text job sent its provider: its conversation's messages, or its system prompt and prompt. */
+function promptTextsOf(params: Record<string, unknown>): { texts: string[]; messages: number } {
+  const text = (value: unknown) => (typeof value === 'string' ? value : '');
+  if (Array.isArray(params.messages)) {
+    const texts = params.messages.map((m) => text((m as { content?: unknown } | null)?.content));
+    return { texts, messages: texts.length };
+  }
+  const texts = [text(params.systemPrompt), text(params.prompt)].filter((t) => t !== '');
+  return { texts, messages: texts.length };
 }
 
 /** The tokens a succeeded text job used: as its provider reported, or their upper bounds when it did not. */
@@ -459,6 +624,8 @@ function storableUpdate(update: ProviderUpdate): ProviderUpdate {
       return update;
     case 'progress':
       return { ...update, detail: storableText(update.detail) };
+    case 'output':
+      return { ...update, delta: storableText(update.delta) };
     case 'failed':
       return { ...update, errorCode: storableText(update.errorCode), errorMessage: storableText(update.errorMessage) };
     case 'succeeded':
@@ -471,14 +638,18 @@ function storableUpdate(update: ProviderUpdate): ProviderUpdate {
  * accepted under that id before a restart (never submitting it again): results come back as messages.
  * Returns what ends the provider span when the job ends some other way (cancelled, timed out, failed here).
  */
-function submit(row: GenerationRow, ctx: ActorContext, following?: string): GenerationActorState['endProviderSpan'] {
+function submit(state: GenerationActorState, row: GenerationRow, ctx: ActorContext, following?: string, afterRestart?: boolean): void {
   const deps = depsOf(ctx);
   const tell = (msg: GenerationMessage) => ctx.actors.tell('gen', row.id, msg);
+  state.endProviderSpan = undefined;
   const provider = deps.providers.forJob(row);
   if (!provider) {
     tell({ type: 'submit_failed', errorCode: 'provider_unavailable', errorMessage: `The provider ${row.provider} is not configured on this service.` });
-    return undefined;
+    return;
   }
+  // The pieces of this attempt's text answer: published as they come, never through the mailbox.
+  const streamed = new StreamedText();
+  state.streamed = streamed;
   // One span from the hand-over to the provider's last word (or its refusal): the provider's own HTTP calls
   // (undici instrumentation) and the inputs fetched for it are its children. The local provider, which
   // works in this process, has no other span.
@@ -513,8 +684,15 @@ function submit(row: GenerationRow, ctx: ActorContext, following?: string): Gene
         inputs,
         input: upstreamInput(deployment?.input, row.params),
         deadline: ctx.clock.now() + deps.providerJobTimeoutMs,
+        ...(afterRestart ? { afterRestart: true } : {}),
       };
       const report = (update: ProviderUpdate) => {
+        if (update.type === 'output') {
+          if (update.delta === '' || state.streamed !== streamed) return;
+          const delta = storableText(update.delta);
+          deps.live?.publishOutput({ workspaceId: row.workspaceId, generationId: row.id, index: streamed.add(delta), delta });
+          return;
+        }
         if (update.type === 'succeeded') end();
         else if (update.type === 'failed') end(update.errorCode);
         tell({ type: 'provider_update', update: storableUpdate(update) });
@@ -583,7 +761,7 @@ function submit(row: GenerationRow, ctx: ActorContext, following?: string): Gene
     }
   });
   // The job ended before its provider's last word: a cancel is no error of the call; any other end is.
-  return (outcome, errorCode) => {
+  state.endProviderSpan = (outcome, errorCode) => {
     if (!span.isRecording()) return;
     span.setAttribute('generation.outcome', outcome);
     end(outcome === 'succeeded' || outcome === 'cancelled' ? undefined : (errorCode ?? outcome));

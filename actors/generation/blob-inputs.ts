@@ -1,4 +1,5 @@
-import type { SqlEntityManager } from '@mikro-orm/postgresql';
+import type { Database } from '../../persistence/database.ts';
+import { findInputAssets } from '../../persistence/stores/assets.ts';
 import type { BlobStore } from '../../persistence/blob-store/types.ts';
 import { InputError, type InputResolver } from './input-resolver.ts';
 import { readLimited } from '../../runtime/read-limited.ts';
@@ -12,7 +13,7 @@ export const MAX_INPUT_BYTES = 64 * 1024 * 1024;
  * Inputs as bytes: uploaded assets of the same workspace from the blob store, data URLs decoded, and
  * http(s) URLs through `fetchUrl` (the egress guard). A failure here fails the generation with a clear code.
  */
-export function blobInputResolver(blobs: BlobStore, db: { em(): SqlEntityManager }, fetchUrl: UrlFetcher): InputResolver {
+export function blobInputResolver(blobs: BlobStore, db: Database, fetchUrl: UrlFetcher): InputResolver {
   return {
     async resolve(workspaceId, inputs) {
       const images = [
@@ -27,18 +28,13 @@ export function blobInputResolver(blobs: BlobStore, db: { em(): SqlEntityManager
 
       async function fromAssets(ids: string[], mediaType: 'image' | 'video'): Promise<Buffer[]> {
         if (ids.length === 0) return [];
-        const rows = await db
-          .em()
-          .execute<Array<{ id: string; storage_key: string; media_type: string }>>(
-            'select id, storage_key, media_type from assets where workspace_id = ? and id in (?)',
-            [workspaceId, ids],
-          );
+        const rows = await findInputAssets(db, workspaceId, ids);
         return Promise.all(
           ids.map(async (id) => {
             const row = rows.find((r) => r.id === id);
-            if (!row || row.media_type !== mediaType)
+            if (!row || row.mediaType !== mediaType)
               throw new InputError('input_unavailable', `Input asset ${id} is not a ${mediaType} of this workspace any more.`);
-            const stream = await blobs.get(row.storage_key);
+            const stream = await blobs.get(row.storageKey);
             if (!stream) throw new InputError('input_unavailable', `The bytes of input asset ${id} are missing.`);
             return readLimited(stream, MAX_INPUT_BYTES, () => new InputError('input_too_large', `Input asset ${id} is larger than ${MAX_INPUT_BYTES} bytes.`));
           }),

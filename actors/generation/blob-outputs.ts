@@ -1,7 +1,7 @@
-import type { SqlEntityManager } from '@mikro-orm/postgresql';
+import type { Database } from '../../persistence/database.ts';
+import { storageRoomOf } from '../../persistence/stores/assets.ts';
 import { newId } from '../../persistence/ids.ts';
 import { assetStorageKey, type BlobStore } from '../../persistence/blob-store/types.ts';
-import { createAsset, storageLimitOf, storageUsage } from '../../persistence/assets/store.ts';
 import type { OutputStore, PreparedOutputs } from './output-store.ts';
 import type { OutputFile } from '../../providers/provider.ts';
 import type { PlanBook } from '../../domain/plans.ts';
@@ -18,14 +18,13 @@ export class OutputsOverStorageLimitError extends Error {
 }
 
 /** Output files go to the blob store first; their asset rows join the generation's terminal transaction. */
-export function blobOutputStore(blobs: BlobStore, db: { em(): SqlEntityManager }, now: () => number, plans: () => PlanBook): OutputStore {
+export function blobOutputStore(blobs: BlobStore, db: Database, now: () => number, plans: () => PlanBook): OutputStore {
   return {
     async prepare(workspaceId: string, generationId: string, files: OutputFile[]): Promise<PreparedOutputs> {
-      if (files.length === 0) return { assetIds: [], write: async () => {}, discard: async () => {} };
+      if (files.length === 0) return { assetIds: [], assets: [], discard: async () => {} };
       const needed = files.reduce((sum, f) => sum + f.bytes.length, 0);
-      const em = db.em();
-      const [usage, limit] = await Promise.all([storageUsage(em, workspaceId), storageLimitOf(em, workspaceId, plans())]);
-      if (usage.usedBytes + needed > limit) throw new OutputsOverStorageLimitError(usage.usedBytes, limit, needed);
+      const { usedBytes, limitBytes: limit } = await storageRoomOf(db, workspaceId, plans());
+      if (usedBytes + needed > limit) throw new OutputsOverStorageLimitError(usedBytes, limit, needed);
 
       const stored: Array<{ id: string; key: string; file: OutputFile }> = [];
       try {
@@ -41,24 +40,20 @@ export function blobOutputStore(blobs: BlobStore, db: { em(): SqlEntityManager }
       }
       return {
         assetIds: stored.map((s) => s.id),
-        async write(em) {
-          for (const { id, key, file } of stored) {
-            await createAsset(em, {
-              id,
-              workspaceId,
-              mediaType: file.mediaType,
-              contentType: file.contentType,
-              bytes: file.bytes.length,
-              width: file.width ?? null,
-              height: file.height ?? null,
-              durationSeconds: file.durationSeconds ?? null,
-              sourceGenerationId: generationId,
-              storageKey: key,
-              createdAt: new Date(now()),
-              limitBytes: limit,
-            });
-          }
-        },
+        assets: stored.map(({ id, key, file }) => ({
+          id,
+          workspaceId,
+          mediaType: file.mediaType,
+          contentType: file.contentType,
+          bytes: file.bytes.length,
+          width: file.width ?? null,
+          height: file.height ?? null,
+          durationSeconds: file.durationSeconds ?? null,
+          sourceGenerationId: generationId,
+          storageKey: key,
+          createdAt: new Date(now()),
+          limitBytes: limit,
+        })),
         async discard() {
           await Promise.allSettled(stored.map((s) => blobs.delete(s.key)));
         },

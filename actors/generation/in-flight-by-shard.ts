@@ -1,7 +1,7 @@
 import type { Database } from '../../persistence/database.ts';
-import { shardOfSql } from '../../persistence/cluster/shard-sql.ts';
+import { jobsInFlightByShardCount } from '../../persistence/stores/generations/unfinished.ts';
 import type { HeldJobs } from './held-jobs.ts';
-import type { ShardScope } from './recovery.ts';
+import type { ShardScope } from '../../persistence/cluster/shard-sql.ts';
 
 /** How long one count serves the shards' drains that ask meanwhile. */
 const MAX_AGE_MS = 100;
@@ -25,14 +25,7 @@ export function jobsInFlightByShard(
   let last: { at: number; version: number; counts: Promise<Map<number, number>> } | undefined;
   const load = async (): Promise<Map<number, number>> => {
     const heldIds = held?.ids() ?? [];
-    const rows = await db.em().execute<Array<{ shard: number | string; n: number | string }>>(
-      `select ${shardOfSql('workspace_id')} as shard, count(*) as n from generations
-        where status in ('reserved', 'submitted', 'running')
-          ${heldIds.length > 0 ? 'and id not in (select jsonb_array_elements_text(?::jsonb))' : ''}
-        group by 1`,
-      heldIds.length > 0 ? [shardCount, JSON.stringify(heldIds)] : [shardCount],
-    );
-    return new Map(rows.map((row) => [Number(row.shard), Number(row.n)]));
+    return jobsInFlightByShardCount(db, shardCount, heldIds);
   };
   return async (scope) => {
     if (scope.shardCount !== shardCount) throw new RangeError(`jobs in flight are counted over ${shardCount} shards, not ${scope.shardCount}`);

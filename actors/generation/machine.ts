@@ -9,17 +9,8 @@
  * there, never handed over again; any other is handed to its provider again, its status where it was, its
  * reservation kept, each hand-over one attempt. Past MAX_ATTEMPTS it fails with `attempts_exhausted` instead.
  */
-import type { GenerationRow } from '../../persistence/entities/generation.ts';
-import { isTerminal, type GenerationStatus, type TerminalStatus } from '../../domain/generation-status.ts';
-
-export type GenerationEventName = 'generation.completed' | 'generation.failed' | 'generation.cancelled' | 'generation.expired';
-
-export const EVENT_OF: Record<TerminalStatus, GenerationEventName> = {
-  succeeded: 'generation.completed',
-  failed: 'generation.failed',
-  cancelled: 'generation.cancelled',
-  expired: 'generation.expired',
-};
+import type { GenerationRow } from '../../persistence/stores/generations/rows.ts';
+import { isTerminal, type GenerationStatus } from '../../domain/generation-status.ts';
 
 /** Hand-overs to the provider a job may have, the first included, before a restart fails it instead. */
 export const MAX_ATTEMPTS = 3;
@@ -59,7 +50,17 @@ export type GenerationCommand =
    * After a restart, for a job that was in flight: follow it at its provider when it can be looked up there
    * (`lookUp`: its provider keeps jobs it accepted), else hand it over again, or fail it past the limit.
    */
-  | { type: 'resume'; maxAttempts: number; lookUp: boolean }
+  | {
+      type: 'resume';
+      maxAttempts: number;
+      lookUp: boolean;
+      /**
+       * Its provider answers within the request and keeps nothing to look up (OpenAI): a job with no provider job
+       * id written may still have gone out (its submitted rode unwritten, actor.ts RIDE_MS), so it is not handed
+       * over again but failed, its credits released.
+       */
+      inRequest?: boolean;
+    }
   /** Something for the timeline from the provider (a queue position, log lines); no change of state. */
   | { type: 'note'; detail: string }
   /**
@@ -70,14 +71,18 @@ export type GenerationCommand =
   | { type: 'submitted'; providerJobId: string }
   | { type: 'started' }
   | { type: 'succeed'; outputs: GenerationOutputs }
-  | { type: 'fail'; errorCode: string; errorMessage: string }
-  | { type: 'cancel'; by: 'user' | 'operator' }
+  /**
+   * `charge`: the job streamed part of its answer before it ended, and its row carries the usage counted for
+   * it (docs/openai-compatible.md): its credits are captured for that usage rather than released.
+   */
+  | { type: 'fail'; errorCode: string; errorMessage: string; charge?: boolean }
+  | { type: 'cancel'; by: 'user' | 'operator'; charge?: boolean }
   | { type: 'expire' };
 
 /** What the actor does once a transition is durable. Every kind here is performed (actor.ts, perform). */
 export type GenerationEffect =
   /** Hand the job to its provider (its deployment's), the attempt already counted. */
-  | { type: 'submit_to_provider' }
+  | { type: 'submit_to_provider'; afterRestart?: boolean }
   /** Follow the job its provider accepted before the restart, by its provider job id. */
   | { type: 'follow_at_provider'; providerJobId: string }
   | { type: 'cancel_at_provider'; providerJobId: string }
@@ -102,7 +107,8 @@ export type Decision<S extends GenerationState = GenerationState> =
 const FROM: Record<GenerationCommand['type'], readonly GenerationStatus[]> = {
   reserve: ['queued'],
   resume: ['reserved', 'submitted', 'running'],
-  note: ['submitted', 'running'],
+  // Reserved too: a job waiting before its hand-over (an open breaker, a deployment's requests per minute) says why.
+  note: ['reserved', 'submitted', 'running'],
   reroute: ['reserved', 'submitted', 'running'],
   // From submitted or running: the provider took a job handed to it again after a restart.
   submitted: ['reserved', 'submitted', 'running'],
@@ -143,11 +149,12 @@ export function decide<S extends GenerationState>(state: S, command: GenerationC
   const at = new Date(now);
   // A slot is held from reserved until a terminal state; a terminal state is written by its settlement.
   const heldSlot = state.status !== 'queued';
+  const charged = (command.type === 'fail' || command.type === 'cancel') && command.charge === true;
   const move = (status: GenerationStatus, patch: Partial<GenerationState>, effects: GenerationEffect[], detail?: string): Decision<S> => {
     const entry = detail ? { status, at: at.toISOString(), detail } : { status, at: at.toISOString() };
     const next: S = { ...state, ...patch, status, timeline: [...state.timeline, entry] };
     if (!isTerminal(status)) return { ok: true, state: next, effects };
-    return { ok: true, state: next, effects, settle: { money: status === 'succeeded' ? 'capture' : 'release', heldSlot } };
+    return { ok: true, state: next, effects, settle: { money: status === 'succeeded' || charged ? 'capture' : 'release', heldSlot } };
   };
   switch (command.type) {
     case 'reserve':
@@ -156,6 +163,18 @@ export function decide<S extends GenerationState>(state: S, command: GenerationC
     case 'resume': {
       if (command.lookUp && state.providerJobId && state.status !== 'reserved') {
         return move(state.status, {}, [{ type: 'follow_at_provider', providerJobId: state.providerJobId }], 'followed at its provider after a restart');
+      }
+      if (command.lookUp && command.inRequest && state.attempts > 0) {
+        return decide(
+          state,
+          {
+            type: 'fail',
+            errorCode: 'provider_error',
+            errorMessage:
+              'The service stopped while this job was being handed to its provider, which answers within that request and keeps nothing to look up: whether it ran is not known, so it is not run again. Its credits were released.',
+          },
+          now,
+        );
       }
       if (state.attempts >= command.maxAttempts) {
         return decide(
@@ -173,7 +192,7 @@ export function decide<S extends GenerationState>(state: S, command: GenerationC
       return move(
         state.status,
         { attempts, providerJobId: null },
-        [{ type: 'submit_to_provider' }],
+        [{ type: 'submit_to_provider', afterRestart: true }],
         `resubmitted after a restart (attempt ${attempts} of ${command.maxAttempts})`,
       );
     }

@@ -1,10 +1,10 @@
-import type { SqlEntityManager } from '@mikro-orm/postgresql';
+import type { NewAsset } from '../../persistence/assets/store.ts';
 import type { OutputFile } from '../../providers/provider.ts';
 
 /**
  * Where a generation's output files go. `prepare` stores the bytes before the terminal commit and returns
- * the asset ids plus the write that records them, which joins the generation's terminal transaction; if
- * that transaction fails, `discard` removes the bytes again.
+ * the asset ids plus the rows that record them, written in the generation's terminal transaction; if that
+ * transaction fails, `discard` removes the bytes again.
  */
 export interface OutputStore {
   prepare(workspaceId: string, generationId: string, files: OutputFile[]): Promise<PreparedOutputs>;
@@ -12,7 +12,8 @@ export interface OutputStore {
 
 export interface PreparedOutputs {
   assetIds: string[];
-  write(em: SqlEntityManager): Promise<void>;
+  /** The asset rows, written with the settlement (actors/workspace/settlements.ts). */
+  assets: NewAsset[];
   discard(): Promise<void>;
 }
 
@@ -20,7 +21,7 @@ export interface PreparedOutputs {
 export const noOutputStore: OutputStore = {
   async prepare(_workspaceId, _generationId, files) {
     if (files.length > 0) throw new OutputStoreUnavailableError();
-    return { assetIds: [], write: async () => {}, discard: async () => {} };
+    return { assetIds: [], assets: [], discard: async () => {} };
   },
 };
 

@@ -1,11 +1,10 @@
-import type { SqlEntityManager } from '@mikro-orm/postgresql';
-import type { GenerationRow } from '../../persistence/entities/generation.ts';
+import type { Transaction } from '../../persistence/stores/transaction.ts';
+import type { GenerationRow } from '../../persistence/stores/generations/rows.ts';
+import { endedAmong, writeProgressRows } from '../../persistence/stores/generations/progress.ts';
 import type { GenerationStatus } from '../../domain/generation-status.ts';
 import { bulkWriteOf, type Added } from '../../persistence/bulk-write.ts';
 import type { GroupCommitWriter } from '../../persistence/group-commit.ts';
-import { boundQuery } from '../../persistence/bound-query.ts';
-import { noteTransactionId, TXID_COLUMN } from '../../persistence/transaction-id.ts';
-import { STARTED_WANTED, writeStartedDeliveries } from '../webhook/started-event.ts';
+import { writeStartedDeliveries } from '../webhook/started-event.ts';
 
 /**
  * A non-terminal transition of one generation: its new row, applied only if the stored status is still
@@ -28,55 +27,28 @@ export interface Progress {
  * alone, so only that one fails. A job already settled (a terminal status) is left as it is: its settlement
  * wrote its whole timeline.
  */
-async function writeProgress(em: SqlEntityManager, all: Progress[]): Promise<void> {
+async function writeProgress(em: Transaction, all: Progress[]): Promise<void> {
   const merged = new Map<string, { from: GenerationStatus; last: Progress }>();
   for (const p of all) {
     const seen = merged.get(p.row.id);
     merged.set(p.row.id, { from: seen?.from ?? p.from, last: p });
   }
   const rows = [...merged.values()];
-  const changed = await boundQuery<{ id: string; txid: string; started_wanted: boolean }>(
+  const changed = await writeProgressRows(
     em,
-    `update generations g set status = v.status, timeline = v.timeline, provider_job_id = v.provider_job_id, attempts = v.attempts, started_at = v.started_at, updated_at = v.updated_at,
-       provider = v.provider, deployment_id = v.deployment_id
-     from jsonb_to_recordset(?::jsonb) as v(id text, from_status text, status text, timeline jsonb, provider_job_id text, attempts integer, started_at timestamptz,
-       updated_at timestamptz, provider text, deployment_id text)
-     where g.id = v.id and g.status = v.from_status
-     returning g.id, ${TXID_COLUMN}, v.status = 'running' and v.from_status <> 'running' and ${STARTED_WANTED} as started_wanted`,
-    [
-      JSON.stringify(
-        rows.map(({ from, last: { row } }) => ({
-          id: row.id,
-          from_status: from,
-          status: row.status,
-          timeline: row.timeline,
-          provider_job_id: row.providerJobId,
-          attempts: row.attempts,
-          started_at: row.startedAt,
-          updated_at: row.updatedAt,
-          provider: row.provider,
-          deployment_id: row.deploymentId,
-        })),
-      ),
-    ],
+    rows.map(({ from, last }) => ({ from, row: last.row })),
   );
-  noteTransactionId(em, changed[0]?.txid);
   if (changed.length !== rows.length) {
     const found = new Set(changed.map((c) => c.id));
     const missed = rows.filter((r) => !found.has(r.last.row.id)).map((r) => r.last.row.id);
-    const settled = await boundQuery<{ id: string }>(
-      em,
-      `select id from generations where id in (select value from jsonb_array_elements_text(?::jsonb)) and status not in ('queued', 'reserved', 'submitted', 'running')`,
-      [JSON.stringify(missed)],
-    );
-    const done = new Set(settled.map((r) => r.id));
+    const done = new Set(await endedAmong(em, missed));
     const moved = missed.filter((id) => !done.has(id));
     if (moved.length > 0)
       throw new Error(`generation${moved.length === 1 ? '' : 's'} ${moved.join(', ')} changed under ${moved.length === 1 ? 'its actor' : 'their actors'}`);
   }
   // A move to running makes the opt-in generation.started deliveries, in this same transaction, when an
   // endpoint of its workspace asked for them (the UPDATE said so: no statement more when none did).
-  const wanted = new Set(changed.filter((c) => c.started_wanted).map((c) => c.id));
+  const wanted = new Set(changed.filter((c) => c.startedWanted).map((c) => c.id));
   const started = rows.filter((r) => wanted.has(r.last.row.id)).map((r) => r.last);
   if (started.length === 0) return;
   const endpoints = await writeStartedDeliveries(
@@ -88,12 +60,29 @@ async function writeProgress(em: SqlEntityManager, all: Progress[]): Promise<voi
   });
 }
 
+/** By writer, the queue position of each job's last progress write not yet committed (pendingProgressOf). */
+const pendingByWriter = new WeakMap<GroupCommitWriter, Map<string, number>>();
+
 /**
- * Persists a non-terminal transition: its commit, and the queue position of its write (a settlement of the
- * same job is queued behind it: writeSettlement's `after`).
+ * Persists a non-terminal transition: its commit, and the queue position of its write. Until it commits, a
+ * settlement of the same job is queued behind it (pendingProgressOf, writeSettlement's `after`).
  */
 export function writeProgressOf(writer: GroupCommitWriter, progress: Progress): Added {
   // One lane, the writer's own: a job's reserved then commits with or after the settlement that freed its
   // slot, never before it, so a crash between them cannot leave more jobs running than the plan allows.
-  return bulkWriteOf(writer, writeProgress).addAfter(progress);
+  const added = bulkWriteOf(writer, writeProgress).addAfter(progress);
+  let pending = pendingByWriter.get(writer);
+  if (!pending) pendingByWriter.set(writer, (pending = new Map()));
+  const id = progress.row.id;
+  pending.set(id, added.position);
+  const done = () => {
+    if (pending.get(id) === added.position) pending.delete(id);
+  };
+  added.committed.then(done, done);
+  return added;
+}
+
+/** The queue position of the job's last progress write not yet committed, if it has one: its settlement goes behind it. */
+export function pendingProgressOf(writer: GroupCommitWriter, generationId: string): number | undefined {
+  return pendingByWriter.get(writer)?.get(generationId);
 }

@@ -1,4 +1,4 @@
-import type { GenerationRow } from '../../persistence/entities/generation.ts';
+import type { GenerationRow } from '../../persistence/stores/generations/rows.ts';
 import type { ProviderUpdate } from '../../providers/provider.ts';
 import type { AnyReplyOf, NoReply, Protocol } from '../../runtime/actor-protocol.ts';
 
@@ -25,8 +25,10 @@ export type GenerationMessage =
   | { type: 'breaker_open'; deploymentId: string; retryAt: number | null; reason?: 'breaker' | 'rate' }
   /** A wait for a breaker to close ended: hand the job over again. */
   | { type: 'retry_submit' }
+  /** Its transitions riding (actor.ts, RIDE_MS) waited long enough: write them now. */
+  | { type: 'write_riding' }
   /** An inbound event of its provider, verified by the node that received it (http/routes/providers/events.ts). */
-  | { type: 'provider_event'; providerJobId: string; payload: unknown };
+  | { type: 'provider_event'; providerJobId: string; payload: unknown; jobId?: string };
 
 export type CancelReply = { kind: 'cancelled'; generation: GenerationRow } | { kind: 'conflict'; status: string } | { kind: 'not_found' };
 
@@ -44,6 +46,7 @@ export type GenerationProtocol = Protocol<
     provider_update: NoReply;
     breaker_open: NoReply;
     retry_submit: NoReply;
+    write_riding: NoReply;
     provider_event: NoReply;
   }
 >;

@@ -1,5 +1,6 @@
 import type { Actors } from '../kinds.ts';
 import type { Database } from '../../persistence/database.ts';
+import { workspacesWithQueued } from '../../persistence/stores/generations/unfinished.ts';
 
 /**
  * When the emergency stop is released, queued jobs start again at once, without waiting for a new
@@ -13,8 +14,8 @@ export async function nudgeQueuedWorkspaces(
   /** Cluster mode: only the workspaces this node runs. */
   runsHere: (workspaceId: string) => boolean = () => true,
 ): Promise<number> {
-  const rows = await db.em().execute<Array<{ workspace_id: string }>>(`select distinct workspace_id from generations where status = 'queued'`);
-  const workspaces = new Set([...actors.liveIds('ws'), ...rows.map((r) => r.workspace_id)].filter(runsHere));
+  const queued = await workspacesWithQueued(db);
+  const workspaces = new Set([...actors.liveIds('ws'), ...queued].filter(runsHere));
   for (const workspaceId of workspaces) actors.tell('ws', workspaceId, { type: 'schedule' });
   return workspaces.size;
 }

@@ -1,7 +1,7 @@
 import { closeRedis, type RedisClient } from '../../runtime/redis.ts';
 import type { Logger } from '../../runtime/logger.ts';
 import type { Database } from '../../persistence/database.ts';
-import { shardOfSql } from '../../persistence/cluster/shard-sql.ts';
+import { endedOrGoneAmong } from '../../persistence/stores/generations/unfinished.ts';
 import { costOf } from './fair-queue.ts';
 import { ProviderCapacity } from './provider-capacity.ts';
 
@@ -396,12 +396,6 @@ export class SharedProviderCapacity extends ProviderCapacity {
  * Of the generation ids holding slots, those whose slots are stale and that this node sweeps: the ended
  * jobs of the shards it owns (so each is swept by one node), and ids no longer in the database at all.
  */
-export async function staleSlotsAmong(db: Database, ids: string[], owned: { shards: number[]; shardCount: number }): Promise<string[]> {
-  const rows = await db.em().execute<Array<{ id: string }>>(
-    `select v.id from jsonb_array_elements_text(?::jsonb) as v(id) left join generations g on g.id = v.id
-     where g.id is null or (g.status not in ('queued', 'reserved', 'submitted', 'running')
-       and ${shardOfSql('g.workspace_id')} in (select value::int4 from jsonb_array_elements_text(?::jsonb)))`,
-    [JSON.stringify(ids), owned.shardCount, JSON.stringify(owned.shards)],
-  );
-  return rows.map((row) => row.id);
+export function staleSlotsAmong(db: Database, ids: string[], owned: { shards: number[]; shardCount: number }): Promise<string[]> {
+  return endedOrGoneAmong(db, ids, owned);
 }

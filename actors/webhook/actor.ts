@@ -4,19 +4,23 @@ import type { Outcome } from '../../runtime/actor-behavior.ts';
 import type { ActorContext, KindBehavior } from '../kinds.ts';
 import { EgressError, fetchGuarded } from '../../runtime/egress.ts';
 import { redactedUrl, serverOf } from '../../runtime/tracing.ts';
-import { WebhookEndpointEntity, type DeliveryAttempt, type DeliveryStatus, type WebhookEndpointRow } from '../../persistence/entities/webhook.ts';
+import type { DeliveryAttempt, WebhookEndpointRow } from '../../persistence/stores/webhooks/rows.ts';
+import type { Transaction } from '../../persistence/stores/transaction.ts';
+import { findLiveEndpoint, writeEndpointChange, writeEndpointDeleted, writeEndpointHealth } from '../../persistence/stores/webhooks/endpoints.ts';
+import { failPendingDeliveries, readDeliveryAttempts, writeDeliveryAttempts, writeDeliveryFinal } from '../../persistence/stores/webhooks/deliveries.ts';
 import { depsOf } from '../deps.ts';
-import type { EndpointPatch, EndpointReply, WebhookMessage, WebhookReply } from './protocol.ts';
+import type { EndpointPatch, EndpointReply, WebhookMessage } from './protocol.ts';
+import type { NoReply } from '../../runtime/actor-protocol.ts';
 import { pendingReaderFor } from './pending-reader.ts';
 import { recorderFor } from './recorder.ts';
 import { signatureHeaders } from './signing.ts';
 import { openEndpointSecrets } from './endpoint-secrets.ts';
 import { rotateSecret } from './rotate-secret.ts';
 import type { EndpointActorState, QueuedDelivery } from './endpoint-state.ts';
-import { parentContextOf } from './trace-context.ts';
+import { parentContextOf } from '../../runtime/trace-context.ts';
 import { decide, type AttemptOutcome, type DeliveryEvent, type DeliveryState, type FailureReason } from './machine.ts';
 import { DEFAULT_DISABLE_AFTER_MS, judgeAttempt, type HealthVerdict } from './auto-disable.ts';
-import { writeDeliveryFinal, writeEndpointDisabled, writeEndpointHealth } from './endpoint-disabled.ts';
+import { writeEndpointDisabled } from './endpoint-disabled.ts';
 
 /** Pending deliveries read from the database at a time, oldest first. */
 const QUEUE_BATCH = 100;
@@ -34,7 +38,7 @@ export const webhookEndpointActor: KindBehavior<'whk', EndpointActorState> = {
   kind: 'whk',
 
   async load(ctx) {
-    const row = await ctx.db.em().findOne(WebhookEndpointEntity, { id: ctx.id, deletedAt: null });
+    const row = await findLiveEndpoint(ctx.db, ctx.id);
     let endpoint: EndpointActorState['endpoint'];
     if (row) {
       const { secret, previousSecret, error } = openEndpointSecrets(row, depsOf(ctx).webhooks.secrets, ctx.clock.now());
@@ -48,30 +52,26 @@ export const webhookEndpointActor: KindBehavior<'whk', EndpointActorState> = {
 
   workspaceOf: (state) => state.endpoint?.workspaceId,
 
-  async receive(state, msg, ctx): Promise<Outcome<EndpointActorState, WebhookReply>> {
-    switch (msg.type) {
-      case 'wake':
-        state.unread = true;
-        return pump(state, ctx);
-      case 'due':
-        state.timer = undefined;
-        return pump(state, ctx);
-      case 'attempt_done':
-        return attemptDone(state, msg, ctx);
-      case 'update':
-        return update(state, msg.patch, ctx);
-      case 'delete':
-        return remove(state, ctx);
-      case 'rotate_secret':
-        return rotateSecret(state, msg, ctx);
-    }
+  handlers: {
+    wake: (state, _msg, ctx) => {
+      state.unread = true;
+      return pump(state, ctx);
+    },
+    due: (state, _msg, ctx) => {
+      state.timer = undefined;
+      return pump(state, ctx);
+    },
+    attempt_done: attemptDone,
+    update: (state, msg, ctx) => update(state, msg.patch, ctx),
+    delete: (state, _msg, ctx) => remove(state, ctx),
+    rotate_secret: rotateSecret,
   },
 
   keepAlive: (state) => state.queue.length > 0 || state.inFlight !== undefined || state.settling.size > 0,
 };
 
 /** Starts the head delivery if it is due, arms its timer if not, and reads more from the database when the queue is empty. */
-async function pump(state: EndpointActorState, ctx: ActorContext): Promise<Outcome<EndpointActorState, EndpointReply>> {
+async function pump(state: EndpointActorState, ctx: ActorContext): Promise<Outcome<EndpointActorState, NoReply>> {
   const endpoint = state.endpoint;
   if (!endpoint) return { state, passivate: state.inFlight === undefined };
   if (endpoint.status !== 'active') {
@@ -217,7 +217,7 @@ async function attemptDone(
   state: EndpointActorState,
   msg: Extract<WebhookMessage, { type: 'attempt_done' }>,
   ctx: ActorContext,
-): Promise<Outcome<EndpointActorState, EndpointReply>> {
+): Promise<Outcome<EndpointActorState, NoReply>> {
   if (msg.epoch !== state.epoch || state.inFlight !== msg.deliveryId) return { state };
   state.inFlight = undefined;
   const head = state.queue[0];
@@ -264,7 +264,7 @@ function judgeHealth(state: EndpointActorState, at: number, delivery: DeliverySt
  * disabling commit together with the failing of its other pending deliveries and the
  * webhook_endpoint.disabled event for the workspace's other endpoints, which are woken after the commit.
  */
-function disableItself(state: EndpointActorState, head: QueuedDelivery, verdict: HealthVerdict, ctx: ActorContext): Outcome<EndpointActorState, EndpointReply> {
+function disableItself(state: EndpointActorState, head: QueuedDelivery, verdict: HealthVerdict, ctx: ActorContext): Outcome<EndpointActorState, NoReply> {
   const endpoint = state.endpoint!;
   const reason = verdict.disable!;
   const now = ctx.clock.now();
@@ -280,7 +280,7 @@ function disableItself(state: EndpointActorState, head: QueuedDelivery, verdict:
   };
   let woken: string[] = [];
   const written = failPending(state, 'endpoint_disabled', ctx, async (em) => {
-    await writeDeliveryFinal(em, head.id, final.state, now);
+    await writeDeliveryFinal(em, head.id, final.state, new Date(now));
     woken = await writeEndpointDisabled(em, endpoint, reason, verdict.health, now);
   }).then(() => {
     ctx.logger.warn({ endpoint: endpoint.id, reason }, 'webhook endpoint disabled: its deliveries keep failing');
@@ -296,43 +296,25 @@ function writeDelivery(id: string, next: DeliveryState, ctx: ActorContext): Prom
 
 function recordLateAttempt(id: string, at: number, outcome: AttemptOutcome, ctx: ActorContext): Promise<void> {
   return ctx.writer.write(async (em) => {
-    const rows = await em.execute<Array<{ attempts: DeliveryAttempt[] | string; status: DeliveryStatus }>>(
-      'select attempts, status from webhook_deliveries where id = ?',
-      [id],
-    );
-    const row = rows[0];
+    const row = await readDeliveryAttempts(em, id);
     if (!row) return;
-    const attempts = typeof row.attempts === 'string' ? (JSON.parse(row.attempts) as DeliveryAttempt[]) : row.attempts;
+    const attempts = row.attempts;
     // Replayed on a copy in the pending state, only to shape the attempt record the same way.
     const replay = decide({ status: 'pending', attempts, nextAttemptAt: undefined, failureReason: undefined }, { type: 'attempted', at, outcome, jitter: 0 });
     if (!replay.ok) return;
-    await em.execute('update webhook_deliveries set attempts = ?::jsonb, attempt_count = ?, updated_at = ? where id = ? returning id', [
-      JSON.stringify(replay.state.attempts),
-      replay.state.attempts.length,
-      new Date(ctx.clock.now()),
-      id,
-    ]);
+    await writeDeliveryAttempts(em, id, replay.state.attempts, new Date(ctx.clock.now()));
   });
 }
 
 /** Every pending delivery of the endpoint becomes failed (disabled or deleted), in memory and in the database. */
-function failPending(
-  state: EndpointActorState,
-  reason: FailureReason,
-  ctx: ActorContext,
-  also?: (em: Parameters<Parameters<ActorContext['writer']['write']>[0]>[0]) => Promise<void>,
-): Promise<void> {
+function failPending(state: EndpointActorState, reason: FailureReason, ctx: ActorContext, also?: (em: Transaction) => Promise<void>): Promise<void> {
   state.timer?.cancel();
   state.timer = undefined;
   state.queue = [];
   const at = new Date(ctx.clock.now());
   return ctx.writer.write(async (em) => {
     if (also) await also(em);
-    await em.execute(
-      `update webhook_deliveries set status = 'failed', failure_reason = ?, next_attempt_at = null, updated_at = ?
-       where endpoint_id = ? and status = 'pending' returning id`,
-      [reason, at, ctx.id],
-    );
+    await failPendingDeliveries(em, ctx.id, reason, at);
   });
 }
 
@@ -352,29 +334,7 @@ async function update(state: EndpointActorState, patch: EndpointPatch, ctx: Acto
   };
   // Enabling starts its health afresh; a PATCH that disables gives no reason (the operator knows why).
   if (next.status !== endpoint.status) Object.assign(next, { disabledReason: null, failingSince: null, consecutiveExpired: 0 });
-  const writeEndpoint = async (em: Parameters<Parameters<ActorContext['writer']['write']>[0]>[0]) => {
-    await em.execute(
-      `update webhook_endpoints set url = ?, description = ?, event_types = ?::jsonb, status = ?, updated_at = ?,
-         signature_scheme = ?, secret_sealed = ?, previous_secret_sealed = ?, previous_secret_expires_at = ?,
-         disabled_reason = ?, failing_since = ?, consecutive_expired = ?
-       where id = ? and deleted_at is null returning id`,
-      [
-        next.url,
-        next.description,
-        JSON.stringify(next.eventTypes),
-        next.status,
-        at,
-        next.signatureScheme,
-        next.secretSealed,
-        next.previousSecretSealed,
-        next.previousSecretExpiresAt,
-        next.disabledReason,
-        next.failingSince,
-        next.consecutiveExpired,
-        endpoint.id,
-      ],
-    );
-  };
+  const writeEndpoint = (em: Transaction) => writeEndpointChange(em, endpoint.id, next, at);
   state.endpoint = next;
   const { secret: _secret, previousSecret: _previous, ...row } = next;
   if (next.status === 'disabled' && endpoint.status !== 'disabled') {
@@ -395,12 +355,7 @@ async function remove(state: EndpointActorState, ctx: ActorContext): Promise<Out
   const at = new Date(ctx.clock.now());
   state.endpoint = undefined;
   // The sealed secret is wiped with the endpoint; the row stays (without it) until the retention job purges it.
-  const written = failPending(state, 'endpoint_deleted', ctx, async (em) => {
-    await em.execute(
-      "update webhook_endpoints set deleted_at = ?, updated_at = ?, secret_sealed = '', previous_secret_sealed = null, previous_secret_expires_at = null where id = ? and deleted_at is null returning id",
-      [at, at, endpoint.id],
-    );
-  });
+  const written = failPending(state, 'endpoint_deleted', ctx, (em) => writeEndpointDeleted(em, endpoint.id, at));
   const { secret: _secret, previousSecret: _previous, ...row } = endpoint;
   return { state, replyWhenDurable: written.then(() => ({ ...row, deletedAt: at, updatedAt: at })), passivate: state.inFlight === undefined };
 }

@@ -3,7 +3,7 @@
  * `afterMs` (default 5 days, as Svix), or whose last `afterExpired` deliveries all expired (0: no such
  * rule), is disabled with a reason. Any successful attempt resets both.
  */
-import type { DeliveryStatus } from '../../persistence/entities/webhook.ts';
+import type { DeliveryStatus } from '../../persistence/stores/webhooks/rows.ts';
 
 export const DEFAULT_DISABLE_AFTER_MS = 5 * 24 * 3_600_000;
 

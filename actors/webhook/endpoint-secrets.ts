@@ -1,5 +1,5 @@
 import type { SecretBox } from '../../persistence/secret-box.ts';
-import type { WebhookEndpointRow } from '../../persistence/entities/webhook.ts';
+import type { WebhookEndpointRow } from '../../persistence/stores/webhooks/rows.ts';
 
 /** An endpoint's secrets opened: undefined where one cannot be (another WEBHOOK_SECRET_KEY), or has no previous one. */
 export interface OpenedSecrets {

@@ -1,5 +1,5 @@
 import type { Timer } from '../../runtime/clock.ts';
-import type { WebhookEndpointRow } from '../../persistence/entities/webhook.ts';
+import type { WebhookEndpointRow } from '../../persistence/stores/webhooks/rows.ts';
 import type { DeliveryState } from './machine.ts';
 
 /** A delivery waiting in the endpoint actor's queue. */

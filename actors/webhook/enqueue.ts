@@ -1,9 +1,10 @@
-import type { SqlEntityManager } from '@mikro-orm/postgresql';
-import type { GenerationRow } from '../../persistence/entities/generation.ts';
+import type { Transaction } from '../../persistence/stores/transaction.ts';
+import { countSubscribed, holdSubscriptions } from '../../persistence/stores/webhooks/endpoints.ts';
+import { insertEventDeliveries, type EventDeliveryRows } from '../../persistence/stores/webhooks/deliveries.ts';
+import type { GenerationRow } from '../../persistence/stores/generations/rows.ts';
 import { newId } from '../../persistence/ids.ts';
-import { EVENT_OF } from '../generation/machine.ts';
+import { EVENT_OF } from '../../domain/generation-status.ts';
 import type { TerminalStatus } from '../../domain/generation-status.ts';
-import { holdSubscriptions } from './subscription-lock.ts';
 
 /** A workspace has at most this many webhook endpoints (deleted ones aside); creation takes the workspace lock to keep it so. */
 export const MAX_ENDPOINTS_PER_WORKSPACE = 20;
@@ -50,7 +51,7 @@ export interface SettledEvent {
  * INSERT … SELECT over those endpoints. The endpoints are read in that transaction, so an event and its
  * deliveries commit (or not) together. Returns, per event (same order), the endpoints that got one.
  */
-export async function writeEventDeliveries(em: SqlEntityManager, events: SettledEvent[]): Promise<string[][]> {
+export async function writeEventDeliveries(em: Transaction, events: SettledEvent[]): Promise<string[][]> {
   const endpointsOf: string[][] = events.map(() => []);
   if (events.length === 0) return endpointsOf;
   const wanted = [
@@ -70,13 +71,7 @@ export async function writeEventDeliveries(em: SqlEntityManager, events: Settled
       em,
       events.map((e) => e.generation.workspaceId),
     ),
-    em.execute<Array<{ workspace_id: string; event_type: string; n: number | string }>>(
-      `select w.workspace_id, w.event_type, count(*) as n
-     from jsonb_to_recordset(?::jsonb) as w(workspace_id text, event_type text)
-     join webhook_endpoints e on e.workspace_id = w.workspace_id and e.status = 'active' and e.deleted_at is null and e.event_types @> jsonb_build_array(w.event_type)
-     group by w.workspace_id, w.event_type`,
-      [JSON.stringify(wanted)],
-    ),
+    countSubscribed(em, wanted),
   ]);
   if (counted.length === 0) return endpointsOf;
   const counts = new Map(counted.map((c) => [`${c.workspace_id} ${c.event_type}`, Math.min(Number(c.n), MAX_ENDPOINTS_PER_WORKSPACE)]));
@@ -102,40 +97,13 @@ export async function writeEventDeliveries(em: SqlEntityManager, events: Settled
   return insertDeliveries(em, events, rows);
 }
 
-/** The deliveries to make for one event of one generation: one per subscribed endpoint counted. */
-export interface EventDeliveryRows {
-  generation_id: string;
-  workspace_id: string;
-  event_type: string;
-  event_id: string | null;
-  created_at: Date;
-  trace_parent: string | null;
-  /** The body after its id, so each delivery's body is `{"id":"dlv_…",` + this, exactly as it will be signed. */
-  rest: string;
-  /** In creation order, so each endpoint's deliveries sort by id in the order of their events. */
-  ids: string[];
-}
-
 /**
  * One INSERT … SELECT of the deliveries of many events (at most one per generation) over the active endpoints
  * subscribed to each. Returns, per event (same order as `events`), the endpoints that got one.
  */
-export async function insertDeliveries(em: SqlEntityManager, events: Array<{ generation: { id: string } }>, rows: EventDeliveryRows[]): Promise<string[][]> {
+export async function insertDeliveries(em: Transaction, events: Array<{ generation: { id: string } }>, rows: EventDeliveryRows[]): Promise<string[][]> {
   // An endpoint made since the count (beyond the ids made) waits for the next event: never a delivery without an id.
-  const inserted = await em.execute<Array<{ generation_id: string; endpoint_id: string }>>(
-    `insert into webhook_deliveries (id, endpoint_id, workspace_id, generation_id, event_type, event_id, body, status, attempts, attempt_count, next_attempt_at, created_at, updated_at, trace_parent)
-     select m.delivery_id, m.endpoint_id, m.workspace_id, m.generation_id, m.event_type, m.event_id, '{"id":"' || m.delivery_id || '",' || m.rest,
-       'pending', '[]'::jsonb, 0, m.created_at, m.created_at, m.created_at, m.trace_parent
-     from (
-       select e.id as endpoint_id, s.workspace_id, s.generation_id, s.event_type, s.event_id, s.rest, s.created_at, s.trace_parent,
-         s.ids ->> ((row_number() over (partition by s.generation_id order by e.id))::int - 1) as delivery_id
-       from jsonb_to_recordset(?::jsonb) as s(generation_id text, workspace_id text, event_type text, event_id text, rest text, created_at timestamptz, ids jsonb, trace_parent text)
-       join webhook_endpoints e on e.workspace_id = s.workspace_id and e.status = 'active' and e.deleted_at is null and e.event_types @> jsonb_build_array(s.event_type)
-     ) m
-     where m.delivery_id is not null
-     returning generation_id, endpoint_id`,
-    [JSON.stringify(rows)],
-  );
+  const inserted = await insertEventDeliveries(em, rows);
   const endpointsOf: string[][] = events.map(() => []);
   const index = new Map(events.map((e, i) => [e.generation.id, i]));
   for (const row of inserted) endpointsOf[index.get(row.generation_id)!]!.push(row.endpoint_id);

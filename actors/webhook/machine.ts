@@ -3,7 +3,7 @@
  * then delivered, failed or expired. `decide` never does I/O: it returns the next
  * state and when the next attempt is due.
  */
-import type { DeliveryAttempt, DeliveryStatus } from '../../persistence/entities/webhook.ts';
+import type { DeliveryAttempt, DeliveryStatus } from '../../persistence/stores/webhooks/rows.ts';
 
 export const WEBHOOK_EVENT_TYPES = [
   'generation.completed',
@@ -11,6 +11,7 @@ export const WEBHOOK_EVENT_TYPES = [
   'generation.cancelled',
   'generation.expired',
   'webhook_endpoint.disabled',
+  'budget.threshold_crossed',
 ] as const;
 /** What an endpoint may name in eventTypes: the events above and the opt-in extension generation.started. */
 export const SUBSCRIBABLE_EVENT_TYPES = [...WEBHOOK_EVENT_TYPES, 'generation.started'] as const;

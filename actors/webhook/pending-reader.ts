@@ -1,16 +1,6 @@
 import type { Database } from '../../persistence/database.ts';
 import { untilReachable } from '../../persistence/availability.ts';
-import type { DeliveryAttempt } from '../../persistence/entities/webhook.ts';
-
-/** A pending delivery as an endpoint actor reads it. */
-export interface PendingRow {
-  id: string;
-  event_type: string;
-  body: string;
-  attempts: DeliveryAttempt[] | string;
-  next_attempt_at: Date | string | null;
-  trace_parent: string | null;
-}
+import { readPending, readPendingOfMany, type PendingRow } from '../../persistence/stores/webhooks/deliveries.ts';
 
 /** Rows one statement reads at most (the pages of 20 endpoints), so no one result holds every pending delivery. */
 const MAX_ROWS_PER_READ = 2_000;
@@ -63,31 +53,10 @@ export class PendingReader {
     try {
       if (batch.length === 1) {
         const { endpointId, limit } = batch[0]!;
-        batch[0]!.resolve(
-          await untilReachable(this.db, () =>
-            this.db.em().execute<PendingRow[]>(
-              `select id, event_type, body, attempts, next_attempt_at, trace_parent from webhook_deliveries
-           where endpoint_id = ? and status = 'pending' order by id limit ?`,
-              [endpointId, limit],
-            ),
-          ),
-        );
+        batch[0]!.resolve(await untilReachable(this.db, () => readPending(this.db, endpointId, limit)));
         return;
       }
-      const rows = await untilReachable(this.db, () =>
-        this.db.em().execute<Array<PendingRow & { n: number }>>(
-          `select e.n, d.id, d.event_type, d.body, d.attempts, d.next_attempt_at, d.trace_parent
-         from jsonb_to_recordset(?::jsonb) as e(n integer, endpoint_id text, max_rows integer)
-         cross join lateral (
-           select id, event_type, body, attempts, next_attempt_at, trace_parent from webhook_deliveries w
-           where w.endpoint_id = e.endpoint_id and w.status = 'pending' order by w.id limit e.max_rows
-         ) d
-         order by e.n, d.id`,
-          [JSON.stringify(batch.map((r, n) => ({ n, endpoint_id: r.endpointId, max_rows: r.limit })))],
-        ),
-      );
-      const byRequest: PendingRow[][] = batch.map(() => []);
-      for (const { n, ...row } of rows) byRequest[n]!.push(row);
+      const byRequest = await untilReachable(this.db, () => readPendingOfMany(this.db, batch));
       for (const [i, request] of batch.entries()) request.resolve(byRequest[i]!);
     } catch (error) {
       for (const request of batch) request.reject(error);

@@ -1,4 +1,4 @@
-import type { SignatureScheme, WebhookEndpointRow } from '../../persistence/entities/webhook.ts';
+import type { SignatureScheme, WebhookEndpointRow } from '../../persistence/stores/webhooks/rows.ts';
 import type { AnyReplyOf, NoReply, Protocol } from '../../runtime/actor-protocol.ts';
 import type { AttemptOutcome, WebhookEventType } from './machine.ts';
 

@@ -1,5 +1,7 @@
 /** The recover operation (`POST /v1/webhooks/:id/recover`): an operator's re-send of an endpoint's failed and expired deliveries in a time range. */
-import type { SqlEntityManager } from '@mikro-orm/postgresql';
+import type { Transaction } from '../../persistence/stores/transaction.ts';
+import { failedDeliveriesIn } from '../../persistence/stores/webhooks/deliveries.ts';
+import { claimRecoveryRow, readRecoveryRow, writeRecoveryAnswer } from '../../persistence/stores/webhooks/recoveries.ts';
 import { insertResends } from './resend.ts';
 
 /** The largest range one recover request covers, and how far back it may start: failed and expired deliveries are kept this long (retention.ts). */
@@ -27,15 +29,8 @@ export interface RecoverAnswer {
  * one INSERT of their copies. A delivery whose re-send is still pending is left out, so a request repeated
  * before the first one's deliveries went out queues nothing twice.
  */
-export async function recoverRange(em: SqlEntityManager, endpointId: string, since: Date, until: Date, now: number): Promise<RecoverAnswer> {
-  const rows = await em.execute<Array<{ id: string; created_at: Date | string }>>(
-    `select d.id, d.created_at from webhook_deliveries d
-     where d.endpoint_id = ? and d.status in ('failed', 'expired') and d.created_at >= ? and d.created_at < ?
-       and not exists (select 1 from webhook_deliveries r where r.resend_of = d.id and r.status = 'pending')
-     order by d.created_at, d.id
-     limit ?`,
-    [endpointId, since, until, RECOVER_MAX_DELIVERIES + 1],
-  );
+export async function recoverRange(em: Transaction, endpointId: string, since: Date, until: Date, now: number): Promise<RecoverAnswer> {
+  const rows = await failedDeliveriesIn(em, endpointId, since, until, RECOVER_MAX_DELIVERIES + 1);
   const more = rows.length > RECOVER_MAX_DELIVERIES;
   const taken = more ? rows.slice(0, RECOVER_MAX_DELIVERIES) : rows;
   const ids = await insertResends(
@@ -63,30 +58,20 @@ export type KeyClaim = { kind: 'fresh' } | { kind: 'replay'; answer: RecoverAnsw
  * than RECOVER_KEY_TTL_MS is taken afresh.
  */
 export async function claimRecoveryKey(
-  em: SqlEntityManager,
+  em: Transaction,
   endpoint: { id: string; workspaceId: string },
   key: string,
   hash: string,
   now: number,
 ): Promise<KeyClaim> {
   const at = new Date(now);
-  const claimed = await em.execute<Array<{ endpoint_id: string }>>(
-    `insert into webhook_recoveries (endpoint_id, idempotency_key, workspace_id, request_hash, answer, created_at)
-     values (?, ?, ?, ?, '{}'::jsonb, ?)
-     on conflict (endpoint_id, idempotency_key) do update set request_hash = excluded.request_hash, answer = excluded.answer, created_at = excluded.created_at
-       where webhook_recoveries.created_at < ?
-     returning endpoint_id`,
-    [endpoint.id, key, endpoint.workspaceId, hash, at, new Date(now - RECOVER_KEY_TTL_MS)],
-  );
-  if (claimed.length > 0) return { kind: 'fresh' };
-  const [earlier] = await em.execute<Array<{ request_hash: string; answer: RecoverAnswer | string }>>(
-    'select request_hash, answer from webhook_recoveries where endpoint_id = ? and idempotency_key = ?',
-    [endpoint.id, key],
-  );
-  if (!earlier || earlier.request_hash !== hash) return { kind: 'conflict' };
-  return { kind: 'replay', answer: typeof earlier.answer === 'string' ? (JSON.parse(earlier.answer) as RecoverAnswer) : earlier.answer };
+  const claimed = await claimRecoveryRow(em, { endpointId: endpoint.id, key, workspaceId: endpoint.workspaceId, hash }, at, new Date(now - RECOVER_KEY_TTL_MS));
+  if (claimed) return { kind: 'fresh' };
+  const earlier = await readRecoveryRow<RecoverAnswer>(em, endpoint.id, key);
+  if (!earlier || earlier.hash !== hash) return { kind: 'conflict' };
+  return { kind: 'replay', answer: earlier.answer };
 }
 
-export async function storeRecoveryAnswer(em: SqlEntityManager, endpointId: string, key: string, answer: RecoverAnswer): Promise<void> {
-  await em.execute('update webhook_recoveries set answer = ?::jsonb where endpoint_id = ? and idempotency_key = ?', [JSON.stringify(answer), endpointId, key]);
+export function storeRecoveryAnswer(em: Transaction, endpointId: string, key: string, answer: RecoverAnswer): Promise<void> {
+  return writeRecoveryAnswer(em, endpointId, key, answer);
 }

@@ -1,7 +1,8 @@
 import type { Actors } from '../kinds.ts';
 import type { RecoveryTask } from '../../runtime/recovery.ts';
 import type { Database } from '../../persistence/database.ts';
-import { shardCondition, type ShardScope } from '../generation/recovery.ts';
+import { endpointsWithPending } from '../../persistence/stores/webhooks/deliveries.ts';
+import type { ShardScope } from '../../persistence/cluster/shard-sql.ts';
 
 /**
  * After a restart, every endpoint with pending deliveries is woken: each delivery resumes at its recorded
@@ -12,12 +13,9 @@ export function webhookRecovery(db: Database, actors: Actors, scope?: ShardScope
   return {
     name: scope ? `webhook deliveries of shard ${scope.shard}` : 'webhook deliveries',
     async run() {
-      const only = shardCondition('workspace_id', scope);
-      const rows = await db
-        .em()
-        .execute<Array<{ endpoint_id: string }>>(`select distinct endpoint_id from webhook_deliveries where status = 'pending'${only.sql}`, only.params);
-      for (const row of rows) actors.tell('whk', row.endpoint_id, { type: 'wake' });
-      return rows.length;
+      const endpoints = await endpointsWithPending(db, scope);
+      for (const endpointId of endpoints) actors.tell('whk', endpointId, { type: 'wake' });
+      return endpoints.length;
     },
   };
 }

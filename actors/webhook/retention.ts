@@ -2,7 +2,8 @@ import type { Clock } from '../../runtime/clock.ts';
 import { startPeriodicJob, type PeriodicJob } from '../../runtime/periodic-job.ts';
 import type { Logger } from '../../runtime/logger.ts';
 import type { Database } from '../../persistence/database.ts';
-import { ownedShardsSql, type OwnedShards } from '../../persistence/cluster/shard-sql.ts';
+import type { OwnedShards } from '../../persistence/cluster/shard-sql.ts';
+import { purgeWebhookHistory } from '../../persistence/stores/webhooks/retention.ts';
 import { EVENT_RETENTION_MS } from './events.ts';
 import { RECOVER_KEY_TTL_MS, RECOVER_WINDOW_MS } from './resend-failed.ts';
 
@@ -25,31 +26,17 @@ export type { OwnedShards } from '../../persistence/cluster/shard-sql.ts';
  */
 export async function pruneDeliveries(db: Database, now: number, owned?: OwnedShards): Promise<{ deliveries: number; endpoints: number; events: number }> {
   if (owned && owned.shards.length === 0) return { deliveries: 0, endpoints: 0, events: 0 };
-  const only = ownedShardsSql('workspace_id', owned);
-  const em = db.em();
-  const deliveries = await em.execute<Array<{ id: string }>>(
-    `delete from webhook_deliveries d using (
-       select id from (
-         select id, status, created_at, row_number() over (partition by endpoint_id order by id desc) as n from webhook_deliveries
-         ${owned ? `where endpoint_id in (select id from webhook_endpoints where true${only.sql})` : ''}
-       ) ranked where ranked.n > ? and ranked.status <> 'pending'
-         and not (ranked.status in ('failed', 'expired') and ranked.created_at >= ?)
-     ) old where d.id = old.id returning d.id`,
-    [...only.params, DELIVERIES_KEPT, new Date(now - RECOVER_WINDOW_MS)],
+  return purgeWebhookHistory(
+    db,
+    {
+      deliveriesKept: DELIVERIES_KEPT,
+      failedSince: new Date(now - RECOVER_WINDOW_MS),
+      deletedBefore: new Date(now - DELETED_ENDPOINT_TTL_MS),
+      eventsBefore: new Date(now - EVENT_RETENTION_MS),
+      recoveriesBefore: new Date(now - RECOVER_KEY_TTL_MS),
+    },
+    owned,
   );
-  const endpoints = await em.execute<Array<{ id: string }>>(
-    `delete from webhook_endpoints where deleted_at is not null and deleted_at < ?${only.sql} returning id`,
-    [new Date(now - DELETED_ENDPOINT_TTL_MS), ...only.params],
-  );
-  const events = await em.execute<Array<{ id: string }>>(`delete from webhook_events where created_at < ?${only.sql} returning id`, [
-    new Date(now - EVENT_RETENTION_MS),
-    ...only.params,
-  ]);
-  await em.execute(`delete from webhook_recoveries where created_at < ?${only.sql} returning endpoint_id`, [
-    new Date(now - RECOVER_KEY_TTL_MS),
-    ...only.params,
-  ]);
-  return { deliveries: deliveries.length, endpoints: endpoints.length, events: events.length };
 }
 
 /**

@@ -1,6 +1,7 @@
 import type { Outcome } from '../../runtime/actor-behavior.ts';
 import type { ActorContext } from '../kinds.ts';
 import { depsOf } from '../deps.ts';
+import { writeEndpointSecrets } from '../../persistence/stores/webhooks/endpoints.ts';
 import type { EndpointActorState } from './endpoint-state.ts';
 import type { EndpointReply } from './protocol.ts';
 
@@ -34,13 +35,7 @@ export async function rotateSecret(
     previousSecret: keepsOld ? endpoint.secret : undefined,
     updatedAt: at,
   };
-  const written = ctx.writer.write(async (em) => {
-    await em.execute(
-      `update webhook_endpoints set secret_sealed = ?, previous_secret_sealed = ?, previous_secret_expires_at = ?, updated_at = ?
-       where id = ? and deleted_at is null returning id`,
-      [next.secretSealed, next.previousSecretSealed, next.previousSecretExpiresAt, at, endpoint.id],
-    );
-  });
+  const written = ctx.writer.write((em) => writeEndpointSecrets(em, endpoint.id, next, at));
   state.endpoint = next;
   const { secret: _secret, previousSecret: _previous, ...row } = next;
   // Deliveries waiting because the secret could not be opened can go now.

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import type { SignatureScheme } from '../../persistence/entities/webhook.ts';
+import type { SignatureScheme } from '../../persistence/stores/webhooks/rows.ts';
 import { signPayload } from './signature.ts';
 import { standardSignature } from './standard-signature.ts';
 

@@ -1,8 +1,9 @@
-import type { SqlEntityManager } from '@mikro-orm/postgresql';
-import type { GenerationRow } from '../../persistence/entities/generation.ts';
+import type { Transaction } from '../../persistence/stores/transaction.ts';
+import { countStartedSubscribers, holdSubscriptions } from '../../persistence/stores/webhooks/endpoints.ts';
+import type { EventDeliveryRows } from '../../persistence/stores/webhooks/deliveries.ts';
+import type { GenerationRow } from '../../persistence/stores/generations/rows.ts';
 import { newId } from '../../persistence/ids.ts';
-import { insertDeliveries, MAX_ENDPOINTS_PER_WORKSPACE, type EventDeliveryRows } from './enqueue.ts';
-import { holdSubscriptions } from './subscription-lock.ts';
+import { insertDeliveries, MAX_ENDPOINTS_PER_WORKSPACE } from './enqueue.ts';
 
 /**
  * `generation.started`, sent beside the events of terminal states (docs/webhooks.md): the job is
@@ -38,35 +39,21 @@ export function startedEventBody(generation: GenerationRow, createdAt: Date): { 
   };
 }
 
-/** Active, undeleted endpoints `e` subscribed to generation.started: the predicate of webhook_endpoints_started_idx. */
-const SUBSCRIBED = `e.deleted_at is null and e.status = 'active' and e.event_types @> '["generation.started"]'::jsonb`;
-
-/**
- * Whether the workspace of the generation `g` (of the statement this goes in) has an endpoint that asked for
- * generation.started: a lookup in the partial index, so the common case (none) costs no statement of its own.
- */
-export const STARTED_WANTED = `exists (select 1 from webhook_endpoints e where e.workspace_id = g.workspace_id and ${SUBSCRIBED})`;
-
 /**
  * The deliveries of many jobs' moves to running, written inside the transaction that commits those moves
  * (as the terminal events' are with theirs), for jobs whose workspace has an endpoint that asked for the
- * event (STARTED_WANTED): the workspaces' rows are held (subscription-lock.ts, so an endpoint created
+ * event (STARTED_WANTED, persistence/stores/webhooks/endpoints.ts): the workspaces' rows are held (holdSubscriptions, so an endpoint created
  * meanwhile is either counted and sent the event, or created after this commits), their subscribed
  * endpoints counted, then one INSERT … SELECT. The ids are made now, after any earlier event of these
  * jobs, so each endpoint gets a job's `generation.started` before its terminal event. Returns, per event
  * (same order), the endpoints that got one.
  */
-export async function writeStartedDeliveries(em: SqlEntityManager, events: StartedEvent[]): Promise<string[][]> {
+export async function writeStartedDeliveries(em: Transaction, events: StartedEvent[]): Promise<string[][]> {
   const endpointsOf: string[][] = events.map(() => []);
   if (events.length === 0) return endpointsOf;
   const workspaces = [...new Set(events.map((e) => e.generation.workspaceId))];
   await holdSubscriptions(em, workspaces);
-  const counted = await em.execute<Array<{ workspace_id: string; n: number | string }>>(
-    `select e.workspace_id, count(*) as n from webhook_endpoints e
-     where e.workspace_id in (select value from jsonb_array_elements_text(?::jsonb)) and ${SUBSCRIBED}
-     group by e.workspace_id`,
-    [JSON.stringify(workspaces)],
-  );
+  const counted = await countStartedSubscribers(em, workspaces);
   if (counted.length === 0) return endpointsOf;
   const counts = new Map(counted.map((c) => [c.workspace_id, Math.min(Number(c.n), MAX_ENDPOINTS_PER_WORKSPACE)]));
   const rows: EventDeliveryRows[] = [];

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { isSpanContextValid, SpanKind, SpanStatusCode, type Tracer } from '@opentelemetry/api';
 import { EgressError, fetchGuarded } from '../../runtime/egress.ts';
 import { newId } from '../../persistence/ids.ts';
-import type { SignatureScheme } from '../../persistence/entities/webhook.ts';
+import type { SignatureScheme } from '../../persistence/stores/webhooks/rows.ts';
 import { signatureHeaders } from './signing.ts';
 
 export const TEST_EVENT = 'webhook.test';

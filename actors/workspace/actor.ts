@@ -6,13 +6,14 @@ import type { GenerationRow } from '../../persistence/entities/generation.ts';
 import { CreditLedgerEntity, IdempotencyKeyEntity } from '../../persistence/entities/workspace-account.ts';
 import { depsOf } from '../deps.ts';
 import { capture, capturePart, emptyAccount, grant, release, reserveWithinCap, spendAt, spendChange } from './account.ts';
-import { tokenCharge } from '../../domain/catalog/pricing.ts';
+import { exactNano, tokenCharge } from '../../domain/catalog/pricing.ts';
 import type { WorkspaceState } from './state.ts';
 import { acceptedJob, committedJob, declinedJob, expiringJob, grantedJob, heldJob, holdsSlot, letGoJob, settledJob } from './jobs.ts';
 import type { IdempotencyEntry } from './idempotency-cache.ts';
 import { writeMoney } from './money-writes.ts';
 import { creationsOf, reservedCreationsOf, type Creation } from './creations.ts';
 import { decide } from '../generation/machine.ts';
+import { pendingProgressOf, writeProgressOf } from '../generation/progress-writes.ts';
 import { chargeKey, keyLimitsUsage, patchKeyLimits, refuseByKey, settleKey, walletCapOf, type KeyJob, type KeyLimitsPatch } from './key-limits.ts';
 import { loadKeySpends } from './key-spend-writes.ts';
 import { readWorkspaces, workspaceStateOf, type WorkspaceRecord } from './load.ts';
@@ -57,83 +58,83 @@ export const workspaceActor: KindBehavior<'ws', WorkspaceState> = {
   // A restart reads the workspaces of its jobs in flight together (recovery) and hands each its record.
   seed: (msg, ctx) => (msg.type === 'preloaded' && (msg.record.account || !msg.record.exists) ? loaded(msg.record, ctx) : undefined),
 
-  async receive(state, msg, ctx): Promise<Outcome<WorkspaceState, WorkspaceReply>> {
-    // The plan as the catalog served now says it (a reload may have changed its limits).
-    state.plan = depsOf(ctx).catalog.plan(state.plan.id);
-    switch (msg.type) {
-      case 'create':
-        return create(state, msg.draft, msg.idempotency, ctx);
-      case 'create_batch':
-        return createBatch(state, msg.items, ctx);
-      case 'settle':
-        return settle(state, msg.generationId, msg.money, msg.settlement, msg.heldSlot, ctx, msg.after);
-      case 'slot_declined':
-        state.jobs.update(msg.generationId, declinedJob);
-        depsOf(ctx).capacity.release(msg.generationId);
-        schedule(state, ctx);
-        return { state };
-      case 'schedule':
-        schedule(state, ctx);
-        return { state };
-      case 'hold_recovered':
-        state.jobs.update(msg.generationId, heldJob);
-        // The stop may have been lifted since the job looked: then it goes on at once.
-        schedule(state, ctx);
-        return { state };
-      case 'create_committed':
-        createCommitted(state, msg, ctx);
-        return { state };
-      case 'create_failed':
-        // The state was reloaded after the failed write (the job is not in it); should it not have been, the job's slot is freed here.
-        if (state.jobs.get(msg.generationId)?.status === 'starting') state.jobs.delete(msg.generationId);
-        depsOf(ctx).capacity.release(msg.generationId);
-        schedule(state, ctx);
-        return { state };
-      case 'settle_committed':
-        if (state.jobs.get(msg.generationId)?.status === 'settling') state.jobs.delete(msg.generationId);
-        return { state };
-      case 'expire_queued':
-        expireQueued(state, ctx);
-        return { state };
-      case 'preloaded':
-      case 'balances': {
-        const { availableCredits, reservedCredits, walletCents, reservedWalletCents, walletActivated } = state.account;
-        const reply: Balances = {
-          availableCredits,
-          reservedCredits,
-          walletCents,
-          reservedWalletCents,
-          walletActivated,
-          activeJobs: state.jobs.holdingSlots,
-          queuedJobs: state.jobs.count('queued'),
-        };
-        return { state, reply };
-      }
-      case 'payment_event':
-        return applyPaymentEvent(state, msg.provider, msg.event, ctx);
-      case 'renew':
-        return renewSubscription(state, msg.subscriptionId, ctx);
-      case 'cancel_subscription':
-        return cancelSubscription(state, ctx);
-      case 'wallet':
-        return walletSnapshot(state, ctx);
-      case 'wallet_settings':
-        return updateWalletSettings(state, msg.patch, ctx);
-      case 'auto_recharge':
-        return autoRecharge(state, ctx);
-      case 'key_limits':
-        return changeKeyLimits(state, msg.keyId, msg.patch, ctx);
-      case 'key_usage': {
-        await ensureKeys(state, [msg.keyId], ctx);
-        const key = state.keys.get(msg.keyId);
-        const reply: KeyUsageReply = key ? { found: true, usage: keyLimitsUsage(key, ctx.clock.now()) } : { found: false };
-        return { state, reply };
-      }
-    }
+  handlers: {
+    create: (state, msg, ctx) => create(current(state, ctx), msg.draft, msg.idempotency, ctx),
+    create_batch: (state, msg, ctx) => createBatch(current(state, ctx), msg.items, ctx),
+    settle: (state, msg, ctx) => settle(current(state, ctx), msg, ctx),
+    slot_declined: (state, msg, ctx) => {
+      state.jobs.update(msg.generationId, declinedJob);
+      depsOf(ctx).capacity.release(msg.generationId);
+      schedule(current(state, ctx), ctx);
+      return { state };
+    },
+    schedule: (state, _msg, ctx) => {
+      schedule(current(state, ctx), ctx);
+      return { state };
+    },
+    hold_recovered: (state, msg, ctx) => {
+      state.jobs.update(msg.generationId, heldJob);
+      // The stop may have been lifted since the job looked: then it goes on at once.
+      schedule(current(state, ctx), ctx);
+      return { state };
+    },
+    create_committed: (state, msg, ctx) => {
+      createCommitted(current(state, ctx), msg, ctx);
+      return { state };
+    },
+    create_failed: (state, msg, ctx) => {
+      // The state was reloaded after the failed write (the job is not in it); should it not have been, the job's slot is freed here.
+      if (state.jobs.get(msg.generationId)?.status === 'starting') state.jobs.delete(msg.generationId);
+      depsOf(ctx).capacity.release(msg.generationId);
+      schedule(current(state, ctx), ctx);
+      return { state };
+    },
+    settle_committed: (state, msg) => {
+      if (state.jobs.get(msg.generationId)?.status === 'settling') state.jobs.delete(msg.generationId);
+      return { state };
+    },
+    expire_queued: (state, _msg, ctx) => {
+      expireQueued(current(state, ctx), ctx);
+      return { state };
+    },
+    preloaded: (state) => ({ state, reply: balancesOf(state) }),
+    balances: (state) => ({ state, reply: balancesOf(state) }),
+    payment_event: (state, msg, ctx) => applyPaymentEvent(current(state, ctx), msg.provider, msg.event, ctx),
+    renew: (state, msg, ctx) => renewSubscription(current(state, ctx), msg.subscriptionId, ctx),
+    cancel_subscription: (state, _msg, ctx) => cancelSubscription(current(state, ctx), ctx),
+    wallet: (state, _msg, ctx) => walletSnapshot(current(state, ctx), ctx),
+    wallet_settings: (state, msg, ctx) => updateWalletSettings(current(state, ctx), msg.patch, ctx),
+    auto_recharge: (state, _msg, ctx) => autoRecharge(current(state, ctx), ctx),
+    key_limits: (state, msg, ctx) => changeKeyLimits(current(state, ctx), msg.keyId, msg.patch, ctx),
+    key_usage: async (state, msg, ctx) => {
+      await ensureKeys(state, [msg.keyId], ctx);
+      const key = state.keys.get(msg.keyId);
+      const reply: KeyUsageReply = key ? { found: true, usage: keyLimitsUsage(key, ctx.clock.now()) } : { found: false };
+      return { state, reply };
+    },
   },
 
   keepAlive: (state) => state.jobs.count('queued') > 0 || state.jobs.holdingSlots > 0 || state.jobs.uncommitted > 0,
 };
+
+/** The workspace with its plan as the catalog serves it now (a reload may have changed its limits). */
+function current(state: WorkspaceState, ctx: ActorContext): WorkspaceState {
+  state.plan = depsOf(ctx).catalog.plan(state.plan.id);
+  return state;
+}
+
+function balancesOf(state: WorkspaceState): Balances {
+  const { availableCredits, reservedCredits, walletCents, reservedWalletCents, walletActivated } = state.account;
+  return {
+    availableCredits,
+    reservedCredits,
+    walletCents,
+    reservedWalletCents,
+    walletActivated,
+    activeJobs: state.jobs.holdingSlots,
+    queuedJobs: state.jobs.count('queued'),
+  };
+}
 
 async function create(
   state: WorkspaceState,
@@ -245,7 +246,7 @@ function admit(
   const byKey = key && refuseByKey(key, draft.modelId, draft.credits, now);
   if (byKey) return refuse(byKey.code, byKey.message);
 
-  const id = newId('gen', now);
+  const id = draft.id ?? newId('gen', now);
   const spend = spendAt(state.spend, now);
   const money = reserveWithinCap(
     state.account,
@@ -349,6 +350,7 @@ function createCommitted(state: WorkspaceState, msg: Extract<WorkspaceMessage, {
     if (committed.deadline !== undefined) armExpiry(state, ctx, committed.deadline);
     if (msg.idempotency) state.idempotency.remember(msg.idempotency.key, msg.idempotency.entry);
   }
+  depsOf(ctx).budgets?.moneyMoved(state.workspaceId);
   if (msg.schedule) schedule(state, ctx);
 }
 
@@ -411,27 +413,33 @@ function createReserved(
 
 async function settle(
   state: WorkspaceState,
-  generationId: string,
-  kind: 'capture' | 'release',
-  asked: GenerationSettlement,
-  _heldSlot: boolean,
+  msg: Extract<WorkspaceMessage, { type: 'settle' }>,
   ctx: ActorContext,
-  after?: number,
 ): Promise<Outcome<WorkspaceState, SettleReply>> {
+  const { generationId, money: kind, settlement: asked, progress } = msg;
   const terms = asked.generation.tokenTerms;
   let settlement = asked;
   let carry: bigint | undefined;
+  let charge: Settlement['charge'];
   let money;
   if (kind === 'capture' && terms) {
     // A token-priced job is charged what it used (its carry taken in), the rest of its reservation released.
     const reserved = asked.generation.credits;
-    const charge = tokenCharge(terms, asked.generation.usage ?? { inputTokens: 0, outputTokens: 0 }, reserved, state.account.tokenCarryNano);
-    money = capturePart(state.account, generationId, charge.credits, reserved);
-    carry = charge.carryNano;
+    const used = asked.generation.usage ?? { inputTokens: 0, outputTokens: 0 };
+    const tokens = tokenCharge(terms, used, reserved, state.account.tokenCarryNano);
+    money = capturePart(state.account, generationId, tokens.credits, reserved);
+    carry = tokens.carryNano;
+    // Kept with the generation: why it cost what it cost (GET /v1/generations/:id, price).
+    charge = {
+      exactNano: String(exactNano(terms, used)),
+      carryBeforeNano: String(state.account.tokenCarryNano),
+      carryAfterNano: String(tokens.carryNano),
+      capped: tokens.capped,
+    };
     settlement = {
       ...asked,
-      generation: { ...asked.generation, credits: charge.credits },
-      ...(asked.event ? { event: { ...asked.event, generation: { ...asked.event.generation, credits: charge.credits } } } : {}),
+      generation: { ...asked.generation, credits: tokens.credits },
+      ...(asked.event ? { event: { ...asked.event, generation: { ...asked.event.generation, credits: tokens.credits } } } : {}),
     };
   } else {
     money = kind === 'capture' ? capture(state.account, generationId) : release(state.account, generationId);
@@ -471,14 +479,19 @@ async function settle(
     money: { workspaceId: state.workspaceId, entries: money.entries, at, tokenCarryNano: carryDelta },
     endpointIds: [],
     keySpendDeltas: keySpend,
+    ...(charge && money.entries.length > 0 ? { charge } : {}),
   };
-  const added = writeSettlement(ctx.writer, row, after);
+  // Its transitions not written yet go just before it, queued in the same turn: one group commit. Else it
+  // goes behind the job's progress writes still to commit.
+  const added = writeSettlement(ctx.writer, row, progress ? writeProgressOf(ctx.writer, progress).position : pendingProgressOf(ctx.writer, generationId));
   state.lastSettlement = added.position;
   schedule(state, ctx);
   const charged = kind === 'capture' ? settlement.generation.credits : 0;
   const committed = added.committed.then((): SettleReply => {
     if (freedSlot) ctx.actors.tell('ws', state.workspaceId, { type: 'settle_committed', generationId });
-    return { settled: true, endpointIds: row.endpointIds, credits: charged };
+    depsOf(ctx).budgets?.moneyMoved(state.workspaceId);
+    // The endpoints of its generation.started, if its progress made one, are woken with those of its end.
+    return { settled: true, endpointIds: [...(progress?.endpointIds ?? []), ...row.endpointIds], credits: charged };
   });
   return { state, replyWhenDurable: committed };
 }

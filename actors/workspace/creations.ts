@@ -8,6 +8,7 @@ import type { KeySpendDelta } from './key-limits.ts';
 import { keySpendWrite } from './key-spend-writes.ts';
 import { boundQuery } from '../../persistence/bound-query.ts';
 import { statusFigure, usageDay, usageUpsert } from '../../persistence/usage-rollups.ts';
+import { seriesUpsert } from '../../persistence/usage-series.ts';
 
 /** What creating one generation writes: the row, its reservation, and its Idempotency-Key if it has one. */
 export interface Creation {
@@ -107,6 +108,18 @@ function writeCreations(em: SqlEntityManager, creations: Creation[]): Promise<vo
       [statusFigure(g.status)]: 1,
     })),
   );
+  const series = seriesUpsert(
+    creations.map(({ generation: g }) => ({
+      workspaceId: g.workspaceId,
+      apiKeyId: g.apiKeyId,
+      modelId: g.modelId,
+      mode: g.mode,
+      project: g.project,
+      createdAt: g.createdAt,
+      total: 1,
+      [statusFigure(g.status)]: 1,
+    })),
+  );
   const keySpend = keySpendWrite(creations.flatMap((c) => c.keySpend ?? []));
   const keys = creations.flatMap((c) =>
     c.idempotency
@@ -150,6 +163,7 @@ function writeCreations(em: SqlEntityManager, creations: Creation[]): Promise<vo
         params: [JSON.stringify(creations.map((c) => generationColumns(c.generation, c.traceContext)))],
       },
       ...(usage ? [usage] : []),
+      ...(series ? [series] : []),
       ...(keySpend ? [keySpend] : []),
       ...idempotency,
     ],

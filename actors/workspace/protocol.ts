@@ -6,9 +6,13 @@ import type { ProviderEvent } from '../billing/provider.ts';
 import type { WorkspaceRecord } from './load.ts';
 import type { IdempotencyEntry } from './idempotency-cache.ts';
 import type { KeyLimits, KeyLimitsPatch, KeyLimitsUsage } from './key-limits.ts';
+import type { Progress } from '../generation/progress-writes.ts';
+import type { NewAsset } from '../../persistence/assets/store.ts';
 
 /** A generation as the HTTP layer asks for it; the workspace actor prices, reserves and stores it. */
 export interface GenerationDraft {
+  /** An id the caller made (newId('gen')) to follow the job before it exists (the OpenAI-compatible door); made here otherwise. */
+  id?: string;
   workspaceId: string;
   apiKeyId: string | null;
   userId: string | null;
@@ -38,24 +42,34 @@ export interface GenerationSettlement {
   errorCode?: string;
   errorMessage?: string;
   timeline: GenerationRow['timeline'];
-  /** Extra writes that belong to the same commit (output assets). */
-  alsoWrite?: Array<(em: import('@mikro-orm/postgresql').SqlEntityManager) => Promise<void>>;
+  /** The rows of its output files (stored already), written in the same commit. */
+  outputAssets?: NewAsset[];
   /** The terminal event, whose webhook deliveries commit with it (docs/webhooks.md, Deliveries). */
   event?: import('../webhook/enqueue.ts').SettledEvent;
   /**
    * What the usage rollups need of the generation, fixed at its creation: its key, its creation time and its
    * price (reserved credits), and a token-priced job's price terms. The workspace sets `credits` to what a
-   * token-priced job was charged.
+   * token-priced job was charged. Its model, mode and project place it in the usage series.
    */
-  generation: Pick<GenerationRow, 'apiKeyId' | 'createdAt' | 'credits' | 'tokenTerms' | 'usage'>;
+  generation: Pick<GenerationRow, 'apiKeyId' | 'createdAt' | 'credits' | 'tokenTerms' | 'usage' | 'modelId' | 'mode' | 'project'>;
 }
 
 export type WorkspaceMessage =
   | { type: 'create'; draft: GenerationDraft; idempotency?: { key: string; hash: string } }
   /** Several creates in one message (POST /v1/generations/batch): answered with one CreateReply per item, in order. */
   | { type: 'create_batch'; items: CreateItem[] }
-  /** `after`: the queue position of the generation's last progress write, not yet known to have committed (the settlement goes behind it). */
-  | { type: 'settle'; generationId: string; money: 'capture' | 'release'; settlement: GenerationSettlement; heldSlot: boolean; after?: number }
+  /** Written behind the generation's progress writes not yet committed (progress-writes.ts, pendingProgressOf). */
+  | {
+      type: 'settle';
+      generationId: string;
+      money: 'capture' | 'release';
+      settlement: GenerationSettlement;
+      /**
+       * The job's transitions not written yet (its provider answers within its request: actors/generation/actor.ts,
+       * RIDE_MS): written just before the settlement, in its group commit.
+       */
+      progress?: Progress;
+    }
   | { type: 'slot_declined'; generationId: string }
   | { type: 'schedule' }
   /**

@@ -8,7 +8,9 @@ import type { KeySpendDelta } from './key-limits.ts';
 import { keySpendWrite } from './key-spend-writes.ts';
 import type { GenerationSettlement } from './protocol.ts';
 import { boundQuery } from '../../persistence/bound-query.ts';
+import { createAsset } from '../../persistence/assets/store.ts';
 import { addUsage, statusFigure, usageDay, type UsageDelta } from '../../persistence/usage-rollups.ts';
+import { addSeries, type SeriesDelta } from '../../persistence/usage-series.ts';
 
 /** What a generation's end writes in one transaction: its terminal state, its capture or release, its outputs and its event's deliveries. */
 export interface Settlement {
@@ -18,6 +20,8 @@ export interface Settlement {
   money: MoneyChange;
   /** The release's give-back to its API key's spend rows, if any; rides in the money's statement. */
   keySpendDeltas?: KeySpendDelta[];
+  /** A token-priced capture's exact cost and the token carry before and after it (billionths of a credit, as decimal strings). */
+  charge?: { exactNano: string; carryBeforeNano: string; carryAfterNano: string; capped: boolean };
   /** Filled in by the write: the endpoints that got a delivery of the event, to wake after the commit. */
   endpointIds: string[];
 }
@@ -36,14 +40,14 @@ async function writeSettlements(em: SqlEntityManager, rows: Settlement[]): Promi
     em,
     `update generations g set status = v.status, completed_at = v.completed_at, updated_at = v.updated_at, text_output = v.text_output,
        output_asset_ids = v.output_asset_ids, error_code = v.error_code, error_message = v.error_message, timeline = v.timeline,
-       credits = v.credits, usage = coalesce(v.usage, g.usage)
+       credits = v.credits, usage = coalesce(v.usage, g.usage), charge = v.charge
      from jsonb_to_recordset(?::jsonb) as v(id text, status text, completed_at timestamptz, updated_at timestamptz, text_output text,
-       output_asset_ids jsonb, error_code text, error_message text, timeline jsonb, credits integer, usage jsonb)
+       output_asset_ids jsonb, error_code text, error_message text, timeline jsonb, credits integer, usage jsonb, charge jsonb)
      where g.id = v.id and g.status in ('queued', 'reserved', 'submitted', 'running')
      returning g.id`,
     [
       JSON.stringify(
-        rows.map(({ generationId, settlement: s, updatedAt }) => ({
+        rows.map(({ generationId, settlement: s, updatedAt, charge }) => ({
           id: generationId,
           status: s.status,
           completed_at: s.completedAt,
@@ -55,6 +59,7 @@ async function writeSettlements(em: SqlEntityManager, rows: Settlement[]): Promi
           timeline: s.timeline,
           credits: s.generation.credits,
           usage: s.generation.usage ?? null,
+          charge: charge ?? null,
         })),
       ),
     ],
@@ -67,11 +72,12 @@ async function writeSettlements(em: SqlEntityManager, rows: Settlement[]): Promi
     keySpend ? [keySpend] : [],
   );
   // Before the outputs: their bytes then go to rollup rows this transaction already holds.
-  const usage = addUsage(em, rows.map(usageOf));
-  const outputs = rows.flatMap((r) => r.settlement.alsoWrite ?? []);
+  // The series' upsert is asked for with the rest (no round trip of its own): it reads nothing the rollups' writes.
+  const usage = Promise.all([addUsage(em, rows.map(usageOf)), addSeries(em, rows.map(seriesOf))]);
+  const outputs = rows.flatMap((r) => r.settlement.outputAssets ?? []);
   if (outputs.length > 0) {
     await Promise.all([updated, money, usage]);
-    for (const write of outputs) await write(em);
+    for (const asset of outputs) await createAsset(em, asset);
   }
   const events = rows.flatMap((r) => (r.settlement.event ? [r.settlement.event] : []));
   const [changed, , , , endpoints] = await Promise.all([updated, money, usage, writeGenerationEvents(em, events), writeEventDeliveries(em, events)]);
@@ -104,6 +110,22 @@ function usageOf({ generationId, settlement, money }: Settlement): UsageDelta {
     delta.costCents = (delta.costCents ?? 0) - e.reservedWalletCents;
   }
   return delta;
+}
+
+/** The same change for the usage series (persistence/usage-series.ts), with the tokens the provider reported. */
+function seriesOf(row: Settlement): SeriesDelta {
+  const g = row.settlement.generation;
+  const tokens = g.usage ?? { inputTokens: 0, outputTokens: 0 };
+  const { day: _day, ...figures } = usageOf(row);
+  return {
+    ...figures,
+    modelId: g.modelId,
+    mode: g.mode,
+    project: g.project,
+    createdAt: g.createdAt,
+    tokensIn: Number(tokens.inputTokens) || 0,
+    tokensOut: Number(tokens.outputTokens) || 0,
+  };
 }
 
 /**

@@ -42,6 +42,10 @@ scenarios.push(restartHistoryPglite, restartHistoryPostgres);
 import { usageHistory } from './usage-history.ts';
 scenarios.push(usageHistory);
 
+// GET /v1/usage/series: a week by hour over 10,000 jobs of history vs 1,000,000, and a year by day (PostgreSQL).
+import { usageSeries } from './usage-series.ts';
+scenarios.push(usageSeries);
+
 // One client's latency on PostgreSQL: creates in a loop vs pgbench's one client, create → succeeded p99 at 200 jobs/s.
 import { latency, latencyCluster } from './latency.ts';
 scenarios.push(latency, latencyCluster);
@@ -76,3 +80,7 @@ scenarios.push(providers);
 // Creates/s with a catalog of 2,000 models vs 20, same run: nothing on the request path may grow with the catalog.
 import { catalogSize } from './catalog-size.ts';
 scenarios.push(catalogSize);
+
+// The OpenAI-compatible door (whole, streamed) and the job API against the same chat call straight to the OpenAI fake, one sequential client.
+import { gateway, gatewayPostgres } from './gateway.ts';
+scenarios.push(gateway, gatewayPostgres);

@@ -12,6 +12,7 @@ import { GenerationPage, GenerationsPage } from './pages/generations.tsx';
 import { AssetsPage } from './pages/assets.tsx';
 import { WebhooksPage } from './pages/webhooks.tsx';
 import { UsagePage } from './pages/usage.tsx';
+import { BudgetBanner } from './pages/budgets.tsx';
 import { ProviderHealthPage } from './pages/provider-health.tsx';
 
 const NAV: Array<[path: string, label: string]> = [
@@ -153,6 +154,7 @@ function App() {
         </div>
       </header>
       <div id="content" tabIndex={-1}>
+        {session.workspaceId && <BudgetBanner key={`${session.workspaceId} ${path}`} workspaceId={session.workspaceId} />}
         {session.workspaceId ? (
           <Page key={`${session.workspaceId} ${path}`} path={path} />
         ) : (

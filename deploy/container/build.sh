@@ -6,7 +6,8 @@
 #
 # From the repository root: installs every dependency from the lockfile (`npm ci`, whose `prepare` runs
 # `npm run build`: the dashboard bundle, then the service compiled into dist/), then keeps only the
-# production dependencies (`npm prune --omit=dev`) and copies what the service needs at run time into
+# production dependencies (`npm prune --omit=dev`, then deploy/container/prune.sh: what no run loads) and copies
+# what the service needs at run time into
 # the output folder: package.json, package-lock.json, dist/ and node_modules/. `npm start` there runs
 # `node --max-semi-space-size=32 dist/app/main.js`; nothing a devDependency provides is left.
 #
@@ -25,10 +26,12 @@ test -f dist/dashboard/dist/index.html || { echo "dist/dashboard/dist/index.html
 # --workspaces=false: the client SDK (an npm workspace) is not part of the service.
 npm prune --omit=dev --workspaces=false --no-audit --no-fund
 rm -rf node_modules/@generation-service
+# What no production run loads: other platforms' uWebSockets.js addons, source maps, TypeScript, docs (prune.sh).
+bash deploy/container/prune.sh node_modules
 if [ "${WITH_FFMPEG:-true}" = false ]; then
   rm -rf node_modules/@ffmpeg-installer/darwin-* node_modules/@ffmpeg-installer/linux-* node_modules/@ffmpeg-installer/win32-*
 fi
 
 mkdir -p "$out"
 cp -a package.json package-lock.json dist node_modules "$out"/
-echo "production build in $out: $(du -sh "$out" | cut -f1) (dist $(du -sh dist | cut -f1), node_modules $(du -sh node_modules | cut -f1))"
+echo "production build in $out: $(du -sh --apparent-size "$out" | cut -f1) of files, $(du -sh "$out" | cut -f1) on disk (dist $(du -sh --apparent-size dist | cut -f1), node_modules $(du -sh --apparent-size node_modules | cut -f1))"

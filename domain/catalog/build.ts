@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import type { ChatCapability } from './chat.ts';
 import { Ajv } from 'ajv';
 import type { TSchema } from '@sinclair/typebox';
 import { CatalogSpec, type DeploymentSpec, type ModelSpec, type PlanSpec } from './file-schema.ts';
@@ -21,7 +22,7 @@ export interface DeploymentRecord {
   provider: string;
   target: Record<string, unknown>;
   input: DeploymentSpec['input'];
-  limits: { concurrency?: number; requestsPerMinute?: number };
+  limits: { concurrency?: number; requestsPerMinute?: number; rateLimitAttempts?: number; pollMs?: number };
   /** Whether its provider is configured on this service (an optional deployment may not be). */
   available: boolean;
   weight: number;
@@ -30,7 +31,7 @@ export interface DeploymentRecord {
   /** Its circuit breaker's own settings (docs/routing.md), over the defaults. */
   breaker: { windowMs?: number; minCalls?: number; failureRatio?: number; cooldownMs?: number; maxCooldownMs?: number };
   /** What it honours; undefined: everything the model offers. */
-  capabilities: { parameters?: string[]; inputs?: Array<'image' | 'video' | 'mask'> };
+  capabilities: { parameters?: string[]; inputs?: Array<'image' | 'video' | 'mask'>; chat?: ChatCapability[] };
 }
 
 export type RoutingStrategy = 'order' | 'weighted' | 'least-busy';
@@ -97,51 +98,67 @@ const UNITS_BY_MODE: Record<Mode, ReadonlyArray<Price['per']>> = {
  * cannot say. Every problem is reported, each with its path; a catalog is built only when there are none.
  */
 export function buildCatalog(document: unknown, options: BuildOptions): { ok: true; catalog: BuiltCatalog } | { ok: false; problems: CatalogProblem[] } {
-  if (!validateShape(document)) {
-    const errors = validateShape.errors ?? [];
-    // A union (the price) that matches no branch: one message for it, not one per branch.
-    const unions = errors.filter((e) => e.keyword === 'anyOf').map((e) => e.instancePath);
-    const inUnion = (path: string) => unions.some((u) => path === u || path.startsWith(`${u}/`));
-    const problems = errors
-      .filter((e) => e.keyword === 'anyOf' || !inUnion(e.instancePath))
-      .map((error): CatalogProblem => {
-        const path = error.instancePath
-          .split('/')
-          .slice(1)
-          .map((part) => (/^\d+$/.test(part) ? Number(part) : part.replace(/~1/g, '/').replace(/~0/g, '~')));
-        if (error.keyword === 'anyOf') return { path, message: 'must be { per: job | image | second, credits } or { per: tokens, inputPer1k, outputPer1k }' };
-        if (error.keyword === 'additionalProperties') {
-          return { path: [...path, String((error.params as { additionalProperty: string }).additionalProperty)], message: 'unknown field' };
-        }
-        if (error.keyword === 'required')
-          return { path: [...path, String((error.params as { missingProperty: string }).missingProperty)], message: 'is required' };
-        if (error.keyword === 'enum')
-          return { path, message: `must be one of ${(error.params as { allowedValues: unknown[] }).allowedValues.map((v) => JSON.stringify(v)).join(', ')}` };
-        return { path, message: error.message ?? 'is not valid' };
-      });
-    return { ok: false, problems: dedupe(problems) };
+  const errors = validateShape(document) ? [] : (validateShape.errors ?? []);
+  const shapeProblems = shapeProblemsOf(errors);
+  const top = document as Partial<Record<keyof CatalogSpec, unknown>> | null;
+  // Without the lists themselves there is nothing more to check; otherwise every plan and model whose own
+  // shape is right is checked too, so one run of the file reports its every problem, not the first kind.
+  if (shapeProblems.length > 0 && (!top || typeof top !== 'object' || !Array.isArray(top.plans) || !Array.isArray(top.models))) {
+    return { ok: false, problems: shapeProblems };
   }
+  const broken = (prefix: string) => errors.some((e) => e.instancePath === prefix || e.instancePath.startsWith(`${prefix}/`));
   const spec = document as CatalogSpec;
   const problems: CatalogProblem[] = [];
-  const plans = spec.plans.map((plan, i) => planOf(plan, i, options, problems));
+  const plans: PlanEntitlements[] = [];
   const planIds = new Set<string>();
   spec.plans.forEach((plan, i) => {
-    if (planIds.has(plan.id)) problems.push({ path: ['plans', i, 'id'], message: `duplicate plan id "${plan.id}"` });
-    planIds.add(plan.id);
+    // A plan whose shape is wrong still names its id, so models that name it are not reported as well.
+    const id = (plan as Partial<PlanSpec> | null)?.id;
+    if (typeof id !== 'string') return;
+    if (planIds.has(id)) problems.push({ path: ['plans', i, 'id'], message: `duplicate plan id "${id}"` });
+    planIds.add(id);
+    if (!broken(`/plans/${i}`)) plans.push(planOf(plan, i, options, problems));
   });
-  if (!planIds.has(spec.defaultPlan)) problems.push({ path: ['defaultPlan'], message: `"${spec.defaultPlan}" is not a plan of this file` });
+  if (typeof spec.defaultPlan === 'string' && !planIds.has(spec.defaultPlan))
+    problems.push({ path: ['defaultPlan'], message: `"${spec.defaultPlan}" is not a plan of this file` });
 
   const modelIds = new Set<string>();
   const deploymentIds = new Set<string>();
   const models: ModelRecord[] = [];
   spec.models.forEach((model, i) => {
+    if (broken(`/models/${i}`)) return;
     if (modelIds.has(model.id)) problems.push({ path: ['models', i, 'id'], message: `duplicate model id "${model.id}"` });
     modelIds.add(model.id);
     const record = modelOf(model, ['models', i], planIds, deploymentIds, options, problems);
     if (record) models.push(record);
   });
-  if (problems.length > 0) return { ok: false, problems };
+  if (shapeProblems.length > 0 || problems.length > 0) return { ok: false, problems: dedupe([...shapeProblems, ...problems]) };
   return { ok: true, catalog: { version: versionOf(document), defaultPlan: spec.defaultPlan, plans, models } };
+}
+
+/** The shape's errors as problems, each with its path. */
+function shapeProblemsOf(errors: NonNullable<typeof validateShape.errors>): CatalogProblem[] {
+  // A union (the price) that matches no branch: one message for it, not one per branch.
+  const unions = errors.filter((e) => e.keyword === 'anyOf').map((e) => e.instancePath);
+  const inUnion = (path: string) => unions.some((u) => path === u || path.startsWith(`${u}/`));
+  const problems = errors
+    .filter((e) => e.keyword === 'anyOf' || !inUnion(e.instancePath))
+    .map((error): CatalogProblem => {
+      const path = error.instancePath
+        .split('/')
+        .slice(1)
+        .map((part) => (/^\d+$/.test(part) ? Number(part) : part.replace(/~1/g, '/').replace(/~0/g, '~')));
+      if (error.keyword === 'anyOf') return { path, message: 'must be { per: job | image | second, credits } or { per: tokens, inputPer1k, outputPer1k }' };
+      if (error.keyword === 'additionalProperties') {
+        return { path: [...path, String((error.params as { additionalProperty: string }).additionalProperty)], message: 'unknown field' };
+      }
+      if (error.keyword === 'required')
+        return { path: [...path, String((error.params as { missingProperty: string }).missingProperty)], message: 'is required' };
+      if (error.keyword === 'enum')
+        return { path, message: `must be one of ${(error.params as { allowedValues: unknown[] }).allowedValues.map((v) => JSON.stringify(v)).join(', ')}` };
+      return { path, message: error.message ?? 'is not valid' };
+    });
+  return dedupe(problems);
 }
 
 function planOf(plan: PlanSpec, i: number, options: BuildOptions, problems: CatalogProblem[]): PlanEntitlements {

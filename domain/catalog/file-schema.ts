@@ -1,4 +1,5 @@
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
+import { CHAT_CAPABILITIES, type ChatCapability } from './chat.ts';
 import { MODES } from './modes.ts';
 
 /**
@@ -147,12 +148,33 @@ export const DeploymentSpec = Strict({
           description: 'The input files it takes (default: all).',
         }),
       ),
+      chat: Type.Optional(
+        Type.Array(Type.Unsafe<ChatCapability>({ type: 'string', enum: [...CHAT_CAPABILITIES] }), {
+          description:
+            'What it takes of a chat request (docs/openai-compatible.md): `messages` as they are (default for provider openai; any other gets them through the prompt template), `response_format`, `tools`.',
+        }),
+      ),
     }),
   ),
   limits: Type.Optional(
     Strict({
       concurrency: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000 })),
       requestsPerMinute: Type.Optional(Type.Integer({ minimum: 1, maximum: 10_000_000 })),
+      rateLimitAttempts: Type.Optional(
+        Type.Integer({
+          minimum: 1,
+          maximum: 100,
+          description:
+            'Calls one request to the provider may take while it answers 429 (backoff with jitter, at least its Retry-After); then the job goes to the next deployment, or fails with provider_rate_limited. Default 6.',
+        }),
+      ),
+      pollMs: Type.Optional(
+        Type.Integer({
+          minimum: 10,
+          maximum: 600_000,
+          description: 'How often a job of this deployment is polled (the backstop of its events); default PROVIDER_POLL_MS.',
+        }),
+      ),
     }),
   ),
 });

@@ -1,3 +1,4 @@
+import { messagesBytes } from './chat.ts';
 /**
  * What a job costs, in whole credits, by the unit its model is priced in (docs/money.md, "Prices"):
  * - per job, per image (numImages), per started second of output (durationSeconds rounded up): known at
@@ -31,6 +32,8 @@ export const NANO = 1_000_000_000n;
 
 /** Tokens a chat request adds around its messages (roles, separators), counted as input. */
 const MESSAGE_OVERHEAD_TOKENS = 8;
+/** Tokens each message of a conversation adds (its role and separators; OpenAI's chat format spends 3 to 4). */
+const PER_MESSAGE_TOKENS = 8;
 
 export function isTokenPrice(price: Price): price is Extract<Price, { per: 'tokens' }> {
   return price.per === 'tokens';
@@ -52,6 +55,12 @@ export function tokenTermsOf(price: Extract<Price, { per: 'tokens' }>): TokenTer
  */
 export function inputTokenBound(params: Record<string, unknown>): number {
   const bytes = (value: unknown) => (typeof value === 'string' ? Buffer.byteLength(value, 'utf8') : 0);
+  // A conversation (the OpenAI-compatible door) is sent as its messages, with its tools' definitions.
+  if (Array.isArray(params.messages)) {
+    const conversation = messagesBytes(params.messages);
+    const tools = params.tools === undefined ? 0 : Buffer.byteLength(JSON.stringify(params.tools), 'utf8');
+    return conversation.bytes + tools + conversation.count * PER_MESSAGE_TOKENS + MESSAGE_OVERHEAD_TOKENS;
+  }
   return bytes(params.prompt) + bytes(params.systemPrompt) + MESSAGE_OVERHEAD_TOKENS;
 }
 

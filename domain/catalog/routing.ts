@@ -1,4 +1,5 @@
 import type { DeploymentRecord, ModelRecord, Routing } from './build.ts';
+import { chatCapabilitiesOf, chatNeedsOf, isChatParam, type ChatCapability } from './chat.ts';
 
 export type { Routing, RoutingStrategy } from './build.ts';
 
@@ -29,13 +30,17 @@ export interface JobNeeds {
   parameters: string[];
   /** Kinds of input files it has. */
   inputs: Array<'image' | 'video' | 'mask'>;
+  /** What a chat request needs of its deployment beyond a prompt (domain/catalog/chat.ts). */
+  chat?: ChatCapability[];
 }
 
 /** What a job uses: the parameters it was created with, and the kinds of its input files (asset ids or URLs). */
 export function jobNeedsOf(params: Record<string, unknown>, inputs: Record<string, unknown>): JobNeeds {
   const has = (...names: string[]) => names.some((name) => Array.isArray(inputs[name]) && (inputs[name] as unknown[]).length > 0);
   return {
-    parameters: Object.keys(params),
+    // A chat request's own fields are not catalog parameters: what they need is `chat`.
+    parameters: Object.keys(params).filter((name) => !isChatParam(name)),
+    chat: chatNeedsOf(params),
     inputs: [...(has('imageAssetIds', 'imageUrls') ? ['image' as const] : []), ...(has('videoAssetIds', 'videoUrls') ? ['video' as const] : [])],
   };
 }
@@ -45,6 +50,10 @@ export function serves(deployment: DeploymentRecord, needs: JobNeeds): boolean {
   const { parameters, inputs } = deployment.capabilities;
   if (parameters && !needs.parameters.every((name) => parameters.includes(name))) return false;
   if (inputs && !needs.inputs.every((kind) => inputs.includes(kind))) return false;
+  if (needs.chat && needs.chat.length > 0) {
+    const chat = chatCapabilitiesOf(deployment);
+    if (!needs.chat.every((capability) => chat.includes(capability))) return false;
+  }
   return true;
 }
 

@@ -2,6 +2,8 @@ import type { Clock } from '../../runtime/clock.ts';
 import type { Logger } from '../../runtime/logger.ts';
 import type { PlanBook } from '../../domain/plans.ts';
 import type { Database } from '../../persistence/database.ts';
+import { findKeyByHash, type KeyAuthRow } from '../../persistence/stores/keys.ts';
+import { openUnit } from '../../persistence/stores/unit.ts';
 import type { Principal, Scope } from './principal.ts';
 import { Lru } from '../../runtime/lru.ts';
 
@@ -108,19 +110,13 @@ export class KeyCache {
 
   private async load(keyHash: string, now: number): Promise<KeyRecord | null> {
     const epoch = this.epoch;
-    const rows = await this.options.db.em().execute<KeyRow[]>(
-      `select k.id, k.workspace_id, k.scopes, k.expires_at, k.revoked_at, w.plan
-         from api_keys k join workspaces w on w.id = k.workspace_id
-        where k.key_hash = ?`,
-      [keyHash],
-    );
-    const row = rows[0];
+    const row = await findKeyByHash(openUnit(this.options.db), keyHash);
     const record = row ? this.toRecord(row) : null;
     if (epoch === this.epoch) (record ? this.known : this.unknown).set(keyHash, { record, loadedAt: now });
     return record;
   }
 
-  private toRecord(row: KeyRow): KeyRecord {
+  private toRecord(row: KeyAuthRow): KeyRecord {
     const scopes = (typeof row.scopes === 'string' ? JSON.parse(row.scopes) : row.scopes) as Scope[];
     return {
       principal: Object.freeze({ kind: 'key' as const, keyId: row.id, workspaceId: row.workspace_id, scopes: Object.freeze([...scopes]) as Scope[] }),
@@ -132,13 +128,4 @@ export class KeyCache {
       requestsPerMinute: this.options.plans().plan(row.plan).requestsPerMinute,
     };
   }
-}
-
-interface KeyRow {
-  id: string;
-  workspace_id: string;
-  scopes: unknown;
-  expires_at: Date | string | null;
-  revoked_at: Date | string | null;
-  plan: string;
 }

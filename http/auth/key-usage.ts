@@ -1,12 +1,13 @@
 import type { Clock, Timer } from '../../runtime/clock.ts';
 import type { Logger } from '../../runtime/logger.ts';
 import type { Database } from '../../persistence/database.ts';
+import { addKeyUsage } from '../../persistence/stores/keys.ts';
+import { openUnit } from '../../persistence/stores/unit.ts';
 
 export const LAST_USED_EVERY_MS = 60_000;
 const FLUSH_EVERY_MS = 5_000;
 const DAY_MS = 86_400_000;
 /** Rows per statement, to keep statements (and their parameter lists) small. */
-const CHUNK = 500;
 
 export interface KeyUsageOptions {
   db: Database;
@@ -89,36 +90,11 @@ export class KeyUsageRecorder {
     this.lastUsed = new Map();
     this.forgetOldQueueTimes();
     try {
-      const em = this.options.db.em();
-      await em.transactional(async (tx) => {
-        const counts = [...requests].map(([slot, n]) => {
-          const [keyId, day] = slot.split(' ') as [string, string];
-          return [keyId, day, n] as const;
-        });
-        for (let i = 0; i < counts.length; i += CHUNK) {
-          const chunk = counts.slice(i, i + CHUNK);
-          // Joined with api_keys so a key deleted with its workspace meanwhile is skipped, not an error.
-          await tx.execute(
-            `insert into api_key_usage (key_id, day, requests)
-             select v.key_id, v.day::date, v.n::bigint
-               from (values ${chunk.map(() => '(?, ?, ?)').join(', ')}) as v(key_id, day, n)
-               join api_keys k on k.id = v.key_id
-             on conflict (key_id, day) do update set requests = api_key_usage.requests + excluded.requests`,
-            chunk.flat(),
-          );
-        }
-        const used = [...lastUsed];
-        for (let i = 0; i < used.length; i += CHUNK) {
-          const chunk = used.slice(i, i + CHUNK);
-          await tx.execute(
-            `update api_keys k set last_used_at = v.at::timestamptz
-               from (values ${chunk.map(() => '(?, ?)').join(', ')}) as v(id, at)
-              where k.id = v.id
-                and (k.last_used_at is null or k.last_used_at <= v.at::timestamptz - interval '1 minute')`,
-            chunk.flatMap(([keyId, at]) => [keyId, new Date(at).toISOString()]),
-          );
-        }
+      const counts = [...requests].map(([slot, n]) => {
+        const [keyId, day] = slot.split(' ') as [string, string];
+        return [keyId, day, n] as const;
       });
+      await addKeyUsage(openUnit(this.options.db), counts, [...lastUsed]);
     } catch (error) {
       // Put the counts back so the next flush tries again; nothing counted is lost to a transient error.
       for (const [slot, n] of requests) this.requests.set(slot, (this.requests.get(slot) ?? 0) + n);

@@ -2,7 +2,7 @@ import type { Clock } from '../../runtime/clock.ts';
 import type { Logger } from '../../runtime/logger.ts';
 import { startPeriodicJob, type PeriodicJob } from '../../runtime/periodic-job.ts';
 import type { Database } from '../../persistence/database.ts';
-import { deleteInPages } from '../../persistence/paged-delete.ts';
+import { deleteExpiredSessions } from '../../persistence/stores/identity.ts';
 
 /** How often expired sessions are purged. */
 export const SESSION_PURGE_INTERVAL_MS = 10 * 60_000;
@@ -17,12 +17,7 @@ export const SESSION_PURGE_PAGE = 5_000;
  * may all run it. Returns how many went.
  */
 export async function purgeExpiredSessions(db: Database, now: number, page = SESSION_PURGE_PAGE): Promise<number> {
-  return deleteInPages(
-    db,
-    'delete from sessions where id in (select id from sessions where expires_at < ? order by expires_at limit ? for update skip locked) returning id',
-    [new Date(now)],
-    page,
-  );
+  return deleteExpiredSessions(db, new Date(now), page);
 }
 
 /** Runs purgeExpiredSessions every SESSION_PURGE_INTERVAL_MS on the service clock. */

@@ -1,7 +1,8 @@
 import type { Config } from '../../runtime/config.ts';
 import type { Services } from '../services.ts';
 import { newId } from '../../persistence/ids.ts';
-import { SessionEntity, type Session } from '../../persistence/entities/session.ts';
+import { deleteSession, findSessionByToken, insertSession, type Session } from '../../persistence/stores/identity.ts';
+import { openUnit } from '../../persistence/stores/unit.ts';
 import { ApiError } from '../errors.ts';
 import { newSessionToken, sha256Hex, SESSION_TOKEN_PATTERN } from './tokens.ts';
 
@@ -27,18 +28,18 @@ export async function startSession(
     ip: client.ip?.slice(0, 64) ?? null,
     userAgent: client.userAgent?.slice(0, 512) ?? null,
   };
-  await services.db.em().insert(SessionEntity, session);
+  await insertSession(openUnit(services.db), session);
   return { session, setCookie: sessionCookie(config, token, Math.floor(ttlMs / 1000)) };
 }
 
 /** The session a cookie token belongs to; an unknown token is 401, an expired one is deleted and 401. */
 export async function resolveSession(services: Services, token: string): Promise<Session> {
   if (!SESSION_TOKEN_PATTERN.test(token)) throw new ApiError('unauthenticated', 'The session is not valid; sign in again.');
-  const em = services.db.em();
-  const session = await em.findOne(SessionEntity, { tokenHash: sha256Hex(token) });
+  const unit = openUnit(services.db);
+  const session = await findSessionByToken(unit, sha256Hex(token));
   if (!session) throw new ApiError('unauthenticated', 'The session is not valid; sign in again.');
   if (session.expiresAt.getTime() <= services.clock.now()) {
-    await em.nativeDelete(SessionEntity, { id: session.id });
+    await deleteSession(unit, session.id);
     throw new ApiError('unauthenticated', 'The session has expired; sign in again.');
   }
   return session;
@@ -46,7 +47,7 @@ export async function resolveSession(services: Services, token: string): Promise
 
 /** Ends a session for good: the row is deleted, so the token can never be used again. */
 export async function endSession(services: Services, sessionId: string): Promise<void> {
-  await services.db.em().nativeDelete(SessionEntity, { id: sessionId });
+  await deleteSession(openUnit(services.db), sessionId);
 }
 
 /** The gs_session token of a Cookie header, if any. */

@@ -2,6 +2,7 @@ import { SpanStatusCode, type Span } from '@opentelemetry/api';
 import type { HttpResponse } from 'uWebSockets.js';
 import { ApiError, isApiError } from '../errors.ts';
 import { sendError, type ResponseState } from '../respond.ts';
+import { openAiErrorBody, openAiErrorOf } from '../openai-errors.ts';
 import type { Services } from '../services.ts';
 import { ClientGoneError } from './body-reader.ts';
 import { workspaceMoving } from './placement.ts';
@@ -29,6 +30,8 @@ export interface FailedRequest {
   errorType: string | undefined;
   /** Whether a streamed body was left unread (the connection is then closed). */
   unreadBody(): boolean;
+  /** Whether errors are answered in OpenAI's shape (the OpenAI-compatible door). */
+  readonly openAi: boolean;
 }
 
 /**
@@ -54,7 +57,8 @@ export function answerFailure(request: FailedRequest, services: Services, error:
     request.status = error.status;
     // After refusing an oversized body the rest of it is not read, so the connection cannot be reused.
     const headers = request.authHeaders ? { ...request.authHeaders, ...error.headers } : error.headers;
-    sendError(request.res, request.state, requestId, error.code, error.message, headers, error.code === 'payload_too_large' || request.unreadBody());
+    const close = error.code === 'payload_too_large' || request.unreadBody();
+    sendError(request.res, request.state, requestId, error.code, error.message, headers, close, request.openAi ? openAiErrorOf(error) : undefined);
     return;
   }
   request.span?.recordException(error as Error);
@@ -62,13 +66,15 @@ export function answerFailure(request: FailedRequest, services: Services, error:
   request.status = 500;
   request.errorType = (error as Error | undefined)?.name || 'Error';
   services.logger.error({ err: error, route: request.routeLabel }, 'request failed');
+  const message = `Something went wrong on our side. Quote request id ${requestId} when reporting it.`;
   sendError(
     request.res,
     request.state,
     requestId,
     'internal_error',
-    `Something went wrong on our side. Quote request id ${requestId} when reporting it.`,
+    message,
     request.authHeaders,
     request.unreadBody(),
+    request.openAi ? openAiErrorBody('internal_error', message) : undefined,
   );
 }

@@ -9,6 +9,7 @@ import type { Method, Principal, Reply, RequestContext } from '../route.ts';
 import { describeErrors } from '../validation.ts';
 import type { RequestHead } from '../uws.ts';
 import { sendStream } from '../send-stream.ts';
+import { sendChunked } from '../send-chunked.ts';
 import type { Services } from '../services.ts';
 import { isDashboardPath, serveDashboard, type Dashboard } from '../dashboard.ts';
 import type { StreamHub } from '../streams/hub.ts';
@@ -22,6 +23,7 @@ import { assertStorable, decodeParams, parseQuery } from './request-values.ts';
 import { logAccess, workspaceNamed } from './access-log.ts';
 import { endServerSpan, serverSpanAttributes } from './span-attributes.ts';
 import { answerFailure, databaseUnavailable } from './failure.ts';
+import { isOpenAiPath } from '../openai-errors.ts';
 import { runInRequest } from '../../runtime/request-scope.ts';
 import { availabilityOf } from '../../persistence/availability.ts';
 import type { HttpMetrics } from '../../runtime/metrics/http.ts';
@@ -117,13 +119,17 @@ class RequestPipeline {
   private bodyStream: RequestBodyStream | undefined;
   /** The bytes of a body read whole (a JSON route's), which a forwarded request's signature covers. */
   receivedBody: Buffer | undefined;
+  /** Errors in OpenAI's shape: a request of the OpenAI-compatible door (http/openai-errors.ts). */
+  readonly openAi: boolean;
 
   constructor(
     private readonly settings: PipelineSettings,
     readonly res: HttpResponse,
     readonly incoming: RequestHead,
     readonly requestId: string,
-  ) {}
+  ) {
+    this.openAi = isOpenAiPath(incoming.path);
+  }
 
   /** The request untraced, in the request scope the caller set (if any). */
   run(): Promise<void> | undefined {
@@ -282,7 +288,7 @@ class RequestPipeline {
     if (!route.def.responses[status] && route.def.responses[status] !== null) {
       throw new Error(`route ${route.def.method} ${route.def.path} answered ${status}, which it does not declare`);
     }
-    if (validate && reply.raw === undefined && !validate(reply.body)) {
+    if (validate && reply.raw === undefined && reply.chunked === undefined && !validate(reply.body)) {
       throw new Error(`response of ${route.def.method} ${route.def.path} does not match its schema: ${describeErrors('response', validate.errors)}`);
     }
     this.status = status;
@@ -295,10 +301,12 @@ class RequestPipeline {
         return undefined;
       }
       const connection = new SseConnection(this.res, this.state, streams, this.settings.services.config.streams.maxBufferBytes);
-      connection.start(requestId, this.authHeaders);
+      // The reply's own headers too (the door's X-Generation-Id), as on every other answer.
+      connection.start(requestId, reply.headers ? { ...this.authHeaders, ...reply.headers } : this.authHeaders);
       reply.sse.attach(connection);
       return undefined;
     }
+    if (reply.chunked) return sendChunked(this.res, this.state, status, requestId, reply.chunked, { ...this.authHeaders, ...reply.headers });
     if (reply.stream) return sendStream(this.res, this.state, status, requestId, reply.stream.body, reply.stream.length, reply.headers ?? {});
     const payload = reply.raw ?? (reply.body === undefined ? undefined : JSON.stringify(reply.body));
     send(this.res, this.state, status, requestId, payload, reply.headers, this.unreadBody(), this.authHeaders);

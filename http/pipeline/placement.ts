@@ -98,7 +98,7 @@ export async function placeInCluster(
   const signature = headers[FORWARDED_HEADER];
   // Forwarded by a node only if signed for these very bytes: a body altered on the way is not.
   const forwarded = signature !== undefined && cluster.verify(signature, method, target, request.receivedBody);
-  const workspaceId = await route.def.owner!({ params: decodeParams(rawParams), query: parseQuery(rawQuery), body, db: services.db });
+  const workspaceId = await route.def.owner!({ params: decodeParams(rawParams), query: parseQuery(rawQuery), body, headers, db: services.db });
   if (workspaceId !== undefined) {
     const placement = await cluster.placement(workspaceId);
     if (placement.kind === 'unavailable' || (placement.kind === 'remote' && forwarded)) {

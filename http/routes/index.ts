@@ -18,13 +18,16 @@ import { createGenerationBatch } from './generations/create-batch.ts';
 import { cancelGeneration } from './generations/cancel.ts';
 import { creditRoutes } from './credits/index.ts';
 import { walletRoutes } from './wallet/index.ts';
+import { budgetRoutes } from './budgets/index.ts';
 import { billingRoutes } from './billing/index.ts';
 import { providerRoutes } from './providers/index.ts';
 import { getUsage } from './usage/get.ts';
+import { getUsageSeries } from './usage/series.ts';
 import { webhookRoutes } from './webhooks/index.ts';
 import { streamRoutes } from './streams/index.ts';
 import { eventRoutes } from './events/index.ts';
 import { listBreakers } from './breakers/list.ts';
+import { openAiRoutes } from './openai/index.ts';
 import { acceptWorkspaceField } from '../workspace-field.ts';
 
 /** The route table: a route exists, is validated and is documented by being listed here. */
@@ -48,13 +51,16 @@ export function routeTable(extra: RouteDef[] = []): RouteDef[] {
     cancelGeneration,
     ...creditRoutes,
     ...walletRoutes,
+    ...budgetRoutes,
     ...billingRoutes,
     ...providerRoutes,
     getUsage,
+    getUsageSeries,
     ...webhookRoutes,
     ...eventRoutes,
     listBreakers,
     ...streamRoutes,
+    ...openAiRoutes,
     ...extra,
   ];
   const table = routes.map(acceptWorkspaceField);

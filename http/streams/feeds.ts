@@ -1,13 +1,24 @@
 import { ApiError } from '../errors.ts';
 import type { Principal } from '../route.ts';
 import type { Services } from '../services.ts';
-import { eventIdOf, WINDOW_EVENTS, type LiveTransition } from '../../runtime/live-events.ts';
-import { GenerationEntity, type GenerationRow } from '../../persistence/entities/generation.ts';
+import { eventIdOf, isLiveOutput, WINDOW_EVENTS, type LiveEvent, type LiveOutput } from '../../runtime/live-events.ts';
+import { findGeneration, readGenerationAfresh, type GenerationRow } from '../../persistence/stores/generations/reads.ts';
+import { openUnit } from '../../persistence/stores/unit.ts';
 import { canRead, readWorkspace } from '../routes/generations/access.ts';
 import { toGenerationDetailOut } from '../routes/generations/shape.ts';
 import type { Frame, FrameSink } from './hub.ts';
 
 const TERMINAL = new Set(['succeeded', 'failed', 'cancelled', 'expired']);
+
+/**
+ * Last-Event-ID of a generation stream: a timeline index (`3`), or after a piece of the answer, the index of
+ * the last transition sent and the piece's (`3.41`). Anything else is no id: the client gets the state.
+ */
+export function generationEventIdOf(value: string | undefined): { seq: number; output: number } | undefined {
+  const match = value === undefined ? null : /^(\d{1,6})(?:\.(\d{1,9}))?$/.exec(value.trim());
+  if (!match) return undefined;
+  return { seq: Number(match[1]), output: match[2] === undefined ? -1 : Number(match[2]) };
+}
 
 /**
  * The events of one generation (docs/streaming.md): numbered by their index in its timeline, so that a
@@ -18,14 +29,16 @@ const TERMINAL = new Set(['succeeded', 'failed', 'cancelled', 'expired']);
  * listening), attach() then writes to the response.
  */
 export class GenerationFeed {
-  private buffered: LiveTransition[] | undefined = [];
+  private buffered: LiveEvent[] | undefined = [];
   private unlisten: (() => void) | undefined;
   private sink: FrameSink | undefined;
   private lastSent = -1;
+  /** The index of the last piece of the answer sent (`output` events). */
+  private lastOutput = -1;
   private done = false;
 
   private constructor(
-    readonly _services: Services,
+    private readonly services: Services,
     private row: GenerationRow,
   ) {}
 
@@ -34,15 +47,15 @@ export class GenerationFeed {
     if (auth?.kind === 'key' && workspaceId !== undefined && workspaceId !== auth.workspaceId) {
       throw new ApiError('forbidden', 'This API key belongs to another workspace.');
     }
-    const em = services.db.em();
-    const row = await em.findOne(GenerationEntity, { id: generationId });
-    const visible = row !== null && (workspaceId === undefined || workspaceId === row.workspaceId) && (await canRead(em, auth, row.workspaceId));
+    const unit = openUnit(services.db);
+    const row = await findGeneration(unit, generationId);
+    const visible = row !== null && (workspaceId === undefined || workspaceId === row.workspaceId) && (await canRead(unit, auth, row.workspaceId));
     if (!row || !visible) throw new ApiError('not_found', `No generation ${generationId}.`);
     const feed = new GenerationFeed(services, row);
     if (!TERMINAL.has(row.status)) {
       feed.unlisten = services.live.listen(row.workspaceId, (event) => feed.onEvent(event));
       // Read again now that transitions are heard: one committed in between is in the row or heard, or both.
-      const fresh = await services.db.em().findOne(GenerationEntity, { id: generationId }, { disableIdentityMap: true });
+      const fresh = await readGenerationAfresh(openUnit(services.db), generationId);
       if (fresh) feed.row = fresh;
     }
     return feed;
@@ -66,29 +79,34 @@ export class GenerationFeed {
    * Writes the state (or, after `lastSeq`, what the client missed), then each transition as it commits,
    * then `end` after the terminal one. `lastSeq` out of range is ignored: the client gets the state.
    */
-  attach(sink: FrameSink, lastSeq: number | undefined): void {
+  attach(sink: FrameSink, lastSeq: number | undefined, lastOutput = -1): void {
     this.sink = sink;
     sink.onClose(() => this.stop());
     const current = this.lastSeq;
     const detail = toGenerationDetailOut(this.row) as unknown as Record<string, unknown>;
-    if (lastSeq === undefined || lastSeq < 0 || lastSeq > current) {
+    const resumed = !(lastSeq === undefined || lastSeq < 0 || lastSeq > current);
+    if (!resumed) {
       sink.send({ event: 'state', id: String(current), data: detail });
     } else {
       for (let seq = lastSeq + 1; seq <= current; seq++) sink.send(this.transitionFrame(seq, this.row.timeline[seq]!, detail));
     }
     this.lastSent = current;
     if (this.finished) return this.finish(this.row.status);
+    // The pieces of the answer streamed so far that this node kept (all of them, or those after the client's last).
+    this.lastOutput = resumed ? lastOutput : -1;
+    for (const piece of this.services.live.outputsOf(this.row.id, this.lastOutput)) this.sendOutput(piece);
     const buffered = this.buffered ?? [];
     this.buffered = undefined;
     for (const event of buffered) this.onEvent(event);
   }
 
-  private onEvent(event: LiveTransition): void {
+  private onEvent(event: LiveEvent): void {
     if (event.generationId !== this.row.id || this.done) return;
     if (this.buffered) {
       this.buffered.push(event);
       return;
     }
+    if (isLiveOutput(event)) return this.sendOutput(event);
     const sink = this.sink!;
     if (event.seq <= this.lastSent) return;
     // Transitions missed in between (a publication lost on the way) are in the generation's timeline.
@@ -100,6 +118,13 @@ export class GenerationFeed {
     sink.send(this.transitionFrame(event.seq, event, event.generation));
     this.lastSent = event.seq;
     if (event.terminal) this.finish(event.status);
+  }
+
+  /** A piece of the answer: its id is `<last transition sent>.<piece index>`, so Last-Event-ID resumes after it. */
+  private sendOutput(piece: Pick<LiveOutput, 'index' | 'delta'>): void {
+    if (piece.index <= this.lastOutput) return;
+    this.lastOutput = piece.index;
+    this.sink!.send({ event: 'output', id: `${this.lastSent}.${piece.index}`, data: { generationId: this.row.id, index: piece.index, delta: piece.delta } });
   }
 
   private transitionFrame(seq: number, entry: { status: string; at: string; detail?: string }, generation: Record<string, unknown>): Frame {
@@ -161,7 +186,7 @@ export class WorkspaceFeed {
   ) {}
 
   static async open(services: Services, auth: Principal | undefined, workspaceId: string | undefined, filter: WorkspaceFilter): Promise<WorkspaceFeed> {
-    const workspace = await readWorkspace(services.db.em(), auth, workspaceId);
+    const workspace = await readWorkspace(openUnit(services.db), auth, workspaceId);
     return new WorkspaceFeed(services, workspace.id, filter);
   }
 
@@ -185,7 +210,9 @@ export class WorkspaceFeed {
     sink.onClose(() => this.stop());
   }
 
-  private deliver(sink: FrameSink, event: LiveTransition): void {
+  private deliver(sink: FrameSink, event: LiveEvent): void {
+    // The pieces of answers go to the streams of their generation only.
+    if (isLiveOutput(event)) return;
     const { modes, statuses, project } = this.filter;
     if (modes && !modes.has(event.mode)) return;
     if (statuses && !statuses.has(event.status)) return;

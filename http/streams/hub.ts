@@ -1,9 +1,11 @@
 /** One kind of event a live stream sends (docs/streaming.md). */
 export interface Frame {
-  event: 'state' | 'transition' | 'end' | 'ready' | 'reset' | 'cutoff' | 'shutdown';
+  /** `message`, SSE's default type, is written without an `event:` line (the OpenAI-compatible door's chunks). */
+  event: 'state' | 'transition' | 'output' | 'end' | 'ready' | 'reset' | 'cutoff' | 'shutdown' | 'message';
   /** SSE `id:` (the client's Last-Event-ID when it reconnects); left out for control events. */
   id?: string;
-  data: Record<string, unknown>;
+  /** JSON; text (already serialised, or `[DONE]`) is written as it is. */
+  data: Record<string, unknown> | string;
 }
 
 /** Where a feed writes: one SSE response, or one subscription of a WebSocket. */

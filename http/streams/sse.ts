@@ -9,7 +9,8 @@ export const RETRY_MS = 2_000;
 
 export function renderFrame(frame: Frame): string {
   const id = frame.id === undefined ? '' : `id: ${frame.id}\n`;
-  return `${id}event: ${frame.event}\ndata: ${JSON.stringify(frame.data)}\n\n`;
+  const event = frame.event === 'message' ? '' : `event: ${frame.event}\n`;
+  return `${id}${event}data: ${typeof frame.data === 'string' ? frame.data : JSON.stringify(frame.data)}\n\n`;
 }
 
 /**

@@ -8,7 +8,7 @@ import { sendError, type ResponseState } from '../respond.ts';
 import { compileBody } from '../validation.ts';
 import { onFallback } from '../uws.ts';
 import type { Services } from '../services.ts';
-import { GenerationFeed, listOf, WorkspaceFeed } from './feeds.ts';
+import { GenerationFeed, generationEventIdOf, listOf, WorkspaceFeed } from './feeds.ts';
 import type { Frame, FrameSink, OpenStream, StreamHub } from './hub.ts';
 
 export const WS_PATH = '/v1/ws';
@@ -216,7 +216,7 @@ async function subscribe(services: Services, connection: Connection, stream: WsS
     if (msg.generationId !== undefined) {
       const feed = await GenerationFeed.open(services, principal, msg.generationId, msg.workspaceId);
       if (connection.closed) return feed.cancel();
-      const lastSeq = msg.lastEventId !== undefined && /^\d{1,6}$/.test(msg.lastEventId) ? Number(msg.lastEventId) : undefined;
+      const last = generationEventIdOf(msg.lastEventId);
       connection.subscriptions.set(msg.id, {
         sink,
         stop: () => {
@@ -225,7 +225,7 @@ async function subscribe(services: Services, connection: Connection, stream: WsS
         },
       });
       stream.sendJson({ type: 'subscribed', subscription: msg.id });
-      feed.attach(sink, lastSeq);
+      feed.attach(sink, last?.seq, last?.output);
     } else {
       for (const [name, value, pattern] of [
         ['mode', msg.mode, /^[a-z_]+(?:,[a-z_]+)*$/],

@@ -13,11 +13,12 @@
  * (`used_bytes + n <= limit`). Its row lock serialises concurrent changes of one workspace until commit,
  * so used bytes always equal the sum over the workspace's assets and never pass the limit.
  */
-import type { SqlEntityManager } from '@mikro-orm/postgresql';
+import { emOf } from '../stores/orm.ts';
+import type { Unit } from '../stores/unit.ts';
 import type { PlanBook } from '../../domain/plans.ts';
 import { newId } from '../ids.ts';
 import type { Asset, MediaType } from '../entities/asset.ts';
-import { ADD_ASSET_BYTES } from '../usage-rollups.ts';
+import { ADD_ASSET_USAGE } from '../usage-series.ts';
 
 export interface NewAsset {
   /** Defaults to a new `ast_` id; pass one when the storage key was made from it. */
@@ -56,13 +57,15 @@ export class StorageLimitError extends Error {
 const COUNT_COLUMN: Record<MediaType, string> = { image: 'image_count', video: 'video_count', audio: 'audio_count' };
 
 /** The workspace's storage limit, from its plan in the catalog served. */
-export async function storageLimitOf(em: SqlEntityManager, workspaceId: string, plans: PlanBook): Promise<number> {
+export async function storageLimitOf(unit: Unit, workspaceId: string, plans: PlanBook): Promise<number> {
+  const em = emOf(unit);
   const [row] = await em.execute<Array<{ plan: string }>>('select plan from workspaces where id = ?', [workspaceId]);
   return plans.plan(row?.plan ?? plans.defaultPlan().id).storageBytes;
 }
 
 /** Adds the asset in `em`'s transaction, or returns why not (plan storage limit) having changed nothing. */
-export async function tryCreateAsset(em: SqlEntityManager, input: NewAsset): Promise<{ ok: true; asset: Asset } | StorageRefusal> {
+export async function tryCreateAsset(unit: Unit, input: NewAsset): Promise<{ ok: true; asset: Asset } | StorageRefusal> {
+  const em = emOf(unit);
   if (!Number.isSafeInteger(input.bytes) || input.bytes < 0) throw new RangeError(`asset bytes must be a whole number >= 0, got ${input.bytes}`);
   const limit = input.limitBytes;
   const reserved = await addStorage(em, input.workspaceId, input.mediaType, input.bytes, limit);
@@ -84,13 +87,13 @@ export async function tryCreateAsset(em: SqlEntityManager, input: NewAsset): Pro
     createdAt: now,
     updatedAt: now,
   };
-  // A generation's output counts in its usage rollup (persistence/usage-rollups.ts) from the same statement.
+  // A generation's output counts in its usage rollup and series (persistence/usage-series.ts) from the same statement.
   await em.execute(
     `with changed as (
        insert into assets (id, workspace_id, media_type, content_type, bytes, width, height, duration_seconds, favorite, name,
          source_generation_id, storage_key, created_at, updated_at) values (?, ?, ?, ?, ?, ?, ?, ?, false, ?, ?, ?, ?, ?)
        returning workspace_id, source_generation_id, bytes)
-     ${ADD_ASSET_BYTES}`,
+     ${ADD_ASSET_USAGE}`,
     [
       asset.id,
       asset.workspaceId,
@@ -111,7 +114,8 @@ export async function tryCreateAsset(em: SqlEntityManager, input: NewAsset): Pro
 }
 
 /** Adds the asset in `em`'s transaction; throws StorageLimitError past the plan's storage limit. */
-export async function createAsset(em: SqlEntityManager, input: NewAsset): Promise<Asset> {
+export async function createAsset(unit: Unit, input: NewAsset): Promise<Asset> {
+  const em = emOf(unit);
   const result = await tryCreateAsset(em, input);
   if (!result.ok) throw new StorageLimitError(result);
   return result.asset;
@@ -123,10 +127,11 @@ export async function createAsset(em: SqlEntityManager, input: NewAsset): Promis
  * concurrent deletes only one frees the bytes.
  */
 export async function deleteAsset(
-  em: SqlEntityManager,
+  unit: Unit,
   workspaceId: string,
   assetId: string,
 ): Promise<{ storageKey: string; bytes: number; mediaType: MediaType } | undefined> {
+  const em = emOf(unit);
   const [row] = await em.execute<Array<{ storage_key: string; bytes: string | number; media_type: MediaType; source_generation_id: string | null }>>(
     'delete from assets where id = ? and workspace_id = ? returning storage_key, bytes, media_type, source_generation_id',
     [assetId, workspaceId],
@@ -135,7 +140,7 @@ export async function deleteAsset(
   const bytes = Number(row.bytes);
   // A generation's output leaves its usage rollup; before the storage row, in the order a settlement locks them.
   if (row.source_generation_id !== null) {
-    await em.execute(`with changed as (select ?::text as workspace_id, ?::text as source_generation_id, ?::bigint as bytes) ${ADD_ASSET_BYTES}`, [
+    await em.execute(`with changed as (select ?::text as workspace_id, ?::text as source_generation_id, ?::bigint as bytes) ${ADD_ASSET_USAGE}`, [
       workspaceId,
       row.source_generation_id,
       -bytes,
@@ -154,7 +159,8 @@ export interface StorageUsage {
   counts: Record<MediaType, number>;
 }
 
-export async function storageUsage(em: SqlEntityManager, workspaceId: string): Promise<StorageUsage> {
+export async function storageUsage(unit: Unit, workspaceId: string): Promise<StorageUsage> {
+  const em = emOf(unit);
   const [row] = await em.execute<Array<{ used_bytes: string | number; image_count: number; video_count: number; audio_count: number }>>(
     'select used_bytes, image_count, video_count, audio_count from workspace_storage where workspace_id = ?',
     [workspaceId],
@@ -166,12 +172,13 @@ export async function storageUsage(em: SqlEntityManager, workspaceId: string): P
 }
 
 async function addStorage(
-  em: SqlEntityManager,
+  unit: Unit,
   workspaceId: string,
   mediaType: MediaType,
   bytes: number,
   limit: number,
 ): Promise<{ ok: true } | { ok: false; usedBytes: number }> {
+  const em = emOf(unit);
   const column = COUNT_COLUMN[mediaType];
   // One statement: the first asset makes the row, later ones add to it; either only within the limit.
   const updated = await em.execute<Array<{ used_bytes: string | number }>>(

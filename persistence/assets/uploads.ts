@@ -1,4 +1,5 @@
-import type { SqlEntityManager } from '@mikro-orm/postgresql';
+import { emOf } from '../stores/orm.ts';
+import type { Unit } from '../stores/unit.ts';
 import type { BlobStore } from '../blob-store/types.ts';
 
 /**
@@ -6,7 +7,8 @@ import type { BlobStore } from '../blob-store/types.ts';
  * window closed before `before`, with their objects. Called on the way (each new upload URL sweeps its
  * workspace), so abandoned uploads cannot pile up and no timer is needed.
  */
-export async function sweepAbandonedUploads(em: SqlEntityManager, blobs: BlobStore, workspaceId: string, before: Date, limit = 10): Promise<number> {
+export async function sweepAbandonedUploads(unit: Unit, blobs: BlobStore, workspaceId: string, before: Date, limit = 10): Promise<number> {
+  const em = emOf(unit);
   const stale = await em.execute<Array<{ id: string; storage_key: string }>>(
     'select id, storage_key from uploads where workspace_id = ? and completed_at is null and expires_at < ? order by expires_at limit ?',
     [workspaceId, before, limit],
@@ -19,7 +21,8 @@ export async function sweepAbandonedUploads(em: SqlEntityManager, blobs: BlobSto
 }
 
 /** Marks a pending upload completed by `assetId`, in `em`'s transaction; false if it was completed already. */
-export async function claimUpload(em: SqlEntityManager, uploadId: string, assetId: string, at: Date): Promise<boolean> {
+export async function claimUpload(unit: Unit, uploadId: string, assetId: string, at: Date): Promise<boolean> {
+  const em = emOf(unit);
   const claimed = await em.execute<Array<{ id: string }>>(
     'update uploads set completed_at = ?, asset_id = ? where id = ? and completed_at is null returning id',
     [at, assetId, uploadId],

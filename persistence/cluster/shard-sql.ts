@@ -26,3 +26,14 @@ export function ownedShardsSql(column: string, owned: OwnedShards | undefined): 
     params: [owned.shardCount, JSON.stringify(owned.shards)],
   };
 }
+
+/** Cluster mode: one shard's workspaces (the shard just gained, whose work is recovered). */
+export interface ShardScope {
+  shard: number;
+  shardCount: number;
+}
+
+/** The condition and parameters that keep a statement to one shard's workspaces (none without a scope). */
+export function shardCondition(column: string, scope: ShardScope | undefined): { sql: string; params: number[] } {
+  return scope ? { sql: ` and ${shardOfSql(column)} = ?`, params: [scope.shardCount, scope.shard] } : { sql: '', params: [] };
+}

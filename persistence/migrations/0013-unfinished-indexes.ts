@@ -5,7 +5,7 @@ import { Migration } from '@mikro-orm/migrations';
  * work still to do, not the history:
  *
  * - `generations_unfinished_ws_idx`: the workspaces with unfinished jobs, and each one's jobs in flight, for
- *   recovery (actors/generation/recovery.ts) and for the emergency stop's release (resume.ts). The older
+ *   recovery (actors/generation-recovery.ts) and for the emergency stop's release (resume.ts). The older
  *   `generations_active_idx` is ordered by creation time only, so finding a workspace's jobs in it, or the
  *   distinct workspaces, meant reading every unfinished row of every workspace.
  * - `credit_ledger_wallet_spend_idx`: a workspace's wallet spending of the month, read when its actor loads

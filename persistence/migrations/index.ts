@@ -17,6 +17,9 @@ import { Migration0018SessionExpiry } from './0018-session-expiry.ts';
 import { Migration0019WriteChecks } from './0019-write-checks.ts';
 import { Migration0020CatalogPricing } from './0020-catalog-pricing.ts';
 import { Migration0021ProviderJobIndex } from './0021-provider-job-index.ts';
+import { Migration0022UsageSeries } from './0022-usage-series.ts';
+import { Migration0023BudgetAlerts } from './0023-budget-alerts.ts';
+import { Migration0024GenerationCharge } from './0024-generation-charge.ts';
 import type { Migration } from '@mikro-orm/migrations';
 import { MIGRATION_NAMES, type MigrationName } from './names.ts';
 
@@ -40,6 +43,9 @@ const classes: Record<MigrationName, new (...args: any[]) => Migration> = {
   '0019-write-checks': Migration0019WriteChecks,
   '0020-catalog-pricing': Migration0020CatalogPricing,
   '0021-provider-job-index': Migration0021ProviderJobIndex,
+  '0022-usage-series': Migration0022UsageSeries,
+  '0023-budget-alerts': Migration0023BudgetAlerts,
+  '0024-generation-charge': Migration0024GenerationCharge,
 };
 
 /** Applied in the order of MIGRATION_NAMES at start-up, when one is missing from the database. */

@@ -23,6 +23,9 @@ export const MIGRATION_NAMES = [
   '0019-write-checks',
   '0020-catalog-pricing',
   '0021-provider-job-index',
+  '0022-usage-series',
+  '0023-budget-alerts',
+  '0024-generation-charge',
 ] as const;
 
 export type MigrationName = (typeof MIGRATION_NAMES)[number];

@@ -145,7 +145,8 @@ export class ComfyuiClient {
   }
 
   private withRateLimits(attempt: () => Promise<UpstreamResponse & { bytes?: Buffer }>, deadline: number, onWait: OnWait): Promise<UpstreamResponse> {
-    return retryingRateLimits(attempt, deadline, () => this.context.now(), onWait);
+    const options = this.context.rateLimitAttempts !== undefined ? { maxAttempts: this.context.rateLimitAttempts } : {};
+    return retryingRateLimits(attempt, deadline, () => this.context.now(), onWait, 1_000, undefined, options);
   }
 
   private async call(

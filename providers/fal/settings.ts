@@ -9,6 +9,8 @@ import { ed25519KeysOf } from './signature.ts';
  * - FAL_WEBHOOK_JWKS: fal's webhook public keys, a JWKS JSON value or the path of a JWKS file. Unset, jobs
  *   are followed by polling alone (no webhook is asked for, since none could be verified).
  * - FAL_MAX_CONCURRENT_JOBS: jobs in flight at once across all fal deployments; unset, no limit.
+ * - FAL_RESUBMIT_GRACE_MS: how long a job handed over again after a restart (its submission's answer may have
+ *   been lost) waits for the end of a request fal took for it before it is submitted again; default 120000.
  */
 export interface FalSettings {
   key: string;
@@ -17,7 +19,12 @@ export interface FalSettings {
   /** Ed25519 keys webhooks are checked against; empty: no webhooks. */
   webhookKeys: KeyObject[];
   maxConcurrentJobs?: number;
+  /** FAL_RESUBMIT_GRACE_MS when set; else FAL_RESUBMIT_GRACE_MS (the constant). */
+  resubmitGraceMs?: number;
 }
+
+/** A job handed over again after a restart waits this long for an end of its earlier request (with webhooks). */
+export const FAL_RESUBMIT_GRACE_MS = 120_000;
 
 export const FAL_DEFAULT_QUEUE_URL = 'https://queue.fal.run';
 
@@ -33,7 +40,7 @@ export function parseFalSettings(env: Env): { settings: FalSettings | undefined;
   };
   const key = value('FAL_KEY');
   if (key === undefined) {
-    const others = ['FAL_QUEUE_URL', 'FAL_WEBHOOK_JWKS', 'FAL_MAX_CONCURRENT_JOBS'].filter((name) => value(name) !== undefined);
+    const others = ['FAL_QUEUE_URL', 'FAL_WEBHOOK_JWKS', 'FAL_MAX_CONCURRENT_JOBS', 'FAL_RESUBMIT_GRACE_MS'].filter((name) => value(name) !== undefined);
     if (others.length > 0) problems.push(`FAL_KEY: not set, while ${others.join(', ')} ${others.length === 1 ? 'is' : 'are'}`);
     return { settings: undefined, problems };
   }
@@ -47,8 +54,23 @@ export function parseFalSettings(env: Env): { settings: FalSettings | undefined;
     if (/^\d+$/.test(max) && Number(max) >= 1 && Number(max) <= 100_000) maxConcurrentJobs = Number(max);
     else problems.push(`FAL_MAX_CONCURRENT_JOBS=${JSON.stringify(max)}: expected a whole number from 1 to 100000`);
   }
+  let resubmitGraceMs: number | undefined;
+  const grace = value('FAL_RESUBMIT_GRACE_MS');
+  if (grace !== undefined) {
+    if (/^\d+$/.test(grace) && Number(grace) <= 3_600_000) resubmitGraceMs = Number(grace);
+    else problems.push(`FAL_RESUBMIT_GRACE_MS=${JSON.stringify(grace)}: expected a whole number of milliseconds up to 3600000`);
+  }
   if (problems.length > 0) return { settings: undefined, problems };
-  return { settings: { key, queueUrl, webhookKeys, ...(maxConcurrentJobs !== undefined ? { maxConcurrentJobs } : {}) }, problems };
+  return {
+    settings: {
+      key,
+      queueUrl,
+      webhookKeys,
+      ...(maxConcurrentJobs !== undefined ? { maxConcurrentJobs } : {}),
+      ...(resubmitGraceMs !== undefined ? { resubmitGraceMs } : {}),
+    },
+    problems,
+  };
 }
 
 function readQueueUrl(raw: string | undefined, problems: string[]): string {

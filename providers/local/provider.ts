@@ -29,6 +29,8 @@ export function localProvider(options: LocalProviderOptions): Provider {
   return {
     name: 'local',
     maxConcurrentJobs: options.maxConcurrentJobs,
+    // Its jobs live in this process: a restart hands them over again, whatever was written of them.
+    answersWithinRequest: true,
     async submit(job: ProviderJob, report: (update: ProviderUpdate) => void) {
       const providerJobId = `local_${randomUUID()}`;
       const state = { timers: [] as Timer[], cancelled: false };
@@ -43,7 +45,10 @@ export function localProvider(options: LocalProviderOptions): Provider {
               if (state.cancelled) return;
               void run(job).then((update) => {
                 jobs.delete(providerJobId);
-                if (!state.cancelled) report(update);
+                if (state.cancelled) return;
+                // A text answer streams as providers stream theirs: its words as pieces, then its end.
+                if (update.type === 'succeeded' && update.textOutput) for (const delta of piecesOf(update.textOutput)) report({ type: 'output', delta });
+                report(update);
               });
             }, options.latencyMs - half),
           );
@@ -79,4 +84,9 @@ export function localProvider(options: LocalProviderOptions): Provider {
       return { type: 'failed', errorCode: 'provider_error', errorMessage: (error as Error).message };
     }
   }
+}
+
+/** A text in the pieces the local provider streams: each word with the space after it. */
+export function piecesOf(text: string): string[] {
+  return text.match(/\S+\s*|\s+/g) ?? [];
 }

@@ -26,6 +26,12 @@ export const openaiDeploymentTarget = Type.Object(
      */
     tokenLimitField: Type.Optional(oneOf(['max_tokens', 'max_completion_tokens'] as const)),
     /**
+     * Chat: whether the answer is streamed (`stream: true` with `stream_options.include_usage`), its pieces
+     * reported as they arrive. Default true; false for a compatible server that cannot stream, which then
+     * gets one call answered whole.
+     */
+    stream: Type.Optional(Type.Boolean()),
+    /**
      * Images: the response_format sent. Default: b64_json, and none for the GPT image models (they always
      * answer base64 and refuse the field). `url` answers are fetched through the egress guard.
      */

@@ -17,6 +17,8 @@ export function failureOf(error: unknown, secrets: readonly string[]): ProviderF
     return new ProviderFailure(PROVIDER_ERROR_CODES.unavailable, `The provider could not be reached: ${upstreamMessage(detail, secrets)}`);
   }
   if (error instanceof APIError && typeof error.status === 'number') return statusFailureOf(error, secrets);
+  // An `error` event in a stream (`data: {"error": {...}}` after the 200): the client throws it with no status.
+  if (error instanceof APIError) return streamErrorFailureOf(error, secrets);
   // The client parses a 2xx JSON answer itself: a body that is not JSON surfaces as a SyntaxError.
   if (error instanceof SyntaxError)
     return new ProviderFailure(PROVIDER_ERROR_CODES.badResponse, `The provider's answer is not valid JSON: ${upstreamMessage(error.message, secrets)}`);
@@ -46,6 +48,30 @@ function statusFailureOf(error: APIError, secrets: readonly string[]): ProviderF
               : PROVIDER_ERROR_CODES.inputRejected;
   const label = code ? `${status} (${upstreamMessage(code, secrets)})` : String(status);
   return new ProviderFailure(ours, `OpenAI answered ${label}: ${upstreamMessage(said || 'no message', secrets)}`);
+}
+
+/**
+ * An error OpenAI sent inside a stream, after its 200: `{ error: { message, type, param, code } }` as in its
+ * error bodies (a server_error mostly). Mapped by its code and type as the statuses would be.
+ */
+function streamErrorFailureOf(error: APIError, secrets: readonly string[]): ProviderFailure {
+  const body = (error.error ?? undefined) as { message?: unknown; code?: unknown; type?: unknown } | undefined;
+  const said = typeof body?.message === 'string' ? body.message : error.message;
+  const code = typeof body?.code === 'string' ? body.code : undefined;
+  const type = typeof body?.type === 'string' ? body.type : undefined;
+  const ours: ProviderErrorCode =
+    (code !== undefined && POLICY_CODES.has(code)) || POLICY_WORDS.test(said)
+      ? PROVIDER_ERROR_CODES.contentPolicy
+      : code === 'rate_limit_exceeded' || type === 'requests' || type === 'tokens'
+        ? PROVIDER_ERROR_CODES.rateLimited
+        : type === 'invalid_request_error'
+          ? PROVIDER_ERROR_CODES.inputRejected
+          : PROVIDER_ERROR_CODES.error;
+  const label = code ?? type;
+  return new ProviderFailure(
+    ours,
+    `OpenAI reported an error mid-answer${label ? ` (${upstreamMessage(label, secrets)})` : ''}: ${upstreamMessage(said || 'no message', secrets)}`,
+  );
 }
 
 /**

@@ -29,16 +29,61 @@ export function chatUpdate(answer: unknown, secrets: readonly string[]): Adapter
   }
   const content = choice?.message?.content;
   if (typeof content !== 'string') throw bad("The provider's chat answer has no choices[0].message.content.");
-  let usage: TokenUsage | undefined;
-  if (body.usage !== undefined && body.usage !== null) {
-    const u = body.usage as { prompt_tokens?: unknown; completion_tokens?: unknown };
-    const inputTokens = tokenCount(u.prompt_tokens);
-    const outputTokens = tokenCount(u.completion_tokens);
-    // The job's price follows the usage: a count we cannot read is not guessed.
-    if (inputTokens === undefined || outputTokens === undefined) throw bad("The provider's usage has no whole prompt_tokens and completion_tokens.");
-    usage = { inputTokens, outputTokens };
-  }
+  const usage = body.usage !== undefined && body.usage !== null ? usageOf(body.usage) : undefined;
   return { type: 'succeeded', textOutput: content, files: [], ...(usage ? { usage } : {}) };
+}
+
+/**
+ * A streamed chat answer read chunk by chunk (openai-node ChatCompletionChunk; the final chunk of
+ * `stream_options.include_usage` has empty `choices` and the usage, every earlier one `usage: null`).
+ * `take` returns each chunk's piece of the answer (choice 0's `delta.content`); `end` makes the job's
+ * update once the stream is over. A chunk that is not what the API documents is provider_bad_response.
+ */
+export class ChatStreamReading {
+  /** The usage chunk's counts, once it arrived. */
+  usage: TokenUsage | undefined;
+  private readonly pieces: string[] = [];
+  private refusal = '';
+  private finishReason: string | undefined;
+
+  constructor(private readonly secrets: readonly string[]) {}
+
+  take(chunk: unknown): string | undefined {
+    const body = chunk as { choices?: unknown; usage?: unknown } | null;
+    if (!body || typeof body !== 'object' || !Array.isArray(body.choices)) throw bad("A chunk of the provider's chat stream has no choices.");
+    if (body.usage !== undefined && body.usage !== null) this.usage = usageOf(body.usage);
+    let piece: string | undefined;
+    for (const item of body.choices as Array<{ index?: unknown; delta?: { content?: unknown; refusal?: unknown }; finish_reason?: unknown }>) {
+      if (!item || typeof item !== 'object' || (item.index !== undefined && item.index !== 0)) continue;
+      const content = item.delta?.content;
+      if (typeof content === 'string' && content) {
+        this.pieces.push(content);
+        piece = (piece ?? '') + content;
+      }
+      if (typeof item.delta?.refusal === 'string') this.refusal += item.delta.refusal;
+      if (typeof item.finish_reason === 'string') this.finishReason = item.finish_reason;
+    }
+    return piece;
+  }
+
+  /** The job's end: the pieces joined, with the usage; a failure when the stream stopped short or was refused. */
+  end(): AdapterUpdate {
+    if (this.finishReason === 'content_filter') {
+      throw new ProviderFailure(PROVIDER_ERROR_CODES.contentPolicy, "OpenAI's content filter stopped the answer (finish_reason content_filter).");
+    }
+    if (this.refusal) throw new ProviderFailure(PROVIDER_ERROR_CODES.contentPolicy, `The model refused: ${upstreamMessage(this.refusal, this.secrets)}`);
+    if (this.finishReason === undefined) throw bad("The provider's chat stream ended before its answer did (no finish_reason).");
+    return { type: 'succeeded', textOutput: this.pieces.join(''), files: [], ...(this.usage ? { usage: this.usage } : {}) };
+  }
+}
+
+function usageOf(value: unknown): TokenUsage {
+  const u = value as { prompt_tokens?: unknown; completion_tokens?: unknown };
+  const inputTokens = tokenCount(u?.prompt_tokens);
+  const outputTokens = tokenCount(u?.completion_tokens);
+  // The job's price follows the usage: a count we cannot read is not guessed.
+  if (inputTokens === undefined || outputTokens === undefined) throw bad("The provider's usage has no whole prompt_tokens and completion_tokens.");
+  return { inputTokens, outputTokens };
 }
 
 export interface ImageOutputLimits {

@@ -1,4 +1,5 @@
 import { PROVIDER_ERROR_CODES, ProviderFailure } from '../adapter.ts';
+import type { ChatCompletionCreateParamsNonStreaming, ChatCompletionMessageParam } from 'openai/resources/chat/completions';
 import type { ImageGenerateParamsNonStreaming } from 'openai/resources/images';
 import type { OpenAiDeploymentTarget } from './deployment.ts';
 
@@ -32,19 +33,66 @@ const refused = (message: string) => new ProviderFailure(PROVIDER_ERROR_CODES.in
 const text = (value: unknown) => (typeof value === 'string' ? value : '');
 const num = (value: unknown) => (typeof value === 'number' && Number.isFinite(value) ? value : undefined);
 
-export function chatRequest(target: OpenAiDeploymentTarget, params: Record<string, unknown>) {
-  const system = text(params.systemPrompt);
+const CHAT_ROLES = new Set(['system', 'developer', 'user', 'assistant', 'tool']);
+
+/**
+ * The chat body: `params.messages` (a conversation, as OpenAI takes it) when present, else `systemPrompt`
+ * as a system message and `prompt` as the user message; then the sampling fields. `topP`, `stop`, `user`,
+ * `responseFormat`, `tools` and `toolChoice` go as they are, under OpenAI's names, when present. Streaming
+ * (`stream`, `stream_options`) is the adapter's to add.
+ */
+export function chatRequest(target: OpenAiDeploymentTarget, params: Record<string, unknown>): ChatCompletionCreateParamsNonStreaming {
   const maxTokens = num(params.maxTokens);
   const temperature = num(params.temperature);
   const seed = num(params.seed);
+  const topP = num(params.topP);
+  const stop = stopOf(params.stop);
+  const user = typeof params.user === 'string' ? params.user : undefined;
   const field = target.tokenLimitField ?? (REASONING_FAMILY.test(target.model) ? 'max_completion_tokens' : 'max_tokens');
   return {
     model: target.model,
-    messages: [...(system ? [{ role: 'system' as const, content: system }] : []), { role: 'user' as const, content: text(params.prompt) }],
+    messages: chatMessages(params),
     ...(temperature !== undefined ? { temperature } : {}),
+    ...(topP !== undefined ? { top_p: topP } : {}),
     ...(maxTokens !== undefined ? { [field]: maxTokens } : {}),
     ...(seed !== undefined ? { seed } : {}),
+    ...(stop !== undefined ? { stop } : {}),
+    ...(user !== undefined ? { user } : {}),
+    ...(params.responseFormat !== undefined ? { response_format: params.responseFormat as ChatCompletionCreateParamsNonStreaming['response_format'] } : {}),
+    ...(params.tools !== undefined ? { tools: params.tools as ChatCompletionCreateParamsNonStreaming['tools'] } : {}),
+    ...(params.toolChoice !== undefined ? { tool_choice: params.toolChoice as ChatCompletionCreateParamsNonStreaming['tool_choice'] } : {}),
   };
+}
+
+function stopOf(value: unknown): string | string[] | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value === 'string') return value;
+  if (Array.isArray(value) && value.every((item) => typeof item === 'string')) return value as string[];
+  throw refused('The chat parameter stop must be a string or an array of strings.');
+}
+
+/** The conversation sent: each message with the fields OpenAI takes for its role, nothing else. */
+function chatMessages(params: Record<string, unknown>): ChatCompletionMessageParam[] {
+  if (params.messages === undefined) {
+    const system = text(params.systemPrompt);
+    return [...(system ? [{ role: 'system' as const, content: system }] : []), { role: 'user' as const, content: text(params.prompt) }];
+  }
+  if (!Array.isArray(params.messages) || params.messages.length === 0) throw refused('The chat messages must be a non-empty array.');
+  return params.messages.map((item: unknown, i) => {
+    const m = (item ?? {}) as { role?: unknown; content?: unknown; name?: unknown; tool_call_id?: unknown; tool_calls?: unknown };
+    if (typeof m.role !== 'string' || !CHAT_ROLES.has(m.role))
+      throw refused(`The chat message ${i} has the role ${String(m.role)}; roles are system, developer, user, assistant and tool.`);
+    if (typeof m.content !== 'string') throw refused(`The chat message ${i} has no text content.`);
+    const name = typeof m.name === 'string' && m.role !== 'tool' ? { name: m.name } : {};
+    if (m.role === 'tool') {
+      if (typeof m.tool_call_id !== 'string' || !m.tool_call_id) throw refused(`The chat message ${i} (a tool's answer) has no tool_call_id.`);
+      return { role: 'tool', content: m.content, tool_call_id: m.tool_call_id };
+    }
+    if (m.role === 'assistant' && Array.isArray(m.tool_calls)) {
+      return { role: 'assistant', content: m.content, ...name, tool_calls: m.tool_calls as never };
+    }
+    return { role: m.role as 'system' | 'developer' | 'user' | 'assistant', content: m.content, ...name };
+  });
 }
 
 export function isGptImageModel(model: string): boolean {

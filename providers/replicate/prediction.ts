@@ -14,6 +14,8 @@ export interface Prediction {
   error: string | undefined;
   logs: string;
   metrics: Record<string, unknown>;
+  /** `urls.stream`: the server-sent events of a model that streams its output (language models). */
+  streamUrl?: string;
 }
 
 /** The prediction in a JSON answer, or undefined when it lacks an id or a known status. */
@@ -28,7 +30,14 @@ export function readPrediction(json: unknown): Prediction | undefined {
     error: typeof p.error === 'string' ? p.error : p.error == null ? undefined : JSON.stringify(p.error),
     logs: typeof p.logs === 'string' ? p.logs : '',
     metrics: typeof p.metrics === 'object' && p.metrics !== null ? (p.metrics as Record<string, unknown>) : {},
+    ...streamUrlOf(p.urls),
   };
+}
+
+function streamUrlOf(urls: unknown): { streamUrl?: string } {
+  if (typeof urls !== 'object' || urls === null) return {};
+  const stream = (urls as { stream?: unknown }).stream;
+  return typeof stream === 'string' && stream !== '' ? { streamUrl: stream } : {};
 }
 
 export const isTerminal = (status: PredictionStatus): boolean => status === 'succeeded' || status === 'failed' || status === 'canceled' || status === 'aborted';

@@ -10,7 +10,15 @@ export interface ReplicateSettings {
   /** Standard Webhooks signing secret (`whsec_<base64>`); without it no webhook is asked for and events are refused. */
   webhookSecret?: string;
   maxConcurrentJobs?: number;
+  /** REPLICATE_RESUBMIT_GRACE_MS when set; else REPLICATE_RESUBMIT_GRACE_MS (the constant). */
+  resubmitGraceMs?: number;
 }
+
+/**
+ * A job handed over again after a restart waits this long for an event of a prediction Replicate may already
+ * have made for it (with webhooks; Replicate posts `start` as a prediction starts) before it is created again.
+ */
+export const REPLICATE_RESUBMIT_GRACE_MS = 60_000;
 
 export const REPLICATE_DEFAULT_BASE_URL = 'https://api.replicate.com/v1';
 
@@ -38,8 +46,18 @@ export function parseReplicateSettings(env: Record<string, string | undefined>):
     else problems.push(`REPLICATE_MAX_CONCURRENT_JOBS=${JSON.stringify(concurrency)}: expected a whole number from 1 to 999999`);
   }
 
+  let resubmitGraceMs: number | undefined;
+  const grace = env.REPLICATE_RESUBMIT_GRACE_MS?.trim();
+  if (grace) {
+    if (/^\d{1,7}$/.test(grace) && Number(grace) <= 3_600_000) resubmitGraceMs = Number(grace);
+    else problems.push(`REPLICATE_RESUBMIT_GRACE_MS=${JSON.stringify(grace)}: expected a whole number of milliseconds up to 3600000`);
+  }
+
   if (problems.length > 0) return { settings: undefined, problems };
-  return { settings: { apiToken: token!, baseUrl, webhookSecret, maxConcurrentJobs }, problems };
+  return {
+    settings: { apiToken: token!, baseUrl, webhookSecret, maxConcurrentJobs, ...(resubmitGraceMs !== undefined ? { resubmitGraceMs } : {}) },
+    problems,
+  };
 }
 
 function isHttpUrl(text: string): boolean {

@@ -108,6 +108,17 @@ export interface BreakerRecord {
   /** Half-open: the ticket of the one job let through, and when it was taken. */
   ticket: string | null;
   ticketAt: number | null;
+  /** Open or half-open: what opened it last (its window is emptied then, so these say why). */
+  opened?: Opening;
+}
+
+/** What opened a breaker: when, the window's counts at that moment, and the rule that did it. */
+export interface Opening {
+  at: number;
+  calls: number;
+  failures: number;
+  /** `failures`: the window's ratio; `retry_after`: a 429's Retry-After; `at_once`: a failure that opens at once (a refused key); `probe_failed`: the half-open job failed. */
+  reason: 'failures' | 'retry_after' | 'at_once' | 'probe_failed';
 }
 
 export function closedBreaker(): BreakerRecord {
@@ -166,11 +177,13 @@ export function recordOutcome(record: BreakerRecord, verdict: Verdict, now: numb
       if (verdict.kind === 'neutral') return { record, result: undefined };
       const window = counted(pruned(record.window, now, settings), now, verdict.kind === 'failure', settings);
       if (verdict.kind === 'failure') {
-        if (verdict.retryAfterMs !== undefined) return opened(record, 'closed', now + verdict.retryAfterMs, record.cooldownMs);
-        if (verdict.atOnce) return opened(record, 'closed', now + settings.cooldownMs, settings.cooldownMs);
         const { calls, failures } = totals(window);
+        if (verdict.retryAfterMs !== undefined) {
+          return opened(record, 'closed', now + verdict.retryAfterMs, record.cooldownMs, { at: now, calls, failures, reason: 'retry_after' });
+        }
+        if (verdict.atOnce) return opened(record, 'closed', now + settings.cooldownMs, settings.cooldownMs, { at: now, calls, failures, reason: 'at_once' });
         if (calls >= settings.minCalls && failures / calls >= settings.failureRatio) {
-          return opened(record, 'closed', now + settings.cooldownMs, settings.cooldownMs);
+          return opened(record, 'closed', now + settings.cooldownMs, settings.cooldownMs, { at: now, calls, failures, reason: 'failures' });
         }
       }
       return { record: { ...record, window }, result: undefined };
@@ -187,9 +200,11 @@ export function recordOutcome(record: BreakerRecord, verdict: Verdict, now: numb
         // Caused by its input: it says nothing of the deployment, so the next caller probes instead.
         if (verdict.kind === 'neutral') return { record: { ...record, ticket: null, ticketAt: null }, result: undefined };
         const cooldown = nextCooldown(record.cooldownMs, settings);
-        return opened(record, 'half_open', now + (verdict.retryAfterMs ?? cooldown), cooldown);
+        return opened(record, 'half_open', now + (verdict.retryAfterMs ?? cooldown), cooldown, { at: now, calls: 1, failures: 1, reason: 'probe_failed' });
       }
-      if (verdict.kind === 'failure' && verdict.retryAfterMs !== undefined) return opened(record, 'half_open', now + verdict.retryAfterMs, record.cooldownMs);
+      if (verdict.kind === 'failure' && verdict.retryAfterMs !== undefined) {
+        return opened(record, 'half_open', now + verdict.retryAfterMs, record.cooldownMs, { at: now, calls: 1, failures: 1, reason: 'retry_after' });
+      }
       return { record, result: undefined };
   }
 }
@@ -206,6 +221,8 @@ export interface BreakerView {
   cooldownMs: number;
   /** Half-open: a job holds the ticket. */
   probing: boolean;
+  /** Open or half-open: what opened it (absent while closed). */
+  opened?: Opening;
 }
 
 export function viewOf(record: BreakerRecord, now: number, settings: BreakerSettings): BreakerView {
@@ -215,7 +232,7 @@ export function viewOf(record: BreakerRecord, now: number, settings: BreakerSett
 
 /** The view from a stored state and its window's counts (the Redis store counts with its sorted sets). */
 export function viewFrom(
-  state: Pick<BreakerRecord, 'status' | 'openUntil' | 'cooldownMs' | 'ticketAt'>,
+  state: Pick<BreakerRecord, 'status' | 'openUntil' | 'cooldownMs' | 'ticketAt' | 'opened'>,
   calls: number,
   failures: number,
   now: number,
@@ -230,6 +247,7 @@ export function viewFrom(
     openUntil: state.status === 'open' && !cooledDown ? state.openUntil : null,
     cooldownMs: state.cooldownMs,
     probing: state.status === 'half_open' && state.ticketAt !== null && now - state.ticketAt < settings.probeTimeoutMs,
+    ...(state.status !== 'closed' && state.opened ? { opened: state.opened } : {}),
   };
 }
 
@@ -237,9 +255,9 @@ export function nextCooldown(current: number, settings: BreakerSettings): number
   return current <= 0 ? settings.cooldownMs : Math.min(current * 2, settings.maxCooldownMs);
 }
 
-function opened(record: BreakerRecord, from: BreakerStatus, until: number, cooldownMs: number): Step {
+function opened(record: BreakerRecord, from: BreakerStatus, until: number, cooldownMs: number, opening: Opening): Step {
   return {
-    record: { ...record, status: 'open', window: [], openUntil: until, cooldownMs, ticket: null, ticketAt: null },
+    record: { ...record, status: 'open', window: [], openUntil: until, cooldownMs, ticket: null, ticketAt: null, opened: opening },
     transition: { from, to: 'open' },
     result: undefined,
   };

@@ -1,6 +1,15 @@
 import { createHash } from 'node:crypto';
 import type { RedisClient } from '../../runtime/redis.ts';
-import { viewFrom, type Admission, type BreakerSettings, type BreakerStatus, type BreakerView, type Transition, type Verdict } from './breaker.ts';
+import {
+  viewFrom,
+  type Admission,
+  type BreakerSettings,
+  type BreakerStatus,
+  type BreakerView,
+  type Opening,
+  type Transition,
+  type Verdict,
+} from './breaker.ts';
 import type { BreakerBackend } from './breaker-backend.ts';
 
 /*
@@ -54,9 +63,10 @@ local baseCooldown, maxCooldown, ttl = tonumber(ARGV[10]), tonumber(ARGV[11]), t
 local state = redis.call('HMGET', KEYS[1], 'status', 'openUntil', 'cooldownMs', 'ticket')
 local status = state[1] or 'closed'
 local cooldown = tonumber(state[3]) or 0
-local function open(from, untilAt, cd)
+local function open(from, untilAt, cd, reason, calls, failures)
   redis.call('DEL', KEYS[2], KEYS[3])
-  redis.call('HSET', KEYS[1], 'status', 'open', 'openUntil', int(untilAt), 'cooldownMs', int(cd))
+  redis.call('HSET', KEYS[1], 'status', 'open', 'openUntil', int(untilAt), 'cooldownMs', int(cd),
+    'openedAt', int(now), 'openedCalls', int(calls), 'openedFailures', int(failures), 'openedReason', reason)
   redis.call('HDEL', KEYS[1], 'ticket', 'ticketAt')
   keep(KEYS[1], untilAt - now + ttl)
   return {from, 'open'}
@@ -71,11 +81,11 @@ if status == 'closed' then
   redis.call('ZADD', window, int(now), ARGV[6])
   keep(window, windowMs + 60000)
   if kind == 'f' then
-    if retryAfter then return open('closed', now + retryAfter, cooldown) end
-    if ARGV[4] == '1' then return open('closed', now + baseCooldown, baseCooldown) end
     local failures = redis.call('ZCARD', KEYS[3])
     local calls = failures + redis.call('ZCARD', KEYS[2])
-    if calls >= minCalls and failures / calls >= ratio then return open('closed', now + baseCooldown, baseCooldown) end
+    if retryAfter then return open('closed', now + retryAfter, cooldown, 'retry_after', calls, failures) end
+    if ARGV[4] == '1' then return open('closed', now + baseCooldown, baseCooldown, 'at_once', calls, failures) end
+    if calls >= minCalls and failures / calls >= ratio then return open('closed', now + baseCooldown, baseCooldown, 'failures', calls, failures) end
   end
   return {}
 end
@@ -98,24 +108,26 @@ if ARGV[5] ~= '' and state[4] == ARGV[5] then
   end
   local cd = baseCooldown
   if cooldown > 0 then cd = math.min(cooldown * 2, maxCooldown) end
-  return open('half_open', now + (retryAfter or cd), cd)
+  return open('half_open', now + (retryAfter or cd), cd, 'probe_failed', 1, 1)
 end
-if kind == 'f' and retryAfter then return open('half_open', now + retryAfter, cooldown) end
+if kind == 'f' and retryAfter then return open('half_open', now + retryAfter, cooldown, 'retry_after', 1, 1) end
 return {}`;
 
 /**
  * KEYS: hash, successes, failures of each deployment in turn. ARGV: now, then each deployment's windowMs.
- * Returns per deployment {status, openUntil, cooldownMs, ticketAt, successes, failures}, '' for absent.
+ * Returns per deployment {status, openUntil, cooldownMs, ticketAt, successes, failures, openedAt, openedCalls,
+ * openedFailures, openedReason}, '' for absent.
  */
 const READ = `${HELPERS}
 local now = tonumber(ARGV[1])
 local out = {}
 for i = 0, #KEYS / 3 - 1 do
-  local state = redis.call('HMGET', KEYS[i * 3 + 1], 'status', 'openUntil', 'cooldownMs', 'ticketAt')
+  local state = redis.call('HMGET', KEYS[i * 3 + 1], 'status', 'openUntil', 'cooldownMs', 'ticketAt', 'openedAt', 'openedCalls', 'openedFailures', 'openedReason')
   local since = '(' .. int(now - tonumber(ARGV[i + 2]))
   out[i + 1] = {
     state[1] or 'closed', state[2] or '', state[3] or '', state[4] or '',
     redis.call('ZCOUNT', KEYS[i * 3 + 2], since, '+inf'), redis.call('ZCOUNT', KEYS[i * 3 + 3], since, '+inf'),
+    state[5] or '', state[6] or '', state[7] or '', state[8] or '',
   }
 end
 return out`;
@@ -185,7 +197,18 @@ export class RedisBreakerBackend implements BreakerBackend {
       [String(now), ...settings.map((s) => String(s.windowMs))],
     )) as unknown[][];
     return reply.map((row, i) => {
-      const [status, openUntil, cooldownMs, ticketAt, successes, failures] = row.map(String) as [string, string, string, string, string, string];
+      const [status, openUntil, cooldownMs, ticketAt, successes, failures, openedAt, openedCalls, openedFailures, openedReason] = row.map(String) as [
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+        string,
+      ];
       const calls = Number(successes) + Number(failures);
       return viewFrom(
         {
@@ -193,6 +216,9 @@ export class RedisBreakerBackend implements BreakerBackend {
           openUntil: openUntil ? Number(openUntil) : null,
           cooldownMs: cooldownMs ? Number(cooldownMs) : 0,
           ticketAt: ticketAt ? Number(ticketAt) : null,
+          ...(openedAt
+            ? { opened: { at: Number(openedAt), calls: Number(openedCalls), failures: Number(openedFailures), reason: openedReason as Opening['reason'] } }
+            : {}),
         },
         calls,
         Number(failures),

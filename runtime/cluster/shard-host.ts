@@ -1,5 +1,6 @@
 import type { Lease } from '../../persistence/cluster/leases.ts';
 import type { ActorOwnership } from '../actor-directory.ts';
+import { sleep, systemClock, type Clock } from '../clock.ts';
 import type { Logger } from '../logger.ts';
 import { Lru } from '../lru.ts';
 import { runRecovery, type RecoveryTask } from '../recovery.ts';
@@ -28,6 +29,8 @@ export interface ShardHostOptions {
   shardLost?: (matches: (workspaceId: string) => boolean) => void;
   /** First wait before a failed recovery of a gained shard is tried again (doubling, at most 30 s). */
   retryMs: number;
+  /** The drain's deadline and polls and the recovery's backoff run on it (default: the system clock). */
+  clock?: Clock;
 }
 
 /**
@@ -42,7 +45,11 @@ export class ShardHost implements ActorOwnership {
   /** Each actor message and each routed request asks for its workspace's shard: a SHA-256 computed once per workspace. */
   private readonly shards = new Lru<string, number>(SHARD_MEMO_SIZE);
 
-  constructor(private readonly options: ShardHostOptions) {}
+  private readonly clock: Clock;
+
+  constructor(private readonly options: ShardHostOptions) {
+    this.clock = options.clock ?? systemClock;
+  }
 
   shardOf(workspaceId: string): number {
     let shard = this.shards.get(workspaceId);
@@ -72,7 +79,7 @@ export class ShardHost implements ActorOwnership {
    * neither hands a job to its provider again nor posts a delivery twice.
    */
   readonly drain = async (lease: Lease): Promise<void> => {
-    const deadline = Date.now() + this.options.drainMs;
+    const deadline = this.clock.now() + this.options.drainMs;
     const scope = { shard: lease.shard, shardCount: this.options.shardCount };
     const inShard = (workspaceId: string) => this.shardOf(workspaceId) === lease.shard;
     let inFlight = 0;
@@ -82,22 +89,22 @@ export class ShardHost implements ActorOwnership {
     let attempts = 0;
     let retired = 0;
     for (;;) {
-      while (this.options.jobsInFlight && (inFlight = await this.options.jobsInFlight(scope)) > 0 && Date.now() < deadline) {
-        await new Promise((resolve) => setTimeout(resolve, 50));
+      while (this.options.jobsInFlight && (inFlight = await this.options.jobsInFlight(scope)) > 0 && this.clock.now() < deadline) {
+        await sleep(this.clock, 50);
       }
       // Webhook attempts on the wire end here; their outcomes reach the mailboxes, which retire empties, and
       // the flush below commits them: the next owner finds those deliveries settled, not pending.
-      while (this.options.attemptsInFlight && (attempts = this.options.attemptsInFlight(inShard)) > 0 && Date.now() < deadline) {
-        await new Promise((resolve) => setTimeout(resolve, 20));
+      while (this.options.attemptsInFlight && (attempts = this.options.attemptsInFlight(inShard)) > 0 && this.clock.now() < deadline) {
+        await sleep(this.clock, 20);
       }
-      retired += await this.options.retire(inShard, Math.max(0, deadline - Date.now()));
+      retired += await this.options.retire(inShard, Math.max(0, deadline - this.clock.now()));
       await this.options.flushWrites();
       // A job whose start was on its way when the drain began (decided before it, its state not yet
       // committed, so not counted above) was handed to its provider while the mailboxes emptied: it is in
       // flight now, so wait for it as for the others rather than let the next owner submit it again.
       inFlight = this.options.jobsInFlight ? await this.options.jobsInFlight(scope) : 0;
       attempts = this.options.attemptsInFlight ? this.options.attemptsInFlight(inShard) : 0;
-      if ((inFlight === 0 && attempts === 0) || Date.now() >= deadline) break;
+      if ((inFlight === 0 && attempts === 0) || this.clock.now() >= deadline) break;
     }
     if (inFlight > 0) this.options.logger.warn({ shard: lease.shard, inFlight }, 'jobs still in flight at the drain deadline: the next owner resubmits them');
     if (attempts > 0)
@@ -139,7 +146,7 @@ export class ShardHost implements ActorOwnership {
           held ? 'recovery of a gained shard failed; retrying' : 'recovery of a gained shard failed; the shard is gone',
         );
         if (!held) return;
-        await new Promise((resolve) => setTimeout(resolve, Math.min(30_000, this.options.retryMs * 2 ** (attempt - 1))));
+        await sleep(this.clock, Math.min(30_000, this.options.retryMs * 2 ** (attempt - 1)));
       }
     }
   }

@@ -15,6 +15,7 @@ import { CatalogMetrics } from './catalog.ts';
 import { BreakerMetrics } from './breakers.ts';
 import { observeProcess } from './process.ts';
 import { HistogramSet } from './histograms.ts';
+import { SnapshotGauges } from './snapshot-gauges.ts';
 import type { Instruments } from './instruments.ts';
 
 export type { WebhookAttemptOutcome, ProviderCallOutcome } from './work.ts';
@@ -23,6 +24,8 @@ export type { HttpMetrics, ActorMetrics, PersistenceMetrics, WorkMetrics, Cluste
 /** Where the observed gauges read from; given once the service has built those parts. */
 export interface MetricSources extends WorkSources {
   pool(): PoolCounts | undefined;
+  /** Whether this node reaches the database now (false during an outage: docs/operations.md, Database outages). */
+  databaseAvailable(): boolean;
 }
 
 export interface MetricsOptions {
@@ -60,9 +63,11 @@ export class Metrics {
   ) {
     // The hot-path histograms (histograms.ts) are collected by every reader beside the SDK's instruments.
     const histograms = new HistogramSet({ name: 'generation-service', version: options.version });
+    // So are the gauges whose series are only what they read now (snapshot-gauges.ts).
+    const snapshots = new SnapshotGauges({ name: 'generation-service', version: options.version });
     const readers: IMetricReader[] = [];
     if (config.exporters.includes('prometheus')) {
-      this.prometheus = new PrometheusExporter({ preventServerStart: true, withoutScopeInfo: true, metricProducers: [histograms] });
+      this.prometheus = new PrometheusExporter({ preventServerStart: true, withoutScopeInfo: true, metricProducers: [histograms, snapshots] });
       readers.push(this.prometheus);
     }
     if (pushed) {
@@ -71,7 +76,7 @@ export class Metrics {
           exporter: pushed,
           exportIntervalMillis: config.exportIntervalMs,
           exportTimeoutMillis: config.exportTimeoutMs,
-          metricProducers: [histograms],
+          metricProducers: [histograms, snapshots],
         }),
       );
     }
@@ -80,11 +85,15 @@ export class Metrics {
       readers,
     });
     const meter: Meter = this.provider.getMeter('generation-service', options.version);
-    const instruments: Instruments = { meter, histograms };
+    const instruments: Instruments = { meter, histograms, snapshots };
     const failed = (error: unknown) => options.logger.warn({ err: error }, 'metrics: a gauge could not be read');
     this.http = new HttpMetrics(instruments);
     this.actors = new ActorMetrics(instruments);
-    this.persistence = new PersistenceMetrics(instruments, () => this.sources?.pool());
+    this.persistence = new PersistenceMetrics(
+      instruments,
+      () => this.sources?.pool(),
+      () => this.sources?.databaseAvailable(),
+    );
     this.work = new WorkMetrics(
       instruments,
       {

@@ -1,5 +1,6 @@
 import type { Attributes, Meter } from '@opentelemetry/api';
 import type { FastHistogram, HistogramSet } from './histograms.ts';
+import type { SnapshotGauges } from './snapshot-gauges.ts';
 
 /** Bucket boundaries in seconds, from the semantic conventions of http.server.request.duration. */
 export const SECONDS_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10];
@@ -8,10 +9,11 @@ export const LONG_SECONDS_BUCKETS = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 
 /** Counts (group-commit batch sizes): powers of two up to the largest batch. */
 export const COUNT_BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096];
 
-/** What each area makes its instruments with: the SDK's meter (counters, gauges) and the hot-path histograms. */
+/** What each area makes its instruments with: the SDK's meter (counters, gauges), the hot-path histograms and the gauges of the present alone. */
 export interface Instruments {
   meter: Meter;
   histograms: HistogramSet;
+  snapshots: SnapshotGauges;
 }
 
 export function secondsHistogram(instruments: Instruments, name: string, description: string, buckets = SECONDS_BUCKETS): FastHistogram {

@@ -13,7 +13,7 @@ export class PersistenceMetrics {
   private readonly batchSize: FastHistogram;
   private readonly commitDuration: FastHistogram;
 
-  constructor(instruments: Instruments, pool: () => PoolCounts | undefined) {
+  constructor(instruments: Instruments, pool: () => PoolCounts | undefined, available: () => boolean | undefined = () => undefined) {
     this.batchSize = instruments.histograms.histogram(
       'gs.db.batch.size',
       'Actor writes committed together in one group-commit transaction.',
@@ -33,6 +33,13 @@ export class PersistenceMetrics {
       description: 'Requests waiting for a connection of the database pool.',
       unit: '{request}',
     });
+    // 1 while this node reaches the database, 0 during an outage: what an alert on a database outage reads.
+    instruments.meter
+      .createObservableGauge('gs.db.available', { description: 'Whether this node reaches the database: 1 yes, 0 during an outage.', unit: '1' })
+      .addCallback((result) => {
+        const up = available();
+        if (up !== undefined) result.observe(up ? 1 : 0);
+      });
     const used = { 'db.client.connection.state': 'used' };
     const idle = { 'db.client.connection.state': 'idle' };
     instruments.meter.addBatchObservableCallback(

@@ -1,6 +1,6 @@
 import t from 'tap';
-import { decide, EVENT_OF, initialState, MAX_ATTEMPTS, MAX_NOTES, type GenerationCommand, type GenerationState } from '../../actors/generation/machine.ts';
-import { GENERATION_STATUSES, isTerminal, TERMINAL_STATUSES, type GenerationStatus } from '../../domain/generation-status.ts';
+import { decide, initialState, MAX_ATTEMPTS, MAX_NOTES, type GenerationCommand, type GenerationState } from '../../actors/generation/machine.ts';
+import { EVENT_OF, GENERATION_STATUSES, isTerminal, TERMINAL_STATUSES, type GenerationStatus } from '../../domain/generation-status.ts';
 
 const T0 = Date.UTC(2026, 0, 1);
 const TIMEOUT = 600_000;
@@ -134,7 +134,7 @@ t.test('every out-of-order step is refused and leaves the state as it was', asyn
     started: ['submitted'],
     succeed: ['running'],
     resume: ['reserved', 'submitted', 'running'],
-    note: ['submitted', 'running'],
+    note: ['reserved', 'submitted', 'running'],
     reroute: ['reserved', 'submitted', 'running'],
     fail: ['queued', 'reserved', 'submitted', 'running'],
     cancel: ['queued', 'reserved', 'submitted', 'running'],
@@ -166,7 +166,7 @@ t.test('resume after a restart: an in-flight job is handed to its provider again
     t.equal(decision.state.status, status, 'the status never goes back');
     t.equal(decision.state.attempts, 2);
     t.equal(decision.state.providerJobId, null, 'the old provider job belonged to the stopped process');
-    t.same(decision.effects, [{ type: 'submit_to_provider' }]);
+    t.same(decision.effects, [{ type: 'submit_to_provider', afterRestart: true }]);
     t.equal(decision.settle, undefined, 'no money moves and the slot stays held');
     t.same(decision.state.timeline.at(-1), { status, at: new Date(T0 + 5).toISOString(), detail: 'resubmitted after a restart (attempt 2 of 3)' });
   }
@@ -269,7 +269,10 @@ t.test('provider notes go into the timeline, bounded, without a change of state'
     if (d.ok) state = d.state;
   }
   t.equal(state.timeline.filter((e) => e.status === 'running' && e.detail !== undefined).length, MAX_NOTES, `at most ${MAX_NOTES} notes per status`);
-  t.notOk(decide(drive(at.reserved), { type: 'note', detail: 'x' }, T0).ok, 'no note before the provider has the job');
+  // Before its hand-over a job may say what it waits for (an open breaker); still no note while queued.
+  const waiting = decide(drive(at.reserved), { type: 'note', detail: 'waiting for d1: its circuit breaker is open' }, T0);
+  t.ok(waiting.ok && waiting.state.status === 'reserved' && waiting.effects.length === 0, 'a reserved job takes a note, staying reserved');
+  t.notOk(decide(drive(at.queued), { type: 'note', detail: 'x' }, T0).ok, 'no note while queued');
 });
 
 t.test('a reroute hands the job to another deployment: status kept, one more attempt, the old id dropped', async (t) => {
@@ -322,4 +325,26 @@ t.test('only a terminal state is settled; submitted, running and notes need noth
     cancelled: 'generation.cancelled',
     expired: 'generation.expired',
   });
+});
+
+t.test('resume of a job whose provider answers within its request: never handed over again when its call may have gone out', async (t) => {
+  for (const status of ['reserved', 'submitted', 'running'] as const) {
+    const before = drive(at[status]);
+    // Its submitted rode unwritten (actors/generation/actor.ts, RIDE_MS): no provider job id was stored.
+    const unwritten = { ...before, providerJobId: null };
+    const d = decide(unwritten, { type: 'resume', maxAttempts: MAX_ATTEMPTS, lookUp: true, inRequest: true }, T0 + 7);
+    t.ok(d.ok, `resume from ${status}`);
+    if (!d.ok) continue;
+    t.equal(d.state.status, 'failed', `from ${status}: failed, not run again`);
+    t.equal(d.state.errorCode, 'provider_error');
+    t.match(d.state.errorMessage, /whether it ran is not known/);
+    t.same(d.effects, [], 'nothing handed to the provider');
+    t.same(d.settle, { money: 'release', heldSlot: true }, 'its credits released');
+  }
+  // With its provider job id written, it is followed there (the adapter says what became of it).
+  const followed = decide(drive(at.running), { type: 'resume', maxAttempts: MAX_ATTEMPTS, lookUp: true, inRequest: true }, T0);
+  t.ok(followed.ok && followed.effects[0]?.type === 'follow_at_provider', 'a written provider job id is followed');
+  // A provider whose jobs live in this process (local: no lookUp) hands the job over again.
+  const local = decide({ ...drive(at.running), providerJobId: null }, { type: 'resume', maxAttempts: MAX_ATTEMPTS, lookUp: false, inRequest: true }, T0);
+  t.ok(local.ok && local.effects[0]?.type === 'submit_to_provider', 'the local provider runs it again');
 });

@@ -3,8 +3,8 @@ import type { ActorBehavior } from '../../runtime/actor-behavior.ts';
 import type { Protocol } from '../../runtime/actor-protocol.ts';
 import type { ActorKinds } from '../../actors/kinds.ts';
 import { systemClock } from '../../runtime/clock.ts';
-import { generationRecovery } from '../../actors/generation/recovery.ts';
-import { actorTestbed } from '../helpers/actors.ts';
+import { generationRecovery } from '../../actors/generation-recovery.ts';
+import { actorTestbed, everyMessage } from '../helpers/actors.ts';
 
 /**
  * What the recovery of unfinished generations asks of the actors (probe kinds in place of the real ones):
@@ -17,10 +17,10 @@ t.test('recovery resumes the jobs in flight, and wakes the workspaces without an
   const probe = (kind: string): ActorBehavior<object, Protocol> => ({
     kind,
     load: async () => ({}),
-    async receive(state, msg, ctx) {
+    handlers: everyMessage(async (state: object, msg: { type: string }, ctx: { id: string }) => {
       seen.push(`${kind}:${ctx.id}:${msg.type}`);
       return { state, reply: {} };
-    },
+    }),
   });
   actors.register(probe('ws'));
   actors.register(probe('gen'));

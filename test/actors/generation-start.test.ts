@@ -2,8 +2,11 @@ import t from 'tap';
 import { generationRowOf } from '../../persistence/entities/generation.ts';
 import { generationActor } from '../../actors/generation/actor.ts';
 import { ProviderRegistry, type ProviderJob } from '../../providers/provider.ts';
-import { actorTestbed } from '../helpers/actors.ts';
+import { actorTestbed, everyMessage } from '../helpers/actors.ts';
+import type { ActorKinds } from '../../actors/kinds.ts';
+import type { ActorDeps } from '../../actors/deps.ts';
 import { HeldJobs } from '../../actors/generation/held-jobs.ts';
+import { eventually } from '../helpers/eventually.ts';
 
 /**
  * A job reserved in its creation's transaction goes to its provider when its workspace says start, also
@@ -12,7 +15,7 @@ import { HeldJobs } from '../../actors/generation/held-jobs.ts';
  * it waits instead, its workspace told to hold it.
  */
 t.test('a job reserved at its creation starts while its shard drains; it waits while generation is paused', async (t) => {
-  const { db, actors } = await actorTestbed(t);
+  const { db, actors } = await actorTestbed<ActorKinds, ActorDeps>(t);
   const submitted: string[] = [];
   const told: string[] = [];
   let paused = false;
@@ -20,10 +23,10 @@ t.test('a job reserved at its creation starts while its shard drains; it waits w
   actors.register({
     kind: 'ws',
     load: async () => ({}),
-    async receive(state, msg: { type: string; generationId?: string }, ctx) {
+    handlers: everyMessage(async (state: object, msg: { type: string; generationId?: string }, ctx: { id: string }) => {
       told.push(`${ctx.id}:${msg.type}:${msg.generationId}`);
-      return { state };
-    },
+      return { state, reply: undefined };
+    }),
   });
   actors.register(generationActor);
   actors.provideDeps({
@@ -39,7 +42,8 @@ t.test('a job reserved at its creation starts while its shard drains; it waits w
     generationPaused: () => paused,
     handingOver: () => true,
     held,
-  });
+    // What the generation actor uses of ActorDeps on this path, and nothing more.
+  } as unknown as ActorDeps);
   const em = db.em();
   await em.execute(`insert into workspaces (id, name, plan, created_at, updated_at) values ('ws_1', 'ws_1', 'pro', now(), now())`);
   const reserved = async (id: string) => {
@@ -57,7 +61,7 @@ t.test('a job reserved at its creation starts while its shard drains; it waits w
 
   actors.tell('gen', 'gen_1', { type: 'start', row: await reserved('gen_1') });
   await actors.drain();
-  for (let i = 0; i < 500 && submitted.length === 0; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+  await eventually(() => submitted.length > 0, { what: 'a submission' });
   t.same(submitted, ['gen_1'], 'handed to its provider although its shard is draining');
 
   paused = true;
@@ -72,7 +76,7 @@ t.test('a job reserved at its creation starts while its shard drains; it waits w
   const version = held.version;
   actors.tell('gen', 'gen_2', { type: 'recover', row: await rowOf('gen_2') });
   await actors.drain();
-  for (let i = 0; i < 500 && submitted.length < 2; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+  await eventually(() => submitted.length >= 2, { what: 'a second submission' });
   t.same(submitted, ['gen_1', 'gen_2'], 'handed to its provider once the stop is lifted');
   t.same(held.ids(), [], 'released: a drain counts it again');
   t.ok(held.version > version, 'the release moves the version, so no count made before it is used after');

@@ -7,6 +7,7 @@ import { ManualClock } from '../../runtime/clock.ts';
 import { createLogger } from '../../runtime/logger.ts';
 import { RenewalScheduler } from '../../actors/billing/renewals.ts';
 import { actorTestbed } from '../helpers/actors.ts';
+import { eventually } from '../helpers/eventually.ts';
 
 /**
  * Cluster mode: a shard lost takes its subscriptions' renewal timers with it (the next owner schedules
@@ -21,9 +22,11 @@ t.test('cancelWhere drops the renewal timers of the matching workspaces only', a
   const ws: ActorBehavior<object, Protocol<{ type: 'renew'; subscriptionId: string }, { renew: RenewReply }>> = {
     kind: 'ws',
     load: async () => ({}),
-    async receive(state, msg, ctx) {
-      renewed.push(`${ctx.id}/${msg.subscriptionId}`);
-      return { state, reply: { nextAt: null } };
+    handlers: {
+      renew: async (state, msg, ctx) => {
+        renewed.push(`${ctx.id}/${msg.subscriptionId}`);
+        return { state, reply: { nextAt: null } };
+      },
     },
   };
   actors.register(ws);
@@ -43,8 +46,7 @@ t.test('cancelWhere drops the renewal timers of the matching workspaces only', a
   t.equal(renewals.pending(), 1);
 
   clock.advance(2 * 3_600_000);
-  const deadline = Date.now() + 10_000;
-  while (renewed.length === 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
+  await eventually(() => renewed.length > 0, { what: 'a renewal' });
   await actors.drain();
   t.same(renewed, ['ws_kept/sub_3'], 'only the workspace still run here was asked to renew');
   t.equal(renewals.pending(), 0, 'its subscription ended: nothing left scheduled');

@@ -2,6 +2,7 @@ import { mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { Test } from 'tap';
+import { eventually } from '../helpers/eventually.ts';
 
 /** A plan of a test catalog: generous enough that no limit of it is what a test meets, unless it says so. */
 export function plan(id: string, extra: Record<string, unknown> = {}): Record<string, unknown> {
@@ -83,12 +84,6 @@ export async function servedVersion(url: string): Promise<string | undefined> {
 }
 
 /** Polls `check` until it returns something other than undefined (a bound against hanging only). */
-export async function until<T>(what: string, check: () => Promise<T | undefined> | T | undefined, timeoutMs = 20_000, everyMs = 10): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`never happened: ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, everyMs));
-  }
+export function until<T>(what: string, check: () => Promise<T | undefined> | T | undefined, timeoutMs = 20_000, everyMs = 10): Promise<T> {
+  return eventually(check, { what, timeoutMs, everyMs }) as Promise<T>;
 }

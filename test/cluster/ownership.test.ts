@@ -30,13 +30,17 @@ t.test('actors run only for owned workspaces, and their writes carry the lease t
   const ws: ActorBehavior<{ n: number }, Protocol<{ type: 'write' | 'bulk' }, { write: number; bulk: number }>> = {
     kind: 'ws',
     load: async () => ({ n: 0 }),
-    async receive(state, msg, ctx) {
-      if (msg.type === 'bulk') await rows.add(1);
-      else
+    handlers: {
+      write: async (state, _msg, ctx) => {
         await ctx.writer.write(async (em) => {
           await em.execute('select 1');
         });
-      return { state: { n: state.n + 1 }, reply: state.n + 1 };
+        return { state: { n: state.n + 1 }, reply: state.n + 1 };
+      },
+      bulk: async (state) => {
+        await rows.add(1);
+        return { state: { n: state.n + 1 }, reply: state.n + 1 };
+      },
     },
   };
   // A child kind whose workspace is in its loaded state, as generations and webhook endpoints.
@@ -44,11 +48,13 @@ t.test('actors run only for owned workspaces, and their writes carry the lease t
     kind: 'job',
     load: async (ctx) => ({ workspaceId: ctx.id.split('/')[0]! }),
     workspaceOf: (state) => state.workspaceId,
-    async receive(state, _msg, ctx) {
-      await ctx.writer.write(async (em) => {
-        await em.execute('select 1');
-      });
-      return { state, reply: state.workspaceId };
+    handlers: {
+      write: async (state, _msg, ctx) => {
+        await ctx.writer.write(async (em) => {
+          await em.execute('select 1');
+        });
+        return { state, reply: state.workspaceId };
+      },
     },
   };
   actors.register(ws);
@@ -98,15 +104,19 @@ t.test('a write fenced out (the shard moved on before it committed) is answered 
   const ws: ActorBehavior<object, Protocol<{ type: 'inline' | 'deferred' }, { inline: string; deferred: string }>> = {
     kind: 'ws',
     load: async () => ({}),
-    async receive(state, msg, ctx) {
-      const written = ctx.writer.write(async (em) => {
-        await em.execute('select 1');
-      });
-      if (msg.type === 'inline') {
-        await written;
+    handlers: {
+      inline: async (state, _msg, ctx) => {
+        await ctx.writer.write(async (em) => {
+          await em.execute('select 1');
+        });
         return { state, reply: 'done' };
-      }
-      return { state, replyWhenDurable: written.then(() => 'done') };
+      },
+      deferred: (state, _msg, ctx) => {
+        const written = ctx.writer.write(async (em) => {
+          await em.execute('select 1');
+        });
+        return { state, replyWhenDurable: written.then(() => 'done') };
+      },
     },
   };
   actors.register(ws);

@@ -2,6 +2,8 @@ import t from 'tap';
 import { createLogger } from '../../runtime/logger.ts';
 import { ShardHost } from '../../runtime/cluster/shard-host.ts';
 import { shardOf } from '../../runtime/cluster/shard.ts';
+import { ManualClock } from '../../runtime/clock.ts';
+import { advanceUntil } from '../helpers/eventually.ts';
 
 const host = (shardCount: number) =>
   new ShardHost({
@@ -28,9 +30,11 @@ t.test("a workspace's shard is remembered, and always the one SHA-256 gives, als
 t.test('drain: a job that went in flight while the mailboxes emptied is waited for too, and its outcome flushed', async (t) => {
   let inFlight = 0;
   const steps: string[] = [];
+  const clock = new ManualClock();
   const h = new ShardHost({
     shardCount: 4,
     logger: createLogger('silent'),
+    clock,
     recoverShard: () => [],
     drainMs: 60_000,
     retryMs: 1_000,
@@ -40,7 +44,7 @@ t.test('drain: a job that went in flight while the mailboxes emptied is waited f
       if (steps.filter((step) => step === 'retire').length === 1) {
         // A start decided before the drain began commits now and hands the job to its provider, which ends it a little later.
         inFlight = 1;
-        setTimeout(() => {
+        clock.setTimer(() => {
           inFlight = 0;
           steps.push('job ended');
         }, 100);
@@ -51,7 +55,7 @@ t.test('drain: a job that went in flight while the mailboxes emptied is waited f
       steps.push('flush');
     },
   });
-  await h.drain({ shard: 1, epoch: 1 });
+  await advanceUntil(clock, h.drain({ shard: 1, epoch: 1 }));
   t.same(
     steps,
     ['flush', 'retire', 'flush', 'job ended', 'retire', 'flush'],
@@ -65,9 +69,11 @@ t.test('drain: a job that never ends holds the handover back no longer than the 
   logger.warn = ((_: unknown, message: string) => {
     warnings.push(message);
   }) as typeof logger.warn;
+  const clock = new ManualClock();
   const h = new ShardHost({
     shardCount: 4,
     logger,
+    clock,
     recoverShard: () => [],
     drainMs: 200,
     retryMs: 1_000,
@@ -75,7 +81,9 @@ t.test('drain: a job that never ends holds the handover back no longer than the 
     retire: async () => 0,
     flushWrites: async () => {},
   });
-  await h.drain({ shard: 1, epoch: 1 });
+  const started = clock.now();
+  await advanceUntil(clock, h.drain({ shard: 1, epoch: 1 }));
+  t.ok(clock.now() - started >= 200 && clock.now() - started < 300, 'given up at the deadline, not before');
   t.same(warnings, ['jobs still in flight at the drain deadline: the next owner resubmits them']);
 });
 
@@ -86,9 +94,11 @@ t.test('a job whose reserved write is still queued when the drain begins is wait
   const queued = new Set<string>(['gen_a']);
   const committed = new Set<string>();
   const ended: string[] = [];
+  const clock = new ManualClock();
   const host = new ShardHost({
     shardCount: 4,
     logger: createLogger('silent'),
+    clock,
     drainMs: 10_000,
     retryMs: 100,
     recoverShard: () => [],
@@ -100,10 +110,10 @@ t.test('a job whose reserved write is still queued when the drain begins is wait
     jobsInFlight: async () => committed.size,
   });
   // The job ends a little after the drain began; its terminal write leaves the in-flight rows.
-  setTimeout(() => {
+  clock.setTimer(() => {
     committed.delete('gen_a');
     ended.push('gen_a');
   }, 200);
-  await host.drain({ shard: 1, epoch: 1 });
+  await advanceUntil(clock, host.drain({ shard: 1, epoch: 1 }));
   t.same(ended, ['gen_a'], 'the drain ended only after the job did');
 });

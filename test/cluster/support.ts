@@ -2,6 +2,7 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import type { Test } from 'tap';
+import { eventually as pollUntil } from '../helpers/eventually.ts';
 import { listLeases } from '../../persistence/cluster/index.ts';
 import { shardOf } from '../../runtime/cluster/shard.ts';
 import { startNode, type Child } from '../fixtures/child.ts';
@@ -27,14 +28,8 @@ export async function clusterDatabase(t: Test, poolMax = 20): Promise<Database &
 export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** Polls check until it returns a value other than undefined, or fails after timeoutMs (a bound, not a measure). */
-export async function eventually<T>(what: string, check: () => Promise<T | undefined> | T | undefined, timeoutMs = 20_000, everyMs = 50): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(everyMs);
-  }
+export function eventually<T>(what: string, check: () => Promise<T | undefined> | T | undefined, timeoutMs = 20_000, everyMs = 50): Promise<T> {
+  return pollUntil(check, { what, timeoutMs, everyMs }) as Promise<T>;
 }
 
 // ---- Real node processes (test/fixtures/serve.ts, the service as `npm start` runs it) ----

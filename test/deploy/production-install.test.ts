@@ -134,6 +134,27 @@ t.test('the production build runs on its production dependencies alone', { skip 
   for (const dev of ['tsx', 'esbuild', 'typescript', 'tap']) t.notOk(installed.has(dev), `no ${dev}`);
   for (const needed of ['pg', 'uWebSockets.js', '@electric-sql', '@ffmpeg-installer']) t.ok(installed.has(needed), `${needed} is there`);
   t.same((await fs.readdir(app)).sort(), ['dist', 'node_modules', 'package-lock.json', 'package.json'], 'the run layout holds only what runs');
+  // What no run loads is gone (deploy/container/prune.sh), and the whole fits the size docs/build.md gives.
+  const uwsBinaries = await fs.readdir(path.join(app, 'node_modules/uWebSockets.js/binaries'));
+  t.same(uwsBinaries, [`uws_${process.platform}_${process.arch}_${process.versions.modules}.node`], "uWebSockets.js: this Node's addon alone");
+  const files = (await fs.readdir(path.join(app, 'node_modules'), { recursive: true })) as string[];
+  t.same(
+    files.filter((file) => /\.(?:map|ts|mts|cts)$/.test(file)),
+    [],
+    'no source maps, no TypeScript',
+  );
+  const bytes = (
+    await Promise.all(files.map((file) => path.join(app, 'node_modules', file)).map((file) => fs.lstat(file).then((s) => (s.isFile() ? s.size : 0))))
+  ).reduce((a, b) => a + b, 0);
+  let distBytes = 0;
+  for (const file of (await fs.readdir(path.join(app, 'dist'), { recursive: true })) as string[]) {
+    const stat = await fs.lstat(path.join(app, 'dist', file));
+    if (stat.isFile()) distBytes += stat.size;
+  }
+  const megabytes = (bytes + distBytes) / 1e6;
+  t.comment(`production build: ${megabytes.toFixed(1)} MB of files (node_modules and dist)`);
+  t.ok(megabytes <= 150, `the production build is at most 150 MB (${megabytes.toFixed(1)} MB)`);
+
   const pkg = JSON.parse(await fs.readFile(path.join(app, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
   t.equal(
     pkg.scripts.start,
@@ -158,6 +179,11 @@ t.test('the production build runs on its production dependencies alone', { skip 
     ...(postgres ? { DATABASE_URL: postgres.url } : {}),
     ...(process.env.TEST_REDIS_URL ? { REDIS_URL: process.env.TEST_REDIS_URL, REDIS_KEY_PREFIX: `test:${randomBytes(6).toString('hex')}:` } : {}),
   };
+  // The migrate-only mode from the build, as the Kubernetes init container runs it, before the service.
+  const migrate = await run('npm', ['run', '--silent', 'migrate'], { cwd: app, env });
+  t.equal(migrate.code, 0, `npm run migrate works from the production build\n${migrate.output.slice(-2000)}`);
+  t.match(migrate.output, /"missing":\[/, 'and says what the database lacked');
+
   const [command, ...args] = await dockerfileCmd();
   const service = spawn(command === 'node' ? process.execPath : command!, args, { cwd: app, env, stdio: ['ignore', 'pipe', 'pipe'] });
   t.teardown(() => {
@@ -224,6 +250,47 @@ t.test('the production build runs on its production dependencies alone', { skip 
     t.equal((event.data as { generationId?: string }).generationId, created.body.id, 'about that generation');
   }
 
+  // The operator's command from the production build (dist/app/ops.js: no tsx there): the switch, and a reload by SIGHUP.
+  const opsStatus = await run('npm', ['run', '--silent', 'ops', '--', 'status'], { cwd: app, env });
+  t.equal(opsStatus.code, 0, `npm run ops -- status works from the production build\n${opsStatus.output.slice(-2000)}`);
+  t.match(opsStatus.output, /"paused":false/);
+  const reload = await run('npm', ['run', '--silent', 'ops', '--', 'reload'], { cwd: app, env });
+  t.equal(reload.code, 0, `npm run ops -- reload works from the production build\n${reload.output.slice(-2000)}`);
+  const served = ((await (await fetch(`${url}/health/ready`)).json()) as { catalog: { version: string } }).catalog.version;
+  t.match(
+    JSON.parse(reload.output.split('\n').find((line) => line.startsWith('{'))!),
+    { pid: service.pid, outcome: 'unchanged', version: served },
+    'it signalled the service (its pid from the pid file), which read its catalog again',
+  );
+
   service.kill('SIGTERM');
   t.equal(await exited, 0, `SIGTERM stops it cleanly${stderr.includes('fatal') ? `\n${stderr}` : ''}`);
+
+  // Under `npm start` the process to signal is Node, npm's child: the pid file names it, and a reload leaves npm running.
+  const npmStart = spawn('npm', ['start'], { cwd: app, env, stdio: ['ignore', 'ignore', 'pipe'] });
+  t.teardown(() => {
+    if (npmStart.exitCode === null) npmStart.kill('SIGKILL');
+  });
+  let npmStderr = '';
+  const npmExited = new Promise<number | null>((resolve) => npmStart.on('close', (code) => resolve(code)));
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`npm start: not listening within 60 s:\n${npmStderr}`)), 60_000);
+    npmStart.stderr.on('data', (chunk) => {
+      npmStderr += chunk;
+      if (/listening on http/.test(npmStderr)) {
+        clearTimeout(timer);
+        resolve();
+      }
+    });
+  });
+  const pidFile = path.join(env.DATA_DIR!, 'run', 'service.pid');
+  const nodePid = Number((await fs.readFile(pidFile, 'utf8')).trim());
+  t.not(nodePid, npmStart.pid, 'the pid file names Node, not npm');
+  const npmReload = await run('npm', ['run', '--silent', 'ops', '--', 'reload'], { cwd: app, env });
+  t.equal(npmReload.code, 0, npmReload.output.slice(-2000));
+  t.match(JSON.parse(npmReload.output.split('\n').find((line) => line.startsWith('{'))!), { pid: nodePid, outcome: 'unchanged' }, 'Node answered the reload');
+  t.equal(npmStart.exitCode, null, 'and npm start still runs');
+  npmStart.kill('SIGTERM');
+  t.equal(await npmExited, 0, 'SIGTERM to npm stops the service cleanly');
+  await t.rejects(fs.access(pidFile), 'and its pid file is removed');
 });

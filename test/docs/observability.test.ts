@@ -56,6 +56,18 @@ t.test('the Grafana dashboard queries only documented metrics, and covers the st
   const bare = exprs.map((expr) => expr.replace(/\{[^}]*\}/g, '').replace(/\b(?:by|without) \([^)]*\)/g, ''));
   const used = new Set(bare.flatMap((expr) => [...expr.matchAll(/\b((?:gs|http|db|process|v8js|nodejs)_[a-z0-9_]+)\b/g)].map((m) => family(m[1]!))));
   for (const name of used) t.ok(families.has(name) || families.has(`${name}_total`) || name === 'nodejs_eventloop_delay_p99', `${name} is a documented metric`);
-  for (const needed of ['gs_actor_mailbox_depth', 'gs_db_commit_duration', 'gs_webhook_attempt_duration'])
+  for (const needed of [
+    'gs_actor_mailbox_depth',
+    'gs_db_commit_duration',
+    'gs_webhook_attempt_duration',
+    // Providers and routing, the catalog and the database's reach (the alerts' metrics).
+    'gs_breaker_state',
+    'gs_breaker_transitions',
+    'gs_provider_call_duration',
+    'gs_provider_attempt_costs',
+    'gs_catalog_version',
+    'gs_catalog_reloads',
+    'gs_db_available',
+  ])
     t.ok(used.has(needed), `the dashboard shows ${needed}`);
 });

@@ -14,7 +14,11 @@
  *   the statuses starting, processing, succeeded, failed, canceled; the start webhook says processing);
  * - crates/coglet/src/webhook.rs (webhooks are POSTs of the snapshot as JSON with User-Agent coglet/<v> and,
  *   when WEBHOOK_AUTH_TOKEN is set, Authorization: Bearer <token>; only the terminal one is retried, on
- *   429/500/502/503/504 and network errors, 12 times from 100 ms doubling: here 3 times from 10 ms);
+ *   429/500/502/503/504 and network errors: WebhookConfig's max_retries 12 and backoff_base 100 ms, the n-th
+ *   retry after 100 ms × 2^min(n, 10), so 0.2 s, 0.4 s … 102.4 s, 102.4 s, 102.4 s: 409.4 s of waits. The
+ *   knob `webhookRetryScale` shrinks those waits for a test, in the same proportions);
+ * - crates/coglet/src/supervisor.rs (update_status removes an ended prediction before its end is posted, so a
+ *   PUT of its id while that end is still being retried already starts a new run);
  * - crates/coglet-python/src/output.rs (file outputs as data:<mime>;base64,<data>);
  * - axum 0.8's Json extractor (415 for a content type that is not JSON, 400 for a body that is not JSON,
  *   422 for JSON of the wrong shape, all as text/plain; no content type means no body).
@@ -30,6 +34,12 @@ import { request } from 'undici';
 import type { InboundEvent, ProviderAdapter, VerifiedEvent } from '../../providers/adapter.ts';
 
 export const COGLET_VERSION = '0.17.0';
+/** webhook.rs WebhookConfig::default(): max_retries. */
+export const COG_WEBHOOK_MAX_RETRIES = 12;
+/** The wait before the n-th retry of an end webhook (webhook.rs: backoff_base × 2^min(n, 10), backoff_base 100 ms). */
+export function cogWebhookBackoffMs(retry: number): number {
+  return 100 * 2 ** Math.min(retry, 10);
+}
 const MAX_BODY_BYTES = 100 * 1024 * 1024;
 const EVENTS = ['start', 'output', 'logs', 'completed'] as const;
 type WebhookEvent = (typeof EVENTS)[number];
@@ -67,6 +77,8 @@ export interface CogFakeKnobs {
   loseWebhook?: (webhook: { id: string; status: string; run: number }) => boolean;
   /** The container's WEBHOOK_AUTH_TOKEN. */
   webhookAuthToken?: string;
+  /** Cog's retry waits of an end webhook times this (1: Cog's own 0.2 s … 102.4 s); the schedule's shape is Cog's. */
+  webhookRetryScale: number;
 }
 
 interface Prediction {
@@ -124,6 +136,7 @@ export async function startCogFake(knobs: Partial<CogFakeKnobs> = {}): Promise<C
     requiredInputs: [],
     putAnswers: [],
     webhooks: 'deliver',
+    webhookRetryScale: 1,
     ...knobs,
   };
   const predictions = new Map<string, Prediction>();
@@ -186,10 +199,19 @@ export async function startCogFake(knobs: Partial<CogFakeKnobs> = {}): Promise<C
     if (settings.loseWebhook?.({ id: prediction.id, status: String(body.status), run: prediction.run })) return;
     const headers: Record<string, string> = { 'content-type': 'application/json', 'user-agent': `coglet/${COGLET_VERSION}` };
     if (settings.webhookAuthToken) headers.authorization = `Bearer ${settings.webhookAuthToken}`;
-    for (let attempt = 0; ; attempt++) {
+    // webhook.rs send_terminal: `attempt` counts the failures; past max_retries (12) it gives up.
+    let attempt = 0;
+    for (;;) {
       let answer = 0;
       try {
-        const response = await request(prediction.webhook, { method: 'POST', headers, body: JSON.stringify(body) });
+        // Cog's client gives each try 30 s.
+        const response = await request(prediction.webhook, {
+          method: 'POST',
+          headers,
+          body: JSON.stringify(body),
+          headersTimeout: 30_000,
+          bodyTimeout: 30_000,
+        });
         await response.body.dump();
         answer = response.statusCode;
       } catch {
@@ -197,8 +219,11 @@ export async function startCogFake(knobs: Partial<CogFakeKnobs> = {}): Promise<C
       }
       fake.webhooksSent.push({ id: prediction.id, status: String(body.status), answer });
       const retry = answer === 0 || [429, 500, 502, 503, 504].includes(answer);
-      if (!terminal || !retry || attempt >= 3 || closed) return;
-      await pause(10 * 2 ** attempt);
+      if (!terminal || !retry || closed) return;
+      attempt++;
+      if (attempt > COG_WEBHOOK_MAX_RETRIES) return;
+      // A timer of the fake's own: closing the fake drops the retries still waiting.
+      await new Promise<void>((resolve) => later(cogWebhookBackoffMs(attempt) * settings.webhookRetryScale, resolve));
     }
   }
 

@@ -1,5 +1,5 @@
 /**
- * A strict fake of OpenAI's API for the `openai` adapter's tests: POST /v1/chat/completions,
+ * A strict fake of OpenAI's API for the `openai` adapter's tests: POST /v1/chat/completions (answered whole or streamed),
  * /v1/images/generations, /v1/images/edits (multipart) and /v1/audio/speech, plus GET /files/<name> for
  * image URLs it hands out (as DALL·E's expiring blob URLs).
  *
@@ -17,9 +17,36 @@
  *   the GPT image models, "Invalid Content-Type header (application/json), expected multipart/form-data." for
  *   the edits, content_policy_violation / moderation_blocked for refused prompts, "Invalid URL (POST /v1/x)".
  *
+ * - chat streaming (`stream: true`): the `chat.completion.chunk` events of OpenAI's recorded streams in
+ *   openai-node's tests/lib/__snapshots__/ChatCompletionStream.test.ts.snap (`data: {json}` and a blank line
+ *   each; the same id, created, model and system_fingerprint in every chunk; a first delta
+ *   `{ role: 'assistant', content: '' }`, a delta `{ content }` per piece, an empty delta with the
+ *   finish_reason, then a chunk with `choices: []` and the usage, then `data: [DONE]`); ChatCompletionStreamOptions
+ *   in openai-node src/resources/chat/completions/completions.ts ("If set, an additional chunk will be streamed
+ *   before the `data: [DONE]` message … the `choices` field will always be an empty array. All other chunks
+ *   will also include a `usage` field, but with a null value"); the refusal of `stream_options` without
+ *   `stream` as OpenAI answers it (quoted in BerriAI/litellm#5803: "The 'stream_options' parameter is only
+ *   allowed when 'stream' is enabled.", param stream_options, code null); an error after the 200 as an event
+ *   `data: {"error": {message, type, param, code}}` followed by `data: [DONE]` (quoted in
+ *   sashabaranov/go-openai#396), which openai-node's src/core/streaming.ts throws as an APIError;
+ * - chat requests: ChatCompletionCreateParams and the message params by role in openai-node's completions.ts
+ *   (a tool message answers an assistant message's tool_calls by tool_call_id; stop "not supported with
+ *   latest reasoning models o3 and o4-mini", at most 4), and OpenAI's refusals of them as quoted in issues:
+ *   "Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are specified."
+ *   (writer/writer-framework#1013), "Invalid parameter: messages with role 'tool' must be a response to a
+ *   preceeding message with 'tool_calls'." with param `messages.[4].role` (smarter-sh/smarter#264), "An
+ *   assistant message with 'tool_calls' must be followed by tool messages responding to each
+ *   'tool_call_id'." (microsoft/promptflow#3130). JSON mode's refusal of messages without the word "json"
+ *   and the one of an unknown tool_call_id are worded as remembered: no source here quotes them.
+ *
+ * The chat answer echoes the last message (cut before a stop sequence, or at max_tokens with finish_reason
+ * length); it never calls a tool. Streamed, it goes in pieces of a word or a run of punctuation each. Not
+ * sent: the `obfuscation` padding OpenAI adds to stream events by default (include_obfuscation), whose exact
+ * place in the chunk no source here shows; `logprobs` are always null.
+ *
  * Opus comes in an Ogg container. Audio and images are real files (ffmpeg, PNG) so that tests can decode them.
  * It counts submissions per X-Client-Request-Id, and misbehaves on demand, one queued behaviour per call
- * (`next(path, behaviour)`).
+ * (`next(path, behaviour)`); a stream is paced by its behaviour's `pace` or the fake's `streamDelayMs`.
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -31,6 +58,30 @@ import { guardedFetcher } from '../../runtime/egress.ts';
 import type { Mode } from '../../domain/catalog/models.ts';
 
 export type FakePath = '/chat/completions' | '/images/generations' | '/images/edits' | '/audio/speech';
+
+/**
+ * How a stream goes: milliseconds waited before each event after the first, or a function awaited before
+ * event `index` (1, 2, …) is sent (a test's gate: the fake holds the stream until it resolves).
+ */
+export type Pace = number | ((index: number) => Promise<void> | void);
+
+/** An error as OpenAI sends it inside a stream: `data: {"error": {...}}`. */
+export interface StreamError {
+  message: string;
+  type: string;
+  param: string | null;
+  code: string | null;
+}
+
+/** What the fake sent of a streamed answer. */
+export interface StreamRecord {
+  /** Events sent (chunks, an error event, [DONE]). */
+  events: number;
+  /** Bytes of the body sent. */
+  bytes: number;
+  /** How it ended: undefined while it goes on; closed-by-client when the client closed it before its end. */
+  ended: 'done' | 'error' | 'cut' | 'closed-by-client' | undefined;
+}
 
 export type Behaviour =
   | { kind: 'rate-limit'; retryAfter?: string; retryAfterMs?: string; code?: 'rate_limit_exceeded' | 'insufficient_quota' }
@@ -46,7 +97,17 @@ export type Behaviour =
   | { kind: 'image-urls'; expired?: boolean }
   | { kind: 'fewer-images' }
   | { kind: 'wrong-audio' }
-  | { kind: 'echo-key' };
+  | { kind: 'echo-key' }
+  /** A streamed chat answer, paced (the answer itself as usual). */
+  | { kind: 'stream-paced'; pace: Pace }
+  /** A streamed chat answer whose first `afterChunks` events go, then an error event (default: a server_error) and [DONE]. */
+  | { kind: 'stream-error'; afterChunks: number; error?: StreamError; pace?: Pace }
+  /** A streamed chat answer whose connection is destroyed after `afterChunks` events (before [DONE] at the latest). */
+  | { kind: 'stream-cut'; afterChunks: number; pace?: Pace }
+  /** A streamed chat answer of `pieces` content chunks (27 bytes of text each): a large stream, sent as the client reads it. */
+  | { kind: 'stream-long'; pieces: number; pace?: Pace }
+  /** These events' data as they are (then nothing more: no [DONE] unless given), after the request was checked. */
+  | { kind: 'stream-events'; events: string[]; pace?: Pace };
 
 export interface Received {
   method: string;
@@ -73,14 +134,35 @@ export interface FakeOpenAi {
   submissions: Map<string, number>;
   /** The usage the fake reported for each chat answer, by X-Client-Request-Id. */
   usage: Map<string, { prompt_tokens: number; completion_tokens: number }>;
-  /** Hanging answers whose connection the client closed (a cancel or a time-out). */
+  /** Hanging or streamed answers whose connection the client closed before their end (a cancel, a time-out, a limit). */
   closedEarly(): number;
+  /** What was sent of each streamed answer, by X-Client-Request-Id. */
+  streams: Map<string, StreamRecord>;
+  /** Resolves once the streamed answer to X-Client-Request-Id `clientId` has ended (sent whole, cut, or closed by the client). */
+  streamEnded(clientId: string): Promise<NonNullable<StreamRecord['ended']>>;
   next(path: FakePath, behaviour: Behaviour): void;
   close(): Promise<void>;
 }
 
 const CHAT_MODELS = ['gpt-4o-mini', 'gpt-4o', 'gpt-4.1-mini', 'o3-mini', 'o4-mini', 'gpt-5-mini'];
 const REASONING = /^(o\d|gpt-5)/;
+/** "Not supported with latest reasoning models `o3` and `o4-mini`" (openai-node, `stop`). */
+const NO_STOP_MODELS = ['o3', 'o4-mini'];
+/** The fields of a message, by role (openai-node ChatCompletion{System,Developer,User,Assistant,Tool}MessageParam). */
+const MESSAGE_FIELDS: Record<string, string[]> = {
+  system: ['role', 'content', 'name'],
+  developer: ['role', 'content', 'name'],
+  user: ['role', 'content', 'name'],
+  assistant: ['role', 'content', 'name', 'refusal', 'audio', 'tool_calls', 'function_call'],
+  tool: ['role', 'content', 'tool_call_id'],
+};
+/** The error OpenAI sends inside a stream that fails after its 200 (as quoted in sashabaranov/go-openai#396). */
+const STREAM_SERVER_ERROR: StreamError = {
+  message: 'The server experienced an error while processing your request. We apologize for the inconvenience!',
+  type: 'server_error',
+  param: null,
+  code: null,
+};
 const CHAT_FIELDS = new Set([
   'model',
   'messages',
@@ -107,6 +189,10 @@ const CHAT_FIELDS = new Set([
   'metadata',
   'reasoning_effort',
   'service_tier',
+  'functions',
+  'function_call',
+  'web_search_options',
+  'prompt_cache_retention',
   'modalities',
   'audio',
   'prediction',
@@ -189,9 +275,14 @@ class Refusal {
   ) {}
 }
 
-const invalid = (param: string, message: string, code = 'invalid_value') => new Refusal(400, message, param, code);
+const invalid = (param: string, message: string, code: string | null = 'invalid_value') => new Refusal(400, message, param, code);
 
-export async function startFakeOpenAi(options: { apiKey?: string; organization?: string } = {}): Promise<FakeOpenAi> {
+/** A text in the pieces a stream sends it in: a word or a run of punctuation each, with the spaces before it. */
+export function piecesOf(text: string): string[] {
+  return text.match(/\s*(?:[\p{L}\p{N}']+|[^\p{L}\p{N}'\s]+)|\s+/gu) ?? [];
+}
+
+export async function startFakeOpenAi(options: { apiKey?: string; organization?: string; streamDelayMs?: number } = {}): Promise<FakeOpenAi> {
   const apiKey = options.apiKey ?? 'sk-fake-0123456789abcdefSECRET';
   const organization = options.organization ?? 'org-fake';
   const received: Received[] = [];
@@ -200,6 +291,9 @@ export async function startFakeOpenAi(options: { apiKey?: string; organization?:
   const queued = new Map<FakePath, Behaviour[]>();
   const files = new Map<string, Buffer>();
   const hanging = new Set<http.ServerResponse>();
+  const open = new Set<http.ServerResponse>();
+  const streams = new Map<string, StreamRecord>();
+  const streamWaiters = new Map<string, Array<(ended: NonNullable<StreamRecord['ended']>) => void>>();
   let closedEarly = 0;
   let fileCounter = 0;
 
@@ -303,8 +397,29 @@ export async function startFakeOpenAi(options: { apiKey?: string; organization?:
 
     try {
       switch (path) {
-        case '/chat/completions':
-          return json(res, 200, chat(body, clientId, behaviour));
+        case '/chat/completions': {
+          const answer = chat(body, behaviour);
+          if (!answer.stream) {
+            usage.set(clientId, answer.counted);
+            return json(res, 200, completionOf(answer));
+          }
+          if (answer.includeUsage) usage.set(clientId, answer.counted);
+          const pace = behaviour && 'pace' in behaviour ? behaviour.pace : undefined;
+          switch (behaviour?.kind) {
+            case 'stream-error':
+              return await sendStream(res, clientId, chunksOf(answer), {
+                pace,
+                errorAfter: behaviour.afterChunks,
+                ...(behaviour.error ? { error: behaviour.error } : {}),
+              });
+            case 'stream-cut':
+              return await sendStream(res, clientId, chunksOf(answer), { pace, cutAfter: behaviour.afterChunks });
+            case 'stream-events':
+              return await sendStream(res, clientId, behaviour.events, { pace, done: false });
+            default:
+              return await sendStream(res, clientId, chunksOf(answer), { pace });
+          }
+        }
         case '/images/generations':
           return json(res, 200, generate(body, behaviour));
         case '/images/edits':
@@ -384,30 +499,32 @@ export async function startFakeOpenAi(options: { apiKey?: string; organization?:
   }
 
   const tokens = (text: string) => Math.max(1, Math.ceil(text.length / 4));
+  const typeName = (value: unknown) => (value === null ? 'null' : Array.isArray(value) ? 'array' : typeof value);
 
-  function chat(body: Record<string, unknown>, clientId: string, behaviour: Behaviour | undefined) {
+  /** A chat request's answer, before it is sent whole (chat.completion) or streamed (chat.completion.chunk). */
+  interface ChatAnswer {
+    id: string;
+    created: number;
+    model: string;
+    n: number;
+    content: string;
+    /** The content as the stream sends it: a word or a run of punctuation each, with the spaces before it. */
+    pieces: Iterable<string>;
+    finish: string;
+    counted: { prompt_tokens: number; completion_tokens: number };
+    stream: boolean;
+    includeUsage: boolean;
+  }
+
+  /** Checks a chat request as OpenAI does and makes its answer (an echo of the last message). */
+  function chat(body: Record<string, unknown>, behaviour: Behaviour | undefined): ChatAnswer {
     unknownFields(body, CHAT_FIELDS);
     required(body, 'model');
     required(body, 'messages');
     const model = String(body.model);
     if (!CHAT_MODELS.includes(model)) throw modelNotFound(model);
-    const messages = body.messages;
-    if (!Array.isArray(messages) || messages.length === 0)
-      throw invalid('messages', "Invalid 'messages': empty array. Expected an array with minimum length 1, but got an empty array instead.", 'empty_array');
-    for (const [i, m] of messages.entries()) {
-      const message = m as { role?: unknown; content?: unknown };
-      if (!['system', 'developer', 'user', 'assistant', 'tool'].includes(String(message?.role)))
-        throw invalid(
-          `messages[${i}].role`,
-          `Invalid value: '${String(message?.role)}'. Supported values are: 'system', 'developer', 'user', 'assistant', and 'tool'.`,
-        );
-      if (typeof message.content !== 'string' && !Array.isArray(message.content))
-        throw invalid(
-          `messages[${i}].content`,
-          `Invalid type for 'messages[${i}].content': expected one of a string or array of objects, but got ${typeof message.content} instead.`,
-          'invalid_type',
-        );
-    }
+    const { stream, includeUsage } = streamOptionsOf(body);
+    const messages = checkedMessages(body.messages);
     if (body.temperature !== undefined) {
       if (typeof body.temperature !== 'number')
         throw invalid('temperature', `Invalid type for 'temperature': expected a decimal, but got ${typeof body.temperature} instead.`, 'invalid_type');
@@ -430,6 +547,22 @@ export async function startFakeOpenAi(options: { apiKey?: string; organization?:
           'unsupported_value',
         );
     }
+    if (body.top_p !== undefined && body.top_p !== null) {
+      if (typeof body.top_p !== 'number')
+        throw invalid('top_p', `Invalid type for 'top_p': expected a decimal, but got ${typeName(body.top_p)} instead.`, 'invalid_type');
+      if (body.top_p > 1)
+        throw invalid(
+          'top_p',
+          `Invalid 'top_p': decimal above maximum value. Expected a value <= 1, but got ${body.top_p} instead.`,
+          'decimal_above_max_value',
+        );
+      if (body.top_p < 0)
+        throw invalid(
+          'top_p',
+          `Invalid 'top_p': decimal below minimum value. Expected a value >= 0, but got ${body.top_p} instead.`,
+          'decimal_below_min_value',
+        );
+    }
     if (REASONING.test(model) && body.max_tokens !== undefined) {
       throw invalid(
         'max_tokens',
@@ -437,14 +570,26 @@ export async function startFakeOpenAi(options: { apiKey?: string; organization?:
         'unsupported_parameter',
       );
     }
-    for (const name of ['max_tokens', 'max_completion_tokens', 'seed']) {
+    for (const name of ['max_tokens', 'max_completion_tokens', 'seed', 'n']) {
       if (body[name] !== undefined && !Number.isInteger(body[name]))
         throw invalid(name, `Invalid type for '${name}': expected an integer, but got ${typeof body[name]} instead.`, 'invalid_type');
     }
+    const n = (body.n as number | undefined) ?? 1;
+    if (n < 1) throw invalid('n', `Invalid 'n': integer below minimum value. Expected a value >= 1, but got ${n} instead.`, 'integer_below_min_value');
+    if (n > 128) throw invalid('n', `Invalid 'n': integer above maximum value. Expected a value <= 128, but got ${n} instead.`, 'integer_above_max_value');
+    const stops = stopsOf(body, model);
+    if (body.user !== undefined && typeof body.user !== 'string')
+      throw invalid('user', `Invalid type for 'user': expected a string, but got ${typeName(body.user)} instead.`, 'invalid_type');
+    checkResponseFormat(body.response_format, messages);
+    checkTools(body);
+
     const last = messages[messages.length - 1] as { content: unknown };
     let content = `echo: ${typeof last.content === 'string' ? last.content : JSON.stringify(last.content)}`;
-    const limit = (body.max_completion_tokens ?? body.max_tokens) as number | undefined;
     let finish = 'stop';
+    // The answer ends before the first stop sequence, which it does not contain.
+    const at = Math.min(...stops.map((s) => content.indexOf(s)).filter((i) => i >= 0), content.length);
+    content = content.slice(0, at);
+    const limit = (body.max_completion_tokens ?? body.max_tokens) as number | undefined;
     if (limit !== undefined && tokens(content) > limit) {
       content = content.slice(0, limit * 4);
       finish = 'length';
@@ -453,26 +598,330 @@ export async function startFakeOpenAi(options: { apiKey?: string; organization?:
       content = '';
       finish = 'content_filter';
     }
-    const counted = {
-      prompt_tokens: messages.reduce((sum: number, m) => sum + tokens(String((m as { content: unknown }).content)) + 4, 0),
-      completion_tokens: tokens(content),
-    };
-    usage.set(clientId, counted);
+    let pieces: Iterable<string> = piecesOf(content);
+    if (behaviour?.kind === 'stream-long') {
+      const count = behaviour.pieces;
+      content = '';
+      pieces = (function* () {
+        for (let i = 0; i < count; i++) yield ' lorem ipsum dolor sit amet';
+      })();
+    }
     return {
       id: `chatcmpl-${Math.random().toString(36).slice(2)}`,
-      object: 'chat.completion',
       created: Math.floor(Date.now() / 1000),
       model: `${model}-2024-07-18`,
-      choices: [{ index: 0, message: { role: 'assistant', content, refusal: null, annotations: [] }, logprobs: null, finish_reason: finish }],
-      usage: {
-        ...counted,
-        total_tokens: counted.prompt_tokens + counted.completion_tokens,
-        prompt_tokens_details: { cached_tokens: 0, audio_tokens: 0 },
-        completion_tokens_details: { reasoning_tokens: 0, audio_tokens: 0, accepted_prediction_tokens: 0, rejected_prediction_tokens: 0 },
+      n,
+      content,
+      pieces,
+      finish,
+      counted: {
+        prompt_tokens: messages.reduce((sum: number, m) => sum + tokens(String(m.content)) + 4, 0),
+        completion_tokens: behaviour?.kind === 'stream-long' ? behaviour.pieces * 7 * n : tokens(content) * n,
       },
+      stream,
+      includeUsage,
+    };
+  }
+
+  /** `stream` and `stream_options`: the options only with `stream: true`, as OpenAI refuses them otherwise. */
+  function streamOptionsOf(body: Record<string, unknown>): { stream: boolean; includeUsage: boolean } {
+    if (body.stream !== undefined && body.stream !== null && typeof body.stream !== 'boolean')
+      throw invalid('stream', `Invalid type for 'stream': expected a boolean, but got ${typeName(body.stream)} instead.`, 'invalid_type');
+    const stream = body.stream === true;
+    const options = body.stream_options;
+    if (options === undefined || options === null) return { stream, includeUsage: false };
+    if (!stream) throw invalid('stream_options', "The 'stream_options' parameter is only allowed when 'stream' is enabled.", null);
+    if (typeof options !== 'object' || Array.isArray(options))
+      throw invalid('stream_options', `Invalid type for 'stream_options': expected an object, but got ${typeName(options)} instead.`, 'invalid_type');
+    for (const [name, value] of Object.entries(options)) {
+      if (name !== 'include_usage' && name !== 'include_obfuscation')
+        throw invalid(`stream_options.${name}`, `Unknown parameter: 'stream_options.${name}'.`, 'unknown_parameter');
+      if (typeof value !== 'boolean')
+        throw invalid(
+          `stream_options.${name}`,
+          `Invalid type for 'stream_options.${name}': expected a boolean, but got ${typeName(value)} instead.`,
+          'invalid_type',
+        );
+    }
+    return { stream, includeUsage: (options as { include_usage?: boolean }).include_usage === true };
+  }
+
+  /** The messages, each with the fields of its role; a tool's answer follows the assistant message that called it. */
+  function checkedMessages(value: unknown): Array<Record<string, unknown>> {
+    if (!Array.isArray(value) || value.length === 0)
+      throw invalid('messages', "Invalid 'messages': empty array. Expected an array with minimum length 1, but got an empty array instead.", 'empty_array');
+    let calling: { index: number; ids: Set<string> } | undefined;
+    const unanswered = (c: { index: number; ids: Set<string> }) =>
+      invalid(
+        `messages.[${c.index}].role`,
+        `An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: ${[...c.ids].join(', ')}`,
+        null,
+      );
+    for (const [i, m] of value.entries()) {
+      const message = (m && typeof m === 'object' ? m : {}) as Record<string, unknown>;
+      const role = String(message.role);
+      const fields = MESSAGE_FIELDS[role];
+      if (!fields)
+        throw invalid(
+          `messages[${i}].role`,
+          `Invalid value: '${String(message.role)}'. Supported values are: 'system', 'developer', 'user', 'assistant', and 'tool'.`,
+        );
+      for (const name of Object.keys(message))
+        if (!fields.includes(name)) throw invalid(`messages[${i}].${name}`, `Unknown parameter: 'messages[${i}].${name}'.`, 'unknown_parameter');
+      const calls = role === 'assistant' && Array.isArray(message.tool_calls) && message.tool_calls.length > 0 ? message.tool_calls : undefined;
+      if (message.content === undefined || message.content === null) {
+        if (!calls) throw invalid(`messages[${i}].content`, `Missing required parameter: 'messages[${i}].content'.`, 'missing_required_parameter');
+      } else if (typeof message.content !== 'string' && !Array.isArray(message.content))
+        throw invalid(
+          `messages[${i}].content`,
+          `Invalid type for 'messages[${i}].content': expected one of a string or array of objects, but got ${typeof message.content} instead.`,
+          'invalid_type',
+        );
+      if (message.name !== undefined && typeof message.name !== 'string')
+        throw invalid(
+          `messages[${i}].name`,
+          `Invalid type for 'messages[${i}].name': expected a string, but got ${typeName(message.name)} instead.`,
+          'invalid_type',
+        );
+      for (const [j, call] of (calls ?? []).entries()) {
+        const c = (call ?? {}) as { id?: unknown; type?: unknown; function?: { name?: unknown; arguments?: unknown } };
+        for (const [path, present] of [
+          ['id', typeof c.id === 'string'],
+          ['type', c.type !== undefined],
+          ['function', c.function !== undefined],
+          ['function.name', typeof c.function?.name === 'string'],
+          ['function.arguments', typeof c.function?.arguments === 'string'],
+        ] as const) {
+          if (!present)
+            throw invalid(
+              `messages[${i}].tool_calls[${j}].${path}`,
+              `Missing required parameter: 'messages[${i}].tool_calls[${j}].${path}'.`,
+              'missing_required_parameter',
+            );
+        }
+        if (c.type !== 'function')
+          throw invalid(`messages[${i}].tool_calls[${j}].type`, `Invalid value: '${String(c.type)}'. Supported values are: 'function'.`);
+      }
+      if (role === 'tool') {
+        const id = message.tool_call_id;
+        if (typeof id !== 'string')
+          throw invalid(`messages[${i}].tool_call_id`, `Missing required parameter: 'messages[${i}].tool_call_id'.`, 'missing_required_parameter');
+        if (!calling)
+          throw invalid(
+            `messages.[${i}].role`,
+            "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'.",
+            null,
+          );
+        if (!calling.ids.delete(id))
+          throw invalid(`messages.[${i}].tool_call_id`, `Invalid parameter: 'tool_call_id' of '${id}' not found in 'tool_calls' of previous message.`, null);
+        continue;
+      }
+      if (calling && calling.ids.size > 0) throw unanswered(calling);
+      calling = calls ? { index: i, ids: new Set(calls.map((c) => String((c as { id: unknown }).id))) } : undefined;
+    }
+    if (calling && calling.ids.size > 0) throw unanswered(calling);
+    return value as Array<Record<string, unknown>>;
+  }
+
+  function stopsOf(body: Record<string, unknown>, model: string): string[] {
+    const stop = body.stop;
+    if (stop === undefined || stop === null) return [];
+    if (NO_STOP_MODELS.includes(model)) throw invalid('stop', "Unsupported parameter: 'stop' is not supported with this model.", 'unsupported_parameter');
+    const list = typeof stop === 'string' ? [stop] : stop;
+    if (!Array.isArray(list) || !list.every((s) => typeof s === 'string'))
+      throw invalid('stop', `Invalid type for 'stop': expected one of a string or array of strings, but got ${typeName(stop)} instead.`, 'invalid_type');
+    if (list.length > 4)
+      throw invalid(
+        'stop',
+        `Invalid 'stop': array too long. Expected an array with maximum length 4, but got an array with length ${list.length} instead.`,
+        'array_above_max_length',
+      );
+    return list.filter((s) => s !== '');
+  }
+
+  function checkResponseFormat(format: unknown, messages: Array<Record<string, unknown>>) {
+    if (format === undefined || format === null) return;
+    if (typeof format !== 'object' || Array.isArray(format))
+      throw invalid('response_format', `Invalid type for 'response_format': expected an object, but got ${typeName(format)} instead.`, 'invalid_type');
+    const { type, json_schema: schema } = format as { type?: unknown; json_schema?: { name?: unknown } };
+    if (type === undefined) throw invalid('response_format.type', "Missing required parameter: 'response_format.type'.", 'missing_required_parameter');
+    if (!['text', 'json_object', 'json_schema'].includes(String(type)))
+      throw invalid('response_format.type', `Invalid value: '${String(type)}'. Supported values are: 'text', 'json_object', and 'json_schema'.`);
+    if (type === 'json_schema' && (!schema || typeof schema !== 'object'))
+      throw invalid('response_format.json_schema', "Missing required parameter: 'response_format.json_schema'.", 'missing_required_parameter');
+    if (type === 'json_schema' && typeof schema?.name !== 'string')
+      throw invalid('response_format.json_schema.name', "Missing required parameter: 'response_format.json_schema.name'.", 'missing_required_parameter');
+    if (type === 'json_object' && !messages.some((m) => /json/i.test(typeof m.content === 'string' ? m.content : JSON.stringify(m.content ?? ''))))
+      throw invalid('messages', "'messages' must contain the word 'json' in some form, to use 'response_format' of type 'json_object'.", null);
+  }
+
+  function checkTools(body: Record<string, unknown>) {
+    const tools = body.tools;
+    if (tools !== undefined) {
+      if (!Array.isArray(tools))
+        throw invalid('tools', `Invalid type for 'tools': expected an array of objects, but got ${typeName(tools)} instead.`, 'invalid_type');
+      if (tools.length > 128)
+        throw invalid(
+          'tools',
+          `Invalid 'tools': array too long. Expected an array with maximum length 128, but got an array with length ${tools.length} instead.`,
+          'array_above_max_length',
+        );
+      for (const [j, t] of tools.entries()) {
+        const tool = (t ?? {}) as { type?: unknown; function?: { name?: unknown }; custom?: { name?: unknown } };
+        if (tool.type !== 'function' && tool.type !== 'custom')
+          throw invalid(`tools[${j}].type`, `Invalid value: '${String(tool.type)}'. Supported values are: 'function' and 'custom'.`);
+        const name = tool.type === 'function' ? tool.function?.name : tool.custom?.name;
+        if (typeof name !== 'string')
+          throw invalid(`tools[${j}].${tool.type}.name`, `Missing required parameter: 'tools[${j}].${tool.type}.name'.`, 'missing_required_parameter');
+        if (!/^[a-zA-Z0-9_-]{1,64}$/.test(name))
+          throw invalid(
+            `tools[${j}].${tool.type}.name`,
+            `Invalid 'tools[${j}].${tool.type}.name': string does not match pattern. Expected a string that matches the pattern '^[a-zA-Z0-9_-]+$'.`,
+          );
+      }
+    }
+    for (const name of ['tool_choice', 'parallel_tool_calls']) {
+      if (body[name] !== undefined && tools === undefined)
+        throw invalid(name, `Invalid value for '${name}': '${name}' is only allowed when 'tools' are specified.`, null);
+    }
+    const choice = body.tool_choice;
+    if (typeof choice === 'string' && !['none', 'auto', 'required'].includes(choice))
+      throw invalid('tool_choice', `Invalid value: '${choice}'. Supported values are: 'none', 'auto', and 'required'.`);
+    if (choice !== undefined && typeof choice !== 'string') {
+      const named = (choice ?? {}) as { type?: unknown; function?: { name?: unknown } };
+      if (!['function', 'custom', 'allowed_tools'].includes(String(named.type)))
+        throw invalid('tool_choice.type', `Invalid value: '${String(named.type)}'. Supported values are: 'function', 'custom', and 'allowed_tools'.`);
+      if (named.type === 'function' && typeof named.function?.name !== 'string')
+        throw invalid('tool_choice.function.name', "Missing required parameter: 'tool_choice.function.name'.", 'missing_required_parameter');
+    }
+  }
+
+  function usageBody(counted: ChatAnswer['counted']) {
+    return {
+      ...counted,
+      total_tokens: counted.prompt_tokens + counted.completion_tokens,
+      prompt_tokens_details: { cached_tokens: 0, audio_tokens: 0 },
+      completion_tokens_details: { reasoning_tokens: 0, audio_tokens: 0, accepted_prediction_tokens: 0, rejected_prediction_tokens: 0 },
+    };
+  }
+
+  /** The answer whole, as a chat.completion. */
+  function completionOf(a: ChatAnswer) {
+    return {
+      id: a.id,
+      object: 'chat.completion',
+      created: a.created,
+      model: a.model,
+      choices: Array.from({ length: a.n }, (_, index) => ({
+        index,
+        message: { role: 'assistant', content: a.content, refusal: null, annotations: [] },
+        logprobs: null,
+        finish_reason: a.finish,
+      })),
+      usage: usageBody(a.counted),
       service_tier: 'default',
       system_fingerprint: 'fp_fake',
     };
+  }
+
+  /**
+   * The answer streamed, as the data of each event: chat.completion.chunk objects (the same id, created and
+   * model in each), per choice a first delta with the role and an empty content, then a delta per piece, then
+   * an empty delta with the finish_reason; with `include_usage`, every one of them has `usage: null` and a
+   * last chunk has empty choices and the usage. `[DONE]` is the sender's.
+   */
+  function* chunksOf(a: ChatAnswer): Generator<string> {
+    const head = { id: a.id, object: 'chat.completion.chunk', created: a.created, model: a.model, service_tier: 'default', system_fingerprint: 'fp_fake' };
+    const chunk = (index: number, delta: Record<string, unknown>, finish: string | null) =>
+      JSON.stringify({ ...head, choices: [{ index, delta, logprobs: null, finish_reason: finish }], ...(a.includeUsage ? { usage: null } : {}) });
+    for (let index = 0; index < a.n; index++) yield chunk(index, { role: 'assistant', content: '' }, null);
+    for (const piece of a.pieces) for (let index = 0; index < a.n; index++) yield chunk(index, { content: piece }, null);
+    for (let index = 0; index < a.n; index++) yield chunk(index, {}, a.finish);
+    if (a.includeUsage) yield JSON.stringify({ ...head, choices: [], usage: usageBody(a.counted) });
+  }
+
+  /**
+   * Sends `events` as server-sent events (`data: …` and a blank line each), then `data: [DONE]`, paced:
+   * before each event after the first, `pace` is waited (milliseconds, or a function of the event's index).
+   * `cutAfter`: the connection is destroyed once that many events went (before [DONE] at the latest);
+   * `errorAfter`: an error event follows that many events, then [DONE], as OpenAI reports a failure mid-stream.
+   */
+  async function sendStream(
+    res: http.ServerResponse,
+    clientId: string,
+    events: Iterable<string>,
+    how: { pace?: Pace; cutAfter?: number; errorAfter?: number; error?: StreamError; done?: boolean },
+  ) {
+    const record: StreamRecord = { events: 0, bytes: 0, ended: undefined };
+    streams.set(clientId, record);
+    open.add(res);
+    const end = (how: NonNullable<StreamRecord['ended']>) => {
+      record.ended = how;
+      for (const resolve of streamWaiters.get(clientId) ?? []) resolve(how);
+      streamWaiters.delete(clientId);
+    };
+    res.writeHead(200, {
+      'content-type': 'text/event-stream; charset=utf-8',
+      'cache-control': 'no-cache, must-revalidate',
+      'x-request-id': `req_${Math.random().toString(16).slice(2)}`,
+      'openai-processing-ms': '12',
+    });
+    res.flushHeaders();
+    res.on('error', () => undefined);
+    res.on('close', () => {
+      open.delete(res);
+      if (record.ended === undefined) {
+        closedEarly++;
+        end('closed-by-client');
+      }
+    });
+    let flushed = Promise.resolve();
+    const send = async (data: string) => {
+      const text = `data: ${data}\n\n`;
+      record.bytes += Buffer.byteLength(text);
+      flushed = new Promise<void>((resolve) => res.write(text, () => resolve()));
+      if (res.writableNeedDrain)
+        await new Promise<void>((resolve) => {
+          res.once('drain', resolve);
+          res.once('close', resolve);
+        });
+    };
+    const pace = how.pace ?? options.streamDelayMs ?? 0;
+    const cut = Symbol('cut');
+    // Every event in order, the error event, [DONE] and the break included: each is paced alike.
+    const all = function* (): Generator<string | typeof cut> {
+      let sent = 0;
+      for (const event of events) {
+        if (sent === how.cutAfter) return yield cut;
+        if (sent === how.errorAfter) break;
+        yield event;
+        sent++;
+      }
+      if (how.cutAfter !== undefined) return yield cut;
+      if (how.errorAfter !== undefined) yield JSON.stringify({ error: how.error ?? STREAM_SERVER_ERROR });
+      if (how.done !== false) yield '[DONE]';
+    };
+    for (const next of all()) {
+      if (record.events > 0) await paced(pace, record.events);
+      if (record.ended !== undefined) return;
+      if (next === cut) {
+        end('cut');
+        // What was written goes out first: a destroyed socket drops what it still holds.
+        await flushed;
+        res.destroy();
+        return;
+      }
+      await send(next);
+      record.events++;
+    }
+    if (record.ended !== undefined) return;
+    end(how.errorAfter !== undefined ? 'error' : 'done');
+    res.end();
+  }
+
+  async function paced(pace: Pace, index: number) {
+    if (typeof pace === 'function') await pace(index);
+    else if (pace > 0) await new Promise((resolve) => setTimeout(resolve, pace));
   }
 
   function family(model: string) {
@@ -692,7 +1141,11 @@ export async function startFakeOpenAi(options: { apiKey?: string; organization?:
         });
         return true;
       case 'malformed-json':
-        res.writeHead(200, { 'content-type': 'application/json' }).end('{"id": "chatcmpl-1", "object": "chat.completion", "choices": [');
+        if (body?.stream === true)
+          res
+            .writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8' })
+            .end('data: {"id": "chatcmpl-1", "object": "chat.completion.chunk", "choices": [\n\n');
+        else res.writeHead(200, { 'content-type': 'application/json' }).end('{"id": "chatcmpl-1", "object": "chat.completion", "choices": [');
         return true;
       case 'oversized': {
         const type = path === '/audio/speech' ? 'audio/mpeg' : 'application/json';
@@ -725,13 +1178,19 @@ export async function startFakeOpenAi(options: { apiKey?: string; organization?:
     submissions,
     usage,
     closedEarly: () => closedEarly,
+    streams,
+    streamEnded(clientId) {
+      const ended = streams.get(clientId)?.ended;
+      if (ended) return Promise.resolve(ended);
+      return new Promise((resolve) => streamWaiters.set(clientId, [...(streamWaiters.get(clientId) ?? []), resolve]));
+    },
     next(path, behaviour) {
       const list = queued.get(path) ?? [];
       list.push(behaviour);
       queued.set(path, list);
     },
     async close() {
-      for (const res of hanging) res.destroy();
+      for (const res of [...hanging, ...open]) res.destroy();
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },

@@ -14,14 +14,40 @@
  *   (`Authorization: Bearer`, JSON bodies, problem-JSON errors `{title, detail, status}`, 201 on create);
  * - replicate/replicate-python issue #47 (401 `Unauthenticated` without a token, 422 `Invalid version or
  *   not permitted` for an unknown version).
+ * - streaming (a scenario with `stream`, a model that streams its output):
+ *   https://replicate.com/docs/topics/predictions/streaming (the prediction's `urls.stream`; GET it with
+ *   `Accept: text/event-stream`, the guide's curl example with `Authorization: Bearer`; events `output`
+ *   (plain text), `error` (JSON) and `done` (JSON), `done` coming when the prediction succeeds, is
+ *   cancelled or fails; the example event `event: output` / `id: 1690212292:0` / `data: Once upon a time...`);
+ *   https://replicate.com/changelog/2024-07-15-streams-always-available-stream-parameter-deprecated (no
+ *   `"stream": true` is needed: a model that streams always answers with `urls.stream`; passing it has no
+ *   effect there, and for a model that does not stream it answers 422); replicate-javascript 1.4.0 README
+ *   ("Streaming": done's data is an empty JSON object; `urls.stream` on streaming.api.replicate.com;
+ *   event types output, logs, error, done), lib/stream.js (GETs the URL with `Accept: text/event-stream`
+ *   through plain fetch, no token) and index.test.ts (createReadableStream: an `id` on every event, done's
+ *   included; several `data:` lines joined by LF); replicate-python replicate/stream.py (sends
+ *   `Accept: text/event-stream` and `Cache-Control: no-store` through its authenticated client, checks the
+ *   content type, ends at `error` or `done`); the Replicate AsyncAPI description at
+ *   events.apis.io/channels/replicate/predictions-stream (error's data `{"detail": ...}`, done's data `{}`
+ *   on success or `{"reason": "canceled" | "error"}` otherwise). A language model's final `output` is the
+ *   array of its pieces.
  * Where the sources are silent the fake chooses the stricter answer and says so: a body that is not
  * JSON or not `application/json` is refused (400 / 415), a wrong method answers 405, an unknown path 404,
- * and cancelling a finished prediction answers 200 with the prediction unchanged.
+ * and cancelling a finished prediction answers 200 with the prediction unchanged. The stream is served by
+ * this server under /streaming/v1/predictions/{id} (Replicate's is another host); it is taken without a
+ * token (Replicate's JavaScript client and the browser EventSource of its README send none) or with the
+ * right one, and refused (401) with a wrong one; a request without `Accept: text/event-stream` is refused
+ * (406); `aborted` ends it like `canceled`; a connection opened late gets every event from the start.
  *
  * Predictions advance one step per GET (deterministic, no clock): `startingPolls` GETs in `starting`,
  * then `processingPolls` in `processing` (one log line added per GET), then the scenario's end. With
  * `advance: 'manual'` only `advance(id)` moves them (event tests). Output files are served by the same
  * server under /files/; a file that is not there answers 404 (an expired output URL).
+ *
+ * A streaming prediction sends its pieces (a succeeded end's output array, else `stream.pieces`) as
+ * `output` events, one every `stream.paceMs` from when it is `processing`, its log lines as `logs` events,
+ * and whatever pieces are left, then `done`, the moment it ends (`error` then done with reason `error` for a
+ * failure; done with reason `canceled` for a cancel); its `output` holds the pieces sent so far meanwhile.
  */
 import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
@@ -43,12 +69,41 @@ export interface Scenario {
   logs?: string[];
   end: { status: 'succeeded'; output: unknown; metrics?: Record<string, unknown> } | { status: 'failed'; error: string } | { status: 'canceled' | 'aborted' };
   advance?: 'poll' | 'manual';
+  /** The model streams its output: its predictions carry `urls.stream`. */
+  stream?: StreamScenario;
+}
+
+export interface StreamScenario {
+  /** The pieces sent before a failure or a cancel (a succeeded end sends its output array's). */
+  pieces?: string[];
+  /** Milliseconds between two pieces while processing; default 10. */
+  paceMs?: number;
+  /** The server resets each connection once it has sent this many output events (a broken stream). */
+  breakAfter?: number;
+  /** The origin put in `urls.stream` instead of this server's (a stream URL on another host). */
+  origin?: string;
+}
+
+export type StreamClose = 'done' | 'client' | 'server';
+
+export interface RecordedStream {
+  predictionId: string;
+  headers: Record<string, string | string[] | undefined>;
+  /** Output events written on this connection. */
+  outputs: number;
+  /** How it closed: after `done` (ours), by the client, or reset by the server (`breakAfter`); undefined while open. */
+  closed?: StreamClose;
+}
+
+interface SseEvent {
+  event: 'output' | 'logs' | 'error' | 'done';
+  data: string;
 }
 
 /** A one-shot misbehaviour of the next request of a kind. */
 export type Misbehaviour = { status: number; retryAfter?: string; body?: string } | { hang: true } | { malformed: true };
 
-type RequestKind = 'create' | 'get' | 'cancel';
+type RequestKind = 'create' | 'get' | 'cancel' | 'stream';
 
 export interface RecordedCreate {
   path: string;
@@ -63,6 +118,8 @@ interface Stored {
   step: 'starting' | 'processing' | 'ended';
   logLines: number;
   json: Record<string, unknown>;
+  /** A streaming prediction's events so far, and its open connections. */
+  stream?: { pieces: string[]; sent: number; events: SseEvent[]; open: Set<ServerResponse>; timer?: NodeJS.Timeout };
 }
 
 export interface ReplicateFake {
@@ -79,9 +136,13 @@ export interface ReplicateFake {
   calm(): void;
   /** Every accepted create, in order. */
   creates: RecordedCreate[];
+  /** Every stream connection accepted, in order. */
+  streams: RecordedStream[];
+  /** Resolves when a stream connection of the prediction closes, with how (at once if one has). */
+  streamClosed(id: string): Promise<StreamClose>;
   /** Creates accepted for a job, keyed by its input's `prompt`. */
   submissions(prompt: string): number;
-  /** Requests per kind (GETs of predictions, cancels, creates, refused ones included). */
+  /** Requests per kind (GETs of predictions, cancels, creates, stream GETs, refused ones included). */
   counts: Record<RequestKind | 'refused', number>;
   prediction(id: string): Record<string, unknown> | undefined;
   /** Moves a prediction one step on (manual scenarios). */
@@ -101,9 +162,11 @@ export async function startReplicateFake(options: { token: string; webhookSecret
   const scenarios = new Map<string, Scenario>();
   const files = new Map<string, Buffer>();
   const predictions = new Map<string, Stored>();
-  const queue: Record<RequestKind, Misbehaviour[]> = { create: [], get: [], cancel: [] };
+  const queue: Record<RequestKind, Misbehaviour[]> = { create: [], get: [], cancel: [], stream: [] };
   const creates: RecordedCreate[] = [];
-  const counts = { create: 0, get: 0, cancel: 0, refused: 0 };
+  const streams: RecordedStream[] = [];
+  const closeWaiters = new Map<string, Array<(how: StreamClose) => void>>();
+  const counts = { create: 0, get: 0, cancel: 0, stream: 0, refused: 0 };
   const hanging = new Set<ServerResponse>();
   let origin = '';
 
@@ -146,6 +209,7 @@ export async function startReplicateFake(options: { token: string; webhookSecret
         stored.polls = 0;
         p.status = 'processing';
         p.started_at = new Date().toISOString();
+        startPieces(stored);
       }
       return;
     }
@@ -153,9 +217,132 @@ export async function startReplicateFake(options: { token: string; webhookSecret
       if (stored.logLines < logs.length) {
         stored.logLines += 1;
         p.logs = logs.slice(0, stored.logLines).join('\n');
+        emit(stored, { event: 'logs', data: logs[stored.logLines - 1]! });
       }
       if (stored.polls >= (scenario.processingPolls ?? 1)) finishWith(stored);
     }
+  }
+
+  // ---- The stream of a streaming prediction.
+
+  /** A succeeded end's pieces are its output (an array of strings, or one string); otherwise the scenario's. */
+  function piecesOf(scenario: Scenario): string[] {
+    const end = scenario.end;
+    if (end.status === 'succeeded') {
+      if (typeof end.output === 'string') return [end.output];
+      if (Array.isArray(end.output) && end.output.every((piece) => typeof piece === 'string')) return end.output as string[];
+    }
+    return scenario.stream?.pieces ?? [];
+  }
+
+  function frame(stored: Stored, event: SseEvent, seq: number): string {
+    const seconds = Math.floor(Date.parse(stored.json.created_at as string) / 1000);
+    // One `data:` line per line of the text (SSE joins them with LF again).
+    const data = event.data
+      .split(/\r\n|\r|\n/)
+      .map((line) => `data: ${line}\n`)
+      .join('');
+    return `event: ${event.event}\nid: ${seconds}:${seq}\n${data}\n`;
+  }
+
+  function emit(stored: Stored, event: SseEvent): void {
+    const stream = stored.stream;
+    if (!stream || stream.events.at(-1)?.event === 'done') return;
+    stream.events.push(event);
+    for (const res of stream.open) send(stored, res, event, stream.events.length - 1);
+  }
+
+  function send(stored: Stored, res: ServerResponse, event: SseEvent, seq: number): void {
+    const record = (res as ServerResponse & { record?: RecordedStream }).record!;
+    if (record.closed) return;
+    const text = frame(stored, event, seq);
+    if (event.event === 'output') record.outputs += 1;
+    if (event.event === 'done') {
+      record.closed = 'done';
+      stored.stream?.open.delete(res);
+      res.end(text);
+      return;
+    }
+    const breakAfter = stored.scenario.stream?.breakAfter;
+    if (event.event === 'output' && breakAfter !== undefined && record.outputs >= breakAfter) {
+      // The connection is reset once this event has left (without the chunked body's end).
+      record.closed = 'server';
+      stored.stream?.open.delete(res);
+      res.write(text, () => res.destroy());
+      return;
+    }
+    res.write(text);
+  }
+
+  function nextPiece(stored: Stored): boolean {
+    const stream = stored.stream!;
+    if (stream.sent >= stream.pieces.length) return false;
+    const piece = stream.pieces[stream.sent]!;
+    stream.sent += 1;
+    // While it runs, a language model's prediction holds the pieces so far as its output.
+    stored.json.output = stream.pieces.slice(0, stream.sent);
+    emit(stored, { event: 'output', data: piece });
+    return true;
+  }
+
+  function startPieces(stored: Stored): void {
+    const stream = stored.stream;
+    if (!stream || stream.timer) return;
+    stream.timer = setInterval(
+      () => {
+        if (stored.step !== 'processing' || !nextPiece(stored)) {
+          clearInterval(stream.timer);
+        }
+      },
+      Math.max(1, stored.scenario.stream?.paceMs ?? 10),
+    );
+  }
+
+  /** The end of a streaming prediction's stream: the pieces left, then error and done, or done. */
+  function endStream(stored: Stored): void {
+    const stream = stored.stream;
+    if (!stream) return;
+    clearInterval(stream.timer);
+    const status = stored.json.status;
+    if (status === 'succeeded') {
+      while (nextPiece(stored));
+      emit(stored, { event: 'done', data: '{}' });
+    } else if (status === 'failed') {
+      emit(stored, { event: 'error', data: JSON.stringify({ detail: stored.json.error }) });
+      emit(stored, { event: 'done', data: JSON.stringify({ reason: 'error' }) });
+    } else {
+      emit(stored, { event: 'done', data: JSON.stringify({ reason: 'canceled' }) });
+    }
+  }
+
+  function closedStream(id: string, how: StreamClose): void {
+    const waiters = closeWaiters.get(id) ?? [];
+    closeWaiters.delete(id);
+    for (const resolve of waiters) resolve(how);
+  }
+
+  function openStream(req: IncomingMessage, res: ServerResponse, id: string): void {
+    counts.stream += 1;
+    const auth = req.headers.authorization;
+    if (auth !== undefined && auth !== `Bearer ${options.token}`) return problem(res, 401, 'Unauthenticated', 'You did not pass a valid authentication token');
+    if (!String(req.headers.accept ?? '').includes('text/event-stream'))
+      return problem(res, 406, 'Not acceptable', 'The stream is served as text/event-stream only (Accept: text/event-stream).');
+    if (misbehaved('stream', res)) return;
+    const stored = predictions.get(id);
+    if (!stored?.stream) return problem(res, 404, 'Not found', 'Not found.');
+    const record: RecordedStream = { predictionId: id, headers: req.headers, outputs: 0 };
+    streams.push(record);
+    Object.assign(res, { record });
+    res.on('close', () => {
+      if (!record.closed) record.closed = 'client';
+      stored.stream?.open.delete(res);
+      closedStream(id, record.closed);
+    });
+    res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-store', connection: 'keep-alive' });
+    res.flushHeaders();
+    stored.stream.open.add(res);
+    // A connection opened late gets every event from the first.
+    stored.stream.events.forEach((event, seq) => send(stored, res, event, seq));
   }
 
   function finishWith(stored: Stored): void {
@@ -170,6 +357,7 @@ export async function startReplicateFake(options: { token: string; webhookSecret
     } else if (scenario.end.status === 'failed') {
       p.error = scenario.end.error;
     }
+    endStream(stored);
   }
 
   async function readBody(req: IncomingMessage): Promise<Buffer> {
@@ -201,6 +389,7 @@ export async function startReplicateFake(options: { token: string; webhookSecret
     } else if (body.version !== undefined) {
       return problem(res, 422, 'Input validation failed', 'version is not accepted here; the model or deployment in the path decides it.');
     }
+    if (body.stream !== undefined && typeof body.stream !== 'boolean') return problem(res, 422, 'Input validation failed', 'stream must be a boolean.');
     if (body.webhook !== undefined) {
       let url: URL | undefined;
       try {
@@ -238,6 +427,8 @@ export async function startReplicateFake(options: { token: string; webhookSecret
         return problem(res, 422, 'Invalid version or not permitted', "The specified version does not exist (or perhaps you don't have permission to use it?)");
       return problem(res, 404, 'Not found', 'The requested resource could not be found.');
     }
+    // The deprecated `"stream": true` changes nothing for a model that streams; one that does not refuses it.
+    if (body.stream === true && !scenario.stream) return problem(res, 422, 'Input validation failed', 'This model does not support streaming.');
     const id = randomBytes(13)
       .toString('base64url')
       .toLowerCase()
@@ -258,11 +449,19 @@ export async function startReplicateFake(options: { token: string; webhookSecret
         web: `https://replicate.com/p/${id}`,
         get: `${origin}/v1/predictions/${id}`,
         cancel: `${origin}/v1/predictions/${id}/cancel`,
+        ...(scenario.stream ? { stream: `${scenario.stream.origin ?? origin}/streaming/v1/predictions/${id}` } : {}),
       },
       ...(ref.startsWith('deployment:') ? { deployment: ref.slice('deployment:'.length) } : {}),
       ...(deadline ? { deadline } : {}),
     };
-    predictions.set(id, { scenario, polls: 0, step: 'starting', logLines: 0, json: p });
+    predictions.set(id, {
+      scenario,
+      polls: 0,
+      step: 'starting',
+      logLines: 0,
+      json: p,
+      ...(scenario.stream ? { stream: { pieces: piecesOf(scenario), sent: 0, events: [], open: new Set<ServerResponse>() } } : {}),
+    });
     creates.push({ path, headers: req.headers, body, predictionId: id });
     json(res, 201, p);
   }
@@ -278,6 +477,12 @@ export async function startReplicateFake(options: { token: string; webhookSecret
       res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': String(bytes.length) });
       res.end(bytes);
       return;
+    }
+
+    const streamPath = /^\/streaming\/v1\/predictions\/([a-z0-9]+)$/.exec(path);
+    if (streamPath) {
+      if (method !== 'GET') return problem(res, 405, 'Method not allowed', `Method "${method}" not allowed.`, { allow: 'GET' });
+      return openStream(req, res, streamPath[1]!);
     }
 
     const auth = req.headers.authorization;
@@ -324,6 +529,7 @@ export async function startReplicateFake(options: { token: string; webhookSecret
         stored.step = 'ended';
         stored.json.status = 'canceled';
         stored.json.completed_at = new Date().toISOString();
+        endStream(stored);
       }
       return json(res, 200, stored.json);
     }
@@ -359,6 +565,12 @@ export async function startReplicateFake(options: { token: string; webhookSecret
       for (const kind of Object.keys(queue) as RequestKind[]) queue[kind] = [];
     },
     creates,
+    streams,
+    streamClosed(id) {
+      const closed = streams.find((s) => s.predictionId === id && s.closed !== undefined);
+      if (closed) return Promise.resolve(closed.closed!);
+      return new Promise((resolve) => closeWaiters.set(id, [...(closeWaiters.get(id) ?? []), resolve]));
+    },
     submissions: (prompt) => creates.filter((c) => (c.body.input as Record<string, unknown>).prompt === prompt).length,
     counts,
     prediction: (id) => predictions.get(id)?.json,
@@ -395,6 +607,10 @@ export async function startReplicateFake(options: { token: string; webhookSecret
     async close() {
       for (const res of hanging) res.destroy();
       hanging.clear();
+      for (const stored of predictions.values()) {
+        clearInterval(stored.stream?.timer);
+        for (const res of stored.stream?.open ?? []) res.destroy();
+      }
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },

@@ -5,18 +5,9 @@ import path from 'node:path';
 import { startTestServer } from '../helpers/server.ts';
 import { signUp } from '../helpers/identity.ts';
 import { makePng, pngOfSize } from '../helpers/files.ts';
+import { eventually } from '../helpers/eventually.ts';
 import { rows } from '../identity/support.ts';
 import { complete, requestUpload } from './support.ts';
-
-/** Polls `condition` until it holds, at most `limitMs`; says whether it did. */
-async function eventually(condition: () => Promise<boolean> | boolean, limitMs = 10_000): Promise<boolean> {
-  const deadline = Date.now() + limitMs;
-  for (;;) {
-    if (await condition()) return true;
-    if (Date.now() > deadline) return false;
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}
 
 t.test('a client that goes away mid-upload leaves nothing behind, and the server carries on', async (t) => {
   const server = await startTestServer(t);
@@ -33,9 +24,9 @@ t.test('a client that goes away mid-upload leaves nothing behind, and the server
   await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
   socket.write(`PUT ${url.pathname}${url.search} HTTP/1.1\r\nHost: ${url.host}\r\nContent-Type: image/png\r\nContent-Length: ${size}\r\n\r\n`);
   socket.write(pngOfSize(size).subarray(0, size / 4));
-  t.ok(await eventually(async () => (await ofThisObject()).length > 0), 'the server is streaming the body into a temporary file');
+  t.ok(await eventually(async () => (await ofThisObject()).length > 0, { what: 'a temporary file' }), 'the server is streaming the body into a temporary file');
   socket.destroy();
-  t.ok(await eventually(async () => server.http.inFlight() === 0), 'the aborted request is finished');
+  t.ok(await eventually(() => server.http.inFlight() === 0, { what: 'no request in flight' }), 'the aborted request is finished');
 
   t.equal(await server.services.blobs.stat(row.storage_key), undefined, 'no object was published');
   t.same(await ofThisObject(), [], 'no temporary file is left');

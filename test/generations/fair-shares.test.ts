@@ -2,6 +2,7 @@ import t from 'tap';
 import { ManualClock } from '../../runtime/clock.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
 import { createKey, signUp } from '../helpers/identity.ts';
+import { eventually } from '../helpers/eventually.ts';
 import { setPlan } from './support.ts';
 import { createGeneration, serverQuery, waitFor } from './flow.ts';
 
@@ -26,13 +27,8 @@ async function proWorkspace(server: TestServer, name: string) {
   return { name, ids, create, until };
 }
 
-async function poll<T>(what: string, check: () => Promise<T | undefined>): Promise<T> {
-  for (let tries = 0; tries < 2_000; tries++) {
-    const value = await check();
-    if (value !== undefined) return value;
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
-  throw new Error(`timed out waiting for ${what}`);
+function poll<T>(what: string, check: () => Promise<T | undefined>): Promise<T> {
+  return eventually(check, { what, timeoutMs: 10_000, everyMs: 5 }) as Promise<T>;
 }
 
 t.test("one provider slot: workspace b's single job starts right after the job in flight, ahead of a's backlog of 20", async (t) => {

@@ -1,5 +1,6 @@
 import type { TestServer } from '../helpers/server.ts';
 import { withKey } from '../helpers/identity.ts';
+import { eventually } from '../helpers/eventually.ts';
 
 /** What the tests read of a generation (GET /v1/generations/:id). */
 export interface Gen {
@@ -70,12 +71,15 @@ export async function waitFor(
   what = 'the expected state',
 ): Promise<Gen> {
   let last: Gen | undefined;
-  for (let i = 0; i < 1200; i++) {
-    last = await getGeneration(client, key, workspaceId, id);
-    if (done(last)) return last;
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-  throw new Error(`generation ${id} never reached ${what}; last seen ${JSON.stringify(last)}`);
+  return eventually(
+    async () => {
+      last = await getGeneration(client, key, workspaceId, id);
+      return done(last) ? last : undefined;
+    },
+    { timeoutMs: 30_000, everyMs: 25, what: `generation ${id} reaching ${what}` },
+  ).catch((error: Error) => {
+    throw new Error(`${error.message}; last seen ${JSON.stringify(last)}`);
+  });
 }
 
 export const isTerminal = (g: Gen) => TERMINAL.includes(g.status);

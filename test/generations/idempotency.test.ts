@@ -4,6 +4,7 @@ import { startTestServer } from '../helpers/server.ts';
 import { createKey, signUp } from '../helpers/identity.ts';
 import { createGeneration, moneyOf, serverQuery } from './flow.ts';
 import { IDEMPOTENCY_PURGE_INTERVAL_MS, purgeExpiredIdempotencyKeys } from '../../actors/workspace/idempotency-retention.ts';
+import { eventually } from '../helpers/eventually.ts';
 
 t.test('Idempotency-Key: replay, conflict, concurrent requests, and scope to the workspace', async (t) => {
   const server = await startTestServer(t, { env: { LOCAL_PROVIDER_LATENCY_MS: '0' } });
@@ -152,7 +153,7 @@ t.test('a replay after the workspace actor was stopped comes from the stored key
   const first = await createGeneration(server, key, user.workspaceId, body, { 'idempotency-key': 'stored-1' });
   t.equal(first.status, 201);
   // Once its job is done the workspace actor is idle, and the sweep stops it.
-  for (let i = 0; i < 400 && server.services.actors.isLive('ws', user.workspaceId); i++) await new Promise((r) => setTimeout(r, 25));
+  await eventually(() => !server.services.actors.isLive('ws', user.workspaceId), { what: 'the sweep', timeoutMs: 15_000, everyMs: 25 });
   t.notOk(server.services.actors.isLive('ws', user.workspaceId), 'the workspace actor was stopped');
 
   const replay = await createGeneration(server, key, user.workspaceId, body, { 'idempotency-key': 'stored-1' });

@@ -1,6 +1,7 @@
 import t from 'tap';
 import { sharedTestServer, startTestServer, type TestServer } from '../helpers/server.ts';
 import { createKey, signUp, withKey } from '../helpers/identity.ts';
+import { eventually } from '../helpers/eventually.ts';
 
 interface Gen {
   id: string;
@@ -20,13 +21,14 @@ async function create(server: TestServer, key: string, workspaceId: string, body
   });
 }
 
-async function waitFor(server: TestServer, key: string, workspaceId: string, id: string, done: (g: Gen) => boolean): Promise<Gen> {
-  for (let i = 0; i < 400; i++) {
-    const { body } = await server.json<Gen>(`/v1/generations/${id}?workspaceId=${workspaceId}`, { headers: withKey(key) });
-    if (done(body)) return body;
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-  throw new Error(`generation ${id} never reached the expected state`);
+function waitFor(server: TestServer, key: string, workspaceId: string, id: string, done: (g: Gen) => boolean): Promise<Gen> {
+  return eventually(
+    async () => {
+      const { body } = await server.json<Gen>(`/v1/generations/${id}?workspaceId=${workspaceId}`, { headers: withKey(key) });
+      return done(body) ? body : undefined;
+    },
+    { timeoutMs: 10_000, everyMs: 25, what: `generation ${id} reaching the expected state` },
+  );
 }
 
 async function balances(server: TestServer, workspaceId: string) {

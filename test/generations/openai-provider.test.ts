@@ -46,16 +46,35 @@ async function fakeOpenAi(t: Test) {
       if (prompt.includes('fail500')) return json(500, { error: { message: 'The server had an error while processing your request.', type: 'server_error' } });
       if (prompt.includes('fail429')) return json(429, { error: { message: 'Rate limit reached for requests.', type: 'requests' } });
       if (prompt.includes('notjson')) return res.writeHead(200, { 'content-type': 'text/html' }).end('<html>gateway</html>');
-      if (prompt.includes('empty')) return json(200, req.url === '/v1/chat/completions' ? { choices: [] } : { data: [] });
+      // A chat answer, streamed as OpenAI streams when asked (the adapter asks): chunks, the usage chunk, [DONE].
+      const chat = (content: string | undefined) => {
+        if (!body?.stream) {
+          return json(
+            200,
+            content === undefined
+              ? { choices: [] }
+              : {
+                  id: 'chatcmpl-1',
+                  object: 'chat.completion',
+                  model: body.model,
+                  choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: 'stop' }],
+                },
+          );
+        }
+        const chunk = (choices: unknown[], usage: unknown = null) =>
+          `data: ${JSON.stringify({ id: 'chatcmpl-1', object: 'chat.completion.chunk', created: 1, model: body.model, choices, usage })}\n\n`;
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        if (content !== undefined) {
+          res.write(chunk([{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null }]));
+          res.write(chunk([{ index: 0, delta: { content }, finish_reason: null }]));
+          res.write(chunk([{ index: 0, delta: {}, finish_reason: 'stop' }]));
+          res.write(chunk([], { prompt_tokens: 5, completion_tokens: 3, total_tokens: 8 }));
+        }
+        res.end('data: [DONE]\n\n');
+      };
+      if (prompt.includes('empty')) return req.url === '/v1/chat/completions' ? chat(undefined) : json(200, { data: [] });
       if (prompt.includes('nulerror')) return json(500, { error: { message: 'bad\u0000byte \ud800 here', type: 'server_error' } });
-      if (prompt.includes('nultext')) {
-        return json(200, {
-          id: 'chatcmpl-2',
-          object: 'chat.completion',
-          model: body.model,
-          choices: [{ index: 0, message: { role: 'assistant', content: 'a\u0000b\ud800c' }, finish_reason: 'stop' }],
-        });
-      }
+      if (prompt.includes('nultext')) return chat('a\u0000b\ud800c');
       if (prompt.includes('hang')) {
         hanging.add(res);
         res.on('close', () => {
@@ -63,14 +82,7 @@ async function fakeOpenAi(t: Test) {
         });
         return;
       }
-      if (req.url === '/v1/chat/completions') {
-        return json(200, {
-          id: 'chatcmpl-1',
-          object: 'chat.completion',
-          model: body.model,
-          choices: [{ index: 0, message: { role: 'assistant', content: `echo: ${prompt}` }, finish_reason: 'stop' }],
-        });
-      }
+      if (req.url === '/v1/chat/completions') return chat(`echo: ${prompt}`);
       if (req.url === '/v1/images/generations') {
         const [w, h] = String(body.size)
           .split('x')
@@ -142,6 +154,8 @@ t.test('the OpenAI-compatible adapter: chat completions, images as b64_json and 
     temperature: 0.5,
     max_tokens: 64,
     seed: 9,
+    stream: true,
+    stream_options: { include_usage: true },
   });
 
   const b64 = await run('openai/image', 'text_to_image', { prompt: 'a boat', numImages: 2, aspectRatio: '16:9' });
@@ -168,11 +182,11 @@ t.test('the OpenAI-compatible adapter: chat completions, images as b64_json and 
   const failures: Array<[string, string, Record<string, unknown>, string, RegExp]> = [
     ['openai/chat', 'text_to_text', { prompt: 'fail500' }, 'provider_error', /answered 500: The server had an error/],
     ['openai/image', 'text_to_image', { prompt: 'fail429' }, 'provider_rate_limited', /answered 429/],
-    ['openai/chat', 'text_to_text', { prompt: 'notjson' }, 'provider_bad_response', /chat answer has no choices/],
-    ['openai/chat', 'text_to_text', { prompt: 'empty' }, 'provider_bad_response', /no choices/],
+    ['openai/chat', 'text_to_text', { prompt: 'notjson' }, 'provider_bad_response', /chat stream ended before its answer did/],
+    ['openai/chat', 'text_to_text', { prompt: 'empty' }, 'provider_bad_response', /chat stream ended before its answer did/],
     ['openai/image', 'text_to_image', { prompt: 'empty' }, 'provider_bad_response', /no images/],
     ['openai/image', 'text_to_image', { prompt: 'short', numImages: 3 }, 'provider_bad_response', /2 of the 3 images/],
-    ['openai/chat', 'text_to_text', { prompt: 'hang' }, 'provider_timeout', /did not answer within 1000 ms/],
+    ['openai/chat', 'text_to_text', { prompt: 'hang' }, 'provider_timeout', /sent nothing for 1000 ms/],
   ];
   for (const [model, mode, params, code, message] of failures) {
     const failed = await run(model, mode, params);

@@ -215,7 +215,11 @@ t.test('the detail has every field of the spec and the timeline; nothing interna
   ]);
   const res = await get(server, `/v1/generations/${row!.id}?workspaceId=${owner.workspaceId}`, key.key);
   t.equal(res.status, 200);
-  t.same(res.body, {
+  // The detail read adds why it cost what it cost and where it ran (its own test: generations/explain.test.ts).
+  const { price, route, ...detail } = res.body;
+  t.match(price, { unit: 'image', termsFrom: 'catalog', counted: { units: 1 } }, 'the price, explained');
+  t.match(route, { deploymentId: row!.deploymentId, provider: row!.provider }, 'where it ran');
+  t.same(detail, {
     id: row!.id,
     workspaceId: owner.workspaceId,
     apiKeyId: key.id,
@@ -243,11 +247,11 @@ t.test('the detail has every field of the spec and the timeline; nothing interna
     paymentMode: 'auto',
     project: 'launch',
     timeline: [
-      { status: 'queued', at: at(0) },
-      { status: 'reserved', at: at(1) },
-      { status: 'submitted', at: at(1) },
-      { status: 'running', at: at(2) },
-      { status: 'failed', at: at(3), detail: 'provider_error' },
+      { status: 'queued', at: at(0), sincePreviousMs: 0 },
+      { status: 'reserved', at: at(1), sincePreviousMs: Date.parse(at(1)) - Date.parse(at(0)) },
+      { status: 'submitted', at: at(1), sincePreviousMs: 0 },
+      { status: 'running', at: at(2), sincePreviousMs: Date.parse(at(2)) - Date.parse(at(1)) },
+      { status: 'failed', at: at(3), detail: 'provider_error', sincePreviousMs: Date.parse(at(3)) - Date.parse(at(2)) },
     ],
   });
   const text = JSON.stringify(res.body);
@@ -257,7 +261,7 @@ t.test('the detail has every field of the spec and the timeline; nothing interna
   const listed = await get(server, `/v1/generations?workspaceId=${owner.workspaceId}`, key.key);
   t.equal(listed.body.data.length, 1);
   t.notOk('timeline' in listed.body.data[0], 'lists leave the timeline to the detail');
-  const { timeline: _, ...withoutTimeline } = res.body;
+  const { timeline: _, ...withoutTimeline } = detail;
   t.same(listed.body.data[0], withoutTimeline, 'the list item is the detail without its timeline');
 
   const succeeded = (

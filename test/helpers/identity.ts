@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { Test } from 'tap';
 import type { TestServer } from './server.ts';
 import { SCOPES, type RouteDef, type Scope } from '../../http/route.ts';
+import { isOpenAiPath } from '../../http/openai-errors.ts';
 
 export interface SignedUp {
   userId: string;
@@ -88,6 +89,9 @@ export function withKey(key: string, extra: Record<string, string> = {}): Record
  * workspace id is sent in the body of routes that take one, else in the query.
  * Keys are made fresh per route, so per-key rate limits never interfere.
  */
+/** Our error codes as the OpenAI-compatible door names them. */
+const OPENAI_CODES: Record<string, string> = { unauthenticated: 'invalid_api_key', forbidden: 'insufficient_permissions' };
+
 export async function authMatrix(t: Test, server: TestServer, select: (route: RouteDef) => boolean = () => true): Promise<void> {
   const routes = server.http.router.routes.map((r) => r.def).filter((def) => def.access !== 'public' && select(def));
   const a = await signUp(server);
@@ -112,7 +116,9 @@ export async function authMatrix(t: Test, server: TestServer, select: (route: Ro
       const expect = async (label: string, res: Promise<{ status: number; body: any }>, status: number, code: string) => {
         const { status: got, body } = await res;
         t.equal(got, status, `${label}: ${status}`);
-        t.equal(body?.error?.code, code, `${label}: ${code}`);
+        // The OpenAI-compatible door answers in OpenAI's shape, with OpenAI's codes (docs/openai-compatible.md, Errors).
+        const expected = isOpenAiPath(route.path) ? (OPENAI_CODES[code] ?? code) : code;
+        t.equal(body?.error?.code, expected, `${label}: ${expected}`);
       };
 
       await expect('no credentials', request({}), 401, 'unauthenticated');

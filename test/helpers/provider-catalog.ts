@@ -8,7 +8,7 @@ export interface ProviderModel {
   /** Credits per image (image modes) or per job (any other). */
   credits: number;
   parameters: Record<string, Record<string, unknown>>;
-  deployment: { id: string; provider: string; target: Record<string, unknown>; input?: Record<string, unknown> };
+  deployment: { id: string; provider: string; target: Record<string, unknown>; input?: Record<string, unknown>; optional?: boolean };
 }
 
 /** The free plan of these files: 100 credits, ten jobs at once, a rate limit no test reaches. */

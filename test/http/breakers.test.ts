@@ -3,6 +3,7 @@ import { ManualClock } from '../../runtime/clock.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
 import { authMatrix, createKey, signUp, withCookie, withKey } from '../helpers/identity.ts';
 import { PROVIDER_ERROR_CODES } from '../../providers/adapter.ts';
+import { providerCatalogFile } from '../helpers/provider-catalog.ts';
 
 const down = { ok: false as const, errorCode: PROVIDER_ERROR_CODES.unavailable };
 
@@ -45,6 +46,7 @@ t.test('GET /v1/breakers: every deployment of the catalog, as the shared store h
       openUntil: null,
       cooldownMs: 0,
       probing: false,
+      openedWith: null,
     });
     t.equal(res.body.at, new Date(clock.now()).toISOString());
   }
@@ -58,12 +60,19 @@ t.test('GET /v1/breakers: every deployment of the catalog, as the shared store h
   await server.services.breakers.record(second.id, down);
   let res = await server.json('/v1/breakers', { headers: withKey(narrow.key) });
   t.match(res.body.breakers[0], { state: 'open', calls: 0, openUntil: new Date(clock.now() + 30_000).toISOString(), cooldownMs: 30_000, probing: false });
+  t.same(
+    res.body.breakers[0].openedWith,
+    { at: new Date(clock.now()).toISOString(), calls: 10, failures: 10, failureRatio: 1, reason: 'failures' },
+    'the figures that opened it are kept, though its window was emptied',
+  );
+  t.equal(res.body.breakers[1].openedWith, null, 'a closed one has none');
   t.match(res.body.breakers[1], { deploymentId: second.id, state: 'closed', calls: 2, failures: 1, failureRatio: 0.5 });
   t.same(await server.services.breakers.admit(first.id), { allowed: false, status: 'open', retryAt: clock.now() + 30_000 });
 
   clock.advance(30_000);
   res = await server.json('/v1/breakers', { headers: withKey(narrow.key) });
   t.match(res.body.breakers[0], { state: 'half_open', openUntil: null, probing: false }, 'past its cool-down: waiting for a job');
+  t.match(res.body.breakers[0].openedWith, { calls: 10, reason: 'failures' }, 'still said while half-open');
   const probe = await server.services.breakers.admit(first.id);
   t.ok(probe.allowed);
   res = await server.json('/v1/breakers', { headers: withKey(narrow.key) });
@@ -103,4 +112,27 @@ t.test('GET /v1/breakers: the store out of reach is 503, and the route passes th
   t.equal(res.status, 503);
   t.equal(res.body.error.code, 'service_unavailable');
   t.equal(res.headers.get('retry-after'), '2');
+});
+
+t.test('GET /v1/breakers: a deployment whose provider kind is not configured here reads unconfigured', async (t) => {
+  const catalogFile = providerCatalogFile(t, [
+    {
+      id: 'acme/painter',
+      mode: 'text_to_image',
+      credits: 3,
+      parameters: { prompt: { required: true } },
+      deployment: { id: 'painter-cog', provider: 'cog', target: {}, optional: true },
+    },
+  ]);
+  // No COG_BASE_URL: the cog kind is not configured on this service.
+  const server = await startTestServer(t, { env: { CATALOG_FILE: catalogFile } });
+  const owner = await signUp(server);
+  const res = await server.json('/v1/breakers', { headers: withCookie(owner.cookie) });
+  t.equal(res.status, 200);
+  const painter = res.body.breakers.find((b: { deploymentId: string }) => b.deploymentId === 'painter-cog');
+  t.match(painter, { provider: 'cog', state: 'unconfigured', calls: 0 }, 'not closed: no job can go there');
+  t.notOk(
+    res.body.breakers.some((b: { provider: string; state: string }) => b.provider !== 'cog' && b.state === 'unconfigured'),
+    'configured kinds read their breaker',
+  );
 });

@@ -1,3 +1,5 @@
+// The OpenAI-compatible door follows OpenAI's conventions, not these (docs/openai-compatible.md; test/openai/).
+import { isOpenAiPath } from '../../http/openai-errors.ts';
 import t from 'tap';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
 import { createKey, signUp, withCookie, withKey } from '../helpers/identity.ts';
@@ -14,7 +16,7 @@ const a = await signUp(server);
 const b = await signUp(server);
 
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
-const routes = server.http.router.routes.map((r) => r.def);
+const routes = server.http.router.routes.map((r) => r.def).filter((def) => !isOpenAiPath(def.path));
 const workspaceRoutes = routes.filter(actsOnWorkspace);
 
 function fill(route: RouteDef, workspaceId: string): string {

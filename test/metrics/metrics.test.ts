@@ -137,6 +137,7 @@ t.test('after a whole flow, every metric has moved: requests, actors, generation
   t.ok(moved('gs_db_batch_size_count') >= 1, 'group-commit batch sizes');
   t.ok(moved('gs_db_commit_duration_count') >= 1, 'group-commit latency');
   t.ok((value(after, 'db_client_connection_count') ?? 0) >= 1, 'the database pool, used and idle connections');
+  t.equal(value(after, 'gs_db_available'), 1, 'the database reachable from this node');
   t.not(value(after, 'db_client_connection_count', { db_client_connection_state: 'used' }), undefined, 'connections in use');
   t.ok(moved('process_cpu_time_total') > 0, 'process CPU time');
   t.ok((value(after, 'process_memory_usage') ?? 0) > 0, 'process memory');

@@ -2,6 +2,7 @@ import t from 'tap';
 import { ManualClock } from '../../runtime/clock.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
 import { durableStorage } from '../helpers/database.ts';
+import { eventually } from '../helpers/eventually.ts';
 import { createKey, signUp } from '../helpers/identity.ts';
 import { checkBooks, completeCheckout, get, MONEY_ENV, post, sendEvent, signedEvent } from './support.ts';
 
@@ -10,10 +11,7 @@ const ENV = { ...MONEY_ENV, SESSION_TTL_HOURS: '8760' };
 
 async function until<T>(read: () => Promise<T>, done: (value: T) => boolean): Promise<T> {
   let value = await read();
-  for (let i = 0; i < 400 && !done(value); i++) {
-    await new Promise((resolve) => setTimeout(resolve, 10));
-    value = await read();
-  }
+  await eventually(async () => done((value = await read())), { timeoutMs: 10_000 }).catch(() => {});
   return value;
 }
 

@@ -6,6 +6,7 @@ import { GroupCommitWriter, type GroupCommitWriterOptions } from '../../persiste
 import { availabilityOf, isDatabaseUnreachable } from '../../persistence/availability.ts';
 import { freshDatabaseUrl } from '../helpers/database.ts';
 import { startPgProxy } from '../helpers/pg-proxy.ts';
+import { eventually } from '../helpers/eventually.ts';
 import { boundQuery } from '../../persistence/bound-query.ts';
 import { startTestServer } from '../helpers/server.ts';
 import { createKey, signUp } from '../helpers/identity.ts';
@@ -58,9 +59,7 @@ if (!process.env.TEST_DATABASE_URL) {
   };
   const ids = async (kind: string) =>
     (await db.em().execute<Array<{ id: string }>>('select id from actor_snapshots where kind = ? order by id', [kind])).map((r) => r.id);
-  const until = async (condition: () => boolean) => {
-    for (let i = 0; i < 1_000 && !condition(); i++) await new Promise((resolve) => setTimeout(resolve, 10));
-  };
+  const until = (condition: () => boolean) => eventually(condition, { timeoutMs: 10_000 });
 
   /**
    * Units with a probe commit in one round trip (COMMIT sent with their statements), so a lost connection

@@ -79,6 +79,7 @@ for (const [name, backend] of backends) {
     const start = clock.now();
     await breakers.record('d', { ok: false, errorCode: PROVIDER_ERROR_CODES.rateLimited, retryAfterMs: 2_500 });
     t.same(await breakers.admit('d'), { allowed: false, status: 'open', retryAt: start + 2_500 });
+    t.same((await breakers.read(['d']))[0]!.opened, { at: start, calls: 1, failures: 1, reason: 'retry_after' }, 'what opened it is kept');
     clock.advance(1_000);
     await breakers.record('d', { ok: false, errorCode: PROVIDER_ERROR_CODES.rateLimited, retryAfterMs: 500 });
     t.equal((await breakers.read(['d']))[0]!.openUntil, start + 2_500, 'a shorter one does not shorten it');
@@ -127,6 +128,7 @@ for (const [name, backend] of backends) {
     const clock = new ManualClock();
     const breakers = await backend!(t)(clock);
     await breakers.record('d', { ok: false, errorCode: PROVIDER_ERROR_CODES.authFailed });
+    t.match((await breakers.read(['d']))[0]!.opened, { calls: 1, failures: 1, reason: 'at_once' }, 'a refused key opens at once, and says so');
     const cooldowns: number[] = [];
     for (let i = 0; i < 4; i++) {
       const [view] = await breakers.read(['d']);
@@ -136,6 +138,7 @@ for (const [name, backend] of backends) {
       await breakers.record('d', { ok: false, errorCode: PROVIDER_ERROR_CODES.timeout }, (admission as { ticket: string }).ticket);
     }
     t.same(cooldowns, [1_000, 2_000, 4_000, 4_000], 'an auth failure opened it at once; then doubled and capped');
+    t.match((await breakers.read(['d']))[0]!.opened, { calls: 1, failures: 1, reason: 'probe_failed' }, 'reopened by its failed probe');
   });
 
   t.test(`${name} store: a lost ticket goes to the next caller after probeTimeoutMs`, { skip: !backend && 'needs TEST_REDIS_URL' }, async (t) => {

@@ -40,6 +40,9 @@ function feed(
 const times = <T>(n: number, value: T): T[] => Array.from({ length: n }, () => value);
 
 /** A breaker opened by failures at START (cool-down 1 s). */
+/** What opened the breaker of openedAtStart: its window's ten failures. */
+const OPENED_AT_START = { at: START, calls: 10, failures: 10, reason: 'failures' };
+
 function openedAtStart(): BreakerRecord {
   const { record } = feed(closedBreaker(), times(10, down), START);
   return record;
@@ -181,6 +184,7 @@ t.test('half-open: the first caller after the cool-down gets the one ticket, eve
     openUntil: null,
     cooldownMs: 1_000,
     probing: true,
+    opened: OPENED_AT_START,
   });
   // Outcomes without the ticket (jobs from before the opening) decide nothing.
   t.equal(feed(current, [ok, down], START + 1_003).record.status, 'half_open');
@@ -262,6 +266,7 @@ t.test('view: an open breaker past its cool-down reads half-open, waiting for a 
     openUntil: START + 1_000,
     cooldownMs: 1_000,
     probing: false,
+    opened: OPENED_AT_START,
   });
   t.same(viewOf(record, START + 1_000, settings), {
     status: 'half_open',
@@ -271,7 +276,10 @@ t.test('view: an open breaker past its cool-down reads half-open, waiting for a 
     openUntil: null,
     cooldownMs: 1_000,
     probing: false,
+    opened: OPENED_AT_START,
   });
+  const closed = recordOutcome(admit(record, START + 1_000, settings, 't').record, verdictOf(ok, settings), START + 1_001, settings, 't').record;
+  t.equal(viewOf(closed, START + 1_001, settings).opened, undefined, 'closed again: nothing said of the opening');
 });
 
 t.test('settings: defaults, overrides and refused values', async (t) => {

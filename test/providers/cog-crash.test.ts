@@ -11,21 +11,23 @@ import { createGeneration, isTerminal, ledgerByGeneration, moneyOf, waitFor, typ
 
 /**
  * kill -9 of the real server with Cog jobs at every phase: a PUT in flight whose answer never came (the run
- * started at Cog), a prediction accepted and starting (its start webhook lost), one processing, and one that
- * finished while the service was down. After the restart each settles, and each is charged once.
+ * started at Cog), a prediction accepted and starting (its start webhook lost), one processing, one that
+ * finished while the service was down, and one whose PUT answer was lost and that finished while the service
+ * was down. After the restart each settles, each is charged once, and each ran once at Cog.
  *
- * Cog runs a job under our generation id, and a PUT of an id it is running joins that run: wherever the job
- * was still running at Cog, the fake counts one run. Cog keeps nothing of a run that ended: the one that
- * ended while no process followed it, its end webhook refused meanwhile, is run again by the resume's PUT
- * (docs/providers/cog.md, "No GET, and what a second PUT does"), the one case Cog gives no way to avoid.
+ * Cog runs a job under our generation id; it keeps nothing of a run that ended, and a PUT of an ended id runs
+ * it again, so nothing is PUT while Cog may still be retrying an end (docs/providers/cog.md): the runs that
+ * ended while no process followed them are settled by the ends Cog retries, taken once the service is back.
+ * The fake retries on Cog's schedule at 1/20 of its waits (10 ms doubling to 5.12 s), and the service is told
+ * the window and gap that match.
  *
  * Two relays stand for the network: one at the service's public address (BASE_URL, where Cog posts), which
  * answers 503 while no process is up, and one in front of the container, which can lose an answer.
- * PROVIDER_POLL_MS is long, so only the webhooks and the resume's PUT move the jobs.
+ * PROVIDER_POLL_MS is short (the follow's ticks); only webhooks and, after a gap, one PUT move the jobs.
  */
 const storage = await durableStorage(t, 'gs-cog-crash-');
 const SECRET = 'cog-webhook-secret-of-at-least-32-characters';
-const fake = await startCogFake({ slots: 10, requiredInputs: ['prompt'], model: () => ({ hold: true }) });
+const fake = await startCogFake({ slots: 10, requiredInputs: ['prompt'], model: () => ({ hold: true }), webhookRetryScale: 0.05 });
 t.teardown(() => fake.close());
 const front = await startRelay(t);
 const toCog = await startRelay(t, fake.url);
@@ -51,7 +53,10 @@ async function serve() {
       COG_BASE_URL: toCog.url,
       COG_WEBHOOK_SECRET: SECRET,
       COG_MAX_CONCURRENT_JOBS: '10',
-      PROVIDER_POLL_MS: '600000',
+      PROVIDER_POLL_MS: '200',
+      // Cog's window (409.4 s) and gap (102.4 s + a try's 30 s) at the fake's 1/20: 20.5 s and 5.1 s, with margins.
+      COG_WEBHOOK_RETRY_WINDOW_MS: '22000',
+      COG_WEBHOOK_RETRY_GAP_MS: '6500',
     },
     redisPrefix,
   );
@@ -69,7 +74,7 @@ const until = async (what: string, check: () => boolean) => {
 };
 const webhooksOf = (id: string) => fake.webhooksSent.filter((w) => w.id === id).map((w) => [w.status, w.answer]);
 
-t.test('after kill -9 at every phase of a Cog job, each settles; one run per job wherever it was still running at Cog; the money is exact', async (t) => {
+t.test('after kill -9 at every phase of a Cog job, each settles; one run per job; the money is exact', async (t) => {
   const first = await serve();
   const client = first.client;
   const user = await signUp(client);
@@ -106,6 +111,12 @@ t.test('after kill -9 at every phase of a Cog job, each settles; one run per job
     () => webhooksOf(inFlight).length === 1 && toCog.seen.some((r) => r.method === 'PUT' && r.path === `/predictions/${inFlight}`),
   );
   t.ok(fake.inFlight(inFlight), 'the run started at Cog');
+  // Another such PUT; this run will end while the service is down.
+  const lostEnded = await create('PUT lost, ended while the service was down');
+  await until(
+    "the second lost PUT's run at Cog",
+    () => webhooksOf(lostEnded).length === 1 && toCog.seen.some((r) => r.method === 'PUT' && r.path === `/predictions/${lostEnded}`),
+  );
 
   first.child.proc.kill('SIGKILL');
   t.same(await first.child.exited, { code: null, signal: 'SIGKILL' });
@@ -125,69 +136,70 @@ t.test('after kill -9 at every phase of a Cog job, each settles; one run per job
       [processing, 'running', processing],
       [finished, 'running', finished],
       [inFlight, 'reserved', null],
+      [lostEnded, 'reserved', null],
     ],
     "the accepted jobs' ids written before the kill; the job whose PUT got no answer has none",
   );
 
-  // While the service is down, one run ends at Cog: its end webhook is refused until Cog gives up, and Cog forgets the run.
-  fake.finish(finished, { output: [dataUrl('image/png', makePng(20, 20))] });
-  await fake.settled(finished);
-  const ends = webhooksOf(finished).slice(1);
-  t.ok(
-    ends.length === 4 && ends.every(([s, answer]) => s === 'succeeded' && (answer === 503 || answer === 0)),
-    `the end refused at each of Cog's tries while the service was down: ${JSON.stringify(ends)}`,
-  );
-  t.notOk(fake.inFlight(finished), 'Cog keeps nothing of it');
+  // While the service is down, two runs end at Cog: their ends are refused (503 at the public address), and Cog
+  // retries them on its schedule; Cog forgets the runs themselves at once.
+  fake.finish(finished, { output: [dataUrl('image/png', makePng(23, 23))] });
+  fake.finish(lostEnded, { output: [dataUrl('image/png', makePng(25, 25))] });
+  const refused = (id: string) => webhooksOf(id).filter(([s, answer]) => s === 'succeeded' && (answer === 503 || answer === 0)).length;
+  await until('ends refused while the service is down', () => refused(finished) >= 2 && refused(lostEnded) >= 2);
+  t.notOk(fake.inFlight(finished) || fake.inFlight(lostEnded), 'Cog keeps nothing of them');
 
   const second = await serve();
   const again = second.client;
   const statusAgain = (id: string, wanted: string) => waitFor(again, key, user.workspaceId, id, (g) => g.status === wanted, wanted);
-  // Each is followed again: the resume's PUT joins the run in flight; the lost PUT's job is PUT again and joins too.
+  // The ends Cog kept retrying reach the service once it is back: those two settle with nothing PUT.
+  for (const id of [finished, lostEnded]) await statusAgain(id, 'succeeded');
+  t.ok(refused(finished) < 13 && refused(lostEnded) < 13, 'each taken within the retries');
+  // The runs still going are followed; the one whose PUT got no answer waits a gap for an event, then is PUT and joins.
   for (const id of [starting, processing, inFlight]) await statusAgain(id, 'running');
-  await until("the ended run started again by the resume's PUT", () => fake.inFlight(finished));
   for (const [id, size] of [
     [starting, 21],
     [processing, 22],
-    [finished, 23],
     [inFlight, 24],
   ] as const) {
     fake.finish(id, { output: [dataUrl('image/png', makePng(size, size))] });
   }
+  const all = [starting, processing, finished, inFlight, lostEnded];
   const done: Gen[] = [];
-  for (const id of [starting, processing, finished, inFlight]) done.push(await waitFor(again, key, user.workspaceId, id, isTerminal, 'a terminal state'));
+  for (const id of all) done.push(await waitFor(again, key, user.workspaceId, id, isTerminal, 'a terminal state'));
   t.same(
     done.map((g) => g.status),
-    ['succeeded', 'succeeded', 'succeeded', 'succeeded'],
+    ['succeeded', 'succeeded', 'succeeded', 'succeeded', 'succeeded'],
     JSON.stringify(done.map((g) => [g.status, g.errorCode, g.errorMessage])),
   );
   for (const g of done) t.equal(g.outputAssetIds.length, 1, `${g.id}: its image stored`);
 
-  t.equal(fake.runs.get(starting), 1, "starting at the kill: one run (the resume's PUT joined it)");
-  t.equal(fake.runs.get(processing), 1, "processing at the kill: one run (the resume's PUT joined it)");
-  t.equal(fake.runs.get(inFlight), 1, 'PUT in flight at the kill: one run (the new PUT of the same id joined it)');
-  t.equal(fake.runs.get(finished), 2, 'finished while down: run again, once (Cog kept nothing to look up)');
+  const runs = all.map((id) => fake.runs.get(id));
+  t.same(runs, [1, 1, 1, 1, 1], `one run per job at every phase: ${JSON.stringify(runs)}`);
+  t.equal(fake.puts.get(finished), 1, 'ended while down: nothing PUT after the restart');
+  t.equal(fake.puts.get(lostEnded), 1, 'PUT lost and ended while down: adopted from its end, not PUT again');
+  t.ok((fake.puts.get(processing) ?? 0) <= 2, 'processing at the kill: at most one probe, a gap after the restart, which joined its run');
+  t.equal(fake.cancels.size, 0, 'nothing started that had to be cancelled');
   const followed = done.map((g) => g.timeline.some((e) => e.detail === 'followed at its provider after a restart'));
-  t.same(followed, [true, true, true, false], 'the accepted ones were followed, never submitted as new jobs');
-  t.ok(
-    done[2]!.timeline.some((e) => /runs again under the same id/.test(e.detail ?? '')),
-    'the run again is on the timeline',
-  );
-  t.ok(
-    done[3]!.timeline.some((e) => /^resubmitted after a restart/.test(e.detail ?? '')),
-    'the job with no provider id was handed over again',
-  );
+  t.same(followed, [true, true, true, false, false], 'the accepted ones were followed, never submitted as new jobs');
+  for (const g of [done[3]!, done[4]!]) {
+    t.ok(
+      g.timeline.some((e) => /^resubmitted after a restart/.test(e.detail ?? '')),
+      'the job with no provider id was handed over again',
+    );
+  }
 
   second.child.proc.kill('SIGTERM');
   await second.child.exited;
   await withDb(async (query) => {
     const money = await moneyOf(query, user.workspaceId);
-    const left = PLAN_CREDITS - 4 * 7;
+    const left = PLAN_CREDITS - 5 * 7;
     t.same(
       money,
       { available: left, reserved: 0, ledgerAvailable: left, ledgerReserved: 0, reservations: [] },
-      '4 × 7 credits captured once each; nothing left reserved; the ledger agrees',
+      '5 × 7 credits captured once each; nothing left reserved; the ledger agrees',
     );
     const ledger = await ledgerByGeneration(query, user.workspaceId);
-    for (const id of [starting, processing, finished, inFlight]) t.same(ledger[id], { reserve: 1, capture: 1 }, `${id}: reserved once, captured once`);
+    for (const id of all) t.same(ledger[id], { reserve: 1, capture: 1 }, `${id}: reserved once, captured once`);
   });
 });

@@ -3,7 +3,8 @@ import { Value } from '@sinclair/typebox/value';
 import { cogDeploymentTarget } from '../../providers/cog/deployment.ts';
 import { collectOutputs, decodeDataUrl } from '../../providers/cog/outputs.ts';
 import { cogErrorText, readPrediction } from '../../providers/cog/prediction.ts';
-import { parseCogSettings } from '../../providers/cog/settings.ts';
+import { COG_WEBHOOK_RETRY_GAP_MS, COG_WEBHOOK_RETRY_WINDOW_MS, parseCogSettings } from '../../providers/cog/settings.ts';
+import { COG_WEBHOOK_MAX_RETRIES, cogWebhookBackoffMs } from '../fakes/cog.ts';
 import { jobToken, verifyCogEvent, webhookUrl } from '../../providers/cog/webhook.ts';
 
 const SECRET = 'cog-webhook-secret-of-the-tests-0123456789';
@@ -15,6 +16,8 @@ t.test('settings: unset means not configured; each bad value is one problem nami
     webhookSecret: SECRET,
     maxConcurrentJobs: 1,
     busyRetryMs: 1_000,
+    webhookRetryWindowMs: 420_000,
+    webhookRetryGapMs: 135_000,
   });
   t.match(
     parseCogSettings({
@@ -23,9 +26,20 @@ t.test('settings: unset means not configured; each bad value is one problem nami
       COG_WEBHOOK_AUTH_TOKEN: 'tok',
       COG_MAX_CONCURRENT_JOBS: '4',
       COG_BUSY_RETRY_MS: '250',
+      COG_WEBHOOK_RETRY_WINDOW_MS: '22000',
+      COG_WEBHOOK_RETRY_GAP_MS: '7000',
     }).settings,
-    { webhookAuthToken: 'tok', maxConcurrentJobs: 4, busyRetryMs: 250 },
+    { webhookAuthToken: 'tok', maxConcurrentJobs: 4, busyRetryMs: 250, webhookRetryWindowMs: 22_000, webhookRetryGapMs: 7_000 },
   );
+  // The defaults are Cog's own schedule (crates/coglet/src/webhook.rs), as the fake reproduces it.
+  const waits = Array.from({ length: COG_WEBHOOK_MAX_RETRIES }, (_, i) => cogWebhookBackoffMs(i + 1));
+  t.equal(
+    waits.reduce((a, b) => a + b, 0),
+    409_400,
+    '12 retries, 0.2 s doubling to 102.4 s: 409.4 s of waits',
+  );
+  t.ok(COG_WEBHOOK_RETRY_WINDOW_MS >= 409_400, 'the window covers them');
+  t.ok(COG_WEBHOOK_RETRY_GAP_MS >= Math.max(...waits), 'the gap covers the longest wait');
   const short = 'short-secret-value';
   const bad = parseCogSettings({ COG_BASE_URL: 'ftp://user:pw@cog', COG_WEBHOOK_SECRET: short, COG_MAX_CONCURRENT_JOBS: '0', COG_BUSY_RETRY_MS: 'soon' });
   t.equal(bad.settings, undefined);

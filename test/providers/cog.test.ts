@@ -10,6 +10,7 @@ import type { Mode } from '../../domain/catalog/models.ts';
 import { guardedFetcher } from '../../runtime/egress.ts';
 import { makeWav } from '../helpers/files.ts';
 import { dataUrl, startCogFake, startEventsRoute, type CogFake, type CogFakeKnobs, type EventsRoute } from '../fakes/cog.ts';
+import { eventually } from '../helpers/eventually.ts';
 
 const SECRET = 'cog-webhook-secret-of-the-tests-0123456789';
 
@@ -25,10 +26,15 @@ interface Harness {
   adapter(options?: { context?: Partial<AdapterContext>; target?: CogDeploymentTarget; settings?: Partial<CogSettings> }): ProviderAdapter;
 }
 
+/** Cog's retry waits times 1/100: 2 ms doubling to 1 024 ms, 4 094 ms in all; the adapter's window and gap to match, with margins. */
+const SCALE = 0.01;
+const SCALED = { webhookRetryWindowMs: 4_500, webhookRetryGapMs: 1_400 };
+
 async function harness(t: Test, knobs: Partial<CogFakeKnobs> = {}): Promise<Harness> {
-  const fake = await startCogFake(knobs);
+  const fake = await startCogFake({ webhookRetryScale: SCALE, ...knobs });
   const route = await startEventsRoute();
-  const settings: CogSettings = { baseUrl: fake.url, webhookSecret: SECRET, maxConcurrentJobs: 1, busyRetryMs: 20 };
+  // Cog's end-webhook retries at 1/100 of their real waits (the fake's knob), and the adapter's windows to match.
+  const settings: CogSettings = { ...SCALED, baseUrl: fake.url, webhookSecret: SECRET, maxConcurrentJobs: 1, busyRetryMs: 20 };
   const context: AdapterContext = {
     fetchOutput: guardedFetcher({ allowAddress: (address) => address === '127.0.0.1', maxBytes: 64 * 1024, timeoutMs: 2_000 }),
     eventsUrl: route.url,
@@ -352,11 +358,7 @@ t.test("the webhook secret and a job's token never appear in a failure message",
 });
 
 async function waitFor(done: () => boolean, guardMs = 5_000): Promise<void> {
-  const stop = Date.now() + guardMs;
-  while (!done()) {
-    if (Date.now() > stop) throw new Error('condition not met');
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
+  await eventually(done, { timeoutMs: guardMs });
 }
 
 t.test('events: a wrong or missing token is refused; repeated and out-of-order webhooks leave one outcome', async (t) => {
@@ -423,39 +425,90 @@ t.test('events refused at the route: a forged webhook posted to the events URL n
   t.equal(h.route.refused.length, 2);
 });
 
-t.test('the backstop: a lost start webhook is made up by a re-PUT, which Cog answers with the run in flight', async (t) => {
+t.test(
+  'no PUT after the first in normal operation: runs of 1, 2 and 3 poll intervals, end webhooks on time, repeated, out of order or retried by Cog: one run per job',
+  async (t) => {
+    const POLL = 40;
+    const variants: Array<{ name: string; knobs: Partial<CogFakeKnobs>; refusals?: number }> = [
+      { name: 'delivered', knobs: {} },
+      { name: 'each twice', knobs: { webhooks: 'duplicate' } },
+      { name: 'end before start', knobs: { webhooks: 'completedFirst' } },
+      { name: 'the end refused twice, then retried by Cog', knobs: {}, refusals: 2 },
+    ];
+    for (const variant of variants) {
+      for (const intervals of [1, 2, 3]) {
+        const h = await harness(t, { ...variant.knobs, slots: 3, model: () => ({ output: 'once', durationMs: intervals * POLL }) });
+        const adapter = h.adapter({ context: { pollIntervalMs: POLL }, settings: { maxConcurrentJobs: 3 } });
+        const jobs = [job('text_to_text'), job('text_to_text'), job('text_to_text')];
+        const records = jobs.map(() => recorder());
+        if (variant.refusals) {
+          // The start webhooks are taken; then the route answers 503 to the first ends, which Cog retries.
+          h.route.adapter = adapter;
+        }
+        await Promise.all(jobs.map((j, i) => adapter.submit(j, records[i]!.report)));
+        if (variant.refusals) h.route.answers.push(...Array<number>(variant.refusals * jobs.length).fill(503));
+        for (const r of records) t.match(await r.end(), { type: 'succeeded', textOutput: 'once' }, `${variant.name}, ${intervals} poll intervals`);
+        for (const j of jobs) await h.fake.settled(j.generationId);
+        const runs = jobs.map((j) => h.fake.runs.get(j.generationId));
+        const puts = jobs.map((j) => h.fake.puts.get(j.generationId));
+        t.same(runs, [1, 1, 1], `${variant.name}, runs of ${intervals} poll intervals: one run per job`);
+        t.same(puts, [1, 1, 1], 'one PUT per job: nothing asked Cog while its end could still come');
+        t.equal(h.fake.cancels.size, 0, 'nothing to cancel');
+        if (variant.refusals)
+          t.ok(
+            h.fake.webhooksSent.some((w) => w.answer === 503),
+            'ends were refused and retried',
+          );
+      }
+    }
+  },
+);
+
+t.test('a lost start webhook: the job is asked about only after Cog’s retry window of silence; the probe joins the run (one run)', async (t) => {
   const h = await harness(t, { model: () => ({ hold: true }), loseWebhook: ({ status }) => status === 'processing' });
-  const adapter = h.adapter({ context: { pollIntervalMs: 200 } });
+  const adapter = h.adapter({ context: { pollIntervalMs: 40 }, settings: { webhookRetryWindowMs: 300 } });
   const j = job('text_to_text');
   const r = recorder();
   await adapter.submit(j, r.report);
   await r.until((updates) => updates.some((u) => u.type === 'running'));
-  t.ok((h.fake.puts.get(j.generationId) ?? 0) >= 2, 'running was learnt from a re-PUT');
+  t.equal(h.fake.puts.get(j.generationId), 2, 'the submit, and one probe after the window');
+  const probe = h.fake.requests.filter((request) => request.method === 'PUT')[1];
+  t.ok(probe, 'the probe was a PUT of the same id');
   h.fake.finish(j.generationId, { output: 'held and done' });
   t.match(await r.end(), { type: 'succeeded', textOutput: 'held and done' });
-  t.equal(h.fake.runs.get(j.generationId), 1, 'the re-PUTs joined the run: exactly one run');
+  t.equal(h.fake.runs.get(j.generationId), 1, 'the probe joined the run: exactly one run');
+  t.equal(h.fake.cancels.get(j.generationId), undefined, 'nothing cancelled');
 });
 
-t.test('the backstop: a lost end makes Cog run the prediction again (it forgets ended ones); a second loss fails the job', async (t) => {
-  const h = await harness(t, { model: () => ({ output: 'second run', durationMs: 1 }), loseWebhook: ({ status, run }) => status === 'succeeded' && run === 1 });
-  const adapter = h.adapter({ context: { pollIntervalMs: 200 } });
+t.test('a probe that starts a run (Cog still retrying the end) cancels it at once; the end that comes after still settles the job', async (t) => {
+  // The adapter told a window shorter than Cog's retries, so a probe lands while the end is being retried.
+  const h = await harness(t, { webhookRetryScale: 1, model: () => ({ output: 'the first run', durationMs: 1 }) });
+  const adapter = h.adapter({ context: { pollIntervalMs: 20 }, settings: { webhookRetryWindowMs: 100, webhookRetryGapMs: 5_000 } });
   const j = job('text_to_text');
   const r = recorder();
+  h.route.answers.push(0, 503, 503); // the start taken, the end refused twice: Cog tries again after 200 ms, then 400 ms
   await adapter.submit(j, r.report);
-  t.match(await r.end(), { type: 'succeeded', textOutput: 'second run' });
-  t.equal(h.fake.runs.get(j.generationId), 2, 'exactly what Cog does: the re-PUT of an ended id is a second run');
-  t.ok(r.updates.some((u) => u.type === 'progress' && /runs again under the same id/.test(u.detail)));
-
-  const lost = await harness(t, { model: () => ({ output: 'never heard' }), webhooks: 'drop' });
-  const k = job('text_to_text');
-  const l = recorder();
-  await lost.adapter({ context: { pollIntervalMs: 40 } }).submit(k, l.report);
-  t.match(await l.end(), { type: 'failed', errorCode: 'provider_error', errorMessage: /webhooks/ });
-  t.equal(lost.fake.runs.get(k.generationId), 3, 'the first run, one restart, and the run the failure cancelled');
-  await waitFor(() => lost.fake.cancels.has(k.generationId));
+  t.match(await r.end(), { type: 'succeeded', textOutput: 'the first run' }, "the first run's end, retried by Cog");
+  t.equal(h.fake.runs.get(j.generationId), 2, 'the probe started a second run (Cog had forgotten the first)');
+  await waitFor(() => h.fake.cancels.get(j.generationId) === 1);
+  t.notOk(h.fake.inFlight(j.generationId), 'and it was cancelled at once');
+  t.ok(
+    r.updates.some((u) => u.type === 'progress' && /Cog has no run of this prediction/.test(u.detail)),
+    'the timeline says so',
+  );
 });
 
-t.test('resume after a crash: a re-PUT of the same id joins the run in flight (one run), followed to its end', async (t) => {
+t.test("webhooks that never arrive: after Cog's window the probe finds no run, cancels the one it started, and the job fails after one gap", async (t) => {
+  const h = await harness(t, { model: () => ({ output: 'never heard', durationMs: 1 }), webhooks: 'drop' });
+  const j = job('text_to_text');
+  const r = recorder();
+  await h.adapter({ context: { pollIntervalMs: 20 }, settings: { webhookRetryWindowMs: 100, webhookRetryGapMs: 100 } }).submit(j, r.report);
+  t.match(await r.end(), { type: 'failed', errorCode: 'provider_error', errorMessage: /never reached this service/ });
+  t.equal(h.fake.runs.get(j.generationId), 2, 'the first run, and the one the probe started');
+  t.equal(h.fake.cancels.get(j.generationId), 1, 'which was cancelled at once');
+});
+
+t.test('resume after a crash with the run in flight: nothing is PUT; its end webhook ends it (one run); a probe after a gap joins it', async (t) => {
   const h = await harness(t, { model: () => ({ hold: true }) });
   const before = h.adapter();
   const j = job('text_to_image');
@@ -463,32 +516,90 @@ t.test('resume after a crash: a re-PUT of the same id joins the run in flight (o
   await waitFor(() => h.fake.inFlight(j.generationId) && h.route.accepted.length === 1);
   await before.close(); // the process dies: nothing follows the job now
 
-  const after = h.adapter();
+  const after = h.adapter({ context: { pollIntervalMs: 20 }, settings: { webhookRetryGapMs: 100 } });
   const r = recorder();
   after.resume(j.generationId, j, r.report);
   await r.until((updates) => updates.some((u) => u.type === 'running'));
-  t.equal(h.fake.puts.get(j.generationId), 2, 'one PUT at submit, one at resume');
-  t.equal(h.fake.runs.get(j.generationId), 1, 'Cog answered the resume with the run in flight: no second run');
+  t.equal(h.fake.puts.get(j.generationId), 2, 'one PUT at submit, one probe a gap after the resume');
+  t.equal(h.fake.runs.get(j.generationId), 1, 'the probe joined the run in flight');
   h.fake.finish(j.generationId, { output: dataUrl('image/png', await png(3, 2)) });
   t.match(await r.end(), { type: 'succeeded', files: [{ width: 3, height: 2 }] });
   t.equal(h.fake.runs.get(j.generationId), 1);
-  await waitFor(() => h.fake.cancels.get(j.generationId) === 1);
-  t.pass('the re-PUT may have started a run, so the end is followed by a cancel (answered 404)');
+  t.equal(h.fake.cancels.get(j.generationId), undefined, 'nothing to cancel');
 });
 
-t.test('resume of a job that ended while no process followed it: Cog runs it again, once', async (t) => {
-  const h = await harness(t, { model: () => ({ output: 'ran while down', durationMs: 1 }) });
-  h.route.answers.push(503, 503, 503, 503, 503); // the service is down: the end is not delivered
+t.test('resume of a job whose run ended while no process followed it: the end Cog retries settles it (one run, no PUT)', async (t) => {
+  for (const order of ['resumed first', 'end first'] as const) {
+    const h = await harness(t, { model: () => ({ hold: true }) });
+    const before = h.adapter();
+    const j = job('text_to_text');
+    await before.submit(j, recorder().report);
+    await waitFor(() => h.route.accepted.length === 1);
+    h.route.answers.push(...Array<number>(6).fill(503)); // the service is down: Cog's tries are refused
+    await before.close();
+    const after = h.adapter({ context: { pollIntervalMs: 20 } });
+    const r = recorder();
+    if (order === 'resumed first') after.resume(j.generationId, j, r.report);
+    h.fake.finish(j.generationId, { output: `ran while down (${order})` });
+    if (order === 'end first') {
+      // The restarted service takes the end before the job is resumed: the adapter keeps it for the resume.
+      await waitFor(() => h.route.accepted.length === 2);
+      t.same(r.updates, []);
+      after.resume(j.generationId, j, r.report);
+    }
+    t.match(await r.end(), { type: 'succeeded', textOutput: `ran while down (${order})` });
+    t.equal(h.fake.webhooksSent.filter((w) => w.answer === 503).length, 6, 'the end refused six times, then taken');
+    t.equal(h.fake.runs.get(j.generationId), 1, `${order}: one run`);
+    t.equal(h.fake.puts.get(j.generationId), 1, 'nothing PUT after the restart');
+  }
+});
+
+t.test('resume of a job whose run ended longer before than Cog retries: the probe finds no run and cancels the one it started; the job fails', async (t) => {
+  const h = await harness(t, { webhookRetryScale: 0.001, model: () => ({ hold: true }) });
   const before = h.adapter();
   const j = job('text_to_text');
   await before.submit(j, recorder().report);
+  await waitFor(() => h.route.accepted.length === 1);
+  h.route.answers.push(...Array<number>(13).fill(503));
   await before.close();
+  h.fake.finish(j.generationId, { output: 'lost' });
   await h.fake.settled(j.generationId);
-  const after = h.adapter();
+  t.equal(h.fake.webhooksSent.filter((w) => w.status === 'succeeded').length, 13, 'the first try and 12 retries, all refused');
   const r = recorder();
-  after.resume(j.generationId, j, r.report);
-  t.match(await r.end(), { type: 'succeeded', textOutput: 'ran while down' });
-  t.equal(h.fake.runs.get(j.generationId), 2, 'Cog keeps no record of an ended prediction');
+  h.adapter({ context: { pollIntervalMs: 20 }, settings: { webhookRetryGapMs: 100 } }).resume(j.generationId, j, r.report);
+  t.match(await r.end(), { type: 'failed', errorCode: 'provider_error', errorMessage: /never reached this service/ });
+  t.equal(h.fake.runs.get(j.generationId), 2, 'the remaining window (docs): the probe started a run');
+  t.equal(h.fake.cancels.get(j.generationId), 1, 'cancelled at once');
+});
+
+t.test('handed over again after a restart (its PUT reached Cog, the answer was lost): adopted from its events, not PUT again', async (t) => {
+  const h = await harness(t, { model: (input) => (input.prompt === 'fresh' ? { output: 'fresh', durationMs: 1 } : { hold: true }) });
+  const before = h.adapter();
+  const j = job('text_to_text');
+  await before.submit(j, recorder().report);
+  await waitFor(() => h.route.accepted.length === 1);
+  h.route.answers.push(503, 503, 503);
+  await before.close();
+  const after = h.adapter({ context: { pollIntervalMs: 20 } });
+  const r = recorder();
+  const submitted = after.submit({ ...j, afterRestart: true }, r.report);
+  h.fake.finish(j.generationId, { output: 'adopted' });
+  t.same(await submitted, { providerJobId: j.generationId });
+  t.match(await r.end(), { type: 'succeeded', textOutput: 'adopted' });
+  t.equal(h.fake.puts.get(j.generationId), 1, 'not PUT again');
+  t.equal(h.fake.runs.get(j.generationId), 1);
+
+  // Its PUT never reached Cog: nothing comes within a gap, and it is PUT then.
+  const k = job('text_to_text', { prompt: 'fresh' });
+  const q = recorder();
+  await after.submit({ ...k, afterRestart: true }, q.report);
+  t.match(await q.end(), { type: 'succeeded', textOutput: 'fresh' });
+  t.equal(h.fake.puts.get(k.generationId), 1);
+  t.equal(h.fake.runs.get(k.generationId), 1);
+  t.ok(
+    q.updates.some((u) => u.type === 'progress' && /Waiting up to/.test(u.detail)),
+    'the wait is on the timeline',
+  );
 });
 
 t.test('cancel in every state: waiting for a slot, starting, processing, ended, unknown; nothing throws', async (t) => {

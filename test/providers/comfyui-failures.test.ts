@@ -2,6 +2,7 @@ import t from 'tap';
 import type { Test } from 'tap';
 import { createComfyuiAdapter } from '../../providers/comfyui/adapter.ts';
 import { WORKFLOWS, comfyContext, comfyJob, startFakeComfyui, updateLog } from '../fakes/comfyui.ts';
+import { eventually } from '../helpers/eventually.ts';
 
 const KEY = 'cfy-proxy-key-5f1e9a7c3b';
 const fake = await startFakeComfyui({ apiKey: KEY });
@@ -175,7 +176,7 @@ t.test('the poll backstop carries a job whose socket says nothing, and a dropped
   const clientId = fake.submissions.at(-1)!.clientId!;
   await held.waitFor((u) => u.type === 'running');
   fake.dropSockets();
-  while ((fake.socketsOpened.get(clientId) ?? 0) < 2) await new Promise((resolve) => setTimeout(resolve, 10));
+  await eventually(() => (fake.socketsOpened.get(clientId) ?? 0) >= 2, { what: 'a second socket' });
   fake.release();
   t.match(await held.end, { type: 'succeeded' });
   t.equal(fake.submissions.filter((s) => s.promptId === promptId).length, 1);

@@ -8,6 +8,7 @@ import type { AddressInfo } from 'node:net';
 import { encodePng } from '../../providers/local/png.ts';
 import { imageDimensions } from '../../providers/local/sniff.ts';
 import { createFalAdapter } from '../../providers/fal/adapter.ts';
+import { falJobOf } from '../../providers/fal/job-token.ts';
 import { parseFalSettings } from '../../providers/fal/settings.ts';
 import type { AdapterJob, AdapterUpdate, InboundEvent, ProviderAdapter } from '../../providers/adapter.ts';
 import { guardedFetcher } from '../../runtime/egress.ts';
@@ -115,7 +116,10 @@ async function heldJob(adapter: ProviderAdapter, input: Record<string, unknown> 
 t.test('the OK webhook ends the job with its payload: verified, its files fetched, the result URL never read', async (t) => {
   const adapter = adapterFor();
   const { job, providerJobId, id } = await heldJob(adapter);
-  t.equal(fake.requests.get(id)!.webhook, EVENTS_URL, 'submitted with ?fal_webhook=<eventsUrl>');
+  const asked = new URL(fake.requests.get(id)!.webhook!);
+  t.equal(`${asked.origin}${asked.pathname}`, EVENTS_URL, 'submitted with ?fal_webhook=<eventsUrl>');
+  t.match(falJobOf(Object.fromEntries(asked.searchParams), KEY), /^gen_|^[A-Za-z0-9_-]+$/, "the job's own id in its query, with a token that checks");
+  t.equal(falJobOf({ ...Object.fromEntries(asked.searchParams), token: 'f'.repeat(64) }, KEY), 'wrong', 'a forged token does not');
   await fake.advance(id, 'COMPLETED');
   const end = await job.ended;
   t.match(end, { type: 'succeeded' });

@@ -10,6 +10,7 @@ import { ProviderFailure, type AdapterContext, type AdapterJob, type ProviderAda
 import { guardedFetcher } from '../../runtime/egress.ts';
 import { startFakeFal, type FakeFal } from '../fakes/fal.ts';
 import { recorder } from '../helpers/updates.ts';
+import { eventually } from '../helpers/eventually.ts';
 
 const SECRET = 'fake-key-secret-fedcba9876543210';
 const KEY = `fake-key-id-0003:${SECRET}`;
@@ -97,9 +98,7 @@ async function submitFails(t: Test, adapter: ProviderAdapter, code: string, mess
 const requestIdOf = (providerJobId: string) => providerJobId.slice(providerJobId.lastIndexOf(':') + 1);
 const posts = () => fake.calls.filter((c) => c.startsWith('POST /')).length;
 async function until(check: () => boolean, what: string): Promise<void> {
-  for (const started = Date.now(); !check(); await new Promise((r) => setTimeout(r, 10))) {
-    if (Date.now() - started > 5_000) throw new Error(`timed out waiting for ${what}`);
-  }
+  await eventually(check, { what, timeoutMs: 5_000 });
 }
 
 t.test('429 with Retry-After', async (t) => {

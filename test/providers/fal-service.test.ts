@@ -6,6 +6,7 @@ import { freePort } from '../helpers/ports.ts';
 import { downloadAsset, STARTING_CREDITS, writeTestCatalog } from '../helpers/provider-service.ts';
 import { encodePng } from '../../providers/local/png.ts';
 import { imageDimensions, sniffContentType } from '../../providers/local/sniff.ts';
+import { falWebhookUrl } from '../../providers/fal/job-token.ts';
 import { decode, fixture } from './support.ts';
 import { startFakeFal, type FakeRequest, type RequestScript } from '../fakes/fal.ts';
 import { createGeneration, getGeneration, isTerminal, ledgerByGeneration, moneyOf, serverQuery, waitFor } from '../generations/flow.ts';
@@ -101,7 +102,11 @@ const webhookAnswers = (request: FakeRequest) => fake.webhooks.filter((w) => w.i
 t.test("OK: fal's own webhook to the events URL settles the job (no status poll); the image stored; a redelivery is not applied", async (t) => {
   const ws = await workspace();
   const { id, request } = await ws.create('acme/sketch', 'text_to_image', 'a fox in the snow');
-  t.equal(request.webhook, `http://127.0.0.1:${port}/v1/providers/sketch-fal/events`, "the submission asks for the webhook at the deployment's events URL");
+  t.equal(
+    request.webhook,
+    falWebhookUrl(`http://127.0.0.1:${port}/v1/providers/sketch-fal/events`, KEY, id),
+    "the submission asks for the webhook at the deployment's events URL, the job's own id and token in its query",
+  );
   await fake.advance(request.id, 'COMPLETED');
   t.same(webhookAnswers(request), [200], "the events route took fal's delivery");
   const done = await ws.settled(id);

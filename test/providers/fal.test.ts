@@ -12,6 +12,7 @@ import { guardedFetcher } from '../../runtime/egress.ts';
 import { startFakeFal, type FakeFal } from '../fakes/fal.ts';
 import { fixture } from './support.ts';
 import { recorder } from '../helpers/updates.ts';
+import { eventually } from '../helpers/eventually.ts';
 
 const KEY = 'fake-key-id-0001:fake-key-secret-abcdef0123456789';
 
@@ -110,9 +111,7 @@ const succeeded = (update: AdapterUpdate) => {
 const callsFor = (id: string) => fake.calls.filter((call) => call.includes(id));
 /** Waits until `check` holds (a state the fake reaches through polls), at most 5 s. */
 async function until(check: () => boolean, what: string): Promise<void> {
-  for (const started = Date.now(); !check(); await new Promise((r) => setTimeout(r, 10))) {
-    if (Date.now() - started > 5_000) throw new Error(`timed out waiting for ${what}`);
-  }
+  await eventually(check, { what, timeoutMs: 5_000 });
 }
 
 t.test('text_to_image', async (t) => {

@@ -7,6 +7,7 @@ import type { OpenAiDeploymentTarget } from '../../providers/openai/deployment.t
 import { imageDimensions } from '../../providers/local/sniff.ts';
 import { makePng } from '../helpers/files.ts';
 import { jobFor, recorder, startFakeOpenAi, testContext, type FakeOpenAi } from '../fakes/openai.ts';
+import { eventually } from '../helpers/eventually.ts';
 
 let fake: FakeOpenAi;
 t.before(async () => {
@@ -49,10 +50,11 @@ t.test('429 with Retry-After: the job waits, stays running, then succeeds', asyn
   t.equal(succeeded(end).textOutput, 'echo: a lighthouse at dawn');
   t.equal(submissions, 3, 'two refused, the third answered');
   t.same(
-    updates.map((u) => u.type),
+    updates.filter((u) => u.type !== 'output').map((u) => u.type),
     ['running', 'progress', 'progress', 'succeeded'],
     'no failure, no second running',
   );
+  t.ok(updates.findIndex((u) => u.type === 'output') > 2, 'the answer streamed after the waits');
   t.match((updates[1] as { detail: string }).detail, /429.*50 ms/);
   t.match((updates[2] as { detail: string }).detail, /429.*40 ms/, 'retry-after-ms read first');
 });
@@ -64,6 +66,18 @@ t.test("429 whose wait passes the deadline fails with provider_rate_limited, kee
   t.equal(failure.errorCode, PROVIDER_ERROR_CODES.rateLimited);
   t.match(failure.errorMessage, /429 \(rate_limit_exceeded\): Rate limit reached for gpt-4o-mini/);
   t.equal(submissions, 1);
+});
+
+t.test("429s are waited out for at most the deployment's rateLimitAttempts calls, then provider_rate_limited", async (t) => {
+  for (let i = 0; i < 3; i++) fake.next('/chat/completions', { kind: 'rate-limit', retryAfterMs: '10' });
+  const { end, updates, submissions } = await run({ model: 'gpt-4o-mini' }, 'text_to_text', {}, { context: testContext({ rateLimitAttempts: 3 }) });
+  t.equal(failed(end).errorCode, PROVIDER_ERROR_CODES.rateLimited, 'the third 429 is the failure');
+  t.equal(submissions, 3, 'three calls, as the deployment allows');
+  t.equal(updates.filter((u) => u.type === 'progress').length, 2, 'two waits, each on the timeline');
+  // Without a cap of its own, a deployment takes the default number of calls.
+  for (let i = 0; i < 2; i++) fake.next('/chat/completions', { kind: 'rate-limit', retryAfterMs: '10' });
+  const { end: then } = await run({ model: 'gpt-4o-mini' }, 'text_to_text');
+  t.equal(succeeded(then).textOutput, 'echo: a lighthouse at dawn', 'two 429s are within the default');
 });
 
 t.test('429 insufficient_quota is not waited out', async (t) => {
@@ -162,8 +176,19 @@ t.test('answers that are not what the API documents: provider_bad_response', asy
   t.equal(malformed.errorCode, PROVIDER_ERROR_CODES.badResponse);
   t.match(malformed.errorMessage, /not valid JSON/);
 
+  fake.next('/chat/completions', { kind: 'malformed-json' });
+  const unstreamed = failed((await run({ model: 'gpt-4o-mini', stream: false }, 'text_to_text')).end);
+  t.equal(unstreamed.errorCode, PROVIDER_ERROR_CODES.badResponse);
+  t.match(unstreamed.errorMessage, /not valid JSON/, 'an answer not streamed, too');
+
   fake.next('/chat/completions', { kind: 'status', status: 200, body: { id: 'x', object: 'chat.completion', choices: [] } });
-  t.equal(failed((await run({ model: 'gpt-4o-mini' }, 'text_to_text')).end).errorCode, PROVIDER_ERROR_CODES.badResponse, 'no choices');
+  t.equal(failed((await run({ model: 'gpt-4o-mini', stream: false }, 'text_to_text')).end).errorCode, PROVIDER_ERROR_CODES.badResponse, 'no choices');
+  fake.next('/chat/completions', { kind: 'status', status: 200, body: { id: 'x', object: 'chat.completion', choices: [] } });
+  t.match(
+    failed((await run({ model: 'gpt-4o-mini' }, 'text_to_text')).end),
+    { errorCode: PROVIDER_ERROR_CODES.badResponse, errorMessage: /ended before its answer did/ },
+    'a JSON answer to a streamed request: no event, no finish_reason',
+  );
 
   fake.next('/chat/completions', {
     kind: 'status',
@@ -173,7 +198,20 @@ t.test('answers that are not what the API documents: provider_bad_response', asy
       usage: { prompt_tokens: 'many', completion_tokens: 3 },
     },
   });
-  t.match(failed((await run({ model: 'gpt-4o-mini' }, 'text_to_text')).end).errorMessage, /usage/, 'a usage that cannot be read is not guessed');
+  t.match(failed((await run({ model: 'gpt-4o-mini', stream: false }, 'text_to_text')).end).errorMessage, /usage/, 'a usage that cannot be read is not guessed');
+  const chunk = (rest: Record<string, unknown>) => JSON.stringify({ id: 'c', object: 'chat.completion.chunk', created: 1, model: 'm', ...rest });
+  fake.next('/chat/completions', {
+    kind: 'stream-events',
+    events: [
+      chunk({ choices: [{ index: 0, delta: { role: 'assistant', content: 'hi' }, finish_reason: 'stop' }], usage: null }),
+      chunk({ choices: [], usage: { prompt_tokens: 'many', completion_tokens: 3 } }),
+      '[DONE]',
+    ],
+  });
+  const streamedUsage = await run({ model: 'gpt-4o-mini' }, 'text_to_text');
+  t.match(failed(streamedUsage.end), { errorCode: PROVIDER_ERROR_CODES.badResponse, errorMessage: /usage/ }, 'nor in a stream');
+  fake.next('/chat/completions', { kind: 'stream-events', events: [chunk({ id: 'c' }), '[DONE]'] });
+  t.match(failed((await run({ model: 'gpt-4o-mini' }, 'text_to_text')).end).errorMessage, /chunk .* has no choices/, 'a chunk without choices');
 
   fake.next('/images/generations', { kind: 'fewer-images' });
   t.match(failed((await run({ model: 'dall-e-2' }, 'text_to_image', { numImages: 3 })).end).errorMessage, /2 of the 3 images/);
@@ -257,9 +295,5 @@ t.test('refused before any call: submit throws a ProviderFailure', async (t) => 
 });
 
 async function waitUntil(check: () => boolean, timeoutMs = 3_000) {
-  const start = Date.now();
-  while (!check()) {
-    if (Date.now() - start > timeoutMs) throw new Error('condition not met in time');
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
+  await eventually(check, { timeoutMs });
 }

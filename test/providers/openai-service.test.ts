@@ -126,7 +126,12 @@ t.test('text_to_text priced per token: the bound reserved at creation, the usage
   t.equal(done.textOutput, `echo: ${first}`);
   const jobId = await providerJobIdOf(done.id);
   const sent = await requestOf(done.id);
-  t.same(sent.body, { model: 'gpt-4o-mini', messages: [{ role: 'user', content: first }], max_tokens: 64 }, 'maxTokens goes as max_tokens');
+  t.same(
+    sent.body,
+    { model: 'gpt-4o-mini', messages: [{ role: 'user', content: first }], max_tokens: 64, stream: true, stream_options: { include_usage: true } },
+    'maxTokens goes as max_tokens; the answer is streamed, with its usage',
+  );
+  t.equal(fake.streams.get(await providerJobIdOf(done.id))?.ended, 'done', 'streamed to its end');
   const usage = fake.usage.get(jobId)!;
   t.ok(usage, 'the fake reported a usage');
   t.same((done as Billed).usage, { inputTokens: usage.prompt_tokens, outputTokens: usage.completion_tokens }, 'the usage is shown on the generation');

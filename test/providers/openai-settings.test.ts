@@ -59,13 +59,17 @@ t.test('the deployment target schema', async (t) => {
 
 t.test('our parameters onto the documented request fields', async (t) => {
   t.same(chatRequest({ model: 'gpt-4o-mini' }, { prompt: 'p' }), { model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'p' }] });
-  t.equal((chatRequest({ model: 'gpt-5-mini' }, { prompt: 'p', maxTokens: 9 }) as Record<string, unknown>).max_completion_tokens, 9);
+  t.equal((chatRequest({ model: 'gpt-5-mini' }, { prompt: 'p', maxTokens: 9 }) as unknown as Record<string, unknown>).max_completion_tokens, 9);
   t.equal(
-    (chatRequest({ model: 'llama3', tokenLimitField: 'max_completion_tokens' }, { prompt: 'p', maxTokens: 9 }) as Record<string, unknown>)
+    (chatRequest({ model: 'llama3', tokenLimitField: 'max_completion_tokens' }, { prompt: 'p', maxTokens: 9 }) as unknown as Record<string, unknown>)
       .max_completion_tokens,
     9,
   );
-  t.equal((chatRequest({ model: 'llama3' }, { prompt: 'p', maxTokens: 9 }) as Record<string, unknown>).max_tokens, 9, 'compatible servers get max_tokens');
+  t.equal(
+    (chatRequest({ model: 'llama3' }, { prompt: 'p', maxTokens: 9 }) as unknown as Record<string, unknown>).max_tokens,
+    9,
+    'compatible servers get max_tokens',
+  );
   t.equal(imageGenerateRequest({ model: 'dall-e-3' }, { prompt: 'p', aspectRatio: '21:9' }).size, '1792x1024');
   t.equal(imageGenerateRequest({ model: 'gpt-image-1' }, { prompt: 'p', aspectRatio: '4:3' }).size, '1536x1024');
   t.equal(imageGenerateRequest({ model: 'sdxl', imageResponseFormat: 'none' }, { prompt: 'p' }).response_format, undefined);

@@ -112,7 +112,12 @@ t.test('text_to_text: the chat answer, its usage and the request as documented',
   t.same(end.usage, { inputTokens: usage.prompt_tokens, outputTokens: usage.completion_tokens }, 'usage from the answer');
   t.same(
     rec.updates.map((u) => u.type),
-    ['running', 'succeeded'],
+    ['running', 'output', 'output', 'output', 'output', 'succeeded'],
+    'the answer streamed in pieces, then its end',
+  );
+  t.same(
+    rec.updates.filter((u) => u.type === 'output').map((u) => u.delta),
+    ['echo', ':', ' Say', ' hi'],
   );
   const request = requestOf(providerJobId);
   t.equal(request.path, '/chat/completions');
@@ -126,6 +131,8 @@ t.test('text_to_text: the chat answer, its usage and the request as documented',
     temperature: 0.2,
     max_tokens: 64,
     seed: 7,
+    stream: true,
+    stream_options: { include_usage: true },
   });
   t.equal(fake.submissions.get(providerJobId), 1);
   await adapter.close();
@@ -305,7 +312,7 @@ t.test('the openai client loads at the first call, not with the service or the a
     const adapter = createOpenAiAdapter({ apiKey: process.env.FAKE_OPENAI_KEY, baseUrl: process.env.FAKE_OPENAI_URL }, { id: 'lazy', target: { model: 'gpt-4o-mini' } }, testContext());
     const atStart = await clientModules();
     const end = await new Promise((resolve, reject) => {
-      adapter.submit(jobFor('text_to_text', { prompt: 'Say hi' }), (u) => (u.type === 'running' ? undefined : resolve(u))).catch(reject);
+      adapter.submit(jobFor('text_to_text', { prompt: 'Say hi' }), (u) => (u.type === 'running' || u.type === 'output' ? undefined : resolve(u))).catch(reject);
     });
     await adapter.close();
     console.log(JSON.stringify({ atStart, afterCall: await clientModules(), end: end.type, text: end.textOutput }));

@@ -71,6 +71,8 @@ function serve() {
     REPLICATE_API_TOKEN: TOKEN,
     REPLICATE_BASE_URL: fake.baseUrl,
     REPLICATE_WEBHOOK_SECRET: SECRET,
+    // The job whose create hung (no prediction made) waits this long for an event before it is created again.
+    REPLICATE_RESUBMIT_GRACE_MS: '1000',
     PROVIDER_POLL_MS: '50',
   });
 }

@@ -1,6 +1,7 @@
 import t from 'tap';
 import { Webhook } from 'standardwebhooks';
 import type { InboundEvent } from '../../providers/adapter.ts';
+import { eventJobOf } from '../../providers/event-job.ts';
 import { verifyStandardWebhook } from '../../providers/replicate/signature.ts';
 import { adapterFor, EVENTS_URL, jobFor, png, recorder, SECRET, sleep, startReplicateFake, TOKEN, type ReplicateFake } from '../fakes/replicate.ts';
 
@@ -109,12 +110,22 @@ t.test('verifyEvent', async (t) => {
 });
 
 t.test('following by events', async (t) => {
-  t.test('the create asks for start and completed webhooks at our events URL', async (t) => {
+  t.test("the create asks for start and completed webhooks at our events URL, with the job's own id and token", async (t) => {
     fake.scenario('model:acme/hooked', { end: { status: 'succeeded', output: 'x' } });
     const adapter = adapterFor(fake, { model: 'acme/hooked' }, { eventsUrl: EVENTS_URL }, { webhookSecret: SECRET });
-    const { providerJobId } = await adapter.submit(jobFor({ mode: 'text_to_text' }), () => undefined);
+    const job = jobFor({ mode: 'text_to_text' });
+    const { providerJobId } = await adapter.submit(job, () => undefined);
     const create = fake.creates.find((c) => c.predictionId === providerJobId)!;
-    t.equal(create.body.webhook, EVENTS_URL);
+    const hook = new URL(String(create.body.webhook));
+    t.equal(`${hook.origin}${hook.pathname}`, EVENTS_URL);
+    t.equal(hook.searchParams.get('job'), job.generationId);
+    t.equal(eventJobOf(Object.fromEntries(hook.searchParams), 'replicate-job-token', SECRET), job.generationId, 'its token checks');
+    // An event posted to that URL names the job; one with a forged token is refused.
+    const delivery = fake.webhook(providerJobId);
+    const event = (query: Record<string, string>): InboundEvent => ({ headers: delivery.headers, body: delivery.body, query, now: Date.now() });
+    t.match(adapter.verifyEvent!(event(Object.fromEntries(hook.searchParams))), { ok: true, providerJobId, jobId: job.generationId });
+    t.match(adapter.verifyEvent!(event({ job: job.generationId, token: 'f'.repeat(64) })), { ok: false, message: /job token is wrong/ });
+    t.match(adapter.verifyEvent!(event({})), { ok: true, providerJobId }, 'an event without a job in its query is about its prediction alone');
     t.same(create.body.webhook_events_filter, ['start', 'completed']);
     await adapter.close();
   });

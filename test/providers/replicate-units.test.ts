@@ -3,6 +3,7 @@ import t from 'tap';
 import { createRoute, replicateDeploymentTarget } from '../../providers/replicate/deployment.ts';
 import { endFailure, logTail, problemDetail, readPrediction, tokenUsage, type Prediction } from '../../providers/replicate/prediction.ts';
 import { parseReplicateSettings, REPLICATE_DEFAULT_BASE_URL } from '../../providers/replicate/settings.ts';
+import { EventStreamParser, streamUrlAllowed, type StreamEvent } from '../../providers/replicate/stream.ts';
 
 const SECRET = `whsec_${Buffer.from('a signing key of sixteen bytes or more').toString('base64')}`;
 
@@ -86,6 +87,13 @@ t.test('prediction', async (t) => {
     t.match(readPrediction({ id: 'x', status: 'aborted', error: { message: 'e' } }), { id: 'x', status: 'aborted', error: '{"message":"e"}' });
   });
 
+  t.test('readPrediction keeps urls.stream when there is one', async (t) => {
+    const stream = 'https://streaming.api.replicate.com/v1/predictions/abc';
+    t.equal(readPrediction({ id: 'x', status: 'starting', urls: { get: 'g', stream } })?.streamUrl, stream);
+    t.notOk('streamUrl' in readPrediction({ id: 'x', status: 'starting', urls: { get: 'g' } })!);
+    t.notOk('streamUrl' in readPrediction({ id: 'x', status: 'starting', urls: { stream: 42 } })!);
+  });
+
   t.test('every end that is not a success, as our code', async (t) => {
     const secrets = ['r8_secret'];
     t.equal(endFailure({ ...base, error: 'NSFW content detected' }, false, secrets).code, 'provider_content_policy');
@@ -115,4 +123,65 @@ t.test('prediction', async (t) => {
     );
     t.equal(problemDetail(undefined, 'plain text'), 'plain text');
   });
+});
+
+t.test('the event stream', async (t) => {
+  const parse = (...chunks: (string | Buffer)[]) => {
+    const events: StreamEvent[] = [];
+    const parser = new EventStreamParser((event) => events.push(event));
+    for (const chunk of chunks) parser.feed(chunk);
+    return events;
+  };
+
+  t.test("Replicate's example, several data lines, comments, done", async (t) => {
+    t.same(
+      parse(
+        'event: output\nid: 1690212292:0\ndata: Once upon a time...\n\n: a comment\n\nevent: output\nid: 1690212292:1\ndata: two\ndata:  lines\n\nevent: done\ndata: {}\n\n',
+      ),
+      [
+        { type: 'output', data: 'Once upon a time...', id: '1690212292:0' },
+        { type: 'output', data: 'two\n lines', id: '1690212292:1' },
+        { type: 'done', data: '{}', id: '1690212292:1' },
+      ],
+    );
+  });
+
+  t.test('one space after the colon is dropped, no more; a field without a colon; no data, no event', async (t) => {
+    t.same(parse('event: output\ndata:  leading\n\n'), [{ type: 'output', data: ' leading', id: '' }]);
+    t.same(parse('event: output\ndata:no-space\n\n'), [{ type: 'output', data: 'no-space', id: '' }]);
+    t.same(parse('event: output\ndata\n\n'), [{ type: 'output', data: '', id: '' }], 'an empty piece is still an event');
+    t.same(parse('event: output\nid: 3\n\ndata: x\n\n'), [{ type: 'message', data: 'x', id: '3' }], 'the type does not outlive its event');
+    t.same(parse('data: no end yet'), [], 'an event waits for its blank line');
+  });
+
+  t.test('CRLF, CR and LF line ends, split anywhere, a BOM and UTF-8 split across chunks', async (t) => {
+    const text = '\ufeffevent: output\r\ndata: h\u00e9llo \u2713\r\n\r\nevent: output\rdata: b\r\revent: done\ndata: {}\n\n';
+    const whole = parse(text);
+    t.same(
+      whole.map((e) => [e.type, e.data]),
+      [
+        ['output', 'h\u00e9llo \u2713'],
+        ['output', 'b'],
+        ['done', '{}'],
+      ],
+    );
+    const bytes = Buffer.from(text);
+    for (let at = 1; at < bytes.length; at++) t.same(parse(bytes.subarray(0, at), bytes.subarray(at)), whole, `split at byte ${at}`);
+    t.same(parse(...[...bytes].map((byte) => Buffer.from([byte]))), whole, 'byte by byte');
+  });
+});
+
+t.test('which stream URLs are opened', async (t) => {
+  const api = 'https://api.replicate.com/v1';
+  t.ok(streamUrlAllowed('https://streaming.api.replicate.com/v1/predictions/abc', api), "Replicate's streaming host, under the API's");
+  t.ok(streamUrlAllowed('https://api.replicate.com/v1/predictions/abc/stream', api));
+  t.ok(streamUrlAllowed('http://127.0.0.1:9000/streaming/v1/predictions/abc', 'http://127.0.0.1:9000/v1'), 'the same origin, for a plain-http fake');
+  t.notOk(streamUrlAllowed('https://evil.example.com/v1/predictions/abc', api), 'another host');
+  t.notOk(streamUrlAllowed('https://api.replicate.com.evil.example.com/x', api), 'a host that only begins like it');
+  t.notOk(streamUrlAllowed('https://replicate.com/x', api), 'a parent of the API host');
+  t.notOk(streamUrlAllowed('http://streaming.api.replicate.com/x', api), 'not https under an https API');
+  t.notOk(streamUrlAllowed('https://user:pass@streaming.api.replicate.com/x', api), 'credentials');
+  t.notOk(streamUrlAllowed('http://127.0.0.1:9001/x', 'http://127.0.0.1:9000/v1'), 'another port of a plain-http host');
+  t.notOk(streamUrlAllowed('ftp://api.replicate.com/x', api));
+  t.notOk(streamUrlAllowed('not a url', api));
 });

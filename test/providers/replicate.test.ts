@@ -415,3 +415,21 @@ t.test('close stops following: no update after it', async (t) => {
   t.equal(fake.prediction(providerJobId)?.status, 'starting', 'the job stays at the provider');
   rec.ended.catch(() => undefined);
 });
+
+t.test('a followed job whose provider cannot be reached says so once, and again once it answers', async (t) => {
+  fake.scenario('model:acme/flaky', { advance: 'manual', end: { status: 'succeeded', output: 'made' } });
+  const adapter = adapterFor(fake, { model: 'acme/flaky' }, { pollIntervalMs: 20 });
+  const rec = recorder();
+  const { providerJobId } = await adapter.submit(jobFor({ mode: 'text_to_text' }), rec.report);
+  const notes = () => rec.updates.filter((u) => u.type === 'progress').map((u) => (u as { detail: string }).detail);
+  fake.misbehave('get', { status: 503, body: 'down' }, { status: 502 }, { status: 503 });
+  while (!notes().some((n) => /reached again/.test(n))) await sleep(20);
+  const down = notes().filter((n) => /cannot be reached since/.test(n));
+  t.equal(down.length, 1, `said once while it failed: ${JSON.stringify(notes())}`);
+  t.match(down[0], /Replicate cannot be reached since \d{4}-\d\d-\d\dT[^:]+:\d\d:\d\d\.\d{3}Z: .*503/);
+  t.equal(notes().filter((n) => /reached again/.test(n)).length, 1, 'and once when it answered');
+  fake.advance(providerJobId);
+  fake.advance(providerJobId);
+  t.match(await rec.ended, { type: 'succeeded', textOutput: 'made' }, 'followed to its end after all');
+  await adapter.close();
+});

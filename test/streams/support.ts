@@ -8,7 +8,7 @@ export interface Received {
   data: any;
 }
 
-export const EVENT_NAMES = ['state', 'transition', 'end', 'ready', 'reset', 'cutoff', 'shutdown'] as const;
+export const EVENT_NAMES = ['state', 'transition', 'output', 'end', 'ready', 'reset', 'cutoff', 'shutdown'] as const;
 
 /** An EventSource (the `eventsource` package) on the server, with headers on each of its requests, collecting events. */
 export function openEventSource(server: TestServer, path: string, headers: Record<string, string>) {

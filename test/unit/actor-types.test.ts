@@ -3,8 +3,15 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import ts from 'typescript';
 import type { ActorContext, Actors, KindBehavior } from '../../actors/kinds.ts';
-import type { CancelReply } from '../../actors/generation/protocol.ts';
-import type { Balances, CreateReply, GenerationDraft } from '../../actors/workspace/protocol.ts';
+import type { CancelReply, GenerationMessage, GenerationProtocol } from '../../actors/generation/protocol.ts';
+import type { Balances, CreateReply, GenerationDraft, WorkspaceMessage } from '../../actors/workspace/protocol.ts';
+import type { WebhookMessage, WebhookProtocol } from '../../actors/webhook/protocol.ts';
+import type { Handler, Handlers } from '../../runtime/actor-behavior.ts';
+import { generationActor, type GenerationActorState } from '../../actors/generation/actor.ts';
+import { workspaceActor } from '../../actors/workspace/actor.ts';
+import type { WorkspaceState } from '../../actors/workspace/state.ts';
+import { webhookEndpointActor } from '../../actors/webhook/actor.ts';
+import type { EndpointActorState } from '../../actors/webhook/endpoint-state.ts';
 
 /*
  * The actors' messages are typed: each `@ts-expect-error` below marks a mistake that must not compile, and tsc
@@ -46,26 +53,92 @@ export async function repliesFollowTheMessage(actors: Actors, draft: GenerationD
   void [created, balances, cancelled, wrong];
 }
 
-/** A behaviour receives its kind's messages and answers their replies; its deps are the service's ActorDeps. */
-export const answersItsKindsReplies: KindBehavior<'gen', object> = {
-  kind: 'gen',
-  load: async () => ({}),
-  // @ts-expect-error a generation actor answers a CancelReply or nothing, never a number
-  receive: async (state, msg) => ({ state, reply: msg.type === 'cancel' ? { kind: 'not_found' } : 42 }),
+/*
+ * What is answered: a behaviour is a table of handlers, one per message type of its kind, and each handler
+ * answers its own message's reply (at once or once durable), nothing for a message that answers nothing.
+ */
+type GenHandler<T extends GenerationMessage['type']> = Handler<object, GenerationProtocol, T, ActorContext>;
+
+export const cancelAnswered: GenHandler<'cancel'> = (state) => ({ state, reply: { kind: 'not_found' } });
+export const cancelAnsweredOnceDurable: GenHandler<'cancel'> = async (state) => ({ state, replyWhenDurable: Promise.resolve({ kind: 'not_found' as const }) });
+// @ts-expect-error a cancel answers a CancelReply, never a number
+export const cancelAnsweredANumber: GenHandler<'cancel'> = (state) => ({ state, reply: 42 });
+// @ts-expect-error a cancel answers a CancelReply, not another message's reply
+export const cancelAnsweredBalances: GenHandler<'cancel'> = (state, _msg, _ctx) => ({ state, reply: {} as Balances });
+// @ts-expect-error a cancel expects an answer: a handler that gives none does not compile
+export const cancelNotAnswered: GenHandler<'cancel'> = (state) => ({ state });
+// @ts-expect-error a message only ever told answers nothing
+export const toldButAnswered: GenHandler<'submitted'> = (state) => ({ state, reply: { kind: 'not_found' } });
+export const toldWithItsWrites: GenHandler<'submitted'> = (state) => ({ state, replyWhenDurable: Promise.resolve(undefined) });
+// @ts-expect-error a handler sees its own message's fields only: a submitted has no `by`
+export const fieldsOfItsMessage: GenHandler<'submitted'> = (state, msg) => ({ state, passivate: msg.by === 'user' });
+
+const told = (state: object) => ({ state });
+const endpoint = (state: object) => ({ state, reply: undefined });
+export const everyWebhookMessage: Handlers<object, WebhookProtocol, ActorContext> = {
+  wake: told,
+  due: told,
+  attempt_done: told,
+  update: endpoint,
+  delete: endpoint,
+  rotate_secret: endpoint,
+};
+// @ts-expect-error a table without a handler for one of its kind's messages (rotate_secret)
+export const aHandlerMissing: Handlers<object, WebhookProtocol, ActorContext> = {
+  wake: told,
+  due: told,
+  attempt_done: told,
+  update: endpoint,
+  delete: endpoint,
+};
+export const aHandlerTooMany: Handlers<object, WebhookProtocol, ActorContext> = {
+  ...everyWebhookMessage,
+  // @ts-expect-error a handler for a message its kind does not have
+  cancel: told,
 };
 
-export const answersACancel: KindBehavior<'gen', object> = {
-  kind: 'gen',
-  load: async () => ({}),
-  receive: async (state, msg) => ({ state, reply: msg.type === 'cancel' ? { kind: 'not_found' } : undefined }),
-};
+/** The service's behaviours are tables of their kinds, with the service's ActorDeps. */
+export const serviceBehaviours: Array<
+  KindBehavior<'gen', GenerationActorState> | KindBehavior<'ws', WorkspaceState> | KindBehavior<'whk', EndpointActorState>
+> = [generationActor, workspaceActor, webhookEndpointActor];
 
-export const underItsOwnKind: KindBehavior<'gen', object> = {
-  // @ts-expect-error a generation behaviour registered as the workspace kind
+export const underItsOwnKind: KindBehavior<'whk', object> = {
+  // @ts-expect-error a webhook behaviour registered as the workspace kind
   kind: 'ws',
   load: async () => ({}),
-  receive: async (state) => ({ state }),
+  handlers: everyWebhookMessage,
 };
+
+/**
+ * Messages are plain data (what structuredClone copies: records, arrays, maps, dates, bytes): no closures,
+ * promises or handles to storage travel in them, so that any of them could be logged, replayed or sent to
+ * another node. A function anywhere in a kind's messages makes its
+ * `true` below fail to compile.
+ */
+type Plain<T> = unknown extends T
+  ? T // a JSON value as a client sent it
+  : T extends (...args: never[]) => unknown
+    ? never
+    : T extends Date | Uint8Array | string | number | bigint | boolean | null | undefined
+      ? T
+      : T extends Map<infer K, infer V>
+        ? Map<Plain<K>, Plain<V>>
+        : T extends readonly (infer E)[]
+          ? readonly Plain<E>[]
+          : { [K in keyof T]: Plain<T[K]> };
+type IsPlain<T> = [T] extends [Plain<T>] ? true : false;
+/** `true` for each message type of a kind whose message is plain data. */
+type EachPlain<M extends { type: string }> = { [T in M['type']]: IsPlain<Extract<M, { type: T }>> };
+type AllTrue<M extends { type: string }> = { [T in M['type']]: true };
+export const plainMessages: [AllTrue<WorkspaceMessage>, AllTrue<GenerationMessage>, AllTrue<WebhookMessage>] = [
+  null! as EachPlain<WorkspaceMessage>,
+  null! as EachPlain<GenerationMessage>,
+  null! as EachPlain<WebhookMessage>,
+];
+// @ts-expect-error a message with a closure in it is not plain data
+export const aClosureIsNot: IsPlain<{ type: 'settle'; write: (em: unknown) => Promise<void> }> = true;
+// @ts-expect-error nor one with a promise in it
+export const aPromiseIsNot: IsPlain<{ type: 'hold'; wait: Promise<void> }> = true;
 
 export function depsAreTyped(ctx: ActorContext): number {
   // @ts-expect-error ActorDeps has no such member

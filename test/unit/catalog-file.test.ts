@@ -362,3 +362,43 @@ t.test('YAML problems name their line; a file that is not YAML or JSON says so',
   t.match(duplicateKey, { ok: false, problems: [/not valid YAML: Map keys must be unique/] });
   t.match(parseCatalog('{"plans": [', 'catalog.json', build()), { ok: false, problems: [/not valid JSON/] });
 });
+
+t.test('a file with problems of every kind reports them all at once: the shape hides nothing else', async (t) => {
+  const c = small();
+  delete c.models[0].description; // shape: a required field missing
+  c.models[1].plans = ['basic', 'gold']; // meaning: a plan the file lacks
+  c.defaultPlan = 'free'; // meaning: a default plan the file lacks
+  c.plans[1].maxFileBytes = 1e9; // meaning: above storageBytes
+  const problems = problemsOf(c);
+  t.match(problems, [
+    /^models\[0\]\.description: is required$/,
+    /^plans\[1\]\.maxFileBytes: is above storageBytes/,
+    /^defaultPlan: "free" is not a plan of this file$/,
+    /^models\[1\]\.plans\[1\]: "gold" is not a plan of this file$/,
+  ]);
+  t.equal(problems.length, 4, problems.join('\n'));
+  // A plan whose own shape is wrong is reported once: the models naming it are not refused for it as well.
+  const d = small();
+  d.plans[1].colour = 'red';
+  t.same(problemsOf(d), ['plans[1].colour: unknown field'], 'a broken plan still names its id');
+});
+
+t.test("a deployment target's files are read from the catalog file's folder", async (t) => {
+  const seen: Array<Record<string, unknown>> = [];
+  const c = small();
+  c.models[1].deployments[0].target = { model: 'acme/painter', workflowFile: 'workflows/paint.json', otherFile: '/abs/x.json', name: 'not/a/file' };
+  const read = parseCatalog(JSON.stringify(c), '/etc/generation-service/catalog.json', {
+    ...build(['local', 'replicate']),
+    targetProblems: (_provider: string, target: Record<string, unknown>) => {
+      seen.push(target);
+      return [];
+    },
+  });
+  t.ok(read.ok, read.ok ? '' : read.problems.join('\n'));
+  t.same(
+    seen.at(-1),
+    { model: 'acme/painter', workflowFile: '/etc/generation-service/workflows/paint.json', otherFile: '/abs/x.json', name: 'not/a/file' },
+    'relative *File fields resolved from /etc/generation-service; absolute ones and other fields as written',
+  );
+  if (read.ok) t.equal(read.catalog.deployment('acme-painter')?.target.workflowFile, '/etc/generation-service/workflows/paint.json', 'as the adapter gets it');
+});

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { ManualClock } from '../../runtime/clock.ts';
+import { ManualClock, sleep, systemClock } from '../../runtime/clock.ts';
 
 t.test('a manual clock fires due timers in time order as it advances', async (t) => {
   const clock = new ManualClock(1_000);
@@ -26,4 +26,25 @@ t.test('a timer set by a firing timer fires in the same advance when due', async
   clock.setTimer(tick, 10);
   clock.advance(100);
   t.same(at, [10, 20, 30]);
+});
+
+t.test('sleep on a manual clock resolves when the clock is advanced that far, not before', async (t) => {
+  const clock = new ManualClock(0);
+  let woke = false;
+  const slept = sleep(clock, 50).then(() => {
+    woke = true;
+  });
+  clock.advance(49);
+  await Promise.resolve();
+  t.notOk(woke, 'not woken 1 ms early');
+  clock.advance(1);
+  await slept;
+  t.ok(woke);
+  t.equal(clock.now(), 50);
+});
+
+t.test('sleep on the system clock waits at least its delay', async (t) => {
+  const started = performance.now();
+  await sleep(systemClock, 20);
+  t.ok(performance.now() - started >= 19, 'not earlier than asked (timer granularity aside)');
 });

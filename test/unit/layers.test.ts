@@ -9,6 +9,13 @@ const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 /** The layers, top first: a file imports from its own layer or one below it, never above, never outside. */
 const LAYERS = ['app', 'http', 'actors', 'providers', 'runtime', 'persistence', 'domain'];
 
+/**
+ * The actor kinds' folders, top first: a kind's files import from its own folder or a folder below it. A kind
+ * sends to one above it by the protocol map (actors/kinds.ts), whose types name every kind; the files at the
+ * top of actors/ (that map, the deps, the recovery that spans kinds) sit outside this order.
+ */
+const ACTOR_FOLDERS = ['workspace', 'generation', 'webhook', 'billing'];
+
 type Edge = [from: string, to: string];
 
 /** Every .ts file under a folder, relative to the repository. */
@@ -32,6 +39,22 @@ const layerOf = (file: string): number => LAYERS.indexOf(file.split('/')[0]!);
 /** Imports that climb to a higher layer or leave the layers. */
 function upward(edges: Edge[]): Edge[] {
   return edges.filter(([from, to]) => layerOf(to) < 0 || layerOf(to) < layerOf(from));
+}
+
+/** The actors/ folder of a file (`generation` for actors/generation/machine.ts), or null for one at the top of actors/ or outside. */
+function actorFolderOf(file: string): string | null {
+  const parts = file.split('/');
+  return parts[0] === 'actors' && parts.length > 2 ? parts[1]! : null;
+}
+
+/** Imports between actor kinds' folders that climb the order, or touch a folder that has no place in it. */
+function kindUpward(edges: Edge[]): Edge[] {
+  return edges.filter(([from, to]) => {
+    const a = actorFolderOf(from);
+    const b = actorFolderOf(to);
+    if (a === null || b === null || a === b) return false;
+    return !ACTOR_FOLDERS.includes(a) || !ACTOR_FOLDERS.includes(b) || ACTOR_FOLDERS.indexOf(b) < ACTOR_FOLDERS.indexOf(a);
+  });
 }
 
 /** The circles among files: each strongly connected set of more than one file, found by Tarjan's algorithm. */
@@ -102,6 +125,23 @@ t.test('the checks find an import that climbs and a circle', async (t) => {
     ['runtime/e.ts', 'bench/f.ts'],
   ]);
   t.same(circles(edges), [['actors/g.ts', 'actors/h.ts', 'actors/i.ts']]);
+  t.same(
+    kindUpward([
+      ['actors/workspace/a.ts', 'actors/generation/b.ts'],
+      ['actors/generation/b.ts', 'actors/workspace/protocol.ts'],
+      ['actors/billing/c.ts', 'actors/webhook/d.ts'],
+      ['actors/generation/b.ts', 'actors/kinds.ts'],
+      ['actors/kinds.ts', 'actors/workspace/protocol.ts'],
+      ['actors/generation/b.ts', 'actors/generation/e.ts'],
+      ['actors/newkind/f.ts', 'actors/billing/c.ts'],
+      ['actors/billing/local/g.ts', 'actors/billing/c.ts'],
+    ]),
+    [
+      ['actors/generation/b.ts', 'actors/workspace/protocol.ts'],
+      ['actors/billing/c.ts', 'actors/webhook/d.ts'],
+      ['actors/newkind/f.ts', 'actors/billing/c.ts'],
+    ],
+  );
   t.same(circles(edges.slice(0, 6)), []);
   t.equal(wayRound(circles(edges)[0]!, edges), 'actors/g.ts -> actors/h.ts -> actors/i.ts -> actors/g.ts');
 
@@ -133,6 +173,19 @@ t.test('imports run down the layers, with no circle between files', async (t) =>
     circles(edges).map((group) => wayRound(group, edges)),
     [],
     'circles, each by one way round',
+  );
+  t.same(
+    kindUpward(edges).map(([a, b]) => `${a} -> ${b}`),
+    [],
+    `actor kinds, top first: ${ACTOR_FOLDERS.join(' -> ')}`,
+  );
+  t.same(
+    readdirSync(path.join(ROOT, 'actors'), { withFileTypes: true })
+      .filter((e) => e.isDirectory())
+      .map((e) => e.name)
+      .sort(),
+    [...ACTOR_FOLDERS].sort(),
+    'every folder of actors/ has its place in the order',
   );
 });
 

@@ -1,6 +1,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Test } from 'tap';
+import { eventually as pollUntil } from '../helpers/eventually.ts';
 import { ManualClock } from '../../runtime/clock.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
 import { createKey, signUp, withKey, type SignedUp } from '../helpers/identity.ts';
@@ -106,14 +107,8 @@ export async function startReceiver(t: Test, port = 0): Promise<Receiver> {
 }
 
 /** Polls `probe` until it returns a value that is not undefined (a state reached through the API or the database). */
-export async function eventually<T>(probe: () => Promise<T | undefined>, what: string, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`never happened: ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
+export function eventually<T>(probe: () => Promise<T | undefined>, what: string, timeoutMs = 30_000): Promise<T> {
+  return pollUntil(probe, { what, timeoutMs, everyMs: 20 }) as Promise<T>;
 }
 
 export interface Tenant extends SignedUp {

@@ -518,6 +518,30 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/budgets": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Budget alerts: the workspace's thresholds, the figures they watch, and the thresholds crossed
+         * @description The thresholds that warn before the workspace runs out (credits used of the period grant, wallet balance, API keys’ spend caps), the figures they are checked against now, and the last crossings; those of the current period are what the dashboard shows as a banner.
+         */
+        get: operations["getBudgets"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Set budget alert thresholds (credits used, wallet balance, API key spend); fields left out keep their value
+         * @description Sets the thresholds that warn with a budget.threshold_crossed event and a dashboard banner, once per threshold and period. The workspace is checked at once, so a threshold already past is announced now. Owners and admins only when signed in.
+         */
+        patch: operations["updateBudgets"];
+        trace?: never;
+    };
     "/v1/catalog/public": {
         parameters: {
             query?: never;
@@ -650,8 +674,8 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * List the generations of a workspace, newest first, with filters (mode, status, model, project, from/to) and cursor pagination
-         * @description Lists the generations of a workspace, newest first, filtered by mode, status, model, project and a from/to range, with cursor pagination. A session must name the workspace; an API key reads its own.
+         * List the generations of a workspace, newest first, with filters (mode, status, model, project, API key, from/to) and cursor pagination
+         * @description Lists the generations of a workspace, newest first, filtered by mode, status, model, project, API key and a from/to range, with cursor pagination. A session must name the workspace; an API key reads its own.
          */
         get: operations["listGenerations"];
         put?: never;
@@ -715,7 +739,7 @@ export interface paths {
         };
         /**
          * Server-Sent Events of one generation: its state, each transition as it commits, its outputs, then the end
-         * @description Sends the generation as it is (`state`), then each transition as it commits (`transition`, the last one with the outputs), then `end`, and closes. Event ids are the timeline indexes: reconnecting with Last-Event-ID sends what was missed, without repeats; once the generation ended and the client saw its last event, the answer is 204 (EventSource then stops). A generation of another workspace answers 404, as a missing one. See docs/streaming.md.
+         * @description Sends the generation as it is (`state`), then each transition as it commits (`transition`, the last one with the outputs), and for a text answer its pieces as the provider streams them (`output`, before the terminal transition), then `end`, and closes. Event ids are the timeline indexes (`<index>.<piece>` for an `output`): reconnecting with Last-Event-ID sends what was missed, without repeats; once the generation ended and the client saw its last event, the answer is 204 (EventSource then stops). A generation of another workspace answers 404, as a missing one. See docs/streaming.md.
          */
         get: operations["streamGeneration"];
         put?: never;
@@ -1046,6 +1070,26 @@ export interface paths {
          * @description A usage summary of a workspace over a date range (by default this month): generations, credits charged, wallet cost and output bytes. Called with an API key, it covers that key's own usage only (naming another key is 403).
          */
         get: operations["getUsage"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/usage/series": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Usage over time by hour or day: credits, wallet spend, jobs by outcome, tokens and output bytes; grouped and filtered by model, key, project, mode
+         * @description The usage of a workspace over time, read from its hourly and daily rollups (the cost does not grow with the history). Filter by model, API key, project and mode; group by any of them. Called with an API key, it covers that key's own usage only. Ask `format=csv` or `Accept: text/csv` for the same points as CSV, streamed.
+         */
+        get: operations["getUsageSeries"];
         put?: never;
         post?: never;
         delete?: never;
@@ -4323,14 +4367,30 @@ export interface operations {
                             failures: number;
                             /** @description The model it serves. */
                             modelId: string;
+                            /** @description Open or half-open: what opened it last; null while closed. */
+                            openedWith: {
+                                /**
+                                 * Format: date-time
+                                 * @description When it opened.
+                                 */
+                                at: string;
+                                /** @description Counted outcomes in its window at that moment (the window is emptied when it opens). */
+                                calls: number;
+                                /** @description failures / calls, 0 when there were none. */
+                                failureRatio: number;
+                                /** @description Of those, failures. */
+                                failures: number;
+                                /** @description `failures`: the failure ratio of its window; `retry_after`: a 429 with Retry-After; `at_once`: a failure that opens at once (a refused key); `probe_failed`: the half-open job failed. */
+                                reason: "failures" | "retry_after" | "at_once" | "probe_failed";
+                            } | null;
                             /** @description While open: when the cool-down ends. */
                             openUntil: string | null;
                             /** @description Half-open: a job holds the one ticket and its outcome is awaited. */
                             probing: boolean;
                             /** @description Its provider kind (`local`, `openai`, `replicate`, `cog`, `fal`, `comfyui`). */
                             provider: string;
-                            /** @description `closed`: jobs go; `open`: none go until `openUntil`; `half_open`: the cool-down is over and one job at a time is let through to try it. */
-                            state: "closed" | "open" | "half_open";
+                            /** @description `closed`: jobs go; `open`: none go until `openUntil`; `half_open`: the cool-down is over and one job at a time is let through to try it; `unconfigured`: the deployment's provider kind is not configured on this service (no key or base URL), so no job goes there whatever its breaker says (its figures are still shown). */
+                            state: "closed" | "open" | "half_open" | "unconfigured";
                         }[];
                     };
                 };
@@ -4357,6 +4417,287 @@ export interface operations {
                 };
             };
             /** @description Unavailable for now; retry. Codes: `service_unavailable`: The service cannot serve this request right now (its database is unreachable, or the workspace is moving between nodes); retry shortly. */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    getBudgets: {
+        parameters: {
+            query: {
+                workspaceId: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            "4XX": components["responses"]["ClientError"];
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description The thresholds crossed, newest first (the last 50). */
+                        alerts: {
+                            /** @description The key, for key_credit_budget and key_wallet_cap. */
+                            apiKeyId: string | null;
+                            /** Format: date-time */
+                            crossedAt: string;
+                            /** @description Whether that period is still the current one (what the dashboard banner shows). */
+                            current: boolean;
+                            /** @description The figures seen when it was crossed (as in the event). */
+                            details: {
+                                [key: string]: unknown;
+                            };
+                            /** @description The budget.threshold_crossed event that announced it (GET /v1/events). */
+                            eventId: string;
+                            /** @description credits_used: of the period's credit grant; wallet_balance: the wallet below an amount; key_credit_budget and key_wallet_cap: an API key's spend against its caps. */
+                            kind: "credits_used" | "wallet_balance" | "key_credit_budget" | "key_wallet_cap";
+                            /** @description What happened, in words. */
+                            message: string;
+                            /** @description The period it was crossed in; the threshold is armed again in the next one. */
+                            period: string;
+                            /** @description The threshold crossed: a percentage, or cents for wallet_balance. */
+                            threshold: number;
+                            unit: "percent" | "cents";
+                        }[];
+                        /** @description Percentages (1-100) of the period's credit grant used: each warns once that share of the plan's credits is gone. */
+                        creditsUsedPercents: number[];
+                        /** @description Percentages (1-100) of each API key's credit budget and wallet spend cap used in the key's period (day or month). */
+                        keySpendPercents: number[];
+                        /** @description The figures the thresholds are checked against, now. */
+                        status: {
+                            availableCredits: number;
+                            creditPeriod: string;
+                            /** @description The plan's credits per period. */
+                            grantCredits: number;
+                            /** @description Of the grant, rounded down; null when the plan grants none. */
+                            usedPercent: number | null;
+                            walletBalanceCents: number;
+                        };
+                        updatedAt: string | null;
+                        /** @description Wallet balances in cents that warn when the balance falls below them. */
+                        walletBelowCents: number[];
+                        workspaceId: string;
+                    };
+                };
+            };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key without one of the scopes its security names; or an API key naming another workspace than its own, or none. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not found. Codes: `not_found`: The resource was not found. */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    updateBudgets: {
+        parameters: {
+            query?: {
+                /** @description The workspace the request acts on; required with an API key (its own workspace). Accepted in the query or the body. */
+                workspaceId?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description Percentages (1-100) of the period's credit grant used: each warns once that share of the plan's credits is gone. */
+                    creditsUsedPercents?: number[];
+                    /** @description Percentages (1-100) of each API key's credit budget and wallet spend cap used in the key's period (day or month). */
+                    keySpendPercents?: number[];
+                    /** @description Wallet balances in cents: each warns once the balance falls below it (re-armed by each paid deposit). */
+                    walletBelowCents?: number[];
+                    workspaceId: string;
+                };
+            };
+        };
+        responses: {
+            "4XX": components["responses"]["ClientError"];
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description The thresholds crossed, newest first (the last 50). */
+                        alerts: {
+                            /** @description The key, for key_credit_budget and key_wallet_cap. */
+                            apiKeyId: string | null;
+                            /** Format: date-time */
+                            crossedAt: string;
+                            /** @description Whether that period is still the current one (what the dashboard banner shows). */
+                            current: boolean;
+                            /** @description The figures seen when it was crossed (as in the event). */
+                            details: {
+                                [key: string]: unknown;
+                            };
+                            /** @description The budget.threshold_crossed event that announced it (GET /v1/events). */
+                            eventId: string;
+                            /** @description credits_used: of the period's credit grant; wallet_balance: the wallet below an amount; key_credit_budget and key_wallet_cap: an API key's spend against its caps. */
+                            kind: "credits_used" | "wallet_balance" | "key_credit_budget" | "key_wallet_cap";
+                            /** @description What happened, in words. */
+                            message: string;
+                            /** @description The period it was crossed in; the threshold is armed again in the next one. */
+                            period: string;
+                            /** @description The threshold crossed: a percentage, or cents for wallet_balance. */
+                            threshold: number;
+                            unit: "percent" | "cents";
+                        }[];
+                        /** @description Percentages (1-100) of the period's credit grant used: each warns once that share of the plan's credits is gone. */
+                        creditsUsedPercents: number[];
+                        /** @description Percentages (1-100) of each API key's credit budget and wallet spend cap used in the key's period (day or month). */
+                        keySpendPercents: number[];
+                        /** @description The figures the thresholds are checked against, now. */
+                        status: {
+                            availableCredits: number;
+                            creditPeriod: string;
+                            /** @description The plan's credits per period. */
+                            grantCredits: number;
+                            /** @description Of the grant, rounded down; null when the plan grants none. */
+                            usedPercent: number | null;
+                            walletBalanceCents: number;
+                        };
+                        updatedAt: string | null;
+                        /** @description Wallet balances in cents that warn when the balance falls below them. */
+                        walletBelowCents: number[];
+                        workspaceId: string;
+                    };
+                };
+            };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key without one of the scopes its security names; or an API key naming another workspace than its own, or none; or a session's write from a foreign Origin. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not found. Codes: `not_found`: The resource was not found. */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The request body is too large. Codes: `payload_too_large`: a JSON body over the size limit. */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfter"];
@@ -4706,8 +5047,8 @@ export interface operations {
                 limit?: number;
                 /** @description Events before this time. */
                 to?: string;
-                /** @description An event name: generation.completed, generation.failed, generation.cancelled or generation.expired; webhook_endpoint.disabled (another endpoint of the workspace was disabled by the service); generation.started, an opt-in extension sent only to endpoints that name it. */
-                type?: "generation.completed" | "generation.failed" | "generation.cancelled" | "generation.expired" | "webhook_endpoint.disabled" | "generation.started";
+                /** @description An event name: generation.completed, generation.failed, generation.cancelled or generation.expired; webhook_endpoint.disabled (another endpoint of the workspace was disabled by the service); budget.threshold_crossed (a budget alert, docs/money.md); generation.started, an opt-in extension sent only to endpoints that name it. */
+                type?: "generation.completed" | "generation.failed" | "generation.cancelled" | "generation.expired" | "webhook_endpoint.disabled" | "budget.threshold_crossed" | "generation.started";
                 /** @description The workspace; required when signed in, and an API key must name its own. */
                 workspaceId?: string;
             };
@@ -4735,8 +5076,8 @@ export interface operations {
                             data: {
                                 [key: string]: unknown;
                             };
-                            /** @description An event name: generation.completed, generation.failed, generation.cancelled or generation.expired; webhook_endpoint.disabled (another endpoint of the workspace was disabled by the service); generation.started, an opt-in extension sent only to endpoints that name it. */
-                            event: "generation.completed" | "generation.failed" | "generation.cancelled" | "generation.expired" | "webhook_endpoint.disabled" | "generation.started";
+                            /** @description An event name: generation.completed, generation.failed, generation.cancelled or generation.expired; webhook_endpoint.disabled (another endpoint of the workspace was disabled by the service); budget.threshold_crossed (a budget alert, docs/money.md); generation.started, an opt-in extension sent only to endpoints that name it. */
+                            event: "generation.completed" | "generation.failed" | "generation.cancelled" | "generation.expired" | "webhook_endpoint.disabled" | "budget.threshold_crossed" | "generation.started";
                             /** @description The generation of a generation event; null for an endpoint event. */
                             generationId: string | null;
                             /** @description evt_…; pass it to POST /v1/webhooks/:id/replay. */
@@ -5194,6 +5535,8 @@ export interface operations {
     listGenerations: {
         parameters: {
             query?: {
+                /** @description The API key that created it (key_…). */
+                apiKeyId?: string;
                 /** @description The nextCursor of the previous page. */
                 cursor?: string;
                 /** @description Created at or after: ISO 8601 date-time with a zone (2026-01-31T12:00:00Z) or a UTC date (2026-01-31, from its start). */
@@ -5458,8 +5801,76 @@ export interface operations {
                          * @enum {string}
                          */
                         paymentMode: "credits" | "wallet" | "auto";
+                        /** @description Why it cost what it cost. */
+                        price?: {
+                            /** @description The cost passed what was held, and the charge stopped there. */
+                            capped: boolean;
+                            carryAfterNano: string | null;
+                            carryBeforeNano: string | null;
+                            /** @description Charged (captured): the whole credits of the cost, whatever paid them. */
+                            chargedCredits: number;
+                            /** @description Of the charge, credits taken from the credit balance. */
+                            chargedFromBalance: number;
+                            /** @description Of the charge, cents taken from the wallet. */
+                            chargedWalletCents: number;
+                            counted: {
+                                inputTokens?: number;
+                                outputTokens?: number;
+                                /** @description job: 1; image: the images asked; second: the seconds asked, rounded up. */
+                                units?: number;
+                            };
+                            /** @description job, image, second: credits per unit. */
+                            creditsPerUnit?: number;
+                            /** @description The exact cost in credits, as a decimal (tokens: to the billionth); null until a token-priced job has its tokens. */
+                            exactCost: string | null;
+                            /** @description The whole of it, in words. */
+                            explanation: string;
+                            /** @description tokens: credits per 1,000 input tokens. */
+                            inputPer1k?: number;
+                            /** @description The generation's ledger entries (hold, charge, give-back), oldest first. */
+                            ledger: {
+                                /** Format: date-time */
+                                createdAt: string;
+                                credits: number;
+                                description: string;
+                                id: string;
+                                kind: string;
+                                reservedCredits: number;
+                                reservedWalletCents: number;
+                                walletCents: number;
+                            }[];
+                            /** @description tokens: credits per 1,000 output tokens. */
+                            outputPer1k?: number;
+                            /** @description Credits held from the balance at creation (a token-priced job holds the most it can cost). */
+                            reservedCredits: number;
+                            /** @description Cents held from the wallet at creation. */
+                            reservedWalletCents: number;
+                            /** @description generation: the terms the job was created with (token prices are kept); catalog: the model's price now. */
+                            termsFrom: "generation" | "catalog";
+                            unit: "job" | "image" | "second" | "tokens";
+                        };
                         /** @description Free label given at creation; a list filter. */
                         project: string | null;
+                        route?: {
+                            /** @description Each deployment it was tried on, in order; empty while it waits in the queue. */
+                            attempts: {
+                                /**
+                                 * Format: date-time
+                                 * @description When the attempt ended (the reroute), or its last change.
+                                 */
+                                at: string;
+                                deploymentId: string | null;
+                                detail?: string;
+                                number: number;
+                                /** @description failed (then tried on the next deployment), or the status the generation ended in on its last attempt (running while it runs). */
+                                outcome: string;
+                                provider: string | null;
+                            }[];
+                            /** @description The deployment it ran (or runs) on last (docs/routing.md). */
+                            deploymentId: string | null;
+                            /** @description That deployment’s provider kind. */
+                            provider: string;
+                        };
                         startedAt: string | null;
                         /**
                          * @description Generation state: queued, reserved, submitted and running until it ends succeeded, failed, cancelled or expired.
@@ -5477,6 +5888,8 @@ export interface operations {
                             at: string;
                             /** @description Why, when there is more to say (e.g. who cancelled, the provider error). */
                             detail?: string;
+                            /** @description Milliseconds since the previous step (the first: since the generation was created): how long that step took. */
+                            sincePreviousMs?: number;
                             /**
                              * @description Generation state: queued, reserved, submitted and running until it ends succeeded, failed, cancelled or expired.
                              * @enum {string}
@@ -5670,8 +6083,76 @@ export interface operations {
                          * @enum {string}
                          */
                         paymentMode: "credits" | "wallet" | "auto";
+                        /** @description Why it cost what it cost. */
+                        price?: {
+                            /** @description The cost passed what was held, and the charge stopped there. */
+                            capped: boolean;
+                            carryAfterNano: string | null;
+                            carryBeforeNano: string | null;
+                            /** @description Charged (captured): the whole credits of the cost, whatever paid them. */
+                            chargedCredits: number;
+                            /** @description Of the charge, credits taken from the credit balance. */
+                            chargedFromBalance: number;
+                            /** @description Of the charge, cents taken from the wallet. */
+                            chargedWalletCents: number;
+                            counted: {
+                                inputTokens?: number;
+                                outputTokens?: number;
+                                /** @description job: 1; image: the images asked; second: the seconds asked, rounded up. */
+                                units?: number;
+                            };
+                            /** @description job, image, second: credits per unit. */
+                            creditsPerUnit?: number;
+                            /** @description The exact cost in credits, as a decimal (tokens: to the billionth); null until a token-priced job has its tokens. */
+                            exactCost: string | null;
+                            /** @description The whole of it, in words. */
+                            explanation: string;
+                            /** @description tokens: credits per 1,000 input tokens. */
+                            inputPer1k?: number;
+                            /** @description The generation's ledger entries (hold, charge, give-back), oldest first. */
+                            ledger: {
+                                /** Format: date-time */
+                                createdAt: string;
+                                credits: number;
+                                description: string;
+                                id: string;
+                                kind: string;
+                                reservedCredits: number;
+                                reservedWalletCents: number;
+                                walletCents: number;
+                            }[];
+                            /** @description tokens: credits per 1,000 output tokens. */
+                            outputPer1k?: number;
+                            /** @description Credits held from the balance at creation (a token-priced job holds the most it can cost). */
+                            reservedCredits: number;
+                            /** @description Cents held from the wallet at creation. */
+                            reservedWalletCents: number;
+                            /** @description generation: the terms the job was created with (token prices are kept); catalog: the model's price now. */
+                            termsFrom: "generation" | "catalog";
+                            unit: "job" | "image" | "second" | "tokens";
+                        };
                         /** @description Free label given at creation; a list filter. */
                         project: string | null;
+                        route?: {
+                            /** @description Each deployment it was tried on, in order; empty while it waits in the queue. */
+                            attempts: {
+                                /**
+                                 * Format: date-time
+                                 * @description When the attempt ended (the reroute), or its last change.
+                                 */
+                                at: string;
+                                deploymentId: string | null;
+                                detail?: string;
+                                number: number;
+                                /** @description failed (then tried on the next deployment), or the status the generation ended in on its last attempt (running while it runs). */
+                                outcome: string;
+                                provider: string | null;
+                            }[];
+                            /** @description The deployment it ran (or runs) on last (docs/routing.md). */
+                            deploymentId: string | null;
+                            /** @description That deployment’s provider kind. */
+                            provider: string;
+                        };
                         startedAt: string | null;
                         /**
                          * @description Generation state: queued, reserved, submitted and running until it ends succeeded, failed, cancelled or expired.
@@ -5689,6 +6170,8 @@ export interface operations {
                             at: string;
                             /** @description Why, when there is more to say (e.g. who cancelled, the provider error). */
                             detail?: string;
+                            /** @description Milliseconds since the previous step (the first: since the generation was created): how long that step took. */
+                            sincePreviousMs?: number;
                             /**
                              * @description Generation state: queued, reserved, submitted and running until it ends succeeded, failed, cancelled or expired.
                              * @enum {string}
@@ -5848,8 +6331,76 @@ export interface operations {
                          * @enum {string}
                          */
                         paymentMode: "credits" | "wallet" | "auto";
+                        /** @description Why it cost what it cost. */
+                        price?: {
+                            /** @description The cost passed what was held, and the charge stopped there. */
+                            capped: boolean;
+                            carryAfterNano: string | null;
+                            carryBeforeNano: string | null;
+                            /** @description Charged (captured): the whole credits of the cost, whatever paid them. */
+                            chargedCredits: number;
+                            /** @description Of the charge, credits taken from the credit balance. */
+                            chargedFromBalance: number;
+                            /** @description Of the charge, cents taken from the wallet. */
+                            chargedWalletCents: number;
+                            counted: {
+                                inputTokens?: number;
+                                outputTokens?: number;
+                                /** @description job: 1; image: the images asked; second: the seconds asked, rounded up. */
+                                units?: number;
+                            };
+                            /** @description job, image, second: credits per unit. */
+                            creditsPerUnit?: number;
+                            /** @description The exact cost in credits, as a decimal (tokens: to the billionth); null until a token-priced job has its tokens. */
+                            exactCost: string | null;
+                            /** @description The whole of it, in words. */
+                            explanation: string;
+                            /** @description tokens: credits per 1,000 input tokens. */
+                            inputPer1k?: number;
+                            /** @description The generation's ledger entries (hold, charge, give-back), oldest first. */
+                            ledger: {
+                                /** Format: date-time */
+                                createdAt: string;
+                                credits: number;
+                                description: string;
+                                id: string;
+                                kind: string;
+                                reservedCredits: number;
+                                reservedWalletCents: number;
+                                walletCents: number;
+                            }[];
+                            /** @description tokens: credits per 1,000 output tokens. */
+                            outputPer1k?: number;
+                            /** @description Credits held from the balance at creation (a token-priced job holds the most it can cost). */
+                            reservedCredits: number;
+                            /** @description Cents held from the wallet at creation. */
+                            reservedWalletCents: number;
+                            /** @description generation: the terms the job was created with (token prices are kept); catalog: the model's price now. */
+                            termsFrom: "generation" | "catalog";
+                            unit: "job" | "image" | "second" | "tokens";
+                        };
                         /** @description Free label given at creation; a list filter. */
                         project: string | null;
+                        route?: {
+                            /** @description Each deployment it was tried on, in order; empty while it waits in the queue. */
+                            attempts: {
+                                /**
+                                 * Format: date-time
+                                 * @description When the attempt ended (the reroute), or its last change.
+                                 */
+                                at: string;
+                                deploymentId: string | null;
+                                detail?: string;
+                                number: number;
+                                /** @description failed (then tried on the next deployment), or the status the generation ended in on its last attempt (running while it runs). */
+                                outcome: string;
+                                provider: string | null;
+                            }[];
+                            /** @description The deployment it ran (or runs) on last (docs/routing.md). */
+                            deploymentId: string | null;
+                            /** @description That deployment’s provider kind. */
+                            provider: string;
+                        };
                         startedAt: string | null;
                         /**
                          * @description Generation state: queued, reserved, submitted and running until it ends succeeded, failed, cancelled or expired.
@@ -5867,6 +6418,8 @@ export interface operations {
                             at: string;
                             /** @description Why, when there is more to say (e.g. who cancelled, the provider error). */
                             detail?: string;
+                            /** @description Milliseconds since the previous step (the first: since the generation was created): how long that step took. */
+                            sincePreviousMs?: number;
                             /**
                              * @description Generation state: queued, reserved, submitted and running until it ends succeeded, failed, cancelled or expired.
                              * @enum {string}
@@ -6178,8 +6731,76 @@ export interface operations {
                                  * @enum {string}
                                  */
                                 paymentMode: "credits" | "wallet" | "auto";
+                                /** @description Why it cost what it cost. */
+                                price?: {
+                                    /** @description The cost passed what was held, and the charge stopped there. */
+                                    capped: boolean;
+                                    carryAfterNano: string | null;
+                                    carryBeforeNano: string | null;
+                                    /** @description Charged (captured): the whole credits of the cost, whatever paid them. */
+                                    chargedCredits: number;
+                                    /** @description Of the charge, credits taken from the credit balance. */
+                                    chargedFromBalance: number;
+                                    /** @description Of the charge, cents taken from the wallet. */
+                                    chargedWalletCents: number;
+                                    counted: {
+                                        inputTokens?: number;
+                                        outputTokens?: number;
+                                        /** @description job: 1; image: the images asked; second: the seconds asked, rounded up. */
+                                        units?: number;
+                                    };
+                                    /** @description job, image, second: credits per unit. */
+                                    creditsPerUnit?: number;
+                                    /** @description The exact cost in credits, as a decimal (tokens: to the billionth); null until a token-priced job has its tokens. */
+                                    exactCost: string | null;
+                                    /** @description The whole of it, in words. */
+                                    explanation: string;
+                                    /** @description tokens: credits per 1,000 input tokens. */
+                                    inputPer1k?: number;
+                                    /** @description The generation's ledger entries (hold, charge, give-back), oldest first. */
+                                    ledger: {
+                                        /** Format: date-time */
+                                        createdAt: string;
+                                        credits: number;
+                                        description: string;
+                                        id: string;
+                                        kind: string;
+                                        reservedCredits: number;
+                                        reservedWalletCents: number;
+                                        walletCents: number;
+                                    }[];
+                                    /** @description tokens: credits per 1,000 output tokens. */
+                                    outputPer1k?: number;
+                                    /** @description Credits held from the balance at creation (a token-priced job holds the most it can cost). */
+                                    reservedCredits: number;
+                                    /** @description Cents held from the wallet at creation. */
+                                    reservedWalletCents: number;
+                                    /** @description generation: the terms the job was created with (token prices are kept); catalog: the model's price now. */
+                                    termsFrom: "generation" | "catalog";
+                                    unit: "job" | "image" | "second" | "tokens";
+                                };
                                 /** @description Free label given at creation; a list filter. */
                                 project: string | null;
+                                route?: {
+                                    /** @description Each deployment it was tried on, in order; empty while it waits in the queue. */
+                                    attempts: {
+                                        /**
+                                         * Format: date-time
+                                         * @description When the attempt ended (the reroute), or its last change.
+                                         */
+                                        at: string;
+                                        deploymentId: string | null;
+                                        detail?: string;
+                                        number: number;
+                                        /** @description failed (then tried on the next deployment), or the status the generation ended in on its last attempt (running while it runs). */
+                                        outcome: string;
+                                        provider: string | null;
+                                    }[];
+                                    /** @description The deployment it ran (or runs) on last (docs/routing.md). */
+                                    deploymentId: string | null;
+                                    /** @description That deployment’s provider kind. */
+                                    provider: string;
+                                };
                                 startedAt: string | null;
                                 /**
                                  * @description Generation state: queued, reserved, submitted and running until it ends succeeded, failed, cancelled or expired.
@@ -6197,6 +6818,8 @@ export interface operations {
                                     at: string;
                                     /** @description Why, when there is more to say (e.g. who cancelled, the provider error). */
                                     detail?: string;
+                                    /** @description Milliseconds since the previous step (the first: since the generation was created): how long that step took. */
+                                    sincePreviousMs?: number;
                                     /**
                                      * @description Generation state: queued, reserved, submitted and running until it ends succeeded, failed, cancelled or expired.
                                      * @enum {string}
@@ -7305,6 +7928,13 @@ export interface operations {
                     };
                 };
             };
+            /** @description Success, no body */
+            304: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
             400: {
                 headers: {
@@ -7703,6 +8333,202 @@ export interface operations {
                         to: string;
                         workspaceId: string;
                     };
+                };
+            };
+            /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description No valid credentials. Codes: `unauthenticated`: no credentials, or a session or API key that is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description The caller may not do this. Codes: `forbidden`: an API key without one of the scopes its security names; or an API key naming another workspace than its own, or none. */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not found. Codes: `not_found`: The resource was not found. */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Too many requests. Codes: `rate_limited`: an API key past its plan's requests per minute (Retry-After and X-RateLimit-* headers). */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unavailable for now; retry. Codes: `service_unavailable`: the database cannot be reached, or the workspace is moving between nodes (Retry-After). */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    getUsageSeries: {
+        parameters: {
+            query: {
+                /** @description Only this API key (signed in); a key always reads its own. */
+                apiKeyId?: string;
+                /** @description csv: the points as CSV (as `Accept: text/csv`). */
+                format?: "json" | "csv";
+                /** @description Generations created at or after (ISO 8601 date-time with a zone, or a UTC date). Default: 30 days (by day) or 24 hours (by hour) before `to`. */
+                from?: string;
+                /** @description Bucket size (UTC). Default: day. */
+                granularity?: "hour" | "day";
+                /** @description Comma-separated: model, key, project, mode. */
+                groupBy?: string;
+                /** @description Only this mode. */
+                mode?: string;
+                /** @description Only this model. */
+                model?: string;
+                /** @description Only this project. */
+                project?: string;
+                /** @description Created before (a date-only value includes that whole day). Default: now. */
+                to?: string;
+                workspaceId: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            "4XX": components["responses"]["ClientError"];
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description Set when the series is that of one API key (always, when called with a key). */
+                        apiKeyId: string | null;
+                        /**
+                         * Format: date-time
+                         * @description The first bucket: `from` as asked, rounded down to its UTC hour or day.
+                         */
+                        from: string;
+                        granularity: "hour" | "day";
+                        groupBy: ("model" | "key" | "project" | "mode")[];
+                        /** @description One per bucket and group with any generation, by bucket then group; buckets without any are left out. */
+                        points: {
+                            /**
+                             * Format: date-time
+                             * @description The start of the UTC hour or day.
+                             */
+                            bucket: string;
+                            /** @description Wallet spend: cents taken from the wallet. */
+                            costCents: number;
+                            /** @description Credits charged (captured) for them, whatever paid. */
+                            credits: number;
+                            /** @description Of those, credits taken from the credit balance. */
+                            creditsFromBalance: number;
+                            /** @description Generations created in the bucket, by outcome (unfinished: not ended yet). */
+                            generations: {
+                                cancelled: number;
+                                expired: number;
+                                failed: number;
+                                succeeded: number;
+                                total: number;
+                                unfinished: number;
+                            };
+                            /** @description The values of the groupBy dimensions this point or total is for; empty when not grouped. */
+                            group: {
+                                /** @description The API key's id; '' for generations made without a key (signed in). */
+                                key?: string;
+                                /** @description The generation mode. */
+                                mode?: string;
+                                /** @description The model id. */
+                                model?: string;
+                                /** @description The generation's project; '' for none. */
+                                project?: string;
+                            };
+                            /** @description Bytes of their output assets still stored. */
+                            outputBytes: number;
+                            /** @description Input tokens their providers reported (text models). */
+                            tokensIn: number;
+                            /** @description Output tokens their providers reported (text models). */
+                            tokensOut: number;
+                        }[];
+                        /**
+                         * Format: date-time
+                         * @description The end of the last bucket: `to` as asked, rounded up to a UTC hour or day.
+                         */
+                        to: string;
+                        /** @description One per group over the whole range, most credits first: the breakdown table. */
+                        totals: {
+                            /** @description Wallet spend: cents taken from the wallet. */
+                            costCents: number;
+                            /** @description Credits charged (captured) for them, whatever paid. */
+                            credits: number;
+                            /** @description Of those, credits taken from the credit balance. */
+                            creditsFromBalance: number;
+                            /** @description Generations created in the bucket, by outcome (unfinished: not ended yet). */
+                            generations: {
+                                cancelled: number;
+                                expired: number;
+                                failed: number;
+                                succeeded: number;
+                                total: number;
+                                unfinished: number;
+                            };
+                            /** @description The values of the groupBy dimensions this point or total is for; empty when not grouped. */
+                            group: {
+                                /** @description The API key's id; '' for generations made without a key (signed in). */
+                                key?: string;
+                                /** @description The generation mode. */
+                                mode?: string;
+                                /** @description The model id. */
+                                model?: string;
+                                /** @description The generation's project; '' for none. */
+                                project?: string;
+                            };
+                            /** @description Bytes of their output assets still stored. */
+                            outputBytes: number;
+                            /** @description Input tokens their providers reported (text models). */
+                            tokensIn: number;
+                            /** @description Output tokens their providers reported (text models). */
+                            tokensOut: number;
+                        }[];
+                        workspaceId: string;
+                    };
+                    "text/csv": string;
                 };
             };
             /** @description The request is not valid. Codes: `validation_error`: a path parameter, query parameter or body that does not match its schema (the message names the field). */
@@ -8280,6 +9106,8 @@ export interface operations {
                             createdAt: string;
                             /** @description Change of the available credits. */
                             credits: number;
+                            /** @description What the entry is, in words (a hold, a charge, a give-back, a grant, a deposit). */
+                            description: string;
                             generationId: string | null;
                             /** @description txn_… */
                             id: string;
@@ -8396,7 +9224,7 @@ export interface operations {
                             description: string | null;
                             /** @description Why the service disabled the endpoint (its deliveries kept failing; docs/webhooks.md "Auto-disable"); null when active or disabled by PATCH. */
                             disabledReason: string | null;
-                            eventTypes: ("generation.completed" | "generation.failed" | "generation.cancelled" | "generation.expired" | "webhook_endpoint.disabled" | "generation.started")[];
+                            eventTypes: ("generation.completed" | "generation.failed" | "generation.cancelled" | "generation.expired" | "webhook_endpoint.disabled" | "budget.threshold_crossed" | "generation.started")[];
                             /** @description whk_… */
                             id: string;
                             previousSecretExpiresAt: string | null;
@@ -8497,7 +9325,7 @@ export interface operations {
                 "application/json": {
                     /** @description Free text, up to 500 characters. */
                     description?: string | null;
-                    eventTypes: ("generation.completed" | "generation.failed" | "generation.cancelled" | "generation.expired" | "webhook_endpoint.disabled" | "generation.started")[];
+                    eventTypes: ("generation.completed" | "generation.failed" | "generation.cancelled" | "generation.expired" | "webhook_endpoint.disabled" | "budget.threshold_crossed" | "generation.started")[];
                     /** @description How deliveries are signed: x-service (X-Service-Signature, the default) or standard (the Standard Webhooks headers webhook-id, webhook-timestamp, webhook-signature). */
                     signatureScheme?: "x-service" | "standard";
                     /** @description disabled: no new deliveries, and pending ones become failed. */
@@ -8526,7 +9354,7 @@ export interface operations {
                         description: string | null;
                         /** @description Why the service disabled the endpoint (its deliveries kept failing; docs/webhooks.md "Auto-disable"); null when active or disabled by PATCH. */
                         disabledReason: string | null;
-                        eventTypes: ("generation.completed" | "generation.failed" | "generation.cancelled" | "generation.expired" | "webhook_endpoint.disabled" | "generation.started")[];
+                        eventTypes: ("generation.completed" | "generation.failed" | "generation.cancelled" | "generation.expired" | "webhook_endpoint.disabled" | "budget.threshold_crossed" | "generation.started")[];
                         /** @description whk_… */
                         id: string;
                         previousSecretExpiresAt: string | null;
@@ -8760,7 +9588,7 @@ export interface operations {
                 "application/json": {
                     /** @description Free text, up to 500 characters. */
                     description?: string | null;
-                    eventTypes?: ("generation.completed" | "generation.failed" | "generation.cancelled" | "generation.expired" | "webhook_endpoint.disabled" | "generation.started")[];
+                    eventTypes?: ("generation.completed" | "generation.failed" | "generation.cancelled" | "generation.expired" | "webhook_endpoint.disabled" | "budget.threshold_crossed" | "generation.started")[];
                     /** @description How deliveries are signed: x-service (X-Service-Signature, the default) or standard (the Standard Webhooks headers webhook-id, webhook-timestamp, webhook-signature). */
                     signatureScheme?: "x-service" | "standard";
                     /** @description disabled: no new deliveries, and pending ones become failed. */
@@ -8789,7 +9617,7 @@ export interface operations {
                         description: string | null;
                         /** @description Why the service disabled the endpoint (its deliveries kept failing; docs/webhooks.md "Auto-disable"); null when active or disabled by PATCH. */
                         disabledReason: string | null;
-                        eventTypes: ("generation.completed" | "generation.failed" | "generation.cancelled" | "generation.expired" | "webhook_endpoint.disabled" | "generation.started")[];
+                        eventTypes: ("generation.completed" | "generation.failed" | "generation.cancelled" | "generation.expired" | "webhook_endpoint.disabled" | "budget.threshold_crossed" | "generation.started")[];
                         /** @description whk_… */
                         id: string;
                         previousSecretExpiresAt: string | null;
@@ -8932,8 +9760,8 @@ export interface operations {
                              */
                             createdAt: string;
                             endpointId: string;
-                            /** @description An event name: generation.completed, generation.failed, generation.cancelled or generation.expired; webhook_endpoint.disabled (another endpoint of the workspace was disabled by the service); generation.started, an opt-in extension sent only to endpoints that name it. */
-                            event: "generation.completed" | "generation.failed" | "generation.cancelled" | "generation.expired" | "webhook_endpoint.disabled" | "generation.started";
+                            /** @description An event name: generation.completed, generation.failed, generation.cancelled or generation.expired; webhook_endpoint.disabled (another endpoint of the workspace was disabled by the service); budget.threshold_crossed (a budget alert, docs/money.md); generation.started, an opt-in extension sent only to endpoints that name it. */
+                            event: "generation.completed" | "generation.failed" | "generation.cancelled" | "generation.expired" | "webhook_endpoint.disabled" | "budget.threshold_crossed" | "generation.started";
                             /** @description The event it carries (evt_…, GET /v1/events); null for deliveries made before events were kept. */
                             eventId: string | null;
                             /** @description Why a failed delivery stopped; null otherwise. */
@@ -9073,8 +9901,8 @@ export interface operations {
                          */
                         createdAt: string;
                         endpointId: string;
-                        /** @description An event name: generation.completed, generation.failed, generation.cancelled or generation.expired; webhook_endpoint.disabled (another endpoint of the workspace was disabled by the service); generation.started, an opt-in extension sent only to endpoints that name it. */
-                        event: "generation.completed" | "generation.failed" | "generation.cancelled" | "generation.expired" | "webhook_endpoint.disabled" | "generation.started";
+                        /** @description An event name: generation.completed, generation.failed, generation.cancelled or generation.expired; webhook_endpoint.disabled (another endpoint of the workspace was disabled by the service); budget.threshold_crossed (a budget alert, docs/money.md); generation.started, an opt-in extension sent only to endpoints that name it. */
+                        event: "generation.completed" | "generation.failed" | "generation.cancelled" | "generation.expired" | "webhook_endpoint.disabled" | "budget.threshold_crossed" | "generation.started";
                         /** @description The event it carries (evt_…, GET /v1/events); null for deliveries made before events were kept. */
                         eventId: string | null;
                         /** @description Why a failed delivery stopped; null otherwise. */
@@ -9372,8 +10200,8 @@ export interface operations {
                          */
                         createdAt: string;
                         endpointId: string;
-                        /** @description An event name: generation.completed, generation.failed, generation.cancelled or generation.expired; webhook_endpoint.disabled (another endpoint of the workspace was disabled by the service); generation.started, an opt-in extension sent only to endpoints that name it. */
-                        event: "generation.completed" | "generation.failed" | "generation.cancelled" | "generation.expired" | "webhook_endpoint.disabled" | "generation.started";
+                        /** @description An event name: generation.completed, generation.failed, generation.cancelled or generation.expired; webhook_endpoint.disabled (another endpoint of the workspace was disabled by the service); budget.threshold_crossed (a budget alert, docs/money.md); generation.started, an opt-in extension sent only to endpoints that name it. */
+                        event: "generation.completed" | "generation.failed" | "generation.cancelled" | "generation.expired" | "webhook_endpoint.disabled" | "budget.threshold_crossed" | "generation.started";
                         /** @description The event it carries (evt_…, GET /v1/events); null for deliveries made before events were kept. */
                         eventId: string | null;
                         /** @description Why a failed delivery stopped; null otherwise. */
@@ -10323,6 +11151,8 @@ export interface operations {
                             createdAt: string;
                             /** @description Change of the available credits. */
                             credits: number;
+                            /** @description What the entry is, in words (a hold, a charge, a give-back, a grant, a deposit). */
+                            description: string;
                             generationId: string | null;
                             /** @description txn_… */
                             id: string;

@@ -9,14 +9,16 @@ const STATUSES = ['queued', 'reserved', 'submitted', 'running', 'succeeded', 'fa
 
 export function GenerationsPage() {
   const workspaceId = currentWorkspaceId();
-  const [filters, setFilters] = useState<{ mode: string; status: string }>({ mode: '', status: '' });
+  const [filters, setFilters] = useState<{ mode: string; status: string; model: string; apiKeyId: string }>({ mode: '', status: '', model: '', apiKeyId: '' });
+  const models = useLoad(() => api<{ data: Array<{ id: string; name: string }> }>('GET', '/v1/models', { query: { workspaceId } }), [workspaceId]);
+  const keys = useLoad(() => api<{ data: Array<{ id: string; name: string }> }>('GET', '/v1/api-keys', { query: { workspaceId, limit: 100 } }), [workspaceId]);
   const [cursors, setCursors] = useState<string[]>([]);
   const cursor = cursors[cursors.length - 1];
   const page = useLoad(
     () => api<{ data: any[]; nextCursor: string | null }>('GET', '/v1/generations', { query: { workspaceId, limit: 20, cursor, ...filters } }),
-    [workspaceId, cursor, filters.mode, filters.status],
+    [workspaceId, cursor, filters.mode, filters.status, filters.model, filters.apiKeyId],
   );
-  const setFilter = (name: 'mode' | 'status') => (event: Event) => {
+  const setFilter = (name: 'mode' | 'status' | 'model' | 'apiKeyId') => (event: Event) => {
     setFilters({ ...filters, [name]: (event.currentTarget as HTMLSelectElement).value });
     setCursors([]);
   };
@@ -46,6 +48,28 @@ export function GenerationsPage() {
             ))}
           </select>
         </label>
+        <label>
+          Model
+          <select value={filters.model} onChange={setFilter('model')} data-testid="filter-model">
+            <option value="">All models</option>
+            {(models.data?.data ?? []).map((model) => (
+              <option key={model.id} value={model.id}>
+                {model.id}
+              </option>
+            ))}
+          </select>
+        </label>
+        <label>
+          API key
+          <select value={filters.apiKeyId} onChange={setFilter('apiKeyId')} data-testid="filter-key">
+            <option value="">All keys</option>
+            {(keys.data?.data ?? []).map((key) => (
+              <option key={key.id} value={key.id}>
+                {key.name} ({key.id})
+              </option>
+            ))}
+          </select>
+        </label>
         <button type="button" class="secondary" onClick={page.reload}>
           Refresh
         </button>
@@ -61,28 +85,36 @@ export function GenerationsPage() {
           <table>
             <thead>
               <tr>
-                <th scope="col">Generation</th>
+                <th scope="col">Output</th>
+                <th scope="col">Prompt</th>
                 <th scope="col">Model</th>
-                <th scope="col">Mode</th>
                 <th scope="col">Status</th>
                 <th scope="col">Credits</th>
+                <th scope="col">Duration</th>
                 <th scope="col">Created</th>
               </tr>
             </thead>
             <tbody>
               {page.data.data.map((generation) => (
-                <tr key={generation.id}>
+                <tr key={generation.id} data-generation={generation.id}>
                   <td>
-                    <Link href={`/generations/${generation.id}`} class="mono">
-                      {generation.id}
+                    {generation.mode.endsWith('_image') && generation.status === 'succeeded' && generation.outputAssetIds[0] ? (
+                      <Thumbnail assetId={generation.outputAssetIds[0]} workspaceId={workspaceId} />
+                    ) : (
+                      <span class="muted small">{generation.mode.replaceAll('_', ' ')}</span>
+                    )}
+                  </td>
+                  <td>
+                    <Link href={`/generations/${generation.id}`}>
+                      {excerpt(generation.params?.prompt)} <span class="mono small muted">{generation.id}</span>
                     </Link>
                   </td>
                   <td>{generation.modelId}</td>
-                  <td>{generation.mode.replaceAll('_', ' ')}</td>
                   <td>
                     <StatusBadge status={generation.status} />
                   </td>
                   <td>{generation.credits}</td>
+                  <td>{duration(generation.createdAt, generation.completedAt)}</td>
                   <td>{when(generation.createdAt)}</td>
                 </tr>
               ))}
@@ -104,6 +136,32 @@ export function GenerationsPage() {
       </div>
     </main>
   );
+}
+
+/** The start of a prompt, on one line. */
+function excerpt(prompt: unknown): string {
+  if (typeof prompt !== 'string') return '';
+  const line = prompt.replace(/\s+/g, ' ').trim();
+  return line.length > 60 ? `${line.slice(0, 59)}…` : line;
+}
+
+/** From creation to the end (or to now while it runs), as "1.2 s" or "3 min 5 s". */
+function duration(createdAt: string, completedAt: string | null): string {
+  const ms = Date.parse(completedAt ?? new Date().toISOString()) - Date.parse(createdAt);
+  return milliseconds(ms) + (completedAt ? '' : ' so far');
+}
+
+export function milliseconds(ms: number): string {
+  if (!Number.isFinite(ms) || ms < 0) return '';
+  if (ms < 1000) return `${ms} ms`;
+  if (ms < 60_000) return `${(ms / 1000).toFixed(1)} s`;
+  return `${Math.floor(ms / 60_000)} min ${Math.round((ms % 60_000) / 1000)} s`;
+}
+
+/** An image output's thumbnail, through a short-lived download URL. */
+function Thumbnail({ assetId, workspaceId }: { assetId: string; workspaceId: string }) {
+  const loaded = useLoad(() => api('GET', `/v1/assets/${encodeURIComponent(assetId)}/download`, { query: { workspaceId } }), [assetId, workspaceId]);
+  return loaded.data ? <img class="thumb" src={loaded.data.url} alt={`Output ${assetId}`} loading="lazy" /> : <span class="thumb" />;
 }
 
 /** One output asset, previewed by its media type through a short-lived download URL. */
@@ -149,6 +207,15 @@ export function GenerationPage({ id }: { id: string }) {
     );
     return watchGeneration(id, workspaceId, (next) => setGeneration((current: any) => ({ ...current, ...next })), setVia);
   }, [id, workspaceId]);
+  // Why it cost what it cost is on the detail read only: read once the generation ended, the rest as shown.
+  const ended = generation && TERMINAL.has(generation.status);
+  useEffect(() => {
+    if (!ended) return;
+    api('GET', `/v1/generations/${encodeURIComponent(id)}`, { query: { workspaceId } }).then(
+      (detail) => setGeneration((current: any) => ({ ...current, price: detail.price, route: detail.route })),
+      setError,
+    );
+  }, [ended, id, workspaceId]);
   const cancel = async () => {
     try {
       setGeneration(await api('POST', `/v1/generations/${encodeURIComponent(id)}/cancel`, { body: { workspaceId } }));
@@ -210,11 +277,14 @@ export function GenerationPage({ id }: { id: string }) {
           {!generation.textOutput && generation.outputAssetIds.length === 0 && (
             <p class="muted">{TERMINAL.has(generation.status) ? 'No outputs.' : 'Outputs appear here when the generation succeeds.'}</p>
           )}
+          {generation.price && <PriceExplained price={generation.price} route={generation.route} />}
           <h2>Timeline</h2>
           <ol class="timeline">
             {(generation.timeline ?? []).map((step: any, index: number) => (
               <li key={index}>
                 <StatusBadge status={step.status} /> <time dateTime={step.at}>{when(step.at)}</time>
+                {typeof step.sincePreviousMs === 'number' && <span class="muted small"> +{milliseconds(step.sincePreviousMs)}</span>}
+                {step.detail && <span class="small"> {step.detail}</span>}
               </li>
             ))}
           </ol>
@@ -223,5 +293,62 @@ export function GenerationPage({ id }: { id: string }) {
         </>
       )}
     </main>
+  );
+}
+
+/** GET /v1/generations/:id `price` and `route`: the terms, what was counted, held, charged and carried, and where it ran. */
+function PriceExplained({ price, route }: { price: any; route: any }) {
+  return (
+    <section class="price-explained" aria-labelledby="price-title" data-testid="price-explained">
+      <h2 id="price-title">Why it cost {price.chargedCredits} credits</h2>
+      <p data-testid="price-explanation">{price.explanation}</p>
+      <dl class="facts">
+        <dt>Price</dt>
+        <dd>
+          {price.unit === 'tokens'
+            ? `${price.inputPer1k} credits per 1,000 input tokens, ${price.outputPer1k} per 1,000 output tokens`
+            : `${price.creditsPerUnit ?? '?'} credits per ${price.unit}`}{' '}
+          <span class="muted small">({price.termsFrom === 'generation' ? 'as when it was created' : "the model's price now"})</span>
+        </dd>
+        <dt>Counted</dt>
+        <dd>
+          {price.unit === 'tokens'
+            ? `${price.counted.inputTokens ?? 0} input, ${price.counted.outputTokens ?? 0} output tokens`
+            : `${price.counted.units} ${price.unit}`}
+        </dd>
+        <dt>Exact cost</dt>
+        <dd>{price.exactCost ?? 'not known yet'} credits</dd>
+        <dt>Held at creation</dt>
+        <dd>
+          {price.reservedCredits} credits{price.reservedWalletCents ? ` and $${(price.reservedWalletCents / 100).toFixed(2)}` : ''}
+        </dd>
+        <dt>Charged</dt>
+        <dd>
+          {price.chargedCredits} credits ({price.chargedFromBalance} from the balance, ${(price.chargedWalletCents / 100).toFixed(2)} from the wallet)
+        </dd>
+        {price.carryBeforeNano !== null && (
+          <>
+            <dt>Token carry</dt>
+            <dd>
+              {Number(price.carryBeforeNano) / 1e9} before, {Number(price.carryAfterNano) / 1e9} after (credits)
+            </dd>
+          </>
+        )}
+        {route && (
+          <>
+            <dt>Ran on</dt>
+            <dd>
+              {route.deploymentId ?? 'its model'} ({route.provider}) · attempts:{' '}
+              {route.attempts.length === 0 ? 'none yet' : route.attempts.map((a: any) => `${a.number}. ${a.deploymentId} ${a.outcome}`).join('; ')}
+            </dd>
+          </>
+        )}
+      </dl>
+      <ul class="small">
+        {price.ledger.map((entry: any) => (
+          <li key={entry.id}>{entry.description}</li>
+        ))}
+      </ul>
+    </section>
   );
 }

@@ -3,6 +3,7 @@ import { api } from '../api.ts';
 import { navigate } from '../router.ts';
 import { currentWorkspaceId } from '../session.ts';
 import { ErrorBox, useLoad } from '../ui.tsx';
+import { priceText, type Pricing } from '../prices.ts';
 
 interface Model {
   id: string;
@@ -10,6 +11,7 @@ interface Model {
   mode: string;
   description: string;
   credits: number;
+  pricing: Pricing;
   available: boolean;
   parameterSchema: Schema;
 }
@@ -186,12 +188,16 @@ export function PlaygroundPage() {
             <select id="model" name="model" value={model.id} onChange={(event) => setModelId((event.currentTarget as HTMLSelectElement).value)}>
               {usable.map((m) => (
                 <option key={m.id} value={m.id}>
-                  {m.name} — {m.mode.replaceAll('_', ' ')} ({m.credits} credits)
+                  {m.name} — {m.mode.replaceAll('_', ' ')}
                 </option>
               ))}
             </select>
           </label>
           <p class="muted">{model.description}</p>
+          <p class="small" data-testid="model-price">
+            Price: {priceText(model.pricing)} · Held while a job runs (with the default settings): {model.credits} credits
+            {model.pricing.per === 'tokens' ? ' at most (the whole answer at its longest); you are charged the tokens used, the rest given back' : ''}
+          </p>
           {Object.entries(model.parameterSchema.properties ?? {}).map(([name, property]) => (
             <ParamField key={name} name={name} property={property} required={(model.parameterSchema.required ?? []).includes(name)} />
           ))}

@@ -6,7 +6,7 @@ interface Breaker {
   deploymentId: string;
   modelId: string;
   provider: string;
-  state: 'closed' | 'open' | 'half_open';
+  state: 'closed' | 'open' | 'half_open' | 'unconfigured';
   calls: number;
   failures: number;
   failureRatio: number;
@@ -18,7 +18,7 @@ interface Breaker {
 /** How often the page reads the breakers again: an open one changes within its cool-down. */
 const REFRESH_MS = 5_000;
 
-const STATE_LABELS: Record<Breaker['state'], string> = { closed: 'closed', open: 'open', half_open: 'half-open' };
+const STATE_LABELS: Record<Breaker['state'], string> = { closed: 'closed', open: 'open', half_open: 'half-open', unconfigured: 'not configured' };
 
 function seconds(ms: number): string {
   return ms === 0 ? '—' : `${Math.round(ms / 1000)} s`;
@@ -33,7 +33,8 @@ export function ProviderHealthPage() {
     return () => clearInterval(timer);
   }, [reload]);
   const list = breakers.data?.breakers;
-  const unhealthy = list?.filter((breaker) => breaker.state !== 'closed').length ?? 0;
+  // A deployment whose provider is not configured here sends no job, by configuration: not a breaker's doing.
+  const unhealthy = list?.filter((breaker) => breaker.state === 'open' || breaker.state === 'half_open').length ?? 0;
   return (
     <main>
       <h1>Provider health</h1>

@@ -1,8 +1,10 @@
 import { useState } from 'preact/hooks';
 import { api } from '../api.ts';
 import { currentWorkspaceId } from '../session.ts';
-import { bytes, ErrorBox, useLoad, when } from '../ui.tsx';
+import { bytes, ErrorBox, Link, useLoad, when } from '../ui.tsx';
 import { priceText, type Pricing } from '../prices.ts';
+import { BudgetSettings } from './budgets.tsx';
+import { UsageOverTime } from './usage-over-time.tsx';
 
 function dollars(cents: number): string {
   return `$${(cents / 100).toFixed(2)}`;
@@ -149,6 +151,8 @@ export function UsagePage() {
           )}
         </section>
       </div>
+      <UsageOverTime workspaceId={workspaceId} />
+      <BudgetSettings workspaceId={workspaceId} />
       <h2>Plan</h2>
       <ErrorBox error={plans.error} />
       {plans.data && (
@@ -267,7 +271,8 @@ export function UsagePage() {
                 <th scope="col">Kind</th>
                 <th scope="col">Credits</th>
                 <th scope="col">Reserved</th>
-                <th scope="col">Generation</th>
+                <th scope="col">Wallet</th>
+                <th scope="col">What it is</th>
               </tr>
             </thead>
             <tbody>
@@ -277,7 +282,10 @@ export function UsagePage() {
                   <td>{entry.kind}</td>
                   <td>{entry.credits}</td>
                   <td>{entry.reservedCredits}</td>
-                  <td class="mono small">{entry.generationId ?? entry.reference ?? ''}</td>
+                  <td>{entry.walletCents || entry.reservedWalletCents ? `${dollars(entry.walletCents)} / ${dollars(entry.reservedWalletCents)} held` : ''}</td>
+                  <td class="small" data-testid="ledger-description">
+                    {entry.generationId ? <Link href={`/generations/${entry.generationId}`}>{entry.description}</Link> : entry.description}
+                  </td>
                 </tr>
               ))}
             </tbody>

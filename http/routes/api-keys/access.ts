@@ -1,14 +1,14 @@
-import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { ApiError } from '../../errors.ts';
 import type { Principal } from '../../route.ts';
-import { ApiKeyEntity, type ApiKey } from '../../../persistence/entities/api-key.ts';
+import { findKey, type ApiKey } from '../../../persistence/stores/keys.ts';
+import type { Unit } from '../../../persistence/stores/unit.ts';
 import type { KeyLimitsPatch } from './shapes.ts';
 import { MANAGERS, openWorkspace, requireRole, requireSession } from '../workspaces/access.ts';
 
 /** The workspace whose keys the caller manages: a member who is its owner or an admin (404 for strangers, 403 for members). */
-export async function openKeyWorkspace(em: SqlEntityManager, auth: Principal | undefined, workspaceId: string): Promise<void> {
+export async function openKeyWorkspace(unit: Unit, auth: Principal | undefined, workspaceId: string): Promise<void> {
   requireSession(auth, 'manage API keys');
-  const access = await openWorkspace(em, auth, workspaceId);
+  const access = await openWorkspace(unit, auth, workspaceId);
   requireRole(access, MANAGERS, 'manage API keys');
 }
 
@@ -16,12 +16,12 @@ export async function openKeyWorkspace(em: SqlEntityManager, auth: Principal | u
  * A key the caller may manage; a key of a workspace the caller is not in, or of another workspace than
  * the one the request names, answers exactly as a missing one (404).
  */
-export async function openKey(em: SqlEntityManager, auth: Principal | undefined, id: string, workspaceId?: unknown): Promise<ApiKey> {
+export async function openKey(unit: Unit, auth: Principal | undefined, id: string, workspaceId?: unknown): Promise<ApiKey> {
   requireSession(auth, 'manage API keys');
-  const key = await em.findOne(ApiKeyEntity, { id });
+  const key = await findKey(unit, id);
   if (!key || (workspaceId !== undefined && key.workspaceId !== workspaceId)) throw new ApiError('not_found', `No API key ${id}.`);
   try {
-    await openKeyWorkspace(em, auth, key.workspaceId);
+    await openKeyWorkspace(unit, auth, key.workspaceId);
   } catch (error) {
     if (error instanceof ApiError && error.code === 'not_found') throw new ApiError('not_found', `No API key ${id}.`);
     throw error;

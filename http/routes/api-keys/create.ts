@@ -1,7 +1,8 @@
 import { defineRoute } from '../../route.ts';
 import { newApiKey, API_KEY_SHOWN_PREFIX_LENGTH, sha256Hex } from '../../auth/tokens.ts';
 import { newId } from '../../../persistence/ids.ts';
-import { ApiKeyEntity, type ApiKey } from '../../../persistence/entities/api-key.ts';
+import { insertKey, type ApiKey } from '../../../persistence/stores/keys.ts';
+import { openUnit } from '../../../persistence/stores/unit.ts';
 import { checkAllowedModels, checkExpiry, openKeyWorkspace } from './access.ts';
 import { ApiKeyCreatedOut, ApiKeyIn, toApiKeyOut } from './shapes.ts';
 
@@ -22,8 +23,8 @@ export const createApiKey = defineRoute({
     const expiresAt = checkExpiry(body.expiresAt, now) ?? null;
     checkAllowedModels(services.catalog, body.limits);
     const limits = body.limits ?? {};
-    const em = services.db.em();
-    await openKeyWorkspace(em, auth, body.workspaceId);
+    const unit = openUnit(services.db);
+    await openKeyWorkspace(unit, auth, body.workspaceId);
     const plaintext = newApiKey();
     const keyHash = sha256Hex(plaintext);
     const at = new Date(now);
@@ -47,7 +48,7 @@ export const createApiKey = defineRoute({
       createdAt: at,
       updatedAt: at,
     };
-    await em.insert(ApiKeyEntity, key);
+    await insertKey(unit, key);
     // Nobody can have presented this key yet; dropping its hash clears any "unknown key" entry all the same.
     services.keyCache.drop(keyHash);
     return { status: 201, headers: { 'Cache-Control': 'no-store' }, body: { ...toApiKeyOut(key), key: plaintext } };

@@ -1,5 +1,6 @@
 import { defineRoute } from '../../route.ts';
-import { ApiKeyEntity } from '../../../persistence/entities/api-key.ts';
+import { revokeKey } from '../../../persistence/stores/keys.ts';
+import { openUnit } from '../../../persistence/stores/unit.ts';
 import { openKey } from './access.ts';
 import { ApiKeyOut, ApiKeyParams, toApiKeyOut } from './shapes.ts';
 
@@ -15,11 +16,11 @@ export const deleteApiKey = defineRoute({
   params: ApiKeyParams,
   responses: { 200: ApiKeyOut },
   handler: async ({ auth, params, query, services }) => {
-    const em = services.db.em();
-    const key = await openKey(em, auth, params.id, (query as { workspaceId?: string }).workspaceId);
+    const unit = openUnit(services.db);
+    const key = await openKey(unit, auth, params.id, (query as { workspaceId?: string }).workspaceId);
     if (key.revokedAt === null) {
       const now = new Date(services.clock.now());
-      await em.nativeUpdate(ApiKeyEntity, { id: key.id, revokedAt: null }, { revokedAt: now, updatedAt: now });
+      await revokeKey(unit, key.id, now);
       key.revokedAt = now;
       key.updatedAt = now;
     }

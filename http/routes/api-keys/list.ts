@@ -1,7 +1,8 @@
 import { Type } from '@sinclair/typebox';
 import { defineRoute } from '../../route.ts';
 import { decodeCursor, Page, PageQueryFields, pageOf } from '../../pagination.ts';
-import { ApiKeyEntity } from '../../../persistence/entities/api-key.ts';
+import { listKeys } from '../../../persistence/stores/keys.ts';
+import { openUnit } from '../../../persistence/stores/unit.ts';
 import { openKeyWorkspace } from './access.ts';
 import { ApiKeyOut, toApiKeyOut } from './shapes.ts';
 
@@ -24,18 +25,17 @@ export const listApiKeys = defineRoute({
   ),
   responses: { 200: Page(ApiKeyOut) },
   handler: async ({ auth, query, services }) => {
-    const em = services.db.em();
-    await openKeyWorkspace(em, auth, query.workspaceId);
+    const unit = openUnit(services.db);
+    await openKeyWorkspace(unit, auth, query.workspaceId);
     const limit = query.limit ?? 20;
-    const where: Record<string, unknown> = { workspaceId: query.workspaceId };
+    let after: [Date, string] | undefined;
     if (query.cursor) {
       const [createdAt, id] = decodeCursor(query.cursor, ['string', 'string']) as [string, string];
-      const at = new Date(createdAt);
-      where.$or = [{ createdAt: { $lt: at } }, { createdAt: at, id: { $lt: id } }];
+      after = [new Date(createdAt), id];
     }
     // lastUsedAt noted by this node but not yet written would be missing; write it first.
     await services.keyUsage.flush();
-    const rows = await em.find(ApiKeyEntity, where, { orderBy: { createdAt: 'desc', id: 'desc' }, limit: limit + 1 });
+    const rows = await listKeys(unit, query.workspaceId, { after, limit: limit + 1 });
     return { body: pageOf(rows, limit, (key) => [key.createdAt.toISOString(), key.id], toApiKeyOut) };
   },
 });

@@ -1,6 +1,6 @@
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import { SCOPES } from '../../route.ts';
-import type { ApiKey } from '../../../persistence/entities/api-key.ts';
+import type { ApiKey } from '../../../persistence/stores/keys.ts';
 
 /** Request and response shapes of API keys, and the one mapper from row to Out. */
 

@@ -1,7 +1,8 @@
 import { ApiError } from '../../errors.ts';
 import { defineRoute } from '../../route.ts';
 import { workspaceOfRow } from '../../owner.ts';
-import { ApiKeyEntity, type ApiKey } from '../../../persistence/entities/api-key.ts';
+import { updateKeyRow, type ApiKey } from '../../../persistence/stores/keys.ts';
+import { openUnit } from '../../../persistence/stores/unit.ts';
 import { checkAllowedModels, checkExpiry, openKey } from './access.ts';
 import { ApiKeyOut, ApiKeyParams, ApiKeyPatch, toApiKeyOut } from './shapes.ts';
 
@@ -25,8 +26,8 @@ export const updateApiKey = defineRoute({
     const now = services.clock.now();
     const expiresAt = checkExpiry(body.expiresAt, now);
     checkAllowedModels(services.catalog, body.limits);
-    const em = services.db.em();
-    const key = await openKey(em, auth, params.id, (query as { workspaceId?: string }).workspaceId);
+    const unit = openUnit(services.db);
+    const key = await openKey(unit, auth, params.id, (query as { workspaceId?: string }).workspaceId);
     if (body.revoked === false && key.revokedAt !== null) throw new ApiError('conflict', 'A revoked key cannot be restored; create a new key.');
     const changes: Partial<ApiKey> = { updatedAt: new Date(now) };
     if (body.limits !== undefined && Object.keys(body.limits).length > 0) {
@@ -46,7 +47,7 @@ export const updateApiKey = defineRoute({
     if (body.scopes !== undefined) rowChanges.scopes = body.scopes;
     if (expiresAt !== undefined) rowChanges.expiresAt = expiresAt;
     if (body.revoked === true && key.revokedAt === null) rowChanges.revokedAt = new Date(now);
-    await em.nativeUpdate(ApiKeyEntity, { id: key.id }, rowChanges);
+    await updateKeyRow(unit, key.id, rowChanges);
     await services.keyCache.invalidate(key.keyHash);
     return { body: toApiKeyOut({ ...key, ...changes, ...rowChanges }) };
   },

@@ -3,6 +3,8 @@ import { defineRoute } from '../../route.ts';
 import { utcDay } from '../../auth/key-usage.ts';
 import { openKey } from './access.ts';
 import { workspaceOfRow } from '../../owner.ts';
+import { keyGenerationsByDay, keyRequestsByDay } from '../../../persistence/stores/keys.ts';
+import { openUnit } from '../../../persistence/stores/unit.ts';
 import { ApiKeyParams, ApiKeyUsageOut, UsageQuery } from './shapes.ts';
 
 const DAY_MS = 86_400_000;
@@ -24,8 +26,8 @@ export const getApiKeyUsage = defineRoute({
   query: UsageQuery,
   responses: { 200: ApiKeyUsageOut },
   handler: async ({ auth, params, query, services }) => {
-    const em = services.db.em();
-    const key = await openKey(em, auth, params.id, (query as { workspaceId?: string }).workspaceId);
+    const unit = openUnit(services.db);
+    const key = await openKey(unit, auth, params.id, (query as { workspaceId?: string }).workspaceId);
     const to = query.to ?? utcDay(services.clock.now());
     const from = query.from ?? utcDay(Date.parse(`${to}T00:00:00Z`) - 29 * DAY_MS);
     const days = (Date.parse(`${to}T00:00:00Z`) - Date.parse(`${from}T00:00:00Z`)) / DAY_MS + 1;
@@ -33,18 +35,10 @@ export const getApiKeyUsage = defineRoute({
     if (days > MAX_DAYS) throw new ApiError('validation_error', `query: at most ${MAX_DAYS} days at once`);
     // Counts of this node not yet written would be missing; write them first.
     await services.keyUsage.flush();
-    const requests = await em.execute<Array<{ day: string; n: string | number }>>(
-      `select to_char(day, 'YYYY-MM-DD') as day, requests as n from api_key_usage
-        where key_id = ? and day between ?::date and ?::date`,
-      [key.id, from, to],
-    );
+    const requests = await keyRequestsByDay(unit, key.id, from, to);
     // Generations are counted in the usage rollups, kept with the rows in the same transactions, so the
     // figure cannot drift from GET /v1/generations, and reading it costs a row per day (persistence/usage-rollups.ts).
-    const generations = await em.execute<Array<{ day: string; n: string | number }>>(
-      `select to_char(day, 'YYYY-MM-DD') as day, total as n from usage_rollups
-        where workspace_id = ? and api_key_id = ? and day between ?::date and ?::date and total <> 0`,
-      [key.workspaceId, key.id, from, to],
-    );
+    const generations = await keyGenerationsByDay(unit, key.workspaceId, key.id, from, to);
     const byDay = new Map<string, { day: string; requests: number; generations: number }>();
     const slot = (day: string) => byDay.get(day) ?? byDay.set(day, { day, requests: 0, generations: 0 }).get(day)!;
     for (const row of requests) slot(row.day).requests += Number(row.n);

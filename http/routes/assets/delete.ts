@@ -1,7 +1,7 @@
-import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { ApiError } from '../../errors.ts';
 import { defineRoute } from '../../route.ts';
 import { deleteAsset } from '../../../persistence/assets/store.ts';
+import { inTransaction, openUnit } from '../../../persistence/stores/unit.ts';
 import { openAsset } from './access.ts';
 import { AssetParams, AssetQuery } from './shapes.ts';
 
@@ -17,9 +17,9 @@ export const deleteAssetRoute = defineRoute({
   query: AssetQuery,
   responses: { 204: null },
   handler: async ({ auth, params, query, services }) => {
-    const em = services.db.em();
-    const asset = await openAsset(em, auth, params.id, query.workspaceId);
-    const removed = await em.transactional((tx) => deleteAsset(tx as SqlEntityManager, asset.workspaceId, asset.id));
+    const unit = openUnit(services.db);
+    const asset = await openAsset(unit, auth, params.id, query.workspaceId);
+    const removed = await inTransaction(unit, (tx) => deleteAsset(tx, asset.workspaceId, asset.id));
     // A concurrent delete got there first: to this caller it is gone, as after any delete.
     if (!removed) throw new ApiError('not_found', `No asset ${params.id}.`);
     try {

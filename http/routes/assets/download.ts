@@ -1,4 +1,5 @@
 import { defineRoute } from '../../route.ts';
+import { openUnit } from '../../../persistence/stores/unit.ts';
 import { openAsset } from './access.ts';
 import { AssetParams, AssetQuery, DownloadOut } from './shapes.ts';
 
@@ -17,7 +18,7 @@ export const getAssetDownload = defineRoute({
   query: AssetQuery,
   responses: { 200: DownloadOut },
   handler: async ({ auth, params, query, services }) => {
-    const asset = await openAsset(services.db.em(), auth, params.id, query.workspaceId);
+    const asset = await openAsset(openUnit(services.db), auth, params.id, query.workspaceId);
     const presigned = await services.blobs.presignDownload(asset.storageKey, {
       contentType: asset.contentType,
       filename: asset.name ?? undefined,

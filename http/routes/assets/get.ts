@@ -1,4 +1,5 @@
 import { defineRoute } from '../../route.ts';
+import { openUnit } from '../../../persistence/stores/unit.ts';
 import { openAsset } from './access.ts';
 import { AssetOut, AssetParams, AssetQuery, toAssetOut } from './shapes.ts';
 
@@ -14,7 +15,7 @@ export const getAsset = defineRoute({
   query: AssetQuery,
   responses: { 200: AssetOut },
   handler: async ({ auth, params, query, services }) => {
-    const asset = await openAsset(services.db.em(), auth, params.id, query.workspaceId);
+    const asset = await openAsset(openUnit(services.db), auth, params.id, query.workspaceId);
     return { body: toAssetOut(asset) };
   },
 });

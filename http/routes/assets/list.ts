@@ -2,7 +2,8 @@ import { Type } from '@sinclair/typebox';
 import { ApiError } from '../../errors.ts';
 import { defineRoute } from '../../route.ts';
 import { decodeCursor, Page, PageQueryFields, pageOf } from '../../pagination.ts';
-import { AssetEntity } from '../../../persistence/entities/asset.ts';
+import { listAssets as listAssetRows } from '../../../persistence/stores/files.ts';
+import { openUnit } from '../../../persistence/stores/unit.ts';
 import { openFilesWorkspace } from './access.ts';
 import { AssetOut, MediaTypeName, toAssetOut, WorkspaceIdField } from './shapes.ts';
 
@@ -28,21 +29,18 @@ export const listAssets = defineRoute({
   ),
   responses: { 200: Page(AssetOut) },
   handler: async ({ auth, query, services }) => {
-    const em = services.db.em();
-    await openFilesWorkspace(em, auth, query.workspaceId);
+    const unit = openUnit(services.db);
+    await openFilesWorkspace(unit, auth, query.workspaceId);
     const limit = query.limit ?? 20;
-    // Each filter has an index (workspace_id, filter, created_at desc, id desc): the page is a range scan.
-    const where: Record<string, unknown> = { workspaceId: query.workspaceId };
-    if (query.favorite !== undefined) where.favorite = query.favorite;
-    if (query.mediaType !== undefined) where.mediaType = query.mediaType;
-    if (query.sourceGenerationId !== undefined) where.sourceGenerationId = query.sourceGenerationId;
+    let after: [Date, string] | undefined;
     if (query.cursor) {
       const [createdAt, id] = decodeCursor(query.cursor, ['string', 'string']) as [string, string];
       const at = new Date(createdAt);
       if (Number.isNaN(at.getTime())) throw new ApiError('validation_error', 'query.cursor: is not a cursor this list gave out');
-      where.$or = [{ createdAt: { $lt: at } }, { createdAt: at, id: { $lt: id } }];
+      after = [at, id];
     }
-    const rows = await em.find(AssetEntity, where, { orderBy: { createdAt: 'desc', id: 'desc' }, limit: limit + 1 });
+    const { favorite, mediaType, sourceGenerationId } = query;
+    const rows = await listAssetRows(unit, query.workspaceId, { favorite, mediaType, sourceGenerationId }, { after, limit: limit + 1 });
     return { body: pageOf(rows, limit, (asset) => [asset.createdAt.toISOString(), asset.id], toAssetOut) };
   },
 });

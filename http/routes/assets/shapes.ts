@@ -1,5 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox';
-import { MEDIA_TYPES, type Asset } from '../../../persistence/entities/asset.ts';
+import { MEDIA_TYPES, type Asset } from '../../../persistence/stores/files.ts';
 
 /** Request and response shapes of assets, and the one mapper from row to Out. */
 

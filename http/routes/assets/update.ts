@@ -1,5 +1,6 @@
 import { defineRoute } from '../../route.ts';
-import { AssetEntity, type Asset } from '../../../persistence/entities/asset.ts';
+import { updateAssetRow, type Asset } from '../../../persistence/stores/files.ts';
+import { openUnit } from '../../../persistence/stores/unit.ts';
 import { openAsset } from './access.ts';
 import { AssetOut, AssetParams, AssetPatch, toAssetOut } from './shapes.ts';
 
@@ -15,12 +16,12 @@ export const updateAsset = defineRoute({
   body: AssetPatch,
   responses: { 200: AssetOut },
   handler: async ({ auth, params, body, services }) => {
-    const em = services.db.em();
-    const asset = await openAsset(em, auth, params.id, body.workspaceId);
+    const unit = openUnit(services.db);
+    const asset = await openAsset(unit, auth, params.id, body.workspaceId);
     const changes: Partial<Asset> = { updatedAt: new Date(services.clock.now()) };
     if (body.favorite !== undefined) changes.favorite = body.favorite;
     if (body.name !== undefined) changes.name = body.name === null ? null : body.name.trim();
-    await em.nativeUpdate(AssetEntity, { id: asset.id, workspaceId: asset.workspaceId }, changes);
+    await updateAssetRow(unit, asset.workspaceId, asset.id, changes);
     return { body: toAssetOut({ ...asset, ...changes }) };
   },
 });

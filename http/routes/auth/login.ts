@@ -4,7 +4,8 @@ import { burnPasswordCheck, hashPassword, needsRehash, verifyPassword } from '..
 import { assertSameOrigin } from '../../auth/origin.ts';
 import { startSession } from '../../auth/sessions.ts';
 import { beginLoginAttempt } from '../../auth/login-throttle.ts';
-import { UserEntity } from '../../../persistence/entities/user.ts';
+import { findUserByEmail, rehashPassword } from '../../../persistence/stores/identity.ts';
+import { openUnit } from '../../../persistence/stores/unit.ts';
 import { LoginIn, LoginOut, normaliseEmail, toSessionUserOut } from './shapes.ts';
 
 export const login = defineRoute({
@@ -24,7 +25,7 @@ export const login = defineRoute({
     assertSameOrigin(services.config, 'POST', headers);
     const email = normaliseEmail(body.email);
     const attempt = await beginLoginAttempt(services, email, remoteAddress);
-    const user = await services.db.em().findOne(UserEntity, { email });
+    const user = await findUserByEmail(openUnit(services.db), email);
     // The same work and the same answer whether the account is unknown or the password wrong.
     let valid = false;
     if (user?.passwordHash) valid = await verifyPassword(body.password, user.passwordHash);
@@ -36,7 +37,7 @@ export const login = defineRoute({
     await attempt.succeeded();
     if (needsRehash(user.passwordHash!)) {
       const passwordHash = await hashPassword(body.password);
-      await services.db.em().nativeUpdate(UserEntity, { id: user.id }, { passwordHash });
+      await rehashPassword(openUnit(services.db), user.id, passwordHash);
     }
     const { setCookie } = await startSession(services, user.id, { ip: remoteAddress, userAgent: headers['user-agent'] });
     return { headers: { 'Set-Cookie': setCookie, 'Cache-Control': 'no-store' }, body: { user: toSessionUserOut(user) } };

@@ -1,5 +1,5 @@
 import { Type } from '@sinclair/typebox';
-import type { User } from '../../../persistence/entities/user.ts';
+import type { User } from '../../../persistence/stores/identity.ts';
 import { PASSWORD_MAX_LENGTH, PASSWORD_MIN_LENGTH } from '../../auth/passwords.ts';
 
 export const Email = Type.String({ format: 'email', minLength: 3, maxLength: 254, description: 'E-mail address; compared without regard to case.' });

@@ -1,14 +1,12 @@
-import { UniqueConstraintViolationException } from '@mikro-orm/core';
 import { ApiError } from '../../errors.ts';
 import { defineRoute } from '../../route.ts';
 import { hashPassword } from '../../auth/passwords.ts';
 import { assertSameOrigin } from '../../auth/origin.ts';
 import { startSession } from '../../auth/sessions.ts';
 import { newId } from '../../../persistence/ids.ts';
-import { UserEntity, type User } from '../../../persistence/entities/user.ts';
-import { LinkedAccountEntity } from '../../../persistence/entities/linked-account.ts';
-import { WorkspaceEntity, type Workspace } from '../../../persistence/entities/workspace.ts';
-import { WorkspaceMemberEntity, type WorkspaceMember } from '../../../persistence/entities/workspace-member.ts';
+import { insertSignup, type User } from '../../../persistence/stores/identity.ts';
+import { isUniqueViolation, type Workspace, type WorkspaceMember } from '../../../persistence/stores/workspaces.ts';
+import { openUnit } from '../../../persistence/stores/unit.ts';
 import { normaliseEmail, SignupIn, SignupOut, toSessionUserOut } from './shapes.ts';
 
 export const signup = defineRoute({
@@ -43,14 +41,9 @@ export const signup = defineRoute({
     };
     const owner: WorkspaceMember = { workspaceId: workspace.id, userId: user.id, role: 'owner', createdAt: at };
     try {
-      await services.db.em().transactional(async (tx) => {
-        await tx.insert(UserEntity, user);
-        await tx.insert(LinkedAccountEntity, { userId: user.id, provider: 'password', providerAccountId: user.id, createdAt: at });
-        await tx.insert(WorkspaceEntity, workspace);
-        await tx.insert(WorkspaceMemberEntity, owner);
-      });
+      await insertSignup(openUnit(services.db), user, workspace, owner);
     } catch (error) {
-      if (error instanceof UniqueConstraintViolationException) throw new ApiError('conflict', 'An account with this e-mail address already exists.');
+      if (isUniqueViolation(error)) throw new ApiError('conflict', 'An account with this e-mail address already exists.');
       throw error;
     }
     const { setCookie } = await startSession(services, user.id, { ip: remoteAddress, userAgent: headers['user-agent'] });

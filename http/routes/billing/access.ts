@@ -1,7 +1,7 @@
-import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { ApiError } from '../../errors.ts';
 import type { Principal, Scope } from '../../route.ts';
-import type { Workspace } from '../../../persistence/entities/workspace.ts';
+import type { Workspace } from '../../../persistence/stores/workspaces.ts';
+import type { Unit } from '../../../persistence/stores/unit.ts';
 import { MANAGERS, openWorkspace, requireRole } from '../workspaces/access.ts';
 
 /**
@@ -10,12 +10,12 @@ import { MANAGERS, openWorkspace, requireRole } from '../workspaces/access.ts';
  * key, the route's scope, and for billing routes (access `auth`) a key holding wallet.write or all.
  */
 export async function moneyWorkspace(
-  em: SqlEntityManager,
+  unit: Unit,
   auth: Principal | undefined,
   workspaceId: string,
   manage?: { action: string; keyScopes?: Scope[] },
 ): Promise<Workspace> {
-  const access = await openWorkspace(em, auth, workspaceId);
+  const access = await openWorkspace(unit, auth, workspaceId);
   if (!manage) return access.workspace;
   if (auth?.kind === 'key') {
     const needed = manage.keyScopes;

@@ -4,6 +4,7 @@ import { defineRoute } from '../../route.ts';
 import { moneyWorkspace } from './access.ts';
 import { SubscriptionOut, toSubscriptionOut, WorkspaceIdField } from './shapes.ts';
 import { namedWorkspace } from '../../owner.ts';
+import { openUnit } from '../../../persistence/stores/unit.ts';
 
 export const cancelSubscription = defineRoute({
   method: 'POST',
@@ -20,8 +21,7 @@ export const cancelSubscription = defineRoute({
   body: Type.Object({ workspaceId: WorkspaceIdField }, { additionalProperties: false }),
   responses: { 200: SubscriptionOut },
   handler: async ({ auth, body, services }) => {
-    const em = services.db.em();
-    const workspace = await moneyWorkspace(em, auth, body.workspaceId, { action: 'manage billing', keyScopes: ['wallet.write'] });
+    const workspace = await moneyWorkspace(openUnit(services.db), auth, body.workspaceId, { action: 'manage billing', keyScopes: ['wallet.write'] });
     const row = await services.actors.ask('ws', workspace.id, { type: 'cancel_subscription' });
     if (!row) throw new ApiError('conflict', 'The workspace has no active subscription to cancel.');
     return { body: toSubscriptionOut(row as unknown as Parameters<typeof toSubscriptionOut>[0]) };

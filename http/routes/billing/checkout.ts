@@ -5,6 +5,8 @@ import { newId } from '../../../persistence/ids.ts';
 import { moneyWorkspace } from './access.ts';
 import { insertPendingPayment } from './orders.ts';
 import { CheckoutFields, WorkspaceIdField } from './shapes.ts';
+import { activeSubscriptionPlan } from '../../../persistence/stores/payments.ts';
+import { openUnit } from '../../../persistence/stores/unit.ts';
 
 export const CheckoutIn = Type.Object(
   {
@@ -39,8 +41,8 @@ export const createCheckout = defineRoute({
   body: CheckoutIn,
   responses: { 201: CheckoutOut },
   handler: async ({ auth, body, services }) => {
-    const em = services.db.em();
-    const workspace = await moneyWorkspace(em, auth, body.workspaceId, { action: 'manage billing', keyScopes: ['wallet.write'] });
+    const unit = openUnit(services.db);
+    const workspace = await moneyWorkspace(unit, auth, body.workspaceId, { action: 'manage billing', keyScopes: ['wallet.write'] });
     const catalog = services.catalog;
     if (!catalog.hasPlan(body.plan))
       throw new ApiError(
@@ -57,13 +59,13 @@ export const createCheckout = defineRoute({
         `body.plan: the ${plan.name} plan needs no checkout; cancel the subscription (POST /v1/billing/cancel) to return to the ${catalog.defaultPlan().name} plan at the end of the period`,
       );
     }
-    const [active] = await em.execute<Array<{ plan: string }>>(`select plan from subscriptions where workspace_id = ? and status = 'active'`, [workspace.id]);
+    const active = await activeSubscriptionPlan(unit, workspace.id);
     if (active?.plan === plan.id) throw new ApiError('conflict', `The workspace already subscribes to the ${plan.name} plan.`);
     const now = services.clock.now();
     const at = new Date(now);
     const subscriptionId = newId('sub', now);
     const paymentId = newId('pay', now);
-    const checkoutUrl = await insertPendingPayment(em, services, {
+    const checkoutUrl = await insertPendingPayment(unit, services, {
       id: paymentId,
       workspaceId: workspace.id,
       purpose: 'subscription',

@@ -6,24 +6,17 @@ import type { LocalPaymentProvider } from '../../../actors/billing/local/provide
 import { dollars, escapeHtml, htmlPage } from './html.ts';
 import { applyVerifiedEvent } from './provider-event.ts';
 import { workspaceOfRow } from '../../owner.ts';
+import { localPayment, type LocalPaymentView } from '../../../persistence/stores/payments.ts';
+import { openUnit } from '../../../persistence/stores/unit.ts';
 
 const Params = Type.Object({ paymentId: Type.String({ minLength: 1, maxLength: 64 }) }, { additionalProperties: false });
 const TokenQuery = Type.Object({ token: Type.String({ minLength: 64, maxLength: 64 }) }, { additionalProperties: false });
 
-interface PaymentView {
-  id: string;
-  amount_cents: number;
-  description: string;
-  status: string;
-}
-
 /** The local provider and the payment a checkout link is for; a link with a wrong token is 404 like a missing payment. */
-async function checkoutPayment(services: Services, paymentId: string, token: string): Promise<{ local: LocalPaymentProvider; payment: PaymentView }> {
+async function checkoutPayment(services: Services, paymentId: string, token: string): Promise<{ local: LocalPaymentProvider; payment: LocalPaymentView }> {
   const local = services.billing.local;
   if (!local?.verifyCheckoutToken(paymentId, token)) throw new ApiError('not_found', 'No such checkout.');
-  const [payment] = await services.db
-    .em()
-    .execute<PaymentView[]>(`select id, amount_cents, description, status from payments where id = ? and provider = 'local'`, [paymentId]);
+  const payment = await localPayment(openUnit(services.db), paymentId);
   if (!payment) throw new ApiError('not_found', 'No such checkout.');
   return { local, payment };
 }

@@ -1,7 +1,8 @@
-import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import type { Services } from '../../services.ts';
+import { insertPendingPayment as insertPayment, type PaymentPurpose } from '../../../persistence/stores/payments.ts';
+import type { Unit } from '../../../persistence/stores/unit.ts';
 
-export type PaymentPurpose = 'subscription' | 'credit_top_up' | 'wallet_deposit';
+export type { PaymentPurpose } from '../../../persistence/stores/payments.ts';
 
 /**
  * A pending payment for an order (a top-up, a deposit, a plan), written in the caller's transaction with
@@ -9,7 +10,7 @@ export type PaymentPurpose = 'subscription' | 'credit_top_up' | 'wallet_deposit'
  * signed event says it was paid.
  */
 export async function insertPendingPayment(
-  em: SqlEntityManager,
+  unit: Unit,
   services: Services,
   payment: {
     id: string;
@@ -23,11 +24,6 @@ export async function insertPendingPayment(
   },
 ): Promise<string> {
   const provider = services.billing.provider;
-  await em.execute(
-    `insert into payments (id, workspace_id, provider, purpose, order_id, plan, amount_cents, status, description, failure_reason, created_at, completed_at)
-     values (?, ?, ?, ?, ?, ?, ?, 'pending', ?, null, ?, null)`,
-    [payment.id, payment.workspaceId, provider.id, payment.purpose, payment.orderId, payment.plan, payment.amountCents, payment.description, payment.at],
-    'run',
-  );
+  await insertPayment(unit, { ...payment, provider: provider.id });
   return provider.checkoutUrl({ paymentId: payment.id, workspaceId: payment.workspaceId, amountCents: payment.amountCents, description: payment.description });
 }

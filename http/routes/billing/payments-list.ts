@@ -4,6 +4,7 @@ import { Page, PageQueryFields } from '../../pagination.ts';
 import { moneyWorkspace } from './access.ts';
 import { keysetPage } from './keyset.ts';
 import { PaymentOut, toPaymentOut, WorkspaceIdField } from './shapes.ts';
+import { openUnit } from '../../../persistence/stores/unit.ts';
 
 export const listPayments = defineRoute({
   method: 'GET',
@@ -17,8 +18,8 @@ export const listPayments = defineRoute({
   query: Type.Object({ workspaceId: WorkspaceIdField, ...PageQueryFields }, { additionalProperties: false }),
   responses: { 200: Page(PaymentOut) },
   handler: async ({ auth, query, services }) => {
-    const em = services.db.em();
-    const workspace = await moneyWorkspace(em, auth, query.workspaceId);
-    return { body: await keysetPage(em, 'payments', ['workspace_id = ?'], [workspace.id], query, toPaymentOut) };
+    const unit = openUnit(services.db);
+    const workspace = await moneyWorkspace(unit, auth, query.workspaceId);
+    return { body: await keysetPage(unit, 'payments', workspace.id, {}, query, toPaymentOut) };
   },
 });

@@ -4,6 +4,8 @@ import { defineRoute } from '../../route.ts';
 import { moneyWorkspace } from './access.ts';
 import { WorkspaceIdField } from './shapes.ts';
 import { dollars, escapeHtml, htmlPage } from './html.ts';
+import { activeSubscriptionTerms, latestPayments } from '../../../persistence/stores/payments.ts';
+import { openUnit } from '../../../persistence/stores/unit.ts';
 
 export const PortalOut = Type.Object(
   {
@@ -27,7 +29,7 @@ export const createPortalSession = defineRoute({
   body: Type.Object({ workspaceId: WorkspaceIdField }, { additionalProperties: false }),
   responses: { 200: PortalOut },
   handler: async ({ auth, body, services }) => {
-    const workspace = await moneyWorkspace(services.db.em(), auth, body.workspaceId, { action: 'manage billing', keyScopes: ['wallet.write'] });
+    const workspace = await moneyWorkspace(openUnit(services.db), auth, body.workspaceId, { action: 'manage billing', keyScopes: ['wallet.write'] });
     const session = services.billing.provider.portalUrl(workspace.id);
     return { body: { url: session.url, expiresAt: new Date(session.expiresAt).toISOString() } };
   },
@@ -56,15 +58,9 @@ export const showLocalPortal = defineRoute({
     const local = services.billing.local;
     if (!local?.verifyPortal(query.workspaceId, Number(query.expires), query.token))
       throw new ApiError('not_found', 'No such portal session, or it has expired.');
-    const em = services.db.em();
-    const subs = await em.execute<Array<{ plan: string; current_period_end: Date; cancel_at_period_end: boolean }>>(
-      `select plan, current_period_end, cancel_at_period_end from subscriptions where workspace_id = ? and status = 'active'`,
-      [query.workspaceId],
-    );
-    const payments = await em.execute<Array<{ id: string; description: string; amount_cents: number; status: string; created_at: Date }>>(
-      'select id, description, amount_cents, status, created_at from payments where workspace_id = ? order by created_at desc, id desc limit 20',
-      [query.workspaceId],
-    );
+    const unit = openUnit(services.db);
+    const subs = await activeSubscriptionTerms(unit, query.workspaceId);
+    const payments = await latestPayments(unit, query.workspaceId);
     const sub = subs[0];
     const summary = sub
       ? `<p>Plan <strong>${escapeHtml(sub.plan)}</strong>, ${sub.cancel_at_period_end ? 'ends' : 'renews'} on ${new Date(sub.current_period_end).toISOString().slice(0, 10)}.</p>`

@@ -1,11 +1,12 @@
 import type { Services } from '../../services.ts';
 import type { ProviderEvent } from '../../../actors/billing/provider.ts';
 import type { PaymentEventReply } from '../../../actors/workspace/protocol.ts';
+import { workspaceOfPayment as paymentWorkspace } from '../../../persistence/stores/payments.ts';
+import { openUnit } from '../../../persistence/stores/unit.ts';
 
 /** The workspace a payment belongs to, or undefined for an unknown payment. */
 export async function workspaceOfPayment(services: Services, paymentId: string): Promise<string | undefined> {
-  const rows = await services.db.em().execute<Array<{ workspace_id: string }>>('select workspace_id from payments where id = ?', [paymentId]);
-  return rows[0]?.workspace_id;
+  return paymentWorkspace(openUnit(services.db), paymentId);
 }
 
 /**

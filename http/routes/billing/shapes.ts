@@ -1,3 +1,4 @@
+import { describeLedgerEntry } from '../../../domain/ledger-words.ts';
 import { Type } from '@sinclair/typebox';
 import { iso, type Row } from './keyset.ts';
 
@@ -118,12 +119,13 @@ export const LedgerEntryOut = Type.Object(
       description: 'The order or grant applied: top:<id>, dep:<id>, sub:<id>:period:<start>, plan:<plan>:opening.',
     }),
     createdAt: When,
+    description: Type.String({ description: 'What the entry is, in words (a hold, a charge, a give-back, a grant, a deposit).' }),
   },
   { additionalProperties: false },
 );
 
 export function toLedgerEntryOut(row: Row) {
-  return {
+  const entry = {
     id: row.id,
     kind: row.kind as string,
     credits: Number(row.credits),
@@ -134,6 +136,7 @@ export function toLedgerEntryOut(row: Row) {
     reference: (row.reference as string | null) ?? null,
     createdAt: iso(row.created_at)!,
   };
+  return { ...entry, description: describeLedgerEntry(entry) };
 }
 
 export const SubscriptionOut = Type.Object(

@@ -1,9 +1,10 @@
 import { Type } from '@sinclair/typebox';
 import { defineRoute } from '../../route.ts';
 import { moneyWorkspace } from './access.ts';
-import type { Row } from './keyset.ts';
 import { SubscriptionOut, toSubscriptionOut, WorkspaceIdField } from './shapes.ts';
 import { PlanOut } from '../public/plans.ts';
+import { activeSubscription } from '../../../persistence/stores/payments.ts';
+import { openUnit } from '../../../persistence/stores/unit.ts';
 
 export const SubscriptionStateOut = Type.Object(
   {
@@ -30,9 +31,9 @@ export const getSubscription = defineRoute({
   query: Type.Object({ workspaceId: WorkspaceIdField }, { additionalProperties: false }),
   responses: { 200: SubscriptionStateOut },
   handler: async ({ auth, query, services }) => {
-    const em = services.db.em();
-    const workspace = await moneyWorkspace(em, auth, query.workspaceId);
-    const [row] = await em.execute<Row[]>(`select * from subscriptions where workspace_id = ? and status = 'active'`, [workspace.id]);
+    const unit = openUnit(services.db);
+    const workspace = await moneyWorkspace(unit, auth, query.workspaceId);
+    const row = await activeSubscription(unit, workspace.id);
     const catalog = services.catalog;
     const plan = catalog.plan(workspace.plan);
     const offered = catalog.offered();

@@ -3,6 +3,8 @@ import { ApiError } from '../../errors.ts';
 import { defineRoute } from '../../route.ts';
 import { BlobExistsError, BlobTooLargeError, BlobTooShortError, LOCAL_UPLOAD_PATH, LocalBlobStore } from '../../../persistence/blob-store/local.ts';
 import { canonicalContentType } from '../../../persistence/assets/media.ts';
+import { uploadOfKey } from '../../../persistence/stores/files.ts';
+import { openUnit } from '../../../persistence/stores/unit.ts';
 
 export const SignedUploadQuery = Type.Object(
   {
@@ -47,8 +49,7 @@ export const putSignedUpload = defineRoute({
     if (declared !== undefined && Number(declared) < query.len)
       throw new ApiError('validation_error', `This URL takes exactly ${query.len} bytes; the request has ${declared}.`);
 
-    const em = services.db.em();
-    const [upload] = await em.execute<Array<{ completed_at: Date | null }>>('select completed_at from uploads where storage_key = ?', [query.key]);
+    const upload = await uploadOfKey(openUnit(services.db), query.key);
     if (!upload) throw new ApiError('forbidden', 'The upload URL is not valid or has expired.');
     if (upload.completed_at !== null) throw new ApiError('conflict', 'This upload was already completed; ask for a new upload URL.');
     try {

@@ -2,8 +2,9 @@ import { Type } from '@sinclair/typebox';
 import { defineRoute } from '../../route.ts';
 import { moneyWorkspace } from '../billing/access.ts';
 import { LedgerEntryOut, toLedgerEntryOut, WorkspaceIdField } from '../billing/shapes.ts';
-import type { Row } from '../billing/keyset.ts';
 import { namedWorkspace } from '../../owner.ts';
+import { creditBalances, latestLedger } from '../../../persistence/stores/money.ts';
+import { openUnit } from '../../../persistence/stores/unit.ts';
 
 export const CreditsOut = Type.Object(
   {
@@ -28,15 +29,12 @@ export const getWorkspaceCredits = defineRoute({
   params: Type.Object({ workspaceId: WorkspaceIdField }, { additionalProperties: false }),
   responses: { 200: CreditsOut },
   handler: async ({ auth, params, services }) => {
-    const em = services.db.em();
-    const workspace = await moneyWorkspace(em, auth, params.workspaceId);
+    const unit = openUnit(services.db);
+    const workspace = await moneyWorkspace(unit, auth, params.workspaceId);
     // The actor opens the account on first use (the plan's opening grant), so the balances below exist.
     await services.actors.ask('ws', workspace.id, { type: 'balances' });
-    const [account] = await em.execute<Array<{ available_credits: number; reserved_credits: number }>>(
-      'select available_credits, reserved_credits from workspace_accounts where workspace_id = ?',
-      [workspace.id],
-    );
-    const ledger = await em.execute<Row[]>('select * from credit_ledger where workspace_id = ? order by created_at desc, id desc limit 20', [workspace.id]);
+    const account = await creditBalances(unit, workspace.id);
+    const ledger = await latestLedger(unit, workspace.id);
     return {
       body: {
         workspaceId: workspace.id,

@@ -4,6 +4,8 @@ import { newId } from '../../../persistence/ids.ts';
 import { moneyWorkspace } from '../billing/access.ts';
 import { insertPendingPayment } from '../billing/orders.ts';
 import { CheckoutFields, TopUpOut, WorkspaceIdField } from '../billing/shapes.ts';
+import { insertPendingTopUp } from '../../../persistence/stores/payments.ts';
+import { inTransaction, openUnit } from '../../../persistence/stores/unit.ts';
 
 export const MIN_TOP_UP_CREDITS = 100;
 export const MAX_TOP_UP_CREDITS = 1_000_000;
@@ -31,8 +33,8 @@ export const createCreditTopUp = defineRoute({
   body: CreateTopUpIn,
   responses: { 201: TopUpCreatedOut },
   handler: async ({ auth, body, services }) => {
-    const em = services.db.em();
-    const workspace = await moneyWorkspace(em, auth, body.workspaceId, { action: 'buy credits' });
+    const unit = openUnit(services.db);
+    const workspace = await moneyWorkspace(unit, auth, body.workspaceId, { action: 'buy credits' });
     const plan = services.catalog.plan(workspace.plan);
     const now = services.clock.now();
     const at = new Date(now);
@@ -40,12 +42,8 @@ export const createCreditTopUp = defineRoute({
     const paymentId = newId('pay', now);
     const amountCents = body.credits * plan.centsPerCredit;
     let checkoutUrl = '';
-    await em.transactional(async (tx) => {
-      await tx.execute(
-        `insert into credit_top_ups (id, workspace_id, credits, amount_cents, status, payment_id, created_at, completed_at) values (?, ?, ?, ?, 'pending', ?, ?, null)`,
-        [id, workspace.id, body.credits, amountCents, paymentId, at],
-        'run',
-      );
+    await inTransaction(unit, async (tx) => {
+      await insertPendingTopUp(tx, { id, workspaceId: workspace.id, credits: body.credits, amountCents, paymentId, at });
       checkoutUrl = await insertPendingPayment(tx, services, {
         id: paymentId,
         workspaceId: workspace.id,

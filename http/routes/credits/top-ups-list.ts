@@ -4,6 +4,7 @@ import { Page, PageQueryFields } from '../../pagination.ts';
 import { moneyWorkspace } from '../billing/access.ts';
 import { keysetPage } from '../billing/keyset.ts';
 import { TopUpOut, toTopUpOut, WorkspaceIdField } from '../billing/shapes.ts';
+import { openUnit } from '../../../persistence/stores/unit.ts';
 
 export const listCreditTopUps = defineRoute({
   method: 'GET',
@@ -24,14 +25,8 @@ export const listCreditTopUps = defineRoute({
   ),
   responses: { 200: Page(TopUpOut) },
   handler: async ({ auth, query, services }) => {
-    const em = services.db.em();
-    const workspace = await moneyWorkspace(em, auth, query.workspaceId);
-    const where = ['workspace_id = ?'];
-    const values: unknown[] = [workspace.id];
-    if (query.status) {
-      where.push('status = ?');
-      values.push(query.status);
-    }
-    return { body: await keysetPage(em, 'credit_top_ups', where, values, query, toTopUpOut) };
+    const unit = openUnit(services.db);
+    const workspace = await moneyWorkspace(unit, auth, query.workspaceId);
+    return { body: await keysetPage(unit, 'credit_top_ups', workspace.id, { status: query.status }, query, toTopUpOut) };
   },
 });

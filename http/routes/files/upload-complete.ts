@@ -1,11 +1,11 @@
 import { ApiError } from '../../errors.ts';
 import { defineRoute } from '../../route.ts';
-import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { newId } from '../../../persistence/ids.ts';
-import { UploadEntity } from '../../../persistence/entities/upload.ts';
 import { canonicalContentType, imageSize, SNIFF_BYTES, sniffContentType } from '../../../persistence/assets/media.ts';
 import { StorageLimitError, createAsset } from '../../../persistence/assets/store.ts';
 import { claimUpload } from '../../../persistence/assets/uploads.ts';
+import { findUpload } from '../../../persistence/stores/files.ts';
+import { inTransaction, openUnit } from '../../../persistence/stores/unit.ts';
 import { openFilesWorkspace } from '../assets/access.ts';
 import { AssetOut, toAssetOut } from '../assets/shapes.ts';
 import { UPLOAD_COMPLETE_GRACE_MS, UploadCompleteIn } from './shapes.ts';
@@ -25,10 +25,10 @@ export const completeUpload = defineRoute({
   body: UploadCompleteIn,
   responses: { 201: AssetOut },
   handler: async ({ auth, body, services }) => {
-    const em = services.db.em();
-    const { workspace } = await openFilesWorkspace(em, auth, body.workspaceId);
+    const unit = openUnit(services.db);
+    const { workspace } = await openFilesWorkspace(unit, auth, body.workspaceId);
     // Another workspace's upload answers exactly as a missing one.
-    const upload = await em.findOne(UploadEntity, { id: body.uploadId, workspaceId: body.workspaceId });
+    const upload = await findUpload(unit, body.workspaceId, body.uploadId);
     if (!upload) throw new ApiError('not_found', `No upload ${body.uploadId}.`);
     if (upload.completedAt) throw new ApiError('conflict', `Upload ${upload.id} was already completed as asset ${upload.assetId}.`);
     const now = services.clock.now();
@@ -59,10 +59,9 @@ export const completeUpload = defineRoute({
     const assetId = newId('ast', now);
     let asset;
     try {
-      asset = await em.transactional(async (tx) => {
-        const txEm = tx as SqlEntityManager;
-        if (!(await claimUpload(txEm, upload.id, assetId, new Date(now)))) throw new AlreadyCompleted();
-        return createAsset(txEm, {
+      asset = await inTransaction(unit, async (tx) => {
+        if (!(await claimUpload(tx, upload.id, assetId, new Date(now)))) throw new AlreadyCompleted();
+        return createAsset(tx, {
           id: assetId,
           workspaceId: upload.workspaceId,
           mediaType: upload.mediaType,

@@ -5,6 +5,8 @@ import { canonicalContentType, contentTypeOfFilename, mediaTypeOf } from '../../
 import { storageUsage } from '../../../persistence/assets/store.ts';
 import { sweepAbandonedUploads } from '../../../persistence/assets/uploads.ts';
 import { uploadStorageKey } from '../../../persistence/blob-store/types.ts';
+import { insertUpload } from '../../../persistence/stores/files.ts';
+import { openUnit } from '../../../persistence/stores/unit.ts';
 import { openFilesWorkspace } from '../assets/access.ts';
 import { checkFilename, UPLOAD_COMPLETE_GRACE_MS, UPLOAD_URL_TTL_SECONDS, UploadUrlIn, UploadUrlOut } from './shapes.ts';
 
@@ -33,8 +35,8 @@ export const createUploadUrl = defineRoute({
       throw new ApiError('validation_error', `body.filename: the extension says ${named}, but contentType is ${contentType}`);
     }
 
-    const em = services.db.em();
-    const { workspace } = await openFilesWorkspace(em, auth, body.workspaceId);
+    const unit = openUnit(services.db);
+    const { workspace } = await openFilesWorkspace(unit, auth, body.workspaceId);
     const plan = services.catalog.plan(workspace.plan);
     const allowed = plan.uploadMediaTypes;
     if (!allowed.includes(mediaType)) {
@@ -44,32 +46,28 @@ export const createUploadUrl = defineRoute({
       throw new ApiError('plan_limit_reached', `The ${plan.name} plan allows files of at most ${plan.maxFileBytes} bytes; this one has ${body.bytes}.`);
     }
     // An early answer for a file that cannot fit; upload-complete checks again, atomically.
-    const usage = await storageUsage(em, workspace.id);
+    const usage = await storageUsage(unit, workspace.id);
     if (usage.usedBytes + body.bytes > plan.storageBytes) {
       throw new ApiError('plan_limit_reached', `Storage limit reached: ${usage.usedBytes} of ${plan.storageBytes} bytes used, ${body.bytes} more asked for.`);
     }
 
     const now = services.clock.now();
-    await sweepAbandonedUploads(em, services.blobs, workspace.id, new Date(now - UPLOAD_COMPLETE_GRACE_MS));
+    await sweepAbandonedUploads(unit, services.blobs, workspace.id, new Date(now - UPLOAD_COMPLETE_GRACE_MS));
     const id = newId('upl', now);
     const storageKey = uploadStorageKey(workspace.id, id);
     const presigned = await services.blobs.presignUpload(storageKey, { contentType, bytes: body.bytes, expiresInSeconds: UPLOAD_URL_TTL_SECONDS });
-    await em.execute(
-      `insert into uploads (id, workspace_id, storage_key, media_type, content_type, bytes, filename, created_by, created_at, expires_at)
-       values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-      [
-        id,
-        workspace.id,
-        storageKey,
-        mediaType,
-        contentType,
-        body.bytes,
-        filename,
-        auth?.kind === 'key' ? auth.keyId : (auth?.userId ?? null),
-        new Date(now),
-        presigned.expiresAt,
-      ],
-    );
+    await insertUpload(unit, {
+      id,
+      workspaceId: workspace.id,
+      storageKey,
+      mediaType,
+      contentType,
+      bytes: body.bytes,
+      filename,
+      createdBy: auth?.kind === 'key' ? auth.keyId : (auth?.userId ?? null),
+      createdAt: new Date(now),
+      expiresAt: presigned.expiresAt,
+    });
     return {
       status: 201,
       headers: { 'Cache-Control': 'no-store' },

@@ -1,7 +1,8 @@
 import { Type } from '@sinclair/typebox';
 import { ApiError } from '../../errors.ts';
 import { defineRoute } from '../../route.ts';
-import { GenerationEntity } from '../../../persistence/entities/generation.ts';
+import { workspaceOfGeneration } from '../../../persistence/stores/generations/reads.ts';
+import { openUnit } from '../../../persistence/stores/unit.ts';
 import { canRead } from './access.ts';
 import { GenerationDetailOut, GenerationParams, toGenerationDetailOut } from './shape.ts';
 import { workspaceOfRow } from '../../owner.ts';
@@ -20,9 +21,9 @@ export const cancelGeneration = defineRoute({
   query: Type.Object({ workspaceId: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })) }, { additionalProperties: false }),
   responses: { 200: GenerationDetailOut },
   handler: async ({ params, query, auth, services }) => {
-    const row = await services.db.em().findOne(GenerationEntity, { id: params.id }, { fields: ['id', 'workspaceId'] });
+    const workspaceId = await workspaceOfGeneration(openUnit(services.db), params.id);
     // Another workspace's generation answers exactly like a missing one.
-    if (!row || (query.workspaceId !== undefined && query.workspaceId !== row.workspaceId) || !(await canRead(services.db.em(), auth, row.workspaceId)))
+    if (!workspaceId || (query.workspaceId !== undefined && query.workspaceId !== workspaceId) || !(await canRead(openUnit(services.db), auth, workspaceId)))
       throw new ApiError('not_found', `No generation ${params.id}.`);
     const reply = await services.actors.ask('gen', params.id, { type: 'cancel', by: 'user' });
     switch (reply.kind) {

@@ -1,6 +1,7 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { ApiError, ERRORS, isApiError, type ErrorCode } from '../../errors.ts';
 import { defineRoute } from '../../route.ts';
+import { openUnit } from '../../../persistence/stores/unit.ts';
 import { namedWorkspace } from '../../owner.ts';
 import { compileBody, describeErrors } from '../../validation.ts';
 import { ErrorEnvelope } from '../../schemas/common.ts';
@@ -93,7 +94,7 @@ export const createGenerationBatch = defineRoute({
   handler: async ({ body, auth, services, requestId }) => {
     if (services.switches.generationPaused().paused) throw new ApiError('generation_paused');
     const workspaceId = body.workspaceId;
-    await enterWorkspace(() => services.db.em(), auth, workspaceId);
+    await enterWorkspace(() => openUnit(services.db), auth, workspaceId);
 
     const refusal = (code: ErrorCode, message: string): ItemResult => ({ status: ERRORS[code].status, body: { error: { code, message, requestId } } });
     // Each item checked as POST /v1/generations checks its body; a refusal names the item.

@@ -1,6 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import { ApiError } from '../../errors.ts';
 import { defineRoute } from '../../route.ts';
+import { openUnit } from '../../../persistence/stores/unit.ts';
 import { enterWorkspace } from '../workspaces/access.ts';
 import { checkModel, draftOf, IDEMPOTENCY_KEY, requestHash } from './draft.ts';
 import { GenerationDetailOut, GenerationMode, PaymentModeName, toGenerationDetailOut } from './shape.ts';
@@ -48,7 +49,7 @@ export const createGeneration = defineRoute({
   handler: async ({ body, auth, headers, services }) => {
     if (services.switches.generationPaused().paused) throw new ApiError('generation_paused');
     const checked = checkModel(services, body);
-    await enterWorkspace(() => services.db.em(), auth, body.workspaceId);
+    await enterWorkspace(() => openUnit(services.db), auth, body.workspaceId);
     const draft = await draftOf(services, auth, body, checked);
 
     const idempotencyKey = headers['idempotency-key'];

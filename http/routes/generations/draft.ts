@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { ApiError } from '../../errors.ts';
 import type { Principal } from '../../route.ts';
+import { openUnit } from '../../../persistence/stores/unit.ts';
 import type { Services } from '../../services.ts';
 import type { Mode, ModelRecord } from '../../../domain/catalog/models.ts';
 import type { ModelCatalog } from '../../../domain/catalog/index.ts';
@@ -52,7 +53,7 @@ export async function draftOf(
   request: GenerationRequest,
   { model, params, catalog }: CheckedModel,
 ): Promise<GenerationDraft> {
-  const inputs = await checkInputs(() => services.db.em(), request.workspaceId, model.mode as Mode, request.inputs ?? {});
+  const inputs = await checkInputs(() => openUnit(services.db), request.workspaceId, model.mode as Mode, request.inputs ?? {});
   // The deployment by the model's strategy (order, weighted, least busy) among those that serve the job; its breaker is asked at the hand-over.
   const needs = jobNeedsOf(params, inputs as Record<string, unknown>);
   const deployment =

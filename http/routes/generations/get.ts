@@ -1,8 +1,11 @@
 import { Type } from '@sinclair/typebox';
 import { ApiError } from '../../errors.ts';
 import { defineRoute } from '../../route.ts';
-import { GenerationEntity } from '../../../persistence/entities/generation.ts';
+import { findGeneration } from '../../../persistence/stores/generations/reads.ts';
+import { openUnit } from '../../../persistence/stores/unit.ts';
 import { canRead } from './access.ts';
+import { priceOf, routeOf } from './explain.ts';
+import { readGenerationCharge } from '../../../persistence/stores/generations/charge.ts';
 import { GenerationDetailOut, GenerationParams, toGenerationDetailOut } from './shape.ts';
 
 export const getGeneration = defineRoute({
@@ -26,10 +29,19 @@ export const getGeneration = defineRoute({
     if (auth?.kind === 'key' && query.workspaceId !== undefined && query.workspaceId !== auth.workspaceId) {
       throw new ApiError('forbidden', 'This API key belongs to another workspace.');
     }
-    const em = services.db.em();
-    const row = await em.findOne(GenerationEntity, { id: params.id });
-    const visible = row !== null && (query.workspaceId === undefined || query.workspaceId === row.workspaceId) && (await canRead(em, auth, row.workspaceId));
+    const unit = openUnit(services.db);
+    const row = await findGeneration(unit, params.id);
+    const visible = row !== null && (query.workspaceId === undefined || query.workspaceId === row.workspaceId) && (await canRead(unit, auth, row.workspaceId));
     if (!row || !visible) throw new ApiError('not_found', `No generation ${params.id}.`);
-    return { body: toGenerationDetailOut(row) };
+    // Why it cost what it cost, and where it ran (docs/money.md): on the detail read only.
+    const { charge, ledger } = await readGenerationCharge(unit, row.workspaceId, row.id);
+    const catalog = services.catalog;
+    return {
+      body: {
+        ...toGenerationDetailOut(row),
+        price: priceOf(row, catalog, charge, ledger),
+        route: routeOf(row, (id) => catalog.deployment(id)?.provider),
+      },
+    };
   },
 });

@@ -1,6 +1,7 @@
-import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { ApiError } from '../../errors.ts';
 import type { Mode } from '../../../domain/catalog/models.ts';
+import { assetMediaTypes } from '../../../persistence/stores/files.ts';
+import type { Unit } from '../../../persistence/stores/unit.ts';
 
 export interface GenerationInputsIn {
   imageAssetIds?: string[];
@@ -24,7 +25,7 @@ const TAKES: Record<Mode, { media: 'image' | 'video' | null; max: number }> = {
  * take imageAssetIds/imageUrls; video_to_video takes videoAssetIds/videoUrls; data URLs must declare the
  * matching mime type; asset ids must be assets of the same workspace, of the right media type.
  */
-export async function checkInputs(em: () => SqlEntityManager, workspaceId: string, mode: Mode, inputs: GenerationInputsIn): Promise<GenerationInputsIn> {
+export async function checkInputs(unit: () => Unit, workspaceId: string, mode: Mode, inputs: GenerationInputsIn): Promise<GenerationInputsIn> {
   const takes = TAKES[mode];
   const images = [...(inputs.imageAssetIds ?? []), ...(inputs.imageUrls ?? [])];
   const videos = [...(inputs.videoAssetIds ?? []), ...(inputs.videoUrls ?? [])];
@@ -48,10 +49,7 @@ export async function checkInputs(em: () => SqlEntityManager, workspaceId: strin
   for (const [i, url] of (inputs[urlsField] ?? []).entries()) checkUrl(url, takes.media, `inputs.${urlsField}[${i}]`);
   const ids = inputs[idsField] ?? [];
   if (ids.length > 0) {
-    const rows = await em().execute<Array<{ id: string; media_type: string }>>('select id, media_type from assets where workspace_id = ? and id in (?)', [
-      workspaceId,
-      ids,
-    ]);
+    const rows = await assetMediaTypes(unit(), workspaceId, ids);
     for (const [i, id] of ids.entries()) {
       const row = rows.find((r) => r.id === id);
       // Another workspace's asset answers exactly like a missing one.

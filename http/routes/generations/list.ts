@@ -2,7 +2,8 @@ import { Type } from '@sinclair/typebox';
 import { ApiError } from '../../errors.ts';
 import { defineRoute } from '../../route.ts';
 import { decodeCursor, encodeCursor, Page, PageQueryFields } from '../../pagination.ts';
-import { GenerationEntity, type GenerationRow } from '../../../persistence/entities/generation.ts';
+import { listGenerations as listGenerationRows } from '../../../persistence/stores/generations/reads.ts';
+import { openUnit } from '../../../persistence/stores/unit.ts';
 import { readWorkspace } from './access.ts';
 import { GenerationMode, GenerationOut, GenerationStatusName, toGenerationOut } from './shape.ts';
 
@@ -23,6 +24,7 @@ export const ListGenerationsQuery = Type.Object(
     status: Type.Optional(GenerationStatusName),
     model: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'Model id, e.g. local/image-fast.' })),
     project: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'The project label given at creation.' })),
+    apiKeyId: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'The API key that created it (key_…).' })),
     from: Type.Optional(When('Created at or after: ISO 8601 date-time with a zone (2026-01-31T12:00:00Z) or a UTC date (2026-01-31, from its start).')),
     to: Type.Optional(When('Created before: ISO 8601 date-time with a zone, or a UTC date (2026-01-31: up to the end of that day).')),
     ...PageQueryFields,
@@ -50,18 +52,13 @@ function dayStart(day: string): number | undefined {
   return Number.isNaN(start) || new Date(start).toISOString().slice(0, 10) !== day ? undefined : start;
 }
 
-interface ListedRow extends Record<string, unknown> {
-  cursor_at: string;
-  id: string;
-}
-
 export const listGenerations = defineRoute({
   method: 'GET',
   path: '/v1/generations',
   operationId: 'listGenerations',
-  summary: 'List the generations of a workspace, newest first, with filters (mode, status, model, project, from/to) and cursor pagination',
+  summary: 'List the generations of a workspace, newest first, with filters (mode, status, model, project, API key, from/to) and cursor pagination',
   description:
-    'Lists the generations of a workspace, newest first, filtered by mode, status, model, project and a from/to range, with cursor pagination. A session must name the workspace; an API key reads its own.',
+    'Lists the generations of a workspace, newest first, filtered by mode, status, model, project, API key and a from/to range, with cursor pagination. A session must name the workspace; an API key reads its own.',
   tags: ['generations'],
   access: { scopes: ['generations.read'] },
   errors: ['not_found'],
@@ -69,55 +66,29 @@ export const listGenerations = defineRoute({
   query: ListGenerationsQuery,
   responses: { 200: Page(GenerationOut) },
   handler: async ({ auth, query, services }) => {
-    const em = services.db.em();
-    const workspace = await readWorkspace(em, auth, query.workspaceId);
+    const unit = openUnit(services.db);
+    const workspace = await readWorkspace(unit, auth, query.workspaceId);
     const limit = query.limit ?? 20;
-    // Every filter is an equality on a column of an index (workspace_id, <filter>, created_at desc, id desc)
-    // of migration 0005, so a page is one index range scan whatever the size of the history.
-    const where = ['workspace_id = ?'];
-    const values: unknown[] = [workspace.id];
-    const equal = (column: string, value: string | undefined) => {
-      if (value === undefined) return;
-      where.push(`${column} = ?`);
-      values.push(value);
-    };
-    equal('mode', query.mode);
-    equal('status', query.status);
-    equal('model_id', query.model);
-    equal('project', query.project);
     const from = query.from === undefined ? undefined : timeBound('from', query.from);
     const to = query.to === undefined ? undefined : timeBound('to', query.to);
     if (from !== undefined && to !== undefined && Date.parse(from) >= Date.parse(to)) {
       throw new ApiError('validation_error', 'query.from: must be before query.to');
     }
-    if (from !== undefined) {
-      where.push('created_at >= ?::timestamptz');
-      values.push(from);
-    }
-    if (to !== undefined) {
-      where.push('created_at < ?::timestamptz');
-      values.push(to);
-    }
+    let after: [string, string] | undefined;
     if (query.cursor) {
       const [at, id] = decodeCursor(query.cursor, ['string', 'string']) as [string, string];
       if (!CURSOR_TIME.test(at)) throw new ApiError('validation_error', 'query.cursor: is not a cursor this list gave out');
-      where.push('(created_at, id) < (?::timestamptz, ?)');
-      values.push(at, id);
+      after = [at, id];
     }
-    values.push(limit + 1);
-    const rows = await em.execute<ListedRow[]>(
-      `select *, to_char(created_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as cursor_at
-         from generations where ${where.join(' and ')}
-         order by created_at desc, id desc limit ?`,
-      values,
-    );
+    const { mode, status, model, project, apiKeyId } = query;
+    const rows = await listGenerationRows(unit, workspace.id, { mode, status, model, project, apiKeyId, from, to }, { after, limit: limit + 1 });
     const more = rows.length > limit;
     const kept = more ? rows.slice(0, limit) : rows;
     const last = kept[kept.length - 1];
     return {
       body: {
-        data: kept.map((row) => toGenerationOut(em.map(GenerationEntity, row) as GenerationRow)),
-        nextCursor: more && last ? encodeCursor([last.cursor_at, last.id]) : null,
+        data: kept.map(({ row }) => toGenerationOut(row)),
+        nextCursor: more && last ? encodeCursor([last.cursorAt, last.row.id]) : null,
       },
     };
   },

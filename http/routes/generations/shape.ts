@@ -2,7 +2,8 @@ import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import { MODES } from '../../../domain/catalog/models.ts';
 import { stringEnum } from '../../../domain/catalog/params.ts';
 import { GENERATION_STATUSES } from '../../../domain/generation-status.ts';
-import type { GenerationRow } from '../../../persistence/entities/generation.ts';
+import type { GenerationRow } from '../../../persistence/stores/generations/reads.ts';
+import { PriceOut, RouteOut } from './explain.ts';
 
 /** The public shape of a generation (docs/generations.md, The generation resource) and the one mapper from a stored row to it. */
 
@@ -43,6 +44,9 @@ export const TimelineEntryOut = Type.Object(
     status: GenerationStatusName,
     at: Time('When the generation entered this state.'),
     detail: Type.Optional(Type.String({ description: 'Why, when there is more to say (e.g. who cancelled, the provider error).' })),
+    sincePreviousMs: Type.Optional(
+      Type.Integer({ minimum: 0, description: 'Milliseconds since the previous step (the first: since the generation was created): how long that step took.' }),
+    ),
   },
   { additionalProperties: false },
 );
@@ -88,6 +92,8 @@ export const GenerationDetailOut = Type.Object(
   {
     ...generationFields,
     timeline: Type.Array(TimelineEntryOut, { description: 'Every state the generation went through, oldest first.' }),
+    price: Type.Optional(PriceOut),
+    route: Type.Optional(RouteOut),
   },
   { additionalProperties: false },
 );
@@ -155,12 +161,19 @@ export function toGenerationOut(row: GenerationRow): GenerationOut {
 
 /** A stored generation with its timeline, for the detail (and the answers of create and cancel). */
 export function toGenerationDetailOut(row: GenerationRow): GenerationDetailOut {
+  let previous = row.createdAt.getTime();
   return {
     ...toGenerationOut(row),
-    timeline: (row.timeline ?? []).map((entry) => ({
-      status: entry.status as GenerationDetailOut['status'],
-      at: entry.at,
-      ...(entry.detail !== undefined ? { detail: entry.detail } : {}),
-    })),
+    timeline: (row.timeline ?? []).map((entry) => {
+      const at = Date.parse(entry.at);
+      const sincePreviousMs = Number.isNaN(at) || Number.isNaN(previous) ? 0 : Math.max(0, at - previous);
+      if (!Number.isNaN(at)) previous = at;
+      return {
+        status: entry.status as GenerationDetailOut['status'],
+        at: entry.at,
+        ...(entry.detail !== undefined ? { detail: entry.detail } : {}),
+        sincePreviousMs,
+      };
+    }),
   };
 }

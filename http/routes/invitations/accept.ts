@@ -1,11 +1,16 @@
-import { LockMode } from '@mikro-orm/core';
 import { Type } from '@sinclair/typebox';
 import { ApiError } from '../../errors.ts';
 import { defineRoute } from '../../route.ts';
-import { InvitationEntity } from '../../../persistence/entities/invitation.ts';
-import { UserEntity } from '../../../persistence/entities/user.ts';
-import { WorkspaceEntity } from '../../../persistence/entities/workspace.ts';
-import { WorkspaceMemberEntity } from '../../../persistence/entities/workspace-member.ts';
+import { findUserOrFail } from '../../../persistence/stores/identity.ts';
+import {
+  findInvitationByToken,
+  findMember,
+  findWorkspace,
+  insertMember,
+  markInvitationAccepted,
+  refreshInvitation,
+} from '../../../persistence/stores/workspaces.ts';
+import { inTransaction, openUnit } from '../../../persistence/stores/unit.ts';
 import { requireSession } from '../workspaces/access.ts';
 import { INVITATION_TOKEN_PATTERN, invitationTokenHash } from '../workspaces/invitation-tokens.ts';
 import { toWorkspaceOut, WorkspaceOut } from '../workspaces/shapes.ts';
@@ -36,26 +41,26 @@ export const acceptInvitation = defineRoute({
     const { userId } = requireSession(auth, 'accept invitations');
     if (!INVITATION_TOKEN_PATTERN.test(body.token)) throw new ApiError('not_found', 'No invitation has this token.');
     const now = services.clock.now();
-    const out = await services.db.em().transactional(async (tx) => {
-      const found = await tx.findOne(InvitationEntity, { tokenHash: invitationTokenHash(body.token) });
+    const out = await inTransaction(openUnit(services.db), async (tx) => {
+      const found = await findInvitationByToken(tx, invitationTokenHash(body.token));
       if (!found) throw new ApiError('not_found', 'No invitation has this token.');
       // Lock the workspace before reading the invitation's state: cancel and invite take the same lock
       // first, so the three are serialised without ever locking in opposite orders.
-      const workspace = await tx.findOne(WorkspaceEntity, { id: found.workspaceId }, { lockMode: LockMode.PESSIMISTIC_WRITE });
-      const invitation = await tx.findOne(InvitationEntity, { id: found.id }, { refresh: true });
+      const workspace = await findWorkspace(tx, found.workspaceId, { lock: true });
+      const invitation = await refreshInvitation(tx, found.id);
       if (!workspace || !invitation) throw new ApiError('not_found', 'No invitation has this token.');
       if (invitation.status === 'accepted') throw new ApiError('conflict', 'This invitation has already been used.');
       if (invitation.status === 'cancelled') throw new ApiError('conflict', 'This invitation was cancelled.');
       if (invitation.expiresAt.getTime() <= now) throw new ApiError('conflict', 'This invitation has expired; ask for a new one.');
-      const user = await tx.findOneOrFail(UserEntity, { id: userId });
+      const user = await findUserOrFail(tx, userId);
       if (user.email.toLowerCase() !== invitation.email) {
         throw new ApiError('forbidden', 'This invitation was sent to another e-mail address; sign in with that address to accept it.');
       }
-      if (await tx.findOne(WorkspaceMemberEntity, { workspaceId: workspace.id, userId })) {
+      if (await findMember(tx, workspace.id, userId)) {
         throw new ApiError('conflict', 'You are already a member of this workspace.');
       }
-      await tx.insert(WorkspaceMemberEntity, { workspaceId: workspace.id, userId, role: invitation.role, createdAt: new Date(now) });
-      await tx.nativeUpdate(InvitationEntity, { id: invitation.id }, { status: 'accepted', acceptedAt: new Date(now), acceptedBy: userId });
+      await insertMember(tx, { workspaceId: workspace.id, userId, role: invitation.role, createdAt: new Date(now) });
+      await markInvitationAccepted(tx, invitation.id, new Date(now), userId);
       return toWorkspaceOut(workspace, invitation.role);
     });
     return { body: out };

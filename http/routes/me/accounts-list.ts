@@ -1,6 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import { defineRoute } from '../../route.ts';
-import { LinkedAccountEntity } from '../../../persistence/entities/linked-account.ts';
+import { listLinkedAccounts as listLinkedAccountRows } from '../../../persistence/stores/identity.ts';
+import { openUnit } from '../../../persistence/stores/unit.ts';
 import { requireSession } from '../workspaces/access.ts';
 import { LinkedAccountOut, toLinkedAccountOut } from './shapes.ts';
 
@@ -25,7 +26,7 @@ export const listLinkedAccounts = defineRoute({
   responses: { 200: LinkedAccountList },
   handler: async ({ auth, services }) => {
     const { userId } = requireSession(auth, 'read linked accounts');
-    const accounts = await services.db.em().find(LinkedAccountEntity, { userId }, { orderBy: { createdAt: 'desc', provider: 'asc' } });
+    const accounts = await listLinkedAccountRows(openUnit(services.db), userId);
     return { body: { data: accounts.map(toLinkedAccountOut), nextCursor: null } };
   },
 });

@@ -1,8 +1,7 @@
-import { LockMode } from '@mikro-orm/core';
 import { ApiError } from '../../errors.ts';
 import { defineRoute } from '../../route.ts';
-import { LinkedAccountEntity } from '../../../persistence/entities/linked-account.ts';
-import { UserEntity } from '../../../persistence/entities/user.ts';
+import { clearPassword, deleteLinkedAccount, findUserOrFail, linkedAccountsOf } from '../../../persistence/stores/identity.ts';
+import { inTransaction, openUnit } from '../../../persistence/stores/unit.ts';
 import { requireSession } from '../workspaces/access.ts';
 import { ProviderParams } from './shapes.ts';
 
@@ -21,17 +20,17 @@ export const unlinkAccount = defineRoute({
   responses: { 204: null },
   handler: async ({ auth, params, services }) => {
     const { userId } = requireSession(auth, 'unlink sign-in providers');
-    await services.db.em().transactional(async (tx) => {
+    await inTransaction(openUnit(services.db), async (tx) => {
       // The user row's lock serialises two unlinks racing for the last two methods.
-      const user = await tx.findOneOrFail(UserEntity, { id: userId }, { lockMode: LockMode.PESSIMISTIC_WRITE });
-      const linked = await tx.find(LinkedAccountEntity, { userId });
+      const user = await findUserOrFail(tx, userId, { lock: true });
+      const linked = await linkedAccountsOf(tx, userId);
       const methods = new Set(linked.map((a) => a.provider));
       if (user.passwordHash !== null) methods.add('password');
       if (!methods.has(params.providerId)) throw new ApiError('not_found', `No linked sign-in provider ${params.providerId}.`);
       if (methods.size === 1) throw new ApiError('conflict', 'This is the last way to sign in to the account; link another one first.');
-      await tx.nativeDelete(LinkedAccountEntity, { userId, provider: params.providerId });
+      await deleteLinkedAccount(tx, userId, params.providerId);
       if (params.providerId === 'password') {
-        await tx.nativeUpdate(UserEntity, { id: userId }, { passwordHash: null, updatedAt: new Date(services.clock.now()) });
+        await clearPassword(tx, userId, new Date(services.clock.now()));
       }
     });
     return { status: 204 };

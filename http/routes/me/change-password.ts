@@ -2,8 +2,8 @@ import { ApiError } from '../../errors.ts';
 import { defineRoute } from '../../route.ts';
 import { hashPassword, verifyPassword } from '../../auth/passwords.ts';
 import { beginLoginAttempt } from '../../auth/login-throttle.ts';
-import { SessionEntity } from '../../../persistence/entities/session.ts';
-import { UserEntity } from '../../../persistence/entities/user.ts';
+import { deleteOtherSessions, findUserOrFail, replacePassword } from '../../../persistence/stores/identity.ts';
+import { inTransaction, openUnit } from '../../../persistence/stores/unit.ts';
 import { requireSession } from '../workspaces/access.ts';
 import { ChangePasswordIn } from './shapes.ts';
 
@@ -23,8 +23,8 @@ export const changePassword = defineRoute({
   responses: { 204: null },
   handler: async ({ auth, body, services, remoteAddress }) => {
     const { userId, sessionId } = requireSession(auth, 'change passwords');
-    const em = services.db.em();
-    const user = await em.findOneOrFail(UserEntity, { id: userId });
+    const unit = openUnit(services.db);
+    const user = await findUserOrFail(unit, userId);
     if (user.passwordHash === null) throw new ApiError('conflict', 'This account has no password; it signs in through a linked provider.');
     // A wrong current password is a guess at it: counted and throttled like a failed login.
     const attempt = await beginLoginAttempt(services, user.email, remoteAddress);
@@ -34,15 +34,13 @@ export const changePassword = defineRoute({
     }
     await attempt.succeeded();
     const newHash = await hashPassword(body.newPassword);
-    await em.transactional(async (tx) => {
+    const current = user.passwordHash;
+    await inTransaction(unit, async (tx) => {
       // Only if nobody changed it while we were hashing: otherwise the check above was against a stale hash.
-      const changed = await tx.nativeUpdate(
-        UserEntity,
-        { id: userId, passwordHash: user.passwordHash },
-        { passwordHash: newHash, updatedAt: new Date(services.clock.now()) },
-      );
-      if (changed === 0) throw new ApiError('conflict', 'The password was changed meanwhile; try again.');
-      await tx.nativeDelete(SessionEntity, { userId, id: { $ne: sessionId } });
+      if (!(await replacePassword(tx, userId, current, newHash, new Date(services.clock.now())))) {
+        throw new ApiError('conflict', 'The password was changed meanwhile; try again.');
+      }
+      await deleteOtherSessions(tx, userId, sessionId);
     });
     return { status: 204 };
   },

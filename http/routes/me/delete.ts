@@ -1,11 +1,9 @@
-import { LockMode } from '@mikro-orm/core';
 import { ApiError } from '../../errors.ts';
 import { defineRoute } from '../../route.ts';
 import { clearedSessionCookie } from '../../auth/sessions.ts';
-import { ExportRequestEntity } from '../../../persistence/entities/export-request.ts';
-import { UserEntity } from '../../../persistence/entities/user.ts';
-import { WorkspaceEntity } from '../../../persistence/entities/workspace.ts';
-import { WorkspaceMemberEntity } from '../../../persistence/entities/workspace-member.ts';
+import { countOtherMembers, deleteUserRow, exportsOf, findUserOrFail, ownedMemberships } from '../../../persistence/stores/identity.ts';
+import { findWorkspace } from '../../../persistence/stores/workspaces.ts';
+import { inTransaction, openUnit } from '../../../persistence/stores/unit.ts';
 import { requireSession } from '../workspaces/access.ts';
 import { cleanUpRemovedWorkspaces, deleteWorkspaceIn, type RemovedWorkspace } from '../workspaces/deletion.ts';
 import { removeExportFiles } from './export-file.ts';
@@ -25,29 +23,29 @@ export const deleteMe = defineRoute({
   responses: { 204: null },
   handler: async ({ auth, services }) => {
     const { userId } = requireSession(auth, 'delete user accounts');
-    const removed = await services.db.em().transactional(async (tx) => {
-      await tx.findOneOrFail(UserEntity, { id: userId }, { lockMode: LockMode.PESSIMISTIC_WRITE });
-      const owned = await tx.find(WorkspaceMemberEntity, { userId, role: 'owner' }, { orderBy: { workspaceId: 'asc' } });
+    const removed = await inTransaction(openUnit(services.db), async (tx) => {
+      await findUserOrFail(tx, userId, { lock: true });
+      const owned = await ownedMemberships(tx, userId);
       const gone: RemovedWorkspace[] = [];
       const shared: string[] = [];
       for (const { workspaceId } of owned) {
         // Locked before counting, so nobody joins between the count and the delete.
-        await tx.findOne(WorkspaceEntity, { id: workspaceId }, { lockMode: LockMode.PESSIMISTIC_WRITE });
-        if ((await tx.count(WorkspaceMemberEntity, { workspaceId, userId: { $ne: userId } })) > 0) shared.push(workspaceId);
+        await findWorkspace(tx, workspaceId, { lock: true });
+        if ((await countOtherMembers(tx, workspaceId, userId)) > 0) shared.push(workspaceId);
       }
       if (shared.length > 0) {
         throw new ApiError('conflict', `You own workspaces with other members (${shared.join(', ')}); transfer ownership or remove the members first.`);
       }
       for (const { workspaceId } of owned) gone.push(await deleteWorkspaceIn(tx, workspaceId));
       // Export files go before the rows: should the commit then fail, the user loses old exports, never their privacy.
-      const exports = await tx.find(ExportRequestEntity, { userId });
+      const exports = await exportsOf(tx, userId);
       await removeExportFiles(
         services.config.dataDir,
         exports.flatMap((e) => (e.filePath ? [e.filePath] : [])),
       );
       // Sessions, linked accounts, memberships and export records go with the user (ON DELETE CASCADE);
       // invitations sent and keys made elsewhere stay with their workspaces, no longer naming the user.
-      await tx.nativeDelete(UserEntity, { id: userId });
+      await deleteUserRow(tx, userId);
       return gone;
     });
     await cleanUpRemovedWorkspaces(services, removed);

@@ -2,7 +2,8 @@ import fs from 'node:fs/promises';
 import { Type } from '@sinclair/typebox';
 import { ApiError } from '../../errors.ts';
 import { defineRoute } from '../../route.ts';
-import { ExportRequestEntity } from '../../../persistence/entities/export-request.ts';
+import { findExport } from '../../../persistence/stores/identity.ts';
+import { openUnit } from '../../../persistence/stores/unit.ts';
 import { requireSession } from '../workspaces/access.ts';
 import { EXPORT_FORMAT, exportFilePath } from './export-file.ts';
 import { ExportParams } from './shapes.ts';
@@ -30,7 +31,7 @@ export const downloadExport = defineRoute({
   responses: { 200: ExportDocument },
   handler: async ({ auth, params, services }) => {
     const { userId } = requireSession(auth, 'download user data');
-    const request = await services.db.em().findOne(ExportRequestEntity, { id: params.exportId, userId });
+    const request = await findExport(openUnit(services.db), userId, params.exportId);
     if (!request) throw new ApiError('not_found', `No export ${params.exportId}.`);
     if (request.status !== 'completed' || !request.filePath) throw new ApiError('conflict', `Export ${request.id} is ${request.status}; it has no file.`);
     let text: string;

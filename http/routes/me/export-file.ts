@@ -1,14 +1,7 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import type { SqlEntityManager } from '@mikro-orm/postgresql';
-import { ApiKeyEntity } from '../../../persistence/entities/api-key.ts';
-import { ExportRequestEntity } from '../../../persistence/entities/export-request.ts';
-import { InvitationEntity } from '../../../persistence/entities/invitation.ts';
-import { LinkedAccountEntity } from '../../../persistence/entities/linked-account.ts';
-import { SessionEntity } from '../../../persistence/entities/session.ts';
-import { UserEntity } from '../../../persistence/entities/user.ts';
-import { WorkspaceEntity } from '../../../persistence/entities/workspace.ts';
-import { WorkspaceMemberEntity } from '../../../persistence/entities/workspace-member.ts';
+import { readUserData } from '../../../persistence/stores/identity.ts';
+import type { Unit } from '../../../persistence/stores/unit.ts';
 
 export const EXPORT_FORMAT = 'generation-service-export/1';
 export const EXPORTS_DIR = 'exports';
@@ -20,15 +13,10 @@ const iso = (date: Date | null) => (date ? date.toISOString() : null);
  * sign-in methods, sessions, invitations sent and API keys made. Written field by field, never from
  * whole rows, so secrets (password hash, session and key hashes, invitation tokens) can never slip in.
  */
-export async function buildExport(em: SqlEntityManager, userId: string, exportedAt: number): Promise<Record<string, unknown>> {
-  const user = await em.findOneOrFail(UserEntity, { id: userId });
-  const memberships = await em.find(WorkspaceMemberEntity, { userId }, { orderBy: { workspaceId: 'asc' } });
-  const workspaces = new Map((await em.find(WorkspaceEntity, { id: { $in: memberships.map((m) => m.workspaceId) } })).map((w) => [w.id, w]));
-  const linked = await em.find(LinkedAccountEntity, { userId }, { orderBy: { provider: 'asc' } });
-  const sessions = await em.find(SessionEntity, { userId }, { orderBy: { createdAt: 'asc' } });
-  const invitations = await em.find(InvitationEntity, { invitedBy: userId }, { orderBy: { id: 'asc' } });
-  const keys = await em.find(ApiKeyEntity, { createdBy: userId }, { orderBy: { id: 'asc' } });
-  const exports = await em.find(ExportRequestEntity, { userId }, { orderBy: { id: 'asc' } });
+export async function buildExport(unit: Unit, userId: string, exportedAt: number): Promise<Record<string, unknown>> {
+  const data = await readUserData(unit, userId);
+  const { user, memberships, linked, sessions, invitations, keys, exports } = data;
+  const workspaces = new Map(data.workspaces.map((w) => [w.id, w]));
   return {
     format: EXPORT_FORMAT,
     exportedAt: new Date(exportedAt).toISOString(),

@@ -1,6 +1,7 @@
 import { defineRoute } from '../../route.ts';
 import { newId } from '../../../persistence/ids.ts';
-import { ExportRequestEntity, type ExportRequest } from '../../../persistence/entities/export-request.ts';
+import { insertExport, type ExportRequest } from '../../../persistence/stores/identity.ts';
+import { openUnit } from '../../../persistence/stores/unit.ts';
 import { requireSession } from '../workspaces/access.ts';
 import { buildExport, writeExportFile } from './export-file.ts';
 import { ExportOut, toExportOut } from './shapes.ts';
@@ -19,12 +20,12 @@ export const requestExport = defineRoute({
   responses: { 201: ExportOut },
   handler: async ({ auth, services }) => {
     const { userId } = requireSession(auth, 'export user data');
-    const em = services.db.em();
+    const unit = openUnit(services.db);
     const now = services.clock.now();
     const id = newId('exp', now);
     // A user's data is small: the file is made within the request, so the answer is already complete.
     // File first, row second: a crash in between leaves only an orphan file, never a row without its file.
-    const document = await buildExport(em, userId, now);
+    const document = await buildExport(unit, userId, now);
     const text = `${JSON.stringify(document, null, 2)}\n`;
     const filePath = await writeExportFile(services.config.dataDir, id, text);
     const request: ExportRequest = {
@@ -36,7 +37,7 @@ export const requestExport = defineRoute({
       createdAt: new Date(now),
       completedAt: new Date(services.clock.now()),
     };
-    await em.insert(ExportRequestEntity, request);
+    await insertExport(unit, request);
     return { status: 201, body: toExportOut(request) };
   },
 });

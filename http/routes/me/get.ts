@@ -1,5 +1,6 @@
 import { defineRoute } from '../../route.ts';
-import { UserEntity } from '../../../persistence/entities/user.ts';
+import { findUserOrFail } from '../../../persistence/stores/identity.ts';
+import { openUnit } from '../../../persistence/stores/unit.ts';
 import { requireSession } from '../workspaces/access.ts';
 import { toUserOut, UserOut } from './shapes.ts';
 
@@ -16,7 +17,7 @@ export const getMe = defineRoute({
   responses: { 200: UserOut },
   handler: async ({ auth, services }) => {
     const { userId } = requireSession(auth, 'read a user profile');
-    const user = await services.db.em().findOneOrFail(UserEntity, { id: userId });
+    const user = await findUserOrFail(openUnit(services.db), userId);
     return { body: toUserOut(user) };
   },
 });

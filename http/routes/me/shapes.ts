@@ -1,7 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox';
-import type { User } from '../../../persistence/entities/user.ts';
-import type { LinkedAccount } from '../../../persistence/entities/linked-account.ts';
-import type { ExportRequest } from '../../../persistence/entities/export-request.ts';
+import type { ExportRequest, LinkedAccount, User } from '../../../persistence/stores/identity.ts';
 import { PASSWORD_MAX_LENGTH } from '../../auth/passwords.ts';
 import { Email, NewPassword, PersonName } from '../auth/shapes.ts';
 

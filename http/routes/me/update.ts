@@ -1,7 +1,8 @@
-import { UniqueConstraintViolationException } from '@mikro-orm/core';
 import { ApiError } from '../../errors.ts';
 import { defineRoute } from '../../route.ts';
-import { UserEntity } from '../../../persistence/entities/user.ts';
+import { findUserOrFail, updateUserRow } from '../../../persistence/stores/identity.ts';
+import { isUniqueViolation } from '../../../persistence/stores/workspaces.ts';
+import { openUnit } from '../../../persistence/stores/unit.ts';
 import { normaliseEmail } from '../auth/shapes.ts';
 import { requireSession } from '../workspaces/access.ts';
 import { MePatch, toUserOut, UserOut } from './shapes.ts';
@@ -27,13 +28,13 @@ export const updateMe = defineRoute({
       if (changes.name === '') throw new ApiError('validation_error', 'body.name: must not be blank');
     }
     if (body.email !== undefined) changes.email = normaliseEmail(body.email);
-    const em = services.db.em();
+    const unit = openUnit(services.db);
     try {
-      await em.nativeUpdate(UserEntity, { id: userId }, changes);
+      await updateUserRow(unit, userId, changes);
     } catch (error) {
-      if (error instanceof UniqueConstraintViolationException) throw new ApiError('conflict', 'Another account uses this e-mail address.');
+      if (isUniqueViolation(error)) throw new ApiError('conflict', 'Another account uses this e-mail address.');
       throw error;
     }
-    return { body: toUserOut(await em.findOneOrFail(UserEntity, { id: userId })) };
+    return { body: toUserOut(await findUserOrFail(unit, userId)) };
   },
 });

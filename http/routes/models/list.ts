@@ -1,5 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import { defineRoute } from '../../route.ts';
+import { openUnit } from '../../../persistence/stores/unit.ts';
+import { ifNoneMatchMatches } from '../../conditional.ts';
 import { readWorkspace } from '../generations/access.ts';
 import { ModelListOut, once, toModelOut, type ModelOut } from './shape.ts';
 
@@ -20,13 +22,16 @@ export const listModels = defineRoute({
     },
     { additionalProperties: false },
   ),
-  responses: { 200: ModelListOut },
-  handler: async ({ auth, query, services }) => {
-    const workspace = await readWorkspace(services.db.em(), auth, query.workspaceId);
+  // 304: the client's copy (If-None-Match: its ETag) is the catalog version and plan served now.
+  responses: { 200: ModelListOut, 304: null },
+  handler: async ({ auth, query, headers, services }) => {
+    const workspace = await readWorkspace(openUnit(services.db), auth, query.workspaceId);
     const catalog = services.catalog;
     const plan = catalog.plan(workspace.plan).id;
+    const etag = `"${catalog.version}-${plan}"`;
+    if (ifNoneMatchMatches(headers['if-none-match'], etag)) return { status: 304, headers: { ETag: etag } };
     const data = once(catalog, `models:${plan}`, (): ModelOut[] => catalog.offered().map((model) => toModelOut(catalog, model, plan)));
     // The catalog's version, and the plan the answer is for (a plan change changes the answer too).
-    return { headers: { ETag: `"${catalog.version}-${plan}"` }, body: { workspaceId: workspace.id, plan, data } };
+    return { headers: { ETag: etag }, body: { workspaceId: workspace.id, plan, data } };
   },
 });

@@ -4,7 +4,8 @@ import { defineRoute } from '../../route.ts';
 import { placeReadBody } from '../../pipeline/placement.ts';
 import { readLimited } from '../../../runtime/read-limited.ts';
 import { Lru } from '../../../runtime/lru.ts';
-import { boundQuery } from '../../../persistence/bound-query.ts';
+import { jobOfProviderEvent } from '../../../persistence/stores/generations/provider-events.ts';
+import { openUnit } from '../../../persistence/stores/unit.ts';
 
 /** Providers' events are small (a prediction's state, a request id); larger ones are refused. */
 const MAX_EVENT_BYTES = 1024 * 1024;
@@ -43,16 +44,9 @@ export const receiveProviderJobEvent = defineRoute({
     const verified = provider.verifyEvent({ headers: lowerCased(headers), body: raw, query, now: services.clock.now() });
     if (!verified.ok) throw new ApiError('validation_error', `The event was refused: ${verified.message}`);
     // A provider that runs the job under our own id (Cog) may post its start before the id is written (the
-    // answer to its submission and the event race): the job, still reserved, is found by that id too.
-    const find = async () =>
-      (
-        await boundQuery<{ id: string; workspace_id: string }>(
-          services.db.em(),
-          `select id, workspace_id from generations where deployment_id = ? and (
-         (provider_job_id = ? and status in ('submitted', 'running')) or (id = ? and provider_job_id is null and status = 'reserved'))`,
-          [params.deployment, verified.providerJobId, verified.providerJobId],
-        )
-      )[0];
+    // answer to its submission and the event race), and one whose event URL carries our id with its token (fal)
+    // may post about a job whose submission's answer was lost: the job, still reserved, is found by that id too.
+    const find = () => jobOfProviderEvent(openUnit(services.db), params.deployment, verified.providerJobId, verified.jobId ?? verified.providerJobId);
     // The write of a job's provider id is queued, not awaited, by its actor: an event that beats it is looked
     // for once more after this node's queued writes commit.
     let job = await find();
@@ -67,7 +61,12 @@ export const receiveProviderJobEvent = defineRoute({
     const key = `${params.deployment}:${verified.eventId}`;
     if (applied.get(key)) return { body: { received: true, applied: false } };
     applied.set(key, true);
-    services.actors.tell('gen', job.id, { type: 'provider_event', providerJobId: verified.providerJobId, payload: verified.payload });
+    services.actors.tell('gen', job.id, {
+      type: 'provider_event',
+      providerJobId: verified.providerJobId,
+      payload: verified.payload,
+      ...(verified.jobId ? { jobId: verified.jobId } : {}),
+    });
     return { body: { received: true, applied: true } };
   },
 });

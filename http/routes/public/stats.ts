@@ -1,6 +1,8 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { defineRoute } from '../../route.ts';
 import type { Services } from '../../services.ts';
+import { serviceCounts } from '../../../persistence/stores/stats.ts';
+import { openUnit } from '../../../persistence/stores/unit.ts';
 
 /** Counts are read from the database at most once per this many milliseconds per node. */
 export const STATS_CACHE_MS = 10_000;
@@ -33,15 +35,11 @@ interface Cached {
 const cache = new WeakMap<Services, Cached>();
 
 async function countAll(services: Services): Promise<PublicStats> {
-  const em = services.db.em();
-  const [generations] = await em.execute<Array<{ total: string | number; succeeded: string | number }>>(
-    `select count(*) as total, count(*) filter (where status = 'succeeded') as succeeded from generations`,
-  );
-  const [workspaces] = await em.execute<Array<{ total: string | number }>>('select count(*) as total from workspaces');
+  const counts = await serviceCounts(openUnit(services.db));
   const offered = services.catalog.offered();
   return {
-    generations: { total: Number(generations?.total ?? 0), succeeded: Number(generations?.succeeded ?? 0) },
-    workspaces: Number(workspaces?.total ?? 0),
+    generations: { total: counts.generations, succeeded: counts.succeeded },
+    workspaces: counts.workspaces,
     modelsOffered: offered.length,
     modes: new Set(offered.map((model) => model.mode)).size,
     asOf: new Date(services.clock.now()).toISOString(),

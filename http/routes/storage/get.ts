@@ -1,6 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import { defineRoute } from '../../route.ts';
 import { storageUsage } from '../../../persistence/assets/store.ts';
+import { openUnit } from '../../../persistence/stores/unit.ts';
 import { openFilesWorkspace } from '../assets/access.ts';
 import { MediaTypeName } from '../assets/shapes.ts';
 
@@ -32,10 +33,10 @@ export const getWorkspaceStorage = defineRoute({
   params: Type.Object({ workspaceId: Type.String({ minLength: 1, maxLength: 64 }) }, { additionalProperties: false }),
   responses: { 200: StorageOut },
   handler: async ({ auth, params, services }) => {
-    const em = services.db.em();
-    const { workspace } = await openFilesWorkspace(em, auth, params.workspaceId);
+    const unit = openUnit(services.db);
+    const { workspace } = await openFilesWorkspace(unit, auth, params.workspaceId);
     const plan = services.catalog.plan(workspace.plan);
-    const usage = await storageUsage(em, workspace.id);
+    const usage = await storageUsage(unit, workspace.id);
     return {
       body: {
         workspaceId: workspace.id,

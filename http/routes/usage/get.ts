@@ -5,6 +5,7 @@ import { moneyWorkspace } from '../billing/access.ts';
 import { WorkspaceIdField } from '../billing/shapes.ts';
 import { timeBound } from '../generations/list.ts';
 import { readUsage } from '../../../persistence/usage-rollups.ts';
+import { openUnit } from '../../../persistence/stores/unit.ts';
 
 const Count = Type.Integer({ minimum: 0 });
 const When = (description: string) => Type.String({ minLength: 10, maxLength: 40, description });
@@ -57,7 +58,7 @@ export const getUsage = defineRoute({
   ),
   responses: { 200: UsageOut },
   handler: async ({ auth, query, services }) => {
-    const em = services.db.em();
+    const em = openUnit(services.db);
     const workspace = await moneyWorkspace(em, auth, query.workspaceId);
     let apiKeyId: string | null = query.apiKeyId ?? null;
     if (auth?.kind === 'key') {

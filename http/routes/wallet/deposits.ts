@@ -4,6 +4,7 @@ import { Page, PageQueryFields } from '../../pagination.ts';
 import { moneyWorkspace } from '../billing/access.ts';
 import { keysetPage } from '../billing/keyset.ts';
 import { DepositOut, toDepositOut, WorkspaceIdField } from '../billing/shapes.ts';
+import { openUnit } from '../../../persistence/stores/unit.ts';
 
 export const listWalletDeposits = defineRoute({
   method: 'GET',
@@ -17,8 +18,8 @@ export const listWalletDeposits = defineRoute({
   query: Type.Object({ workspaceId: WorkspaceIdField, ...PageQueryFields }, { additionalProperties: false }),
   responses: { 200: Page(DepositOut) },
   handler: async ({ auth, query, services }) => {
-    const em = services.db.em();
-    const workspace = await moneyWorkspace(em, auth, query.workspaceId);
-    return { body: await keysetPage(em, 'wallet_deposits', ['workspace_id = ?'], [workspace.id], query, toDepositOut) };
+    const unit = openUnit(services.db);
+    const workspace = await moneyWorkspace(unit, auth, query.workspaceId);
+    return { body: await keysetPage(unit, 'wallet_deposits', workspace.id, {}, query, toDepositOut) };
   },
 });

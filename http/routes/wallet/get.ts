@@ -4,6 +4,7 @@ import { moneyWorkspace } from '../billing/access.ts';
 import { WorkspaceIdField } from '../billing/shapes.ts';
 import { toWalletOut, WalletOut } from './shapes.ts';
 import { namedWorkspace } from '../../owner.ts';
+import { openUnit } from '../../../persistence/stores/unit.ts';
 
 export const getWallet = defineRoute({
   method: 'GET',
@@ -19,7 +20,7 @@ export const getWallet = defineRoute({
   query: Type.Object({ workspaceId: WorkspaceIdField }, { additionalProperties: false }),
   responses: { 200: WalletOut },
   handler: async ({ auth, query, services }) => {
-    const workspace = await moneyWorkspace(services.db.em(), auth, query.workspaceId);
+    const workspace = await moneyWorkspace(openUnit(services.db), auth, query.workspaceId);
     const wallet = await services.actors.ask('ws', workspace.id, { type: 'wallet' });
     return { body: toWalletOut(workspace.id, services.catalog.plan(workspace.plan), wallet) };
   },

@@ -6,6 +6,8 @@ import { WALLET_MINIMUM_DEPOSIT_CENTS } from '../../../actors/workspace/account.
 import { moneyWorkspace } from '../billing/access.ts';
 import { insertPendingPayment } from '../billing/orders.ts';
 import { CheckoutFields, DepositOut, WorkspaceIdField } from '../billing/shapes.ts';
+import { insertPendingDeposit } from '../../../persistence/stores/payments.ts';
+import { inTransaction, openUnit } from '../../../persistence/stores/unit.ts';
 
 export const MAX_DEPOSIT_CENTS = 10_000_000;
 
@@ -36,19 +38,15 @@ export const createWalletTopUp = defineRoute({
       throw new ApiError('validation_error', `body.amountCents: the minimum deposit is ${WALLET_MINIMUM_DEPOSIT_CENTS} cents (10 dollars)`);
     }
     if (body.amountCents > MAX_DEPOSIT_CENTS) throw new ApiError('validation_error', `body.amountCents: at most ${MAX_DEPOSIT_CENTS} cents per deposit`);
-    const em = services.db.em();
-    const workspace = await moneyWorkspace(em, auth, body.workspaceId, { action: 'deposit into the wallet' });
+    const unit = openUnit(services.db);
+    const workspace = await moneyWorkspace(unit, auth, body.workspaceId, { action: 'deposit into the wallet' });
     const now = services.clock.now();
     const at = new Date(now);
     const id = newId('dep', now);
     const paymentId = newId('pay', now);
     let checkoutUrl = '';
-    await em.transactional(async (tx) => {
-      await tx.execute(
-        `insert into wallet_deposits (id, workspace_id, amount_cents, source, status, payment_id, created_at, completed_at) values (?, ?, ?, 'checkout', 'pending', ?, ?, null)`,
-        [id, workspace.id, body.amountCents, paymentId, at],
-        'run',
-      );
+    await inTransaction(unit, async (tx) => {
+      await insertPendingDeposit(tx, { id, workspaceId: workspace.id, amountCents: body.amountCents, paymentId, at });
       checkoutUrl = await insertPendingPayment(tx, services, {
         id: paymentId,
         workspaceId: workspace.id,

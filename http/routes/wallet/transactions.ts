@@ -4,6 +4,7 @@ import { Page, PageQueryFields } from '../../pagination.ts';
 import { moneyWorkspace } from '../billing/access.ts';
 import { keysetPage } from '../billing/keyset.ts';
 import { LedgerEntryOut, toLedgerEntryOut, WorkspaceIdField } from '../billing/shapes.ts';
+import { openUnit } from '../../../persistence/stores/unit.ts';
 
 export const listWalletTransactions = defineRoute({
   method: 'GET',
@@ -17,17 +18,8 @@ export const listWalletTransactions = defineRoute({
   query: Type.Object({ workspaceId: WorkspaceIdField, ...PageQueryFields }, { additionalProperties: false }),
   responses: { 200: Page(LedgerEntryOut) },
   handler: async ({ auth, query, services }) => {
-    const em = services.db.em();
-    const workspace = await moneyWorkspace(em, auth, query.workspaceId);
-    return {
-      body: await keysetPage(
-        em,
-        'credit_ledger',
-        ['workspace_id = ?', '(wallet_cents <> 0 or reserved_wallet_cents <> 0)'],
-        [workspace.id],
-        query,
-        toLedgerEntryOut,
-      ),
-    };
+    const unit = openUnit(services.db);
+    const workspace = await moneyWorkspace(unit, auth, query.workspaceId);
+    return { body: await keysetPage(unit, 'credit_ledger', workspace.id, { walletOnly: true }, query, toLedgerEntryOut) };
   },
 });

@@ -6,6 +6,7 @@ import { moneyWorkspace } from '../billing/access.ts';
 import { WorkspaceIdField } from '../billing/shapes.ts';
 import { toWalletOut, WalletOut } from './shapes.ts';
 import { namedWorkspace } from '../../owner.ts';
+import { openUnit } from '../../../persistence/stores/unit.ts';
 
 const Cents = Type.Integer({ minimum: 0, maximum: 100_000_000 });
 
@@ -41,7 +42,7 @@ export const updateWallet = defineRoute({
   body: WalletPatch,
   responses: { 200: WalletOut },
   handler: async ({ auth, body, services }) => {
-    const workspace = await moneyWorkspace(services.db.em(), auth, body.workspaceId, { action: 'change wallet settings' });
+    const workspace = await moneyWorkspace(openUnit(services.db), auth, body.workspaceId, { action: 'change wallet settings' });
     const patch: WalletSettingsPatch = {
       ...(body.autoRecharge ? { autoRecharge: body.autoRecharge } : {}),
       ...(body.monthlySpendCapCents !== undefined ? { monthlySpendCapCents: body.monthlySpendCapCents } : {}),

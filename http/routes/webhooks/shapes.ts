@@ -11,7 +11,7 @@ export const EventType = Type.Union(
   SUBSCRIBABLE_EVENT_TYPES.map((name) => Type.Literal(name)),
   {
     description:
-      'An event name: generation.completed, generation.failed, generation.cancelled or generation.expired; webhook_endpoint.disabled (another endpoint of the workspace was disabled by the service); generation.started, an opt-in extension sent only to endpoints that name it.',
+      'An event name: generation.completed, generation.failed, generation.cancelled or generation.expired; webhook_endpoint.disabled (another endpoint of the workspace was disabled by the service); budget.threshold_crossed (a budget alert, docs/money.md); generation.started, an opt-in extension sent only to endpoints that name it.',
   },
 );
 export const EventTypes = Type.Array(EventType, { minItems: 1, maxItems: SUBSCRIBABLE_EVENT_TYPES.length, uniqueItems: true });

@@ -1,9 +1,7 @@
-import { LockMode } from '@mikro-orm/core';
-import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { ApiError } from '../../errors.ts';
 import type { Principal } from '../../route.ts';
-import { WorkspaceEntity, type Workspace } from '../../../persistence/entities/workspace.ts';
-import { WorkspaceMemberEntity, type Role } from '../../../persistence/entities/workspace-member.ts';
+import { findMember, findWorkspace, type Role, type Workspace } from '../../../persistence/stores/workspaces.ts';
+import type { Unit } from '../../../persistence/stores/unit.ts';
 
 /** The caller as a signed-in user. People (members, invitations, the account) are managed from the dashboard only. */
 export function requireSession(auth: Principal | undefined, action: string): { userId: string; sessionId: string } {
@@ -24,27 +22,22 @@ export interface WorkspaceAccess {
  * With `lock` (inside a transaction) the workspace row is taken FOR UPDATE first: changes to one workspace's
  * people are serialised, so what is checked next (who is owner, who is a member) still holds at commit.
  */
-export async function openWorkspace(
-  em: SqlEntityManager,
-  auth: Principal | undefined,
-  workspaceId: string,
-  options: { lock?: boolean } = {},
-): Promise<WorkspaceAccess> {
+export async function openWorkspace(unit: Unit, auth: Principal | undefined, workspaceId: string, options: { lock?: boolean } = {}): Promise<WorkspaceAccess> {
   if (!auth) throw new ApiError('unauthenticated');
   if (auth.kind === 'key') {
     if (auth.workspaceId !== workspaceId) throw new ApiError('forbidden', 'This API key belongs to another workspace.');
-    const workspace = await em.findOne(WorkspaceEntity, { id: workspaceId }, options.lock ? { lockMode: LockMode.PESSIMISTIC_WRITE } : {});
+    const workspace = await findWorkspace(unit, workspaceId, options);
     if (!workspace) throw notFound(workspaceId);
     return { workspace, role: null };
   }
   // Membership first, so a stranger never takes a lock on someone else's workspace.
-  let member = await em.findOne(WorkspaceMemberEntity, { workspaceId, userId: auth.userId });
+  let member = await findMember(unit, workspaceId, auth.userId);
   if (!member) throw notFound(workspaceId);
-  const workspace = await em.findOne(WorkspaceEntity, { id: workspaceId }, options.lock ? { lockMode: LockMode.PESSIMISTIC_WRITE } : {});
+  const workspace = await findWorkspace(unit, workspaceId, options);
   if (!workspace) throw notFound(workspaceId);
   if (options.lock) {
     // Read again under the lock: a concurrent change may have removed the caller or changed their role.
-    member = await em.findOne(WorkspaceMemberEntity, { workspaceId, userId: auth.userId }, { refresh: true });
+    member = await findMember(unit, workspaceId, auth.userId, { refresh: true });
     if (!member) throw notFound(workspaceId);
   }
   return { workspace, role: member.role };
@@ -55,12 +48,12 @@ export async function openWorkspace(
  * is checked against the database when it is authenticated, and deleting a workspace drops its keys from
  * every node's cache at once, so a key's own workspace exists. Callers that need the row use openWorkspace.
  */
-export async function enterWorkspace(em: () => SqlEntityManager, auth: Principal | undefined, workspaceId: string): Promise<void> {
+export async function enterWorkspace(unit: () => Unit, auth: Principal | undefined, workspaceId: string): Promise<void> {
   if (auth?.kind === 'key') {
     if (auth.workspaceId !== workspaceId) throw new ApiError('forbidden', 'This API key belongs to another workspace.');
     return;
   }
-  await openWorkspace(em(), auth, workspaceId);
+  await openWorkspace(unit(), auth, workspaceId);
 }
 
 /** Refuses (403) a caller whose role is not one of `allowed`. */

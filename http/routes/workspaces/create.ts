@@ -1,7 +1,7 @@
 import { defineRoute } from '../../route.ts';
 import { newId } from '../../../persistence/ids.ts';
-import { WorkspaceEntity, type Workspace } from '../../../persistence/entities/workspace.ts';
-import { WorkspaceMemberEntity } from '../../../persistence/entities/workspace-member.ts';
+import { insertWorkspace, type Workspace } from '../../../persistence/stores/workspaces.ts';
+import { openUnit } from '../../../persistence/stores/unit.ts';
 import { requireSession } from './access.ts';
 import { toWorkspaceOut, WorkspaceIn, WorkspaceOut } from './shapes.ts';
 
@@ -28,10 +28,7 @@ export const createWorkspace = defineRoute({
       createdAt: now,
       updatedAt: now,
     };
-    await services.db.em().transactional(async (tx) => {
-      await tx.insert(WorkspaceEntity, workspace);
-      await tx.insert(WorkspaceMemberEntity, { workspaceId: workspace.id, userId, role: 'owner' as const, createdAt: now });
-    });
+    await insertWorkspace(openUnit(services.db), workspace, userId);
     return { status: 201, body: toWorkspaceOut(workspace, 'owner') };
   },
 });

@@ -1,4 +1,5 @@
 import { defineRoute } from '../../route.ts';
+import { inTransaction, openUnit } from '../../../persistence/stores/unit.ts';
 import { openWorkspace, requireRole, requireSession } from './access.ts';
 import { cleanUpRemovedWorkspaces, deleteWorkspaceIn } from './deletion.ts';
 import { WorkspaceParams } from './shapes.ts';
@@ -18,7 +19,7 @@ export const deleteWorkspace = defineRoute({
   responses: { 204: null },
   handler: async ({ auth, params, services }) => {
     requireSession(auth, 'delete workspaces');
-    const removed = await services.db.em().transactional(async (tx) => {
+    const removed = await inTransaction(openUnit(services.db), async (tx) => {
       const access = await openWorkspace(tx, auth, params.workspaceId, { lock: true });
       requireRole(access, ['owner'], 'delete it');
       return deleteWorkspaceIn(tx, params.workspaceId);

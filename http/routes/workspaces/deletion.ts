@@ -1,12 +1,6 @@
-import { LockMode } from '@mikro-orm/core';
-import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { ApiError } from '../../errors.ts';
-import { WorkspaceEntity } from '../../../persistence/entities/workspace.ts';
-import { ApiKeyEntity } from '../../../persistence/entities/api-key.ts';
-import { AssetEntity } from '../../../persistence/entities/asset.ts';
-import { UploadEntity } from '../../../persistence/entities/upload.ts';
-import { GenerationEntity } from '../../../persistence/entities/generation.ts';
-import { TERMINAL_STATUSES } from '../../../domain/generation-status.ts';
+import { countUnfinishedGenerations, deleteWorkspaceRow, findWorkspace, leftoversOf } from '../../../persistence/stores/workspaces.ts';
+import type { Unit } from '../../../persistence/stores/unit.ts';
 import type { Services } from '../../services.ts';
 
 /**
@@ -16,14 +10,14 @@ import type { Services } from '../../services.ts';
  * flight is waited for and then counted, and one that comes later waits and then fails its foreign key.
  * So a guard that counts such rows cannot miss one.
  */
-export type WorkspaceDeletionGuard = (tx: SqlEntityManager, workspaceId: string) => Promise<string | undefined>;
+export type WorkspaceDeletionGuard = (tx: Unit, workspaceId: string) => Promise<string | undefined>;
 
 /**
  * No running generations (docs/auth-and-keys.md, Workspaces). Any non-terminal generation (queued, reserved, submitted,
  * running) holds credits and a provider job; deleting under it would strand both.
  */
 export const noRunningGenerations: WorkspaceDeletionGuard = async (tx, workspaceId) => {
-  const active = await tx.count(GenerationEntity, { workspaceId, status: { $nin: [...TERMINAL_STATUSES] } });
+  const active = await countUnfinishedGenerations(tx, workspaceId);
   if (active === 0) return undefined;
   return `${active} generation${active === 1 ? ' is' : 's are'} still queued or running; cancel ${active === 1 ? 'it' : 'them'} or wait for ${active === 1 ? 'it' : 'them'} to finish.`;
 };
@@ -44,22 +38,16 @@ export interface RemovedWorkspace {
  * generations, assets and the rest of its rows. Call inside a transaction; throws 409 conflict when a guard
  * objects, leaving everything as it was. Pass what it returns to cleanUpRemovedWorkspaces after the commit.
  */
-export async function deleteWorkspaceIn(tx: SqlEntityManager, workspaceId: string): Promise<RemovedWorkspace> {
-  const workspace = await tx.findOne(WorkspaceEntity, { id: workspaceId }, { lockMode: LockMode.PESSIMISTIC_WRITE });
+export async function deleteWorkspaceIn(tx: Unit, workspaceId: string): Promise<RemovedWorkspace> {
+  const workspace = await findWorkspace(tx, workspaceId, { lock: true });
   if (!workspace) throw new ApiError('not_found', `No workspace ${workspaceId}.`);
   for (const guard of workspaceDeletionGuards) {
     const reason = await guard(tx, workspaceId);
     if (reason) throw new ApiError('conflict', `Workspace ${workspaceId} cannot be deleted now: ${reason}`);
   }
-  const keys = await tx.find(ApiKeyEntity, { workspaceId }, { fields: ['keyHash'] });
-  const assets = await tx.find(AssetEntity, { workspaceId }, { fields: ['storageKey'] });
-  const uploads = await tx.find(UploadEntity, { workspaceId }, { fields: ['storageKey'] });
-  await tx.nativeDelete(WorkspaceEntity, { id: workspaceId });
-  return {
-    keyHashes: keys.map((key) => key.keyHash),
-    // An asset made from an upload keeps the upload's key: each object once.
-    storageKeys: [...new Set([...assets, ...uploads].map((row) => row.storageKey))],
-  };
+  const leftovers = await leftoversOf(tx, workspaceId);
+  await deleteWorkspaceRow(tx, workspaceId);
+  return leftovers;
 }
 
 /**

@@ -1,4 +1,5 @@
 import { defineRoute } from '../../route.ts';
+import { openUnit } from '../../../persistence/stores/unit.ts';
 import { openWorkspace } from './access.ts';
 import { toWorkspaceOut, WorkspaceOut, WorkspaceParams } from './shapes.ts';
 
@@ -14,7 +15,7 @@ export const getWorkspace = defineRoute({
   params: WorkspaceParams,
   responses: { 200: WorkspaceOut },
   handler: async ({ auth, params, services }) => {
-    const { workspace, role } = await openWorkspace(services.db.em(), auth, params.workspaceId);
+    const { workspace, role } = await openWorkspace(openUnit(services.db), auth, params.workspaceId);
     return { body: toWorkspaceOut(workspace, role) };
   },
 });

@@ -1,6 +1,7 @@
 import { ApiError } from '../../errors.ts';
 import { defineRoute } from '../../route.ts';
-import { InvitationEntity } from '../../../persistence/entities/invitation.ts';
+import { cancelPendingInvitation, findInvitation } from '../../../persistence/stores/workspaces.ts';
+import { inTransaction, openUnit } from '../../../persistence/stores/unit.ts';
 import { MANAGERS, openWorkspace, requireRole, requireSession } from './access.ts';
 import { InvitationParams } from './shapes.ts';
 
@@ -18,13 +19,13 @@ export const cancelInvitation = defineRoute({
   responses: { 204: null },
   handler: async ({ auth, params, services }) => {
     requireSession(auth, 'manage invitations');
-    await services.db.em().transactional(async (tx) => {
+    await inTransaction(openUnit(services.db), async (tx) => {
       const access = await openWorkspace(tx, auth, params.workspaceId, { lock: true });
       requireRole(access, MANAGERS, 'cancel invitations');
-      const invitation = await tx.findOne(InvitationEntity, { id: params.invitationId, workspaceId: params.workspaceId });
+      const invitation = await findInvitation(tx, params.workspaceId, params.invitationId);
       if (!invitation) throw new ApiError('not_found', `No invitation ${params.invitationId} in workspace ${params.workspaceId}.`);
       if (invitation.status !== 'pending') throw new ApiError('conflict', `The invitation was already ${invitation.status}.`);
-      await tx.nativeUpdate(InvitationEntity, { id: invitation.id, status: 'pending' }, { status: 'cancelled' });
+      await cancelPendingInvitation(tx, invitation.id);
     });
     return { status: 204 };
   },

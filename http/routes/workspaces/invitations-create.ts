@@ -1,10 +1,16 @@
-import { UniqueConstraintViolationException } from '@mikro-orm/core';
 import { ApiError } from '../../errors.ts';
 import { defineRoute } from '../../route.ts';
 import { newId } from '../../../persistence/ids.ts';
-import { InvitationEntity, type Invitation } from '../../../persistence/entities/invitation.ts';
-import { UserEntity } from '../../../persistence/entities/user.ts';
-import { WorkspaceMemberEntity } from '../../../persistence/entities/workspace-member.ts';
+import { findUserByEmail } from '../../../persistence/stores/identity.ts';
+import {
+  findMember,
+  findPendingInvitation,
+  insertInvitation,
+  isUniqueViolation,
+  retireInvitation,
+  type Invitation,
+} from '../../../persistence/stores/workspaces.ts';
+import { inTransaction, openUnit } from '../../../persistence/stores/unit.ts';
 import { MANAGERS, openWorkspace, requireRole, requireSession } from './access.ts';
 import { INVITATION_TTL_MS, invitationTokenHash, newInvitationToken } from './invitation-tokens.ts';
 import { CreatedInvitationOut, InvitationIn, toInvitationOut, WorkspaceParams } from './shapes.ts';
@@ -42,23 +48,23 @@ export const createInvitation = defineRoute({
       acceptedBy: null,
     };
     try {
-      await services.db.em().transactional(async (tx) => {
+      await inTransaction(openUnit(services.db), async (tx) => {
         const access = await openWorkspace(tx, auth, params.workspaceId, { lock: true });
         requireRole(access, MANAGERS, 'invite members');
-        const user = await tx.findOne(UserEntity, { email });
-        if (user && (await tx.findOne(WorkspaceMemberEntity, { workspaceId: params.workspaceId, userId: user.id }))) {
+        const user = await findUserByEmail(tx, email);
+        if (user && (await findMember(tx, params.workspaceId, user.id))) {
           throw new ApiError('conflict', `${email} is already a member of this workspace.`);
         }
-        const pending = await tx.findOne(InvitationEntity, { workspaceId: params.workspaceId, email, status: 'pending' });
+        const pending = await findPendingInvitation(tx, params.workspaceId, email);
         if (pending && pending.expiresAt.getTime() > now) {
           throw new ApiError('conflict', `${email} already has a pending invitation (${pending.id}); cancel it to invite again.`);
         }
         // An expired invitation still holds the one-pending-per-e-mail slot: retire it.
-        if (pending) await tx.nativeUpdate(InvitationEntity, { id: pending.id }, { status: 'cancelled' });
-        await tx.insert(InvitationEntity, invitation);
+        if (pending) await retireInvitation(tx, pending.id);
+        await insertInvitation(tx, invitation);
       });
     } catch (error) {
-      if (error instanceof UniqueConstraintViolationException) throw new ApiError('conflict', `${email} already has a pending invitation.`);
+      if (isUniqueViolation(error)) throw new ApiError('conflict', `${email} already has a pending invitation.`);
       throw error;
     }
     return { status: 201, body: { ...toInvitationOut(invitation, now), token } };

@@ -1,7 +1,8 @@
 import { Type } from '@sinclair/typebox';
 import { defineRoute } from '../../route.ts';
 import { decodeCursor, Page, PageQueryFields, pageOf } from '../../pagination.ts';
-import { InvitationEntity } from '../../../persistence/entities/invitation.ts';
+import { listPendingInvitations } from '../../../persistence/stores/workspaces.ts';
+import { openUnit } from '../../../persistence/stores/unit.ts';
 import { openWorkspace, requireSession } from './access.ts';
 import { InvitationOut, toInvitationOut, WorkspaceParams } from './shapes.ts';
 
@@ -21,21 +22,12 @@ export const listInvitations = defineRoute({
   responses: { 200: Page(InvitationOut) },
   handler: async ({ auth, params, query, services }) => {
     requireSession(auth, 'list invitations');
-    const em = services.db.em();
-    await openWorkspace(em, auth, params.workspaceId);
+    const unit = openUnit(services.db);
+    await openWorkspace(unit, auth, params.workspaceId);
     const now = services.clock.now();
     const limit = query.limit ?? 20;
     const after = query.cursor === undefined ? undefined : (decodeCursor(query.cursor, ['string'])[0] as string);
-    const rows = await em.find(
-      InvitationEntity,
-      {
-        workspaceId: params.workspaceId,
-        status: 'pending',
-        expiresAt: { $gt: new Date(now) },
-        ...(after === undefined ? {} : { id: { $lt: after } }),
-      },
-      { orderBy: { id: 'desc' }, limit: limit + 1 },
-    );
+    const rows = await listPendingInvitations(unit, params.workspaceId, new Date(now), { after, limit: limit + 1 });
     return {
       body: pageOf(
         rows,

@@ -1,6 +1,7 @@
 import { ApiError } from '../../errors.ts';
 import { defineRoute } from '../../route.ts';
-import { WorkspaceMemberEntity } from '../../../persistence/entities/workspace-member.ts';
+import { deleteMember } from '../../../persistence/stores/workspaces.ts';
+import { inTransaction, openUnit } from '../../../persistence/stores/unit.ts';
 import { openWorkspace, requireSession } from './access.ts';
 import { WorkspaceParams } from './shapes.ts';
 
@@ -18,11 +19,11 @@ export const leaveWorkspace = defineRoute({
   responses: { 204: null },
   handler: async ({ auth, params, services }) => {
     const { userId } = requireSession(auth, 'leave workspaces');
-    await services.db.em().transactional(async (tx) => {
+    await inTransaction(openUnit(services.db), async (tx) => {
       const access = await openWorkspace(tx, auth, params.workspaceId, { lock: true });
       if (access.role === 'owner')
         throw new ApiError('conflict', 'The owner cannot leave; transfer ownership to another member first, or delete the workspace.');
-      await tx.nativeDelete(WorkspaceMemberEntity, { workspaceId: params.workspaceId, userId });
+      await deleteMember(tx, params.workspaceId, userId);
     });
     return { status: 204 };
   },

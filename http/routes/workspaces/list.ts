@@ -2,8 +2,8 @@ import { Type } from '@sinclair/typebox';
 import { ApiError } from '../../errors.ts';
 import { defineRoute } from '../../route.ts';
 import { decodeCursor, Page, PageQueryFields, pageOf } from '../../pagination.ts';
-import { WorkspaceEntity } from '../../../persistence/entities/workspace.ts';
-import { WorkspaceMemberEntity } from '../../../persistence/entities/workspace-member.ts';
+import { findWorkspace, findWorkspaces, listMemberships } from '../../../persistence/stores/workspaces.ts';
+import { openUnit } from '../../../persistence/stores/unit.ts';
 import { toWorkspaceOut, WorkspaceOut } from './shapes.ts';
 
 const ListWorkspacesQuery = Type.Object(
@@ -27,30 +27,27 @@ export const listWorkspaces = defineRoute({
   responses: { 200: Page(WorkspaceOut) },
   handler: async ({ auth, query, services }) => {
     if (!auth) throw new ApiError('unauthenticated');
-    const em = services.db.em();
+    const unit = openUnit(services.db);
     const limit = query.limit ?? 20;
     const after = query.cursor === undefined ? undefined : (decodeCursor(query.cursor, ['string'])[0] as string);
 
     if (auth.kind === 'key') {
       if (query.workspaceId !== undefined && query.workspaceId !== auth.workspaceId)
         throw new ApiError('forbidden', 'This API key belongs to another workspace.');
-      const workspace = after === undefined ? await em.findOne(WorkspaceEntity, { id: auth.workspaceId }) : null;
+      const workspace = after === undefined ? await findWorkspace(unit, auth.workspaceId) : null;
       return { body: { data: workspace ? [toWorkspaceOut(workspace, null)] : [], nextCursor: null } };
     }
 
     // Workspace ids are time-sortable, so id order is creation order: keyset on the id alone.
-    const memberships = await em.find(
-      WorkspaceMemberEntity,
-      {
-        $and: [
-          { userId: auth.userId },
-          ...(after === undefined ? [] : [{ workspaceId: { $lt: after } }]),
-          ...(query.workspaceId === undefined ? [] : [{ workspaceId: query.workspaceId }]),
-        ],
-      },
-      { orderBy: { workspaceId: 'desc' }, limit: limit + 1 },
+    const memberships = await listMemberships(unit, auth.userId, { after, only: query.workspaceId, limit: limit + 1 });
+    const workspaces = new Map(
+      (
+        await findWorkspaces(
+          unit,
+          memberships.map((m) => m.workspaceId),
+        )
+      ).map((w) => [w.id, w]),
     );
-    const workspaces = new Map((await em.find(WorkspaceEntity, { id: { $in: memberships.map((m) => m.workspaceId) } })).map((w) => [w.id, w]));
     const rows = memberships.flatMap((m) => {
       const workspace = workspaces.get(m.workspaceId);
       return workspace ? [{ workspace, role: m.role }] : [];

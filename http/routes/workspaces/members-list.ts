@@ -1,8 +1,9 @@
 import { Type } from '@sinclair/typebox';
 import { defineRoute } from '../../route.ts';
 import { decodeCursor, Page, PageQueryFields, pageOf } from '../../pagination.ts';
-import { UserEntity } from '../../../persistence/entities/user.ts';
-import { WorkspaceMemberEntity } from '../../../persistence/entities/workspace-member.ts';
+import { findUsers } from '../../../persistence/stores/identity.ts';
+import { listMembers as listMemberRows } from '../../../persistence/stores/workspaces.ts';
+import { openUnit } from '../../../persistence/stores/unit.ts';
 import { openWorkspace, requireSession } from './access.ts';
 import { MemberOut, toMemberOut, WorkspaceParams } from './shapes.ts';
 
@@ -24,23 +25,22 @@ export const listMembers = defineRoute({
   responses: { 200: Page(MemberOut) },
   handler: async ({ auth, params, query, services }) => {
     requireSession(auth, 'list members');
-    const em = services.db.em();
-    await openWorkspace(em, auth, params.workspaceId);
+    const unit = openUnit(services.db);
+    await openWorkspace(unit, auth, params.workspaceId);
     const limit = query.limit ?? 20;
     const after = query.cursor === undefined ? undefined : decodeCursor(query.cursor, ['number', 'string']);
-    const members = await em.find(
-      WorkspaceMemberEntity,
-      {
-        workspaceId: params.workspaceId,
-        ...(after === undefined
-          ? {}
-          : {
-              $or: [{ createdAt: { $lt: new Date(after[0] as number) } }, { createdAt: new Date(after[0] as number), userId: { $lt: after[1] as string } }],
-            }),
-      },
-      { orderBy: [{ createdAt: 'desc' }, { userId: 'desc' }], limit: limit + 1 },
+    const members = await listMemberRows(unit, params.workspaceId, {
+      after: after === undefined ? undefined : [new Date(after[0] as number), after[1] as string],
+      limit: limit + 1,
+    });
+    const users = new Map(
+      (
+        await findUsers(
+          unit,
+          members.map((m) => m.userId),
+        )
+      ).map((u) => [u.id, u]),
     );
-    const users = new Map((await em.find(UserEntity, { id: { $in: members.map((m) => m.userId) } })).map((u) => [u.id, u]));
     const rows = members.flatMap((member) => {
       const user = users.get(member.userId);
       return user ? [{ member, user }] : [];

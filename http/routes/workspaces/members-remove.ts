@@ -1,6 +1,7 @@
 import { ApiError } from '../../errors.ts';
 import { defineRoute } from '../../route.ts';
-import { WorkspaceMemberEntity } from '../../../persistence/entities/workspace-member.ts';
+import { deleteMember, findMember } from '../../../persistence/stores/workspaces.ts';
+import { inTransaction, openUnit } from '../../../persistence/stores/unit.ts';
 import { MANAGERS, openWorkspace, requireRole, requireSession } from './access.ts';
 import { MemberParams } from './shapes.ts';
 
@@ -19,17 +20,17 @@ export const removeMember = defineRoute({
   responses: { 204: null },
   handler: async ({ auth, params, services }) => {
     const { userId: callerId } = requireSession(auth, 'manage members');
-    await services.db.em().transactional(async (tx) => {
+    await inTransaction(openUnit(services.db), async (tx) => {
       const access = await openWorkspace(tx, auth, params.workspaceId, { lock: true });
       const self = params.userId === callerId;
       if (!self) requireRole(access, MANAGERS, 'remove members');
-      const member = self ? { role: access.role } : await tx.findOne(WorkspaceMemberEntity, { workspaceId: params.workspaceId, userId: params.userId });
+      const member = self ? { role: access.role } : await findMember(tx, params.workspaceId, params.userId);
       if (!member) throw new ApiError('not_found', `No member ${params.userId} in workspace ${params.workspaceId}.`);
       if (member.role === 'owner') {
         if (access.role !== 'owner') throw new ApiError('forbidden', 'An admin cannot remove the owner.');
         throw new ApiError('conflict', 'The owner cannot be removed; transfer ownership to another member first.');
       }
-      await tx.nativeDelete(WorkspaceMemberEntity, { workspaceId: params.workspaceId, userId: params.userId });
+      await deleteMember(tx, params.workspaceId, params.userId);
     });
     return { status: 204 };
   },

@@ -1,7 +1,8 @@
 import { ApiError } from '../../errors.ts';
 import { defineRoute } from '../../route.ts';
-import { UserEntity } from '../../../persistence/entities/user.ts';
-import { WorkspaceMemberEntity } from '../../../persistence/entities/workspace-member.ts';
+import { findUserOrFail } from '../../../persistence/stores/identity.ts';
+import { findMember, setMemberRole } from '../../../persistence/stores/workspaces.ts';
+import { inTransaction, openUnit } from '../../../persistence/stores/unit.ts';
 import { MANAGERS, openWorkspace, requireRole, requireSession } from './access.ts';
 import { MemberOut, MemberParams, MemberPatch, toMemberOut } from './shapes.ts';
 
@@ -21,18 +22,18 @@ export const updateMember = defineRoute({
   responses: { 200: MemberOut },
   handler: async ({ auth, params, body, services }) => {
     requireSession(auth, 'manage members');
-    const out = await services.db.em().transactional(async (tx) => {
+    const out = await inTransaction(openUnit(services.db), async (tx) => {
       const access = await openWorkspace(tx, auth, params.workspaceId, { lock: true });
       const callerRole = requireRole(access, MANAGERS, 'change roles');
-      const member = await tx.findOne(WorkspaceMemberEntity, { workspaceId: params.workspaceId, userId: params.userId });
+      const member = await findMember(tx, params.workspaceId, params.userId);
       if (!member) throw new ApiError('not_found', `No member ${params.userId} in workspace ${params.workspaceId}.`);
       if (member.role === 'owner') {
         if (callerRole !== 'owner') throw new ApiError('forbidden', "An admin cannot change the owner's role.");
         throw new ApiError('conflict', "The owner's role changes only by transferring ownership (POST /v1/workspaces/:workspaceId/transfer).");
       }
-      const user = await tx.findOneOrFail(UserEntity, { id: member.userId });
+      const user = await findUserOrFail(tx, member.userId);
       if (member.role !== body.role) {
-        await tx.nativeUpdate(WorkspaceMemberEntity, { workspaceId: member.workspaceId, userId: member.userId }, { role: body.role });
+        await setMemberRole(tx, member.workspaceId, member.userId, body.role);
         member.role = body.role;
       }
       return toMemberOut(member, user);

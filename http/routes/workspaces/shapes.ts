@@ -1,8 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
-import type { Workspace } from '../../../persistence/entities/workspace.ts';
-import type { Role, WorkspaceMember } from '../../../persistence/entities/workspace-member.ts';
-import type { User } from '../../../persistence/entities/user.ts';
-import type { Invitation } from '../../../persistence/entities/invitation.ts';
+import type { User } from '../../../persistence/stores/identity.ts';
+import type { Invitation, Role, Workspace, WorkspaceMember } from '../../../persistence/stores/workspaces.ts';
 
 /** Request and response shapes of workspaces, members and invitations, with the one mapper from row to Out each. */
 

@@ -1,7 +1,7 @@
 import { ApiError } from '../../errors.ts';
 import { defineRoute } from '../../route.ts';
-import { WorkspaceEntity } from '../../../persistence/entities/workspace.ts';
-import { WorkspaceMemberEntity } from '../../../persistence/entities/workspace-member.ts';
+import { findMember, setMemberRole, touchWorkspace } from '../../../persistence/stores/workspaces.ts';
+import { inTransaction, openUnit } from '../../../persistence/stores/unit.ts';
 import { openWorkspace, requireRole, requireSession } from './access.ts';
 import { toWorkspaceOut, TransferIn, WorkspaceOut, WorkspaceParams } from './shapes.ts';
 
@@ -21,16 +21,16 @@ export const transferOwnership = defineRoute({
   handler: async ({ auth, params, body, services }) => {
     const { userId: ownerId } = requireSession(auth, 'transfer ownership');
     const now = new Date(services.clock.now());
-    const workspace = await services.db.em().transactional(async (tx) => {
+    const workspace = await inTransaction(openUnit(services.db), async (tx) => {
       const access = await openWorkspace(tx, auth, params.workspaceId, { lock: true });
       requireRole(access, ['owner'], 'transfer ownership');
       if (body.userId === ownerId) throw new ApiError('conflict', 'You already own this workspace.');
-      const target = await tx.findOne(WorkspaceMemberEntity, { workspaceId: params.workspaceId, userId: body.userId });
+      const target = await findMember(tx, params.workspaceId, body.userId);
       if (!target) throw new ApiError('conflict', `User ${body.userId} is not a member of workspace ${params.workspaceId}; invite them first.`);
       // Demote first: the schema allows one owner per workspace at any moment.
-      await tx.nativeUpdate(WorkspaceMemberEntity, { workspaceId: params.workspaceId, userId: ownerId }, { role: 'admin' });
-      await tx.nativeUpdate(WorkspaceMemberEntity, { workspaceId: params.workspaceId, userId: body.userId }, { role: 'owner' });
-      await tx.nativeUpdate(WorkspaceEntity, { id: params.workspaceId }, { updatedAt: now });
+      await setMemberRole(tx, params.workspaceId, ownerId, 'admin');
+      await setMemberRole(tx, params.workspaceId, body.userId, 'owner');
+      await touchWorkspace(tx, params.workspaceId, now);
       return { ...access.workspace, updatedAt: now };
     });
     return { body: toWorkspaceOut(workspace, 'admin') };

@@ -1,5 +1,6 @@
 import { defineRoute } from '../../route.ts';
-import { WorkspaceEntity } from '../../../persistence/entities/workspace.ts';
+import { updateWorkspaceRow } from '../../../persistence/stores/workspaces.ts';
+import { openUnit } from '../../../persistence/stores/unit.ts';
 import { MANAGERS, openWorkspace, requireRole, requireSession } from './access.ts';
 import { toWorkspaceOut, WorkspaceOut, WorkspaceParams, WorkspacePatch } from './shapes.ts';
 
@@ -17,13 +18,13 @@ export const updateWorkspace = defineRoute({
   responses: { 200: WorkspaceOut },
   handler: async ({ auth, params, body, services }) => {
     requireSession(auth, 'change workspace settings');
-    const em = services.db.em();
-    const access = await openWorkspace(em, auth, params.workspaceId);
+    const unit = openUnit(services.db);
+    const access = await openWorkspace(unit, auth, params.workspaceId);
     const role = requireRole(access, MANAGERS, 'change its settings');
     const { workspace } = access;
     if (body.name !== undefined) workspace.name = body.name.trim();
     workspace.updatedAt = new Date(services.clock.now());
-    await em.nativeUpdate(WorkspaceEntity, { id: workspace.id }, { name: workspace.name, updatedAt: workspace.updatedAt });
+    await updateWorkspaceRow(unit, workspace.id, { name: workspace.name, updatedAt: workspace.updatedAt });
     return { body: toWorkspaceOut(workspace, role) };
   },
 });

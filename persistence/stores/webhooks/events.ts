@@ -1,0 +1,55 @@
+/** Statements on kept webhook events (webhook_events). */
+import type { Transaction } from '../transaction.ts';
+
+/** An event as stored: the delivery body after its `"id":…,`, so each delivery's body is `{"id":"dlv_…",` + rest. */
+export interface StoredEvent {
+  id: string;
+  workspaceId: string;
+  generationId: string | null;
+  eventType: string;
+  rest: string;
+  createdAt: Date;
+}
+
+/**
+ * Writes events in one statement, inside the transaction that emits them (a settlement's, an endpoint's
+ * disabling), so an event is kept exactly when it happened. Every event is kept, subscribed or not: an
+ * endpoint made later can still be sent one (POST /v1/webhooks/:id/replay).
+ */
+export async function insertEvents(em: Transaction, events: StoredEvent[]): Promise<void> {
+  if (events.length === 0) return;
+  await em.execute(
+    `insert into webhook_events (id, workspace_id, generation_id, event_type, body_rest, created_at)
+     select id, workspace_id, generation_id, event_type, body_rest, created_at
+     from jsonb_to_recordset(?::jsonb) as v(id text, workspace_id text, generation_id text, event_type text, body_rest text, created_at timestamptz)`,
+    [
+      JSON.stringify(
+        events.map((e) => ({
+          id: e.id,
+          workspace_id: e.workspaceId,
+          generation_id: e.generationId,
+          event_type: e.eventType,
+          body_rest: e.rest,
+          created_at: e.createdAt.toISOString(),
+        })),
+      ),
+    ],
+    'run',
+  );
+}
+
+/** One stored event of a workspace (another workspace's is not found). */
+export async function findEvent(em: Transaction, workspaceId: string, id: string): Promise<StoredEvent | undefined> {
+  const [row] = await em.execute<
+    Array<{ id: string; workspace_id: string; generation_id: string | null; event_type: string; body_rest: string; created_at: Date | string }>
+  >('select id, workspace_id, generation_id, event_type, body_rest, created_at from webhook_events where id = ? and workspace_id = ?', [id, workspaceId]);
+  if (!row) return undefined;
+  return {
+    id: row.id,
+    workspaceId: row.workspace_id,
+    generationId: row.generation_id,
+    eventType: row.event_type,
+    rest: row.body_rest,
+    createdAt: new Date(row.created_at),
+  };
+}

@@ -1,0 +1,437 @@
+import { type Clock, systemClock, type Timer } from '../runtime/clock.ts';
+import {
+  type AdapterContext,
+  type AdapterJob,
+  type AdapterUpdate,
+  type InboundEvent,
+  PROVIDER_ERROR_CODES,
+  type ProviderAdapter,
+  ProviderFailure,
+  type Report,
+  type VerifiedEvent,
+  upstreamMessage,
+} from './adapter.ts';
+import { UnclaimedEvents } from './unclaimed-events.ts';
+
+/**
+ * The job follower: one per deployment, on the injected clock. A provider's protocol module (below) only
+ * maps requests and answers and makes the HTTP calls; the follower keeps the jobs followed and owns
+ * everything about time and order: the backstop poll at the deployment's pollMs, events (webhooks, through
+ * the module's `parseEvent`) and streams, the deadline, cancels, the submission window after a restart, and
+ * one outcome per job. Above it, the job's caller sees a ProviderAdapter exactly as before.
+ */
+
+export type TerminalUpdate = Extract<AdapterUpdate, { type: 'succeeded' | 'failed' }>;
+
+/** What one look at a job says: a poll's answer (`get`), an event (`parseEvent`), the submission's answer. */
+export type Look = {
+  /** The job runs now (told once). */
+  running?: boolean;
+  /** Lines for the job's timeline, told in order. */
+  progress?: readonly string[];
+} & (
+  | { type: 'pending' }
+  /** Over at the provider; `settle` reads its outcome (a result URL, the output files), or finds it was not over. */
+  | { type: 'ending'; settle(call: CallContext): Promise<Look> }
+  /** The job's outcome. */
+  | { type: 'over'; update: TerminalUpdate }
+  /** Something changed that the event does not say: the follower asks (`get`) now. */
+  | { type: 'lookNow' }
+);
+
+/** A job as the follower holds it, handed to the module's calls. */
+export interface Followed<N> {
+  readonly providerJobId: string;
+  readonly job: AdapterJob;
+  /** The module's own notes about the job (log lines seen, failures in a row, its URLs); the module changes them. */
+  readonly notes: N;
+}
+
+/** What a call of a module may use: its cancellation, the job's timeline, and waits on the follower's clock. */
+export interface CallContext {
+  readonly signal: AbortSignal;
+  /** A line for the job's timeline (a 429 wait, a busy server). */
+  say(detail: string): void;
+  /** Waits on the follower's clock; resolves early when `signal` aborts. */
+  wait(ms: number, signal?: AbortSignal): Promise<void>;
+}
+
+export interface Submitted<N> {
+  providerJobId: string;
+  notes: N;
+  /** What the submission's answer already says (told after submit resolved, so the caller holds the id first). */
+  first?: Look;
+  /** Deltas of a streamed answer: read from after submit resolved until the job's end (bounded by `drainMs` then). */
+  stream?(onDelta: (delta: string) => void, signal: AbortSignal): Promise<void>;
+}
+
+/**
+ * A provider's protocol: request and answer mapping and the HTTP calls, with no timers and no jobs of its own.
+ * Failures of a look are Looks (`over` with a failed update, or `pending` with a line); only `submit` throws,
+ * a ProviderFailure when the provider refused the job.
+ */
+export interface ProtocolModule<N> {
+  readonly kind: string;
+  readonly maxConcurrentJobs?: number;
+  readonly answersWithinRequest?: boolean;
+  /** Hands the job over; resolves once the provider accepted it. */
+  submit(job: AdapterJob, call: CallContext): Promise<Submitted<N>>;
+  /**
+   * What following a job accepted earlier needs, from its provider job id alone; a failure when it is not one.
+   * `adopted`: the job was handed over again and an event of its earlier submission named it (the submission window).
+   */
+  resume(providerJobId: string, job: AdapterJob, adopted?: boolean): { notes: N } | { failure: ProviderFailure };
+  /** One look at the job (the backstop poll). */
+  get(followed: Followed<N>, call: CallContext): Promise<Look>;
+  /** Asks the provider to stop the job; never throws. `notes` when the job is followed here. */
+  cancel(providerJobId: string, notes: N | undefined, signal: AbortSignal): Promise<void>;
+  verifyEvent?(event: InboundEvent): VerifiedEvent;
+  /** What a verified event says of a followed job. */
+  parseEvent?(followed: Followed<N>, payload: unknown): Look;
+  /** The outcome of a job its deadline overtook (then cancelled at the provider). */
+  overdue(followed: Followed<N>): TerminalUpdate;
+  /** How long past its deadline a job is still followed (a provider that ends it there itself, and says so). */
+  readonly deadlineGraceMs?: number;
+  /** A success is told after `running` even when no look said it ran (a job state machine that takes success from running only). */
+  readonly runningBeforeSuccess?: boolean;
+  /** How long a finished job's stream may take to deliver its last pieces. */
+  readonly drainMs?: number;
+  /**
+   * The submission window: a job handed over again after a restart first waits this long for an event that
+   * names it by its job token (its earlier submission reached the provider), and is adopted by it.
+   */
+  readonly adoption?: {
+    /** 0: no window. */
+    windowMs: number;
+    /** How long an event of a job nothing follows is kept (default windowMs). */
+    keepMs?: number;
+    /**
+     * The provider job id is our generation id (Cog): events of ids nothing follows are kept under it, token or
+     * not, and a job followed from then on (its submission's answer came after its start event) takes them.
+     */
+    byProviderJobId?: boolean;
+    /** An event naming a job that nothing follows here may be kept for that job's hand-over. */
+    keeps(providerJobId: string, payload: unknown): boolean;
+    /** A later event replaces a kept one, unless this says no (an end is not replaced by a start). */
+    replaces?(held: unknown, incoming: unknown): boolean;
+    /** The line on the job's timeline while it waits. */
+    waiting(ms: number): string;
+  };
+}
+
+interface Follow<N> extends Followed<N> {
+  report: Report;
+  /** following: polled and told; settling: its outcome is being read; ended: told its end, or dropped. */
+  phase: 'following' | 'settling' | 'ended';
+  running: boolean;
+  polling: boolean;
+  poll?: Timer;
+  deadline?: Timer;
+  abort: AbortController;
+  stream?: { abort: AbortController; ended: Promise<void> };
+}
+
+/** The clock of an adapter's context: the service's, or (a context without one) the system's with its `now`. */
+export function clockOf(context: AdapterContext): Clock {
+  return context.clock ?? { now: () => context.now(), setTimer: systemClock.setTimer };
+}
+
+/** A ProviderAdapter made of a protocol module and a follower on the context's clock. */
+export function followedAdapter<N>(module: ProtocolModule<N>, context: AdapterContext): ProviderAdapter {
+  return new JobFollower(module, context).adapter();
+}
+
+export class JobFollower<N> {
+  private readonly follows = new Map<string, Follow<N>>();
+  /** Submissions in flight, by generation id. */
+  private readonly submitting = new Map<string, AbortController>();
+  private readonly closing = new AbortController();
+  private readonly clock: Clock;
+  private readonly unclaimed: UnclaimedEvents<{ providerJobId: string; payload: unknown }> | undefined;
+
+  constructor(
+    private readonly module: ProtocolModule<N>,
+    private readonly context: AdapterContext,
+  ) {
+    this.clock = clockOf(context);
+    this.unclaimed = module.adoption
+      ? new UnclaimedEvents({
+          keepMs: module.adoption.keepMs ?? module.adoption.windowMs,
+          max: 1_000,
+          now: () => this.clock.now(),
+          clock: this.clock,
+          closing: this.closing.signal,
+        })
+      : undefined;
+  }
+
+  adapter(): ProviderAdapter {
+    const m = this.module;
+    return {
+      kind: m.kind,
+      ...(m.maxConcurrentJobs !== undefined ? { maxConcurrentJobs: m.maxConcurrentJobs } : {}),
+      ...(m.answersWithinRequest ? { answersWithinRequest: true } : {}),
+      submit: (job, report) => this.submit(job, report),
+      resume: (providerJobId, job, report) => this.resume(providerJobId, job, report),
+      cancel: (providerJobId) => this.cancel(providerJobId),
+      ...(m.verifyEvent ? { verifyEvent: (event: InboundEvent) => m.verifyEvent!(event) } : {}),
+      ...(m.parseEvent ? { deliverEvent: (providerJobId: string, payload: unknown, jobId?: string) => this.deliverEvent(providerJobId, payload, jobId) } : {}),
+      close: () => this.close(),
+    };
+  }
+
+  /** Jobs followed now (for tests and the health of the process). */
+  get size(): number {
+    return this.follows.size;
+  }
+
+  async submit(job: AdapterJob, report: Report): Promise<{ providerJobId: string }> {
+    if (this.closing.signal.aborted) throw new ProviderFailure(PROVIDER_ERROR_CODES.unavailable, `The ${this.module.kind} adapter is closed.`);
+    const adoption = this.module.adoption;
+    const windowMs = adoption && job.afterRestart ? adoption.windowMs : 0;
+    if (adoption && windowMs > 0 && this.unclaimed) {
+      // Handed over again after a restart: its earlier submission may have reached the provider, whose event then names this job.
+      report({ type: 'progress', detail: adoption.waiting(windowMs) });
+      const held = await this.unclaimed.take(job.generationId, windowMs);
+      const resumed = held ? this.module.resume(held.providerJobId, job, true) : undefined;
+      if (held && resumed && 'notes' in resumed) {
+        const f = this.follow(held.providerJobId, job, report, resumed.notes, this.context.pollIntervalMs);
+        // Told after submit answered, so the caller holds the provider job id first.
+        setImmediate(() => this.event(f, held.payload));
+        return { providerJobId: held.providerJobId };
+      }
+    }
+    // A cancel of a job whose provider job id is its own (Cog) stops its submission too (a wait for a free slot).
+    const submitting = new AbortController();
+    this.submitting.set(job.generationId, submitting);
+    let submitted: Submitted<N>;
+    try {
+      submitted = await this.module.submit(job, this.callOf(AbortSignal.any([this.closing.signal, submitting.signal]), report));
+    } finally {
+      if (this.submitting.get(job.generationId) === submitting) this.submitting.delete(job.generationId);
+    }
+    const f = this.follow(submitted.providerJobId, job, report, submitted.notes, this.context.pollIntervalMs);
+    // Told after submit answered, so the caller holds the provider job id first.
+    setImmediate(() => {
+      if (submitted.stream && f.phase === 'following') this.openStream(f, submitted.stream);
+      if (submitted.first) this.apply(f, submitted.first);
+      this.catchUp(f);
+    });
+    return { providerJobId: submitted.providerJobId };
+  }
+
+  /** Events that came for the job's id before it was followed here (byProviderJobId). */
+  private catchUp(f: Follow<N>): void {
+    if (!this.module.adoption?.byProviderJobId || !this.unclaimed) return;
+    const held = this.unclaimed.takeNow(f.providerJobId);
+    if (held) this.event(f, held.payload);
+  }
+
+  resume(providerJobId: string, job: AdapterJob, report: Report): void {
+    if (this.closing.signal.aborted) return;
+    const resumed = this.module.resume(providerJobId, job);
+    if ('failure' in resumed) {
+      report({ type: 'failed', errorCode: resumed.failure.code, errorMessage: resumed.failure.message });
+      return;
+    }
+    // Asked straight away: the job may have ended while nobody followed it.
+    const f = this.follow(providerJobId, job, report, resumed.notes, 0);
+    this.catchUp(f);
+  }
+
+  async cancel(providerJobId: string): Promise<void> {
+    this.submitting.get(providerJobId)?.abort();
+    if (this.module.adoption?.byProviderJobId) this.unclaimed?.takeNow(providerJobId);
+    const f = this.follows.get(providerJobId);
+    // Following stops first, quietly: nothing is told after our own cancel.
+    if (f) this.end(f);
+    await this.module.cancel(providerJobId, f?.notes, this.closing.signal).catch(() => undefined);
+  }
+
+  deliverEvent(providerJobId: string, payload: unknown, jobId?: string): void {
+    const f = this.follows.get(providerJobId);
+    if (!f) {
+      const adoption = this.module.adoption;
+      const key = adoption?.byProviderJobId ? providerJobId : jobId;
+      if (adoption && this.unclaimed && key !== undefined && adoption.keeps(providerJobId, payload)) {
+        // An event of a job whose submission's answer was lost: kept for the job's new hand-over, which adopts it.
+        const replaces = adoption.replaces;
+        this.unclaimed.hold(key, { providerJobId, payload }, replaces ? (held) => replaces(held.payload, payload) : undefined);
+      }
+      return;
+    }
+    this.event(f, payload);
+  }
+
+  async close(): Promise<void> {
+    this.closing.abort();
+    for (const f of [...this.follows.values()]) this.end(f);
+    this.submitting.clear();
+    this.unclaimed?.clear();
+  }
+
+  private event(f: Follow<N>, payload: unknown): void {
+    if (f.phase !== 'following' || !this.module.parseEvent) return;
+    this.apply(f, this.module.parseEvent(f, payload));
+    // An event came: the backstop poll waits a whole interval from now.
+    if (f.phase === 'following' && !f.polling) this.schedule(f, this.context.pollIntervalMs);
+  }
+
+  private follow(providerJobId: string, job: AdapterJob, report: Report, notes: N, firstPollMs: number): Follow<N> {
+    const previous = this.follows.get(providerJobId);
+    if (previous) this.end(previous);
+    const f: Follow<N> = { providerJobId, job, notes, report, phase: 'following', running: false, polling: false, abort: new AbortController() };
+    this.follows.set(providerJobId, f);
+    const overdueAt = job.deadline + (this.module.deadlineGraceMs ?? 0);
+    f.deadline = this.clock.setTimer(() => this.overdue(f), Math.max(0, overdueAt - this.clock.now()));
+    this.schedule(f, firstPollMs);
+    return f;
+  }
+
+  private callOf(signal: AbortSignal, report: Report): CallContext {
+    return {
+      signal,
+      say: (detail) => {
+        if (!this.closing.signal.aborted) report({ type: 'progress', detail });
+      },
+      wait: (ms, waitSignal = signal) => this.wait(ms, waitSignal),
+    };
+  }
+
+  private wait(ms: number, signal: AbortSignal): Promise<void> {
+    return new Promise((resolve) => {
+      if (signal.aborted) return resolve();
+      const done = () => {
+        timer.cancel();
+        signal.removeEventListener('abort', done);
+        resolve();
+      };
+      const timer = this.clock.setTimer(done, ms);
+      signal.addEventListener('abort', done, { once: true });
+    });
+  }
+
+  private schedule(f: Follow<N>, delayMs: number): void {
+    f.poll?.cancel();
+    if (f.phase !== 'following' || this.closing.signal.aborted) return;
+    f.poll = this.clock.setTimer(() => void this.poll(f), delayMs);
+  }
+
+  private async poll(f: Follow<N>): Promise<void> {
+    if (f.phase !== 'following' || f.polling) return;
+    f.polling = true;
+    let look: Look;
+    try {
+      look = await this.module.get(f, this.callOf(f.abort.signal, f.report));
+    } catch (error) {
+      look = { type: 'over', update: failedUpdate(error) };
+    } finally {
+      f.polling = false;
+    }
+    this.apply(f, look);
+    if (f.phase === 'following') this.schedule(f, this.context.pollIntervalMs);
+  }
+
+  private apply(f: Follow<N>, look: Look): void {
+    if (f.phase !== 'following') return;
+    if (look.running) this.running(f);
+    for (const detail of look.progress ?? []) this.tell(f, { type: 'progress', detail });
+    switch (look.type) {
+      case 'pending':
+        return;
+      case 'lookNow':
+        this.schedule(f, 0);
+        return;
+      case 'over':
+        void this.ending(f, async () => look.update);
+        return;
+      case 'ending':
+        void this.ending(f, async () => {
+          const next = await look.settle(this.callOf(f.abort.signal, f.report));
+          return next.type === 'over' ? next.update : next;
+        });
+        return;
+    }
+  }
+
+  /** The job is over at the provider: its stream drained, its outcome read, then told (or it goes on being followed). */
+  private async ending(f: Follow<N>, outcome: () => Promise<TerminalUpdate | Look>): Promise<void> {
+    f.phase = 'settling';
+    f.poll?.cancel();
+    await this.drained(f);
+    let result: TerminalUpdate | Look;
+    try {
+      result = await outcome();
+    } catch (error) {
+      result = failedUpdate(error);
+    }
+    if (f.phase !== 'settling') return;
+    if (result.type === 'succeeded' || result.type === 'failed') return this.end(f, result);
+    // Not over after all (its result could not be read yet): followed on.
+    f.phase = 'following';
+    this.apply(f, result);
+    if (f.phase === 'following') this.schedule(f, this.context.pollIntervalMs);
+  }
+
+  private overdue(f: Follow<N>): void {
+    if (f.phase !== 'following') return;
+    // The cancel goes out before the outcome is told: whoever hears the outcome may count on it.
+    void this.module.cancel(f.providerJobId, f.notes, this.closing.signal).catch(() => undefined);
+    this.end(f, this.module.overdue(f));
+  }
+
+  private openStream(f: Follow<N>, stream: NonNullable<Submitted<N>['stream']>): void {
+    const abort = new AbortController();
+    const ended = stream(
+      (delta) => {
+        if (f.phase === 'ended' || this.closing.signal.aborted || delta === '') return;
+        // Text coming out is the job running, whether or not a look has said so yet.
+        this.running(f);
+        f.report({ type: 'output', delta });
+      },
+      AbortSignal.any([this.closing.signal, abort.signal]),
+    ).catch(() => undefined);
+    f.stream = { abort, ended };
+  }
+
+  /** Lets the stream deliver its last pieces (up to the module's drainMs), then closes it. */
+  private async drained(f: Follow<N>): Promise<void> {
+    const stream = f.stream;
+    if (!stream) return;
+    const enough = new AbortController();
+    await Promise.race([stream.ended, this.wait(this.module.drainMs ?? 0, enough.signal)]);
+    enough.abort();
+    stream.abort.abort();
+  }
+
+  private running(f: Follow<N>): void {
+    if (f.running) return;
+    f.running = true;
+    this.tell(f, { type: 'running' });
+  }
+
+  private tell(f: Follow<N>, update: AdapterUpdate): void {
+    if (f.phase !== 'ended' && !this.closing.signal.aborted) f.report(update);
+  }
+
+  /** Stops following `f`; with an update, tells it as the job's one outcome. */
+  private end(f: Follow<N>, update?: TerminalUpdate): void {
+    if (f.phase === 'ended') return;
+    if (update && !this.closing.signal.aborted) {
+      if (update.type === 'succeeded' && this.module.runningBeforeSuccess) this.running(f);
+      f.report(update);
+    }
+    f.phase = 'ended';
+    f.poll?.cancel();
+    f.deadline?.cancel();
+    f.abort.abort();
+    f.stream?.abort.abort();
+    if (this.follows.get(f.providerJobId) === f) this.follows.delete(f.providerJobId);
+  }
+}
+
+/** Anything thrown by a module's call, as the job's failed update (a ProviderFailure keeps its code). */
+export function failedUpdate(failure: unknown, secrets: readonly string[] = []): Extract<AdapterUpdate, { type: 'failed' }> {
+  if (failure instanceof ProviderFailure) return { type: 'failed', errorCode: failure.code, errorMessage: upstreamMessage(failure.message, secrets) };
+  return { type: 'failed', errorCode: PROVIDER_ERROR_CODES.error, errorMessage: upstreamMessage((failure as Error)?.message ?? String(failure), secrets) };
+}

@@ -1,0 +1,421 @@
+// The job follower (providers/follower.ts) on a manual clock, with a scripted protocol module: the backstop
+// poll at pollMs, events, the deadline, cancels, the submission window, streams and one outcome per job.
+// Nothing sleeps: time moves when the test advances the clock.
+import t from 'tap';
+import { ManualClock } from '../../runtime/clock.ts';
+import { type AdapterContext, type AdapterJob, PROVIDER_ERROR_CODES, ProviderFailure } from '../../providers/adapter.ts';
+import { JobFollower, type Look, type ProtocolModule, type Submitted } from '../../providers/follower.ts';
+import { recorder } from '../helpers/updates.ts';
+
+const POLL_MS = 1_000;
+
+/** Lets promises already resolved run their continuations (no time passes). */
+const settle = async () => {
+  for (let i = 0; i < 5; i++) await new Promise((resolve) => setImmediate(resolve));
+};
+
+interface Notes {
+  n: number;
+}
+
+/** A module whose answers the test scripts; it counts every call. */
+function scripted(options: Partial<ProtocolModule<Notes>> & { looks?: Look[]; submitted?: Partial<Submitted<Notes>> } = {}) {
+  const calls = { submit: 0, get: 0, cancel: [] as Array<{ id: string; notes: Notes | undefined }> };
+  const looks = options.looks ?? [];
+  const module: ProtocolModule<Notes> = {
+    kind: 'scripted',
+    async submit() {
+      calls.submit += 1;
+      return { providerJobId: `p-${calls.submit}`, notes: { n: calls.submit }, ...options.submitted };
+    },
+    resume: (providerJobId) =>
+      providerJobId.startsWith('p-') ? { notes: { n: 0 } } : { failure: new ProviderFailure(PROVIDER_ERROR_CODES.error, 'not ours') },
+    async get() {
+      calls.get += 1;
+      return looks.shift() ?? { type: 'pending' };
+    },
+    async cancel(id, notes) {
+      calls.cancel.push({ id, notes });
+    },
+    parseEvent: (_f, payload) => payload as Look,
+    overdue: () => ({ type: 'failed', errorCode: PROVIDER_ERROR_CODES.timeout, errorMessage: 'overdue' }),
+    ...options,
+  };
+  return { module, calls };
+}
+
+function setUp(module: ProtocolModule<Notes>) {
+  const clock = new ManualClock();
+  const context: AdapterContext = {
+    fetchOutput: async () => Buffer.alloc(0),
+    maxResponseBytes: 1 << 20,
+    maxOutputBytes: 1 << 20,
+    pollIntervalMs: POLL_MS,
+    requestTimeoutMs: 500,
+    now: () => clock.now(),
+    clock,
+  };
+  const follower = new JobFollower(module, context);
+  const job = (extra: Partial<AdapterJob> = {}): AdapterJob => ({
+    generationId: 'gen-1',
+    mode: 'text_to_image',
+    modelId: 'm',
+    params: {},
+    input: {},
+    inputs: { images: [], videos: [] },
+    deadline: clock.now() + 60_000,
+    ...extra,
+  });
+  return { clock, follower, job };
+}
+
+const succeeded: Look = { type: 'over', update: { type: 'succeeded', files: [] } };
+
+t.test('polls each job at pollMs on the clock, as the backstop, and tells running once and progress in order', async (t) => {
+  const { module, calls } = scripted({
+    looks: [
+      { type: 'pending', progress: ['queued at 2'] },
+      { type: 'pending', running: true, progress: ['a log line'] },
+      { type: 'pending', running: true },
+      succeeded,
+    ],
+  });
+  const { clock, follower, job } = setUp(module);
+  const r = recorder();
+  t.same(await follower.submit(job(), r.report), { providerJobId: 'p-1' });
+  await settle();
+  t.equal(calls.get, 0, 'no look before a poll interval passed');
+  clock.advance(POLL_MS - 1);
+  await settle();
+  t.equal(calls.get, 0);
+  for (let i = 1; i <= 4; i++) {
+    clock.advance(i === 1 ? 1 : POLL_MS);
+    await settle();
+    t.equal(calls.get, i, `look ${i} at ${i} poll intervals`);
+  }
+  t.same(r.updates, [
+    { type: 'progress', detail: 'queued at 2' },
+    { type: 'running' },
+    { type: 'progress', detail: 'a log line' },
+    { type: 'succeeded', files: [] },
+  ]);
+  t.equal(follower.size, 0, 'no longer followed');
+  t.equal(clock.pendingTimers(), 0, 'no timer left behind');
+});
+
+t.test('an event ends the job at once; the poll stops, and events after the end change nothing', async (t) => {
+  const { module, calls } = scripted();
+  const { clock, follower, job } = setUp(module);
+  const r = recorder();
+  const { providerJobId } = await follower.submit(job(), r.report);
+  follower.deliverEvent(providerJobId, { type: 'pending', running: true });
+  follower.deliverEvent(providerJobId, succeeded);
+  await settle();
+  follower.deliverEvent(providerJobId, { type: 'over', update: { type: 'failed', errorCode: 'provider_error', errorMessage: 'late' } });
+  clock.advance(10 * POLL_MS);
+  await settle();
+  t.equal(calls.get, 0, 'never polled');
+  t.same(r.updates, [{ type: 'running' }, { type: 'succeeded', files: [] }]);
+  t.equal(clock.pendingTimers(), 0);
+});
+
+t.test('an event pushes the backstop poll a whole interval from when it came', async (t) => {
+  const { module, calls } = scripted();
+  const { clock, follower, job } = setUp(module);
+  const { providerJobId } = await follower.submit(job(), recorder().report);
+  clock.advance(POLL_MS - 100);
+  follower.deliverEvent(providerJobId, { type: 'pending', running: true });
+  clock.advance(POLL_MS - 1);
+  await settle();
+  t.equal(calls.get, 0);
+  clock.advance(1);
+  await settle();
+  t.equal(calls.get, 1);
+});
+
+t.test('a success never reported running is told running first when the module asks for it, and alone otherwise', async (t) => {
+  const plain = scripted({ looks: [succeeded] });
+  const before = setUp(plain.module);
+  const alone = recorder();
+  await before.follower.submit(before.job(), alone.report);
+  before.clock.advance(POLL_MS);
+  await settle();
+  t.same(
+    alone.updates.map((u) => u.type),
+    ['succeeded'],
+  );
+  const { module } = scripted({ looks: [succeeded], runningBeforeSuccess: true });
+  const { clock, follower, job } = setUp(module);
+  const r = recorder();
+  await follower.submit(job(), r.report);
+  clock.advance(POLL_MS);
+  await settle();
+  t.same(
+    r.updates.map((u) => u.type),
+    ['running', 'succeeded'],
+  );
+});
+
+t.test('the deadline: the overdue outcome once, the job cancelled at the provider with its notes, no poll after', async (t) => {
+  const { module, calls } = scripted();
+  const { clock, follower, job } = setUp(module);
+  const r = recorder();
+  const { providerJobId } = await follower.submit(job({ deadline: clock.now() + 2_500 }), r.report);
+  clock.advance(2_499);
+  await settle();
+  t.equal(r.terminals().length, 0);
+  clock.advance(1);
+  await settle();
+  t.same(r.updates, [{ type: 'failed', errorCode: 'provider_timeout', errorMessage: 'overdue' }]);
+  t.same(calls.cancel, [{ id: providerJobId, notes: { n: 1 } }]);
+  const polls = calls.get;
+  clock.advance(10 * POLL_MS);
+  await settle();
+  t.equal(calls.get, polls);
+  t.equal(clock.pendingTimers(), 0);
+});
+
+t.test("a module's deadline grace keeps the job followed past its deadline", async (t) => {
+  const { module } = scripted({ deadlineGraceMs: 5_000 });
+  const { clock, follower, job } = setUp(module);
+  const r = recorder();
+  await follower.submit(job({ deadline: clock.now() + 1_000 }), r.report);
+  clock.advance(5_999);
+  await settle();
+  t.equal(r.terminals().length, 0);
+  clock.advance(1);
+  await settle();
+  t.equal(r.terminals().length, 1);
+});
+
+t.test('cancel: following stops first, the provider is asked, and nothing is told after', async (t) => {
+  const { module, calls } = scripted();
+  const { clock, follower, job } = setUp(module);
+  const r = recorder();
+  const { providerJobId } = await follower.submit(job(), r.report);
+  await follower.cancel(providerJobId);
+  follower.deliverEvent(providerJobId, succeeded);
+  clock.advance(100 * POLL_MS);
+  await settle();
+  t.same(r.updates, []);
+  t.same(calls.cancel, [{ id: providerJobId, notes: { n: 1 } }]);
+  t.equal(calls.get, 0);
+  t.equal(clock.pendingTimers(), 0);
+  await follower.cancel('p-elsewhere');
+  t.same(calls.cancel.at(-1), { id: 'p-elsewhere', notes: undefined }, "another node's job still reaches the provider");
+});
+
+t.test('a cancel while the outcome is being read keeps it untold', async (t) => {
+  let release!: (look: Look) => void;
+  const { module } = scripted({ looks: [{ type: 'ending', settle: () => new Promise((resolve) => (release = resolve)) }] });
+  const { clock, follower, job } = setUp(module);
+  const r = recorder();
+  const { providerJobId } = await follower.submit(job(), r.report);
+  clock.advance(POLL_MS);
+  await settle();
+  await follower.cancel(providerJobId);
+  release(succeeded);
+  await settle();
+  t.same(r.updates, []);
+});
+
+t.test('resume: a look straight away and no submission; an id that is not one fails at once', async (t) => {
+  const { module, calls } = scripted({ looks: [succeeded] });
+  const { clock, follower, job } = setUp(module);
+  const r = recorder();
+  follower.resume('p-7', job(), r.report);
+  clock.advance(0);
+  await settle();
+  t.equal(calls.get, 1);
+  t.equal(calls.submit, 0);
+  t.equal(r.terminals().length, 1);
+  const bad = recorder();
+  follower.resume('nonsense', job(), bad.report);
+  t.same(bad.updates, [{ type: 'failed', errorCode: 'provider_error', errorMessage: 'not ours' }]);
+});
+
+t.test('an outcome that could not be read yet is followed on, and the next look ends it', async (t) => {
+  const { module, calls } = scripted({
+    looks: [{ type: 'ending', settle: async () => ({ type: 'pending', progress: ['the result could not be read; trying again'] }) }, succeeded],
+  });
+  const { clock, follower, job } = setUp(module);
+  const r = recorder();
+  await follower.submit(job(), r.report);
+  clock.advance(POLL_MS);
+  await settle();
+  t.same(r.updates, [{ type: 'progress', detail: 'the result could not be read; trying again' }]);
+  clock.advance(POLL_MS);
+  await settle();
+  t.equal(calls.get, 2);
+  t.equal(r.terminals().length, 1);
+});
+
+t.test('a look that throws ends the job failed with its code', async (t) => {
+  const { module } = scripted({
+    get: async () => {
+      throw new ProviderFailure(PROVIDER_ERROR_CODES.badResponse, 'garbled');
+    },
+  });
+  const { clock, follower, job } = setUp(module);
+  const r = recorder();
+  await follower.submit(job(), r.report);
+  clock.advance(POLL_MS);
+  await settle();
+  t.same(r.updates, [{ type: 'failed', errorCode: 'provider_bad_response', errorMessage: 'garbled' }]);
+});
+
+t.test('the submission window after a restart', async (t) => {
+  const adoption = { windowMs: 30_000, keeps: (id: string) => id.startsWith('p-'), waiting: (ms: number) => `waiting ${ms} ms` };
+
+  t.test("an event naming the job adopts the provider's job: no submission", async (t) => {
+    const { module, calls } = scripted({ adoption });
+    const { clock, follower, job } = setUp(module);
+    const r = recorder();
+    const submitted = follower.submit(job({ afterRestart: true }), r.report);
+    clock.advance(10_000);
+    follower.deliverEvent('p-earlier', { type: 'pending', running: true }, 'gen-1');
+    t.same(await submitted, { providerJobId: 'p-earlier' });
+    await settle();
+    t.equal(calls.submit, 0);
+    t.same(
+      r.updates.map((u) => u.type),
+      ['progress', 'running'],
+    );
+    follower.deliverEvent('p-earlier', succeeded);
+    await settle();
+    t.equal(r.terminals().length, 1);
+  });
+
+  t.test('no event within the window: submitted once, when the window ends on the clock', async (t) => {
+    const { module, calls } = scripted({ adoption });
+    const { clock, follower, job } = setUp(module);
+    const r = recorder();
+    const submitted = follower.submit(job({ afterRestart: true }), r.report);
+    clock.advance(29_999);
+    await settle();
+    t.equal(calls.submit, 0);
+    clock.advance(1);
+    t.same(await submitted, { providerJobId: 'p-1' });
+    t.equal(calls.submit, 1);
+    t.same(r.updates, [{ type: 'progress', detail: 'waiting 30000 ms' }]);
+  });
+
+  t.test('a job handed over for the first time does not wait', async (t) => {
+    const { module, calls } = scripted({ adoption });
+    const { follower, job } = setUp(module);
+    await follower.submit(job(), recorder().report);
+    t.equal(calls.submit, 1);
+  });
+});
+
+t.test("a stream's deltas are told as they come, running first; at the end it drains up to drainMs on the clock", async (t) => {
+  let push!: (delta: string) => void;
+  let finish!: () => void;
+  const { module } = scripted({
+    drainMs: 2_000,
+    submitted: {
+      stream: (onDelta) =>
+        new Promise<void>((resolve) => {
+          push = onDelta;
+          finish = resolve;
+        }),
+    },
+  });
+  const { clock, follower, job } = setUp(module);
+  const r = recorder();
+  const { providerJobId } = await follower.submit(job(), r.report);
+  await settle();
+  push('Hel');
+  push('lo');
+  follower.deliverEvent(providerJobId, { type: 'over', update: { type: 'succeeded', textOutput: 'Hello!', files: [] } });
+  await settle();
+  push('!');
+  t.equal(r.terminals().length, 0, 'the outcome waits for the stream');
+  finish();
+  await settle();
+  t.same(r.updates, [
+    { type: 'running' },
+    { type: 'output', delta: 'Hel' },
+    { type: 'output', delta: 'lo' },
+    { type: 'output', delta: '!' },
+    { type: 'succeeded', textOutput: 'Hello!', files: [] },
+  ]);
+
+  const stuck = recorder();
+  const second = await follower.submit(job({ generationId: 'gen-2' }), stuck.report);
+  await settle();
+  follower.deliverEvent(second.providerJobId, succeeded);
+  await settle();
+  clock.advance(1_999);
+  await settle();
+  t.equal(stuck.terminals().length, 0);
+  clock.advance(1);
+  await settle();
+  t.equal(stuck.terminals().length, 1, 'a stream that never ends holds the outcome drainMs at most');
+});
+
+t.test('close: nothing is told after it, no timer is left, and a submission is refused', async (t) => {
+  const { module } = scripted();
+  const { clock, follower, job } = setUp(module);
+  const r = recorder();
+  const { providerJobId } = await follower.submit(job(), r.report);
+  await follower.close();
+  follower.deliverEvent(providerJobId, succeeded);
+  clock.advance(100 * POLL_MS);
+  await settle();
+  t.same(r.updates, []);
+  t.equal(clock.pendingTimers(), 0);
+  await t.rejects(follower.submit(job(), r.report), { code: 'provider_unavailable' });
+});
+
+t.test('a provider whose job id is our generation id (byProviderJobId)', async (t) => {
+  const adoption = { windowMs: 5_000, keepMs: 60_000, byProviderJobId: true, keeps: () => true, waiting: (ms: number) => `waiting ${ms} ms` };
+
+  t.test("an event that beat the submission's answer is taken once the job is followed", async (t) => {
+    let answer!: () => void;
+    const { module } = scripted({
+      adoption,
+      submit: async (job) => {
+        await new Promise<void>((resolve) => (answer = resolve));
+        return { providerJobId: job.generationId, notes: { n: 1 } };
+      },
+    });
+    const { follower, job } = setUp(module);
+    const r = recorder();
+    const submitted = follower.submit(job(), r.report);
+    await settle();
+    follower.deliverEvent('gen-1', { type: 'pending', running: true });
+    answer();
+    t.same(await submitted, { providerJobId: 'gen-1' });
+    t.same(r.updates, [], 'told after submit resolved');
+    await settle();
+    t.same(r.updates, [{ type: 'running' }]);
+  });
+
+  t.test('a resume takes the end that came before it', async (t) => {
+    const { module } = scripted({ adoption, resume: () => ({ notes: { n: 0 } }) });
+    const { follower, job } = setUp(module);
+    follower.deliverEvent('gen-9', succeeded);
+    const r = recorder();
+    follower.resume('gen-9', job({ generationId: 'gen-9' }), r.report);
+    await settle();
+    t.equal(r.terminals().length, 1);
+  });
+
+  t.test('a cancel stops a submission still waiting (for a free slot), on the clock', async (t) => {
+    const { module } = scripted({
+      adoption,
+      submit: async (job, call) => {
+        await call.wait(60_000);
+        if (call.signal.aborted) throw new ProviderFailure(PROVIDER_ERROR_CODES.cancelled, 'cancelled before it was taken');
+        return { providerJobId: job.generationId, notes: { n: 1 } };
+      },
+    });
+    const { clock, follower, job } = setUp(module);
+    const submitted = follower.submit(job(), recorder().report);
+    await settle();
+    await follower.cancel('gen-1');
+    await t.rejects(submitted, { code: 'provider_cancelled' });
+    t.equal(clock.pendingTimers(), 0);
+  });
+});
