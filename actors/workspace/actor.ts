@@ -58,35 +58,36 @@ export const workspaceActor: KindBehavior<'ws', WorkspaceState> = {
   // A restart reads the workspaces of its jobs in flight together (recovery) and hands each its record.
   seed: (msg, ctx) => (msg.type === 'preloaded' && (msg.record.account || !msg.record.exists) ? loaded(msg.record, ctx) : undefined),
 
-  handlers: {
-    create: (state, msg, ctx) => create(current(state, ctx), msg.draft, msg.idempotency, ctx),
-    create_batch: (state, msg, ctx) => createBatch(current(state, ctx), msg.items, ctx),
-    settle: (state, msg, ctx) => settle(current(state, ctx), msg, ctx),
+  // Every message sees the workspace's plan as the catalog serves it now (a reload may have changed its limits).
+  handlers: withCurrentPlan({
+    create: (state, msg, ctx) => create(state, msg.draft, msg.idempotency, ctx),
+    create_batch: (state, msg, ctx) => createBatch(state, msg.items, ctx),
+    settle: (state, msg, ctx) => settle(state, msg, ctx),
     slot_declined: (state, msg, ctx) => {
       state.jobs.update(msg.generationId, declinedJob);
       depsOf(ctx).capacity.release(msg.generationId);
-      schedule(current(state, ctx), ctx);
+      schedule(state, ctx);
       return { state };
     },
     schedule: (state, _msg, ctx) => {
-      schedule(current(state, ctx), ctx);
+      schedule(state, ctx);
       return { state };
     },
     hold_recovered: (state, msg, ctx) => {
       state.jobs.update(msg.generationId, heldJob);
       // The stop may have been lifted since the job looked: then it goes on at once.
-      schedule(current(state, ctx), ctx);
+      schedule(state, ctx);
       return { state };
     },
     create_committed: (state, msg, ctx) => {
-      createCommitted(current(state, ctx), msg, ctx);
+      createCommitted(state, msg, ctx);
       return { state };
     },
     create_failed: (state, msg, ctx) => {
       // The state was reloaded after the failed write (the job is not in it); should it not have been, the job's slot is freed here.
       if (state.jobs.get(msg.generationId)?.status === 'starting') state.jobs.delete(msg.generationId);
       depsOf(ctx).capacity.release(msg.generationId);
-      schedule(current(state, ctx), ctx);
+      schedule(state, ctx);
       return { state };
     },
     settle_committed: (state, msg) => {
@@ -94,33 +95,39 @@ export const workspaceActor: KindBehavior<'ws', WorkspaceState> = {
       return { state };
     },
     expire_queued: (state, _msg, ctx) => {
-      expireQueued(current(state, ctx), ctx);
+      expireQueued(state, ctx);
       return { state };
     },
     preloaded: (state) => ({ state, reply: balancesOf(state) }),
     balances: (state) => ({ state, reply: balancesOf(state) }),
-    payment_event: (state, msg, ctx) => applyPaymentEvent(current(state, ctx), msg.provider, msg.event, ctx),
-    renew: (state, msg, ctx) => renewSubscription(current(state, ctx), msg.subscriptionId, ctx),
-    cancel_subscription: (state, _msg, ctx) => cancelSubscription(current(state, ctx), ctx),
-    wallet: (state, _msg, ctx) => walletSnapshot(current(state, ctx), ctx),
-    wallet_settings: (state, msg, ctx) => updateWalletSettings(current(state, ctx), msg.patch, ctx),
-    auto_recharge: (state, _msg, ctx) => autoRecharge(current(state, ctx), ctx),
-    key_limits: (state, msg, ctx) => changeKeyLimits(current(state, ctx), msg.keyId, msg.patch, ctx),
+    payment_event: (state, msg, ctx) => applyPaymentEvent(state, msg.provider, msg.event, ctx),
+    renew: (state, msg, ctx) => renewSubscription(state, msg.subscriptionId, ctx),
+    cancel_subscription: (state, _msg, ctx) => cancelSubscription(state, ctx),
+    wallet: (state, _msg, ctx) => walletSnapshot(state, ctx),
+    wallet_settings: (state, msg, ctx) => updateWalletSettings(state, msg.patch, ctx),
+    auto_recharge: (state, _msg, ctx) => autoRecharge(state, ctx),
+    key_limits: (state, msg, ctx) => changeKeyLimits(state, msg.keyId, msg.patch, ctx),
     key_usage: async (state, msg, ctx) => {
       await ensureKeys(state, [msg.keyId], ctx);
       const key = state.keys.get(msg.keyId);
       const reply: KeyUsageReply = key ? { found: true, usage: keyLimitsUsage(key, ctx.clock.now()) } : { found: false };
       return { state, reply };
     },
-  },
+  }),
 
   keepAlive: (state) => state.jobs.count('queued') > 0 || state.jobs.holdingSlots > 0 || state.jobs.uncommitted > 0,
 };
 
-/** The workspace with its plan as the catalog serves it now (a reload may have changed its limits). */
-function current(state: WorkspaceState, ctx: ActorContext): WorkspaceState {
-  state.plan = depsOf(ctx).catalog.plan(state.plan.id);
-  return state;
+/** The table with each handler seeing the workspace's plan as the catalog serves it now, refreshed once before the message. */
+function withCurrentPlan<H extends Record<string, (state: WorkspaceState, msg: never, ctx: ActorContext) => unknown>>(table: H): H {
+  const wrapped: Record<string, (state: WorkspaceState, msg: never, ctx: ActorContext) => unknown> = {};
+  for (const [type, handler] of Object.entries(table)) {
+    wrapped[type] = (state, msg, ctx) => {
+      state.plan = depsOf(ctx).catalog.plan(state.plan.id);
+      return handler(state, msg, ctx);
+    };
+  }
+  return wrapped as H;
 }
 
 function balancesOf(state: WorkspaceState): Balances {
