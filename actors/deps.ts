@@ -63,6 +63,11 @@ export interface BillingDeps {
   renewals: { schedule(workspaceId: string, subscriptionId: string, at: number): void };
   /** Called after a workspace's plan changed and was committed (cached key records carry the plan's rate limit). */
   planChanged(workspaceId: string): void;
+  /**
+   * The saved-card charges under way on this node, by workspace and purpose (actors/workspace/payments.ts):
+   * made beside the workspace's mailbox, so kept here, where a reload of the actor's state does not forget them.
+   */
+  charges: Set<string>;
 }
 
 /** An actor's deps (ctx.deps, typed by its context). */

@@ -162,6 +162,7 @@ export async function retryingRateLimits(
           { once: true },
         );
       });
-    if (signal?.aborted) return response;
+    // Aborted, or the deadline overtook the wait: the job was rate limited until then.
+    if (signal?.aborted || now() >= deadline) return response;
   }
 }

@@ -2,7 +2,7 @@ import type { Clock } from './clock.ts';
 import type { Logger } from './logger.ts';
 import type { Database } from '../persistence/database.ts';
 import type { GroupCommitWriter } from '../persistence/group-commit.ts';
-import type { ActorMessenger, MessageOf, NoReply, Protocol, ProtocolMap, ReplyTo } from './actor-protocol.ts';
+import type { ActorMessenger, MessageOf, NoReply, Protocol, ProtocolMap, ReplyTo, UntypedMessage } from './actor-protocol.ts';
 
 /**
  * What an actor may use: its identity, time, persistence, the other actors (of the kinds `K`) and what the
@@ -17,7 +17,17 @@ export interface ActorContext<D = unknown, K extends ProtocolMap = ProtocolMap> 
   writer: GroupCommitWriter;
   actors: ActorMessenger<K>;
   deps: D;
+  /**
+   * Work beside the mailbox (a call over the network): the actor goes on with its next messages while it
+   * runs, and its outcome comes back to this actor as the message `toMessage` makes of it, as Akka's
+   * pipeToSelf does. Until that message is handled the actor counts as busy: a drain before its shard is
+   * handed over, or a stop, waits for it, and it is never passivated meanwhile.
+   */
+  pipeToSelf<T>(work: Promise<T>, toMessage: (outcome: Piped<T>) => UntypedMessage): void;
 }
+
+/** What work piped to an actor ended with. */
+export type Piped<T> = { ok: true; value: T } | { ok: false; error: unknown };
 
 /**
  * What a handler gives back: the actor's next state, and the message's answer. A message whose reply is

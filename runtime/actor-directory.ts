@@ -1,6 +1,6 @@
 import nact, { type Ref } from 'nact';
 import { SpanKind, SpanStatusCode, trace, type Tracer } from '@opentelemetry/api';
-import type { ActorBehavior, ActorContext } from './actor-behavior.ts';
+import type { ActorBehavior, ActorContext, Piped } from './actor-behavior.ts';
 import type { ActorMessenger, MessageOf, Protocol, ProtocolMap, ReplyTo, UntypedMessage } from './actor-protocol.ts';
 import type { Clock, Timer } from './clock.ts';
 import type { Logger } from './logger.ts';
@@ -296,6 +296,7 @@ export class ActorDirectory<K extends ProtocolMap = ProtocolMap, D = unknown> im
       writer: this.deps.writer,
       actors: this,
       deps: this.deps.actorDeps as D,
+      pipeToSelf: (work, toMessage) => this.pipe(entry, work, toMessage),
     };
     const entry: Entry = {
       ref: undefined as unknown as Ref<Envelope<UntypedMessage>>,
@@ -445,6 +446,31 @@ export class ActorDirectory<K extends ProtocolMap = ProtocolMap, D = unknown> im
     const waiters = entry.durableWaiters;
     entry.durableWaiters = [];
     for (const wake of waiters) wake();
+  }
+
+  /**
+   * Counts the work as the actor's own pending message from now (see ActorContext.pipeToSelf), and hands
+   * the message made of its outcome to the actor's mailbox, where handling it ends that count.
+   */
+  private pipe<T>(entry: Entry, work: Promise<T>, toMessage: (outcome: Piped<T>) => UntypedMessage): void {
+    entry.pending++;
+    this.totalPending++;
+    work
+      .then(
+        (value): Piped<T> => ({ ok: true, value }),
+        (error: unknown): Piped<T> => ({ ok: false, error }),
+      )
+      .then((outcome) => {
+        let msg: UntypedMessage;
+        try {
+          msg = toMessage(outcome);
+        } catch (error) {
+          this.deps.logger.error({ err: error, actor: `${entry.kind}:${entry.id}` }, 'the outcome of work beside the mailbox could not be made a message');
+          this.done(entry);
+          return;
+        }
+        nact.dispatch(entry.ref, wrap(msg, undefined, this.tracing));
+      });
   }
 
   private done(entry: Entry): void {

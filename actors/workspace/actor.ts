@@ -30,7 +30,17 @@ import type {
   WorkspaceMessage,
   WorkspaceReply,
 } from './protocol.ts';
-import { applyPaymentEvent, autoRecharge, cancelSubscription, maybeAutoRecharge, renewSubscription, updateWalletSettings, walletSnapshot } from './payments.ts';
+import {
+  applyPaymentEvent,
+  autoRecharge,
+  cancelSubscription,
+  maybeAutoRecharge,
+  rechargeCharged,
+  renewalCharged,
+  renewSubscription,
+  updateWalletSettings,
+  walletSnapshot,
+} from './payments.ts';
 import { captureJobContext, withJobContext } from '../../runtime/tracing.ts';
 
 /** A workspace may hold this many times its plan's concurrency in jobs not yet finished (queued or active). */
@@ -106,6 +116,8 @@ export const workspaceActor: KindBehavior<'ws', WorkspaceState> = {
     wallet: (state, _msg, ctx) => walletSnapshot(state, ctx),
     wallet_settings: (state, msg, ctx) => updateWalletSettings(state, msg.patch, ctx),
     auto_recharge: (state, _msg, ctx) => autoRecharge(state, ctx),
+    recharge_charged: (state, msg, ctx) => rechargeCharged(state, msg.charge, msg.result, ctx),
+    renewal_charged: (state, msg, ctx) => renewalCharged(state, msg.charge, msg.result, msg.error, ctx),
     key_limits: (state, msg, ctx) => changeKeyLimits(state, msg.keyId, msg.patch, ctx),
     key_usage: async (state, msg, ctx) => {
       await ensureKeys(state, [msg.keyId], ctx);

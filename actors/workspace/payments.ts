@@ -1,42 +1,49 @@
-import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import type { Outcome } from '../../runtime/actor-behavior.ts';
 import type { NoReply } from '../../runtime/actor-protocol.ts';
 import type { ActorContext } from '../kinds.ts';
 import { newId } from '../../persistence/ids.ts';
+import {
+  activateWallet,
+  advanceSubscription,
+  billingEventSeen,
+  cancelAtPeriodEnd,
+  disableAutoRecharge,
+  endSubscription,
+  findPayment,
+  findSubscription,
+  findTopUp,
+  insertAutoRechargeDeposit,
+  insertSavedCardPayment,
+  recordBillingEvent,
+  settleOrder,
+  settlePayment,
+  startSubscription,
+  writeWalletSettings,
+  type SubscriptionRow,
+} from '../../persistence/stores/payment-outcomes.ts';
+import type { Transaction } from '../../persistence/stores/transaction.ts';
 import { depsOf } from '../deps.ts';
 import { addMonth, nextPeriodEnd, periodGrantReference } from '../billing/period.ts';
-import type { ProviderEvent } from '../billing/provider.ts';
+import type { ChargeResult, PaymentIntent, ProviderEvent } from '../billing/provider.ts';
 import { checkWalletSettings, deposit, grant, needsAutoRecharge, spendAt, type MoneyDecision, type WalletSettings } from './account.ts';
-import type { PaymentEventReply, RenewReply, SubscriptionRow, WalletSettingsPatch, WalletSnapshot } from './protocol.ts';
+import type { PaymentEventReply, RechargeCharge, RenewalCharge, RenewReply, WalletSettingsPatch, WalletSnapshot } from './protocol.ts';
 import { writeMoney } from './money-writes.ts';
 import type { WorkspaceState } from './state.ts';
+
+/** A renewal whose charge got no answer is tried again after this long. */
+const RENEWAL_RETRY_MS = 60_000;
 
 /**
  * The workspace actor's payment messages: provider events, subscription renewals and cancellation, wallet
  * settings and auto-recharge. Each awaits its own commit before the actor takes its next message, so what
  * it reads from the database (is this payment still pending? was this event seen?) stays true until it
  * has written; the ledger's unique references are the last guard against applying anything twice.
+ *
+ * A charge of the saved card goes to the payment provider over the network: it is made beside the mailbox
+ * (the actor takes its next messages meanwhile) and its result comes back as a message of its own,
+ * `renewal_charged` or `recharge_charged`, as Akka's pipeToSelf does. Until then the charge is kept in
+ * `billing.charges`, so that no second charge for the same purpose starts while one is under way.
  */
-
-interface PaymentRow {
-  id: string;
-  workspace_id: string;
-  provider: string;
-  purpose: 'subscription' | 'credit_top_up' | 'wallet_deposit';
-  order_id: string;
-  plan: string | null;
-  amount_cents: number;
-  status: string;
-}
-
-async function recordEvent(em: SqlEntityManager, provider: string, event: ProviderEvent, workspaceId: string, applied: boolean, at: Date): Promise<void> {
-  await em.execute(
-    `insert into billing_events (id, provider, type, payment_id, workspace_id, applied, received_at) values (?, ?, ?, ?, ?, ?, ?)
-     on conflict (id) do nothing`,
-    [event.id, provider, event.type, event.paymentId, workspaceId, applied, at],
-    'run',
-  );
-}
 
 export async function applyPaymentEvent(
   state: WorkspaceState,
@@ -44,46 +51,44 @@ export async function applyPaymentEvent(
   event: ProviderEvent,
   ctx: ActorContext,
 ): Promise<Outcome<WorkspaceState, PaymentEventReply>> {
-  const em = ctx.db.em();
+  const unit = ctx.db.em();
   const at = new Date(ctx.clock.now());
-  const seen = await em.execute<Array<{ id: string }>>('select id from billing_events where id = ?', [event.id]);
-  if (seen.length > 0) return { state, reply: { applied: false, reason: 'duplicate event' } };
-  const [payment] = await em.execute<PaymentRow[]>('select * from payments where id = ? and workspace_id = ?', [event.paymentId, state.workspaceId]);
+  if (await billingEventSeen(unit, event.id)) return { state, reply: { applied: false, reason: 'duplicate event' } };
+  const payment = await findPayment(unit, state.workspaceId, event.paymentId);
+  const record = (tx: Transaction, applied: boolean) =>
+    recordBillingEvent(tx, { id: event.id, provider, type: event.type, paymentId: event.paymentId, workspaceId: state.workspaceId, applied, at });
   if (!payment || payment.provider !== provider || payment.status !== 'pending') {
-    await ctx.writer.write((em) => recordEvent(em, provider, event, state.workspaceId, false, at));
+    await ctx.writer.write((tx) => record(tx, false));
     return { state, reply: { applied: false, reason: payment ? `payment already ${payment.status}` : 'unknown payment' } };
   }
 
   if (event.type === 'payment.failed') {
-    await ctx.writer.write(async (em) => {
-      await recordEvent(em, provider, event, state.workspaceId, true, at);
-      await settlePayment(em, payment.id, 'failed', at, event.failureReason ?? 'declined');
-      if (payment.purpose === 'credit_top_up')
-        await em.execute(`update credit_top_ups set status = 'failed', completed_at = ? where id = ? and status = 'pending'`, [at, payment.order_id], 'run');
-      if (payment.purpose === 'wallet_deposit')
-        await em.execute(`update wallet_deposits set status = 'failed', completed_at = ? where id = ? and status = 'pending'`, [at, payment.order_id], 'run');
+    await ctx.writer.write(async (tx) => {
+      await record(tx, true);
+      await settlePayment(tx, payment.id, 'failed', at, event.failureReason ?? 'declined');
+      if (payment.purpose !== 'subscription') await settleOrder(tx, payment.purpose, payment.order_id, 'failed', at);
     });
     return { state, reply: { applied: true } };
   }
 
   switch (payment.purpose) {
     case 'credit_top_up': {
-      const [order] = await em.execute<Array<{ id: string; credits: number }>>('select id, credits from credit_top_ups where id = ?', [payment.order_id]);
+      const order = await findTopUp(unit, payment.order_id);
       if (!order) throw new Error(`payment ${payment.id} pays a missing top-up ${payment.order_id}`);
       const money = grant(state.account, Number(order.credits), `top:${order.id}`);
-      await commitMoney(state, ctx, money, at, async (em) => {
-        await recordEvent(em, provider, event, state.workspaceId, true, at);
-        await settlePayment(em, payment.id, 'succeeded', at);
-        await em.execute(`update credit_top_ups set status = 'paid', completed_at = ? where id = ?`, [at, order.id], 'run');
+      await commitMoney(state, ctx, money, at, async (tx) => {
+        await record(tx, true);
+        await settlePayment(tx, payment.id, 'succeeded', at);
+        await settleOrder(tx, 'credit_top_up', order.id, 'paid', at);
       });
       return { state, reply: { applied: true } };
     }
     case 'wallet_deposit': {
       const money = deposit(state.account, Number(payment.amount_cents), `dep:${payment.order_id}`);
-      await commitMoney(state, ctx, money, at, async (em) => {
-        await recordEvent(em, provider, event, state.workspaceId, true, at);
-        await settlePayment(em, payment.id, 'succeeded', at);
-        await em.execute(`update wallet_deposits set status = 'paid', completed_at = ? where id = ?`, [at, payment.order_id], 'run');
+      await commitMoney(state, ctx, money, at, async (tx) => {
+        await record(tx, true);
+        await settlePayment(tx, payment.id, 'succeeded', at);
+        await settleOrder(tx, 'wallet_deposit', payment.order_id, 'paid', at);
       });
       return { state, reply: { applied: true } };
     }
@@ -93,22 +98,11 @@ export async function applyPaymentEvent(
       const start = at.getTime();
       const end = addMonth(start);
       const money = grant(state.account, plan.monthlyCredits, periodGrantReference(subscriptionId, start));
-      await commitMoney(state, ctx, money, at, async (em) => {
-        await recordEvent(em, provider, event, state.workspaceId, true, at);
-        await settlePayment(em, payment.id, 'succeeded', at);
+      await commitMoney(state, ctx, money, at, async (tx) => {
+        await record(tx, true);
+        await settlePayment(tx, payment.id, 'succeeded', at);
         // A new plan starts a new period at once; the subscription it replaces ends now (no proration).
-        await em.execute(
-          `update subscriptions set status = 'replaced', ended_at = ?, updated_at = ? where workspace_id = ? and status = 'active'`,
-          [at, at, state.workspaceId],
-          'run',
-        );
-        await em.execute(
-          `insert into subscriptions (id, workspace_id, plan, status, current_period_start, current_period_end, cancel_at_period_end, created_at, updated_at)
-           values (?, ?, ?, 'active', ?, ?, false, ?, ?)`,
-          [subscriptionId, state.workspaceId, plan.id, at, new Date(end), at, at],
-          'run',
-        );
-        await em.execute('update workspaces set plan = ?, updated_at = ? where id = ?', [plan.id, at, state.workspaceId], 'run');
+        await startSubscription(tx, { id: subscriptionId, workspaceId: state.workspaceId, plan: plan.id, periodEnd: new Date(end) }, at);
       });
       changePlan(state, plan.id, ctx);
       depsOf(ctx).billing.renewals.schedule(state.workspaceId, subscriptionId, end);
@@ -117,78 +111,128 @@ export async function applyPaymentEvent(
   }
 }
 
-/** Renews a subscription whose period has ended, or ends it (cancelled at period end, or the renewal charge declined). */
+/**
+ * A subscription whose period has ended: ended (cancelled at period end), or its next period charged to the
+ * saved card. The charge is made beside the mailbox and its result handled as `renewal_charged`, which
+ * schedules the next renewal itself: the answer here is then null (nothing for the scheduler to do). A
+ * renewal asked again while its charge is under way answers the same: it is never charged twice.
+ */
 export async function renewSubscription(state: WorkspaceState, subscriptionId: string, ctx: ActorContext): Promise<Outcome<WorkspaceState, RenewReply>> {
-  const em = ctx.db.em();
   const now = ctx.clock.now();
-  const at = new Date(now);
-  const [sub] = await em.execute<
-    Array<{ id: string; plan: string; status: string; current_period_end: Date | string; cancel_at_period_end: boolean; created_at: Date | string }>
-  >('select id, plan, status, current_period_end, cancel_at_period_end, created_at from subscriptions where id = ? and workspace_id = ?', [
-    subscriptionId,
-    state.workspaceId,
-  ]);
+  const { charges } = depsOf(ctx).billing;
+  const key = `renewal:${state.workspaceId}:${subscriptionId}`;
+  if (charges.has(key)) return { state, reply: { nextAt: null } };
+  const sub = await findSubscription(ctx.db.em(), state.workspaceId, subscriptionId);
   if (sub?.status !== 'active') return { state, reply: { nextAt: null } };
   const end = new Date(sub.current_period_end).getTime();
   if (now < end) return { state, reply: { nextAt: end } };
-
-  const endTo = async (status: 'canceled' | 'past_due') => {
-    // Back to the catalog's default plan (free in the shipped one).
-    const fallback = depsOf(ctx).catalog.defaultPlan().id;
-    await ctx.writer.write(async (em) => {
-      await em.execute(
-        'update subscriptions set status = ?, ended_at = ?, updated_at = ? where id = ? and status = ?',
-        [status, new Date(end), at, sub.id, 'active'],
-        'run',
-      );
-      await em.execute('update workspaces set plan = ?, updated_at = ? where id = ?', [fallback, at, state.workspaceId], 'run');
-    });
-    changePlan(state, fallback, ctx);
+  if (sub.cancel_at_period_end) {
+    await endNow(state, sub, 'canceled', end, ctx);
     return { state, reply: { nextAt: null } };
-  };
-  if (sub.cancel_at_period_end) return endTo('canceled');
+  }
 
   const plan = depsOf(ctx).catalog.plan(sub.plan);
-  const paymentId = newId('pay', now);
-  const description = `${plan.name} plan, period from ${new Date(end).toISOString().slice(0, 10)}`;
-  const provider = depsOf(ctx).billing.provider;
-  const charge = await provider.chargeSaved({ paymentId, workspaceId: state.workspaceId, amountCents: plan.monthlyPriceCents, description });
-  const insertPayment = (em: SqlEntityManager, status: 'succeeded' | 'failed', reason: string | null) =>
-    em.execute(
-      `insert into payments (id, workspace_id, provider, purpose, order_id, plan, amount_cents, status, description, failure_reason, created_at, completed_at)
-     values (?, ?, ?, 'subscription', ?, ?, ?, ?, ?, ?, ?, ?)`,
-      [paymentId, state.workspaceId, provider.id, sub.id, plan.id, plan.monthlyPriceCents, status, description, reason, at, at],
-      'run',
-    );
-  if (!charge.ok) {
-    await ctx.writer.write(async (em) => {
-      await insertPayment(em, 'failed', charge.reason);
-    });
-    return endTo('past_due');
+  const charge: RenewalCharge = {
+    paymentId: newId('pay', now),
+    subscriptionId: sub.id,
+    plan: plan.id,
+    amountCents: plan.monthlyPriceCents,
+    description: `${plan.name} plan, period from ${new Date(end).toISOString().slice(0, 10)}`,
+    periodEnd: end,
+    nextEnd: nextPeriodEnd(new Date(sub.created_at).getTime(), end),
+    at: now,
+  };
+  charges.add(key);
+  ctx.pipeToSelf(chargeSavedCard(ctx, state.workspaceId, charge), (outcome) =>
+    outcome.ok
+      ? { type: 'renewal_charged', charge, result: outcome.value }
+      : { type: 'renewal_charged', charge, result: null, error: (outcome.error as Error)?.message ?? String(outcome.error) },
+  );
+  return { state, reply: { nextAt: null } };
+}
+
+/**
+ * A renewal's charge came back: the next period granted with its payment, or the subscription ended past
+ * due. A charge that got no answer (the provider could not be reached) is tried again in a minute.
+ */
+export async function renewalCharged(
+  state: WorkspaceState,
+  charge: RenewalCharge,
+  result: ChargeResult | null,
+  error: string | undefined,
+  ctx: ActorContext,
+): Promise<Outcome<WorkspaceState, NoReply>> {
+  const { charges, renewals } = depsOf(ctx).billing;
+  charges.delete(`renewal:${state.workspaceId}:${charge.subscriptionId}`);
+  const at = new Date(ctx.clock.now());
+  if (!result) {
+    ctx.logger.error({ subscriptionId: charge.subscriptionId, paymentId: charge.paymentId, error }, 'a renewal charge got no answer; retrying in a minute');
+    renewals.schedule(state.workspaceId, charge.subscriptionId, at.getTime() + RENEWAL_RETRY_MS);
+    return { state };
   }
-  const nextEnd = nextPeriodEnd(new Date(sub.created_at).getTime(), end);
-  const money = grant(state.account, plan.monthlyCredits, periodGrantReference(sub.id, end));
-  await commitMoney(state, ctx, money, at, async (em) => {
-    await insertPayment(em, 'succeeded', null);
-    const moved = await em.execute<Array<{ id: string }>>(
-      `update subscriptions set current_period_start = ?, current_period_end = ?, updated_at = ? where id = ? and current_period_end = ? and status = 'active' returning id`,
-      [new Date(end), new Date(nextEnd), at, sub.id, new Date(end)],
+  const payment = {
+    id: charge.paymentId,
+    workspaceId: state.workspaceId,
+    provider: depsOf(ctx).billing.provider.id,
+    purpose: 'subscription' as const,
+    orderId: charge.subscriptionId,
+    plan: charge.plan,
+    amountCents: charge.amountCents,
+    description: charge.description,
+    at,
+  };
+  if (!result.ok) {
+    await endNow(state, { id: charge.subscriptionId }, 'past_due', charge.periodEnd, ctx, (tx) =>
+      insertSavedCardPayment(tx, { ...payment, status: 'failed', failureReason: result.reason }),
     );
-    if (moved.length !== 1) throw new Error(`subscription ${sub.id} moved while renewing`);
+    return { state };
+  }
+  const plan = depsOf(ctx).catalog.plan(charge.plan);
+  const money = grant(state.account, plan.monthlyCredits, periodGrantReference(charge.subscriptionId, charge.periodEnd));
+  let advanced = false;
+  // The card was charged: its payment and the period's credits are written whatever became of the
+  // subscription meanwhile (its period moves only if it is still the active one at that end).
+  await commitMoney(state, ctx, money, at, async (tx) => {
+    await insertSavedCardPayment(tx, { ...payment, status: 'succeeded', failureReason: null });
+    advanced = await advanceSubscription(tx, charge.subscriptionId, new Date(charge.periodEnd), new Date(charge.nextEnd), at);
   });
-  return { state, reply: { nextAt: nextEnd } };
+  if (advanced) renewals.schedule(state.workspaceId, charge.subscriptionId, charge.nextEnd);
+  else
+    ctx.logger.warn({ subscriptionId: charge.subscriptionId }, 'a renewed subscription changed while its card was charged; its payment and credits were kept');
+  return { state };
+}
+
+/** Ends an active subscription (with `also`'s rows in the same transaction) and puts the workspace back on the catalog's default plan. */
+async function endNow(
+  state: WorkspaceState,
+  sub: Pick<SubscriptionRow, 'id'>,
+  status: 'canceled' | 'past_due',
+  end: number,
+  ctx: ActorContext,
+  also?: (tx: Transaction) => Promise<void>,
+): Promise<void> {
+  const at = new Date(ctx.clock.now());
+  // Back to the catalog's default plan (free in the shipped one).
+  const fallback = depsOf(ctx).catalog.defaultPlan().id;
+  await ctx.writer.write(async (tx) => {
+    await also?.(tx);
+    await endSubscription(tx, { id: sub.id, workspaceId: state.workspaceId }, status, new Date(end), fallback, at);
+  });
+  changePlan(state, fallback, ctx);
+}
+
+/** The saved card charged for `charge`, beside the mailbox. */
+function chargeSavedCard(ctx: ActorContext, workspaceId: string, charge: RechargeCharge | RenewalCharge): Promise<ChargeResult> {
+  const intent: PaymentIntent = { paymentId: charge.paymentId, workspaceId, amountCents: charge.amountCents, description: charge.description };
+  return depsOf(ctx).billing.provider.chargeSaved(intent);
 }
 
 /** Marks the live subscription to end at its period's end; null when there is none. Asking twice changes nothing. */
 export async function cancelSubscription(state: WorkspaceState, ctx: ActorContext): Promise<Outcome<WorkspaceState, SubscriptionRow | null>> {
   const at = new Date(ctx.clock.now());
   let row: SubscriptionRow | null = null;
-  await ctx.writer.write(async (em) => {
-    const rows = await em.execute<SubscriptionRow[]>(
-      `update subscriptions set cancel_at_period_end = true, updated_at = ? where workspace_id = ? and status = 'active' returning *`,
-      [at, state.workspaceId],
-    );
-    row = rows[0] ?? null;
+  await ctx.writer.write(async (tx) => {
+    row = await cancelAtPeriodEnd(tx, state.workspaceId, at);
   });
   return { state, reply: row };
 }
@@ -218,21 +262,7 @@ export async function updateWalletSettings(
   };
   const problem = checkWalletSettings(settings);
   if (problem) return { state, reply: { refused: problem } };
-  await ctx.writer.write(async (em) => {
-    await em.execute(
-      `update workspace_accounts set auto_recharge_enabled = ?, auto_recharge_threshold_cents = ?, auto_recharge_amount_cents = ?, monthly_spend_cap_cents = ?, updated_at = ?
-        where workspace_id = ?`,
-      [
-        settings.autoRecharge.enabled,
-        settings.autoRecharge.thresholdCents,
-        settings.autoRecharge.amountCents,
-        settings.monthlySpendCapCents,
-        at,
-        state.workspaceId,
-      ],
-      'run',
-    );
-  });
+  await ctx.writer.write((tx) => writeWalletSettings(tx, state.workspaceId, settings, at));
   state.wallet = settings;
   maybeAutoRecharge(state, ctx);
   return walletSnapshot(state, ctx);
@@ -245,52 +275,84 @@ export function maybeAutoRecharge(state: WorkspaceState, ctx: ActorContext): voi
   ctx.actors.tell('ws', state.workspaceId, { type: 'auto_recharge' });
 }
 
-/** Charges the saved card for the configured amount and deposits it: a deposit with source auto_recharge. */
-export async function autoRecharge(state: WorkspaceState, ctx: ActorContext): Promise<Outcome<WorkspaceState, NoReply>> {
-  state.recharging = false;
+/**
+ * Charges the saved card for the configured amount, beside the mailbox; `recharge_charged` deposits it (a
+ * deposit with source auto_recharge). One charge at a time per workspace, even across a reload of the state.
+ */
+export function autoRecharge(state: WorkspaceState, ctx: ActorContext): Outcome<WorkspaceState, NoReply> {
+  const { charges } = depsOf(ctx).billing;
+  const key = `recharge:${state.workspaceId}`;
+  // One under way already (the state was reloaded since it started): its result ends `recharging`.
+  if (charges.has(key)) return { state };
   const settings = state.wallet.autoRecharge;
-  if (!needsAutoRecharge(state.account, state.wallet, false)) return { state };
-  const now = ctx.clock.now();
-  const at = new Date(now);
-  const depositId = newId('dep', now);
-  const paymentId = newId('pay', now);
-  const provider = depsOf(ctx).billing.provider;
-  const description = `Wallet auto-recharge of ${settings.amountCents} cents`;
-  const charge = await provider.chargeSaved({ paymentId, workspaceId: state.workspaceId, amountCents: settings.amountCents, description });
-  const rows = async (em: SqlEntityManager, status: 'paid' | 'failed') => {
-    await em.execute(
-      `insert into payments (id, workspace_id, provider, purpose, order_id, plan, amount_cents, status, description, failure_reason, created_at, completed_at)
-       values (?, ?, ?, 'wallet_deposit', ?, null, ?, ?, ?, ?, ?, ?)`,
-      [
-        paymentId,
-        state.workspaceId,
-        provider.id,
-        depositId,
-        settings.amountCents,
-        status === 'paid' ? 'succeeded' : 'failed',
-        description,
-        charge.ok ? null : charge.reason,
-        at,
-        at,
-      ],
-      'run',
-    );
-    await em.execute(
-      `insert into wallet_deposits (id, workspace_id, amount_cents, source, status, payment_id, created_at, completed_at) values (?, ?, ?, 'auto_recharge', ?, ?, ?, ?)`,
-      [depositId, state.workspaceId, settings.amountCents, status, paymentId, at, at],
-      'run',
-    );
-  };
-  if (!charge.ok) {
-    // A declined card turns auto-recharge off, so it is not retried on every job.
-    await ctx.writer.write(async (em) => {
-      await rows(em, 'failed');
-      await em.execute('update workspace_accounts set auto_recharge_enabled = false where workspace_id = ?', [state.workspaceId], 'run');
-    });
-    state.wallet = { ...state.wallet, autoRecharge: { ...settings, enabled: false } };
+  if (!needsAutoRecharge(state.account, state.wallet, false)) {
+    state.recharging = false;
     return { state };
   }
-  await commitMoney(state, ctx, deposit(state.account, settings.amountCents, `dep:${depositId}`), at, (em) => rows(em, 'paid'));
+  const now = ctx.clock.now();
+  const charge: RechargeCharge = {
+    paymentId: newId('pay', now),
+    depositId: newId('dep', now),
+    amountCents: settings.amountCents,
+    description: `Wallet auto-recharge of ${settings.amountCents} cents`,
+    at: now,
+  };
+  state.recharging = true;
+  charges.add(key);
+  ctx.pipeToSelf(chargeSavedCard(ctx, state.workspaceId, charge), (outcome) => {
+    if (!outcome.ok) ctx.logger.error({ err: outcome.error, paymentId: charge.paymentId }, 'an auto-recharge charge got no answer');
+    return { type: 'recharge_charged', charge, result: outcome.ok ? outcome.value : null };
+  });
+  return { state };
+}
+
+/**
+ * An auto-recharge's charge came back: deposited, or (declined) recorded as failed with auto-recharge turned
+ * off, so it is not retried on every job. A charge that got no answer writes nothing; the next job that
+ * leaves the wallet under its threshold tries again.
+ */
+export async function rechargeCharged(
+  state: WorkspaceState,
+  charge: RechargeCharge,
+  result: ChargeResult | null,
+  ctx: ActorContext,
+): Promise<Outcome<WorkspaceState, NoReply>> {
+  depsOf(ctx).billing.charges.delete(`recharge:${state.workspaceId}`);
+  state.recharging = false;
+  if (!result) return { state };
+  const at = new Date(ctx.clock.now());
+  const rows = async (tx: Transaction, paid: boolean) => {
+    await insertSavedCardPayment(tx, {
+      id: charge.paymentId,
+      workspaceId: state.workspaceId,
+      provider: depsOf(ctx).billing.provider.id,
+      purpose: 'wallet_deposit',
+      orderId: charge.depositId,
+      plan: null,
+      amountCents: charge.amountCents,
+      status: paid ? 'succeeded' : 'failed',
+      description: charge.description,
+      failureReason: result.ok ? null : result.reason,
+      at,
+    });
+    await insertAutoRechargeDeposit(tx, {
+      id: charge.depositId,
+      workspaceId: state.workspaceId,
+      amountCents: charge.amountCents,
+      status: paid ? 'paid' : 'failed',
+      paymentId: charge.paymentId,
+      at,
+    });
+  };
+  if (!result.ok) {
+    await ctx.writer.write(async (tx) => {
+      await rows(tx, false);
+      await disableAutoRecharge(tx, state.workspaceId);
+    });
+    state.wallet = { ...state.wallet, autoRecharge: { ...state.wallet.autoRecharge, enabled: false } };
+    return { state };
+  }
+  await commitMoney(state, ctx, deposit(state.account, charge.amountCents, `dep:${charge.depositId}`), at, (tx) => rows(tx, true));
   return { state };
 }
 
@@ -300,25 +362,17 @@ async function commitMoney(
   ctx: ActorContext,
   money: MoneyDecision,
   at: Date,
-  also: (em: SqlEntityManager) => Promise<unknown>,
+  also: (tx: Transaction) => Promise<unknown>,
 ): Promise<void> {
   if (!money.ok) throw new Error(money.message);
   const activates = money.account.walletActivated && !state.account.walletActivated;
-  await ctx.writer.write(async (em) => {
-    await also(em);
-    await writeMoney(em, state.workspaceId, money.entries, at);
-    if (activates) await em.execute('update workspace_accounts set wallet_activated = true where workspace_id = ?', [state.workspaceId], 'run');
+  await ctx.writer.write(async (tx) => {
+    await also(tx);
+    await writeMoney(tx, state.workspaceId, money.entries, at);
+    if (activates) await activateWallet(tx, state.workspaceId);
   });
   // Other messages may not run while this one awaits its commit, so the decision is still based on the current account.
   state.account = { ...money.account, reservations: state.account.reservations };
-}
-
-async function settlePayment(em: SqlEntityManager, paymentId: string, status: 'succeeded' | 'failed', at: Date, reason?: string): Promise<void> {
-  const rows = await em.execute<Array<{ id: string }>>(
-    `update payments set status = ?, completed_at = ?, failure_reason = ? where id = ? and status = 'pending' returning id`,
-    [status, at, reason ?? null, paymentId],
-  );
-  if (rows.length !== 1) throw new Error(`payment ${paymentId} is not pending`);
 }
 
 function changePlan(state: WorkspaceState, plan: string, ctx: ActorContext): void {

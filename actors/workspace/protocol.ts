@@ -1,8 +1,9 @@
+import type { SubscriptionRow } from '../../persistence/stores/payment-outcomes.ts';
 import type { TokenTerms } from '../../domain/catalog/pricing.ts';
 import type { AnyReplyOf, NoReply, Protocol } from '../../runtime/actor-protocol.ts';
 import type { GenerationRow } from '../../persistence/entities/generation.ts';
 import type { MonthlySpend, MoneyRefusal, PaymentMode, WalletSettings } from './account.ts';
-import type { ProviderEvent } from '../billing/provider.ts';
+import type { ChargeResult, ProviderEvent } from '../billing/provider.ts';
 import type { WorkspaceRecord } from './load.ts';
 import type { IdempotencyEntry } from './idempotency-cache.ts';
 import type { KeyLimits, KeyLimitsPatch, KeyLimitsUsage } from './key-limits.ts';
@@ -90,6 +91,10 @@ export type WorkspaceMessage =
   | { type: 'wallet' }
   | { type: 'wallet_settings'; patch: WalletSettingsPatch }
   | { type: 'auto_recharge' }
+  /** A saved card's charge for an auto-recharge came back (null: no answer, the charge threw). */
+  | { type: 'recharge_charged'; charge: RechargeCharge; result: ChargeResult | null }
+  /** A saved card's charge for a renewal came back (null: no answer, the charge threw, `error` says why). */
+  | { type: 'renewal_charged'; charge: RenewalCharge; result: ChargeResult | null; error?: string }
   /** PATCH /v1/api-keys/:id: a change of one of the workspace's keys' spending controls; answered with the new limits. */
   | { type: 'key_limits'; keyId: string; patch: KeyLimitsPatch }
   /** GET /v1/api-keys/:id/usage: a key's limits and what it spent, as of now. */
@@ -133,6 +138,8 @@ export type WorkspaceProtocol = Protocol<
     wallet: WalletSnapshot;
     wallet_settings: WalletSnapshot | { refused: string };
     auto_recharge: NoReply;
+    recharge_charged: NoReply;
+    renewal_charged: NoReply;
     key_limits: KeyLimitsReply;
     key_usage: KeyUsageReply;
     create_committed: NoReply;
@@ -148,16 +155,31 @@ export interface RenewReply {
   nextAt: number | null;
 }
 
-export interface SubscriptionRow {
-  id: string;
-  workspace_id: string;
+export type { SubscriptionRow };
+
+/**
+ * A charge of the saved card for an automatic wallet deposit, as the workspace actor decided it: made
+ * beside its mailbox, and told back with its result (actors/workspace/payments.ts).
+ */
+export interface RechargeCharge {
+  paymentId: string;
+  depositId: string;
+  amountCents: number;
+  description: string;
+  at: number;
+}
+
+/** A charge of the saved card for a subscription's next period, as decided when its period ended. */
+export interface RenewalCharge {
+  paymentId: string;
+  subscriptionId: string;
   plan: string;
-  status: string;
-  current_period_start: Date | string;
-  current_period_end: Date | string;
-  cancel_at_period_end: boolean;
-  ended_at: Date | string | null;
-  created_at: Date | string;
+  amountCents: number;
+  description: string;
+  /** The end of the period just over, and of the one the charge pays for. */
+  periodEnd: number;
+  nextEnd: number;
+  at: number;
 }
 
 export type KeyLimitsReply = { found: true; limits: KeyLimits } | { found: false };

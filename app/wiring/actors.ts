@@ -123,6 +123,7 @@ export function buildActors(stack: CleanupStack, input: ActorsInput): Actors {
     billing: {
       provider: paymentProvider,
       renewals,
+      charges: new Set(),
       planChanged: (workspaceId) => {
         keyCache.clear();
         if (!keyBus) return;

@@ -120,11 +120,16 @@ export function createOpenAiAdapter(
    */
   async function waitingOutRateLimits<T>(providerJobId: string, job: AdapterJob, signal: AbortSignal, call: () => Promise<T>): Promise<T> {
     const maxAttempts = context.rateLimitAttempts ?? DEFAULT_RATE_LIMIT_ATTEMPTS;
+    let limited: RateLimitError | undefined;
     for (let calls = 1; ; calls++) {
       try {
         return await call();
       } catch (error) {
+        // A call after a wait that the deadline overtook (the wait ended just before it, the call did not):
+        // the job spent its time waiting out 429s, and fails as rate limited, not as timed out.
+        if (limited && !(error instanceof RateLimitError) && context.now() >= job.deadline) throw limited;
         if (!(error instanceof RateLimitError)) throw error;
+        limited = error;
         // What OpenAI asks for (retry-after-ms, Retry-After: it says to the millisecond); without either, backoff
         // with jitter, as every adapter waits (providers/upstream-http.ts).
         const asked = rateLimitWaitMs(error, context.now(), 0);
@@ -133,7 +138,7 @@ export function createOpenAiAdapter(
         if (context.now() + wait >= job.deadline || signal.aborted) throw error;
         jobs.get(providerJobId)?.report({ type: 'progress', detail: `OpenAI answered 429 (rate limited); trying again in ${wait} ms.` });
         await sleep(wait, signal);
-        if (signal.aborted) throw error;
+        if (signal.aborted || context.now() >= job.deadline) throw error;
       }
     }
   }
