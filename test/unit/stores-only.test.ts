@@ -55,7 +55,6 @@ const NOT_YET_MOVED: readonly string[] = [
   'actors/workspace/key-spend-writes.ts',
   'actors/workspace/load.ts',
   'actors/workspace/money-writes.ts',
-  'actors/workspace/payments.ts',
   'actors/workspace/protocol.ts',
   'actors/workspace/settlements.ts',
   'http/routes/events/list.ts',
