@@ -22,6 +22,7 @@ import {
   type SubscriptionRow,
 } from '../../persistence/stores/payment-outcomes.ts';
 import type { Transaction } from '../../persistence/stores/transaction.ts';
+import { openUnit } from '../../persistence/stores/unit.ts';
 import { depsOf } from '../deps.ts';
 import { addMonth, nextPeriodEnd, periodGrantReference } from '../billing/period.ts';
 import type { ChargeResult, PaymentIntent, ProviderEvent } from '../billing/provider.ts';
@@ -51,7 +52,7 @@ export async function applyPaymentEvent(
   event: ProviderEvent,
   ctx: ActorContext,
 ): Promise<Outcome<WorkspaceState, PaymentEventReply>> {
-  const unit = ctx.db.em();
+  const unit = openUnit(ctx.db);
   const at = new Date(ctx.clock.now());
   if (await billingEventSeen(unit, event.id)) return { state, reply: { applied: false, reason: 'duplicate event' } };
   const payment = await findPayment(unit, state.workspaceId, event.paymentId);
@@ -122,7 +123,7 @@ export async function renewSubscription(state: WorkspaceState, subscriptionId: s
   const { charges } = depsOf(ctx).billing;
   const key = `renewal:${state.workspaceId}:${subscriptionId}`;
   if (charges.has(key)) return { state, reply: { nextAt: null } };
-  const sub = await findSubscription(ctx.db.em(), state.workspaceId, subscriptionId);
+  const sub = await findSubscription(openUnit(ctx.db), state.workspaceId, subscriptionId);
   if (sub?.status !== 'active') return { state, reply: { nextAt: null } };
   const end = new Date(sub.current_period_end).getTime();
   if (now < end) return { state, reply: { nextAt: end } };
