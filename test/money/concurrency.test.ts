@@ -1,3 +1,4 @@
+import { createHmac } from 'node:crypto';
 import t from 'tap';
 import { durableStorage } from '../helpers/database.ts';
 import { startNode } from '../fixtures/child.ts';
@@ -85,6 +86,11 @@ function answered(operation: string, status: number): void {
 }
 async function sendEventRecorded(event: { raw: string; signature: string }): Promise<void> {
   answered('billing event', (await sendEvent(event)).status);
+}
+/** The same event as its provider delivers it again later: the same body, signed at the time of this attempt. */
+function resigned(event: { raw: string }): { raw: string; signature: string } {
+  const at = Math.floor(Date.now() / 1000);
+  return { raw: event.raw, signature: `t=${at},v1=${createHmac('sha256', BILLING_SECRET).update(`${at}.${event.raw}`).digest('hex')}` };
 }
 /** A request that never got an answer: the connection was refused or reset. */
 function isNetworkError(error: unknown): boolean {
@@ -204,8 +210,9 @@ t.test(`${OPERATIONS} concurrent money operations on one workspace, kill -9 part
   t.same(unexpectedErrors.slice(0, 10), [], 'no operation failed except by network errors on the killed process');
   t.ok(failed <= IN_FLIGHT, `${failed} operations cut by the kill, no more than were in flight at it`);
 
-  // The provider retries every event after the outage, twice over.
-  for (const event of events) await Promise.all([sendEventRecorded(event), sendEventRecorded(event)]);
+  // The provider retries every event after the outage, twice over: the same body, signed as it is sent again
+  // (a provider signs each delivery attempt; an event signed minutes ago is refused as a replay).
+  for (const event of events) await Promise.all([sendEventRecorded(resigned(event)), sendEventRecorded(resigned(event))]);
 
   const seen = Object.fromEntries([...answers].map(([operation, byStatus]) => [operation, Object.fromEntries([...byStatus].sort(([a], [b]) => a - b))]));
   t.comment(`answers by operation and status: ${JSON.stringify(seen)}`);
