@@ -121,6 +121,8 @@ export function buildProviders(stack: CleanupStack, input: ProvidersInput): Prov
         ? { rateLimitAttempts: deployments.get(deploymentId)!.limits.rateLimitAttempts! }
         : {}),
       now: () => clock.now(),
+      // The follower's polls, deadlines and waits run on the service's clock (a test's manual one).
+      clock,
     }),
   });
   stack.defer(() => deploymentAdapters.close());
