@@ -41,7 +41,6 @@ export default {
     // The deciders: state machines and money as pure functions.
     'actors/generation/machine.ts',
     'actors/webhook/machine.ts',
-    'actors/workspace/account.ts',
     'actors/billing/period.ts',
     'http/auth/login-throttle.ts',
     'persistence/stores/**/*.ts',

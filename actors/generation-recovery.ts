@@ -7,7 +7,7 @@ import type { ShardScope } from '../persistence/cluster/shard-sql.ts';
 import type { GenerationRow } from '../persistence/stores/generations/rows.ts';
 import { jobsInFlightPage, queuedByWorkspace } from '../persistence/stores/generations/unfinished.ts';
 import { jobContextOf, withJobContext, type JobContext } from '../runtime/tracing.ts';
-import { readWorkspaces } from './workspace/load.ts';
+import { readWorkspaces } from '../persistence/stores/workspace/load.ts';
 
 /** Jobs in flight read per statement at recovery, and handed over to their provider together. */
 const RECOVERY_PAGE = 1_000;
@@ -22,7 +22,7 @@ const HAND_OVER_TIMEOUT_MS = 60_000;
  *
  * The workspaces of jobs in flight load first: loading takes back the plan's concurrency slots and the
  * providers' capacity those jobs hold, before any of them reaches a provider and before a queued job is
- * let start beside them. They are read together, a hundred per five statements (actors/workspace/load.ts),
+ * let start beside them. They are read together, a hundred per five statements (persistence/stores/workspace/load.ts),
  * and each actor is made from its record. Each job in flight gets its actor with its row, read here in
  * pages of a thousand (not one read per actor), and is handed over at once (resumeInPages). Queued jobs
  * need no actor of their own until they start: their workspace's actor loads them with their deadlines

@@ -2,21 +2,23 @@ import type { Outcome } from '../../runtime/actor-behavior.ts';
 import type { ActorContext, KindBehavior } from '../kinds.ts';
 import type { PlanEntitlements } from '../../domain/plans.ts';
 import { newId } from '../../persistence/ids.ts';
-import type { GenerationRow } from '../../persistence/entities/generation.ts';
-import { CreditLedgerEntity, IdempotencyKeyEntity } from '../../persistence/entities/workspace-account.ts';
+import type { GenerationRow } from '../../persistence/stores/generations/rows.ts';
+import { openUnit } from '../../persistence/stores/unit.ts';
+import { readIdempotencyKeys } from '../../persistence/stores/workspace/idempotency.ts';
+import { writeKeyLimits } from '../../persistence/stores/workspace/keys.ts';
+import { readWorkspaces, type WorkspaceRecord } from '../../persistence/stores/workspace/load.ts';
 import { depsOf } from '../deps.ts';
-import { capture, capturePart, emptyAccount, grant, release, reserveWithinCap, spendAt, spendChange } from './account.ts';
+import { capture, capturePart, emptyAccount, grant, release, reserveWithinCap, spendAt, spendChange } from '../../domain/account.ts';
 import { exactNano, tokenCharge } from '../../domain/catalog/pricing.ts';
 import type { WorkspaceState } from './state.ts';
 import { acceptedJob, committedJob, declinedJob, expiringJob, grantedJob, heldJob, holdsSlot, letGoJob, settledJob } from './jobs.ts';
 import type { IdempotencyEntry } from './idempotency-cache.ts';
-import { writeMoney } from './money-writes.ts';
+import { writeOpeningAccount } from '../../persistence/stores/workspace/money.ts';
 import { creationsOf, reservedCreationsOf, type Creation } from './creations.ts';
 import { decide } from '../generation/machine.ts';
 import { pendingProgressOf, writeProgressOf } from '../generation/progress-writes.ts';
-import { chargeKey, keyLimitsUsage, patchKeyLimits, refuseByKey, settleKey, walletCapOf, type KeyJob, type KeyLimitsPatch } from './key-limits.ts';
-import { loadKeySpends } from './key-spend-writes.ts';
-import { readWorkspaces, workspaceStateOf, type WorkspaceRecord } from './load.ts';
+import { chargeKey, keyLimitsUsage, patchKeyLimits, refuseByKey, settleKey, walletCapOf, type KeyJob, type KeyLimitsPatch } from '../../domain/key-limits.ts';
+import { loadKeySpends, workspaceStateOf } from './load.ts';
 import { writeSettlement, type Settlement } from './settlements.ts';
 import type {
   Balances,
@@ -56,11 +58,11 @@ export const workspaceActor: KindBehavior<'ws', WorkspaceState> = {
   kind: 'ws',
 
   async load(ctx) {
-    let record = (await readWorkspaces(ctx.db.em(), [ctx.id], ctx.clock.now())).get(ctx.id)!;
+    let record = (await readWorkspaces(openUnit(ctx.db), [ctx.id], ctx.clock.now())).get(ctx.id)!;
     if (!record.account && record.exists) {
       const plans = depsOf(ctx).catalog;
       await openAccount(ctx, plans.plan(record.plan ?? plans.defaultPlan().id));
-      record = (await readWorkspaces(ctx.db.em(), [ctx.id], ctx.clock.now())).get(ctx.id)!;
+      record = (await readWorkspaces(openUnit(ctx.db), [ctx.id], ctx.clock.now())).get(ctx.id)!;
     }
     return loaded(record, ctx);
   },
@@ -587,18 +589,10 @@ function expireQueued(state: WorkspaceState, ctx: ActorContext): void {
 /** A workspace's first account: the plan's monthly credits, granted once (the ledger's reference makes it so). */
 async function openAccount(ctx: ActorContext, plan: PlanEntitlements): Promise<void> {
   const at = new Date(ctx.clock.now());
-  const granted = grant(emptyAccount(), plan.monthlyCredits, `plan:${plan.id}:opening`);
+  const reference = `plan:${plan.id}:opening`;
+  const granted = grant(emptyAccount(), plan.monthlyCredits, reference);
   if (!granted.ok) return;
-  await ctx.writer.write(async (em) => {
-    await em.execute(
-      `insert into workspace_accounts (workspace_id, available_credits, reserved_credits, wallet_cents, reserved_wallet_cents, wallet_activated, updated_at)
-       values (?, 0, 0, 0, 0, false, ?) on conflict (workspace_id) do nothing`,
-      [ctx.id, at],
-      'run',
-    );
-    const existing = await em.count(CreditLedgerEntity, { workspaceId: ctx.id, kind: 'grant', reference: `plan:${plan.id}:opening` });
-    if (existing === 0) await writeMoney(em, ctx.id, granted.entries, at);
-  });
+  await ctx.writer.write((em) => writeOpeningAccount(em, ctx.id, { reference, entries: granted.entries }, at));
 }
 
 async function findIdempotencyKey(ctx: ActorContext, key: string): Promise<IdempotencyEntry | undefined> {
@@ -607,21 +601,9 @@ async function findIdempotencyKey(ctx: ActorContext, key: string): Promise<Idemp
 
 /** The workspace's unexpired stored Idempotency-Keys among `keys`, in one query. */
 async function findIdempotencyKeys(ctx: ActorContext, keys: string[]): Promise<Map<string, IdempotencyEntry>> {
-  const rows = await ctx.db.em().find(IdempotencyKeyEntity, { workspaceId: ctx.id, key: { $in: keys }, expiresAt: { $gt: new Date(ctx.clock.now()) } });
   const found = new Map<string, IdempotencyEntry>();
-  for (const row of rows) {
-    // Stored as JSON: its times come back as strings.
-    const stored = row.responseBody as Record<string, unknown>;
-    const date = (value: unknown) => (value === null || value === undefined ? null : new Date(value as string));
-    const generation = {
-      ...stored,
-      createdAt: date(stored.createdAt),
-      updatedAt: date(stored.updatedAt),
-      queueDeadline: date(stored.queueDeadline),
-      startedAt: date(stored.startedAt),
-      completedAt: date(stored.completedAt),
-    } as GenerationRow;
-    found.set(row.key, { hash: row.requestHash, expiresAt: new Date(row.expiresAt).getTime(), result: { status: row.responseStatus, generation } });
+  for (const row of await readIdempotencyKeys(openUnit(ctx.db), ctx.id, keys, ctx.clock.now())) {
+    found.set(row.key, { hash: row.requestHash, expiresAt: row.expiresAt, result: { status: row.responseStatus, generation: row.generation } });
   }
   return found;
 }
@@ -649,22 +631,6 @@ async function changeKeyLimits(
   const limits = patchKeyLimits(key.limits, patch);
   key.limits = limits;
   const at = new Date(ctx.clock.now());
-  const written = ctx.writer.write(async (em) => {
-    await em.execute(
-      `update api_keys set credit_budget = ?, wallet_spend_cap_cents = ?, budget_period = ?, max_concurrent_generations = ?, allowed_models = ?::jsonb, updated_at = ?
-        where id = ? and workspace_id = ?`,
-      [
-        limits.creditBudget,
-        limits.walletSpendCapCents,
-        limits.period,
-        limits.maxConcurrentGenerations,
-        limits.allowedModels === null ? null : JSON.stringify(limits.allowedModels),
-        at,
-        keyId,
-        state.workspaceId,
-      ],
-      'run',
-    );
-  });
+  const written = ctx.writer.write((em) => writeKeyLimits(em, state.workspaceId, keyId, limits, at));
   return { state, replyWhenDurable: written.then((): KeyLimitsReply => ({ found: true, limits })) };
 }

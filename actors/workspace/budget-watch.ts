@@ -1,9 +1,10 @@
-import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import type { ModelCatalog } from '../../domain/catalog/index.ts';
 import { crossedThresholds, hasThresholds, type BudgetSettings } from '../../domain/budgets.ts';
 import { claimCrossings, readBudgetFigures, readBudgetSettings } from '../../persistence/budgets.ts';
 import type { Database } from '../../persistence/database.ts';
 import { newId } from '../../persistence/ids.ts';
+import { inNewTransaction } from '../../persistence/stores/transaction.ts';
+import { openUnit } from '../../persistence/stores/unit.ts';
 import type { Clock } from '../../runtime/clock.ts';
 import type { Logger } from '../../runtime/logger.ts';
 import { writeBudgetEvents } from '../webhook/budget-event.ts';
@@ -77,7 +78,7 @@ export class BudgetWatch {
   private async checkOnce(workspaceId: string): Promise<void> {
     const now = this.deps.clock.now();
     // Read each time (one primary-key row): a change made through any node applies to the next move at once.
-    const settings = await readBudgetSettings(this.deps.db.em(), workspaceId);
+    const settings = await readBudgetSettings(openUnit(this.deps.db), workspaceId);
     if (!hasThresholds(settings)) return;
     const endpoints = await emitCrossings(this.deps.db, this.deps.catalog(), workspaceId, settings, now);
     for (const id of endpoints) this.deps.wake(id);
@@ -89,7 +90,7 @@ export class BudgetWatch {
  * events written in one transaction. Returns the endpoints that got deliveries.
  */
 export async function emitCrossings(db: Database, catalog: ModelCatalog, workspaceId: string, settings: BudgetSettings, now: number): Promise<string[]> {
-  const figures = await readBudgetFigures(db.em(), workspaceId, now, (plan) => {
+  const figures = await readBudgetFigures(openUnit(db), workspaceId, now, (plan) => {
     try {
       return catalog.plan(plan).monthlyCredits;
     } catch {
@@ -100,14 +101,13 @@ export async function emitCrossings(db: Database, catalog: ModelCatalog, workspa
   const crossed = crossedThresholds(settings, figures);
   if (crossed.length === 0) return [];
   const at = new Date(now);
-  return db.em().transactional(async (tx) => {
-    const em = tx as SqlEntityManager;
+  return inNewTransaction(db, async (tx) => {
     const claimed = await claimCrossings(
-      em,
+      tx,
       workspaceId,
       crossed.map((c) => ({ ...c, eventId: newId('evt', now) })),
       at,
     );
-    return writeBudgetEvents(em, workspaceId, claimed);
+    return writeBudgetEvents(tx, workspaceId, claimed);
   });
 }

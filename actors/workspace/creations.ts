@@ -1,183 +1,29 @@
-import type { SqlEntityManager } from '@mikro-orm/postgresql';
-import type { GenerationRow } from '../../persistence/entities/generation.ts';
 import type { JobContext } from '../../runtime/tracing.ts';
 import { bulkWriteOf, type BulkWrite } from '../../persistence/bulk-write.ts';
 import type { GroupCommitWriter } from '../../persistence/group-commit.ts';
-import { writeMoneyChanges, type MoneyChange } from './money-writes.ts';
-import type { KeySpendDelta } from './key-limits.ts';
-import { keySpendWrite } from './key-spend-writes.ts';
-import { boundQuery } from '../../persistence/bound-query.ts';
-import { statusFigure, usageDay, usageUpsert } from '../../persistence/usage-rollups.ts';
-import { seriesUpsert } from '../../persistence/usage-series.ts';
+import type { Transaction } from '../../persistence/stores/transaction.ts';
+import { generationWritten, writeCreations, type NewCreation } from '../../persistence/stores/workspace/creations.ts';
 
-/** What creating one generation writes: the row, its reservation, and its Idempotency-Key if it has one. */
-export interface Creation {
-  /** The row written: queued, or already reserved when its workspace had a free slot (reservedCreationsOf). */
-  generation: GenerationRow;
-  /** The create's answer, kept with its Idempotency-Key: the job as created (queued). Default: `generation`. */
-  answer?: GenerationRow;
-  money: MoneyChange;
-  /** What the generation counts against its API key's spend (actors/workspace/key-limits.ts). */
-  keySpend?: KeySpendDelta[];
-  idempotency?: { key: string; hash: string; expiresAt: Date };
+/**
+ * What creating one generation writes (persistence/stores/workspace/creations.ts): the row (queued, or
+ * already reserved when its workspace had a free slot: reservedCreationsOf), its reservation, what it counts
+ * against its API key, and its Idempotency-Key if it has one.
+ */
+export interface Creation extends NewCreation {
   /** The creating request's trace context and id (runtime/tracing.ts), kept with the job; null with tracing off. */
   traceContext?: JobContext | null;
 }
 
 const CREATION_LANES = 2;
 
-const GENERATION_COLUMNS = [
-  'id',
-  'workspace_id',
-  'api_key_id',
-  'user_id',
-  'mode',
-  'model_id',
-  'status',
-  'params',
-  'inputs',
-  'payment_mode',
-  'credits',
-  'project',
-  'idempotency_key',
-  'provider',
-  'provider_job_id',
-  'attempts',
-  'text_output',
-  'output_asset_ids',
-  'error_code',
-  'error_message',
-  'timeline',
-  'queue_deadline',
-  'created_at',
-  'updated_at',
-  'started_at',
-  'completed_at',
-  'trace_context',
-  'deployment_id',
-  'token_terms',
-].join(', ');
-
-function generationColumns(g: GenerationRow, traceContext: JobContext | null | undefined): Record<string, unknown> {
-  return {
-    trace_context: traceContext ?? null,
-    deployment_id: g.deploymentId,
-    token_terms: g.tokenTerms,
-    id: g.id,
-    workspace_id: g.workspaceId,
-    api_key_id: g.apiKeyId,
-    user_id: g.userId,
-    mode: g.mode,
-    model_id: g.modelId,
-    status: g.status,
-    params: g.params,
-    inputs: g.inputs,
-    payment_mode: g.paymentMode,
-    credits: g.credits,
-    project: g.project,
-    idempotency_key: g.idempotencyKey,
-    provider: g.provider,
-    provider_job_id: g.providerJobId,
-    attempts: g.attempts,
-    text_output: g.textOutput,
-    output_asset_ids: g.outputAssetIds,
-    error_code: g.errorCode,
-    error_message: g.errorMessage,
-    timeline: g.timeline,
-    queue_deadline: g.queueDeadline,
-    created_at: g.createdAt,
-    updated_at: g.updatedAt,
-    started_at: g.startedAt,
-    completed_at: g.completedAt,
-  };
-}
-
-/**
- * The creates of one group commit in one statement whatever their number: the generation rows, their usage
- * rollups, their key spend, their Idempotency-Keys if any and the money of all their workspaces
- * (writeMoneyChanges). It decides nothing from the answer (the server checks the accounts), so its batches
- * may send COMMIT along (creationProbe).
- */
-function writeCreations(em: SqlEntityManager, creations: Creation[]): Promise<void> {
-  const usage = usageUpsert(
-    creations.map(({ generation: g }) => ({
-      workspaceId: g.workspaceId,
-      apiKeyId: g.apiKeyId,
-      day: usageDay(g.createdAt),
-      total: 1,
-      [statusFigure(g.status)]: 1,
-    })),
-  );
-  const series = seriesUpsert(
-    creations.map(({ generation: g }) => ({
-      workspaceId: g.workspaceId,
-      apiKeyId: g.apiKeyId,
-      modelId: g.modelId,
-      mode: g.mode,
-      project: g.project,
-      createdAt: g.createdAt,
-      total: 1,
-      [statusFigure(g.status)]: 1,
-    })),
-  );
-  const keySpend = keySpendWrite(creations.flatMap((c) => c.keySpend ?? []));
-  const keys = creations.flatMap((c) =>
-    c.idempotency
-      ? [
-          {
-            workspace_id: c.generation.workspaceId,
-            key: c.idempotency.key,
-            request_hash: c.idempotency.hash,
-            response_status: 201,
-            response_body: c.answer ?? c.generation,
-            created_at: c.generation.createdAt,
-            expires_at: c.idempotency.expiresAt,
-          },
-        ]
-      : [],
-  );
-  // A key used again after it expired takes the place of its old row. One workspace never has two
-  // creates with the same key in flight (its actor refuses the second), so no two rows here collide.
-  const idempotency =
-    keys.length === 0
-      ? []
-      : [
-          {
-            sql: `insert into idempotency_keys (workspace_id, key, request_hash, response_status, response_body, created_at, expires_at)
-     select k.workspace_id, k.key, k.request_hash, k.response_status, k.response_body, k.created_at, k.expires_at
-     from jsonb_to_recordset(?::jsonb) as k(workspace_id text, key text, request_hash text, response_status integer, response_body jsonb,
-       created_at timestamptz, expires_at timestamptz)
-     on conflict (workspace_id, key) do update set request_hash = excluded.request_hash, response_status = excluded.response_status,
-       response_body = excluded.response_body, created_at = excluded.created_at, expires_at = excluded.expires_at
-     where idempotency_keys.expires_at <= excluded.created_at`,
-            params: [JSON.stringify(keys)],
-          },
-        ];
-  // The rows, their rollups and keys ride in the money's statement: one round trip for all.
-  return writeMoneyChanges(
-    em,
-    creations.map((c) => c.money),
-    [
-      {
-        sql: `insert into generations (${GENERATION_COLUMNS}) select ${GENERATION_COLUMNS} from jsonb_populate_recordset(null::generations, ?::jsonb)`,
-        params: [JSON.stringify(creations.map((c) => generationColumns(c.generation, c.traceContext)))],
-      },
-      ...(usage ? [usage] : []),
-      ...(series ? [series] : []),
-      ...(keySpend ? [keySpend] : []),
-      ...idempotency,
-    ],
-  );
-}
-
 /**
  * Whether creations whose transaction lost its connection were committed: their rows are written together
  * or not at all, so the first generation's row tells.
  */
-async function creationProbe(em: SqlEntityManager, creations: Creation[]): Promise<boolean> {
+async function creationProbe(em: Transaction, creations: Creation[]): Promise<boolean> {
   const first = creations[0];
   if (!first) return false;
-  return (await boundQuery(em, 'select 1 from generations where id = ?', [first.generation.id])).length > 0;
+  return generationWritten(em, first.generation.id);
 }
 
 /**
@@ -186,15 +32,15 @@ async function creationProbe(em: SqlEntityManager, creations: Creation[]): Promi
  * (BulkWrite.addAfter), so that no crash can leave the new job reserved and the old one still running. The
  * others go with the queued ones (creationsOf).
  */
-const writeReservedCreations = (em: SqlEntityManager, creations: Creation[]) => writeCreations(em, creations);
+const writeReservedCreations = (em: Transaction, creations: Creation[]) => writeCreations(em, creations);
 
 export function reservedCreationsOf(writer: GroupCommitWriter): BulkWrite<Creation> {
-  return bulkWriteOf(writer, writeReservedCreations, { probe: creationProbe });
+  return bulkWriteOf<Creation>(writer, writeReservedCreations, { probe: creationProbe });
 }
 
 /** The creations of a writer (one per service): every create of a group commit shares its statements. */
 export function creationsOf(writer: GroupCommitWriter): BulkWrite<Creation> {
   // Two lanes: creations only insert new rows and move balances by deltas, so a batch may commit while
   // the previous one still is.
-  return bulkWriteOf(writer, writeCreations, { lanes: CREATION_LANES, probe: creationProbe });
+  return bulkWriteOf<Creation>(writer, writeCreations, { lanes: CREATION_LANES, probe: creationProbe });
 }

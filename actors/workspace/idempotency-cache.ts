@@ -1,5 +1,5 @@
 import { Lru } from '../../runtime/lru.ts';
-import type { GenerationRow } from '../../persistence/entities/generation.ts';
+import type { GenerationRow } from '../../persistence/stores/generations/rows.ts';
 
 /** An Idempotency-Key as the workspace actor knows it. */
 export interface IdempotencyEntry {

@@ -2,8 +2,8 @@ import type { Clock } from '../../runtime/clock.ts';
 import type { Logger } from '../../runtime/logger.ts';
 import { startPeriodicJob, type PeriodicJob } from '../../runtime/periodic-job.ts';
 import type { Database } from '../../persistence/database.ts';
-import { ownedShardsSql, type OwnedShards } from '../../persistence/cluster/shard-sql.ts';
-import { deleteInPages } from '../../persistence/paged-delete.ts';
+import type { OwnedShards } from '../../persistence/cluster/shard-sql.ts';
+import { deleteExpiredIdempotencyKeys } from '../../persistence/stores/workspace/idempotency.ts';
 
 /** How often expired Idempotency-Keys are purged. */
 export const IDEMPOTENCY_PURGE_INTERVAL_MS = 10 * 60_000;
@@ -19,18 +19,7 @@ export const IDEMPOTENCY_PURGE_PAGE = 5_000;
  */
 export async function purgeExpiredIdempotencyKeys(db: Database, now: number, owned?: OwnedShards, page = IDEMPOTENCY_PURGE_PAGE): Promise<number> {
   if (owned && owned.shards.length === 0) return 0;
-  const only = ownedShardsSql('workspace_id', owned);
-  const before = new Date(now);
-  // The expiry is asked again of each row deleted: a key written afresh meanwhile no longer matches.
-  return deleteInPages(
-    db,
-    `delete from idempotency_keys k
-      where k.expires_at <= ? and (k.workspace_id, k.key) in (
-        select workspace_id, key from idempotency_keys where expires_at <= ?${only.sql} order by expires_at limit ?)
-      returning k.key`,
-    [before, before, ...only.params],
-    page,
-  );
+  return deleteExpiredIdempotencyKeys(db, new Date(now), owned, page);
 }
 
 /**

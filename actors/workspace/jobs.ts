@@ -1,6 +1,6 @@
-import type { GenerationRow } from '../../persistence/entities/generation.ts';
+import type { GenerationRow } from '../../persistence/stores/generations/rows.ts';
 import type { JobContext } from '../../runtime/tracing.ts';
-import type { KeyJob } from './key-limits.ts';
+import type { KeyJob } from '../../domain/key-limits.ts';
 
 /**
  * Where an unfinished job stands for its workspace:

@@ -26,9 +26,9 @@ import { openUnit } from '../../persistence/stores/unit.ts';
 import { depsOf } from '../deps.ts';
 import { addMonth, nextPeriodEnd, periodGrantReference } from '../billing/period.ts';
 import type { ChargeResult, PaymentIntent, ProviderEvent } from '../billing/provider.ts';
-import { checkWalletSettings, deposit, grant, needsAutoRecharge, spendAt, type MoneyDecision, type WalletSettings } from './account.ts';
+import { checkWalletSettings, deposit, grant, needsAutoRecharge, spendAt, type MoneyDecision, type WalletSettings } from '../../domain/account.ts';
 import type { PaymentEventReply, RechargeCharge, RenewalCharge, RenewReply, WalletSettingsPatch, WalletSnapshot } from './protocol.ts';
-import { writeMoney } from './money-writes.ts';
+import { writeMoney } from '../../persistence/stores/workspace/money.ts';
 import type { WorkspaceState } from './state.ts';
 
 /** A renewal whose charge got no answer is tried again after this long. */

@@ -1,12 +1,12 @@
 import type { SubscriptionRow } from '../../persistence/stores/payment-outcomes.ts';
 import type { TokenTerms } from '../../domain/catalog/pricing.ts';
 import type { AnyReplyOf, NoReply, Protocol } from '../../runtime/actor-protocol.ts';
-import type { GenerationRow } from '../../persistence/entities/generation.ts';
-import type { MonthlySpend, MoneyRefusal, PaymentMode, WalletSettings } from './account.ts';
+import type { GenerationRow } from '../../persistence/stores/generations/rows.ts';
+import type { MonthlySpend, MoneyRefusal, PaymentMode, WalletSettings } from '../../domain/account.ts';
 import type { ChargeResult, ProviderEvent } from '../billing/provider.ts';
-import type { WorkspaceRecord } from './load.ts';
+import type { WorkspaceRecord } from '../../persistence/stores/workspace/load.ts';
 import type { IdempotencyEntry } from './idempotency-cache.ts';
-import type { KeyLimits, KeyLimitsPatch, KeyLimitsUsage } from './key-limits.ts';
+import type { KeyLimits, KeyLimitsPatch, KeyLimitsUsage } from '../../domain/key-limits.ts';
 import type { Progress } from '../generation/progress-writes.ts';
 import type { NewAsset } from '../../persistence/assets/store.ts';
 

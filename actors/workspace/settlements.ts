@@ -1,13 +1,13 @@
-import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { bulkWriteOf, type Added } from '../../persistence/bulk-write.ts';
 import type { GroupCommitWriter } from '../../persistence/group-commit.ts';
+import type { Transaction } from '../../persistence/stores/transaction.ts';
+import { keySpendWrite } from '../../persistence/stores/workspace/keys.ts';
+import { writeMoneyChanges, type MoneyChange } from '../../persistence/stores/workspace/money.ts';
+import { writeGenerationEnds } from '../../persistence/stores/workspace/settlements.ts';
 import { writeEventDeliveries, type SettledEvent } from '../webhook/enqueue.ts';
 import { writeGenerationEvents } from '../webhook/events.ts';
-import { writeMoneyChanges, type MoneyChange } from './money-writes.ts';
-import type { KeySpendDelta } from './key-limits.ts';
-import { keySpendWrite } from './key-spend-writes.ts';
+import type { KeySpendDelta } from '../../domain/key-limits.ts';
 import type { GenerationSettlement } from './protocol.ts';
-import { boundQuery } from '../../persistence/bound-query.ts';
 import { createAsset } from '../../persistence/assets/store.ts';
 import { addUsage, statusFigure, usageDay, type UsageDelta } from '../../persistence/usage-rollups.ts';
 import { addSeries, type SeriesDelta } from '../../persistence/usage-series.ts';
@@ -35,34 +35,23 @@ export interface Settlement {
  * A generation that is no longer unfinished makes the write throw; BulkWrite then writes each settlement
  * alone, so only that one fails.
  */
-async function writeSettlements(em: SqlEntityManager, rows: Settlement[]): Promise<void> {
-  const updated = boundQuery<{ id: string }>(
+async function writeSettlements(em: Transaction, rows: Settlement[]): Promise<void> {
+  const updated = writeGenerationEnds(
     em,
-    `update generations g set status = v.status, completed_at = v.completed_at, updated_at = v.updated_at, text_output = v.text_output,
-       output_asset_ids = v.output_asset_ids, error_code = v.error_code, error_message = v.error_message, timeline = v.timeline,
-       credits = v.credits, usage = coalesce(v.usage, g.usage), charge = v.charge
-     from jsonb_to_recordset(?::jsonb) as v(id text, status text, completed_at timestamptz, updated_at timestamptz, text_output text,
-       output_asset_ids jsonb, error_code text, error_message text, timeline jsonb, credits integer, usage jsonb, charge jsonb)
-     where g.id = v.id and g.status in ('queued', 'reserved', 'submitted', 'running')
-     returning g.id`,
-    [
-      JSON.stringify(
-        rows.map(({ generationId, settlement: s, updatedAt, charge }) => ({
-          id: generationId,
-          status: s.status,
-          completed_at: s.completedAt,
-          updated_at: updatedAt,
-          text_output: s.textOutput ?? null,
-          output_asset_ids: s.outputAssetIds,
-          error_code: s.errorCode ?? null,
-          error_message: s.errorMessage ?? null,
-          timeline: s.timeline,
-          credits: s.generation.credits,
-          usage: s.generation.usage ?? null,
-          charge: charge ?? null,
-        })),
-      ),
-    ],
+    rows.map(({ generationId, settlement: s, updatedAt, charge }) => ({
+      id: generationId,
+      status: s.status,
+      completedAt: s.completedAt,
+      updatedAt,
+      textOutput: s.textOutput ?? null,
+      outputAssetIds: s.outputAssetIds,
+      errorCode: s.errorCode ?? null,
+      errorMessage: s.errorMessage ?? null,
+      timeline: s.timeline,
+      credits: s.generation.credits,
+      usage: s.generation.usage ?? null,
+      charge: charge ?? null,
+    })),
   );
   // The keys' give-backs summed into one write (one statement may not touch a row twice).
   const keySpend = keySpendWrite(rows.flatMap((r) => r.keySpendDeltas ?? []));

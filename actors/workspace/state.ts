@@ -1,8 +1,8 @@
 import type { PlanEntitlements } from '../../domain/plans.ts';
 import type { Timer } from '../../runtime/clock.ts';
-import type { Account, MonthlySpend, WalletSettings } from './account.ts';
+import type { Account, MonthlySpend, WalletSettings } from '../../domain/account.ts';
 import type { IdempotencyCache } from './idempotency-cache.ts';
-import type { KeySpend } from './key-limits.ts';
+import type { KeySpend } from '../../domain/key-limits.ts';
 import type { WorkspaceJobs } from './jobs.ts';
 
 /** What the workspace actor holds in memory between messages. */

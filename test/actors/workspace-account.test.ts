@@ -10,7 +10,7 @@ import {
   type Account,
   type LedgerEntry,
   type MoneyDecision,
-} from '../../actors/workspace/account.ts';
+} from '../../domain/account.ts';
 
 /** Applies a decision, keeping the ledger, and checks the invariant after every step. */
 function book(t: Test, state: { account: Account; ledger: LedgerEntry[] }, decision: MoneyDecision): MoneyDecision {

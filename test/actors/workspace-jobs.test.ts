@@ -15,7 +15,7 @@ import {
   type WorkspaceJobStatus,
 } from '../../actors/workspace/jobs.ts';
 import type { GenerationRow } from '../../persistence/entities/generation.ts';
-import type { KeyJob } from '../../actors/workspace/key-limits.ts';
+import type { KeyJob } from '../../domain/key-limits.ts';
 
 const key: KeyJob = { keyId: 'key_1', day: '2026-01-02', month: '2026-01-01', credits: 5, walletCents: 0 };
 const row = { id: 'gen_1', status: 'queued' } as GenerationRow;

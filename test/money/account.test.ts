@@ -16,7 +16,7 @@ import {
   type Account,
   type LedgerEntry,
   type MoneyDecision,
-} from '../../actors/workspace/account.ts';
+} from '../../domain/account.ts';
 
 /** The balances of an account, without its reservations. */
 const balances = (a: Account) => ({

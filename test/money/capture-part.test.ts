@@ -1,8 +1,8 @@
 import t from 'tap';
-import { capturePart, deposit, emptyAccount, grant, reserve, type Account, type MoneyDecision } from '../../actors/workspace/account.ts';
+import { capturePart, deposit, emptyAccount, grant, reserve, type Account, type MoneyDecision } from '../../domain/account.ts';
 
 /**
- * A token-priced job captures part of what it reserved and releases the rest (actors/workspace/account.ts,
+ * A token-priced job captures part of what it reserved and releases the rest (domain/account.ts,
  * capturePart): entry by entry, for a reservation from credits alone, and the amounts it refuses as
  * programming errors. The mixed credits-and-wallet case is in test/unit/token-pricing.test.ts.
  */

@@ -1,7 +1,7 @@
 import t from 'tap';
 import { openDatabase } from '../../persistence/database.ts';
 import { DirectTransaction } from '../../persistence/direct-transaction.ts';
-import { writeMoneyChanges } from '../../actors/workspace/money-writes.ts';
+import { writeMoneyChanges } from '../../persistence/stores/workspace/money.ts';
 import { freshDatabaseUrl, migratedPglite } from '../helpers/database.ts';
 
 const fresh = await freshDatabaseUrl();

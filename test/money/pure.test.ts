@@ -12,7 +12,7 @@ import {
   spendAt,
   spendChange,
   type Account,
-} from '../../actors/workspace/account.ts';
+} from '../../domain/account.ts';
 import { addMonth, nextPeriodEnd, periodGrantReference } from '../../actors/billing/period.ts';
 import { LocalPaymentProvider } from '../../actors/billing/local/provider.ts';
 import { ManualClock } from '../../runtime/clock.ts';

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { deposit, emptyAccount, reserveWithinCap } from '../../actors/workspace/account.ts';
+import { deposit, emptyAccount, reserveWithinCap } from '../../domain/account.ts';
 import {
   chargeKey,
   keyLimitsUsage,
@@ -11,8 +11,8 @@ import {
   spentIn,
   walletCapOf,
   type KeySpend,
-} from '../../actors/workspace/key-limits.ts';
-import { keySpendWrite } from '../../actors/workspace/key-spend-writes.ts';
+} from '../../domain/key-limits.ts';
+import { keySpendWrite } from '../../persistence/stores/workspace/keys.ts';
 
 const JUNE_10 = Date.UTC(2026, 5, 10, 22, 0, 0);
 

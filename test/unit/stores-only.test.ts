@@ -46,17 +46,6 @@ const SQL_TEXT =
  */
 const NOT_YET_MOVED: readonly string[] = [
   'actors/generation-recovery.ts',
-  'actors/workspace/actor.ts',
-  'actors/workspace/budget-watch.ts',
-  'actors/workspace/creations.ts',
-  'actors/workspace/idempotency-cache.ts',
-  'actors/workspace/idempotency-retention.ts',
-  'actors/workspace/jobs.ts',
-  'actors/workspace/key-spend-writes.ts',
-  'actors/workspace/load.ts',
-  'actors/workspace/money-writes.ts',
-  'actors/workspace/protocol.ts',
-  'actors/workspace/settlements.ts',
   'http/routes/events/list.ts',
   'http/routes/webhooks/access.ts',
   'http/routes/webhooks/create.ts',

@@ -1,6 +1,6 @@
 import t from 'tap';
 import { exactNano, inputTokenBound, NANO, reservationOf, tokenCharge, tokenTermsOf, type TokenTerms } from '../../domain/catalog/pricing.ts';
-import { capturePart, emptyAccount, grant, reserve, sumLedger, type MoneyDecision } from '../../actors/workspace/account.ts';
+import { capturePart, emptyAccount, grant, reserve, sumLedger, type MoneyDecision } from '../../domain/account.ts';
 
 function ok(decision: MoneyDecision): Extract<MoneyDecision, { ok: true }> {
   if (!decision.ok) throw new Error(decision.message);

@@ -16,7 +16,7 @@ export const KeyExpiry = Type.Union([Time('When the key stops working; must be i
   description: 'null: the key does not expire.',
 });
 
-/** Per-key spending controls (actors/workspace/key-limits.ts); null: no such limit. */
+/** Per-key spending controls (domain/key-limits.ts); null: no such limit. */
 const Budget = Type.Integer({ minimum: 0, maximum: 1_000_000_000, description: "Credits per period (the models' prices, however the job is paid)." });
 const WalletCap = Type.Integer({ minimum: 0, maximum: 100_000_000, description: 'Wallet cents per period.' });
 const Concurrency = Type.Integer({ minimum: 1, maximum: 10_000, description: 'Unfinished (queued or running) generations of the key at a time.' });

@@ -1,6 +1,6 @@
 import type { PlanEntitlements } from '../../../domain/plans.ts';
 import { Type } from '@sinclair/typebox';
-import { WALLET_MINIMUM_DEPOSIT_CENTS } from '../../../actors/workspace/account.ts';
+import { WALLET_MINIMUM_DEPOSIT_CENTS } from '../../../domain/account.ts';
 import type { WalletSnapshot } from '../../../actors/workspace/protocol.ts';
 
 const Cents = (description: string) => Type.Integer({ minimum: 0, description });

@@ -2,7 +2,7 @@ import { Type } from '@sinclair/typebox';
 import { ApiError } from '../../errors.ts';
 import { defineRoute } from '../../route.ts';
 import { newId } from '../../../persistence/ids.ts';
-import { WALLET_MINIMUM_DEPOSIT_CENTS } from '../../../actors/workspace/account.ts';
+import { WALLET_MINIMUM_DEPOSIT_CENTS } from '../../../domain/account.ts';
 import { moneyWorkspace } from '../billing/access.ts';
 import { insertPendingPayment } from '../billing/orders.ts';
 import { CheckoutFields, DepositOut, WorkspaceIdField } from '../billing/shapes.ts';

@@ -1,8 +1,14 @@
-import type { SqlEntityManager } from '@mikro-orm/postgresql';
-import { newId } from '../../persistence/ids.ts';
-import type { LedgerEntry } from './account.ts';
-import { boundQuery } from '../../persistence/bound-query.ts';
-import { noteTransactionId, TXID_COLUMN } from '../../persistence/transaction-id.ts';
+/**
+ * The workspace actor's writes of its money: a workspace's first account, and the ledger entries of any
+ * change with the balances they move, in one statement however many changes (and workspaces) a group commit
+ * holds.
+ */
+import type { LedgerEntry } from '../../../domain/account.ts';
+import { boundQuery } from '../../bound-query.ts';
+import { CreditLedgerEntity } from '../../entities/workspace-account.ts';
+import { newId } from '../../ids.ts';
+import { noteTransactionId, TXID_COLUMN } from '../../transaction-id.ts';
+import type { Transaction } from '../transaction.ts';
 
 /**
  * One movement of a workspace's money: its ledger entries. A generation's reservation is its `reserve`
@@ -16,8 +22,23 @@ export interface MoneyChange {
   tokenCarryNano?: number;
 }
 
+/**
+ * A workspace's first account, with its opening grant: the account row if it has none, and the grant's
+ * entries unless the ledger holds a grant of that reference already (so opening twice grants once).
+ */
+export async function writeOpeningAccount(em: Transaction, workspaceId: string, grant: { reference: string; entries: LedgerEntry[] }, at: Date): Promise<void> {
+  await em.execute(
+    `insert into workspace_accounts (workspace_id, available_credits, reserved_credits, wallet_cents, reserved_wallet_cents, wallet_activated, updated_at)
+       values (?, 0, 0, 0, 0, false, ?) on conflict (workspace_id) do nothing`,
+    [workspaceId, at],
+    'run',
+  );
+  const existing = await em.count(CreditLedgerEntity, { workspaceId, kind: 'grant', reference: grant.reference });
+  if (existing === 0) await writeMoney(em, workspaceId, grant.entries, at);
+}
+
 /** The balances move by deltas, so each write is right on its own, whatever commits beside it. */
-export function writeMoney(em: SqlEntityManager, workspaceId: string, entries: LedgerEntry[], at: Date): Promise<void> {
+export function writeMoney(em: Transaction, workspaceId: string, entries: LedgerEntry[], at: Date): Promise<void> {
   return writeMoneyChanges(em, [{ workspaceId, entries, at }]);
 }
 
@@ -47,7 +68,7 @@ export interface AlongsideWrite {
  * trip for their money. The `alongside` writes are made by that same statement (so a create's rows and
  * its reservation cost one round trip together). Throws if a change names a workspace without an account.
  */
-export async function writeMoneyChanges(em: SqlEntityManager, changes: MoneyChange[], alongside: AlongsideWrite[] = []): Promise<void> {
+export async function writeMoneyChanges(em: Transaction, changes: MoneyChange[], alongside: AlongsideWrite[] = []): Promise<void> {
   const ctes = alongside.map((write, i) => `alongside_${i} as (${write.sql})`).join(', ');
   const alongsideParams = alongside.flatMap((write) => write.params);
   const accounts = new Map<string, AccountDelta>();

@@ -1,8 +1,13 @@
-import type { SqlEntityManager } from '@mikro-orm/postgresql';
-import type { ActorContext } from '../../runtime/actor-behavior.ts';
-import { boundQuery } from '../../persistence/bound-query.ts';
-import type { AlongsideWrite } from './money-writes.ts';
-import { dayStart, monthStart, type BudgetPeriod, type KeyLimits, type KeySpend, type KeySpendDelta } from './key-limits.ts';
+/**
+ * The statements of API keys' spending controls as the workspace actor keeps them: the keys' limits and
+ * current spend read, the spend rows' changes (riding in the money's statement), and a change of limits.
+ */
+import { dayStart, monthStart, type BudgetPeriod, type KeyLimits, type KeySpend, type KeySpendDelta } from '../../../domain/key-limits.ts';
+import { boundQuery } from '../../bound-query.ts';
+import { emOf } from '../orm.ts';
+import type { Transaction } from '../transaction.ts';
+import type { Unit } from '../unit.ts';
+import type { AlongsideWrite } from './money.ts';
 
 /**
  * The key spend rows' changes as one write riding in the money's statement (so a key's spend commits with
@@ -60,9 +65,10 @@ export function limitsOfRow(row: KeyRow): KeyLimits {
  * workspace, or none, is not found (its creates go on without key limits: the caller has authenticated it
  * for this workspace, so that happens only to a key deleted meanwhile).
  */
-export async function readKeySpends(em: SqlEntityManager, owners: Map<string, string>, now: number): Promise<Map<string, KeySpend>> {
+export async function readKeySpends(unit: Unit, owners: Map<string, string>, now: number): Promise<Map<string, KeySpend>> {
   const found = new Map<string, KeySpend>();
   if (owners.size === 0) return found;
+  const em = emOf(unit);
   const keys = await boundQuery<KeyRow & { workspace_id: string }>(
     em,
     `select id, workspace_id, credit_budget, wallet_spend_cap_cents, budget_period, max_concurrent_generations, allowed_models
@@ -97,7 +103,26 @@ export async function readKeySpends(em: SqlEntityManager, owners: Map<string, st
   return found;
 }
 
-/** The limits and current spend of the workspace's keys among `keyIds` (readKeySpends). */
-export function loadKeySpends(ctx: ActorContext, keyIds: string[], now: number): Promise<Map<string, KeySpend>> {
-  return readKeySpends(ctx.db.em(), new Map(keyIds.map((id) => [id, ctx.id])), now);
+/** The limits and current spend of a workspace's keys among `keyIds` (readKeySpends). */
+export function readWorkspaceKeySpends(unit: Unit, workspaceId: string, keyIds: string[], now: number): Promise<Map<string, KeySpend>> {
+  return readKeySpends(unit, new Map(keyIds.map((id) => [id, workspaceId])), now);
+}
+
+/** A key's spending controls as they now are, written to its row (if it is the workspace's). */
+export async function writeKeyLimits(em: Transaction, workspaceId: string, keyId: string, limits: KeyLimits, at: Date): Promise<void> {
+  await em.execute(
+    `update api_keys set credit_budget = ?, wallet_spend_cap_cents = ?, budget_period = ?, max_concurrent_generations = ?, allowed_models = ?::jsonb, updated_at = ?
+        where id = ? and workspace_id = ?`,
+    [
+      limits.creditBudget,
+      limits.walletSpendCapCents,
+      limits.period,
+      limits.maxConcurrentGenerations,
+      limits.allowedModels === null ? null : JSON.stringify(limits.allowedModels),
+      at,
+      keyId,
+      workspaceId,
+    ],
+    'run',
+  );
 }

@@ -234,7 +234,7 @@ export function spendAt(spend: MonthlySpend, now: number): MonthlySpend {
   return spend.month === month ? spend : { month, spentCents: 0 };
 }
 
-/** An API key's wallet spend cap (actors/workspace/key-limits.ts): what it allows, what the key spent, and the refusal's words. */
+/** An API key's wallet spend cap (domain/key-limits.ts): what it allows, what the key spent, and the refusal's words. */
 export interface KeyWalletCap {
   capCents: number;
   spentCents: number;
