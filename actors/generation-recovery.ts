@@ -8,6 +8,7 @@ import type { GenerationRow } from '../persistence/stores/generations/rows.ts';
 import { jobsInFlightPage, queuedByWorkspace } from '../persistence/stores/generations/unfinished.ts';
 import { jobContextOf, withJobContext, type JobContext } from '../runtime/tracing.ts';
 import { readWorkspaces } from '../persistence/stores/workspace/load.ts';
+import { openUnit } from '../persistence/stores/unit.ts';
 
 /** Jobs in flight read per statement at recovery, and handed over to their provider together. */
 const RECOVERY_PAGE = 1_000;
@@ -80,7 +81,7 @@ const WORKSPACES_PER_READ = 100;
  */
 async function loadWorkspaces(db: Database, actors: Actors, clock: Clock, workspaceIds: string[]): Promise<void> {
   for (let i = 0; i < workspaceIds.length; i += WORKSPACES_PER_READ) {
-    const records = await readWorkspaces(db.em(), workspaceIds.slice(i, i + WORKSPACES_PER_READ), clock.now());
+    const records = await readWorkspaces(openUnit(db), workspaceIds.slice(i, i + WORKSPACES_PER_READ), clock.now());
     await Promise.all([...records.values()].map((record) => actors.ask('ws', record.workspaceId, { type: 'preloaded', record })));
   }
 }

@@ -4,6 +4,7 @@ import path from 'node:path';
 import type { Clock, Timer } from './clock.ts';
 import type { Logger } from './logger.ts';
 import type { Database } from '../persistence/database.ts';
+import { readSwitch, writeSwitch, type SwitchRow } from '../persistence/stores/switches.ts';
 
 /**
  * Operator switches (docs/operations.md, Emergency stop). The truth is a row of `service_switches`; every
@@ -30,12 +31,6 @@ export const NOT_PAUSED: PauseState = Object.freeze({ paused: false, reason: nul
 
 export const MAX_REASON_LENGTH = 500;
 
-interface SwitchRow {
-  enabled: boolean;
-  reason: string | null;
-  changed_at: Date | string;
-}
-
 function toPause(row: SwitchRow | undefined): PauseState {
   if (!row?.enabled) return NOT_PAUSED;
   return { paused: true, reason: row.reason, since: new Date(row.changed_at).toISOString() };
@@ -43,8 +38,7 @@ function toPause(row: SwitchRow | undefined): PauseState {
 
 /** The generation_paused switch as stored; no row means not paused. */
 export async function readGenerationPaused(db: Database): Promise<PauseState> {
-  const rows = await db.em().execute<SwitchRow[]>('select enabled, reason, changed_at from service_switches where name = ?', [GENERATION_PAUSED]);
-  return toPause(rows[0]);
+  return toPause(await readSwitch(db, GENERATION_PAUSED));
 }
 
 /**
@@ -52,16 +46,7 @@ export async function readGenerationPaused(db: Database): Promise<PauseState> {
  * the new reason); resuming forgets the reason.
  */
 export async function writeGenerationPaused(db: Database, paused: boolean, reason: string | null, now: number): Promise<PauseState> {
-  const rows = await db.em().execute<SwitchRow[]>(
-    `insert into service_switches (name, enabled, reason, changed_at) values (?, ?, ?, ?)
-       on conflict (name) do update set
-         enabled = excluded.enabled,
-         reason = excluded.reason,
-         changed_at = case when service_switches.enabled = excluded.enabled then service_switches.changed_at else excluded.changed_at end
-       returning enabled, reason, changed_at`,
-    [GENERATION_PAUSED, paused, paused ? cleanReason(reason) : null, new Date(now)],
-  );
-  return toPause(rows[0]);
+  return toPause(await writeSwitch(db, GENERATION_PAUSED, paused, paused ? cleanReason(reason) : null, new Date(now)));
 }
 
 function cleanReason(reason: string | null): string | null {

@@ -20,18 +20,7 @@ import { pendingProgressOf, writeProgressOf } from '../generation/progress-write
 import { chargeKey, keyLimitsUsage, patchKeyLimits, refuseByKey, settleKey, walletCapOf, type KeyJob, type KeyLimitsPatch } from '../../domain/key-limits.ts';
 import { loadKeySpends, workspaceStateOf } from './load.ts';
 import { writeSettlement, type Settlement } from './settlements.ts';
-import type {
-  Balances,
-  CreateItem,
-  CreateReply,
-  SettleReply,
-  GenerationDraft,
-  GenerationSettlement,
-  KeyLimitsReply,
-  KeyUsageReply,
-  WorkspaceMessage,
-  WorkspaceReply,
-} from './protocol.ts';
+import type { Balances, CreateItem, CreateReply, SettleReply, GenerationDraft, KeyLimitsReply, KeyUsageReply, WorkspaceMessage } from './protocol.ts';
 import {
   applyPaymentEvent,
   autoRecharge,

@@ -1,5 +1,6 @@
-import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import type { Lease } from './leases.ts';
+import { emOf } from '../stores/orm.ts';
+import type { Unit } from '../stores/unit.ts';
 
 /** SQLSTATE raised by `cluster_fence` (migration 0011) when a claimed lease is not held. */
 export const FENCED_OUT_SQLSTATE = 'GSF01';
@@ -47,7 +48,8 @@ export interface FenceOptions {
  *
  * Returns the transaction's id (`txid_current()`, read by the same statement); undefined without claims.
  */
-export async function fenceShards(em: SqlEntityManager, nodeId: string, claims: readonly Lease[], options: FenceOptions): Promise<string | undefined> {
+export async function fenceShards(unit: Unit, nodeId: string, claims: readonly Lease[], options: FenceOptions): Promise<string | undefined> {
+  const em = emOf(unit);
   if (!em.isInTransaction()) throw new Error('fenceShards must run inside the write transaction it guards');
   if (claims.length === 0) return undefined;
   const json = JSON.stringify(claims.map(({ shard, epoch }) => ({ shard, epoch })));

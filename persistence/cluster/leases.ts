@@ -1,5 +1,6 @@
-import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import type { MemberIdentity } from './members.ts';
+import { emOf } from '../stores/orm.ts';
+import type { Unit } from '../stores/unit.ts';
 
 /**
  * The shard leases' statements. A lease row is locked by every statement that changes it, and each change
@@ -63,7 +64,8 @@ const leasesJson = (leases: Iterable<Lease>) => JSON.stringify([...leases].map((
  * id, with the epoch one above the last; returns the ones taken. Rows are locked in shard order, so
  * acquirers racing over overlapping sets wait for each other instead of deadlocking.
  */
-export async function acquireShards(em: SqlEntityManager, member: MemberIdentity, shards: Iterable<number>, leaseMs: number): Promise<Lease[]> {
+export async function acquireShards(unit: Unit, member: MemberIdentity, shards: Iterable<number>, leaseMs: number): Promise<Lease[]> {
+  const em = emOf(unit);
   const rows = await em.execute<{ shard: number; epoch: string }[]>(
     `
     insert into cluster_shard_leases as l (shard, owner_node_id, owner_incarnation, epoch, expires_at, updated_at)
@@ -85,7 +87,8 @@ export async function acquireShards(em: SqlEntityManager, member: MemberIdentity
  * Extends the leases this incarnation still holds at the same epoch and that have not expired; returns
  * those renewed with their new expiry. A lease missing from the answer is lost (taken, or expired first).
  */
-export async function renewLeases(em: SqlEntityManager, member: MemberIdentity, leases: Iterable<Lease>, leaseMs: number): Promise<Lease[]> {
+export async function renewLeases(unit: Unit, member: MemberIdentity, leases: Iterable<Lease>, leaseMs: number): Promise<Lease[]> {
+  const em = emOf(unit);
   const rows = await em.execute<{ shard: number; epoch: string }[]>(
     `
     update cluster_shard_leases as l set expires_at = clock_timestamp() + ? * interval '1 millisecond', updated_at = clock_timestamp()
@@ -99,7 +102,8 @@ export async function renewLeases(em: SqlEntityManager, member: MemberIdentity, 
 }
 
 /** Gives a shard up (free for anyone to acquire, at the next epoch); false if it was no longer held. */
-export async function releaseShard(em: SqlEntityManager, member: MemberIdentity, lease: Lease): Promise<boolean> {
+export async function releaseShard(unit: Unit, member: MemberIdentity, lease: Lease): Promise<boolean> {
+  const em = emOf(unit);
   const rows = await em.execute<{ shard: number }[]>(
     `
     update cluster_shard_leases set owner_node_id = null, owner_incarnation = null, expires_at = null, updated_at = clock_timestamp()
@@ -114,7 +118,8 @@ export async function releaseShard(em: SqlEntityManager, member: MemberIdentity,
  * Releases every lease still in this incarnation's name, including any handed to it that it had not yet
  * adopted (a member leaving while another hands it shards); returns the shards released.
  */
-export async function releaseAllShards(em: SqlEntityManager, member: MemberIdentity): Promise<number[]> {
+export async function releaseAllShards(unit: Unit, member: MemberIdentity): Promise<number[]> {
+  const em = emOf(unit);
   const rows = await em.execute<{ shard: number }[]>(
     `
     update cluster_shard_leases set owner_node_id = null, owner_incarnation = null, expires_at = null, updated_at = clock_timestamp()
@@ -130,7 +135,8 @@ export async function releaseAllShards(em: SqlEntityManager, member: MemberIdent
  * incarnation's name), so it never stands free in between. Returns the new lease, or undefined if the
  * shard was no longer held or the member is not `up`.
  */
-export async function handOverShard(em: SqlEntityManager, from: MemberIdentity, lease: Lease, toNodeId: string, leaseMs: number): Promise<Lease | undefined> {
+export async function handOverShard(unit: Unit, from: MemberIdentity, lease: Lease, toNodeId: string, leaseMs: number): Promise<Lease | undefined> {
+  const em = emOf(unit);
   const rows = await em.execute<{ shard: number; epoch: string }[]>(
     `
     update cluster_shard_leases as l set owner_node_id = m.node_id, owner_incarnation = m.incarnation, epoch = l.epoch + 1,
@@ -145,7 +151,8 @@ export async function handOverShard(em: SqlEntityManager, from: MemberIdentity, 
 }
 
 /** Every lease row, in shard order. */
-export async function listLeases(em: SqlEntityManager): Promise<LeaseRow[]> {
+export async function listLeases(unit: Unit): Promise<LeaseRow[]> {
+  const em = emOf(unit);
   const rows = await em.execute<Row[]>(`
     select shard, owner_node_id, owner_incarnation, epoch, expires_at,
       (owner_node_id is not null and expires_at > clock_timestamp()) as valid, ${REMAINING_MS}
@@ -163,7 +170,8 @@ export interface ShardOwnerRow {
 }
 
 /** The live member (`up` or `leaving`) holding a valid lease on shard, if any (for forwarding requests to it). */
-export async function ownerAddressOf(em: SqlEntityManager, shard: number): Promise<ShardOwnerRow | undefined> {
+export async function ownerAddressOf(unit: Unit, shard: number): Promise<ShardOwnerRow | undefined> {
+  const em = emOf(unit);
   const rows = await em.execute<Array<{ node_id: string; address: string; epoch: string | number; remaining_ms: number | string }>>(
     `select m.node_id, m.address, l.epoch, ${REMAINING_MS} from cluster_shard_leases l
        join cluster_members m on m.node_id = l.owner_node_id and m.incarnation = l.owner_incarnation

@@ -1,4 +1,5 @@
-import type { SqlEntityManager } from '@mikro-orm/postgresql';
+import { emOf } from '../stores/orm.ts';
+import type { Unit } from '../stores/unit.ts';
 
 /** The membership table's statements. Every time is the database's (`clock_timestamp()`), never a node's. */
 
@@ -51,7 +52,8 @@ function toMember(row: MemberRow): Member {
  * same id by an earlier process is taken over: its incarnation is replaced, so that process, if it still
  * runs, learns at its next heartbeat that it is no longer a member.
  */
-export async function joinCluster(em: SqlEntityManager, member: MemberIdentity & { address: string; status?: 'joining' | 'up' }): Promise<Member> {
+export async function joinCluster(unit: Unit, member: MemberIdentity & { address: string; status?: 'joining' | 'up' }): Promise<Member> {
+  const em = emOf(unit);
   const rows = await em.execute<MemberRow[]>(
     `
     insert into cluster_members (node_id, incarnation, address, status, started_at, heartbeat_at)
@@ -68,7 +70,8 @@ export async function joinCluster(em: SqlEntityManager, member: MemberIdentity &
  * Records that the member is alive. Returns its status, or undefined when the row is no longer this
  * incarnation's or it was declared dead: the process is then out of the cluster and must rejoin.
  */
-export async function heartbeat(em: SqlEntityManager, member: MemberIdentity): Promise<MemberStatus | undefined> {
+export async function heartbeat(unit: Unit, member: MemberIdentity): Promise<MemberStatus | undefined> {
+  const em = emOf(unit);
   const rows = await em.execute<{ status: MemberStatus }[]>(
     `
     update cluster_members set heartbeat_at = clock_timestamp()
@@ -80,7 +83,8 @@ export async function heartbeat(em: SqlEntityManager, member: MemberIdentity): P
 }
 
 /** Moves a live member to `up` or `leaving`; false when it is no longer this incarnation's or was declared dead. */
-export async function setMemberStatus(em: SqlEntityManager, member: MemberIdentity, status: 'up' | 'leaving'): Promise<boolean> {
+export async function setMemberStatus(unit: Unit, member: MemberIdentity, status: 'up' | 'leaving'): Promise<boolean> {
+  const em = emOf(unit);
   const rows = await em.execute<{ node_id: string }[]>(
     `
     update cluster_members set status = ?, heartbeat_at = clock_timestamp()
@@ -92,12 +96,14 @@ export async function setMemberStatus(em: SqlEntityManager, member: MemberIdenti
 }
 
 /** Removes the member's row (a graceful stop, after its shards are handed over). */
-export async function leaveCluster(em: SqlEntityManager, member: MemberIdentity): Promise<void> {
+export async function leaveCluster(unit: Unit, member: MemberIdentity): Promise<void> {
+  const em = emOf(unit);
   await em.execute('delete from cluster_members where node_id = ? and incarnation = ?', [member.nodeId, member.incarnation]);
 }
 
 /** Every member row, dead ones included, oldest first. */
-export async function listMembers(em: SqlEntityManager): Promise<Member[]> {
+export async function listMembers(unit: Unit): Promise<Member[]> {
+  const em = emOf(unit);
   const rows = await em.execute<MemberRow[]>(`select ${MEMBER_COLUMNS} from cluster_members order by started_at, node_id`);
   return rows.map(toMember);
 }
@@ -107,7 +113,8 @@ export async function listMembers(em: SqlEntityManager): Promise<Member[]> {
  * declares it dead (run declareDead first), so its shards are taken only once it is marked dead, and it
  * then finds out at its next heartbeat instead of carrying on as a member without shards.
  */
-export async function listLiveMembers(em: SqlEntityManager): Promise<Member[]> {
+export async function listLiveMembers(unit: Unit): Promise<Member[]> {
+  const em = emOf(unit);
   const rows = await em.execute<MemberRow[]>(`select ${MEMBER_COLUMNS} from cluster_members where status = 'up' order by node_id`);
   return rows.map(toMember);
 }
@@ -116,7 +123,8 @@ export async function listLiveMembers(em: SqlEntityManager): Promise<Member[]> {
  * Members that may hold shards: those `up` and those `leaving` (handing theirs over), by node id. The
  * ones `up` are listLiveMembers' answer; those `leaving` still serve the shards they have not yet handed over.
  */
-export async function listActiveMembers(em: SqlEntityManager): Promise<Member[]> {
+export async function listActiveMembers(unit: Unit): Promise<Member[]> {
+  const em = emOf(unit);
   const rows = await em.execute<MemberRow[]>(`select ${MEMBER_COLUMNS} from cluster_members where status in ('up', 'leaving') order by node_id`);
   return rows.map(toMember);
 }
@@ -125,7 +133,8 @@ export async function listActiveMembers(em: SqlEntityManager): Promise<Member[]>
  * Marks dead every member not heard from for deadAfterMs; returns their ids. Any member may run it (the
  * statement is idempotent); a member so marked cannot heartbeat again and must rejoin as a new incarnation.
  */
-export async function declareDead(em: SqlEntityManager, deadAfterMs: number): Promise<string[]> {
+export async function declareDead(unit: Unit, deadAfterMs: number): Promise<string[]> {
+  const em = emOf(unit);
   const rows = await em.execute<{ node_id: string }[]>(
     `
     update cluster_members set status = 'dead'
@@ -137,7 +146,8 @@ export async function declareDead(em: SqlEntityManager, deadAfterMs: number): Pr
 }
 
 /** Deletes the rows of members dead for longer than olderThanMs (kept until then for diagnosis). */
-export async function purgeDead(em: SqlEntityManager, olderThanMs: number): Promise<number> {
+export async function purgeDead(unit: Unit, olderThanMs: number): Promise<number> {
+  const em = emOf(unit);
   const rows = await em.execute<{ node_id: string }[]>(
     `
     delete from cluster_members

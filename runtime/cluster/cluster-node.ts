@@ -1,6 +1,5 @@
 import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
-import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import {
   acquireShards,
   declareDead,
@@ -19,6 +18,8 @@ import {
   type MemberIdentity,
 } from '../../persistence/cluster/index.ts';
 import { systemClock, type Clock, type Timer } from '../clock.ts';
+import type { Database } from '../../persistence/database.ts';
+import { openUnit, type Unit } from '../../persistence/stores/unit.ts';
 import type { Logger } from '../logger.ts';
 import { assignShards } from './assignment.ts';
 
@@ -32,7 +33,7 @@ export interface ClusterTimings {
 }
 
 export interface ClusterNodeOptions extends ClusterTimings {
-  db: { em(): SqlEntityManager };
+  db: Database;
   nodeId: string;
   /** Where the other nodes reach this one (host:port of the internal channel). */
   address: string;
@@ -151,7 +152,7 @@ export class ClusterNode extends EventEmitter<ClusterNodeEvents> {
   async join(): Promise<void> {
     if (this.phase !== 'idle') throw new Error(`cannot join: node is ${this.phase}`);
     this.incarnation = randomUUID();
-    await joinCluster(this.options.db.em(), { ...this.identity, address: this.options.address, status: 'joining' });
+    await joinCluster(openUnit(this.options.db), { ...this.identity, address: this.options.address, status: 'joining' });
     this.phase = 'joining';
     this.schedule();
   }
@@ -159,7 +160,7 @@ export class ClusterNode extends EventEmitter<ClusterNodeEvents> {
   /** Ready to own shards: marks the member `up` and runs a round at once. */
   async up(): Promise<void> {
     if (this.phase !== 'joining') throw new Error(`cannot go up: node is ${this.phase}`);
-    await setMemberStatus(this.options.db.em(), this.identity, 'up');
+    await setMemberStatus(openUnit(this.options.db), this.identity, 'up');
     this.phase = 'up';
     await this.tick();
   }
@@ -189,7 +190,7 @@ export class ClusterNode extends EventEmitter<ClusterNodeEvents> {
     this.phase = 'leaving';
     await this.rounds;
     await Promise.allSettled(this.handingOver.values());
-    const em = this.options.db.em();
+    const em = openUnit(this.options.db);
     if (await setMemberStatus(em, this.identity, 'leaving')) {
       const { live, owners } = await this.view(em);
       const others = live.filter((node) => node !== this.nodeId);
@@ -229,7 +230,7 @@ export class ClusterNode extends EventEmitter<ClusterNodeEvents> {
     if (this.phase === 'idle' || this.phase === 'stopped') return;
     try {
       this.forgetPastDeadline();
-      const em = this.options.db.em();
+      const em = openUnit(this.options.db);
       const status = await heartbeat(em, this.identity);
       if (status === undefined) {
         await this.rejoin(em);
@@ -257,7 +258,7 @@ export class ClusterNode extends EventEmitter<ClusterNodeEvents> {
   }
 
   /** Declared dead, or the id joined from elsewhere: every lease is gone; come back as a new incarnation. */
-  private async rejoin(em: SqlEntityManager): Promise<void> {
+  private async rejoin(em: Unit): Promise<void> {
     this.options.logger?.warn({ nodeId: this.nodeId }, 'expelled from the cluster; rejoining');
     this.loseAll('expelled');
     this.emit('expelled');
@@ -266,7 +267,7 @@ export class ClusterNode extends EventEmitter<ClusterNodeEvents> {
     await joinCluster(em, { ...this.identity, address: this.options.address, status: this.phase === 'up' ? 'up' : 'joining' });
   }
 
-  private async renew(em: SqlEntityManager, leases: HeldLease[]): Promise<void> {
+  private async renew(em: Unit, leases: HeldLease[]): Promise<void> {
     if (leases.length === 0) return;
     const sentAt = this.clock.now();
     const renewed = new Set((await renewLeases(em, this.identity, leases, this.options.leaseMs)).map((lease) => `${lease.shard}:${lease.epoch}`));
@@ -279,11 +280,9 @@ export class ClusterNode extends EventEmitter<ClusterNodeEvents> {
     }
   }
 
-  private async view(
-    em: SqlEntityManager,
-  ): Promise<{ live: string[]; owners: (string | undefined)[]; rows: Map<number, LeaseRow>; known: Map<number, KnownOwner> }> {
+  private async view(em: Unit): Promise<{ live: string[]; owners: (string | undefined)[]; rows: Map<number, LeaseRow>; known: Map<number, KnownOwner> }> {
     const sentAt = this.clock.now();
-    const [members, leases] = await Promise.all([listActiveMembers(em), listLeases(this.options.db.em())]);
+    const [members, leases] = await Promise.all([listActiveMembers(em), listLeases(openUnit(this.options.db))]);
     const owners: (string | undefined)[] = Array.from({ length: this.options.shardCount }, () => undefined);
     const rows = new Map<number, LeaseRow>();
     const known = new Map<number, KnownOwner>();
@@ -302,7 +301,7 @@ export class ClusterNode extends EventEmitter<ClusterNodeEvents> {
     return { live: members.filter((member) => member.status === 'up').map((member) => member.nodeId), owners, rows, known };
   }
 
-  private async rebalance(em: SqlEntityManager): Promise<void> {
+  private async rebalance(em: Unit): Promise<void> {
     const { live, owners, rows, known } = await this.view(em);
     this.emit('owners', known);
     if (!live.includes(this.nodeId)) return;
@@ -359,7 +358,7 @@ export class ClusterNode extends EventEmitter<ClusterNodeEvents> {
     const work = (async () => {
       try {
         await this.options.drain?.(lease);
-        const em = this.options.db.em();
+        const em = openUnit(this.options.db);
         if (target !== undefined && target !== this.nodeId && (await handOverShard(em, this.identity, lease, target, this.options.leaseMs))) {
           this.lose(lease, 'handed-over');
         } else if (await releaseShard(em, this.identity, lease)) {
