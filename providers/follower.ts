@@ -90,6 +90,13 @@ export interface ProtocolModule<N> {
   parseEvent?(followed: Followed<N>, payload: unknown): Look;
   /** The outcome of a job its deadline overtook (then cancelled at the provider). */
   overdue(followed: Followed<N>): TerminalUpdate;
+  /**
+   * How long until the job's next backstop look, in ms from now; asked whenever the follower schedules one:
+   * when it starts following the job (`submitted`, `resumed`, `adopted`), after an event, and after a look.
+   * Absent: the deployment's pollMs, and at once after a resume. A provider that may only be asked after
+   * a while of silence (Cog: a look may run the job again) says when from the job's notes.
+   */
+  nextLookMs?(followed: Followed<N>, after: LookAfter): number;
   /** How long past its deadline a job is still followed (a provider that ends it there itself, and says so). */
   readonly deadlineGraceMs?: number;
   /** A success is told after `running` even when no look said it ran (a job state machine that takes success from running only). */
@@ -118,6 +125,9 @@ export interface ProtocolModule<N> {
     waiting(ms: number): string;
   };
 }
+
+/** What happened just before a look is scheduled (`nextLookMs`). */
+export type LookAfter = 'submitted' | 'resumed' | 'adopted' | 'event' | 'look';
 
 interface Follow<N> extends Followed<N> {
   report: Report;
@@ -187,30 +197,32 @@ export class JobFollower<N> {
 
   async submit(job: AdapterJob, report: Report): Promise<{ providerJobId: string }> {
     if (this.closing.signal.aborted) throw new ProviderFailure(PROVIDER_ERROR_CODES.unavailable, `The ${this.module.kind} adapter is closed.`);
-    const adoption = this.module.adoption;
-    const windowMs = adoption && job.afterRestart ? adoption.windowMs : 0;
-    if (adoption && windowMs > 0 && this.unclaimed) {
-      // Handed over again after a restart: its earlier submission may have reached the provider, whose event then names this job.
-      report({ type: 'progress', detail: adoption.waiting(windowMs) });
-      const held = await this.unclaimed.take(job.generationId, windowMs);
-      const resumed = held ? this.module.resume(held.providerJobId, job, true) : undefined;
-      if (held && resumed && 'notes' in resumed) {
-        const f = this.follow(held.providerJobId, job, report, resumed.notes, this.context.pollIntervalMs);
-        // Told after submit answered, so the caller holds the provider job id first.
-        setImmediate(() => this.event(f, held.payload));
-        return { providerJobId: held.providerJobId };
-      }
-    }
-    // A cancel of a job whose provider job id is its own (Cog) stops its submission too (a wait for a free slot).
+    // A cancel of a job whose provider job id is its own (Cog) stops its submission too: its wait in the
+    // submission window, or for a free slot.
     const submitting = new AbortController();
     this.submitting.set(job.generationId, submitting);
     let submitted: Submitted<N>;
     try {
+      const adoption = this.module.adoption;
+      const windowMs = adoption && job.afterRestart ? adoption.windowMs : 0;
+      if (adoption && windowMs > 0 && this.unclaimed) {
+        // Handed over again after a restart: its earlier submission may have reached the provider, whose event then names this job.
+        report({ type: 'progress', detail: adoption.waiting(windowMs) });
+        const held = await this.unclaimed.take(job.generationId, windowMs, submitting.signal);
+        if (submitting.signal.aborted) throw new ProviderFailure(PROVIDER_ERROR_CODES.cancelled, 'The job was cancelled before it was handed over.');
+        const resumed = held ? this.module.resume(held.providerJobId, job, true) : undefined;
+        if (held && resumed && 'notes' in resumed) {
+          const f = this.follow(held.providerJobId, job, report, resumed.notes, 'adopted');
+          // Told after submit answered, so the caller holds the provider job id first.
+          setImmediate(() => this.event(f, held.payload));
+          return { providerJobId: held.providerJobId };
+        }
+      }
       submitted = await this.module.submit(job, this.callOf(AbortSignal.any([this.closing.signal, submitting.signal]), report));
     } finally {
       if (this.submitting.get(job.generationId) === submitting) this.submitting.delete(job.generationId);
     }
-    const f = this.follow(submitted.providerJobId, job, report, submitted.notes, this.context.pollIntervalMs);
+    const f = this.follow(submitted.providerJobId, job, report, submitted.notes, 'submitted');
     // Told after submit answered, so the caller holds the provider job id first.
     setImmediate(() => {
       if (submitted.stream && f.phase === 'following') this.openStream(f, submitted.stream);
@@ -234,8 +246,8 @@ export class JobFollower<N> {
       report({ type: 'failed', errorCode: resumed.failure.code, errorMessage: resumed.failure.message });
       return;
     }
-    // Asked straight away: the job may have ended while nobody followed it.
-    const f = this.follow(providerJobId, job, report, resumed.notes, 0);
+    // Asked straight away (unless the module says otherwise): the job may have ended while nobody followed it.
+    const f = this.follow(providerJobId, job, report, resumed.notes, 'resumed');
     this.catchUp(f);
   }
 
@@ -273,18 +285,24 @@ export class JobFollower<N> {
   private event(f: Follow<N>, payload: unknown): void {
     if (f.phase !== 'following' || !this.module.parseEvent) return;
     this.apply(f, this.module.parseEvent(f, payload));
-    // An event came: the backstop poll waits a whole interval from now.
-    if (f.phase === 'following' && !f.polling) this.schedule(f, this.context.pollIntervalMs);
+    // An event came: the backstop poll waits a whole interval from now (or as long as the module says).
+    if (f.phase === 'following' && !f.polling) this.schedule(f, this.nextLook(f, 'event'));
   }
 
-  private follow(providerJobId: string, job: AdapterJob, report: Report, notes: N, firstPollMs: number): Follow<N> {
+  /** The delay of the job's next backstop look: the module's, else pollMs (at once after a resume). */
+  private nextLook(f: Follow<N>, after: LookAfter): number {
+    if (this.module.nextLookMs) return Math.max(0, this.module.nextLookMs(f, after));
+    return after === 'resumed' ? 0 : this.context.pollIntervalMs;
+  }
+
+  private follow(providerJobId: string, job: AdapterJob, report: Report, notes: N, after: LookAfter): Follow<N> {
     const previous = this.follows.get(providerJobId);
     if (previous) this.end(previous);
     const f: Follow<N> = { providerJobId, job, notes, report, phase: 'following', running: false, polling: false, abort: new AbortController() };
     this.follows.set(providerJobId, f);
     const overdueAt = job.deadline + (this.module.deadlineGraceMs ?? 0);
     f.deadline = this.clock.setTimer(() => this.overdue(f), Math.max(0, overdueAt - this.clock.now()));
-    this.schedule(f, firstPollMs);
+    this.schedule(f, this.nextLook(f, after));
     return f;
   }
 
@@ -329,7 +347,7 @@ export class JobFollower<N> {
       f.polling = false;
     }
     this.apply(f, look);
-    if (f.phase === 'following') this.schedule(f, this.context.pollIntervalMs);
+    if (f.phase === 'following') this.schedule(f, this.nextLook(f, 'look'));
   }
 
   private apply(f: Follow<N>, look: Look): void {
@@ -370,7 +388,7 @@ export class JobFollower<N> {
     // Not over after all (its result could not be read yet): followed on.
     f.phase = 'following';
     this.apply(f, result);
-    if (f.phase === 'following') this.schedule(f, this.context.pollIntervalMs);
+    if (f.phase === 'following') this.schedule(f, this.nextLook(f, 'look'));
   }
 
   private overdue(f: Follow<N>): void {

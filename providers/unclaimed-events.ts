@@ -28,9 +28,9 @@ export class UnclaimedEvents<T> {
     this.waiting.get(jobId)?.();
   }
 
-  /** Waits up to `ms` for an event of the job; returns it (taken: a job adopts it once), or undefined when none came. */
-  async take(jobId: string, ms: number): Promise<T | undefined> {
-    if (!(await this.within(jobId, ms))) return undefined;
+  /** Waits up to `ms` (or until `signal` aborts) for an event of the job; returns it (taken: a job adopts it once), or undefined when none came. */
+  async take(jobId: string, ms: number, signal?: AbortSignal): Promise<T | undefined> {
+    if (!(await this.within(jobId, ms, signal))) return undefined;
     const held = this.held.get(jobId);
     this.held.delete(jobId);
     return held?.value;
@@ -47,19 +47,20 @@ export class UnclaimedEvents<T> {
     this.held.clear();
   }
 
-  private within(jobId: string, ms: number): Promise<boolean> {
-    const { closing } = this.options;
+  private within(jobId: string, ms: number, signal?: AbortSignal): Promise<boolean> {
+    const stop = signal ? AbortSignal.any([this.options.closing, signal]) : this.options.closing;
     return new Promise((resolve) => {
+      if (stop.aborted) return resolve(false);
       if (this.held.has(jobId)) return resolve(true);
       const done = (came: boolean) => {
         timer.cancel();
-        closing.removeEventListener('abort', onClose);
+        stop.removeEventListener('abort', onStop);
         this.waiting.delete(jobId);
         resolve(came);
       };
-      const onClose = () => done(false);
+      const onStop = () => done(false);
       const timer = (this.options.clock ?? systemClock).setTimer(() => done(this.held.has(jobId)), ms);
-      closing.addEventListener('abort', onClose, { once: true });
+      stop.addEventListener('abort', onStop, { once: true });
       this.waiting.set(jobId, () => done(true));
     });
   }

@@ -250,6 +250,83 @@ t.test('an outcome that could not be read yet is followed on, and the next look 
   t.equal(r.terminals().length, 1);
 });
 
+t.test("a module's nextLookMs says when each look comes, on the clock: after a submission, a resume, an adoption, an event and a look", async (t) => {
+  const afters: string[] = [];
+  const delays = { submitted: 5_000, resumed: 7_000, adopted: 9_000, event: 3_000, look: 2_000 };
+  const { module, calls } = scripted({
+    adoption: { windowMs: 1_000, keeps: () => true, waiting: () => 'waiting' },
+    nextLookMs: (_f, after) => {
+      afters.push(after);
+      return delays[after];
+    },
+  });
+  const { clock, follower, job } = setUp(module);
+  const { providerJobId } = await follower.submit(job(), recorder().report);
+  clock.advance(4_999);
+  await settle();
+  t.equal(calls.get, 0, 'not at pollMs: when the module said');
+  clock.advance(1);
+  await settle();
+  t.equal(calls.get, 1, 'the first look, 5 s after the submission');
+  clock.advance(1_999);
+  await settle();
+  t.equal(calls.get, 1);
+  clock.advance(1);
+  await settle();
+  t.equal(calls.get, 2, 'the next, 2 s after the look');
+  clock.advance(1_000);
+  follower.deliverEvent(providerJobId, { type: 'pending', running: true });
+  clock.advance(2_999);
+  await settle();
+  t.equal(calls.get, 2, 'an event put the look 3 s after it');
+  clock.advance(1);
+  await settle();
+  t.equal(calls.get, 3);
+  await follower.cancel(providerJobId);
+
+  follower.resume('p-9', job({ generationId: 'gen-9' }), recorder().report);
+  clock.advance(6_999);
+  await settle();
+  t.equal(calls.get, 3, 'a resumed job is not looked at at once');
+  clock.advance(1);
+  await settle();
+  t.equal(calls.get, 4, 'but when the module said');
+
+  const adopted = follower.submit(job({ generationId: 'gen-3', afterRestart: true }), recorder().report);
+  follower.deliverEvent('p-earlier', { type: 'pending' }, 'gen-3');
+  t.same(await adopted, { providerJobId: 'p-earlier' });
+  await settle();
+  t.same([...new Set(afters)].sort(), ['adopted', 'event', 'look', 'resumed', 'submitted'], 'asked at each of them');
+  await follower.close();
+});
+
+t.test('nextLookMs from the notes: a module that may look only after a while of silence; each event starts it again', async (t) => {
+  const QUIET = 10_000;
+  let now = () => 0;
+  const { module, calls } = scripted({
+    submit: async () => ({ providerJobId: 'p-1', notes: { n: now() + QUIET } }),
+    // The notes hold when the next look may come; each event moves it a whole quiet time on.
+    parseEvent: (f, payload) => {
+      f.notes.n = now() + QUIET;
+      return payload as Look;
+    },
+    nextLookMs: (f) => f.notes.n - now(),
+  });
+  const { clock, follower, job } = setUp(module);
+  now = () => clock.now();
+  const { providerJobId } = await follower.submit(job(), recorder().report);
+  for (let i = 0; i < 5; i++) {
+    clock.advance(QUIET - 1);
+    follower.deliverEvent(providerJobId, { type: 'pending', running: true });
+  }
+  await settle();
+  t.equal(calls.get, 0, 'heard of within each quiet time: never looked at');
+  clock.advance(QUIET);
+  await settle();
+  t.equal(calls.get, 1, 'looked at after a whole quiet time of silence');
+  await follower.close();
+});
+
 t.test('a look that throws ends the job failed with its code', async (t) => {
   const { module } = scripted({
     get: async () => {
@@ -305,6 +382,19 @@ t.test('the submission window after a restart', async (t) => {
     const { follower, job } = setUp(module);
     await follower.submit(job(), recorder().report);
     t.equal(calls.submit, 1);
+  });
+
+  t.test('a cancel under its own id during the window stops the wait: never submitted, not even when the window ends', async (t) => {
+    const { module, calls } = scripted({ adoption });
+    const { clock, follower, job } = setUp(module);
+    const submitted = follower.submit(job({ afterRestart: true }), recorder().report);
+    clock.advance(10_000);
+    await follower.cancel('gen-1');
+    await t.rejects(submitted, { code: 'provider_cancelled' });
+    clock.advance(30_000);
+    await settle();
+    t.equal(calls.submit, 0, 'nothing handed over');
+    t.equal(clock.pendingTimers(), 0, 'the window left no timer');
   });
 });
 
