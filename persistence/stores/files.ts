@@ -47,19 +47,8 @@ export function findUpload(unit: Unit, workspaceId: string, id: string): Promise
   return emOf(unit).findOne(UploadEntity, { id, workspaceId });
 }
 
-export interface NewUpload {
-  id: string;
-  workspaceId: string;
-  storageKey: string;
-  mediaType: string;
-  contentType: string;
-  bytes: number;
-  filename: string;
-  /** The key's id or the user's. */
-  createdBy: string | null;
-  createdAt: Date;
-  expiresAt: Date;
-}
+/** An upload intent as it is first written: not completed, no asset yet (its media type as the route checked it). */
+export type NewUpload = Omit<Upload, 'mediaType' | 'completedAt' | 'assetId'> & { mediaType: string };
 
 export async function insertUpload(unit: Unit, upload: NewUpload): Promise<void> {
   await emOf(unit).execute(

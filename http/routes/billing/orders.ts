@@ -1,5 +1,5 @@
 import type { Services } from '../../services.ts';
-import { insertPendingPayment as insertPayment, type PaymentPurpose } from '../../../persistence/stores/payments.ts';
+import { insertPendingPayment as insertPayment, type PendingPayment } from '../../../persistence/stores/payments.ts';
 import type { Unit } from '../../../persistence/stores/unit.ts';
 
 export type { PaymentPurpose } from '../../../persistence/stores/payments.ts';
@@ -9,20 +9,7 @@ export type { PaymentPurpose } from '../../../persistence/stores/payments.ts';
  * its order; the provider's checkout URL is where the customer pays it. Nothing moves until the provider's
  * signed event says it was paid.
  */
-export async function insertPendingPayment(
-  unit: Unit,
-  services: Services,
-  payment: {
-    id: string;
-    workspaceId: string;
-    purpose: PaymentPurpose;
-    orderId: string;
-    plan: string | null;
-    amountCents: number;
-    description: string;
-    at: Date;
-  },
-): Promise<string> {
+export async function insertPendingPayment(unit: Unit, services: Services, payment: Omit<PendingPayment, 'provider'>): Promise<string> {
   const provider = services.billing.provider;
   await insertPayment(unit, { ...payment, provider: provider.id });
   return provider.checkoutUrl({ paymentId: payment.id, workspaceId: payment.workspaceId, amountCents: payment.amountCents, description: payment.description });
