@@ -1,4 +1,4 @@
-import type { Transaction } from '../../persistence/stores/transaction.ts';
+import type { Unit } from '../../persistence/stores/unit.ts';
 import { firstDeliveryOfEvent } from '../../persistence/stores/webhooks/deliveries.ts';
 import type { StoredEvent } from '../../persistence/stores/webhooks/events.ts';
 import { insertFirstDelivery, insertResends } from './resend.ts';
@@ -10,11 +10,11 @@ export { findEvent, type StoredEvent } from '../../persistence/stores/webhooks/e
  * delivery is sent again, so the body's id is the one the receiver saw then; otherwise a first delivery
  * is made, whose body's id is its own. Returns the new delivery's id.
  */
-export async function replayEvent(em: Transaction, endpoint: { id: string; workspaceId: string }, event: StoredEvent, now: number): Promise<string> {
-  const earlier = await firstDeliveryOfEvent(em, endpoint.id, event.id);
+export async function replayEvent(tx: Unit, endpoint: { id: string; workspaceId: string }, event: StoredEvent, now: number): Promise<string> {
+  const earlier = await firstDeliveryOfEvent(tx, endpoint.id, event.id);
   if (earlier) {
-    const [id] = await insertResends(em, endpoint.id, [earlier], now);
+    const [id] = await insertResends(tx, endpoint.id, [earlier], now);
     return id!;
   }
-  return insertFirstDelivery(em, endpoint, event, now);
+  return insertFirstDelivery(tx, endpoint, event, now);
 }

@@ -1,5 +1,5 @@
 /** The recover operation (`POST /v1/webhooks/:id/recover`): an operator's re-send of an endpoint's failed and expired deliveries in a time range. */
-import type { Transaction } from '../../persistence/stores/transaction.ts';
+import type { Unit } from '../../persistence/stores/unit.ts';
 import { failedDeliveriesIn } from '../../persistence/stores/webhooks/deliveries.ts';
 import { claimRecoveryRow, readRecoveryRow, writeRecoveryAnswer } from '../../persistence/stores/webhooks/recoveries.ts';
 import { insertResends } from './resend.ts';
@@ -29,12 +29,12 @@ export interface RecoverAnswer {
  * one INSERT of their copies. A delivery whose re-send is still pending is left out, so a request repeated
  * before the first one's deliveries went out queues nothing twice.
  */
-export async function recoverRange(em: Transaction, endpointId: string, since: Date, until: Date, now: number): Promise<RecoverAnswer> {
-  const rows = await failedDeliveriesIn(em, endpointId, since, until, RECOVER_MAX_DELIVERIES + 1);
+export async function recoverRange(tx: Unit, endpointId: string, since: Date, until: Date, now: number): Promise<RecoverAnswer> {
+  const rows = await failedDeliveriesIn(tx, endpointId, since, until, RECOVER_MAX_DELIVERIES + 1);
   const more = rows.length > RECOVER_MAX_DELIVERIES;
   const taken = more ? rows.slice(0, RECOVER_MAX_DELIVERIES) : rows;
   const ids = await insertResends(
-    em,
+    tx,
     endpointId,
     taken.map((r) => r.id),
     now,
@@ -57,21 +57,15 @@ export type KeyClaim = { kind: 'fresh' } | { kind: 'replay'; answer: RecoverAnsw
  * used by a request still running waits for it (the unique key), then answers as it did. A key older
  * than RECOVER_KEY_TTL_MS is taken afresh.
  */
-export async function claimRecoveryKey(
-  em: Transaction,
-  endpoint: { id: string; workspaceId: string },
-  key: string,
-  hash: string,
-  now: number,
-): Promise<KeyClaim> {
+export async function claimRecoveryKey(tx: Unit, endpoint: { id: string; workspaceId: string }, key: string, hash: string, now: number): Promise<KeyClaim> {
   const at = new Date(now);
-  const claimed = await claimRecoveryRow(em, { endpointId: endpoint.id, key, workspaceId: endpoint.workspaceId, hash }, at, new Date(now - RECOVER_KEY_TTL_MS));
+  const claimed = await claimRecoveryRow(tx, { endpointId: endpoint.id, key, workspaceId: endpoint.workspaceId, hash }, at, new Date(now - RECOVER_KEY_TTL_MS));
   if (claimed) return { kind: 'fresh' };
-  const earlier = await readRecoveryRow<RecoverAnswer>(em, endpoint.id, key);
+  const earlier = await readRecoveryRow<RecoverAnswer>(tx, endpoint.id, key);
   if (!earlier || earlier.hash !== hash) return { kind: 'conflict' };
   return { kind: 'replay', answer: earlier.answer };
 }
 
-export function storeRecoveryAnswer(em: Transaction, endpointId: string, key: string, answer: RecoverAnswer): Promise<void> {
-  return writeRecoveryAnswer(em, endpointId, key, answer);
+export function storeRecoveryAnswer(tx: Unit, endpointId: string, key: string, answer: RecoverAnswer): Promise<void> {
+  return writeRecoveryAnswer(tx, endpointId, key, answer);
 }

@@ -1,4 +1,4 @@
-import type { Transaction } from '../../persistence/stores/transaction.ts';
+import type { Unit } from '../../persistence/stores/unit.ts';
 import { insertFirstDelivery as insertFirst, insertResendCopies } from '../../persistence/stores/webhooks/deliveries.ts';
 import { newId } from '../../persistence/ids.ts';
 import { bodyOf } from './events.ts';
@@ -11,17 +11,17 @@ import { bodyOf } from './events.ts';
  * queue behind what the endpoint has pending and go out in the order given. One statement for any number.
  * Returns the new ids in order (an original not of this endpoint is skipped).
  */
-export async function insertResends(em: Transaction, endpointId: string, originals: string[], now: number): Promise<string[]> {
+export async function insertResends(tx: Unit, endpointId: string, originals: string[], now: number): Promise<string[]> {
   if (originals.length === 0) return [];
   const at = new Date(now);
   const pairs = originals.map((original) => ({ id: newId('dlv', now), original }));
-  const made = new Set(await insertResendCopies(em, endpointId, pairs, at));
+  const made = new Set(await insertResendCopies(tx, endpointId, pairs, at));
   return pairs.filter((p) => made.has(p.id)).map((p) => p.id);
 }
 
 /** A first delivery of a stored event to an endpoint that never had one (replay): its body's id is its own. */
 export async function insertFirstDelivery(
-  em: Transaction,
+  tx: Unit,
   endpoint: { id: string; workspaceId: string },
   event: { id: string; generationId: string | null; eventType: string; rest: string },
   now: number,
@@ -29,7 +29,7 @@ export async function insertFirstDelivery(
   const id = newId('dlv', now);
   const at = new Date(now);
   await insertFirst(
-    em,
+    tx,
     {
       id,
       endpointId: endpoint.id,

@@ -2,6 +2,8 @@ import { Type, type Static } from '@sinclair/typebox';
 import { defineRoute } from '../../route.ts';
 import { decodeCursor, Page, PageQueryFields, pageOf } from '../../pagination.ts';
 import { EVENT_RETENTION_MS } from '../../../actors/webhook/events.ts';
+import { listWorkspaceEvents, type StoredEvent } from '../../../persistence/stores/webhooks/events.ts';
+import { openUnit } from '../../../persistence/stores/unit.ts';
 import { openWebhookWorkspace } from '../webhooks/access.ts';
 import { EventType } from '../webhooks/shapes.ts';
 
@@ -20,24 +22,15 @@ export const EventOut = Type.Object(
 );
 type EventOut = Static<typeof EventOut>;
 
-interface EventRow {
-  id: string;
-  workspace_id: string;
-  generation_id: string | null;
-  event_type: string;
-  body_rest: string;
-  created_at: Date | string;
-}
-
-function toEventOut(row: EventRow): EventOut {
-  const body = JSON.parse(`{${row.body_rest}`) as { data: Record<string, unknown> };
+function toEventOut(event: StoredEvent): EventOut {
+  const body = JSON.parse(`{${event.rest}`) as { data: Record<string, unknown> };
   return {
-    id: row.id,
-    event: row.event_type as EventOut['event'],
-    workspaceId: row.workspace_id,
-    generationId: row.generation_id,
+    id: event.id,
+    event: event.eventType as EventOut['event'],
+    workspaceId: event.workspaceId,
+    generationId: event.generationId,
     data: body.data,
-    createdAt: new Date(row.created_at).toISOString(),
+    createdAt: event.createdAt.toISOString(),
   };
 }
 
@@ -64,33 +57,18 @@ export const listEvents = defineRoute({
   ),
   responses: { 200: Page(EventOut) },
   handler: async ({ auth, query, services }) => {
-    const em = services.db.em();
-    const { workspace } = await openWebhookWorkspace(em, auth, query.workspaceId);
+    const unit = openUnit(services.db);
+    const { workspace } = await openWebhookWorkspace(unit, auth, query.workspaceId);
     const limit = query.limit ?? 20;
-    const where = ['workspace_id = ?'];
-    const params: unknown[] = [workspace.id];
-    if (query.type) {
-      where.push('event_type = ?');
-      params.push(query.type);
-    }
-    if (query.from) {
-      where.push('created_at >= ?');
-      params.push(new Date(query.from));
-    }
-    if (query.to) {
-      where.push('created_at < ?');
-      params.push(new Date(query.to));
-    }
     // Ids are time-sortable: newest first is id descending, and the id alone is the keyset.
-    if (query.cursor) {
-      where.push('id < ?');
-      params.push(decodeCursor(query.cursor, ['string'])[0]);
-    }
+    const before = query.cursor ? (decodeCursor(query.cursor, ['string'])[0] as string) : undefined;
     // Events of settlements decided but not yet committed would show a moment later; write them first.
     await services.writer.flush();
-    const rows = await em.execute<EventRow[]>(
-      `select id, workspace_id, generation_id, event_type, body_rest, created_at from webhook_events where ${where.join(' and ')} order by id desc limit ?`,
-      [...params, limit + 1],
+    const rows = await listWorkspaceEvents(
+      unit,
+      workspace.id,
+      { type: query.type, from: query.from ? new Date(query.from) : undefined, to: query.to ? new Date(query.to) : undefined, before },
+      limit + 1,
     );
     return { body: pageOf(rows, limit, (row) => [row.id], toEventOut) };
   },

@@ -1,9 +1,10 @@
 import dns from 'node:dns/promises';
-import type { SqlEntityManager } from '@mikro-orm/postgresql';
 import { ApiError } from '../../errors.ts';
 import type { Principal } from '../../route.ts';
 import { checkUrlSyntax, policyOf, type AddressOptions } from '../../../runtime/egress.ts';
-import { WebhookEndpointEntity, type WebhookEndpointRow } from '../../../persistence/entities/webhook.ts';
+import { findLiveEndpointIn } from '../../../persistence/stores/webhooks/endpoints.ts';
+import type { WebhookEndpointRow } from '../../../persistence/stores/webhooks/rows.ts';
+import type { Unit } from '../../../persistence/stores/unit.ts';
 import { MANAGERS, openWorkspace, requireRole, type WorkspaceAccess } from '../workspaces/access.ts';
 
 /**
@@ -11,7 +12,7 @@ import { MANAGERS, openWorkspace, requireRole, type WorkspaceAccess } from '../w
  * is checked by the router), or a member who is its owner or an admin (404 for strangers, 403 for members).
  */
 export async function openWebhookWorkspace(
-  em: SqlEntityManager,
+  unit: Unit,
   auth: Principal | undefined,
   workspaceId: string | undefined,
   options: { lock?: boolean } = {},
@@ -19,24 +20,19 @@ export async function openWebhookWorkspace(
   if (!auth) throw new ApiError('unauthenticated');
   const id = workspaceId ?? (auth.kind === 'key' ? auth.workspaceId : undefined);
   if (id === undefined) throw new ApiError('validation_error', 'workspaceId: is required when signed in (an API key implies its workspace)');
-  const access = await openWorkspace(em, auth, id, options);
+  const access = await openWorkspace(unit, auth, id, options);
   if (auth.kind === 'session') requireRole(access, MANAGERS, 'manage webhooks');
   return access;
 }
 
 /** An endpoint the caller may manage; one of another workspace answers exactly as a missing one (404). */
-export async function openEndpoint(
-  em: SqlEntityManager,
-  auth: Principal | undefined,
-  id: string,
-  workspaceId: string | undefined,
-): Promise<WebhookEndpointRow> {
+export async function openEndpoint(unit: Unit, auth: Principal | undefined, id: string, workspaceId: string | undefined): Promise<WebhookEndpointRow> {
   const missing = () => new ApiError('not_found', `No webhook endpoint ${id}.`);
-  const row = await em.findOne(WebhookEndpointEntity, { id, deletedAt: null });
+  const row = await findLiveEndpointIn(unit, id);
   if (!row || (workspaceId !== undefined && workspaceId !== row.workspaceId)) throw missing();
   if (auth?.kind === 'key' && auth.workspaceId !== row.workspaceId) throw missing();
   try {
-    await openWebhookWorkspace(em, auth, row.workspaceId);
+    await openWebhookWorkspace(unit, auth, row.workspaceId);
   } catch (error) {
     if (error instanceof ApiError && error.code === 'not_found') throw missing();
     throw error;

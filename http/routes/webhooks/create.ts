@@ -1,7 +1,9 @@
 import { ApiError } from '../../errors.ts';
 import { defineRoute } from '../../route.ts';
 import { newId } from '../../../persistence/ids.ts';
-import { WebhookEndpointEntity, type WebhookEndpointRow } from '../../../persistence/entities/webhook.ts';
+import { countLiveEndpoints, insertEndpoint } from '../../../persistence/stores/webhooks/endpoints.ts';
+import type { WebhookEndpointRow } from '../../../persistence/stores/webhooks/rows.ts';
+import { inTransaction, openUnit } from '../../../persistence/stores/unit.ts';
 import { MAX_ENDPOINTS_PER_WORKSPACE } from '../../../actors/webhook/enqueue.ts';
 import { newEndpointSecret } from '../../../actors/webhook/signing.ts';
 import { checkEndpointUrl, openWebhookWorkspace } from './access.ts';
@@ -44,14 +46,14 @@ export const createWebhook = defineRoute({
       failingSince: null,
       consecutiveExpired: 0,
     };
-    await services.db.em().transactional(async (em) => {
+    await inTransaction(openUnit(services.db), async (tx) => {
       // The workspace lock serialises creations, so the count below still holds at commit.
-      await openWebhookWorkspace(em, auth, body.workspaceId, { lock: true });
-      const count = await em.count(WebhookEndpointEntity, { workspaceId: body.workspaceId, deletedAt: null });
+      await openWebhookWorkspace(tx, auth, body.workspaceId, { lock: true });
+      const count = await countLiveEndpoints(tx, body.workspaceId);
       if (count >= MAX_ENDPOINTS_PER_WORKSPACE) {
         throw new ApiError('plan_limit_reached', `A workspace can have ${MAX_ENDPOINTS_PER_WORKSPACE} webhook endpoints; delete one first.`);
       }
-      await em.insert(WebhookEndpointEntity, row);
+      await insertEndpoint(tx, row);
     });
     return { status: 201, headers: { 'Cache-Control': 'no-store' }, body: { ...toWebhookOut(row), secret } };
   },

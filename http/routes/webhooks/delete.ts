@@ -1,5 +1,6 @@
 import { ApiError } from '../../errors.ts';
 import { defineRoute } from '../../route.ts';
+import { openUnit } from '../../../persistence/stores/unit.ts';
 import { openEndpoint } from './access.ts';
 import { WebhookDeletedOut, WebhookParams, WorkspaceQuery } from './shapes.ts';
 import { workspaceOfRow } from '../../owner.ts';
@@ -17,7 +18,7 @@ export const deleteWebhook = defineRoute({
   query: WorkspaceQuery,
   responses: { 200: WebhookDeletedOut },
   handler: async ({ auth, params, query, services }) => {
-    await openEndpoint(services.db.em(), auth, params.id, query.workspaceId);
+    await openEndpoint(openUnit(services.db), auth, params.id, query.workspaceId);
     const row = await services.actors.ask('whk', params.id, { type: 'delete' });
     if (!row) throw new ApiError('not_found', `No webhook endpoint ${params.id}.`);
     return { body: { id: params.id, deleted: true as const } };

@@ -1,7 +1,8 @@
 import { Type } from '@sinclair/typebox';
 import { defineRoute } from '../../route.ts';
 import { decodeCursor, Page, pageOf } from '../../pagination.ts';
-import { WebhookDeliveryEntity } from '../../../persistence/entities/webhook.ts';
+import { listEndpointDeliveries } from '../../../persistence/stores/webhooks/deliveries.ts';
+import { openUnit } from '../../../persistence/stores/unit.ts';
 import { DELIVERIES_KEPT } from '../../../actors/webhook/retention.ts';
 import { openEndpoint } from './access.ts';
 import { DeliveryOut, DeliveryStatusOut, toDeliveryOut, WebhookParams } from './shapes.ts';
@@ -33,16 +34,14 @@ export const listDeliveries = defineRoute({
   ),
   responses: { 200: Page(DeliveryOut) },
   handler: async ({ auth, params, query, services }) => {
-    const em = services.db.em();
-    const endpoint = await openEndpoint(em, auth, params.id, query.workspaceId);
+    const unit = openUnit(services.db);
+    const endpoint = await openEndpoint(unit, auth, params.id, query.workspaceId);
     const limit = query.limit ?? DELIVERIES_KEPT;
-    const where: Record<string, unknown> = { endpointId: endpoint.id, workspaceId: endpoint.workspaceId };
-    if (query.status) where.status = query.status;
     // Ids are time-sortable: newest first is id descending, and the id alone is the keyset.
-    if (query.cursor) where.id = { $lt: decodeCursor(query.cursor, ['string'])[0] as string };
+    const before = query.cursor ? (decodeCursor(query.cursor, ['string'])[0] as string) : undefined;
     // Outcomes decided but not yet committed would show as pending a moment longer; write them first.
     await services.writer.flush();
-    const rows = await em.find(WebhookDeliveryEntity, where, { orderBy: { id: 'desc' }, limit: limit + 1 });
+    const rows = await listEndpointDeliveries(unit, endpoint, { status: query.status, before }, limit + 1);
     return { body: pageOf(rows, limit, (row) => [row.id], toDeliveryOut) };
   },
 });

@@ -1,7 +1,8 @@
 import { Type } from '@sinclair/typebox';
 import { defineRoute } from '../../route.ts';
 import { decodeCursor, Page, PageQueryFields, pageOf } from '../../pagination.ts';
-import { WebhookEndpointEntity } from '../../../persistence/entities/webhook.ts';
+import { listEndpoints } from '../../../persistence/stores/webhooks/endpoints.ts';
+import { openUnit } from '../../../persistence/stores/unit.ts';
 import { openWebhookWorkspace } from './access.ts';
 import { toWebhookOut, WebhookOut } from './shapes.ts';
 
@@ -25,16 +26,15 @@ export const listWebhooks = defineRoute({
   ),
   responses: { 200: Page(WebhookOut) },
   handler: async ({ auth, query, services }) => {
-    const em = services.db.em();
-    const { workspace } = await openWebhookWorkspace(em, auth, query.workspaceId);
+    const unit = openUnit(services.db);
+    const { workspace } = await openWebhookWorkspace(unit, auth, query.workspaceId);
     const limit = query.limit ?? 20;
-    const where: Record<string, unknown> = { workspaceId: workspace.id, deletedAt: null };
+    let after: [Date, string] | undefined;
     if (query.cursor) {
       const [createdAt, id] = decodeCursor(query.cursor, ['string', 'string']) as [string, string];
-      const at = new Date(createdAt);
-      where.$or = [{ createdAt: { $lt: at } }, { createdAt: at, id: { $lt: id } }];
+      after = [new Date(createdAt), id];
     }
-    const rows = await em.find(WebhookEndpointEntity, where, { orderBy: { createdAt: 'desc', id: 'desc' }, limit: limit + 1 });
+    const rows = await listEndpoints(unit, workspace.id, { after, limit: limit + 1 });
     return { body: pageOf(rows, limit, (row) => [row.createdAt.toISOString(), row.id], toWebhookOut) };
   },
 });

@@ -4,6 +4,7 @@ import { defineRoute } from '../../route.ts';
 import { workspaceOfRow } from '../../owner.ts';
 import { claimRecoveryKey, RECOVER_MAX_DELIVERIES, RECOVER_WINDOW_MS, recoverRange, storeRecoveryAnswer } from '../../../actors/webhook/resend-failed.ts';
 import { IDEMPOTENCY_KEY, requestHash } from '../generations/draft.ts';
+import { inTransaction, openUnit } from '../../../persistence/stores/unit.ts';
 import { openEndpoint, requireActive } from './access.ts';
 import { WebhookParams } from './shapes.ts';
 
@@ -57,17 +58,17 @@ export const recoverWebhook = defineRoute({
     if (since < now - RECOVER_WINDOW_MS)
       throw new ApiError('validation_error', `body.since: must be within the last ${DAYS} days (older deliveries are not kept for recovery)`);
     if (until - since > RECOVER_WINDOW_MS + 1) throw new ApiError('validation_error', `body.until: the range is at most ${DAYS} days`);
-    const endpoint = await openEndpoint(services.db.em(), auth, params.id, body.workspaceId);
+    const endpoint = await openEndpoint(openUnit(services.db), auth, params.id, body.workspaceId);
     requireActive(endpoint);
     const hash = requestHash({ since: new Date(since).toISOString(), until: body.until === undefined ? null : new Date(until).toISOString() });
-    const result = await services.db.em().transactional(async (em) => {
+    const result = await inTransaction(openUnit(services.db), async (tx) => {
       if (key !== undefined) {
-        const claim = await claimRecoveryKey(em, endpoint, key, hash, now);
+        const claim = await claimRecoveryKey(tx, endpoint, key, hash, now);
         if (claim.kind === 'conflict') throw new ApiError('conflict', 'Idempotency-Key: was used with another request body for this endpoint');
         if (claim.kind === 'replay') return { answer: claim.answer, replayed: true };
       }
-      const answer = await recoverRange(em, endpoint.id, new Date(since), new Date(until), now);
-      if (key !== undefined) await storeRecoveryAnswer(em, endpoint.id, key, answer);
+      const answer = await recoverRange(tx, endpoint.id, new Date(since), new Date(until), now);
+      if (key !== undefined) await storeRecoveryAnswer(tx, endpoint.id, key, answer);
       return { answer, replayed: false };
     });
     if (result.replayed) return { status: 202, body: result.answer, headers: { 'Idempotent-Replayed': 'true' } };

@@ -4,6 +4,7 @@ import { defineRoute } from '../../route.ts';
 import { workspaceOfRow } from '../../owner.ts';
 import { findEvent, replayEvent } from '../../../actors/webhook/replay.ts';
 import { readDelivery } from '../../../actors/webhook/resend.ts';
+import { inTransaction, openUnit } from '../../../persistence/stores/unit.ts';
 import { openEndpoint, requireActive } from './access.ts';
 import { DeliveryOut, toDeliveryOut, WebhookParams } from './shapes.ts';
 
@@ -30,15 +31,15 @@ export const replayWebhookEvent = defineRoute({
   body: ReplayIn,
   responses: { 201: DeliveryOut },
   handler: async ({ auth, params, body, services }) => {
-    const endpoint = await openEndpoint(services.db.em(), auth, params.id, body.workspaceId);
-    const event = await findEvent(services.db.em(), endpoint.workspaceId, body.eventId);
+    const endpoint = await openEndpoint(openUnit(services.db), auth, params.id, body.workspaceId);
+    const event = await findEvent(openUnit(services.db), endpoint.workspaceId, body.eventId);
     if (!event) throw new ApiError('not_found', `No event ${body.eventId}.`);
     requireActive(endpoint);
     if (!endpoint.eventTypes.includes(event.eventType)) {
       throw new ApiError('conflict', `The endpoint does not subscribe to ${event.eventType}; add it to its eventTypes first.`);
     }
     const now = services.clock.now();
-    const row = await services.db.em().transactional(async (em) => readDelivery(em, await replayEvent(em, endpoint, event, now)));
+    const row = await inTransaction(openUnit(services.db), async (tx) => readDelivery(tx, await replayEvent(tx, endpoint, event, now)));
     services.actors.tell('whk', endpoint.id, { type: 'wake' });
     return { status: 201, body: toDeliveryOut(row) };
   },

@@ -3,6 +3,7 @@ import { ApiError } from '../../errors.ts';
 import { defineRoute } from '../../route.ts';
 import { workspaceOfRow } from '../../owner.ts';
 import { insertResends, readDelivery } from '../../../actors/webhook/resend.ts';
+import { inTransaction, openUnit } from '../../../persistence/stores/unit.ts';
 import { openEndpoint, requireActive } from './access.ts';
 import { DeliveryOut, toDeliveryOut, WorkspaceQuery } from './shapes.ts';
 
@@ -27,13 +28,13 @@ export const resendDelivery = defineRoute({
   query: WorkspaceQuery,
   responses: { 201: DeliveryOut },
   handler: async ({ auth, params, query, services }) => {
-    const endpoint = await openEndpoint(services.db.em(), auth, params.id, query.workspaceId);
+    const endpoint = await openEndpoint(openUnit(services.db), auth, params.id, query.workspaceId);
     requireActive(endpoint);
     const now = services.clock.now();
-    const row = await services.db.em().transactional(async (em) => {
-      const [id] = await insertResends(em, endpoint.id, [params.deliveryId], now);
+    const row = await inTransaction(openUnit(services.db), async (tx) => {
+      const [id] = await insertResends(tx, endpoint.id, [params.deliveryId], now);
       if (id === undefined) throw new ApiError('not_found', `No delivery ${params.deliveryId} of endpoint ${endpoint.id}.`);
-      return readDelivery(em, id);
+      return readDelivery(tx, id);
     });
     services.actors.tell('whk', endpoint.id, { type: 'wake' });
     return { status: 201, body: toDeliveryOut(row) };

@@ -4,6 +4,7 @@ import { defineRoute } from '../../route.ts';
 import { DEFAULT_ROTATION_GRACE_SECONDS, MAX_ROTATION_GRACE_SECONDS } from '../../../actors/webhook/rotate-secret.ts';
 import { newEndpointSecret } from '../../../actors/webhook/signing.ts';
 import { workspaceOfRow } from '../../owner.ts';
+import { openUnit } from '../../../persistence/stores/unit.ts';
 import { openEndpoint } from './access.ts';
 import { SecretField, WebhookParams } from './shapes.ts';
 
@@ -48,7 +49,7 @@ export const rotateWebhookSecret = defineRoute({
   responses: { 200: RotatedSecretOut },
   handler: async ({ auth, params, query, body, services }) => {
     const workspaceId = (query as { workspaceId?: string }).workspaceId;
-    const endpoint = await openEndpoint(services.db.em(), auth, params.id, workspaceId);
+    const endpoint = await openEndpoint(openUnit(services.db), auth, params.id, workspaceId);
     const secret = newEndpointSecret(endpoint.signatureScheme);
     const graceSeconds = body?.gracePeriodSeconds ?? DEFAULT_ROTATION_GRACE_SECONDS;
     // The endpoint's actor is the single writer of its secrets: deliveries signed after this answer carry both.

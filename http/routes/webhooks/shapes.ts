@@ -1,6 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { SUBSCRIBABLE_EVENT_TYPES } from '../../../actors/webhook/machine.ts';
-import type { WebhookDeliveryRow, WebhookEndpointRow } from '../../../persistence/entities/webhook.ts';
+import type { WebhookDeliveryRow, WebhookEndpointRow } from '../../../persistence/stores/webhooks/rows.ts';
 
 /** Request and response shapes of webhook endpoints and deliveries, and the one mapper each from row to Out. */
 

@@ -3,6 +3,7 @@ import { ApiError } from '../../errors.ts';
 import { defineRoute } from '../../route.ts';
 import { openEndpointSecrets } from '../../../actors/webhook/endpoint-secrets.ts';
 import { sendTestEvent, TEST_EVENT } from '../../../actors/webhook/test-event.ts';
+import { openUnit } from '../../../persistence/stores/unit.ts';
 import { openEndpoint } from './access.ts';
 import { WebhookParams } from './shapes.ts';
 
@@ -34,7 +35,7 @@ export const testWebhook = defineRoute({
   responses: { 200: TestEventOut },
   handler: async ({ auth, params, query, services }) => {
     const workspaceId = (query as { workspaceId?: string }).workspaceId;
-    const endpoint = await openEndpoint(services.db.em(), auth, params.id, workspaceId);
+    const endpoint = await openEndpoint(openUnit(services.db), auth, params.id, workspaceId);
     const now = services.clock.now();
     const { secret, previousSecret } = openEndpointSecrets(endpoint, services.webhookSecrets, now);
     if (secret === undefined)

@@ -1,6 +1,7 @@
 import { ApiError } from '../../errors.ts';
 import { defineRoute } from '../../route.ts';
 import type { EndpointPatch } from '../../../actors/webhook/protocol.ts';
+import { openUnit } from '../../../persistence/stores/unit.ts';
 import { checkEndpointUrl, openEndpoint } from './access.ts';
 import { toWebhookOut, WebhookParams, WebhookPatch, WebhookUpdatedOut } from './shapes.ts';
 import { newEndpointSecret } from '../../../actors/webhook/signing.ts';
@@ -23,7 +24,7 @@ export const updateWebhook = defineRoute({
     const { workspaceId, ...fields } = body;
     if (Object.keys(fields).length === 0)
       throw new ApiError('validation_error', 'body: give at least one of url, eventTypes, description, status, signatureScheme');
-    const current = await openEndpoint(services.db.em(), auth, params.id, workspaceId);
+    const current = await openEndpoint(openUnit(services.db), auth, params.id, workspaceId);
     const { signatureScheme, ...rest } = fields;
     const patch: EndpointPatch = { ...rest };
     let secret: string | undefined;

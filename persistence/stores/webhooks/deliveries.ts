@@ -2,7 +2,9 @@
 import type { Database } from '../../database.ts';
 import { WebhookDeliveryEntity, type DeliveryAttempt, type DeliveryStatus, type WebhookDeliveryRow } from '../../entities/webhook.ts';
 import { shardCondition, type ShardScope } from '../../cluster/shard-sql.ts';
+import { emOf } from '../orm.ts';
 import type { Transaction } from '../transaction.ts';
+import type { Unit } from '../unit.ts';
 
 /** A pending delivery as an endpoint actor reads it. */
 export interface PendingRow {
@@ -243,8 +245,8 @@ export function insertEventDeliveries(em: Transaction, rows: EventDeliveryRows[]
  * naming it, its trace and the id given. One statement for any number; returns the ids made (an original
  * not of this endpoint makes none).
  */
-export async function insertResendCopies(em: Transaction, endpointId: string, pairs: Array<{ id: string; original: string }>, at: Date): Promise<string[]> {
-  const rows = await em.execute<Array<{ id: string }>>(
+export async function insertResendCopies(unit: Unit, endpointId: string, pairs: Array<{ id: string; original: string }>, at: Date): Promise<string[]> {
+  const rows = await emOf(unit).execute<Array<{ id: string }>>(
     `insert into webhook_deliveries (id, endpoint_id, workspace_id, generation_id, event_type, event_id, resend_of, body, status, attempts, attempt_count, next_attempt_at, created_at, updated_at, trace_parent)
      select v.id, o.endpoint_id, o.workspace_id, o.generation_id, o.event_type, o.event_id, o.id, o.body, 'pending', '[]'::jsonb, 0, ?, ?, ?, o.trace_parent
      from jsonb_to_recordset(?::jsonb) as v(id text, original text)
@@ -257,11 +259,11 @@ export async function insertResendCopies(em: Transaction, endpointId: string, pa
 
 /** One first delivery of a stored event to an endpoint. */
 export async function insertFirstDelivery(
-  em: Transaction,
+  unit: Unit,
   delivery: { id: string; endpointId: string; workspaceId: string; generationId: string | null; eventType: string; eventId: string; body: string },
   at: Date,
 ): Promise<void> {
-  await em.execute(
+  await emOf(unit).execute(
     `insert into webhook_deliveries (id, endpoint_id, workspace_id, generation_id, event_type, event_id, resend_of, body, status, attempts, attempt_count, next_attempt_at, created_at, updated_at)
      values (?, ?, ?, ?, ?, ?, null, ?, 'pending', '[]'::jsonb, 0, ?, ?, ?)`,
     [delivery.id, delivery.endpointId, delivery.workspaceId, delivery.generationId, delivery.eventType, delivery.eventId, delivery.body, at, at, at],
@@ -269,16 +271,16 @@ export async function insertFirstDelivery(
 }
 
 /** A delivery as the API shows it, read in the transaction that made it. */
-export function readDelivery(em: Transaction, id: string): Promise<WebhookDeliveryRow> {
-  return em.findOneOrFail(WebhookDeliveryEntity, { id });
+export function readDelivery(unit: Unit, id: string): Promise<WebhookDeliveryRow> {
+  return emOf(unit).findOneOrFail(WebhookDeliveryEntity, { id });
 }
 
 /** The endpoint's first delivery of an event, if it still has one. */
-export async function firstDeliveryOfEvent(em: Transaction, endpointId: string, eventId: string): Promise<string | undefined> {
-  const [earlier] = await em.execute<Array<{ id: string }>>('select id from webhook_deliveries where endpoint_id = ? and event_id = ? order by id limit 1', [
-    endpointId,
-    eventId,
-  ]);
+export async function firstDeliveryOfEvent(unit: Unit, endpointId: string, eventId: string): Promise<string | undefined> {
+  const [earlier] = await emOf(unit).execute<Array<{ id: string }>>(
+    'select id from webhook_deliveries where endpoint_id = ? and event_id = ? order by id limit 1',
+    [endpointId, eventId],
+  );
   return earlier?.id;
 }
 
@@ -287,13 +289,13 @@ export async function firstDeliveryOfEvent(em: Transaction, endpointId: string, 
  * those whose re-send is still pending.
  */
 export function failedDeliveriesIn(
-  em: Transaction,
+  unit: Unit,
   endpointId: string,
   since: Date,
   until: Date,
   limit: number,
 ): Promise<Array<{ id: string; created_at: Date | string }>> {
-  return em.execute<Array<{ id: string; created_at: Date | string }>>(
+  return emOf(unit).execute<Array<{ id: string; created_at: Date | string }>>(
     `select d.id, d.created_at from webhook_deliveries d
      where d.endpoint_id = ? and d.status in ('failed', 'expired') and d.created_at >= ? and d.created_at < ?
        and not exists (select 1 from webhook_deliveries r where r.resend_of = d.id and r.status = 'pending')
@@ -301,4 +303,20 @@ export function failedDeliveriesIn(
      limit ?`,
     [endpointId, since, until, limit],
   );
+}
+
+/**
+ * A page of an endpoint's deliveries, newest first (ids are time-sortable, and the id alone is the keyset),
+ * of one status when given, before the id of the page before.
+ */
+export function listEndpointDeliveries(
+  unit: Unit,
+  endpoint: { id: string; workspaceId: string },
+  filter: { status?: string | undefined; before?: string | undefined },
+  limit: number,
+): Promise<WebhookDeliveryRow[]> {
+  const where: Record<string, unknown> = { endpointId: endpoint.id, workspaceId: endpoint.workspaceId };
+  if (filter.status) where.status = filter.status;
+  if (filter.before !== undefined) where.id = { $lt: filter.before };
+  return emOf(unit).find(WebhookDeliveryEntity, where, { orderBy: { id: 'desc' }, limit });
 }

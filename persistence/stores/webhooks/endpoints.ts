@@ -1,11 +1,38 @@
-/** Statements on webhook endpoints (webhook_endpoints) made by the endpoint actors and the events they emit. */
+/** Statements on webhook endpoints (webhook_endpoints): those of the API's routes, of the endpoint actors and of the events they emit. */
 import type { Database } from '../../database.ts';
 import { WebhookEndpointEntity, type WebhookEndpointRow } from '../../entities/webhook.ts';
+import { emOf } from '../orm.ts';
 import type { Transaction } from '../transaction.ts';
+import type { Unit } from '../unit.ts';
 
 /** An endpoint not deleted, or null. */
 export function findLiveEndpoint(db: Database, id: string): Promise<WebhookEndpointRow | null> {
   return db.em().findOne(WebhookEndpointEntity, { id, deletedAt: null });
+}
+
+/** An endpoint not deleted, or null, read in a request's unit of work. */
+export function findLiveEndpointIn(unit: Unit, id: string): Promise<WebhookEndpointRow | null> {
+  return emOf(unit).findOne(WebhookEndpointEntity, { id, deletedAt: null });
+}
+
+/** How many endpoints a workspace has, deleted ones left out. */
+export function countLiveEndpoints(unit: Unit, workspaceId: string): Promise<number> {
+  return emOf(unit).count(WebhookEndpointEntity, { workspaceId, deletedAt: null });
+}
+
+/** A new endpoint's row. */
+export async function insertEndpoint(unit: Unit, row: WebhookEndpointRow): Promise<void> {
+  await emOf(unit).insert(WebhookEndpointEntity, row);
+}
+
+/** A page of a workspace's endpoints not deleted, newest first, after the `(createdAt, id)` of the page before. */
+export function listEndpoints(unit: Unit, workspaceId: string, page: { after?: [at: Date, id: string]; limit: number }): Promise<WebhookEndpointRow[]> {
+  const where: Record<string, unknown> = { workspaceId, deletedAt: null };
+  if (page.after) {
+    const [at, id] = page.after;
+    where.$or = [{ createdAt: { $lt: at } }, { createdAt: at, id: { $lt: id } }];
+  }
+  return emOf(unit).find(WebhookEndpointEntity, where, { orderBy: { createdAt: 'desc', id: 'desc' }, limit: page.limit });
 }
 
 /** An endpoint's health columns (auto-disable): failingSince in ms, undefined after a success. */

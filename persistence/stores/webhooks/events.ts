@@ -1,5 +1,7 @@
 /** Statements on kept webhook events (webhook_events). */
+import { emOf } from '../orm.ts';
 import type { Transaction } from '../transaction.ts';
+import type { Unit } from '../unit.ts';
 
 /** An event as stored: the delivery body after its `"id":…,`, so each delivery's body is `{"id":"dlv_…",` + rest. */
 export interface StoredEvent {
@@ -38,12 +40,17 @@ export async function insertEvents(em: Transaction, events: StoredEvent[]): Prom
   );
 }
 
-/** One stored event of a workspace (another workspace's is not found). */
-export async function findEvent(em: Transaction, workspaceId: string, id: string): Promise<StoredEvent | undefined> {
-  const [row] = await em.execute<
-    Array<{ id: string; workspace_id: string; generation_id: string | null; event_type: string; body_rest: string; created_at: Date | string }>
-  >('select id, workspace_id, generation_id, event_type, body_rest, created_at from webhook_events where id = ? and workspace_id = ?', [id, workspaceId]);
-  if (!row) return undefined;
+/** A stored event as read. */
+interface EventRow {
+  id: string;
+  workspace_id: string;
+  generation_id: string | null;
+  event_type: string;
+  body_rest: string;
+  created_at: Date | string;
+}
+
+function toStoredEvent(row: EventRow): StoredEvent {
   return {
     id: row.id,
     workspaceId: row.workspace_id,
@@ -52,4 +59,48 @@ export async function findEvent(em: Transaction, workspaceId: string, id: string
     rest: row.body_rest,
     createdAt: new Date(row.created_at),
   };
+}
+
+/** One stored event of a workspace (another workspace's is not found). */
+export async function findEvent(unit: Unit, workspaceId: string, id: string): Promise<StoredEvent | undefined> {
+  const [row] = await emOf(unit).execute<EventRow[]>(
+    'select id, workspace_id, generation_id, event_type, body_rest, created_at from webhook_events where id = ? and workspace_id = ?',
+    [id, workspaceId],
+  );
+  return row ? toStoredEvent(row) : undefined;
+}
+
+/** Which of a workspace's events a page holds: of one type, made in [from, to), before the id of the page before; each when given. */
+export interface EventFilter {
+  type?: string | undefined;
+  from?: Date | undefined;
+  to?: Date | undefined;
+  before?: string | undefined;
+}
+
+/** A page of a workspace's stored events, newest first: ids are time-sortable, and the id alone is the keyset. */
+export async function listWorkspaceEvents(unit: Unit, workspaceId: string, filter: EventFilter, limit: number): Promise<StoredEvent[]> {
+  const where = ['workspace_id = ?'];
+  const params: unknown[] = [workspaceId];
+  if (filter.type) {
+    where.push('event_type = ?');
+    params.push(filter.type);
+  }
+  if (filter.from) {
+    where.push('created_at >= ?');
+    params.push(filter.from);
+  }
+  if (filter.to) {
+    where.push('created_at < ?');
+    params.push(filter.to);
+  }
+  if (filter.before !== undefined) {
+    where.push('id < ?');
+    params.push(filter.before);
+  }
+  const rows = await emOf(unit).execute<EventRow[]>(
+    `select id, workspace_id, generation_id, event_type, body_rest, created_at from webhook_events where ${where.join(' and ')} order by id desc limit ?`,
+    [...params, limit],
+  );
+  return rows.map(toStoredEvent);
 }

@@ -1,17 +1,18 @@
 /** Statements on the Idempotency-Keys of recover requests (webhook_recoveries). */
-import type { Transaction } from '../transaction.ts';
+import { emOf } from '../orm.ts';
+import type { Unit } from '../unit.ts';
 
 /**
  * Inserts the key for the endpoint, or takes over one made before `expiredBefore`; true if this request
  * holds it now. A key used by a request still running waits for it (the unique key).
  */
 export async function claimRecoveryRow(
-  em: Transaction,
+  unit: Unit,
   row: { endpointId: string; key: string; workspaceId: string; hash: string },
   at: Date,
   expiredBefore: Date,
 ): Promise<boolean> {
-  const claimed = await em.execute<Array<{ endpoint_id: string }>>(
+  const claimed = await emOf(unit).execute<Array<{ endpoint_id: string }>>(
     `insert into webhook_recoveries (endpoint_id, idempotency_key, workspace_id, request_hash, answer, created_at)
      values (?, ?, ?, ?, '{}'::jsonb, ?)
      on conflict (endpoint_id, idempotency_key) do update set request_hash = excluded.request_hash, answer = excluded.answer, created_at = excluded.created_at
@@ -23,8 +24,8 @@ export async function claimRecoveryRow(
 }
 
 /** The hash and answer kept with a key, if any. */
-export async function readRecoveryRow<Answer>(em: Transaction, endpointId: string, key: string): Promise<{ hash: string; answer: Answer } | undefined> {
-  const [earlier] = await em.execute<Array<{ request_hash: string; answer: Answer | string }>>(
+export async function readRecoveryRow<Answer>(unit: Unit, endpointId: string, key: string): Promise<{ hash: string; answer: Answer } | undefined> {
+  const [earlier] = await emOf(unit).execute<Array<{ request_hash: string; answer: Answer | string }>>(
     'select request_hash, answer from webhook_recoveries where endpoint_id = ? and idempotency_key = ?',
     [endpointId, key],
   );
@@ -32,6 +33,10 @@ export async function readRecoveryRow<Answer>(em: Transaction, endpointId: strin
   return { hash: earlier.request_hash, answer: typeof earlier.answer === 'string' ? (JSON.parse(earlier.answer) as Answer) : earlier.answer };
 }
 
-export async function writeRecoveryAnswer(em: Transaction, endpointId: string, key: string, answer: unknown): Promise<void> {
-  await em.execute('update webhook_recoveries set answer = ?::jsonb where endpoint_id = ? and idempotency_key = ?', [JSON.stringify(answer), endpointId, key]);
+export async function writeRecoveryAnswer(unit: Unit, endpointId: string, key: string, answer: unknown): Promise<void> {
+  await emOf(unit).execute('update webhook_recoveries set answer = ?::jsonb where endpoint_id = ? and idempotency_key = ?', [
+    JSON.stringify(answer),
+    endpointId,
+    key,
+  ]);
 }
