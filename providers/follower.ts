@@ -17,8 +17,9 @@ import { UnclaimedEvents } from './unclaimed-events.ts';
  * The job follower: one per deployment, on the injected clock. A provider's protocol module (below) only
  * maps requests and answers and makes the HTTP calls; the follower keeps the jobs followed and owns
  * everything about time and order: the backstop poll at the deployment's pollMs, events (webhooks, through
- * the module's `parseEvent`) and streams, the deadline, cancels, the submission window after a restart, and
- * one outcome per job. Above it, the job's caller sees a ProviderAdapter exactly as before.
+ * the module's `parseEvent`), streams and watches (a provider's socket), the deadline, cancels, the submission
+ * window after a restart, and one outcome per job. Above it, the job's caller sees a ProviderAdapter exactly
+ * as before.
  */
 
 export type TerminalUpdate = Extract<AdapterUpdate, { type: 'succeeded' | 'failed' }>;
@@ -35,7 +36,7 @@ export type Look = {
   | { type: 'ending'; settle(call: CallContext): Promise<Look> }
   /** The job's outcome. */
   | { type: 'over'; update: TerminalUpdate }
-  /** Something changed that the event does not say: the follower asks (`get`) now. */
+  /** Something changed that the event does not say: the follower asks (`get`) now, or right after a look in flight. */
   | { type: 'lookNow' }
 );
 
@@ -63,6 +64,16 @@ export interface Submitted<N> {
   first?: Look;
   /** Deltas of a streamed answer: read from after submit resolved until the job's end (bounded by `drainMs` then). */
   stream?(onDelta: (delta: string) => void, signal: AbortSignal): Promise<void>;
+}
+
+/**
+ * A channel on which the provider pushes news of a job (a socket), open while the follower follows the job.
+ * What it says comes to the follower as Looks (`tell`), as an event's would.
+ */
+export interface Watch {
+  /** Settles once the channel is closed: dropped by the provider, or closed by `close`. */
+  readonly closed: Promise<void>;
+  close(): void;
 }
 
 /**
@@ -99,6 +110,24 @@ export interface ProtocolModule<N> {
   nextLookMs?(followed: Followed<N>, after: LookAfter): number;
   /** How long past its deadline a job is still followed (a provider that ends it there itself, and says so). */
   readonly deadlineGraceMs?: number;
+  /**
+   * The overdue outcome is told once the module's `cancel` is done, not as it goes out: a cancel of several
+   * requests (ComfyUI: read the queue, then delete or interrupt), whose effect whoever hears the outcome may count on.
+   */
+  readonly cancelBeforeOverdue?: boolean;
+  /**
+   * Opens the provider's channel of news about a followed job (ComfyUI's socket). The follower opens it when it
+   * follows the job (submitted, resumed or adopted), closes it at the job's end, and when it drops, looks at once
+   * and opens it again after pollMs, doubling while it keeps dropping (up to `watchRetryMaxMs`; back to pollMs
+   * once it tells something). A look it tells does not push the backstop poll back (a channel's chatter is not
+   * a job's end): a `pending` look that says nothing only says the channel works. A channel `submit` opened
+   * before it handed the job over (so that none of its news is missed) is the module's to hand out here, from its notes.
+   */
+  watch?(followed: Followed<N>, tell: (look: Look) => void): Watch;
+  /** The longest wait before a dropped watch is opened again (default 30 s). */
+  readonly watchRetryMaxMs?: number;
+  /** Releases what the module holds for all its jobs (a connection pool), once the follower is closed. */
+  close?(): Promise<void>;
   /** A success is told after `running` even when no look said it ran (a job state machine that takes success from running only). */
   readonly runningBeforeSuccess?: boolean;
   /** How long a finished job's stream may take to deliver its last pieces. */
@@ -135,7 +164,13 @@ interface Follow<N> extends Followed<N> {
   phase: 'following' | 'settling' | 'ended';
   running: boolean;
   polling: boolean;
+  /** A lookNow came while a look was in flight (or since it was scheduled): one more look right after. */
+  lookAgain: boolean;
   poll?: Timer;
+  /** The module's watch while open; how often it dropped in a row; the timer that opens it again. */
+  watching?: Watch;
+  watchDrops: number;
+  watchRetry?: Timer;
   deadline?: Timer;
   abort: AbortController;
   stream?: { abort: AbortController; ended: Promise<void> };
@@ -280,13 +315,57 @@ export class JobFollower<N> {
     for (const f of [...this.follows.values()]) this.end(f);
     this.submitting.clear();
     this.unclaimed?.clear();
+    await this.module.close?.().catch(() => undefined);
   }
 
   private event(f: Follow<N>, payload: unknown): void {
     if (f.phase !== 'following' || !this.module.parseEvent) return;
     this.apply(f, this.module.parseEvent(f, payload));
     // An event came: the backstop poll waits a whole interval from now (or as long as the module says).
-    if (f.phase === 'following' && !f.polling) this.schedule(f, this.nextLook(f, 'event'));
+    if (f.phase === 'following' && !f.polling) this.reschedule(f, 'event');
+  }
+
+  /** The next look: at once when a lookNow asked for one, else when `nextLook` says. */
+  private reschedule(f: Follow<N>, after: LookAfter): void {
+    this.schedule(f, f.lookAgain ? 0 : this.nextLook(f, after));
+  }
+
+  private lookNow(f: Follow<N>): void {
+    f.lookAgain = true;
+    // A look in flight may have read the job before the news: another one follows it (poll reschedules).
+    if (!f.polling) this.schedule(f, 0);
+  }
+
+  private openWatch(f: Follow<N>): void {
+    if (!this.module.watch || f.phase === 'ended' || f.watching || this.closing.signal.aborted) return;
+    let watch: Watch;
+    try {
+      watch = this.module.watch(f, (look) => {
+        // `watch` is still unset while the module hands over what its channel held (told as it opens).
+        if (watch !== undefined && f.watching !== watch) return;
+        f.watchDrops = 0;
+        this.apply(f, look);
+      });
+    } catch {
+      watch = { closed: Promise.resolve(), close() {} };
+    }
+    f.watching = watch;
+    void watch.closed.then(
+      () => this.watchClosed(f, watch),
+      () => this.watchClosed(f, watch),
+    );
+  }
+
+  /** The watch dropped: news may have been missed, so a look now; opened again after a wait that doubles. */
+  private watchClosed(f: Follow<N>, watch: Watch): void {
+    if (f.watching !== watch) return;
+    f.watching = undefined;
+    if (f.phase === 'ended' || this.closing.signal.aborted) return;
+    if (f.phase === 'following') this.lookNow(f);
+    const delayMs = Math.min(this.context.pollIntervalMs * 2 ** f.watchDrops, this.module.watchRetryMaxMs ?? 30_000);
+    f.watchDrops += 1;
+    f.watchRetry?.cancel();
+    f.watchRetry = this.clock.setTimer(() => this.openWatch(f), delayMs);
   }
 
   /** The delay of the job's next backstop look: the module's, else pollMs (at once after a resume). */
@@ -298,11 +377,24 @@ export class JobFollower<N> {
   private follow(providerJobId: string, job: AdapterJob, report: Report, notes: N, after: LookAfter): Follow<N> {
     const previous = this.follows.get(providerJobId);
     if (previous) this.end(previous);
-    const f: Follow<N> = { providerJobId, job, notes, report, phase: 'following', running: false, polling: false, abort: new AbortController() };
+    const f: Follow<N> = {
+      providerJobId,
+      job,
+      notes,
+      report,
+      phase: 'following',
+      running: false,
+      polling: false,
+      lookAgain: false,
+      watchDrops: 0,
+      abort: new AbortController(),
+    };
     this.follows.set(providerJobId, f);
     const overdueAt = job.deadline + (this.module.deadlineGraceMs ?? 0);
     f.deadline = this.clock.setTimer(() => this.overdue(f), Math.max(0, overdueAt - this.clock.now()));
     this.schedule(f, this.nextLook(f, after));
+    // Opened once the caller holds the provider job id (submit answered), as what it tells may be the job's news.
+    if (this.module.watch) setImmediate(() => this.openWatch(f));
     return f;
   }
 
@@ -338,16 +430,17 @@ export class JobFollower<N> {
   private async poll(f: Follow<N>): Promise<void> {
     if (f.phase !== 'following' || f.polling) return;
     f.polling = true;
+    f.lookAgain = false;
     let look: Look;
     try {
       look = await this.module.get(f, this.callOf(f.abort.signal, f.report));
     } catch (error) {
       look = { type: 'over', update: failedUpdate(error) };
-    } finally {
-      f.polling = false;
     }
+    // Still `polling` while its look is told: a lookNow in it (or that came meanwhile) is the next look, at once.
     this.apply(f, look);
-    if (f.phase === 'following') this.schedule(f, this.nextLook(f, 'look'));
+    f.polling = false;
+    if (f.phase === 'following') this.reschedule(f, 'look');
   }
 
   private apply(f: Follow<N>, look: Look): void {
@@ -358,7 +451,7 @@ export class JobFollower<N> {
       case 'pending':
         return;
       case 'lookNow':
-        this.schedule(f, 0);
+        this.lookNow(f);
         return;
       case 'over':
         void this.ending(f, async () => look.update);
@@ -387,15 +480,23 @@ export class JobFollower<N> {
     if (result.type === 'succeeded' || result.type === 'failed') return this.end(f, result);
     // Not over after all (its result could not be read yet): followed on.
     f.phase = 'following';
+    f.lookAgain = false;
     this.apply(f, result);
-    if (f.phase === 'following') this.schedule(f, this.nextLook(f, 'look'));
+    if (f.phase === 'following') this.reschedule(f, 'look');
   }
 
   private overdue(f: Follow<N>): void {
     if (f.phase !== 'following') return;
+    const update = this.module.overdue(f);
     // The cancel goes out before the outcome is told: whoever hears the outcome may count on it.
-    void this.module.cancel(f.providerJobId, f.notes, this.closing.signal).catch(() => undefined);
-    this.end(f, this.module.overdue(f));
+    const cancelled = this.module.cancel(f.providerJobId, f.notes, this.closing.signal).catch(() => undefined);
+    if (!this.module.cancelBeforeOverdue) return this.end(f, update);
+    // Told once the cancel is done; meanwhile nothing else of the job is (a cancel of ours ends it quietly).
+    f.phase = 'settling';
+    f.poll?.cancel();
+    void cancelled.then(() => {
+      if (f.phase === 'settling') this.end(f, update);
+    });
   }
 
   private openStream(f: Follow<N>, stream: NonNullable<Submitted<N>['stream']>): void {
@@ -442,6 +543,10 @@ export class JobFollower<N> {
     f.phase = 'ended';
     f.poll?.cancel();
     f.deadline?.cancel();
+    f.watchRetry?.cancel();
+    const watching = f.watching;
+    f.watching = undefined;
+    watching?.close();
     f.abort.abort();
     f.stream?.abort.abort();
     if (this.follows.get(f.providerJobId) === f) this.follows.delete(f.providerJobId);

@@ -18,6 +18,12 @@ export interface QueueState {
 /** A 429's wait, for the job's timeline. */
 export type OnWait = (ms: number) => void;
 
+/** How a 429's wait is waited (the job follower's clock, cut short by `signal`: then no other attempt); a timer of its own without it. */
+export interface Waits {
+  sleep(ms: number, signal?: AbortSignal): Promise<void>;
+  signal: AbortSignal;
+}
+
 /** A failure that may carry the 429's Retry-After, for a follower to wait out between polls. */
 export class ComfyuiFailure extends ProviderFailure {
   constructor(
@@ -40,7 +46,7 @@ export class ComfyuiClient {
   }
 
   /** `POST /upload/image` (multipart: image, overwrite, type=input); answers the name a LoadImage node takes. */
-  async upload(file: InputFile, filename: string, deadline: number, onWait: OnWait): Promise<string> {
+  async upload(file: InputFile, filename: string, deadline: number, onWait: OnWait, waits?: Waits): Promise<string> {
     const response = await this.withRateLimits(
       () => {
         const form = new FormData();
@@ -53,6 +59,7 @@ export class ComfyuiClient {
       },
       deadline,
       onWait,
+      waits,
     );
     if (response.status !== 200) throw this.failure(response, 'The upload of an input file was refused');
     const answer = response.json;
@@ -68,9 +75,9 @@ export class ComfyuiClient {
    * prompt_id we choose is kept by current servers (and ignored by older ones): either way the answer's id
    * is the one followed. A 400 is ComfyUI's validation refusing the workflow.
    */
-  async queuePrompt(workflow: ApiWorkflow, clientId: string, promptId: string, deadline: number, onWait: OnWait): Promise<string> {
+  async queuePrompt(workflow: ApiWorkflow, clientId: string, promptId: string, deadline: number, onWait: OnWait, waits?: Waits): Promise<string> {
     const body = JSON.stringify({ prompt: workflow, client_id: clientId, prompt_id: promptId });
-    const response = await this.withRateLimits(() => this.call('POST', '/prompt', { body, json: true }), deadline, onWait);
+    const response = await this.withRateLimits(() => this.call('POST', '/prompt', { body, json: true }), deadline, onWait, waits);
     if (response.status === 400 && isObject(response.json) && 'error' in response.json) {
       throw new ProviderFailure(
         PROVIDER_ERROR_CODES.inputRejected,
@@ -144,9 +151,17 @@ export class ComfyuiClient {
     return response.bytes!;
   }
 
-  private withRateLimits(attempt: () => Promise<UpstreamResponse & { bytes?: Buffer }>, deadline: number, onWait: OnWait): Promise<UpstreamResponse> {
-    const options = this.context.rateLimitAttempts !== undefined ? { maxAttempts: this.context.rateLimitAttempts } : {};
-    return retryingRateLimits(attempt, deadline, () => this.context.now(), onWait, 1_000, undefined, options);
+  private withRateLimits(
+    attempt: () => Promise<UpstreamResponse & { bytes?: Buffer }>,
+    deadline: number,
+    onWait: OnWait,
+    waits?: Waits,
+  ): Promise<UpstreamResponse> {
+    const options = {
+      ...(this.context.rateLimitAttempts !== undefined ? { maxAttempts: this.context.rateLimitAttempts } : {}),
+      ...(waits ? { sleep: waits.sleep } : {}),
+    };
+    return retryingRateLimits(attempt, deadline, () => this.context.now(), onWait, 1_000, waits?.signal, options);
   }
 
   private async call(

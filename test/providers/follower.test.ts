@@ -509,3 +509,163 @@ t.test('a provider whose job id is our generation id (byProviderJobId)', async (
     t.equal(clock.pendingTimers(), 0);
   });
 });
+
+t.test('a lookNow while a look is in flight: one more look right after it, not a poll interval later', async (t) => {
+  let release!: (look: Look) => void;
+  let gets = 0;
+  const { module } = scripted({
+    get: () => {
+      gets += 1;
+      return gets === 1 ? new Promise<Look>((resolve) => (release = resolve)) : Promise.resolve(succeeded);
+    },
+  });
+  const { clock, follower, job } = setUp(module);
+  const r = recorder();
+  const { providerJobId } = await follower.submit(job(), r.report);
+  clock.advance(POLL_MS);
+  await settle();
+  t.equal(gets, 1, 'the first look is in flight');
+  follower.deliverEvent(providerJobId, { type: 'lookNow' });
+  await settle();
+  t.equal(gets, 1, 'not two looks at once');
+  release({ type: 'pending', running: true });
+  await settle();
+  clock.advance(0);
+  await settle();
+  t.equal(gets, 2, 'the next look at once');
+  t.same(r.updates, [{ type: 'running' }, { type: 'succeeded', files: [] }]);
+
+  const { module: asking, calls } = scripted({ looks: [{ type: 'lookNow' }, succeeded] });
+  const second = setUp(asking);
+  const done = recorder();
+  await second.follower.submit(second.job(), done.report);
+  second.clock.advance(POLL_MS);
+  await settle();
+  second.clock.advance(0);
+  await settle();
+  t.equal(calls.get, 2, 'a look that says lookNow is followed by another at once');
+  t.equal(done.terminals().length, 1);
+});
+
+/** A module with a watch (a socket) the test drives: it opens, tells, drops. */
+function watched(extra: Partial<ProtocolModule<Notes>> = {}) {
+  const opened: Array<{ tell: (look: Look) => void; drop: () => void; closedByUs: boolean }> = [];
+  const scriptedModule = scripted({
+    ...extra,
+    watch: (_f, tell) => {
+      let drop!: () => void;
+      const closed = new Promise<void>((resolve) => (drop = resolve));
+      const entry = { tell, drop, closedByUs: false };
+      opened.push(entry);
+      return {
+        closed,
+        close() {
+          entry.closedByUs = true;
+          drop();
+        },
+      };
+    },
+  });
+  return { ...scriptedModule, opened };
+}
+
+t.test("a module's watch: opened once the job is followed, what it tells is told, the backstop keeps its pace, closed at the end", async (t) => {
+  const { module, calls, opened } = watched();
+  const { clock, follower, job } = setUp(module);
+  const r = recorder();
+  await follower.submit(job(), r.report);
+  t.equal(opened.length, 0, 'not before submit answered');
+  await settle();
+  t.equal(opened.length, 1, 'opened after it');
+  clock.advance(POLL_MS - 100);
+  opened[0]!.tell({ type: 'pending', running: true, progress: ['Step 1 of 3.'] });
+  clock.advance(100);
+  await settle();
+  t.equal(calls.get, 1, 'what the watch tells does not push the backstop poll');
+  opened[0]!.tell({ type: 'lookNow' });
+  clock.advance(0);
+  await settle();
+  t.equal(calls.get, 2, 'a lookNow from the watch: a look at once');
+  opened[0]!.tell(succeeded);
+  await settle();
+  t.same(r.updates, [{ type: 'running' }, { type: 'progress', detail: 'Step 1 of 3.' }, { type: 'succeeded', files: [] }]);
+  t.ok(opened[0]!.closedByUs, 'closed at the end');
+  t.equal(clock.pendingTimers(), 0);
+
+  const resumed = recorder();
+  follower.resume('p-9', job({ generationId: 'gen-9' }), resumed.report);
+  await settle();
+  t.equal(opened.length, 2, 'a resumed job is watched too');
+  await follower.close();
+  t.ok(opened[1]!.closedByUs, 'and closed with the follower');
+});
+
+t.test('a watch that drops: a look at once, opened again after pollMs, doubling while it keeps dropping, back to pollMs once it tells', async (t) => {
+  const { module, calls, opened } = watched({ watchRetryMaxMs: 3_000 });
+  const { clock, follower, job } = setUp(module);
+  const r = recorder();
+  await follower.submit(job({ deadline: clock.now() + 600_000 }), r.report);
+  await settle();
+  const dropAndReopen = async (afterMs: number, what: string) => {
+    const before = opened.length;
+    const gets = calls.get;
+    opened.at(-1)!.drop();
+    await settle();
+    clock.advance(0);
+    await settle();
+    t.equal(calls.get, gets + 1, `${what}: a look at once`);
+    clock.advance(afterMs - 1);
+    await settle();
+    t.equal(opened.length, before, `${what}: not reopened before ${afterMs} ms`);
+    clock.advance(1);
+    await settle();
+    t.equal(opened.length, before + 1, `${what}: reopened after ${afterMs} ms`);
+  };
+  await dropAndReopen(POLL_MS, 'first drop');
+  await dropAndReopen(2 * POLL_MS, 'second drop');
+  await dropAndReopen(3_000, 'third drop, at watchRetryMaxMs');
+  opened.at(-1)!.tell({ type: 'pending' });
+  await dropAndReopen(POLL_MS, 'after it told something');
+  await follower.close();
+  t.same(r.terminals(), []);
+  t.equal(clock.pendingTimers(), 0);
+});
+
+t.test('cancelBeforeOverdue: the overdue outcome is told once the cancel is done, and not at all after our own cancel', async (t) => {
+  const answers: Array<() => void> = [];
+  const { module, calls } = scripted({
+    cancelBeforeOverdue: true,
+    cancel: (id, notes) => {
+      calls.cancel.push({ id, notes });
+      return new Promise<void>((resolve) => answers.push(resolve));
+    },
+  });
+  const { clock, follower, job } = setUp(module);
+  const r = recorder();
+  const { providerJobId } = await follower.submit(job({ deadline: clock.now() + 2_500 }), r.report);
+  clock.advance(2_500);
+  await settle();
+  t.same(calls.cancel, [{ id: providerJobId, notes: { n: 1 } }], 'the cancel went out');
+  t.same(r.updates, [], 'the outcome waits for it');
+  const polls = calls.get;
+  follower.deliverEvent(providerJobId, succeeded);
+  clock.advance(10 * POLL_MS);
+  await settle();
+  t.equal(calls.get, polls, 'no look meanwhile');
+  t.same(r.updates, [], 'nothing else is told meanwhile');
+  answers.shift()!();
+  await settle();
+  t.same(r.updates, [{ type: 'failed', errorCode: 'provider_timeout', errorMessage: 'overdue' }]);
+  t.equal(clock.pendingTimers(), 0);
+
+  const quiet = recorder();
+  const second = await follower.submit(job({ generationId: 'gen-2', deadline: clock.now() + 1_000 }), quiet.report);
+  clock.advance(1_000);
+  await settle();
+  const ours = follower.cancel(second.providerJobId);
+  t.equal(answers.length, 2, 'the overdue cancel, and ours');
+  for (const answer of answers.splice(0)) answer();
+  await ours;
+  await settle();
+  t.same(quiet.updates, [], 'our cancel while the overdue one is out: nothing told');
+});
