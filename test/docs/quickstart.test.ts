@@ -46,7 +46,7 @@ t.test('the quick start block is there, against the defaults of npm start', asyn
 });
 
 t.test('npm start, then the quick start pasted twice; SIGTERM to npm stops the server', async (t) => {
-  const { dataDir, postgres } = await durableStorage(t, 'gs-quickstart-');
+  const { dataDir, postgres } = await durableStorage(t, 'gs-quickstart-', { empty: true });
   const env: Record<string, string> = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', PORT: '0', METRICS_PORT: '0', DATA_DIR: dataDir };
   if (postgres) env.DATABASE_URL = postgres.url;
   const npm = spawn('npm', ['start'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });

@@ -10,7 +10,7 @@ import { MIGRATION_NAMES } from '../../persistence/migrations/names.ts';
  * node starts. On PostgreSQL with TEST_DATABASE_URL (an empty database of its own), PGlite on disk otherwise.
  */
 t.test('a node that does not migrate waits for the migrate step', async (t) => {
-  const { dataDir } = await durableStorage(t, 'gs-migrate-');
+  const { dataDir } = await durableStorage(t, 'gs-migrate-', { empty: true });
   const postgres = process.env.TEST_DATABASE_URL ? await freshDatabaseUrl({ empty: true }) : undefined;
   t.teardown(() => postgres?.drop());
   const env = { DATA_DIR: dataDir, ...(postgres ? { DATABASE_URL: postgres.url } : {}), HOST: '127.0.0.1', PORT: '0', LOG_LEVEL: 'warn' };
