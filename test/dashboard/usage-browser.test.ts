@@ -6,6 +6,7 @@ import { startTestServer, type TestServer } from '../helpers/server.ts';
 import { createKey, signUp } from '../helpers/identity.ts';
 import { get, MONEY_ENV, post } from '../money/support.ts';
 import { CHROMIUM, freePort, openBrowser, screenshot } from './support.ts';
+import { eventually } from '../helpers/eventually.ts';
 
 /**
  * Usage you can see, prices you can explain, budgets that warn, in Chromium: the usage chart (uPlot) with its
@@ -16,15 +17,15 @@ import { CHROMIUM, freePort, openBrowser, screenshot } from './support.ts';
 // Page-side: an image matched by the selector has loaded (a function, as the page's CSP refuses eval).
 const imageShown = `(selector) => { const img = document.querySelector(selector); return img !== null && img.complete && img.naturalWidth > 0; }`;
 
-async function finished(server: TestServer, cookie: string, workspaceId: string, id: string): Promise<any> {
-  // A bound against hanging only.
-  for (let i = 0; i < 3000; i++) {
-    const res = await get(server, `/v1/generations/${id}?workspaceId=${workspaceId}`, cookie);
-    if (['succeeded', 'failed', 'cancelled', 'expired'].includes(res.body.status)) return res.body;
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-  throw new Error(`${id} did not finish`);
-}
+// A bound against hanging only.
+const finished = (server: TestServer, cookie: string, workspaceId: string, id: string): Promise<any> =>
+  eventually(
+    async () => {
+      const res = await get(server, `/v1/generations/${id}?workspaceId=${workspaceId}`, cookie);
+      return ['succeeded', 'failed', 'cancelled', 'expired'].includes(res.body.status) && res.body;
+    },
+    { timeoutMs: 120_000, everyMs: 20, what: `${id} finishing` },
+  );
 
 if (!fs.existsSync(CHROMIUM)) {
   t.plan(0, `no browser at ${CHROMIUM}: install Debian's chromium (apt-get install -y chromium) to run the dashboard's browser tests`);
@@ -52,14 +53,13 @@ if (!fs.existsSync(CHROMIUM)) {
       ids.push(created.body.id);
     }
     for (const id of ids) await finished(server, owner.cookie, ws, id);
-    const budgets = await (async () => {
-      for (let i = 0; i < 500; i++) {
+    const budgets = await eventually(
+      async () => {
         const answer = await get(server, `/v1/budgets?workspaceId=${ws}`, owner.cookie);
-        if (answer.body.alerts.length > 0) return answer.body;
-        await new Promise((resolve) => setTimeout(resolve, 20));
-      }
-      throw new Error('no budget alert');
-    })();
+        return answer.body.alerts.length > 0 && answer.body;
+      },
+      { timeoutMs: 20_000, everyMs: 20, what: 'a budget alert' },
+    );
     t.equal(budgets.alerts[0].threshold, 10);
 
     const { page } = await openBrowser(t);

@@ -6,6 +6,7 @@ import path from 'node:path';
 import { durableStorage } from '../helpers/database.ts';
 import { ROOT } from '../fixtures/child.ts';
 import { freePort } from '../helpers/ports.ts';
+import { cameTrue } from '../helpers/eventually.ts';
 
 /**
  * README.md's quick start, as a newcomer runs it: `npm start` on its defaults (bound to 127.0.0.1, no
@@ -74,10 +75,7 @@ t.test('npm start, then the quick start pasted twice; SIGTERM to npm stops the s
   t.match(banner, /development mode: webhook receivers and input URLs on this machine \(loopback\) are allowed/, 'the banner says development mode is on');
   t.match(banner, /curl -si .*\/v1\/auth\/signup/, 'and how to sign up');
   t.match(banner, /npm run ops/, "and where the operator's commands are");
-  for (let i = 0; i < 600; i++) {
-    if ((await fetch(`${url}/health/ready`).catch(() => undefined))?.status === 200) break;
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
+  await cameTrue(async () => (await fetch(`${url}/health/ready`).catch(() => undefined))?.status === 200, Date.now() + 30_000, 50);
 
   const before = (await run('git', ['status', '--porcelain', '--untracked-files=all'], { cwd: ROOT, env: { PATH: env.PATH! } })).out;
   const seen = new Set<string>();

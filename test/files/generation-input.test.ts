@@ -3,6 +3,7 @@ import { startTestServer } from '../helpers/server.ts';
 import { createKey, signUp, withKey } from '../helpers/identity.ts';
 import { makePng } from '../helpers/files.ts';
 import { uploadAsset } from './support.ts';
+import { eventually } from '../helpers/eventually.ts';
 
 t.test('an uploaded image drives an image_to_image generation on the local provider', async (t) => {
   const server = await startTestServer(t, { env: { LOCAL_PROVIDER_LATENCY_MS: '0' } });
@@ -27,12 +28,13 @@ t.test('an uploaded image drives an image_to_image generation on the local provi
   t.equal(refused.status, 400, "another workspace's asset is not an input");
   const created = await server.json('/v1/generations', { method: 'POST', headers: withKey(key), body: body([asset.id]) });
   t.equal(created.status, 201, JSON.stringify(created.body));
-  let done: any;
-  for (let i = 0; i < 400; i++) {
-    done = (await server.json(`/v1/generations/${created.body.id}?workspaceId=${user.workspaceId}`, { headers: withKey(key) })).body;
-    if (['succeeded', 'failed'].includes(done.status)) break;
-    await new Promise((r) => setTimeout(r, 25));
-  }
+  const done = await eventually(
+    async () => {
+      const g = (await server.json(`/v1/generations/${created.body.id}?workspaceId=${user.workspaceId}`, { headers: withKey(key) })).body;
+      return ['succeeded', 'failed'].includes(g.status) && g;
+    },
+    { timeoutMs: 30_000, everyMs: 25, what: 'the generation ending' },
+  );
   t.equal(done.status, 'succeeded', JSON.stringify(done));
   t.equal(done.outputAssetIds.length, 1);
   const output = await server.json(`/v1/assets/${done.outputAssetIds[0]}?workspaceId=${user.workspaceId}`, { headers: auth });

@@ -10,6 +10,7 @@ import { freshDatabaseUrl } from '../helpers/database.ts';
 import { createKey, signUp } from '../helpers/identity.ts';
 import { ROOT } from '../fixtures/child.ts';
 import { get } from './support.ts';
+import { cameTrue, eventually, NotMetError } from '../helpers/eventually.ts';
 
 interface Ran {
   code: number | null;
@@ -42,26 +43,36 @@ function ops(args: string[], env: Record<string, string>): { done: Promise<Ran>;
   return { done, finished: () => ended };
 }
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
 /** Runs the command line while moving the server's clock, so the server's poll (and its mailbox) runs. */
 async function opsWhilePolling(clock: ManualClock, args: string[], env: Record<string, string>): Promise<Ran> {
   const run = ops(args, env);
-  for (let i = 0; i < 600 && !run.finished(); i++) {
-    clock.advance(DEFAULT_SWITCH_POLL_MS);
-    await sleep(50);
-  }
+  // Past the bound, the command's end is awaited as it is.
+  await cameTrue(
+    () => {
+      if (run.finished()) return true;
+      clock.advance(DEFAULT_SWITCH_POLL_MS);
+      return false;
+    },
+    Date.now() + 60_000,
+    50,
+  );
   return run.done;
 }
 
 /** The state GET /v1/generations/emergency-stop reports, once the server's refresh has run. */
 async function settled(server: TestServer, key: string, paused: boolean) {
-  for (let i = 0; i < 200; i++) {
-    const res = await get(server, '/v1/generations/emergency-stop', key);
-    if (res.body?.paused === paused) return res;
-    await sleep(20);
-  }
-  return get(server, '/v1/generations/emergency-stop', key);
+  const state = () => get(server, '/v1/generations/emergency-stop', key);
+  // Past the bound, the state as it is (for the caller's assertion to show).
+  return eventually(
+    async () => {
+      const res = await state();
+      return res.body?.paused === paused && res;
+    },
+    { timeoutMs: 10_000, everyMs: 20 },
+  ).catch((error) => {
+    if (error instanceof NotMetError) return state();
+    throw error;
+  });
 }
 
 function stateOf(ran: Ran) {

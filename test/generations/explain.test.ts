@@ -5,6 +5,7 @@ import t, { type Test } from 'tap';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
 import { createKey, signUp } from '../helpers/identity.ts';
 import { get, MONEY_ENV, post } from '../money/support.ts';
+import { eventually } from '../helpers/eventually.ts';
 
 /**
  * Prices you can explain: GET /v1/generations/:id carries its price terms, what they counted, the exact cost,
@@ -26,16 +27,17 @@ function tokenCatalog(t: Test): string {
   return file;
 }
 
-async function finished(server: TestServer, id: string, credential: string, workspaceId: string): Promise<any> {
-  // A bound against hanging only (a loaded machine runs the local model slowly).
-  for (let i = 0; i < 3000; i++) {
-    const res = await get(server, `/v1/generations/${id}?workspaceId=${workspaceId}`, credential);
-    if (['succeeded', 'failed', 'cancelled', 'expired'].includes(res.body.status)) return res.body;
-    if (res.status !== 200) throw new Error(`GET ${id}: ${res.status} ${JSON.stringify(res.body)}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-  throw new Error(`${id} did not finish`);
-}
+// A bound against hanging only (a loaded machine runs the local model slowly).
+const finished = (server: TestServer, id: string, credential: string, workspaceId: string): Promise<any> =>
+  eventually(
+    async () => {
+      const res = await get(server, `/v1/generations/${id}?workspaceId=${workspaceId}`, credential);
+      if (['succeeded', 'failed', 'cancelled', 'expired'].includes(res.body.status)) return res.body;
+      if (res.status !== 200) throw new Error(`GET ${id}: ${res.status} ${JSON.stringify(res.body)}`);
+      return undefined;
+    },
+    { timeoutMs: 120_000, everyMs: 20, what: `${id} finishing` },
+  );
 
 const NANO = 1_000_000_000n;
 

@@ -8,6 +8,7 @@ import { makePng } from '../helpers/files.ts';
 import { imageDimensions, sniffContentType } from '../../providers/local/sniff.ts';
 import { setPlan } from './support.ts';
 import { createGeneration, isTerminal, ledgerByGeneration, moneyOf, serverQuery, waitFor } from './flow.ts';
+import { eventually } from '../helpers/eventually.ts';
 
 const API_KEY = 'sk-test-0123456789';
 
@@ -239,11 +240,11 @@ t.test('cancelling a job whose request is in flight aborts the request', async (
   const { key } = await createKey(server, user.cookie, user.workspaceId, ['generations.write', 'generations.read']);
   const created = await createGeneration(server, key, user.workspaceId, { mode: 'text_to_text', model: 'openai/chat', params: { prompt: 'hang' } });
   await waitFor(server, key, user.workspaceId, created.body.id, (g) => g.status === 'running', 'running');
-  for (let i = 0; i < 400 && upstream.hanging() === 0; i++) await new Promise((r) => setTimeout(r, 10));
+  await eventually(() => upstream.hanging() !== 0, { timeoutMs: 10_000, what: 'the request reaching the fake' });
   t.equal(upstream.hanging(), 1, 'the request reached the server');
   const cancelled = await server.json(`/v1/generations/${created.body.id}/cancel?workspaceId=${user.workspaceId}`, { method: 'POST', headers: withKey(key) });
   t.equal(cancelled.status, 200);
-  for (let i = 0; i < 400 && upstream.closedEarly() === 0; i++) await new Promise((r) => setTimeout(r, 10));
+  await eventually(() => upstream.closedEarly() !== 0, { timeoutMs: 10_000, what: 'the request going away' });
   t.equal(upstream.closedEarly(), 1, 'the server saw the request go away');
 });
 
@@ -277,11 +278,13 @@ t.test("traced: the provider call is a span of the generation's trace, with its 
   t.equal(created.status, 201, JSON.stringify(created.body));
   const done = await waitFor(server, key, user.workspaceId, created.body.id, isTerminal, 'a terminal state');
   t.equal(done.status, 'succeeded');
-  let spans = exporter.getFinishedSpans();
-  for (let i = 0; i < 500 && !spans.some((s) => s.name === 'provider openai'); i++) {
-    await new Promise((resolve) => setTimeout(resolve, 20));
-    spans = exporter.getFinishedSpans();
-  }
+  const spans = await eventually(
+    () => {
+      const finished = exporter.getFinishedSpans();
+      return finished.some((s) => s.name === 'provider openai') && finished;
+    },
+    { timeoutMs: 20_000, everyMs: 20, what: 'the provider span' },
+  );
   const provider = spans.find((s) => s.name === 'provider openai' && s.attributes['generation.id'] === created.body.id);
   t.match(provider?.attributes, { 'gen_ai.provider.name': 'openai', 'gen_ai.request.model': 'openai/chat' });
   const create = spans.find((s) => s.name === 'POST /v1/generations');

@@ -3,6 +3,7 @@ import { startTestServer } from '../helpers/server.ts';
 import { createKey, signUp } from '../helpers/identity.ts';
 import { createGeneration, serverQuery, TERMINAL } from './flow.ts';
 import { directStatements, type DirectStatement } from '../../persistence/direct-transaction.ts';
+import { eventually } from '../helpers/eventually.ts';
 
 /**
  * A job of a provider that answers within its request and keeps nothing to look up (the local provider here,
@@ -90,12 +91,14 @@ t.test('a job still running after RIDE_MS is written as running before it ends',
     params: { prompt: 'a long one' },
   });
   t.equal(created.status, 201);
-  let row: Row | undefined;
-  for (;;) {
-    [row] = await query<Row>('select status, timeline, started_at, provider_job_id from generations where id = ?', [created.body.id]);
-    if (row && (row.status === 'running' || TERMINAL.includes(row.status))) break;
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
+  // Unbounded before: the bound is the file's timeout.
+  const row: Row | undefined = await eventually(
+    async () => {
+      const [found] = await query<Row>('select status, timeline, started_at, provider_job_id from generations where id = ?', [created.body.id]);
+      return found && (found.status === 'running' || TERMINAL.includes(found.status)) && found;
+    },
+    { timeoutMs: 180_000, everyMs: 20, what: 'the job running' },
+  );
   t.equal(row?.status, 'running', 'stored as running while it runs');
   t.same(
     row?.timeline.map((e) => e.status),

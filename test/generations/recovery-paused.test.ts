@@ -7,6 +7,7 @@ import { createKey, signUp } from '../helpers/identity.ts';
 import type { TestServer } from '../helpers/server.ts';
 import { ROOT, startNode, type Child } from '../fixtures/child.ts';
 import { createGeneration, getGeneration, httpClient, isTerminal, ledgerByGeneration, moneyOf, waitFor, type Gen } from './flow.ts';
+import { cameTrue, eventually, NotMetError } from '../helpers/eventually.ts';
 
 /**
  * kill -9 with jobs in flight, then a restart while the emergency stop is on: the jobs in flight at the crash
@@ -96,12 +97,9 @@ t.test(
     // Each job in flight at the crash is held: its generation actor says so once it has handled its recovery.
     // The loop reads only the server's log: polling GET here would spend the key's 60 requests a minute. A job handed
     // to its provider before the lift would carry a resubmission entry in its timeline, which the checks below read.
-    for (let i = 0; ; i++) {
-      const held = heldIds(second.child);
-      if (inFlight.every((id) => held.has(id))) break;
-      if (i === 600) throw new Error(`the jobs in flight were never held; held: ${[...held].join(', ')}`);
-      await new Promise((resolve) => setTimeout(resolve, 50));
-    }
+    await eventually(() => inFlight.every((id) => heldIds(second.child).has(id)), { timeoutMs: 60_000, everyMs: 50 }).catch((error) => {
+      throw error instanceof NotMetError ? new NotMetError(`the jobs in flight were never held; held: ${[...heldIds(second.child)].join(', ')}`) : error;
+    });
     for (const id of ids) {
       const g = await getGeneration(again, key, user.workspaceId, id);
       t.equal(g.status, id === ids[2] ? 'queued' : 'submitted', `${id} waits while the stop is on`);
@@ -139,10 +137,5 @@ t.test(
   },
 );
 
-async function waitReady(url: string): Promise<boolean> {
-  for (let i = 0; i < 600; i++) {
-    if ((await fetch(`${url}/health/ready`).catch(() => undefined))?.status === 200) return true;
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  return false;
-}
+const waitReady = (url: string): Promise<boolean> =>
+  cameTrue(async () => (await fetch(`${url}/health/ready`).catch(() => undefined))?.status === 200, Date.now() + 60_000, 50);

@@ -9,8 +9,7 @@ import { createKey, signUp } from '../helpers/identity.ts';
 import { ROOT } from '../fixtures/child.ts';
 import { generationRow, insertGenerations } from './support.ts';
 import { cancelGeneration, createGeneration, getGeneration, moneyOf, serverQuery, waitFor } from './flow.ts';
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+import { cameTrue } from '../helpers/eventually.ts';
 
 /** `npm run ops -- <args>` as a child process, moving the server's clock meanwhile so its poll (and mailbox) runs. */
 async function ops(clock: ManualClock, args: string[], env: Record<string, string>): Promise<{ code: number | null; stderr: string }> {
@@ -30,10 +29,16 @@ async function ops(clock: ManualClock, args: string[], env: Record<string, strin
       resolve({ code, stderr });
     }),
   );
-  for (let i = 0; i < 600 && !ended; i++) {
-    clock.advance(DEFAULT_SWITCH_POLL_MS);
-    await sleep(50);
-  }
+  // Moves the server's clock while the command runs; past the bound, the command's end is awaited as it is.
+  await cameTrue(
+    () => {
+      if (ended) return true;
+      clock.advance(DEFAULT_SWITCH_POLL_MS);
+      return false;
+    },
+    Date.now() + 60_000,
+    50,
+  );
   return done;
 }
 
@@ -99,10 +104,15 @@ t.test('releasing the emergency stop with the ops command starts queued jobs wit
   const resumed = await ops(clock, ['resume'], opsEnv);
   t.equal(resumed.code, 0, resumed.stderr);
   // On Postgres the command wrote the row itself: the server sees it at its next poll.
-  for (let i = 0; i < 200 && server.services.switches.generationPaused().paused; i++) {
-    clock.advance(DEFAULT_SWITCH_POLL_MS);
-    await sleep(20);
-  }
+  await cameTrue(
+    () => {
+      if (!server.services.switches.generationPaused().paused) return true;
+      clock.advance(DEFAULT_SWITCH_POLL_MS);
+      return false;
+    },
+    Date.now() + 20_000,
+    20,
+  );
   t.equal(server.services.switches.generationPaused().paused, false, 'the server took the resume');
 
   // No request is made to either workspace's create endpoint from here on.

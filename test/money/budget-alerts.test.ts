@@ -20,18 +20,22 @@ import type { Query } from './usage-support.ts';
 const image = (workspaceId: string, prompt: string) => ({ workspaceId, mode: 'text_to_image', model: 'local/image-fast', params: { prompt, numImages: 1 } });
 
 async function runOut(server: TestServer, clock: ManualClock, query: Query, workspaceId: string): Promise<void> {
-  for (let i = 0; i < 400; i++) {
-    await server.services.actors.drain();
-    await server.services.writer.flush();
-    const [row] = await query<{ n: string | number }>(
-      `select count(*) as n from generations where workspace_id = ? and status in ('queued', 'reserved', 'submitted', 'running')`,
-      [workspaceId],
-    );
-    if (Number(row!.n) === 0) return;
-    clock.advance(1_000);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-  throw new Error('jobs did not finish');
+  // Each try moves the clock a step when jobs are left (400 steps before, at 10 ms: a bound against hanging only).
+  await eventually(
+    async () => {
+      await server.services.actors.drain();
+      await server.services.writer.flush();
+      const [row] = await query<{ n: string | number }>(
+        `select count(*) as n from generations where workspace_id = ? and status in ('queued', 'reserved', 'submitted', 'running')`,
+        [workspaceId],
+      );
+      if (Number(row!.n) === 0) return true;
+      clock.advance(1_000);
+      return undefined;
+    },
+    'the jobs finishing',
+    60_000,
+  );
 }
 
 t.test('the rules: a threshold is crossed at its exact share, per period, for the workspace and each capped key', async (t) => {

@@ -4,6 +4,7 @@ import { durableStorage } from '../helpers/database.ts';
 import { startNode } from '../fixtures/child.ts';
 import { openDatabase } from '../../persistence/database.ts';
 import { BILLING_SECRET, signedEvent } from './support.ts';
+import { cameTrue } from '../helpers/eventually.ts';
 
 /**
  * Thousands of generations, cancellations, credit top-ups, wallet deposits and (duplicated) provider events
@@ -38,11 +39,7 @@ const env = {
 async function serve() {
   const child = startNode(t, 'test/fixtures/serve.ts', env);
   const url = (await child.line(/^listening (http:\/\/\S+)$/, 90_000))[1]!;
-  for (let i = 0; i < 600; i++) {
-    const ready = await fetch(`${url}/health/ready`).catch(() => undefined);
-    if (ready?.status === 200) break;
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
+  await cameTrue(async () => (await fetch(`${url}/health/ready`).catch(() => undefined))?.status === 200, Date.now() + 30_000, 50);
   return { child, url };
 }
 
@@ -224,11 +221,14 @@ t.test(`${OPERATIONS} concurrent money operations on one workspace, kill -9 part
     t.ok((answers.get(operation)?.get(success!) ?? 0) > 0, `${operation} succeeded (${success}) at least once`);
   }
 
-  for (let i = 0; i < 1200; i++) {
-    const usage = await call('GET', `/v1/usage?workspaceId=${ws}&from=2000-01-01`, { key });
-    if (usage.status === 200 && usage.body.generations.unfinished === 0) break;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
+  await cameTrue(
+    async () => {
+      const usage = await call('GET', `/v1/usage?workspaceId=${ws}&from=2000-01-01`, { key });
+      return usage.status === 200 && usage.body.generations.unfinished === 0;
+    },
+    Date.now() + 120_000,
+    100,
+  );
   const usage = await call('GET', `/v1/usage?workspaceId=${ws}&from=2000-01-01`, { cookie });
   t.equal(usage.body.generations.unfinished, 0, 'every generation finished');
 

@@ -5,6 +5,7 @@ import { createKey, signUp } from '../helpers/identity.ts';
 import { serverQuery } from '../generations/flow.ts';
 import { completeCheckout, get, MONEY_ENV, post } from './support.ts';
 import { recount, rollupsAndRecount, type Query } from './usage-support.ts';
+import { eventually } from '../helpers/eventually.ts';
 
 /**
  * GET /v1/usage answers from the usage rollups (whole days) and the rows of the partial edge days; these
@@ -19,32 +20,36 @@ const image = (prompt: string, paymentMode = 'wallet') => ({ mode: 'text_to_imag
  * workspaces has ended; a bound on the steps only against hanging.
  */
 async function runOut(server: TestServer, clock: ManualClock, query: Query, workspaceIds: string[]): Promise<void> {
-  for (let i = 0; i < 400; i++) {
-    await server.services.actors.drain();
-    await server.services.writer.flush();
-    const [row] = await query<{ n: string | number }>(
-      `select count(*) as n from generations where workspace_id in (?) and status in ('queued', 'reserved', 'submitted', 'running')`,
-      [workspaceIds],
-    );
-    if (Number(row!.n) === 0) return;
-    clock.advance(5_000);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-  throw new Error('jobs did not finish');
+  // Each try moves the clock a step when jobs are left (400 steps before, at 10 ms: a bound against hanging only).
+  await eventually(
+    async () => {
+      await server.services.actors.drain();
+      await server.services.writer.flush();
+      const [row] = await query<{ n: string | number }>(
+        `select count(*) as n from generations where workspace_id in (?) and status in ('queued', 'reserved', 'submitted', 'running')`,
+        [workspaceIds],
+      );
+      if (Number(row!.n) === 0) return true;
+      clock.advance(5_000);
+      return false;
+    },
+    { timeoutMs: 60_000, what: 'the jobs finishing' },
+  );
 }
 
 /** Waits for jobs started without a clock to end (wall-clock bound only against hanging). */
 async function drained(server: TestServer, query: Query, workspaceId: string): Promise<void> {
-  for (let i = 0; i < 2000; i++) {
-    await server.services.actors.drain();
-    const [row] = await query<{ n: string | number }>(
-      `select count(*) as n from generations where workspace_id = ? and status in ('queued', 'reserved', 'submitted', 'running')`,
-      [workspaceId],
-    );
-    if (Number(row!.n) === 0) return;
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-  throw new Error('jobs did not finish');
+  await eventually(
+    async () => {
+      await server.services.actors.drain();
+      const [row] = await query<{ n: string | number }>(
+        `select count(*) as n from generations where workspace_id = ? and status in ('queued', 'reserved', 'submitted', 'running')`,
+        [workspaceId],
+      );
+      return Number(row!.n) === 0;
+    },
+    { timeoutMs: 60_000, everyMs: 20, what: 'the jobs finishing' },
+  );
 }
 
 async function compareRollups(t: Test, query: Query) {

@@ -9,6 +9,7 @@ import { createKey, signUp } from '../helpers/identity.ts';
 import { serverQuery } from '../generations/flow.ts';
 import { auth, completeCheckout, get, MONEY_ENV, post } from './support.ts';
 import type { Query } from './usage-support.ts';
+import { eventually } from '../helpers/eventually.ts';
 
 /**
  * GET /v1/usage/series answers from the hourly and daily rows of usage_series: known jobs created in known
@@ -25,18 +26,21 @@ const image = (prompt: string, extra: Record<string, unknown> = {}) => ({
 });
 
 async function runOut(server: TestServer, clock: ManualClock, query: Query, workspaceIds: string[]): Promise<void> {
-  for (let i = 0; i < 400; i++) {
-    await server.services.actors.drain();
-    await server.services.writer.flush();
-    const [row] = await query<{ n: string | number }>(
-      `select count(*) as n from generations where workspace_id in (?) and status in ('queued', 'reserved', 'submitted', 'running')`,
-      [workspaceIds],
-    );
-    if (Number(row!.n) === 0) return;
-    clock.advance(5_000);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-  throw new Error('jobs did not finish');
+  // Each try moves the clock a step when jobs are left (400 steps before, at 10 ms: a bound against hanging only).
+  await eventually(
+    async () => {
+      await server.services.actors.drain();
+      await server.services.writer.flush();
+      const [row] = await query<{ n: string | number }>(
+        `select count(*) as n from generations where workspace_id in (?) and status in ('queued', 'reserved', 'submitted', 'running')`,
+        [workspaceIds],
+      );
+      if (Number(row!.n) === 0) return true;
+      clock.advance(5_000);
+      return false;
+    },
+    { timeoutMs: 60_000, what: 'the jobs finishing' },
+  );
 }
 
 const DIMENSION_SQL = { model: 'g.model_id', key: "coalesce(g.api_key_id, '')", project: "coalesce(g.project, '')", mode: 'g.mode' } as const;

@@ -2,6 +2,7 @@ import t from 'tap';
 import { sharedTestServer, type TestServer } from '../helpers/server.ts';
 import { createKey, signUp } from '../helpers/identity.ts';
 import { checkBooks, completeCheckout, get, MONEY_ENV, post } from './support.ts';
+import { eventually } from '../helpers/eventually.ts';
 
 const voice = (seconds: number, paymentMode: string) => ({
   mode: 'text_to_audio',
@@ -14,14 +15,14 @@ async function generate(server: TestServer, key: string, workspaceId: string, bo
   return post(server, '/v1/generations', key, { workspaceId, ...body });
 }
 
-async function settled(server: TestServer, key: string, workspaceId: string) {
-  for (let i = 0; i < 600; i++) {
-    const list = await get(server, `/v1/generations?workspaceId=${workspaceId}&limit=100`, key);
-    if (list.body.data.every((g: { status: string }) => ['succeeded', 'failed', 'cancelled', 'expired'].includes(g.status))) return list.body.data;
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-  throw new Error('generations did not finish');
-}
+const settled = (server: TestServer, key: string, workspaceId: string) =>
+  eventually(
+    async () => {
+      const list = await get(server, `/v1/generations?workspaceId=${workspaceId}&limit=100`, key);
+      return list.body.data.every((g: { status: string }) => ['succeeded', 'failed', 'cancelled', 'expired'].includes(g.status)) && list.body.data;
+    },
+    { timeoutMs: 30_000, everyMs: 25, what: 'the generations finishing' },
+  );
 
 async function deposit(server: TestServer, credential: string, workspaceId: string, amountCents: number) {
   const order = await post(server, '/v1/wallet/top-ups', credential, { workspaceId, amountCents });
@@ -178,11 +179,16 @@ t.test('wallet settings: the monthly spend cap refuses, auto-recharge deposits f
     'PATCH',
   );
   t.match(enabled, { status: 200, body: { settings: { autoRecharge: { enabled: true, thresholdCents: 1000, amountCents: 1500 } } } });
-  let wallet = enabled.body;
-  for (let i = 0; i < 200 && wallet.balanceCents !== 2300; i++) {
-    await new Promise((resolve) => setTimeout(resolve, 10));
-    wallet = (await get(server, `/v1/wallet?workspaceId=${ws}`, walletRead.key)).body;
-  }
+  const wallet =
+    enabled.body.balanceCents === 2300
+      ? enabled.body
+      : await eventually(
+          async () => {
+            const now = (await get(server, `/v1/wallet?workspaceId=${ws}`, walletRead.key)).body;
+            return now.balanceCents === 2300 && now;
+          },
+          { timeoutMs: 10_000, everyMs: 10, what: 'the automatic recharge' },
+        );
   t.equal(wallet.balanceCents, 2300, '800 under the 1000 threshold: 1500 deposited automatically');
   const deposits = await get(server, `/v1/wallet/deposits?workspaceId=${ws}`, walletRead.key);
   t.match(deposits.body.data, [

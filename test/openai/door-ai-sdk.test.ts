@@ -14,6 +14,7 @@ import { STARTING_CREDITS, writeTestCatalog } from '../helpers/provider-service.
 import { startFakeOpenAi } from '../fakes/openai.ts';
 import { moneyOf, serverQuery } from '../generations/flow.ts';
 import { tokenCharge } from '../../domain/catalog/pricing.ts';
+import { eventually } from '../helpers/eventually.ts';
 
 const fake = await startFakeOpenAi();
 t.teardown(() => fake.close());
@@ -55,13 +56,15 @@ async function workspace(options: { includeUsage?: boolean; apiKey?: string } = 
     },
   });
   const generation = async (id: string) => (await server.json(`/v1/generations/${id}?workspaceId=${user.workspaceId}`, { headers: withKey(key) })).body;
-  const settled = async (id: string) => {
-    for (;;) {
-      const g = await generation(id);
-      if (TERMINAL.includes(g.status)) return g;
-      await new Promise((resolve) => setTimeout(resolve, 25));
-    }
-  };
+  // Unbounded before: the bound is the file's (tap's timeout, 180 s).
+  const settled = (id: string) =>
+    eventually(
+      async () => {
+        const g = await generation(id);
+        return TERMINAL.includes(g.status) && g;
+      },
+      { timeoutMs: 180_000, everyMs: 25, what: `${id} ending` },
+    );
   const count = async () =>
     (await server.json(`/v1/generations?workspaceId=${user.workspaceId}&limit=100`, { headers: withKey(key) })).body.data.length as number;
   return { user, key, sdkRequests, model: provider.chatModel('acme/writer'), generation, settled, count, query: serverQuery(server) };

@@ -12,6 +12,7 @@ import { STARTING_CREDITS, writeTestCatalog } from '../helpers/provider-service.
 import { startFakeOpenAi } from '../fakes/openai.ts';
 import { moneyOf, serverQuery } from '../generations/flow.ts';
 import { tokenCharge } from '../../domain/catalog/pricing.ts';
+import { eventually } from '../helpers/eventually.ts';
 
 const fake = await startFakeOpenAi();
 t.teardown(() => fake.close());
@@ -51,13 +52,15 @@ async function workspaceOn(on: typeof server) {
   const { key } = await createKey(on, user.cookie, user.workspaceId);
   const openai = new OpenAI({ baseURL: `${on.url}/openai/v1`, apiKey: key, maxRetries: 0 });
   const generation = async (id: string) => (await on.json(`/v1/generations/${id}?workspaceId=${user.workspaceId}`, { headers: withKey(key) })).body;
-  const settled = async (id: string) => {
-    for (;;) {
-      const g = await generation(id);
-      if (['succeeded', 'failed', 'cancelled', 'expired'].includes(g.status)) return g;
-      await new Promise((resolve) => setTimeout(resolve, 25));
-    }
-  };
+  // Unbounded before: the bound is the file's (tap's timeout, 180 s).
+  const settled = (id: string) =>
+    eventually(
+      async () => {
+        const g = await generation(id);
+        return ['succeeded', 'failed', 'cancelled', 'expired'].includes(g.status) && g;
+      },
+      { timeoutMs: 180_000, everyMs: 25, what: `${id} ending` },
+    );
   return { user, key, openai, generation, settled, query: serverQuery(on) };
 }
 

@@ -8,6 +8,7 @@ import { startRelay } from '../helpers/relay.ts';
 import { serveDurable, withDatabase } from './crash-support.ts';
 import { dataUrl, startCogFake } from '../fakes/cog.ts';
 import { createGeneration, isTerminal, ledgerByGeneration, moneyOf, waitFor, type Gen } from '../generations/flow.ts';
+import { eventually } from '../helpers/eventually.ts';
 
 /**
  * kill -9 of the real server with Cog jobs at every phase: a PUT in flight whose answer never came (the run
@@ -66,12 +67,7 @@ async function serve() {
 
 const withDb = <T>(fn: Parameters<typeof withDatabase<T>>[1]) => withDatabase(storage, fn);
 
-const until = async (what: string, check: () => boolean) => {
-  for (let i = 0; !check(); i++) {
-    if (i > 2000) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-};
+const until = async (what: string, check: () => boolean): Promise<void> => void (await eventually(check, { timeoutMs: 20_000, what }));
 const webhooksOf = (id: string) => fake.webhooksSent.filter((w) => w.id === id).map((w) => [w.status, w.answer]);
 
 t.test('after kill -9 at every phase of a Cog job, each settles; one run per job; the money is exact', async (t) => {

@@ -5,6 +5,7 @@ import { createKey, signUp } from '../helpers/identity.ts';
 import { createGeneration, isTerminal, waitFor } from '../generations/flow.ts';
 import { png, startReplicateFake, TOKEN, VERSION } from '../fakes/replicate.ts';
 import { providerCatalogFile } from '../helpers/provider-catalog.ts';
+import { eventually } from '../helpers/eventually.ts';
 
 /**
  * A Replicate job in its trace: the provider's span in the trace of the create, and each call it makes under it
@@ -34,11 +35,13 @@ t.test("each call to Replicate is a span under the job's provider span, in the t
   t.equal(created.status, 201, JSON.stringify(created.body));
   const done = await waitFor(server, key, user.workspaceId, created.body.id, isTerminal, 'a terminal state');
   t.equal(done.status, 'succeeded', `${done.errorCode} ${done.errorMessage}`);
-  let spans = exporter.getFinishedSpans();
-  for (let i = 0; i < 500 && !spans.some((s) => s.name === 'provider replicate'); i++) {
-    await new Promise((resolve) => setTimeout(resolve, 20));
-    spans = exporter.getFinishedSpans();
-  }
+  const spans = await eventually(
+    () => {
+      const finished = exporter.getFinishedSpans();
+      return finished.some((s) => s.name === 'provider replicate') && finished;
+    },
+    { timeoutMs: 20_000, everyMs: 20, what: 'the provider span' },
+  );
   const provider = spans.find((s) => s.name === 'provider replicate' && s.attributes['generation.id'] === created.body.id);
   t.match(provider?.attributes, { 'gen_ai.provider.name': 'replicate', 'generation.deployment': 'traced-replicate' });
   const create = spans.find((s) => s.name === 'POST /v1/generations');

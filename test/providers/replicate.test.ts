@@ -2,6 +2,7 @@ import t from 'tap';
 import type { AdapterUpdate } from '../../providers/adapter.ts';
 import { imageDimensions, sniffContentType } from '../../providers/local/sniff.ts';
 import { adapterFor, jobFor, mp4, png, recorder, sleep, startReplicateFake, TOKEN, VERSION, wav, type ReplicateFake } from '../fakes/replicate.ts';
+import { eventually } from '../helpers/eventually.ts';
 
 let fake: ReplicateFake;
 t.before(async () => {
@@ -423,7 +424,8 @@ t.test('a followed job whose provider cannot be reached says so once, and again 
   const { providerJobId } = await adapter.submit(jobFor({ mode: 'text_to_text' }), rec.report);
   const notes = () => rec.updates.filter((u) => u.type === 'progress').map((u) => (u as { detail: string }).detail);
   fake.misbehave('get', { status: 503, body: 'down' }, { status: 502 }, { status: 503 });
-  while (!notes().some((n) => /reached again/.test(n))) await sleep(20);
+  // Unbounded before: the bound is the file's timeout.
+  await eventually(() => notes().some((n) => /reached again/.test(n)), { timeoutMs: 180_000, everyMs: 20, what: 'reached again' });
   const down = notes().filter((n) => /cannot be reached since/.test(n));
   t.equal(down.length, 1, `said once while it failed: ${JSON.stringify(notes())}`);
   t.match(down[0], /Replicate cannot be reached since \d{4}-\d\d-\d\dT[^:]+:\d\d:\d\d\.\d{3}Z: .*503/);

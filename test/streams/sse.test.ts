@@ -3,6 +3,7 @@ import net from 'node:net';
 import { startTestServer } from '../helpers/server.ts';
 import { createKey, signUp } from '../helpers/identity.ts';
 import { createGeneration, LIFECYCLE, openEventSource, readSse } from './support.ts';
+import { cameTrue } from '../helpers/eventually.ts';
 
 // One server for the file: a provider slow enough to connect while a job runs, pings every 300 ms,
 // and a small bound on what waits for a slow reader.
@@ -133,7 +134,7 @@ t.test('the workspace stream: filters, Last-Event-ID within the window, reset ou
   const lastId = mine.at(-1)!.id;
   const second = await createGeneration(server, key, ws);
   const poll = async () => (await server.json(`/v1/generations/${second.id}?workspaceId=${ws}`, { headers: auth })).body.status;
-  for (let i = 0; i < 600 && (await poll()) !== 'succeeded'; i++) await new Promise((resolve) => setTimeout(resolve, 100));
+  await cameTrue(async () => (await poll()) === 'succeeded', Date.now() + 60_000, 100);
   const resumed = await readSse(server, `/v1/events/stream?workspaceId=${ws}&mode=text_to_text`, { cookie: user.cookie, 'last-event-id': lastId }, (events) =>
     events.some((e) => e.data.generationId === second.id && e.data.status === 'succeeded'),
   );
@@ -186,7 +187,7 @@ t.test('a reader that does not read is cut off with a final event instead of bei
   socket.on('data', onData);
   const ended = new Promise((resolve) => socket.once('close', resolve));
   // Wait for its head, then stop reading.
-  for (let i = 0; i < 600 && !Buffer.concat(chunks).toString().includes('event: ready'); i++) await new Promise((resolve) => setTimeout(resolve, 50));
+  await cameTrue(() => Buffer.concat(chunks).toString().includes('event: ready'), Date.now() + 30_000, 50);
   socket.pause();
   const before = server.http.openStreams();
   // 64 KiB events, far past what the socket buffers hold and the 64 KiB bound.
@@ -223,7 +224,7 @@ t.test("a node's shutdown closes its streams with a reconnect hint", async (t) =
   const owner = await signUp(other);
   const otherKey = await createKey(other, owner.cookie, owner.workspaceId, ['generations.read']);
   const reading = readSse(other, `/v1/events/stream?workspaceId=${owner.workspaceId}`, { authorization: `Bearer ${otherKey.key}` });
-  for (let i = 0; i < 600 && other.http.openStreams() === 0; i++) await new Promise((resolve) => setTimeout(resolve, 50));
+  await cameTrue(() => other.http.openStreams() !== 0, Date.now() + 30_000, 50);
   await other.stop();
   const { text, events } = await reading;
   t.match(text, /retry: \d+\nid: |retry: \d+\nevent: shutdown/, 'a retry: hint with the last event');

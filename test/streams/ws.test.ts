@@ -3,6 +3,7 @@ import WebSocket from 'ws';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
 import { createKey, signUp } from '../helpers/identity.ts';
 import { createGeneration, LIFECYCLE } from './support.ts';
+import { eventually, NotMetError } from '../helpers/eventually.ts';
 
 const server = await startTestServer(t, { env: { LOCAL_PROVIDER_LATENCY_MS: '400', RATE_LIMIT_FREE: '100000', STREAM_MAX_BUFFER_BYTES: '65536' } });
 const user = await signUp(server);
@@ -40,11 +41,9 @@ async function connect(target: TestServer, headers: Record<string, string> = {})
     },
     send: (message: Record<string, unknown>) => socket.send(JSON.stringify(message)),
     async until(done: () => boolean, what: string, ms = 60_000) {
-      const deadline = Date.now() + ms;
-      while (!done()) {
-        if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; got ${JSON.stringify(messages)} closed ${JSON.stringify(closed)}`);
-        await new Promise((resolve) => setTimeout(resolve, 50));
-      }
+      await eventually(done, { timeoutMs: ms, everyMs: 50, what }).catch((error) => {
+        throw error instanceof NotMetError ? new NotMetError(`${error.message}; got ${JSON.stringify(messages)} closed ${JSON.stringify(closed)}`) : error;
+      });
     },
   };
 }

@@ -9,6 +9,7 @@ import { startService } from '../../app/service.ts';
 import { startTestServer } from '../helpers/server.ts';
 import { freshDatabaseUrl } from '../helpers/database.ts';
 import { counterBehavior, withCounters } from '../fixtures/counter-actor.ts';
+import { eventually } from '../helpers/eventually.ts';
 
 /** GET /v1/test/spans/:id logs a line, then asks a counter actor, which writes through the group-commit writer. */
 const probeRoute: RouteDef = defineRoute({
@@ -28,14 +29,8 @@ const probeRoute: RouteDef = defineRoute({
 });
 
 /** Spans reach an in-memory exporter a little after they end: wait until the ones we need are there. */
-async function spansFor(exporter: InMemorySpanExporter, done: (spans: ReadableSpan[]) => boolean): Promise<ReadableSpan[]> {
-  for (let i = 0; i < 500; i++) {
-    const spans = exporter.getFinishedSpans();
-    if (done(spans)) return spans;
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-  return exporter.getFinishedSpans();
-}
+const spansFor = (exporter: InMemorySpanExporter, done: (spans: ReadableSpan[]) => boolean): Promise<ReadableSpan[]> =>
+  eventually(() => done(exporter.getFinishedSpans()) && exporter.getFinishedSpans(), { timeoutMs: 10_000, what: 'the spans awaited' });
 
 const byName = (spans: ReadableSpan[], name: string) => spans.filter((s) => s.name === name);
 const parentOf = (span: ReadableSpan | undefined) => span?.parentSpanContext?.spanId;

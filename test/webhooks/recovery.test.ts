@@ -4,6 +4,7 @@ import { startNode } from '../fixtures/child.ts';
 import { openDatabase } from '../../persistence/database.ts';
 import { verifyWebhook } from '../../client/src/webhooks.ts';
 import { startReceiver } from './support.ts';
+import { eventually } from '../helpers/eventually.ts';
 
 /** The real service in a child process, on PGlite in a temp folder or a fresh Postgres database, killed with SIGKILL. */
 const { dataDir, postgres } = await durableStorage(t, 'gs-webhooks-');
@@ -35,15 +36,7 @@ async function serve() {
   return { child, url, call };
 }
 
-async function until<T>(probe: () => Promise<T | undefined>, what: string): Promise<T> {
-  const deadline = Date.now() + 60_000;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`never happened: ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
+const until = <T>(probe: () => Promise<T | undefined>, what: string): Promise<T> => eventually(probe, { timeoutMs: 60_000, everyMs: 50, what }) as Promise<T>;
 
 t.test('kill -9: the attempt on the wire is sent again, a scheduled retry resumes, and a job in flight still gets its event', async (t) => {
   const inFlight = await startReceiver(t);
