@@ -31,6 +31,10 @@ import type { PaymentEventReply, RechargeCharge, RenewalCharge, RenewReply, Wall
 import { writeMoney } from '../../persistence/stores/workspace/money.ts';
 import type { WorkspaceState } from './state.ts';
 
+/** The entries of `billing.charges`: a subscription's renewal charge, a workspace's auto-recharge charge. */
+const renewalChargeKey = (workspaceId: string, subscriptionId: string) => `renewal:${workspaceId}:${subscriptionId}`;
+const rechargeChargeKey = (workspaceId: string) => `recharge:${workspaceId}`;
+
 /** A renewal whose charge got no answer is tried again after this long. */
 const RENEWAL_RETRY_MS = 60_000;
 
@@ -121,7 +125,7 @@ export async function applyPaymentEvent(
 export async function renewSubscription(state: WorkspaceState, subscriptionId: string, ctx: ActorContext): Promise<Outcome<WorkspaceState, RenewReply>> {
   const now = ctx.clock.now();
   const { charges } = depsOf(ctx).billing;
-  const key = `renewal:${state.workspaceId}:${subscriptionId}`;
+  const key = renewalChargeKey(state.workspaceId, subscriptionId);
   if (charges.has(key)) return { state, reply: { nextAt: null } };
   const sub = await findSubscription(openUnit(ctx.db), state.workspaceId, subscriptionId);
   if (sub?.status !== 'active') return { state, reply: { nextAt: null } };
@@ -164,7 +168,7 @@ export async function renewalCharged(
   ctx: ActorContext,
 ): Promise<Outcome<WorkspaceState, NoReply>> {
   const { charges, renewals } = depsOf(ctx).billing;
-  charges.delete(`renewal:${state.workspaceId}:${charge.subscriptionId}`);
+  charges.delete(renewalChargeKey(state.workspaceId, charge.subscriptionId));
   const at = new Date(ctx.clock.now());
   if (!result) {
     ctx.logger.error({ subscriptionId: charge.subscriptionId, paymentId: charge.paymentId, error }, 'a renewal charge got no answer; retrying in a minute');
@@ -282,7 +286,7 @@ export function maybeAutoRecharge(state: WorkspaceState, ctx: ActorContext): voi
  */
 export function autoRecharge(state: WorkspaceState, ctx: ActorContext): Outcome<WorkspaceState, NoReply> {
   const { charges } = depsOf(ctx).billing;
-  const key = `recharge:${state.workspaceId}`;
+  const key = rechargeChargeKey(state.workspaceId);
   // One under way already (the state was reloaded since it started): its result ends `recharging`.
   if (charges.has(key)) return { state };
   const settings = state.wallet.autoRecharge;
@@ -318,7 +322,7 @@ export async function rechargeCharged(
   result: ChargeResult | null,
   ctx: ActorContext,
 ): Promise<Outcome<WorkspaceState, NoReply>> {
-  depsOf(ctx).billing.charges.delete(`recharge:${state.workspaceId}`);
+  depsOf(ctx).billing.charges.delete(rechargeChargeKey(state.workspaceId));
   state.recharging = false;
   if (!result) return { state };
   const at = new Date(ctx.clock.now());
