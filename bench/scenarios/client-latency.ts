@@ -2,7 +2,7 @@ import net from 'node:net';
 import { Agent, request } from 'undici';
 import { round } from '../lib/load.ts';
 import { backendPids, runPgbench, scratchDatabase, type ScratchDatabase } from '../lib/postgres.ts';
-import { processCpuSeconds, processesCpuSeconds } from '../lib/processes.ts';
+import { freePort, processCpuSeconds, processesCpuSeconds, startNodeServer, stopServer, waitUntilReady, type ChildServer } from '../lib/processes.ts';
 import type { ExtraServer, LoadSummary, Scenario } from '../lib/types.ts';
 import { measuredSummary } from '../lib/types.ts';
 import { benchWorkspaces } from './generations.ts';
@@ -24,6 +24,8 @@ type BenchWorkspace = Awaited<ReturnType<typeof benchWorkspaces>>[number];
 const CREATES_PER_WORKSPACE = Number(process.env.BENCH_CLIENT_LATENCY_CREATES ?? 450);
 /** The p50 an outside client's sequential creates should stay under on an idle machine. */
 const P50_TARGET_MS = 1.5;
+/** The most an outside client's create p50 may be of the floor's (bench/servers/durable-floor.ts), same client, same run. */
+const FLOOR_RATIO_TARGET = 1.25;
 const WORKSPACES_AT_ONCE = 8;
 /**
  * pgbench's one-client one-row insert, run right after the clients: a gauge of how loaded the machine and its
@@ -37,7 +39,7 @@ const GAUGE_S = 3;
  */
 const REST_S = 5;
 
-type ClientName = 'fetch' | 'undici' | 'socket';
+type ClientName = 'fetch' | 'undici' | 'socket' | 'floor';
 
 /** One create; resolves with the answer's status once its whole body is read. */
 type Create = (ws: BenchWorkspace) => Promise<number>;
@@ -48,9 +50,9 @@ interface Client {
   close(): Promise<void>;
 }
 
-function fetchClient(url: string): Client {
+function fetchClient(url: string, name: ClientName = 'fetch'): Client {
   return {
-    name: 'fetch',
+    name,
     async create(ws) {
       const res = await fetch(`${url}/v1/generations`, {
         method: 'POST',
@@ -134,7 +136,7 @@ interface Tally {
 const emptyTally = (): Tally => ({ latencies: [], errors: 0, wallS: 0, creates: 0, serviceCpuS: 0, databaseCpuS: 0, clientCpuUs: 0 });
 
 /** Fills one workspace with `count` creates from `client`, one after another; adds to `tally`. */
-async function fillWorkspace(client: Client, ws: BenchWorkspace, count: number, server: ExtraServer, db: ScratchDatabase, tally: Tally): Promise<void> {
+async function fillWorkspace(client: Client, ws: BenchWorkspace, count: number, server: { pid: number }, db: ScratchDatabase, tally: Tally): Promise<void> {
   const backends = await backendPids(db);
   const dbBefore = processesCpuSeconds(backends);
   const serviceBefore = processCpuSeconds(server.pid);
@@ -215,10 +217,10 @@ function figures(t: Tally) {
   };
 }
 
-function summary(name: string, t: Tally): LoadSummary {
+function summary(name: string, t: Tally, title = `one client (${name}), sequential durable POST /v1/generations, keep-alive (PostgreSQL)`): LoadSummary {
   const f = figures(t);
   return measuredSummary({
-    title: `one client (${name}), sequential durable POST /v1/generations, keep-alive (PostgreSQL)`,
+    title,
     url: '/v1/generations',
     method: 'POST',
     connections: 1,
@@ -237,6 +239,7 @@ export const clientLatency: Scenario = {
   async run(ctx) {
     const db = await scratchDatabase();
     let server: ExtraServer | undefined;
+    let floor: ChildServer | undefined;
     const clients: Client[] = [];
     try {
       server = await ctx.startService('service (client latency, provider latency 10 minutes)', {
@@ -244,28 +247,36 @@ export const clientLatency: Scenario = {
         RATE_LIMIT_TEAM: '1000000',
         LOCAL_PROVIDER_LATENCY_MS: '600000',
       });
-      clients.push(fetchClient(server.url), undiciClient(server.url), await socketClient(server.url));
+      floor = startNodeServer('durable floor (node:http + one committed INSERT)', 'bench/servers/durable-floor.ts', await freePort(), { DATABASE_URL: db.url });
+      await waitUntilReady(floor, '/health', 60_000);
+      clients.push(fetchClient(server.url), undiciClient(server.url), await socketClient(server.url), fetchClient(floor.url, 'floor'));
       const spare: BenchWorkspace[] = [];
       let used = 0;
+      let last: BenchWorkspace | undefined;
       const nextWorkspace = async (): Promise<BenchWorkspace> => {
         if (spare.length === 0) spare.push(...(await benchWorkspaces(server!, db, WORKSPACES_AT_ONCE)));
         used++;
-        return spare.shift()!;
+        last = spare.shift()!;
+        return last;
       };
+      // The floor takes the same body and ignores the key: it needs no workspace of its own.
+      const workspaceFor = async (client: Client) => (client.name === 'floor' && last ? last : nextWorkspace());
+      const serverOf = (client: Client) => (client.name === 'floor' ? floor! : server!);
       // Warm-up (discarded): one workspace's worth from each client.
-      for (const client of clients) await fillWorkspace(client, await nextWorkspace(), Math.min(CREATES_PER_WORKSPACE, 200), server, db, emptyTally());
+      for (const client of clients)
+        await fillWorkspace(client, await workspaceFor(client), Math.min(CREATES_PER_WORKSPACE, 200), serverOf(client), db, emptyTally());
       const tallies = new Map<ClientName, Tally>(clients.map((c) => [c.name, emptyTally()]));
       const callsBefore = await statementCalls(db);
       ctx.log(`client latency: ${CREATES_PER_WORKSPACE} creates per workspace, clients in turn, until each has run ${ctx.options.durationS} s`);
       while ([...tallies.values()].some((t) => t.wallS < ctx.options.durationS)) {
         for (const client of clients) {
           const tally = tallies.get(client.name)!;
-          if (tally.wallS < ctx.options.durationS) await fillWorkspace(client, await nextWorkspace(), CREATES_PER_WORKSPACE, server, db, tally);
+          if (tally.wallS < ctx.options.durationS) await fillWorkspace(client, await workspaceFor(client), CREATES_PER_WORKSPACE, serverOf(client), db, tally);
         }
       }
-      const [viaFetch, viaUndici, viaSocket] = (['fetch', 'undici', 'socket'] as const).map((n) => figures(tallies.get(n)!));
+      const [viaFetch, viaUndici, viaSocket, viaFloor] = (['fetch', 'undici', 'socket', 'floor'] as const).map((n) => figures(tallies.get(n)!));
       const callsAfter = callsBefore && (await statementCalls(db));
-      const creates = [...tallies.values()].reduce((sum, t) => sum + t.creates, 0);
+      const creates = [...tallies].reduce((sum, [name, t]) => sum + (name === 'floor' ? 0 : t.creates), 0);
       const statements = callsBefore && callsAfter ? statementsPerCreate(callsBefore, callsAfter, creates) : undefined;
       const rest = await atRest(server, db);
       const unfinished = Number(
@@ -282,13 +293,20 @@ export const clientLatency: Scenario = {
         ['fetch', viaFetch!],
         ['undici', viaUndici!],
         ['socket', viaSocket!],
+        ['floor', viaFloor!],
       ] as const) {
         ctx.log(
           `client latency, ${name}: ${Math.round(f.rate)} creates/s, p50 ${f.p50} ms, p90 ${f.p90} ms, p99 ${f.p99} ms; CPU per create: service ${f.serviceUs} µs, database ${f.databaseUs} µs, client ${f.clientUs} µs`,
         );
       }
       const result = summary('Node fetch', tallies.get('fetch')!);
-      const baseline = summary("undici request, the latency scenario's client", tallies.get('undici')!);
+      // The baseline is the floor of a durable create: node:http, one committed INSERT, the same client (Node fetch), same run.
+      const baseline = summary(
+        'durable floor',
+        tallies.get('floor')!,
+        'one client (Node fetch), sequential POST to node:http + one committed INSERT, keep-alive (PostgreSQL): the floor',
+      );
+      const floorRatio = round(viaFetch!.p50 / viaFloor!.p50, 2);
       const line = (name: string, f: ReturnType<typeof figures>) =>
         `${name}: ${round(f.rate, 1)} creates/s, p50 ${f.p50} ms, p90 ${f.p90} ms, p99 ${f.p99} ms, max ${f.max} ms; ` +
         `CPU per create: the service ${f.serviceUs} µs, the database's backends ${f.databaseUs} µs, the client ${f.clientUs} µs`;
@@ -300,6 +318,8 @@ export const clientLatency: Scenario = {
           line('Node fetch', viaFetch!),
           line("undici request (the latency scenario's client)", viaUndici!),
           line('a bare socket (HTTP/1.1 by hand: the service and the loopback alone)', viaSocket!),
+          line('the floor (bench/servers/durable-floor.ts: node:http, one committed INSERT, Node fetch)', viaFloor!),
+          `the service's create p50 ÷ the floor's, same client (Node fetch), same run: ${floorRatio}× (target ≤ ${FLOOR_RATIO_TARGET}: ${floorRatio <= FLOOR_RATIO_TARGET ? 'met' : 'not met'})`,
           `at rest right after, ${unfinished} unfinished jobs held or queued, no request for ${REST_S} s: the service used ${rest.servicePercent} % of a core, the database's backends ${rest.databasePercent} % ` +
             `(as CPU per create at fetch's rate: ${Math.round((rest.servicePercent * 1e4) / Math.max(1, viaFetch!.rate))} µs of the service's ${viaFetch!.serviceUs})`,
           ...(statements ? [`the database, measured by pg_stat_statements over the measured creates: ${statements}`] : []),
@@ -310,6 +330,7 @@ export const clientLatency: Scenario = {
     } finally {
       for (const client of clients) await client.close().catch(() => {});
       await server?.stop();
+      if (floor) await stopServer(floor);
       await db.drop();
     }
   },

@@ -960,7 +960,9 @@ export function comfyContext(overrides: Partial<AdapterContext> = {}): AdapterCo
     maxResponseBytes: 1 << 20,
     maxOutputBytes: 1 << 20,
     pollIntervalMs: 25,
-    requestTimeoutMs: 500,
+    // A bound against hanging only: on a loaded machine an answer of the fake can take more than a second.
+    // Tests of a hanging server give a short one (comfyui-failures.test.ts).
+    requestTimeoutMs: 10_000,
     now: () => Date.now(),
     ...overrides,
   };

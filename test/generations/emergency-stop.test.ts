@@ -20,7 +20,7 @@ interface Ran {
 
 /** `npm run ops -- …` as a child process (node --import tsx app/ops.ts …) with exactly this environment. */
 function ops(args: string[], env: Record<string, string>): { done: Promise<Ran>; finished: () => boolean } {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'app/ops.ts', ...args], {
+  const child = spawn(process.execPath, ['--import', './test/loader/register.mjs', 'app/ops.ts', ...args], {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', LOG_LEVEL: 'silent', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -41,7 +41,7 @@ async function withDatabase<T>(fn: (db: Awaited<ReturnType<typeof openDatabase>>
 
 /** `npm run ops -- <args>`: on PGlite it reaches the running server through its mailbox, on Postgres it writes the row. */
 function ops(args: string[]): Promise<{ code: number | null; stderr: string }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'app/ops.ts', ...args], {
+  const child = spawn(process.execPath, ['--import', './test/loader/register.mjs', 'app/ops.ts', ...args], {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', LOG_LEVEL: 'silent', ...databaseEnv },
     stdio: ['ignore', 'ignore', 'pipe'],

@@ -13,7 +13,7 @@ import { cameTrue } from '../helpers/eventually.ts';
 
 /** `npm run ops -- <args>` as a child process, moving the server's clock meanwhile so its poll (and mailbox) runs. */
 async function ops(clock: ManualClock, args: string[], env: Record<string, string>): Promise<{ code: number | null; stderr: string }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'app/ops.ts', ...args], {
+  const child = spawn(process.execPath, ['--import', './test/loader/register.mjs', 'app/ops.ts', ...args], {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', LOG_LEVEL: 'silent', ...env },
     stdio: ['ignore', 'ignore', 'pipe'],

@@ -10,7 +10,7 @@ t.teardown(() => fake.close());
 const settings = { baseUrl: fake.url, apiKey: KEY };
 const deployment = { id: 'sd15', target: { workflow: WORKFLOWS.textToImage, defaults: { steps: 20 } } };
 
-function adapterFor(t: Test, context = comfyContext(), withSettings: { baseUrl: string; apiKey?: string } = settings) {
+function adapterFor(t: Test, context = comfyContext({ requestTimeoutMs: 500 }), withSettings: { baseUrl: string; apiKey?: string } = settings) {
   const adapter = createComfyuiAdapter(withSettings, deployment, context);
   t.teardown(() => adapter.close());
   return adapter;

@@ -20,7 +20,7 @@ const adapterFor = (model = 'gpt-4o-mini', maxConcurrentJobs?: number) =>
 /** Lets pending timers and I/O run, so that an update that should not come would have come. */
 const settle = (ms = 100) => new Promise((resolve) => setTimeout(resolve, ms));
 
-async function waitUntil(check: () => boolean, timeoutMs = 3_000) {
+async function waitUntil(check: () => boolean, timeoutMs = 20_000) {
   await eventually(check, { timeoutMs });
 }
 

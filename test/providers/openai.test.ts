@@ -317,7 +317,7 @@ t.test('the openai client loads at the first call, not with the service or the a
     await adapter.close();
     console.log(JSON.stringify({ atStart, afterCall: await clientModules(), end: end.type, text: end.textOutput }));
   `;
-  const { stdout } = await promisify(execFile)(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
+  const { stdout } = await promisify(execFile)(process.execPath, ['--import', './test/loader/register.mjs', '--input-type=module', '-e', script], {
     cwd: ROOT,
     env: { ...process.env, FAKE_OPENAI_KEY: fake.apiKey, FAKE_OPENAI_URL: fake.url },
     timeout: 60_000,

@@ -76,7 +76,7 @@ t.test('each weak secret is refused in production, named, without its value', as
 });
 
 t.test('npm start stops with exit 78 naming the variable', async (t) => {
-  const run = spawnSync(process.execPath, ['--import', 'tsx', 'app/main.ts'], {
+  const run = spawnSync(process.execPath, ['--import', './test/loader/register.mjs', 'app/main.ts'], {
     cwd: ROOT,
     encoding: 'utf8',
     env: {
