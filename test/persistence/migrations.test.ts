@@ -58,7 +58,11 @@ t.test('a start on a database up to date loads neither the migrator nor the migr
     await db.close();
     console.log(JSON.stringify({ loaded }));
   `;
-  const run = spawnSync(process.execPath, ['--import', './test/loader/register.mjs', '--input-type=module', '-e', script], { cwd: ROOT, encoding: 'utf8', timeout: 60_000 });
+  const run = spawnSync(process.execPath, ['--import', './test/loader/register.mjs', '--input-type=module', '-e', script], {
+    cwd: ROOT,
+    encoding: 'utf8',
+    timeout: 60_000,
+  });
   t.equal(run.status, 0, run.stderr);
   t.same(JSON.parse(run.stdout.trim().split('\n').at(-1)!), { loaded: [] }, 'no module of the migrator was loaded');
 });
