@@ -59,6 +59,14 @@ function testFiles(dir) {
   });
 }
 
-for (const file of testFiles(path.join(root, 'test')).sort()) {
-  if (!usesBackend(file)) console.log(path.relative(root, file));
+/** The test files (paths from the repository's root, sorted) whose result cannot depend on the back end. */
+export function backendIndependent() {
+  return testFiles(path.join(root, 'test'))
+    .sort()
+    .filter((file) => !usesBackend(file))
+    .map((file) => path.relative(root, file));
+}
+
+if (process.argv[1] && path.resolve(process.argv[1]) === path.resolve(new URL(import.meta.url).pathname)) {
+  for (const file of backendIndependent()) console.log(file);
 }

@@ -9,6 +9,7 @@ import { StreamHub } from './streams/hub.ts';
 import { serveWebSockets } from './streams/ws.ts';
 import { InFlight } from './pipeline/in-flight.ts';
 import { requestHandler } from './pipeline/pipeline.ts';
+import { HandlerLease } from './handler-lease.ts';
 
 export interface HttpServerOptions {
   /** Whether spans are recorded (an exporter is configured); without, the request path makes none. */
@@ -49,28 +50,32 @@ export function createHttpServer(services: Services, routes: RouteDef[], options
   for (const route of routes) router.add(route);
   // Live streams are not requests in flight: idle() does not wait for them; closeStreams() ends them.
   const streams = new StreamHub(services.config.streams.pingMs);
-  serveWebSockets(app, services, streams, services.config.streams.maxBufferBytes, services.config.streams.pingMs);
+  // The app keeps its handlers for the life of the process: they are let go once it has closed.
+  const lease = new HandlerLease();
+  serveWebSockets(app, lease, services, streams, services.config.streams.maxBufferBytes, services.config.streams.pingMs);
   const inFlight = new InFlight();
   const tracing = options.tracing ?? true;
 
   app.any(
     '/*',
-    requestHandler({
-      services,
-      router,
-      streams,
-      tracing,
-      dashboard: options.dashboard ?? loadDashboard(),
-      accessLog: services.config.accessLog && services.logger.isLevelEnabled('info'),
-      // The request scope (log lines carry the request id) costs a promise hook on every promise made while
-      // any scope is alive; a silent logger has no use for it. A request answered without awaiting makes none.
-      // Tracing on, the scope holds the trace context as well, so it is entered anyway.
-      scoped: tracing || services.logger.level !== 'silent',
-      metrics: options.metrics,
-      inFlight,
-      // The fallback leaves HttpRequest.forEach and friends unimplemented: chosen once, here.
-      readRequest: engine === 'uws-native' ? readNativeRequest : readFallbackRequest,
-    }),
+    lease.hold(
+      requestHandler({
+        services,
+        router,
+        streams,
+        tracing,
+        dashboard: options.dashboard ?? loadDashboard(),
+        accessLog: services.config.accessLog && services.logger.isLevelEnabled('info'),
+        // The request scope (log lines carry the request id) costs a promise hook on every promise made while
+        // any scope is alive; a silent logger has no use for it. A request answered without awaiting makes none.
+        // Tracing on, the scope holds the trace context as well, so it is entered anyway.
+        scoped: tracing || services.logger.level !== 'silent',
+        metrics: options.metrics,
+        inFlight,
+        // The fallback leaves HttpRequest.forEach and friends unimplemented: chosen once, here.
+        readRequest: engine === 'uws-native' ? readNativeRequest : readFallbackRequest,
+      }),
+    ),
   );
 
   // The public port, and in cluster mode the internal one the other nodes forward requests to.
@@ -95,6 +100,7 @@ export function createHttpServer(services: Services, routes: RouteDef[], options
       // The native app's close() (absent from its typings) closes the listen sockets and every connection.
       // The pure-Node fallback has none: closing its listen socket already closed its idle connections.
       (app as TemplatedApp & { close?: () => void }).close?.();
+      lease.release();
     },
     idle: () => inFlight.idle(),
     inFlight: () => inFlight.size,

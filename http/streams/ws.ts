@@ -10,6 +10,7 @@ import { onFallback } from '../uws.ts';
 import type { Services } from '../services.ts';
 import { GenerationFeed, generationEventIdOf, listOf, WorkspaceFeed } from './feeds.ts';
 import type { Frame, FrameSink, OpenStream, StreamHub } from './hub.ts';
+import type { HandlerLease } from '../handler-lease.ts';
 
 export const WS_PATH = '/v1/ws';
 /** Close codes: 1008 refused (authentication), 1012 the node restarts (reconnect), 1013 the client read too slowly. */
@@ -76,15 +77,15 @@ interface Subscription {
  * (browsers, and the pure-Node fallback engine, which does not run custom upgrade handlers), as the
  * first message. Backpressure: past `maxBufferBytes` waiting in the socket, the connection is closed (1013).
  */
-export function serveWebSockets(app: TemplatedApp, services: Services, hub: StreamHub, maxBufferBytes: number, pingMs: number): void {
+export function serveWebSockets(app: TemplatedApp, lease: HandlerLease, services: Services, hub: StreamHub, maxBufferBytes: number, pingMs: number): void {
   app.ws<Connection>(WS_PATH, {
     maxPayloadLength: 16 * 1024,
     maxBackpressure: maxBufferBytes * 2,
     closeOnBackpressureLimit: 0,
     idleTimeout: Math.min(960, Math.max(8, Math.ceil((pingMs * 3) / 4000) * 4)),
     sendPingsAutomatically: true,
-    upgrade: onFallback ? undefined : (res, req, context) => upgrade(services, res, req, context),
-    open: (ws) => {
+    upgrade: onFallback ? undefined : lease.hold((res: HttpResponse, req: HttpRequest, context: us_socket_context_t) => upgrade(services, res, req, context)),
+    open: lease.hold((ws: WebSocket<Connection>) => {
       const connection = ws.getUserData();
       connection.subscriptions = new Map();
       connection.closed = false;
@@ -101,12 +102,12 @@ export function serveWebSockets(app: TemplatedApp, services: Services, hub: Stre
         );
         connection.authTimer.unref();
       }
-    },
-    message: (ws, data) => {
+    }),
+    message: lease.hold((ws: WebSocket<Connection>, data: ArrayBuffer) => {
       const text = Buffer.from(data).toString('utf8');
       onMessage(services, ws, text).catch((error: unknown) => services.logger.error({ err: error }, 'websocket message failed'));
-    },
-    close: (ws) => {
+    }),
+    close: lease.hold((ws: WebSocket<Connection>) => {
       const connection = ws.getUserData();
       connection.closed = true;
       if (connection.stream) connection.stream.closed = true;
@@ -114,7 +115,7 @@ export function serveWebSockets(app: TemplatedApp, services: Services, hub: Stre
       for (const subscription of connection.subscriptions.values()) subscription.stop();
       connection.subscriptions.clear();
       if (connection.stream) hub.remove(connection.stream);
-    },
+    }),
   });
 }
 

@@ -91,6 +91,10 @@ export function sharedTestServer(env: Record<string, string> = {}): Promise<Test
   const key = JSON.stringify(Object.entries(env).sort());
   let server = shared.get(key);
   if (!server) {
+    // Stopped when the file ends: in a group of files (test/groups/) the next file starts its own.
+    tap.teardown(() => {
+      shared.delete(key);
+    });
     server = startTestServer(tap, { env });
     shared.set(key, server);
   }

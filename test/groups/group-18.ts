@@ -1,0 +1,3 @@
+import { runThisGroup } from './run-group.ts';
+
+await runThisGroup(import.meta.url);

@@ -1,0 +1,197 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import t, { type Test } from 'tap';
+import { backendIndependent } from '../../.ci/backend-independent.mjs';
+
+/**
+ * Several test files in one process (docs/testing.md, "Test files in groups"). Every test file imports the
+ * root `t` of tap; here each file runs inside a subtest of its own, named by its path, and what the file
+ * asks of the root (its tests, teardowns, hooks, timeout, assertions) goes to that subtest while it runs. A
+ * file's teardowns so run when its tests end, its timeout is its own, and its output is the same subtest
+ * tap's runner prints for a file. What the group saves is the process: node's start, the import of the
+ * service and its dependencies (some 3 s of CPU each), and the compiler's warm-up.
+ *
+ * A file that cannot share a process is run alone: it is named in package.json's `tap.include`, which the
+ * groups read and leave out.
+ */
+
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+/** The per-file bound of tap's runner (package.json `tap.timeout`), kept for each file of a group. */
+const FILE_TIMEOUT_MS = 180_000;
+
+/** Every test file a group may run: under test/, named *.test.ts, outside fixtures, minus those run alone. */
+export function groupedFiles(): string[] {
+  const alone = new Set(aloneFiles());
+  return testFiles(path.join(ROOT, 'test'))
+    .map((file) => path.relative(ROOT, file))
+    .filter((file) => !alone.has(file))
+    .sort();
+}
+
+/** The test files package.json's `tap.include` names one by one: each in a process of its own. */
+export function aloneFiles(): string[] {
+  const manifest = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { tap: { include: string[] } };
+  return manifest.tap.include.filter((entry) => entry.endsWith('.test.ts') && !entry.includes('*'));
+}
+
+function testFiles(dir: string): string[] {
+  return fs.readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
+    const file = path.join(dir, entry.name);
+    if (entry.isDirectory()) return entry.name === 'fixtures' || entry.name === 'node_modules' ? [] : testFiles(file);
+    return entry.name.endsWith('.test.ts') ? [file] : [];
+  });
+}
+
+/** The files of group `index` of `count`: a contiguous slice of the sorted list, so a directory's files mostly share a group. */
+export function filesOfGroup(index: number, count: number, files = groupedFiles()): string[] {
+  return files.slice(Math.floor((index * files.length) / count), Math.floor(((index + 1) * files.length) / count));
+}
+
+/** The group an entry file is (test/groups/group-NN.ts: the NN-th, counting from 1, of as many as there are). */
+export function runThisGroup(entryUrl: string): Promise<void> {
+  const count = groupCount();
+  const number = Number(GROUP_ENTRY.exec(path.basename(fileURLToPath(entryUrl)))?.[1]);
+  return runGroup(number - 1, count);
+}
+
+/**
+ * How many groups there are: the entry files test/groups/group-01.ts … group-NN.ts, numbered without a gap
+ * (a gap would leave the files of the missing number in no group: refused).
+ */
+export function groupCount(): number {
+  const numbers = fs
+    .readdirSync(path.join(ROOT, 'test/groups'))
+    .flatMap((name) => {
+      const match = GROUP_ENTRY.exec(name);
+      return match ? [Number(match[1])] : [];
+    })
+    .sort((a, b) => a - b);
+  numbers.forEach((number, i) => {
+    if (number !== i + 1) throw new Error(`test/groups: group-${String(i + 1).padStart(2, '0')}.ts is missing (the groups are numbered from 01 without a gap)`);
+  });
+  return numbers.length;
+}
+
+const GROUP_ENTRY = /^group-(\d+)\.ts$/;
+
+/**
+ * Runs group `index` of `count` in this process, one file after another (TEST_GROUP_FILES, comma-separated
+ * paths, runs those instead: to find which neighbour a file cannot share a process with). With TEST_SKIP_BACKEND_INDEPENDENT
+ * set (CI's PostgreSQL and Redis half), files whose result cannot depend on the back end are left out, as
+ * the runner's --exclude leaves out such files run alone.
+ */
+export async function runGroup(index: number, count: number): Promise<void> {
+  let files = process.env.TEST_GROUP_FILES ? process.env.TEST_GROUP_FILES.split(',') : filesOfGroup(index, count);
+  if (process.env.TEST_SKIP_BACKEND_INDEPENDENT) {
+    const independent = new Set(backendIndependent());
+    files = files.filter((file) => !independent.has(file));
+  }
+  if (files.length === 0) {
+    t.plan(0, 'no file of this group runs on this back end');
+    return;
+  }
+  // The group's bound, a backstop: each file's own, for every file (a file's subtest has its own bound, which
+  // is what ends a hung file). A file that asks for a longer bound of its own adds it (runFile).
+  const rootSetTimeout = t.setTimeout.bind(t);
+  let budget = FILE_TIMEOUT_MS * files.length;
+  rootSetTimeout(budget);
+  const extendBy = (ms: number) => {
+    budget += ms;
+    rootSetTimeout(budget);
+  };
+  // The root's own `test`, taken before any file's forwarding replaces it (a subtest may start at once).
+  const rootTest = t.test.bind(t);
+  for (const file of files) {
+    rootTest(file, { timeout: FILE_TIMEOUT_MS }, (ft) => runFile(ft, file, extendBy));
+    if (process.env.TEST_GROUP_MEMORY) {
+      rootTest(`memory after ${file}`, async (mt) => {
+        (globalThis as { gc?: () => void }).gc?.();
+        mt.comment(
+          `rss ${Math.round(process.memoryUsage().rss / 1e6)} MB, heap ${Math.round(process.memoryUsage().heapUsed / 1e6)} MB, external ${Math.round(process.memoryUsage().external / 1e6)} MB, arrayBuffers ${Math.round(process.memoryUsage().arrayBuffers / 1e6)} MB`,
+        );
+        mt.pass();
+      });
+    }
+  }
+}
+
+/** The root's members a test file may call, each sent to the file's own subtest while it runs. */
+const FORWARDED = new Set<string>();
+
+async function runFile(ft: Test, file: string, extendBy: (ms: number) => void): Promise<void> {
+  const root = t as unknown as Record<string, unknown>;
+  const names = forwardedNames(root);
+  for (const name of names) {
+    Object.defineProperty(root, name, {
+      configurable: true,
+      writable: true,
+      value: (...args: unknown[]) => {
+        // The file's bound is its subtest's; the group's grows by as much.
+        if (name === 'setTimeout' && typeof args[0] === 'number') extendBy(args[0]);
+        return (ft as unknown as Record<string, (...a: unknown[]) => unknown>)[name]!(...args);
+      },
+    });
+  }
+  try {
+    await import(pathToFileURL(path.join(ROOT, file)).href);
+  } catch (error) {
+    // As a file that throws while loading fails in a process of its own.
+    ft.fail(`${file} failed to load`, { error });
+  }
+  // The file's subtest ends once the tests it queued have run; the forwarding stays until then (a test may
+  // reach the root later: sharedTestServer's teardown, a helper handed the root), and is replaced by the
+  // next file's when it starts.
+}
+
+function forwardedNames(root: Record<string, unknown>): string[] {
+  if (FORWARDED.size === 0) {
+    for (const name of ASSERTIONS_AND_CONTROL) if (typeof root[name] === 'function') FORWARDED.add(name);
+  }
+  return [...FORWARDED];
+}
+
+/** What a test file calls on the root: its structure, and any assertion at its top level. */
+const ASSERTIONS_AND_CONTROL = [
+  'test',
+  'skip',
+  'todo',
+  'only',
+  'teardown',
+  'before',
+  'after',
+  'beforeEach',
+  'afterEach',
+  'setTimeout',
+  'plan',
+  'comment',
+  'pass',
+  'fail',
+  'ok',
+  'notOk',
+  'equal',
+  'not',
+  'same',
+  'notSame',
+  'strictSame',
+  'strictNotSame',
+  'match',
+  'notMatch',
+  'matchOnly',
+  'matchStrict',
+  'has',
+  'hasStrict',
+  'notHas',
+  'type',
+  'error',
+  'throws',
+  'doesNotThrow',
+  'rejects',
+  'resolves',
+  'resolveMatch',
+  'emits',
+  'mockImport',
+  'mockRequire',
+  'capture',
+  'intercept',
+];
