@@ -74,6 +74,10 @@ export function startTracing(config: Config['telemetry'], options: TelemetryOpti
     logRecordProcessors: [],
   });
   sdk.start();
+  // The SDK enables an instrumentation only if its config says it is off; these were made on (enabled at
+  // construction), so one disabled by an earlier start's shutdown would stay off: enabled here (a no-op
+  // when on), which patches the clients it hooked before again.
+  for (const instrumentation of instrumentations) instrumentation.enable();
   patchLoadedModules(instrumentations);
   return {
     tracer: trace.getTracer(config.serviceName),
