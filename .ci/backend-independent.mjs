@@ -51,7 +51,8 @@ function usesBackend(file) {
   return false;
 }
 
-function testFiles(dir) {
+/** The test files (*.test.ts) under `dir`, absolute paths, fixtures and node_modules left out. */
+export function testFiles(dir) {
   return fs.readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
     const p = path.join(dir, e.name);
     if (e.isDirectory()) return e.name === 'fixtures' || e.name === 'node_modules' ? [] : testFiles(p);

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import t, { type Test } from 'tap';
-import { backendIndependent } from '../../.ci/backend-independent.mjs';
+import { backendIndependent, testFiles } from '../../.ci/backend-independent.mjs';
 
 /**
  * Several test files in one process (docs/testing.md, "Test files in groups"). Every test file imports the
@@ -15,6 +15,54 @@ import { backendIndependent } from '../../.ci/backend-independent.mjs';
  * A file that cannot share a process is run alone: it is named in package.json's `tap.include`, which the
  * groups read and leave out.
  */
+
+/** What a test file calls on the root: its structure, and any assertion at its top level. */
+const ASSERTIONS_AND_CONTROL = [
+  'test',
+  'skip',
+  'todo',
+  'only',
+  'teardown',
+  'before',
+  'after',
+  'beforeEach',
+  'afterEach',
+  'setTimeout',
+  'plan',
+  'comment',
+  'pass',
+  'fail',
+  'ok',
+  'notOk',
+  'equal',
+  'not',
+  'same',
+  'notSame',
+  'strictSame',
+  'strictNotSame',
+  'match',
+  'notMatch',
+  'matchOnly',
+  'matchStrict',
+  'has',
+  'hasStrict',
+  'notHas',
+  'type',
+  'error',
+  'throws',
+  'doesNotThrow',
+  'rejects',
+  'resolves',
+  'resolveMatch',
+  'emits',
+  'mockImport',
+  'mockRequire',
+  'capture',
+  'intercept',
+];
+
+/** The root's members a test file may call, each sent to the file's own subtest while it runs. */
+const FORWARDED = ASSERTIONS_AND_CONTROL.filter((name) => typeof (t as unknown as Record<string, unknown>)[name] === 'function');
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 /** The per-file bound of tap's runner (package.json `tap.timeout`), kept for each file of a group. */
@@ -33,14 +81,6 @@ export function groupedFiles(): string[] {
 export function aloneFiles(): string[] {
   const manifest = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { tap: { include: string[] } };
   return manifest.tap.include.filter((entry) => entry.endsWith('.test.ts') && !entry.includes('*'));
-}
-
-function testFiles(dir: string): string[] {
-  return fs.readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
-    const file = path.join(dir, entry.name);
-    if (entry.isDirectory()) return entry.name === 'fixtures' || entry.name === 'node_modules' ? [] : testFiles(file);
-    return entry.name.endsWith('.test.ts') ? [file] : [];
-  });
 }
 
 /** The files of group `index` of `count`: a contiguous slice of the sorted list, so a directory's files mostly share a group. */
@@ -107,22 +147,18 @@ export async function runGroup(index: number, count: number): Promise<void> {
     if (process.env.TEST_GROUP_MEMORY) {
       rootTest(`memory after ${file}`, async (mt) => {
         (globalThis as { gc?: () => void }).gc?.();
-        mt.comment(
-          `rss ${Math.round(process.memoryUsage().rss / 1e6)} MB, heap ${Math.round(process.memoryUsage().heapUsed / 1e6)} MB, external ${Math.round(process.memoryUsage().external / 1e6)} MB, arrayBuffers ${Math.round(process.memoryUsage().arrayBuffers / 1e6)} MB`,
-        );
+        const { rss, heapUsed, external, arrayBuffers } = process.memoryUsage();
+        const mb = (bytes: number) => `${Math.round(bytes / 1e6)} MB`;
+        mt.comment(`rss ${mb(rss)}, heap ${mb(heapUsed)}, external ${mb(external)}, arrayBuffers ${mb(arrayBuffers)}`);
         mt.pass();
       });
     }
   }
 }
 
-/** The root's members a test file may call, each sent to the file's own subtest while it runs. */
-const FORWARDED = new Set<string>();
-
 async function runFile(ft: Test, file: string, extendBy: (ms: number) => void): Promise<void> {
   const root = t as unknown as Record<string, unknown>;
-  const names = forwardedNames(root);
-  for (const name of names) {
+  for (const name of FORWARDED) {
     Object.defineProperty(root, name, {
       configurable: true,
       writable: true,
@@ -143,55 +179,3 @@ async function runFile(ft: Test, file: string, extendBy: (ms: number) => void): 
   // reach the root later: sharedTestServer's teardown, a helper handed the root), and is replaced by the
   // next file's when it starts.
 }
-
-function forwardedNames(root: Record<string, unknown>): string[] {
-  if (FORWARDED.size === 0) {
-    for (const name of ASSERTIONS_AND_CONTROL) if (typeof root[name] === 'function') FORWARDED.add(name);
-  }
-  return [...FORWARDED];
-}
-
-/** What a test file calls on the root: its structure, and any assertion at its top level. */
-const ASSERTIONS_AND_CONTROL = [
-  'test',
-  'skip',
-  'todo',
-  'only',
-  'teardown',
-  'before',
-  'after',
-  'beforeEach',
-  'afterEach',
-  'setTimeout',
-  'plan',
-  'comment',
-  'pass',
-  'fail',
-  'ok',
-  'notOk',
-  'equal',
-  'not',
-  'same',
-  'notSame',
-  'strictSame',
-  'strictNotSame',
-  'match',
-  'notMatch',
-  'matchOnly',
-  'matchStrict',
-  'has',
-  'hasStrict',
-  'notHas',
-  'type',
-  'error',
-  'throws',
-  'doesNotThrow',
-  'rejects',
-  'resolves',
-  'resolveMatch',
-  'emits',
-  'mockImport',
-  'mockRequire',
-  'capture',
-  'intercept',
-];
