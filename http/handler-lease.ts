@@ -8,13 +8,17 @@
 export class HandlerLease {
   #releases: Array<() => void> = [];
 
-  /** `fn`, called through a reference this lease drops on release; once released, the stand-in does nothing. */
-  hold<A extends unknown[], R>(fn: (...args: A) => R): (...args: A) => R | undefined {
-    let target: ((...args: A) => R) | undefined = fn;
+  /**
+   * `fn`, called through a reference this lease drops on release; once released, the stand-in does nothing.
+   * uWS calls a handler with at most three arguments; they are passed as they are, without collecting them
+   * in an array (the request handler's stand-in runs on every request).
+   */
+  hold<A extends [unknown?, unknown?, unknown?], R>(fn: (...args: A) => R): (...args: A) => R | undefined {
+    let target = fn as unknown as ((a: unknown, b: unknown, c: unknown) => R) | undefined;
     this.#releases.push(() => {
       target = undefined;
     });
-    return (...args: A) => target?.(...args);
+    return ((a: unknown, b: unknown, c: unknown) => target?.(a, b, c)) as unknown as (...args: A) => R | undefined;
   }
 
   /** Drops every handler held: call once the app has closed its sockets (its close callbacks have run). */
