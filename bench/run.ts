@@ -123,7 +123,7 @@ async function main(): Promise<number> {
     await waitUntilReady(server, '/health/ready', READY_TIMEOUT_MS);
     log(`${name} ready: ${server.url} (pid ${server.pid})`);
     extraByPid.set(server.pid, server);
-    return { name, url: server.url, pid: server.pid, stop: () => stopServer(server) };
+    return { name, url: server.url, pid: server.pid, stop: () => stopServer(server), allocatedBytes: server.allocatedBytes };
   };
 
   const load = async (request: LoadRequest): Promise<LoadSummary> => {

@@ -1,4 +1,5 @@
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
+import { AllocationTally } from './gc-trace.ts';
 import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
@@ -13,8 +14,10 @@ export interface ChildServer {
   child: ChildProcess;
   pid: number;
   url: string;
-  /** Lines printed so far (stdout and stderr, last 200). */
+  /** Lines printed so far (stdout and stderr, last 200), `--trace-gc` lines aside. */
   output: string[];
+  /** Bytes its V8 heap allocated so far, from its `--trace-gc` lines; undefined without them (bench/lib/gc-trace.ts). */
+  allocatedBytes(): number | undefined;
   exited: Promise<number | null>;
   hasExited(): boolean;
 }
@@ -63,15 +66,23 @@ export function startNodeServer(name: string, script: string, port: number, env:
   );
   if (child.pid === undefined) throw new Error(`could not start ${name}`);
   const output: string[] = [];
-  const keep = (chunk: Buffer) => {
-    for (const line of chunk.toString('utf8').split('\n')) {
-      if (line.trim() === '') continue;
-      output.push(line);
-      if (output.length > 200) output.shift();
-    }
+  const allocation = new AllocationTally();
+  const keep = (line: string) => {
+    if (line.trim() === '' || allocation.add(line)) return;
+    output.push(line);
+    if (output.length > 200) output.shift();
   };
-  child.stdout!.on('data', keep);
-  child.stderr!.on('data', keep);
+  // Whole lines of each stream (a chunk may end inside one).
+  for (const stream of [child.stdout!, child.stderr!]) {
+    let partial = '';
+    stream.setEncoding('utf8');
+    stream.on('data', (chunk: string) => {
+      const lines = (partial + chunk).split('\n');
+      partial = lines.pop()!;
+      for (const line of lines) keep(line);
+    });
+    stream.on('end', () => keep(partial));
+  }
   let exited = false;
   const server: ChildServer = {
     name,
@@ -79,6 +90,7 @@ export function startNodeServer(name: string, script: string, port: number, env:
     pid: child.pid,
     url: `http://127.0.0.1:${port}`,
     output,
+    allocatedBytes: () => allocation.bytes,
     exited: new Promise((resolve) =>
       child.once('exit', (code, signal) => {
         exited = true;

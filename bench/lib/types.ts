@@ -66,6 +66,8 @@ export interface ExtraServer {
   pid: number;
   /** SIGTERM and wait (SIGKILL after a grace period); also done for every server when the run ends. */
   stop(): Promise<void>;
+  /** Bytes its V8 heap allocated so far, when it runs with `--trace-gc` (bench/lib/gc-trace.ts). */
+  allocatedBytes(): number | undefined;
 }
 
 export interface BenchContext {

@@ -67,6 +67,8 @@ interface Round {
   storeCpuSeconds: number | undefined;
   /** CPU of the whole machine (every process, the database, Redis, this harness and others' load). */
   machineCpuSeconds: number | undefined;
+  /** Bytes the worker process's heap allocated during the round (the service with BENCH_TRACE_GC), or undefined. */
+  allocatedBytes: number | undefined;
   refused: number;
   failed: number;
 }
@@ -94,6 +96,8 @@ interface System {
   diagnose?(): Promise<string>;
   /** Profile summary notes (service only, with BENCH_CPU_PROF_DIR), then cleanup. */
   stop(): Promise<string[]>;
+  /** Bytes its worker process allocated so far (the service with BENCH_TRACE_GC: its `--trace-gc` lines). */
+  allocatedBytes?(): number | undefined;
 }
 
 const shareOf = (p: number, total: number) => Math.floor(total / PRODUCERS) + (p < total % PRODUCERS ? 1 : 0);
@@ -115,6 +119,7 @@ async function runRound(system: System, jobs: number): Promise<Round> {
   const store0 = await storeCpu(system);
   const cpu0 = processCpuSeconds(system.workerPid);
   const machine0 = systemBusyCpuSeconds();
+  const allocated0 = system.allocatedBytes?.();
   const t0 = performance.now();
   let enqueuedAt = 0;
   const refusals = await Promise.all(Array.from({ length: PRODUCERS }, (_, p) => system.produce(p, shareOf(p, jobs))));
@@ -142,6 +147,7 @@ async function runRound(system: System, jobs: number): Promise<Round> {
   const cpu1 = processCpuSeconds(system.workerPid);
   const machine1 = systemBusyCpuSeconds();
   const store1 = await storeCpu(system);
+  const allocated1 = system.allocatedBytes?.();
   return {
     jobs: now.done - before.done,
     seconds,
@@ -149,6 +155,7 @@ async function runRound(system: System, jobs: number): Promise<Round> {
     workerCpuSeconds: cpu0 === undefined || cpu1 === undefined ? undefined : cpu1 - cpu0,
     storeCpuSeconds: cpuBetween(store0, store1),
     machineCpuSeconds: machine0 === undefined || machine1 === undefined ? undefined : machine1 - machine0,
+    allocatedBytes: allocated0 === undefined || allocated1 === undefined ? undefined : allocated1 - allocated0,
     refused: refusals.reduce((a, b) => a + b, 0),
     failed: now.failed - before.failed,
   };
@@ -215,7 +222,8 @@ async function serviceSystem(ctx: BenchContext, clustered: boolean, batched = fa
     const name = clustered
       ? 'service, CLUSTER=true, 1 node (PostgreSQL + Redis)'
       : `service (PostgreSQL)${batched ? ', batches of 100' : ', one create per job'}`;
-    const server = await ctx.startService(name, env);
+    // BENCH_TRACE_GC: the service prints its collections, from which its allocation per job is read.
+    const server = await ctx.startService(name, env, process.env.BENCH_TRACE_GC ? ['--trace-gc'] : []);
     cleanup.unshift(() => server.stop());
     if (clustered) {
       // Measured once the node holds every shard (a shard not yet adopted answers 503).
@@ -250,6 +258,7 @@ async function serviceSystem(ctx: BenchContext, clustered: boolean, batched = fa
         : 'yes: 201 after the job and its credit reservation are committed (synchronous_commit on)',
       settings: `${batched ? `POST /v1/generations/batch with ${BATCH} jobs a call` : 'one POST /v1/generations per job'}, ${WORKSPACES} team-plan workspaces in turn, LOCAL_PROVIDER_LATENCY_MS=0${clustered ? ', one cluster node owning all shards' : ''}`,
       workerPid: server.pid,
+      allocatedBytes: server.allocatedBytes,
       async produce(_p, count) {
         let refused = 0;
         for (let sent = 0; sent < count; ) {
@@ -557,8 +566,11 @@ function describe(m: Measured): string {
   const at = (p: number) => round(latencies[Math.min(latencies.length - 1, Math.floor((p / 100) * latencies.length))] ?? 0, 1);
   const enqueueLatency = latencies.length > 0 ? ` (each enqueue p50 ${at(50)} ms, p99 ${at(99)} ms)` : '';
   const refused = m.rounds.reduce((a, r) => a + r.refused, 0);
+  const allocated = m.rounds.every((r) => r.allocatedBytes !== undefined)
+    ? `; heap allocated per job by the worker process (its --trace-gc, BENCH_TRACE_GC) ${Math.round(median(m.rounds.map((r) => r.allocatedBytes! / r.jobs)) / 1024)} KB`
+    : '';
   return (
-    `${m.system.name}: ${s.reqPerSec} jobs/s (rounds ${rounds}), enqueued at ${enqueue} jobs/s${enqueueLatency}; CPU per job: worker process ${s.serverCpuUsPerRequest ?? '?'} µs${store}${machine}` +
+    `${m.system.name}: ${s.reqPerSec} jobs/s (rounds ${rounds}), enqueued at ${enqueue} jobs/s${enqueueLatency}; CPU per job: worker process ${s.serverCpuUsPerRequest ?? '?'} µs${store}${machine}${allocated}` +
     `${s.errors > 0 ? `, ${s.errors} jobs failed` : ''}${refused > 0 ? `, ${refused} enqueues refused and sent again` : ''}; durable: ${m.system.durable}; settings: ${m.system.settings}`
   );
 }
@@ -622,6 +634,7 @@ export const peers: Scenario = {
             `peers round ${r}: ${m.system.name}: ${result.jobs} jobs in ${result.seconds.toFixed(2)} s = ${Math.round(result.jobs / result.seconds)} jobs/s` +
               ` (enqueued in ${result.enqueueSeconds.toFixed(2)} s), worker CPU ${result.workerCpuSeconds === undefined ? '?' : Math.round((result.workerCpuSeconds * 1e6) / result.jobs)} µs/job` +
               `${result.storeCpuSeconds === undefined ? '' : `, store CPU ${Math.round((result.storeCpuSeconds * 1e6) / result.jobs)} µs/job`}` +
+              `${result.allocatedBytes === undefined ? '' : `, worker heap allocation ${Math.round(result.allocatedBytes / result.jobs / 1024)} KB/job`}` +
               `${result.failed ? `, ${result.failed} failed` : ''}${result.refused ? `, ${result.refused} refused` : ''}`,
           );
         }
