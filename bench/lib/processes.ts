@@ -1,9 +1,9 @@
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
-import { AllocationTally } from './gc-trace.ts';
 import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { AllocationTally } from './gc-trace.ts';
 
 export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const orphanGuard = pathToFileURL(path.join(repoRoot, 'bench', 'lib', 'orphan-guard.ts')).href;

@@ -88,6 +88,9 @@ export function filesOfGroup(index: number, count: number, files = groupedFiles(
   return files.slice(Math.floor((index * files.length) / count), Math.floor(((index + 1) * files.length) / count));
 }
 
+/** An entry file's name: group-NN.ts. */
+const GROUP_ENTRY = /^group-(\d+)\.ts$/;
+
 /** The group an entry file is (test/groups/group-NN.ts: the NN-th, counting from 1, of as many as there are). */
 export function runThisGroup(entryUrl: string): Promise<void> {
   const count = groupCount();
@@ -112,8 +115,6 @@ export function groupCount(): number {
   });
   return numbers.length;
 }
-
-const GROUP_ENTRY = /^group-(\d+)\.ts$/;
 
 /**
  * Runs group `index` of `count` in this process, one file after another (TEST_GROUP_FILES, comma-separated
