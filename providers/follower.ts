@@ -17,9 +17,9 @@ import { UnclaimedEvents } from './unclaimed-events.ts';
  * The job follower: one per deployment, on the injected clock. A provider's protocol module (below) only
  * maps requests and answers and makes the HTTP calls; the follower keeps the jobs followed and owns
  * everything about time and order: the backstop poll at the deployment's pollMs, events (webhooks, through
- * the module's `parseEvent`), streams and watches (a provider's socket), the deadline, cancels, the submission
- * window after a restart, and one outcome per job. Above it, the job's caller sees a ProviderAdapter exactly
- * as before.
+ * the module's `parseEvent`), streams and watches (a provider's socket), the request of a provider that
+ * answers within it (`answer`), the deadline, cancels, the submission window after a restart, and one outcome
+ * per job. Above it, the job's caller sees a ProviderAdapter exactly as before.
  */
 
 export type TerminalUpdate = Extract<AdapterUpdate, { type: 'succeeded' | 'failed' }>;
@@ -57,6 +57,12 @@ export interface CallContext {
   wait(ms: number, signal?: AbortSignal): Promise<void>;
 }
 
+/** What the request of a job answered within it may use besides a call's: its answer's pieces, told as they come. */
+export interface AnswerCall extends CallContext {
+  /** A piece of a streamed answer, told at once as the job's `output` (nothing after the job's end). */
+  output(delta: string): void;
+}
+
 export interface Submitted<N> {
   providerJobId: string;
   notes: N;
@@ -64,6 +70,16 @@ export interface Submitted<N> {
   first?: Look;
   /** Deltas of a streamed answer: read from after submit resolved until the job's end (bounded by `drainMs` then). */
   stream?(onDelta: (delta: string) => void, signal: AbortSignal): Promise<void>;
+  /**
+   * The request whose answer is the job's outcome (a provider that answers within it: OpenAI). The follower
+   * makes it once the caller holds the provider job id, and the job runs from then (`running`); the pieces
+   * it streams are told as they come (`output`), and the look it resolves to ends the job: `over` with its
+   * outcome, or `ending` when its outputs are still to be read (as for any job over at its provider, the
+   * deadline no longer cuts it then); a throw is failed. Its signal aborts on a cancel, at the deadline and on
+   * close, which stops the request in flight. Nothing is looked up meanwhile (no backstop poll), and a
+   * `resume` of the job while it is followed here hands its updates to the new report instead.
+   */
+  answer?(call: AnswerCall): Promise<Look>;
 }
 
 /**
@@ -92,8 +108,8 @@ export interface ProtocolModule<N> {
    * `adopted`: the job was handed over again and an event of its earlier submission named it (the submission window).
    */
   resume(providerJobId: string, job: AdapterJob, adopted?: boolean): { notes: N } | { failure: ProviderFailure };
-  /** One look at the job (the backstop poll). */
-  get(followed: Followed<N>, call: CallContext): Promise<Look>;
+  /** One look at the job (the backstop poll). Absent: nothing to look up (a job's `answer` is its outcome), so no poll. */
+  get?(followed: Followed<N>, call: CallContext): Promise<Look>;
   /** Asks the provider to stop the job; never throws. `notes` when the job is followed here. */
   cancel(providerJobId: string, notes: N | undefined, signal: AbortSignal): Promise<void>;
   verifyEvent?(event: InboundEvent): VerifiedEvent;
@@ -159,7 +175,10 @@ export interface ProtocolModule<N> {
 export type LookAfter = 'submitted' | 'resumed' | 'adopted' | 'event' | 'look';
 
 interface Follow<N> extends Followed<N> {
+  /** Whom the job's updates go to; a resume while its `answer` is out here hands them to another. */
   report: Report;
+  /** Its outcome is its request's `answer`: no backstop poll. */
+  answers: boolean;
   /** following: polled and told; settling: its outcome is being read; ended: told its end, or dropped. */
   phase: 'following' | 'settling' | 'ended';
   running: boolean;
@@ -257,9 +276,10 @@ export class JobFollower<N> {
     } finally {
       if (this.submitting.get(job.generationId) === submitting) this.submitting.delete(job.generationId);
     }
-    const f = this.follow(submitted.providerJobId, job, report, submitted.notes, 'submitted');
+    const f = this.follow(submitted.providerJobId, job, report, submitted.notes, 'submitted', submitted.answer !== undefined);
     // Told after submit answered, so the caller holds the provider job id first.
     setImmediate(() => {
+      if (submitted.answer && f.phase === 'following') void this.ask(f, submitted.answer);
       if (submitted.stream && f.phase === 'following') this.openStream(f, submitted.stream);
       if (submitted.first) this.apply(f, submitted.first);
       this.catchUp(f);
@@ -276,6 +296,12 @@ export class JobFollower<N> {
 
   resume(providerJobId: string, job: AdapterJob, report: Report): void {
     if (this.closing.signal.aborted) return;
+    const answering = this.follows.get(providerJobId);
+    if (answering?.answers) {
+      // Its request is still out here, and nothing could look the job up again: its answer goes to the new report.
+      answering.report = report;
+      return;
+    }
     const resumed = this.module.resume(providerJobId, job);
     if ('failure' in resumed) {
       report({ type: 'failed', errorCode: resumed.failure.code, errorMessage: resumed.failure.message });
@@ -374,7 +400,7 @@ export class JobFollower<N> {
     return after === 'resumed' ? 0 : this.context.pollIntervalMs;
   }
 
-  private follow(providerJobId: string, job: AdapterJob, report: Report, notes: N, after: LookAfter): Follow<N> {
+  private follow(providerJobId: string, job: AdapterJob, report: Report, notes: N, after: LookAfter, answers = false): Follow<N> {
     const previous = this.follows.get(providerJobId);
     if (previous) this.end(previous);
     const f: Follow<N> = {
@@ -382,6 +408,7 @@ export class JobFollower<N> {
       job,
       notes,
       report,
+      answers,
       phase: 'following',
       running: false,
       polling: false,
@@ -423,7 +450,7 @@ export class JobFollower<N> {
 
   private schedule(f: Follow<N>, delayMs: number): void {
     f.poll?.cancel();
-    if (f.phase !== 'following' || this.closing.signal.aborted) return;
+    if (f.phase !== 'following' || f.answers || !this.module.get || this.closing.signal.aborted) return;
     f.poll = this.clock.setTimer(() => void this.poll(f), delayMs);
   }
 
@@ -433,7 +460,7 @@ export class JobFollower<N> {
     f.lookAgain = false;
     let look: Look;
     try {
-      look = await this.module.get(f, this.callOf(f.abort.signal, f.report));
+      look = await this.module.get!(f, this.callOf(f.abort.signal, f.report));
     } catch (error) {
       look = { type: 'over', update: failedUpdate(error) };
     }
@@ -497,6 +524,31 @@ export class JobFollower<N> {
     void cancelled.then(() => {
       if (f.phase === 'settling') this.end(f, update);
     });
+  }
+
+  /**
+   * Makes the job's request, whose answer is its outcome: the job runs from now, each piece is told as it
+   * comes, and the answer ends the job unless a cancel, the deadline or close did first (all three abort it).
+   */
+  private async ask(f: Follow<N>, answer: NonNullable<Submitted<N>['answer']>): Promise<void> {
+    this.running(f);
+    const signal = f.abort.signal;
+    const call: AnswerCall = {
+      signal,
+      say: (detail) => this.tell(f, { type: 'progress', detail }),
+      wait: (ms, waitSignal = signal) => this.wait(ms, waitSignal),
+      // Straight to the job's report: a piece of a token stream takes no other hop.
+      output: (delta) => {
+        if (f.phase === 'following' && delta !== '') f.report({ type: 'output', delta });
+      },
+    };
+    let look: Look;
+    try {
+      look = await answer(call);
+    } catch (error) {
+      look = { type: 'over', update: failedUpdate(error) };
+    }
+    this.apply(f, look);
   }
 
   private openStream(f: Follow<N>, stream: NonNullable<Submitted<N>['stream']>): void {

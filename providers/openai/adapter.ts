@@ -1,45 +1,32 @@
 import { randomUUID } from 'node:crypto';
-import type { ClientOptions, default as OpenAI } from 'openai';
-import { RateLimitError } from 'openai/error';
+import type { default as OpenAI } from 'openai';
 import { toFile } from 'openai/uploads';
-import {
-  PROVIDER_ERROR_CODES,
-  ProviderFailure,
-  type AdapterContext,
-  type AdapterJob,
-  type AdapterUpdate,
-  type InputFile,
-  type ProviderAdapter,
-  type Report,
-} from '../adapter.ts';
-import { boundedFetch } from './bounded-fetch.ts';
+import { PROVIDER_ERROR_CODES, ProviderFailure, type AdapterContext, type AdapterJob, type InputFile, type ProviderAdapter } from '../adapter.ts';
+import { type AnswerCall, followedAdapter, type Look, type ProtocolModule, type TerminalUpdate } from '../follower.ts';
+import { DEFAULT_RATE_LIMIT_ATTEMPTS } from '../upstream-http.ts';
+import { type CallBounds, type CallOptions, openaiClient } from './client.ts';
 import type { OpenAiDeploymentTarget } from './deployment.ts';
-import { failureOf, rateLimitWaitMs } from './failures.ts';
+import { failureOf } from './failures.ts';
+import { type OpenAiNotes, overdueFailure } from './notes.ts';
 import { ChatStreamReading, chatUpdate, imagesUpdate, speechUpdate } from './outputs.ts';
+import { waitingOutRateLimits } from './rate-limits.ts';
 import { chatRequest, imageCount, imageGenerateRequest, imageResponseFormat, imageSize, speechRequest } from './requests.ts';
 import type { OpenAiSettings } from './settings.ts';
-import { streamingFetch } from './streaming-fetch.ts';
-import { DEFAULT_RATE_LIMIT_ATTEMPTS, rateLimitBackoffMs } from '../upstream-http.ts';
-
-/** The first backoff after a 429 that asks for no wait (doubling, with jitter: providers/upstream-http.ts). */
-const RATE_LIMIT_BASE_MS = 1_000;
-
-type Fetch = (input: string | URL | Request, init?: RequestInit) => Promise<Response>;
-/** Each call's id (the job's), sent to OpenAI too (its support can find the request by it). */
-const REQUEST_ID_HEADER = 'X-Client-Request-Id';
 
 /**
  * OpenAI and OpenAI-compatible servers (vLLM, Ollama, llama.cpp's server, LM Studio) through the official
- * `openai` client: chat completions (text_to_text), images/generations (text_to_image), images/edits
- * (image_to_image) and audio/speech (text_to_audio).
+ * `openai` client (./client.ts): chat completions (text_to_text), images/generations (text_to_image),
+ * images/edits (image_to_image) and audio/speech (text_to_audio).
  *
- * Each job is one HTTP call that answers with the result, so the provider job id is ours
- * (`openai_<uuid>`, also sent as X-Client-Request-Id) and nothing can be looked up later: `resume` of a job
- * this process no longer holds fails it (OPENAI_RESUME_LOST). The client's own retries are off; a 429 is
- * waited out here, up to the job's deadline. A chat answer is streamed (unless the deployment's `stream` is
- * false): each piece of its text is reported as an `output` update as it arrives, through streamingFetch,
- * which bounds the stream's bytes and time as it flows. Every other answer is read whole, bounded in bytes
- * and time, by boundedFetch before the client parses it.
+ * A protocol module on the job follower (providers/follower.ts), which owns the job's request, its deadline,
+ * its cancel and its one outcome. Each job is one HTTP call that answers with the result (the submission's
+ * `answer`), so the provider job id is ours (`openai_<uuid>`, also sent as X-Client-Request-Id) and nothing
+ * can be looked up later: `resume` of a job whose request is not out in this process fails it
+ * (OPENAI_RESUME_LOST). The client's own retries are off; a 429 is waited out on the follower's clock, up to
+ * the job's deadline. A chat answer is streamed (unless the deployment's `stream` is false): each piece of
+ * its text is told as an `output` update as it arrives, through streamingFetch, which bounds the stream's
+ * bytes and each wait as it flows. Every other answer is read whole, bounded in bytes and time, by
+ * boundedFetch before the client parses it.
  */
 export const OPENAI_MODES = ['text_to_text', 'text_to_image', 'image_to_image', 'text_to_audio'] as const;
 
@@ -50,165 +37,129 @@ export const OPENAI_RESUME_LOST = {
     `The request ${providerJobId} to OpenAI was in flight when the service stopped; OpenAI answers within that request and keeps no job to look up, so its outcome is lost.`,
 };
 
-interface Running {
-  controller: AbortController;
-  report: Report;
-}
+const over = (update: TerminalUpdate): Look => ({ type: 'over', update });
 
 export function createOpenAiAdapter(
   settings: OpenAiSettings,
   deployment: { id: string; target: OpenAiDeploymentTarget },
   context: AdapterContext,
 ): ProviderAdapter {
+  return followedAdapter(openaiProtocol(settings, deployment, context), context);
+}
+
+export function openaiProtocol(
+  settings: OpenAiSettings,
+  deployment: { id: string; target: OpenAiDeploymentTarget },
+  context: AdapterContext,
+): ProtocolModule<OpenAiNotes> {
   const target = deployment.target;
   const secrets = [settings.apiKey];
   const timeoutMs = settings.timeoutMs ?? context.requestTimeoutMs;
-  // Made at the first call: the client's module and its resources (some 115 modules, 0.1-0.2 s) load only
-  // in a service that calls OpenAI, not at every start.
-  let client: Promise<OpenAI> | undefined;
-  /**
-   * One client for every call (made once: a client per call costs its resources' objects each time); each
-   * call's bounded fetch is found by its X-Client-Request-Id, the job's id, registered for the call.
-   */
-  const fetches = new Map<string, Fetch>();
-  const fetchOfCall: Fetch = (input, init) => {
-    const id = new Headers(init?.headers).get(REQUEST_ID_HEADER);
-    const fetch = id === null ? undefined : fetches.get(id);
-    if (!fetch) return Promise.reject(new Error('A call to OpenAI went out without its bounds.'));
-    return fetch(input, init);
-  };
-  const clientOptions: ClientOptions = {
-    apiKey: settings.apiKey,
-    baseURL: settings.baseUrl,
-    // Passed explicitly so that the client reads nothing from the environment itself.
-    organization: settings.organization ?? null,
-    project: null,
-    webhookSecret: null,
-    maxRetries: 0,
-    timeout: timeoutMs,
-    logLevel: 'off',
-  };
-  const jobs = new Map<string, Running>();
-  let closed = false;
+  const clientFor = openaiClient(settings, timeoutMs);
+  const rateLimits = { maxAttempts: context.rateLimitAttempts ?? DEFAULT_RATE_LIMIT_ATTEMPTS, now: () => context.now() };
 
-  /**
-   * The client for one call: its answer bounded to `maxBytes`, the call to what is left before the deadline.
-   * Streamed: the bytes of the whole stream bounded as they flow, each wait (the headers, then between two
-   * pieces) to the call's bound, the whole stream to the deadline.
-   */
-  async function clientFor(
-    providerJobId: string,
-    job: AdapterJob,
-    signal: AbortSignal,
-    maxBytes: number,
-    streamed = false,
-  ): Promise<{ api: OpenAI; options: { signal: AbortSignal; headers: Record<string, string>; timeout: number } }> {
-    client ??= import('openai').then(({ default: Client }) => new Client({ ...clientOptions, fetch: fetchOfCall }));
-    const api = await client;
-    const left = job.deadline - context.now();
-    if (left <= 0) throw new ProviderFailure(PROVIDER_ERROR_CODES.timeout, 'The job reached its deadline before OpenAI answered.');
-    const ms = Math.max(1, Math.min(timeoutMs, left));
-    fetches.set(providerJobId, streamed ? streamingFetch({ maxBytes, idleMs: ms, totalMs: left }) : boundedFetch(maxBytes, ms));
-    // The client's own timer (up to the headers only) runs a little longer, so that ours fires first.
-    return { api, options: { signal, headers: { [REQUEST_ID_HEADER]: providerJobId }, timeout: ms + 1_000 } };
+  /** One job's request. */
+  interface Asked {
+    providerJobId: string;
+    job: AdapterJob;
+    notes: OpenAiNotes;
+    on: AnswerCall;
   }
 
   /**
-   * Calls `call` again after each 429 (not for insufficient_quota), waiting what OpenAI asks or else
-   * rateLimitBackoffMs, for at most the deployment's rateLimitAttempts calls and while the wait ends before the
-   * deadline; then the 429 is the job's failure (provider_rate_limited, which the router may send on).
+   * One call of the job's request, its 429s waited out: the client with the call's bounds, the call's id.
+   * What the deadline would cut (the call out, streamed or not) is in the job's notes.
    */
-  async function waitingOutRateLimits<T>(providerJobId: string, job: AdapterJob, signal: AbortSignal, call: () => Promise<T>): Promise<T> {
-    const maxAttempts = context.rateLimitAttempts ?? DEFAULT_RATE_LIMIT_ATTEMPTS;
-    let limited: RateLimitError | undefined;
-    for (let calls = 1; ; calls++) {
-      try {
-        return await call();
-      } catch (error) {
-        // A call after a wait that the deadline overtook (the wait ended just before it, the call did not):
-        // the job spent its time waiting out 429s, and fails as rate limited, not as timed out.
-        if (limited && !(error instanceof RateLimitError) && context.now() >= job.deadline) throw limited;
-        if (!(error instanceof RateLimitError)) throw error;
-        limited = error;
-        // What OpenAI asks for (retry-after-ms, Retry-After: it says to the millisecond); without either, backoff
-        // with jitter, as every adapter waits (providers/upstream-http.ts).
-        const asked = rateLimitWaitMs(error, context.now(), 0);
-        if (asked === undefined || calls >= maxAttempts) throw error;
-        const wait = asked > 0 ? asked : rateLimitBackoffMs(calls, RATE_LIMIT_BASE_MS, undefined);
-        if (context.now() + wait >= job.deadline || signal.aborted) throw error;
-        jobs.get(providerJobId)?.report({ type: 'progress', detail: `OpenAI answered 429 (rate limited); trying again in ${wait} ms.` });
-        await sleep(wait, signal);
-        if (signal.aborted || context.now() >= job.deadline) throw error;
-      }
-    }
+  function call<T>(asked: Asked, bounds: CallBounds, request: (api: OpenAI, options: CallOptions) => Promise<T>): Promise<T> {
+    const { providerJobId, job, notes, on } = asked;
+    return waitingOutRateLimits(job, notes, on, rateLimits, async () => {
+      if (context.now() >= job.deadline) throw new ProviderFailure(PROVIDER_ERROR_CODES.timeout, 'The job reached its deadline before OpenAI answered.');
+      const { api, options } = await clientFor(providerJobId, on.signal, bounds);
+      notes.sent = { at: context.now(), streamed: bounds.streamed === true };
+      return request(api, options);
+    });
   }
 
-  async function make(providerJobId: string, job: AdapterJob, signal: AbortSignal): Promise<AdapterUpdate> {
-    type Options = Awaited<ReturnType<typeof clientFor>>['options'];
-    const call = <T>(maxBytes: number, request: (api: OpenAI, options: Options) => Promise<T>) =>
-      waitingOutRateLimits(providerJobId, job, signal, async () => {
-        const { api, options } = await clientFor(providerJobId, job, signal, maxBytes);
-        return request(api, options);
-      });
+  /** Makes the job, by its mode: its outcome (or its outputs to read), or a throw that failureOf maps. */
+  async function make(asked: Asked): Promise<Look> {
+    const { job } = asked;
+    const whole = { maxBytes: context.maxResponseBytes, timeoutMs };
     switch (job.mode) {
       case 'text_to_text': {
-        if (target.stream !== false) return streamChat(providerJobId, job, signal);
+        if (target.stream !== false) return over(await streamChat(asked));
         const body = chatRequest(target, job.params);
-        const answer = await call(context.maxResponseBytes, (api, options) => api.chat.completions.create(body, options));
-        return chatUpdate(answer, secrets);
+        const answer = await call(asked, whole, (api, options) => api.chat.completions.create(body, options));
+        return over(chatUpdate(answer, secrets));
       }
       case 'text_to_image': {
         const body = imageGenerateRequest(target, job.params);
-        const answer = await call(context.maxResponseBytes, (api, options) => api.images.generate(body, options));
-        return imagesUpdate(answer, imageLimits(job, signal), secrets);
+        const answer = await call(asked, whole, (api, options) => api.images.generate(body, options));
+        return imagesOf(job, answer);
       }
       case 'image_to_image': {
-        const answer = await call(context.maxResponseBytes, async (api, options) => api.images.edit(await editBody(job), options));
-        return imagesUpdate(answer, imageLimits(job, signal), secrets);
+        const answer = await call(asked, whole, async (api, options) => api.images.edit(await editBody(job), options));
+        return imagesOf(job, answer);
       }
       case 'text_to_audio': {
         const { body, contentType } = speechRequest(target, job.params);
-        const bytes = await call(context.maxOutputBytes, async (api, options) =>
+        const bytes = await call(asked, { maxBytes: context.maxOutputBytes, timeoutMs }, async (api, options) =>
           Buffer.from(await (await api.audio.speech.create(body, options)).arrayBuffer()),
         );
-        return speechUpdate(bytes, contentType, context.maxOutputBytes);
+        return over(speechUpdate(bytes, contentType, context.maxOutputBytes));
       }
       default:
         throw new ProviderFailure(PROVIDER_ERROR_CODES.inputRejected, `The openai adapter does not make ${job.mode}.`);
     }
   }
 
+  /** The images of an answer, read once it came (an image URL fetched through the egress guard). */
+  function imagesOf(job: AdapterJob, answer: unknown): Look {
+    return {
+      type: 'ending',
+      settle: async (on) => {
+        const limits = { count: imageCount(job.params), maxOutputBytes: context.maxOutputBytes, fetchOutput: context.fetchOutput, signal: on.signal };
+        try {
+          return over(await imagesUpdate(answer, limits, secrets));
+        } catch (error) {
+          return over(failed(error));
+        }
+      },
+    };
+  }
+
+  const failed = (error: unknown): TerminalUpdate => {
+    const failure = failureOf(error, secrets);
+    return { type: 'failed', errorCode: failure.code, errorMessage: failure.message };
+  };
+
   /**
-   * A chat answer streamed: each piece of its text reported as it arrives (to whoever follows the job now),
-   * then its end. A failure after pieces arrived ends the job failed, with the usage if its chunk had come.
+   * A chat answer streamed: each piece of its text told as it arrives (to whoever follows the job now), then
+   * its end. A failure after pieces arrived ends the job failed, with the usage if its chunk had come.
    */
-  async function streamChat(providerJobId: string, job: AdapterJob, signal: AbortSignal): Promise<AdapterUpdate> {
+  async function streamChat(asked: Asked): Promise<TerminalUpdate> {
+    const { job, notes, on } = asked;
     const body = { ...chatRequest(target, job.params), stream: true as const, stream_options: { include_usage: true } };
     // A 429 comes before the first byte: waited out as for any call.
-    const stream = await waitingOutRateLimits(providerJobId, job, signal, async () => {
-      const { api, options } = await clientFor(providerJobId, job, signal, context.maxResponseBytes, true);
-      return api.chat.completions.create(body, options);
-    });
+    const stream = await call(asked, { maxBytes: context.maxResponseBytes, timeoutMs, streamed: true }, (api, options) =>
+      api.chat.completions.create(body, options),
+    );
     const reading = new ChatStreamReading(secrets);
+    notes.reading = reading;
     try {
       for await (const chunk of stream) {
         const delta = reading.take(chunk);
-        if (delta && !signal.aborted) jobs.get(providerJobId)?.report({ type: 'output', delta });
+        if (delta) on.output(delta);
       }
-      // The client's stream ends quietly when its request is aborted (a cancel, close): nothing to report.
-      if (signal.aborted) throw new ProviderFailure(PROVIDER_ERROR_CODES.cancelled, 'The job was stopped.');
+      // The client's stream ends quietly when its request is aborted (a cancel, the deadline, close): told nothing.
+      if (on.signal.aborted) throw new ProviderFailure(PROVIDER_ERROR_CODES.cancelled, 'The job was stopped.');
       return reading.end();
     } catch (error) {
-      if (signal.aborted) throw error;
+      if (on.signal.aborted) throw error;
       // Stop reading: the connection is closed if anything of it is left.
       stream.controller.abort();
       const failure = failureOf(error, secrets);
       return { type: 'failed', errorCode: failure.code, errorMessage: failure.message, ...(reading.usage ? { usage: reading.usage } : {}) };
     }
-  }
-
-  function imageLimits(job: AdapterJob, signal: AbortSignal) {
-    return { count: imageCount(job.params), maxOutputBytes: context.maxOutputBytes, fetchOutput: context.fetchOutput, signal };
   }
 
   /** The edit's multipart fields: one `image` file, or `image[]` for several (the client names them so). */
@@ -246,68 +197,34 @@ export function createOpenAiAdapter(
     return undefined;
   }
 
-  /** Runs the job's one call and reports its end once, unless it was cancelled or the adapter closed. */
-  function start(providerJobId: string, job: AdapterJob): void {
-    const running = jobs.get(providerJobId);
-    if (!running || running.controller.signal.aborted) return;
-    running.report({ type: 'running' });
-    make(providerJobId, job, running.controller.signal)
-      .finally(() => fetches.delete(providerJobId))
-      .then(
-        (update) => finish(providerJobId, update),
-        (error: unknown) => {
-          const failure = failureOf(error, secrets);
-          finish(providerJobId, { type: 'failed', errorCode: failure.code, errorMessage: failure.message });
-        },
-      );
-  }
-
-  function finish(providerJobId: string, update: AdapterUpdate): void {
-    const running = jobs.get(providerJobId);
-    if (!running || running.controller.signal.aborted) return;
-    jobs.delete(providerJobId);
-    running.report(update);
-  }
-
   return {
     kind: 'openai',
     answersWithinRequest: true,
     ...(settings.maxConcurrentJobs ? { maxConcurrentJobs: settings.maxConcurrentJobs } : {}),
 
-    async submit(job, report) {
-      if (closed) throw new ProviderFailure(PROVIDER_ERROR_CODES.unavailable, 'The openai adapter is closed.');
+    async submit(job) {
       const refusal = refusalOf(job);
       if (refusal) throw refusal;
       const providerJobId = `openai_${randomUUID()}`;
-      jobs.set(providerJobId, { controller: new AbortController(), report });
-      // The call goes out on a later turn: the caller stores the id first.
-      setImmediate(() => start(providerJobId, job));
-      return { providerJobId };
+      const notes: OpenAiNotes = {};
+      return {
+        providerJobId,
+        notes,
+        // The call goes out once the caller holds the id (the follower makes it).
+        answer: (on) => make({ providerJobId, job, notes, on }).catch((error: unknown) => over(failed(error))),
+      };
     },
 
-    resume(providerJobId, _job, report) {
-      const running = jobs.get(providerJobId);
-      if (running) {
-        // Still in flight in this process: its answer goes to the new follower.
-        running.report = report;
-        return;
-      }
-      setImmediate(() => {
-        if (!closed) report({ type: 'failed', errorCode: OPENAI_RESUME_LOST.code, errorMessage: OPENAI_RESUME_LOST.message(providerJobId) });
-      });
-    },
+    // A request still out in this process is handed over by the follower; any other was lost with its process.
+    resume: (providerJobId) => ({ failure: new ProviderFailure(OPENAI_RESUME_LOST.code, OPENAI_RESUME_LOST.message(providerJobId)) }),
 
-    async cancel(providerJobId) {
-      const running = jobs.get(providerJobId);
-      if (!running) return;
-      jobs.delete(providerJobId);
-      running.controller.abort();
-    },
+    // OpenAI has no cancel for these calls: the follower's abort of the request in flight is the cancel.
+    cancel: async () => undefined,
 
-    async close() {
-      closed = true;
-      for (const running of jobs.values()) running.controller.abort();
-      jobs.clear();
+    overdue(f) {
+      const failure = f.notes.limited ? failureOf(f.notes.limited, secrets) : overdueFailure(f.notes, f.job.deadline);
+      const usage = f.notes.reading?.usage;
+      return { type: 'failed', errorCode: failure.code, errorMessage: failure.message, ...(usage ? { usage } : {}) };
     },
   };
 }
@@ -315,16 +232,4 @@ export function createOpenAiAdapter(
 async function asUpload(file: InputFile, name: string) {
   const extension = file.contentType.split('/')[1]?.replace('jpeg', 'jpg') ?? 'bin';
   return toFile(file.bytes, `${name}.${extension}`, { type: file.contentType });
-}
-
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const timer = setTimeout(done, ms);
-    function done() {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    }
-    signal.addEventListener('abort', done, { once: true });
-  });
 }

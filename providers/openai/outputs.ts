@@ -8,13 +8,16 @@ import { imageDimensions, sniffContentType } from '../local/sniff.ts';
  * Anything else is provider_bad_response; every file is typed from its bytes, never from what was claimed.
  */
 
+/** What an answer read whole makes: the job's success (anything else throws). */
+type Succeeded = Extract<AdapterUpdate, { type: 'succeeded' }>;
+
 const bad = (message: string) => new ProviderFailure(PROVIDER_ERROR_CODES.badResponse, message);
 
 function tokenCount(value: unknown): number | undefined {
   return typeof value === 'number' && Number.isInteger(value) && value >= 0 ? value : undefined;
 }
 
-export function chatUpdate(answer: unknown, secrets: readonly string[]): AdapterUpdate {
+export function chatUpdate(answer: unknown, secrets: readonly string[]): Succeeded {
   const body = answer as { choices?: unknown; usage?: unknown } | null;
   if (!body || typeof body !== 'object' || !Array.isArray(body.choices) || body.choices.length === 0) {
     throw bad("The provider's chat answer has no choices.");
@@ -67,7 +70,7 @@ export class ChatStreamReading {
   }
 
   /** The job's end: the pieces joined, with the usage; a failure when the stream stopped short or was refused. */
-  end(): AdapterUpdate {
+  end(): Succeeded {
     if (this.finishReason === 'content_filter') {
       throw new ProviderFailure(PROVIDER_ERROR_CODES.contentPolicy, "OpenAI's content filter stopped the answer (finish_reason content_filter).");
     }
@@ -93,7 +96,7 @@ export interface ImageOutputLimits {
   signal: AbortSignal;
 }
 
-export async function imagesUpdate(answer: unknown, limits: ImageOutputLimits, secrets: readonly string[]): Promise<AdapterUpdate> {
+export async function imagesUpdate(answer: unknown, limits: ImageOutputLimits, secrets: readonly string[]): Promise<Succeeded> {
   const body = answer as { data?: unknown; usage?: unknown } | null;
   if (!body || typeof body !== 'object' || !Array.isArray(body.data) || body.data.length === 0) {
     throw bad("The provider's answer has no images (data is empty).");
@@ -141,7 +144,7 @@ async function fetchImage(url: string, limits: ImageOutputLimits, secrets: reado
 }
 
 /** The speech answer's bytes, which must be the container asked for (the sniffed type, not the header). */
-export function speechUpdate(bytes: Buffer, contentType: string, maxOutputBytes: number): AdapterUpdate {
+export function speechUpdate(bytes: Buffer, contentType: string, maxOutputBytes: number): Succeeded {
   if (bytes.length === 0) throw bad('The provider answered with no audio.');
   if (bytes.length > maxOutputBytes) throw bad(`The provider's audio is larger than ${maxOutputBytes} bytes.`);
   const sniffed = sniffContentType(bytes);

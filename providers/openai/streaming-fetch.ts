@@ -7,8 +7,6 @@ export interface StreamLimits {
   maxBytes: number;
   /** Longest wait for the headers, and between two pieces of the body. */
   idleMs: number;
-  /** Longest the whole call may take, headers to last byte (what is left before the job's deadline). */
-  totalMs: number;
 }
 
 type Fetch = (input: string | URL | Request, init?: RequestInit) => Promise<Response>;
@@ -18,11 +16,11 @@ type Fetch = (input: string | URL | Request, init?: RequestInit) => Promise<Resp
  * boundedFetch, which reads an answer whole before the client parses it, this hands the body over as it
  * flows (nothing is read ahead of the reader) and bounds it as it flows:
  * - past `maxBytes` in all, the body errors with provider_bad_response and the connection is closed;
- * - no headers within `idleMs`, or a gap of `idleMs` between two pieces: provider_timeout;
- * - the call still going after `totalMs`: provider_timeout.
- * A connection that breaks mid-body (reset, closed before the end of a chunked body) errors it with
- * provider_unavailable. The caller's own abort (the client's signal: a cancel) passes through as the
- * AbortError it is, which the client's stream takes as a quiet end.
+ * - no headers within `idleMs`, or a gap of `idleMs` between two pieces: provider_timeout.
+ * The whole stream ends at the job's deadline, which is the follower's (providers/follower.ts): it aborts the
+ * call then. A connection that breaks mid-body (reset, closed before the end of a chunked body) errors it
+ * with provider_unavailable. The caller's own abort (the client's signal: a cancel, the deadline) passes
+ * through as the AbortError it is, which the client's stream takes as a quiet end.
  */
 export function streamingFetch(limits: StreamLimits): Fetch {
   return async (input, init) => {
@@ -31,10 +29,7 @@ export function streamingFetch(limits: StreamLimits): Fetch {
     let failure: ProviderFailure | undefined;
     let out: ReadableStreamDefaultController<Uint8Array> | undefined;
     let idle: NodeJS.Timeout | undefined;
-    const clear = () => {
-      clearTimeout(total);
-      clearTimeout(idle);
-    };
+    const clear = () => clearTimeout(idle);
     const fail = (reason: ProviderFailure) => {
       if (failure) return;
       failure = reason;
@@ -46,10 +41,6 @@ export function streamingFetch(limits: StreamLimits): Fetch {
       clearTimeout(idle);
       idle = setTimeout(() => fail(new ProviderFailure(PROVIDER_ERROR_CODES.timeout, `The provider sent nothing for ${limits.idleMs} ms.`)), limits.idleMs);
     };
-    const total = setTimeout(
-      () => fail(new ProviderFailure(PROVIDER_ERROR_CODES.timeout, `The provider was still answering after ${limits.totalMs} ms (the job's deadline).`)),
-      limits.totalMs,
-    );
     const tooLarge = () => new ProviderFailure(PROVIDER_ERROR_CODES.badResponse, `The provider's answer is larger than ${limits.maxBytes} bytes.`);
     // The caller's abort ends the call: no timer of ours outlives it.
     init?.signal?.addEventListener('abort', clear, { once: true });

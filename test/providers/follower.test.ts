@@ -1,10 +1,11 @@
 // The job follower (providers/follower.ts) on a manual clock, with a scripted protocol module: the backstop
-// poll at pollMs, events, the deadline, cancels, the submission window, streams and one outcome per job.
+// poll at pollMs, events, the deadline, cancels, the submission window, streams, requests whose answer is the
+// outcome, and one outcome per job.
 // Nothing sleeps: time moves when the test advances the clock.
 import t from 'tap';
 import { ManualClock } from '../../runtime/clock.ts';
 import { type AdapterContext, type AdapterJob, PROVIDER_ERROR_CODES, ProviderFailure } from '../../providers/adapter.ts';
-import { JobFollower, type Look, type ProtocolModule, type Submitted } from '../../providers/follower.ts';
+import { type AnswerCall, JobFollower, type Look, type ProtocolModule, type Submitted, type TerminalUpdate } from '../../providers/follower.ts';
 import { recorder } from '../helpers/updates.ts';
 
 const POLL_MS = 1_000;
@@ -668,4 +669,194 @@ t.test('cancelBeforeOverdue: the overdue outcome is told once the cancel is done
   await ours;
   await settle();
   t.same(quiet.updates, [], 'our cancel while the overdue one is out: nothing told');
+});
+
+/** A module whose jobs are answered within their request (`answer`, as OpenAI's): the test holds each request. */
+function answering(extra: Partial<ProtocolModule<Notes>> = {}) {
+  const asked: Array<{ call: AnswerCall; answer: (look: Look) => void; fail: (error: unknown) => void }> = [];
+  const scriptedModule = scripted({
+    ...extra,
+    submitted: { answer: (call) => new Promise<Look>((answer, fail) => asked.push({ call, answer, fail })) },
+  });
+  return { ...scriptedModule, asked };
+}
+
+const hello: TerminalUpdate = { type: 'succeeded', textOutput: 'Hello', files: [] };
+const answered: Look = { type: 'over', update: hello };
+
+t.test(
+  'a job answered within its request: asked once submit answered, running first, each piece told at once, the answer its outcome, nothing looked up',
+  async (t) => {
+    const { module, calls, asked } = answering();
+    const { clock, follower, job } = setUp(module);
+    const r = recorder();
+    t.same(await follower.submit(job(), r.report), { providerJobId: 'p-1' });
+    t.equal(asked.length, 0, 'not asked before the caller holds the id');
+    await settle();
+    t.equal(asked.length, 1, 'asked once');
+    t.same(r.updates, [{ type: 'running' }], 'running as the request goes out');
+    const { call, answer } = asked[0]!;
+    call.output('Hel');
+    t.same(r.updates.at(-1), { type: 'output', delta: 'Hel' }, 'told as it comes, with no turn in between');
+    call.output('');
+    call.output('lo');
+    clock.advance(10 * POLL_MS);
+    await settle();
+    t.equal(calls.get, 0, 'no backstop poll: nothing to look up');
+    answer(answered);
+    await settle();
+    call.output('late');
+    t.same(r.updates, [{ type: 'running' }, { type: 'output', delta: 'Hel' }, { type: 'output', delta: 'lo' }, hello]);
+    t.ok(call.signal.aborted, 'its signal is done with at the end');
+    t.equal(follower.size, 0);
+    t.equal(clock.pendingTimers(), 0, 'no timer left behind');
+
+    const failing = recorder();
+    await follower.submit(job({ generationId: 'gen-2' }), failing.report);
+    await settle();
+    asked[1]!.fail(new ProviderFailure(PROVIDER_ERROR_CODES.unavailable, 'connection reset'));
+    await settle();
+    t.same(failing.terminals(), [{ type: 'failed', errorCode: 'provider_unavailable', errorMessage: 'connection reset' }], 'a throw: failed with its code');
+  },
+);
+
+t.test("a request's waits are on the clock and its lines go to the timeline", async (t) => {
+  const { module } = scripted({
+    submitted: {
+      answer: async (call) => {
+        call.say('429: trying again in 5000 ms.');
+        await call.wait(5_000);
+        return answered;
+      },
+    },
+  });
+  const { clock, follower, job } = setUp(module);
+  const r = recorder();
+  await follower.submit(job(), r.report);
+  await settle();
+  clock.advance(4_999);
+  await settle();
+  t.equal(r.terminals().length, 0);
+  clock.advance(1);
+  await settle();
+  t.same(r.updates, [{ type: 'running' }, { type: 'progress', detail: '429: trying again in 5000 ms.' }, hello]);
+  t.equal(clock.pendingTimers(), 0);
+});
+
+t.test('a cancel aborts the request in flight and tells nothing after; one before the request went out keeps it from going', async (t) => {
+  const { module, calls, asked } = answering();
+  const { clock, follower, job } = setUp(module);
+  const early = recorder();
+  const first = await follower.submit(job(), early.report);
+  await follower.cancel(first.providerJobId);
+  await settle();
+  t.equal(asked.length, 0, 'never asked');
+  t.same(early.updates, [], 'nothing told, not even running');
+
+  const r = recorder();
+  const { providerJobId } = await follower.submit(job({ generationId: 'gen-2' }), r.report);
+  await settle();
+  const { call, answer } = asked[0]!;
+  call.output('a');
+  t.notOk(call.signal.aborted);
+  await follower.cancel(providerJobId);
+  t.ok(call.signal.aborted, 'the request is aborted');
+  t.same(calls.cancel.at(-1), { id: providerJobId, notes: { n: 2 } }, 'the module is asked too');
+  call.output('b');
+  answer(answered);
+  await settle();
+  t.same(r.updates, [{ type: 'running' }, { type: 'output', delta: 'a' }], 'nothing after the cancel');
+  t.equal(clock.pendingTimers(), 0);
+});
+
+t.test('the deadline of a request still out: the overdue outcome on the clock, the request aborted, nothing of it told after', async (t) => {
+  const { module, asked } = answering();
+  const { clock, follower, job } = setUp(module);
+  const r = recorder();
+  await follower.submit(job({ deadline: clock.now() + 2_500 }), r.report);
+  await settle();
+  const { call, answer } = asked[0]!;
+  call.output('a');
+  clock.advance(2_499);
+  await settle();
+  t.equal(r.terminals().length, 0);
+  t.notOk(call.signal.aborted);
+  clock.advance(1);
+  t.ok(call.signal.aborted, 'aborted at the deadline');
+  call.output('b');
+  answer(answered);
+  await settle();
+  t.same(r.updates, [{ type: 'running' }, { type: 'output', delta: 'a' }, { type: 'failed', errorCode: 'provider_timeout', errorMessage: 'overdue' }]);
+  t.equal(clock.pendingTimers(), 0);
+});
+
+t.test('a resume while the request is out hands its answer to the new report: not asked again, not looked up', async (t) => {
+  let resumes = 0;
+  const { module, calls, asked } = answering({
+    resume: () => {
+      resumes += 1;
+      return { notes: { n: 0 } };
+    },
+  });
+  const { clock, follower, job } = setUp(module);
+  const first = recorder();
+  const { providerJobId } = await follower.submit(job(), first.report);
+  await settle();
+  asked[0]!.call.output('a');
+  const second = recorder();
+  follower.resume(providerJobId, job(), second.report);
+  asked[0]!.call.output('b');
+  asked[0]!.answer(answered);
+  await settle();
+  t.same(first.updates, [{ type: 'running' }, { type: 'output', delta: 'a' }]);
+  t.same(second.updates, [{ type: 'output', delta: 'b' }, hello], 'the next pieces and the outcome');
+  t.equal(asked.length, 1, 'asked once');
+  t.equal(resumes, 0, 'the module was not asked to resume it');
+  t.equal(calls.get, 0);
+  t.equal(clock.pendingTimers(), 0);
+});
+
+t.test('an answer whose outputs are still to read: the deadline no longer cuts it, a cancel still does', async (t) => {
+  const settling: Array<(look: Look) => void> = [];
+  const { module, asked } = answering();
+  const { clock, follower, job } = setUp(module);
+  const ending: Look = { type: 'ending', settle: () => new Promise<Look>((resolve) => settling.push(resolve)) };
+  const r = recorder();
+  await follower.submit(job({ deadline: clock.now() + 2_500 }), r.report);
+  await settle();
+  asked[0]!.answer(ending);
+  await settle();
+  t.equal(settling.length, 1, 'its outputs are being read');
+  clock.advance(10_000);
+  await settle();
+  t.same(r.terminals(), [], 'past the deadline, still read');
+  settling[0]!(answered);
+  await settle();
+  t.same(r.updates, [{ type: 'running' }, hello]);
+
+  const cancelled = recorder();
+  const { providerJobId } = await follower.submit(job({ generationId: 'gen-2', deadline: clock.now() + 2_500 }), cancelled.report);
+  await settle();
+  asked[1]!.answer(ending);
+  await settle();
+  await follower.cancel(providerJobId);
+  settling[1]!(answered);
+  await settle();
+  t.same(cancelled.updates, [{ type: 'running' }], 'nothing told after the cancel');
+  t.equal(clock.pendingTimers(), 0);
+});
+
+t.test('close aborts the requests in flight and tells nothing more', async (t) => {
+  const { module, asked } = answering();
+  const { clock, follower, job } = setUp(module);
+  const r = recorder();
+  await follower.submit(job(), r.report);
+  await settle();
+  await follower.close();
+  t.ok(asked[0]!.call.signal.aborted);
+  asked[0]!.call.output('late');
+  asked[0]!.answer(answered);
+  await settle();
+  t.same(r.updates, [{ type: 'running' }]);
+  t.equal(clock.pendingTimers(), 0);
 });

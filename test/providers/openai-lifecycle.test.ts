@@ -1,5 +1,6 @@
 import t from 'tap';
 import { PROVIDER_ERROR_CODES, type AdapterUpdate } from '../../providers/adapter.ts';
+import { ManualClock } from '../../runtime/clock.ts';
 import { createOpenAiAdapter, OPENAI_RESUME_LOST } from '../../providers/openai/adapter.ts';
 import { jobFor, recorder, startFakeOpenAi, testContext, type FakeOpenAi } from '../fakes/openai.ts';
 import { eventually } from '../helpers/eventually.ts';
@@ -163,5 +164,48 @@ t.test('many jobs at once each end once, with their own answers', async (t) => {
   );
   await settle(30);
   t.ok(recs.every((rec) => rec.updates.filter((u) => u.type === 'succeeded' || u.type === 'failed').length === 1));
+  await adapter.close();
+});
+
+t.test("the job's 429 waits and its deadline are the follower's, on the context's clock: the request out at the deadline is aborted", async (t) => {
+  const clock = new ManualClock(Date.now());
+  const adapter = createOpenAiAdapter(
+    { apiKey: fake.apiKey, baseUrl: fake.url },
+    { id: 'openai-test', target: { model: 'gpt-4o-mini', stream: false } },
+    testContext({ now: () => clock.now(), clock }),
+  );
+  fake.next('/chat/completions', { kind: 'rate-limit', retryAfter: '5' });
+  fake.next('/chat/completions', { kind: 'hang' });
+  const before = fake.closedEarly();
+  const rec = recorder();
+  const job = { ...jobFor('text_to_text'), deadline: clock.now() + 8_000 };
+  const { providerJobId } = await adapter.submit(job, rec.report);
+  await waitUntil(() => rec.updates.some((u) => u.type === 'progress'));
+  await settle(50);
+  t.equal(fake.submissions.get(providerJobId), 1, 'the 429 is waited out on the clock, not in real time');
+  clock.advance(5_000);
+  await waitUntil(() => fake.submissions.get(providerJobId) === 2);
+  clock.advance(2_999);
+  await settle(50);
+  t.same(rec.terminals(), [], 'not before the deadline');
+  clock.advance(1);
+  const end = (await rec.ended) as Extract<AdapterUpdate, { type: 'failed' }>;
+  t.equal(end.errorCode, PROVIDER_ERROR_CODES.rateLimited, 'a call that went out after a 429 wait fails as that 429');
+  await waitUntil(() => fake.closedEarly() > before);
+  t.pass('the request in flight was aborted');
+  t.same(
+    rec.updates.map((u) => u.type),
+    ['running', 'progress', 'failed'],
+  );
+
+  fake.next('/chat/completions', { kind: 'hang' });
+  const hung = recorder();
+  const second = await adapter.submit({ ...jobFor('text_to_text'), deadline: clock.now() + 8_000 }, hung.report);
+  await waitUntil(() => fake.submissions.get(second.providerJobId) === 1);
+  clock.advance(8_000);
+  const timedOut = (await hung.ended) as Extract<AdapterUpdate, { type: 'failed' }>;
+  t.equal(timedOut.errorCode, PROVIDER_ERROR_CODES.timeout);
+  t.match(timedOut.errorMessage, /did not answer within \d+ ms/);
+  t.equal(clock.pendingTimers(), 0, 'no timer left on the clock');
   await adapter.close();
 });
