@@ -11,6 +11,8 @@ export const TEST_FILES = [
   'test/actors/webhook-machine.test.ts',
   'test/actors/webhook-attempt-record.test.ts',
   'test/actors/workspace-account.test.ts',
+  'test/actors/workspace-decide.test.ts',
+  'test/actors/workspace-decide-payments.test.ts',
   'test/actors/catalog.test.ts',
   'test/money/account.test.ts',
   'test/money/capture-part.test.ts',
@@ -41,6 +43,7 @@ export default {
     // The deciders: state machines and money as pure functions.
     'actors/generation/machine.ts',
     'actors/webhook/machine.ts',
+    'actors/workspace/decide-*.ts',
     'actors/billing/period.ts',
     'http/auth/login-throttle.ts',
     'persistence/stores/**/*.ts',

@@ -8,7 +8,7 @@ import { defaultWalletSettings, emptyAccount, monthOf, type Account } from '../.
 import { IdempotencyCache } from './idempotency-cache.ts';
 import { dayStart, monthStart, type KeyJob, type KeySpend } from '../../domain/key-limits.ts';
 import { loadedJob, WorkspaceJobs } from './jobs.ts';
-import type { WorkspaceState } from './state.ts';
+import type { WorkspaceActorState } from './state.ts';
 
 const num = (value: number | string | null | undefined): number => (value === null || value === undefined ? 0 : Number(value));
 
@@ -16,7 +16,7 @@ const num = (value: number | string | null | undefined): number => (value === nu
  * The actor's state from its record. Takes back the providers' capacity its jobs in flight hold; the
  * caller arms the queue's expiry timer.
  */
-export function workspaceStateOf(record: WorkspaceRecord, ctx: ActorContext<ActorDeps>): WorkspaceState {
+export function workspaceStateOf(record: WorkspaceRecord, ctx: ActorContext<ActorDeps>): WorkspaceActorState {
   const row = record.account;
   const account: Account = row
     ? {

@@ -43,7 +43,7 @@ const ROUND_TIMEOUT_MS = 300_000;
 const STALL_MS = 60_000;
 /**
  * The service's workspaces, in turn. A team-plan workspace runs 50 jobs at once and holds 500 unfinished
- * (domain/plans.ts, QUEUE_FACTOR 10 in actors/workspace/actor.ts): the producers do not wait for jobs to
+ * (domain/plans.ts, QUEUE_FACTOR 10, applied in actors/workspace/decide-create.ts): the producers do not wait for jobs to
  * finish, so one workspace would refuse most of 10,000; 400 per workspace leaves room.
  */
 const WORKSPACES = Number(process.env.BENCH_PEERS_WORKSPACES ?? Math.max(1, Math.ceil(JOBS / 400)));

@@ -9,7 +9,9 @@ import type { WebhookMessage, WebhookProtocol } from '../../actors/webhook/proto
 import type { Handler, Handlers } from '../../runtime/actor-behavior.ts';
 import { generationActor, type GenerationActorState } from '../../actors/generation/actor.ts';
 import { workspaceActor } from '../../actors/workspace/actor.ts';
-import type { WorkspaceState } from '../../actors/workspace/state.ts';
+import type { WorkspaceActorState } from '../../actors/workspace/state.ts';
+import type { Decision, SlotPort, WorkspaceEffect, WorkspaceFacts } from '../../actors/workspace/decision.ts';
+import { decideSchedule } from '../../actors/workspace/decide-schedule.ts';
 import { webhookEndpointActor } from '../../actors/webhook/actor.ts';
 import type { EndpointActorState } from '../../actors/webhook/endpoint-state.ts';
 
@@ -99,7 +101,7 @@ export const aHandlerTooMany: Handlers<object, WebhookProtocol, ActorContext> = 
 
 /** The service's behaviours are tables of their kinds, with the service's ActorDeps. */
 export const serviceBehaviours: Array<
-  KindBehavior<'gen', GenerationActorState> | KindBehavior<'ws', WorkspaceState> | KindBehavior<'whk', EndpointActorState>
+  KindBehavior<'gen', GenerationActorState> | KindBehavior<'ws', WorkspaceActorState> | KindBehavior<'whk', EndpointActorState>
 > = [generationActor, workspaceActor, webhookEndpointActor];
 
 export const underItsOwnKind: KindBehavior<'whk', object> = {
@@ -139,6 +141,24 @@ export const plainMessages: [AllTrue<WorkspaceMessage>, AllTrue<GenerationMessag
 export const aClosureIsNot: IsPlain<{ type: 'settle'; write: (em: unknown) => Promise<void> }> = true;
 // @ts-expect-error nor one with a promise in it
 export const aPromiseIsNot: IsPlain<{ type: 'hold'; wait: Promise<void> }> = true;
+
+/**
+ * The workspace's deciders answer effects that are plain data too (writes carry their rows, never a function over
+ * the entity manager), and take the state, facts and the slot port, never the actor's context.
+ */
+export const plainEffects: [IsPlain<WorkspaceEffect>, IsPlain<WorkspaceFacts>] = [true, true];
+// @ts-expect-error an effect that is a closure over the writer is not plain data
+export const aWriteClosureIsNot: IsPlain<WorkspaceEffect | { type: 'write'; write: (em: unknown) => Promise<void> }> = true;
+export function decidersTakeNoContext(
+  state: WorkspaceActorState,
+  facts: WorkspaceFacts,
+  slots: SlotPort,
+  ctx: ActorContext,
+): Decision<WorkspaceActorState, undefined> {
+  // @ts-expect-error a decider is handed facts, not the actor's context
+  decideSchedule(state, ctx, slots);
+  return decideSchedule(state, facts, slots);
+}
 
 export function depsAreTyped(ctx: ActorContext): number {
   // @ts-expect-error ActorDeps has no such member

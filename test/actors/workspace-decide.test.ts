@@ -1,0 +1,702 @@
+import t, { type Test } from 'tap';
+import { emptyAccount } from '../../domain/account.ts';
+import type { TokenTerms } from '../../domain/catalog/pricing.ts';
+import { dayStart, monthStart, noKeyLimits, type KeyLimits, type KeySpend } from '../../domain/key-limits.ts';
+import {
+  decideCreate,
+  decideCreateBatch,
+  decideCreateCommitted,
+  decideCreateFailed,
+  IDEMPOTENCY_TTL_MS,
+  type CreateFacts,
+  type CreateLookups,
+  type CreateRequest,
+} from '../../actors/workspace/decide-create.ts';
+import { decideExpireQueued, decideLoaded } from '../../actors/workspace/decide-expiry.ts';
+import { decideKeyLimits, decideKeyUsage } from '../../actors/workspace/decide-keys.ts';
+import { decideHoldRecovered, decideSchedule, decideSlotDeclined } from '../../actors/workspace/decide-schedule.ts';
+import { decideSettle, decideSettleCommitted } from '../../actors/workspace/decide-settle.ts';
+import type { FollowUp, SlotPort, WorkspaceEffect } from '../../actors/workspace/decision.ts';
+import type { IdempotencyEntry } from '../../actors/workspace/idempotency-cache.ts';
+import { loadedJob } from '../../actors/workspace/jobs.ts';
+import type { GenerationDraft, GenerationSettlement, WorkspaceMessage } from '../../actors/workspace/protocol.ts';
+import type { WorkspaceState } from '../../actors/workspace/state.ts';
+import type { GenerationRow } from '../../persistence/stores/generations/rows.ts';
+import { funded, NOW, planOf, stateOf, TIMEOUT, WS } from './workspace-fixtures.ts';
+
+/*
+ * The workspace actor's deciders (actors/workspace/decide-*.ts) on their own: no database, no server, no clock
+ * but the `now` handed in. Each story drives a state through messages and reads the state, the reply and the
+ * effects the actor would perform.
+ */
+
+function factsOf(state: WorkspaceState, patch: Partial<CreateFacts> = {}): CreateFacts {
+  return { plan: state.plan, paused: false, handingOver: false, queueTimeoutMs: TIMEOUT, ...patch };
+}
+
+/** The providers' slots: `free` slots per slot key, each call recorded. */
+class Slots implements SlotPort {
+  readonly calls: string[] = [];
+  readonly held = new Map<string, string>();
+  constructor(readonly free: Record<string, number> = {}) {}
+  private take(slotKey: string, generationId: string): boolean {
+    if ((this.free[slotKey] ?? 0) <= 0) return false;
+    this.free[slotKey]!--;
+    this.held.set(generationId, slotKey);
+    return true;
+  }
+  acquireIfFree(slotKey: string, generationId: string, workspaceId: string, weight: number): boolean {
+    this.calls.push(`acquireIfFree ${slotKey} ${generationId} ${workspaceId} ${weight}`);
+    return this.take(slotKey, generationId);
+  }
+  tryAcquire(slotKey: string, generationId: string, workspaceId: string, weight: number): boolean {
+    this.calls.push(`tryAcquire ${slotKey} ${generationId} ${workspaceId} ${weight}`);
+    return this.take(slotKey, generationId);
+  }
+  release(generationId: string): void {
+    this.calls.push(`release ${generationId}`);
+    const slotKey = this.held.get(generationId);
+    if (slotKey === undefined) return;
+    this.held.delete(generationId);
+    this.free[slotKey] = (this.free[slotKey] ?? 0) + 1;
+  }
+}
+
+function draftOf(patch: Partial<GenerationDraft> = {}): GenerationDraft {
+  return {
+    workspaceId: WS,
+    apiKeyId: null,
+    userId: 'usr_1',
+    mode: 'text-to-image',
+    modelId: 'flux',
+    provider: 'local',
+    deploymentId: 'flux-local',
+    tokenTerms: null,
+    params: { prompt: 'a cat' },
+    inputs: {},
+    paymentMode: 'credits',
+    credits: 10,
+    project: null,
+    modelPlans: ['free', 'pro'],
+    ...patch,
+  };
+}
+
+let ids = 0;
+function requestOf(patch: Partial<GenerationDraft> = {}, idempotency?: { key: string; hash: string }, slotKey = 'local'): CreateRequest {
+  return { draft: draftOf(patch), ...(idempotency ? { idempotency } : {}), id: `gen_${++ids}`, slotKey, trace: null };
+}
+
+const none: CreateLookups = {};
+
+type Write = Extract<WorkspaceEffect, { type: 'write_creation' }>;
+type SettlementWrite = Extract<WorkspaceEffect, { type: 'write_settlement' }>;
+const writesOf = (effects: WorkspaceEffect[]): Write[] => effects.filter((e): e is Write => e.type === 'write_creation');
+const typesOf = (effects: ReadonlyArray<WorkspaceEffect | FollowUp>): string[] => effects.map((e) => e.type);
+
+/** A job accepted and committed to the queue, as the actor would have it. */
+function queuedJob(state: WorkspaceState, slots: Slots, patch: Partial<GenerationDraft> = {}, slotKey = 'local', at = NOW): string {
+  const request = requestOf(patch, undefined, slotKey);
+  const decided = decideCreate(state, request, none, factsOf(state, { paused: true }), slots, at);
+  if (decided.reply.kind !== 'created') throw new Error(`not created: ${JSON.stringify(decided.reply)}`);
+  decideCreateCommitted(state, { type: 'create_committed', generationId: request.id, schedule: false }, factsOf(state, { paused: true }), slots);
+  return request.id;
+}
+
+/** A job reserved at creation and committed: active, holding a slot. */
+function activeJob(state: WorkspaceState, slots: Slots, patch: Partial<GenerationDraft> = {}): string {
+  slots.free.local = (slots.free.local ?? 0) + 1;
+  const request = requestOf(patch);
+  const decided = decideCreate(state, request, none, factsOf(state), slots, NOW);
+  if (state.jobs.get(request.id)?.status !== 'starting') throw new Error('not reserved at creation');
+  decideCreateCommitted(state, { type: 'create_committed', generationId: request.id, schedule: false }, factsOf(state), slots);
+  void decided;
+  return request.id;
+}
+
+function settlementOf(patch: Partial<GenerationSettlement['generation']> = {}, status: GenerationSettlement['status'] = 'succeeded'): GenerationSettlement {
+  return {
+    status,
+    completedAt: new Date(NOW + 5_000).toISOString(),
+    outputAssetIds: [],
+    timeline: [],
+    generation: {
+      apiKeyId: null,
+      createdAt: new Date(NOW),
+      credits: 10,
+      tokenTerms: null,
+      usage: null,
+      modelId: 'flux',
+      mode: 'text-to-image',
+      project: null,
+      ...patch,
+    },
+  };
+}
+
+function keyOf(limits: Partial<KeyLimits> = {}, spent = 0): KeySpend {
+  return {
+    limits: { ...noKeyLimits(), ...limits },
+    day: { start: dayStart(NOW), credits: spent, walletCents: 0 },
+    month: { start: monthStart(NOW), credits: spent, walletCents: 0 },
+    unfinished: 0,
+  };
+}
+
+t.test('a create that queues: credits reserved, its row to the group commit, answered once durable', async (t) => {
+  const state = stateOf();
+  const slots = new Slots({ local: 0 });
+  const request = requestOf();
+  const { reply, effects, state: next } = decideCreate(state, request, none, factsOf(state), slots, NOW);
+
+  t.equal(next, state, 'the next state is the state handed in, changed');
+  t.equal(reply.kind, 'created');
+  const generation = reply.kind === 'created' ? reply.generation : undefined;
+  t.match(generation, { id: request.id, status: 'queued', credits: 10, attempts: 0, workspaceId: WS });
+  t.equal(generation?.queueDeadline.getTime(), NOW + TIMEOUT, 'its deadline is the queue timeout from now');
+  t.same([state.account.availableCredits, state.account.reservedCredits], [90, 10], 'its credits reserved in memory');
+  t.same(state.account.reservations[request.id], { credits: 10, walletCents: 0 });
+  t.equal(state.jobs.get(request.id)?.status, 'creating', 'being created, to queue once committed');
+  t.same(slots.calls, [`acquireIfFree local ${request.id} ${WS} 3`], 'the provider was asked for a free slot, with the plan weight');
+
+  t.same(typesOf(effects), ['arm_expiry', 'write_creation'], 'its deadline watched, then its write');
+  t.same(effects[0], { type: 'arm_expiry', at: NOW + TIMEOUT });
+  t.equal(state.expiryAt, NOW + TIMEOUT);
+  const [write] = writesOf(effects);
+  t.equal(write?.lane, 'creations');
+  t.equal(write?.creation.generation, generation, 'the row written is the one answered');
+  t.same(write?.creation.money.entries, [
+    { kind: 'reserve', generationId: request.id, credits: -10, reservedCredits: 10, walletCents: 0, reservedWalletCents: 0 },
+  ]);
+  t.equal(write?.onFailed, undefined, 'a failed write needs nothing but the reload');
+  t.same(write?.onCommitted, [
+    { type: 'tell_self', msg: { type: 'create_committed', generationId: request.id, idempotency: undefined, schedule: true } },
+    { type: 'publish', row: generation },
+    { type: 'count_transition', from: 'new', to: 'queued' },
+  ]);
+});
+
+t.test('a create with a free slot is written reserved, and its actor told to start once durable', async (t) => {
+  const state = stateOf();
+  const slots = new Slots({ local: 1 });
+  const request = requestOf();
+  const { reply, effects } = decideCreate(state, request, none, factsOf(state), slots, NOW);
+
+  t.equal(reply.kind === 'created' && reply.generation.status, 'queued', 'answered as created: queued, its first state');
+  t.equal(state.jobs.get(request.id)?.status, 'starting');
+  t.equal(state.jobs.holdingSlots, 1);
+  t.same(typesOf(effects), ['write_creation'], 'no queue timer for a job that never queues');
+  const [write] = writesOf(effects);
+  t.equal(write?.lane, 'creations', 'no settlement to wait for');
+  t.match(write?.creation.generation, { id: request.id, status: 'reserved', attempts: 1 }, 'written reserved, its first attempt counted');
+  t.equal(write?.creation.answer?.status, 'queued', 'its Idempotency-Key keeps the answer given: queued');
+  t.same(typesOf(write?.onCommitted ?? []), ['tell_self', 'publish', 'count_transition', 'start_generation']);
+  t.match(write?.onCommitted[3], { type: 'start_generation', id: request.id, msg: { type: 'start', row: { status: 'reserved' } } });
+  t.same(write?.onFailed, [{ type: 'tell_self', msg: { type: 'create_failed', generationId: request.id } }], 'a failed write gives its slot back');
+
+  t.test('and none while generation is paused or the shard is handed over: it queues', async (t) => {
+    for (const facts of [{ paused: true }, { handingOver: true }]) {
+      const s = stateOf();
+      const p = new Slots({ local: 1 });
+      const r = requestOf();
+      const decided = decideCreate(s, r, none, factsOf(s, facts), p, NOW);
+      t.equal(s.jobs.get(r.id)?.status, 'creating', JSON.stringify(facts));
+      t.same(p.calls, [], 'the provider is not asked');
+      t.equal(writesOf(decided.effects)[0]?.creation.generation.status, 'queued');
+    }
+  });
+
+  t.test('nor while a job waits for one: the new job queues behind it', async (t) => {
+    const s = stateOf();
+    const p = new Slots({ local: 0 });
+    queuedJob(s, p);
+    p.free.local = 1;
+    const r = requestOf();
+    decideCreate(s, r, none, factsOf(s), p, NOW);
+    t.equal(s.jobs.get(r.id)?.status, 'creating');
+    t.equal(p.free.local, 1, 'the free slot stays for the queue');
+  });
+});
+
+t.test('a create reserved in a slot a settlement not yet committed freed is written behind the last settlement', async (t) => {
+  const state = stateOf({ plan: planOf({ concurrentJobs: 1 }) });
+  const slots = new Slots();
+  const old = activeJob(state, slots);
+  decideSettle(state, { type: 'settle', generationId: old, money: 'capture', settlement: settlementOf() }, factsOf(state), slots, NOW);
+  t.equal(state.jobs.get(old)?.status, 'settling');
+
+  slots.free.local = 1;
+  const request = requestOf();
+  const { effects } = decideCreate(state, request, none, factsOf(state), slots, NOW);
+  t.equal(state.jobs.get(request.id)?.status, 'starting', 'it took the freed slot');
+  t.equal(writesOf(effects)[0]?.lane, 'behind_last_settlement');
+
+  decideSettleCommitted(state, old);
+  t.equal(state.jobs.get(old), undefined, 'once the settlement committed, the old job leaves');
+  const later = stateOf({ plan: planOf({ concurrentJobs: 2 }) });
+  const s2 = new Slots();
+  const other = activeJob(later, s2);
+  decideSettle(later, { type: 'settle', generationId: other, money: 'capture', settlement: settlementOf() }, factsOf(later), s2, NOW);
+  s2.free.local = 1;
+  const within = decideCreate(later, requestOf(), none, factsOf(later), s2, NOW);
+  t.equal(writesOf(within.effects)[0]?.lane, 'creations', 'within the plan even counting the settling slot: with the other creates');
+});
+
+t.test('refused creates change nothing and write nothing', async (t) => {
+  const refusedWith = (t: Test, state: WorkspaceState, request: CreateRequest, code: string, message: RegExp) => {
+    const before = { ...state.account, reservations: { ...state.account.reservations } };
+    const jobs = state.jobs.count('creating') + state.jobs.count('queued');
+    const slots = new Slots({ local: 1 });
+    const { reply, effects } = decideCreate(state, request, none, factsOf(state), slots, NOW);
+    t.equal(reply.kind, 'refused');
+    t.equal(reply.kind === 'refused' && reply.code, code);
+    t.match(reply.kind === 'refused' && reply.message, message);
+    t.same(effects, [], 'no effect');
+    t.same(state.account, before, 'the account as it was');
+    t.equal(state.jobs.count('creating') + state.jobs.count('queued'), jobs, 'no job added');
+    t.equal(state.jobs.get(request.id), undefined);
+    t.same(slots.calls, [], 'no slot asked for');
+  };
+
+  t.test("a model not on the workspace's plan", async (t) => {
+    refusedWith(t, stateOf(), requestOf({ modelPlans: ['team'] }), 'plan_limit_reached', /not available on the Pro plan/);
+  });
+
+  t.test('past ten times the concurrency in unfinished jobs', async (t) => {
+    const state = stateOf({ plan: planOf({ concurrentJobs: 1 }), account: funded(1_000) });
+    const slots = new Slots();
+    for (let i = 0; i < 10; i++) queuedJob(state, slots);
+    refusedWith(t, state, requestOf(), 'plan_limit_reached', /allows 10 unfinished jobs at a time \(1 running\)/);
+  });
+
+  t.test('jobs still being created count too', async (t) => {
+    const state = stateOf({ plan: planOf({ concurrentJobs: 1 }), account: funded(1_000) });
+    const slots = new Slots();
+    for (let i = 0; i < 10; i++) decideCreate(state, requestOf(), none, factsOf(state, { paused: true }), slots, NOW);
+    t.equal(state.jobs.count('creating'), 10);
+    refusedWith(t, state, requestOf(), 'plan_limit_reached', /allows 10 unfinished/);
+  });
+
+  t.test('insufficient credits', async (t) => {
+    refusedWith(t, stateOf({ account: funded(5) }), requestOf({ credits: 10 }), 'insufficient_credits', /costs 10 credits; 5 are available/);
+  });
+
+  t.test("the key's model list, concurrency and budget", async (t) => {
+    const keyed = (key: KeySpend) => stateOf({ keys: new Map([['key_1', key]]) });
+    refusedWith(t, keyed(keyOf({ allowedModels: ['sdxl'] })), requestOf({ apiKeyId: 'key_1' }), 'plan_limit_reached', /may not use model flux/);
+    const busy = keyOf({ maxConcurrentGenerations: 1 });
+    busy.unfinished = 1;
+    refusedWith(t, keyed(busy), requestOf({ apiKeyId: 'key_1' }), 'plan_limit_reached', /allows 1 unfinished generations/);
+    refusedWith(t, keyed(keyOf({ creditBudget: 15 }, 10)), requestOf({ apiKeyId: 'key_1' }), 'insufficient_credits', /credit budget of 15 has 5 left/);
+  });
+
+  t.test('a key read from the database for this create is decided against at once, and kept', async (t) => {
+    const state = stateOf();
+    const read = new Map([['key_1', keyOf({ allowedModels: ['sdxl'] })]]);
+    const { reply } = decideCreate(state, requestOf({ apiKeyId: 'key_1' }), { keys: read }, factsOf(state), new Slots(), NOW);
+    t.equal(reply.kind === 'refused' && reply.code, 'plan_limit_reached');
+    t.equal(state.keys.get('key_1'), read.get('key_1'), 'the key joins the state');
+  });
+});
+
+t.test('an accepted create counts against its key, and its settlement gives back what it released', async (t) => {
+  const key = keyOf({ creditBudget: 100 });
+  const state = stateOf({ keys: new Map([['key_1', key]]) });
+  const slots = new Slots({ local: 1 });
+  const request = requestOf({ apiKeyId: 'key_1' });
+  const { effects } = decideCreate(state, request, none, factsOf(state), slots, NOW);
+  t.same([key.day.credits, key.month.credits, key.unfinished], [10, 10, 1], 'counted in its day and month, one more unfinished');
+  t.same(
+    writesOf(effects)[0]?.creation.keySpend?.map((d) => [d.period, d.credits]),
+    [
+      ['day', 10],
+      ['month', 10],
+    ],
+    "the key's spend rows written with the creation",
+  );
+  decideCreateCommitted(state, { type: 'create_committed', generationId: request.id, schedule: false }, factsOf(state), slots);
+  const settled = decideSettle(
+    state,
+    { type: 'settle', generationId: request.id, money: 'release', settlement: settlementOf({}, 'failed') },
+    factsOf(state),
+    slots,
+    NOW,
+  );
+  t.same([key.day.credits, key.unfinished], [0, 0], 'a release gives the whole job back');
+  const write = settled.effects[0] as SettlementWrite;
+  t.same(
+    write.settlement.keySpendDeltas?.map((d) => [d.period, d.credits]),
+    [
+      ['day', -10],
+      ['month', -10],
+    ],
+  );
+});
+
+t.test('Idempotency-Keys: a stored answer replayed, another body or one in flight a conflict', async (t) => {
+  const key = { key: 'idem_1', hash: 'h1' };
+  const stored: IdempotencyEntry = { hash: 'h1', expiresAt: NOW + 1_000, result: { status: 201, generation: { id: 'gen_old' } as GenerationRow } };
+
+  t.test('read from the database: replayed, and remembered', async (t) => {
+    const state = stateOf();
+    const { reply, effects } = decideCreate(state, requestOf({}, key), { stored: new Map([['idem_1', stored]]) }, factsOf(state), new Slots(), NOW);
+    t.same(reply, { kind: 'replay', status: 201, generation: { id: 'gen_old' } });
+    t.same(effects, []);
+    t.equal(state.account.reservedCredits, 0, 'nothing reserved');
+    t.equal(state.idempotency.get('idem_1', NOW), stored, 'kept in memory for the next retry');
+  });
+
+  t.test('another body', async (t) => {
+    const state = stateOf();
+    const { reply, effects } = decideCreate(
+      state,
+      requestOf({}, { key: 'idem_1', hash: 'h2' }),
+      { stored: new Map([['idem_1', stored]]) },
+      factsOf(state),
+      new Slots(),
+      NOW,
+    );
+    t.match(reply, { kind: 'refused', code: 'conflict', message: /different request body/ });
+    t.same(effects, []);
+  });
+
+  t.test('the first request still being created', async (t) => {
+    const state = stateOf();
+    const slots = new Slots();
+    const first = decideCreate(state, requestOf({}, key), none, factsOf(state), slots, NOW);
+    t.equal(first.reply.kind, 'created');
+    t.same(
+      writesOf(first.effects)[0]?.creation.idempotency,
+      { key: 'idem_1', hash: 'h1', expiresAt: new Date(NOW + IDEMPOTENCY_TTL_MS) },
+      'the key written with the row',
+    );
+    const again = decideCreate(state, requestOf({}, key), none, factsOf(state), slots, NOW);
+    t.match(again.reply, { kind: 'refused', code: 'conflict', message: /still being processed/ });
+    t.same(again.effects, []);
+
+    const msg = writesOf(first.effects)[0]!.onCommitted[0] as Extract<FollowUp, { type: 'tell_self' }>;
+    decideCreateCommitted(state, msg.msg as Extract<WorkspaceMessage, { type: 'create_committed' }>, factsOf(state), slots);
+    const replayed = decideCreate(state, requestOf({}, key), none, factsOf(state), slots, NOW);
+    t.equal(replayed.reply.kind, 'replay', 'once committed, the same request is the first answer again');
+    t.equal(replayed.reply.kind === 'replay' && replayed.reply.generation, first.reply.kind === 'created' && first.reply.generation);
+  });
+
+  t.test('an expired key is free again', async (t) => {
+    const state = stateOf();
+    const old = { ...stored, expiresAt: NOW - 1 };
+    state.idempotency.remember('idem_1', old);
+    const { reply } = decideCreate(state, requestOf({}, key), none, factsOf(state), new Slots(), NOW);
+    t.equal(reply.kind, 'created');
+  });
+});
+
+t.test('a batch: each item as its own create, keys taken by earlier items, one schedule once all are written', async (t) => {
+  const state = stateOf({ account: funded(25) });
+  const slots = new Slots({ local: 1 });
+  const requests = [
+    requestOf({}, { key: 'a', hash: 'h' }),
+    requestOf({}, { key: 'a', hash: 'h' }),
+    requestOf({}, { key: 'a', hash: 'other' }),
+    requestOf(),
+    requestOf({ credits: 10 }),
+  ];
+  const { reply, effects, afterWrites } = decideCreateBatch(state, requests, none, factsOf(state), slots, NOW);
+  t.same(
+    reply.map((r) => (r.kind === 'refused' ? r.code : r.kind)),
+    ['created', 'replay', 'conflict', 'created', 'insufficient_credits'],
+  );
+  const first = reply[0]!.kind === 'created' ? reply[0]!.generation : undefined;
+  t.same(reply[1], { kind: 'replay', status: 201, generation: first }, 'the same request again: the first answer');
+  t.equal(writesOf(effects).length, 2, 'one write per created item');
+  t.equal(state.jobs.get(requests[0]!.id)?.status, 'starting', 'the first took the free slot');
+  t.equal(state.jobs.get(requests[3]!.id)?.status, 'creating', 'the next queues');
+  for (const write of writesOf(effects)) {
+    const told = write.onCommitted.find((e) => e.type === 'tell_self');
+    t.match(told, { msg: { type: 'create_committed', schedule: false } }, 'no item schedules on its own');
+  }
+  t.same(afterWrites, [{ type: 'tell_self', msg: { type: 'schedule' } }]);
+
+  const refusedOnly = decideCreateBatch(stateOf({ account: funded(0) }), [requestOf()], none, factsOf(state), new Slots(), NOW);
+  t.equal(refusedOnly.afterWrites, undefined, 'nothing written: nothing to schedule after');
+});
+
+t.test('a capture: its credits spent, its slot freed and the next queued job started', async (t) => {
+  const state = stateOf({ plan: planOf({ concurrentJobs: 1 }) });
+  const slots = new Slots();
+  const running = activeJob(state, slots);
+  const waiting = queuedJob(state, slots);
+  t.same([state.account.availableCredits, state.account.reservedCredits], [80, 20]);
+
+  const { reply, effects } = decideSettle(
+    state,
+    { type: 'settle', generationId: running, money: 'capture', settlement: settlementOf() },
+    factsOf(state),
+    slots,
+    NOW + 5_000,
+  );
+  t.same(reply, { settled: true, credits: 10 });
+  t.same([state.account.availableCredits, state.account.reservedCredits], [80, 10], 'the reservation spent');
+  t.equal(state.jobs.get(running)?.status, 'settling', 'it stays, settling, until its settlement commits');
+  t.equal(state.jobs.get(waiting)?.status, 'active', 'the queued job took the slot');
+  t.same(slots.calls.slice(-2), [`release ${running}`, `tryAcquire local ${waiting} ${WS} 3`], 'its provider slot released before the next is asked for');
+  t.same(typesOf(effects), ['write_settlement', 'start_generation']);
+  const write = effects[0] as SettlementWrite;
+  t.same(write.settlement.money.entries, [
+    { kind: 'capture', generationId: running, credits: 0, reservedCredits: -10, walletCents: 0, reservedWalletCents: 0 },
+  ]);
+  t.equal(write.settlement.updatedAt.getTime(), NOW + 5_000);
+  t.equal(write.progress, undefined);
+  t.same(write.onCommitted, [{ type: 'tell_self', msg: { type: 'settle_committed', generationId: running } }, { type: 'money_moved' }]);
+  t.match(effects[1], { type: 'start_generation', id: waiting, msg: { type: 'reserve', row: { id: waiting, status: 'queued' } } });
+});
+
+t.test('a release: the credits back; a job that held no slot leaves at once', async (t) => {
+  const state = stateOf();
+  const slots = new Slots();
+  const queued = queuedJob(state, slots);
+  const { reply, effects } = decideSettle(
+    state,
+    { type: 'settle', generationId: queued, money: 'release', settlement: settlementOf({}, 'cancelled') },
+    factsOf(state),
+    slots,
+    NOW,
+  );
+  t.same(reply, { settled: true, credits: 0 });
+  t.same([state.account.availableCredits, state.account.reservedCredits], [100, 0]);
+  t.equal(state.jobs.get(queued), undefined);
+  const write = effects[0] as SettlementWrite;
+  t.same(write.onCommitted, [{ type: 'money_moved' }], 'no settle_committed: it freed no slot');
+  t.same(
+    write.settlement.money.entries.map((e) => [e.kind, e.credits, e.reservedCredits]),
+    [['release', 10, -10]],
+  );
+});
+
+t.test('a token-priced capture: charged what it used, its carry taken in, the rest released', async (t) => {
+  // 1.5 credits per 1,000 input tokens and 0.25 per 1,000 output.
+  const terms: TokenTerms = { inputMicroPer1k: 1_500_000, outputMicroPer1k: 250_000 };
+  const state = stateOf({ plan: planOf({ concurrentJobs: 3 }) });
+  state.account.tokenCarryNano = 400_000_000n;
+  const slots = new Slots();
+  const job = activeJob(state, slots, { tokenTerms: terms, credits: 10 });
+  const usage = { inputTokens: 1_000, outputTokens: 1_000 };
+  const asked = settlementOf({ tokenTerms: terms, credits: 10, usage });
+  const { reply, effects } = decideSettle(state, { type: 'settle', generationId: job, money: 'capture', settlement: asked }, factsOf(state), slots, NOW);
+  // 1.75 used + 0.4 carried = 2.15: 2 charged, 0.15 carried on.
+  t.same(reply, { settled: true, credits: 2 });
+  t.equal(state.account.tokenCarryNano, 150_000_000n);
+  t.same([state.account.availableCredits, state.account.reservedCredits], [98, 0]);
+  const write = effects[0] as SettlementWrite;
+  t.equal(write.settlement.settlement.generation.credits, 2, 'the settlement written with what was charged');
+  t.equal(asked.generation.credits, 10, 'the message left as it was');
+  t.same(write.settlement.charge, { exactNano: '1750000000', carryBeforeNano: '400000000', carryAfterNano: '150000000', capped: false });
+  t.equal(write.settlement.money.tokenCarryNano, -250_000_000, "the carry's change written with the money");
+  t.same(
+    write.settlement.money.entries.map((e) => [e.kind, e.credits, e.reservedCredits]),
+    [
+      ['capture', 0, -2],
+      ['release', 8, -8],
+    ],
+  );
+});
+
+t.test('a job settled twice: the second moves no money (its write then fails, the row being ended)', async (t) => {
+  const state = stateOf();
+  const slots = new Slots();
+  const job = activeJob(state, slots);
+  decideSettle(state, { type: 'settle', generationId: job, money: 'capture', settlement: settlementOf() }, factsOf(state), slots, NOW);
+  const account = { ...state.account };
+  const again = decideSettle(
+    state,
+    { type: 'settle', generationId: job, money: 'release', settlement: settlementOf({}, 'failed') },
+    factsOf(state),
+    slots,
+    NOW,
+  );
+  t.same(state.account, account, 'the account as it was');
+  const write = again.effects[0] as SettlementWrite;
+  t.same(write.settlement.money.entries, []);
+  t.same(write.settlement.keySpendDeltas, []);
+  t.equal(state.jobs.get(job)?.status, 'settling', "the first settlement's entry stays");
+});
+
+t.test('schedule: oldest first, a full provider keeps its place, held jobs let go first', async (t) => {
+  const state = stateOf({ plan: planOf({ concurrentJobs: 2 }) });
+  const slots = new Slots({ busy: 0, local: 0 });
+  const first = queuedJob(state, slots, {}, 'busy');
+  const second = queuedJob(state, slots, {}, 'local', NOW + 1);
+  const third = queuedJob(state, slots, {}, 'local', NOW + 2);
+
+  t.test('paused: nothing starts, nothing is asked', async (t) => {
+    slots.calls.length = 0;
+    const { effects } = decideSchedule(state, factsOf(state, { paused: true }), slots);
+    t.same(effects, []);
+    t.same(slots.calls, []);
+  });
+
+  t.test('a full provider: its job keeps its place, the ones behind it start', async (t) => {
+    slots.free.local = 2;
+    slots.calls.length = 0;
+    const { effects } = decideSchedule(state, factsOf(state), slots);
+    t.same(slots.calls, [`tryAcquire busy ${first} ${WS} 3`, `tryAcquire local ${second} ${WS} 3`, `tryAcquire local ${third} ${WS} 3`]);
+    t.same(
+      effects.map((e) => e.type === 'start_generation' && e.id),
+      [second, third],
+    );
+    t.equal(state.jobs.get(first)?.status, 'queued');
+    t.equal(state.jobs.holdingSlots, 2);
+  });
+
+  t.test("the plan's concurrency reached: no more is asked", async (t) => {
+    slots.free.busy = 1;
+    slots.calls.length = 0;
+    t.same(decideSchedule(state, factsOf(state), slots).effects, []);
+    t.same(slots.calls, []);
+  });
+
+  t.test('a job recovered during a pause is held, and let go by the first schedule after it', async (t) => {
+    const held = stateOf();
+    const s = new Slots();
+    const job = activeJob(held, s);
+    const during = decideHoldRecovered(held, job, factsOf(held, { paused: true }), s);
+    t.equal(held.jobs.get(job)?.status, 'held');
+    t.same(during.effects, []);
+    const after = decideSchedule(held, factsOf(held), s);
+    t.same(after.effects, [{ type: 'tell_generation', id: job, msg: { type: 'recover' } }]);
+    t.equal(held.jobs.get(job)?.status, 'active');
+  });
+
+  t.test('a declined slot goes back and the queue moves', async (t) => {
+    const s = stateOf({ plan: planOf({ concurrentJobs: 1 }) });
+    const p = new Slots();
+    const running = activeJob(s, p);
+    const next = queuedJob(s, p);
+    const { effects } = decideSlotDeclined(s, running, factsOf(s), p);
+    t.equal(s.jobs.get(running)?.status, 'declined');
+    t.ok(p.calls.includes(`release ${running}`));
+    t.same(
+      effects.map((e) => e.type === 'start_generation' && e.id),
+      [next],
+    );
+  });
+
+  t.test("the catalog's current plan is the one decided with", async (t) => {
+    const s = stateOf({ plan: planOf({ concurrentJobs: 1 }) });
+    const p = new Slots({ local: 2 });
+    const a = queuedJob(s, p);
+    const b = queuedJob(s, p);
+    const { effects } = decideSchedule(s, factsOf(s, { plan: planOf({ concurrentJobs: 2 }) }), p);
+    t.same(
+      effects.map((e) => e.type === 'start_generation' && e.id),
+      [a, b],
+    );
+    t.equal(s.plan.concurrentJobs, 2);
+  });
+});
+
+t.test('create_committed and create_failed', async (t) => {
+  t.test('a queued job joins the queue, its deadline watched, its key remembered, and schedules when asked', async (t) => {
+    const state = stateOf();
+    const slots = new Slots({ local: 0 });
+    const request = requestOf({}, { key: 'k', hash: 'h' });
+    const created = decideCreate(state, request, none, factsOf(state), slots, NOW);
+    state.expiryAt = undefined;
+    slots.free.local = 1;
+    const told = (writesOf(created.effects)[0]!.onCommitted[0] as Extract<FollowUp, { type: 'tell_self' }>).msg as Extract<
+      WorkspaceMessage,
+      { type: 'create_committed' }
+    >;
+    const { effects } = decideCreateCommitted(state, told, factsOf(state), slots);
+    t.same(typesOf(effects), ['arm_expiry', 'money_moved', 'start_generation'], 'watched, the budget looked at, then scheduled: it starts');
+    t.equal(state.jobs.get(request.id)?.status, 'active');
+    t.match(state.idempotency.get('k', NOW), { hash: 'h', result: { status: 201 } });
+  });
+
+  t.test('a job reserved at creation is active; one reloaded since is left as it is', async (t) => {
+    const state = stateOf();
+    const slots = new Slots({ local: 1 });
+    const request = requestOf();
+    decideCreate(state, request, none, factsOf(state), slots, NOW);
+    const { effects } = decideCreateCommitted(state, { type: 'create_committed', generationId: request.id, schedule: false }, factsOf(state), slots);
+    t.equal(state.jobs.get(request.id)?.status, 'active');
+    t.same(effects, [{ type: 'money_moved' }]);
+    const gone = decideCreateCommitted(state, { type: 'create_committed', generationId: 'gen_unknown', schedule: false }, factsOf(state), slots);
+    t.same(gone.effects, [{ type: 'money_moved' }]);
+  });
+
+  t.test('a failed reserved creation gives its slot back to the queue', async (t) => {
+    const state = stateOf({ plan: planOf({ concurrentJobs: 1 }) });
+    const slots = new Slots({ local: 1 });
+    const request = requestOf();
+    decideCreate(state, request, none, factsOf(state), slots, NOW);
+    const waiting = queuedJob(state, slots);
+    const { effects } = decideCreateFailed(state, request.id, factsOf(state), slots);
+    t.equal(state.jobs.get(request.id), undefined);
+    t.ok(slots.calls.includes(`release ${request.id}`));
+    t.same(
+      effects.map((e) => e.type === 'start_generation' && e.id),
+      [waiting],
+    );
+  });
+});
+
+t.test('expiry: one timer for the earliest deadline; due jobs told to expire, the timer moved on', async (t) => {
+  const state = stateOf();
+  const slots = new Slots();
+  const early = queuedJob(state, slots, {}, 'local', NOW);
+  const late = queuedJob(state, slots, {}, 'local', NOW + 60_000);
+  t.equal(state.expiryAt, NOW + TIMEOUT, 'armed for the earliest');
+
+  const notYet = decideExpireQueued(state, NOW + TIMEOUT - 1);
+  t.same(notYet.effects, [{ type: 'cancel_expiry' }, { type: 'arm_expiry', at: NOW + TIMEOUT }], 'early: nothing expires, armed again');
+
+  const { effects } = decideExpireQueued(state, NOW + TIMEOUT);
+  t.same(effects, [
+    { type: 'cancel_expiry' },
+    { type: 'tell_generation', id: early, msg: { type: 'expire' } },
+    { type: 'arm_expiry', at: NOW + 60_000 + TIMEOUT },
+  ]);
+  t.equal(state.jobs.get(early)?.status, 'queued', 'it keeps its place until it settles');
+  t.equal(state.jobs.get(early)?.deadline, undefined, 'its deadline no longer watched');
+  t.equal(state.expiryAt, NOW + 60_000 + TIMEOUT);
+
+  const last = decideExpireQueued(state, NOW + 60_000 + TIMEOUT);
+  t.same(last.effects, [{ type: 'cancel_expiry' }, { type: 'tell_generation', id: late, msg: { type: 'expire' } }]);
+  t.equal(state.expiryAt, undefined, 'no queued job left: no timer');
+
+  const loaded = stateOf();
+  loaded.jobs.put(loadedJob({ id: 'gen_a', status: 'queued', slotKey: 'local', queueDeadline: NOW + 10 }));
+  loaded.jobs.put(loadedJob({ id: 'gen_b', status: 'running', slotKey: 'local', queueDeadline: NOW + 1 }));
+  t.same(decideLoaded(loaded).effects, [{ type: 'arm_expiry', at: NOW + 10 }], 'a loaded state watches its queued jobs only');
+  t.same(decideLoaded(stateOf()).effects, [], 'none queued: no timer');
+});
+
+t.test('an auto-recharge starts when a create leaves the wallet under its threshold, one at a time', async (t) => {
+  const account = { ...emptyAccount(), walletActivated: true, walletCents: 1_000 };
+  const state = stateOf({ account, wallet: { autoRecharge: { enabled: true, thresholdCents: 990, amountCents: 5_000 }, monthlySpendCapCents: null } });
+  const slots = new Slots();
+  const first = decideCreate(state, requestOf({ paymentMode: 'wallet', credits: 10 }), none, factsOf(state), slots, NOW);
+  t.same(first.effects[0], { type: 'tell_self', msg: { type: 'auto_recharge' } });
+  t.equal(state.recharging, true);
+  t.equal(state.spend.spentCents, 20, "the wallet's monthly spend counts the reservation");
+  const second = decideCreate(state, requestOf({ paymentMode: 'wallet', credits: 10 }), none, factsOf(state), slots, NOW);
+  t.notOk(
+    second.effects.some((e) => e.type === 'tell_self'),
+    'not again while one is under way',
+  );
+});
+
+t.test("key limits: the key's controls changed and written; key usage read", async (t) => {
+  const key = keyOf({}, 7);
+  const state = stateOf({ keys: new Map([['key_1', key]]) });
+  const { reply, effects } = decideKeyLimits(state, 'key_1', { creditBudget: 50 }, undefined, NOW);
+  t.same(reply, { found: true, limits: { ...noKeyLimits(), creditBudget: 50 } });
+  t.same(effects, [{ type: 'write_key_limits', keyId: 'key_1', limits: { ...noKeyLimits(), creditBudget: 50 }, at: NOW }]);
+  t.equal(key.limits.creditBudget, 50, 'in force for the next create');
+  t.same(decideKeyLimits(state, 'key_2', { creditBudget: 1 }, undefined, NOW), { state, reply: { found: false }, effects: [] });
+
+  const read = decideKeyUsage(state, 'key_3', new Map([['key_3', keyOf({}, 3)]]), NOW);
+  t.equal(read.reply.found, true, 'a key read for the message is answered and kept');
+  t.ok(state.keys.has('key_3'));
+  t.same(read.effects, []);
+});
