@@ -115,6 +115,9 @@ t.test('a payment event', async (t) => {
     const small = stateOf({ account: emptyAccount() });
     const under = decidePaymentEvent(small, 'fake', succeeded, { seen: false, payment: paymentOf({ purpose: 'wallet_deposit', amount_cents: 999 }) }, NOW);
     t.equal((under.effects[0] as Commit).money?.activatesWallet, false, 'under the minimum: not activated');
+    const active = stateOf({ account: { ...emptyAccount(), walletActivated: true } });
+    const again = decidePaymentEvent(active, 'fake', succeeded, { seen: false, payment: paymentOf({ purpose: 'wallet_deposit' }) }, NOW);
+    t.equal((again.effects[0] as Commit).money?.activatesWallet, false, 'active already: not activated again');
   });
 
   t.test("a subscription: its first period's credits, the plan changed once committed, its renewal scheduled", async (t) => {
@@ -340,4 +343,10 @@ t.test('wallet settings: merged, refused when they do not hold together, written
     'a partial patch keeps the rest',
   );
   t.same(capped.effects.length, 1, 'one recharge at a time');
+  const kept = decideWalletSettings(state, { autoRecharge: { thresholdCents: 400 } }, NOW);
+  t.same(
+    (kept.effects[0] as Commit).statements,
+    [{ kind: 'write_wallet_settings', settings: { autoRecharge: { ...settings.autoRecharge, thresholdCents: 400 }, monthlySpendCapCents: 5_000 }, at }],
+    'the cap left out of the patch is kept',
+  );
 });

@@ -527,11 +527,15 @@ t.test('schedule: oldest first, a full provider keeps its place, held jobs let g
   const second = queuedJob(state, slots, {}, 'local', NOW + 1);
   const third = queuedJob(state, slots, {}, 'local', NOW + 2);
 
-  t.test('paused: nothing starts, nothing is asked', async (t) => {
-    slots.calls.length = 0;
-    const { effects } = decideSchedule(state, factsOf(state, { paused: true }), slots);
-    t.same(effects, []);
-    t.same(slots.calls, []);
+  t.test('paused, or the shard handed over: nothing starts, nothing is asked', async (t) => {
+    slots.free.local = 2;
+    for (const facts of [{ paused: true }, { handingOver: true }]) {
+      slots.calls.length = 0;
+      const { effects } = decideSchedule(state, factsOf(state, facts), slots);
+      t.same(effects, [], JSON.stringify(facts));
+      t.same(slots.calls, []);
+    }
+    slots.free.local = 0;
   });
 
   t.test('a full provider: its job keeps its place, the ones behind it start', async (t) => {
@@ -660,8 +664,20 @@ t.test('expiry: one timer for the earliest deadline; due jobs told to expire, th
   t.equal(state.jobs.get(early)?.deadline, undefined, 'its deadline no longer watched');
   t.equal(state.expiryAt, NOW + 60_000 + TIMEOUT);
 
+  const same = decideCreate(state, requestOf(), none, factsOf(state, { paused: true }), slots, NOW + 60_000);
+  t.notOk(
+    same.effects.some((e) => e.type === 'arm_expiry'),
+    'a deadline the timer is armed for already arms nothing',
+  );
+  const sameId = writesOf(same.effects)[0]!.creation.generation.id;
+  decideCreateCommitted(state, { type: 'create_committed', generationId: sameId, schedule: false }, factsOf(state, { paused: true }), slots);
+
   const last = decideExpireQueued(state, NOW + 60_000 + TIMEOUT);
-  t.same(last.effects, [{ type: 'cancel_expiry' }, { type: 'tell_generation', id: late, msg: { type: 'expire' } }]);
+  t.same(last.effects, [
+    { type: 'cancel_expiry' },
+    { type: 'tell_generation', id: late, msg: { type: 'expire' } },
+    { type: 'tell_generation', id: sameId, msg: { type: 'expire' } },
+  ]);
   t.equal(state.expiryAt, undefined, 'no queued job left: no timer');
 
   const loaded = stateOf();
