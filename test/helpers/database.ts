@@ -7,6 +7,7 @@ import type { Test } from 'tap';
 import pg from 'pg';
 import type { PGlite } from '@electric-sql/pglite';
 import { openDatabase } from '../../persistence/database.ts';
+import { PglitePool } from './pglite-pool.ts';
 
 const MIGRATIONS_DIR = fileURLToPath(new URL('../../persistence/migrations/', import.meta.url));
 const PGLITE_MANIFEST = fileURLToPath(new URL('../../node_modules/@electric-sql/pglite/package.json', import.meta.url));
@@ -103,18 +104,24 @@ function databaseUrl(base: string, name: string): string {
 
 let pgliteImage: Promise<Blob> | undefined;
 
-/**
- * An in-memory PGlite already migrated, for a server on `memory://`: loaded from a dump of a data directory
- * already migrated, which takes about half the time of migrating a new one. The service still runs its
- * migrations when it opens it, and finds nothing left to do.
- */
-export async function migratedPglite(): Promise<PGlite> {
+/** Loaded from the dump, or one an earlier server of this process closed, emptied (pglite-pool.ts). */
+const pglites = new PglitePool(async () => {
   pgliteImage ??= pgliteImageFile().catch((error: unknown) => {
     pgliteImage = undefined;
     throw error;
   });
   const { PGlite } = await import('@electric-sql/pglite');
   return new PGlite({ loadDataDir: await pgliteImage });
+});
+
+/**
+ * An in-memory PGlite already migrated and empty, for a server on `memory://`: one an earlier server of this
+ * process closed, emptied and checked against the dump (pglite-pool.ts), or else one loaded from a dump of a
+ * data directory already migrated, which takes about half the time of migrating a new one. The service still
+ * runs its migrations when it opens it, and finds nothing left to do.
+ */
+export function migratedPglite(): Promise<PGlite> {
+  return pglites.take();
 }
 
 /**
