@@ -8,6 +8,7 @@ import pg from 'pg';
 import type { PGlite } from '@electric-sql/pglite';
 import { openDatabase } from '../../persistence/database.ts';
 import { PglitePool } from './pglite-pool.ts';
+import { PostgresDatabasePool } from './postgres-pool.ts';
 
 const MIGRATIONS_DIR = fileURLToPath(new URL('../../persistence/migrations/', import.meta.url));
 const PGLITE_MANIFEST = fileURLToPath(new URL('../../node_modules/@electric-sql/pglite/package.json', import.meta.url));
@@ -15,23 +16,44 @@ const PGLITE_MANIFEST = fileURLToPath(new URL('../../node_modules/@electric-sql/
 const TEMPLATE_LOCK_KEY = '7236911355087249714';
 
 /**
- * Where tests keep their data. With TEST_DATABASE_URL set (a Postgres server), each call makes a fresh
- * database on it and drops it afterwards; otherwise an in-memory PGlite.
+ * Where tests keep their data. With TEST_DATABASE_URL set (a Postgres server), a database of its own on it,
+ * dropped or emptied for the next test of the process when `drop` is called; otherwise an in-memory PGlite.
  *
- * On PostgreSQL the fresh database is a copy of a template already migrated (`empty: true` for one with
- * nothing in it): the service still runs its migrations when it opens it, and finds nothing left to do.
+ * On PostgreSQL the fresh database is a copy of a template already migrated, or one an earlier test of this
+ * process used, emptied and checked against a fresh copy (postgres-pool.ts); `empty: true` for a new one
+ * with nothing in it. The service still runs its migrations when it opens it, and finds nothing left to do.
  */
 export async function freshDatabaseUrl(options: { empty?: boolean } = {}): Promise<{ url: string; drop(): Promise<void> }> {
   const base = process.env.TEST_DATABASE_URL;
   if (!base) return { url: 'memory://', drop: async () => {} };
-  const template = options.empty ? undefined : await migratedTemplate(base);
-  const name = `gs_test_${process.pid}_${randomBytes(4).toString('hex')}`;
-  await withClient(base, (admin) => admin.query(template ? `create database ${name} template ${template}` : `create database ${name}`));
-  return {
-    url: databaseUrl(base, name),
-    drop: () => withClient(base, (admin) => admin.query(`drop database if exists ${name} with (force)`)).then(() => {}),
-  };
+  const admin = <T>(work: (client: pg.Client) => Promise<T>) => withClient(base, work);
+  if (options.empty) {
+    const name = `gs_test_${process.pid}_${randomBytes(4).toString('hex')}`;
+    await admin((client) => client.query(`create database ${name}`));
+    return {
+      url: databaseUrl(base, name),
+      drop: () => admin((client) => client.query(`drop database if exists ${name} with (force)`)).then(() => {}),
+    };
+  }
+  databases ??= new PostgresDatabasePool(
+    async () => {
+      const template = await migratedTemplate(base);
+      const name = `gs_test_${process.pid}_${randomBytes(4).toString('hex')}`;
+      await admin((client) => client.query(`create database ${name} template ${template}`));
+      return name;
+    },
+    (name) => databaseUrl(base, name),
+    admin,
+  );
+  const pool = databases;
+  const name = await pool.take();
+  // Handed back once, however often it is dropped (two tests must never be given the same one).
+  let givenBack: Promise<void> | undefined;
+  return { url: databaseUrl(base, name), drop: () => (givenBack ??= pool.giveBack(name)) };
 }
+
+/** The test server's databases of this process, copies of the migrated template (TEST_DATABASE_URL is one server for the whole run). */
+let databases: PostgresDatabasePool | undefined;
 
 let template: Promise<string> | undefined;
 
