@@ -13,14 +13,15 @@ export function tracePglite(instance: PGlite, namespace: string): void {
   const marked = instance as PGlite & { [TRACED]?: true };
   if (marked[TRACED]) return;
   marked[TRACED] = true;
-  const tracer = trace.getTracer('generation-service');
   const query = instance.query.bind(instance);
   const exec = instance.exec.bind(instance);
   const traced = <T>(sql: string, run: () => Promise<T>): Promise<T> => {
     const parent = trace.getSpan(context.active());
     if (!parent?.isRecording()) return run();
     const operation = statementOperation(sql);
-    const span = tracer.startSpan(operation, {
+    // The tracer of the provider registered now, not of the one when the instance was first traced: a PGlite
+    // handed to a later service start in the same process (the tests' pool) reports to that start's provider.
+    const span = trace.getTracer('generation-service').startSpan(operation, {
       kind: SpanKind.CLIENT,
       attributes: {
         'db.system.name': 'postgresql',

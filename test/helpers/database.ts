@@ -146,6 +146,11 @@ export function migratedPglite(): Promise<PGlite> {
   return pglites.take();
 }
 
+/** Whether what was given `instance` (from migratedPglite) closed it: it is closed, or back in the pool. */
+export function pgliteClosed(instance: PGlite): boolean {
+  return instance.closed || pglites.closedByBorrower(instance);
+}
+
 /**
  * The dump, made once and kept in the temporary folder for every test process after: named by the PGlite
  * version and the migrations' hash, written under a name of its own and renamed when complete (processes

@@ -15,6 +15,8 @@ import { emptyingSql, fingerprintSql, TABLES_SQL } from './database-reset.ts';
  */
 export class PglitePool {
   private readonly idle: PGlite[] = [];
+  /** Instances handed out whose close() has been called since (kept idle, or closed). */
+  private readonly returned = new WeakSet<PGlite>();
   private image: Promise<{ fingerprint: string; emptying: string }> | undefined;
 
   /** `boot`: a new PGlite loaded from the migrated dump. `keep`: how many idle instances to hold at most. */
@@ -37,14 +39,21 @@ export class PglitePool {
     return instance;
   }
 
+  /** Whether `instance`'s borrower closed it (it is then idle here, emptied, or closed for good). */
+  closedByBorrower(instance: PGlite): boolean {
+    return this.returned.has(instance);
+  }
+
   /** How many are idle (for the pool's own test). */
   get idleCount(): number {
     return this.idle.length;
   }
 
   private lend(instance: PGlite): void {
+    this.returned.delete(instance);
     const own = instance as PGlite & { close: PGlite['close'] };
     own.close = async () => {
+      this.returned.add(instance);
       // Its own close again (the prototype's), for the next borrower and for a real close.
       delete (own as Partial<typeof own>).close;
       if (this.idle.length < this.keep && (await this.emptied(instance))) this.idle.push(instance);

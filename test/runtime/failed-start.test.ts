@@ -4,7 +4,7 @@ import pg from 'pg';
 import type { PGlite } from '@electric-sql/pglite';
 import { loadConfig } from '../../runtime/config.ts';
 import { startService, StartupError } from '../../app/service.ts';
-import { freshDatabaseUrl, migratedPglite } from '../helpers/database.ts';
+import { freshDatabaseUrl, migratedPglite, pgliteClosed } from '../helpers/database.ts';
 import { freePort } from '../helpers/ports.ts';
 import { failedStarts } from './failed-start-cases.ts';
 
@@ -64,7 +64,7 @@ for (const failure of failedStarts) {
     );
     t.type(error, StartupError, 'the start fails');
     t.match((error as Error).message, failure.message);
-    if (pglite) t.ok(pglite.closed, 'the database (PGlite) is closed');
+    if (pglite) t.ok(pgliteClosed(pglite), 'the database (PGlite) is closed');
     else t.equal(await sessionsOn(database.url), 0, 'no connection to the database is left open');
     t.ok(await canListen(port), 'the public port is free again');
   });

@@ -26,11 +26,14 @@ t.test('a closed instance comes back emptied, its session reset, the migrations 
   const pool = new PglitePool(boot);
   const first = await pool.take();
   await first.exec(`insert into parents values (1); insert into children values (1, 1); set work_mem = '8MB'; prepare p as select 1`);
+  t.equal(pool.closedByBorrower(first), false);
   await first.close();
   t.equal(first.closed, false, 'kept open');
+  t.equal(pool.closedByBorrower(first), true, 'known as closed by its borrower');
   t.equal(pool.idleCount, 1);
   const again = await pool.take();
   t.equal(again, first, 'the same instance is handed out');
+  t.equal(pool.closedByBorrower(again), false, 'lent again');
   t.equal(pool.idleCount, 0);
   t.same((await again.query('select (select count(*)::int from parents) as p, (select count(*)::int from children) as c')).rows, [{ p: 0, c: 0 }]);
   t.same((await again.query('select count(*)::int as n from mikro_orm_migrations')).rows, [{ n: 1 }], 'the migrations are still recorded');
