@@ -1,6 +1,6 @@
 /**
  * What the workspace actor's deciders (decide-*.ts) take and give: the facts looked up before deciding, the
- * providers' slots, and the decision, its effects as data. The actor (actor.ts, `perform`) does what an
+ * providers' slots, and the decision, its effects as data. The actor's interpreter (perform.ts) does what an
  * effect says; a decider does nothing but change the state it is handed and say what to do.
  */
 import type { PlanEntitlements } from '../../domain/plans.ts';
@@ -42,7 +42,7 @@ export interface WorkspaceFacts {
   handingOver: boolean;
 }
 
-/** Effects performed once a write committed (or failed): never a write themselves. */
+/** Effects that write nothing: performed in their turn, or as a write's follow-ups once it committed (or failed). */
 export type FollowUp =
   /** A message to this workspace's own mailbox (a commit's outcome, a schedule, an auto-recharge to start). */
   | { type: 'tell_self'; msg: WorkspaceMessage }
@@ -65,7 +65,7 @@ export type FollowUp =
   | { type: 'schedule_renewal'; subscriptionId: string; at: number }
   | { type: 'log'; level: 'warn' | 'error'; fields: Record<string, unknown>; message: string };
 
-/** What the actor does, as data. Every kind here is performed by actor.ts (`perform`). */
+/** What the actor does, as data. Every kind here is performed by perform.ts (`perform`). */
 export type WorkspaceEffect =
   | FollowUp
   /**
