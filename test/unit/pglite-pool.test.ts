@@ -1,6 +1,7 @@
 import t from 'tap';
 import { PGlite } from '@electric-sql/pglite';
 import { PglitePool } from '../helpers/pglite-pool.ts';
+import { CHANGES_EMPTYING_KEEPS, SMALL_MIGRATED_SCHEMA } from '../helpers/database-reset-cases.ts';
 
 // The test suite's pool of in-memory PGlites (test/helpers/pglite-pool.ts): what a server gets back from it
 // must be what a fresh boot gives, or a test would see an earlier test's data.
@@ -8,11 +9,7 @@ import { PglitePool } from '../helpers/pglite-pool.ts';
 /** A small migrated database, dumped once: each boot loads it, as the suite's pool loads the service's. */
 const image = await (async () => {
   const db = new PGlite();
-  await db.exec(`
-    create table mikro_orm_migrations (id serial primary key, name text);
-    insert into mikro_orm_migrations (name) values ('Migration0001');
-    create table parents (id int primary key);
-    create table children (id int primary key, parent int not null references parents (id));`);
+  await db.exec(SMALL_MIGRATED_SCHEMA);
   const dump = await db.dumpDataDir('none');
   await db.close();
   return dump;
@@ -47,14 +44,7 @@ t.test('a closed instance comes back emptied, its session reset, the migrations 
 
 t.test('an instance whose schema a test changed is closed, not handed out again', async (t) => {
   const pool = new PglitePool(boot);
-  for (const change of [
-    'create table extra (id int)',
-    'alter table parents add column name text',
-    `create function refuse() returns trigger language plpgsql as $$ begin raise exception 'no'; end $$;
-     create trigger refuse before insert on parents for each row execute function refuse()`,
-    `insert into mikro_orm_migrations (name) values ('Migration0002')`,
-    'insert into parents select generate_series(1, 100); analyze parents',
-  ]) {
+  for (const change of CHANGES_EMPTYING_KEEPS) {
     const db = await pool.take();
     await db.exec(change);
     await db.close();

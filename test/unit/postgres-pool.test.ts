@@ -2,6 +2,7 @@ import t from 'tap';
 import pg from 'pg';
 import { randomBytes } from 'node:crypto';
 import { PostgresDatabasePool } from '../helpers/postgres-pool.ts';
+import { CHANGES_EMPTYING_KEEPS, SMALL_MIGRATED_SCHEMA } from '../helpers/database-reset-cases.ts';
 
 // The test suite's pool of PostgreSQL databases (test/helpers/postgres-pool.ts): what a test gets back from
 // it must be what a fresh copy of the template gives, or a test would see an earlier test's data.
@@ -28,12 +29,7 @@ else {
     const name = `gs_pool_${process.pid}_${randomBytes(4).toString('hex')}`;
     created.push(name);
     await admin((c) => c.query(`create database ${name}`));
-    await on(urlOf(name), (c) =>
-      c.query(`create table mikro_orm_migrations (id serial primary key, name text);
-        insert into mikro_orm_migrations (name) values ('Migration0001');
-        create table parents (id int primary key);
-        create table children (id int primary key, parent int not null references parents (id));`),
-    );
+    await on(urlOf(name), (c) => c.query(SMALL_MIGRATED_SCHEMA));
     return name;
   };
   const exists = async (name: string) => (await admin((c) => c.query('select 1 from pg_database where datname = $1', [name]))).rowCount === 1;
@@ -70,14 +66,7 @@ else {
 
   t.test('a database whose schema a test changed is dropped, not handed out again', async (t) => {
     const pool = new PostgresDatabasePool(create, urlOf, admin);
-    for (const change of [
-      'create table extra (id int)',
-      'alter table parents add column name text',
-      `create function refuse() returns trigger language plpgsql as $$ begin raise exception 'no'; end $$;
-       create trigger refuse before insert on parents for each row execute function refuse()`,
-      `insert into mikro_orm_migrations (name) values ('Migration0002')`,
-      'insert into parents select generate_series(1, 100); analyze parents',
-    ]) {
+    for (const change of CHANGES_EMPTYING_KEEPS) {
       const name = await pool.take();
       await on(urlOf(name), (c) => c.query(change));
       await pool.giveBack(name);
