@@ -520,6 +520,150 @@ t.test('a job settled twice: the second moves no money (its write then fails, th
   t.equal(state.jobs.get(job)?.status, 'settling', "the first settlement's entry stays");
 });
 
+t.test('a token-priced job settled twice: the second moves no money, keeps the carry and claims no charge', async (t) => {
+  const terms: TokenTerms = { inputMicroPer1k: 1_500_000, outputMicroPer1k: 250_000 };
+  const state = stateOf();
+  const slots = new Slots();
+  const job = activeJob(state, slots, { tokenTerms: terms, credits: 10 });
+  const asked = settlementOf({ tokenTerms: terms, credits: 10, usage: { inputTokens: 1_000, outputTokens: 1_000 } });
+  decideSettle(state, { type: 'settle', generationId: job, money: 'capture', settlement: asked }, factsOf(state), slots, NOW);
+  t.equal(state.account.tokenCarryNano, 750_000_000n, '1.75 used: 1 charged, 0.75 carried');
+  const again = decideSettle(state, { type: 'settle', generationId: job, money: 'capture', settlement: asked }, factsOf(state), slots, NOW);
+  t.equal(state.account.tokenCarryNano, 750_000_000n, 'the carry as the first settlement left it');
+  t.same([state.account.availableCredits, state.account.reservedCredits], [99, 0]);
+  const write = again.effects[0] as SettlementWrite;
+  t.same(write.settlement.money.entries, []);
+  t.equal(write.settlement.money.tokenCarryNano, 0, 'no change of the carry written');
+  t.equal(write.settlement.charge, undefined, 'no charge recorded for a settlement that moved no money');
+});
+
+t.test('a token-priced job that reported no usage: charged its carry only, the rest released', async (t) => {
+  const terms: TokenTerms = { inputMicroPer1k: 1_500_000, outputMicroPer1k: 250_000 };
+  const state = stateOf();
+  const slots = new Slots();
+  const job = activeJob(state, slots, { tokenTerms: terms, credits: 10 });
+  const asked = settlementOf({ tokenTerms: terms, credits: 10, usage: null }, 'failed');
+  const { reply, effects } = decideSettle(state, { type: 'settle', generationId: job, money: 'capture', settlement: asked }, factsOf(state), slots, NOW);
+  t.same(reply, { settled: true, credits: 0 });
+  t.same([state.account.availableCredits, state.account.reservedCredits], [100, 0]);
+  t.equal((effects[0] as SettlementWrite).settlement.charge?.exactNano, '0', 'nothing used');
+});
+
+t.test("a token-priced capture's terminal event carries what was charged", async (t) => {
+  const terms: TokenTerms = { inputMicroPer1k: 1_500_000, outputMicroPer1k: 250_000 };
+  const state = stateOf();
+  const slots = new Slots();
+  const job = activeJob(state, slots, { tokenTerms: terms, credits: 10 });
+  const event = { generation: { id: job, workspaceId: WS, credits: 10 } as GenerationRow, status: 'succeeded' as const, at: NOW };
+  const asked = { ...settlementOf({ tokenTerms: terms, credits: 10, usage: { inputTokens: 1_000, outputTokens: 1_000 } }), event };
+  const { effects } = decideSettle(state, { type: 'settle', generationId: job, money: 'capture', settlement: asked }, factsOf(state), slots, NOW);
+  const written = (effects[0] as SettlementWrite).settlement.settlement.event;
+  t.match(written, { status: 'succeeded', at: NOW, generation: { id: job, workspaceId: WS, credits: 1 } }, 'its webhook says 1 credit, not the 10 reserved');
+  t.equal(event.generation.credits, 10, 'the message left as it was');
+});
+
+t.test('a token-priced capture on an API key gives back to the key what it released', async (t) => {
+  const terms: TokenTerms = { inputMicroPer1k: 1_500_000, outputMicroPer1k: 250_000 };
+  const key = keyOf({ creditBudget: 100 });
+  const state = stateOf({ keys: new Map([['key_1', key]]) });
+  const slots = new Slots();
+  const job = activeJob(state, slots, { tokenTerms: terms, credits: 10, apiKeyId: 'key_1' });
+  t.same([key.day.credits, key.month.credits], [10, 10]);
+  const asked = settlementOf({ tokenTerms: terms, credits: 10, apiKeyId: 'key_1', usage: { inputTokens: 1_000, outputTokens: 1_000 } });
+  const { effects } = decideSettle(state, { type: 'settle', generationId: job, money: 'capture', settlement: asked }, factsOf(state), slots, NOW);
+  t.same([key.day.credits, key.month.credits, key.unfinished], [1, 1, 0], 'the key keeps the 1 credit charged');
+  t.same(
+    (effects[0] as SettlementWrite).settlement.keySpendDeltas?.map((d) => [d.period, d.credits]),
+    [
+      ['day', -9],
+      ['month', -9],
+    ],
+  );
+});
+
+t.test('a token-priced job released: all its credits back, whatever it used', async (t) => {
+  const terms: TokenTerms = { inputMicroPer1k: 1_500_000, outputMicroPer1k: 250_000 };
+  const state = stateOf();
+  state.account.tokenCarryNano = 400_000_000n;
+  const slots = new Slots();
+  const job = activeJob(state, slots, { tokenTerms: terms, credits: 10 });
+  const asked = settlementOf({ tokenTerms: terms, credits: 10, usage: { inputTokens: 1_000, outputTokens: 1_000 } }, 'failed');
+  const { reply, effects } = decideSettle(state, { type: 'settle', generationId: job, money: 'release', settlement: asked }, factsOf(state), slots, NOW);
+  t.same(reply, { settled: true, credits: 0 });
+  t.same([state.account.availableCredits, state.account.reservedCredits], [100, 0]);
+  t.equal(state.account.tokenCarryNano, 400_000_000n, 'the carry as it was');
+  t.equal((effects[0] as SettlementWrite).settlement.charge, undefined, 'no charge');
+});
+
+t.test('a wallet-paid token-priced capture on an API key gives back to the key the wallet cents it released', async (t) => {
+  const terms: TokenTerms = { inputMicroPer1k: 1_500_000, outputMicroPer1k: 250_000 };
+  const key = keyOf({ creditBudget: 100 });
+  const account = { ...funded(0), walletActivated: true, walletCents: 1_000 };
+  const state = stateOf({ account, keys: new Map([['key_1', key]]) });
+  const slots = new Slots();
+  const job = activeJob(state, slots, { tokenTerms: terms, credits: 10, apiKeyId: 'key_1', paymentMode: 'wallet' });
+  t.same([key.day.walletCents, key.month.walletCents], [20, 20], '10 credits at 2 cents reserved from the wallet');
+  const asked = settlementOf({ tokenTerms: terms, credits: 10, apiKeyId: 'key_1', usage: { inputTokens: 1_000, outputTokens: 1_000 } });
+  const { effects } = decideSettle(state, { type: 'settle', generationId: job, money: 'capture', settlement: asked }, factsOf(state), slots, NOW);
+  t.same([key.day.walletCents, key.month.walletCents], [2, 2], 'the key keeps the 1 credit charged, 2 cents');
+  t.same(
+    (effects[0] as SettlementWrite).settlement.keySpendDeltas?.map((d) => [d.period, d.credits, d.walletCents]),
+    [
+      ['day', -9, -18],
+      ['month', -9, -18],
+    ],
+  );
+});
+
+t.test('a job priced in credits leaves the token carry as it was', async (t) => {
+  const state = stateOf();
+  state.account.tokenCarryNano = 400_000_000n;
+  const slots = new Slots();
+  const job = activeJob(state, slots);
+  const { effects } = decideSettle(state, { type: 'settle', generationId: job, money: 'capture', settlement: settlementOf() }, factsOf(state), slots, NOW);
+  t.equal(state.account.tokenCarryNano, 400_000_000n);
+  t.equal((effects[0] as SettlementWrite).settlement.money.tokenCarryNano, 0);
+});
+
+t.test("a wallet-paid job released: its cents leave the month's wallet spend", async (t) => {
+  const account = { ...funded(0), walletActivated: true, walletCents: 1_000 };
+  const state = stateOf({ account });
+  const slots = new Slots();
+  const job = queuedJob(state, slots, { paymentMode: 'wallet', credits: 10 });
+  t.equal(state.spend.spentCents, 20, 'the reservation counted');
+  decideSettle(state, { type: 'settle', generationId: job, money: 'release', settlement: settlementOf({}, 'cancelled') }, factsOf(state), slots, NOW);
+  t.same(state.spend, { month: '2026-01', spentCents: 0 });
+  t.same([state.account.walletCents, state.account.reservedWalletCents], [1_000, 0]);
+});
+
+t.test('a settle for a job the workspace no longer has: nothing moves, nothing to wait for', async (t) => {
+  const state = stateOf();
+  const slots = new Slots();
+  const job = queuedJob(state, slots);
+  decideSettle(state, { type: 'settle', generationId: job, money: 'release', settlement: settlementOf({}, 'cancelled') }, factsOf(state), slots, NOW);
+  t.equal(state.jobs.get(job), undefined);
+  const account = { ...state.account };
+  const again = decideSettle(
+    state,
+    { type: 'settle', generationId: job, money: 'release', settlement: settlementOf({}, 'cancelled') },
+    factsOf(state),
+    slots,
+    NOW,
+  );
+  t.same(state.account, account);
+  t.same((again.effects[0] as SettlementWrite).onCommitted, [{ type: 'money_moved' }], 'no settle_committed: it freed no slot');
+});
+
+t.test('settle_committed removes a settling job only', async (t) => {
+  const state = stateOf();
+  const slots = new Slots();
+  const running = activeJob(state, slots);
+  t.same(decideSettleCommitted(state, running), { state, reply: undefined, effects: [] });
+  t.equal(state.jobs.get(running)?.status, 'active', 'a job not settling stays');
+  t.same(decideSettleCommitted(state, 'gen_unknown').effects, [], 'one the workspace does not have: nothing');
+  t.equal(state.jobs.holdingSlots, 1);
+});
+
 t.test('schedule: oldest first, a full provider keeps its place, held jobs let go first', async (t) => {
   const state = stateOf({ plan: planOf({ concurrentJobs: 2 }) });
   const slots = new Slots({ busy: 0, local: 0 });
@@ -568,6 +712,34 @@ t.test('schedule: oldest first, a full provider keeps its place, held jobs let g
     const after = decideSchedule(held, factsOf(held), s);
     t.same(after.effects, [{ type: 'tell_generation', id: job, msg: { type: 'recover' } }]);
     t.equal(held.jobs.get(job)?.status, 'active');
+  });
+
+  t.test('only held jobs are let go: the others are not told to recover', async (t) => {
+    const s = stateOf();
+    const p = new Slots();
+    const job = activeJob(s, p);
+    const other = activeJob(s, p);
+    decideHoldRecovered(s, job, factsOf(s, { paused: true }), p);
+    const waiting = queuedJob(s, p);
+    const { effects } = decideSchedule(s, factsOf(s), p);
+    t.same(effects, [{ type: 'tell_generation', id: job, msg: { type: 'recover' } }]);
+    t.same([s.jobs.get(waiting)?.status, s.jobs.get(other)?.status], ['queued', 'active']);
+  });
+
+  t.test("the plan's concurrency reached during a schedule: the jobs behind wait, their providers not asked", async (t) => {
+    const s = stateOf({ plan: planOf({ concurrentJobs: 1 }) });
+    const p = new Slots({ local: 0 });
+    const a = queuedJob(s, p);
+    const b = queuedJob(s, p);
+    p.free.local = 2;
+    p.calls.length = 0;
+    const { effects } = decideSchedule(s, factsOf(s), p);
+    t.same(
+      effects.map((e) => e.type === 'start_generation' && e.id),
+      [a],
+    );
+    t.equal(s.jobs.get(b)?.status, 'queued');
+    t.same(p.calls, [`tryAcquire local ${a} ${WS} 3`]);
   });
 
   t.test('a declined slot goes back and the queue moves', async (t) => {
