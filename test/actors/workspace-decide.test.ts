@@ -381,6 +381,17 @@ t.test('Idempotency-Keys: a stored answer replayed, another body or one in fligh
     t.equal(replayed.reply.kind === 'replay' && replayed.reply.generation, first.reply.kind === 'created' && first.reply.generation);
   });
 
+  t.test('a committed key answers again for a day, and no longer', async (t) => {
+    const state = stateOf();
+    const slots = new Slots();
+    const first = decideCreate(state, requestOf({}, key), none, factsOf(state), slots, NOW);
+    const msg = writesOf(first.effects)[0]!.onCommitted[0] as Extract<FollowUp, { type: 'tell_self' }>;
+    decideCreateCommitted(state, msg.msg as Extract<WorkspaceMessage, { type: 'create_committed' }>, factsOf(state), slots);
+    const hour = 60 * 60 * 1000;
+    t.equal(decideCreate(state, requestOf({}, key), none, factsOf(state), slots, NOW + 23 * hour).reply.kind, 'replay', '23 hours later');
+    t.equal(decideCreate(state, requestOf({}, key), none, factsOf(state), slots, NOW + 25 * hour).reply.kind, 'created', '25 hours later');
+  });
+
   t.test('an expired key is free again', async (t) => {
     const state = stateOf();
     const old = { ...stored, expiresAt: NOW - 1 };
@@ -798,6 +809,16 @@ t.test('create_committed and create_failed', async (t) => {
     t.same(effects, [{ type: 'money_moved' }]);
     const gone = decideCreateCommitted(state, { type: 'create_committed', generationId: 'gen_unknown', schedule: false }, factsOf(state), slots);
     t.same(gone.effects, [{ type: 'money_moved' }]);
+  });
+
+  t.test('create_failed leaves a job that is not being reserved at creation', async (t) => {
+    const state = stateOf();
+    const slots = new Slots();
+    const waiting = queuedJob(state, slots);
+    decideCreateFailed(state, waiting, factsOf(state, { paused: true }), slots);
+    t.equal(state.jobs.get(waiting)?.status, 'queued');
+    t.same(decideCreateFailed(state, 'gen_unknown', factsOf(state, { paused: true }), slots).effects, []);
+    t.equal(state.jobs.count('queued'), 1);
   });
 
   t.test('a failed reserved creation gives its slot back to the queue', async (t) => {
