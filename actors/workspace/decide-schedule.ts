@@ -47,20 +47,14 @@ export function decideSchedule<S extends WorkspaceState>(state: S, facts: Worksp
 
 /** `slot_declined`: a job gave back the slot it was granted (it had ended, or its shard is being handed over). */
 export function decideSlotDeclined<S extends WorkspaceState>(state: S, generationId: string, facts: WorkspaceFacts, slots: SlotPort): Decision<S, NoReply> {
-  state.plan = facts.plan;
   state.jobs.update(generationId, declinedJob);
   slots.release(generationId);
-  const effects: WorkspaceEffect[] = [];
-  schedule(state, facts, slots, effects);
-  return { state, reply: undefined, effects };
+  return decideSchedule(state, facts, slots);
 }
 
 /** `hold_recovered`: a job in flight at a restart waits, with its slot, for the emergency stop to be lifted. */
 export function decideHoldRecovered<S extends WorkspaceState>(state: S, generationId: string, facts: WorkspaceFacts, slots: SlotPort): Decision<S, NoReply> {
-  state.plan = facts.plan;
   state.jobs.update(generationId, heldJob);
   // The stop may have been lifted since the job looked: then it goes on at once.
-  const effects: WorkspaceEffect[] = [];
-  schedule(state, facts, slots, effects);
-  return { state, reply: undefined, effects };
+  return decideSchedule(state, facts, slots);
 }
