@@ -9,9 +9,9 @@ import { emptyingSql, fingerprintSql, TABLES_SQL } from './database-reset.ts';
  *
  * What a server gets is what a fresh boot from the dump gives: every table of the service empty, the
  * migrations' own table as migrated, no session state (DISCARD ALL: prepared statements, settings, temporary
- * tables, advisory locks, LISTEN; then the search path PGlite's start sets). An instance whose schema, functions, triggers, roles, statistics or
- * migrations differ afterwards from the dump's (a test that changed them, say a trigger that makes writes
- * fail) is closed instead, as is one that could not be emptied.
+ * tables, advisory locks, LISTEN; then the search path PGlite's start sets). An instance whose schema,
+ * functions, triggers, roles, statistics or migrations differ afterwards from the dump's (a test that changed
+ * them, say a trigger that makes writes fail) is closed instead, as is one that could not be emptied.
  */
 export class PglitePool {
   private readonly idle: PGlite[] = [];
@@ -56,7 +56,8 @@ export class PglitePool {
       this.returned.add(instance);
       // Its own close again (the prototype's), for the next borrower and for a real close.
       delete (own as Partial<typeof own>).close;
-      if (this.idle.length < this.keep && (await this.emptied(instance))) this.idle.push(instance);
+      // Room looked at again after the emptying: other closes may have filled it meanwhile.
+      if (this.idle.length < this.keep && (await this.emptied(instance)) && this.idle.length < this.keep) this.idle.push(instance);
       else await instance.close();
     };
   }

@@ -45,7 +45,8 @@ export class PostgresDatabasePool {
 
   /** Kept for the next `take` if it can be emptied back to a fresh copy, else dropped. */
   async giveBack(name: string): Promise<void> {
-    if (this.idle.length < this.keep && (await this.emptied(name))) this.idle.push(name);
+    // Room looked at again after the emptying: other tests may have given theirs back meanwhile.
+    if (this.idle.length < this.keep && (await this.emptied(name)) && this.idle.length < this.keep) this.idle.push(name);
     else await this.admin((client) => client.query(`drop database if exists ${name} with (force)`));
   }
 

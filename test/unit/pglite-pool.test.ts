@@ -65,3 +65,11 @@ t.test('at most `keep` instances are held idle; the rest are closed', async (t) 
   t.equal(a!.closed, false);
   t.equal(b!.closed, true);
 });
+
+t.test('closes at the same time keep no more than `keep` idle', async (t) => {
+  const pool = new PglitePool(boot, 1);
+  const taken = await Promise.all([pool.take(), pool.take(), pool.take()]);
+  await Promise.all(taken.map((db) => db.close()));
+  t.equal(pool.idleCount, 1);
+  t.equal(taken.filter((db) => db.closed).length, 2, 'the others closed');
+});

@@ -84,4 +84,12 @@ else {
     t.equal(await exists(a!), true);
     t.equal(await exists(b!), false);
   });
+
+  t.test('databases given back at the same time keep no more than `keep`', async (t) => {
+    const pool = new PostgresDatabasePool(create, urlOf, admin, 1);
+    const taken = await Promise.all([pool.take(), pool.take(), pool.take()]);
+    await Promise.all(taken.map((name) => pool.giveBack(name)));
+    t.equal(pool.idleCount, 1);
+    t.equal((await Promise.all(taken.map(exists))).filter((kept) => kept).length, 1, 'the others dropped');
+  });
 }
