@@ -8,7 +8,7 @@ import { DEFAULT_SWITCH_POLL_MS } from '../../runtime/switches.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
 import { freshDatabaseUrl } from '../helpers/database.ts';
 import { createKey, signUp } from '../helpers/identity.ts';
-import { ROOT } from '../fixtures/child.ts';
+import { CHILD_NODE_FLAGS, ROOT } from '../fixtures/child.ts';
 import { get } from './support.ts';
 import { cameTrue, eventually, NotMetError } from '../helpers/eventually.ts';
 
@@ -20,7 +20,7 @@ interface Ran {
 
 /** `npm run ops -- …` as a child process (node --import tsx app/ops.ts …) with exactly this environment. */
 function ops(args: string[], env: Record<string, string>): { done: Promise<Ran>; finished: () => boolean } {
-  const child = spawn(process.execPath, ['--import', './test/loader/register.mjs', 'app/ops.ts', ...args], {
+  const child = spawn(process.execPath, [...CHILD_NODE_FLAGS, '--import', './test/loader/register.mjs', 'app/ops.ts', ...args], {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', LOG_LEVEL: 'silent', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

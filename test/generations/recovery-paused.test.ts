@@ -5,7 +5,7 @@ import { writeGenerationPaused } from '../../runtime/switches.ts';
 import { durableStorage } from '../helpers/database.ts';
 import { createKey, signUp } from '../helpers/identity.ts';
 import type { TestServer } from '../helpers/server.ts';
-import { ROOT, startNode, type Child } from '../fixtures/child.ts';
+import { CHILD_NODE_FLAGS, ROOT, startNode, type Child } from '../fixtures/child.ts';
 import { createGeneration, getGeneration, httpClient, isTerminal, ledgerByGeneration, moneyOf, waitFor, type Gen } from './flow.ts';
 import { cameTrue, eventually, NotMetError } from '../helpers/eventually.ts';
 
@@ -41,7 +41,7 @@ async function withDatabase<T>(fn: (db: Awaited<ReturnType<typeof openDatabase>>
 
 /** `npm run ops -- <args>`: on PGlite it reaches the running server through its mailbox, on Postgres it writes the row. */
 function ops(args: string[]): Promise<{ code: number | null; stderr: string }> {
-  const child = spawn(process.execPath, ['--import', './test/loader/register.mjs', 'app/ops.ts', ...args], {
+  const child = spawn(process.execPath, [...CHILD_NODE_FLAGS, '--import', './test/loader/register.mjs', 'app/ops.ts', ...args], {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', LOG_LEVEL: 'silent', ...databaseEnv },
     stdio: ['ignore', 'ignore', 'pipe'],

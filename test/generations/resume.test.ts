@@ -6,14 +6,14 @@ import { newId } from '../../persistence/ids.ts';
 import { startTestServer } from '../helpers/server.ts';
 import { durableStorage } from '../helpers/database.ts';
 import { createKey, signUp } from '../helpers/identity.ts';
-import { ROOT } from '../fixtures/child.ts';
+import { CHILD_NODE_FLAGS, ROOT } from '../fixtures/child.ts';
 import { generationRow, insertGenerations } from './support.ts';
 import { cancelGeneration, createGeneration, getGeneration, moneyOf, serverQuery, waitFor } from './flow.ts';
 import { cameTrue } from '../helpers/eventually.ts';
 
 /** `npm run ops -- <args>` as a child process, moving the server's clock meanwhile so its poll (and mailbox) runs. */
 async function ops(clock: ManualClock, args: string[], env: Record<string, string>): Promise<{ code: number | null; stderr: string }> {
-  const child = spawn(process.execPath, ['--import', './test/loader/register.mjs', 'app/ops.ts', ...args], {
+  const child = spawn(process.execPath, [...CHILD_NODE_FLAGS, '--import', './test/loader/register.mjs', 'app/ops.ts', ...args], {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', LOG_LEVEL: 'silent', ...env },
     stdio: ['ignore', 'ignore', 'pipe'],

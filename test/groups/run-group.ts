@@ -83,9 +83,48 @@ export function aloneFiles(): string[] {
   return manifest.tap.include.filter((entry) => entry.endsWith('.test.ts') && !entry.includes('*'));
 }
 
-/** The files of group `index` of `count`: a contiguous slice of the sorted list, so a directory's files mostly share a group. */
-export function filesOfGroup(index: number, count: number, files = groupedFiles()): string[] {
-  return files.slice(Math.floor((index * files.length) / count), Math.floor(((index + 1) * files.length) / count));
+/** Where each file's measured seconds are kept (record-durations.ts writes them from a run's tap output). */
+const DURATIONS_FILE = path.join(ROOT, 'test/groups/durations.json');
+
+/** Each test file's seconds in a quiet run of the PGlite half (test/groups/durations.json); {} when there is none. */
+export function measuredSeconds(): Record<string, number> {
+  try {
+    return JSON.parse(fs.readFileSync(DURATIONS_FILE, 'utf8')) as Record<string, number>;
+  } catch {
+    return {};
+  }
+}
+
+/**
+ * The files of group `index` of `count`, the groups balanced by the files' measured seconds: longest first,
+ * each to the group with the least time so far (the longest-processing-time rule: no group ends more than
+ * its longest file after another). A file not measured yet counts as the median of those that were. Within a
+ * group the files run in sorted order. Deterministic: the same files and seconds give the same groups.
+ */
+export function filesOfGroup(index: number, count: number, files = groupedFiles(), seconds = measuredSeconds()): string[] {
+  return balancedGroups(files, count, seconds)[index] ?? [];
+}
+
+/** Every group's files (see filesOfGroup). */
+export function balancedGroups(files: string[], count: number, seconds: Record<string, number>): string[][] {
+  const known = files
+    .map((file) => seconds[file])
+    .filter((s): s is number => typeof s === 'number' && s >= 0)
+    .sort((a, b) => a - b);
+  const median = known.length > 0 ? known[Math.floor(known.length / 2)]! : 1;
+  const cost = (file: string) => {
+    const s = seconds[file];
+    return typeof s === 'number' && s >= 0 ? s : median;
+  };
+  const order = [...files].sort((a, b) => cost(b) - cost(a) || (a < b ? -1 : a > b ? 1 : 0));
+  const groups = Array.from({ length: count }, () => ({ files: [] as string[], total: 0 }));
+  for (const file of order) {
+    let least = groups[0]!;
+    for (const group of groups) if (group.total < least.total) least = group;
+    least.files.push(file);
+    least.total += cost(file);
+  }
+  return groups.map((group) => group.files.sort());
 }
 
 /** An entry file's name: group-NN.ts. */
@@ -123,11 +162,18 @@ export function groupCount(): number {
  * the runner's --exclude leaves out such files run alone.
  */
 export async function runGroup(index: number, count: number): Promise<void> {
-  let files = process.env.TEST_GROUP_FILES ? process.env.TEST_GROUP_FILES.split(',') : filesOfGroup(index, count);
-  if (process.env.TEST_SKIP_BACKEND_INDEPENDENT) {
-    const independent = new Set(backendIndependent());
-    files = files.filter((file) => !independent.has(file));
-  }
+  // With TEST_SKIP_BACKEND_INDEPENDENT the files left out are left out before the groups are balanced, so
+  // that the groups of that half are even too.
+  const independent = new Set(process.env.TEST_SKIP_BACKEND_INDEPENDENT ? backendIndependent() : []);
+  const files = (
+    process.env.TEST_GROUP_FILES
+      ? process.env.TEST_GROUP_FILES.split(',')
+      : filesOfGroup(
+          index,
+          count,
+          groupedFiles().filter((file) => !independent.has(file)),
+        )
+  ).filter((file) => !independent.has(file));
   if (files.length === 0) {
     t.plan(0, 'no file of this group runs on this back end');
     return;

@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import t from 'tap';
-import { aloneFiles, filesOfGroup, groupCount, groupedFiles } from '../groups/run-group.ts';
+import { aloneFiles, balancedGroups, filesOfGroup, groupCount, groupedFiles, measuredSeconds } from '../groups/run-group.ts';
+import { secondsOf } from '../groups/record-durations.ts';
 
 // The groups (test/groups/) decide which test files `npm test` and CI run: a file in no group never runs.
 t.test('every test file runs once: in exactly one group, or alone', async (t) => {
@@ -26,11 +27,45 @@ t.test('every test file runs once: in exactly one group, or alone', async (t) =>
   }
 });
 
-t.test('a group is a contiguous slice of the sorted files', async (t) => {
-  const files = Array.from({ length: 10 }, (_, i) => `test/x/${String(i).padStart(2, '0')}.test.ts`);
+t.test('groups are balanced by measured seconds: longest first, each to the group with least time so far', async (t) => {
+  const seconds: Record<string, number> = { 'test/a.test.ts': 9, 'test/b.test.ts': 7, 'test/c.test.ts': 5, 'test/d.test.ts': 4, 'test/e.test.ts': 2 };
+  const files = Object.keys(seconds);
+  // 9 | 7 | 5, then 4 to the 5 (9), then 2 to the 7 (9): within the longest file of one another.
+  t.same(balancedGroups(files, 3, seconds), [['test/a.test.ts'], ['test/b.test.ts', 'test/e.test.ts'], ['test/c.test.ts', 'test/d.test.ts']]);
   t.same(
-    [0, 1, 2].map((i) => filesOfGroup(i, 3, files)),
-    [files.slice(0, 3), files.slice(3, 6), files.slice(6, 10)],
+    [0, 1, 2].map((i) => filesOfGroup(i, 3, files, seconds)),
+    balancedGroups(files, 3, seconds),
+    'filesOfGroup is one of them',
   );
-  t.same(filesOfGroup(0, 1, files), files, 'one group holds all');
+  t.same(balancedGroups(files, 1, seconds), [[...files].sort()], 'one group holds all, sorted');
+  t.same(balancedGroups(files, 3, seconds), balancedGroups([...files].reverse(), 3, seconds), 'the order the files come in changes nothing');
+});
+
+t.test('a file not measured yet counts as the median of those that were', async (t) => {
+  const seconds: Record<string, number> = { 'test/a.test.ts': 10, 'test/b.test.ts': 3, 'test/c.test.ts': 1 };
+  // The new file counts 3: after 10 and 3 fill two groups, the new one and 1 go to the group of 3 (3, then 6 against 10).
+  t.same(balancedGroups([...Object.keys(seconds), 'test/new.test.ts'], 2, seconds), [
+    ['test/a.test.ts'],
+    ['test/b.test.ts', 'test/c.test.ts', 'test/new.test.ts'],
+  ]);
+  t.same(balancedGroups(['test/x.test.ts', 'test/y.test.ts'], 2, {}), [['test/x.test.ts'], ['test/y.test.ts']], 'no figures at all: a file each');
+});
+
+t.test("the recorded seconds are read from a run's tap output: each file's subtest line", async (t) => {
+  const log = [
+    'ok 1 - test/groups/group-01.ts # time=9000ms',
+    '    ok 1 - test/money/billing.test.ts # time=1234.56ms',
+    '    not ok 2 - test/money/wallet.test.ts # time=80ms',
+    '        ok 1 - test/not/a-file-line.test.ts # time=5ms',
+  ].join('\n');
+  t.same(secondsOf(log), { 'test/money/billing.test.ts': 1.2, 'test/money/wallet.test.ts': 0.1 });
+});
+
+t.test('durations.json names only files that exist', async (t) => {
+  const grouped = new Set(groupedFiles());
+  t.same(
+    Object.keys(measuredSeconds()).filter((file) => !grouped.has(file)),
+    [],
+    'a removed or renamed file is removed from it too (record-durations.ts)',
+  );
 });
