@@ -29,6 +29,7 @@ import {
 } from './payments.ts';
 import type { Balances, CreateItem, CreateReply, SettleReply, WorkspaceMessage } from './protocol.ts';
 import { answer, performAll } from './perform.ts';
+import { priceOrder } from './pricing.ts';
 import type { WorkspaceActorState } from './state.ts';
 
 type State = WorkspaceActorState;
@@ -116,23 +117,29 @@ function balancesOf(state: State): Balances {
   };
 }
 
-/** A create as its decider takes it: its job's id made, its slot key, and the trace of the request that made it. */
+/**
+ * A create as its decider takes it: its order priced and routed by the catalog served now (pricing.ts: the
+ * deployment's choice reads its jobs in flight and draws at random, so it is made here and not in the pure
+ * decider), its job's id made, its slot key, and the trace of the request that made it.
+ */
 function requestOf(item: CreateItem, now: number, ctx: ActorContext): CreateRequest {
-  const { draft, idempotency } = item;
+  const { order, idempotency } = item;
+  const deps = depsOf(ctx);
+  const priced = priceOrder(order, deps.catalog, { inFlight: (id) => deps.providers.inFlight(id), random: Math.random });
   return {
-    draft,
+    priced,
     idempotency,
-    id: draft.id ?? newId('gen', now),
-    slotKey: depsOf(ctx).slotKeyOf(draft.provider, draft.deploymentId),
+    id: order.id ?? newId('gen', now),
+    slotKey: priced.ok ? deps.slotKeyOf(priced.draft.provider, priced.draft.deploymentId) : '',
     trace: captureJobContext(),
   };
 }
 
 /** `create`: its Idempotency-Key read from the database when memory does not hold it, its key's spend when not seen yet. */
 async function create(state: State, item: CreateItem, ctx: ActorContext): Promise<Outcome<State, CreateReply>> {
-  const { draft, idempotency } = item;
+  const { order, idempotency } = item;
   const stored = idempotency && !state.idempotency.get(idempotency.key, ctx.clock.now()) ? await findIdempotencyKeys(ctx, [idempotency.key]) : undefined;
-  const keys = await keysNotSeen(state, [draft.apiKeyId], ctx);
+  const keys = await keysNotSeen(state, [order.apiKeyId], ctx);
   const now = ctx.clock.now();
   const decision = decideCreate(state, requestOf(item, now, ctx), { stored, keys }, factsOf(state, ctx), depsOf(ctx).capacity, now);
   return answer(decision, ctx);
@@ -147,7 +154,7 @@ async function createBatch(state: State, items: CreateItem[], ctx: ActorContext)
   const stored = unknown.length > 0 ? await findIdempotencyKeys(ctx, unknown) : undefined;
   const keys = await keysNotSeen(
     state,
-    items.map((item) => item.draft.apiKeyId),
+    items.map((item) => item.order.apiKeyId),
     ctx,
   );
   const now = ctx.clock.now();

@@ -18,19 +18,21 @@ import { rechargeIfLow } from './decide-recharge.ts';
 import { schedule } from './decide-schedule.ts';
 import type { IdempotencyEntry } from './idempotency-cache.ts';
 import { acceptedJob, committedJob } from './jobs.ts';
-import type { CreateReply, GenerationDraft, WorkspaceCommitMessage } from './protocol.ts';
+import type { PricedOrder } from './pricing.ts';
+import type { CreateReply, WorkspaceCommitMessage } from './protocol.ts';
 import type { WorkspaceState } from './state.ts';
 
 /** How long an Idempotency-Key answers its first request again. */
 export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
 
-/** One create as the actor hands it over: the message's draft and key, with what the actor made for it. */
+/** One create as the actor hands it over: the message's order priced (pricing.ts) and its key, with what the actor made for it. */
 export interface CreateRequest {
-  draft: GenerationDraft;
+  /** The order with its price and deployment from the catalog served now, or why that catalog cannot take it. */
+  priced: PricedOrder;
   idempotency?: { key: string; hash: string };
-  /** The job's id, should it be accepted: the draft's own, or one the actor made. */
+  /** The job's id, should it be accepted: the order's own, or one the actor made. */
   id: string;
-  /** Whose provider slots it takes (ActorDeps.slotKeyOf of its provider and deployment). */
+  /** Whose provider slots it takes (ActorDeps.slotKeyOf of its provider and deployment); '' when it was not priced. */
   slotKey: string;
   /** The creating request's trace context and id (runtime/tracing.ts), kept with the job; null with tracing off. */
   trace: JobContext | null;
@@ -136,12 +138,15 @@ function admit(
   scheduleWhenDurable: boolean,
   effects: WorkspaceEffect[],
 ): CreateReply {
-  const { draft, idempotency } = request;
+  const { priced, idempotency } = request;
   if (seen) {
     if (seen.hash !== idempotency!.hash) return refuse('conflict', KEY_BODY_CONFLICT);
     if (!seen.result) return refuse('conflict', 'A request with this Idempotency-Key is still being processed.');
     return { kind: 'replay', status: seen.result.status, generation: seen.result.generation };
   }
+  // After the replay: a key's first answer is given again even when a reload has since taken its model away.
+  if (!priced.ok) return refuse('validation_error', priced.message);
+  const { draft } = priced;
   const { plan, jobs } = state;
   if (!draft.modelPlans.includes(plan.id)) return refuse('plan_limit_reached', `Model ${draft.modelId} is not available on the ${plan.name} plan.`);
   const limit = plan.concurrentJobs * QUEUE_FACTOR;

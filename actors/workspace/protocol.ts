@@ -10,26 +10,35 @@ import type { KeyLimits, KeyLimitsPatch, KeyLimitsUsage } from '../../domain/key
 import type { Progress } from '../generation/progress-writes.ts';
 import type { NewAsset } from '../../persistence/assets/store.ts';
 
-/** A generation as the HTTP layer asks for it; the workspace actor prices, reserves and stores it. */
-export interface GenerationDraft {
+/**
+ * A generation as the HTTP layer asks for it, its model and params checked against the catalog and its inputs
+ * against the workspace. The workspace actor prices it and chooses its deployment next to its reservation
+ * (pricing.ts), then reserves and stores it.
+ */
+export interface GenerationOrder {
   /** An id the caller made (newId('gen')) to follow the job before it exists (the OpenAI-compatible door); made here otherwise. */
   id?: string;
   workspaceId: string;
   apiKeyId: string | null;
   userId: string | null;
+  /** The mode the request named, which was its model's when checked. */
   mode: string;
   modelId: string;
+  params: Record<string, unknown>;
+  inputs: Record<string, unknown>;
+  paymentMode: PaymentMode;
+  project: string | null;
+}
+
+/** An order priced, against the catalog the actor serves when it reserves it: what it reserves and stores. */
+export interface GenerationDraft extends GenerationOrder {
   provider: string;
   /** The catalog deployment that runs it, chosen at creation and kept. */
   deploymentId: string;
   /** A token-priced model's price at creation; null for the other units. */
   tokenTerms: TokenTerms | null;
-  params: Record<string, unknown>;
-  inputs: Record<string, unknown>;
-  paymentMode: PaymentMode;
   /** What is reserved: the whole price, or for a token-priced model the most the job can cost. */
   credits: number;
-  project: string | null;
   /** The model's plans, so access is checked against the workspace's current plan. */
   modelPlans: string[];
 }
@@ -56,7 +65,7 @@ export interface GenerationSettlement {
 }
 
 export type WorkspaceMessage =
-  | { type: 'create'; draft: GenerationDraft; idempotency?: { key: string; hash: string } }
+  | { type: 'create'; order: GenerationOrder; idempotency?: { key: string; hash: string } }
   /** Several creates in one message (POST /v1/generations/batch): answered with one CreateReply per item, in order. */
   | { type: 'create_batch'; items: CreateItem[] }
   /** Written behind the generation's progress writes not yet committed (progress-writes.ts, pendingProgressOf). */
@@ -208,14 +217,14 @@ export interface WalletSnapshot {
 
 /** One create of a batch: what a `create` message carries. */
 export interface CreateItem {
-  draft: GenerationDraft;
+  order: GenerationOrder;
   idempotency?: { key: string; hash: string };
 }
 
 export type CreateReply =
   | { kind: 'created'; generation: GenerationRow }
   | { kind: 'replay'; status: number; generation: GenerationRow }
-  | { kind: 'refused'; code: MoneyRefusal | 'plan_limit_reached' | 'conflict'; message: string };
+  | { kind: 'refused'; code: MoneyRefusal | 'plan_limit_reached' | 'conflict' | 'validation_error'; message: string };
 
 /** A settle, once committed: the webhook endpoints that got a delivery of its event, to wake. */
 export interface SettleReply {

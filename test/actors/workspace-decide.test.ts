@@ -84,7 +84,7 @@ function draftOf(patch: Partial<GenerationDraft> = {}): GenerationDraft {
 
 let ids = 0;
 function requestOf(patch: Partial<GenerationDraft> = {}, idempotency?: { key: string; hash: string }, slotKey = 'local'): CreateRequest {
-  return { draft: draftOf(patch), ...(idempotency ? { idempotency } : {}), id: `gen_${++ids}`, slotKey, trace: null };
+  return { priced: { ok: true, draft: draftOf(patch) }, ...(idempotency ? { idempotency } : {}), id: `gen_${++ids}`, slotKey, trace: null };
 }
 
 const none: CreateLookups = {};
@@ -258,6 +258,11 @@ t.test('refused creates change nothing and write nothing', async (t) => {
     t.same(slots.calls, [], 'no slot asked for');
   };
 
+  t.test('an order the catalog served at the reservation cannot take (a reload took its model away)', async (t) => {
+    const unpriced: CreateRequest = { ...requestOf(), priced: { ok: false, message: 'model: unknown model "flux"; see GET /v1/models' }, slotKey: '' };
+    refusedWith(t, stateOf(), unpriced, 'validation_error', /^model: unknown model "flux"/);
+  });
+
   t.test("a model not on the workspace's plan", async (t) => {
     refusedWith(t, stateOf(), requestOf({ modelPlans: ['team'] }), 'plan_limit_reached', /not available on the Pro plan/);
   });
@@ -344,6 +349,14 @@ t.test('Idempotency-Keys: a stored answer replayed, another body or one in fligh
     t.same(effects, []);
     t.equal(state.account.reservedCredits, 0, 'nothing reserved');
     t.equal(state.idempotency.get('idem_1', NOW), stored, 'kept in memory for the next retry');
+  });
+
+  t.test("a key's first answer is given again even when the catalog no longer takes its order", async (t) => {
+    const state = stateOf();
+    const unpriced: CreateRequest = { ...requestOf({}, key), priced: { ok: false, message: 'model: unknown model "flux"' }, slotKey: '' };
+    const { reply, effects } = decideCreate(state, unpriced, { stored: new Map([['idem_1', stored]]) }, factsOf(state), new Slots(), NOW);
+    t.same(reply, { kind: 'replay', status: 201, generation: { id: 'gen_old' } });
+    t.same(effects, []);
   });
 
   t.test('another body', async (t) => {

@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import ts from 'typescript';
 import type { ActorContext, Actors, KindBehavior } from '../../actors/kinds.ts';
 import type { CancelReply, GenerationMessage, GenerationProtocol } from '../../actors/generation/protocol.ts';
-import type { Balances, CreateReply, GenerationDraft, WorkspaceMessage } from '../../actors/workspace/protocol.ts';
+import type { Balances, CreateReply, GenerationOrder, WorkspaceMessage } from '../../actors/workspace/protocol.ts';
 import type { WebhookMessage, WebhookProtocol } from '../../actors/webhook/protocol.ts';
 import type { Handler, Handlers } from '../../runtime/actor-behavior.ts';
 import { generationActor, type GenerationActorState } from '../../actors/generation/actor.ts';
@@ -22,11 +22,11 @@ import type { EndpointActorState } from '../../actors/webhook/endpoint-state.ts'
  */
 
 /** What is sent: a message of its kind's union, field by field. */
-export function messagesAreChecked(actors: Actors, draft: GenerationDraft): void {
+export function messagesAreChecked(actors: Actors, order: GenerationOrder): void {
   actors.tell('ws', 'ws_1', { type: 'schedule' });
-  void actors.ask('ws', 'ws_1', { type: 'create', draft, idempotency: { key: 'k', hash: 'h' } });
+  void actors.ask('ws', 'ws_1', { type: 'create', order, idempotency: { key: 'k', hash: 'h' } });
   // @ts-expect-error a message type the workspace does not have
-  void actors.ask('ws', 'ws_1', { type: 'crate', draft });
+  void actors.ask('ws', 'ws_1', { type: 'crate', order });
   // @ts-expect-error a generation's message sent to a workspace
   actors.tell('ws', 'ws_1', { type: 'expire' });
   // @ts-expect-error a kind the service does not have
@@ -40,8 +40,8 @@ export function messagesAreChecked(actors: Actors, draft: GenerationDraft): void
 }
 
 /** What comes back: the reply the message's type declares, not one the caller chooses. */
-export async function repliesFollowTheMessage(actors: Actors, draft: GenerationDraft): Promise<void> {
-  const created: CreateReply = await actors.ask('ws', 'ws_1', { type: 'create', draft });
+export async function repliesFollowTheMessage(actors: Actors, order: GenerationOrder): Promise<void> {
+  const created: CreateReply = await actors.ask('ws', 'ws_1', { type: 'create', order });
   const balances: Balances = await actors.ask('ws', 'ws_1', { type: 'balances' });
   const cancelled: CancelReply = await actors.ask('gen', 'gen_1', { type: 'cancel', by: 'user' });
   // @ts-expect-error a cancel answers a CancelReply, not a CreateReply

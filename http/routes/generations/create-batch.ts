@@ -8,7 +8,7 @@ import { ErrorEnvelope } from '../../schemas/common.ts';
 import { enterWorkspace } from '../workspaces/access.ts';
 import type { CreateItem } from '../../../actors/workspace/protocol.ts';
 import { CreateGenerationIn } from './create.ts';
-import { checkModel, draftOf, requestHash, type GenerationRequest } from './draft.ts';
+import { checkModel, orderOf, requestHash, type GenerationRequest } from './draft.ts';
 import { GenerationDetailOut, toGenerationDetailOut } from './shape.ts';
 
 /** The most generations one batch may create. */
@@ -104,9 +104,9 @@ export const createGenerationBatch = defineRoute({
         const { idempotencyKey, ...fields } = raw as BatchGenerationItem;
         const request: GenerationRequest = { workspaceId, ...fields };
         try {
-          const draft = await draftOf(services, auth, request, checkModel(services, request));
+          const order = await orderOf(services, auth, request, checkModel(services, request));
           // The hash of the body a single create would send: a key is the same request through either endpoint.
-          return { draft, idempotency: idempotencyKey === undefined ? undefined : { key: idempotencyKey, hash: requestHash(request) } };
+          return { order, idempotency: idempotencyKey === undefined ? undefined : { key: idempotencyKey, hash: requestHash(request) } };
         } catch (error) {
           if (!isApiError(error)) throw error;
           return refusal(error.code, error.code === 'validation_error' ? `items.${i}.${error.message}` : error.message);
@@ -114,11 +114,11 @@ export const createGenerationBatch = defineRoute({
       }),
     );
 
-    const items = prepared.filter((p): p is CreateItem => 'draft' in p);
+    const items = prepared.filter((p): p is CreateItem => 'order' in p);
     const replies = items.length === 0 ? [] : await services.actors.ask('ws', workspaceId, { type: 'create_batch', items });
     let next = 0;
     const results = prepared.map((p): ItemResult => {
-      if (!('draft' in p)) return p;
+      if (!('order' in p)) return p;
       const reply = replies[next++]!;
       if (reply.kind === 'refused') return refusal(reply.code, reply.message);
       return { status: 201, replayed: reply.kind === 'replay', body: toGenerationDetailOut(reply.generation) };

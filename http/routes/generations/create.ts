@@ -3,7 +3,7 @@ import { ApiError } from '../../errors.ts';
 import { defineRoute } from '../../route.ts';
 import { openUnit } from '../../../persistence/stores/unit.ts';
 import { enterWorkspace } from '../workspaces/access.ts';
-import { checkModel, draftOf, IDEMPOTENCY_KEY, requestHash } from './draft.ts';
+import { checkModel, IDEMPOTENCY_KEY, orderOf, requestHash } from './draft.ts';
 import { GenerationDetailOut, GenerationMode, PaymentModeName, toGenerationDetailOut } from './shape.ts';
 import { namedWorkspace } from '../../owner.ts';
 
@@ -50,14 +50,14 @@ export const createGeneration = defineRoute({
     if (services.switches.generationPaused().paused) throw new ApiError('generation_paused');
     const checked = checkModel(services, body);
     await enterWorkspace(() => openUnit(services.db), auth, body.workspaceId);
-    const draft = await draftOf(services, auth, body, checked);
+    const order = await orderOf(services, auth, body, checked);
 
     const idempotencyKey = headers['idempotency-key'];
     if (idempotencyKey !== undefined && !IDEMPOTENCY_KEY.test(idempotencyKey)) {
       throw new ApiError('validation_error', 'Idempotency-Key: 1 to 255 visible ASCII characters');
     }
     const idempotency = idempotencyKey === undefined ? undefined : { key: idempotencyKey, hash: requestHash(body) };
-    const reply = await services.actors.ask('ws', body.workspaceId, { type: 'create', draft, idempotency });
+    const reply = await services.actors.ask('ws', body.workspaceId, { type: 'create', order, idempotency });
     switch (reply.kind) {
       case 'created':
         return { status: 201, body: toGenerationDetailOut(reply.generation) };

@@ -4,9 +4,7 @@ import type { Principal } from '../../route.ts';
 import { openUnit } from '../../../persistence/stores/unit.ts';
 import type { Services } from '../../services.ts';
 import type { Mode, ModelRecord } from '../../../domain/catalog/models.ts';
-import type { ModelCatalog } from '../../../domain/catalog/index.ts';
-import { chooseDeployment, jobNeedsOf } from '../../../domain/catalog/routing.ts';
-import type { GenerationDraft } from '../../../actors/workspace/protocol.ts';
+import type { GenerationOrder } from '../../../actors/workspace/protocol.ts';
 import { checkInputs, type GenerationInputsIn } from './inputs.ts';
 import type { PaymentMode } from './shape.ts';
 
@@ -28,8 +26,6 @@ export interface GenerationRequest {
 export interface CheckedModel {
   model: ModelRecord;
   params: Record<string, unknown>;
-  /** The catalog the request was checked against: its price and deployment are the job's, whatever reloads meanwhile. */
-  catalog: ModelCatalog;
 }
 
 /** Checks what a request asks of the catalog (no I/O); throws the validation_error it answers. */
@@ -40,40 +36,31 @@ export function checkModel(services: Services, request: GenerationRequest): Chec
   if (model.mode !== request.mode) throw new ApiError('validation_error', `mode: model ${model.id} makes ${model.mode}, not ${request.mode}`);
   const params = catalog.checkParams(model.id, request.params ?? {});
   if (!params.ok) throw new ApiError('validation_error', params.message);
-  return { model, params: params.params, catalog };
+  return { model, params: params.params };
 }
 
 /**
- * The draft the workspace actor prices and reserves, once its inputs are checked (of the workspace and right
- * for the mode; throws validation_error). The caller has already checked it may act in the workspace.
+ * The order the workspace actor prices, routes and reserves (actors/workspace/pricing.ts), once its inputs are
+ * checked (of the workspace and right for the mode; throws validation_error). The caller has already checked
+ * the model and params (checkModel) and that it may act in the workspace.
  */
-export async function draftOf(
+export async function orderOf(
   services: Services,
   auth: Principal | undefined,
   request: GenerationRequest,
-  { model, params, catalog }: CheckedModel,
-): Promise<GenerationDraft> {
+  { model, params }: CheckedModel,
+): Promise<GenerationOrder> {
   const inputs = await checkInputs(() => openUnit(services.db), request.workspaceId, model.mode as Mode, request.inputs ?? {});
-  // The deployment by the model's strategy (order, weighted, least busy) among those that serve the job; its breaker is asked at the hand-over.
-  const needs = jobNeedsOf(params, inputs as Record<string, unknown>);
-  const deployment =
-    chooseDeployment(model, needs, new Set(), { allows: () => true, inFlight: (id) => services.providers.inFlight(id), random: Math.random }) ??
-    catalog.deploymentFor(model)!;
   return {
     workspaceId: request.workspaceId,
     apiKeyId: auth?.kind === 'key' ? auth.keyId : null,
     userId: auth?.kind === 'session' ? auth.userId : null,
     mode: model.mode,
     modelId: model.id,
-    provider: deployment.provider,
-    deploymentId: deployment.id,
-    tokenTerms: catalog.tokenTerms(model) ?? null,
     params,
     inputs: inputs as Record<string, unknown>,
     paymentMode: request.paymentMode ?? 'credits',
-    credits: catalog.price(model, params),
     project: request.project ?? null,
-    modelPlans: model.plans,
   };
 }
 

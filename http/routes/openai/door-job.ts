@@ -8,7 +8,7 @@ import { newId } from '../../../persistence/ids.ts';
 import { readGenerationAfresh } from '../../../persistence/stores/generations/reads.ts';
 import { openUnit } from '../../../persistence/stores/unit.ts';
 import { toGenerationDetailOut } from '../generations/shape.ts';
-import { draftOf, IDEMPOTENCY_KEY, requestHash } from '../generations/draft.ts';
+import { IDEMPOTENCY_KEY, orderOf, requestHash } from '../generations/draft.ts';
 import type { GenerationInputsIn } from '../generations/inputs.ts';
 
 /**
@@ -94,23 +94,18 @@ export async function startDoorJob(
   }
   const params = { ...checked.params, ...chatParams };
   const workspaceId = key.workspaceId;
-  const draft = await draftOf(
-    services,
-    auth,
-    { workspaceId, mode: model.mode, model: model.id, inputs: request.inputs },
-    { model, params, catalog: services.catalog },
-  );
-  draft.id = newId('gen', services.clock.now());
+  const id = newId('gen', services.clock.now());
+  const order = { ...(await orderOf(services, auth, { workspaceId, mode: model.mode, model: model.id, inputs: request.inputs }, { model, params })), id };
 
   const follower = new Follower(services, events);
-  follower.follow(draft.id);
+  follower.follow(id);
   try {
     const idempotency = idempotencyKey === undefined ? undefined : { key: idempotencyKey, hash: requestHash({ door: true, body: request.body }) };
-    const reply = await services.actors.ask('ws', workspaceId, { type: 'create', draft, idempotency });
+    const reply = await services.actors.ask('ws', workspaceId, { type: 'create', order, idempotency });
     switch (reply.kind) {
       case 'created':
-        follower.recheck(draft.id);
-        return { id: draft.id, replayed: false, stop: () => follower.stop() };
+        follower.recheck(id);
+        return { id, replayed: false, stop: () => follower.stop() };
       case 'replay': {
         // The first job of this key: followed from where it is (its row, then what it publishes).
         const id = reply.generation.id;
