@@ -223,7 +223,11 @@ async function serviceSystem(ctx: BenchContext, clustered: boolean, batched = fa
       ? 'service, CLUSTER=true, 1 node (PostgreSQL + Redis)'
       : `service (PostgreSQL)${batched ? ', batches of 100' : ', one create per job'}`;
     // BENCH_TRACE_GC: the service prints its collections, from which its allocation per job is read.
-    const server = await ctx.startService(name, env, process.env.BENCH_TRACE_GC ? ['--trace-gc'] : []);
+    // BENCH_ALLOC_PROF_DIR: the service samples what it allocates (bench/lib/allocation-probe.ts).
+    const server = await ctx.startService(name, env, [
+      ...(process.env.BENCH_TRACE_GC ? ['--trace-gc'] : []),
+      ...(process.env.BENCH_ALLOC_PROF_DIR ? ['--import', './bench/lib/allocation-probe.ts'] : []),
+    ]);
     cleanup.unshift(() => server.stop());
     if (clustered) {
       // Measured once the node holds every shard (a shard not yet adopted answers 503).
