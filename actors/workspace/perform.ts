@@ -43,9 +43,7 @@ export function perform(effect: WorkspaceEffect, state: State, ctx: ActorContext
       return ctx.writer.write((em) => writeKeyLimits(em, state.workspaceId, keyId, limits, at));
     }
     case 'commit':
-      return commitPayment(effect, state.workspaceId, ctx.writer).then((then) => {
-        for (const followUp of then) perform(followUp, state, ctx);
-      });
+      return commitPayment(effect, state.workspaceId, ctx.writer).then((then) => performEach(then, state, ctx));
     case 'arm_expiry':
       state.expiryTimer?.cancel();
       state.expiryTimer = ctx.clock.setTimer(
@@ -121,15 +119,18 @@ export function perform(effect: WorkspaceEffect, state: State, ctx: ActorContext
 /** A write's commit, its follow-ups performed once it committed (before the reply), or `onFailed`'s once it failed. */
 function followed(written: Promise<void>, onCommitted: FollowUp[], onFailed: FollowUp[] | undefined, state: State, ctx: ActorContext): Promise<void> {
   return written.then(
-    () => {
-      for (const effect of onCommitted) perform(effect, state, ctx);
-    },
+    () => performEach(onCommitted, state, ctx),
     onFailed &&
       ((error: unknown) => {
-        for (const effect of onFailed) perform(effect, state, ctx);
+        performEach(onFailed, state, ctx);
         throw error;
       }),
   );
+}
+
+/** Performs follow-ups in order (none of them writes). */
+function performEach(effects: readonly WorkspaceEffect[], state: State, ctx: ActorContext): void {
+  for (const effect of effects) perform(effect, state, ctx);
 }
 
 /**
@@ -152,9 +153,7 @@ export function performAll(decision: Decision<State, unknown>, ctx: ActorContext
   const durable = several ? allCommitted(several) : one;
   const after = decision.afterWrites;
   if (durable && after) {
-    const performAfter = () => {
-      for (const effect of after) perform(effect, state, ctx);
-    };
+    const performAfter = () => performEach(after, state, ctx);
     durable.then(performAfter, performAfter);
   }
   return durable;

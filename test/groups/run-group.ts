@@ -189,8 +189,17 @@ export async function runGroup(index: number, count: number): Promise<void> {
   };
   // The root's own `test`, taken before any file's forwarding replaces it (a subtest may start at once).
   const rootTest = t.test.bind(t);
+  let ticks = process.env.TEST_GROUP_CPU ? cpuTicks() : undefined;
   for (const file of files) {
     rootTest(file, { timeout: FILE_TIMEOUT_MS }, (ft) => runFile(ft, file, extendBy));
+    if (ticks) {
+      rootTest(`cpu of ${file}`, async (ct) => {
+        const now = cpuTicks();
+        ct.comment(`cpu ${((now.own - ticks!.own) / 100).toFixed(1)} s, its children's ${((now.children - ticks!.children) / 100).toFixed(1)} s`);
+        ticks = now;
+        ct.pass();
+      });
+    }
     if (process.env.TEST_GROUP_MEMORY) {
       rootTest(`memory after ${file}`, async (mt) => {
         (globalThis as { gc?: () => void }).gc?.();
@@ -201,6 +210,18 @@ export async function runGroup(index: number, count: number): Promise<void> {
       });
     }
   }
+}
+
+/**
+ * This process's CPU and its ended children's, in clock ticks (a hundredth of a second), from /proc/self/stat
+ * (Linux): with TEST_GROUP_CPU set, each file's share is printed after it, its children's included (a kill -9
+ * test's service processes). `TEST_GROUP_CPU=1 npx tap test/groups/group-08.ts`.
+ */
+function cpuTicks(): { own: number; children: number } {
+  const fields = fs.readFileSync('/proc/self/stat', 'utf8').split(') ')[1]!.split(' ');
+  // After the command's name: state is the first field, utime the 12th, stime, cutime, cstime the next three.
+  const [utime, stime, cutime, cstime] = fields.slice(11, 15).map(Number) as [number, number, number, number];
+  return { own: utime + stime, children: cutime + cstime };
 }
 
 async function runFile(ft: Test, file: string, extendBy: (ms: number) => void): Promise<void> {
