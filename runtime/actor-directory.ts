@@ -373,25 +373,7 @@ export class ActorDirectory<K extends ProtocolMap = ProtocolMap, D = unknown> im
       return { loaded: true as const, state: outcome.state };
     };
     const metrics = this.deps.metrics;
-    const measured = metrics
-      ? async (slot: Slot, envelope: Envelope<UntypedMessage>): Promise<Slot> => {
-          const started = performance.now();
-          try {
-            return await receive(slot, envelope);
-          } finally {
-            metrics.message(kind, (performance.now() - started) / 1000);
-          }
-        }
-      : undefined;
-    const receive = async (slot: Slot, envelope: Envelope<UntypedMessage>): Promise<Slot> => {
-      this.stats.messages++;
-      if (!this.tracing) {
-        try {
-          return await inRequestScopeOf(envelope, () => handle(slot, envelope));
-        } finally {
-          this.done(entry);
-        }
-      }
+    const traced = async (slot: Slot, envelope: Envelope<UntypedMessage>): Promise<Slot> => {
       const parent = traceContextOf(envelope);
       const type = typeof envelope.msg === 'object' && envelope.msg !== null && 'type' in envelope.msg ? String(envelope.msg.type) : 'message';
       const span = this.deps.tracer.startSpan(
@@ -411,10 +393,21 @@ export class ActorDirectory<K extends ProtocolMap = ProtocolMap, D = unknown> im
         throw error;
       } finally {
         span.end();
-        this.done(entry);
       }
     };
-    entry.ref = nact.spawn(supervisor, measured ?? receive, actorName(id), {
+    // One async frame per message, its time measured in it (a second frame around it cost each message a
+    // promise and its async-context slot: docs/performance.md, what a job allocates).
+    const receive = async (slot: Slot, envelope: Envelope<UntypedMessage>): Promise<Slot> => {
+      this.stats.messages++;
+      const started = metrics ? performance.now() : 0;
+      try {
+        return this.tracing ? await traced(slot, envelope) : await inRequestScopeOf(envelope, () => handle(slot, envelope));
+      } finally {
+        this.done(entry);
+        metrics?.message(kind, (performance.now() - started) / 1000);
+      }
+    };
+    entry.ref = nact.spawn(supervisor, receive, actorName(id), {
       onCrash: (envelope: Envelope<UntypedMessage> | undefined, error: Error | undefined, sctx) => {
         this.stats.restarts++;
         this.deps.logger.error({ err: error, actor: key }, 'actor crashed; restarting it from its persisted state');

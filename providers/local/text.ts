@@ -35,7 +35,37 @@ const STOP_WORDS = new Set(
   ).split(' '),
 );
 
-const countTokens = (text: string) => (text.match(/\S+/g) ?? []).length;
+/**
+ * Whether a UTF-16 code unit is whitespace as a regular expression's `\s` has it. The token helpers below scan
+ * the text by code unit instead of matching `\S+`, which made an array per token of every answer.
+ */
+function isSpace(c: number): boolean {
+  return (
+    c === 32 ||
+    (c >= 9 && c <= 13) ||
+    c === 0xa0 ||
+    c === 0x1680 ||
+    (c >= 0x2000 && c <= 0x200a) ||
+    c === 0x2028 ||
+    c === 0x2029 ||
+    c === 0x202f ||
+    c === 0x205f ||
+    c === 0x3000 ||
+    c === 0xfeff
+  );
+}
+
+/** Whitespace-separated tokens in `text` (as many as `text.match(/\S+/g)` finds). */
+export function countTokens(text: string): number {
+  let count = 0;
+  let inToken = false;
+  for (let i = 0; i < text.length; i++) {
+    const space = isSpace(text.charCodeAt(i));
+    if (!space && !inToken) count++;
+    inToken = !space;
+  }
+  return count;
+}
 
 export function makeText(params: Params, options?: LocalOutputOptions): TextOutput {
   const prompt = readString(params, 'prompt', { required: true })!;
@@ -57,13 +87,16 @@ export function makeText(params: Params, options?: LocalOutputOptions): TextOutp
 
 /** The first `max` whitespace-separated tokens of `text`, with the whitespace between them kept. */
 export function truncateTokens(text: string, max: number): { text: string; truncated: boolean } {
-  const re = /\S+/g;
   let count = 0;
   let end = 0;
-  for (let m = re.exec(text); m; m = re.exec(text)) {
+  let i = 0;
+  while (i < text.length) {
+    while (i < text.length && isSpace(text.charCodeAt(i))) i++;
+    if (i === text.length) break;
     if (count === max) return { text: text.slice(0, end), truncated: true };
     count++;
-    end = m.index + m[0].length;
+    while (i < text.length && !isSpace(text.charCodeAt(i))) i++;
+    end = i;
   }
   return { text: text.slice(0, end), truncated: false };
 }

@@ -122,3 +122,38 @@ t.test('ffmpeg trouble ends in a clear error, and work folders are removed', asy
   await expectCode(makeOutputs('video_to_video', { prompt: 'x' }, { videos: [Buffer.from('junk')] }, { tempDir }), 'invalid_input');
   t.same(await readdir(tempDir), [], 'no work folder is left behind, after success or failure');
 });
+
+t.test('the token helpers scan as the regular expression \\S+ splits: every kind of whitespace, any cut', async (t) => {
+  const { countTokens } = await import('../../providers/local/text.ts');
+  const pieces = ['a', 'bé', '日本', '😀', ' ', '  ', '\t', '\n', '\u00a0', '\u2003', '\u3000', '\ufeff', '\u200b', '-', '.'];
+  let seed = 7;
+  const next = () => {
+    seed = (seed * 1_103_515_245 + 12_345) % 2_147_483_648;
+    return seed;
+  };
+  const byRegex = (text: string, max: number) => {
+    const re = /\S+/g;
+    let count = 0;
+    let end = 0;
+    for (let m = re.exec(text); m; m = re.exec(text)) {
+      if (count === max) return { text: text.slice(0, end), truncated: true };
+      count++;
+      end = m.index + m[0].length;
+    }
+    return { text: text.slice(0, end), truncated: false };
+  };
+  let checked = 0;
+  for (let n = 0; n < 500; n++) {
+    const text = Array.from({ length: next() % 12 }, () => pieces[next() % pieces.length]).join('');
+    const max = next() % 6;
+    if (countTokens(text) !== (text.match(/\S+/g) ?? []).length) t.fail(`countTokens(${JSON.stringify(text)})`);
+    const cut = truncateTokens(text, max);
+    const expected = byRegex(text, max);
+    if (cut.text !== expected.text || cut.truncated !== expected.truncated) t.fail(`truncateTokens(${JSON.stringify(text)}, ${max})`);
+    checked++;
+  }
+  t.equal(checked, 500, 'as the regular expression on 500 texts');
+  t.equal(countTokens(' one\u00a0two\u2028three '), 3);
+  t.equal(countTokens(''), 0);
+  t.equal(countTokens('one\u200btwo'), 1, 'a zero-width space is no whitespace to \\s');
+});
