@@ -438,7 +438,10 @@ async function transition(
   const decision = decide(row, command, now);
   if (!decision.ok) return { applied: false, result: { state } };
   const at = new Date(now);
-  const next: GenerationRow = { ...decision.state, updatedAt: at };
+  // `decide` hands back a new row for every transition it applies (test/actors/generation-machine.test.ts): it is
+  // stamped here rather than copied once more.
+  const next: GenerationRow = decision.state;
+  next.updatedAt = at;
 
   // Submitted and running are shown to streams by their own commit's callback, not below.
   let shownOnCommit = false;

@@ -25,10 +25,13 @@ export function priceOrder(order: GenerationOrder, catalog: ModelCatalog, choice
   const model = catalog.get(order.modelId);
   if (!model || !catalog.isOffered(model)) return { ok: false, message: `model: unknown model "${order.modelId}"; see GET /v1/models` };
   if (model.mode !== order.mode) return { ok: false, message: `mode: model ${model.id} makes ${model.mode}, not ${order.mode}` };
-  const needs = jobNeedsOf(order.params, order.inputs);
-  // An offered model has an available deployment: the strategy's choice, or the first of them.
+  // An offered model has an available deployment: the strategy's choice, or the first of them. A model with one
+  // deployment has nothing to choose (the strategy picks it or none, and then the fallback is that one).
+  const only = model.deployments.length === 1 ? model.deployments[0] : undefined;
   const deployment =
-    chooseDeployment(model, needs, new Set(), { allows: () => true, inFlight: choice.inFlight, random: choice.random }) ?? catalog.deploymentFor(model)!;
+    only ??
+    chooseDeployment(model, jobNeedsOf(order.params, order.inputs), new Set(), { allows: () => true, inFlight: choice.inFlight, random: choice.random }) ??
+    catalog.deploymentFor(model)!;
   return {
     ok: true,
     draft: {

@@ -348,3 +348,34 @@ t.test('resume of a job whose provider answers within its request: never handed 
   const local = decide({ ...drive(at.running), providerJobId: null }, { type: 'resume', maxAttempts: MAX_ATTEMPTS, lookUp: false, inRequest: true }, T0);
   t.ok(local.ok && local.effects[0]?.type === 'submit_to_provider', 'the local provider runs it again');
 });
+
+t.test('every applied decision hands back a new row and leaves the one it was given as it was', async (t) => {
+  // The generation actor stamps the row `decide` returns (updatedAt) instead of copying it again.
+  const commands: GenerationCommand[] = [
+    { type: 'reserve' },
+    { type: 'resume', maxAttempts: MAX_ATTEMPTS, lookUp: true },
+    { type: 'resume', maxAttempts: MAX_ATTEMPTS, lookUp: false },
+    { type: 'resume', maxAttempts: MAX_ATTEMPTS, lookUp: false, inRequest: true },
+    { type: 'note', detail: 'position 3' },
+    { type: 'reroute', deploymentId: 'second', provider: 'local', detail: 'moved' },
+    { type: 'submitted', providerJobId: 'p2' },
+    { type: 'started' },
+    { type: 'succeed', outputs: { outputAssetIds: [], textOutput: 'hi' } },
+    { type: 'fail', errorCode: 'provider_error', errorMessage: 'boom' },
+    { type: 'cancel', by: 'user' },
+    { type: 'expire' },
+  ];
+  let applied = 0;
+  for (const [status, path] of Object.entries(at)) {
+    for (const command of commands) {
+      const state = drive(path, T0 + TIMEOUT);
+      const before = JSON.stringify(state);
+      const decision = decide(state, command, T0 + TIMEOUT);
+      t.equal(JSON.stringify(state), before, `${command.type} from ${status}: the row given is unchanged`);
+      if (!decision.ok) continue;
+      applied++;
+      t.not(decision.state, state, `${command.type} from ${status}: a new row`);
+    }
+  }
+  t.ok(applied >= 20, `${applied} applied decisions checked`);
+});
