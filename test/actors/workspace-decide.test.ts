@@ -444,6 +444,46 @@ t.test('a batch: each item as its own create, keys taken by earlier items, one s
   t.equal(refusedOnly.afterWrites, undefined, 'nothing written: nothing to schedule after');
 });
 
+t.test('the row a create writes: its key, no outputs, a timeline that starts queued', async (t) => {
+  const state = stateOf();
+  const request = requestOf({}, { key: 'idem_row', hash: 'h' });
+  const { reply } = decideCreate(state, request, none, factsOf(state), new Slots({ local: 0 }), NOW);
+  const generation = reply.kind === 'created' ? reply.generation : undefined;
+  t.equal(generation?.idempotencyKey, 'idem_row');
+  t.same(generation?.outputAssetIds, []);
+  t.same(generation?.timeline, [{ status: 'queued', at: new Date(NOW).toISOString() }]);
+  const keyless = decideCreate(state, requestOf(), none, factsOf(state), new Slots({ local: 0 }), NOW);
+  t.equal(keyless.reply.kind === 'created' && keyless.reply.generation.idempotencyKey, null, 'no key: null');
+});
+
+t.test("a create reserved at creation: counted from new to queued, and started in its request's trace", async (t) => {
+  const state = stateOf();
+  const trace = { traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01', requestId: 'req_1' };
+  const request: CreateRequest = { ...requestOf(), trace };
+  const { effects } = decideCreate(state, request, none, factsOf(state), new Slots({ local: 1 }), NOW);
+  const [write] = writesOf(effects);
+  t.same(write?.onCommitted[2], { type: 'count_transition', from: 'new', to: 'queued' });
+  t.match(write?.onCommitted[3], { type: 'start_generation', id: request.id, trace });
+  const untraced = decideCreate(stateOf(), requestOf(), none, factsOf(state), new Slots({ local: 1 }), NOW);
+  t.match(writesOf(untraced.effects)[0]?.onCommitted[3], { type: 'start_generation', trace: undefined }, 'no trace: none');
+});
+
+t.test("a batch: a refused item's key stays free for a later item; a stored key is replayed; the effects in order", async (t) => {
+  const state = stateOf();
+  const slots = new Slots({ local: 0 });
+  const refusedFirst = requestOf({ modelPlans: ['team'] }, { key: 'k', hash: 'h' });
+  const admitted = requestOf({}, { key: 'k', hash: 'h' });
+  const stored: IdempotencyEntry = { hash: 'hs', expiresAt: NOW + 1_000, result: { status: 201, generation: { id: 'gen_stored' } as GenerationRow } };
+  const replayed = requestOf({}, { key: 'old', hash: 'hs' });
+  const { reply, effects } = decideCreateBatch(state, [refusedFirst, admitted, replayed], { stored: new Map([['old', stored]]) }, factsOf(state), slots, NOW);
+  t.same(
+    reply.map((r) => (r.kind === 'refused' ? r.code : r.kind)),
+    ['plan_limit_reached', 'created', 'replay'],
+  );
+  t.same(reply[2], { kind: 'replay', status: 201, generation: { id: 'gen_stored' } });
+  t.same(typesOf(effects), ['arm_expiry', 'write_creation'], 'only the admitted item writes');
+});
+
 t.test('a capture: its credits spent, its slot freed and the next queued job started', async (t) => {
   const state = stateOf({ plan: planOf({ concurrentJobs: 1 }) });
   const slots = new Slots();
