@@ -484,6 +484,31 @@ t.test("a batch: a refused item's key stays free for a later item; a stored key 
   t.same(typesOf(effects), ['arm_expiry', 'write_creation'], 'only the admitted item writes');
 });
 
+t.test('create_committed: the job joins the queue or is active; a schedule only when asked', async (t) => {
+  const state = stateOf();
+  const slots = new Slots({ local: 1 });
+  const reserved = requestOf();
+  decideCreate(state, reserved, none, factsOf(state), slots, NOW);
+  const queued = requestOf();
+  decideCreate(state, queued, none, factsOf(state, { paused: true }), slots, NOW);
+  t.equal(state.jobs.get(reserved.id)?.status, 'starting');
+  t.equal(state.jobs.get(queued.id)?.status, 'creating');
+
+  const ofReserved = decideCreateCommitted(state, { type: 'create_committed', generationId: reserved.id, schedule: false }, factsOf(state), slots);
+  t.same(typesOf(ofReserved.effects), ['money_moved'], 'a job reserved at creation has no queue deadline to watch, and nothing is scheduled');
+  slots.free.local = 1;
+  const calls = slots.calls.length;
+  const ofQueued = decideCreateCommitted(state, { type: 'create_committed', generationId: queued.id, schedule: false }, factsOf(state), slots);
+  t.same(typesOf(ofQueued.effects), ['money_moved'], 'a queued job: its deadline was watched from its create on');
+  t.equal(state.expiryAt, NOW + TIMEOUT);
+  t.equal(slots.calls.length, calls, 'schedule: false asks for no slot (a batch schedules once, after all its rows)');
+  t.equal(state.jobs.get(queued.id)?.status, 'queued');
+  const scheduled = decideCreateCommitted(state, { type: 'create_committed', generationId: 'gen_unknown', schedule: true }, factsOf(state), slots);
+  t.ok(slots.calls.length > calls, 'schedule: true asks for the queued job a slot');
+  t.equal(state.jobs.get(queued.id)?.status, 'active', 'and starts it');
+  t.ok(scheduled.effects.length > 1, 'with effects beyond the money moved');
+});
+
 t.test('a capture: its credits spent, its slot freed and the next queued job started', async (t) => {
   const state = stateOf({ plan: planOf({ concurrentJobs: 1 }) });
   const slots = new Slots();
