@@ -1,9 +1,19 @@
 import t from 'tap';
-import { createKey, signUp } from '../helpers/identity.ts';
+import { createKey, signUp, withKey } from '../helpers/identity.ts';
 import { PLAN_CREDITS, providerCatalogFile } from '../helpers/provider-catalog.ts';
 import { png, SECRET, startReplicateFake, TOKEN, VERSION } from '../fakes/replicate.ts';
-import { createGeneration, isTerminal, ledgerByGeneration, moneyOf, waitFor, type Client } from '../generations/flow.ts';
-import { clusterDatabase, clusterEnv, eventually, NEEDS_POSTGRES_REDIS, ownerOf, startCluster, type NodeProcess, type Reply } from './support.ts';
+import { isTerminal, ledgerByGeneration, moneyOf, waitFor } from '../generations/flow.ts';
+import {
+  clusterDatabase,
+  clusterEnv,
+  eventually,
+  NEEDS_POSTGRES_REDIS,
+  ownerOf,
+  sendRetryingMoves,
+  startCluster,
+  type NodeProcess,
+  type Reply,
+} from './support.ts';
 
 const SHARDS = 4;
 const DEPLOYMENT = 'painter-replicate';
@@ -58,10 +68,15 @@ t.test(
     const other = nodes.find((node) => node.id !== ownerId)!;
     t.comment(`workspace on ${owner.id}; events sent to ${other.id}`);
 
-    const create = async (client: Client, prompt: string) => {
-      const created = await createGeneration(client, key, ws, { mode: 'text_to_image', model: 'acme/painter', params: { prompt, aspectRatio: '1:1' } });
+    // As a client should: a 503 (a lease renewal late under load, the workspace briefly between nodes) is sent again after Retry-After.
+    const create = async (node: NodeProcess, prompt: string) => {
+      const created = await sendRetryingMoves(node, '/v1/generations', {
+        method: 'POST',
+        headers: withKey(key),
+        body: JSON.stringify({ workspaceId: ws, mode: 'text_to_image', model: 'acme/painter', params: { prompt, aspectRatio: '1:1' } }),
+      });
       t.equal(created.status, 201, JSON.stringify(created.body));
-      return created.body.id as string;
+      return (created.body as { id: string }).id;
     };
     const predictionOf = (prompt: string) => fake.creates.find((c) => (c.body.input as { prompt?: string }).prompt === prompt)!.predictionId;
     const send = (node: NodeProcess, event: { headers: Record<string, string>; body: Buffer | string }): Promise<Reply> =>
@@ -80,7 +95,7 @@ t.test(
       )[0]!;
 
     // 1. An event at the node that does not run the job.
-    const forwarded = await create(owner.client, 'an event at the other node');
+    const forwarded = await create(owner, 'an event at the other node');
     await waitFor(owner.client, key, ws, forwarded, (g) => g.status === 'submitted', 'submitted');
     const first = predictionOf('an event at the other node');
     fake.advance(first);
@@ -111,7 +126,7 @@ t.test(
     }
 
     // 2. Failover: the node running a job at Replicate is killed; the other takes the shard over and follows it.
-    const resumed = await create(owner.client, 'running at the failover');
+    const resumed = await create(owner, 'running at the failover');
     await waitFor(owner.client, key, ws, resumed, (g) => g.status === 'submitted', 'submitted');
     const second = predictionOf('running at the failover');
     fake.advance(second);
