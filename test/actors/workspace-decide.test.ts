@@ -218,6 +218,71 @@ t.test('a create with a free slot is written reserved, and its actor told to sta
   });
 });
 
+t.test('a create takes a slot at once only when nothing stands before it', async (t) => {
+  const queuesWith = (t: Test, what: string, state: WorkspaceState, slots: Slots) => {
+    slots.free.local = (slots.free.local ?? 0) + 1;
+    slots.calls.length = 0;
+    const r = requestOf();
+    decideCreate(state, r, none, factsOf(state), slots, NOW);
+    t.equal(state.jobs.get(r.id)?.status, 'creating', `${what}: it queues`);
+    t.same(slots.calls, [], `${what}: the provider is not asked`);
+  };
+  t.test("the plan's slots all held", async (t) => {
+    const state = stateOf({ plan: planOf({ concurrentJobs: 1 }) });
+    const slots = new Slots();
+    activeJob(state, slots);
+    queuesWith(t, 'one of one slot held', state, slots);
+  });
+  t.test('one held of two: the second is taken at once', async (t) => {
+    const state = stateOf({ plan: planOf({ concurrentJobs: 2 }) });
+    const slots = new Slots();
+    activeJob(state, slots);
+    slots.free.local = 1;
+    const r = requestOf();
+    decideCreate(state, r, none, factsOf(state), slots, NOW);
+    t.equal(state.jobs.get(r.id)?.status, 'starting');
+  });
+  t.test('a job still being created to queue', async (t) => {
+    const state = stateOf();
+    const slots = new Slots();
+    decideCreate(state, requestOf(), none, factsOf(state, { paused: true }), slots, NOW);
+    t.equal(state.jobs.count('creating'), 1);
+    queuesWith(t, 'one being created', state, slots);
+  });
+  t.test('a job recovered during a pause, held', async (t) => {
+    const state = stateOf();
+    const slots = new Slots();
+    decideHoldRecovered(state, activeJob(state, slots), factsOf(state, { paused: true }), slots);
+    t.equal(state.jobs.count('held'), 1);
+    queuesWith(t, 'one held', state, slots);
+  });
+});
+
+t.test('what the workspace keeps of a job it accepted: its slot key, deadline, row, trace and key', async (t) => {
+  const key = keyOf();
+  const state = stateOf({ keys: new Map([['key_1', key]]) });
+  const slots = new Slots({ gpu: 0 });
+  const trace = { traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01', requestId: 'req_1' };
+  const request = { ...requestOf({ apiKeyId: 'key_1' }, undefined, 'gpu'), trace };
+  const { reply, effects } = decideCreate(state, request, none, factsOf(state), slots, NOW);
+  const row = reply.kind === 'created' ? reply.generation : undefined;
+  t.same(state.jobs.get(request.id), {
+    id: request.id,
+    status: 'creating',
+    slotKey: 'gpu',
+    deadline: NOW + TIMEOUT,
+    row,
+    trace,
+    key: { keyId: 'key_1', credits: 10, walletCents: 0, day: dayStart(NOW), month: monthStart(NOW) },
+  });
+  t.equal(writesOf(effects)[0]?.creation.traceContext, trace, 'the trace is written with the job');
+  const plain = stateOf();
+  const keyless = requestOf();
+  const created = decideCreate(plain, keyless, none, factsOf(plain), new Slots({ local: 0 }), NOW);
+  t.same(Object.keys(plain.jobs.get(keyless.id) ?? {}).sort(), ['deadline', 'id', 'row', 'slotKey', 'status'], 'no trace, no key: neither kept');
+  t.same(writesOf(created.effects)[0]?.creation.keySpend, [], 'no key: nothing counted against one');
+});
+
 t.test('a create reserved in a slot a settlement not yet committed freed is written behind the last settlement', async (t) => {
   const state = stateOf({ plan: planOf({ concurrentJobs: 1 }) });
   const slots = new Slots();
@@ -293,6 +358,26 @@ t.test('refused creates change nothing and write nothing', async (t) => {
     busy.unfinished = 1;
     refusedWith(t, keyed(busy), requestOf({ apiKeyId: 'key_1' }), 'plan_limit_reached', /allows 1 unfinished generations/);
     refusedWith(t, keyed(keyOf({ creditBudget: 15 }, 10)), requestOf({ apiKeyId: 'key_1' }), 'insufficient_credits', /credit budget of 15 has 5 left/);
+  });
+
+  t.test("a key's wallet spend cap is decided at creation", async (t) => {
+    const walletState = (key: KeySpend) => stateOf({ account: { ...funded(0), walletActivated: true, walletCents: 1_000 }, keys: new Map([['key_1', key]]) });
+    const capped = keyOf({ walletSpendCapCents: 30 });
+    capped.month.walletCents = 15;
+    refusedWith(
+      t,
+      walletState(capped),
+      requestOf({ apiKeyId: 'key_1', paymentMode: 'wallet' }),
+      'wallet_insufficient_balance',
+      /wallet spend cap of 30 cents leaves 15/,
+    );
+    const roomy = keyOf({ walletSpendCapCents: 35 });
+    roomy.month.walletCents = 15;
+    const state = walletState(roomy);
+    const { reply } = decideCreate(state, requestOf({ apiKeyId: 'key_1', paymentMode: 'wallet' }), none, factsOf(state), new Slots(), NOW);
+    t.equal(reply.kind, 'created', 'within the cap: 20 cents of the 20 left');
+    const keyless = stateOf({ account: { ...funded(0), walletActivated: true, walletCents: 1_000 } });
+    t.equal(decideCreate(keyless, requestOf({ paymentMode: 'wallet' }), none, factsOf(keyless), new Slots(), NOW).reply.kind, 'created', 'no key: no key cap');
   });
 
   t.test('a key read from the database for this create is decided against at once, and kept', async (t) => {
@@ -887,6 +972,36 @@ t.test('create_committed and create_failed', async (t) => {
     t.same(effects, [{ type: 'money_moved' }]);
     const gone = decideCreateCommitted(state, { type: 'create_committed', generationId: 'gen_unknown', schedule: false }, factsOf(state), slots);
     t.same(gone.effects, [{ type: 'money_moved' }]);
+  });
+
+  t.test('a job loaded since its create (the state reloaded) is left as it was: no timer, no key remembered', async (t) => {
+    const state = stateOf();
+    const slots = new Slots();
+    state.jobs.put(loadedJob({ id: 'gen_loaded', status: 'queued', slotKey: 'local', queueDeadline: NOW + 5_000 }));
+    const before = state.jobs.get('gen_loaded');
+    const entry: IdempotencyEntry = { hash: 'h', expiresAt: NOW + IDEMPOTENCY_TTL_MS, result: { status: 201, generation: {} as GenerationRow } };
+    const { effects } = decideCreateCommitted(
+      state,
+      { type: 'create_committed', generationId: 'gen_loaded', idempotency: { key: 'k', entry }, schedule: false },
+      factsOf(state),
+      slots,
+    );
+    t.same(effects, [{ type: 'money_moved' }]);
+    t.equal(state.jobs.get('gen_loaded'), before);
+    t.equal(state.expiryAt, undefined);
+    t.equal(state.idempotency.get('k', NOW), undefined);
+  });
+
+  t.test('a job reserved at creation has no deadline: the queue timer already armed is left alone', async (t) => {
+    const reserved = stateOf();
+    const s2 = new Slots({ local: 1 });
+    queuedJob(reserved, s2, {}, 'busy');
+    t.equal(reserved.expiryAt, NOW + TIMEOUT);
+    const r2 = requestOf();
+    reserved.jobs.put({ id: r2.id, status: 'starting', slotKey: 'local' });
+    const { effects } = decideCreateCommitted(reserved, { type: 'create_committed', generationId: r2.id, schedule: false }, factsOf(reserved), s2);
+    t.equal(reserved.jobs.get(r2.id)?.status, 'active');
+    t.same(effects, [{ type: 'money_moved' }], 'no timer armed again');
   });
 
   t.test('create_failed leaves a job that is not being reserved at creation', async (t) => {
