@@ -9,11 +9,8 @@
  * docs/providers/openai.md: an answer in flight cannot be followed after a restart), and the balance equals
  * the ledger.
  */
-import fs from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
 import t, { type Test } from 'tap';
-import { freshDatabaseUrl } from '../helpers/database.ts';
+import { durableStorage } from '../helpers/database.ts';
 import { createKey, signUp, withKey } from '../helpers/identity.ts';
 import { TEST_PLAN, writeCatalogFile } from '../helpers/provider-service.ts';
 import type { TestServer } from '../helpers/server.ts';
@@ -226,9 +223,7 @@ async function crashWhileStreaming(t: Test, storage: DurableStorage, redisPrefix
 const PGLITE_ONLY = process.env.TEST_DATABASE_URL ? 'TEST_DATABASE_URL is set: the PGlite run is the one without it' : false;
 
 t.test('kill -9 with streamed door jobs in flight, on PGlite: every job settles once, balance equals ledger', { skip: PGLITE_ONLY }, async (t) => {
-  const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'gs-door-crash-'));
-  t.teardown(() => fs.rm(dataDir, { recursive: true, force: true }));
-  await crashWhileStreaming(t, { dataDir, postgres: undefined }, undefined);
+  await crashWhileStreaming(t, await durableStorage(t, 'gs-door-crash-'), undefined);
 });
 
 const NEEDS_POSTGRES_REDIS =
@@ -238,12 +233,6 @@ t.test(
   'kill -9 with streamed door jobs in flight, on PostgreSQL and Redis: every job settles once, balance equals ledger',
   { skip: NEEDS_POSTGRES_REDIS },
   async (t) => {
-    const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'gs-door-crash-pg-'));
-    const postgres = await freshDatabaseUrl();
-    t.teardown(async () => {
-      await fs.rm(dataDir, { recursive: true, force: true });
-      await postgres.drop();
-    });
-    await crashWhileStreaming(t, { dataDir, postgres: { url: postgres.url } }, `test:door-crash-${process.pid}-${Date.now()}:`);
+    await crashWhileStreaming(t, await durableStorage(t, 'gs-door-crash-pg-'), `test:door-crash-${process.pid}-${Date.now()}:`);
   },
 );

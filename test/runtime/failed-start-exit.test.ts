@@ -1,8 +1,5 @@
-import fs from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
 import t from 'tap';
-import { freshDatabaseUrl } from '../helpers/database.ts';
+import { durableStorage } from '../helpers/database.ts';
 import { startNode } from '../fixtures/child.ts';
 import { failedStarts } from './failed-start-cases.ts';
 
@@ -11,16 +8,15 @@ import { failedStarts } from './failed-start-cases.ts';
 
 for (const failure of failedStarts) {
   t.test(`a start that fails because ${failure.name} leaves nothing holding the process: it ends by itself`, async (t) => {
-    const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'gs-failed-start-'));
-    t.teardown(() => fs.rm(dataDir, { recursive: true, force: true }));
-    const database = process.env.TEST_DATABASE_URL ? await freshDatabaseUrl() : undefined;
-    if (database) t.teardown(() => database.drop());
+    // Migrated already (a copy of a migrated PGlite directory, or a database from the migrated template): the
+    // child's start goes straight to the step that fails.
+    const { dataDir, postgres } = await durableStorage(t, 'gs-failed-start-');
     const child = startNode(t, 'test/fixtures/start-fails.ts', {
       PORT: '0',
       HOST: '127.0.0.1',
       LOG_LEVEL: 'silent',
       DATA_DIR: dataDir,
-      DATABASE_URL: database?.url,
+      DATABASE_URL: postgres?.url,
       METRICS_HOST: '127.0.0.1',
       ...(process.env.TEST_REDIS_URL ? { REDIS_URL: process.env.TEST_REDIS_URL, REDIS_KEY_PREFIX: `test:failed-start:${process.pid}:` } : {}),
       ...(await failure.env(t)),

@@ -1,13 +1,20 @@
 import t, { type Test } from 'tap';
 import { startNode } from '../fixtures/child.ts';
+import { durableStorage } from '../helpers/database.ts';
 
-/** `npm start` as it is: app/main.ts, configured only by its environment. */
-const base = { PORT: '0', HOST: '127.0.0.1', DATABASE_URL: 'memory://', LOG_LEVEL: 'info', ACCESS_LOG: 'false' };
+/**
+ * `npm start` as it is: app/main.ts, configured only by its environment, on a data directory of its own that
+ * starts migrated (test/helpers/database.ts durableStorage: the start skips PGlite's initdb and the migrations).
+ */
+async function baseOf(t: Test): Promise<Record<string, string | undefined>> {
+  const { dataDir, postgres } = await durableStorage(t, 'gs-uws-engine-');
+  return { PORT: '0', HOST: '127.0.0.1', DATA_DIR: dataDir, DATABASE_URL: postgres?.url, LOG_LEVEL: 'info', ACCESS_LOG: 'false' };
+}
 /** The JSON log line (stdout) that says the service listens, and where. */
 const LISTENING = /"url":"(http:\/\/[^"]+)".*"msg":"listening"/;
 
 async function engineOf(t: Test, env: Record<string, string>): Promise<string> {
-  const child = startNode(t, 'app/main.ts', { ...base, ...env });
+  const child = startNode(t, 'app/main.ts', { ...(await baseOf(t)), ...env });
   const [, url] = await child.line(LISTENING);
   const response = await fetch(`${url}/v1`);
   t.equal(response.status, 200);
@@ -18,7 +25,7 @@ async function engineOf(t: Test, env: Record<string, string>): Promise<string> {
 }
 
 t.test('on the pure-Node fallback, start-up is refused unless ALLOW_UWS_FALLBACK says otherwise', async (t) => {
-  const child = startNode(t, 'app/main.ts', { ...base, UWS_USE_FALLBACK: '1' });
+  const child = startNode(t, 'app/main.ts', { ...(await baseOf(t)), UWS_USE_FALLBACK: '1' });
   const { code, signal } = await child.exited;
   t.equal(signal, null);
   t.not(code, 0, 'exits non-zero');
@@ -30,7 +37,7 @@ t.test('on the pure-Node fallback, start-up is refused unless ALLOW_UWS_FALLBACK
 });
 
 t.test('ALLOW_UWS_FALLBACK=true starts on the fallback', async (t) => {
-  const child = startNode(t, 'app/main.ts', { ...base, UWS_USE_FALLBACK: '1', ALLOW_UWS_FALLBACK: 'true' });
+  const child = startNode(t, 'app/main.ts', { ...(await baseOf(t)), UWS_USE_FALLBACK: '1', ALLOW_UWS_FALLBACK: 'true' });
   const [, url] = await child.line(LISTENING);
   t.ok(url, 'it listens');
   child.proc.kill('SIGTERM');
@@ -41,7 +48,7 @@ t.test('ALLOW_UWS_FALLBACK=true starts on the fallback', async (t) => {
 // relative URL, HttpResponse.getRemoteAddressAsText and endWithoutBody unimplemented (they throw); the
 // server reads the Node request they wrap instead. UWS_USE_FALLBACK=1 makes the package load its fallback.
 t.test('on the fallback, requests are served: GET /v1 says uws-fallback, errors get the envelope, bodies are read', async (t) => {
-  const child = startNode(t, 'app/main.ts', { ...base, UWS_USE_FALLBACK: '1', ALLOW_UWS_FALLBACK: 'true' });
+  const child = startNode(t, 'app/main.ts', { ...(await baseOf(t)), UWS_USE_FALLBACK: '1', ALLOW_UWS_FALLBACK: 'true' });
   const [, url] = await child.line(LISTENING);
 
   const identity = await fetch(`${url}/v1`);
