@@ -6,6 +6,7 @@ import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { transformSync, version } from 'esbuild';
 
+// test/fixtures/child-bundle.ts bundles a child's script with the same compiler options (its TSCONFIG): keep them alike.
 const OPTIONS = {
   loader: 'ts',
   format: 'esm',
