@@ -1,5 +1,4 @@
 import t, { type Test } from 'tap';
-import { emptyAccount } from '../../domain/account.ts';
 import type { TokenTerms } from '../../domain/catalog/pricing.ts';
 import { dayStart, monthStart, noKeyLimits, type KeyLimits, type KeySpend } from '../../domain/key-limits.ts';
 import {
@@ -133,6 +132,9 @@ function settlementOf(patch: Partial<GenerationSettlement['generation']> = {}, s
     },
   };
 }
+
+/** An activated wallet holding 1,000 cents and no credits. */
+const walletOf = () => ({ ...funded(0), walletActivated: true, walletCents: 1_000 });
 
 function keyOf(limits: Partial<KeyLimits> = {}, spent = 0): KeySpend {
   return {
@@ -361,7 +363,7 @@ t.test('refused creates change nothing and write nothing', async (t) => {
   });
 
   t.test("a key's wallet spend cap is decided at creation", async (t) => {
-    const walletState = (key: KeySpend) => stateOf({ account: { ...funded(0), walletActivated: true, walletCents: 1_000 }, keys: new Map([['key_1', key]]) });
+    const walletState = (key: KeySpend) => stateOf({ account: walletOf(), keys: new Map([['key_1', key]]) });
     const capped = keyOf({ walletSpendCapCents: 30 });
     capped.month.walletCents = 15;
     refusedWith(
@@ -376,7 +378,7 @@ t.test('refused creates change nothing and write nothing', async (t) => {
     const state = walletState(roomy);
     const { reply } = decideCreate(state, requestOf({ apiKeyId: 'key_1', paymentMode: 'wallet' }), none, factsOf(state), new Slots(), NOW);
     t.equal(reply.kind, 'created', 'within the cap: 20 cents of the 20 left');
-    const keyless = stateOf({ account: { ...funded(0), walletActivated: true, walletCents: 1_000 } });
+    const keyless = stateOf({ account: walletOf() });
     t.equal(decideCreate(keyless, requestOf({ paymentMode: 'wallet' }), none, factsOf(keyless), new Slots(), NOW).reply.kind, 'created', 'no key: no key cap');
   });
 
@@ -772,7 +774,7 @@ t.test('a token-priced job released: all its credits back, whatever it used', as
 t.test('a wallet-paid token-priced capture on an API key gives back to the key the wallet cents it released', async (t) => {
   const terms: TokenTerms = { inputMicroPer1k: 1_500_000, outputMicroPer1k: 250_000 };
   const key = keyOf({ creditBudget: 100 });
-  const account = { ...funded(0), walletActivated: true, walletCents: 1_000 };
+  const account = walletOf();
   const state = stateOf({ account, keys: new Map([['key_1', key]]) });
   const slots = new Slots();
   const job = activeJob(state, slots, { tokenTerms: terms, credits: 10, apiKeyId: 'key_1', paymentMode: 'wallet' });
@@ -800,7 +802,7 @@ t.test('a job priced in credits leaves the token carry as it was', async (t) => 
 });
 
 t.test("a wallet-paid job released: its cents leave the month's wallet spend", async (t) => {
-  const account = { ...funded(0), walletActivated: true, walletCents: 1_000 };
+  const account = walletOf();
   const state = stateOf({ account });
   const slots = new Slots();
   const job = queuedJob(state, slots, { paymentMode: 'wallet', credits: 10 });
@@ -1074,7 +1076,7 @@ t.test('expiry: one timer for the earliest deadline; due jobs told to expire, th
 });
 
 t.test('an auto-recharge starts when a create leaves the wallet under its threshold, one at a time', async (t) => {
-  const account = { ...emptyAccount(), walletActivated: true, walletCents: 1_000 };
+  const account = walletOf();
   const state = stateOf({ account, wallet: { autoRecharge: { enabled: true, thresholdCents: 990, amountCents: 5_000 }, monthlySpendCapCents: null } });
   const slots = new Slots();
   const first = decideCreate(state, requestOf({ paymentMode: 'wallet', credits: 10 }), none, factsOf(state), slots, NOW);
