@@ -90,8 +90,15 @@ export interface FakeFal {
   /** File fetches, and those that carried an Authorization header (the key must never reach the CDN). */
   fileFetches: number;
   filesWithAuthorization: number;
-  /** The script of the next submitted request. */
-  script(next: RequestScript): void;
+  /** The script of the next submitted request; with `every`, of every request submitted until the next call. */
+  script(next: RequestScript, every?: boolean): void;
+  /**
+   * From `holdAnswers(true)` on, a submission is taken at once (counted, its request created) but its answer
+   * is held until `answer(id)` sends it: a test can then choose the moment fal's answer leaves, for each one.
+   */
+  holdAnswers(on: boolean): void;
+  /** Sends the held answer of a request's submission; false if none is held. */
+  answer(id: string): boolean;
   /** Misbehaves on `route` for the next `times` calls. */
   fault(route: Route, fault: Fault, times?: number): void;
   /** Serves bytes as a CDN file and answers its URL. */
@@ -114,6 +121,9 @@ export async function startFakeFal(options: FakeFalOptions): Promise<FakeFal> {
   const files = new Map<string, Buffer | 'expired'>();
   const faults = new Map<Route, Fault[]>();
   let nextScript: RequestScript | undefined;
+  let everyScript = false;
+  let holding = false;
+  const heldAnswers = new Map<string, () => void>();
   const hung = new Set<http.ServerResponse>();
   const userId = options.userId ?? 'user-fake-1';
 
@@ -128,8 +138,18 @@ export async function startFakeFal(options: FakeFalOptions): Promise<FakeFal> {
     fileFetches: 0,
     filesWithAuthorization: 0,
     sendWebhooks: true,
-    script(next) {
+    script(next, every = false) {
       nextScript = next;
+      everyScript = every;
+    },
+    holdAnswers(on) {
+      holding = on;
+    },
+    answer(id) {
+      const send = heldAnswers.get(id);
+      heldAnswers.delete(id);
+      send?.();
+      return send !== undefined;
     },
     fault(route, fault, times = 1) {
       const list = faults.get(route) ?? [];
@@ -359,7 +379,7 @@ export async function startFakeFal(options: FakeFalOptions): Promise<FakeFal> {
       return json(res, 422, { detail: [{ loc: ['query', 'fal_webhook'], msg: 'Input should be a valid URL', type: 'url_parsing' }] });
     }
     const script = { queue: [1, 0], progress: 2, hold: false, ...nextScript };
-    nextScript = undefined;
+    if (!everyScript) nextScript = undefined;
     const id = `${(++requestCounter).toString(16).padStart(8, '0')}-fa1f-4a1e-8c0d-${Date.now().toString(16).padStart(12, '0').slice(-12)}`;
     const request: FakeRequest = {
       id,
@@ -378,7 +398,11 @@ export async function startFakeFal(options: FakeFalOptions): Promise<FakeFal> {
     fake.requests.set(id, request);
     fake.submissions += 1;
     fake.submissionsByEndpoint.set(endpointId, (fake.submissionsByEndpoint.get(endpointId) ?? 0) + 1);
-    json(res, 200, { status: 'IN_QUEUE', ...links(origin, request), queue_position: script.queue[0] ?? 0 }, { 'x-fal-request-id': id });
+    const send = () => json(res, 200, { status: 'IN_QUEUE', ...links(origin, request), queue_position: script.queue[0] ?? 0 }, { 'x-fal-request-id': id });
+    if (holding) {
+      heldAnswers.set(id, send);
+      hung.add(res); // destroyed by close() if never sent
+    } else send();
   }
 
   async function status(res: http.ServerResponse, url: URL, request: FakeRequest, origin: string) {

@@ -140,6 +140,13 @@ export interface ReplicateFake {
   streams: RecordedStream[];
   /** Resolves when a stream connection of the prediction closes, with how (at once if one has). */
   streamClosed(id: string): Promise<StreamClose>;
+  /**
+   * From `holdAnswers(true)` on, a create is taken at once (recorded, its prediction made) but its answer is
+   * held until `answer(predictionId)` sends it: a test can then choose the moment Replicate's answer leaves.
+   */
+  holdAnswers(on: boolean): void;
+  /** Sends the held answer of a prediction's create; false if none is held. */
+  answer(id: string): boolean;
   /** Creates accepted for a job, keyed by its input's `prompt`. */
   submissions(prompt: string): number;
   /** Requests per kind (GETs of predictions, cancels, creates, stream GETs, refused ones included). */
@@ -168,6 +175,8 @@ export async function startReplicateFake(options: { token: string; webhookSecret
   const closeWaiters = new Map<string, Array<(how: StreamClose) => void>>();
   const counts = { create: 0, get: 0, cancel: 0, stream: 0, refused: 0 };
   const hanging = new Set<ServerResponse>();
+  const heldAnswers = new Map<string, () => void>();
+  let holding = false;
   let origin = '';
 
   const problem = (res: ServerResponse, status: number, title: string, detail: string, headers: Record<string, string> = {}) => {
@@ -463,7 +472,11 @@ export async function startReplicateFake(options: { token: string; webhookSecret
       ...(scenario.stream ? { stream: { pieces: piecesOf(scenario), sent: 0, events: [], open: new Set<ServerResponse>() } } : {}),
     });
     creates.push({ path, headers: req.headers, body, predictionId: id });
-    json(res, 201, p);
+    if (holding) {
+      const answer = structuredClone(p); // the prediction as it was when created
+      heldAnswers.set(id, () => json(res, 201, answer));
+      hanging.add(res); // destroyed by close() if never sent
+    } else json(res, 201, p);
   }
 
   async function route(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -563,6 +576,15 @@ export async function startReplicateFake(options: { token: string; webhookSecret
     },
     calm() {
       for (const kind of Object.keys(queue) as RequestKind[]) queue[kind] = [];
+    },
+    holdAnswers(on) {
+      holding = on;
+    },
+    answer(id) {
+      const send = heldAnswers.get(id);
+      heldAnswers.delete(id);
+      send?.();
+      return send !== undefined;
     },
     creates,
     streams,

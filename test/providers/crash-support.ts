@@ -49,3 +49,34 @@ export async function withDatabase<T>(storage: DurableStorage, fn: (query: <R>(s
     await db.close();
   }
 }
+
+/** A held answer of a provider's fake, and how long before the kill it is to leave. */
+export interface TimedAnswer {
+  delayMs: number;
+  send: () => void;
+}
+
+/**
+ * Sends held answers so that each leaves its `delayMs` before one kill -9 of `child` (the longest first),
+ * then kills it and waits for its end: one process covers every delay of a round. The delays are as precise
+ * as the event loop's timers (a millisecond or so); what a test asserts never depends on them.
+ */
+export async function answerThenKill(child: ReturnType<typeof startNode>, answers: TimedAnswer[]): Promise<void> {
+  const last = Math.max(0, ...answers.map((answer) => answer.delayMs));
+  const start = performance.now();
+  const until = (at: number) => new Promise((resolve) => setTimeout(resolve, Math.max(0, start + at - performance.now())));
+  for (const answer of [...answers].sort((a, b) => b.delayMs - a.delayMs)) {
+    await until(last - answer.delayMs);
+    answer.send();
+  }
+  await until(last);
+  child.proc.kill('SIGKILL');
+  await child.exited;
+}
+
+/** The kill delays of a sweep in rounds of at most `size` jobs (a round's jobs run at once: the plan's limit bounds it). */
+export function roundsOf(delays: number[], size: number): number[][] {
+  const rounds: number[][] = [];
+  for (let i = 0; i < delays.length; i += size) rounds.push(delays.slice(i, i + size));
+  return rounds;
+}

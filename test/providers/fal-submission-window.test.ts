@@ -5,13 +5,14 @@ import { createKey, signUp } from '../helpers/identity.ts';
 import { makePng } from '../helpers/files.ts';
 import { PLAN_CREDITS, providerCatalogFile } from '../helpers/provider-catalog.ts';
 import { startRelay } from '../helpers/relay.ts';
-import { serveDurable, withDatabase } from './crash-support.ts';
+import { answerThenKill, roundsOf, serveDurable, withDatabase } from './crash-support.ts';
+import { eventually } from '../helpers/eventually.ts';
 import { startFakeFal } from '../fakes/fal.ts';
 import { createGeneration, isTerminal, moneyOf, waitFor, type Gen } from '../generations/flow.ts';
 
 /**
  * The submission window at fal: kill -9 of the real server from 0 to 50 ms after fal answered a job's
- * submission, so that in some rounds the request id was not yet written. After the restart such a job is
+ * submission, so that for some jobs the request id was not yet written. After the restart such a job is
  * handed over again; its `fal_webhook` URL carried its own id and token, so the end of the request fal
  * already took names it, and the job adopts that request instead of submitting a second one
  * (docs/providers/fal.md). The fake counts submissions per job: one each, whatever the kill's timing.
@@ -65,39 +66,53 @@ async function serve() {
   return served;
 }
 
-/** Milliseconds from fal's answer to the kill; SWEEP=0,5,... overrides them. */
+/**
+ * Milliseconds from fal's answer to the kill; SWEEP=0,5,... overrides them. Each round's jobs are submitted at
+ * once, their answers held by the fake and sent at staggered times before one kill: one process per round.
+ */
 const DELAYS_MS = (process.env.SWEEP ?? '0,0,1,2,5,10,20,35,50').split(',').map(Number);
+const ROUNDS = roundsOf(DELAYS_MS, 5);
 t.setTimeout(1_200_000);
 
 t.test('kill -9 from 0 to 50 ms after fal answered a submission: one submission per job', { timeout: 1_200_000 }, async (t) => {
   let current = await serve();
   const user = await signUp(current.client);
   const { key } = await createKey(current.client, user.cookie, user.workspaceId, ['generations.write', 'generations.read']);
-  const jobs: Array<{ id: string; prompt: string; delay: number; written: boolean }> = [];
+  const jobs: Array<{ id: string; prompt: string; delay: number; requestId: string; written: boolean }> = [];
 
-  for (const [round, delay] of DELAYS_MS.entries()) {
-    const prompt = `round ${round}, killed ${delay} ms after the answer`;
-    fake.script({ hold: true });
+  for (const [round, delays] of ROUNDS.entries()) {
+    fake.script({ hold: true }, true);
+    fake.holdAnswers(true);
     const before = fake.submissions;
-    const created = await createGeneration(current.client, key, user.workspaceId, { mode: 'text_to_image', model: 'acme/flux', params: { prompt } });
-    t.equal(created.status, 201, JSON.stringify(created.body));
-    const id = created.body.id as string;
-    while (fake.submissions === before) await new Promise((resolve) => setImmediate(resolve));
-    await new Promise((resolve) => setTimeout(resolve, delay));
-    current.child.proc.kill('SIGKILL');
-    await current.child.exited;
-    front.target = undefined;
-    const [row] = await withDatabase(storage, (query) =>
-      query<{ provider_job_id: string | null }>('select provider_job_id from generations where id = ?', [id]),
+    const started: Array<{ id: string; prompt: string; delay: number }> = [];
+    for (const [index, delay] of delays.entries()) {
+      const prompt = `round ${round}, job ${index}, killed ${delay} ms after its answer`;
+      const created = await createGeneration(current.client, key, user.workspaceId, { mode: 'text_to_image', model: 'acme/flux', params: { prompt } });
+      t.equal(created.status, 201, JSON.stringify(created.body));
+      started.push({ id: created.body.id as string, prompt, delay });
+    }
+    await eventually(() => fake.submissions === before + delays.length, { what: `the round's ${delays.length} submissions at fal` });
+    const requestOf = (prompt: string) => [...fake.requests.values()].find((r) => r.input.prompt === prompt)!.id;
+    await answerThenKill(
+      current.child,
+      started.map((job) => ({ delayMs: job.delay, send: () => fake.answer(requestOf(job.prompt)) })),
     );
-    jobs.push({ id, prompt, delay, written: row?.provider_job_id != null });
+    front.target = undefined;
+    fake.holdAnswers(false);
+    await withDatabase(storage, async (query) => {
+      for (const job of started) {
+        const [row] = await query<{ provider_job_id: string | null }>('select provider_job_id from generations where id = ?', [job.id]);
+        jobs.push({ ...job, requestId: requestOf(job.prompt), written: row?.provider_job_id != null });
+      }
+    });
 
     current = await serve();
-    // fal goes on: the request the job submitted completes, and its end is posted to the URL the submission named.
-    const request = [...fake.requests.values()].find((r) => r.input.prompt === prompt)!;
-    await fake.advance(request.id, 'COMPLETED');
-    const done: Gen = await waitFor(current.client, key, user.workspaceId, id, isTerminal, 'a terminal state');
-    t.equal(done.status, 'succeeded', `${prompt}: ${JSON.stringify([done.errorCode, done.errorMessage])}`);
+    // fal goes on: each request a job submitted completes, and its end is posted to the URL the submission named.
+    for (const job of jobs.slice(-started.length)) await fake.advance(job.requestId, 'COMPLETED');
+    for (const job of jobs.slice(-started.length)) {
+      const done: Gen = await waitFor(current.client, key, user.workspaceId, job.id, isTerminal, 'a terminal state');
+      t.equal(done.status, 'succeeded', `${job.prompt}: ${JSON.stringify([done.errorCode, done.errorMessage])}`);
+    }
   }
 
   const submissions = jobs.map((job) => [...fake.requests.values()].filter((r) => r.input.prompt === job.prompt).length);

@@ -4,13 +4,14 @@ import { request } from 'undici';
 import { durableStorage } from '../helpers/database.ts';
 import { createKey, signUp } from '../helpers/identity.ts';
 import { PLAN_CREDITS, providerCatalogFile } from '../helpers/provider-catalog.ts';
-import { serveDurable, withDatabase } from './crash-support.ts';
+import { answerThenKill, roundsOf, serveDurable, withDatabase } from './crash-support.ts';
+import { eventually } from '../helpers/eventually.ts';
 import { png, SECRET, startReplicateFake, TOKEN, VERSION } from '../fakes/replicate.ts';
 import { createGeneration, isTerminal, moneyOf, waitFor, type Gen } from '../generations/flow.ts';
 
 /**
  * The submission window at Replicate: kill -9 of the real server from 0 to 50 ms after Replicate answered a
- * job's create, so that in some rounds the prediction id was not yet written. After the restart such a job
+ * job's create, so that for some jobs the prediction id was not yet written. After the restart such a job
  * is handed over again; its create's webhook URL carried its own id and token, so the prediction's events
  * name it, and the job adopts that prediction instead of creating a second one (docs/providers/replicate.md).
  * Replicate posts webhooks only to HTTPS addresses, so BASE_URL is a public HTTPS name and this test delivers
@@ -50,8 +51,12 @@ function serve() {
   );
 }
 
-/** Milliseconds from Replicate's answer to the kill; SWEEP=0,5,... overrides them. */
+/**
+ * Milliseconds from Replicate's answer to the kill; SWEEP=0,5,... overrides them. Each round's jobs are created
+ * at once, their answers held by the fake and sent at staggered times before one kill: one process per round.
+ */
 const DELAYS_MS = (process.env.SWEEP ?? '0,0,1,2,5,10,20,35,50').split(',').map(Number);
+const ROUNDS = roundsOf(DELAYS_MS, 5);
 t.setTimeout(1_200_000);
 
 t.test('kill -9 from 0 to 50 ms after Replicate answered a create: one create per job', { timeout: 1_200_000 }, async (t) => {
@@ -60,37 +65,50 @@ t.test('kill -9 from 0 to 50 ms after Replicate answered a create: one create pe
   const { key } = await createKey(current.client, user.cookie, user.workspaceId, ['generations.write', 'generations.read']);
   const jobs: Array<{ id: string; prompt: string; delay: number; written: boolean }> = [];
 
-  for (const [round, delay] of DELAYS_MS.entries()) {
-    const prompt = `round ${round}, killed ${delay} ms after the answer`;
+  for (const [round, delays] of ROUNDS.entries()) {
+    fake.holdAnswers(true);
     const before = fake.creates.length;
-    const created = await createGeneration(current.client, key, user.workspaceId, { mode: 'text_to_image', model: 'acme/painter', params: { prompt } });
-    t.equal(created.status, 201, JSON.stringify(created.body));
-    const id = created.body.id as string;
-    while (fake.creates.length === before) await new Promise((resolve) => setImmediate(resolve));
-    await new Promise((resolve) => setTimeout(resolve, delay));
-    current.child.proc.kill('SIGKILL');
-    await current.child.exited;
-    const [row] = await withDatabase(storage, (query) =>
-      query<{ provider_job_id: string | null }>('select provider_job_id from generations where id = ?', [id]),
+    const started: Array<{ id: string; prompt: string; delay: number }> = [];
+    for (const [index, delay] of delays.entries()) {
+      const prompt = `round ${round}, job ${index}, killed ${delay} ms after its answer`;
+      const created = await createGeneration(current.client, key, user.workspaceId, { mode: 'text_to_image', model: 'acme/painter', params: { prompt } });
+      t.equal(created.status, 201, JSON.stringify(created.body));
+      started.push({ id: created.body.id as string, prompt, delay });
+    }
+    await eventually(() => fake.creates.length === before + delays.length, { what: `the round's ${delays.length} creates at Replicate` });
+    const createOf = (prompt: string) => fake.creates.find((c) => (c.body.input as { prompt?: string }).prompt === prompt)!;
+    await answerThenKill(
+      current.child,
+      started.map((job) => ({ delayMs: job.delay, send: () => fake.answer(createOf(job.prompt).predictionId) })),
     );
-    jobs.push({ id, prompt, delay, written: row?.provider_job_id != null });
+    fake.holdAnswers(false);
+    await withDatabase(storage, async (query) => {
+      for (const job of started) {
+        const [row] = await query<{ provider_job_id: string | null }>('select provider_job_id from generations where id = ?', [job.id]);
+        jobs.push({ ...job, written: row?.provider_job_id != null });
+      }
+    });
 
     current = await serve();
-    // Replicate goes on: the prediction starts and ends, and each event is posted to the URL its create named.
-    const create = fake.creates.find((c) => (c.body.input as { prompt?: string }).prompt === prompt)!;
-    const hook = new URL(String(create.body.webhook));
-    const deliver = async () => {
-      const { headers, body } = fake.webhook(create.predictionId);
-      const answer = await request(`${current.url}${hook.pathname}${hook.search}`, { method: 'POST', headers, body });
-      await answer.body.dump();
-      t.equal(answer.statusCode, 200, 'the event was taken');
-    };
-    fake.advance(create.predictionId);
-    await deliver();
-    while (fake.prediction(create.predictionId)?.status !== 'succeeded') fake.advance(create.predictionId);
-    await deliver();
-    const done: Gen = await waitFor(current.client, key, user.workspaceId, id, isTerminal, 'a terminal state');
-    t.equal(done.status, 'succeeded', `${prompt}: ${JSON.stringify([done.errorCode, done.errorMessage])}`);
+    // Replicate goes on: each prediction starts and ends, and each event is posted to the URL its create named.
+    for (const job of started) {
+      const create = createOf(job.prompt);
+      const hook = new URL(String(create.body.webhook));
+      const deliver = async () => {
+        const { headers, body } = fake.webhook(create.predictionId);
+        const answer = await request(`${current.url}${hook.pathname}${hook.search}`, { method: 'POST', headers, body });
+        await answer.body.dump();
+        t.equal(answer.statusCode, 200, 'the event was taken');
+      };
+      fake.advance(create.predictionId);
+      await deliver();
+      while (fake.prediction(create.predictionId)?.status !== 'succeeded') fake.advance(create.predictionId);
+      await deliver();
+    }
+    for (const job of started) {
+      const done: Gen = await waitFor(current.client, key, user.workspaceId, job.id, isTerminal, 'a terminal state');
+      t.equal(done.status, 'succeeded', `${job.prompt}: ${JSON.stringify([done.errorCode, done.errorMessage])}`);
+    }
   }
 
   const creates = jobs.map((job) => fake.submissions(job.prompt));
