@@ -28,10 +28,14 @@ export const TEST_FILES = [
   'test/unit/catalog-file.test.ts',
   'test/unit/key-limits.test.ts',
   'test/unit/price-explained.test.ts',
+  'test/unit/plans.test.ts',
   'test/catalog/params-validator.test.ts',
   'test/docs/catalog-fields.test.ts',
   'test/identity/login-attempt.test.ts',
   'test/identity/attempt-store.test.ts',
+  // The stores, on an in-memory PGlite of their own (a second or two to open, no service).
+  'test/persistence/money-store.test.ts',
+  'test/persistence/creation-store.test.ts',
 ];
 
 /** Where test/stryker/bundle.mjs writes each test file bundled, inside Stryker's sandbox. */

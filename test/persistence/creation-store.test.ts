@@ -1,0 +1,206 @@
+import t from 'tap';
+import type { LedgerEntry } from '../../domain/account.ts';
+import { openDatabase } from '../../persistence/database.ts';
+import type { GenerationRow } from '../../persistence/stores/generations/rows.ts';
+import { openUnit } from '../../persistence/stores/unit.ts';
+import { generationWritten, writeCreations, type NewCreation } from '../../persistence/stores/workspace/creations.ts';
+import { deleteExpiredIdempotencyKeys, readIdempotencyKeys } from '../../persistence/stores/workspace/idempotency.ts';
+import { writeOpeningAccount } from '../../persistence/stores/workspace/money.ts';
+import { writeGenerationEnds, type GenerationEnd } from '../../persistence/stores/workspace/settlements.ts';
+import { freshDatabaseUrl, migratedPglite } from '../helpers/database.ts';
+import { generationRow } from '../generations/support.ts';
+
+/**
+ * A job's rows through the workspace actor's stores on a real database (PGlite, or PostgreSQL with
+ * TEST_DATABASE_URL): its creation with its reservation and Idempotency-Key (creations.ts), the key read back
+ * and purged (idempotency.ts), and its end (settlements.ts). No service, no actor: the statements alone.
+ */
+const fresh = await freshDatabaseUrl();
+const db = await openDatabase({ databaseUrl: fresh.url, dataDir: '.data/test', pglite: fresh.url === 'memory://' ? await migratedPglite() : undefined });
+t.teardown(async () => {
+  await db.close();
+  await fresh.drop();
+});
+
+const query = <R>(sql: string, params: unknown[] = []) => db.em().execute<R[]>(sql, params);
+const AT = new Date('2026-12-01T10:00:00.000Z');
+const ms = (n: number) => new Date(AT.getTime() + n);
+let workspaces = 0;
+/** A workspace with an account of 100 credits. */
+async function workspace(): Promise<string> {
+  const id = `ws_creation_store_${++workspaces}`;
+  await query('insert into workspaces (id, name, plan, personal, created_at, updated_at) values (?, ?, ?, false, now(), now())', [id, id, 'free']);
+  const grant: LedgerEntry = { kind: 'grant', credits: 100, reservedCredits: 0, walletCents: 0, reservedWalletCents: 0, reference: 'opening' };
+  await writeOpeningAccount(db.em(), id, { reference: 'opening', entries: [grant] }, AT);
+  return id;
+}
+const reserve = (g: GenerationRow): NewCreation['money'] => ({
+  workspaceId: g.workspaceId,
+  at: g.createdAt,
+  entries: [{ kind: 'reserve', credits: -g.credits, reservedCredits: g.credits, walletCents: 0, reservedWalletCents: 0, generationId: g.id }],
+});
+async function statusOf(id: string) {
+  const [row] = await query<{ status: string; credits: number; usage: unknown; text_output: string | null }>(
+    'select status, credits, usage, text_output from generations where id = ?',
+    [id],
+  );
+  return row;
+}
+const end = (g: GenerationRow, more: Partial<GenerationEnd> = {}): GenerationEnd => ({
+  id: g.id,
+  status: 'succeeded',
+  completedAt: ms(5_000).toISOString(),
+  updatedAt: ms(5_000),
+  textOutput: 'done',
+  outputAssetIds: [],
+  errorCode: null,
+  errorMessage: null,
+  timeline: [...g.timeline, { status: 'succeeded', at: ms(5_000).toISOString() }],
+  credits: g.credits,
+  usage: null,
+  charge: null,
+  ...more,
+});
+
+t.test('writeCreations: the rows, their reservations and their usage in one statement; generationWritten tells', async (t) => {
+  const [a, b] = [await workspace(), await workspace()];
+  const rows = [
+    generationRow(a, { createdAt: AT, credits: 3 }),
+    generationRow(a, { createdAt: ms(1), credits: 4, status: 'reserved' }),
+    generationRow(b, { createdAt: ms(2), credits: 5 }),
+  ];
+  t.notOk(await generationWritten(db.em(), rows[0]!.id), 'not yet');
+  await writeCreations(
+    db.em(),
+    rows.map((generation) => ({ generation, money: reserve(generation) })),
+  );
+  for (const row of rows) t.ok(await generationWritten(db.em(), row.id));
+  t.same(await Promise.all(rows.map(async (r) => (await statusOf(r.id))?.status)), ['queued', 'reserved', 'queued']);
+  const accounts = await query<{ workspace_id: string; available_credits: number; reserved_credits: number }>(
+    'select workspace_id, available_credits, reserved_credits from workspace_accounts where workspace_id in (?, ?) order by workspace_id',
+    [a, b],
+  );
+  t.same(
+    accounts.map((x) => [x.workspace_id, Number(x.available_credits), Number(x.reserved_credits)]),
+    [
+      [a, 93, 7],
+      [b, 95, 5],
+    ],
+  );
+  const usage = await query<{ workspace_id: string; total: string }>(
+    'select workspace_id, sum(total) as total from usage_rollups where workspace_id in (?, ?) group by 1 order by 1',
+    [a, b],
+  );
+  t.same(
+    usage.map((u) => [u.workspace_id, Number(u.total)]),
+    [
+      [a, 2],
+      [b, 1],
+    ],
+    'each creation counted once in its workspace',
+  );
+});
+
+t.test('writeCreations with an Idempotency-Key: the answer kept is read back while the key lives, dates as dates', async (t) => {
+  const a = await workspace();
+  const g = generationRow(a, { createdAt: AT, status: 'reserved', startedAt: null, idempotencyKey: 'k1' });
+  const answer = { ...g, status: 'queued' as const };
+  await writeCreations(db.em(), [{ generation: g, answer, money: reserve(g), idempotency: { key: 'k1', hash: 'h1', expiresAt: ms(60_000) } }]);
+  const other = generationRow(a, { createdAt: AT, idempotencyKey: 'k2' });
+  await writeCreations(db.em(), [{ generation: other, money: reserve(other), idempotency: { key: 'k2', hash: 'h2', expiresAt: ms(30_000) } }]);
+
+  const read = await readIdempotencyKeys(openUnit(db), a, ['k1', 'k2', 'k3'], AT.getTime());
+  const byKey = new Map(read.map((k) => [k.key, k]));
+  t.same([...byKey.keys()].sort(), ['k1', 'k2']);
+  const k1 = byKey.get('k1')!;
+  t.equal(k1.requestHash, 'h1');
+  t.equal(k1.responseStatus, 201);
+  t.equal(k1.expiresAt, ms(60_000).getTime());
+  t.equal(k1.generation.status, 'queued', 'the answer kept is the one given, not the row');
+  t.equal(k1.generation.id, g.id);
+  t.ok(k1.generation.createdAt instanceof Date && k1.generation.createdAt.getTime() === AT.getTime(), 'createdAt a Date again');
+  t.ok(k1.generation.updatedAt instanceof Date && k1.generation.updatedAt.getTime() === AT.getTime(), 'updatedAt a Date again');
+  t.ok(k1.generation.queueDeadline instanceof Date && k1.generation.queueDeadline.getTime() === g.queueDeadline!.getTime(), 'queueDeadline a Date again');
+  t.equal(k1.generation.startedAt, null, 'a null time stays null');
+  t.equal(k1.generation.completedAt, null);
+  t.equal(byKey.get('k2')!.generation.status, 'queued', 'without an answer, the row is kept');
+
+  t.same(
+    (await readIdempotencyKeys(openUnit(db), a, ['k1', 'k2'], ms(30_000).getTime())).map((k) => k.key),
+    ['k1'],
+    'a key expired at `now` is not read',
+  );
+  t.same(await readIdempotencyKeys(openUnit(db), 'ws_other', ['k1'], AT.getTime()), [], "never another workspace's");
+
+  // Used again before it expired, the key keeps its first answer; after, the new one takes its place.
+  const again = generationRow(a, { createdAt: ms(10_000), idempotencyKey: 'k1' });
+  await writeCreations(db.em(), [{ generation: again, money: reserve(again), idempotency: { key: 'k1', hash: 'h1-again', expiresAt: ms(90_000) } }]);
+  t.equal((await readIdempotencyKeys(openUnit(db), a, ['k1'], AT.getTime()))[0]!.requestHash, 'h1', 'an unexpired key is kept');
+  const later = generationRow(a, { createdAt: ms(60_000), idempotencyKey: 'k1' });
+  await writeCreations(db.em(), [{ generation: later, money: reserve(later), idempotency: { key: 'k1', hash: 'h1-later', expiresAt: ms(120_000) } }]);
+  const replaced = (await readIdempotencyKeys(openUnit(db), a, ['k1'], ms(60_000).getTime()))[0]!;
+  t.same([replaced.requestHash, replaced.generation.id], ['h1-later', later.id], 'an expired key is replaced');
+});
+
+t.test('deleteExpiredIdempotencyKeys: the keys expired by `before`, page by page, and no other', async (t) => {
+  const a = await workspace();
+  const keys = ['e1', 'e2', 'e3', 'e4', 'e5', 'live'];
+  for (const [i, key] of keys.entries()) {
+    const g = generationRow(a, { createdAt: AT, idempotencyKey: key });
+    const expiresAt = key === 'live' ? ms(1_000_000) : ms(1_000 + i);
+    await writeCreations(db.em(), [{ generation: g, money: reserve(g), idempotency: { key, hash: key, expiresAt } }]);
+  }
+  const before = ms(1_000_000 - 1);
+  const count = async () => Number((await query<{ n: string }>('select count(*) as n from idempotency_keys where workspace_id = ?', [a]))[0]!.n);
+  t.equal(await count(), 6);
+  t.equal(await deleteExpiredIdempotencyKeys(db, ms(1_001), undefined, 2), 2, 'up to and including `before`');
+  t.equal(await count(), 4);
+  const gone = await deleteExpiredIdempotencyKeys(db, before, undefined, 2);
+  t.ok(gone >= 3, `the rest that expired, in pages of two (${gone}, with other tests' keys)`);
+  t.same(
+    (await query<{ key: string }>('select key from idempotency_keys where workspace_id = ?', [a])).map((r) => r.key),
+    ['live'],
+  );
+});
+
+t.test('writeGenerationEnds: each end written once, only over an unfinished job; the usage kept unless given', async (t) => {
+  const a = await workspace();
+  const [running, finished, withUsage] = [
+    generationRow(a, { createdAt: AT, status: 'running' }),
+    generationRow(a, { createdAt: ms(1), status: 'reserved' }),
+    generationRow(a, { createdAt: ms(2), status: 'submitted' }),
+  ];
+  await writeCreations(
+    db.em(),
+    [running, finished, withUsage].map((generation) => ({ generation, money: reserve(generation) })),
+  );
+  // A creation writes no usage (its provider reports it while the job runs).
+  t.equal((await statusOf(running.id))?.usage, null);
+  await query(`update generations set usage = '{"inputTokens":1,"outputTokens":2}'::jsonb where id in (?, ?)`, [running.id, withUsage.id]);
+  t.same(await writeGenerationEnds(db.em(), [end(finished, { status: 'failed', errorCode: 'provider_error', errorMessage: 'no', textOutput: null })]), [
+    { id: finished.id },
+  ]);
+  const changed = await writeGenerationEnds(db.em(), [
+    end(running, { credits: 2 }),
+    end(finished, { status: 'succeeded' }),
+    end(withUsage, { usage: { inputTokens: 10, outputTokens: 20 }, status: 'cancelled', textOutput: null }),
+  ]);
+  t.same(changed.map((c) => c.id).sort(), [running.id, withUsage.id].sort(), 'the finished one is not written again');
+  t.same(await statusOf(running.id), { status: 'succeeded', credits: 2, usage: { inputTokens: 1, outputTokens: 2 }, text_output: 'done' });
+  t.same(await statusOf(finished.id), { status: 'failed', credits: finished.credits, usage: null, text_output: null }, 'its first end stands');
+  t.same(await statusOf(withUsage.id), { status: 'cancelled', credits: withUsage.credits, usage: { inputTokens: 10, outputTokens: 20 }, text_output: null });
+  const [row] = await query<Record<string, unknown>>(
+    `select error_code, error_message, (extract(epoch from completed_at) * 1000)::bigint::text as completed_ms, timeline, output_asset_ids, charge
+       from generations where id = ?`,
+    [finished.id],
+  );
+  t.same(row, {
+    error_code: 'provider_error',
+    error_message: 'no',
+    completed_ms: String(ms(5_000).getTime()),
+    timeline: [...finished.timeline, { status: 'succeeded', at: ms(5_000).toISOString() }],
+    output_asset_ids: [],
+    charge: null,
+  });
+  t.same(await writeGenerationEnds(db.em(), []), [], 'nothing to end');
+});
