@@ -5,15 +5,18 @@ import type { GenerationRow } from '../../persistence/stores/generations/rows.ts
 import { openUnit } from '../../persistence/stores/unit.ts';
 import { generationWritten, writeCreations, type NewCreation } from '../../persistence/stores/workspace/creations.ts';
 import { deleteExpiredIdempotencyKeys, readIdempotencyKeys } from '../../persistence/stores/workspace/idempotency.ts';
-import { writeOpeningAccount } from '../../persistence/stores/workspace/money.ts';
+import { writeMoneyChanges, writeOpeningAccount } from '../../persistence/stores/workspace/money.ts';
 import { writeGenerationEnds, type GenerationEnd } from '../../persistence/stores/workspace/settlements.ts';
+import { endedAmong, findGeneration, writeProgressRows } from '../../persistence/stores/generations/progress.ts';
+import { readGenerationCharge } from '../../persistence/stores/generations/charge.ts';
 import { freshDatabaseUrl, migratedPglite } from '../helpers/database.ts';
 import { generationRow } from '../generations/support.ts';
 
 /**
  * A job's rows through the workspace actor's stores on a real database (PGlite, or PostgreSQL with
  * TEST_DATABASE_URL): its creation with its reservation and Idempotency-Key (creations.ts), the key read back
- * and purged (idempotency.ts), and its end (settlements.ts). No service, no actor: the statements alone.
+ * and purged (idempotency.ts), its moves in flight (generations/progress.ts), its end (settlements.ts) and
+ * what explains its cost (generations/charge.ts). No service, no actor: the statements alone.
  */
 const fresh = await freshDatabaseUrl();
 const db = await openDatabase({ databaseUrl: fresh.url, dataDir: '.data/test', pglite: fresh.url === 'memory://' ? await migratedPglite() : undefined });
@@ -203,4 +206,106 @@ t.test('writeGenerationEnds: each end written once, only over an unfinished job;
     charge: null,
   });
   t.same(await writeGenerationEnds(db.em(), []), [], 'nothing to end');
+});
+
+t.test('writeProgressRows: each move only from the status it was decided from; findGeneration and endedAmong read them', async (t) => {
+  const [plain, watched] = [await workspace(), await workspace()];
+  // An endpoint of `watched` asked for generation.started; of `plain`, one that did not and one deleted that did.
+  const endpoint = (id: string, ws: string, types: string[], deleted: boolean) =>
+    query(
+      `insert into webhook_endpoints (id, workspace_id, url, event_types, status, secret_sealed, created_at, updated_at, deleted_at)
+         values (?, ?, 'https://example.com/hook', ?::jsonb, 'active', 'sealed', now(), now(), ${deleted ? 'now()' : 'null'})`,
+      [id, ws, JSON.stringify(types)],
+    );
+  await endpoint(`whe_${plain}_1`, plain, ['generation.succeeded'], false);
+  await endpoint(`whe_${plain}_2`, plain, ['generation.started'], true);
+  await endpoint(`whe_${watched}`, watched, ['generation.started', 'generation.failed'], false);
+  const [a, b, c, d] = [
+    generationRow(plain, { createdAt: AT, status: 'reserved' }),
+    generationRow(watched, { createdAt: ms(1), status: 'reserved' }),
+    generationRow(watched, { createdAt: ms(2), status: 'submitted' }),
+    generationRow(watched, { createdAt: ms(3), status: 'running' }),
+  ];
+  await writeCreations(
+    db.em(),
+    [a, b, c, d].map((generation) => ({ generation, money: reserve(generation) })),
+  );
+  const move = (g: GenerationRow, status: GenerationRow['status'], more: Partial<GenerationRow> = {}) => ({
+    from: g.status,
+    row: {
+      ...g,
+      status,
+      timeline: [...g.timeline, { status, at: ms(100).toISOString() }],
+      providerJobId: `p-${g.id}`,
+      attempts: 1,
+      startedAt: status === 'running' ? ms(100) : null,
+      updatedAt: ms(100),
+      provider: 'fal',
+      deploymentId: 'flux-fal',
+      ...more,
+    },
+  });
+  const moved = await writeProgressRows(db.em(), [move(a, 'running'), move(b, 'running'), move(c, 'running'), move(d, 'running')]);
+  t.same(
+    moved.sort((x, y) => (x.id < y.id ? -1 : 1)),
+    [
+      { id: a.id, startedWanted: false },
+      { id: b.id, startedWanted: true },
+      { id: c.id, startedWanted: true },
+      { id: d.id, startedWanted: false },
+    ].sort((x, y) => (x.id < y.id ? -1 : 1)),
+    'started wanted: to running, from another status, where an active endpoint that is not deleted asked for it',
+  );
+  const read = await findGeneration(db, b.id);
+  t.same(
+    read && [
+      read.status,
+      read.providerJobId,
+      read.attempts,
+      read.startedAt?.getTime(),
+      read.updatedAt.getTime(),
+      read.provider,
+      read.deploymentId,
+      read.timeline.length,
+    ],
+    ['running', `p-${b.id}`, 1, ms(100).getTime(), ms(100).getTime(), 'fal', 'flux-fal', 2],
+  );
+  t.equal(await findGeneration(db, 'gen_missing'), undefined);
+
+  t.same(await writeProgressRows(db.em(), [move(b, 'submitted')]), [], 'decided from `reserved`, but the row is `running` now: not moved');
+  t.equal((await findGeneration(db, b.id))?.status, 'running');
+
+  await writeGenerationEnds(db.em(), [end({ ...c, status: 'running' })]);
+  t.same(await endedAmong(db.em(), [a.id, c.id, 'gen_missing']), [c.id], 'the ended one only');
+  t.same(await endedAmong(db.em(), []), []);
+});
+
+t.test("readGenerationCharge: the job's reserve, capture and release entries in order, and its stored charge; by its workspace", async (t) => {
+  const a = await workspace();
+  const g = generationRow(a, { createdAt: AT, status: 'running', credits: 6 });
+  await writeCreations(db.em(), [{ generation: g, money: reserve(g) }]);
+  t.same(await readGenerationCharge(openUnit(db), a, g.id).then((r) => [r.charge, r.ledger.map((e) => e.kind)]), [null, ['reserve']]);
+  const charge = { exactNano: '5400000000', carryBeforeNano: '100000000', carryAfterNano: '700000000', capped: false };
+  await writeGenerationEnds(db.em(), [end(g, { credits: 5, charge })]);
+  await writeMoneyChanges(db.em(), [
+    {
+      workspaceId: a,
+      at: ms(5_000),
+      entries: [
+        { kind: 'capture', credits: 1, reservedCredits: -6, walletCents: 0, reservedWalletCents: 0, generationId: g.id, reference: 'cap' },
+        { kind: 'grant', credits: 3, reservedCredits: 0, walletCents: 0, reservedWalletCents: 0, generationId: g.id },
+      ],
+    },
+  ]);
+  const { charge: stored, ledger } = await readGenerationCharge(openUnit(db), a, g.id);
+  t.same(stored, charge);
+  t.same(
+    ledger.map(({ id: _id, ...e }) => e),
+    [
+      { kind: 'reserve', credits: -6, reservedCredits: 6, walletCents: 0, reservedWalletCents: 0, reference: null, createdAt: AT },
+      { kind: 'capture', credits: 1, reservedCredits: -6, walletCents: 0, reservedWalletCents: 0, reference: 'cap', createdAt: ms(5_000) },
+    ],
+    'a grant naming the job is not part of its cost',
+  );
+  t.same(await readGenerationCharge(openUnit(db), 'ws_other', g.id), { charge: null, ledger: [] }, "never through another workspace's name");
 });
