@@ -36,7 +36,7 @@ export const TEST_FILES = [
   // The stores, on an in-memory PGlite of their own (a second or two to open, no service).
   'test/persistence/money-store.test.ts',
   'test/persistence/creation-store.test.ts',
-  'test/persistence/key-spend-store.test.ts',
+  'test/persistence/workspace-store.test.ts',
 ];
 
 /** Where test/stryker/bundle.mjs writes each test file bundled, inside Stryker's sandbox. */

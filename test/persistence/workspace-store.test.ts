@@ -3,13 +3,18 @@ import type { KeyLimits, KeySpendDelta } from '../../domain/key-limits.ts';
 import { openDatabase } from '../../persistence/database.ts';
 import { openUnit } from '../../persistence/stores/unit.ts';
 import { keySpendWrite, readKeySpends, readWorkspaceKeySpends, writeKeyLimits } from '../../persistence/stores/workspace/keys.ts';
-import { writeMoneyChanges } from '../../persistence/stores/workspace/money.ts';
+import { readWorkspaces } from '../../persistence/stores/workspace/load.ts';
+import { writeMoney, writeMoneyChanges } from '../../persistence/stores/workspace/money.ts';
+import { writeCreations } from '../../persistence/stores/workspace/creations.ts';
+import { writeGenerationEnds } from '../../persistence/stores/workspace/settlements.ts';
+import { generationRow } from '../generations/support.ts';
 import { freshDatabaseUrl, migratedPglite } from '../helpers/database.ts';
 
 /**
- * API keys' spending controls in the workspace actor's store (persistence/stores/workspace/keys.ts) on a real
- * database (PGlite, or PostgreSQL with TEST_DATABASE_URL): the spend rows' changes riding in the money's
- * statement, the limits and the current day's and month's spend read back, a change of limits written.
+ * The workspace actor's stores of its keys and its making, on a real database (PGlite, or PostgreSQL with
+ * TEST_DATABASE_URL): API keys' spending controls (persistence/stores/workspace/keys.ts: the spend rows'
+ * changes riding in the money's statement, the limits and the current day's and month's spend read back, a
+ * change of limits written) and what a workspace actor is made from (workspace/load.ts).
  */
 const fresh = await freshDatabaseUrl();
 const db = await openDatabase({ databaseUrl: fresh.url, dataDir: '.data/test', pglite: fresh.url === 'memory://' ? await migratedPglite() : undefined });
@@ -171,4 +176,165 @@ t.test("writeKeyLimits: the key's controls written, read back as they were set; 
     null,
     'a key of another workspace is left as it was',
   );
+});
+
+t.test("readWorkspaces: plan, account, unfinished jobs with their reservations, their keys and the month's wallet spend, of many at once", async (t) => {
+  t.same(await readWorkspaces(openUnit(db), [], NOW), new Map(), 'none asked');
+  const a = await workspaceWithKey();
+  const b = await workspaceWithKey();
+  await query(`update workspaces set plan = 'pro' where id = ?`, [b.workspaceId]);
+  await query(
+    `update workspace_accounts set wallet_activated = true, auto_recharge_enabled = true, auto_recharge_threshold_cents = 500,
+       auto_recharge_amount_cents = 2000, monthly_spend_cap_cents = 9000 where workspace_id = ?`,
+    [a.workspaceId],
+  );
+  await writeMoney(
+    db.em(),
+    a.workspaceId,
+    [
+      { kind: 'grant', credits: 50, reservedCredits: 0, walletCents: 0, reservedWalletCents: 0 },
+      { kind: 'deposit', credits: 0, reservedCredits: 0, walletCents: 5_000, reservedWalletCents: 0 },
+    ],
+    new Date('2026-11-20T00:00:00.000Z'),
+  );
+  const at = (iso: string) => new Date(iso);
+  const reserveOf = (g: ReturnType<typeof generationRow>, walletCents = 0) => ({
+    workspaceId: g.workspaceId,
+    at: g.createdAt,
+    entries: [
+      {
+        kind: 'reserve' as const,
+        credits: walletCents ? 0 : -g.credits,
+        reservedCredits: walletCents ? 0 : g.credits,
+        walletCents: -walletCents,
+        reservedWalletCents: walletCents,
+        generationId: g.id,
+      },
+    ],
+  });
+  const queued = generationRow(a.workspaceId, { createdAt: at('2026-12-15T09:00:00.000Z'), credits: 4, apiKeyId: a.keyId });
+  const running = generationRow(a.workspaceId, {
+    createdAt: at('2026-12-15T09:00:01.000Z'),
+    credits: 3,
+    status: 'running',
+    provider: 'fal',
+    deploymentId: 'flux-fal',
+    paymentMode: 'wallet',
+  });
+  const ended = generationRow(a.workspaceId, { createdAt: at('2026-12-15T09:00:02.000Z'), credits: 2, status: 'running' });
+  const lastMonth = generationRow(a.workspaceId, { createdAt: at('2026-11-30T23:59:59.000Z'), credits: 1, status: 'running', paymentMode: 'wallet' });
+  await writeCreations(db.em(), [
+    { generation: queued, money: reserveOf(queued), traceContext: { traceparent: '00-abc-def-01' } },
+    { generation: running, money: reserveOf(running, 300), traceContext: { traceparent: '00-run-def-01' } },
+    { generation: ended, money: reserveOf(ended) },
+    { generation: lastMonth, money: reserveOf(lastMonth, 700) },
+  ]);
+  await writeGenerationEnds(db.em(), [
+    {
+      id: ended.id,
+      status: 'succeeded',
+      completedAt: at('2026-12-15T09:10:00.000Z').toISOString(),
+      updatedAt: at('2026-12-15T09:10:00.000Z'),
+      textOutput: null,
+      outputAssetIds: [],
+      errorCode: null,
+      errorMessage: null,
+      timeline: ended.timeline,
+      credits: 2,
+      usage: null,
+      charge: null,
+    },
+  ]);
+  // A release of part of a wallet reservation this month: the month's spend is what was reserved less what came back.
+  await writeMoney(
+    db.em(),
+    a.workspaceId,
+    [{ kind: 'release', credits: 0, reservedCredits: 0, walletCents: 100, reservedWalletCents: -100, generationId: running.id }],
+    at('2026-12-15T09:20:00.000Z'),
+  );
+  await writeSpend([delta(a.keyId, a.workspaceId, 'month', MONTH, 4)]);
+
+  const records = await readWorkspaces(openUnit(db), [a.workspaceId, b.workspaceId, 'ws_none'], NOW);
+  t.same([...records.keys()].sort(), [a.workspaceId, b.workspaceId, 'ws_none'].sort(), 'one record per workspace asked for');
+
+  const none = records.get('ws_none')!;
+  t.same(
+    [none.exists, none.plan, none.account, none.open, none.keys.size, none.walletSpentCents, none.now],
+    [false, null, undefined, [], 0, 0, NOW],
+    'a workspace without a row: nothing of its own',
+  );
+  const rb = records.get(b.workspaceId)!;
+  t.same([rb.exists, rb.plan, rb.open, rb.keys.size, rb.walletSpentCents], [true, 'pro', [], 0, 0]);
+  t.equal(Number(rb.account?.available_credits), 0);
+
+  const ra = records.get(a.workspaceId)!;
+  t.same([ra.exists, ra.plan], [true, 'free']);
+  const account = ra.account!;
+  t.same(
+    [
+      account.has_account,
+      account.wallet_activated,
+      account.auto_recharge_enabled,
+      Number(account.auto_recharge_threshold_cents),
+      Number(account.auto_recharge_amount_cents),
+      Number(account.monthly_spend_cap_cents),
+      Number(account.available_credits),
+      Number(account.reserved_credits),
+      Number(account.wallet_cents),
+      Number(account.reserved_wallet_cents),
+      Number(account.token_carry_nano),
+    ],
+    [true, true, true, 500, 2_000, 9_000, 50 - 4 - 2 + 0, 4 + 2 - 0, 5_000 - 300 - 700 + 100, 300 + 700 - 100, 0],
+  );
+  t.same(
+    ra.open.map((j) => [
+      j.id,
+      j.workspace_id,
+      j.status,
+      j.provider,
+      j.deployment_id,
+      new Date(j.queue_deadline).getTime(),
+      Number(j.reserved_credits),
+      Number(j.reserved_wallet_cents),
+      j.api_key_id,
+      new Date(j.created_at).getTime(),
+      Number(j.credits),
+      j.trace_context,
+    ]),
+    [
+      [
+        lastMonth.id,
+        a.workspaceId,
+        'running',
+        'local',
+        'local-text-mini',
+        lastMonth.queueDeadline!.getTime(),
+        0,
+        700,
+        null,
+        lastMonth.createdAt.getTime(),
+        1,
+        null,
+      ],
+      [
+        queued.id,
+        a.workspaceId,
+        'queued',
+        'local',
+        'local-text-mini',
+        queued.queueDeadline!.getTime(),
+        4,
+        0,
+        a.keyId,
+        queued.createdAt.getTime(),
+        4,
+        { traceparent: '00-abc-def-01' },
+      ],
+      [running.id, a.workspaceId, 'running', 'fal', 'flux-fal', running.queueDeadline!.getTime(), 0, 300, null, running.createdAt.getTime(), 3, null],
+    ],
+    'the unfinished jobs, oldest first, each with its reservation; a trace context kept for queued jobs only',
+  );
+  t.same([...ra.keys.keys()], [a.keyId], 'the keys of its unfinished jobs');
+  t.equal(ra.keys.get(a.keyId)?.month.credits, 4);
+  t.equal(ra.walletSpentCents, 300 - 100, "this month's wallet reservations less its releases");
 });
