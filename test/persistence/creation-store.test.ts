@@ -9,6 +9,7 @@ import { writeMoneyChanges, writeOpeningAccount } from '../../persistence/stores
 import { writeGenerationEnds, type GenerationEnd } from '../../persistence/stores/workspace/settlements.ts';
 import { endedAmong, findGeneration, writeProgressRows } from '../../persistence/stores/generations/progress.ts';
 import { readGenerationCharge } from '../../persistence/stores/generations/charge.ts';
+import * as reads from '../../persistence/stores/generations/reads.ts';
 import { freshDatabaseUrl, migratedPglite } from '../helpers/database.ts';
 import { generationRow } from '../generations/support.ts';
 
@@ -16,7 +17,8 @@ import { generationRow } from '../generations/support.ts';
  * A job's rows through the workspace actor's stores on a real database (PGlite, or PostgreSQL with
  * TEST_DATABASE_URL): its creation with its reservation and Idempotency-Key (creations.ts), the key read back
  * and purged (idempotency.ts), its moves in flight (generations/progress.ts), its end (settlements.ts) and
- * what explains its cost (generations/charge.ts). No service, no actor: the statements alone.
+ * what explains its cost (generations/charge.ts), and the API's reads of it (generations/reads.ts). No
+ * service, no actor: the statements alone.
  */
 const fresh = await freshDatabaseUrl();
 const db = await openDatabase({ databaseUrl: fresh.url, dataDir: '.data/test', pglite: fresh.url === 'memory://' ? await migratedPglite() : undefined });
@@ -308,4 +310,61 @@ t.test("readGenerationCharge: the job's reserve, capture and release entries in 
     'a grant naming the job is not part of its cost',
   );
   t.same(await readGenerationCharge(openUnit(db), 'ws_other', g.id), { charge: null, ledger: [] }, "never through another workspace's name");
+});
+
+t.test("listGenerations: a workspace's jobs newest first, each filter an equality, the time range, the cursor; never another's", async (t) => {
+  const [a, other] = [await workspace(), await workspace()];
+  const rows = [
+    generationRow(a, { createdAt: ms(0), mode: 'text_to_text', status: 'queued', project: 'p1', apiKeyId: null }),
+    generationRow(a, { createdAt: ms(1_000), mode: 'text_to_image', modelId: 'acme/flux', status: 'reserved', project: 'p2' }),
+    generationRow(a, { createdAt: ms(1_000), mode: 'text_to_text', status: 'queued', project: 'p1' }),
+    generationRow(a, { createdAt: ms(2_000), mode: 'text_to_text', status: 'reserved', project: null }),
+  ];
+  const theirs = generationRow(other, { createdAt: ms(1_500) });
+  await writeCreations(
+    db.em(),
+    [...rows, theirs].map((generation) => ({ generation, money: reserve(generation) })),
+  );
+  const keyed = generationRow(a, { createdAt: ms(3_000) });
+  // A key id on a job (its key row is not needed by the read).
+  await writeCreations(db.em(), [{ generation: keyed, money: reserve(keyed) }]);
+  await query('update generations set api_key_id = ? where id = ?', ['key_listed', keyed.id]);
+  const ids = async (filter: reads.GenerationFilter, page: { after?: [string, string]; limit: number } = { limit: 50 }) =>
+    (await reads.listGenerations(openUnit(db), a, filter, page)).map((l) => l.row.id);
+  const [r0, r1, r2, r3] = rows.map((r) => r.id);
+  const tie = [r1!, r2!].sort().reverse();
+
+  t.same(await ids({}), [keyed.id, r3, ...tie, r0], 'newest first, a tie on the time by id descending');
+  t.same(await ids({ mode: 'text_to_image' }), [r1]);
+  t.same(await ids({ status: 'queued' }), [keyed.id, r2, r0]);
+  t.same(await ids({ model: 'acme/flux' }), [r1]);
+  t.same(await ids({ project: 'p1' }), [r2, r0]);
+  t.same(await ids({ apiKeyId: 'key_listed' }), [keyed.id]);
+  t.same(await ids({ from: ms(1_000).toISOString() }), [keyed.id, r3, ...tie], 'from: at or after');
+  t.same(await ids({ to: ms(1_000).toISOString() }), [r0], 'to: before');
+  t.same(await ids({ mode: 'text_to_text', project: 'p1', status: 'queued' }), [r2, r0], 'filters together');
+
+  const first = await reads.listGenerations(openUnit(db), a, {}, { limit: 3 });
+  t.same(
+    first.map((l) => l.row.id),
+    [keyed.id, r3, tie[0]],
+  );
+  t.equal(first[2]!.cursorAt, ms(1_000).toISOString().replace('Z', '000Z'), 'the cursor to the microsecond');
+  t.same(await ids({}, { after: [first[2]!.cursorAt, first[2]!.row.id], limit: 50 }), [tie[1], r0], 'the next page, through the tie');
+
+  const listed = first[1]!.row;
+  t.ok(listed.createdAt instanceof Date && listed.createdAt.getTime() === ms(2_000).getTime(), 'rows as the ORM maps them');
+  t.same(await ids({}, { limit: 0 }), []);
+
+  t.equal(await reads.workspaceOfGeneration(openUnit(db), theirs.id), other);
+  t.equal(await reads.workspaceOfGeneration(openUnit(db), 'gen_missing'), undefined);
+  t.equal((await reads.findGeneration(openUnit(db), r1!))?.modelId, 'acme/flux');
+  t.equal(await reads.findGeneration(openUnit(db), 'gen_missing'), null);
+  // Read afresh: past the copy the unit of work already holds.
+  const unit = openUnit(db);
+  t.equal((await reads.findGeneration(unit, r0!))?.status, 'queued');
+  await query(`update generations set status = 'reserved' where id = ?`, [r0]);
+  t.equal((await reads.findGeneration(unit, r0!))?.status, 'queued', 'the unit keeps its copy');
+  t.equal((await reads.readGenerationAfresh(unit, r0!))?.status, 'reserved', 'read afresh');
+  t.equal(await reads.readGenerationAfresh(unit, 'gen_missing'), null);
 });
