@@ -10,6 +10,9 @@ import { writeGenerationEnds, type GenerationEnd } from '../../persistence/store
 import { endedAmong, findGeneration, writeProgressRows } from '../../persistence/stores/generations/progress.ts';
 import { readGenerationCharge } from '../../persistence/stores/generations/charge.ts';
 import * as reads from '../../persistence/stores/generations/reads.ts';
+import { jobOfProviderEvent } from '../../persistence/stores/generations/provider-events.ts';
+import * as unfinished from '../../persistence/stores/generations/unfinished.ts';
+import { shardOf } from '../../runtime/cluster/shard.ts';
 import { freshDatabaseUrl, migratedPglite } from '../helpers/database.ts';
 import { generationRow } from '../generations/support.ts';
 
@@ -17,8 +20,9 @@ import { generationRow } from '../generations/support.ts';
  * A job's rows through the workspace actor's stores on a real database (PGlite, or PostgreSQL with
  * TEST_DATABASE_URL): its creation with its reservation and Idempotency-Key (creations.ts), the key read back
  * and purged (idempotency.ts), its moves in flight (generations/progress.ts), its end (settlements.ts) and
- * what explains its cost (generations/charge.ts), and the API's reads of it (generations/reads.ts). No
- * service, no actor: the statements alone.
+ * what explains its cost (generations/charge.ts), the API's reads of it (generations/reads.ts), the job a
+ * provider's event names (generations/provider-events.ts) and the unfinished jobs recovery and the queue find
+ * (generations/unfinished.ts). No service, no actor: the statements alone.
  */
 const fresh = await freshDatabaseUrl();
 const db = await openDatabase({ databaseUrl: fresh.url, dataDir: '.data/test', pglite: fresh.url === 'memory://' ? await migratedPglite() : undefined });
@@ -367,4 +371,134 @@ t.test("listGenerations: a workspace's jobs newest first, each filter an equalit
   t.equal((await reads.findGeneration(unit, r0!))?.status, 'queued', 'the unit keeps its copy');
   t.equal((await reads.readGenerationAfresh(unit, r0!))?.status, 'reserved', 'read afresh');
   t.equal(await reads.readGenerationAfresh(unit, 'gen_missing'), null);
+});
+
+t.test("jobOfProviderEvent: the job in flight under the provider's id on its deployment, or the reserved one under our id not yet written", async (t) => {
+  const a = await workspace();
+  const [inFlight, reservedJob, written, ended] = [
+    generationRow(a, { createdAt: ms(0), status: 'submitted', deploymentId: 'dep-1', providerJobId: 'p-1' }),
+    generationRow(a, { createdAt: ms(1), status: 'reserved', deploymentId: 'dep-1', providerJobId: null }),
+    generationRow(a, { createdAt: ms(2), status: 'reserved', deploymentId: 'dep-1', providerJobId: 'p-3' }),
+    generationRow(a, { createdAt: ms(3), status: 'running', deploymentId: 'dep-1', providerJobId: 'p-4' }),
+  ];
+  await writeCreations(
+    db.em(),
+    [inFlight, reservedJob, written, ended].map((generation) => ({ generation, money: reserve(generation) })),
+  );
+  await writeGenerationEnds(db.em(), [end(ended)]);
+  const find = (deployment: string, providerJobId: string, jobId: string) => jobOfProviderEvent(openUnit(db), deployment, providerJobId, jobId);
+  t.same(await find('dep-1', 'p-1', 'gen_other'), { id: inFlight.id, workspace_id: a }, 'by the provider job id, submitted');
+  t.equal(await find('dep-2', 'p-1', 'gen_other'), undefined, 'never on another deployment');
+  t.same(await find('dep-1', 'p-new', reservedJob.id), { id: reservedJob.id, workspace_id: a }, 'reserved, its provider job id not written: by our id');
+  t.equal(await find('dep-1', 'p-new', written.id), undefined, 'reserved with a provider job id written: not adopted again');
+  t.equal(await find('dep-1', 'p-3', 'gen_other'), undefined, 'a reserved job is not found by a provider job id');
+  t.equal(await find('dep-1', 'p-4', ended.id), undefined, 'an ended job is found by neither');
+  await query(`update generations set status = 'running' where id = ?`, [inFlight.id]);
+  t.same(await find('dep-1', 'p-1', 'gen_other'), { id: inFlight.id, workspace_id: a }, 'running');
+  await query(`update generations set status = 'queued' where id = ?`, [reservedJob.id]);
+  t.equal(await find('dep-1', 'p-new', reservedJob.id), undefined, 'queued: not yet submitted anywhere');
+});
+
+t.test('the unfinished jobs: in flight page by page and by shard, queued by workspace, ended or gone among ids', async (t) => {
+  const [a, b] = [await workspace(), await workspace()];
+  const mine = new Set([a, b]);
+  const rows = [
+    generationRow(a, { createdAt: ms(0), status: 'reserved' }),
+    generationRow(a, { createdAt: ms(1), status: 'submitted' }),
+    generationRow(b, { createdAt: ms(1), status: 'running' }),
+    generationRow(b, { createdAt: ms(2), status: 'queued' }),
+    generationRow(a, { createdAt: ms(3), status: 'queued' }),
+    generationRow(a, { createdAt: ms(4), status: 'queued' }),
+    generationRow(a, { createdAt: ms(5), status: 'running' }),
+  ];
+  await writeCreations(
+    db.em(),
+    rows.map((generation) => ({ generation, money: reserve(generation), traceContext: { traceparent: `tp-${generation.id}` } })),
+  );
+  await writeGenerationEnds(db.em(), [end(rows[6]!)]);
+  const inFlight = rows.slice(0, 3);
+  const order = (list: typeof rows) => [...list].sort((x, y) => x.createdAt.getTime() - y.createdAt.getTime() || (x.id < y.id ? -1 : 1)).map((r) => r.id);
+
+  // Pages through every job in flight; other tests' jobs are there too, so only ours are compared.
+  const seen: unfinished.InFlightJob[] = [];
+  let after: { createdAt: Date; id: string } | undefined;
+  for (;;) {
+    const page = await unfinished.jobsInFlightPage(db, undefined, after, 2);
+    t.ok(page.length <= 2, 'a page holds at most its limit');
+    if (page.length === 0) break;
+    seen.push(...page);
+    const last = page.at(-1)!.row;
+    after = { createdAt: last.createdAt, id: last.id };
+  }
+  const ours = seen.filter((j) => mine.has(j.row.workspaceId));
+  t.same(
+    ours.map((j) => j.row.id),
+    order(inFlight),
+    'reserved, submitted and running, oldest first, each once',
+  );
+  t.same(ours[0]!.traceContext, { traceparent: `tp-${inFlight[0]!.id}` }, 'with the trace context it was created in');
+  t.ok(ours[0]!.row.createdAt instanceof Date, 'rows as the ORM reads them');
+
+  const shardCount = 4;
+  for (let shard = 0; shard < shardCount; shard++) {
+    const page = await unfinished.jobsInFlightPage(db, { shard, shardCount }, undefined, 1_000);
+    t.same(
+      page.filter((j) => mine.has(j.row.workspaceId)).map((j) => j.row.id),
+      order(inFlight.filter((r) => shardOf(r.workspaceId, shardCount) === shard)),
+      `shard ${shard}: its workspaces' jobs only`,
+    );
+    t.ok(
+      page.every((j) => shardOf(j.row.workspaceId, shardCount) === shard),
+      `shard ${shard}: no job of another shard`,
+    );
+  }
+
+  const queued = (await unfinished.queuedByWorkspace(db)).filter((q) => mine.has(q.workspaceId));
+  t.same(
+    queued.sort((x, y) => (x.workspaceId < y.workspaceId ? -1 : 1)),
+    [
+      { workspaceId: a, queued: 2 },
+      { workspaceId: b, queued: 1 },
+    ].sort((x, y) => (x.workspaceId < y.workspaceId ? -1 : 1)),
+  );
+  const shardOfA = shardOf(a, shardCount);
+  t.same(
+    (await unfinished.queuedByWorkspace(db, { shard: shardOfA, shardCount }))
+      .filter((q) => mine.has(q.workspaceId))
+      .map((q) => q.workspaceId)
+      .sort(),
+    [a, b].filter((w) => shardOf(w, shardCount) === shardOfA).sort(),
+    'queued by workspace in one shard',
+  );
+  const withQueued = await unfinished.workspacesWithQueued(db);
+  t.ok(withQueued.includes(a) && withQueued.includes(b), 'both have a queued job');
+  t.equal(new Set(withQueued).size, withQueued.length, 'each workspace once');
+
+  // In flight by shard, but the jobs `except`: compared with what the rows say.
+  const everyInFlight = seen;
+  const counted = (except: string[]) => {
+    const expected = new Map<number, number>();
+    for (const j of everyInFlight)
+      if (!except.includes(j.row.id)) expected.set(shardOf(j.row.workspaceId, shardCount), (expected.get(shardOf(j.row.workspaceId, shardCount)) ?? 0) + 1);
+    return expected;
+  };
+  t.same(await unfinished.jobsInFlightByShardCount(db, shardCount, []), counted([]));
+  t.same(
+    await unfinished.jobsInFlightByShardCount(db, shardCount, [inFlight[0]!.id, inFlight[2]!.id]),
+    counted([inFlight[0]!.id, inFlight[2]!.id]),
+    'less the jobs excepted',
+  );
+
+  const all = { shards: [0, 1, 2, 3], shardCount };
+  t.same(
+    (await unfinished.endedOrGoneAmong(db, [rows[6]!.id, inFlight[0]!.id, rows[3]!.id, 'gen_gone'], all)).sort(),
+    [rows[6]!.id, 'gen_gone'].sort(),
+    'ended or no longer there; unfinished ones are not',
+  );
+  const shardOfEnded = shardOf(rows[6]!.workspaceId, shardCount);
+  t.same(
+    await unfinished.endedOrGoneAmong(db, [rows[6]!.id, 'gen_gone'], { shards: [(shardOfEnded + 1) % shardCount], shardCount }),
+    ['gen_gone'],
+    'an ended job of a shard not owned is not counted as ended here',
+  );
 });
