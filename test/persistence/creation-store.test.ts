@@ -108,6 +108,47 @@ t.test('writeCreations: the rows, their reservations and their usage in one stat
     ],
     'each creation counted once in its workspace',
   );
+  const series = await query<{ workspace_id: string; total: string }>(
+    `select workspace_id, sum(total) as total from usage_series where workspace_id in (?, ?) and grain = 'hour' group by 1 order by 1`,
+    [a, b],
+  );
+  t.same(
+    series.map((u) => [u.workspace_id, Number(u.total)]),
+    [
+      [a, 2],
+      [b, 1],
+    ],
+    'and in its hourly series',
+  );
+  await writeCreations(db.em(), []);
+  t.pass('no creation: nothing to write, and no statement refused');
+});
+
+t.test("writeCreations: a creation's key spend rides along", async (t) => {
+  const a = await workspace();
+  await query(
+    `insert into api_keys (id, workspace_id, name, prefix, key_hash, scopes, created_at, updated_at) values (?, ?, 'k', 'gs_live_x', ?, '[]'::jsonb, now(), now())`,
+    [`key_${a}`, a, `hash_${a}`],
+  );
+  const g = generationRow(a, { createdAt: AT, credits: 3, apiKeyId: `key_${a}` });
+  await writeCreations(db.em(), [
+    {
+      generation: g,
+      money: reserve(g),
+      keySpend: [
+        { keyId: `key_${a}`, workspaceId: a, period: 'day', start: '2026-12-01', credits: 3, walletCents: 0 },
+        { keyId: `key_${a}`, workspaceId: a, period: 'month', start: '2026-12-01', credits: 3, walletCents: 0 },
+      ],
+    },
+  ]);
+  const spend = await query<{ period: string; credits: string }>('select period, credits from api_key_spend where key_id = ? order by period', [`key_${a}`]);
+  t.same(
+    spend.map((r) => [r.period, Number(r.credits)]),
+    [
+      ['day', 3],
+      ['month', 3],
+    ],
+  );
 });
 
 t.test('writeCreations with an Idempotency-Key: the answer kept is read back while the key lives, dates as dates', async (t) => {
@@ -118,6 +159,11 @@ t.test('writeCreations with an Idempotency-Key: the answer kept is read back whi
   const other = generationRow(a, { createdAt: AT, idempotencyKey: 'k2' });
   await writeCreations(db.em(), [{ generation: other, money: reserve(other), idempotency: { key: 'k2', hash: 'h2', expiresAt: ms(30_000) } }]);
 
+  t.same(
+    (await readIdempotencyKeys(openUnit(db), a, ['k2'], AT.getTime())).map((k) => k.key),
+    ['k2'],
+    'only the keys asked for',
+  );
   const read = await readIdempotencyKeys(openUnit(db), a, ['k1', 'k2', 'k3'], AT.getTime());
   const byKey = new Map(read.map((k) => [k.key, k]));
   t.same([...byKey.keys()].sort(), ['k1', 'k2']);
@@ -133,6 +179,19 @@ t.test('writeCreations with an Idempotency-Key: the answer kept is read back whi
   t.equal(k1.generation.startedAt, null, 'a null time stays null');
   t.equal(k1.generation.completedAt, null);
   t.equal(byKey.get('k2')!.generation.status, 'queued', 'without an answer, the row is kept');
+
+  // An answer kept without a time (a field JSON left out) reads as null, not as an invalid date.
+  const sparse = generationRow(a, { createdAt: AT, idempotencyKey: 'k-sparse' });
+  const { completedAt: _left, ...withoutCompletedAt } = sparse;
+  await writeCreations(db.em(), [
+    {
+      generation: sparse,
+      answer: withoutCompletedAt as typeof sparse,
+      money: reserve(sparse),
+      idempotency: { key: 'k-sparse', hash: 'hs', expiresAt: ms(60_000) },
+    },
+  ]);
+  t.equal((await readIdempotencyKeys(openUnit(db), a, ['k-sparse'], AT.getTime()))[0]!.generation.completedAt, null);
 
   t.same(
     (await readIdempotencyKeys(openUnit(db), a, ['k1', 'k2'], ms(30_000).getTime())).map((k) => k.key),
@@ -170,6 +229,19 @@ t.test('deleteExpiredIdempotencyKeys: the keys expired by `before`, page by page
     (await query<{ key: string }>('select key from idempotency_keys where workspace_id = ?', [a])).map((r) => r.key),
     ['live'],
   );
+
+  // Cluster mode: only the keys of workspaces in the shards owned.
+  const b = await workspace();
+  for (const key of ['s1', 's2']) {
+    const g = generationRow(b, { createdAt: AT, idempotencyKey: key });
+    await writeCreations(db.em(), [{ generation: g, money: reserve(g), idempotency: { key, hash: key, expiresAt: ms(2_000) } }]);
+  }
+  const shardCount = 8;
+  const home = shardOf(b, shardCount);
+  const elsewhere = Array.from({ length: shardCount }, (_, i) => i).filter((i) => i !== home);
+  t.equal(await deleteExpiredIdempotencyKeys(db, before, { shards: elsewhere, shardCount }, 10), 0, "another node's shards: none of its keys");
+  t.equal(await count(), 1, 'the other workspace untouched');
+  t.equal(await deleteExpiredIdempotencyKeys(db, before, { shards: [home], shardCount }, 10), 2, 'its own shard: both');
 });
 
 t.test('writeGenerationEnds: each end written once, only over an unfinished job; the usage kept unless given', async (t) => {

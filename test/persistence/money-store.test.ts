@@ -139,8 +139,9 @@ t.test('writeMoneyChanges: many workspaces in one statement, each by its own sum
   for (const id of [a, b]) await writeOpeningAccount(db.em(), id, { reference: 'g', entries: [] }, AT);
   await writeMoneyChanges(db.em(), [
     { workspaceId: b, entries: [entry('grant', 10)], at: LATER },
-    { workspaceId: a, entries: [entry('reserve', -3, { reservedCredits: 3 })], at: LATER, tokenCarryNano: 250 },
     { workspaceId: a, entries: [entry('grant', 4)], at: AT, tokenCarryNano: -50 },
+    { workspaceId: a, entries: [entry('reserve', -3, { reservedCredits: 3 })], at: LATER, tokenCarryNano: 250 },
+    { workspaceId: a, entries: [entry('grant', 0)], at: AT },
     { workspaceId: b, entries: [], at: new Date('2027-01-01T00:00:00.000Z'), tokenCarryNano: 999 },
   ]);
   t.same(await account(a), {
@@ -166,8 +167,9 @@ t.test('writeMoneyChanges: many workspaces in one statement, each by its own sum
     'a change without entries moves nothing, its carry and time included',
   );
   t.same(
-    (await ledgerOf(a)).map((e) => [e.kind, e.credits, e.reserved_credits, e.created_at]),
+    (await ledgerOf(a)).map((e) => [e.kind, e.credits, e.reserved_credits, e.created_at]).sort((x, y) => (`${x[3]}${x[1]}` < `${y[3]}${y[1]}` ? -1 : 1)),
     [
+      ['grant', 0, 0, AT.toISOString()],
       ['grant', 4, 0, AT.toISOString()],
       ['reserve', -3, 3, LATER.toISOString()],
     ],
