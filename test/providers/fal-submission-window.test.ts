@@ -91,7 +91,7 @@ t.test('kill -9 from 0 to 50 ms after fal answered a submission: one submission 
       t.equal(created.status, 201, JSON.stringify(created.body));
       started.push({ id: created.body.id as string, prompt, delay });
     }
-    await eventually(() => fake.submissions === before + delays.length, { what: `the round's ${delays.length} submissions at fal` });
+    await eventually(() => fake.submissions === before + delays.length, { what: `the round's ${delays.length} submissions at fal`, timeoutMs: 30_000 });
     const requestOf = (prompt: string) => [...fake.requests.values()].find((r) => r.input.prompt === prompt)!.id;
     await answerThenKill(
       current.child,

@@ -75,7 +75,7 @@ t.test('kill -9 from 0 to 50 ms after Replicate answered a create: one create pe
       t.equal(created.status, 201, JSON.stringify(created.body));
       started.push({ id: created.body.id as string, prompt, delay });
     }
-    await eventually(() => fake.creates.length === before + delays.length, { what: `the round's ${delays.length} creates at Replicate` });
+    await eventually(() => fake.creates.length === before + delays.length, { what: `the round's ${delays.length} creates at Replicate`, timeoutMs: 30_000 });
     const createOf = (prompt: string) => fake.creates.find((c) => (c.body.input as { prompt?: string }).prompt === prompt)!;
     await answerThenKill(
       current.child,
