@@ -3,6 +3,8 @@ import { openDatabase } from '../../persistence/database.ts';
 import type { DeliveryAttempt } from '../../persistence/entities/webhook.ts';
 import { openUnit } from '../../persistence/stores/unit.ts';
 import * as deliveries from '../../persistence/stores/webhooks/deliveries.ts';
+import * as endpoints from '../../persistence/stores/webhooks/endpoints.ts';
+import type { WebhookEndpointRow } from '../../persistence/entities/webhook.ts';
 import { findEvent, insertEvents, listWorkspaceEvents, type StoredEvent } from '../../persistence/stores/webhooks/events.ts';
 import { claimRecoveryRow, readRecoveryRow, writeRecoveryAnswer } from '../../persistence/stores/webhooks/recoveries.ts';
 import { purgeWebhookHistory } from '../../persistence/stores/webhooks/retention.ts';
@@ -10,7 +12,8 @@ import { shardOf } from '../../runtime/cluster/shard.ts';
 import { freshDatabaseUrl, migratedPglite } from '../helpers/database.ts';
 
 /**
- * The webhook stores on a real database (PGlite, or PostgreSQL with TEST_DATABASE_URL): kept events
+ * The webhook stores on a real database (PGlite, or PostgreSQL with TEST_DATABASE_URL): endpoints
+ * (webhooks/endpoints.ts), kept events
  * (webhooks/events.ts), deliveries made, read by their endpoints, recorded and re-sent (webhooks/deliveries.ts),
  * recover requests' Idempotency-Keys (webhooks/recoveries.ts) and the history's purge (webhooks/retention.ts).
  * No service, no actor: the statements alone.
@@ -433,4 +436,144 @@ t.test("purgeWebhookHistory: old deliveries past the kept, deleted endpoints, ol
     "without shards: any workspace's",
   );
   t.ok(everyone.deliveries >= 1);
+});
+
+t.test('endpoints: made, read and listed while not deleted, changed, disabled, rotated, deleted; who is subscribed', async (t) => {
+  const a = await workspace();
+  const row = (id: string, createdAt: Date, more: Partial<WebhookEndpointRow> = {}): WebhookEndpointRow => ({
+    id,
+    workspaceId: a,
+    url: `https://example.com/${id}`,
+    description: null,
+    eventTypes: ['generation.succeeded'],
+    status: 'active',
+    secretSealed: `sealed-${id}`,
+    signatureScheme: 'standard',
+    previousSecretSealed: null,
+    previousSecretExpiresAt: null,
+    createdAt,
+    updatedAt: createdAt,
+    deletedAt: null,
+    disabledReason: null,
+    failingSince: null,
+    consecutiveExpired: 0,
+    ...more,
+  });
+  const ids = [1, 2, 3, 4].map((n) => `whe_${a}_${n}`);
+  await endpoints.insertEndpoint(openUnit(db), row(ids[0]!, ms(0)));
+  await endpoints.insertEndpoint(openUnit(db), row(ids[1]!, ms(1_000), { eventTypes: ['generation.succeeded', 'generation.started'] }));
+  await endpoints.insertEndpoint(openUnit(db), row(ids[2]!, ms(1_000), { eventTypes: ['generation.failed'] }));
+  await endpoints.insertEndpoint(openUnit(db), row(ids[3]!, ms(2_000)));
+  t.same(await endpoints.findLiveEndpoint(db, ids[0]!), row(ids[0]!, ms(0)), 'read as written');
+  t.equal((await endpoints.findLiveEndpointIn(openUnit(db), ids[1]!))?.id, ids[1]);
+  t.equal(await endpoints.countLiveEndpoints(openUnit(db), a), 4);
+
+  await endpoints.writeEndpointDeleted(db.em(), ids[3]!, ms(5_000));
+  const [deleted] = await query<{ secret_sealed: string; deleted: boolean }>(
+    'select secret_sealed, deleted_at is not null as deleted from webhook_endpoints where id = ?',
+    [ids[3]],
+  );
+  t.same(deleted, { secret_sealed: '', deleted: true }, 'deleted: its secret wiped, the row kept');
+  t.equal(await endpoints.findLiveEndpoint(db, ids[3]!), null);
+  t.equal(await endpoints.findLiveEndpointIn(openUnit(db), ids[3]!), null);
+  t.equal(await endpoints.countLiveEndpoints(openUnit(db), a), 3);
+  await endpoints.writeEndpointDeleted(db.em(), ids[3]!, ms(9_000));
+  const [again] = await query<{ at: string }>(
+    `select to_char(deleted_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as at from webhook_endpoints where id = ?`,
+    [ids[3]],
+  );
+  t.equal(again?.at, ms(5_000).toISOString(), 'deleted twice: the first time stands');
+
+  const page = async (after?: [Date, string], limit = 10) => (await endpoints.listEndpoints(openUnit(db), a, { after, limit })).map((e) => e.id);
+  const tie = [ids[1]!, ids[2]!].sort().reverse();
+  t.same(await page(), [...tie, ids[0]], 'newest first, deleted left out, a tie by id descending');
+  t.same(await page(undefined, 1), [tie[0]]);
+  t.same(await page([ms(1_000), tie[0]!]), [tie[1], ids[0]], 'after a cursor, through the tie');
+  t.same(await endpoints.listEndpoints(openUnit(db), 'ws_other', { limit: 10 }), []);
+
+  t.same(await endpoints.subscribedEndpoints(db.em(), a, 'generation.succeeded'), [ids[0], ids[1]].sort(), 'active, live, subscribed, in id order');
+  t.same(await endpoints.subscribedEndpoints(db.em(), a, 'generation.succeeded', ids[0]), [ids[1]], 'but one');
+  t.same(
+    (
+      await endpoints.countSubscribed(db.em(), [
+        { workspace_id: a, event_type: 'generation.succeeded' },
+        { workspace_id: a, event_type: 'generation.failed' },
+        { workspace_id: a, event_type: 'generation.expired' },
+      ])
+    )
+      .map((c) => [c.event_type, Number(c.n)])
+      .sort(),
+    [
+      ['generation.failed', 1],
+      ['generation.succeeded', 2],
+    ],
+    'pairs with none left out',
+  );
+  t.same(
+    (await endpoints.countStartedSubscribers(db.em(), [a, 'ws_other'])).map((c) => [c.workspace_id, Number(c.n)]),
+    [[a, 1]],
+  );
+
+  await endpoints.writeEndpointHealth(db.em(), ids[0]!, { failingSince: ms(100).getTime(), consecutiveExpired: 2 });
+  let read = (await endpoints.findLiveEndpoint(db, ids[0]!))!;
+  t.same([read.failingSince?.getTime(), read.consecutiveExpired], [ms(100).getTime(), 2]);
+  await endpoints.writeEndpointHealth(db.em(), ids[0]!, { failingSince: undefined, consecutiveExpired: 0 });
+  read = (await endpoints.findLiveEndpoint(db, ids[0]!))!;
+  t.same([read.failingSince, read.consecutiveExpired], [null, 0], 'after a success');
+
+  await endpoints.writeEndpointDisabled(db.em(), ids[0]!, 'failing for 5 days', { failingSince: ms(100).getTime(), consecutiveExpired: 7 }, ms(6_000));
+  read = (await endpoints.findLiveEndpoint(db, ids[0]!))!;
+  t.same(
+    [read.status, read.disabledReason, read.failingSince?.getTime(), read.consecutiveExpired, read.updatedAt.getTime()],
+    ['disabled', 'failing for 5 days', ms(100).getTime(), 7, ms(6_000).getTime()],
+  );
+  t.same(await endpoints.subscribedEndpoints(db.em(), a, 'generation.succeeded'), [ids[1]], 'a disabled one is not subscribed');
+
+  const next: endpoints.EndpointChange = {
+    url: 'https://example.com/changed',
+    description: 'changed',
+    eventTypes: ['generation.failed'],
+    status: 'active',
+    signatureScheme: 'x-service',
+    secretSealed: 'sealed-new',
+    previousSecretSealed: 'sealed-old',
+    previousSecretExpiresAt: ms(86_400_000),
+    disabledReason: null,
+    failingSince: null,
+    consecutiveExpired: 0,
+  };
+  await endpoints.writeEndpointChange(db.em(), ids[0]!, next, ms(7_000));
+  read = (await endpoints.findLiveEndpoint(db, ids[0]!))!;
+  t.same(
+    {
+      url: read.url,
+      description: read.description,
+      eventTypes: read.eventTypes,
+      status: read.status,
+      signatureScheme: read.signatureScheme,
+      secretSealed: read.secretSealed,
+      previousSecretSealed: read.previousSecretSealed,
+      previousSecretExpiresAt: read.previousSecretExpiresAt,
+      disabledReason: read.disabledReason,
+      failingSince: read.failingSince,
+      consecutiveExpired: read.consecutiveExpired,
+    },
+    next,
+  );
+  t.equal(read.updatedAt.getTime(), ms(7_000).getTime());
+  await endpoints.writeEndpointSecrets(db.em(), ids[1]!, { secretSealed: 's2', previousSecretSealed: 's1', previousSecretExpiresAt: ms(1) }, ms(8_000));
+  read = (await endpoints.findLiveEndpoint(db, ids[1]!))!;
+  t.same(
+    [read.secretSealed, read.previousSecretSealed, read.previousSecretExpiresAt?.getTime(), read.updatedAt.getTime()],
+    ['s2', 's1', ms(1).getTime(), ms(8_000).getTime()],
+  );
+
+  // A deleted endpoint is changed by none of them.
+  await endpoints.writeEndpointChange(db.em(), ids[3]!, next, ms(9_000));
+  await endpoints.writeEndpointSecrets(db.em(), ids[3]!, { secretSealed: 'x', previousSecretSealed: null, previousSecretExpiresAt: null }, ms(9_000));
+  await endpoints.writeEndpointDisabled(db.em(), ids[3]!, 'x', { failingSince: undefined, consecutiveExpired: 0 }, ms(9_000));
+  const [still] = await query<{ url: string; secret_sealed: string; status: string }>('select url, secret_sealed, status from webhook_endpoints where id = ?', [
+    ids[3],
+  ]);
+  t.same(still, { url: `https://example.com/${ids[3]}`, secret_sealed: '', status: 'active' });
 });
