@@ -164,6 +164,8 @@ t.test("writeKeyLimits: the key's controls written, read back as they were set; 
     maxConcurrentGenerations: null,
     allowedModels: null,
   });
+  const [cleared] = await query<{ none: boolean }>('select allowed_models is null as none from api_keys where id = ?', [keyId]);
+  t.equal(cleared?.none, true, 'no model list is SQL NULL, not a JSON null');
   const [updated] = await query<{ updated_at: string }>(
     `select to_char(updated_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as updated_at from api_keys where id = ?`,
     [keyId],
