@@ -38,6 +38,7 @@ export const TEST_FILES = [
   'test/persistence/creation-store.test.ts',
   'test/persistence/workspace-store.test.ts',
   'test/persistence/webhook-store.test.ts',
+  'test/persistence/access-store.test.ts',
 ];
 
 /** Where test/stryker/bundle.mjs writes each test file bundled, inside Stryker's sandbox. */
