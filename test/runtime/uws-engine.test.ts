@@ -40,53 +40,56 @@ t.test('on the pure-Node fallback, start-up is refused unless ALLOW_UWS_FALLBACK
 // The fallback of this uWS package leaves HttpRequest.getCaseSensitiveMethod and forEach, getQuery() on a
 // relative URL, HttpResponse.getRemoteAddressAsText and endWithoutBody unimplemented (they throw); the
 // server reads the Node request they wrap instead. UWS_USE_FALLBACK=1 makes the package load its fallback.
-t.test('ALLOW_UWS_FALLBACK=true starts on the fallback, and requests are served: GET /v1 says uws-fallback, errors get the envelope, bodies are read', async (t) => {
-  const child = startNode(t, 'app/main.ts', { ...(await baseOf(t)), UWS_USE_FALLBACK: '1', ALLOW_UWS_FALLBACK: 'true' });
-  const [, url] = await child.line(LISTENING);
-  t.ok(url, 'it listens');
+t.test(
+  'ALLOW_UWS_FALLBACK=true starts on the fallback, and requests are served: GET /v1 says uws-fallback, errors get the envelope, bodies are read',
+  async (t) => {
+    const child = startNode(t, 'app/main.ts', { ...(await baseOf(t)), UWS_USE_FALLBACK: '1', ALLOW_UWS_FALLBACK: 'true' });
+    const [, url] = await child.line(LISTENING);
+    t.ok(url, 'it listens');
 
-  const identity = await fetch(`${url}/v1`);
-  t.equal(identity.status, 200);
-  t.match(identity.headers.get('x-request-id'), /^req_[0-9a-f]{32}$/);
-  const body = (await identity.json()) as { engine: string; docs: string };
-  t.equal(body.engine, 'uws-fallback');
-  t.equal(body.docs, `${url}/v1/openapi.json`, 'the docs link names the real port');
+    const identity = await fetch(`${url}/v1`);
+    t.equal(identity.status, 200);
+    t.match(identity.headers.get('x-request-id'), /^req_[0-9a-f]{32}$/);
+    const body = (await identity.json()) as { engine: string; docs: string };
+    t.equal(body.engine, 'uws-fallback');
+    t.equal(body.docs, `${url}/v1/openapi.json`, 'the docs link names the real port');
 
-  // "listening" comes before start-up recovery has finished; until then readiness answers 503 not_ready (by
-  // design), so the probe is repeated until it is ready. A path confused by its query string would answer 404.
-  const ready = await eventually(
-    async () => {
-      const response = await fetch(`${url}/health/ready?verbose=1`);
-      const body = (await response.json()) as { status?: string; error?: { code: string } };
-      return response.status === 503 && body.error?.code === 'not_ready' ? undefined : { status: response.status, body };
-    },
-    { what: 'readiness', everyMs: 50 },
-  );
-  t.equal(ready.status, 200, 'a query string does not confuse the path');
-  t.equal(ready.body.status, 'ready');
+    // "listening" comes before start-up recovery has finished; until then readiness answers 503 not_ready (by
+    // design), so the probe is repeated until it is ready. A path confused by its query string would answer 404.
+    const ready = await eventually(
+      async () => {
+        const response = await fetch(`${url}/health/ready?verbose=1`);
+        const body = (await response.json()) as { status?: string; error?: { code: string } };
+        return response.status === 503 && body.error?.code === 'not_ready' ? undefined : { status: response.status, body };
+      },
+      { what: 'readiness', everyMs: 50 },
+    );
+    t.equal(ready.status, 200, 'a query string does not confuse the path');
+    t.equal(ready.body.status, 'ready');
 
-  const missing = await fetch(`${url}/v1/nowhere`, { headers: { 'x-request-id': 'probe-42' } });
-  t.equal(missing.status, 404);
-  t.same(
-    await missing.json(),
-    { error: { code: 'not_found', message: 'No route for GET /v1/nowhere.', requestId: 'probe-42' } },
-    "headers are read: the caller's request id comes back",
-  );
+    const missing = await fetch(`${url}/v1/nowhere`, { headers: { 'x-request-id': 'probe-42' } });
+    t.equal(missing.status, 404);
+    t.same(
+      await missing.json(),
+      { error: { code: 'not_found', message: 'No route for GET /v1/nowhere.', requestId: 'probe-42' } },
+      "headers are read: the caller's request id comes back",
+    );
 
-  // A JSON body is read through the fallback's data events: a sign-up creates an account.
-  const signup = await fetch(`${url}/v1/auth/signup`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ email: 'fallback@example.com', password: 'a long enough password', name: 'Fallback' }),
-  });
-  t.equal(signup.status, 201, await signup.clone().text());
-  const malformed = await fetch(`${url}/v1/auth/signup`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"email":' });
-  t.equal(malformed.status, 400);
-  t.equal(((await malformed.json()) as { error: { code: string } }).error.code, 'validation_error');
+    // A JSON body is read through the fallback's data events: a sign-up creates an account.
+    const signup = await fetch(`${url}/v1/auth/signup`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ email: 'fallback@example.com', password: 'a long enough password', name: 'Fallback' }),
+    });
+    t.equal(signup.status, 201, await signup.clone().text());
+    const malformed = await fetch(`${url}/v1/auth/signup`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"email":' });
+    t.equal(malformed.status, 400);
+    t.equal(((await malformed.json()) as { error: { code: string } }).error.code, 'validation_error');
 
-  child.proc.kill('SIGTERM');
-  t.same(await child.exited, { code: 0, signal: null }, 'still alive after serving, and stops cleanly on SIGTERM');
-});
+    child.proc.kill('SIGTERM');
+    t.same(await child.exited, { code: 0, signal: null }, 'still alive after serving, and stops cleanly on SIGTERM');
+  },
+);
 
 t.test('without the flag, the native addon serves and GET /v1 says uws-native', async (t) => {
   t.equal(await engineOf(t, {}), 'uws-native');
