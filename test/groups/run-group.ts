@@ -83,13 +83,19 @@ export function aloneFiles(): string[] {
   return manifest.tap.include.filter((entry) => entry.endsWith('.test.ts') && !entry.includes('*'));
 }
 
-/** Where each file's measured seconds are kept (record-durations.ts writes them from a run's tap output). */
-const DURATIONS_FILE = path.join(ROOT, 'test/groups/durations.json');
+/**
+ * Where each file's measured seconds are kept (record-durations.ts writes them from a run's tap output), one
+ * file per back end: a file's time differs by more than the database (the cluster tests skip on PGlite, the
+ * production install runs only on PostgreSQL), so each half is balanced by its own figures.
+ */
+export function durationsFile(backend: 'pglite' | 'postgres' = process.env.TEST_DATABASE_URL ? 'postgres' : 'pglite'): string {
+  return path.join(ROOT, backend === 'postgres' ? 'test/groups/durations-postgres.json' : 'test/groups/durations.json');
+}
 
-/** Each test file's seconds in a quiet run of the PGlite half (test/groups/durations.json); {} when there is none. */
-export function measuredSeconds(): Record<string, number> {
+/** Each test file's seconds in a quiet run of this back end's half (durationsFile); {} when there is none. */
+export function measuredSeconds(backend?: 'pglite' | 'postgres'): Record<string, number> {
   try {
-    return JSON.parse(fs.readFileSync(DURATIONS_FILE, 'utf8')) as Record<string, number>;
+    return JSON.parse(fs.readFileSync(durationsFile(backend), 'utf8')) as Record<string, number>;
   } catch {
     return {};
   }

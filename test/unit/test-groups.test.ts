@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import t from 'tap';
-import { aloneFiles, balancedGroups, filesOfGroup, groupCount, groupedFiles, measuredSeconds } from '../groups/run-group.ts';
+import { aloneFiles, balancedGroups, durationsFile, filesOfGroup, groupCount, groupedFiles, measuredSeconds } from '../groups/run-group.ts';
 import { secondsOf } from '../groups/record-durations.ts';
 
 // The groups (test/groups/) decide which test files `npm test` and CI run: a file in no group never runs.
@@ -61,11 +61,17 @@ t.test("the recorded seconds are read from a run's tap output: each file's subte
   t.same(secondsOf(log), { 'test/money/billing.test.ts': 1.2, 'test/money/wallet.test.ts': 0.1 });
 });
 
-t.test('durations.json names only files that exist', async (t) => {
+t.test('durations.json and durations-postgres.json name only files that exist', async (t) => {
   const grouped = new Set(groupedFiles());
-  t.same(
-    Object.keys(measuredSeconds()).filter((file) => !grouped.has(file)),
-    [],
-    'a removed or renamed file is removed from it too (record-durations.ts)',
-  );
+  for (const backend of ['pglite', 'postgres'] as const) {
+    const measured = Object.keys(measuredSeconds(backend));
+    t.ok(measured.length > 100, `${backend}: figures recorded`);
+    t.same(
+      measured.filter((file) => !grouped.has(file)),
+      [],
+      `${backend}: a removed or renamed file is removed from it too (record-durations.ts)`,
+    );
+  }
+  t.match(durationsFile('postgres'), /durations-postgres\.json$/);
+  t.match(durationsFile('pglite'), /durations\.json$/);
 });
