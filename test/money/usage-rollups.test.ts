@@ -49,7 +49,14 @@ async function drained(server: TestServer, query: Query, workspaceId: string): P
       return Number(row!.n) === 0;
     },
     { timeoutMs: 60_000, everyMs: 20, what: 'the jobs finishing' },
-  );
+  ).catch(async (error) => {
+    // What is left unfinished, so that a failure says where each job stopped.
+    const left = await query<{ id: string; status: string; provider_job_id: string | null; timeline: unknown }>(
+      `select id, status, provider_job_id, timeline from generations where workspace_id = ? and status in ('queued', 'reserved', 'submitted', 'running')`,
+      [workspaceId],
+    );
+    throw new Error(`${(error as Error).message}; unfinished: ${JSON.stringify(left)}`);
+  });
 }
 
 async function compareRollups(t: Test, query: Query) {

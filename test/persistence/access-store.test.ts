@@ -1,9 +1,8 @@
 import t from 'tap';
-import { openDatabase } from '../../persistence/database.ts';
 import * as keys from '../../persistence/stores/keys.ts';
 import { readSwitch, writeSwitch } from '../../persistence/stores/switches.ts';
 import { openUnit } from '../../persistence/stores/unit.ts';
-import { freshDatabaseUrl, migratedPglite } from '../helpers/database.ts';
+import { insertWorkspace, storeDatabase } from './store-support.ts';
 
 /**
  * The stores of access on a real database (PGlite, or PostgreSQL with TEST_DATABASE_URL): API keys as the
@@ -11,22 +10,10 @@ import { freshDatabaseUrl, migratedPglite } from '../helpers/database.ts';
  * checked against, their use per day), and the operator's switches (persistence/stores/switches.ts). No
  * service: the statements alone.
  */
-const fresh = await freshDatabaseUrl();
-const db = await openDatabase({ databaseUrl: fresh.url, dataDir: '.data/test', pglite: fresh.url === 'memory://' ? await migratedPglite() : undefined });
-t.teardown(async () => {
-  await db.close();
-  await fresh.drop();
-});
-
-const query = <R>(sql: string, params: unknown[] = []) => db.em().execute<R[]>(sql, params);
+const { db, query } = await storeDatabase(t);
 const AT = new Date('2026-12-01T10:00:00.000Z');
 const ms = (n: number) => new Date(AT.getTime() + n);
-let count = 0;
-async function workspace(plan = 'free'): Promise<string> {
-  const id = `ws_access_store_${++count}`;
-  await query('insert into workspaces (id, name, plan, personal, created_at, updated_at) values (?, ?, ?, false, now(), now())', [id, id, plan]);
-  return id;
-}
+const workspace = (plan = 'free') => insertWorkspace(query, plan);
 const key = (id: string, workspaceId: string, createdAt: Date, more: Partial<keys.ApiKey> = {}): keys.ApiKey => ({
   id,
   workspaceId,

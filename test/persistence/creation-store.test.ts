@@ -1,6 +1,5 @@
 import t from 'tap';
 import type { LedgerEntry } from '../../domain/account.ts';
-import { openDatabase } from '../../persistence/database.ts';
 import type { GenerationRow } from '../../persistence/stores/generations/rows.ts';
 import { openUnit } from '../../persistence/stores/unit.ts';
 import { generationWritten, writeCreations, type NewCreation } from '../../persistence/stores/workspace/creations.ts';
@@ -13,7 +12,7 @@ import * as reads from '../../persistence/stores/generations/reads.ts';
 import { jobOfProviderEvent } from '../../persistence/stores/generations/provider-events.ts';
 import * as unfinished from '../../persistence/stores/generations/unfinished.ts';
 import { shardOf } from '../../runtime/cluster/shard.ts';
-import { freshDatabaseUrl, migratedPglite } from '../helpers/database.ts';
+import { insertWorkspace, storeDatabase } from './store-support.ts';
 import { generationRow } from '../generations/support.ts';
 
 /**
@@ -24,21 +23,12 @@ import { generationRow } from '../generations/support.ts';
  * provider's event names (generations/provider-events.ts) and the unfinished jobs recovery and the queue find
  * (generations/unfinished.ts). No service, no actor: the statements alone.
  */
-const fresh = await freshDatabaseUrl();
-const db = await openDatabase({ databaseUrl: fresh.url, dataDir: '.data/test', pglite: fresh.url === 'memory://' ? await migratedPglite() : undefined });
-t.teardown(async () => {
-  await db.close();
-  await fresh.drop();
-});
-
-const query = <R>(sql: string, params: unknown[] = []) => db.em().execute<R[]>(sql, params);
+const { db, query } = await storeDatabase(t);
 const AT = new Date('2026-12-01T10:00:00.000Z');
 const ms = (n: number) => new Date(AT.getTime() + n);
-let workspaces = 0;
 /** A workspace with an account of 100 credits. */
 async function workspace(): Promise<string> {
-  const id = `ws_creation_store_${++workspaces}`;
-  await query('insert into workspaces (id, name, plan, personal, created_at, updated_at) values (?, ?, ?, false, now(), now())', [id, id, 'free']);
+  const id = await insertWorkspace(query);
   const grant: LedgerEntry = { kind: 'grant', credits: 100, reservedCredits: 0, walletCents: 0, reservedWalletCents: 0, reference: 'opening' };
   await writeOpeningAccount(db.em(), id, { reference: 'opening', entries: [grant] }, AT);
   return id;

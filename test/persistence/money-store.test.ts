@@ -1,32 +1,19 @@
 import t from 'tap';
 import type { LedgerEntry } from '../../domain/account.ts';
-import { openDatabase } from '../../persistence/database.ts';
 import { creditBalances, latestLedger, moneyPage } from '../../persistence/stores/money.ts';
 import { insertPendingTopUp } from '../../persistence/stores/payments.ts';
 import { openUnit } from '../../persistence/stores/unit.ts';
 import { writeMoney, writeMoneyChanges, writeOpeningAccount } from '../../persistence/stores/workspace/money.ts';
-import { freshDatabaseUrl, migratedPglite } from '../helpers/database.ts';
+import { insertWorkspace, storeDatabase } from './store-support.ts';
 
 /**
  * The money stores on a real database (PGlite, or PostgreSQL with TEST_DATABASE_URL): the workspace actor's
  * writes (persistence/stores/workspace/money.ts) and the API's reads (persistence/stores/money.ts), each
  * checked by what the tables hold after it. No service, no actor: the statements alone.
  */
-const fresh = await freshDatabaseUrl();
-const db = await openDatabase({ databaseUrl: fresh.url, dataDir: '.data/test', pglite: fresh.url === 'memory://' ? await migratedPglite() : undefined });
-t.teardown(async () => {
-  await db.close();
-  await fresh.drop();
-});
-
-const query = <R>(sql: string, params: unknown[] = []) => db.em().execute<R[]>(sql, params);
-let workspaces = 0;
+const { db, query } = await storeDatabase(t);
 /** A workspace row (the accounts refer to it), without an account yet. */
-async function workspace(): Promise<string> {
-  const id = `ws_money_store_${++workspaces}`;
-  await query('insert into workspaces (id, name, plan, personal, created_at, updated_at) values (?, ?, ?, false, now(), now())', [id, id, 'free']);
-  return id;
-}
+const workspace = () => insertWorkspace(query);
 async function account(id: string) {
   const [row] = await query<Record<string, unknown>>(
     `select available_credits, reserved_credits, wallet_cents, reserved_wallet_cents, wallet_activated, token_carry_nano,

@@ -1,6 +1,5 @@
 import t from 'tap';
 import type { KeyLimits, KeySpendDelta } from '../../domain/key-limits.ts';
-import { openDatabase } from '../../persistence/database.ts';
 import { openUnit } from '../../persistence/stores/unit.ts';
 import { keySpendWrite, readKeySpends, readWorkspaceKeySpends, writeKeyLimits } from '../../persistence/stores/workspace/keys.ts';
 import { readWorkspaces } from '../../persistence/stores/workspace/load.ts';
@@ -8,7 +7,7 @@ import { writeMoney, writeMoneyChanges } from '../../persistence/stores/workspac
 import { writeCreations } from '../../persistence/stores/workspace/creations.ts';
 import { writeGenerationEnds } from '../../persistence/stores/workspace/settlements.ts';
 import { generationRow } from '../generations/support.ts';
-import { freshDatabaseUrl, migratedPglite } from '../helpers/database.ts';
+import { insertWorkspace, storeDatabase } from './store-support.ts';
 
 /**
  * The workspace actor's stores of its keys and its making, on a real database (PGlite, or PostgreSQL with
@@ -16,14 +15,7 @@ import { freshDatabaseUrl, migratedPglite } from '../helpers/database.ts';
  * changes riding in the money's statement, the limits and the current day's and month's spend read back, a
  * change of limits written) and what a workspace actor is made from (workspace/load.ts).
  */
-const fresh = await freshDatabaseUrl();
-const db = await openDatabase({ databaseUrl: fresh.url, dataDir: '.data/test', pglite: fresh.url === 'memory://' ? await migratedPglite() : undefined });
-t.teardown(async () => {
-  await db.close();
-  await fresh.drop();
-});
-
-const query = <R>(sql: string, params: unknown[] = []) => db.em().execute<R[]>(sql, params);
+const { db, query } = await storeDatabase(t);
 const NOW = Date.parse('2026-12-15T10:00:00.000Z');
 const DAY = '2026-12-15';
 const MONTH = '2026-12-01';
@@ -31,13 +23,8 @@ let count = 0;
 /** A workspace with an account and a key of its own, without limits. */
 async function workspaceWithKey(): Promise<{ workspaceId: string; keyId: string }> {
   const n = ++count;
-  const workspaceId = `ws_key_store_${n}`;
+  const workspaceId = await insertWorkspace(query);
   const keyId = `key_store_${n}`;
-  await query('insert into workspaces (id, name, plan, personal, created_at, updated_at) values (?, ?, ?, false, now(), now())', [
-    workspaceId,
-    workspaceId,
-    'free',
-  ]);
   await query(
     `insert into workspace_accounts (workspace_id, available_credits, reserved_credits, wallet_cents, reserved_wallet_cents, wallet_activated, updated_at)
        values (?, 0, 0, 0, 0, false, now())`,
