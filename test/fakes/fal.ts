@@ -26,6 +26,7 @@ import { createHash, sign, type KeyObject } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { imageDimensions, sniffContentType } from '../../providers/local/sniff.ts';
+import { HeldAnswers } from '../helpers/held-answers.ts';
 
 export interface FakeEndpoint {
   /** Input fields the app requires: without one, the request completes with fal's 422 validation error. */
@@ -122,8 +123,7 @@ export async function startFakeFal(options: FakeFalOptions): Promise<FakeFal> {
   const faults = new Map<Route, Fault[]>();
   let nextScript: RequestScript | undefined;
   let everyScript = false;
-  let holding = false;
-  const heldAnswers = new Map<string, () => void>();
+  const held = new HeldAnswers();
   const hung = new Set<http.ServerResponse>();
   const userId = options.userId ?? 'user-fake-1';
 
@@ -143,14 +143,9 @@ export async function startFakeFal(options: FakeFalOptions): Promise<FakeFal> {
       everyScript = every;
     },
     holdAnswers(on) {
-      holding = on;
+      held.holding = on;
     },
-    answer(id) {
-      const send = heldAnswers.get(id);
-      heldAnswers.delete(id);
-      send?.();
-      return send !== undefined;
-    },
+    answer: (id) => held.answer(id),
     fault(route, fault, times = 1) {
       const list = faults.get(route) ?? [];
       for (let i = 0; i < times; i++) list.push(fault);
@@ -399,10 +394,7 @@ export async function startFakeFal(options: FakeFalOptions): Promise<FakeFal> {
     fake.submissions += 1;
     fake.submissionsByEndpoint.set(endpointId, (fake.submissionsByEndpoint.get(endpointId) ?? 0) + 1);
     const send = () => json(res, 200, { status: 'IN_QUEUE', ...links(origin, request), queue_position: script.queue[0] ?? 0 }, { 'x-fal-request-id': id });
-    if (holding) {
-      heldAnswers.set(id, send);
-      hung.add(res); // destroyed by close() if never sent
-    } else send();
+    if (held.hold(id, send)) hung.add(res); // destroyed by close() if never sent
   }
 
   async function status(res: http.ServerResponse, url: URL, request: FakeRequest, origin: string) {

@@ -59,6 +59,7 @@ import { createReplicateAdapter } from '../../providers/replicate/adapter.ts';
 import type { ReplicateDeploymentTarget } from '../../providers/replicate/deployment.ts';
 import type { ReplicateSettings } from '../../providers/replicate/settings.ts';
 import { guardedFetcher } from '../../runtime/egress.ts';
+import { HeldAnswers } from '../helpers/held-answers.ts';
 
 export type PredictionStatus = 'starting' | 'processing' | 'succeeded' | 'failed' | 'canceled' | 'aborted';
 
@@ -175,8 +176,7 @@ export async function startReplicateFake(options: { token: string; webhookSecret
   const closeWaiters = new Map<string, Array<(how: StreamClose) => void>>();
   const counts = { create: 0, get: 0, cancel: 0, stream: 0, refused: 0 };
   const hanging = new Set<ServerResponse>();
-  const heldAnswers = new Map<string, () => void>();
-  let holding = false;
+  const held = new HeldAnswers();
   let origin = '';
 
   const problem = (res: ServerResponse, status: number, title: string, detail: string, headers: Record<string, string> = {}) => {
@@ -472,11 +472,8 @@ export async function startReplicateFake(options: { token: string; webhookSecret
       ...(scenario.stream ? { stream: { pieces: piecesOf(scenario), sent: 0, events: [], open: new Set<ServerResponse>() } } : {}),
     });
     creates.push({ path, headers: req.headers, body, predictionId: id });
-    if (holding) {
-      const answer = structuredClone(p); // the prediction as it was when created
-      heldAnswers.set(id, () => json(res, 201, answer));
-      hanging.add(res); // destroyed by close() if never sent
-    } else json(res, 201, p);
+    const answer = structuredClone(p); // the prediction as it was when created
+    if (held.hold(id, () => json(res, 201, answer))) hanging.add(res); // destroyed by close() if never sent
   }
 
   async function route(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -578,14 +575,9 @@ export async function startReplicateFake(options: { token: string; webhookSecret
       for (const kind of Object.keys(queue) as RequestKind[]) queue[kind] = [];
     },
     holdAnswers(on) {
-      holding = on;
+      held.holding = on;
     },
-    answer(id) {
-      const send = heldAnswers.get(id);
-      heldAnswers.delete(id);
-      send?.();
-      return send !== undefined;
-    },
+    answer: (id) => held.answer(id),
     creates,
     streams,
     streamClosed(id) {
