@@ -38,8 +38,9 @@ const key = (id: string, workspaceId: string, createdAt: Date, more: Partial<key
 t.test('keys: made, found, listed newest first by workspace, changed, revoked once', async (t) => {
   const [a, other] = [await workspace('pro'), await workspace()];
   const ids = [1, 2, 3].map((n) => `key_${a}_${n}`);
-  await keys.insertKey(openUnit(db), key(ids[0]!, a, ms(0), { expiresAt: ms(86_400_000), scopes: ['generations.read', 'generations.write'] }));
+  // Made out of order, so that the pages' order is the statement's, not the rows' place in the table.
   await keys.insertKey(openUnit(db), key(ids[1]!, a, ms(1_000)));
+  await keys.insertKey(openUnit(db), key(ids[0]!, a, ms(0), { expiresAt: ms(86_400_000), scopes: ['generations.read', 'generations.write'] }));
   await keys.insertKey(openUnit(db), key(ids[2]!, a, ms(1_000)));
   await keys.insertKey(openUnit(db), key(`key_${other}`, other, ms(5_000)));
   t.same(await keys.findKey(openUnit(db), ids[0]!), key(ids[0]!, a, ms(0), { expiresAt: ms(86_400_000), scopes: ['generations.read', 'generations.write'] }));
@@ -57,6 +58,11 @@ t.test('keys: made, found, listed newest first by workspace, changed, revoked on
     [changed.name, changed.creditBudget, changed.updatedAt.getTime(), changed.scopes],
     ['renamed', 50, ms(2_000).getTime(), ['generations.read']],
     'only what changed',
+  );
+  t.same(
+    [(await keys.findKey(openUnit(db), ids[0]!))?.name, (await keys.findKey(openUnit(db), `key_${other}`))?.name],
+    [`key ${ids[0]}`, `key key_${other}`],
+    'and only that key',
   );
 
   await keys.revokeKey(openUnit(db), ids[1]!, ms(3_000));

@@ -448,8 +448,9 @@ t.test('endpoints: made, read and listed while not deleted, changed, disabled, r
     ...more,
   });
   const ids = [1, 2, 3, 4].map((n) => `whe_${a}_${n}`);
-  await endpoints.insertEndpoint(openUnit(db), row(ids[0]!, ms(0)));
+  // Made out of order, so that the pages' order is the statement's, not the rows' place in the table.
   await endpoints.insertEndpoint(openUnit(db), row(ids[1]!, ms(1_000), { eventTypes: ['generation.succeeded', 'generation.started'] }));
+  await endpoints.insertEndpoint(openUnit(db), row(ids[0]!, ms(0)));
   await endpoints.insertEndpoint(openUnit(db), row(ids[2]!, ms(1_000), { eventTypes: ['generation.failed'] }));
   await endpoints.insertEndpoint(openUnit(db), row(ids[3]!, ms(2_000)));
   t.same(await endpoints.findLiveEndpoint(db, ids[0]!), row(ids[0]!, ms(0)), 'read as written');
