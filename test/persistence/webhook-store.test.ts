@@ -241,6 +241,48 @@ t.test('writeDeliveryStates: first-attempt successes and whole states, each only
   t.same([second.status, second.attempt_count, second.attempts], ['delivered', 2, [attempt(1, 500), attempt(2, 200)]], 'delivered at a later attempt: whole');
 });
 
+t.test('writeDeliveryStates: a record unlike a first-attempt success in any one field is written as given', async (t) => {
+  const a = await workspace();
+  const e = await endpoint(a, `whe_${a}`, []);
+  const at = ms(9_000).toISOString();
+  const success: Omit<deliveries.DeliveryStateRecord, 'id'> = {
+    status: 'delivered',
+    attempts: [attempt(1, 200)],
+    attempt_count: 1,
+    next_attempt_at: null,
+    failure_reason: null,
+    updated_at: at,
+  };
+  const unlike: Record<string, Partial<Omit<deliveries.DeliveryStateRecord, 'id'>>> = {
+    status: { status: 'failed' },
+    number: { attempts: [{ ...attempt(1, 200), attemptNumber: 2 }] },
+    error: { attempts: [attempt(1, 200, 'reset after the answer')] },
+    response: { attempts: [attempt(1, null)] },
+    next: { next_attempt_at: ms(60_000).toISOString() },
+    reason: { failure_reason: 'noted' },
+  };
+  const ids = Object.keys(unlike).map((name) => `dlv_${a}_${name}`);
+  await pending(a, e, ids);
+  await deliveries.writeDeliveryStates(
+    db.em(),
+    Object.entries(unlike).map(([name, change]) => ({ ...success, ...change, id: `dlv_${a}_${name}` })),
+  );
+  const rows = await query<{ id: string; status: string; attempts: DeliveryAttempt[]; next_attempt_at: unknown; failure_reason: string | null }>(
+    'select id, status, attempts, next_attempt_at, failure_reason from webhook_deliveries where endpoint_id = ?',
+    [e],
+  );
+  const byId = new Map(rows.map((r) => [r.id, r]));
+  for (const [name, change] of Object.entries(unlike)) {
+    const row = byId.get(`dlv_${a}_${name}`)!;
+    const wanted = { ...success, ...change };
+    t.same(
+      [row.status, row.attempts, row.next_attempt_at !== null, row.failure_reason],
+      [wanted.status, wanted.attempts, wanted.next_attempt_at !== null, wanted.failure_reason],
+      `${name}: written whole, as given`,
+    );
+  }
+});
+
 t.test('a delivery final, its attempts read and replaced; every pending delivery of an endpoint failed', async (t) => {
   const a = await workspace();
   const [e, other] = [await endpoint(a, `whe_${a}_1`, []), await endpoint(a, `whe_${a}_2`, [])];
