@@ -1,15 +1,9 @@
 import t from 'tap';
-import { openDatabase } from '../../persistence/database.ts';
 import { DirectTransaction } from '../../persistence/direct-transaction.ts';
 import { writeMoneyChanges } from '../../persistence/stores/workspace/money.ts';
-import { freshDatabaseUrl, migratedPglite } from '../helpers/database.ts';
+import { storeDatabase } from '../persistence/store-support.ts';
 
-const fresh = await freshDatabaseUrl();
-const db = await openDatabase({ databaseUrl: fresh.url, dataDir: '.data/test', pglite: fresh.url === 'memory://' ? await migratedPglite() : undefined });
-t.teardown(async () => {
-  await db.close();
-  await fresh.drop();
-});
+const { db } = await storeDatabase(t);
 
 /**
  * A money change for a workspace without an account is refused by the statement itself (write_check,

@@ -12,7 +12,7 @@ import * as reads from '../../persistence/stores/generations/reads.ts';
 import { jobOfProviderEvent } from '../../persistence/stores/generations/provider-events.ts';
 import * as unfinished from '../../persistence/stores/generations/unfinished.ts';
 import { shardOf } from '../../runtime/cluster/shard.ts';
-import { insertWorkspace, storeDatabase } from './store-support.ts';
+import { insertEndpoint, insertWorkspace, storeDatabase } from './store-support.ts';
 import { generationRow } from '../generations/support.ts';
 
 /**
@@ -279,12 +279,7 @@ t.test('writeGenerationEnds: each end written once, only over an unfinished job;
 t.test('writeProgressRows: each move only from the status it was decided from; findGeneration and endedAmong read them', async (t) => {
   const [plain, watched] = [await workspace(), await workspace()];
   // An endpoint of `watched` asked for generation.started; of `plain`, one that did not and one deleted that did.
-  const endpoint = (id: string, ws: string, types: string[], deleted: boolean) =>
-    query(
-      `insert into webhook_endpoints (id, workspace_id, url, event_types, status, secret_sealed, created_at, updated_at, deleted_at)
-         values (?, ?, 'https://example.com/hook', ?::jsonb, 'active', 'sealed', now(), now(), ${deleted ? 'now()' : 'null'})`,
-      [id, ws, JSON.stringify(types)],
-    );
+  const endpoint = (id: string, ws: string, types: string[], deleted: boolean) => insertEndpoint(query, ws, id, types, deleted ? { deletedAt: AT } : {});
   await endpoint(`whe_${plain}_1`, plain, ['generation.succeeded'], false);
   await endpoint(`whe_${plain}_2`, plain, ['generation.started'], true);
   await endpoint(`whe_${watched}`, watched, ['generation.started', 'generation.failed'], false);

@@ -27,3 +27,19 @@ export async function insertWorkspace(query: Query, plan = 'free'): Promise<stri
   await query('insert into workspaces (id, name, plan, personal, created_at, updated_at) values (?, ?, ?, false, now(), now())', [id, id, plan]);
   return id;
 }
+
+/** A webhook endpoint of the workspace with its id: active unless `disabled`, subscribed to `types`, deleted at `deletedAt` if given. */
+export async function insertEndpoint(
+  query: Query,
+  workspaceId: string,
+  id: string,
+  types: string[],
+  state: { disabled?: boolean; deletedAt?: Date } = {},
+): Promise<string> {
+  await query(
+    `insert into webhook_endpoints (id, workspace_id, url, event_types, status, secret_sealed, created_at, updated_at, deleted_at)
+       values (?, ?, 'https://example.com/hook', ?::jsonb, ?, 'sealed', now(), now(), ?)`,
+    [id, workspaceId, JSON.stringify(types), state.disabled ? 'disabled' : 'active', state.deletedAt ?? null],
+  );
+  return id;
+}

@@ -8,7 +8,7 @@ import { findEvent, insertEvents, listWorkspaceEvents, type StoredEvent } from '
 import { claimRecoveryRow, readRecoveryRow, writeRecoveryAnswer } from '../../persistence/stores/webhooks/recoveries.ts';
 import { purgeWebhookHistory } from '../../persistence/stores/webhooks/retention.ts';
 import { shardOf } from '../../runtime/cluster/shard.ts';
-import { insertWorkspace, storeDatabase } from './store-support.ts';
+import { insertEndpoint, insertWorkspace, storeDatabase } from './store-support.ts';
 
 /**
  * The webhook stores on a real database (PGlite, or PostgreSQL with TEST_DATABASE_URL): endpoints
@@ -22,14 +22,8 @@ const AT = new Date('2026-12-01T10:00:00.000Z');
 const ms = (n: number) => new Date(AT.getTime() + n);
 const workspace = () => insertWorkspace(query);
 /** An endpoint of the workspace: active and subscribed to `types` unless said otherwise. */
-async function endpoint(workspaceId: string, id: string, types: string[], state: { disabled?: boolean; deletedAt?: Date } = {}): Promise<string> {
-  await query(
-    `insert into webhook_endpoints (id, workspace_id, url, event_types, status, secret_sealed, created_at, updated_at, deleted_at)
-       values (?, ?, 'https://example.com/hook', ?::jsonb, ?, 'sealed', now(), now(), ?)`,
-    [id, workspaceId, JSON.stringify(types), state.disabled ? 'disabled' : 'active', state.deletedAt ?? null],
-  );
-  return id;
-}
+const endpoint = (workspaceId: string, id: string, types: string[], state: { disabled?: boolean; deletedAt?: Date } = {}) =>
+  insertEndpoint(query, workspaceId, id, types, state);
 type Row = { id: string; endpoint_id: string; status: string; body: string; attempt_count: number; failure_reason: string | null; resend_of: string | null };
 async function delivery(id: string): Promise<Row | undefined> {
   const [row] = await query<Row>('select id, endpoint_id, status, body, attempt_count, failure_reason, resend_of from webhook_deliveries where id = ?', [id]);
